@@ -1,0 +1,192 @@
+//! ACP v1 protocol types and method names: what crosses the wire, named
+//! after the schema, camelCase on the wire. Nothing here knows about HTTP,
+//! providers or threads.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The protocol version we speak, whatever the client asks for.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// Method names, client to agent.
+pub mod method {
+    pub const INITIALIZE: &str = "initialize";
+    pub const AUTHENTICATE: &str = "authenticate";
+    pub const SESSION_NEW: &str = "session/new";
+    pub const SESSION_PROMPT: &str = "session/prompt";
+    pub const SESSION_CANCEL: &str = "session/cancel";
+    pub const CANCEL_REQUEST: &str = "$/cancel_request";
+    /// Agent to client.
+    pub const SESSION_UPDATE: &str = "session/update";
+}
+
+// ----- initialize -----
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeRequest {
+    pub protocol_version: u16,
+    #[serde(default)]
+    pub client_capabilities: ClientCapabilities,
+    #[serde(default)]
+    pub client_info: Option<Implementation>,
+}
+
+/// What the client lets us use. Unknown keys are ignored, missing ones are
+/// off, and a malformed optional part counts as absent rather than failing
+/// the whole handshake.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientCapabilities {
+    #[serde(default, deserialize_with = "lenient")]
+    pub fs: FileSystemCapabilities,
+    #[serde(default, deserialize_with = "lenient")]
+    pub terminal: bool,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileSystemCapabilities {
+    #[serde(default, deserialize_with = "lenient")]
+    pub read_text_file: bool,
+    #[serde(default, deserialize_with = "lenient")]
+    pub write_text_file: bool,
+}
+
+/// Falls back to the default when an optional field is malformed, as the
+/// schema's `x-deserialize-default-on-error` asks.
+fn lenient<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned + Default,
+{
+    let value = Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).unwrap_or_default())
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Implementation {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub version: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResponse {
+    pub protocol_version: u16,
+    pub agent_capabilities: Value,
+    pub auth_methods: Vec<Value>,
+    pub agent_info: Implementation,
+}
+
+// ----- sessions -----
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewSessionRequest {
+    pub cwd: String,
+    pub mcp_servers: Vec<Value>,
+    #[serde(default, rename = "_meta")]
+    pub meta: Option<Value>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewSessionResponse {
+    pub session_id: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptRequest {
+    pub session_id: String,
+    pub prompt: Vec<Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    MaxTokens,
+    MaxTurnRequests,
+    Refusal,
+    Cancelled,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptResponse {
+    pub stop_reason: StopReason,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelNotification {
+    pub session_id: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelRequestNotification {
+    pub request_id: Value,
+}
+
+// ----- content -----
+
+/// A content block. Prompt blocks are decoded from raw JSON by the prompt
+/// handler (which gives better errors per block); this type is what we send.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    Text { text: String },
+}
+
+impl ContentBlock {
+    pub fn text(text: impl Into<String>) -> ContentBlock {
+        ContentBlock::Text { text: text.into() }
+    }
+}
+
+// ----- session/update -----
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionNotification<'a> {
+    pub session_id: &'a str,
+    pub update: SessionUpdate,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(
+    tag = "sessionUpdate",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum SessionUpdate {
+    UserMessageChunk {
+        content: ContentBlock,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+    },
+    AgentMessageChunk {
+        content: ContentBlock,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+    },
+    AgentThoughtChunk {
+        content: ContentBlock,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+    },
+}
+
+/// Renders one `session/update` notification line.
+pub fn update_line(session_id: &str, update: SessionUpdate) -> String {
+    crate::rpc::notification_line(
+        method::SESSION_UPDATE,
+        &SessionNotification { session_id, update },
+    )
+}

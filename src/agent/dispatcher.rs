@@ -1,0 +1,481 @@
+//! The dispatcher: the one thread that owns session state. It answers quick
+//! requests itself, starts a turn worker per prompt, forwards cancels, and
+//! answers each prompt when its worker reports back.
+
+use super::session::{valid_client_session_id, RunningTurn, Session};
+use super::turn::{self, Turn, TurnEnd};
+use super::{prompt::system_prompt, Event, Options};
+use crate::acp::{self, method, ClientCapabilities, Implementation};
+use crate::cancel::CancelToken;
+use crate::provider::{Message, Provider};
+use crate::rpc::stdio::{Input, Output};
+use crate::rpc::{self, Incoming, RequestId, RpcError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long running turns get to settle after stdin closed (without
+/// `--drain`) before the agent exits anyway.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(700);
+
+pub struct Dispatcher {
+    options: Options,
+    provider: Arc<dyn Provider>,
+    writer: Sender<Output>,
+    events: Sender<Event>,
+    client: Option<ClientCapabilities>,
+    sessions: HashMap<String, Session>,
+    /// Set once stdin has ended; the loop stops when no turn runs any more
+    /// (or, without `--drain`, when the grace period is over).
+    closing: Option<Option<Instant>>,
+    test_hooks: bool,
+}
+
+impl Dispatcher {
+    pub fn new(
+        options: Options,
+        provider: Arc<dyn Provider>,
+        writer: Sender<Output>,
+        events: Sender<Event>,
+    ) -> Dispatcher {
+        Dispatcher {
+            options,
+            provider,
+            writer,
+            events,
+            client: None,
+            sessions: HashMap::new(),
+            closing: None,
+            test_hooks: std::env::var_os("SPINDLE_TEST_HOOKS").is_some_and(|v| v == "1"),
+        }
+    }
+
+    pub fn run(mut self, events: &Receiver<Event>) {
+        loop {
+            if self.closing.is_some() && !self.any_running() {
+                break;
+            }
+            let event = match self.closing {
+                Some(Some(deadline)) => match events.recv_deadline(deadline) {
+                    Ok(event) => event,
+                    Err(RecvTimeoutError::Timeout) => {
+                        log::warn!("turns did not settle in time after stdin closed; exiting");
+                        break;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
+                },
+                _ => match events.recv() {
+                    Ok(event) => event,
+                    Err(_) => break,
+                },
+            };
+            match event {
+                Event::Input(Input::Message(message)) => self.handle(message),
+                Event::Input(Input::Eof) => self.on_eof(),
+                Event::TurnEnded(end) => self.on_turn_end(end),
+            }
+        }
+        // Detached on purpose: a turn still running here ignored its cancel
+        // for the whole grace period; the process exit ends it.
+        for session in self.sessions.values_mut() {
+            if let Some(running) = session.running.take() {
+                if running.handle.is_finished() {
+                    let _ = running.handle.join();
+                }
+            }
+        }
+    }
+
+    fn any_running(&self) -> bool {
+        self.sessions.values().any(|s| s.running.is_some())
+    }
+
+    fn send_line(&self, line: String) {
+        let _ = self.writer.send(Output::Line(line));
+    }
+
+    fn respond(&self, id: &RequestId, result: Result<Value, RpcError>) {
+        match result {
+            Ok(value) => self.send_line(rpc::response_line(id, &value)),
+            Err(error) => {
+                log::debug!("request {id} failed: {error}");
+                self.send_line(rpc::error_line(id, &error));
+            }
+        }
+    }
+
+    fn on_eof(&mut self) {
+        if self.options.drain {
+            log::debug!("stdin closed; draining running turns");
+            self.closing = Some(None);
+        } else {
+            log::debug!("stdin closed; cancelling running turns");
+            for session in self.sessions.values() {
+                if let Some(running) = &session.running {
+                    running.cancel.cancel();
+                }
+            }
+            self.closing = Some(Some(Instant::now() + SHUTDOWN_GRACE));
+        }
+    }
+
+    fn handle(&mut self, message: Incoming) {
+        match message {
+            Incoming::Invalid { id, error } => {
+                log::warn!("rejected a message: {error}");
+                self.respond(&id, Err(error));
+            }
+            Incoming::Response { id, .. } => {
+                // We have not sent any request yet, so any answer is to an id
+                // we never used.
+                log::warn!("dropped a response to unknown request id {id}");
+            }
+            Incoming::Notification { method, params } => self.handle_notification(&method, params),
+            Incoming::Request { id, method, params } => {
+                let outcome = catch_unwind(AssertUnwindSafe(|| {
+                    self.handle_request(&id, &method, params)
+                }));
+                match outcome {
+                    // `None`: the answer comes later (a prompt turn).
+                    Ok(None) => {}
+                    Ok(Some(result)) => self.respond(&id, result),
+                    Err(panic) => {
+                        let what = panic_text(&panic);
+                        log::error!("handler of {method} panicked: {what}");
+                        self.respond(
+                            &id,
+                            Err(RpcError::internal(format!("{method} failed: {what}"))
+                                .with_data(json!({ "code": "internal_panic" }))),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn handle_notification(&mut self, method: &str, params: Value) {
+        match method {
+            method::SESSION_CANCEL => match decode::<acp::CancelNotification>(params) {
+                Ok(cancel) => self.cancel_session(&cancel.session_id),
+                Err(error) => log::warn!("ignored session/cancel: {error}"),
+            },
+            method::CANCEL_REQUEST => match decode::<acp::CancelRequestNotification>(params) {
+                Ok(cancel) => self.cancel_request(&cancel.request_id),
+                Err(error) => log::warn!("ignored $/cancel_request: {error}"),
+            },
+            other => log::debug!("ignored notification {other}"),
+        }
+    }
+
+    /// Returns the answer, or `None` when a worker will answer later.
+    fn handle_request(
+        &mut self,
+        id: &RequestId,
+        method: &str,
+        params: Value,
+    ) -> Option<Result<Value, RpcError>> {
+        if method == method::INITIALIZE {
+            return Some(self.initialize(params));
+        }
+        if self.client.is_none() {
+            return Some(Err(RpcError::invalid_request(format!(
+                "{method} was sent before initialize; send initialize first"
+            ))));
+        }
+        match method {
+            method::SESSION_NEW => Some(self.new_session(params)),
+            method::SESSION_PROMPT => self.prompt(id, params).err().map(Err),
+            "_spindle/test/panic" if self.test_hooks => panic!("test hook asked for a panic"),
+            other => Some(Err(RpcError::method_not_found(other))),
+        }
+    }
+
+    fn initialize(&mut self, params: Value) -> Result<Value, RpcError> {
+        let request: acp::InitializeRequest = decode(params)?;
+        if let Some(info) = &request.client_info {
+            log::info!(
+                "client {} {} asks for protocol version {}",
+                info.name,
+                info.version,
+                request.protocol_version
+            );
+        }
+        self.client = Some(request.client_capabilities);
+        let response = acp::InitializeResponse {
+            protocol_version: acp::PROTOCOL_VERSION,
+            agent_capabilities: json!({
+                "loadSession": false,
+                "promptCapabilities": {
+                    "image": false,
+                    "audio": false,
+                    "embeddedContext": false
+                },
+                "mcpCapabilities": { "http": false, "sse": false },
+                "sessionCapabilities": {},
+                "_meta": { "spindle": { "schemaVersion": 1 } }
+            }),
+            auth_methods: Vec::new(),
+            agent_info: Implementation {
+                name: "spindle".into(),
+                title: Some("Spindle".into()),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+        };
+        Ok(serde_json::to_value(response).unwrap_or_default())
+    }
+
+    fn new_session(&mut self, params: Value) -> Result<Value, RpcError> {
+        let request: acp::NewSessionRequest = decode(params)?;
+        let cwd = check_cwd(&request.cwd)?;
+        let requested = request
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get("spindle"))
+            .and_then(|spindle| spindle.get("sessionId"));
+        let session_id = match requested {
+            None | Some(Value::Null) => loop {
+                let id = crate::util::new_id("sess");
+                if !self.sessions.contains_key(&id) {
+                    break id;
+                }
+            },
+            Some(Value::String(id)) => {
+                if !valid_client_session_id(id) {
+                    return Err(RpcError::invalid_params(format!(
+                        "_meta.spindle.sessionId {id:?} is not usable: use 1 to 64 letters, digits, '-', '_' or '.', not starting with '.'"
+                    )));
+                }
+                if self.sessions.contains_key(id) {
+                    return Err(RpcError::invalid_params(format!(
+                        "_meta.spindle.sessionId {id:?} is already in use by another session"
+                    )));
+                }
+                id.clone()
+            }
+            Some(other) => {
+                return Err(RpcError::invalid_params(format!(
+                    "_meta.spindle.sessionId must be a string, not {other}"
+                )))
+            }
+        };
+        log::info!("session {session_id} opened in {}", cwd.display());
+        self.sessions.insert(
+            session_id.clone(),
+            Session::new(session_id.clone(), cwd, request.mcp_servers),
+        );
+        Ok(serde_json::to_value(acp::NewSessionResponse { session_id }).unwrap_or_default())
+    }
+
+    /// Starts a turn. An `Err` is answered at once; on success the worker's
+    /// report produces the answer.
+    fn prompt(&mut self, id: &RequestId, params: Value) -> Result<(), RpcError> {
+        let request: acp::PromptRequest = decode(params)?;
+        let text = prompt_text(&request.prompt)?;
+        let Some(session) = self.sessions.get_mut(&request.session_id) else {
+            return Err(unknown_session(&request.session_id));
+        };
+        if session.running.is_some() {
+            return Err(RpcError::invalid_request(format!(
+                "a prompt is already running in session {}; wait for its answer or send session/cancel first",
+                session.id
+            )));
+        }
+        if self.closing.is_some() {
+            return Err(RpcError::invalid_request("the agent is shutting down"));
+        }
+        session.messages.push(Message::user(text));
+        let cancel = CancelToken::new();
+        let turn = Turn {
+            session_id: session.id.clone(),
+            request_id: id.clone(),
+            system: system_prompt(&session.cwd),
+            messages: session.messages.clone(),
+            provider: self.provider.clone(),
+            cancel: cancel.clone(),
+            writer: self.writer.clone(),
+        };
+        match turn::spawn(turn, self.events.clone()) {
+            Ok(handle) => {
+                session.running = Some(RunningTurn {
+                    request_id: id.clone(),
+                    cancel,
+                    handle,
+                });
+                Ok(())
+            }
+            Err(err) => {
+                session.messages.pop();
+                Err(RpcError::internal(format!("cannot start the turn: {err}")))
+            }
+        }
+    }
+
+    fn on_turn_end(&mut self, end: TurnEnd) {
+        if let Some(session) = self.sessions.get_mut(&end.session_id) {
+            if let Some(running) = session.running.take() {
+                let _ = running.handle.join();
+            }
+            session.messages.extend(end.added);
+            if let Some(usage) = &end.usage {
+                session.add_usage(usage);
+            }
+        }
+        let result = end.result.map(|stop_reason| {
+            serde_json::to_value(acp::PromptResponse { stop_reason }).unwrap_or_default()
+        });
+        self.respond(&end.request_id, result);
+    }
+
+    fn cancel_session(&mut self, session_id: &str) {
+        match self.sessions.get(session_id) {
+            Some(Session {
+                running: Some(running),
+                ..
+            }) => {
+                log::debug!("cancelling the turn of session {session_id}");
+                running.cancel.cancel();
+            }
+            Some(_) => log::debug!("session/cancel for {session_id}: no turn is running"),
+            None => log::warn!("session/cancel for unknown session {session_id}"),
+        }
+    }
+
+    fn cancel_request(&mut self, request_id: &Value) {
+        // Only prompts outlive their request handler, so only they can be
+        // cancelled this way; the answer is still `cancelled`, as for
+        // session/cancel.
+        for session in self.sessions.values() {
+            if let Some(running) = &session.running {
+                if &running.request_id == request_id {
+                    running.cancel.cancel();
+                }
+            }
+        }
+    }
+}
+
+fn decode<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
+    serde_json::from_value(params).map_err(RpcError::invalid_params)
+}
+
+fn unknown_session(session_id: &str) -> RpcError {
+    RpcError::invalid_params(format!(
+        "unknown session id {session_id:?}; create one with session/new"
+    ))
+}
+
+fn check_cwd(cwd: &str) -> Result<PathBuf, RpcError> {
+    let path = Path::new(cwd);
+    if !path.is_absolute() {
+        return Err(RpcError::invalid_params(format!(
+            "cwd must be an absolute path, got {cwd:?}"
+        )));
+    }
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(path.to_path_buf()),
+        Ok(_) => Err(RpcError::invalid_params(format!(
+            "cwd {cwd:?} is not a directory"
+        ))),
+        Err(err) => Err(RpcError::invalid_params(format!(
+            "cwd {cwd:?} cannot be used: {err}"
+        ))),
+    }
+}
+
+/// Renders the prompt blocks we accept into the text the model gets.
+fn prompt_text(blocks: &[Value]) -> Result<String, RpcError> {
+    let mut parts: Vec<String> = Vec::with_capacity(blocks.len());
+    for (index, block) in blocks.iter().enumerate() {
+        let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "text" => {
+                let Some(text) = block.get("text").and_then(Value::as_str) else {
+                    return Err(RpcError::invalid_params(format!(
+                        "prompt block {index} (text) has no \"text\" string"
+                    )));
+                };
+                parts.push(text.to_string());
+            }
+            "resource_link" => {
+                let uri = block.get("uri").and_then(Value::as_str);
+                let name = block.get("name").and_then(Value::as_str);
+                let (Some(uri), Some(name)) = (uri, name) else {
+                    return Err(RpcError::invalid_params(format!(
+                        "prompt block {index} (resource_link) needs \"uri\" and \"name\" strings"
+                    )));
+                };
+                parts.push(format!("[@{name}]({uri})"));
+            }
+            "image" | "audio" | "resource" => {
+                return Err(RpcError::invalid_params(format!(
+                    "prompt block {index} is of type {kind:?}, which this agent did not advertise in promptCapabilities"
+                )))
+            }
+            "" => {
+                return Err(RpcError::invalid_params(format!(
+                    "prompt block {index} has no \"type\""
+                )))
+            }
+            other => {
+                return Err(RpcError::invalid_params(format!(
+                    "prompt block {index} has unknown type {other:?}"
+                )))
+            }
+        }
+    }
+    let text = parts.join("\n");
+    if text.trim().is_empty() {
+        return Err(RpcError::invalid_params(
+            "the prompt is empty; send at least one non-empty text block",
+        ));
+    }
+    Ok(text)
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown cause".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompt_blocks_become_text() {
+        let text = prompt_text(&[
+            json!({"type":"text","text":"Look at"}),
+            json!({"type":"resource_link","uri":"file:///p/a.rs","name":"a.rs"}),
+        ])
+        .unwrap();
+        assert_eq!(text, "Look at\n[@a.rs](file:///p/a.rs)");
+        for bad in [
+            json!([]),
+            json!([{"type":"text","text":"  "}]),
+            json!([{"type":"image","data":"","mimeType":"image/png"}]),
+            json!([{"type":"nope"}]),
+            json!([{"text":"x"}]),
+        ] {
+            let blocks: Vec<Value> = serde_json::from_value(bad).unwrap();
+            assert_eq!(
+                prompt_text(&blocks).unwrap_err().code,
+                rpc::code::INVALID_PARAMS
+            );
+        }
+    }
+
+    #[test]
+    fn cwd_must_be_an_absolute_directory() {
+        assert!(check_cwd("relative/dir").is_err());
+        assert!(check_cwd("/definitely/not/here/spindle").is_err());
+        assert!(check_cwd(&std::env::temp_dir().display().to_string()).is_ok());
+    }
+}

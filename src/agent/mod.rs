@@ -1,0 +1,99 @@
+//! The agent: wires the reader, dispatcher, turn workers and writer
+//! together and runs until the client goes away.
+
+mod dispatcher;
+mod prompt;
+mod session;
+mod turn;
+
+use crate::provider::http::Timeouts;
+use crate::provider::openai::{ChatCompletions, DEFAULT_BASE_URL};
+use crate::provider::script::{Script, ScriptProvider};
+use crate::provider::Provider;
+use crate::rpc::stdio::{self, Input, Output};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use prompt::system_prompt;
+
+/// The default model when neither `--model` nor a config names one.
+pub const DEFAULT_MODEL: &str = "gpt-4.1-mini";
+
+/// Start-up choices of `spindle acp`.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub model: Option<String>,
+    pub script: Option<PathBuf>,
+    /// On stdin EOF, let running turns finish instead of cancelling them.
+    pub drain: bool,
+    pub timeouts: Timeouts,
+}
+
+/// Everything the dispatcher hears about, from the reader or a worker.
+#[derive(Debug)]
+pub enum Event {
+    Input(Input),
+    TurnEnded(turn::TurnEnd),
+}
+
+impl From<Input> for Event {
+    fn from(input: Input) -> Self {
+        Event::Input(input)
+    }
+}
+
+/// Builds the model provider the options ask for.
+pub fn provider_for(options: &Options) -> Result<Arc<dyn Provider>, String> {
+    if let Some(path) = &options.script {
+        let script = Script::load(path)?;
+        return Ok(Arc::new(ScriptProvider::new(script)));
+    }
+    let base_url = std::env::var("OPENAI_BASE_URL")
+        .ok()
+        .filter(|url| !url.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
+    let api_key = std::env::var("OPENAI_API_KEY")
+        .ok()
+        .filter(|key| !key.trim().is_empty());
+    Ok(Arc::new(ChatCompletions {
+        base_url,
+        api_key,
+        model: options
+            .model
+            .clone()
+            .unwrap_or_else(|| DEFAULT_MODEL.to_string()),
+        timeouts: options.timeouts,
+    }))
+}
+
+/// Serves ACP on `input`/`output` until the input ends and the running
+/// turns are settled. Returns an error only when the agent could not start.
+pub fn serve<R, W>(options: Options, input: R, output: W) -> Result<(), String>
+where
+    R: Read + Send + 'static,
+    W: Write + Send + 'static,
+{
+    let provider = provider_for(&options)?;
+    let (event_sender, events) = crossbeam_channel::unbounded::<Event>();
+    let (line_sender, lines) = crossbeam_channel::unbounded::<Output>();
+    let writer = stdio::spawn_writer(output, lines).map_err(|e| e.to_string())?;
+    let reader = stdio::spawn_reader(input, event_sender.clone()).map_err(|e| e.to_string())?;
+    let dispatcher = {
+        let line_sender = line_sender.clone();
+        std::thread::Builder::new()
+            .name("spindle-dispatcher".into())
+            .spawn(move || {
+                dispatcher::Dispatcher::new(options, provider, line_sender, event_sender)
+                    .run(&events)
+            })
+            .map_err(|e| e.to_string())?
+    };
+    let dispatcher_result = dispatcher.join();
+    let _ = line_sender.send(Output::Close);
+    let _ = writer.join();
+    // The reader has seen EOF (that is what ends the dispatcher), so this
+    // join returns at once.
+    let _ = reader.join();
+    dispatcher_result.map_err(|_| "the dispatcher thread panicked".to_string())
+}

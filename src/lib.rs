@@ -1,0 +1,11 @@
+//! Spindle: a coding agent that speaks the Agent Client Protocol over stdio.
+//!
+//! The binary (`src/main.rs`) parses flags and picks the exit code; this
+//! library does the work. See ARCHITECTURE.md for the map.
+
+pub mod acp;
+pub mod agent;
+pub mod cancel;
+pub mod provider;
+pub mod rpc;
+pub mod util;

@@ -1,0 +1,155 @@
+//! Model providers: one module per wire format, all behind one small trait.
+//!
+//! A provider turns a provider-neutral request (system prompt plus
+//! conversation) into a stream of text and thought deltas and a final
+//! outcome. Providers know nothing of ACP: the turn worker maps what they
+//! report onto session updates.
+
+pub mod http;
+pub mod openai;
+pub mod script;
+pub mod sse;
+
+use crate::cancel::CancelToken;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::fmt;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One message of the conversation, as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub text: String,
+    /// The model's reasoning that came with an assistant message, kept so
+    /// providers that need it echoed back can do so.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub thought: String,
+}
+
+impl Message {
+    pub fn user(text: impl Into<String>) -> Message {
+        Message {
+            role: Role::User,
+            text: text.into(),
+            thought: String::new(),
+        }
+    }
+
+    pub fn assistant(text: impl Into<String>, thought: impl Into<String>) -> Message {
+        Message {
+            role: Role::Assistant,
+            text: text.into(),
+            thought: thought.into(),
+        }
+    }
+}
+
+/// Everything a provider needs for one model call.
+pub struct ModelRequest<'a> {
+    /// The session the call belongs to (the scripted provider keys its
+    /// position in the scenario by it).
+    pub session_id: &'a str,
+    pub system: &'a str,
+    pub messages: &'a [Message],
+}
+
+/// Where a provider reports what it streams, as it arrives.
+pub trait Sink {
+    fn text(&mut self, delta: &str);
+    fn thought(&mut self, delta: &str);
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Finish {
+    EndTurn,
+    MaxTokens,
+    Refusal,
+}
+
+/// Token counts of one model call, when the provider reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub cached_tokens: u64,
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub finish: Finish,
+    pub usage: Option<Usage>,
+}
+
+/// A failed model call, with a stable machine-readable code such as
+/// `provider_http_401` or `provider_unreachable` and a message for people.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderError {
+    pub code: String,
+    pub message: String,
+    pub status: Option<u16>,
+}
+
+impl ProviderError {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> ProviderError {
+        ProviderError {
+            code: code.into(),
+            message: message.into(),
+            status: None,
+        }
+    }
+
+    /// The `data` object of the JSON-RPC error that carries this failure.
+    pub fn data(&self) -> Value {
+        let mut data = json!({ "code": self.code });
+        if let Some(status) = self.status {
+            data["status"] = json!(status);
+        }
+        data
+    }
+}
+
+impl fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+/// How a model call can end other than with an outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamError {
+    Cancelled,
+    Failed(ProviderError),
+}
+
+impl From<ProviderError> for StreamError {
+    fn from(error: ProviderError) -> Self {
+        StreamError::Failed(error)
+    }
+}
+
+pub trait Provider: Send + Sync {
+    /// Streams one model call into `sink`. Must return promptly (well under
+    /// 100 ms) with `StreamError::Cancelled` once `cancel` fires, whatever
+    /// the network is doing.
+    fn stream(
+        &self,
+        request: &ModelRequest<'_>,
+        sink: &mut dyn Sink,
+        cancel: &CancelToken,
+    ) -> Result<Outcome, StreamError>;
+}

@@ -1,0 +1,126 @@
+//! Server-sent events: the framing all three provider wire formats stream
+//! in. A small incremental parser fed one line at a time, following the
+//! WHATWG rules the providers rely on (comments, multi-line data, a blank
+//! line dispatches, an incomplete event at EOF is dropped).
+
+/// One dispatched event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` name, when the server sent one.
+    pub event: Option<String>,
+    pub data: String,
+}
+
+/// What one line meant.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A complete event was dispatched by this (blank) line.
+    Event(SseEvent),
+    /// A comment (keep-alive): no event, but proof of life.
+    Comment,
+    /// A field line that was buffered, or a blank line with nothing pending.
+    Pending,
+}
+
+#[derive(Debug, Default)]
+pub struct SseParser {
+    data: String,
+    has_data: bool,
+    event: Option<String>,
+    started: bool,
+}
+
+impl SseParser {
+    pub fn new() -> SseParser {
+        SseParser::default()
+    }
+
+    /// Feeds one line, without its terminator (a trailing `\r` is allowed
+    /// and removed).
+    pub fn line(&mut self, line: &[u8]) -> Line {
+        let mut line = line.strip_suffix(b"\r").unwrap_or(line);
+        if !self.started {
+            self.started = true;
+            line = line.strip_prefix("\u{feff}".as_bytes()).unwrap_or(line);
+        }
+        if line.is_empty() {
+            return match self.dispatch() {
+                Some(event) => Line::Event(event),
+                None => Line::Pending,
+            };
+        }
+        if line[0] == b':' {
+            return Line::Comment;
+        }
+        let (name, value) = match line.iter().position(|&b| b == b':') {
+            Some(colon) => {
+                let value = &line[colon + 1..];
+                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+            }
+            None => (line, &b""[..]),
+        };
+        match name {
+            b"data" => {
+                self.data.push_str(&String::from_utf8_lossy(value));
+                self.data.push('\n');
+                self.has_data = true;
+            }
+            b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
+            _ => {}
+        }
+        Line::Pending
+    }
+
+    fn dispatch(&mut self) -> Option<SseEvent> {
+        let event = self.event.take();
+        if !self.has_data {
+            return None;
+        }
+        self.has_data = false;
+        let mut data = std::mem::take(&mut self.data);
+        data.pop();
+        Some(SseEvent { event, data })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(text: &str) -> Vec<SseEvent> {
+        let mut parser = SseParser::new();
+        let mut events = Vec::new();
+        for line in text.split('\n') {
+            if let Line::Event(event) = parser.line(line.as_bytes()) {
+                events.push(event);
+            }
+        }
+        events
+    }
+
+    #[test]
+    fn parses_events_comments_and_multiline_data() {
+        let events = feed(
+            "\u{feff}: keepalive\r\nevent: ping\r\ndata: {\"a\":1}\r\n\r\ndata:x\ndata: y\n\n\n",
+        );
+        assert_eq!(
+            events,
+            vec![
+                SseEvent {
+                    event: Some("ping".into()),
+                    data: "{\"a\":1}".into()
+                },
+                SseEvent {
+                    event: None,
+                    data: "x\ny".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn incomplete_event_is_not_dispatched() {
+        assert!(feed("data: partial").is_empty());
+        assert!(feed("event: only\n\n").is_empty());
+    }
+}

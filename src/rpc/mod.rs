@@ -1,0 +1,325 @@
+//! JSON-RPC 2.0 framing: the messages that cross stdin and stdout, their
+//! classification, and the error object handlers answer with.
+//!
+//! Params and results stay raw `serde_json::Value`s here; each handler decodes
+//! them into its own typed struct, so this layer knows nothing of ACP.
+
+pub mod stdio;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// A JSON-RPC request id: a string, an integer, or (discouraged) null.
+/// Kept as the raw value so it is echoed back exactly as it came.
+pub type RequestId = Value;
+
+/// The standard error codes, plus the ACP-specific ones we use.
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    pub const REQUEST_CANCELLED: i64 = -32800;
+    pub const AUTH_REQUIRED: i64 = -32000;
+    pub const RESOURCE_NOT_FOUND: i64 = -32002;
+}
+
+/// The error object of a JSON-RPC response.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn with_data(mut self, data: Value) -> RpcError {
+        self.data = Some(data);
+        self
+    }
+
+    pub fn parse_error(detail: impl fmt::Display) -> RpcError {
+        RpcError::new(code::PARSE_ERROR, format!("Parse error: {detail}"))
+    }
+
+    pub fn invalid_request(detail: impl fmt::Display) -> RpcError {
+        RpcError::new(code::INVALID_REQUEST, format!("Invalid request: {detail}"))
+    }
+
+    pub fn method_not_found(method: &str) -> RpcError {
+        RpcError::new(
+            code::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+        )
+    }
+
+    pub fn invalid_params(detail: impl fmt::Display) -> RpcError {
+        RpcError::new(code::INVALID_PARAMS, format!("Invalid params: {detail}"))
+    }
+
+    pub fn internal(detail: impl fmt::Display) -> RpcError {
+        RpcError::new(code::INTERNAL_ERROR, format!("Internal error: {detail}"))
+    }
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+/// One message read from the peer, already classified.
+#[derive(Debug, Clone)]
+pub enum Incoming {
+    Request {
+        id: RequestId,
+        method: String,
+        params: Value,
+    },
+    Notification {
+        method: String,
+        params: Value,
+    },
+    /// The peer's answer to a request we sent.
+    Response {
+        id: RequestId,
+        result: Result<Value, RpcError>,
+    },
+    /// A line that could not be understood; `id` is known when the line was
+    /// JSON with a usable id, so the error answer can name it.
+    Invalid {
+        id: RequestId,
+        error: RpcError,
+    },
+}
+
+/// Classifies one line of input. Never fails: anything that is not a valid
+/// message becomes `Incoming::Invalid` with the error to send back.
+pub fn classify(line: &[u8]) -> Incoming {
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(value) => value,
+        Err(err) => {
+            return Incoming::Invalid {
+                id: Value::Null,
+                error: RpcError::parse_error(err),
+            }
+        }
+    };
+    let Value::Object(mut object) = value else {
+        return Incoming::Invalid {
+            id: Value::Null,
+            error: RpcError::invalid_request("a message must be a JSON object"),
+        };
+    };
+    let id = object.remove("id");
+    let id_is_valid = matches!(id, None | Some(Value::String(_)) | Some(Value::Null))
+        || matches!(&id, Some(Value::Number(n)) if n.is_i64() || n.is_u64());
+    let echo_id = if id_is_valid {
+        id.clone().unwrap_or(Value::Null)
+    } else {
+        Value::Null
+    };
+    let invalid = |detail: &str| Incoming::Invalid {
+        id: echo_id.clone(),
+        error: RpcError::invalid_request(detail),
+    };
+    if object.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+        return invalid("\"jsonrpc\" must be \"2.0\"");
+    }
+    if !id_is_valid {
+        return invalid("\"id\" must be a string, an integer or null");
+    }
+    match object.remove("method") {
+        Some(Value::String(method)) => {
+            let params = match object.remove("params") {
+                None | Some(Value::Null) => Value::Object(Map::new()),
+                Some(params @ (Value::Object(_) | Value::Array(_))) => params,
+                Some(_) => return invalid("\"params\" must be an object or an array"),
+            };
+            match id {
+                Some(id) => Incoming::Request { id, method, params },
+                None => Incoming::Notification { method, params },
+            }
+        }
+        Some(_) => invalid("\"method\" must be a string"),
+        None => {
+            let Some(id) = id else {
+                return invalid("a message needs a \"method\" or an \"id\"");
+            };
+            if let Some(error) = object.remove("error") {
+                let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
+                let message = error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                let data = error.get("data").cloned();
+                Incoming::Response {
+                    id,
+                    result: Err(RpcError {
+                        code,
+                        message,
+                        data,
+                    }),
+                }
+            } else if let Some(result) = object.remove("result") {
+                Incoming::Response {
+                    id,
+                    result: Ok(result),
+                }
+            } else {
+                invalid("a response needs a \"result\" or an \"error\"")
+            }
+        }
+    }
+}
+
+/// Serialises a successful response as one line (without the newline).
+pub fn response_line(id: &RequestId, result: &Value) -> String {
+    #[derive(Serialize)]
+    struct Response<'a> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        result: &'a Value,
+    }
+    to_line(&Response {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+}
+
+/// Serialises an error response as one line.
+pub fn error_line(id: &RequestId, error: &RpcError) -> String {
+    #[derive(Serialize)]
+    struct Response<'a> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        error: &'a RpcError,
+    }
+    to_line(&Response {
+        jsonrpc: "2.0",
+        id,
+        error,
+    })
+}
+
+/// Serialises a notification as one line.
+pub fn notification_line<P: Serialize>(method: &str, params: &P) -> String {
+    #[derive(Serialize)]
+    struct Notification<'a, P> {
+        jsonrpc: &'static str,
+        method: &'a str,
+        params: &'a P,
+    }
+    to_line(&Notification {
+        jsonrpc: "2.0",
+        method,
+        params,
+    })
+}
+
+/// Serialises a request of ours as one line.
+pub fn request_line<P: Serialize>(id: &RequestId, method: &str, params: &P) -> String {
+    #[derive(Serialize)]
+    struct Request<'a, P> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        method: &'a str,
+        params: &'a P,
+    }
+    to_line(&Request {
+        jsonrpc: "2.0",
+        id,
+        method,
+        params,
+    })
+}
+
+fn to_line<T: Serialize>(message: &T) -> String {
+    // Serialising plain structs of strings and values cannot fail; should it
+    // ever, an internal error is still a valid line.
+    serde_json::to_string(message).unwrap_or_else(|err| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":null,"error":{{"code":-32603,"message":"Internal error: {}"}}}}"#,
+            err.to_string().replace('"', "'")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn classifies_requests_notifications_and_responses() {
+        match classify(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"a":1}}"#) {
+            Incoming::Request { id, method, params } => {
+                assert_eq!(id, json!(1));
+                assert_eq!(method, "initialize");
+                assert_eq!(params, json!({"a":1}));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            classify(br#"{"jsonrpc":"2.0","method":"session/cancel"}"#),
+            Incoming::Notification { .. }
+        ));
+        assert!(matches!(
+            classify(br#"{"jsonrpc":"2.0","id":"x","result":{}}"#),
+            Incoming::Response { result: Ok(_), .. }
+        ));
+        assert!(matches!(
+            classify(br#"{"jsonrpc":"2.0","id":"x","error":{"code":-1,"message":"m"}}"#),
+            Incoming::Response { result: Err(_), .. }
+        ));
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_message() {
+        let cases: &[(&[u8], i64)] = &[
+            (b"not json", code::PARSE_ERROR),
+            (b"[1,2]", code::INVALID_REQUEST),
+            (br#"{"id":1,"method":"x"}"#, code::INVALID_REQUEST),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+                code::INVALID_REQUEST,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+                code::INVALID_REQUEST,
+            ),
+            (br#"{"jsonrpc":"2.0","id":1}"#, code::INVALID_REQUEST),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#,
+                code::INVALID_REQUEST,
+            ),
+        ];
+        for (line, expected) in cases {
+            match classify(line) {
+                Incoming::Invalid { error, .. } => assert_eq!(error.code, *expected),
+                other => panic!("{}: {other:?}", String::from_utf8_lossy(line)),
+            }
+        }
+    }
+
+    #[test]
+    fn lines_are_compact_json() {
+        let line = error_line(&json!(3), &RpcError::invalid_params("bad"));
+        assert!(!line.contains('\n'));
+        let parsed: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(parsed["error"]["code"], json!(-32602));
+    }
+}

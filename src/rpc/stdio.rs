@@ -1,0 +1,213 @@
+//! The reader and writer threads: the only code that touches the agent's
+//! input and output streams.
+//!
+//! Both work on any `Read`/`Write`, so the same code serves stdin/stdout in
+//! production and in-memory pipes in unit tests.
+
+use super::{classify, Incoming, RpcError};
+use crossbeam_channel::{Receiver, Sender};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::thread::{self, JoinHandle};
+
+/// The largest line we accept: big enough for pasted images (base64) and
+/// long embedded files, small enough that a runaway client cannot exhaust
+/// memory.
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+/// What the reader thread reports.
+#[derive(Debug)]
+pub enum Input {
+    Message(Incoming),
+    /// The input stream ended (or failed): the client is gone.
+    Eof,
+}
+
+/// Starts the reader thread. It classifies each non-empty line and sends it
+/// on `sink`; it ends after sending `Input::Eof` or when nobody listens.
+pub fn spawn_reader<R, T>(input: R, sink: Sender<T>) -> io::Result<JoinHandle<()>>
+where
+    R: Read + Send + 'static,
+    T: From<Input> + Send + 'static,
+{
+    thread::Builder::new()
+        .name("spindle-reader".into())
+        .spawn(move || read_loop(input, &sink))
+}
+
+fn read_loop<R: Read, T: From<Input>>(input: R, sink: &Sender<T>) {
+    let mut reader = BufReader::with_capacity(64 * 1024, input);
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        line.clear();
+        let read = (&mut reader)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut line);
+        match read {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(err) => {
+                log::error!("reading stdin failed: {err}");
+                break;
+            }
+        }
+        let message = if line.len() > MAX_LINE_BYTES && line.last() != Some(&b'\n') {
+            if skip_rest_of_line(&mut reader).is_err() {
+                break;
+            }
+            Incoming::Invalid {
+                id: serde_json::Value::Null,
+                error: RpcError::invalid_request(format!(
+                    "message longer than {} MiB",
+                    MAX_LINE_BYTES / (1024 * 1024)
+                )),
+            }
+        } else {
+            let trimmed = trim_ascii(&line);
+            if trimmed.is_empty() {
+                continue;
+            }
+            if log::log_enabled!(log::Level::Debug) {
+                log::debug!("<- {}", String::from_utf8_lossy(trimmed));
+            }
+            classify(trimmed)
+        };
+        if sink.send(T::from(Input::Message(message))).is_err() {
+            return;
+        }
+        // Give back the memory of one huge line instead of keeping it.
+        if line.capacity() > 1024 * 1024 {
+            line = Vec::with_capacity(4096);
+        }
+    }
+    let _ = sink.send(T::from(Input::Eof));
+}
+
+fn skip_rest_of_line<R: BufRead>(reader: &mut R) -> io::Result<()> {
+    loop {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            return Ok(());
+        }
+        if let Some(position) = buffer.iter().position(|&b| b == b'\n') {
+            reader.consume(position + 1);
+            return Ok(());
+        }
+        let length = buffer.len();
+        reader.consume(length);
+    }
+}
+
+fn trim_ascii(bytes: &[u8]) -> &[u8] {
+    let start = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |p| p + 1);
+    &bytes[start..end]
+}
+
+/// What the writer thread is asked to do.
+#[derive(Debug)]
+pub enum Output {
+    /// One serialised message, without its newline.
+    Line(String),
+    /// Flush and stop, even if some sender is still alive.
+    Close,
+}
+
+/// Starts the writer thread. It writes each line it receives followed by a
+/// newline and flushes whenever its queue is empty, so bursts cost one
+/// syscall while a lone message still leaves at once. It ends on
+/// `Output::Close`, when every sender is dropped, or when the output fails
+/// (a client that went away).
+pub fn spawn_writer<W>(output: W, lines: Receiver<Output>) -> io::Result<JoinHandle<()>>
+where
+    W: Write + Send + 'static,
+{
+    thread::Builder::new()
+        .name("spindle-writer".into())
+        .spawn(move || {
+            if let Err(err) = write_loop(output, &lines) {
+                log::warn!("writing stdout failed, output stops here: {err}");
+            }
+        })
+}
+
+fn write_loop<W: Write>(output: W, lines: &Receiver<Output>) -> io::Result<()> {
+    let mut output = io::BufWriter::with_capacity(64 * 1024, output);
+    while let Ok(message) = lines.recv() {
+        let mut next = Some(message);
+        while let Some(message) = next {
+            match message {
+                Output::Line(line) => write_line(&mut output, &line)?,
+                Output::Close => return output.flush(),
+            }
+            next = lines.try_recv().ok();
+        }
+        output.flush()?;
+    }
+    output.flush()
+}
+
+fn write_line<W: Write>(output: &mut W, line: &str) -> io::Result<()> {
+    if log::log_enabled!(log::Level::Debug) {
+        log::debug!("-> {line}");
+    }
+    output.write_all(line.as_bytes())?;
+    output.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn reader_classifies_lines_and_reports_eof() {
+        let input = b"{\"jsonrpc\":\"2.0\",\"method\":\"a\"}\n\n  \nnot json\r\n".to_vec();
+        let (sender, receiver) = crossbeam_channel::unbounded::<Input>();
+        spawn_reader(io::Cursor::new(input), sender)
+            .unwrap()
+            .join()
+            .unwrap();
+        let got: Vec<Input> = receiver.iter().collect();
+        assert_eq!(got.len(), 3);
+        assert!(matches!(
+            got[0],
+            Input::Message(Incoming::Notification { .. })
+        ));
+        assert!(matches!(got[1], Input::Message(Incoming::Invalid { .. })));
+        assert!(matches!(got[2], Input::Eof));
+    }
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn writer_writes_one_line_per_message() {
+        let shared = Shared::default();
+        let (sender, receiver) = crossbeam_channel::unbounded();
+        let handle = spawn_writer(shared.clone(), receiver).unwrap();
+        sender.send(Output::Line("{\"a\":1}".to_string())).unwrap();
+        sender.send(Output::Line("{\"b\":2}".to_string())).unwrap();
+        sender.send(Output::Close).unwrap();
+        sender.send(Output::Line("late".to_string())).unwrap();
+        handle.join().unwrap();
+        assert_eq!(
+            String::from_utf8(shared.0.lock().unwrap().clone()).unwrap(),
+            "{\"a\":1}\n{\"b\":2}\n"
+        );
+    }
+}
