@@ -359,8 +359,31 @@ impl Dispatcher {
     }
 }
 
+/// Decodes params into a handler's type; the error names the offending
+/// field, so a person can fix the request.
 fn decode<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
-    serde_json::from_value(params).map_err(RpcError::invalid_params)
+    T::deserialize(&params).map_err(|err| RpcError::invalid_params(describe::<T>(&err, &params)))
+}
+
+/// serde reports a wrong type without saying where. Removing one top-level
+/// field at a time finds it: the field whose removal turns the error into
+/// "missing field" is the one that was wrong.
+fn describe<T: DeserializeOwned>(err: &serde_json::Error, params: &Value) -> String {
+    let text = err.to_string();
+    if let Value::Object(map) = params {
+        if !text.starts_with("missing field") {
+            for key in map.keys() {
+                let mut without = map.clone();
+                without.remove(key);
+                if let Err(other) = T::deserialize(&Value::Object(without)) {
+                    if other.to_string() == format!("missing field `{key}`") {
+                        return format!("field `{key}`: {text}");
+                    }
+                }
+            }
+        }
+    }
+    text
 }
 
 fn unknown_session(session_id: &str) -> RpcError {

@@ -1,0 +1,483 @@
+//! The protocol surface with the scripted provider: the handshake, sessions,
+//! every error path, panics, piped NDJSON files, and the command line.
+
+use crate::support::{temp_dir, updates_text, write_file, Agent};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn script(contents: Value) -> PathBuf {
+    write_file(&temp_dir("script"), "script.json", contents.to_string())
+}
+
+fn scripted(contents: Value, env: &[(&str, &str)]) -> Agent {
+    let path = script(contents);
+    let mut agent = Agent::spawn(&["acp", "--script", path.to_str().unwrap()], env);
+    agent.initialize();
+    agent
+}
+
+fn error_of(agent: &mut Agent, method: &str, params: Value) -> Value {
+    let id = agent.request(method, params);
+    let (response, _) = agent.response(&id, WAIT);
+    assert!(response.get("result").is_none(), "{method}: {response}");
+    response["error"].clone()
+}
+
+fn message(error: &Value) -> &str {
+    error["message"].as_str().unwrap_or("")
+}
+
+#[test]
+fn initialize_answers_version_one_and_describes_the_agent() {
+    let mut agent = Agent::spawn(&["acp"], &[]);
+    let id = agent.request(
+        "initialize",
+        json!({"protocolVersion": 2, "clientCapabilities": {"fs": {"readTextFile": true}, "terminal": "yes", "future": {}}}),
+    );
+    let (response, _) = agent.response(&id, WAIT);
+    let result = &response["result"];
+    assert_eq!(result["protocolVersion"], 1);
+    assert_eq!(result["agentInfo"]["name"], "spindle");
+    assert_eq!(result["agentInfo"]["version"], env!("CARGO_PKG_VERSION"));
+    // Only what works today is advertised.
+    assert_eq!(result["agentCapabilities"]["loadSession"], false);
+    assert_eq!(
+        result["agentCapabilities"]["promptCapabilities"]["image"],
+        false
+    );
+    assert_eq!(result["authMethods"], json!([]));
+}
+
+#[test]
+fn requests_before_initialize_are_refused_clearly() {
+    let mut agent = Agent::spawn(&["acp"], &[]);
+    let error = error_of(
+        &mut agent,
+        "session/new",
+        json!({"cwd": "/tmp", "mcpServers": []}),
+    );
+    assert_eq!(error["code"], -32600);
+    assert!(message(&error).contains("initialize"), "{error}");
+    agent.initialize();
+}
+
+#[test]
+fn lines_that_are_not_messages_get_errors_and_the_agent_keeps_reading() {
+    let mut agent = Agent::spawn(&["acp"], &[]);
+    let cases = [
+        ("this is not json", -32700),
+        ("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":", -32700),
+        ("[1,2,3]", -32600),
+        ("42", -32600),
+        ("{\"hello\":\"world\"}", -32600),
+        (
+            "{\"jsonrpc\":\"1.0\",\"id\":7,\"method\":\"initialize\"}",
+            -32600,
+        ),
+        ("{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":3}", -32600),
+        (
+            "{\"jsonrpc\":\"2.0\",\"id\":{\"x\":1},\"method\":\"initialize\"}",
+            -32600,
+        ),
+    ];
+    for (line, code) in cases {
+        agent.send_raw(line);
+        let reply = agent.recv(WAIT).expect("no answer to a bad line");
+        assert_eq!(reply["error"]["code"], code, "{line} -> {reply}");
+    }
+    // An id that could be read is echoed.
+    agent.send_raw("{\"jsonrpc\":\"1.0\",\"id\":7,\"method\":\"initialize\"}");
+    assert_eq!(agent.recv(WAIT).unwrap()["id"], 7);
+    agent.initialize();
+}
+
+#[test]
+fn unknown_methods_and_notifications() {
+    let mut agent = Agent::spawn(&["acp"], &[]);
+    agent.initialize();
+    for method in [
+        "session/fly",
+        "_vendor.example/thing",
+        "_spindle/test/panic",
+    ] {
+        let error = error_of(&mut agent, method, json!({}));
+        assert_eq!(error["code"], -32601, "{method}");
+        assert!(message(&error).contains(method));
+    }
+    // Unknown notifications are ignored silently; a response to an id we
+    // never sent is dropped.
+    agent.notify("session/unheard_of", json!({"x": 1}));
+    agent.notify("_vendor.example/ping", json!({}));
+    agent.send(json!({"jsonrpc": "2.0", "id": 991, "result": {}}));
+    agent.send(json!({"jsonrpc": "2.0", "id": "nope", "error": {"code": 1, "message": "m"}}));
+    assert!(agent.recv(Duration::from_millis(300)).is_none());
+    let id = agent.request("session/new", json!({"cwd": "/", "mcpServers": []}));
+    let (response, others) = agent.response(&id, WAIT);
+    assert!(response["result"]["sessionId"].is_string());
+    assert!(others.is_empty(), "{others:?}");
+}
+
+#[test]
+fn session_new_checks_its_params() {
+    let mut agent = Agent::spawn(&["acp"], &[]);
+    agent.initialize();
+    let file = write_file(&temp_dir("cwd"), "file.txt", "x");
+    let cases = [
+        (
+            json!({"cwd": "relative/path", "mcpServers": []}),
+            "absolute",
+        ),
+        (
+            json!({"cwd": "/no/such/dir/spindle", "mcpServers": []}),
+            "/no/such/dir/spindle",
+        ),
+        (
+            json!({"cwd": file.to_str().unwrap(), "mcpServers": []}),
+            "not a directory",
+        ),
+        (json!({"cwd": "/tmp"}), "mcpServers"),
+        (json!({"mcpServers": []}), "cwd"),
+        (json!({"cwd": 5, "mcpServers": []}), "cwd"),
+        (
+            json!({"cwd": "/tmp", "mcpServers": [], "_meta": {"spindle": {"sessionId": "../etc"}}}),
+            "sessionId",
+        ),
+        (
+            json!({"cwd": "/tmp", "mcpServers": [], "_meta": {"spindle": {"sessionId": 3}}}),
+            "sessionId",
+        ),
+    ];
+    for (params, needle) in cases {
+        let error = error_of(&mut agent, "session/new", params.clone());
+        assert_eq!(error["code"], -32602, "{params}");
+        assert!(message(&error).contains(needle), "{params}: {error}");
+    }
+    // Ids are unique; a client-chosen one can be used once.
+    let one = agent.new_session(&temp_dir("a"));
+    let two = agent.new_session(&temp_dir("b"));
+    assert_ne!(one, two);
+    let params =
+        json!({"cwd": "/tmp", "mcpServers": [], "_meta": {"spindle": {"sessionId": "mine"}}});
+    let id = agent.request("session/new", params.clone());
+    assert_eq!(agent.response(&id, WAIT).0["result"]["sessionId"], "mine");
+    let error = error_of(&mut agent, "session/new", params);
+    assert_eq!(error["code"], -32602);
+    assert!(message(&error).contains("already in use"));
+}
+
+#[test]
+fn session_prompt_checks_its_params() {
+    let mut agent = scripted(json!({"fallback": {"text": "ok"}}), &[]);
+    let session = agent.new_session(&temp_dir("prompt-params"));
+    let cases = [
+        (
+            json!({"sessionId": "nope", "prompt": [{"type": "text", "text": "hi"}]}),
+            "nope",
+        ),
+        (json!({"sessionId": session, "prompt": []}), "empty"),
+        (
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "   "}]}),
+            "empty",
+        ),
+        (json!({"sessionId": session}), "prompt"),
+        (
+            json!({"sessionId": session, "prompt": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]}),
+            "image",
+        ),
+        (
+            json!({"sessionId": session, "prompt": [{"type": "hologram"}]}),
+            "hologram",
+        ),
+        (
+            json!({"sessionId": session, "prompt": [{"type": "text"}]}),
+            "text",
+        ),
+    ];
+    for (params, needle) in cases {
+        let error = error_of(&mut agent, "session/prompt", params.clone());
+        assert_eq!(error["code"], -32602, "{params}");
+        assert!(message(&error).contains(needle), "{params}: {error}");
+    }
+    // Cancelling an unknown or idle session is a no-op notification.
+    agent.notify("session/cancel", json!({"sessionId": "nope"}));
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    agent.notify("session/cancel", json!({"wrong": true}));
+    assert!(agent.recv(Duration::from_millis(200)).is_none());
+}
+
+#[test]
+fn resource_links_reach_the_model_as_references() {
+    let mut agent = scripted(
+        json!({"rules": [{"when": {"contains": "[@main.rs](file:///w/src/main.rs)"}, "reply": {"text": "I see main.rs"}}],
+               "fallback": {"text": "no link"}}),
+        &[],
+    );
+    let session = agent.new_session(&temp_dir("link"));
+    let id = agent.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [
+            {"type": "text", "text": "Explain"},
+            {"type": "resource_link", "uri": "file:///w/src/main.rs", "name": "main.rs"}
+        ]}),
+    );
+    let (response, updates) = agent.response(&id, WAIT);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        updates_text(&updates, "agent_message_chunk"),
+        "I see main.rs"
+    );
+}
+
+#[test]
+fn scripted_replies_stream_through_the_pipeline() {
+    let mut agent = scripted(
+        json!({
+            "replies": [
+                {"thought": "Let me think.", "text": "First answer.", "usage": {"input_tokens": 3, "output_tokens": 2}},
+                {"chunks": [{"text": "Sec"}, {"sleep_ms": 20}, {"text": "ond"}], "stop": "max_tokens"}
+            ],
+            "rules": [{"when": {"starts_with": "/refuse"}, "reply": {"text": "No.", "stop": "refusal"}}]
+        }),
+        &[],
+    );
+    let session = agent.new_session(&temp_dir("scripted"));
+    let mut run = |text: &str| {
+        let id = agent.request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        );
+        agent.response(&id, WAIT)
+    };
+    let (response, updates) = run("hello");
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        updates_text(&updates, "agent_thought_chunk"),
+        "Let me think."
+    );
+    assert_eq!(
+        updates_text(&updates, "agent_message_chunk"),
+        "First answer."
+    );
+    let (response, _) = run("/refuse this");
+    assert_eq!(response["result"]["stopReason"], "refusal");
+    let (response, updates) = run("more");
+    assert_eq!(response["result"]["stopReason"], "max_tokens");
+    assert_eq!(updates_text(&updates, "agent_message_chunk"), "Second");
+    let (response, _) = run("and more");
+    assert_eq!(response["error"]["code"], -32603);
+    assert_eq!(response["error"]["data"]["code"], "script_exhausted");
+}
+
+#[test]
+fn scripted_errors_keep_their_code_and_the_streamed_text() {
+    let mut agent = scripted(
+        json!({"replies": [
+            {"text": "Partial", "error": {"code": "provider_http_429", "message": "Rate limit reached"}},
+            {"text": "Recovered"}
+        ]}),
+        &[],
+    );
+    let session = agent.new_session(&temp_dir("script-error"));
+    let id = agent.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}),
+    );
+    let (response, updates) = agent.response(&id, WAIT);
+    assert_eq!(response["error"]["code"], -32603);
+    assert_eq!(response["error"]["data"]["code"], "provider_http_429");
+    assert!(message(&response["error"]).contains("Rate limit reached"));
+    assert_eq!(updates_text(&updates, "agent_message_chunk"), "Partial");
+    let id = agent.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "again"}]}),
+    );
+    assert_eq!(
+        agent.response(&id, WAIT).0["result"]["stopReason"],
+        "end_turn"
+    );
+}
+
+#[test]
+fn panics_become_internal_errors_and_the_agent_lives_on() {
+    let mut agent = scripted(
+        json!({"replies": [{"text": "Before ", "panic": "boom"}, {"text": "After"}]}),
+        &[("SPINDLE_TEST_HOOKS", "1")],
+    );
+    let error = error_of(&mut agent, "_spindle/test/panic", json!({}));
+    assert_eq!(error["code"], -32603);
+    assert_eq!(error["data"]["code"], "internal_panic");
+
+    let session = agent.new_session(&temp_dir("panic"));
+    let id = agent.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}),
+    );
+    let (response, _) = agent.response(&id, WAIT);
+    assert_eq!(response["error"]["code"], -32603);
+    assert!(message(&response["error"]).contains("boom"));
+    // The session is usable again.
+    let id = agent.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "again"}]}),
+    );
+    let (response, updates) = agent.response(&id, WAIT);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(updates_text(&updates, "agent_message_chunk"), "After");
+}
+
+#[test]
+fn cancel_a_slow_scripted_stream() {
+    let mut agent = scripted(
+        json!({"fallback": {"text": "one two three four five six seven eight nine ten", "chunk_delay_ms": 300}}),
+        &[],
+    );
+    let session = agent.new_session(&temp_dir("script-cancel"));
+    let id = agent.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "count"}]}),
+    );
+    let first = agent.recv(WAIT).expect("no chunk");
+    assert_eq!(
+        first["params"]["update"]["sessionUpdate"],
+        "agent_message_chunk"
+    );
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let (response, _) = agent.response(&id, WAIT);
+    assert_eq!(response["result"]["stopReason"], "cancelled");
+}
+
+/// Runs the binary with a whole NDJSON file on stdin, like a shell pipe.
+fn pipe(args: &[&str], input: &str) -> (std::process::ExitStatus, Vec<Value>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_string();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let stdout = String::from_utf8(output.stdout).expect("stdout is UTF-8");
+    let messages = stdout
+        .lines()
+        .map(|line| {
+            let value: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+            crate::support::validate_agent_message(&value, method_for(&value))
+                .unwrap_or_else(|e| panic!("{e}"));
+            value
+        })
+        .collect();
+    (
+        output.status,
+        messages,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The method of the request each answer in the example files belongs to.
+fn method_for(message: &Value) -> Option<&'static str> {
+    if message.get("method").is_some() {
+        return None;
+    }
+    match message["id"].as_i64() {
+        Some(0) => Some("initialize"),
+        Some(1) => Some("session/new"),
+        Some(2) => Some("session/prompt"),
+        _ => None,
+    }
+}
+
+fn repo_file(path: &str) -> String {
+    format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn the_readme_demo_pipes_an_ndjson_file_with_a_chosen_session_id() {
+    let input = std::fs::read_to_string(repo_file("examples/hello.ndjson")).unwrap();
+    let script = repo_file("examples/hello.script.json");
+    let (status, messages, stderr) = pipe(&["acp", "--script", &script, "--drain"], &input);
+    assert!(status.success(), "{status:?} {stderr}");
+    assert_eq!(messages[0]["result"]["protocolVersion"], 1);
+    assert_eq!(messages[1]["result"]["sessionId"], "demo");
+    let last = messages.last().unwrap();
+    assert_eq!(last["id"], 2);
+    assert_eq!(last["result"]["stopReason"], "end_turn");
+    assert!(updates_text(&messages, "agent_message_chunk").starts_with("Hello! I am Spindle"));
+    assert!(!updates_text(&messages, "agent_thought_chunk").is_empty());
+    for update in &messages[2..messages.len() - 1] {
+        assert_eq!(update["params"]["sessionId"], "demo");
+    }
+}
+
+#[test]
+fn without_drain_a_piped_file_ends_with_a_cancelled_turn() {
+    let dir = temp_dir("pipe");
+    let script = write_file(
+        &dir,
+        "slow.json",
+        json!({"fallback": {"text": "a b c d e f g h", "chunk_delay_ms": 200}}).to_string(),
+    );
+    let input = std::fs::read_to_string(repo_file("examples/hello.ndjson")).unwrap();
+    let started = std::time::Instant::now();
+    let (status, messages, stderr) = pipe(&["acp", "--script", script.to_str().unwrap()], &input);
+    eprintln!("exited after {:?}", started.elapsed());
+    assert!(status.success(), "{status:?} {stderr}");
+    let last = messages.last().unwrap();
+    assert_eq!(last["id"], 2);
+    assert_eq!(last["result"]["stopReason"], "cancelled");
+}
+
+#[test]
+fn command_line_help_version_and_usage_errors() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_spindle"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let help = run(&["--help"]);
+    assert!(help.status.success());
+    assert!(String::from_utf8_lossy(&help.stdout).contains("spindle acp"));
+    let version = run(&["--version"]);
+    assert!(version.status.success());
+    assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
+    for args in [
+        &["acp", "--frobnicate"][..],
+        &["fly"][..],
+        &[][..],
+        &["acp", "--stall-timeout", "soon"][..],
+        &["acp", "--model"][..],
+    ] {
+        let output = run(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(output.stdout.is_empty(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("spindle:"), "{args:?}: {stderr}");
+    }
+    let bad = write_file(
+        &temp_dir("bad-script"),
+        "bad.json",
+        r#"{"replies": [{"txt": "typo"}]}"#,
+    );
+    let output = run(&["acp", "--script", bad.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("bad.json") && stderr.contains("txt"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty());
+}

@@ -1,0 +1,603 @@
+//! Drives the real `spindle` binary over stdio, the way an editor does.
+//!
+//! A reader thread takes the child's stdout line by line. Every line must be
+//! one JSON-RPC message that passes `validate_agent_message` (responses are
+//! checked against the method of the request they answer); anything else is
+//! recorded as a failure and makes the next `recv` panic with the offending
+//! line, so no test can pass while the agent writes something a client
+//! would choke on. Writing to stdin happens on the test's thread, which is
+//! safe because the reader thread keeps draining stdout.
+//!
+//! Each agent gets its own scratch directory holding the stderr log and a
+//! private `SPINDLE_HOME`, so tests never read or write the developer's real
+//! configuration and database. The directory is removed when the agent is
+//! dropped at the end of a passing test and kept (with its path printed) when
+//! the test fails.
+
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::schema::validate_agent_message;
+
+/// Default deadline for the convenience calls (`initialize`, `new_session`).
+const QUICK: Duration = Duration::from_secs(10);
+/// Provider credentials and endpoints that must not leak into a test from
+/// the developer's shell; a test that wants one passes it explicitly.
+const SCRUBBED_ENV: [&str; 9] = [
+    "RUST_LOG",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "OPENROUTER_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "GEMINI_API_KEY",
+    "SPINDLE_HOME",
+];
+/// How much of the agent's stderr goes into a panic message.
+const STDERR_TAIL: usize = 16 * 1024;
+
+/// What the reader thread hands over, in stdout order.
+enum Incoming {
+    Message(Value),
+    /// A line that is not JSON, or a message that fails validation.
+    /// `partial`: the output ended in the middle of this line.
+    Invalid {
+        line: String,
+        problem: String,
+        partial: bool,
+    },
+    /// stdout reached end of file (or failed).
+    Closed(Option<String>),
+}
+
+/// Bookkeeping for the requests the test sent, shared with the reader
+/// thread so that a response is validated against its request's method.
+#[derive(Default)]
+struct Outstanding {
+    /// Canonical JSON of the id → (method, answered yet).
+    by_id: HashMap<String, (String, bool)>,
+}
+
+/// A running `spindle` process. See the module documentation.
+pub struct Agent {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    incoming: Receiver<Incoming>,
+    /// Messages read but not yet returned by `recv` (collected while
+    /// waiting for the process to exit).
+    backlog: VecDeque<Value>,
+    received: Vec<Value>,
+    outstanding: Arc<Mutex<Outstanding>>,
+    next_id: i64,
+    stdout_closed: bool,
+    /// The harness killed the child, so a cut-off last line is expected.
+    killed: bool,
+    scratch: PathBuf,
+    home: PathBuf,
+    stderr_path: PathBuf,
+    /// A panic message already carried the stderr, so `Drop` need not
+    /// print it again.
+    stderr_shown: Cell<bool>,
+}
+
+impl Agent {
+    /// Starts the `spindle` binary with `args` (e.g. `["acp"]`).
+    ///
+    /// The child inherits the environment minus `RUST_LOG`, provider keys
+    /// and `SPINDLE_HOME` (see `SCRUBBED_ENV`); `SPINDLE_HOME`,
+    /// `XDG_CONFIG_HOME` and `XDG_DATA_HOME` point into a fresh directory
+    /// (`home()`); then `env` is applied on top, so a test can override any
+    /// of these.
+    pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Agent {
+        Agent::spawn_program(Path::new(env!("CARGO_BIN_EXE_spindle")), args, env)
+    }
+
+    /// Like `spawn`, for another program standing in for the agent (used to
+    /// test the harness itself).
+    pub fn spawn_program(program: &Path, args: &[&str], env: &[(&str, &str)]) -> Agent {
+        let scratch = temp_dir("agent");
+        let home = scratch.join("home");
+        std::fs::create_dir_all(&home).expect("cannot create the agent's home directory");
+        let stderr_path = scratch.join("stderr.log");
+        let stderr_file = File::create(&stderr_path).expect("cannot create the stderr log");
+
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr_file));
+        for name in SCRUBBED_ENV {
+            command.env_remove(name);
+        }
+        command
+            .env("SPINDLE_HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("XDG_DATA_HOME", home.join("data"));
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|err| panic!("cannot start {} {args:?}: {err}", program.display()));
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("child stdout is piped");
+
+        let outstanding = Arc::new(Mutex::new(Outstanding::default()));
+        let (sender, incoming) = mpsc::channel();
+        let reader_outstanding = Arc::clone(&outstanding);
+        thread::Builder::new()
+            .name("agent-stdout".into())
+            .spawn(move || read_stdout(stdout, sender, reader_outstanding))
+            .expect("cannot spawn the stdout reader thread");
+
+        Agent {
+            child,
+            stdin,
+            incoming,
+            backlog: VecDeque::new(),
+            received: Vec::new(),
+            outstanding,
+            next_id: 0,
+            stdout_closed: false,
+            killed: false,
+            scratch,
+            home,
+            stderr_path,
+            stderr_shown: Cell::new(false),
+        }
+    }
+
+    /// The agent's private `SPINDLE_HOME`.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// Sends one message as one line. A request (`id` + `method`) is
+    /// remembered so that its response is validated against its method.
+    pub fn send(&mut self, message: Value) {
+        self.remember(&message);
+        let line = serde_json::to_string(&message).expect("a Value always serialises");
+        self.write_line(&line);
+    }
+
+    /// Sends `line` as it is (plus a newline), e.g. to test parse errors.
+    /// If it happens to be a JSON request it is remembered like in `send`.
+    pub fn send_raw(&mut self, line: &str) {
+        if let Ok(message) = serde_json::from_str::<Value>(line) {
+            self.remember(&message);
+        }
+        self.write_line(line);
+    }
+
+    /// Sends a request with the next integer id and returns that id.
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = json!(self.next_id);
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// Sends a notification.
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// The next message from the agent (already validated), or `None` if
+    /// nothing came within `timeout` or stdout is closed. Panics if the agent
+    /// wrote a line that is not a valid ACP message.
+    pub fn recv(&mut self, timeout: Duration) -> Option<Value> {
+        if let Some(message) = self.backlog.pop_front() {
+            return Some(message);
+        }
+        if self.stdout_closed {
+            return None;
+        }
+        match self.incoming.recv_timeout(timeout) {
+            Ok(incoming) => self.accept(incoming),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => {
+                self.stdout_closed = true;
+                None
+            }
+        }
+    }
+
+    /// Waits for the response to `id`. Returns it together with every other
+    /// message received meanwhile, in order. Panics (with the agent's
+    /// stderr) if it does not arrive within `timeout`.
+    pub fn response(&mut self, id: &Value, timeout: Duration) -> (Value, Vec<Value>) {
+        let deadline = Instant::now() + timeout;
+        let mut others = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(message) = self.recv(left) else {
+                let method = self.method_of(id).unwrap_or_else(|| "?".into());
+                let why = if self.stdout_closed {
+                    "the agent closed its stdout".to_string()
+                } else {
+                    format!("nothing within {timeout:?}")
+                };
+                panic!(
+                    "no response to request {id} ({method}): {why}\n\
+                     other messages meanwhile:\n{}\n{}",
+                    render_messages(&others),
+                    self.stderr_report()
+                );
+            };
+            if message.get("method").is_none() && message.get("id") == Some(id) {
+                return (message, others);
+            }
+            others.push(message);
+        }
+    }
+
+    /// Sends a standard `initialize` (protocol version 1, no client
+    /// capabilities) and returns its result; panics on an error response.
+    pub fn initialize(&mut self) -> Value {
+        let id = self.request(
+            "initialize",
+            json!({
+                "protocolVersion": 1,
+                "clientCapabilities": {},
+                "clientInfo": {"name": "spindle-tests", "version": "0.0.0"},
+            }),
+        );
+        let (response, _) = self.response(&id, QUICK);
+        self.result_of(response, "initialize")
+    }
+
+    /// Opens a session in `cwd` with no MCP servers; returns its id.
+    pub fn new_session(&mut self, cwd: &Path) -> String {
+        let id = self.request(
+            "session/new",
+            json!({"cwd": cwd.to_str().expect("cwd is UTF-8"), "mcpServers": []}),
+        );
+        let (response, _) = self.response(&id, QUICK);
+        let result = self.result_of(response, "session/new");
+        match result.get("sessionId").and_then(Value::as_str) {
+            Some(session_id) => session_id.to_string(),
+            None => panic!("session/new result has no sessionId: {result}"),
+        }
+    }
+
+    /// Closes the agent's stdin (EOF tells it to shut down).
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    /// Waits for the process to exit. On timeout kills it and returns `None`.
+    /// After an exit, everything left on stdout is read (and validated) into
+    /// the backlog that `recv` returns first; panics if any of it is invalid.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() >= deadline => break None,
+                Ok(None) => thread::sleep(Duration::from_millis(10)),
+                Err(err) => panic!("cannot wait for the agent: {err}"),
+            }
+        };
+        if status.is_none() {
+            self.killed = true;
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        self.drain(Duration::from_secs(5));
+        status
+    }
+
+    /// Everything the agent wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read(&self.stderr_path)
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Every message read from stdout so far, in order (including any not
+    /// yet returned by `recv`).
+    pub fn received(&self) -> &[Value] {
+        &self.received
+    }
+
+    /// Reads what is left on stdout until it closes or `limit` passes,
+    /// keeping the messages for `recv`.
+    fn drain(&mut self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while !self.stdout_closed {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.incoming.recv_timeout(left) {
+                Ok(incoming) => {
+                    if let Some(message) = self.accept(incoming) {
+                        self.backlog.push_back(message);
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => self.stdout_closed = true,
+                Err(RecvTimeoutError::Timeout) => break,
+            }
+        }
+    }
+
+    /// Turns what the reader thread sent into a message, or panics.
+    fn accept(&mut self, incoming: Incoming) -> Option<Value> {
+        match incoming {
+            Incoming::Message(message) => {
+                self.received.push(message.clone());
+                Some(message)
+            }
+            Incoming::Invalid { partial: true, .. } if self.killed => {
+                self.stdout_closed = true;
+                None
+            }
+            Incoming::Invalid { line, problem, .. } => {
+                panic!(
+                    "the agent wrote an invalid line on stdout:\n{problem}\nline: {}\n{}",
+                    shorten(&line, 4000),
+                    self.stderr_report()
+                );
+            }
+            Incoming::Closed(error) => {
+                self.stdout_closed = true;
+                if let Some(error) = error {
+                    eprintln!("reading the agent's stdout failed: {error}");
+                }
+                None
+            }
+        }
+    }
+
+    fn remember(&mut self, message: &Value) {
+        if let (Some(id), Some(method)) = (
+            message.get("id"),
+            message.get("method").and_then(Value::as_str),
+        ) {
+            lock(&self.outstanding)
+                .by_id
+                .insert(id.to_string(), (method.to_string(), false));
+        }
+    }
+
+    fn method_of(&self, id: &Value) -> Option<String> {
+        lock(&self.outstanding)
+            .by_id
+            .get(&id.to_string())
+            .map(|(method, _)| method.clone())
+    }
+
+    fn write_line(&mut self, line: &str) {
+        let written = match self.stdin.as_mut() {
+            Some(stdin) => stdin
+                .write_all(line.as_bytes())
+                .and_then(|()| stdin.write_all(b"\n"))
+                .and_then(|()| stdin.flush()),
+            None => panic!("cannot send after close_stdin(): {line}"),
+        };
+        if let Err(err) = written {
+            panic!(
+                "cannot write to the agent's stdin ({err}); line: {}\n{}",
+                shorten(line, 1000),
+                self.stderr_report()
+            );
+        }
+    }
+
+    fn result_of(&self, response: Value, method: &str) -> Value {
+        match response.get("result") {
+            Some(result) => result.clone(),
+            None => panic!("{method} failed: {response}\n{}", self.stderr_report()),
+        }
+    }
+
+    /// The tail of stderr, framed for a panic message.
+    fn stderr_report(&self) -> String {
+        self.stderr_shown.set(true);
+        let text = self.stderr();
+        let tail = if text.len() > STDERR_TAIL {
+            let mut start = text.len() - STDERR_TAIL;
+            while !text.is_char_boundary(start) {
+                start += 1;
+            }
+            format!("[… {start} bytes]\n{}", &text[start..])
+        } else {
+            text
+        };
+        format!(
+            "--- agent stderr ({}) ---\n{tail}\n--- end of agent stderr ---",
+            self.stderr_path.display()
+        )
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.stdin.take();
+        if let Ok(None) = self.child.try_wait() {
+            self.killed = true;
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        if thread::panicking() {
+            if !self.stderr_shown.get() {
+                eprintln!("{}", self.stderr_report());
+            }
+            eprintln!("agent scratch directory kept: {}", self.scratch.display());
+            return;
+        }
+        // Messages the test never looked at must still be valid: read what
+        // is left and fail the test if any line was not.
+        while !self.stdout_closed {
+            match self.incoming.recv_timeout(Duration::from_secs(2)) {
+                Ok(Incoming::Invalid { partial: true, .. }) if self.killed => {
+                    self.stdout_closed = true;
+                }
+                Ok(Incoming::Invalid { line, problem, .. }) => {
+                    // Keep the evidence, then fail the test.
+                    eprintln!("agent scratch directory kept: {}", self.scratch.display());
+                    panic!(
+                        "the agent wrote an invalid line on stdout (not read by the test):\n\
+                         {problem}\nline: {}\n{}",
+                        shorten(&line, 4000),
+                        self.stderr_report()
+                    );
+                }
+                Ok(Incoming::Message(_)) => {}
+                Ok(Incoming::Closed(_)) | Err(_) => self.stdout_closed = true,
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.scratch);
+    }
+}
+
+/// The reader thread: one line, one message, validated.
+fn read_stdout(
+    stdout: ChildStdout,
+    sender: Sender<Incoming>,
+    outstanding: Arc<Mutex<Outstanding>>,
+) {
+    let mut reader = BufReader::new(stdout);
+    let mut buffer = Vec::new();
+    loop {
+        buffer.clear();
+        let incoming = match reader.read_until(b'\n', &mut buffer) {
+            Ok(0) => {
+                let _ = sender.send(Incoming::Closed(None));
+                return;
+            }
+            Ok(_) => check_line(&buffer, &outstanding),
+            Err(err) => {
+                let _ = sender.send(Incoming::Closed(Some(err.to_string())));
+                return;
+            }
+        };
+        if sender.send(incoming).is_err() {
+            // The Agent is gone; nobody is listening any more.
+            return;
+        }
+    }
+}
+
+fn check_line(raw: &[u8], outstanding: &Mutex<Outstanding>) -> Incoming {
+    let invalid = |problem: String| Incoming::Invalid {
+        line: String::from_utf8_lossy(raw).into_owned(),
+        problem,
+        partial: false,
+    };
+    let Some(body) = raw.strip_suffix(b"\n") else {
+        return Incoming::Invalid {
+            line: String::from_utf8_lossy(raw).into_owned(),
+            problem: "stdout ended in the middle of a line (no final newline)".into(),
+            partial: true,
+        };
+    };
+    let text = match std::str::from_utf8(body) {
+        Ok(text) => text,
+        Err(err) => return invalid(format!("the line is not UTF-8: {err}")),
+    };
+    let message: Value = match serde_json::from_str(text) {
+        Ok(message) => message,
+        Err(err) => return invalid(format!("the line is not JSON: {err}")),
+    };
+    let mut request_method = None;
+    if message.get("method").is_none() {
+        if let Some(id) = message.get("id") {
+            let mut outstanding = lock(outstanding);
+            if let Some((method, answered)) = outstanding.by_id.get_mut(&id.to_string()) {
+                if *answered {
+                    return invalid(format!(
+                        "a second response to request {id} ({method}); each request gets exactly one"
+                    ));
+                }
+                *answered = true;
+                request_method = Some(method.clone());
+            }
+        }
+    }
+    match validate_agent_message(&message, request_method.as_deref()) {
+        Ok(()) => Incoming::Message(message),
+        Err(problem) => invalid(problem),
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn render_messages(messages: &[Value]) -> String {
+    if messages.is_empty() {
+        return "  (none)".to_string();
+    }
+    messages
+        .iter()
+        .map(|message| format!("  {}", shorten(&message.to_string(), 1000)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &text[..end], text.len())
+}
+
+/// A fresh, empty directory under the system temp directory, unique within
+/// and across test processes. It is not removed automatically.
+pub fn temp_dir(name: &str) -> PathBuf {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.subsec_nanos())
+        .unwrap_or(0);
+    let path = std::env::temp_dir().join("spindle-tests").join(format!(
+        "{name}-{}-{}-{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&path)
+        .unwrap_or_else(|err| panic!("cannot create {}: {err}", path.display()));
+    path
+}
+
+/// Writes `contents` to `dir/name` (creating parent directories) and
+/// returns the path.
+pub fn write_file(dir: &Path, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+    let path = dir.join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .unwrap_or_else(|err| panic!("cannot create {}: {err}", parent.display()));
+    }
+    std::fs::write(&path, contents)
+        .unwrap_or_else(|err| panic!("cannot write {}: {err}", path.display()));
+    path
+}
+
+/// Concatenates `params.update.content.text` of every `session/update` in
+/// `messages` whose `sessionUpdate` is `kind` (e.g. `agent_message_chunk`).
+pub fn updates_text(messages: &[Value], kind: &str) -> String {
+    messages
+        .iter()
+        .filter(|message| message.get("method").and_then(Value::as_str) == Some("session/update"))
+        .filter_map(|message| message.pointer("/params/update"))
+        .filter(|update| update.get("sessionUpdate").and_then(Value::as_str) == Some(kind))
+        .filter_map(|update| update.pointer("/content/text").and_then(Value::as_str))
+        .collect()
+}

@@ -1,0 +1,18 @@
+//! Support code shared by the integration tests: schema validation of the
+//! agent's output, a fake OpenAI-compatible model server, and a harness that
+//! drives the real `spindle` binary over stdio.
+//!
+//! Not every test module uses every helper.
+#![allow(dead_code)]
+
+pub mod agent;
+pub mod fake_openai;
+pub mod schema;
+
+// Re-exported for the test modules; not each one uses each name.
+#[allow(unused_imports)]
+pub use agent::{temp_dir, updates_text, write_file, Agent};
+#[allow(unused_imports)]
+pub use fake_openai::{FakeServer, Recorded, Reply, Step};
+#[allow(unused_imports)]
+pub use schema::validate_agent_message;

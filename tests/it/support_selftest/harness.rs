@@ -1,0 +1,143 @@
+//! The agent harness, with a shell script standing in for the agent, and
+//! the small helpers.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::schema::message_chunk;
+use crate::support::{temp_dir, updates_text, write_file, Agent};
+
+/// An `Agent` whose "agent" is `sh -c script`.
+#[cfg(unix)]
+fn scripted_agent(script: &str, env: &[(&str, &str)]) -> Agent {
+    Agent::spawn_program(std::path::Path::new("/bin/sh"), &["-c", script], env)
+}
+
+#[cfg(unix)]
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}"#;
+
+#[cfg(unix)]
+#[test]
+fn runs_a_conversation_and_captures_stderr() {
+    let script = format!(
+        "read line; echo 'starting' >&2; printf '%s\\n' '{INITIALIZED}'; \
+         read line; printf '%s\\n' '{}'; cat >/dev/null; exit 0",
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}"#
+    );
+    let mut agent = scripted_agent(&script, &[]);
+    assert_eq!(agent.initialize()["protocolVersion"], 1);
+    agent.notify("session/cancel", json!({"sessionId": "s"}));
+    let update = agent.recv(Duration::from_secs(5)).expect("an update");
+    assert_eq!(updates_text(&[update], "agent_message_chunk"), "hi");
+    assert!(agent.recv(Duration::from_millis(100)).is_none());
+    agent.close_stdin();
+    let status = agent.wait_exit(Duration::from_secs(5));
+    assert!(status.is_some_and(|status| status.success()), "{status:?}");
+    assert_eq!(agent.received().len(), 2);
+    assert!(agent.stderr().contains("starting"), "{}", agent.stderr());
+}
+
+#[cfg(unix)]
+#[test]
+fn isolates_the_environment() {
+    let script = r#"read line; printf '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"_meta":{"home":"%s","log":"%s","extra":"%s"}}}\n' "$SPINDLE_HOME" "${RUST_LOG-unset}" "$EXTRA"; cat >/dev/null"#;
+    let mut agent = scripted_agent(script, &[("EXTRA", "yes")]);
+    let result = agent.initialize();
+    assert_eq!(result["_meta"]["home"], agent.home().to_str().unwrap());
+    assert_eq!(result["_meta"]["log"], "unset");
+    assert_eq!(result["_meta"]["extra"], "yes");
+
+    let mut agent = scripted_agent(script, &[("RUST_LOG", "debug")]);
+    assert_eq!(agent.initialize()["_meta"]["log"], "debug");
+}
+
+#[cfg(unix)]
+#[test]
+#[should_panic(expected = "the line is not JSON")]
+fn rejects_stdout_that_is_not_json() {
+    let mut agent = scripted_agent("echo 'Starting spindle...'; cat >/dev/null", &[]);
+    agent.recv(Duration::from_secs(5));
+}
+
+#[cfg(unix)]
+#[test]
+#[should_panic(expected = "$defs/InitializeResponse")]
+fn validates_responses_against_their_method() {
+    let mut agent = scripted_agent(
+        r#"read line; printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"1"}}'; cat >/dev/null"#,
+        &[],
+    );
+    agent.initialize();
+}
+
+#[cfg(unix)]
+#[test]
+#[should_panic(expected = "a second response to request 1")]
+fn rejects_a_second_response() {
+    let script =
+        format!("read line; printf '%s\\n%s\\n' '{INITIALIZED}' '{INITIALIZED}'; cat >/dev/null");
+    let mut agent = scripted_agent(&script, &[]);
+    agent.initialize();
+    agent.recv(Duration::from_secs(5));
+}
+
+#[cfg(unix)]
+#[test]
+#[should_panic(expected = "no response to request 1 (initialize)")]
+fn reports_a_missing_response() {
+    let mut agent = scripted_agent("cat >/dev/null", &[]);
+    let id = agent.request("initialize", json!({"protocolVersion": 1}));
+    agent.response(&id, Duration::from_millis(200));
+}
+
+#[cfg(unix)]
+#[test]
+#[should_panic(expected = "not read by the test")]
+fn fails_on_an_unread_invalid_line() {
+    let script = format!("read line; printf '%s\\n%s\\n' '{INITIALIZED}' 'oops'; cat >/dev/null");
+    let mut agent = scripted_agent(&script, &[]);
+    agent.initialize();
+    // Let the second line reach the pipe before the harness kills the child.
+    std::thread::sleep(Duration::from_millis(200));
+    drop(agent);
+}
+
+#[cfg(unix)]
+#[test]
+fn kills_an_agent_that_does_not_exit() {
+    let mut agent = scripted_agent("trap '' TERM; while true; do sleep 1; done", &[]);
+    agent.close_stdin();
+    let started = Instant::now();
+    assert!(agent.wait_exit(Duration::from_millis(200)).is_none());
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn temp_dirs_are_fresh_and_files_land_in_them() {
+    let first = temp_dir("selftest");
+    let second = temp_dir("selftest");
+    assert_ne!(first, second);
+    assert!(first.is_dir() && second.is_dir());
+    assert_eq!(std::fs::read_dir(&first).unwrap().count(), 0);
+    let path = write_file(&first, "nested/dir/file.txt", "contents");
+    assert_eq!(path, first.join("nested/dir/file.txt"));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "contents");
+    std::fs::remove_dir_all(&first).unwrap();
+    std::fs::remove_dir_all(&second).unwrap();
+}
+
+#[test]
+fn updates_text_joins_chunks_of_one_kind() {
+    let mut thought = message_chunk("hmm");
+    thought["params"]["update"]["sessionUpdate"] = json!("agent_thought_chunk");
+    let messages = vec![
+        message_chunk("Hel"),
+        thought,
+        json!({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}),
+        message_chunk("lo"),
+    ];
+    assert_eq!(updates_text(&messages, "agent_message_chunk"), "Hello");
+    assert_eq!(updates_text(&messages, "agent_thought_chunk"), "hmm");
+    assert_eq!(updates_text(&messages, "user_message_chunk"), "");
+}
