@@ -8,4 +8,5 @@ pub mod agent;
 pub mod cancel;
 pub mod provider;
 pub mod rpc;
+pub mod tools;
 pub mod util;

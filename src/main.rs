@@ -1,6 +1,7 @@
 //! The `spindle` command: flags, logging and the exit code. Everything else
 //! lives in the library.
 
+use spindle::agent::permission::Policy;
 use spindle::agent::{self, Options};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -17,6 +18,10 @@ OPTIONS (acp):
     --model MODEL             the model to ask (default: gpt-4.1-mini)
     --script FILE             play a JSON scenario instead of calling a model
                               (see docs/scripted-provider.md)
+    --permissions POLICY      when tools ask first: ask (every edit and command),
+                              auto (edits in the workspace and read-only commands
+                              run freely), yolo (nothing asks); default ask
+    --max-steps N             the most model calls one prompt may make (default 50)
     --drain                   on stdin EOF, let running turns finish before exiting
                               (default: cancel them)
     --connect-timeout SECS    longest wait to connect to the model server (default 10)
@@ -67,6 +72,25 @@ fn parse_args() -> Result<Command, Usage> {
             }
             Long("script") => options.script = Some(parser.value().map_err(usage)?.into()),
             Long("drain") => options.drain = true,
+            Long("permissions") => {
+                let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+                options.permissions = Policy::parse(&value).ok_or_else(|| {
+                    Usage(format!(
+                        "--permissions takes ask, auto or yolo, got '{value}'"
+                    ))
+                })?;
+            }
+            Long("max-steps") => {
+                let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+                options.max_steps = match value.parse::<usize>() {
+                    Ok(steps) if steps > 0 => steps,
+                    _ => {
+                        return Err(Usage(format!(
+                            "--max-steps takes a positive number, got '{value}'"
+                        )))
+                    }
+                };
+            }
             Long("connect-timeout") => {
                 options.timeouts.connect = seconds(&mut parser, "--connect-timeout")?
             }

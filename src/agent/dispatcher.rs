@@ -2,9 +2,10 @@
 //! requests itself, starts a turn worker per prompt, forwards cancels, and
 //! answers each prompt when its worker reports back.
 
+use super::client::{Client, OutgoingRequest};
 use super::session::{valid_client_session_id, RunningTurn, Session};
 use super::turn::{self, Turn, TurnEnd};
-use super::{prompt::system_prompt, Event, Options};
+use super::{prompt::system_prompt, Event, Options, DEFAULT_MAX_STEPS};
 use crate::acp::{self, method, ClientCapabilities, Implementation};
 use crate::cancel::CancelToken;
 use crate::provider::{Message, Provider};
@@ -34,6 +35,10 @@ pub struct Dispatcher {
     /// (or, without `--drain`, when the grace period is over).
     closing: Option<Option<Instant>>,
     test_hooks: bool,
+    /// Requests we sent to the client, by id, with the session that sent
+    /// them and where the answer goes.
+    pending: HashMap<u64, (String, crossbeam_channel::Sender<Result<Value, RpcError>>)>,
+    next_request_id: u64,
 }
 
 impl Dispatcher {
@@ -52,6 +57,8 @@ impl Dispatcher {
             sessions: HashMap::new(),
             closing: None,
             test_hooks: std::env::var_os("SPINDLE_TEST_HOOKS").is_some_and(|v| v == "1"),
+            pending: HashMap::new(),
+            next_request_id: 0,
         }
     }
 
@@ -78,6 +85,7 @@ impl Dispatcher {
                 Event::Input(Input::Message(message)) => self.handle(message),
                 Event::Input(Input::Eof) => self.on_eof(),
                 Event::TurnEnded(end) => self.on_turn_end(end),
+                Event::ClientRequest(request) => self.send_client_request(request),
             }
         }
         // Detached on purpose: a turn still running here ignored its cancel
@@ -109,7 +117,28 @@ impl Dispatcher {
         }
     }
 
+    /// Sends a turn's request to the client and remembers where the answer
+    /// goes. Once stdin has closed nobody can answer: the request is
+    /// dropped, which the waiting turn sees as "the client is gone" (a
+    /// permission request counts as cancelled).
+    fn send_client_request(&mut self, request: OutgoingRequest) {
+        if self.closing.is_some() {
+            return;
+        }
+        let id = self.next_request_id;
+        self.next_request_id += 1;
+        self.send_line(rpc::request_line(
+            &json!(id),
+            request.method,
+            &request.params,
+        ));
+        self.pending.insert(id, (request.session_id, request.reply));
+    }
+
     fn on_eof(&mut self) {
+        // Nobody can answer our requests any more: dropping their reply
+        // channels tells the waiting turns the client is gone.
+        self.pending.clear();
         if self.options.drain {
             log::debug!("stdin closed; draining running turns");
             self.closing = Some(None);
@@ -130,10 +159,13 @@ impl Dispatcher {
                 log::warn!("rejected a message: {error}");
                 self.respond(&id, Err(error));
             }
-            Incoming::Response { id, .. } => {
-                // We have not sent any request yet, so any answer is to an id
-                // we never used.
-                log::warn!("dropped a response to unknown request id {id}");
+            Incoming::Response { id, result } => {
+                match id.as_u64().and_then(|key| self.pending.remove(&key)) {
+                    Some((_, reply)) => {
+                        let _ = reply.send(result);
+                    }
+                    None => log::warn!("dropped a response to unknown request id {id}"),
+                }
             }
             Incoming::Notification { method, params } => self.handle_notification(&method, params),
             Incoming::Request { id, method, params } => {
@@ -266,7 +298,12 @@ impl Dispatcher {
         log::info!("session {session_id} opened in {}", cwd.display());
         self.sessions.insert(
             session_id.clone(),
-            Session::new(session_id.clone(), cwd, request.mcp_servers),
+            Session::new(
+                session_id.clone(),
+                cwd,
+                request.mcp_servers,
+                self.options.permissions,
+            ),
         );
         Ok(serde_json::to_value(acp::NewSessionResponse { session_id }).unwrap_or_default())
     }
@@ -290,14 +327,29 @@ impl Dispatcher {
         }
         session.messages.push(Message::user(text));
         let cancel = CancelToken::new();
+        let client = Client::new(
+            session.id.clone(),
+            self.client.clone().unwrap_or_default(),
+            self.events.clone(),
+            cancel.clone(),
+        );
         let turn = Turn {
             session_id: session.id.clone(),
             request_id: id.clone(),
+            root: session.cwd.clone(),
             system: system_prompt(&session.cwd),
             messages: session.messages.clone(),
             provider: self.provider.clone(),
             cancel: cancel.clone(),
             writer: self.writer.clone(),
+            client,
+            policy: session.policy,
+            approvals: session.approvals.clone(),
+            max_steps: if self.options.max_steps == 0 {
+                DEFAULT_MAX_STEPS
+            } else {
+                self.options.max_steps
+            },
         };
         match turn::spawn(turn, self.events.clone()) {
             Ok(handle) => {
@@ -316,14 +368,17 @@ impl Dispatcher {
     }
 
     fn on_turn_end(&mut self, end: TurnEnd) {
+        // Requests the turn left unanswered (it was cancelled while
+        // waiting) are forgotten; a late answer is logged and dropped.
+        self.pending
+            .retain(|_, (session_id, _)| session_id != &end.session_id);
         if let Some(session) = self.sessions.get_mut(&end.session_id) {
             if let Some(running) = session.running.take() {
                 let _ = running.handle.join();
             }
             session.messages.extend(end.added);
-            if let Some(usage) = &end.usage {
-                session.add_usage(usage);
-            }
+            session.add_usage(&end.usage);
+            session.approvals = end.approvals;
         }
         let result = end.result.map(|stop_reason| {
             serde_json::to_value(acp::PromptResponse { stop_reason }).unwrap_or_default()

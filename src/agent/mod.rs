@@ -1,8 +1,11 @@
 //! The agent: wires the reader, dispatcher, turn workers and writer
 //! together and runs until the client goes away.
 
+mod client;
 mod dispatcher;
+pub mod permission;
 mod prompt;
+mod runner;
 mod session;
 mod turn;
 
@@ -28,13 +31,22 @@ pub struct Options {
     /// On stdin EOF, let running turns finish instead of cancelling them.
     pub drain: bool,
     pub timeouts: Timeouts,
+    /// The approval policy new sessions start with.
+    pub permissions: permission::Policy,
+    /// The most model calls one turn may make (0: the default).
+    pub max_steps: usize,
 }
+
+/// Model calls per turn when nothing else says.
+pub const DEFAULT_MAX_STEPS: usize = 50;
 
 /// Everything the dispatcher hears about, from the reader or a worker.
 #[derive(Debug)]
 pub enum Event {
     Input(Input),
     TurnEnded(turn::TurnEnd),
+    /// A turn needs the client (permission, files, terminals).
+    ClientRequest(client::OutgoingRequest),
 }
 
 impl From<Input> for Event {

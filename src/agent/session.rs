@@ -1,5 +1,6 @@
 //! Session state, owned by the dispatcher alone.
 
+use super::permission::{Approvals, Policy};
 use crate::cancel::CancelToken;
 use crate::provider::{Message, Usage};
 use crate::rpc::RequestId;
@@ -17,6 +18,8 @@ pub struct Session {
     pub messages: Vec<Message>,
     pub running: Option<RunningTurn>,
     pub usage: Usage,
+    pub policy: Policy,
+    pub approvals: Approvals,
 }
 
 pub struct RunningTurn {
@@ -26,7 +29,7 @@ pub struct RunningTurn {
 }
 
 impl Session {
-    pub fn new(id: String, cwd: PathBuf, mcp_servers: Vec<Value>) -> Session {
+    pub fn new(id: String, cwd: PathBuf, mcp_servers: Vec<Value>, policy: Policy) -> Session {
         Session {
             id,
             cwd,
@@ -34,6 +37,8 @@ impl Session {
             messages: Vec::new(),
             running: None,
             usage: Usage::default(),
+            policy,
+            approvals: Approvals::default(),
         }
     }
 

@@ -1,18 +1,26 @@
 //! The turn worker: runs one prompt turn on its own thread. It calls the
-//! model, streams what comes back to the writer as `session/update`s, and
-//! finally hands its result to the dispatcher, which answers the prompt.
+//! model, streams what comes back to the writer as `session/update`s, runs
+//! the tools the model asks for, and loops until the model answers without
+//! tools; then it hands its result to the dispatcher, which answers the
+//! prompt.
 //!
 //! The worker never touches session state: it works on a snapshot of the
 //! conversation and returns what the turn added.
 
+use super::client::Client;
+use super::permission::{Approvals, Policy};
+use super::runner::Runner;
 use super::Event;
 use crate::acp::{self, ContentBlock, SessionUpdate, StopReason};
 use crate::cancel::CancelToken;
-use crate::provider::{Finish, Message, ModelRequest, Provider, Sink, StreamError, Usage};
+use crate::provider::{
+    Finish, Message, ModelRequest, Provider, Sink, StreamError, ToolSpec, Usage,
+};
 use crate::rpc::stdio::Output;
 use crate::rpc::{RequestId, RpcError};
 use crossbeam_channel::Sender;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -20,12 +28,18 @@ use std::thread::JoinHandle;
 pub struct Turn {
     pub session_id: String,
     pub request_id: RequestId,
+    pub root: PathBuf,
     pub system: String,
     /// The conversation so far, ending with this turn's user message.
     pub messages: Vec<Message>,
     pub provider: Arc<dyn Provider>,
     pub cancel: CancelToken,
     pub writer: Sender<Output>,
+    pub client: Client,
+    pub policy: Policy,
+    pub approvals: Approvals,
+    /// The most model calls one turn may make.
+    pub max_steps: usize,
 }
 
 /// What a finished turn reports to the dispatcher.
@@ -34,20 +48,36 @@ pub struct TurnEnd {
     pub session_id: String,
     pub request_id: RequestId,
     pub result: Result<StopReason, RpcError>,
-    /// Messages the turn adds to the conversation (the assistant's answer,
-    /// partial when the turn was cancelled or failed mid-stream).
+    /// Messages the turn adds to the conversation: assistant messages (the
+    /// last one partial when the turn was cancelled or failed mid-stream)
+    /// and tool results.
     pub added: Vec<Message>,
-    pub usage: Option<Usage>,
+    pub usage: Usage,
+    /// The session's remembered approvals, with this turn's answers.
+    pub approvals: Approvals,
+}
+
+/// What the turn accumulates; kept outside the unwinding code so a panic
+/// loses nothing that was already said.
+struct State {
+    added: Vec<Message>,
+    usage: Usage,
+    approvals: Approvals,
 }
 
 pub fn spawn(turn: Turn, events: Sender<Event>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("spindle-turn-{}", turn.session_id))
         .spawn(move || {
-            let mut stream = UpdateSink::new(&turn);
-            let outcome = catch_unwind(AssertUnwindSafe(|| run(&turn, &mut stream)));
-            let (result, usage) = match outcome {
-                Ok(done) => done,
+            let mut sink = UpdateSink::new(&turn);
+            let mut state = State {
+                added: Vec::new(),
+                usage: Usage::default(),
+                approvals: turn.approvals.clone(),
+            };
+            let outcome = catch_unwind(AssertUnwindSafe(|| run(&turn, &mut sink, &mut state)));
+            let result = match outcome {
+                Ok(result) => result,
                 Err(panic) => {
                     let what = panic
                         .downcast_ref::<String>()
@@ -55,59 +85,141 @@ pub fn spawn(turn: Turn, events: Sender<Event>) -> std::io::Result<JoinHandle<()
                         .or_else(|| panic.downcast_ref::<&str>().copied())
                         .unwrap_or("unknown cause");
                     log::error!("turn in session {} panicked: {what}", turn.session_id);
-                    (
-                        Err(RpcError::internal(format!("the turn failed: {what}"))
-                            .with_data(serde_json::json!({ "code": "internal_panic" }))),
-                        None,
-                    )
+                    if let Some(partial) = sink.take_message() {
+                        state.added.push(partial);
+                    }
+                    Err(RpcError::internal(format!("the turn failed: {what}"))
+                        .with_data(serde_json::json!({ "code": "internal_panic" })))
                 }
             };
-            let added = stream.finish();
             let _ = events.send(Event::TurnEnded(TurnEnd {
                 session_id: turn.session_id,
                 request_id: turn.request_id,
                 result,
-                added,
-                usage,
+                added: state.added,
+                usage: state.usage,
+                approvals: state.approvals,
             }));
         })
 }
 
-fn run(turn: &Turn, sink: &mut UpdateSink) -> (Result<StopReason, RpcError>, Option<Usage>) {
-    let request = ModelRequest {
-        session_id: &turn.session_id,
-        system: &turn.system,
-        messages: &turn.messages,
-    };
-    match turn.provider.stream(&request, sink, &turn.cancel) {
-        Ok(outcome) => {
-            let stop = match outcome.finish {
-                Finish::EndTurn => StopReason::EndTurn,
-                Finish::MaxTokens => StopReason::MaxTokens,
-                Finish::Refusal => StopReason::Refusal,
-            };
-            if turn.cancel.is_cancelled() {
-                (Ok(StopReason::Cancelled), outcome.usage)
-            } else {
-                (Ok(stop), outcome.usage)
+fn add_usage(total: &mut Usage, usage: &Usage) {
+    total.input_tokens += usage.input_tokens;
+    total.output_tokens += usage.output_tokens;
+    total.cached_tokens += usage.cached_tokens;
+    total.reasoning_tokens += usage.reasoning_tokens;
+}
+
+fn run(turn: &Turn, sink: &mut UpdateSink, state: &mut State) -> Result<StopReason, RpcError> {
+    let mut messages = turn.messages.clone();
+    // Built here, not at start-up: finding out whether ripgrep is installed
+    // runs a process, which must not delay `initialize`.
+    let tools: Vec<ToolSpec> = crate::tools::specs(crate::tools::search::ripgrep_available());
+    let mut steps = 0;
+    loop {
+        if turn.cancel.is_cancelled() {
+            return Ok(StopReason::Cancelled);
+        }
+        if steps >= turn.max_steps {
+            return Ok(StopReason::MaxTurnRequests);
+        }
+        steps += 1;
+        sink.begin_message();
+        let request = ModelRequest {
+            session_id: &turn.session_id,
+            system: &turn.system,
+            messages: &messages,
+            tools: &tools,
+        };
+        let streamed = turn.provider.stream(&request, sink, &turn.cancel);
+        let mut assistant = sink.take_message();
+        let outcome = match streamed {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                state.added.extend(assistant);
+                return match error {
+                    StreamError::Cancelled => Ok(StopReason::Cancelled),
+                    StreamError::Failed(_) if turn.cancel.is_cancelled() => {
+                        Ok(StopReason::Cancelled)
+                    }
+                    StreamError::Failed(error) => {
+                        log::warn!("model call failed in session {}: {error}", turn.session_id);
+                        Err(RpcError::internal(error.message.clone()).with_data(error.data()))
+                    }
+                };
+            }
+        };
+        if let Some(usage) = &outcome.usage {
+            add_usage(&mut state.usage, usage);
+        }
+        if !outcome.tool_calls.is_empty() {
+            let message = assistant.get_or_insert_with(|| Message::assistant("", ""));
+            message.tool_calls = outcome.tool_calls.clone();
+        }
+        if let Some(message) = assistant {
+            messages.push(message.clone());
+            state.added.push(message);
+        }
+        if turn.cancel.is_cancelled() {
+            answer_unrun(&outcome.tool_calls, &mut messages, state);
+            return Ok(StopReason::Cancelled);
+        }
+        let stop = match outcome.finish {
+            Finish::ToolUse => None,
+            Finish::EndTurn => Some(StopReason::EndTurn),
+            Finish::MaxTokens => Some(StopReason::MaxTokens),
+            Finish::Refusal => Some(StopReason::Refusal),
+        };
+        if let Some(stop) = stop {
+            return Ok(stop);
+        }
+        let mut runner = Runner {
+            session_id: &turn.session_id,
+            root: &turn.root,
+            client: &turn.client,
+            writer: &turn.writer,
+            cancel: &turn.cancel,
+            policy: turn.policy,
+            approvals: &mut state.approvals,
+        };
+        let mut results = Vec::new();
+        let mut cancelled_at = None;
+        for (index, call) in outcome.tool_calls.iter().enumerate() {
+            let result = runner.run(call);
+            results.push(Message::tool_result(&call.id, result.text));
+            if result.cancelled {
+                cancelled_at = Some(index + 1);
+                break;
             }
         }
-        Err(StreamError::Cancelled) => (Ok(StopReason::Cancelled), None),
-        Err(StreamError::Failed(_)) if turn.cancel.is_cancelled() => {
-            (Ok(StopReason::Cancelled), None)
+        for message in results {
+            messages.push(message.clone());
+            state.added.push(message);
         }
-        Err(StreamError::Failed(error)) => {
-            log::warn!("model call failed in session {}: {error}", turn.session_id);
-            (
-                Err(RpcError::internal(error.message.clone()).with_data(error.data())),
-                None,
-            )
+        if let Some(done) = cancelled_at {
+            answer_unrun(&outcome.tool_calls[done..], &mut messages, state);
+            return Ok(StopReason::Cancelled);
         }
     }
 }
 
-/// Turns provider deltas into `session/update` lines and keeps the whole
-/// text, so the turn can return the (possibly partial) answer.
+/// Every tool call the model made needs an answer in the conversation, even
+/// those that never ran because the turn was cancelled first.
+fn answer_unrun(
+    calls: &[crate::provider::ToolCallRequest],
+    messages: &mut Vec<Message>,
+    state: &mut State,
+) {
+    for call in calls {
+        let message = Message::tool_result(&call.id, "Not run: the user cancelled the turn.");
+        messages.push(message.clone());
+        state.added.push(message);
+    }
+}
+
+/// Turns provider deltas into `session/update` lines and keeps the text of
+/// the current model call, so the turn can keep the (possibly partial)
+/// answer.
 struct UpdateSink {
     session_id: String,
     writer: Sender<Output>,
@@ -120,16 +232,22 @@ struct UpdateSink {
 
 impl UpdateSink {
     fn new(turn: &Turn) -> UpdateSink {
-        let id = crate::util::random_hex();
         UpdateSink {
             session_id: turn.session_id.clone(),
             writer: turn.writer.clone(),
             cancel: turn.cancel.clone(),
-            message_id: format!("msg_{id}"),
-            thought_id: format!("thought_{id}"),
+            message_id: String::new(),
+            thought_id: String::new(),
             text: String::new(),
             thought: String::new(),
         }
+    }
+
+    /// Starts a new assistant message (one per model call), with fresh ids.
+    fn begin_message(&mut self) {
+        let id = crate::util::random_hex();
+        self.message_id = format!("msg_{id}");
+        self.thought_id = format!("thought_{id}");
     }
 
     fn send(&self, update: SessionUpdate) {
@@ -138,11 +256,15 @@ impl UpdateSink {
             .send(Output::Line(acp::update_line(&self.session_id, update)));
     }
 
-    fn finish(self) -> Vec<Message> {
+    /// The assistant message streamed since `begin_message`, if any.
+    fn take_message(&mut self) -> Option<Message> {
         if self.text.is_empty() && self.thought.is_empty() {
-            Vec::new()
+            None
         } else {
-            vec![Message::assistant(self.text, self.thought)]
+            Some(Message::assistant(
+                std::mem::take(&mut self.text),
+                std::mem::take(&mut self.thought),
+            ))
         }
     }
 }

@@ -21,6 +21,17 @@ use std::fmt;
 pub enum Role {
     User,
     Assistant,
+    /// The result of one tool call, answering the assistant's request.
+    Tool,
+}
+
+/// A tool call the model asked for, exactly as it asked: the arguments stay
+/// the raw string the model produced (it may not even be valid JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallRequest {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
 }
 
 /// One message of the conversation, as the model sees it.
@@ -32,6 +43,12 @@ pub struct Message {
     /// providers that need it echoed back can do so.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub thought: String,
+    /// The tool calls of an assistant message, in the order the model gave.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRequest>,
+    /// For a tool message: the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 impl Message {
@@ -40,6 +57,8 @@ impl Message {
             role: Role::User,
             text: text.into(),
             thought: String::new(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
         }
     }
 
@@ -48,8 +67,29 @@ impl Message {
             role: Role::Assistant,
             text: text.into(),
             thought: thought.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
         }
     }
+
+    pub fn tool_result(call_id: impl Into<String>, text: impl Into<String>) -> Message {
+        Message {
+            role: Role::Tool,
+            text: text.into(),
+            thought: String::new(),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call_id.into()),
+        }
+    }
+}
+
+/// A tool offered to the model: its name, a description written for the
+/// model, and the JSON schema of its arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
 }
 
 /// Everything a provider needs for one model call.
@@ -59,6 +99,7 @@ pub struct ModelRequest<'a> {
     pub session_id: &'a str,
     pub system: &'a str,
     pub messages: &'a [Message],
+    pub tools: &'a [ToolSpec],
 }
 
 /// Where a provider reports what it streams, as it arrives.
@@ -72,6 +113,8 @@ pub trait Sink {
 #[serde(rename_all = "snake_case")]
 pub enum Finish {
     EndTurn,
+    /// The model asked for tools; the turn goes on once they answered.
+    ToolUse,
     MaxTokens,
     Refusal,
 }
@@ -93,6 +136,8 @@ pub struct Usage {
 pub struct Outcome {
     pub finish: Finish,
     pub usage: Option<Usage>,
+    /// The tool calls the model asked for, in order.
+    pub tool_calls: Vec<ToolCallRequest>,
 }
 
 /// A failed model call, with a stable machine-readable code such as

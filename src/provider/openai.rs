@@ -4,7 +4,8 @@
 
 use super::http::{EventStream, Next, StreamItem, Timeouts};
 use super::{
-    Finish, Message, ModelRequest, Outcome, Provider, ProviderError, Role, Sink, StreamError, Usage,
+    Finish, Message, ModelRequest, Outcome, Provider, ProviderError, Role, Sink, StreamError,
+    ToolCallRequest, Usage,
 };
 use crate::cancel::CancelToken;
 use serde::Deserialize;
@@ -26,19 +27,126 @@ impl ChatCompletions {
         for message in request.messages {
             messages.push(message_json(message));
         }
-        json!({
+        let mut body = json!({
             "model": self.model,
             "stream": true,
             "stream_options": { "include_usage": true },
             "messages": messages,
-        })
+        });
+        if !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({
+                        "type": "function",
+                        "function": {
+                            "name": tool.name,
+                            "description": tool.description,
+                            "parameters": tool.parameters,
+                        }
+                    })
+                })
+                .collect();
+            body["tools"] = Value::Array(tools);
+            body["tool_choice"] = json!("auto");
+        }
+        body
     }
 }
 
 fn message_json(message: &Message) -> Value {
     match message.role {
         Role::User => json!({ "role": "user", "content": message.text }),
-        Role::Assistant => json!({ "role": "assistant", "content": message.text }),
+        Role::Assistant => {
+            let mut value = json!({ "role": "assistant", "content": message.text });
+            if !message.tool_calls.is_empty() {
+                if message.text.is_empty() {
+                    value["content"] = Value::Null;
+                }
+                value["tool_calls"] = message
+                    .tool_calls
+                    .iter()
+                    .map(|call| {
+                        json!({
+                            "id": call.id,
+                            "type": "function",
+                            "function": { "name": call.name, "arguments": call.arguments },
+                        })
+                    })
+                    .collect();
+                // Servers that stream reasoning (DeepSeek, vLLM, llama.cpp)
+                // want it back on assistant messages that call tools.
+                if !message.thought.is_empty() {
+                    value["reasoning_content"] = json!(message.thought);
+                }
+            }
+            value
+        }
+        Role::Tool => json!({
+            "role": "tool",
+            "tool_call_id": message.tool_call_id.as_deref().unwrap_or(""),
+            "content": message.text,
+        }),
+    }
+}
+
+/// Collects streamed tool-call deltas. Calls are keyed by `index`; servers
+/// that omit it (older Ollama) are matched by `id`, and a delta with
+/// neither continues the last call.
+#[derive(Default)]
+struct ToolCalls {
+    calls: Vec<(Option<u64>, ToolCallRequest)>,
+}
+
+impl ToolCalls {
+    fn add(&mut self, delta: ToolCallDelta) {
+        let position = match (delta.index, delta.id.as_deref()) {
+            (Some(index), _) => self.calls.iter().position(|(i, _)| *i == Some(index)),
+            (None, Some(id)) => self.calls.iter().position(|(_, call)| call.id == id),
+            (None, None) => self.calls.len().checked_sub(1),
+        };
+        let position = position.unwrap_or_else(|| {
+            self.calls.push((
+                delta.index,
+                ToolCallRequest {
+                    id: String::new(),
+                    name: String::new(),
+                    arguments: String::new(),
+                },
+            ));
+            self.calls.len() - 1
+        });
+        let call = &mut self.calls[position].1;
+        if let Some(id) = delta.id {
+            if call.id.is_empty() {
+                call.id = id;
+            }
+        }
+        if let Some(function) = delta.function {
+            if let Some(name) = function.name {
+                // Some servers repeat the name on every delta.
+                if call.name.is_empty() {
+                    call.name = name;
+                }
+            }
+            if let Some(arguments) = function.arguments {
+                call.arguments.push_str(&arguments);
+            }
+        }
+    }
+
+    fn finish(self) -> Vec<ToolCallRequest> {
+        self.calls
+            .into_iter()
+            .enumerate()
+            .map(|(position, (_, mut call))| {
+                if call.id.is_empty() {
+                    call.id = format!("call_{position}_{}", crate::util::random_hex());
+                }
+                call
+            })
+            .collect()
     }
 }
 
@@ -70,6 +178,26 @@ struct Delta {
     reasoning: Option<String>,
     #[serde(default)]
     refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDelta {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -113,6 +241,7 @@ fn finish_of(reason: &str) -> Finish {
     match reason {
         "length" => Finish::MaxTokens,
         "content_filter" => Finish::Refusal,
+        "tool_calls" | "function_call" => Finish::ToolUse,
         _ => Finish::EndTurn,
     }
 }
@@ -134,6 +263,7 @@ impl Provider for ChatCompletions {
         let mut finish: Option<Finish> = None;
         let mut usage = None;
         let mut refused = false;
+        let mut tool_calls = ToolCalls::default();
         loop {
             let item = match stream.next(cancel) {
                 Next::Cancelled => return Err(StreamError::Cancelled),
@@ -152,10 +282,7 @@ impl Provider for ChatCompletions {
                 }
             };
             if event.data == "[DONE]" {
-                return Ok(Outcome {
-                    finish: finish_or_refusal(finish, refused),
-                    usage,
-                });
+                return Ok(outcome(finish, refused, usage, tool_calls));
             }
             let chunk: Chunk = serde_json::from_str(&event.data).map_err(|err| {
                 ProviderError::new(
@@ -194,6 +321,9 @@ impl Provider for ChatCompletions {
                             sink.text(&text);
                         }
                     }
+                    for call in delta.tool_calls.into_iter().flatten() {
+                        tool_calls.add(call);
+                    }
                 }
                 if let Some(reason) = choice.finish_reason {
                     finish = Some(finish_of(&reason));
@@ -203,10 +333,7 @@ impl Provider for ChatCompletions {
         // Some servers end without `[DONE]`: that is fine after a finish
         // reason, and a truncated stream otherwise.
         match finish {
-            Some(finish) => Ok(Outcome {
-                finish: finish_or_refusal(Some(finish), refused),
-                usage,
-            }),
+            Some(_) => Ok(outcome(finish, refused, usage, tool_calls)),
             None => Err(ProviderError::new(
                 "provider_stream_broken",
                 "the provider stream ended before the model finished",
@@ -216,10 +343,83 @@ impl Provider for ChatCompletions {
     }
 }
 
-fn finish_or_refusal(finish: Option<Finish>, refused: bool) -> Finish {
-    if refused {
+/// The outcome of a finished stream. Any tool call makes it a tool turn,
+/// whatever the finish reason said: several servers send `stop` with calls.
+fn outcome(
+    finish: Option<Finish>,
+    refused: bool,
+    usage: Option<Usage>,
+    tool_calls: ToolCalls,
+) -> Outcome {
+    let tool_calls = tool_calls.finish();
+    let finish = if refused {
         Finish::Refusal
+    } else if !tool_calls.is_empty() {
+        Finish::ToolUse
     } else {
-        finish.unwrap_or(Finish::EndTurn)
+        match finish.unwrap_or(Finish::EndTurn) {
+            // A tool finish without any call has nothing to run.
+            Finish::ToolUse => Finish::EndTurn,
+            other => other,
+        }
+    };
+    Outcome {
+        finish,
+        usage,
+        tool_calls,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delta(
+        index: Option<u64>,
+        id: Option<&str>,
+        name: Option<&str>,
+        args: &str,
+    ) -> ToolCallDelta {
+        ToolCallDelta {
+            index,
+            id: id.map(str::to_string),
+            function: Some(FunctionDelta {
+                name: name.map(str::to_string),
+                arguments: Some(args.to_string()),
+            }),
+        }
+    }
+
+    #[test]
+    fn tool_call_deltas_accumulate_by_index_then_id() {
+        let mut calls = ToolCalls::default();
+        calls.add(delta(Some(0), Some("a"), Some("read_file"), "{\"pa"));
+        calls.add(delta(Some(1), Some("b"), Some("search"), "{}"));
+        calls.add(delta(Some(0), None, None, "th\":1}"));
+        calls.add(delta(Some(0), Some("a"), Some("read_file"), ""));
+        let calls = calls.finish();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0].name, "read_file");
+        assert_eq!(calls[0].arguments, "{\"path\":1}");
+        assert_eq!(calls[1].id, "b");
+
+        let mut calls = ToolCalls::default();
+        calls.add(delta(None, Some("x"), Some("a"), "{"));
+        calls.add(delta(None, Some("x"), None, "}"));
+        calls.add(delta(None, Some("y"), Some("b"), "{}"));
+        let calls = calls.finish();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0].arguments, "{}");
+    }
+
+    #[test]
+    fn any_tool_call_makes_a_tool_turn() {
+        let mut calls = ToolCalls::default();
+        calls.add(delta(Some(0), None, Some("list_directory"), ""));
+        let outcome = outcome(Some(Finish::EndTurn), false, None, calls);
+        assert_eq!(outcome.finish, Finish::ToolUse);
+        assert!(outcome.tool_calls[0].id.starts_with("call_"));
+        let none = super::outcome(Some(Finish::ToolUse), false, None, ToolCalls::default());
+        assert_eq!(none.finish, Finish::EndTurn);
     }
 }

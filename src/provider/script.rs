@@ -5,7 +5,8 @@
 //! The format is documented in docs/scripted-provider.md.
 
 use super::{
-    Finish, ModelRequest, Outcome, Provider, ProviderError, Role, Sink, StreamError, Usage,
+    Finish, ModelRequest, Outcome, Provider, ProviderError, Role, Sink, StreamError,
+    ToolCallRequest, Usage,
 };
 use crate::cancel::{lock, CancelToken};
 use serde::Deserialize;
@@ -33,7 +34,13 @@ pub struct Script {
 pub struct Rule {
     #[serde(rename = "when")]
     pub condition: Condition,
-    pub reply: Reply,
+    /// The reply to the first model call of a matching turn.
+    pub reply: Option<Reply>,
+    /// Replies to the model calls of a matching turn, in order: the first
+    /// answers the prompt, the next ones answer after each round of tool
+    /// results.
+    #[serde(default)]
+    pub replies: Vec<Reply>,
 }
 
 /// A test on the last user message. Every field given must hold;
@@ -62,6 +69,10 @@ pub struct Reply {
     /// How the model stops: `end_turn` (default), `max_tokens`, `refusal`.
     pub stop: Option<Finish>,
     pub usage: Option<Usage>,
+    /// Tool calls the model makes after its text; the turn goes on with
+    /// their results.
+    #[serde(default)]
+    pub tool_calls: Vec<ScriptedToolCall>,
     /// Fail the call with this error after the chunks were streamed.
     pub error: Option<ScriptedError>,
     /// Panic inside the turn: a way to prove that a bug in a turn becomes
@@ -80,6 +91,20 @@ pub enum Chunk {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct ScriptedToolCall {
+    /// The call id; generated when absent.
+    pub id: Option<String>,
+    pub name: String,
+    /// The arguments as JSON (default `{}`).
+    #[serde(default)]
+    pub arguments: Option<serde_json::Value>,
+    /// Arguments sent verbatim instead, to play a model that produces
+    /// malformed JSON.
+    pub raw_arguments: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ScriptedError {
     /// A stable code such as `provider_http_429`.
     pub code: String,
@@ -94,7 +119,27 @@ impl Script {
     }
 
     pub fn parse(text: &str) -> Result<Script, String> {
-        serde_json::from_str(text).map_err(|err| err.to_string())
+        let script: Script = serde_json::from_str(text).map_err(|err| err.to_string())?;
+        for (index, rule) in script.rules.iter().enumerate() {
+            if rule.reply.is_none() && rule.replies.is_empty() {
+                return Err(format!(
+                    "rule {index} has neither \"reply\" nor \"replies\""
+                ));
+            }
+        }
+        Ok(script)
+    }
+}
+
+impl Rule {
+    /// The reply for model call `step` of a matching turn, if the rule has
+    /// one.
+    fn reply_for(&self, step: usize) -> Option<&Reply> {
+        if self.replies.is_empty() {
+            self.reply.as_ref().filter(|_| step == 0)
+        } else {
+            self.replies.get(step)
+        }
     }
 }
 
@@ -130,19 +175,21 @@ impl ScriptProvider {
     }
 
     fn choose(&self, request: &ModelRequest<'_>) -> Option<Reply> {
-        let last_user = request
-            .messages
+        let last_user = request.messages.iter().rposition(|m| m.role == Role::User);
+        let text = last_user.map_or("", |i| request.messages[i].text.as_str());
+        // How many model calls this turn already made.
+        let step = request.messages[last_user.map_or(0, |i| i + 1)..]
             .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .map_or("", |m| m.text.as_str());
-        if let Some(rule) = self
+            .filter(|m| m.role == Role::Assistant)
+            .count();
+        let matched = self
             .script
             .rules
             .iter()
-            .find(|r| r.condition.holds(last_user))
-        {
-            return Some(rule.reply.clone());
+            .filter(|rule| rule.condition.holds(text))
+            .find_map(|rule| rule.reply_for(step));
+        if let Some(reply) = matched {
+            return Some(reply.clone());
         }
         let mut positions = lock(&self.positions);
         let position = positions.entry(request.session_id.to_string()).or_insert(0);
@@ -228,9 +275,30 @@ impl Provider for ScriptProvider {
         if let Some(error) = reply.error {
             return Err(ProviderError::new(error.code, error.message).into());
         }
+        let tool_calls: Vec<ToolCallRequest> = reply
+            .tool_calls
+            .into_iter()
+            .map(|call| ToolCallRequest {
+                id: call
+                    .id
+                    .unwrap_or_else(|| format!("call_{}", crate::util::random_hex())),
+                name: call.name,
+                arguments: call.raw_arguments.unwrap_or_else(|| {
+                    call.arguments
+                        .unwrap_or_else(|| serde_json::json!({}))
+                        .to_string()
+                }),
+            })
+            .collect();
+        let finish = if tool_calls.is_empty() {
+            reply.stop.unwrap_or(Finish::EndTurn)
+        } else {
+            Finish::ToolUse
+        };
         Ok(Outcome {
-            finish: reply.stop.unwrap_or(Finish::EndTurn),
+            finish,
             usage: reply.usage,
+            tool_calls,
         })
     }
 }
@@ -278,6 +346,7 @@ mod tests {
                 session_id: "s",
                 system: "",
                 messages: &messages,
+                tools: &[],
             };
             let mut sink = Collect(String::new());
             provider.stream(&request, &mut sink, &cancel).unwrap();

@@ -120,6 +120,9 @@ fn unknown_methods_and_notifications() {
     let (response, others) = agent.response(&id, WAIT);
     assert!(response["result"]["sessionId"].is_string());
     assert!(others.is_empty(), "{others:?}");
+    let stderr = agent.stderr();
+    assert!(stderr.contains("unknown request id 991"), "{stderr}");
+    assert!(stderr.contains("unknown request id \"nope\""), "{stderr}");
 }
 
 #[test]

@@ -1,0 +1,156 @@
+//! Requests from a turn to the client (permissions, files, terminals).
+//!
+//! The worker never writes requests itself: it hands them to the
+//! dispatcher, which owns the id counter and the table of pending requests,
+//! and routes the client's answer back on a one-shot channel. Waiting always
+//! races the turn's cancel signal, so a client that never answers cannot
+//! hold a cancelled turn.
+
+use super::Event;
+use crate::acp::ClientCapabilities;
+use crate::cancel::CancelToken;
+use crate::rpc::RpcError;
+use crossbeam_channel::{select, Sender};
+use serde_json::Value;
+use std::path::Path;
+
+/// A request on its way to the client, with where its answer goes.
+#[derive(Debug)]
+pub struct OutgoingRequest {
+    pub session_id: String,
+    pub method: &'static str,
+    pub params: Value,
+    pub reply: Sender<Result<Value, RpcError>>,
+}
+
+/// Why a client request gave no result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientError {
+    /// The turn was cancelled while waiting.
+    Cancelled,
+    /// The client answered with an error.
+    Rpc(RpcError),
+    /// The agent is shutting down or the client is gone.
+    Gone,
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::Cancelled => write!(f, "cancelled"),
+            ClientError::Rpc(error) => write!(f, "the editor answered: {}", error.message),
+            ClientError::Gone => write!(f, "the editor is gone"),
+        }
+    }
+}
+
+/// A turn's handle on the client.
+#[derive(Clone)]
+pub struct Client {
+    pub session_id: String,
+    pub capabilities: ClientCapabilities,
+    events: Sender<Event>,
+    cancel: CancelToken,
+}
+
+impl Client {
+    pub fn new(
+        session_id: String,
+        capabilities: ClientCapabilities,
+        events: Sender<Event>,
+        cancel: CancelToken,
+    ) -> Client {
+        Client {
+            session_id,
+            capabilities,
+            events,
+            cancel,
+        }
+    }
+
+    /// Sends a request and waits for its answer or the turn's cancel.
+    pub fn request(&self, method: &'static str, params: Value) -> Result<Value, ClientError> {
+        self.request_with(method, params, &self.cancel)
+    }
+
+    /// Like `request`, but waits on another cancel signal (used to stop
+    /// waiting for a terminal at its timeout).
+    pub fn request_with(
+        &self,
+        method: &'static str,
+        params: Value,
+        cancel: &CancelToken,
+    ) -> Result<Value, ClientError> {
+        if cancel.is_cancelled() {
+            return Err(ClientError::Cancelled);
+        }
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let request = OutgoingRequest {
+            session_id: self.session_id.clone(),
+            method,
+            params,
+            reply,
+        };
+        if self.events.send(Event::ClientRequest(request)).is_err() {
+            return Err(ClientError::Gone);
+        }
+        select! {
+            recv(answer) -> result => match result {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(error)) => Err(ClientError::Rpc(error)),
+                Err(_) => Err(ClientError::Gone),
+            },
+            recv(cancel.signal()) -> _ => Err(ClientError::Cancelled),
+        }
+    }
+
+    /// Like `request`, but does not stop at the turn's cancel: for clean-up
+    /// calls (killing and releasing a terminal) that must go out even
+    /// after a cancel. Bounded by a timeout so a silent client cannot hang
+    /// the turn.
+    pub fn request_cleanup(
+        &self,
+        method: &'static str,
+        params: Value,
+    ) -> Result<Value, ClientError> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let request = OutgoingRequest {
+            session_id: self.session_id.clone(),
+            method,
+            params,
+            reply,
+        };
+        if self.events.send(Event::ClientRequest(request)).is_err() {
+            return Err(ClientError::Gone);
+        }
+        match answer.recv_timeout(std::time::Duration::from_secs(2)) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(ClientError::Rpc(error)),
+            Err(_) => Err(ClientError::Gone),
+        }
+    }
+
+    pub fn read_text_file(&self, path: &Path) -> Result<String, ClientError> {
+        let result = self.request(
+            "fs/read_text_file",
+            serde_json::json!({ "sessionId": self.session_id, "path": path }),
+        )?;
+        result
+            .get("content")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| {
+                ClientError::Rpc(RpcError::invalid_params(
+                    "fs/read_text_file answer has no content",
+                ))
+            })
+    }
+
+    pub fn write_text_file(&self, path: &Path, content: &str) -> Result<(), ClientError> {
+        self.request(
+            "fs/write_text_file",
+            serde_json::json!({ "sessionId": self.session_id, "path": path, "content": content }),
+        )
+        .map(|_| ())
+    }
+}

@@ -1,0 +1,621 @@
+//! Runs the tool calls of a turn: shows each one to the editor, asks
+//! permission where the policy says so, executes it (through the editor's
+//! files and terminals when offered), and reports its final status.
+//!
+//! Every tool call that is shown also ends with `completed` or `failed`,
+//! whatever happens (rejection, error, cancel).
+
+use super::client::{Client, ClientError};
+use super::permission::{decide, Action, Approvals, Decision, Policy};
+use crate::acp::method;
+use crate::cancel::CancelToken;
+use crate::provider::ToolCallRequest;
+use crate::rpc::{self, stdio::Output};
+use crate::tools::{self, files, paths, process, search, walk, Tool};
+use crossbeam_channel::Sender;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// What a tool call gave the model, and whether the turn must stop.
+pub struct CallResult {
+    pub text: String,
+    pub cancelled: bool,
+}
+
+pub struct Runner<'a> {
+    pub session_id: &'a str,
+    pub root: &'a Path,
+    pub client: &'a Client,
+    pub writer: &'a Sender<Output>,
+    pub cancel: &'a CancelToken,
+    pub policy: Policy,
+    pub approvals: &'a mut Approvals,
+}
+
+/// How one call ended, before it is reported.
+enum Ending {
+    Completed { text: String, content: Vec<Value> },
+    Failed { text: String, content: Vec<Value> },
+    Cancelled,
+}
+
+fn text_content(text: &str) -> Value {
+    json!({"type": "content", "content": {"type": "text", "text": text}})
+}
+
+fn failed(text: impl Into<String>) -> Ending {
+    let text = text.into();
+    Ending::Failed {
+        content: vec![text_content(&text)],
+        text,
+    }
+}
+
+impl Runner<'_> {
+    fn update(&self, update: Value) {
+        let line = rpc::notification_line(
+            method::SESSION_UPDATE,
+            &json!({"sessionId": self.session_id, "update": update}),
+        );
+        let _ = self.writer.send(Output::Line(line));
+    }
+
+    /// Runs one call and returns what the model gets back.
+    pub fn run(&mut self, call: &ToolCallRequest) -> CallResult {
+        let raw_input = serde_json::from_str::<Value>(&call.arguments)
+            .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+        let tool = match tools::parse(&call.name, &call.arguments) {
+            Ok(tool) => tool,
+            Err(error) => {
+                self.update(json!({
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": call.id,
+                    "title": format!("{} (invalid call)", call.name),
+                    "kind": "other",
+                    "status": "pending",
+                    "rawInput": raw_input,
+                }));
+                return self.finish(call, failed(format!("Error: {error}")));
+            }
+        };
+        let target = tools::target(&tool, self.root);
+        let mut announce = json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": call.id,
+            "title": tools::title(&tool, self.root),
+            "kind": tools::kind(&tool),
+            "status": "pending",
+            "rawInput": raw_input,
+        });
+        if let Some(location) = location(&tool, target.as_ref()) {
+            announce["locations"] = json!([location]);
+        }
+        self.update(announce.clone());
+
+        match self.permit(call, &tool, target.as_ref(), &announce) {
+            Permit::Allowed => {}
+            Permit::Rejected => {
+                return self.finish(
+                    call,
+                    failed("The user declined this tool call. Do not retry it; ask or try another approach."),
+                )
+            }
+            Permit::Cancelled => return self.finish(call, Ending::Cancelled),
+        }
+        self.update(json!({
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": call.id,
+            "status": "in_progress",
+        }));
+        let ending = self.execute(call, &tool, target.as_ref());
+        let ending = if self.cancel.is_cancelled() {
+            Ending::Cancelled
+        } else {
+            ending
+        };
+        self.finish(call, ending)
+    }
+
+    fn finish(&self, call: &ToolCallRequest, ending: Ending) -> CallResult {
+        let (status, content, text, cancelled) = match ending {
+            Ending::Completed { text, content } => ("completed", content, text, false),
+            Ending::Failed { text, content } => ("failed", content, text, false),
+            Ending::Cancelled => {
+                let text = "Cancelled by the user.".to_string();
+                ("failed", vec![text_content(&text)], text, true)
+            }
+        };
+        self.update(json!({
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": call.id,
+            "status": status,
+            "content": content,
+        }));
+        CallResult { text, cancelled }
+    }
+
+    fn permit(
+        &mut self,
+        call: &ToolCallRequest,
+        tool: &Tool,
+        target: Option<&paths::Resolved>,
+        announce: &Value,
+    ) -> Permit {
+        let output_dir = tools::output_dir(self.session_id);
+        let action = match (tool, target) {
+            (Tool::TodoWrite(_), _) | (_, None) => Action::Plan,
+            (Tool::WriteFile(_) | Tool::EditFile(_), Some(target)) => Action::Edit {
+                path: &target.path,
+                inside: target.inside,
+                git_internal: target.git_internal,
+            },
+            (Tool::RunCommand(args), Some(target)) => Action::Command {
+                command_line: &args.command,
+                cwd: &target.path,
+                inside: target.inside,
+            },
+            (_, Some(target)) => Action::Read {
+                path: &target.path,
+                inside: target.inside || target.path.starts_with(&output_dir),
+            },
+        };
+        match decide(self.policy, &action, self.approvals) {
+            Decision::Allow => return Permit::Allowed,
+            Decision::Reject => return Permit::Rejected,
+            Decision::Ask => {}
+        }
+        let scope = action.scope();
+        let mut tool_call = json!({
+            "toolCallId": call.id,
+            "title": announce["title"],
+            "kind": announce["kind"],
+            "status": "pending",
+            "rawInput": announce["rawInput"],
+        });
+        if let Some(locations) = announce.get("locations") {
+            tool_call["locations"] = locations.clone();
+        }
+        let params = json!({
+            "sessionId": self.session_id,
+            "toolCall": tool_call,
+            "options": [
+                {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "allow_always", "name": format!("Always allow {scope}"), "kind": "allow_always"},
+                {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+                {"optionId": "reject_always", "name": format!("Always reject {scope}"), "kind": "reject_always"},
+            ],
+        });
+        let answer = match self.client.request("session/request_permission", params) {
+            Ok(answer) => answer,
+            Err(ClientError::Cancelled) | Err(ClientError::Gone) => return Permit::Cancelled,
+            Err(ClientError::Rpc(error)) => {
+                log::warn!("permission request failed: {}", error.message);
+                return Permit::Rejected;
+            }
+        };
+        let outcome = &answer["outcome"];
+        if outcome["outcome"] == "cancelled" {
+            return Permit::Cancelled;
+        }
+        let key = action.key();
+        match outcome["optionId"].as_str() {
+            Some("allow_once") => Permit::Allowed,
+            Some("allow_always") => {
+                if let Some(key) = key {
+                    self.approvals.rejected.remove(&key);
+                    self.approvals.allowed.insert(key);
+                }
+                Permit::Allowed
+            }
+            Some("reject_always") => {
+                if let Some(key) = key {
+                    self.approvals.allowed.remove(&key);
+                    self.approvals.rejected.insert(key);
+                }
+                Permit::Rejected
+            }
+            _ => Permit::Rejected,
+        }
+    }
+
+    fn execute(
+        &self,
+        call: &ToolCallRequest,
+        tool: &Tool,
+        target: Option<&paths::Resolved>,
+    ) -> Ending {
+        let editor = EditorAccess {
+            client: self.client,
+        };
+        let cancelled = || self.cancel.is_cancelled();
+        let path = target
+            .map(|t| t.path.clone())
+            .unwrap_or_else(|| self.root.to_path_buf());
+        match tool {
+            Tool::ReadFile(args) => {
+                match files::read_file(&path, args.start_line, args.line_count, &editor) {
+                    Ok(result) => Ending::Completed {
+                        content: vec![text_content(&fence(&result.text))],
+                        text: result.text,
+                    },
+                    Err(error) => failed(format!("Error: {error}")),
+                }
+            }
+            Tool::WriteFile(args) => match files::write_file(&path, &args.content, &editor) {
+                Ok(change) => changed(&path, change),
+                Err(error) => failed(format!("Error: {error}")),
+            },
+            Tool::EditFile(args) => match files::edit_file(&path, &args.edits, &editor) {
+                Ok((change, _line)) => changed(&path, change),
+                Err(error) => failed(format!("Error: {error}")),
+            },
+            Tool::ListDirectory(_) => {
+                match walk::list_directory(self.root, &path, tools::LIST_LIMIT) {
+                    Ok(text) => completed_text(text),
+                    Err(error) => failed(format!("Error: {error}")),
+                }
+            }
+            Tool::Glob(args) => {
+                match walk::glob(
+                    self.root,
+                    &path,
+                    &args.pattern,
+                    tools::GLOB_LIMIT,
+                    &cancelled,
+                ) {
+                    Ok(result) => completed_text(walk::render_glob(self.root, &result)),
+                    Err(error) => failed(format!("Error: {error}")),
+                }
+            }
+            Tool::Search(args) => {
+                let query = search::SearchQuery {
+                    pattern: args.pattern.clone(),
+                    regex: args.regex,
+                    case_insensitive: args.case_insensitive,
+                    glob: args.glob.clone(),
+                    max_results: tools::SEARCH_LIMIT,
+                };
+                match search::search(self.root, &path, &query, &cancelled) {
+                    Ok(result) => completed_text(result.text),
+                    Err(error) => failed(format!("Error: {error}")),
+                }
+            }
+            Tool::RunCommand(args) => {
+                if !path.is_dir() {
+                    return failed(format!(
+                        "Error: the working directory {} does not exist",
+                        path.display()
+                    ));
+                }
+                let timeout = Duration::from_secs(
+                    args.timeout_seconds
+                        .unwrap_or(tools::COMMAND_TIMEOUT_DEFAULT)
+                        .clamp(1, tools::COMMAND_TIMEOUT_MAX),
+                );
+                if self.client.capabilities.terminal {
+                    self.run_in_terminal(call, &args.command, &path, timeout)
+                } else {
+                    self.run_locally(call, &args.command, &path, timeout)
+                }
+            }
+            Tool::TodoWrite(args) => {
+                let entries: Vec<Value> = args
+                    .todos
+                    .iter()
+                    .map(|todo| {
+                        json!({
+                            "content": todo.content,
+                            "priority": todo.priority.unwrap_or(tools::TodoPriority::Medium),
+                            "status": todo.status,
+                        })
+                    })
+                    .collect();
+                self.update(json!({"sessionUpdate": "plan", "entries": entries}));
+                let done = args
+                    .todos
+                    .iter()
+                    .filter(|t| t.status == tools::TodoStatus::Completed)
+                    .count();
+                completed_text(format!(
+                    "Plan updated: {} items, {done} completed.",
+                    args.todos.len()
+                ))
+            }
+        }
+    }
+
+    fn run_locally(
+        &self,
+        call: &ToolCallRequest,
+        command_line: &str,
+        cwd: &Path,
+        timeout: Duration,
+    ) -> Ending {
+        let log_path =
+            tools::output_dir(self.session_id).join(format!("{}.log", safe_name(&call.id)));
+        let spec = process::CommandSpec {
+            command_line: command_line.to_string(),
+            cwd: cwd.to_path_buf(),
+            timeout,
+            output_cap: tools::COMMAND_OUTPUT_CAP,
+            log_path: Some(log_path),
+        };
+        // The editor sees the tail of the output as it arrives.
+        let mut shown = String::new();
+        let mut on_output = |text: &str| {
+            shown.push_str(text);
+            if shown.len() > 8 * 1024 {
+                let mut cut = shown.len() - 8 * 1024;
+                while !shown.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                shown.drain(..cut);
+            }
+            self.update(json!({
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": call.id,
+                "content": [text_content(&fence(&shown))],
+            }));
+        };
+        let started = Instant::now();
+        let result = match process::run(&spec, self.cancel.signal(), &mut on_output) {
+            Ok(result) => result,
+            Err(error) => return failed(format!("Error: cannot run the command: {error}")),
+        };
+        if result.cancelled {
+            return Ending::Cancelled;
+        }
+        let status = if result.timed_out {
+            format!(
+                "Timed out after {} s; the command was killed.",
+                timeout.as_secs()
+            )
+        } else if let Some(code) = result.exit_code {
+            format!("Exit code: {code}")
+        } else {
+            format!("Killed by signal {}", result.signal.unwrap_or(0))
+        };
+        let text = format!(
+            "{status} ({:.1} s)\n{}",
+            started.elapsed().as_secs_f64(),
+            if result.output.is_empty() {
+                "(no output)".to_string()
+            } else {
+                result.output.clone()
+            }
+        );
+        let content = vec![text_content(&format!(
+            "{status}\n{}",
+            fence(&result.output)
+        ))];
+        if result.exit_code == Some(0) && !result.timed_out {
+            Ending::Completed { text, content }
+        } else {
+            Ending::Failed { text, content }
+        }
+    }
+
+    fn run_in_terminal(
+        &self,
+        call: &ToolCallRequest,
+        command_line: &str,
+        cwd: &Path,
+        timeout: Duration,
+    ) -> Ending {
+        let created = self.client.request(
+            "terminal/create",
+            json!({
+                "sessionId": self.session_id,
+                "command": "sh",
+                "args": ["-c", command_line],
+                "cwd": cwd,
+                "outputByteLimit": tools::COMMAND_OUTPUT_CAP,
+            }),
+        );
+        let terminal_id = match created {
+            Ok(answer) => match answer["terminalId"].as_str() {
+                Some(id) => id.to_string(),
+                None => return failed("Error: the editor did not return a terminal id"),
+            },
+            Err(ClientError::Cancelled) => return Ending::Cancelled,
+            Err(error) => {
+                return failed(format!(
+                    "Error: the editor could not start a terminal: {error}"
+                ))
+            }
+        };
+        self.update(json!({
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": call.id,
+            "content": [{"type": "terminal", "terminalId": terminal_id}],
+        }));
+        let id_params = json!({"sessionId": self.session_id, "terminalId": terminal_id});
+        // Waiting ends at the exit, the timeout or the turn's cancel.
+        let wait_cancel = CancelToken::new();
+        {
+            let wait_cancel = wait_cancel.clone();
+            self.cancel.on_cancel(move || wait_cancel.cancel());
+        }
+        let timer = {
+            let wait_cancel = wait_cancel.clone();
+            std::thread::Builder::new()
+                .name("spindle-terminal-timer".into())
+                .spawn(move || {
+                    if !wait_cancel.sleep(timeout) {
+                        wait_cancel.cancel();
+                    }
+                })
+        };
+        let waited =
+            self.client
+                .request_with("terminal/wait_for_exit", id_params.clone(), &wait_cancel);
+        wait_cancel.cancel();
+        if let Ok(timer) = timer {
+            let _ = timer.join();
+        }
+        let (exit, killed) = match waited {
+            Ok(exit) => (Some(exit), false),
+            Err(ClientError::Cancelled) => {
+                let _ = self
+                    .client
+                    .request_cleanup("terminal/kill", id_params.clone());
+                (None, true)
+            }
+            Err(error) => {
+                let _ = self.client.request_cleanup("terminal/release", id_params);
+                return failed(format!("Error: the terminal failed: {error}"));
+            }
+        };
+        let output = self
+            .client
+            .request_cleanup("terminal/output", id_params.clone());
+        let _ = self.client.request_cleanup("terminal/release", id_params);
+        if self.cancel.is_cancelled() {
+            return Ending::Cancelled;
+        }
+        let (text, truncated) = match &output {
+            Ok(answer) => (
+                answer["output"].as_str().unwrap_or("").to_string(),
+                answer["truncated"].as_bool().unwrap_or(false),
+            ),
+            Err(_) => (String::new(), false),
+        };
+        let exit_code = exit.as_ref().and_then(|e| e["exitCode"].as_i64());
+        let status = if killed {
+            format!(
+                "Timed out after {} s; the command was killed.",
+                timeout.as_secs()
+            )
+        } else if let Some(code) = exit_code {
+            format!("Exit code: {code}")
+        } else {
+            format!(
+                "Killed by signal {}",
+                exit.as_ref()
+                    .and_then(|e| e["signal"].as_str())
+                    .unwrap_or("?")
+            )
+        };
+        let note = if truncated {
+            "[The beginning of the output was dropped by the editor's output limit.]\n"
+        } else {
+            ""
+        };
+        let body = format!(
+            "{status}\n{note}{}",
+            if text.is_empty() {
+                "(no output)"
+            } else {
+                &text
+            }
+        );
+        // The terminal block stays, so the editor keeps showing the output.
+        let content = vec![
+            json!({"type": "terminal", "terminalId": terminal_id}),
+            text_content(&status),
+        ];
+        if exit_code == Some(0) && !killed {
+            Ending::Completed {
+                text: body,
+                content,
+            }
+        } else {
+            Ending::Failed {
+                text: body,
+                content,
+            }
+        }
+    }
+}
+
+enum Permit {
+    Allowed,
+    Rejected,
+    Cancelled,
+}
+
+/// The tool call's location: the file (with a line) or directory it works on.
+fn location(tool: &Tool, target: Option<&paths::Resolved>) -> Option<Value> {
+    let target = target?;
+    if matches!(tool, Tool::RunCommand(_)) {
+        return None;
+    }
+    let mut location = json!({"path": target.path});
+    if let Tool::ReadFile(args) = tool {
+        if let Some(line) = args.start_line {
+            location["line"] = json!(line.max(1));
+        }
+    }
+    Some(location)
+}
+
+fn changed(path: &Path, change: files::Change) -> Ending {
+    let mut diff = json!({"type": "diff", "path": path, "newText": change.new_text});
+    if let Some(old) = &change.old_text {
+        diff["oldText"] = json!(old);
+    }
+    Ending::Completed {
+        text: change.summary,
+        content: vec![diff],
+    }
+}
+
+fn completed_text(text: String) -> Ending {
+    Ending::Completed {
+        content: vec![text_content(&fence(&text))],
+        text,
+    }
+}
+
+/// Wraps tool output in a Markdown code fence long enough not to be closed
+/// by backticks inside it.
+fn fence(text: &str) -> String {
+    let mut ticks = 3;
+    let mut run = 0;
+    for ch in text.chars() {
+        if ch == '`' {
+            run += 1;
+            ticks = ticks.max(run + 1);
+        } else {
+            run = 0;
+        }
+    }
+    let fence = "`".repeat(ticks);
+    let newline = if text.ends_with('\n') { "" } else { "\n" };
+    format!("{fence}\n{text}{newline}{fence}")
+}
+
+fn safe_name(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The editor's file access through the client, when it offered it.
+struct EditorAccess<'a> {
+    client: &'a Client,
+}
+
+impl files::EditorFiles for EditorAccess<'_> {
+    fn can_read(&self) -> bool {
+        self.client.capabilities.fs.read_text_file
+    }
+    fn can_write(&self) -> bool {
+        self.client.capabilities.fs.write_text_file
+    }
+    fn read_text(&self, path: &Path) -> Result<String, String> {
+        self.client.read_text_file(path).map_err(|e| e.to_string())
+    }
+    fn write_text(&self, path: &Path, content: &str) -> Result<(), String> {
+        self.client
+            .write_text_file(path, content)
+            .map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,422 @@
+//! The file tools: read, write and edit. Text files go through the editor
+//! when it offers `fs/read_text_file` / `fs/write_text_file`, so the model
+//! sees unsaved changes and the editor shows its own edits; files that are
+//! not UTF-8 stay on the local path and keep their bytes exactly.
+
+use std::path::Path;
+
+/// Largest file `read_file` returns at once, in bytes.
+pub const READ_BYTE_CAP: usize = 100 * 1024;
+/// Default number of lines `read_file` returns.
+pub const READ_LINE_DEFAULT: usize = 2000;
+
+/// The editor's file access, when the client offers it.
+pub trait EditorFiles {
+    fn can_read(&self) -> bool;
+    fn can_write(&self) -> bool;
+    /// The file's text as the editor has it (possibly unsaved).
+    fn read_text(&self, path: &Path) -> Result<String, String>;
+    /// Writes through the editor; returns once the client acknowledged.
+    fn write_text(&self, path: &Path, content: &str) -> Result<(), String>;
+}
+
+/// No editor access: everything is local.
+pub struct LocalOnly;
+
+impl EditorFiles for LocalOnly {
+    fn can_read(&self) -> bool {
+        false
+    }
+    fn can_write(&self) -> bool {
+        false
+    }
+    fn read_text(&self, _: &Path) -> Result<String, String> {
+        Err("no editor file access".into())
+    }
+    fn write_text(&self, _: &Path, _: &str) -> Result<(), String> {
+        Err("no editor file access".into())
+    }
+}
+
+/// What a file held before a change, as far as the tools care.
+enum Current {
+    Missing,
+    Text(String),
+    /// Not UTF-8 (or binary): only byte-exact local operations apply.
+    Bytes(Vec<u8>),
+}
+
+fn looks_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(8192)].contains(&0)
+}
+
+/// Reads the file's current content: through the editor for text files
+/// when it can, locally otherwise.
+fn current(path: &Path, editor: &dyn EditorFiles) -> Result<Current, String> {
+    let local = match std::fs::read(path) {
+        Ok(bytes) => Some(bytes),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+        Err(err) if err.kind() == std::io::ErrorKind::IsADirectory => {
+            return Err(format!("{} is a directory, not a file", path.display()))
+        }
+        Err(err) => return Err(format!("cannot read {}: {err}", path.display())),
+    };
+    if path.is_dir() {
+        return Err(format!("{} is a directory, not a file", path.display()));
+    }
+    match local {
+        Some(bytes) if looks_binary(&bytes) || std::str::from_utf8(&bytes).is_err() => {
+            Ok(Current::Bytes(bytes))
+        }
+        local => {
+            if editor.can_read() {
+                // The editor may hold a buffer for a file not yet on disk.
+                match editor.read_text(path) {
+                    Ok(text) => return Ok(Current::Text(text)),
+                    Err(err) if local.is_some() => return Err(err),
+                    Err(_) => return Ok(Current::Missing),
+                }
+            }
+            Ok(match local {
+                Some(bytes) => Current::Text(String::from_utf8(bytes).unwrap_or_default()),
+                None => Current::Missing,
+            })
+        }
+    }
+}
+
+fn write(path: &Path, content: &str, editor: &dyn EditorFiles) -> Result<(), String> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
+    }
+    if editor.can_write() {
+        editor.write_text(path, content)
+    } else {
+        std::fs::write(path, content)
+            .map_err(|err| format!("cannot write {}: {err}", path.display()))
+    }
+}
+
+/// The result of `read_file`.
+pub struct ReadResult {
+    pub text: String,
+}
+
+/// Reads lines `start_line..start_line + line_count` (1-based), numbered
+/// like `cat -n`, with a note when more remains.
+pub fn read_file(
+    path: &Path,
+    start_line: Option<usize>,
+    line_count: Option<usize>,
+    editor: &dyn EditorFiles,
+) -> Result<ReadResult, String> {
+    let text = match current(path, editor)? {
+        Current::Missing => return Err(format!("{} does not exist", path.display())),
+        Current::Bytes(bytes) if looks_binary(&bytes) => {
+            return Err(format!(
+                "{} is a binary file ({} bytes); read_file only shows text",
+                path.display(),
+                bytes.len()
+            ))
+        }
+        Current::Bytes(bytes) => {
+            let mut text = String::from_utf8_lossy(&bytes).into_owned();
+            text.insert_str(
+                0,
+                "[This file is not valid UTF-8; invalid bytes are shown as \u{fffd}.]\n",
+            );
+            text
+        }
+        Current::Text(text) => text,
+    };
+    let start = start_line.unwrap_or(1).max(1);
+    let count = line_count.unwrap_or(READ_LINE_DEFAULT).max(1);
+    let total = text.lines().count();
+    if total == 0 {
+        return Ok(ReadResult {
+            text: "[The file is empty.]".into(),
+        });
+    }
+    if start > total {
+        return Err(format!(
+            "start_line {start} is past the end of the file ({total} lines)"
+        ));
+    }
+    let mut out = String::new();
+    let mut shown_last = start - 1;
+    for (index, line) in text.lines().enumerate().skip(start - 1).take(count) {
+        if out.len() + line.len() > READ_BYTE_CAP {
+            break;
+        }
+        out.push_str(&format!("{:>6}\t{}\n", index + 1, line));
+        shown_last = index + 1;
+    }
+    if shown_last < start {
+        // A single line longer than the cap: show its beginning.
+        let line = text.lines().nth(start - 1).unwrap_or("");
+        let mut end = READ_BYTE_CAP.min(line.len());
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.push_str(&format!("{:>6}\t{}…\n", start, &line[..end]));
+        out.push_str(&format!(
+            "[Line {start} is {} bytes long; only its beginning is shown.]\n",
+            line.len()
+        ));
+        shown_last = start;
+    }
+    if shown_last < total {
+        out.push_str(&format!(
+            "[Showing lines {start}-{shown_last} of {total}. Use start_line={} to read more.]\n",
+            shown_last + 1
+        ));
+    }
+    Ok(ReadResult { text: out })
+}
+
+/// What a change did, for the editor's diff view and the model.
+pub struct Change {
+    /// `None` for a new file.
+    pub old_text: Option<String>,
+    pub new_text: String,
+    pub summary: String,
+}
+
+/// Creates or overwrites a file.
+pub fn write_file(path: &Path, content: &str, editor: &dyn EditorFiles) -> Result<Change, String> {
+    let old_text = match current(path, editor)? {
+        Current::Missing => None,
+        Current::Text(text) => Some(text),
+        Current::Bytes(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+    };
+    write(path, content, editor)?;
+    let lines = content.lines().count();
+    let summary = match &old_text {
+        None => format!("Created {} ({lines} lines).", path.display()),
+        Some(_) => format!("Overwrote {} ({lines} lines).", path.display()),
+    };
+    Ok(Change {
+        old_text,
+        new_text: content.to_string(),
+        summary,
+    })
+}
+
+/// One search/replace edit.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Edit {
+    pub old: String,
+    pub new: String,
+    #[serde(default)]
+    pub replace_all: bool,
+}
+
+/// Applies every edit in order, all or nothing. Returns the first line
+/// touched (1-based) along with the change.
+pub fn edit_file(
+    path: &Path,
+    edits: &[Edit],
+    editor: &dyn EditorFiles,
+) -> Result<(Change, usize), String> {
+    if edits.is_empty() {
+        return Err("no edits given".into());
+    }
+    match current(path, editor)? {
+        Current::Missing => Err(format!(
+            "{} does not exist; use write_file to create it",
+            path.display()
+        )),
+        Current::Text(text) => {
+            let (new_text, first_line) = apply_edits(&text, edits)?;
+            write(path, &new_text, editor)?;
+            Ok((
+                Change {
+                    summary: format!("Edited {} ({} edit(s)).", path.display(), edits.len()),
+                    old_text: Some(text),
+                    new_text,
+                },
+                first_line,
+            ))
+        }
+        Current::Bytes(bytes) => {
+            // Not UTF-8: edit the bytes themselves, so everything the edits
+            // do not touch stays exactly as it was, and write locally.
+            let (new_bytes, first_line) = apply_byte_edits(&bytes, edits)?;
+            std::fs::write(path, &new_bytes)
+                .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+            Ok((
+                Change {
+                    summary: format!(
+                        "Edited {} ({} edit(s)); the file is not UTF-8 and its other bytes were kept as they were.",
+                        path.display(),
+                        edits.len()
+                    ),
+                    old_text: Some(String::from_utf8_lossy(&bytes).into_owned()),
+                    new_text: String::from_utf8_lossy(&new_bytes).into_owned(),
+                },
+                first_line,
+            ))
+        }
+    }
+}
+
+fn line_of(haystack: &[u8], offset: usize) -> usize {
+    haystack[..offset].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
+    if needle.is_empty() || needle.len() > haystack.len() {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    let mut start = 0;
+    while let Some(position) = haystack[start..]
+        .windows(needle.len())
+        .position(|window| window == needle)
+    {
+        found.push(start + position);
+        start += position + needle.len();
+    }
+    found
+}
+
+fn apply_edits(text: &str, edits: &[Edit]) -> Result<(String, usize), String> {
+    let (bytes, line) = apply_byte_edits(text.as_bytes(), edits)?;
+    // Replacing valid UTF-8 with valid UTF-8 at UTF-8 match positions keeps
+    // the text valid.
+    String::from_utf8(bytes)
+        .map(|text| (text, line))
+        .map_err(|_| "the edit produced invalid UTF-8".into())
+}
+
+fn apply_byte_edits(original: &[u8], edits: &[Edit]) -> Result<(Vec<u8>, usize), String> {
+    let mut content = original.to_vec();
+    let mut first_line = usize::MAX;
+    for (number, edit) in edits.iter().enumerate() {
+        let which = if edits.len() > 1 {
+            format!("edit {} of {}: ", number + 1, edits.len())
+        } else {
+            String::new()
+        };
+        if edit.old.is_empty() {
+            return Err(format!(
+                "{which}\"old\" is empty; give the exact text to replace (use write_file for new files)"
+            ));
+        }
+        if edit.old == edit.new {
+            return Err(format!(
+                "{which}\"old\" and \"new\" are the same; nothing would change"
+            ));
+        }
+        let found = find_all(&content, edit.old.as_bytes());
+        match found.len() {
+            0 => {
+                let mut why = format!(
+                    "{which}the \"old\" text was not found in the file{}. Nothing was changed. Read the file again and copy the text exactly, including whitespace and indentation.",
+                    if number > 0 { " (after the earlier edits)" } else { "" }
+                );
+                if content.windows(2).any(|w| w == b"\r\n") && !edit.old.contains('\r') {
+                    why.push_str(" Note: the file uses CRLF line endings.");
+                }
+                return Err(why);
+            }
+            1 => {}
+            count if !edit.replace_all => {
+                let lines: Vec<String> = found
+                    .iter()
+                    .take(10)
+                    .map(|&offset| line_of(&content, offset).to_string())
+                    .collect();
+                return Err(format!(
+                    "{which}the \"old\" text occurs {count} times (lines {}). Nothing was changed. Include more surrounding lines to make it unique, or set replace_all to replace every occurrence.",
+                    lines.join(", ")
+                ));
+            }
+            _ => {}
+        }
+        first_line = first_line.min(line_of(&content, found[0]));
+        let mut next = Vec::with_capacity(content.len());
+        let mut last = 0;
+        for &offset in &found {
+            next.extend_from_slice(&content[last..offset]);
+            next.extend_from_slice(edit.new.as_bytes());
+            last = offset + edit.old.len();
+        }
+        next.extend_from_slice(&content[last..]);
+        content = next;
+    }
+    Ok((content, first_line))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edit(old: &str, new: &str) -> Edit {
+        Edit {
+            old: old.into(),
+            new: new.into(),
+            replace_all: false,
+        }
+    }
+
+    #[test]
+    fn edits_apply_in_order_all_or_nothing() {
+        let (text, line) = apply_edits("a\nb\nc\n", &[edit("b", "B"), edit("c", "C")]).unwrap();
+        assert_eq!(text, "a\nB\nC\n");
+        assert_eq!(line, 2);
+        let err = apply_edits("x x\n", &[edit("x", "y")]).unwrap_err();
+        assert!(
+            err.contains("2 times") && err.contains("replace_all"),
+            "{err}"
+        );
+        let all = apply_edits(
+            "x x\n",
+            &[Edit {
+                replace_all: true,
+                ..edit("x", "y")
+            }],
+        )
+        .unwrap();
+        assert_eq!(all.0, "y y\n");
+        let err = apply_edits("abc", &[edit("b", "B"), edit("zzz", "q")]).unwrap_err();
+        assert!(
+            err.contains("edit 2 of 2") && err.contains("not found"),
+            "{err}"
+        );
+        assert!(apply_edits("abc", &[edit("", "q")]).is_err());
+        let crlf = apply_edits("a\r\nb\r\n", &[edit("a\nb", "x")]).unwrap_err();
+        assert!(crlf.contains("CRLF"));
+    }
+
+    #[test]
+    fn byte_edits_keep_other_bytes() {
+        let original = b"caf\xe9 = 1\nname = old\n";
+        let (bytes, line) = apply_byte_edits(original, &[edit("old", "new")]).unwrap();
+        assert_eq!(bytes, b"caf\xe9 = 1\nname = new\n");
+        assert_eq!(line, 2);
+    }
+
+    #[test]
+    fn read_numbers_lines_and_notes_truncation() {
+        let dir = std::env::temp_dir().join(format!("spindle-files-{}", crate::util::random_hex()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f.txt");
+        std::fs::write(&path, "one\ntwo\nthree\n").unwrap();
+        let all = read_file(&path, None, None, &LocalOnly).unwrap().text;
+        assert_eq!(all, "     1\tone\n     2\ttwo\n     3\tthree\n");
+        let part = read_file(&path, Some(2), Some(1), &LocalOnly).unwrap().text;
+        assert!(part.starts_with("     2\ttwo\n"));
+        assert!(part.contains("Use start_line=3"), "{part}");
+        assert!(read_file(&path, Some(9), None, &LocalOnly).is_err());
+        std::fs::write(dir.join("bin"), b"\x00\x01\x02").unwrap();
+        let err = read_file(&dir.join("bin"), None, None, &LocalOnly)
+            .err()
+            .unwrap();
+        assert!(err.contains("binary"));
+        assert!(read_file(&dir.join("missing"), None, None, &LocalOnly).is_err());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

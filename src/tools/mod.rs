@@ -1,0 +1,368 @@
+//! The tools the model can call: their descriptions and argument schemas
+//! (written for models), argument parsing, and how each call is shown to
+//! people (title, kind, locations). Running them is the agent's job
+//! (`agent/runner.rs`), because it involves permissions and the editor.
+
+pub mod files;
+pub mod paths;
+pub mod process;
+pub mod search;
+pub mod walk;
+
+use crate::provider::ToolSpec;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// A parsed tool call.
+#[derive(Debug, Clone)]
+pub enum Tool {
+    ReadFile(ReadFileArgs),
+    WriteFile(WriteFileArgs),
+    EditFile(EditFileArgs),
+    ListDirectory(ListDirectoryArgs),
+    Glob(GlobArgs),
+    Search(SearchArgs),
+    RunCommand(RunCommandArgs),
+    TodoWrite(TodoWriteArgs),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReadFileArgs {
+    pub path: String,
+    pub start_line: Option<usize>,
+    pub line_count: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct WriteFileArgs {
+    pub path: String,
+    pub content: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct EditFileArgs {
+    pub path: String,
+    pub edits: Vec<files::Edit>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ListDirectoryArgs {
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct GlobArgs {
+    pub pattern: String,
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SearchArgs {
+    pub pattern: String,
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub regex: bool,
+    #[serde(default)]
+    pub case_insensitive: bool,
+    #[serde(default)]
+    pub glob: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RunCommandArgs {
+    pub command: String,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct TodoWriteArgs {
+    pub todos: Vec<Todo>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Todo {
+    pub content: String,
+    pub status: TodoStatus,
+    #[serde(default)]
+    pub priority: Option<TodoPriority>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoPriority {
+    High,
+    Medium,
+    Low,
+}
+
+/// Default and largest command timeouts, in seconds.
+pub const COMMAND_TIMEOUT_DEFAULT: u64 = 120;
+pub const COMMAND_TIMEOUT_MAX: u64 = 1800;
+/// Output of a command kept for the model, in bytes.
+pub const COMMAND_OUTPUT_CAP: usize = 30_000;
+/// Caps of the listing and search tools.
+pub const LIST_LIMIT: usize = 500;
+pub const GLOB_LIMIT: usize = 500;
+pub const SEARCH_LIMIT: usize = 200;
+
+/// The names of every tool, in the order they are offered.
+pub const NAMES: [&str; 8] = [
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_directory",
+    "glob",
+    "search",
+    "run_command",
+    "todo_write",
+];
+
+/// Parses a tool call. The error is written for the model.
+pub fn parse(name: &str, arguments: &str) -> Result<Tool, String> {
+    let arguments = if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    };
+    let value: Value = serde_json::from_str(arguments).map_err(|err| {
+        format!("the arguments of {name} are not valid JSON ({err}); send a JSON object")
+    })?;
+    fn args<T: serde::de::DeserializeOwned>(name: &str, value: Value) -> Result<T, String> {
+        serde_json::from_value(value).map_err(|err| format!("invalid arguments for {name}: {err}"))
+    }
+    Ok(match name {
+        "read_file" => Tool::ReadFile(args(name, value)?),
+        "write_file" => Tool::WriteFile(args(name, value)?),
+        "edit_file" => Tool::EditFile(args(name, value)?),
+        "list_directory" => Tool::ListDirectory(args(name, value)?),
+        "glob" => Tool::Glob(args(name, value)?),
+        "search" => Tool::Search(args(name, value)?),
+        "run_command" => Tool::RunCommand(args(name, value)?),
+        "todo_write" => Tool::TodoWrite(args(name, value)?),
+        other => {
+            return Err(format!(
+                "there is no tool named {other:?}; the tools are: {}",
+                NAMES.join(", ")
+            ))
+        }
+    })
+}
+
+/// The ACP tool kind of a call.
+pub fn kind(tool: &Tool) -> &'static str {
+    match tool {
+        Tool::ReadFile(_) | Tool::ListDirectory(_) => "read",
+        Tool::WriteFile(_) | Tool::EditFile(_) => "edit",
+        Tool::Glob(_) | Tool::Search(_) => "search",
+        Tool::RunCommand(_) => "execute",
+        Tool::TodoWrite(_) => "think",
+    }
+}
+
+fn shorten(text: &str, limit: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    if line.chars().count() <= limit && !text.contains('\n') {
+        return line.to_string();
+    }
+    let cut: String = line.chars().take(limit).collect();
+    format!("{cut}…")
+}
+
+/// A human title for the call, such as "Read src/main.rs" or "Run cargo test".
+pub fn title(tool: &Tool, root: &Path) -> String {
+    let shown = |given: &str| paths::display(root, &paths::resolve(root, given).path);
+    match tool {
+        Tool::ReadFile(args) => match (args.start_line, args.line_count) {
+            (Some(start), Some(count)) => format!(
+                "Read {} (lines {start}-{})",
+                shown(&args.path),
+                start + count.saturating_sub(1)
+            ),
+            (Some(start), None) => format!("Read {} (from line {start})", shown(&args.path)),
+            _ => format!("Read {}", shown(&args.path)),
+        },
+        Tool::WriteFile(args) => format!("Write {}", shown(&args.path)),
+        Tool::EditFile(args) => format!("Edit {}", shown(&args.path)),
+        Tool::ListDirectory(args) => format!("List {}", shown(args.path.as_deref().unwrap_or("."))),
+        Tool::Glob(args) => format!("Find {}", shorten(&args.pattern, 60)),
+        Tool::Search(args) => format!("Search for \"{}\"", shorten(&args.pattern, 60)),
+        Tool::RunCommand(args) => format!("Run {}", shorten(&args.command, 80)),
+        Tool::TodoWrite(_) => "Update plan".to_string(),
+    }
+}
+
+/// The main path a call works on, resolved, if it has one.
+pub fn target(tool: &Tool, root: &Path) -> Option<paths::Resolved> {
+    let given = match tool {
+        Tool::ReadFile(args) => args.path.as_str(),
+        Tool::WriteFile(args) => args.path.as_str(),
+        Tool::EditFile(args) => args.path.as_str(),
+        Tool::ListDirectory(args) => args.path.as_deref().unwrap_or("."),
+        Tool::Glob(args) => args.path.as_deref().unwrap_or("."),
+        Tool::Search(args) => args.path.as_deref().unwrap_or("."),
+        Tool::RunCommand(args) => args.cwd.as_deref().unwrap_or("."),
+        Tool::TodoWrite(_) => return None,
+    };
+    Some(paths::resolve(root, given))
+}
+
+/// Where Spindle keeps the full output of commands; readable by the model
+/// without asking, since Spindle wrote it.
+pub fn output_dir(session_id: &str) -> PathBuf {
+    std::env::temp_dir()
+        .join(format!("spindle-output-{}", user_tag()))
+        .join(session_id)
+}
+
+fn user_tag() -> String {
+    std::env::var("USER").unwrap_or_else(|_| "user".into())
+}
+
+/// The tool definitions offered to the model.
+pub fn specs(ripgrep: bool) -> Vec<ToolSpec> {
+    let spec = |name: &str, description: String, parameters: Value| ToolSpec {
+        name: name.to_string(),
+        description,
+        parameters,
+    };
+    let search_description = if ripgrep {
+        "Search file contents in the workspace (ripgrep). Returns matching lines as path:line: text, at most 200. Respects .gitignore. Set regex to use a regular expression; otherwise the pattern is literal."
+    } else {
+        "Search file contents in the workspace. Returns matching lines as path:line: text, at most 200. Respects .gitignore. The pattern is a literal string (regular expressions are not available here)."
+    };
+    vec![
+        spec(
+            "read_file",
+            "Read a text file. Returns numbered lines (at most 2000 lines or 100 KB per call; a note says how to read more). Paths are relative to the workspace or absolute.".into(),
+            json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": "File to read."},
+                "start_line": {"type": "integer", "minimum": 1, "description": "First line to show, 1-based (default 1)."},
+                "line_count": {"type": "integer", "minimum": 1, "description": "Number of lines to show (default 2000)."}
+            }, "required": ["path"]}),
+        ),
+        spec(
+            "write_file",
+            "Create a file or replace its whole content. Parent directories are created. Prefer edit_file for changes to existing files.".into(),
+            json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": "File to write."},
+                "content": {"type": "string", "description": "The complete new content."}
+            }, "required": ["path", "content"]}),
+        ),
+        spec(
+            "edit_file",
+            "Change an existing file with exact search-and-replace edits, applied in order, all or nothing. Each old text must match the file exactly (whitespace included) and exactly once, unless replace_all is true. Read the file first.".into(),
+            json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": "File to edit."},
+                "edits": {"type": "array", "minItems": 1, "items": {"type": "object", "properties": {
+                    "old": {"type": "string", "description": "Exact text to replace."},
+                    "new": {"type": "string", "description": "Replacement text."},
+                    "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."}
+                }, "required": ["old", "new"]}}
+            }, "required": ["path", "edits"]}),
+        ),
+        spec(
+            "list_directory",
+            "List one directory: subdirectories (ending in /) and files with their sizes. Default: the workspace root.".into(),
+            json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": "Directory to list (default \".\")."}
+            }}),
+        ),
+        spec(
+            "glob",
+            "Find files by name pattern, respecting .gitignore. '*' and '?' match within a name, '**' across directories. A pattern without '/' matches names at any depth (\"*.rs\"); with '/' it is relative to path (\"src/**/*.rs\"). At most 500 results.".into(),
+            json!({"type": "object", "properties": {
+                "pattern": {"type": "string", "description": "Glob pattern."},
+                "path": {"type": "string", "description": "Directory to search in (default \".\")."}
+            }, "required": ["pattern"]}),
+        ),
+        spec(
+            "search",
+            search_description.into(),
+            json!({"type": "object", "properties": {
+                "pattern": {"type": "string", "description": "Text to find."},
+                "path": {"type": "string", "description": "Directory or file to search (default \".\")."},
+                "regex": {"type": "boolean", "description": "Treat pattern as a regular expression (default false)."},
+                "case_insensitive": {"type": "boolean", "description": "Ignore case (default false)."},
+                "glob": {"type": "string", "description": "Only files matching this glob, e.g. \"*.rs\"."}
+            }, "required": ["pattern"]}),
+        ),
+        spec(
+            "run_command",
+            format!("Run a shell command line with sh -c and return its exit code and combined output (stdout and stderr; the first and last parts when it exceeds {COMMAND_OUTPUT_CAP} bytes, with the path of a file holding all of it). Runs in the workspace root or cwd. Timeout: timeout_seconds (default {COMMAND_TIMEOUT_DEFAULT}, at most {COMMAND_TIMEOUT_MAX}). No interactive input."),
+            json!({"type": "object", "properties": {
+                "command": {"type": "string", "description": "The command line, e.g. \"cargo test -q\"."},
+                "cwd": {"type": "string", "description": "Working directory, relative to the workspace (default \".\")."},
+                "timeout_seconds": {"type": "integer", "minimum": 1, "description": "Time limit in seconds."}
+            }, "required": ["command"]}),
+        ),
+        spec(
+            "todo_write",
+            "Write your task list for the current work, shown to the user as a plan. Send the whole list every time (it replaces the previous one); keep exactly one item in_progress while working, and mark items completed as soon as they are done.".into(),
+            json!({"type": "object", "properties": {
+                "todos": {"type": "array", "items": {"type": "object", "properties": {
+                    "content": {"type": "string", "description": "What to do, in a short sentence."},
+                    "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
+                    "priority": {"type": "string", "enum": ["high", "medium", "low"], "description": "Default medium."}
+                }, "required": ["content", "status"]}}
+            }, "required": ["todos"]}),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_has_a_spec_and_parses() {
+        let specs = specs(false);
+        assert_eq!(specs.len(), NAMES.len());
+        for (spec, name) in specs.iter().zip(NAMES) {
+            assert_eq!(spec.name, name);
+            assert_eq!(spec.parameters["type"], "object");
+        }
+        assert!(matches!(
+            parse("read_file", r#"{"path":"a"}"#),
+            Ok(Tool::ReadFile(_))
+        ));
+        assert!(matches!(
+            parse("list_directory", ""),
+            Ok(Tool::ListDirectory(_))
+        ));
+        let err = parse("read_file", "{\"path\":").unwrap_err();
+        assert!(err.contains("not valid JSON"), "{err}");
+        let err = parse("read_file", "{}").unwrap_err();
+        assert!(err.contains("path"), "{err}");
+        let err = parse("fly", "{}").unwrap_err();
+        assert!(err.contains("read_file"), "{err}");
+    }
+
+    #[test]
+    fn titles_are_short_and_relative() {
+        let root = Path::new("/w");
+        let tool = parse(
+            "read_file",
+            r#"{"path":"/w/src/main.rs","start_line":3,"line_count":5}"#,
+        )
+        .unwrap();
+        assert_eq!(title(&tool, root), "Read src/main.rs (lines 3-7)");
+        let tool = parse("run_command", r#"{"command":"cargo test\necho done"}"#).unwrap();
+        assert_eq!(title(&tool, root), "Run cargo test…");
+        assert_eq!(kind(&tool), "execute");
+    }
+}

@@ -1,0 +1,807 @@
+//! Runs one shell command for the `run_command` tool when the agent runs
+//! commands itself rather than in the editor's terminal.
+//!
+//! It exists because a model-driven command must never hang or outlive its
+//! turn: the command runs in its own process group so that a timeout, a
+//! cancel, a panic or background jobs left behind can all be ended with one
+//! signal to the whole group. Its output is kept bounded for the model (the
+//! first and last parts, with a marker between them), written in full to an
+//! optional log file, and streamed to the caller at a throttled pace.
+//!
+//! Two detached helper threads do the blocking work: `spindle-cmd-output`
+//! reads the shared stdout/stderr pipe and `spindle-cmd-wait` reaps the shell,
+//! so the calling thread can wait on output, the shell's exit, the cancel
+//! signal and the deadline in one `select!`. Both end by themselves once the
+//! group is killed. A process that leaves the group (with `setsid`, say) is
+//! out of reach; that is the price of using no cgroups.
+
+
+use crossbeam_channel::{after, bounded, never, select, Receiver, Sender};
+use std::fs::File;
+use std::io::{self, PipeReader, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// What to run and how to keep its output.
+#[derive(Debug, Clone)]
+pub struct CommandSpec {
+    /// Run as `sh -c <command_line>`.
+    pub command_line: String,
+    pub cwd: PathBuf,
+    pub timeout: Duration,
+    /// Bytes of output kept for the model (e.g. 30_000).
+    pub output_cap: usize,
+    /// Where the full output is written as it arrives (created with its
+    /// parent directories); `None` keeps no full copy.
+    pub log_path: Option<PathBuf>,
+}
+
+/// How a command ended and what it printed.
+#[derive(Debug, Clone)]
+pub struct CommandResult {
+    /// `None` when the shell was killed by a signal.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    /// Stdout and stderr interleaved in arrival order, decoded lossily; over
+    /// the cap, the first and last parts with a marker line between them.
+    pub output: String,
+    pub total_bytes: u64,
+    pub truncated: bool,
+    /// The shell's pid, which is also the process group id.
+    pub pid: u32,
+}
+
+/// How often, at most, `on_output` is called while the command runs.
+const STREAM_INTERVAL: Duration = Duration::from_millis(100);
+/// The most bytes handed to `on_output` in one call; more than that within
+/// one interval is replaced by a marker so a flood cannot flood the editor.
+const STREAM_CAP: usize = 64 * 1024;
+/// How long the pipe may stay open after the shell exits (background jobs
+/// holding it) before the group is killed.
+const EXIT_GRACE: Duration = Duration::from_millis(200);
+/// How long the reader gets, after a kill, to deliver what is buffered.
+const SETTLE: Duration = Duration::from_millis(50);
+/// How long to wait for a killed shell to be reaped before giving up on
+/// its exit status (the wait thread still reaps it later).
+const REAP_WAIT: Duration = Duration::from_secs(1);
+/// Size of one read from the pipe.
+const CHUNK: usize = 64 * 1024;
+/// Chunks queued between the reader and the caller; a full queue makes the
+/// command block on its writes, which keeps memory bounded.
+const CHUNK_QUEUE: usize = 16;
+
+const SIGKILL: i32 = 9;
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+}
+
+/// Sends SIGKILL to every process in the group `pgid`.
+///
+/// Ids 0 and 1 are refused: `kill(0, …)` would hit Spindle's own group and
+/// `kill(-1, …)` every process the user owns.
+pub fn kill_group(pgid: u32) {
+    let Ok(pgid) = i32::try_from(pgid) else {
+        return;
+    };
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: `kill` is the POSIX function from the C library that std
+    // already links; it takes two plain integers, touches no memory of ours
+    // and reports failure (such as an empty group) only through its result.
+    let result = unsafe { kill(-pgid, SIGKILL) };
+    if result != 0 {
+        log::debug!(
+            "kill of process group {pgid}: {}",
+            io::Error::last_os_error()
+        );
+    }
+}
+
+/// Kills the process group when dropped, unless it was already killed on
+/// purpose; this is what ends the command if `on_output` panics.
+struct GroupGuard {
+    pgid: u32,
+    armed: bool,
+}
+
+impl GroupGuard {
+    fn kill_now(&mut self) {
+        if self.armed {
+            self.armed = false;
+            kill_group(self.pgid);
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill_now();
+    }
+}
+
+/// Why the main loop stopped.
+#[derive(Clone, Copy, PartialEq)]
+enum Ending {
+    /// The shell exited and the pipe reached EOF.
+    Finished,
+    /// The shell exited but something kept the pipe open past the grace.
+    Lingering,
+    TimedOut,
+    Cancelled,
+}
+
+/// Runs `spec.command_line` under `sh -c` and waits for it, its timeout or
+/// a cancel (a message on, or the disconnection of, `cancel`).
+///
+/// `on_output` receives the output as text while it arrives: at most about
+/// every 100 ms, everything new since the previous call (at most 64 KiB of
+/// it per call), and once more at the end. Whatever the outcome, the
+/// command's process group is killed before this returns.
+pub fn run(
+    spec: &CommandSpec,
+    cancel: &Receiver<()>,
+    on_output: &mut dyn FnMut(&str),
+) -> io::Result<CommandResult> {
+    let log = open_log(spec.log_path.as_deref());
+    let (reader, writer) = io::pipe()?;
+    let writer_err = writer.try_clone()?;
+
+    // The helper threads start before the child, so that failing to start
+    // them leaves no process behind.
+    let (chunk_tx, chunk_rx) = bounded(CHUNK_QUEUE);
+    thread::Builder::new()
+        .name("spindle-cmd-output".into())
+        .spawn(move || read_chunks(reader, chunk_tx))?;
+    let (child_tx, child_rx) = bounded::<Child>(1);
+    let (status_tx, status_rx) = bounded(1);
+    thread::Builder::new()
+        .name("spindle-cmd-wait".into())
+        .spawn(move || {
+            if let Ok(mut child) = child_rx.recv() {
+                let _ = status_tx.send(child.wait());
+            }
+        })?;
+
+    let child = {
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(&spec.command_line)
+            .current_dir(&spec.cwd)
+            .stdin(Stdio::null())
+            .stdout(writer)
+            .stderr(writer_err)
+            .process_group(0);
+        command.spawn()?
+        // The command, and with it the parent's copies of the write end,
+        // is dropped here; otherwise the pipe would never reach EOF.
+    };
+    let pid = child.id();
+    let mut guard = GroupGuard {
+        pgid: pid,
+        armed: true,
+    };
+    // The wait thread is alive and waiting for exactly this message.
+    let _ = child_tx.send(child);
+
+    let mut state = State {
+        chunks: chunk_rx,
+        statuses: status_rx,
+        eof: false,
+        shell_done: false,
+        status: None,
+        exited_at: None,
+        buffer: Capped::new(spec.output_cap),
+        log,
+        stream: Stream::new(on_output),
+    };
+    let started = Instant::now();
+    let deadline = started.checked_add(spec.timeout);
+    let ending = loop {
+        if state.eof && state.shell_done {
+            break Ending::Finished;
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            break Ending::TimedOut;
+        }
+        let grace_end = state.exited_at.map(|t| t + EXIT_GRACE);
+        if grace_end.is_some_and(|g| now >= g) {
+            break Ending::Lingering;
+        }
+        state.stream.flush_if_due(now);
+        let wake = [deadline, grace_end, state.stream.due_at(now)]
+            .into_iter()
+            .flatten()
+            .min();
+        let timer = wake.map_or_else(never, |w| after(w.saturating_duration_since(now)));
+        if state.step(Some(cancel), &timer) {
+            break Ending::Cancelled;
+        }
+    };
+
+    // Every path kills the group: on timeout and cancel to stop the command,
+    // otherwise to end background jobs it left behind. If the shell is
+    // already reaped, its id stays reserved while any member of its group
+    // lives; once the group is empty the signal finds nobody, short of the
+    // id being reused within this instant.
+    guard.kill_now();
+    if ending != Ending::Finished {
+        let settle_end = Instant::now() + SETTLE;
+        while !(state.eof && state.shell_done) {
+            let left = settle_end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            state.step(None, &after(left));
+        }
+        if !state.shell_done {
+            match state.statuses.recv_timeout(REAP_WAIT) {
+                Ok(status) => state.status = status.ok(),
+                Err(_) => log::warn!("process {pid} was not reaped in time after SIGKILL"),
+            }
+        }
+    }
+    state.stream.finish();
+
+    let (output, truncated) = state
+        .buffer
+        .finish(state.log.as_ref().map(|l| l.path.as_path()));
+    Ok(CommandResult {
+        exit_code: state.status.and_then(|s| s.code()),
+        signal: state.status.and_then(|s| s.signal()),
+        timed_out: ending == Ending::TimedOut,
+        cancelled: ending == Ending::Cancelled,
+        output,
+        total_bytes: state.buffer.total,
+        truncated,
+        pid,
+    })
+}
+
+/// The calling thread's view of a running command.
+struct State<'a> {
+    chunks: Receiver<Vec<u8>>,
+    statuses: Receiver<io::Result<ExitStatus>>,
+    eof: bool,
+    shell_done: bool,
+    /// `None` while running, or if waiting for the shell failed.
+    status: Option<ExitStatus>,
+    exited_at: Option<Instant>,
+    buffer: Capped,
+    log: Option<Log>,
+    stream: Stream<'a>,
+}
+
+impl State<'_> {
+    /// Waits for one event (output, the shell's exit, a cancel, or the
+    /// timer) and handles it. Returns true when the command was cancelled.
+    fn step(&mut self, cancel: Option<&Receiver<()>>, timer: &Receiver<Instant>) -> bool {
+        let no_cancel = never();
+        let cancel = cancel.unwrap_or(&no_cancel);
+        select! {
+            recv(self.chunks) -> chunk => match chunk {
+                Ok(chunk) => self.take(&chunk),
+                Err(_) => {
+                    // The channel is replaced so a closed one does not make
+                    // every later `select!` return at once.
+                    self.eof = true;
+                    self.chunks = never();
+                }
+            },
+            recv(self.statuses) -> status => {
+                self.status = match status {
+                    Ok(Ok(status)) => Some(status),
+                    Ok(Err(err)) => {
+                        log::warn!("waiting for the command's shell failed: {err}");
+                        None
+                    }
+                    Err(_) => None,
+                };
+                self.shell_done = true;
+                self.exited_at = Some(Instant::now());
+                self.statuses = never();
+            },
+            recv(cancel) -> _ => return true,
+            recv(timer) -> _ => {},
+        }
+        false
+    }
+
+    fn take(&mut self, chunk: &[u8]) {
+        self.buffer.push(chunk);
+        if let Some(log) = &mut self.log {
+            if let Err(err) = log.file.write_all(chunk) {
+                log::warn!("cannot write command log {}: {err}", log.path.display());
+                // The marker must not point at an incomplete log.
+                self.log = None;
+            }
+        }
+        self.stream.push(chunk);
+        self.stream.flush_if_due(Instant::now());
+    }
+}
+
+/// The helper thread: reads the pipe until EOF, or until nobody listens.
+fn read_chunks(mut reader: PipeReader, chunks: Sender<Vec<u8>>) {
+    let mut buf = vec![0; CHUNK];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if chunks.send(buf[..n].to_vec()).is_err() {
+                    return;
+                }
+            }
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => {
+                log::warn!("reading command output failed: {err}");
+                return;
+            }
+        }
+    }
+}
+
+struct Log {
+    file: File,
+    path: PathBuf,
+}
+
+/// Creates the log file and its directories. A failure is logged and the
+/// command runs without a log rather than not at all.
+fn open_log(path: Option<&Path>) -> Option<Log> {
+    let path = path?;
+    let opened = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| File::create(path));
+    match opened {
+        Ok(file) => Some(Log {
+            file,
+            path: path.to_path_buf(),
+        }),
+        Err(err) => {
+            log::warn!("cannot create command log {}: {err}", path.display());
+            None
+        }
+    }
+}
+
+/// The output kept for the model: the first half of the cap and a rolling
+/// last half, so memory stays bounded however much the command prints.
+struct Capped {
+    head: Vec<u8>,
+    head_cap: usize,
+    tail: Vec<u8>,
+    tail_cap: usize,
+    total: u64,
+}
+
+impl Capped {
+    fn new(cap: usize) -> Capped {
+        Capped {
+            head: Vec::new(),
+            head_cap: cap / 2,
+            tail: Vec::new(),
+            tail_cap: cap - cap / 2,
+            total: 0,
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        let to_head = bytes.len().min(self.head_cap - self.head.len());
+        self.head.extend_from_slice(&bytes[..to_head]);
+        self.tail.extend_from_slice(&bytes[to_head..]);
+        // Trimming only when the tail is twice its size keeps the copying
+        // linear in the output.
+        if self.tail.len() > self.tail_cap.max(CHUNK) * 2 {
+            self.tail.drain(..self.tail.len() - self.tail_cap);
+        }
+    }
+
+    /// The text for the model and whether anything was left out.
+    fn finish(&self, log_path: Option<&Path>) -> (String, bool) {
+        let tail = &self.tail[self.tail.len().saturating_sub(self.tail_cap)..];
+        if self.total == (self.head.len() + tail.len()) as u64 {
+            let mut all = self.head.clone();
+            all.extend_from_slice(tail);
+            return (String::from_utf8_lossy(&all).into_owned(), false);
+        }
+        let head = &self.head[..complete_prefix_len(&self.head)];
+        let tail = &tail[tail
+            .iter()
+            .take(3)
+            .take_while(|&&b| is_continuation(b))
+            .count()..];
+        let omitted = self.total - (head.len() + tail.len()) as u64;
+        let marker = match log_path {
+            Some(path) => format!(
+                "\n… [{omitted} bytes of output omitted; full output in {}] …\n",
+                path.display()
+            ),
+            None => format!("\n… [{omitted} bytes of output omitted] …\n"),
+        };
+        let mut output = String::from_utf8_lossy(head).into_owned();
+        output.push_str(&marker);
+        output.push_str(&String::from_utf8_lossy(tail));
+        (output, true)
+    }
+}
+
+fn is_continuation(byte: u8) -> bool {
+    byte & 0xC0 == 0x80
+}
+
+/// The length of `bytes` without a UTF-8 sequence cut short at its end
+/// (which is at most three bytes long).
+fn complete_prefix_len(bytes: &[u8]) -> usize {
+    (bytes.len().saturating_sub(3)..bytes.len())
+        .find(|&i| {
+            matches!(std::str::from_utf8(&bytes[i..]),
+                Err(err) if err.valid_up_to() == 0 && err.error_len().is_none())
+        })
+        .unwrap_or(bytes.len())
+}
+
+/// Feeds `on_output` at a throttled pace, decoding UTF-8 across chunk
+/// boundaries so a character split between two reads stays whole.
+struct Stream<'a> {
+    on_output: &'a mut dyn FnMut(&str),
+    pending: Vec<u8>,
+    skipped: u64,
+    /// The start of a character whose remaining bytes have not come yet.
+    carry: Vec<u8>,
+    last_call: Option<Instant>,
+}
+
+impl<'a> Stream<'a> {
+    fn new(on_output: &'a mut dyn FnMut(&str)) -> Stream<'a> {
+        Stream {
+            on_output,
+            pending: Vec::new(),
+            skipped: 0,
+            carry: Vec::new(),
+            last_call: None,
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        let room = STREAM_CAP
+            .saturating_sub(self.pending.len())
+            .min(bytes.len());
+        self.pending.extend_from_slice(&bytes[..room]);
+        self.skipped += (bytes.len() - room) as u64;
+    }
+
+    /// When the next call is due, if anything waits to be sent; the first
+    /// call is due at once.
+    fn due_at(&self, now: Instant) -> Option<Instant> {
+        if self.pending.is_empty() && self.skipped == 0 {
+            return None;
+        }
+        Some(self.last_call.map_or(now, |t| t + STREAM_INTERVAL))
+    }
+
+    fn flush_if_due(&mut self, now: Instant) {
+        if self.due_at(now).is_some_and(|due| now >= due) {
+            self.call(now, false);
+        }
+    }
+
+    /// The final call, with whatever is left.
+    fn finish(&mut self) {
+        self.call(Instant::now(), true);
+    }
+
+    fn call(&mut self, now: Instant, last: bool) {
+        let mut text = String::new();
+        self.carry.append(&mut self.pending);
+        decode_into(&mut self.carry, &mut text);
+        if self.skipped > 0 || last {
+            // What follows is missing or will never come, so a partial
+            // character left over cannot be completed.
+            text.push_str(&String::from_utf8_lossy(&self.carry));
+            self.carry.clear();
+        }
+        if self.skipped > 0 {
+            text.push_str(&format!("\n… [{} bytes not shown here] …\n", self.skipped));
+            self.skipped = 0;
+        }
+        if !text.is_empty() {
+            self.last_call = Some(now);
+            (self.on_output)(&text);
+        }
+    }
+}
+
+/// Decodes `bytes` lossily into `out`, leaving in `bytes` only an incomplete
+/// character at its end, which the next chunk may complete.
+fn decode_into(bytes: &mut Vec<u8>, out: &mut String) {
+    let mut rest: &[u8] = bytes;
+    loop {
+        match std::str::from_utf8(rest) {
+            Ok(text) => {
+                out.push_str(text);
+                rest = &[];
+                break;
+            }
+            Err(err) => {
+                let (valid, after) = rest.split_at(err.valid_up_to());
+                out.push_str(&String::from_utf8_lossy(valid));
+                match err.error_len() {
+                    Some(len) => {
+                        out.push(char::REPLACEMENT_CHARACTER);
+                        rest = &after[len..];
+                    }
+                    None => {
+                        rest = after;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let keep = rest.len();
+    bytes.drain(..bytes.len() - keep);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn spec(command_line: &str) -> CommandSpec {
+        CommandSpec {
+            command_line: command_line.to_string(),
+            cwd: std::env::temp_dir(),
+            timeout: Duration::from_secs(30),
+            output_cap: 30_000,
+            log_path: None,
+        }
+    }
+
+    fn run_plain(spec: &CommandSpec) -> CommandResult {
+        run(spec, &never(), &mut |_| {}).unwrap()
+    }
+
+    /// A fresh path for one test's files.
+    fn scratch_dir() -> PathBuf {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        std::env::temp_dir().join(format!("spindle-process-{}-{n}", std::process::id()))
+    }
+
+    /// A cancel receiver that disconnects after `delay`.
+    fn cancel_after(delay: Duration) -> Receiver<()> {
+        let (trigger, signal) = bounded::<()>(0);
+        thread::spawn(move || {
+            thread::sleep(delay);
+            drop(trigger);
+        });
+        signal
+    }
+
+    /// Waits up to 2 s for `pid` to be gone; a zombie counts as gone.
+    fn assert_gone_soon(pid: u32) {
+        assert!(pid > 1, "no pid");
+        let give_up = Instant::now() + Duration::from_secs(2);
+        loop {
+            let gone = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+                Err(_) => true,
+                Ok(stat) => stat
+                    .rsplit_once(") ")
+                    .is_some_and(|(_, r)| r.starts_with('Z')),
+            };
+            if gone {
+                return;
+            }
+            assert!(Instant::now() < give_up, "process {pid} survived");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn first_pid(output: &str) -> u32 {
+        let line = output.lines().next().unwrap_or("");
+        line.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("no pid in {output:?}"))
+    }
+
+    #[test]
+    fn interleaves_streams_and_reports_how_the_shell_ended() {
+        let result = run_plain(&spec("echo a; echo b >&2; echo c"));
+        assert_eq!(result.output, "a\nb\nc\n");
+        assert_eq!((result.exit_code, result.signal), (Some(0), None));
+        assert!(!result.timed_out && !result.cancelled && !result.truncated);
+        assert_eq!(result.total_bytes, 6);
+
+        let result = run_plain(&spec("echo out; exit 3"));
+        assert_eq!(
+            (result.exit_code, result.output.as_str()),
+            (Some(3), "out\n")
+        );
+
+        let result = run_plain(&spec("kill -9 $$"));
+        assert_eq!((result.exit_code, result.signal), (None, Some(9)));
+    }
+
+    #[test]
+    fn runs_in_the_given_directory() {
+        let dir = scratch_dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut spec = spec("pwd");
+        spec.cwd = dir.clone();
+        let shown = PathBuf::from(run_plain(&spec).output.trim_end());
+        assert_eq!(shown.canonicalize().unwrap(), dir.canonicalize().unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        spec.cwd = dir.join("missing");
+        assert!(run(&spec, &never(), &mut |_| {}).is_err());
+    }
+
+    #[test]
+    fn times_out() {
+        let mut spec = spec("echo before; sleep 30");
+        spec.timeout = Duration::from_millis(300);
+        let started = Instant::now();
+        let result = run_plain(&spec);
+        let took = started.elapsed();
+        println!("timeout returned after {took:?}");
+        assert!(result.timed_out && !result.cancelled, "{result:?}");
+        assert_eq!(
+            (result.signal, result.output.as_str()),
+            (Some(9), "before\n")
+        );
+        assert!(took < Duration::from_secs(5), "took {took:?}");
+    }
+
+    #[test]
+    fn cancels_promptly() {
+        let cancel = cancel_after(Duration::from_millis(200));
+        let started = Instant::now();
+        let result = run(&spec("sleep 30; echo never"), &cancel, &mut |_| {}).unwrap();
+        let took = started.elapsed();
+        println!("cancel returned after {took:?} (cancelled at 200 ms)");
+        assert!(result.cancelled && !result.timed_out, "{result:?}");
+        assert_eq!(result.exit_code, None);
+        assert!(!result.output.contains("never"));
+        assert!(took < Duration::from_secs(5), "took {took:?}");
+
+        // A flood of output must not delay the cancel either.
+        let cancel = cancel_after(Duration::from_millis(200));
+        let started = Instant::now();
+        let mut spec = spec("yes");
+        spec.output_cap = 1000;
+        let result = run(&spec, &cancel, &mut |_| {}).unwrap();
+        println!("cancel of `yes` returned after {:?}", started.elapsed());
+        assert!(result.cancelled && result.truncated, "{result:?}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn cancel_kills_the_whole_group() {
+        let cancel = cancel_after(Duration::from_millis(300));
+        let result = run(&spec("sleep 60 & echo $!; wait"), &cancel, &mut |_| {}).unwrap();
+        assert!(result.cancelled, "{result:?}");
+        assert_gone_soon(first_pid(&result.output));
+    }
+
+    #[test]
+    fn background_jobs_do_not_hold_the_call_or_survive_it() {
+        let started = Instant::now();
+        let result = run_plain(&spec("sleep 60 & echo $!; echo started"));
+        let took = started.elapsed();
+        println!("returned after {took:?} with a background job");
+        assert_eq!(result.exit_code, Some(0), "{result:?}");
+        assert!(result.output.ends_with("started\n"), "{result:?}");
+        assert!(took < Duration::from_secs(3), "took {took:?}");
+        assert_gone_soon(first_pid(&result.output));
+
+        // A job that does not hold the pipe is ended too.
+        let result = run_plain(&spec("sleep 60 >/dev/null 2>&1 & echo $!"));
+        assert_eq!(result.exit_code, Some(0), "{result:?}");
+        assert_gone_soon(first_pid(&result.output));
+    }
+
+    #[test]
+    fn a_panicking_callback_still_kills_the_group() {
+        let pid = AtomicU32::new(0);
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run(&spec("sleep 60 & echo $!; wait"), &never(), &mut |text| {
+                pid.store(first_pid(text), Ordering::SeqCst);
+                panic!("callback failed on purpose");
+            })
+        }));
+        assert!(outcome.is_err());
+        assert_gone_soon(pid.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn caps_the_output_and_logs_all_of_it() {
+        let dir = scratch_dir();
+        let log = dir.join("nested").join("out.log");
+        let mut spec = spec("yes x | head -c 1000000");
+        spec.output_cap = 1000;
+        spec.log_path = Some(log.clone());
+        let result = run_plain(&spec);
+        assert!(result.truncated);
+        assert_eq!(result.total_bytes, 1_000_000);
+        let marker = format!(
+            "\n… [999000 bytes of output omitted; full output in {}] …\n",
+            log.display()
+        );
+        assert!(result.output.contains(&marker), "{}", result.output);
+        assert_eq!(result.output.len(), 1000 + marker.len());
+        assert!(result.output.starts_with("x\nx\n") && result.output.ends_with("x\nx\n"));
+        assert_eq!(std::fs::metadata(&log).unwrap().len(), 1_000_000);
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        spec.log_path = None;
+        let result = run_plain(&spec);
+        assert!(result
+            .output
+            .contains("\n… [999000 bytes of output omitted] …\n"));
+    }
+
+    #[test]
+    fn cuts_and_decodes_on_character_boundaries() {
+        // "é" is two bytes, so a cap of 5 splits one at both ends.
+        let mut buffer = Capped::new(5);
+        buffer.push("éééééé".as_bytes());
+        let (output, truncated) = buffer.finish(None);
+        assert!(truncated);
+        assert_eq!(output, "é\n… [8 bytes of output omitted] …\né");
+
+        // A character split between reads is decoded whole.
+        let (mut carry, mut text) = (Vec::new(), String::new());
+        for byte in "aé€".as_bytes() {
+            carry.push(*byte);
+            decode_into(&mut carry, &mut text);
+        }
+        assert_eq!((text.as_str(), carry.len()), ("aé€", 0));
+    }
+
+    #[test]
+    fn throttles_on_output_but_sends_everything() {
+        let mut calls = Vec::new();
+        let command = "for i in 1 2 3; do echo $i; sleep 0.2; done";
+        let result = run(&spec(command), &never(), &mut |text| {
+            calls.push(text.to_string())
+        })
+        .unwrap();
+        println!("on_output calls: {calls:?}");
+        assert!(calls.len() > 1, "{calls:?}");
+        assert_eq!(calls.concat(), result.output);
+        assert_eq!(result.output, "1\n2\n3\n");
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced() {
+        let mut streamed = String::new();
+        let command = r"printf 'ok\377\376 then\n'";
+        let result = run(&spec(command), &never(), &mut |text| {
+            streamed.push_str(text)
+        })
+        .unwrap();
+        assert_eq!(result.output, "ok\u{FFFD}\u{FFFD} then\n");
+        assert_eq!((streamed, result.total_bytes), (result.output, 10));
+    }
+
+    #[test]
+    fn refuses_group_ids_that_mean_more_than_one_group() {
+        // Signalling "group" 0 or 1 would hit this test process or every
+        // process of the user; surviving the calls is the assertion.
+        kill_group(0);
+        kill_group(1);
+        kill_group(u32::MAX);
+    }
+}
