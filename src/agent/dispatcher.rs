@@ -24,6 +24,14 @@ use std::time::{Duration, Instant};
 /// `--drain`) before the agent exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(700);
 
+/// A request we sent to the client and whose answer has not come yet.
+struct Pending {
+    session_id: String,
+    method: &'static str,
+    /// Where the answer goes; `None` once nobody waits for it any more.
+    reply: Option<crossbeam_channel::Sender<Result<Value, RpcError>>>,
+}
+
 pub struct Dispatcher {
     options: Options,
     provider: Arc<dyn Provider>,
@@ -37,7 +45,7 @@ pub struct Dispatcher {
     test_hooks: bool,
     /// Requests we sent to the client, by id, with the session that sent
     /// them and where the answer goes.
-    pending: HashMap<u64, (String, crossbeam_channel::Sender<Result<Value, RpcError>>)>,
+    pending: HashMap<u64, Pending>,
     next_request_id: u64,
 }
 
@@ -132,7 +140,45 @@ impl Dispatcher {
             request.method,
             &request.params,
         ));
-        self.pending.insert(id, (request.session_id, request.reply));
+        self.pending.insert(
+            id,
+            Pending {
+                session_id: request.session_id,
+                method: request.method,
+                reply: Some(request.reply),
+            },
+        );
+    }
+
+    /// Hands the client's answer to the turn that asked. When nobody waits
+    /// any more (the turn was cancelled while the request was out) and the
+    /// answer created a terminal, the terminal is killed and released here:
+    /// every terminal we create must be released, and its command must not
+    /// outlive the cancel.
+    fn on_client_answer(&mut self, pending: Pending, result: Result<Value, RpcError>) {
+        let result = match pending.reply {
+            Some(reply) => match reply.send(result) {
+                Ok(()) => return,
+                Err(unsent) => unsent.into_inner(),
+            },
+            None => result,
+        };
+        if pending.method != "terminal/create" {
+            return;
+        }
+        if let Some(terminal_id) = result.ok().and_then(|r| r.get("terminalId").cloned()) {
+            log::debug!("releasing terminal {terminal_id} created after its turn was cancelled");
+            let params = json!({"sessionId": pending.session_id, "terminalId": terminal_id});
+            for method in ["terminal/kill", "terminal/release"] {
+                let (reply, _) = crossbeam_channel::bounded(1);
+                self.send_client_request(OutgoingRequest {
+                    session_id: pending.session_id.clone(),
+                    method,
+                    params: params.clone(),
+                    reply,
+                });
+            }
+        }
     }
 
     fn on_eof(&mut self) {
@@ -161,9 +207,7 @@ impl Dispatcher {
             }
             Incoming::Response { id, result } => {
                 match id.as_u64().and_then(|key| self.pending.remove(&key)) {
-                    Some((_, reply)) => {
-                        let _ = reply.send(result);
-                    }
+                    Some(pending) => self.on_client_answer(pending, result),
                     None => log::warn!("dropped a response to unknown request id {id}"),
                 }
             }
@@ -370,8 +414,17 @@ impl Dispatcher {
     fn on_turn_end(&mut self, end: TurnEnd) {
         // Requests the turn left unanswered (it was cancelled while
         // waiting) are forgotten; a late answer is logged and dropped.
-        self.pending
-            .retain(|_, (session_id, _)| session_id != &end.session_id);
+        // Requests the turn left unanswered (it was cancelled while
+        // waiting) lose their receiver; a terminal/create among them is
+        // kept, so the terminal it creates can still be released.
+        self.pending.retain(|_, pending| {
+            pending.session_id != end.session_id || pending.method == "terminal/create"
+        });
+        for pending in self.pending.values_mut() {
+            if pending.session_id == end.session_id {
+                pending.reply = None;
+            }
+        }
         if let Some(session) = self.sessions.get_mut(&end.session_id) {
             if let Some(running) = session.running.take() {
                 let _ = running.handle.join();

@@ -142,12 +142,11 @@ pub fn decide(policy: Policy, action: &Action<'_>, approvals: &Approvals) -> Dec
 }
 
 /// Programs that only look: they neither write files nor run other
-/// programs (given the argument checks in `is_read_only`).
+/// programs (given the argument checks in `simple_is_read_only`).
 const READ_ONLY_PROGRAMS: &[&str] = &[
     "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "pwd", "echo", "printf",
-    "which", "file", "stat", "du", "df", "tree", "uniq", "cut", "tr", "diff", "cmp", "basename",
-    "dirname", "realpath", "readlink", "date", "true", "false", "test", "nl", "sort", "find",
-    "git", "whoami", "uname", "id",
+    "which", "stat", "du", "df", "cut", "tr", "diff", "cmp", "basename", "dirname", "realpath",
+    "readlink", "true", "false", "test", "nl", "sort", "find", "git", "whoami", "uname", "id",
 ];
 
 /// Read-only git subcommands.
@@ -165,6 +164,36 @@ const READ_ONLY_GIT: &[&str] = &[
     "remote",
     "branch",
 ];
+
+/// Arguments that make an otherwise read-only program write files or run
+/// other programs, by program. A word is refused when it starts with one of
+/// these.
+fn dangerous_arguments(program: &str) -> &'static [&'static str] {
+    match program {
+        "find" => &["-exec", "-ok", "-delete", "-fprint", "-fls"],
+        "sort" => &[
+            "-o",
+            "--output",
+            "--compress-program",
+            "-T",
+            "--temporary-directory",
+        ],
+        "rg" => &["--pre", "-z", "--search-zip"],
+        "git" => &[
+            "--output",
+            "-O",
+            "--open-files-in-pager",
+            "--ext-diff",
+            "--textconv",
+            "-c",
+            "--exec-path",
+            "--git-dir",
+            "--work-tree",
+        ],
+        "diff" => &["--to-file", "--from-file"],
+        _ => &[],
+    }
+}
 
 /// Judges a command line read-only when every simple command in it (split
 /// at `|`, `&&`, `||`, `;`) is a known read-only program used in a read-only
@@ -205,34 +234,57 @@ fn simple_is_read_only(command: &str) -> bool {
     if program.contains('=') || !READ_ONLY_PROGRAMS.contains(program) {
         return false;
     }
-    match *program {
-        "find" => !words.iter().any(|w| {
-            matches!(
-                *w,
-                "-exec"
-                    | "-execdir"
-                    | "-ok"
-                    | "-okdir"
-                    | "-delete"
-                    | "-fprint"
-                    | "-fprintf"
-                    | "-fls"
-            )
-        }),
-        "sort" => !words
-            .iter()
-            .any(|w| w.starts_with("-o") || w.starts_with("--output")),
-        "git" => {
-            let sub = words.iter().skip(1).find(|w| !w.starts_with('-'));
-            match sub {
-                Some(&"branch") => words.len() == 2,
-                Some(&"remote") => words.len() == 2 || words.get(2) == Some(&"-v"),
-                Some(sub) => READ_ONLY_GIT.contains(sub) && !words.contains(&"--output"),
-                None => false,
+    let dangerous = dangerous_arguments(program);
+    let unquoted = |word: &str| word.trim_matches(|c| c == '\'' || c == '"').to_string();
+    if words[1..]
+        .iter()
+        .map(|w| unquoted(w))
+        .any(|word| dangerous.iter().any(|d| word.starts_with(d)))
+    {
+        return false;
+    }
+    if *program == "git" {
+        let sub = words.iter().skip(1).find(|w| !w.starts_with('-'));
+        return match sub {
+            Some(&"branch") => words.len() == 2,
+            Some(&"remote") => words.len() == 2 || (words.len() == 3 && words[2] == "-v"),
+            Some(sub) => READ_ONLY_GIT.contains(sub),
+            None => false,
+        };
+    }
+    true
+}
+
+/// Whether every path a command line names stays inside the workspace.
+/// Words that look like paths (they contain `/`, start with `~`, or name
+/// something that exists relative to `cwd`) are resolved from `cwd`,
+/// following symlinks, and checked against `root`; `--flag=value` is
+/// judged by its value. A command that reads outside the workspace is not
+/// run freely, just like `read_file` outside it.
+pub fn command_paths_inside(root: &Path, cwd: &Path, command_line: &str) -> bool {
+    let separators =
+        |c: char| c.is_whitespace() || matches!(c, ';' | '|' | '&' | '<' | '>' | '(' | ')');
+    for word in command_line.split(separators) {
+        let word = word.trim_matches(|c| c == '\'' || c == '"');
+        let word = match word.split_once('=') {
+            Some((flag, value)) if flag.starts_with('-') => value,
+            _ => word,
+        };
+        if word.is_empty() || word.starts_with('-') {
+            continue;
+        }
+        if word.starts_with('~') {
+            return false;
+        }
+        let looks_like_path = word.contains('/') || cwd.join(word).symlink_metadata().is_ok();
+        if looks_like_path {
+            let absolute = cwd.join(word);
+            if !crate::tools::paths::resolve(root, &absolute.to_string_lossy()).inside {
+                return false;
             }
         }
-        _ => true,
     }
+    true
 }
 
 #[cfg(test)]
@@ -251,6 +303,14 @@ mod tests {
             assert!(is_read_only(yes), "{yes}");
         }
         for no in [
+            "uniq in.txt out.txt",
+            "find . -fprint0 found.txt",
+            "git diff --no-index --output=diff.txt a b",
+            "rg --pre rm hello victim.txt",
+            "date -s 2020-01-01",
+            "sort --compress-program=sh x",
+            "git grep -Ovim x",
+            "tree -o out",
             "rm -rf target",
             "cargo test",
             "echo hi > file",
@@ -265,6 +325,30 @@ mod tests {
         ] {
             assert!(!is_read_only(no), "{no}");
         }
+    }
+
+    #[test]
+    fn command_paths_must_stay_inside() {
+        let root = std::env::temp_dir().join(format!("spindle-perm-{}", crate::util::random_hex()));
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        let root = std::fs::canonicalize(root).unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("link")).unwrap();
+        let inside = |line: &str| command_paths_inside(&root, &root, line);
+        assert!(inside("cat sub/a.txt | grep -n x"));
+        assert!(inside("ls -la"));
+        assert!(inside("grep --include=*.rs foo ."));
+        assert!(!inside("cat ../outside.txt"));
+        assert!(!inside("cat /etc/passwd"));
+        assert!(!inside("cat link/hosts"));
+        assert!(!inside("cat link"));
+        assert!(!inside("ls ~"));
+        assert!(!inside("grep --file=/etc/passwd x"));
+        assert!(command_paths_inside(
+            &root,
+            &root.join("sub"),
+            "cat ../sub/a.txt"
+        ));
+        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! whatever happens (rejection, error, cancel).
 
 use super::client::{Client, ClientError};
-use super::permission::{decide, Action, Approvals, Decision, Policy};
+use super::permission::{command_paths_inside, decide, Action, Approvals, Decision, Policy};
 use crate::acp::method;
 use crate::cancel::CancelToken;
 use crate::provider::ToolCallRequest;
@@ -153,7 +153,8 @@ impl Runner<'_> {
             (Tool::RunCommand(args), Some(target)) => Action::Command {
                 command_line: &args.command,
                 cwd: &target.path,
-                inside: target.inside,
+                inside: target.inside
+                    && command_paths_inside(self.root, &target.path, &args.command),
             },
             (_, Some(target)) => Action::Read {
                 path: &target.path,

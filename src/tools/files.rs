@@ -85,17 +85,17 @@ fn current(path: &Path, editor: &dyn EditorFiles) -> Result<Current, String> {
     }
 }
 
+/// Writes through the editor when it can (it creates the file as needed),
+/// else locally, creating missing parent directories.
 fn write(path: &Path, content: &str, editor: &dyn EditorFiles) -> Result<(), String> {
+    if editor.can_write() {
+        return editor.write_text(path, content);
+    }
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
     }
-    if editor.can_write() {
-        editor.write_text(path, content)
-    } else {
-        std::fs::write(path, content)
-            .map_err(|err| format!("cannot write {}: {err}", path.display()))
-    }
+    std::fs::write(path, content).map_err(|err| format!("cannot write {}: {err}", path.display()))
 }
 
 /// The result of `read_file`.

@@ -15,7 +15,6 @@
 //! group is killed. A process that leaves the group (with `setsid`, say) is
 //! out of reach; that is the price of using no cgroups.
 
-
 use crossbeam_channel::{after, bounded, never, select, Receiver, Sender};
 use std::fs::File;
 use std::io::{self, PipeReader, Read, Write};

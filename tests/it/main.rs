@@ -5,3 +5,4 @@ mod protocol;
 mod streaming;
 mod support;
 mod support_selftest;
+mod tools;
