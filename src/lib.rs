@@ -8,5 +8,6 @@ pub mod agent;
 pub mod cancel;
 pub mod provider;
 pub mod rpc;
+pub mod store;
 pub mod tools;
 pub mod util;

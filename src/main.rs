@@ -22,6 +22,10 @@ OPTIONS (acp):
                               auto (edits in the workspace and read-only commands
                               run freely), yolo (nothing asks); default ask
     --max-steps N             the most model calls one prompt may make (default 50)
+    --db PATH                 the session database (default $SPINDLE_HOME/spindle.db,
+                              else $XDG_DATA_HOME/spindle/spindle.db, else
+                              ~/.local/share/spindle/spindle.db; with --script and
+                              no --db, a temporary database removed at exit)
     --drain                   on stdin EOF, let running turns finish before exiting
                               (default: cancel them)
     --connect-timeout SECS    longest wait to connect to the model server (default 10)
@@ -31,6 +35,7 @@ ENVIRONMENT:
     OPENAI_BASE_URL           base URL of an OpenAI-compatible server
                               (default https://api.openai.com/v1)
     OPENAI_API_KEY            its API key
+    SPINDLE_HOME              where Spindle keeps its database (see --db)
     RUST_LOG                  log filter for stderr (error, warn, info, debug, trace)
 
 Exit codes: 0 normal end, 1 runtime failure, 2 usage error.
@@ -72,6 +77,7 @@ fn parse_args() -> Result<Command, Usage> {
             }
             Long("script") => options.script = Some(parser.value().map_err(usage)?.into()),
             Long("drain") => options.drain = true,
+            Long("db") => options.db = Some(parser.value().map_err(usage)?.into()),
             Long("permissions") => {
                 let value = parser.value().map_err(usage)?.string().map_err(usage)?;
                 options.permissions = Policy::parse(&value).ok_or_else(|| {

@@ -13,6 +13,11 @@ pub mod method {
     pub const INITIALIZE: &str = "initialize";
     pub const AUTHENTICATE: &str = "authenticate";
     pub const SESSION_NEW: &str = "session/new";
+    pub const SESSION_LOAD: &str = "session/load";
+    pub const SESSION_RESUME: &str = "session/resume";
+    pub const SESSION_LIST: &str = "session/list";
+    pub const SESSION_CLOSE: &str = "session/close";
+    pub const SESSION_DELETE: &str = "session/delete";
     pub const SESSION_PROMPT: &str = "session/prompt";
     pub const SESSION_CANCEL: &str = "session/cancel";
     pub const CANCEL_REQUEST: &str = "$/cancel_request";
@@ -96,6 +101,32 @@ pub struct NewSessionRequest {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NewSessionResponse {
+    pub session_id: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadSessionRequest {
+    pub session_id: String,
+    pub cwd: String,
+    /// Required by session/load, optional for session/resume.
+    #[serde(default)]
+    pub mcp_servers: Option<Vec<Value>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListSessionsRequest {
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// Params of session/close and session/delete.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionIdRequest {
     pub session_id: String,
 }
 

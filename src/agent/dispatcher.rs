@@ -2,15 +2,14 @@
 //! requests itself, starts a turn worker per prompt, forwards cancels, and
 //! answers each prompt when its worker reports back.
 
-use super::client::{Client, OutgoingRequest};
-use super::session::{valid_client_session_id, RunningTurn, Session};
-use super::turn::{self, Turn, TurnEnd};
-use super::{prompt::system_prompt, Event, Options, DEFAULT_MAX_STEPS};
+use super::client::OutgoingRequest;
+use super::session::Session;
+use super::{Event, Options};
 use crate::acp::{self, method, ClientCapabilities, Implementation};
-use crate::cancel::CancelToken;
-use crate::provider::{Message, Provider};
+use crate::provider::Provider;
 use crate::rpc::stdio::{Input, Output};
 use crate::rpc::{self, Incoming, RequestId, RpcError};
+use crate::store::Store;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -33,21 +32,29 @@ struct Pending {
 }
 
 pub struct Dispatcher {
-    options: Options,
-    provider: Arc<dyn Provider>,
-    writer: Sender<Output>,
-    events: Sender<Event>,
-    client: Option<ClientCapabilities>,
-    sessions: HashMap<String, Session>,
+    pub(super) options: Options,
+    pub(super) provider: Arc<dyn Provider>,
+    pub(super) writer: Sender<Output>,
+    pub(super) events: Sender<Event>,
+    pub(super) client: Option<ClientCapabilities>,
+    pub(super) sessions: HashMap<String, Session>,
     /// Set once stdin has ended; the loop stops when no turn runs any more
     /// (or, without `--drain`, when the grace period is over).
-    closing: Option<Option<Instant>>,
+    pub(super) closing: Option<Option<Instant>>,
     test_hooks: bool,
     /// Requests we sent to the client, by id, with the session that sent
     /// them and where the answer goes.
     pending: HashMap<u64, Pending>,
     next_request_id: u64,
+    /// The session database, opened on first use (so a broken database
+    /// shows up as clear errors on session requests, not as an agent that
+    /// will not start).
+    store: Option<Result<Store, String>>,
+    pub(super) db_path: PathBuf,
 }
+
+/// How often the leases of running turns are renewed.
+const LEASE_HEARTBEAT: Duration = Duration::from_secs(10);
 
 impl Dispatcher {
     pub fn new(
@@ -57,7 +64,6 @@ impl Dispatcher {
         events: Sender<Event>,
     ) -> Dispatcher {
         Dispatcher {
-            options,
             provider,
             writer,
             events,
@@ -67,6 +73,44 @@ impl Dispatcher {
             test_hooks: std::env::var_os("SPINDLE_TEST_HOOKS").is_some_and(|v| v == "1"),
             pending: HashMap::new(),
             next_request_id: 0,
+            store: None,
+            db_path: options_db_path(&options),
+            options,
+        }
+    }
+
+    /// The session store, opened on first use.
+    pub(super) fn store(&mut self) -> Result<&mut Store, RpcError> {
+        let db_path = &self.db_path;
+        let store = self
+            .store
+            .get_or_insert_with(|| Store::open(db_path).map_err(|error| error.0));
+        match store {
+            Ok(store) => Ok(store),
+            Err(message) => {
+                Err(RpcError::internal(message.clone())
+                    .with_data(json!({"code": "store_unavailable"})))
+            }
+        }
+    }
+
+    fn refresh_leases(&mut self) {
+        let running: Vec<String> = self
+            .sessions
+            .values()
+            .filter(|s| s.running.is_some())
+            .map(|s| s.id.clone())
+            .collect();
+        if running.is_empty() {
+            return;
+        }
+        let pid = std::process::id();
+        if let Ok(store) = self.store() {
+            for id in running {
+                if let Err(error) = store.refresh_lease(&id, pid) {
+                    log::warn!("cannot renew the lease of session {id}: {error}");
+                }
+            }
         }
     }
 
@@ -84,9 +128,13 @@ impl Dispatcher {
                     }
                     Err(RecvTimeoutError::Disconnected) => break,
                 },
-                _ => match events.recv() {
+                _ => match events.recv_timeout(LEASE_HEARTBEAT) {
                     Ok(event) => event,
-                    Err(_) => break,
+                    Err(RecvTimeoutError::Timeout) => {
+                        self.refresh_leases();
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
                 },
             };
             match event {
@@ -111,11 +159,11 @@ impl Dispatcher {
         self.sessions.values().any(|s| s.running.is_some())
     }
 
-    fn send_line(&self, line: String) {
+    pub(super) fn send_line(&self, line: String) {
         let _ = self.writer.send(Output::Line(line));
     }
 
-    fn respond(&self, id: &RequestId, result: Result<Value, RpcError>) {
+    pub(super) fn respond(&self, id: &RequestId, result: Result<Value, RpcError>) {
         match result {
             Ok(value) => self.send_line(rpc::response_line(id, &value)),
             Err(error) => {
@@ -129,6 +177,20 @@ impl Dispatcher {
     /// goes. Once stdin has closed nobody can answer: the request is
     /// dropped, which the waiting turn sees as "the client is gone" (a
     /// permission request counts as cancelled).
+    pub(super) fn forget_requests_of(&mut self, session_id: &str) {
+        // Requests the turn left unanswered (it was cancelled while
+        // waiting) lose their receiver; a terminal/create among them is
+        // kept, so the terminal it creates can still be released.
+        self.pending.retain(|_, pending| {
+            pending.session_id != session_id || pending.method == "terminal/create"
+        });
+        for pending in self.pending.values_mut() {
+            if pending.session_id == session_id {
+                pending.reply = None;
+            }
+        }
+    }
+
     fn send_client_request(&mut self, request: OutgoingRequest) {
         if self.closing.is_some() {
             return;
@@ -265,6 +327,11 @@ impl Dispatcher {
         }
         match method {
             method::SESSION_NEW => Some(self.new_session(params)),
+            method::SESSION_LOAD => Some(self.load_session(params, true)),
+            method::SESSION_RESUME => Some(self.load_session(params, false)),
+            method::SESSION_LIST => Some(self.list_sessions(params)),
+            method::SESSION_CLOSE => Some(self.close_session(params)),
+            method::SESSION_DELETE => Some(self.delete_session(params)),
             method::SESSION_PROMPT => self.prompt(id, params).err().map(Err),
             "_spindle/test/panic" if self.test_hooks => panic!("test hook asked for a panic"),
             other => Some(Err(RpcError::method_not_found(other))),
@@ -285,14 +352,14 @@ impl Dispatcher {
         let response = acp::InitializeResponse {
             protocol_version: acp::PROTOCOL_VERSION,
             agent_capabilities: json!({
-                "loadSession": false,
+                "loadSession": true,
                 "promptCapabilities": {
                     "image": false,
                     "audio": false,
                     "embeddedContext": false
                 },
                 "mcpCapabilities": { "http": false, "sse": false },
-                "sessionCapabilities": {},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
                 "_meta": { "spindle": { "schemaVersion": 1 } }
             }),
             auth_methods: Vec::new(),
@@ -305,141 +372,7 @@ impl Dispatcher {
         Ok(serde_json::to_value(response).unwrap_or_default())
     }
 
-    fn new_session(&mut self, params: Value) -> Result<Value, RpcError> {
-        let request: acp::NewSessionRequest = decode(params)?;
-        let cwd = check_cwd(&request.cwd)?;
-        let requested = request
-            .meta
-            .as_ref()
-            .and_then(|meta| meta.get("spindle"))
-            .and_then(|spindle| spindle.get("sessionId"));
-        let session_id = match requested {
-            None | Some(Value::Null) => loop {
-                let id = crate::util::new_id("sess");
-                if !self.sessions.contains_key(&id) {
-                    break id;
-                }
-            },
-            Some(Value::String(id)) => {
-                if !valid_client_session_id(id) {
-                    return Err(RpcError::invalid_params(format!(
-                        "_meta.spindle.sessionId {id:?} is not usable: use 1 to 64 letters, digits, '-', '_' or '.', not starting with '.'"
-                    )));
-                }
-                if self.sessions.contains_key(id) {
-                    return Err(RpcError::invalid_params(format!(
-                        "_meta.spindle.sessionId {id:?} is already in use by another session"
-                    )));
-                }
-                id.clone()
-            }
-            Some(other) => {
-                return Err(RpcError::invalid_params(format!(
-                    "_meta.spindle.sessionId must be a string, not {other}"
-                )))
-            }
-        };
-        log::info!("session {session_id} opened in {}", cwd.display());
-        self.sessions.insert(
-            session_id.clone(),
-            Session::new(
-                session_id.clone(),
-                cwd,
-                request.mcp_servers,
-                self.options.permissions,
-            ),
-        );
-        Ok(serde_json::to_value(acp::NewSessionResponse { session_id }).unwrap_or_default())
-    }
-
-    /// Starts a turn. An `Err` is answered at once; on success the worker's
-    /// report produces the answer.
-    fn prompt(&mut self, id: &RequestId, params: Value) -> Result<(), RpcError> {
-        let request: acp::PromptRequest = decode(params)?;
-        let text = prompt_text(&request.prompt)?;
-        let Some(session) = self.sessions.get_mut(&request.session_id) else {
-            return Err(unknown_session(&request.session_id));
-        };
-        if session.running.is_some() {
-            return Err(RpcError::invalid_request(format!(
-                "a prompt is already running in session {}; wait for its answer or send session/cancel first",
-                session.id
-            )));
-        }
-        if self.closing.is_some() {
-            return Err(RpcError::invalid_request("the agent is shutting down"));
-        }
-        session.messages.push(Message::user(text));
-        let cancel = CancelToken::new();
-        let client = Client::new(
-            session.id.clone(),
-            self.client.clone().unwrap_or_default(),
-            self.events.clone(),
-            cancel.clone(),
-        );
-        let turn = Turn {
-            session_id: session.id.clone(),
-            request_id: id.clone(),
-            root: session.cwd.clone(),
-            system: system_prompt(&session.cwd),
-            messages: session.messages.clone(),
-            provider: self.provider.clone(),
-            cancel: cancel.clone(),
-            writer: self.writer.clone(),
-            client,
-            policy: session.policy,
-            approvals: session.approvals.clone(),
-            max_steps: if self.options.max_steps == 0 {
-                DEFAULT_MAX_STEPS
-            } else {
-                self.options.max_steps
-            },
-        };
-        match turn::spawn(turn, self.events.clone()) {
-            Ok(handle) => {
-                session.running = Some(RunningTurn {
-                    request_id: id.clone(),
-                    cancel,
-                    handle,
-                });
-                Ok(())
-            }
-            Err(err) => {
-                session.messages.pop();
-                Err(RpcError::internal(format!("cannot start the turn: {err}")))
-            }
-        }
-    }
-
-    fn on_turn_end(&mut self, end: TurnEnd) {
-        // Requests the turn left unanswered (it was cancelled while
-        // waiting) are forgotten; a late answer is logged and dropped.
-        // Requests the turn left unanswered (it was cancelled while
-        // waiting) lose their receiver; a terminal/create among them is
-        // kept, so the terminal it creates can still be released.
-        self.pending.retain(|_, pending| {
-            pending.session_id != end.session_id || pending.method == "terminal/create"
-        });
-        for pending in self.pending.values_mut() {
-            if pending.session_id == end.session_id {
-                pending.reply = None;
-            }
-        }
-        if let Some(session) = self.sessions.get_mut(&end.session_id) {
-            if let Some(running) = session.running.take() {
-                let _ = running.handle.join();
-            }
-            session.messages.extend(end.added);
-            session.add_usage(&end.usage);
-            session.approvals = end.approvals;
-        }
-        let result = end.result.map(|stop_reason| {
-            serde_json::to_value(acp::PromptResponse { stop_reason }).unwrap_or_default()
-        });
-        self.respond(&end.request_id, result);
-    }
-
-    fn cancel_session(&mut self, session_id: &str) {
+    pub(super) fn cancel_session(&mut self, session_id: &str) {
         match self.sessions.get(session_id) {
             Some(Session {
                 running: Some(running),
@@ -469,7 +402,7 @@ impl Dispatcher {
 
 /// Decodes params into a handler's type; the error names the offending
 /// field, so a person can fix the request.
-fn decode<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
+pub(super) fn decode<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
     T::deserialize(&params).map_err(|err| RpcError::invalid_params(describe::<T>(&err, &params)))
 }
 
@@ -494,13 +427,14 @@ fn describe<T: DeserializeOwned>(err: &serde_json::Error, params: &Value) -> Str
     text
 }
 
-fn unknown_session(session_id: &str) -> RpcError {
-    RpcError::invalid_params(format!(
-        "unknown session id {session_id:?}; create one with session/new"
-    ))
+fn options_db_path(options: &Options) -> PathBuf {
+    options
+        .db
+        .clone()
+        .unwrap_or_else(crate::store::default_path)
 }
 
-fn check_cwd(cwd: &str) -> Result<PathBuf, RpcError> {
+pub(super) fn check_cwd(cwd: &str) -> Result<PathBuf, RpcError> {
     let path = Path::new(cwd);
     if !path.is_absolute() {
         return Err(RpcError::invalid_params(format!(
@@ -518,56 +452,6 @@ fn check_cwd(cwd: &str) -> Result<PathBuf, RpcError> {
     }
 }
 
-/// Renders the prompt blocks we accept into the text the model gets.
-fn prompt_text(blocks: &[Value]) -> Result<String, RpcError> {
-    let mut parts: Vec<String> = Vec::with_capacity(blocks.len());
-    for (index, block) in blocks.iter().enumerate() {
-        let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
-        match kind {
-            "text" => {
-                let Some(text) = block.get("text").and_then(Value::as_str) else {
-                    return Err(RpcError::invalid_params(format!(
-                        "prompt block {index} (text) has no \"text\" string"
-                    )));
-                };
-                parts.push(text.to_string());
-            }
-            "resource_link" => {
-                let uri = block.get("uri").and_then(Value::as_str);
-                let name = block.get("name").and_then(Value::as_str);
-                let (Some(uri), Some(name)) = (uri, name) else {
-                    return Err(RpcError::invalid_params(format!(
-                        "prompt block {index} (resource_link) needs \"uri\" and \"name\" strings"
-                    )));
-                };
-                parts.push(format!("[@{name}]({uri})"));
-            }
-            "image" | "audio" | "resource" => {
-                return Err(RpcError::invalid_params(format!(
-                    "prompt block {index} is of type {kind:?}, which this agent did not advertise in promptCapabilities"
-                )))
-            }
-            "" => {
-                return Err(RpcError::invalid_params(format!(
-                    "prompt block {index} has no \"type\""
-                )))
-            }
-            other => {
-                return Err(RpcError::invalid_params(format!(
-                    "prompt block {index} has unknown type {other:?}"
-                )))
-            }
-        }
-    }
-    let text = parts.join("\n");
-    if text.trim().is_empty() {
-        return Err(RpcError::invalid_params(
-            "the prompt is empty; send at least one non-empty text block",
-        ));
-    }
-    Ok(text)
-}
-
 fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
     panic
         .downcast_ref::<String>()
@@ -579,29 +463,6 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn prompt_blocks_become_text() {
-        let text = prompt_text(&[
-            json!({"type":"text","text":"Look at"}),
-            json!({"type":"resource_link","uri":"file:///p/a.rs","name":"a.rs"}),
-        ])
-        .unwrap();
-        assert_eq!(text, "Look at\n[@a.rs](file:///p/a.rs)");
-        for bad in [
-            json!([]),
-            json!([{"type":"text","text":"  "}]),
-            json!([{"type":"image","data":"","mimeType":"image/png"}]),
-            json!([{"type":"nope"}]),
-            json!([{"text":"x"}]),
-        ] {
-            let blocks: Vec<Value> = serde_json::from_value(bad).unwrap();
-            assert_eq!(
-                prompt_text(&blocks).unwrap_err().code,
-                rpc::code::INVALID_PARAMS
-            );
-        }
-    }
 
     #[test]
     fn cwd_must_be_an_absolute_directory() {

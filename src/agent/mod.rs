@@ -5,9 +5,12 @@ mod client;
 mod dispatcher;
 pub mod permission;
 mod prompt;
+mod prompting;
 mod runner;
 mod session;
+mod sessions;
 mod turn;
+mod updates;
 
 use crate::provider::http::Timeouts;
 use crate::provider::openai::{ChatCompletions, DEFAULT_BASE_URL};
@@ -35,6 +38,8 @@ pub struct Options {
     pub permissions: permission::Policy,
     /// The most model calls one turn may make (0: the default).
     pub max_steps: usize,
+    /// The session database (default: `store::default_path()`).
+    pub db: Option<PathBuf>,
 }
 
 /// Model calls per turn when nothing else says.
@@ -87,6 +92,21 @@ where
     W: Write + Send + 'static,
 {
     let provider = provider_for(&options)?;
+    let mut options = options;
+    // A scripted run is a demo or a test: unless a database is named, its
+    // sessions live in a temporary database removed at exit, so they
+    // neither clutter the user's history nor collide with earlier runs.
+    let ephemeral = if options.script.is_some() && options.db.is_none() {
+        let path = std::env::temp_dir().join(format!(
+            "spindle-scripted-{}-{}.db",
+            std::process::id(),
+            crate::util::random_hex()
+        ));
+        options.db = Some(path.clone());
+        Some(path)
+    } else {
+        None
+    };
     let (event_sender, events) = crossbeam_channel::unbounded::<Event>();
     let (line_sender, lines) = crossbeam_channel::unbounded::<Output>();
     let writer = stdio::spawn_writer(output, lines).map_err(|e| e.to_string())?;
@@ -107,5 +127,12 @@ where
     // The reader has seen EOF (that is what ends the dispatcher), so this
     // join returns at once.
     let _ = reader.join();
+    if let Some(path) = ephemeral {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut file = path.clone().into_os_string();
+            file.push(suffix);
+            let _ = std::fs::remove_file(file);
+        }
+    }
     dispatcher_result.map_err(|_| "the dispatcher thread panicked".to_string())
 }

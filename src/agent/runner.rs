@@ -7,13 +7,12 @@
 
 use super::client::{Client, ClientError};
 use super::permission::{command_paths_inside, decide, Action, Approvals, Decision, Policy};
-use crate::acp::method;
+use super::updates::Updates;
 use crate::cancel::CancelToken;
 use crate::provider::ToolCallRequest;
-use crate::rpc::{self, stdio::Output};
 use crate::tools::{self, files, paths, process, search, walk, Tool};
-use crossbeam_channel::Sender;
 use serde_json::{json, Value};
+use std::cell::RefCell;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -27,7 +26,7 @@ pub struct Runner<'a> {
     pub session_id: &'a str,
     pub root: &'a Path,
     pub client: &'a Client,
-    pub writer: &'a Sender<Output>,
+    pub updates: &'a RefCell<Updates>,
     pub cancel: &'a CancelToken,
     pub policy: Policy,
     pub approvals: &'a mut Approvals,
@@ -54,11 +53,7 @@ fn failed(text: impl Into<String>) -> Ending {
 
 impl Runner<'_> {
     fn update(&self, update: Value) {
-        let line = rpc::notification_line(
-            method::SESSION_UPDATE,
-            &json!({"sessionId": self.session_id, "update": update}),
-        );
-        let _ = self.writer.send(Output::Line(line));
+        self.updates.borrow_mut().send(update);
     }
 
     /// Runs one call and returns what the model gets back.

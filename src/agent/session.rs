@@ -4,6 +4,7 @@ use super::permission::{Approvals, Policy};
 use crate::cancel::CancelToken;
 use crate::provider::{Message, Usage};
 use crate::rpc::RequestId;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::thread::JoinHandle;
@@ -12,13 +13,29 @@ pub struct Session {
     pub id: String,
     pub cwd: PathBuf,
     /// Kept for the MCP client, which is not built yet.
-    #[allow(dead_code)]
     pub mcp_servers: Vec<Value>,
     /// The conversation as the model sees it.
     pub messages: Vec<Message>,
     pub running: Option<RunningTurn>,
     pub usage: Usage,
     pub policy: Policy,
+    pub approvals: Approvals,
+    pub title: Option<String>,
+    /// How many conversation messages the store held when this process
+    /// last synchronised; another process may have added more.
+    pub stored_messages: i64,
+    /// Closed by the client while a turn was still running: dropped once
+    /// that turn has answered.
+    pub closed: bool,
+}
+
+/// The choices a session keeps across reloads, stored as JSON. Fields
+/// default, so databases written before a field existed still load.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Settings {
+    #[serde(default)]
+    pub policy: Policy,
+    #[serde(default)]
     pub approvals: Approvals,
 }
 
@@ -39,7 +56,21 @@ impl Session {
             usage: Usage::default(),
             policy,
             approvals: Approvals::default(),
+            title: None,
+            stored_messages: 0,
+            closed: false,
         }
+    }
+
+    pub fn settings(&self) -> Settings {
+        Settings {
+            policy: self.policy,
+            approvals: self.approvals.clone(),
+        }
+    }
+
+    pub fn settings_json(&self) -> Value {
+        serde_json::to_value(self.settings()).unwrap_or_default()
     }
 
     pub fn add_usage(&mut self, usage: &Usage) {
@@ -61,9 +92,93 @@ pub fn valid_client_session_id(id: &str) -> bool {
         && !id.starts_with('.')
 }
 
+/// A short one-line title from the first prompt.
+pub fn title_from(prompt: &str) -> String {
+    let line = prompt
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let line = words.join(" ");
+    const LIMIT: usize = 60;
+    if line.chars().count() <= LIMIT {
+        return line;
+    }
+    let cut: String = line.chars().take(LIMIT).collect();
+    // End at a word boundary when one is near.
+    let cut = match cut.rfind(' ') {
+        Some(space) if space > LIMIT / 2 => cut[..space].to_string(),
+        _ => cut,
+    };
+    format!("{cut}…")
+}
+
+/// MCP server definitions as stored: names, commands, URLs and the names
+/// of variables and headers, never their values (they hold secrets).
+pub fn redact_mcp_servers(servers: &[Value]) -> Value {
+    let redacted: Vec<Value> = servers
+        .iter()
+        .map(|server| {
+            let mut server = server.clone();
+            for field in ["env", "headers"] {
+                if let Some(entries) = server.get_mut(field) {
+                    redact_entries(entries);
+                }
+            }
+            server
+        })
+        .collect();
+    Value::Array(redacted)
+}
+
+fn redact_entries(entries: &mut Value) {
+    match entries {
+        Value::Array(items) => {
+            for item in items {
+                if let Some(value) = item.get_mut("value") {
+                    *value = Value::String(String::new());
+                }
+            }
+        }
+        Value::Object(map) => {
+            for value in map.values_mut() {
+                *value = Value::String(String::new());
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::valid_client_session_id;
+
+    #[test]
+    fn titles_are_one_short_line() {
+        assert_eq!(
+            super::title_from("\n  Fix   the parser\nmore"),
+            "Fix the parser"
+        );
+        let long = "word ".repeat(30);
+        let title = super::title_from(&long);
+        assert!(
+            title.ends_with('…') && title.chars().count() <= 61,
+            "{title}"
+        );
+    }
+
+    #[test]
+    fn secrets_are_not_stored() {
+        let servers = vec![
+            serde_json::json!({"name": "a", "command": "/x", "args": [], "env": [{"name": "KEY", "value": "secret"}]}),
+        ];
+        let stored = super::redact_mcp_servers(&servers).to_string();
+        assert!(
+            !stored.contains("secret") && stored.contains("KEY"),
+            "{stored}"
+        );
+    }
 
     #[test]
     fn client_session_ids() {

@@ -10,15 +10,19 @@
 use super::client::Client;
 use super::permission::{Approvals, Policy};
 use super::runner::Runner;
+use super::updates::Updates;
 use super::Event;
-use crate::acp::{self, ContentBlock, SessionUpdate, StopReason};
+use crate::acp::StopReason;
 use crate::cancel::CancelToken;
 use crate::provider::{
     Finish, Message, ModelRequest, Provider, Sink, StreamError, ToolSpec, Usage,
 };
 use crate::rpc::stdio::Output;
 use crate::rpc::{RequestId, RpcError};
+use crate::store::Store;
 use crossbeam_channel::Sender;
+use serde_json::{json, Value};
+use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,6 +44,13 @@ pub struct Turn {
     pub approvals: Approvals,
     /// The most model calls one turn may make.
     pub max_steps: usize,
+    /// The session database; the worker commits each step there.
+    pub db: Option<PathBuf>,
+    /// How the user's prompt is replayed: its blocks as sent.
+    pub prompt_blocks: Vec<Value>,
+    /// A `session_info_update` to send (and keep) first, when the session
+    /// just got its title.
+    pub title_update: Option<Value>,
 }
 
 /// What a finished turn reports to the dispatcher.
@@ -65,17 +76,92 @@ struct State {
     approvals: Approvals,
 }
 
+/// The turn's place in the store: the connection and the turn number, and
+/// how much of the turn's messages is already committed.
+struct Record {
+    store: Store,
+    turn: i64,
+    committed: usize,
+}
+
+impl Record {
+    /// Opens the store and commits the start of the turn: the user's
+    /// prompt, before any provider request.
+    fn begin(turn: &Turn, updates: &RefCell<Updates>) -> Option<Record> {
+        let path = turn.db.as_ref()?;
+        let mut store = match Store::open(path) {
+            Ok(store) => store,
+            Err(error) => {
+                log::error!("turn of session {} is not stored: {error}", turn.session_id);
+                return None;
+            }
+        };
+        let mut events: Vec<String> = turn
+            .prompt_blocks
+            .iter()
+            .map(|block| {
+                json!({
+                    "sessionUpdate": "user_message_chunk",
+                    "content": block,
+                    "messageId": format!("user_{}", crate::util::random_hex()),
+                })
+                .to_string()
+            })
+            .collect();
+        events.extend(updates.borrow_mut().take_kept());
+        let user = turn
+            .messages
+            .last()
+            .cloned()
+            .into_iter()
+            .collect::<Vec<_>>();
+        match store.begin_turn(&turn.session_id, &events, &user) {
+            Ok(number) => Some(Record {
+                store,
+                turn: number,
+                committed: 0,
+            }),
+            Err(error) => {
+                log::error!(
+                    "cannot store the turn of session {}: {error}",
+                    turn.session_id
+                );
+                None
+            }
+        }
+    }
+
+    /// Commits what the turn said and added since the last commit.
+    fn step(&mut self, session_id: &str, updates: &RefCell<Updates>, added: &[Message]) {
+        let events = updates.borrow_mut().take_kept();
+        if let Err(error) =
+            self.store
+                .append(session_id, self.turn, &events, &added[self.committed..])
+        {
+            log::error!("cannot store a step of session {session_id}: {error}");
+        }
+        self.committed = added.len();
+    }
+}
+
 pub fn spawn(turn: Turn, events: Sender<Event>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("spindle-turn-{}", turn.session_id))
         .spawn(move || {
-            let mut sink = UpdateSink::new(&turn);
+            let updates = RefCell::new(Updates::new(turn.session_id.clone(), turn.writer.clone()));
+            if let Some(title) = &turn.title_update {
+                updates.borrow_mut().send(title.clone());
+            }
+            let mut record = Record::begin(&turn, &updates);
+            let mut sink = UpdateSink::new(&turn, &updates);
             let mut state = State {
                 added: Vec::new(),
                 usage: Usage::default(),
                 approvals: turn.approvals.clone(),
             };
-            let outcome = catch_unwind(AssertUnwindSafe(|| run(&turn, &mut sink, &mut state)));
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                run(&turn, &mut sink, &mut state, &mut record)
+            }));
             let result = match outcome {
                 Ok(result) => result,
                 Err(panic) => {
@@ -92,6 +178,29 @@ pub fn spawn(turn: Turn, events: Sender<Event>) -> std::io::Result<JoinHandle<()
                         .with_data(serde_json::json!({ "code": "internal_panic" })))
                 }
             };
+            if let Some(record) = &mut record {
+                let events = updates.borrow_mut().take_kept();
+                let (stop, error) = match &result {
+                    Ok(stop) => (serde_json::to_value(stop).ok(), None),
+                    Err(error) => (None, Some(error.message.as_str())),
+                };
+                let stop = stop.as_ref().and_then(Value::as_str);
+                let usage = serde_json::to_value(state.usage).unwrap_or_default();
+                if let Err(error) = record.store.end_turn(
+                    &turn.session_id,
+                    record.turn,
+                    &events,
+                    &state.added[record.committed..],
+                    stop,
+                    error,
+                    &usage,
+                ) {
+                    log::error!(
+                        "cannot store the end of the turn of session {}: {error}",
+                        turn.session_id
+                    );
+                }
+            }
             let _ = events.send(Event::TurnEnded(TurnEnd {
                 session_id: turn.session_id,
                 request_id: turn.request_id,
@@ -110,7 +219,12 @@ fn add_usage(total: &mut Usage, usage: &Usage) {
     total.reasoning_tokens += usage.reasoning_tokens;
 }
 
-fn run(turn: &Turn, sink: &mut UpdateSink, state: &mut State) -> Result<StopReason, RpcError> {
+fn run(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    record: &mut Option<Record>,
+) -> Result<StopReason, RpcError> {
     let mut messages = turn.messages.clone();
     // Built here, not at start-up: finding out whether ripgrep is installed
     // runs a process, which must not delay `initialize`.
@@ -122,6 +236,12 @@ fn run(turn: &Turn, sink: &mut UpdateSink, state: &mut State) -> Result<StopReas
         }
         if steps >= turn.max_steps {
             return Ok(StopReason::MaxTurnRequests);
+        }
+        // Every completed step is stored before the next provider request.
+        if steps > 0 {
+            if let Some(record) = record.as_mut() {
+                record.step(&turn.session_id, sink.updates, &state.added);
+            }
         }
         steps += 1;
         sink.begin_message();
@@ -177,7 +297,7 @@ fn run(turn: &Turn, sink: &mut UpdateSink, state: &mut State) -> Result<StopReas
             session_id: &turn.session_id,
             root: &turn.root,
             client: &turn.client,
-            writer: &turn.writer,
+            updates: sink.updates,
             cancel: &turn.cancel,
             policy: turn.policy,
             approvals: &mut state.approvals,
@@ -220,9 +340,8 @@ fn answer_unrun(
 /// Turns provider deltas into `session/update` lines and keeps the text of
 /// the current model call, so the turn can keep the (possibly partial)
 /// answer.
-struct UpdateSink {
-    session_id: String,
-    writer: Sender<Output>,
+struct UpdateSink<'a> {
+    updates: &'a RefCell<Updates>,
     cancel: CancelToken,
     message_id: String,
     thought_id: String,
@@ -230,11 +349,10 @@ struct UpdateSink {
     thought: String,
 }
 
-impl UpdateSink {
-    fn new(turn: &Turn) -> UpdateSink {
+impl<'a> UpdateSink<'a> {
+    fn new(turn: &Turn, updates: &'a RefCell<Updates>) -> UpdateSink<'a> {
         UpdateSink {
-            session_id: turn.session_id.clone(),
-            writer: turn.writer.clone(),
+            updates,
             cancel: turn.cancel.clone(),
             message_id: String::new(),
             thought_id: String::new(),
@@ -250,12 +368,6 @@ impl UpdateSink {
         self.thought_id = format!("thought_{id}");
     }
 
-    fn send(&self, update: SessionUpdate) {
-        let _ = self
-            .writer
-            .send(Output::Line(acp::update_line(&self.session_id, update)));
-    }
-
     /// The assistant message streamed since `begin_message`, if any.
     fn take_message(&mut self) -> Option<Message> {
         if self.text.is_empty() && self.thought.is_empty() {
@@ -269,17 +381,16 @@ impl UpdateSink {
     }
 }
 
-impl Sink for UpdateSink {
+impl Sink for UpdateSink<'_> {
     fn text(&mut self, delta: &str) {
         // After a cancel the client gets nothing more of this turn.
         if self.cancel.is_cancelled() {
             return;
         }
         self.text.push_str(delta);
-        self.send(SessionUpdate::AgentMessageChunk {
-            content: ContentBlock::text(delta),
-            message_id: Some(self.message_id.clone()),
-        });
+        self.updates
+            .borrow_mut()
+            .chunk(false, &self.message_id, delta);
     }
 
     fn thought(&mut self, delta: &str) {
@@ -287,9 +398,8 @@ impl Sink for UpdateSink {
             return;
         }
         self.thought.push_str(delta);
-        self.send(SessionUpdate::AgentThoughtChunk {
-            content: ContentBlock::text(delta),
-            message_id: Some(self.thought_id.clone()),
-        });
+        self.updates
+            .borrow_mut()
+            .chunk(true, &self.thought_id, delta);
     }
 }

@@ -45,7 +45,11 @@ fn initialize_answers_version_one_and_describes_the_agent() {
     assert_eq!(result["agentInfo"]["name"], "spindle");
     assert_eq!(result["agentInfo"]["version"], env!("CARGO_PKG_VERSION"));
     // Only what works today is advertised.
-    assert_eq!(result["agentCapabilities"]["loadSession"], false);
+    assert_eq!(result["agentCapabilities"]["loadSession"], true);
+    assert_eq!(
+        result["agentCapabilities"]["sessionCapabilities"],
+        json!({"list": {}, "resume": {}, "close": {}, "delete": {}})
+    );
     assert_eq!(
         result["agentCapabilities"]["promptCapabilities"]["image"],
         false
@@ -203,7 +207,9 @@ fn session_prompt_checks_its_params() {
     ];
     for (params, needle) in cases {
         let error = error_of(&mut agent, "session/prompt", params.clone());
-        assert_eq!(error["code"], -32602, "{params}");
+        // An unknown session is a missing resource; the rest are bad params.
+        let expected = if needle == "nope" { -32002 } else { -32602 };
+        assert_eq!(error["code"], expected, "{params}");
         assert!(message(&error).contains(needle), "{params}: {error}");
     }
     // Cancelling an unknown or idle session is a no-op notification.
@@ -344,6 +350,13 @@ fn cancel_a_slow_scripted_stream() {
         "session/prompt",
         json!({"sessionId": session, "prompt": [{"type": "text", "text": "count"}]}),
     );
+    // The session's new title comes first, then the stream.
+    let title = agent.recv(WAIT).expect("no title");
+    assert_eq!(
+        title["params"]["update"]["sessionUpdate"],
+        "session_info_update"
+    );
+    assert_eq!(title["params"]["update"]["title"], "count");
     let first = agent.recv(WAIT).expect("no chunk");
     assert_eq!(
         first["params"]["update"]["sessionUpdate"],

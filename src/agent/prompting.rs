@@ -1,0 +1,253 @@
+//! `session/prompt`: checking the request, starting the turn worker, and
+//! answering when it reports back.
+
+use super::client::Client;
+use super::dispatcher::{decode, Dispatcher};
+use super::session::{title_from, RunningTurn};
+use super::sessions::{internal, not_found};
+use super::turn::{self, Turn, TurnEnd};
+use super::{prompt::system_prompt, DEFAULT_MAX_STEPS};
+use crate::acp;
+use crate::cancel::CancelToken;
+use crate::provider::Message;
+use crate::rpc::{RequestId, RpcError};
+use serde_json::{json, Value};
+
+impl Dispatcher {
+    /// Starts a turn. An `Err` is answered at once; on success the worker's
+    /// report produces the answer.
+    pub(super) fn prompt(&mut self, id: &RequestId, params: Value) -> Result<(), RpcError> {
+        let request: acp::PromptRequest = decode(params)?;
+        let text = prompt_text(&request.prompt)?;
+        let session_id = request.session_id;
+        match self.sessions.get(&session_id) {
+            Some(session) if !session.closed => {
+                if session.running.is_some() {
+                    return Err(RpcError::invalid_request(format!(
+                        "a prompt is already running in session {session_id}; wait for its answer or send session/cancel first"
+                    )));
+                }
+            }
+            _ => {
+                let stored = self.store()?.session(&session_id).map_err(internal)?;
+                return Err(match stored {
+                    Some(_) => RpcError::invalid_request(format!(
+                        "session {session_id:?} is not open in this process; open it with session/load or session/resume first"
+                    )),
+                    None => not_found(&session_id),
+                });
+            }
+        }
+        if self.closing.is_some() {
+            return Err(RpcError::invalid_request("the agent is shutting down"));
+        }
+        let me = std::process::id();
+        let (known_count, needs_title) = match self.sessions.get(&session_id) {
+            Some(session) => (session.stored_messages, session.title.is_none()),
+            None => return Err(not_found(&session_id)),
+        };
+        let store = self.store()?;
+        if let Err(holder) = store.acquire_lease(&session_id, me).map_err(internal)? {
+            return Err(RpcError::invalid_request(format!(
+                "session {session_id} is running a turn in another Spindle process (pid {holder}); wait for it to finish"
+            ))
+            .with_data(json!({"code": "session_busy", "holderPid": holder})));
+        }
+        // Another process may have added to the conversation meanwhile.
+        let stored_count = store.message_count(&session_id).map_err(internal)?;
+        let reloaded = if known_count != stored_count {
+            Some(store.messages(&session_id).map_err(internal)?)
+        } else {
+            None
+        };
+        let title_update = if needs_title {
+            let title = title_from(&text);
+            store.set_title(&session_id, &title).map_err(internal)?;
+            Some(title)
+        } else {
+            None
+        };
+        let db = Some(self.db_path.clone());
+        let capabilities = self.client.clone().unwrap_or_default();
+        let max_steps = if self.options.max_steps == 0 {
+            DEFAULT_MAX_STEPS
+        } else {
+            self.options.max_steps
+        };
+        let Some(session) = self.sessions.get_mut(&session_id) else {
+            return Err(not_found(&session_id));
+        };
+        if let Some(messages) = reloaded {
+            session.messages = messages;
+        }
+        let title_update = title_update.map(|title| {
+            session.title = Some(title.clone());
+            json!({
+                "sessionUpdate": "session_info_update",
+                "title": title,
+                "updatedAt": crate::store::time::now_rfc3339(),
+            })
+        });
+        session.messages.push(Message::user(text));
+        let cancel = CancelToken::new();
+        let client = Client::new(
+            session.id.clone(),
+            capabilities,
+            self.events.clone(),
+            cancel.clone(),
+        );
+        let turn = Turn {
+            session_id: session.id.clone(),
+            request_id: id.clone(),
+            root: session.cwd.clone(),
+            system: system_prompt(&session.cwd),
+            messages: session.messages.clone(),
+            provider: self.provider.clone(),
+            cancel: cancel.clone(),
+            writer: self.writer.clone(),
+            client,
+            policy: session.policy,
+            approvals: session.approvals.clone(),
+            max_steps,
+            db,
+            prompt_blocks: request.prompt,
+            title_update,
+        };
+        match turn::spawn(turn, self.events.clone()) {
+            Ok(handle) => {
+                session.running = Some(RunningTurn {
+                    request_id: id.clone(),
+                    cancel,
+                    handle,
+                });
+                Ok(())
+            }
+            Err(err) => {
+                session.messages.pop();
+                if let Ok(store) = self.store() {
+                    let _ = store.release_lease(&session_id, me);
+                }
+                Err(RpcError::internal(format!("cannot start the turn: {err}")))
+            }
+        }
+    }
+
+    pub(super) fn on_turn_end(&mut self, end: TurnEnd) {
+        self.forget_requests_of(&end.session_id);
+        let mut settings = None;
+        let mut remove = false;
+        if let Some(session) = self.sessions.get_mut(&end.session_id) {
+            if let Some(running) = session.running.take() {
+                let _ = running.handle.join();
+            }
+            session.stored_messages += 1 + end.added.len() as i64;
+            session.messages.extend(end.added);
+            session.add_usage(&end.usage);
+            session.approvals = end.approvals;
+            settings = Some(session.settings_json());
+            remove = session.closed;
+        }
+        if remove {
+            self.sessions.remove(&end.session_id);
+        }
+        if let Ok(store) = self.store() {
+            if let Some(settings) = &settings {
+                if let Err(error) = store.save_settings(&end.session_id, settings) {
+                    log::warn!(
+                        "cannot store the settings of session {}: {error}",
+                        end.session_id
+                    );
+                }
+            }
+            if let Err(error) = store.release_lease(&end.session_id, std::process::id()) {
+                log::warn!(
+                    "cannot release the lease of session {}: {error}",
+                    end.session_id
+                );
+            }
+        }
+        let result = end.result.map(|stop_reason| {
+            serde_json::to_value(acp::PromptResponse { stop_reason }).unwrap_or_default()
+        });
+        self.respond(&end.request_id, result);
+    }
+}
+
+/// Renders the prompt blocks we accept into the text the model gets.
+fn prompt_text(blocks: &[Value]) -> Result<String, RpcError> {
+    let mut parts: Vec<String> = Vec::with_capacity(blocks.len());
+    for (index, block) in blocks.iter().enumerate() {
+        let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "text" => {
+                let Some(text) = block.get("text").and_then(Value::as_str) else {
+                    return Err(RpcError::invalid_params(format!(
+                        "prompt block {index} (text) has no \"text\" string"
+                    )));
+                };
+                parts.push(text.to_string());
+            }
+            "resource_link" => {
+                let uri = block.get("uri").and_then(Value::as_str);
+                let name = block.get("name").and_then(Value::as_str);
+                let (Some(uri), Some(name)) = (uri, name) else {
+                    return Err(RpcError::invalid_params(format!(
+                        "prompt block {index} (resource_link) needs \"uri\" and \"name\" strings"
+                    )));
+                };
+                parts.push(format!("[@{name}]({uri})"));
+            }
+            "image" | "audio" | "resource" => {
+                return Err(RpcError::invalid_params(format!(
+                    "prompt block {index} is of type {kind:?}, which this agent did not advertise in promptCapabilities"
+                )))
+            }
+            "" => {
+                return Err(RpcError::invalid_params(format!(
+                    "prompt block {index} has no \"type\""
+                )))
+            }
+            other => {
+                return Err(RpcError::invalid_params(format!(
+                    "prompt block {index} has unknown type {other:?}"
+                )))
+            }
+        }
+    }
+    let text = parts.join("\n");
+    if text.trim().is_empty() {
+        return Err(RpcError::invalid_params(
+            "the prompt is empty; send at least one non-empty text block",
+        ));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpc;
+
+    #[test]
+    fn prompt_blocks_become_text() {
+        let text = prompt_text(&[
+            json!({"type":"text","text":"Look at"}),
+            json!({"type":"resource_link","uri":"file:///p/a.rs","name":"a.rs"}),
+        ])
+        .unwrap();
+        assert_eq!(text, "Look at\n[@a.rs](file:///p/a.rs)");
+        for bad in [
+            json!([]),
+            json!([{"type":"text","text":"  "}]),
+            json!([{"type":"image","data":"","mimeType":"image/png"}]),
+            json!([{"type":"nope"}]),
+            json!([{"text":"x"}]),
+        ] {
+            let blocks: Vec<Value> = serde_json::from_value(bad).unwrap();
+            assert_eq!(
+                prompt_text(&blocks).unwrap_err().code,
+                rpc::code::INVALID_PARAMS
+            );
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! Session lifecycle requests: new, load (with replay), resume, list,
+//! close and delete — the dispatcher's side of the session store.
+
+use super::dispatcher::{check_cwd, decode, Dispatcher};
+use super::session::{redact_mcp_servers, valid_client_session_id, Session, Settings};
+use super::updates::replay_line;
+use crate::acp;
+use crate::provider::{Message, Role};
+use crate::rpc::{code, RpcError};
+use crate::store::{self, Store};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+
+/// Sessions per `session/list` page.
+const PAGE_SIZE: usize = 50;
+
+pub(super) fn not_found(session_id: &str) -> RpcError {
+    RpcError::new(
+        code::RESOURCE_NOT_FOUND,
+        format!("Resource not found: there is no session {session_id:?}"),
+    )
+    .with_data(json!({"uri": format!("spindle:session/{session_id}")}))
+}
+
+impl Dispatcher {
+    pub(super) fn new_session(&mut self, params: Value) -> Result<Value, RpcError> {
+        let request: acp::NewSessionRequest = decode(params)?;
+        let cwd = check_cwd(&request.cwd)?;
+        let requested = request
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get("spindle"))
+            .and_then(|spindle| spindle.get("sessionId"));
+        let chosen = match requested {
+            None | Some(Value::Null) => None,
+            Some(Value::String(id)) => {
+                if !valid_client_session_id(id) {
+                    return Err(RpcError::invalid_params(format!(
+                        "_meta.spindle.sessionId {id:?} is not usable: use 1 to 64 letters, digits, '-', '_' or '.', not starting with '.'"
+                    )));
+                }
+                Some(id.clone())
+            }
+            Some(other) => {
+                return Err(RpcError::invalid_params(format!(
+                    "_meta.spindle.sessionId must be a string, not {other}"
+                )))
+            }
+        };
+        let mut session = Session::new(
+            String::new(),
+            cwd,
+            request.mcp_servers,
+            self.options.permissions,
+        );
+        let settings = session.settings_json();
+        let servers = redact_mcp_servers(&session.mcp_servers);
+        let cwd_text = session.cwd.display().to_string();
+        let session_id = match chosen {
+            Some(id) => {
+                let taken = self.sessions.contains_key(&id)
+                    || self.store()?.session(&id).map_err(internal)?.is_some();
+                if taken {
+                    return Err(RpcError::invalid_params(format!(
+                        "_meta.spindle.sessionId {id:?} is already in use by another session"
+                    )));
+                }
+                id
+            }
+            None => loop {
+                let id = crate::util::new_id("sess");
+                if !self.sessions.contains_key(&id)
+                    && self.store()?.session(&id).map_err(internal)?.is_none()
+                {
+                    break id;
+                }
+            },
+        };
+        self.store()?
+            .create_session(&session_id, &cwd_text, &settings, &servers)
+            .map_err(internal)?;
+        log::info!("session {session_id} opened in {cwd_text}");
+        session.id = session_id.clone();
+        self.sessions.insert(session_id.clone(), session);
+        Ok(serde_json::to_value(acp::NewSessionResponse { session_id }).unwrap_or_default())
+    }
+
+    /// `session/load` (with `replay`) and `session/resume` (without).
+    pub(super) fn load_session(&mut self, params: Value, replay: bool) -> Result<Value, RpcError> {
+        let request: acp::LoadSessionRequest = decode(params)?;
+        if replay && request.mcp_servers.is_none() {
+            return Err(RpcError::invalid_params("missing field `mcpServers`"));
+        }
+        let cwd = check_cwd(&request.cwd)?;
+        let id = request.session_id;
+        let me = std::process::id();
+        if let Some(session) = self.sessions.get_mut(&id).filter(|s| !s.closed) {
+            // Already live here: attach to it, without a second copy.
+            if let Some(servers) = request.mcp_servers {
+                session.mcp_servers = servers;
+            }
+            if replay {
+                let events = self.store()?.events(&id).map_err(internal)?;
+                for body in events {
+                    self.send_line(replay_line(&id, &body));
+                }
+            }
+            return Ok(json!({}));
+        }
+        let store = self.store()?;
+        let Some(row) = store.session(&id).map_err(internal)? else {
+            return Err(not_found(&id));
+        };
+        // A turn still marked running was cut off, unless a live process
+        // holds the session's lease.
+        let held_elsewhere = match (row.lease_pid, row.lease_expires_ms) {
+            (Some(pid), Some(expires)) => {
+                pid != i64::from(me) && expires > store::time::now_ms() && store::process_alive(pid)
+            }
+            _ => false,
+        };
+        if !held_elsewhere {
+            for turn in store.running_turns(&id).map_err(internal)? {
+                close_interrupted_turn(store, &id, turn)?;
+            }
+        }
+        let messages = store.messages(&id).map_err(internal)?;
+        let settings: Settings = serde_json::from_value(row.settings.clone()).unwrap_or_default();
+        let servers = match request.mcp_servers {
+            Some(servers) => {
+                store
+                    .save_mcp_servers(&id, &redact_mcp_servers(&servers))
+                    .map_err(internal)?;
+                servers
+            }
+            None => Vec::new(),
+        };
+        let events = if replay {
+            store.events(&id).map_err(internal)?
+        } else {
+            Vec::new()
+        };
+        let mut session = Session::new(id.clone(), cwd, servers, settings.policy);
+        session.approvals = settings.approvals;
+        session.title = row.title;
+        session.stored_messages = messages.len() as i64;
+        session.messages = messages;
+        for body in events {
+            self.send_line(replay_line(&id, &body));
+        }
+        self.sessions.insert(id, session);
+        Ok(json!({}))
+    }
+
+    pub(super) fn list_sessions(&mut self, params: Value) -> Result<Value, RpcError> {
+        let request: acp::ListSessionsRequest = decode(params)?;
+        if let Some(cwd) = &request.cwd {
+            if !std::path::Path::new(cwd).is_absolute() {
+                return Err(RpcError::invalid_params(format!(
+                    "cwd must be an absolute path, got {cwd:?}"
+                )));
+            }
+        }
+        let before = match &request.cursor {
+            None => None,
+            Some(cursor) => Some(
+                cursor
+                    .strip_prefix("o")
+                    .and_then(|n| n.parse::<i64>().ok())
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        RpcError::invalid_params(format!(
+                            "invalid cursor {cursor:?}; pass back a nextCursor from an earlier session/list"
+                        ))
+                    })?,
+            ),
+        };
+        let mut rows = self
+            .store()?
+            .list_sessions(request.cwd.as_deref(), before, PAGE_SIZE + 1)
+            .map_err(internal)?;
+        let next = if rows.len() > PAGE_SIZE {
+            rows.truncate(PAGE_SIZE);
+            rows.last().map(|row| format!("o{}", row.updated_order))
+        } else {
+            None
+        };
+        let sessions: Vec<Value> = rows
+            .into_iter()
+            .map(|row| {
+                let mut info = json!({
+                    "sessionId": row.id,
+                    "cwd": row.cwd,
+                    "updatedAt": row.updated_at,
+                });
+                if let Some(title) = row.title {
+                    info["title"] = json!(title);
+                }
+                info
+            })
+            .collect();
+        let mut result = json!({ "sessions": sessions });
+        if let Some(next) = next {
+            result["nextCursor"] = json!(next);
+        }
+        Ok(result)
+    }
+
+    pub(super) fn close_session(&mut self, params: Value) -> Result<Value, RpcError> {
+        let request: acp::SessionIdRequest = decode(params)?;
+        let id = request.session_id;
+        if self.sessions.contains_key(&id) {
+            self.close_live(&id);
+            return Ok(json!({}));
+        }
+        match self.store()?.session(&id).map_err(internal)? {
+            Some(_) => Ok(json!({})),
+            None => Err(not_found(&id)),
+        }
+    }
+
+    pub(super) fn delete_session(&mut self, params: Value) -> Result<Value, RpcError> {
+        let request: acp::SessionIdRequest = decode(params)?;
+        let id = request.session_id;
+        if self.sessions.contains_key(&id) {
+            self.close_live(&id);
+        }
+        // Deleting what is not there succeeds quietly, as the protocol asks.
+        self.store()?.delete_session(&id).map_err(internal)?;
+        log::info!("session {id} deleted");
+        Ok(json!({}))
+    }
+
+    /// Cancels the session's turn (its prompt still gets its `cancelled`
+    /// answer) and frees the session; with a turn still running, it is
+    /// freed when that turn has answered.
+    fn close_live(&mut self, id: &str) {
+        self.cancel_session(id);
+        let running = self.sessions.get(id).is_some_and(|s| s.running.is_some());
+        if running {
+            if let Some(session) = self.sessions.get_mut(id) {
+                session.closed = true;
+            }
+        } else {
+            self.sessions.remove(id);
+        }
+    }
+}
+
+pub(super) fn internal(error: store::StoreError) -> RpcError {
+    RpcError::internal(error.0).with_data(json!({"code": "store_error"}))
+}
+
+/// Marks a cut-off turn as interrupted: every tool call it showed without a
+/// final status gets one, the transcript says the turn was interrupted, and
+/// the conversation gets an answer for every tool call the model made.
+fn close_interrupted_turn(store: &mut Store, id: &str, turn: i64) -> Result<(), RpcError> {
+    let mut open: Vec<String> = Vec::new();
+    let mut finished: HashSet<String> = HashSet::new();
+    for body in store.events(id).map_err(internal)? {
+        let Ok(event) = serde_json::from_str::<Value>(&body) else {
+            continue;
+        };
+        let Some(call_id) = event["toolCallId"].as_str() else {
+            continue;
+        };
+        match event["sessionUpdate"].as_str() {
+            Some("tool_call") => open.push(call_id.to_string()),
+            Some("tool_call_update")
+                if matches!(event["status"].as_str(), Some("completed" | "failed")) =>
+            {
+                finished.insert(call_id.to_string());
+            }
+            _ => {}
+        }
+    }
+    let note = "Interrupted: Spindle stopped before this finished.";
+    let mut events: Vec<String> = open
+        .iter()
+        .filter(|call| !finished.contains(*call))
+        .map(|call| {
+            json!({
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": call,
+                "status": "failed",
+                "content": [{"type": "content", "content": {"type": "text", "text": note}}],
+            })
+            .to_string()
+        })
+        .collect();
+    events.push(
+        json!({
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "\n\n_(This turn was interrupted: Spindle stopped before it finished.)_"},
+            "messageId": format!("interrupted_{turn}"),
+        })
+        .to_string(),
+    );
+    let messages = store.messages(id).map_err(internal)?;
+    let mut answers = Vec::new();
+    if let Some(last_call) = messages.iter().rposition(|m| !m.tool_calls.is_empty()) {
+        let answered: HashSet<&str> = messages[last_call + 1..]
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .filter_map(|m| m.tool_call_id.as_deref())
+            .collect();
+        for call in &messages[last_call].tool_calls {
+            if !answered.contains(call.id.as_str()) {
+                answers.push(Message::tool_result(&call.id, note));
+            }
+        }
+    }
+    log::info!("turn {turn} of session {id} was interrupted; closing it");
+    store
+        .mark_interrupted(id, turn, &events, &answers)
+        .map_err(internal)
+}

@@ -1,0 +1,147 @@
+//! The one path a turn's `session/update`s take: written to the client at
+//! once, and kept (chunks of one message merged) until the turn commits
+//! them to the store at its next step boundary.
+
+use crate::acp::{self, ContentBlock, SessionUpdate};
+use crate::rpc::{self, stdio::Output};
+use crossbeam_channel::Sender;
+use serde_json::{json, Value};
+
+/// An update waiting to be stored.
+enum Kept {
+    /// Consecutive chunks of one message, merged into one text.
+    Chunk {
+        kind: &'static str,
+        message_id: String,
+        text: String,
+    },
+    Other(Value),
+}
+
+pub struct Updates {
+    session_id: String,
+    writer: Sender<Output>,
+    kept: Vec<Kept>,
+}
+
+impl Updates {
+    pub fn new(session_id: String, writer: Sender<Output>) -> Updates {
+        Updates {
+            session_id,
+            writer,
+            kept: Vec::new(),
+        }
+    }
+
+    /// Sends a message or thought chunk (the hot path: typed, no JSON tree).
+    pub fn chunk(&mut self, thought: bool, message_id: &str, text: &str) {
+        let content = ContentBlock::text(text);
+        let message_id_owned = Some(message_id.to_string());
+        let update = if thought {
+            SessionUpdate::AgentThoughtChunk {
+                content,
+                message_id: message_id_owned,
+            }
+        } else {
+            SessionUpdate::AgentMessageChunk {
+                content,
+                message_id: message_id_owned,
+            }
+        };
+        let _ = self
+            .writer
+            .send(Output::Line(acp::update_line(&self.session_id, update)));
+        let kind = if thought {
+            "agent_thought_chunk"
+        } else {
+            "agent_message_chunk"
+        };
+        if let Some(Kept::Chunk {
+            kind: last_kind,
+            message_id: last_id,
+            text: last_text,
+        }) = self.kept.last_mut()
+        {
+            if *last_kind == kind && last_id == message_id {
+                last_text.push_str(text);
+                return;
+            }
+        }
+        self.kept.push(Kept::Chunk {
+            kind,
+            message_id: message_id.to_string(),
+            text: text.to_string(),
+        });
+    }
+
+    /// Sends any other update (tool calls, plans, ...).
+    pub fn send(&mut self, update: Value) {
+        let line = rpc::notification_line(
+            acp::method::SESSION_UPDATE,
+            &json!({"sessionId": self.session_id, "update": update}),
+        );
+        let _ = self.writer.send(Output::Line(line));
+        self.kept.push(Kept::Other(update));
+    }
+
+    /// Takes what was sent since the last call, as the JSON texts to store.
+    pub fn take_kept(&mut self) -> Vec<String> {
+        self.kept
+            .drain(..)
+            .map(|kept| match kept {
+                Kept::Chunk {
+                    kind,
+                    message_id,
+                    text,
+                } => json!({
+                    "sessionUpdate": kind,
+                    "content": {"type": "text", "text": text},
+                    "messageId": message_id,
+                })
+                .to_string(),
+                Kept::Other(value) => value.to_string(),
+            })
+            .collect()
+    }
+}
+
+/// Renders a stored update as the `session/update` line that replays it.
+pub fn replay_line(session_id: &str, body: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":{},"update":{body}}}}}"#,
+        Value::String(session_id.to_string())
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_of_one_message_are_kept_merged() {
+        let (writer, lines) = crossbeam_channel::unbounded();
+        let mut updates = Updates::new("s".into(), writer);
+        updates.chunk(true, "t1", "Think ");
+        updates.chunk(true, "t1", "hard");
+        updates.chunk(false, "m1", "Hello");
+        updates.chunk(false, "m1", ", world");
+        updates.send(json!({"sessionUpdate": "plan", "entries": []}));
+        updates.chunk(false, "m1", "!");
+        assert_eq!(lines.len(), 6);
+        let kept: Vec<Value> = updates
+            .take_kept()
+            .iter()
+            .map(|text| serde_json::from_str(text).unwrap())
+            .collect();
+        assert_eq!(kept.len(), 4);
+        assert_eq!(kept[0]["content"]["text"], "Think hard");
+        assert_eq!(kept[1]["content"]["text"], "Hello, world");
+        assert_eq!(kept[1]["messageId"], "m1");
+        assert_eq!(kept[3]["content"]["text"], "!");
+        assert!(updates.take_kept().is_empty());
+        let line = replay_line("s\"x", &kept[1].to_string());
+        let parsed: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(parsed["params"]["sessionId"], "s\"x");
+        assert_eq!(parsed["params"]["update"], kept[1]);
+    }
+}

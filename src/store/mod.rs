@@ -1,0 +1,646 @@
+//! The session store: one SQLite database (WAL mode) holding every
+//! session's record, its transcript as the editor saw it, and its
+//! conversation as the model needs it.
+//!
+//! Several Spindle processes may share one database. Each thread that
+//! writes opens its own connection; SQLite's locking and the busy timeout
+//! serialise writers, and a session running a turn is leased to its process.
+
+pub mod time;
+
+use crate::provider::Message;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use serde_json::Value;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The schema this Spindle writes. Older databases are migrated forward;
+/// a newer one is refused, never rewritten.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How long a lease lasts without a heartbeat.
+pub const LEASE_TTL_MS: i64 = 30_000;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreError(pub String);
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> Self {
+        StoreError(format!("session database error: {error}"))
+    }
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// One session's record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRow {
+    pub id: String,
+    pub cwd: String,
+    pub title: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub updated_order: i64,
+    pub settings: Value,
+    pub mcp_servers: Value,
+    pub lease_pid: Option<i64>,
+    pub lease_expires_ms: Option<i64>,
+}
+
+/// Where the database lives when no `--db` is given: `$SPINDLE_HOME/spindle.db`,
+/// else `$XDG_DATA_HOME/spindle/spindle.db`, else
+/// `~/.local/share/spindle/spindle.db`.
+pub fn default_path() -> PathBuf {
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(home) = env("SPINDLE_HOME") {
+        return PathBuf::from(home).join("spindle.db");
+    }
+    if let Some(data) = env("XDG_DATA_HOME") {
+        return PathBuf::from(data).join("spindle").join("spindle.db");
+    }
+    let home = env("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    home.join(".local/share/spindle/spindle.db")
+}
+
+const MIGRATIONS: &[&str] = &[
+    // Version 1.
+    "CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        cwd TEXT NOT NULL,
+        title TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        updated_order INTEGER NOT NULL,
+        settings TEXT NOT NULL DEFAULT '{}',
+        mcp_servers TEXT NOT NULL DEFAULT '[]',
+        lease_pid INTEGER,
+        lease_expires_ms INTEGER
+    );
+    CREATE INDEX sessions_by_order ON sessions(updated_order);
+    CREATE INDEX sessions_by_cwd ON sessions(cwd, updated_order);
+    CREATE TABLE turns (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        turn INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        stop_reason TEXT,
+        error TEXT,
+        usage TEXT,
+        started_at TEXT NOT NULL,
+        ended_at TEXT,
+        PRIMARY KEY (session_id, turn)
+    ) WITHOUT ROWID;
+    CREATE TABLE events (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        turn INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE messages (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID;",
+];
+
+pub struct Store {
+    connection: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating when missing) the database at `path` and brings its
+    /// schema up to date.
+    pub fn open(path: &Path) -> Result<Store> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|err| {
+                StoreError(format!(
+                    "cannot create the directory {} for the session database: {err}",
+                    parent.display()
+                ))
+            })?;
+        }
+        let connection = Connection::open(path).map_err(|err| {
+            StoreError(format!(
+                "cannot open the session database {}: {err}",
+                path.display()
+            ))
+        })?;
+        connection.busy_timeout(Duration::from_secs(10))?;
+        let store = Store {
+            connection,
+            path: path.to_path_buf(),
+        };
+        store.configure()?;
+        store.migrate()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn configure(&self) -> Result<()> {
+        let mode: String = self
+            .connection
+            .query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))
+            .map_err(|err| self.context("cannot switch the database to WAL mode", err))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            log::warn!("the session database stays in {mode} journal mode");
+        }
+        self.connection
+            .execute_batch("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;")?;
+        Ok(())
+    }
+
+    fn context(&self, what: &str, err: rusqlite::Error) -> StoreError {
+        StoreError(format!("{what} ({}): {err}", self.path.display()))
+    }
+
+    fn migrate(&self) -> Result<()> {
+        let version: i64 = self
+            .connection
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .map_err(|err| {
+                self.context(
+                    "cannot read the database schema version (is it a SQLite database?)",
+                    err,
+                )
+            })?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError(format!(
+                "the session database {} was written by a newer Spindle (schema version {version}; this Spindle knows up to {SCHEMA_VERSION}). Upgrade Spindle, or use another database with --db; the file was not changed.",
+                self.path.display()
+            )));
+        }
+        for (index, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let target = index as i64 + 1;
+            let transaction = self.connection.unchecked_transaction()?;
+            // Another process may have migrated meanwhile.
+            let now: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+            if now >= target {
+                continue;
+            }
+            transaction.execute_batch(migration).map_err(|err| {
+                self.context(&format!("migration to schema {target} failed"), err)
+            })?;
+            transaction.execute_batch(&format!("PRAGMA user_version = {target}"))?;
+            transaction.commit()?;
+        }
+        Ok(())
+    }
+
+    fn next_order(connection: &Connection) -> rusqlite::Result<i64> {
+        connection.query_row(
+            "SELECT COALESCE(MAX(updated_order), 0) + 1 FROM sessions",
+            [],
+            |row| row.get(0),
+        )
+    }
+
+    pub fn create_session(
+        &self,
+        id: &str,
+        cwd: &str,
+        settings: &Value,
+        mcp_servers: &Value,
+    ) -> Result<()> {
+        let now = time::now_rfc3339();
+        let order = Self::next_order(&self.connection)?;
+        self.connection.execute(
+            "INSERT INTO sessions (id, cwd, created_at, updated_at, updated_order, settings, mcp_servers)
+             VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)",
+            params![id, cwd, now, order, settings.to_string(), mcp_servers.to_string()],
+        )?;
+        Ok(())
+    }
+
+    pub fn session(&self, id: &str) -> Result<Option<SessionRow>> {
+        Ok(self
+            .connection
+            .query_row(
+                "SELECT id, cwd, title, created_at, updated_at, updated_order, settings, mcp_servers, lease_pid, lease_expires_ms
+                 FROM sessions WHERE id = ?1",
+                [id],
+                row_to_session,
+            )
+            .optional()?)
+    }
+
+    /// Sessions newest first, after the cursor position `before_order`
+    /// (exclusive), at most `limit`.
+    pub fn list_sessions(
+        &self,
+        cwd: Option<&str>,
+        before_order: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<SessionRow>> {
+        let mut statement = self.connection.prepare_cached(
+            "SELECT id, cwd, title, created_at, updated_at, updated_order, settings, mcp_servers, lease_pid, lease_expires_ms
+             FROM sessions
+             WHERE (?1 IS NULL OR cwd = ?1) AND (?2 IS NULL OR updated_order < ?2)
+             ORDER BY updated_order DESC LIMIT ?3",
+        )?;
+        let rows = statement.query_map(params![cwd, before_order, limit as i64], row_to_session)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Removes a session and everything it holds. Returns whether it existed.
+    pub fn delete_session(&self, id: &str) -> Result<bool> {
+        Ok(self
+            .connection
+            .execute("DELETE FROM sessions WHERE id = ?1", [id])?
+            > 0)
+    }
+
+    pub fn set_title(&self, id: &str, title: &str) -> Result<()> {
+        self.connection.execute(
+            "UPDATE sessions SET title = ?2 WHERE id = ?1",
+            params![id, title],
+        )?;
+        Ok(())
+    }
+
+    pub fn save_settings(&self, id: &str, settings: &Value) -> Result<()> {
+        self.connection.execute(
+            "UPDATE sessions SET settings = ?2 WHERE id = ?1",
+            params![id, settings.to_string()],
+        )?;
+        Ok(())
+    }
+
+    pub fn save_mcp_servers(&self, id: &str, servers: &Value) -> Result<()> {
+        self.connection.execute(
+            "UPDATE sessions SET mcp_servers = ?2 WHERE id = ?1",
+            params![id, servers.to_string()],
+        )?;
+        Ok(())
+    }
+
+    /// Takes the session's lease for process `pid`, unless a live process
+    /// holds an unexpired one: then `Err(holder pid)`.
+    pub fn acquire_lease(&self, id: &str, pid: u32) -> Result<std::result::Result<(), i64>> {
+        let transaction = self.connection.unchecked_transaction()?;
+        let holder: Option<(Option<i64>, Option<i64>)> = transaction
+            .query_row(
+                "SELECT lease_pid, lease_expires_ms FROM sessions WHERE id = ?1",
+                [id],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()?;
+        let now = time::now_ms();
+        if let Some((Some(holder), Some(expires))) = holder {
+            if holder != i64::from(pid) && expires > now && process_alive(holder) {
+                return Ok(Err(holder));
+            }
+        }
+        transaction.execute(
+            "UPDATE sessions SET lease_pid = ?2, lease_expires_ms = ?3 WHERE id = ?1",
+            params![id, pid, now + LEASE_TTL_MS],
+        )?;
+        transaction.commit()?;
+        Ok(Ok(()))
+    }
+
+    pub fn refresh_lease(&self, id: &str, pid: u32) -> Result<()> {
+        self.connection.execute(
+            "UPDATE sessions SET lease_expires_ms = ?3 WHERE id = ?1 AND lease_pid = ?2",
+            params![id, pid, time::now_ms() + LEASE_TTL_MS],
+        )?;
+        Ok(())
+    }
+
+    pub fn release_lease(&self, id: &str, pid: u32) -> Result<()> {
+        self.connection.execute(
+            "UPDATE sessions SET lease_pid = NULL, lease_expires_ms = NULL WHERE id = ?1 AND lease_pid = ?2",
+            params![id, pid],
+        )?;
+        Ok(())
+    }
+
+    /// Starts a turn: records it as running together with its first events
+    /// and messages (the user's prompt), in one transaction. Returns the
+    /// turn number.
+    pub fn begin_turn(&mut self, id: &str, events: &[String], messages: &[Message]) -> Result<i64> {
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let turn: i64 = transaction.query_row(
+            "SELECT COALESCE(MAX(turn), 0) + 1 FROM turns WHERE session_id = ?1",
+            [id],
+            |row| row.get(0),
+        )?;
+        transaction.execute(
+            "INSERT INTO turns (session_id, turn, state, started_at) VALUES (?1, ?2, 'running', ?3)",
+            params![id, turn, time::now_rfc3339()],
+        )?;
+        append_in(&transaction, id, turn, events, messages)?;
+        transaction.commit()?;
+        Ok(turn)
+    }
+
+    /// Appends a step of a turn (its events and messages) in one transaction.
+    pub fn append(
+        &mut self,
+        id: &str,
+        turn: i64,
+        events: &[String],
+        messages: &[Message],
+    ) -> Result<()> {
+        if events.is_empty() && messages.is_empty() {
+            return Ok(());
+        }
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        append_in(&transaction, id, turn, events, messages)?;
+        transaction.commit()?;
+        Ok(())
+    }
+
+    /// Ends a turn: its last events and messages, how it ended, and the
+    /// session's settings as they are now, in one transaction.
+    #[allow(clippy::too_many_arguments)]
+    pub fn end_turn(
+        &mut self,
+        id: &str,
+        turn: i64,
+        events: &[String],
+        messages: &[Message],
+        stop_reason: Option<&str>,
+        error: Option<&str>,
+        usage: &Value,
+    ) -> Result<()> {
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        append_in(&transaction, id, turn, events, messages)?;
+        transaction.execute(
+            "UPDATE turns SET state = 'ended', stop_reason = ?3, error = ?4, usage = ?5, ended_at = ?6
+             WHERE session_id = ?1 AND turn = ?2",
+            params![id, turn, stop_reason, error, usage.to_string(), time::now_rfc3339()],
+        )?;
+        transaction.commit()?;
+        Ok(())
+    }
+
+    /// Appends events outside any turn's steps (for example the title).
+    pub fn append_events(&mut self, id: &str, turn: i64, events: &[String]) -> Result<()> {
+        self.append(id, turn, events, &[])
+    }
+
+    /// The transcript: every stored update, in order, as JSON text.
+    pub fn events(&self, id: &str) -> Result<Vec<String>> {
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT body FROM events WHERE session_id = ?1 ORDER BY seq")?;
+        let rows = statement.query_map([id], |row| row.get::<_, String>(0))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The conversation as the model needs it.
+    pub fn messages(&self, id: &str) -> Result<Vec<Message>> {
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT body FROM messages WHERE session_id = ?1 ORDER BY seq")?;
+        let rows = statement.query_map([id], |row| row.get::<_, String>(0))?;
+        let mut messages = Vec::new();
+        for body in rows {
+            let body = body?;
+            match serde_json::from_str(&body) {
+                Ok(message) => messages.push(message),
+                Err(err) => {
+                    log::warn!("skipped an unreadable stored message of session {id}: {err}")
+                }
+            }
+        }
+        Ok(messages)
+    }
+
+    pub fn message_count(&self, id: &str) -> Result<i64> {
+        Ok(self.connection.query_row(
+            "SELECT COUNT(*) FROM messages WHERE session_id = ?1",
+            [id],
+            |row| row.get(0),
+        )?)
+    }
+
+    /// Turns still marked running.
+    pub fn running_turns(&self, id: &str) -> Result<Vec<i64>> {
+        let mut statement = self.connection.prepare_cached(
+            "SELECT turn FROM turns WHERE session_id = ?1 AND state = 'running' ORDER BY turn",
+        )?;
+        let rows = statement.query_map([id], |row| row.get::<_, i64>(0))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Closes a turn that was cut off (the process died), with the events
+    /// and messages that make the cut visible and keep the conversation
+    /// valid for the model.
+    pub fn mark_interrupted(
+        &mut self,
+        id: &str,
+        turn: i64,
+        events: &[String],
+        messages: &[Message],
+    ) -> Result<()> {
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        append_in(&transaction, id, turn, events, messages)?;
+        transaction.execute(
+            "UPDATE turns SET state = 'interrupted', ended_at = ?3 WHERE session_id = ?1 AND turn = ?2",
+            params![id, turn, time::now_rfc3339()],
+        )?;
+        transaction.commit()?;
+        Ok(())
+    }
+
+    /// `PRAGMA integrity_check`: "ok" when the file is sound.
+    pub fn integrity_check(&self) -> Result<String> {
+        Ok(self
+            .connection
+            .query_row("PRAGMA integrity_check", [], |row| row.get(0))?)
+    }
+}
+
+fn append_in(
+    transaction: &rusqlite::Transaction<'_>,
+    id: &str,
+    turn: i64,
+    events: &[String],
+    messages: &[Message],
+) -> Result<()> {
+    if !events.is_empty() {
+        let mut seq: i64 = transaction.query_row(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?1",
+            [id],
+            |row| row.get(0),
+        )?;
+        let mut insert = transaction.prepare_cached(
+            "INSERT INTO events (session_id, seq, turn, body) VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        for event in events {
+            seq += 1;
+            insert.execute(params![id, seq, turn, event])?;
+        }
+    }
+    if !messages.is_empty() {
+        let mut seq: i64 = transaction.query_row(
+            "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1",
+            [id],
+            |row| row.get(0),
+        )?;
+        let mut insert = transaction
+            .prepare_cached("INSERT INTO messages (session_id, seq, body) VALUES (?1, ?2, ?3)")?;
+        for message in messages {
+            seq += 1;
+            let body = serde_json::to_string(message)
+                .map_err(|err| StoreError(format!("cannot store a message: {err}")))?;
+            insert.execute(params![id, seq, body])?;
+        }
+    }
+    let order = Store::next_order(transaction)?;
+    transaction.execute(
+        "UPDATE sessions SET updated_at = ?2, updated_order = ?3 WHERE id = ?1",
+        params![id, time::now_rfc3339(), order],
+    )?;
+    Ok(())
+}
+
+fn row_to_session(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+    let json = |text: String, fallback: Value| serde_json::from_str(&text).unwrap_or(fallback);
+    Ok(SessionRow {
+        id: row.get(0)?,
+        cwd: row.get(1)?,
+        title: row.get(2)?,
+        created_at: row.get(3)?,
+        updated_at: row.get(4)?,
+        updated_order: row.get(5)?,
+        settings: json(row.get(6)?, Value::Object(Default::default())),
+        mcp_servers: json(row.get(7)?, Value::Array(Vec::new())),
+        lease_pid: row.get(8)?,
+        lease_expires_ms: row.get(9)?,
+    })
+}
+
+/// Whether a process with this id exists on this machine.
+pub fn process_alive(pid: i64) -> bool {
+    pid > 0 && Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn temp_db() -> PathBuf {
+        std::env::temp_dir()
+            .join(format!("spindle-store-{}", crate::util::random_hex()))
+            .join("nested/spindle.db")
+    }
+
+    #[test]
+    fn sessions_turns_and_order() {
+        let path = temp_db();
+        let mut store = Store::open(&path).unwrap();
+        store
+            .create_session("a", "/w", &json!({"policy": "ask"}), &json!([]))
+            .unwrap();
+        store
+            .create_session("b", "/v", &json!({}), &json!([]))
+            .unwrap();
+        let turn = store
+            .begin_turn(
+                "a",
+                &["{\"sessionUpdate\":\"user_message_chunk\"}".into()],
+                &[Message::user("hi")],
+            )
+            .unwrap();
+        assert_eq!(turn, 1);
+        store
+            .end_turn(
+                "a",
+                turn,
+                &["{}".into()],
+                &[Message::assistant("hello", "")],
+                Some("end_turn"),
+                None,
+                &json!({}),
+            )
+            .unwrap();
+        let listed: Vec<String> = store
+            .list_sessions(None, None, 10)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        assert_eq!(listed, ["a", "b"]);
+        let only_v = store.list_sessions(Some("/v"), None, 10).unwrap();
+        assert_eq!(only_v.len(), 1);
+        let first = store.list_sessions(None, None, 1).unwrap();
+        let next = store
+            .list_sessions(None, Some(first[0].updated_order), 1)
+            .unwrap();
+        assert_eq!(next[0].id, "b");
+        assert_eq!(store.events("a").unwrap().len(), 2);
+        assert_eq!(store.messages("a").unwrap()[1].text, "hello");
+        assert!(store.running_turns("a").unwrap().is_empty());
+        assert!(store.delete_session("a").unwrap());
+        assert!(store.events("a").unwrap().is_empty());
+        assert_eq!(store.integrity_check().unwrap(), "ok");
+    }
+
+    #[test]
+    fn newer_schemas_are_refused_untouched() {
+        let path = temp_db();
+        drop(Store::open(&path).unwrap());
+        let connection = Connection::open(&path).unwrap();
+        connection
+            .execute_batch("PRAGMA user_version = 99")
+            .unwrap();
+        drop(connection);
+        let before = std::fs::read(&path).unwrap();
+        let error = Store::open(&path).err().unwrap();
+        assert!(error.0.contains("newer Spindle"), "{error}");
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn leases_belong_to_live_processes() {
+        let path = temp_db();
+        let store = Store::open(&path).unwrap();
+        store
+            .create_session("s", "/w", &json!({}), &json!([]))
+            .unwrap();
+        let me = std::process::id();
+        assert_eq!(store.acquire_lease("s", me).unwrap(), Ok(()));
+        // PID 1 is alive: a lease it holds is respected.
+        store
+            .connection
+            .execute("UPDATE sessions SET lease_pid = 1 WHERE id = 's'", [])
+            .unwrap();
+        assert_eq!(store.acquire_lease("s", me).unwrap(), Err(1));
+        // A dead holder's lease is taken over.
+        store
+            .connection
+            .execute(
+                "UPDATE sessions SET lease_pid = 999999999 WHERE id = 's'",
+                [],
+            )
+            .unwrap();
+        assert_eq!(store.acquire_lease("s", me).unwrap(), Ok(()));
+        store.release_lease("s", me).unwrap();
+        assert_eq!(store.session("s").unwrap().unwrap().lease_pid, None);
+    }
+}
