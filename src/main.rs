@@ -11,6 +11,12 @@ spindle — a coding agent for editors, speaking the Agent Client Protocol
 
 USAGE:
     spindle acp [OPTIONS]     serve ACP (JSON-RPC, one message per line) on stdin/stdout
+    spindle sessions [list] [--cwd DIR] [--db PATH]
+                              list stored sessions, newest first
+    spindle sessions show ID [--db PATH]
+                              print a session's transcript as text
+    spindle sessions delete ID [--db PATH]
+                              delete a session and its history
     spindle --help            print this help
     spindle --version         print the version
 
@@ -48,6 +54,20 @@ enum Command {
     Help,
     Version,
     Acp(Options),
+    Sessions(SessionsCommand),
+}
+
+/// `spindle sessions …`.
+struct SessionsCommand {
+    action: SessionsAction,
+    db: Option<std::path::PathBuf>,
+    cwd: Option<String>,
+}
+
+enum SessionsAction {
+    List,
+    Show(String),
+    Delete(String),
 }
 
 fn parse_args() -> Result<Command, Usage> {
@@ -61,6 +81,9 @@ fn parse_args() -> Result<Command, Usage> {
         Short('h') | Long("help") => return Ok(Command::Help),
         Short('V') | Long("version") => return Ok(Command::Version),
         Value(command) if command == "acp" => {}
+        Value(command) if command == "sessions" => {
+            return parse_sessions(parser).map(Command::Sessions)
+        }
         Value(command) => {
             return Err(Usage(format!(
                 "unknown command '{}'",
@@ -110,6 +133,62 @@ fn parse_args() -> Result<Command, Usage> {
     Ok(Command::Acp(options))
 }
 
+fn parse_sessions(mut parser: lexopt::Parser) -> Result<SessionsCommand, Usage> {
+    use lexopt::prelude::*;
+    let usage = |err: lexopt::Error| Usage(err.to_string());
+    let mut words: Vec<String> = Vec::new();
+    let mut db = None;
+    let mut cwd = None;
+    while let Some(arg) = parser.next().map_err(usage)? {
+        match arg {
+            Long("db") => db = Some(parser.value().map_err(usage)?.into()),
+            Long("cwd") => cwd = Some(parser.value().map_err(usage)?.string().map_err(usage)?),
+            Value(word) => words.push(word.string().map_err(usage)?),
+            other => return Err(usage(other.unexpected())),
+        }
+    }
+    let action = match words.as_slice() {
+        [] => SessionsAction::List,
+        [list] if list == "list" => SessionsAction::List,
+        [show, id] if show == "show" => SessionsAction::Show(id.clone()),
+        [delete, id] if delete == "delete" => SessionsAction::Delete(id.clone()),
+        [verb] if verb == "show" || verb == "delete" => {
+            return Err(Usage(format!(
+                "'spindle sessions {verb}' needs a session id"
+            )))
+        }
+        _ => {
+            return Err(Usage(format!(
+                "unknown sessions command '{}'; use list, show ID or delete ID",
+                words.join(" ")
+            )))
+        }
+    };
+    Ok(SessionsCommand { action, db, cwd })
+}
+
+/// Runs `spindle sessions …`; the error is a message for stderr.
+fn run_sessions(command: SessionsCommand) -> Result<String, String> {
+    let path = command.db.unwrap_or_else(spindle::store::default_path);
+    let store = spindle::store::Store::open(&path).map_err(|e| e.0)?;
+    match command.action {
+        SessionsAction::List => {
+            spindle::history::list(&store, command.cwd.as_deref()).map_err(|e| e.0)
+        }
+        SessionsAction::Show(id) => match spindle::history::show(&store, &id).map_err(|e| e.0)? {
+            Some(text) => Ok(text),
+            None => Err(format!("there is no session {id:?} in {}", path.display())),
+        },
+        SessionsAction::Delete(id) => {
+            if store.delete_session(&id).map_err(|e| e.0)? {
+                Ok(format!("Deleted session {id}.\n"))
+            } else {
+                Err(format!("there is no session {id:?} in {}", path.display()))
+            }
+        }
+    }
+}
+
 fn seconds(parser: &mut lexopt::Parser, flag: &str) -> Result<Duration, Usage> {
     use lexopt::ValueExt;
     let value = parser
@@ -144,6 +223,16 @@ fn main() -> ExitCode {
             println!("spindle {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Ok(Command::Sessions(command)) => match run_sessions(command) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("spindle: {message}");
+                ExitCode::from(1)
+            }
+        },
         Ok(Command::Acp(options)) => {
             match agent::serve(options, std::io::stdin(), std::io::stdout()) {
                 Ok(()) => ExitCode::SUCCESS,
