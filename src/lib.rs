@@ -6,6 +6,7 @@
 pub mod acp;
 pub mod agent;
 pub mod cancel;
+pub mod config;
 pub mod history;
 pub mod provider;
 pub mod rpc;

@@ -1,6 +1,7 @@
 //! The `spindle` command: flags, logging and the exit code. Everything else
 //! lives in the library.
 
+use spindle::agent::controls::Preset;
 use spindle::agent::permission::Policy;
 use spindle::agent::{self, Options};
 use std::process::ExitCode;
@@ -21,13 +22,21 @@ USAGE:
     spindle --version         print the version
 
 OPTIONS (acp):
-    --model MODEL             the model to ask (default: gpt-4.1-mini)
+    --model MODEL             the model to ask, as provider/model or a bare name
+                              (default: the config's default, else the first
+                              provider's usual model)
+    --preset PRESET           light, balanced (default) or delivery: step budget,
+                              default effort and how much the agent verifies
+                              (--profile economy|balanced|delivery also works)
+    --config PATH             the config file (default $SPINDLE_HOME/config.json,
+                              else $XDG_CONFIG_HOME/spindle/config.json)
     --script FILE             play a JSON scenario instead of calling a model
                               (see docs/scripted-provider.md)
     --permissions POLICY      when tools ask first: ask (every edit and command),
                               auto (edits in the workspace and read-only commands
                               run freely), yolo (nothing asks); default ask
-    --max-steps N             the most model calls one prompt may make (default 50)
+    --max-steps N             the most model calls one prompt may make (default:
+                              the preset's budget: 20, 50 or 100)
     --db PATH                 the session database (default $SPINDLE_HOME/spindle.db,
                               else $XDG_DATA_HOME/spindle/spindle.db, else
                               ~/.local/share/spindle/spindle.db; with --script and
@@ -36,11 +45,14 @@ OPTIONS (acp):
                               (default: cancel them)
     --connect-timeout SECS    longest wait to connect to the model server (default 10)
     --stall-timeout SECS      longest silence of a model stream (default 120)
+    --retries N               retries of a failed model call before its first
+                              streamed byte (default 3; 0 to 10)
 
 ENVIRONMENT:
-    OPENAI_BASE_URL           base URL of an OpenAI-compatible server
-                              (default https://api.openai.com/v1)
-    OPENAI_API_KEY            its API key
+    OPENAI_API_KEY            used when there is no config file: an OpenAI provider
+    OPENAI_BASE_URL           … at this base URL (any OpenAI-compatible server)
+    ANTHROPIC_API_KEY         … an Anthropic provider (ANTHROPIC_BASE_URL)
+    OLLAMA_HOST               … an Ollama server
     SPINDLE_HOME              where Spindle keeps its database (see --db)
     RUST_LOG                  log filter for stderr (error, warn, info, debug, trace)
 
@@ -103,11 +115,22 @@ fn parse_args() -> Result<Command, Usage> {
             Long("db") => options.db = Some(parser.value().map_err(usage)?.into()),
             Long("permissions") => {
                 let value = parser.value().map_err(usage)?.string().map_err(usage)?;
-                options.permissions = Policy::parse(&value).ok_or_else(|| {
+                options.permissions = Some(Policy::parse(&value).ok_or_else(|| {
                     Usage(format!(
                         "--permissions takes ask, auto or yolo, got '{value}'"
                     ))
-                })?;
+                })?);
+            }
+            Long("preset") | Long("profile") => {
+                let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+                options.preset = Some(Preset::parse(&value).ok_or_else(|| {
+                    Usage(format!(
+                        "--preset takes light, balanced or delivery, got '{value}'"
+                    ))
+                })?);
+            }
+            Long("config") => {
+                options.config = Some(parser.value().map_err(usage)?.into());
             }
             Long("max-steps") => {
                 let value = parser.value().map_err(usage)?.string().map_err(usage)?;
@@ -125,6 +148,17 @@ fn parse_args() -> Result<Command, Usage> {
             }
             Long("stall-timeout") => {
                 options.timeouts.stall = seconds(&mut parser, "--stall-timeout")?
+            }
+            Long("retries") => {
+                let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+                options.timeouts.attempts = match value.parse::<u32>() {
+                    Ok(retries) if retries <= 10 => retries + 1,
+                    _ => {
+                        return Err(Usage(format!(
+                            "--retries takes a number from 0 to 10, got '{value}'"
+                        )))
+                    }
+                };
             }
             Short('h') | Long("help") => return Ok(Command::Help),
             other => return Err(usage(other.unexpected())),

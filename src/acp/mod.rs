@@ -18,6 +18,8 @@ pub mod method {
     pub const SESSION_LIST: &str = "session/list";
     pub const SESSION_CLOSE: &str = "session/close";
     pub const SESSION_DELETE: &str = "session/delete";
+    pub const SESSION_SET_MODE: &str = "session/set_mode";
+    pub const SESSION_SET_CONFIG_OPTION: &str = "session/set_config_option";
     pub const SESSION_PROMPT: &str = "session/prompt";
     pub const SESSION_CANCEL: &str = "session/cancel";
     pub const CANCEL_REQUEST: &str = "$/cancel_request";
@@ -45,6 +47,16 @@ pub struct InitializeRequest {
 pub struct ClientCapabilities {
     #[serde(default, deserialize_with = "lenient")]
     pub fs: FileSystemCapabilities,
+    #[serde(default, deserialize_with = "lenient")]
+    pub terminal: bool,
+    #[serde(default, deserialize_with = "lenient")]
+    pub auth: AuthCapabilities,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthCapabilities {
+    /// The client can run a terminal auth method (our `spindle setup`).
     #[serde(default, deserialize_with = "lenient")]
     pub terminal: bool,
 }

@@ -3,10 +3,10 @@
 //! answers each prompt when its worker reports back.
 
 use super::client::OutgoingRequest;
+use super::models::Registry;
 use super::session::Session;
 use super::{Event, Options};
 use crate::acp::{self, method, ClientCapabilities, Implementation};
-use crate::provider::Provider;
 use crate::rpc::stdio::{Input, Output};
 use crate::rpc::{self, Incoming, RequestId, RpcError};
 use crate::store::Store;
@@ -33,7 +33,9 @@ struct Pending {
 
 pub struct Dispatcher {
     pub(super) options: Options,
-    pub(super) provider: Arc<dyn Provider>,
+    /// Providers and models, built on first need and rebuilt by
+    /// `authenticate`.
+    registry: Option<Result<Arc<Registry>, String>>,
     pub(super) writer: Sender<Output>,
     pub(super) events: Sender<Event>,
     pub(super) client: Option<ClientCapabilities>,
@@ -57,14 +59,9 @@ pub struct Dispatcher {
 const LEASE_HEARTBEAT: Duration = Duration::from_secs(10);
 
 impl Dispatcher {
-    pub fn new(
-        options: Options,
-        provider: Arc<dyn Provider>,
-        writer: Sender<Output>,
-        events: Sender<Event>,
-    ) -> Dispatcher {
+    pub fn new(options: Options, writer: Sender<Output>, events: Sender<Event>) -> Dispatcher {
         Dispatcher {
-            provider,
+            registry: None,
             writer,
             events,
             client: None,
@@ -92,6 +89,74 @@ impl Dispatcher {
                     .with_data(json!({"code": "store_unavailable"})))
             }
         }
+    }
+
+    /// The model registry; -32000 (authentication required) when no
+    /// provider can be used, with what to do about it.
+    pub(super) fn registry(&mut self) -> Result<Arc<Registry>, RpcError> {
+        let options = &self.options;
+        let built = self
+            .registry
+            .get_or_insert_with(|| Registry::build(options).map(Arc::new));
+        match built {
+            Ok(registry) if registry.usable() => Ok(registry.clone()),
+            Ok(registry) => Err(RpcError::new(
+                rpc::code::AUTH_REQUIRED,
+                format!("Authentication required: {}", registry.setup_hint()),
+            )),
+            Err(message) => Err(RpcError::internal(format!(
+                "the configuration cannot be used: {message}"
+            ))
+            .with_data(json!({"code": "config_invalid"}))),
+        }
+    }
+
+    /// Sends an update outside any turn (a mode or config change) and keeps
+    /// it in the session's transcript.
+    pub(super) fn send_update(&mut self, session_id: &str, update: Value) {
+        self.send_line(rpc::notification_line(
+            method::SESSION_UPDATE,
+            &json!({"sessionId": session_id, "update": update}),
+        ));
+        if let Ok(store) = self.store() {
+            if let Err(error) = store.append_events(session_id, 0, &[update.to_string()]) {
+                log::warn!("cannot store an update of session {session_id}: {error}");
+            }
+        }
+    }
+
+    /// Stores a session's settings and makes its choices the workspace's
+    /// defaults for new sessions.
+    pub(super) fn settings_changed(&mut self, session_id: &str) {
+        let Some(session) = self.sessions.get(session_id) else {
+            return;
+        };
+        let settings = session.settings_json();
+        let defaults = serde_json::to_value(session.workspace_defaults()).unwrap_or_default();
+        let cwd = session.cwd.display().to_string();
+        if let Ok(store) = self.store() {
+            let saved = store
+                .save_settings(session_id, &settings)
+                .and_then(|()| store.save_workspace_defaults(&cwd, &defaults));
+            if let Err(error) = saved {
+                log::warn!("cannot store the settings of session {session_id}: {error}");
+            }
+        }
+    }
+
+    fn authenticate(&mut self, params: Value) -> Result<Value, RpcError> {
+        let method_id = params
+            .get("methodId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("missing field `methodId`"))?;
+        if method_id != "spindle-check" && method_id != "spindle-setup" {
+            return Err(RpcError::invalid_params(format!(
+                "unknown auth method {method_id:?}; the methods are spindle-check and spindle-setup"
+            )));
+        }
+        // Read the configuration and the environment again.
+        self.registry = None;
+        self.registry().map(|_| json!({}))
     }
 
     fn refresh_leases(&mut self) {
@@ -326,6 +391,9 @@ impl Dispatcher {
             ))));
         }
         match method {
+            method::AUTHENTICATE => Some(self.authenticate(params)),
+            method::SESSION_SET_MODE => Some(self.set_mode(params)),
+            method::SESSION_SET_CONFIG_OPTION => Some(self.set_config_option(params)),
             method::SESSION_NEW => Some(self.new_session(params)),
             method::SESSION_LOAD => Some(self.load_session(params, true)),
             method::SESSION_RESUME => Some(self.load_session(params, false)),
@@ -348,6 +416,22 @@ impl Dispatcher {
                 request.protocol_version
             );
         }
+        // A client that can run our binary in a terminal gets the setup
+        // command as an auth method; every client can ask us to check again.
+        let mut auth_methods = vec![json!({
+            "id": "spindle-check",
+            "name": "Check the model provider setup",
+            "description": "Reads the configuration and environment again (after `spindle setup` or setting an API key).",
+        })];
+        if request.client_capabilities.auth.terminal {
+            auth_methods.push(json!({
+                "type": "terminal",
+                "id": "spindle-setup",
+                "name": "Set up a model provider",
+                "description": "Runs `spindle setup`: choose a provider, its key and a model.",
+                "args": ["setup"],
+            }));
+        }
         self.client = Some(request.client_capabilities);
         let response = acp::InitializeResponse {
             protocol_version: acp::PROTOCOL_VERSION,
@@ -362,7 +446,7 @@ impl Dispatcher {
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
                 "_meta": { "spindle": { "schemaVersion": 1 } }
             }),
-            auth_methods: Vec::new(),
+            auth_methods,
             agent_info: Implementation {
                 name: "spindle".into(),
                 title: Some("Spindle".into()),

@@ -2,7 +2,9 @@
 //! together and runs until the client goes away.
 
 mod client;
+pub mod controls;
 mod dispatcher;
+pub mod models;
 pub mod permission;
 mod prompt;
 mod prompting;
@@ -13,18 +15,12 @@ mod turn;
 mod updates;
 
 use crate::provider::http::Timeouts;
-use crate::provider::openai::{ChatCompletions, DEFAULT_BASE_URL};
-use crate::provider::script::{Script, ScriptProvider};
-use crate::provider::Provider;
+use crate::provider::script::Script;
 use crate::rpc::stdio::{self, Input, Output};
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 pub use prompt::system_prompt;
-
-/// The default model when neither `--model` nor a config names one.
-pub const DEFAULT_MODEL: &str = "gpt-4.1-mini";
 
 /// Start-up choices of `spindle acp`.
 #[derive(Debug, Clone, Default)]
@@ -34,8 +30,13 @@ pub struct Options {
     /// On stdin EOF, let running turns finish instead of cancelling them.
     pub drain: bool,
     pub timeouts: Timeouts,
-    /// The approval policy new sessions start with.
-    pub permissions: permission::Policy,
+    /// The approval policy new sessions start with (else the workspace's
+    /// last choice, the config file's default, or ask).
+    pub permissions: Option<permission::Policy>,
+    /// The execution preset new sessions start with.
+    pub preset: Option<controls::Preset>,
+    /// The config file (default: `config::default_path()`).
+    pub config: Option<PathBuf>,
     /// The most model calls one turn may make (0: the default).
     pub max_steps: usize,
     /// The session database (default: `store::default_path()`).
@@ -60,30 +61,6 @@ impl From<Input> for Event {
     }
 }
 
-/// Builds the model provider the options ask for.
-pub fn provider_for(options: &Options) -> Result<Arc<dyn Provider>, String> {
-    if let Some(path) = &options.script {
-        let script = Script::load(path)?;
-        return Ok(Arc::new(ScriptProvider::new(script)));
-    }
-    let base_url = std::env::var("OPENAI_BASE_URL")
-        .ok()
-        .filter(|url| !url.trim().is_empty())
-        .unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
-    let api_key = std::env::var("OPENAI_API_KEY")
-        .ok()
-        .filter(|key| !key.trim().is_empty());
-    Ok(Arc::new(ChatCompletions {
-        base_url,
-        api_key,
-        model: options
-            .model
-            .clone()
-            .unwrap_or_else(|| DEFAULT_MODEL.to_string()),
-        timeouts: options.timeouts,
-    }))
-}
-
 /// Serves ACP on `input`/`output` until the input ends and the running
 /// turns are settled. Returns an error only when the agent could not start.
 pub fn serve<R, W>(options: Options, input: R, output: W) -> Result<(), String>
@@ -91,7 +68,10 @@ where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
-    let provider = provider_for(&options)?;
+    // A broken script is a usage problem worth stopping for at once.
+    if let Some(path) = &options.script {
+        Script::load(path)?;
+    }
     let mut options = options;
     // A scripted run is a demo or a test: unless a database is named, its
     // sessions live in a temporary database removed at exit, so they
@@ -116,8 +96,7 @@ where
         std::thread::Builder::new()
             .name("spindle-dispatcher".into())
             .spawn(move || {
-                dispatcher::Dispatcher::new(options, provider, line_sender, event_sender)
-                    .run(&events)
+                dispatcher::Dispatcher::new(options, line_sender, event_sender).run(&events)
             })
             .map_err(|e| e.to_string())?
     };

@@ -2,11 +2,12 @@
 //! answering when it reports back.
 
 use super::client::Client;
+use super::controls::Mode;
 use super::dispatcher::{decode, Dispatcher};
+use super::prompt::system_prompt;
 use super::session::{title_from, RunningTurn};
 use super::sessions::{internal, not_found};
 use super::turn::{self, Turn, TurnEnd};
-use super::{prompt::system_prompt, DEFAULT_MAX_STEPS};
 use crate::acp;
 use crate::cancel::CancelToken;
 use crate::provider::Message;
@@ -41,6 +42,7 @@ impl Dispatcher {
         if self.closing.is_some() {
             return Err(RpcError::invalid_request("the agent is shutting down"));
         }
+        let registry = self.registry()?;
         let me = std::process::id();
         let (known_count, needs_title) = match self.sessions.get(&session_id) {
             Some(session) => (session.stored_messages, session.title.is_none()),
@@ -69,14 +71,52 @@ impl Dispatcher {
         };
         let db = Some(self.db_path.clone());
         let capabilities = self.client.clone().unwrap_or_default();
-        let max_steps = if self.options.max_steps == 0 {
-            DEFAULT_MAX_STEPS
-        } else {
-            self.options.max_steps
-        };
+        let explicit_steps = self.options.max_steps;
         let Some(session) = self.sessions.get_mut(&session_id) else {
             return Err(not_found(&session_id));
         };
+        // The session's model, or the default when it is gone from the
+        // configuration.
+        let entry = match registry.model(&session.model) {
+            Some(entry) => entry.clone(),
+            None => {
+                let Some(entry) = registry
+                    .default_model
+                    .as_deref()
+                    .and_then(|id| registry.model(id))
+                else {
+                    return Err(RpcError::invalid_params("no model is available"));
+                };
+                log::warn!("model {} is gone; using {}", session.model, entry.id);
+                session.model = entry.id.clone();
+                entry.clone()
+            }
+        };
+        let Some(provider) = registry.provider(&entry.provider) else {
+            return Err(RpcError::internal(format!(
+                "provider {} is not available",
+                entry.provider
+            )));
+        };
+        let effort = if session.effort == "auto" {
+            let wanted = session.preset.default_effort();
+            entry.efforts().iter().find(|e| *e == wanted).cloned()
+        } else {
+            Some(session.effort.clone())
+        };
+        let max_steps = if explicit_steps == 0 {
+            session.preset.step_budget()
+        } else {
+            explicit_steps
+        };
+        let mut system = system_prompt(&session.cwd);
+        system.push_str("\n\n");
+        system.push_str(session.preset.instructions());
+        if session.mode == Mode::Plan {
+            system.push_str(
+                "\n\nThe session is in plan mode: explore with the read-only tools and write a step-by-step plan with todo_write. Do not change any file or run commands that change anything; the user will switch modes to carry the plan out.",
+            );
+        }
         if let Some(messages) = reloaded {
             session.messages = messages;
         }
@@ -100,9 +140,9 @@ impl Dispatcher {
             session_id: session.id.clone(),
             request_id: id.clone(),
             root: session.cwd.clone(),
-            system: system_prompt(&session.cwd),
+            system,
             messages: session.messages.clone(),
-            provider: self.provider.clone(),
+            provider,
             cancel: cancel.clone(),
             writer: self.writer.clone(),
             client,
@@ -112,6 +152,13 @@ impl Dispatcher {
             db,
             prompt_blocks: request.prompt,
             title_update,
+            model: entry.model.clone(),
+            effort,
+            max_output_tokens: entry.config.max_output_tokens,
+            context_window: entry.context_window(),
+            price: entry.config.price.clone(),
+            cost_before: session.cost,
+            read_only: session.mode == Mode::Plan,
         };
         match turn::spawn(turn, self.events.clone()) {
             Ok(handle) => {
@@ -143,6 +190,7 @@ impl Dispatcher {
             session.stored_messages += 1 + end.added.len() as i64;
             session.messages.extend(end.added);
             session.add_usage(&end.usage);
+            session.cost += end.cost;
             session.approvals = end.approvals;
             settings = Some(session.settings_json());
             remove = session.closed;
@@ -166,8 +214,21 @@ impl Dispatcher {
                 );
             }
         }
+        // The turn's usage rides in `_meta`: the stable schema has no
+        // usage field on the prompt response.
+        let usage = json!({
+            "inputTokens": end.usage.input_tokens,
+            "outputTokens": end.usage.output_tokens,
+            "cachedReadTokens": end.usage.cached_tokens,
+            "thoughtTokens": end.usage.reasoning_tokens,
+            "totalTokens": end.usage.input_tokens + end.usage.output_tokens,
+            "cost": end.cost,
+        });
         let result = end.result.map(|stop_reason| {
-            serde_json::to_value(acp::PromptResponse { stop_reason }).unwrap_or_default()
+            let mut response =
+                serde_json::to_value(acp::PromptResponse { stop_reason }).unwrap_or_default();
+            response["_meta"] = json!({"spindle": {"usage": usage}});
+            response
         });
         self.respond(&end.request_id, result);
     }

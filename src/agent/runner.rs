@@ -28,6 +28,8 @@ pub struct Runner<'a> {
     pub client: &'a Client,
     pub updates: &'a RefCell<Updates>,
     pub cancel: &'a CancelToken,
+    /// Plan mode: tools that change things are refused.
+    pub read_only: bool,
     pub policy: Policy,
     pub approvals: &'a mut Approvals,
 }
@@ -75,6 +77,20 @@ impl Runner<'_> {
             }
         };
         let target = tools::target(&tool, self.root);
+        if self.read_only && !tools::READ_ONLY.contains(&call.name.as_str()) {
+            self.update(json!({
+                "sessionUpdate": "tool_call",
+                "toolCallId": call.id,
+                "title": tools::title(&tool, self.root),
+                "kind": tools::kind(&tool),
+                "status": "pending",
+                "rawInput": raw_input,
+            }));
+            return self.finish(
+                call,
+                failed("Error: the session is in plan mode, where only read-only tools run. Write the plan with todo_write instead of changing anything."),
+            );
+        }
         let mut announce = json!({
             "sessionUpdate": "tool_call",
             "toolCallId": call.id,

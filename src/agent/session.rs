@@ -1,5 +1,6 @@
 //! Session state, owned by the dispatcher alone.
 
+use super::controls::{Mode, Preset};
 use super::permission::{Approvals, Policy};
 use crate::cancel::CancelToken;
 use crate::provider::{Message, Usage};
@@ -20,6 +21,14 @@ pub struct Session {
     pub usage: Usage,
     pub policy: Policy,
     pub approvals: Approvals,
+    /// The model, as `provider/model`.
+    pub model: String,
+    /// `auto` or one of the model's effort levels.
+    pub effort: String,
+    pub preset: Preset,
+    pub mode: Mode,
+    /// What the session's model calls cost so far, when prices are known.
+    pub cost: f64,
     pub title: Option<String>,
     /// How many conversation messages the store held when this process
     /// last synchronised; another process may have added more.
@@ -37,6 +46,35 @@ pub struct Settings {
     pub policy: Policy,
     #[serde(default)]
     pub approvals: Approvals,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default = "auto")]
+    pub effort: String,
+    #[serde(default)]
+    pub preset: Preset,
+    #[serde(default)]
+    pub mode: Mode,
+    #[serde(default)]
+    pub usage: Usage,
+    #[serde(default)]
+    pub cost: f64,
+}
+
+fn auto() -> String {
+    "auto".into()
+}
+
+/// The choices a workspace remembers for its next new session.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct WorkspaceDefaults {
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub effort: Option<String>,
+    #[serde(default)]
+    pub preset: Option<Preset>,
+    #[serde(default)]
+    pub policy: Option<Policy>,
 }
 
 pub struct RunningTurn {
@@ -56,6 +94,11 @@ impl Session {
             usage: Usage::default(),
             policy,
             approvals: Approvals::default(),
+            model: String::new(),
+            effort: "auto".into(),
+            preset: Preset::default(),
+            mode: Mode::default(),
+            cost: 0.0,
             title: None,
             stored_messages: 0,
             closed: false,
@@ -66,6 +109,35 @@ impl Session {
         Settings {
             policy: self.policy,
             approvals: self.approvals.clone(),
+            model: self.model.clone(),
+            effort: self.effort.clone(),
+            preset: self.preset,
+            mode: self.mode,
+            usage: self.usage,
+            cost: self.cost,
+        }
+    }
+
+    /// Takes stored settings back (on load and resume).
+    pub fn restore(&mut self, settings: Settings) {
+        self.policy = settings.policy;
+        self.approvals = settings.approvals;
+        if !settings.model.is_empty() {
+            self.model = settings.model;
+        }
+        self.effort = settings.effort;
+        self.preset = settings.preset;
+        self.mode = settings.mode;
+        self.usage = settings.usage;
+        self.cost = settings.cost;
+    }
+
+    pub fn workspace_defaults(&self) -> WorkspaceDefaults {
+        WorkspaceDefaults {
+            model: Some(self.model.clone()),
+            effort: Some(self.effort.clone()),
+            preset: Some(self.preset),
+            policy: Some(self.policy),
         }
     }
 

@@ -1,8 +1,13 @@
 //! Session lifecycle requests: new, load (with replay), resume, list,
 //! close and delete — the dispatcher's side of the session store.
 
+use super::controls::{config_options, effort_values, modes};
 use super::dispatcher::{check_cwd, decode, Dispatcher};
-use super::session::{redact_mcp_servers, valid_client_session_id, Session, Settings};
+use super::models::Registry;
+use super::permission::Policy;
+use super::session::{
+    redact_mcp_servers, valid_client_session_id, Session, Settings, WorkspaceDefaults,
+};
 use super::updates::replay_line;
 use crate::acp;
 use crate::provider::{Message, Role};
@@ -47,12 +52,16 @@ impl Dispatcher {
                 )))
             }
         };
-        let mut session = Session::new(
-            String::new(),
-            cwd,
-            request.mcp_servers,
-            self.options.permissions,
-        );
+        let registry = self.registry()?;
+        let mut session = Session::new(String::new(), cwd, request.mcp_servers, Policy::Ask);
+        let cwd_key = session.cwd.display().to_string();
+        let remembered = self
+            .store()?
+            .workspace_defaults(&cwd_key)
+            .map_err(internal)?
+            .and_then(|value| serde_json::from_value::<WorkspaceDefaults>(value).ok())
+            .unwrap_or_default();
+        self.apply_start_values(&mut session, &registry, remembered);
         let settings = session.settings_json();
         let servers = redact_mcp_servers(&session.mcp_servers);
         let cwd_text = session.cwd.display().to_string();
@@ -81,8 +90,61 @@ impl Dispatcher {
             .map_err(internal)?;
         log::info!("session {session_id} opened in {cwd_text}");
         session.id = session_id.clone();
-        self.sessions.insert(session_id.clone(), session);
-        Ok(serde_json::to_value(acp::NewSessionResponse { session_id }).unwrap_or_default())
+        let response = json!({
+            "sessionId": session_id,
+            "modes": modes(&session),
+            "configOptions": config_options(&session, &registry),
+        });
+        self.sessions.insert(session_id, session);
+        Ok(response)
+    }
+
+    /// A new session's choices: the command line's explicit values first,
+    /// then the workspace's last choices, then the config file's defaults.
+    fn apply_start_values(
+        &self,
+        session: &mut Session,
+        registry: &Registry,
+        remembered: WorkspaceDefaults,
+    ) {
+        let defaults = &registry.config.defaults;
+        let explicit_model = self
+            .options
+            .model
+            .as_ref()
+            .and_then(|m| registry.qualify(m));
+        let model = explicit_model
+            .or(remembered.model)
+            .filter(|m| registry.model(m).is_some())
+            .or_else(|| registry.default_model.clone())
+            .unwrap_or_default();
+        session.model = model;
+        let effort = remembered
+            .effort
+            .or_else(|| defaults.effort.clone())
+            .unwrap_or_else(|| "auto".into());
+        session.effort = if effort_values(registry.model(&session.model)).contains(&effort) {
+            effort
+        } else {
+            "auto".into()
+        };
+        session.preset = self
+            .options
+            .preset
+            .or(remembered.preset)
+            .or_else(|| {
+                defaults
+                    .preset
+                    .as_deref()
+                    .and_then(super::controls::Preset::parse)
+            })
+            .unwrap_or_default();
+        session.policy = self
+            .options
+            .permissions
+            .or(remembered.policy)
+            .or(defaults.approval)
+            .unwrap_or_default();
     }
 
     /// `session/load` (with `replay`) and `session/resume` (without).
@@ -92,6 +154,7 @@ impl Dispatcher {
             return Err(RpcError::invalid_params("missing field `mcpServers`"));
         }
         let cwd = check_cwd(&request.cwd)?;
+        let registry = self.registry()?;
         let id = request.session_id;
         let me = std::process::id();
         if let Some(session) = self.sessions.get_mut(&id).filter(|s| !s.closed) {
@@ -99,13 +162,17 @@ impl Dispatcher {
             if let Some(servers) = request.mcp_servers {
                 session.mcp_servers = servers;
             }
+            let response = json!({
+                "modes": modes(session),
+                "configOptions": config_options(session, &registry),
+            });
             if replay {
                 let events = self.store()?.events(&id).map_err(internal)?;
                 for body in events {
                     self.send_line(replay_line(&id, &body));
                 }
             }
-            return Ok(json!({}));
+            return Ok(response);
         }
         let store = self.store()?;
         let Some(row) = store.session(&id).map_err(internal)? else {
@@ -141,15 +208,26 @@ impl Dispatcher {
             Vec::new()
         };
         let mut session = Session::new(id.clone(), cwd, servers, settings.policy);
-        session.approvals = settings.approvals;
+        session.restore(settings);
+        // A model that is no longer configured falls back to the default.
+        if registry.model(&session.model).is_none() {
+            session.model = registry.default_model.clone().unwrap_or_default();
+        }
+        if !effort_values(registry.model(&session.model)).contains(&session.effort) {
+            session.effort = "auto".into();
+        }
         session.title = row.title;
         session.stored_messages = messages.len() as i64;
         session.messages = messages;
         for body in events {
             self.send_line(replay_line(&id, &body));
         }
+        let response = json!({
+            "modes": modes(&session),
+            "configOptions": config_options(&session, &registry),
+        });
         self.sessions.insert(id, session);
-        Ok(json!({}))
+        Ok(response)
     }
 
     pub(super) fn list_sessions(&mut self, params: Value) -> Result<Value, RpcError> {

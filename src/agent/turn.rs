@@ -14,6 +14,7 @@ use super::updates::Updates;
 use super::Event;
 use crate::acp::StopReason;
 use crate::cancel::CancelToken;
+use crate::config::Price;
 use crate::provider::{
     Finish, Message, ModelRequest, Provider, Sink, StreamError, ToolSpec, Usage,
 };
@@ -44,6 +45,16 @@ pub struct Turn {
     pub approvals: Approvals,
     /// The most model calls one turn may make.
     pub max_steps: usize,
+    /// The model's name at its provider, and how to call it.
+    pub model: String,
+    pub effort: Option<String>,
+    pub max_output_tokens: Option<u32>,
+    pub context_window: u64,
+    pub price: Option<Price>,
+    /// What the session cost before this turn.
+    pub cost_before: f64,
+    /// Plan mode: only read-only tools.
+    pub read_only: bool,
     /// The session database; the worker commits each step there.
     pub db: Option<PathBuf>,
     /// How the user's prompt is replayed: its blocks as sent.
@@ -66,6 +77,8 @@ pub struct TurnEnd {
     pub usage: Usage,
     /// The session's remembered approvals, with this turn's answers.
     pub approvals: Approvals,
+    /// What this turn's model calls cost, when prices are known.
+    pub cost: f64,
 }
 
 /// What the turn accumulates; kept outside the unwinding code so a panic
@@ -74,6 +87,7 @@ struct State {
     added: Vec<Message>,
     usage: Usage,
     approvals: Approvals,
+    cost: f64,
 }
 
 /// The turn's place in the store: the connection and the turn number, and
@@ -158,6 +172,7 @@ pub fn spawn(turn: Turn, events: Sender<Event>) -> std::io::Result<JoinHandle<()
                 added: Vec::new(),
                 usage: Usage::default(),
                 approvals: turn.approvals.clone(),
+                cost: 0.0,
             };
             let outcome = catch_unwind(AssertUnwindSafe(|| {
                 run(&turn, &mut sink, &mut state, &mut record)
@@ -208,6 +223,7 @@ pub fn spawn(turn: Turn, events: Sender<Event>) -> std::io::Result<JoinHandle<()
                 added: state.added,
                 usage: state.usage,
                 approvals: state.approvals,
+                cost: state.cost,
             }));
         })
 }
@@ -228,7 +244,10 @@ fn run(
     let mut messages = turn.messages.clone();
     // Built here, not at start-up: finding out whether ripgrep is installed
     // runs a process, which must not delay `initialize`.
-    let tools: Vec<ToolSpec> = crate::tools::specs(crate::tools::search::ripgrep_available());
+    let mut tools: Vec<ToolSpec> = crate::tools::specs(crate::tools::search::ripgrep_available());
+    if turn.read_only {
+        tools.retain(|tool| crate::tools::READ_ONLY.contains(&tool.name.as_str()));
+    }
     let mut steps = 0;
     loop {
         if turn.cancel.is_cancelled() {
@@ -247,9 +266,12 @@ fn run(
         sink.begin_message();
         let request = ModelRequest {
             session_id: &turn.session_id,
+            model: &turn.model,
             system: &turn.system,
             messages: &messages,
             tools: &tools,
+            effort: turn.effort.as_deref(),
+            max_output_tokens: turn.max_output_tokens,
         };
         let streamed = turn.provider.stream(&request, sink, &turn.cancel);
         let mut assistant = sink.take_message();
@@ -271,6 +293,7 @@ fn run(
         };
         if let Some(usage) = &outcome.usage {
             add_usage(&mut state.usage, usage);
+            report_usage(turn, usage, state, sink.updates);
         }
         if !outcome.tool_calls.is_empty() {
             let message = assistant.get_or_insert_with(|| Message::assistant("", ""));
@@ -299,6 +322,7 @@ fn run(
             client: &turn.client,
             updates: sink.updates,
             cancel: &turn.cancel,
+            read_only: turn.read_only,
             policy: turn.policy,
             approvals: &mut state.approvals,
         };
@@ -321,6 +345,33 @@ fn run(
             return Ok(StopReason::Cancelled);
         }
     }
+}
+
+/// Sends `usage_update` after a model call: how full the context is, and
+/// what the session cost so far when the model has prices.
+fn report_usage(turn: &Turn, usage: &Usage, state: &mut State, updates: &RefCell<Updates>) {
+    let mut update = json!({
+        "sessionUpdate": "usage_update",
+        "used": usage.input_tokens + usage.output_tokens,
+        "size": turn.context_window,
+    });
+    if let Some(price) = &turn.price {
+        state.cost += cost_of(usage, price);
+        update["cost"] = json!({
+            "amount": ((turn.cost_before + state.cost) * 1e6).round() / 1e6,
+            "currency": price.currency,
+        });
+    }
+    updates.borrow_mut().send_live(update);
+}
+
+/// The price of one model call's tokens.
+pub fn cost_of(usage: &Usage, price: &Price) -> f64 {
+    let cached = usage.cached_tokens.min(usage.input_tokens) as f64;
+    let fresh = usage.input_tokens as f64 - cached;
+    let cached_price = price.cached_input.unwrap_or(price.input);
+    (fresh * price.input + cached * cached_price + usage.output_tokens as f64 * price.output)
+        / 1_000_000.0
 }
 
 /// Every tool call the model made needs an answer in the conversation, even

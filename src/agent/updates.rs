@@ -84,6 +84,15 @@ impl Updates {
         self.kept.push(Kept::Other(update));
     }
 
+    /// Sends a live-only update (usage): shown, never replayed.
+    pub fn send_live(&mut self, update: Value) {
+        let line = rpc::notification_line(
+            acp::method::SESSION_UPDATE,
+            &json!({"sessionId": self.session_id, "update": update}),
+        );
+        let _ = self.writer.send(Output::Line(line));
+    }
+
     /// Takes what was sent since the last call, as the JSON texts to store.
     pub fn take_kept(&mut self) -> Vec<String> {
         self.kept

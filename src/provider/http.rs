@@ -7,11 +7,12 @@
 //! with an error and ends, and the server sees the client go away.
 
 use super::sse::{Line, SseEvent, SseParser};
-use super::ProviderError;
+use super::{ProviderError, Sink, StreamError};
 use crate::cancel::CancelToken;
 use crossbeam_channel::{select, Receiver};
+use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Read};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Timeouts of provider calls.
 #[derive(Debug, Clone, Copy)]
@@ -21,6 +22,12 @@ pub struct Timeouts {
     /// Longest silence on an open stream (including the wait for the
     /// response headers) before the call counts as stalled.
     pub stall: Duration,
+    /// Attempts per model call (the first one included) when failures
+    /// that may pass (connection errors, 408, 409, 429, 5xx, a stream cut
+    /// before its first event) happen.
+    pub attempts: u32,
+    /// The longest total time spent waiting between attempts.
+    pub max_retry_wait: Duration,
 }
 
 impl Default for Timeouts {
@@ -28,9 +35,14 @@ impl Default for Timeouts {
         Timeouts {
             connect: Duration::from_secs(10),
             stall: Duration::from_secs(120),
+            attempts: 4,
+            max_retry_wait: Duration::from_secs(60),
         }
     }
 }
+
+/// The longest server-requested delay we honour before a retry.
+const MAX_SERVER_DELAY: Duration = Duration::from_secs(60);
 
 /// The largest error body we read to find the provider's message.
 const ERROR_BODY_LIMIT: u64 = 64 * 1024;
@@ -52,6 +64,8 @@ pub struct EventStream {
     agent: ureq::Agent,
     stall: Duration,
     url: String,
+    /// The first item, read by `open` to decide about a retry.
+    peeked: RefCell<Option<StreamItem>>,
 }
 
 /// What waiting for the next item gave.
@@ -61,6 +75,70 @@ pub enum Next {
 }
 
 impl EventStream {
+    /// POSTs and waits for the stream's first event, retrying failures
+    /// that may pass with exponential backoff and jitter (or the server's
+    /// `Retry-After`), at most `timeouts.attempts` times and
+    /// `timeouts.max_retry_wait` in all. A retry happens only before the
+    /// first event, so nothing the user already saw is ever repeated; each
+    /// one is logged and told to the user through `sink.notice`. A cancel
+    /// interrupts the wait at once.
+    pub fn open(
+        url: &str,
+        headers: &[(&str, String)],
+        body: String,
+        timeouts: Timeouts,
+        cancel: &CancelToken,
+        sink: &mut dyn Sink,
+    ) -> Result<EventStream, StreamError> {
+        let started = Instant::now();
+        let mut attempt = 1;
+        loop {
+            let stream = EventStream::post(url, headers, body.clone(), timeouts, cancel)?;
+            let error = loop {
+                match stream.next(cancel) {
+                    Next::Cancelled => return Err(StreamError::Cancelled),
+                    Next::Item(StreamItem::Alive) => continue,
+                    Next::Item(StreamItem::End) => {
+                        break ProviderError::new(
+                            "provider_stream_broken",
+                            "the provider ended the stream before sending anything",
+                        )
+                        .retryable()
+                    }
+                    Next::Item(StreamItem::Failed(error)) => break error,
+                    Next::Item(first) => {
+                        *stream.peeked.borrow_mut() = Some(first);
+                        return Ok(stream);
+                    }
+                }
+            };
+            if cancel.is_cancelled() {
+                return Err(StreamError::Cancelled);
+            }
+            let delay = error.retry_after.unwrap_or_else(|| backoff(attempt));
+            let waited = started.elapsed();
+            if !error.retryable
+                || attempt >= timeouts.attempts
+                || delay > MAX_SERVER_DELAY
+                || waited + delay > timeouts.max_retry_wait
+            {
+                return Err(StreamError::Failed(error));
+            }
+            attempt += 1;
+            let note = format!(
+                "{} — retrying in {:.1} s (attempt {attempt} of {}).",
+                error.message,
+                delay.as_secs_f64(),
+                timeouts.attempts
+            );
+            log::warn!("{note}");
+            sink.notice(&format!("\n{note}\n"));
+            if cancel.sleep(delay) {
+                return Err(StreamError::Cancelled);
+            }
+        }
+    }
+
     /// Starts the POST on a helper thread and returns at once.
     pub fn post(
         url: &str,
@@ -96,7 +174,8 @@ impl EventStream {
                     Ok(response) => {
                         let status = response.status().as_u16();
                         if !(200..300).contains(&status) {
-                            StreamItem::Failed(status_error(status, response.into_body()))
+                            let retry = RetryAdvice::from_headers(response.headers());
+                            StreamItem::Failed(status_error(status, &retry, response.into_body()))
                         } else {
                             let reader = response.into_body().into_reader();
                             read_events(reader, &sender)
@@ -113,12 +192,16 @@ impl EventStream {
             agent,
             stall: timeouts.stall,
             url: url.to_string(),
+            peeked: RefCell::new(None),
         })
     }
 
     /// Waits for the next item, a cancel, or the stall timeout (which shuts
     /// the connection and reports `provider_stalled`).
     pub fn next(&self, cancel: &CancelToken) -> Next {
+        if let Some(item) = self.peeked.borrow_mut().take() {
+            return Next::Item(item);
+        }
         select! {
             recv(self.items) -> item => match item {
                 Ok(item) => Next::Item(item),
@@ -194,11 +277,95 @@ fn connect_error(url: &str, err: ureq::Error) -> ProviderError {
         "provider_unreachable",
         format!("cannot reach the model provider at {url}: {err}"),
     )
+    .retryable()
+}
+
+/// Exponential backoff: 0.5 s × 2ⁿ, at most 8 s, times a jitter factor in
+/// (0.75, 1] so that many clients do not retry in step.
+fn backoff(attempt: u32) -> Duration {
+    let base = 0.5 * 2f64.powi(attempt.saturating_sub(1).min(8) as i32);
+    let random = u64::from_str_radix(&crate::util::random_hex(), 16).unwrap_or(0);
+    let jitter = 0.75 + 0.25 * ((random % 1000) as f64 + 1.0) / 1000.0;
+    Duration::from_secs_f64(base.min(8.0) * jitter)
+}
+
+/// What the response headers say about retrying.
+#[derive(Debug, Default, PartialEq)]
+struct RetryAdvice {
+    delay: Option<Duration>,
+    /// `x-should-retry`, which overrides the status-code rules.
+    should_retry: Option<bool>,
+}
+
+impl RetryAdvice {
+    fn from_headers(headers: &ureq::http::HeaderMap) -> RetryAdvice {
+        let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        RetryAdvice::parse(
+            get("retry-after-ms"),
+            get("retry-after"),
+            get("x-should-retry"),
+        )
+    }
+
+    fn parse(
+        retry_after_ms: Option<&str>,
+        retry_after: Option<&str>,
+        should_retry: Option<&str>,
+    ) -> RetryAdvice {
+        let from_ms = retry_after_ms
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|ms| ms.is_finite() && *ms >= 0.0)
+            .map(|ms| Duration::from_secs_f64(ms / 1000.0));
+        let from_header = retry_after.and_then(|v| {
+            let v = v.trim();
+            match v.parse::<f64>() {
+                Ok(secs) if secs.is_finite() && secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
+                Ok(_) => None,
+                Err(_) => parse_http_date(v).map(|at| {
+                    let now = crate::store::time::now_ms() / 1000;
+                    Duration::from_secs(at.saturating_sub(now).max(0) as u64)
+                }),
+            }
+        });
+        RetryAdvice {
+            delay: from_ms.or(from_header),
+            should_retry: should_retry.map(|v| v.trim().eq_ignore_ascii_case("true")),
+        }
+    }
+}
+
+/// Parses an IMF-fixdate such as `Wed, 21 Oct 2026 07:28:00 GMT` into
+/// seconds since the epoch.
+fn parse_http_date(text: &str) -> Option<i64> {
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    let [_, day, month, year, clock, zone] = parts.as_slice() else {
+        return None;
+    };
+    if *zone != "GMT" {
+        return None;
+    }
+    let months = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = months.iter().position(|m| m == month)? as i64 + 1;
+    let day: i64 = day.parse().ok()?;
+    let year: i64 = year.parse().ok()?;
+    let mut clock = clock.split(':').map(|p| p.parse::<i64>().ok());
+    let (hour, minute, second) = (clock.next()??, clock.next()??, clock.next()??);
+    // Days from the civil date (the inverse of the store's formatter).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    Some(days * 86_400 + hour * 3600 + minute * 60 + second)
 }
 
 /// Builds the error for a non-2xx answer, with the provider's own message
 /// when the body has one.
-fn status_error(status: u16, body: ureq::Body) -> ProviderError {
+fn status_error(status: u16, advice: &RetryAdvice, body: ureq::Body) -> ProviderError {
     let mut bytes = Vec::new();
     let _ = body
         .into_reader()
@@ -213,10 +380,15 @@ fn status_error(status: u16, body: ureq::Body) -> ProviderError {
             text.chars().take(300).collect()
         }
     });
+    // Billing problems look like rate limits but waiting does not help.
+    let quota = String::from_utf8_lossy(&bytes).contains("insufficient_quota");
+    let by_status = matches!(status, 408 | 409 | 429) || status >= 500;
     ProviderError {
         code: format!("provider_http_{status}"),
         message: format!("the model provider answered HTTP {status}: {message}"),
         status: Some(status),
+        retryable: advice.should_retry.unwrap_or(by_status && !quota),
+        retry_after: advice.delay,
     }
 }
 
@@ -232,4 +404,43 @@ pub fn provider_message(bytes: &[u8]) -> Option<String> {
         .get("message")
         .and_then(|m| m.as_str())
         .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_advice_from_headers() {
+        let advice = RetryAdvice::parse(None, Some("2"), None);
+        assert_eq!(advice.delay, Some(Duration::from_secs(2)));
+        let advice = RetryAdvice::parse(Some("1500"), Some("9"), Some("false"));
+        assert_eq!(advice.delay, Some(Duration::from_millis(1500)));
+        assert_eq!(advice.should_retry, Some(false));
+        let past = RetryAdvice::parse(None, Some("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(past.delay, Some(Duration::ZERO));
+        assert_eq!(RetryAdvice::parse(None, Some("soon"), None).delay, None);
+    }
+
+    #[test]
+    fn http_dates() {
+        assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(
+            parse_http_date("Wed, 21 Oct 2026 07:28:00 GMT"),
+            Some(1_792_567_680)
+        );
+        assert_eq!(parse_http_date("Wed, 21 Oct 2026 07:28:00 CET"), None);
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        for attempt in 1..12 {
+            let delay = backoff(attempt).as_secs_f64();
+            let base = (0.5 * 2f64.powi(attempt as i32 - 1)).min(8.0);
+            assert!(
+                delay > base * 0.75 - 1e-9 && delay <= base + 1e-9,
+                "{attempt}: {delay}"
+            );
+        }
+    }
 }

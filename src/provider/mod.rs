@@ -49,6 +49,11 @@ pub struct Message {
     /// For a tool message: the call it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// What a provider needs echoed back verbatim with this message, under
+    /// a key of its own (Anthropic's signed thinking blocks, the Responses
+    /// API's encrypted reasoning items). Other providers ignore it.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub provider_data: Value,
 }
 
 impl Message {
@@ -59,6 +64,7 @@ impl Message {
             thought: String::new(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            provider_data: Value::Null,
         }
     }
 
@@ -69,6 +75,7 @@ impl Message {
             thought: thought.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            provider_data: Value::Null,
         }
     }
 
@@ -79,6 +86,7 @@ impl Message {
             thought: String::new(),
             tool_calls: Vec::new(),
             tool_call_id: Some(call_id.into()),
+            provider_data: Value::Null,
         }
     }
 }
@@ -97,15 +105,26 @@ pub struct ModelRequest<'a> {
     /// The session the call belongs to (the scripted provider keys its
     /// position in the scenario by it).
     pub session_id: &'a str,
+    /// The model's name as the provider knows it (without `provider/`).
+    pub model: &'a str,
     pub system: &'a str,
     pub messages: &'a [Message],
     pub tools: &'a [ToolSpec],
+    /// Reasoning effort (`low`, `medium`, `high`, ...), when chosen.
+    pub effort: Option<&'a str>,
+    /// Cap on the answer's tokens, when the model has one configured.
+    pub max_output_tokens: Option<u32>,
 }
 
 /// Where a provider reports what it streams, as it arrives.
 pub trait Sink {
     fn text(&mut self, delta: &str);
     fn thought(&mut self, delta: &str);
+    /// A short status line for the user (a retry, a wait), not part of the
+    /// model's answer.
+    fn notice(&mut self, text: &str) {
+        self.thought(text);
+    }
 }
 
 /// Why the model stopped.
@@ -138,6 +157,8 @@ pub struct Outcome {
     pub usage: Option<Usage>,
     /// The tool calls the model asked for, in order.
     pub tool_calls: Vec<ToolCallRequest>,
+    /// Kept with the assistant message (see `Message::provider_data`).
+    pub provider_data: Value,
 }
 
 /// A failed model call, with a stable machine-readable code such as
@@ -147,6 +168,11 @@ pub struct ProviderError {
     pub code: String,
     pub message: String,
     pub status: Option<u16>,
+    /// Whether trying again may help (connection failures, 408, 409, 429,
+    /// 5xx, overloaded): only before anything of the answer was streamed.
+    pub retryable: bool,
+    /// How long the server asked us to wait before retrying.
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl ProviderError {
@@ -155,7 +181,14 @@ impl ProviderError {
             code: code.into(),
             message: message.into(),
             status: None,
+            retryable: false,
+            retry_after: None,
         }
+    }
+
+    pub fn retryable(mut self) -> ProviderError {
+        self.retryable = true;
+        self
     }
 
     /// The `data` object of the JSON-RPC error that carries this failure.

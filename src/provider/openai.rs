@@ -16,7 +16,6 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub struct ChatCompletions {
     pub base_url: String,
     pub api_key: Option<String>,
-    pub model: String,
     pub timeouts: Timeouts,
 }
 
@@ -28,11 +27,17 @@ impl ChatCompletions {
             messages.push(message_json(message));
         }
         let mut body = json!({
-            "model": self.model,
+            "model": request.model,
             "stream": true,
             "stream_options": { "include_usage": true },
             "messages": messages,
         });
+        if let Some(max) = request.max_output_tokens {
+            body["max_completion_tokens"] = json!(max);
+        }
+        if let Some(effort) = request.effort {
+            body["reasoning_effort"] = json!(effort);
+        }
         if !request.tools.is_empty() {
             let tools: Vec<Value> = request
                 .tools
@@ -259,7 +264,7 @@ impl Provider for ChatCompletions {
             headers.push(("Authorization", format!("Bearer {key}")));
         }
         let body = self.body(request).to_string();
-        let stream = EventStream::post(&url, &headers, body, self.timeouts, cancel)?;
+        let stream = EventStream::open(&url, &headers, body, self.timeouts, cancel, sink)?;
         let mut finish: Option<Finish> = None;
         let mut usage = None;
         let mut refused = false;
@@ -367,6 +372,7 @@ fn outcome(
         finish,
         usage,
         tool_calls,
+        provider_data: Value::Null,
     }
 }
 

@@ -299,6 +299,7 @@ impl Provider for ScriptProvider {
             finish,
             usage: reply.usage,
             tool_calls,
+            provider_data: serde_json::Value::Null,
         })
     }
 }
@@ -344,9 +345,12 @@ mod tests {
             let messages = [Message::user(prompt)];
             let request = ModelRequest {
                 session_id: "s",
+                model: "script",
                 system: "",
                 messages: &messages,
                 tools: &[],
+                effort: None,
+                max_output_tokens: None,
             };
             let mut sink = Collect(String::new());
             provider.stream(&request, &mut sink, &cancel).unwrap();

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// The schema this Spindle writes. Older databases are migrated forward;
 /// a newer one is refused, never rewritten.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long a lease lasts without a heartbeat.
 pub const LEASE_TTL_MS: i64 = 30_000;
@@ -110,6 +110,11 @@ const MIGRATIONS: &[&str] = &[
         seq INTEGER NOT NULL,
         body TEXT NOT NULL,
         PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID;",
+    // Version 2: the last choices made in each workspace.
+    "CREATE TABLE workspaces (
+        cwd TEXT PRIMARY KEY,
+        defaults TEXT NOT NULL
     ) WITHOUT ROWID;",
 ];
 
@@ -466,6 +471,27 @@ impl Store {
         Ok(())
     }
 
+    pub fn workspace_defaults(&self, cwd: &str) -> Result<Option<Value>> {
+        let text: Option<String> = self
+            .connection
+            .query_row(
+                "SELECT defaults FROM workspaces WHERE cwd = ?1",
+                [cwd],
+                |row| row.get(0),
+            )
+            .optional()?;
+        Ok(text.and_then(|text| serde_json::from_str(&text).ok()))
+    }
+
+    pub fn save_workspace_defaults(&self, cwd: &str, defaults: &Value) -> Result<()> {
+        self.connection.execute(
+            "INSERT INTO workspaces (cwd, defaults) VALUES (?1, ?2)
+             ON CONFLICT(cwd) DO UPDATE SET defaults = excluded.defaults",
+            params![cwd, defaults.to_string()],
+        )?;
+        Ok(())
+    }
+
     /// `PRAGMA integrity_check`: "ok" when the file is sound.
     pub fn integrity_check(&self) -> Result<String> {
         Ok(self
@@ -599,6 +625,36 @@ mod tests {
         assert!(store.delete_session("a").unwrap());
         assert!(store.events("a").unwrap().is_empty());
         assert_eq!(store.integrity_check().unwrap(), "ok");
+    }
+
+    #[test]
+    fn version_one_databases_are_migrated() {
+        let path = temp_db();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let connection = Connection::open(&path).unwrap();
+        connection.execute_batch(MIGRATIONS[0]).unwrap();
+        connection.execute_batch("PRAGMA user_version = 1").unwrap();
+        connection
+            .execute(
+                "INSERT INTO sessions (id, cwd, created_at, updated_at, updated_order) VALUES ('old', '/w', 't', 't', 1)",
+                [],
+            )
+            .unwrap();
+        drop(connection);
+        let store = Store::open(&path).unwrap();
+        assert!(store.session("old").unwrap().is_some());
+        store
+            .save_workspace_defaults("/w", &json!({"model": "m"}))
+            .unwrap();
+        assert_eq!(
+            store.workspace_defaults("/w").unwrap(),
+            Some(json!({"model": "m"}))
+        );
+        let version: i64 = store
+            .connection
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
     }
 
     #[test]

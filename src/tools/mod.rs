@@ -132,6 +132,15 @@ pub const NAMES: [&str; 8] = [
     "todo_write",
 ];
 
+/// The tools that change nothing, offered in plan mode.
+pub const READ_ONLY: [&str; 5] = [
+    "read_file",
+    "list_directory",
+    "glob",
+    "search",
+    "todo_write",
+];
+
 /// Parses a tool call. The error is written for the model.
 pub fn parse(name: &str, arguments: &str) -> Result<Tool, String> {
     let arguments = if arguments.trim().is_empty() {

@@ -54,7 +54,25 @@ fn initialize_answers_version_one_and_describes_the_agent() {
         result["agentCapabilities"]["promptCapabilities"]["image"],
         false
     );
-    assert_eq!(result["authMethods"], json!([]));
+    // Without the client's auth.terminal capability only the re-check is
+    // offered; the terminal method (`spindle setup`) needs it.
+    assert_eq!(result["authMethods"][0]["id"], "spindle-check");
+    assert_eq!(result["authMethods"].as_array().unwrap().len(), 1);
+    let mut agent = Agent::spawn(&["acp"], &[]);
+    let id = agent.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": true}}}),
+    );
+    let (response, _) = agent.response(&id, WAIT);
+    let methods = response["result"]["authMethods"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let setup = methods
+        .iter()
+        .find(|m| m["type"] == "terminal")
+        .expect("no terminal auth method");
+    assert_eq!(setup["args"], json!(["setup"]));
 }
 
 #[test]
@@ -102,7 +120,7 @@ fn lines_that_are_not_messages_get_errors_and_the_agent_keeps_reading() {
 
 #[test]
 fn unknown_methods_and_notifications() {
-    let mut agent = Agent::spawn(&["acp"], &[]);
+    let mut agent = Agent::spawn(&["acp"], &[("OPENAI_API_KEY", "sk-test")]);
     agent.initialize();
     for method in [
         "session/fly",
@@ -131,7 +149,7 @@ fn unknown_methods_and_notifications() {
 
 #[test]
 fn session_new_checks_its_params() {
-    let mut agent = Agent::spawn(&["acp"], &[]);
+    let mut agent = Agent::spawn(&["acp"], &[("OPENAI_API_KEY", "sk-test")]);
     agent.initialize();
     let file = write_file(&temp_dir("cwd"), "file.txt", "x");
     let cases = [

@@ -1,0 +1,387 @@
+//! Session controls: modes (`session/set_mode`) and config options
+//! (`session/set_config_option`) — model, effort, execution preset, tool
+//! approval and mode — always sent as the complete list.
+
+use super::dispatcher::{decode, Dispatcher};
+use super::models::{ModelEntry, Registry};
+use super::permission::Policy;
+use super::session::Session;
+use super::sessions::not_found;
+use crate::rpc::RpcError;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// Session modes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Full tools.
+    #[default]
+    Normal,
+    /// Read-only tools; the model plans with todo_write and changes nothing.
+    Plan,
+}
+
+impl Mode {
+    pub fn id(self) -> &'static str {
+        match self {
+            Mode::Normal => "normal",
+            Mode::Plan => "plan",
+        }
+    }
+}
+
+/// Execution presets: how long a turn may run, how hard the model thinks
+/// by default, and how much it verifies before answering.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Preset {
+    Light,
+    #[default]
+    Balanced,
+    Delivery,
+}
+
+impl Preset {
+    pub fn parse(text: &str) -> Option<Preset> {
+        match text {
+            "light" | "economy" => Some(Preset::Light),
+            "balanced" => Some(Preset::Balanced),
+            "delivery" => Some(Preset::Delivery),
+            _ => None,
+        }
+    }
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Preset::Light => "light",
+            Preset::Balanced => "balanced",
+            Preset::Delivery => "delivery",
+        }
+    }
+
+    /// Model calls per turn.
+    pub fn step_budget(self) -> usize {
+        match self {
+            Preset::Light => 20,
+            Preset::Balanced => 50,
+            Preset::Delivery => 100,
+        }
+    }
+
+    /// The effort used when the session's effort is `auto`.
+    pub fn default_effort(self) -> &'static str {
+        match self {
+            Preset::Light => "low",
+            Preset::Balanced => "medium",
+            Preset::Delivery => "high",
+        }
+    }
+
+    /// What the system prompt asks about verification.
+    pub fn instructions(self) -> &'static str {
+        match self {
+            Preset::Light => "Work economically: make the change asked for with as few steps as possible; verify only when it is cheap.",
+            Preset::Balanced => "Verify your changes where it is reasonable (build or run the relevant tests) before you answer.",
+            Preset::Delivery => "Deliver finished work: after changing code, build it and run the relevant tests, fix what fails, and only then answer, saying what you verified.",
+        }
+    }
+}
+
+fn option(
+    id: &str,
+    name: &str,
+    description: &str,
+    category: Option<&str>,
+    current: &str,
+    options: Vec<Value>,
+) -> Value {
+    let mut value = json!({
+        "id": id,
+        "name": name,
+        "description": description,
+        "type": "select",
+        "currentValue": current,
+        "options": options,
+    });
+    if let Some(category) = category {
+        value["category"] = json!(category);
+    }
+    value
+}
+
+fn choice(value: &str, name: &str, description: Option<&str>) -> Value {
+    let mut choice = json!({"value": value, "name": name});
+    if let Some(description) = description {
+        choice["description"] = json!(description);
+    }
+    choice
+}
+
+/// The effort levels offered for a model: `auto` plus what it supports.
+pub fn effort_values(model: Option<&ModelEntry>) -> Vec<String> {
+    let mut values = vec!["auto".to_string()];
+    if let Some(model) = model {
+        values.extend(model.efforts().iter().cloned());
+    }
+    values
+}
+
+/// The complete config option list of a session.
+pub fn config_options(session: &Session, registry: &Registry) -> Value {
+    let models: Vec<Value> = registry
+        .models
+        .iter()
+        .map(|m| choice(&m.id, &m.display_name(), None))
+        .collect();
+    let efforts: Vec<Value> = effort_values(registry.model(&session.model))
+        .iter()
+        .map(|e| {
+            if e == "auto" {
+                choice(
+                    "auto",
+                    "Auto",
+                    Some("The preset's default level, when the model reasons"),
+                )
+            } else {
+                choice(e, e, None)
+            }
+        })
+        .collect();
+    json!([
+        option(
+            "mode",
+            "Mode",
+            "Normal work, or plan only (read-only tools)",
+            Some("mode"),
+            session.mode.id(),
+            vec![
+                choice("normal", "Normal", Some("Full tools")),
+                choice(
+                    "plan",
+                    "Plan",
+                    Some("Read-only tools; writes a plan and changes nothing")
+                ),
+            ]
+        ),
+        option(
+            "model",
+            "Model",
+            "The model that answers",
+            Some("model"),
+            &session.model,
+            models
+        ),
+        option(
+            "effort",
+            "Effort",
+            "How hard the model thinks",
+            Some("thought_level"),
+            &session.effort,
+            efforts
+        ),
+        option(
+            "agent_preset",
+            "Preset",
+            "Step budget, default effort and how much the agent verifies",
+            None,
+            session.preset.id(),
+            vec![
+                choice(
+                    "light",
+                    "Light",
+                    Some("Few steps, low effort, verifies only when cheap")
+                ),
+                choice("balanced", "Balanced", Some("The default")),
+                choice(
+                    "delivery",
+                    "Delivery",
+                    Some("More steps, high effort, builds and tests before answering")
+                ),
+            ]
+        ),
+        option(
+            "tool_approval",
+            "Tool approval",
+            "When tools ask before they act",
+            None,
+            policy_id(session.policy),
+            vec![
+                choice("ask", "Ask", Some("Ask before every edit and command")),
+                choice(
+                    "auto",
+                    "Auto",
+                    Some("Edits in the workspace and read-only commands run freely")
+                ),
+                choice("yolo", "Yolo", Some("Nothing asks")),
+            ]
+        ),
+    ])
+}
+
+pub fn policy_id(policy: Policy) -> &'static str {
+    match policy {
+        Policy::Ask => "ask",
+        Policy::Auto => "auto",
+        Policy::Yolo => "yolo",
+    }
+}
+
+/// The `modes` object of session responses.
+pub fn modes(session: &Session) -> Value {
+    json!({
+        "currentModeId": session.mode.id(),
+        "availableModes": [
+            {"id": "normal", "name": "Normal", "description": "Full tools"},
+            {"id": "plan", "name": "Plan", "description": "Read-only tools: explore and write a plan, change nothing"},
+        ],
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SetConfigOption {
+    session_id: String,
+    config_id: String,
+    value: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SetMode {
+    session_id: String,
+    mode_id: String,
+}
+
+/// Applies one config option value to a session. Returns whether the mode
+/// changed (which also needs a `current_mode_update`).
+fn apply(
+    session: &mut Session,
+    registry: &Registry,
+    id: &str,
+    value: &str,
+) -> Result<bool, RpcError> {
+    let bad_value = || {
+        RpcError::invalid_params(format!(
+            "{value:?} is not a valid value for config option {id:?}"
+        ))
+    };
+    match id {
+        "mode" => {
+            let mode = match value {
+                "normal" => Mode::Normal,
+                "plan" => Mode::Plan,
+                _ => return Err(bad_value()),
+            };
+            let changed = session.mode != mode;
+            session.mode = mode;
+            Ok(changed)
+        }
+        "model" => {
+            let Some(model) = registry.model(value) else {
+                return Err(bad_value());
+            };
+            session.model = model.id.clone();
+            // An effort the new model does not take falls back to auto.
+            if !effort_values(Some(model)).contains(&session.effort) {
+                session.effort = "auto".into();
+            }
+            Ok(false)
+        }
+        "effort" => {
+            if !effort_values(registry.model(&session.model)).iter().any(|e| e == value) {
+                return Err(bad_value());
+            }
+            session.effort = value.to_string();
+            Ok(false)
+        }
+        "agent_preset" | "work_mode" => {
+            session.preset = Preset::parse(value).ok_or_else(bad_value)?;
+            Ok(false)
+        }
+        "tool_approval" => {
+            let policy = Policy::parse(value).ok_or_else(bad_value)?;
+            if policy != session.policy {
+                // Remembered answers were given under the old policy.
+                session.approvals = Default::default();
+            }
+            session.policy = policy;
+            Ok(false)
+        }
+        other => Err(RpcError::invalid_params(format!(
+            "unknown config option {other:?}; the options are mode, model, effort, agent_preset and tool_approval"
+        ))),
+    }
+}
+
+impl Dispatcher {
+    pub(super) fn set_config_option(&mut self, params: Value) -> Result<Value, RpcError> {
+        let request: SetConfigOption = decode(params)?;
+        let Some(value) = request.value.as_str() else {
+            return Err(RpcError::invalid_params(format!(
+                "the value of {:?} must be a string",
+                request.config_id
+            )));
+        };
+        let registry = self.registry()?;
+        let Some(session) = self
+            .sessions
+            .get_mut(&request.session_id)
+            .filter(|s| !s.closed)
+        else {
+            return Err(not_found(&request.session_id));
+        };
+        let mode_changed = apply(session, &registry, &request.config_id, value)?;
+        let options = config_options(session, &registry);
+        let session_id = session.id.clone();
+        if mode_changed {
+            self.send_update(
+                &session_id,
+                json!({"sessionUpdate": "current_mode_update", "currentModeId": value}),
+            );
+        }
+        self.settings_changed(&session_id);
+        Ok(json!({ "configOptions": options }))
+    }
+
+    pub(super) fn set_mode(&mut self, params: Value) -> Result<Value, RpcError> {
+        let request: SetMode = decode(params)?;
+        let registry = self.registry()?;
+        let Some(session) = self
+            .sessions
+            .get_mut(&request.session_id)
+            .filter(|s| !s.closed)
+        else {
+            return Err(not_found(&request.session_id));
+        };
+        // Legacy ids: `default` is normal with asking, `auto` normal with
+        // nothing asking.
+        let (mode, policy) = match request.mode_id.as_str() {
+            "normal" => ("normal", None),
+            "plan" => ("plan", None),
+            "default" => ("normal", Some("ask")),
+            "auto" => ("normal", Some("yolo")),
+            other => {
+                return Err(RpcError::invalid_params(format!(
+                    "unknown mode {other:?}; the modes are normal and plan"
+                )))
+            }
+        };
+        apply(session, &registry, "mode", mode)?;
+        if let Some(policy) = policy {
+            apply(session, &registry, "tool_approval", policy)?;
+        }
+        let options = config_options(session, &registry);
+        let session_id = session.id.clone();
+        self.send_update(
+            &session_id,
+            json!({"sessionUpdate": "current_mode_update", "currentModeId": mode}),
+        );
+        self.send_update(
+            &session_id,
+            json!({"sessionUpdate": "config_option_update", "configOptions": options}),
+        );
+        self.settings_changed(&session_id);
+        Ok(json!({}))
+    }
+}

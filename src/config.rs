@@ -1,0 +1,342 @@
+//! Configuration: which model providers exist, which models they offer,
+//! and the defaults for new sessions. Read from `config.json`
+//! (`$SPINDLE_HOME/config.json`, else `$XDG_CONFIG_HOME/spindle/config.json`,
+//! or `--config PATH`); without a file, providers are found from the
+//! environment. API keys come from environment variables or key files with
+//! 0600 permissions and are never logged or written anywhere.
+
+use crate::agent::permission::Policy;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A provider's wire format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions and every compatible server.
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+    /// The OpenAI Responses API.
+    Responses,
+}
+
+impl ProviderKind {
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            ProviderKind::Openai | ProviderKind::Responses => "https://api.openai.com/v1",
+            ProviderKind::Anthropic => "https://api.anthropic.com",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The environment variable holding the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// A file holding the key; it must not be readable by others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_file: Option<PathBuf>,
+    /// Servers that need no key (local ones) set this to false.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub requires_key: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Per million input tokens.
+    pub input: f64,
+    /// Per million output tokens.
+    pub output: f64,
+    /// Per million cached input tokens (default: the input price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input: Option<f64>,
+    /// ISO 4217 (default USD).
+    #[serde(default = "usd")]
+    pub currency: String,
+}
+
+fn usd() -> String {
+    "USD".into()
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// A human name for menus (default: the id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
+    /// Whether the model reasons (thinks) and which effort levels it takes.
+    #[serde(default)]
+    pub reasoning: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub efforts: Vec<String>,
+    #[serde(default)]
+    pub images: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Policy>,
+}
+
+/// The file's shape.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// Keyed by `provider/model`.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelConfig>,
+    #[serde(default)]
+    pub defaults: Defaults,
+}
+
+/// Where the config file lives when no `--config` is given.
+pub fn default_path() -> PathBuf {
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(home) = env("SPINDLE_HOME") {
+        return PathBuf::from(home).join("config.json");
+    }
+    if let Some(config) = env("XDG_CONFIG_HOME") {
+        return PathBuf::from(config).join("spindle").join("config.json");
+    }
+    let home = env("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    home.join(".config/spindle/config.json")
+}
+
+impl Config {
+    /// Parses a config file's text; errors name the file, line and column.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, String> {
+        let config: Config = serde_json::from_str(text).map_err(|err| {
+            format!(
+                "{}:{}:{}: {}",
+                path.display(),
+                err.line(),
+                err.column(),
+                describe(&err)
+            )
+        })?;
+        for id in config.models.keys() {
+            let Some((provider, model)) = id.split_once('/') else {
+                return Err(format!(
+                    "{}: model {id:?} must be named provider/model",
+                    path.display()
+                ));
+            };
+            if model.is_empty() || !config.providers.contains_key(provider) {
+                return Err(format!(
+                    "{}: model {id:?} names provider {provider:?}, which is not in \"providers\"",
+                    path.display()
+                ));
+            }
+        }
+        Ok(config)
+    }
+
+    /// Loads `path` (an explicit `--config`, which must exist) or the
+    /// default file (which may be missing: then the environment decides).
+    pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), String> {
+        let path = explicit.map(Path::to_path_buf).unwrap_or_else(default_path);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok((Config::parse(&text, &path)?, Some(path))),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
+                Ok((Config::from_env(), None))
+            }
+            Err(err) => Err(format!("cannot read {}: {err}", path.display())),
+        }
+    }
+
+    /// Providers found from the environment: `OPENAI_API_KEY` (with
+    /// `OPENAI_BASE_URL`), `ANTHROPIC_API_KEY` (with `ANTHROPIC_BASE_URL`),
+    /// `OLLAMA_HOST`.
+    pub fn from_env() -> Config {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let mut config = Config::default();
+        if env("OPENAI_API_KEY").is_some() || env("OPENAI_BASE_URL").is_some() {
+            config.providers.insert(
+                "openai".into(),
+                ProviderConfig {
+                    kind: ProviderKind::Openai,
+                    base_url: env("OPENAI_BASE_URL"),
+                    api_key_env: Some("OPENAI_API_KEY".into()),
+                    api_key_file: None,
+                    // A custom base URL is often a local server without keys.
+                    requires_key: env("OPENAI_BASE_URL").is_none(),
+                },
+            );
+        }
+        if env("ANTHROPIC_API_KEY").is_some() {
+            config.providers.insert(
+                "anthropic".into(),
+                ProviderConfig {
+                    kind: ProviderKind::Anthropic,
+                    base_url: env("ANTHROPIC_BASE_URL"),
+                    api_key_env: Some("ANTHROPIC_API_KEY".into()),
+                    api_key_file: None,
+                    requires_key: true,
+                },
+            );
+        }
+        if let Some(host) = env("OLLAMA_HOST") {
+            let host = if host.starts_with("http") {
+                host
+            } else {
+                format!("http://{host}")
+            };
+            config.providers.insert(
+                "ollama".into(),
+                ProviderConfig {
+                    kind: ProviderKind::Openai,
+                    base_url: Some(format!("{}/v1", host.trim_end_matches('/'))),
+                    api_key_env: None,
+                    api_key_file: None,
+                    requires_key: false,
+                },
+            );
+        }
+        config
+    }
+
+    /// The provider's key, from its variable or key file.
+    pub fn api_key(&self, provider: &str) -> Result<Option<String>, String> {
+        let Some(config) = self.providers.get(provider) else {
+            return Ok(None);
+        };
+        if let Some(name) = &config.api_key_env {
+            if let Ok(value) = std::env::var(name) {
+                if !value.trim().is_empty() {
+                    return Ok(Some(value.trim().to_string()));
+                }
+            }
+        }
+        if let Some(path) = &config.api_key_file {
+            return read_key_file(path).map(Some);
+        }
+        Ok(None)
+    }
+
+    /// Whether the provider can be called: it has a key or needs none.
+    pub fn usable(&self, provider: &str) -> bool {
+        match self.providers.get(provider) {
+            Some(config) => !config.requires_key || matches!(self.api_key(provider), Ok(Some(_))),
+            None => false,
+        }
+    }
+}
+
+fn describe(err: &serde_json::Error) -> String {
+    let text = err.to_string();
+    // serde appends " at line L column C"; the prefix already says where.
+    match text.rfind(" at line ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
+}
+
+fn read_key_file(path: &Path) -> Result<String, String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(path)
+            .map_err(|err| format!("cannot read the key file {}: {err}", path.display()))?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            return Err(format!(
+                "the key file {} can be read by others; run chmod 600 on it",
+                path.display()
+            ));
+        }
+    }
+    let key = std::fs::read_to_string(path)
+        .map_err(|err| format!("cannot read the key file {}: {err}", path.display()))?;
+    Ok(key.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_file() {
+        let text = r#"{
+            "providers": {"openai": {"kind": "openai", "api_key_env": "MY_KEY"},
+                          "local": {"kind": "openai", "base_url": "http://localhost:11434/v1", "requires_key": false}},
+            "models": {"openai/gpt-x": {"context_window": 128000, "price": {"input": 1.0, "output": 4.0}, "reasoning": true, "efforts": ["low", "high"]},
+                       "local/qwen3:8b": {}},
+            "defaults": {"model": "local/qwen3:8b", "approval": "auto"}
+        }"#;
+        let config = Config::parse(text, Path::new("c.json")).unwrap();
+        assert_eq!(
+            config.models["openai/gpt-x"]
+                .price
+                .as_ref()
+                .unwrap()
+                .currency,
+            "USD"
+        );
+        assert_eq!(config.defaults.approval, Some(Policy::Auto));
+        assert!(config.usable("local"));
+    }
+
+    #[test]
+    fn errors_name_the_file_line_and_reason() {
+        let err = Config::parse(
+            "{\n  \"providers\": {\n    \"x\": {\"kind\": \"nope\"}\n  }\n}",
+            Path::new("/c/config.json"),
+        )
+        .unwrap_err();
+        assert!(err.starts_with("/c/config.json:3:"), "{err}");
+        assert!(err.contains("nope"), "{err}");
+        let err =
+            Config::parse("{\"models\": {\"ghost/m\": {}}}", Path::new("c.json")).unwrap_err();
+        assert!(err.contains("ghost"), "{err}");
+        let err = Config::parse("{\"modles\": {}}", Path::new("c.json")).unwrap_err();
+        assert!(err.contains("modles"), "{err}");
+    }
+
+    #[test]
+    fn key_files_must_be_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("spindle-key-{}", crate::util::random_hex()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("key");
+        std::fs::write(&path, "sk-secret\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(read_key_file(&path).unwrap_err().contains("chmod 600"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_key_file(&path).unwrap(), "sk-secret");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
