@@ -88,12 +88,16 @@ pub struct ModelConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
     /// Whether the model reasons (thinks) and which effort levels it takes.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub reasoning: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub efforts: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub images: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -10,6 +10,7 @@ pub mod config;
 pub mod history;
 pub mod provider;
 pub mod rpc;
+pub mod setup;
 pub mod store;
 pub mod tools;
 pub mod util;

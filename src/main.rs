@@ -18,6 +18,9 @@ USAGE:
                               print a session's transcript as text
     spindle sessions delete ID [--db PATH]
                               delete a session and its history
+    spindle setup [OPTIONS]   add a model provider to the config file: asks on a
+                              terminal, or takes everything from flags; tests it
+                              with one small request before writing
     spindle --help            print this help
     spindle --version         print the version
 
@@ -48,6 +51,19 @@ OPTIONS (acp):
     --retries N               retries of a failed model call before its first
                               streamed byte (default 3; 0 to 10)
 
+OPTIONS (setup):
+    --kind KIND               openai (Chat Completions: OpenAI, Ollama, llama.cpp,
+                              vLLM, OpenRouter…), anthropic or responses
+    --name NAME               the provider's name in model ids (default: the kind,
+                              or local for another OpenAI-compatible server)
+    --base-url URL            the server (default: the kind's official API)
+    --key-env VAR             the environment variable holding the key
+    --key-file PATH           a file holding the key (mode 600)
+    --no-key                  the server needs no key
+    --model MODEL             the default model
+    --config PATH             the config file to write
+    --no-test                 write without testing the connection
+
 ENVIRONMENT:
     OPENAI_API_KEY            used when there is no config file: an OpenAI provider
     OPENAI_BASE_URL           … at this base URL (any OpenAI-compatible server)
@@ -67,6 +83,7 @@ enum Command {
     Version,
     Acp(Options),
     Sessions(SessionsCommand),
+    Setup(spindle::setup::SetupArgs),
 }
 
 /// `spindle sessions …`.
@@ -96,6 +113,7 @@ fn parse_args() -> Result<Command, Usage> {
         Value(command) if command == "sessions" => {
             return parse_sessions(parser).map(Command::Sessions)
         }
+        Value(command) if command == "setup" => return parse_setup(parser).map(Command::Setup),
         Value(command) => {
             return Err(Usage(format!(
                 "unknown command '{}'",
@@ -165,6 +183,45 @@ fn parse_args() -> Result<Command, Usage> {
         }
     }
     Ok(Command::Acp(options))
+}
+
+fn parse_setup(mut parser: lexopt::Parser) -> Result<spindle::setup::SetupArgs, Usage> {
+    use lexopt::prelude::*;
+    let usage = |err: lexopt::Error| Usage(err.to_string());
+    let mut args = spindle::setup::SetupArgs::default();
+    while let Some(arg) = parser.next().map_err(usage)? {
+        match arg {
+            Long("kind") => {
+                let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+                args.kind = Some(spindle::setup::parse_kind(&value).ok_or_else(|| {
+                    Usage(format!(
+                        "--kind takes openai, anthropic or responses, got '{value}'"
+                    ))
+                })?);
+            }
+            Long("name") => {
+                args.name = Some(parser.value().map_err(usage)?.string().map_err(usage)?)
+            }
+            Long("base-url") => {
+                args.base_url = Some(parser.value().map_err(usage)?.string().map_err(usage)?)
+            }
+            Long("key-env") => {
+                args.key_env = Some(parser.value().map_err(usage)?.string().map_err(usage)?)
+            }
+            Long("key-file") => args.key_file = Some(parser.value().map_err(usage)?.into()),
+            Long("no-key") => args.no_key = true,
+            Long("model") => {
+                args.model = Some(parser.value().map_err(usage)?.string().map_err(usage)?)
+            }
+            Long("config") => args.config = Some(parser.value().map_err(usage)?.into()),
+            Long("no-test") => args.no_test = true,
+            Short('h') | Long("help") => {
+                return Err(Usage("see 'spindle --help' for setup's options".into()))
+            }
+            other => return Err(usage(other.unexpected())),
+        }
+    }
+    Ok(args)
 }
 
 fn parse_sessions(mut parser: lexopt::Parser) -> Result<SessionsCommand, Usage> {
@@ -256,6 +313,22 @@ fn main() -> ExitCode {
         Ok(Command::Version) => {
             println!("spindle {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
+        }
+        Ok(Command::Setup(args)) => {
+            use std::io::IsTerminal;
+            let interactive = std::io::stdin().is_terminal();
+            let mut input = std::io::stdin().lock();
+            let mut output = std::io::stdout();
+            match spindle::setup::run(args, interactive, &mut input, &mut output) {
+                Ok(summary) => {
+                    print!("{summary}");
+                    ExitCode::SUCCESS
+                }
+                Err(message) => {
+                    eprintln!("spindle setup: {message}");
+                    ExitCode::from(1)
+                }
+            }
         }
         Ok(Command::Sessions(command)) => match run_sessions(command) {
             Ok(text) => {
