@@ -15,13 +15,18 @@
 //! 4. Streaming throughput: a fake Chat Completions server streams 100,000
 //!    content chunks; chunks/s from writing the prompt to reading its answer.
 //! 5. Release binary size.
+//! 6. Agent overhead per tool round trip: a scripted prompt whose replies
+//!    call `read_file` 500 times, minus a text-only prompt, per call.
+//! 7. Search over a 10,000-file tree: a scripted prompt whose reply calls
+//!    `search` once, minus a text-only prompt, with the built-in engine and
+//!    with ripgrep.
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,11 +39,32 @@ const LATENCY_SAMPLES: usize = 30;
 const STREAM_CHUNKS: u64 = 100_000;
 /// Throughput runs.
 const STREAM_RUNS: usize = 3;
+/// `read_file` calls per round-trip prompt.
+const ROUND_TRIPS: usize = 500;
+/// Round-trip runs (after one discarded warm-up).
+const ROUND_TRIP_RUNS: usize = 3;
+/// The search tree: directories x files per directory.
+const TREE_DIRS: usize = 100;
+const TREE_FILES_PER_DIR: usize = 100;
+/// Lines per file of the search tree.
+const TREE_LINES: usize = 20;
+/// The rare string the search looks for, and where it is planted.
+const NEEDLE: &str = "zyxquokka4711";
+const NEEDLE_DIR: usize = 42;
+const NEEDLE_FILE: usize = 67;
+const NEEDLE_LINE: usize = 12;
+/// Search runs per engine (after one discarded warm-up).
+const SEARCH_RUNS: usize = 3;
+/// The prompts the tool scripts answer: the text-only baseline, and the
+/// one that plays the ordered replies with their tool calls.
+const BASELINE_PROMPT: &str = "baseline";
+const TOOLS_PROMPT: &str = "go";
 
 const INIT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const SCRIPTED_PROMPT_TIMEOUT: Duration = Duration::from_secs(30);
 const STREAM_PROMPT_TIMEOUT: Duration = Duration::from_secs(120);
+const TOOL_PROMPT_TIMEOUT: Duration = Duration::from_secs(120);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Targets.
@@ -46,6 +72,10 @@ const TARGET_INIT_MS: f64 = 5.0;
 const TARGET_RSS_MIB: f64 = 10.0;
 const TARGET_CHUNKS_PER_SEC: f64 = 100_000.0;
 const TARGET_BINARY_MIB: f64 = 4.0;
+/// Suggested targets: the issue asks for these figures without a number.
+const SUGGESTED_ROUND_TRIP_US: f64 = 1000.0;
+const SUGGESTED_SEARCH_MS: f64 = 1000.0;
+const SUGGESTED: &str = "suggested; the issue sets none";
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -235,6 +265,112 @@ fn main() -> ExitCode {
     }
     println!();
 
+    // 6: agent overhead per tool round trip.
+    println!(
+        "## 6. Agent overhead per tool round trip ({ROUND_TRIPS} scripted read_file calls in one prompt, {ROUND_TRIP_RUNS} runs)"
+    );
+    match bench.round_trips() {
+        Ok(runs) => {
+            let per_trip: Vec<f64> = runs.iter().map(|r| r.per_trip_us()).collect();
+            let stats = Stats::of(&per_trip);
+            println!(
+                "  per round trip: median {:.1} µs   min {:.1} µs   max {:.1} µs   ((T_N - T_0) / {ROUND_TRIPS})",
+                stats.median, stats.min, stats.max
+            );
+            rows.push(Row::suggested(
+                "agent overhead per tool round trip (median of 3)",
+                format!("{:.1} µs", stats.median),
+                stats.median < SUGGESTED_ROUND_TRIP_US,
+                &format!("< {} ms ({SUGGESTED})", SUGGESTED_ROUND_TRIP_US / 1e3),
+            ));
+        }
+        Err(err) => {
+            failed = true;
+            println!("  FAILED: {err}");
+            rows.push(Row::failed(
+                "agent overhead per tool round trip",
+                &err,
+                &format!("< {} ms ({SUGGESTED})", SUGGESTED_ROUND_TRIP_US / 1e3),
+            ));
+        }
+    }
+    println!();
+
+    // 7: search over a 10,000-file tree.
+    let files = TREE_DIRS * TREE_FILES_PER_DIR;
+    println!(
+        "## 7. Search over a {}-file tree (one scripted search call, {SEARCH_RUNS} runs per engine)",
+        group(files as u64)
+    );
+    let search_target = format!("< {} s ({SUGGESTED})", SUGGESTED_SEARCH_MS / 1e3);
+    match SearchTree::create(&bench.work.dir.join("tree")) {
+        Ok(tree) => {
+            println!(
+                "  tree: {} ({} directories x {} files, {} bytes, built in {:.0} ms); needle \"{NEEDLE}\" once, in {}",
+                tree.dir.display(),
+                TREE_DIRS,
+                TREE_FILES_PER_DIR,
+                group(tree.bytes),
+                tree.built_in.as_secs_f64() * 1e3,
+                tree.needle_path
+            );
+            let ripgrep = ripgrep_version();
+            let mut engines = vec![("built-in", "builtin")];
+            match &ripgrep {
+                Some(version) => {
+                    println!("  ripgrep: {version}");
+                    engines.push(("ripgrep", "ripgrep"));
+                }
+                None => println!("  ripgrep not installed (`rg --version` failed)"),
+            }
+            for (label, engine) in engines {
+                let figure = format!(
+                    "search, {}-file tree, {label} engine (median of 3)",
+                    group(files as u64)
+                );
+                println!("  {label} engine:");
+                match bench.search(&tree, engine) {
+                    Ok(runs) => {
+                        let extra: Vec<f64> = runs.iter().map(|r| r.extra_ms()).collect();
+                        let stats = Stats::of(&extra);
+                        println!(
+                            "    search time (prompt minus baseline): median {:.1} ms   min {:.1} ms   max {:.1} ms",
+                            stats.median, stats.min, stats.max
+                        );
+                        rows.push(Row::suggested(
+                            &figure,
+                            format!("{:.1} ms", stats.median),
+                            stats.median < SUGGESTED_SEARCH_MS,
+                            &search_target,
+                        ));
+                    }
+                    Err(err) => {
+                        failed = true;
+                        println!("    FAILED: {err}");
+                        rows.push(Row::failed(&figure, &err, &search_target));
+                    }
+                }
+            }
+            if ripgrep.is_none() {
+                rows.push(Row::info(
+                    &format!("search, {}-file tree, ripgrep", group(files as u64)),
+                    "ripgrep not installed".into(),
+                ));
+            }
+        }
+        Err(err) => {
+            failed = true;
+            let err = format!("cannot create the search tree: {err}");
+            println!("  FAILED: {err}");
+            rows.push(Row::failed(
+                &format!("search, {}-file tree", group(files as u64)),
+                &err,
+                &search_target,
+            ));
+        }
+    }
+    println!();
+
     println!("## Summary");
     println!();
     println!("| figure | value | target | met |");
@@ -279,12 +415,41 @@ struct StreamRun {
     hwm_kib: u64,
 }
 
+/// One round-trip run: the text-only prompt and the prompt with
+/// `ROUND_TRIPS` tool calls, in seconds.
+struct RoundTripRun {
+    baseline: f64,
+    tools: f64,
+}
+
+impl RoundTripRun {
+    fn per_trip_us(&self) -> f64 {
+        (self.tools - self.baseline) / ROUND_TRIPS as f64 * 1e6
+    }
+}
+
+/// One search run: the text-only prompt and the prompt with one search
+/// call, in seconds.
+struct SearchRun {
+    baseline: f64,
+    search: f64,
+}
+
+impl SearchRun {
+    fn extra_ms(&self) -> f64 {
+        (self.search - self.baseline) * 1e3
+    }
+}
+
 impl Bench {
     fn spawn(&self, env: &[(&str, String)]) -> Result<AgentProcess, String> {
         let mut command = Command::new(&self.binary);
         command
             .arg("acp")
             .env_remove("RUST_LOG")
+            // Sessions go to a database in the workspace, removed with it,
+            // never to the user's own (`~/.local/share/spindle`).
+            .env("SPINDLE_HOME", self.work.home())
             .env("OPENAI_API_KEY", "bench-key");
         if env.iter().all(|(name, _)| *name != "OPENAI_BASE_URL") {
             // Nothing should reach the network in scripted runs; if it
@@ -306,6 +471,7 @@ impl Bench {
             .arg("--script")
             .arg(&self.work.script)
             .env_remove("RUST_LOG")
+            .env("SPINDLE_HOME", self.work.home())
             .env("OPENAI_API_KEY", "bench-key")
             .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
         let started = Instant::now();
@@ -316,23 +482,7 @@ impl Bench {
     }
 
     fn new_session(&self, process: &mut AgentProcess) -> Result<(String, Duration), String> {
-        let answer = process.request(
-            "session/new",
-            json!({ "cwd": self.work.dir.to_string_lossy(), "mcpServers": [] }),
-            REQUEST_TIMEOUT,
-        )?;
-        let session = answer
-            .result
-            .get("sessionId")
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                format!(
-                    "session/new answered without a sessionId: {}",
-                    answer.result
-                )
-            })?
-            .to_string();
-        Ok((session, answer.at.duration_since(answer.sent)))
+        new_session_in(process, &self.work.dir)
     }
 
     fn startup_latencies(&self) -> Result<Startup, String> {
@@ -480,6 +630,353 @@ impl Bench {
         }
         Ok(runs)
     }
+
+    /// Starts an agent on `script` that runs tools without asking (and
+    /// whose prompts may take any number of steps), and initializes it.
+    fn start_tools(&self, script: &Path, env: &[(&str, &str)]) -> Result<AgentProcess, String> {
+        let mut command = Command::new(&self.binary);
+        command
+            .arg("acp")
+            .arg("--script")
+            .arg(script)
+            .args(["--permissions", "yolo", "--max-steps", "100000"])
+            .env_remove("RUST_LOG")
+            .env_remove("SPINDLE_SEARCH")
+            .env("SPINDLE_HOME", self.work.home())
+            .env("OPENAI_API_KEY", "bench-key")
+            .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut process = AgentProcess::spawn(command)?;
+        process.request("initialize", json!({ "protocolVersion": 1 }), INIT_TIMEOUT)?;
+        Ok(process)
+    }
+
+    /// Figure 6. One agent; per run, a text-only prompt and a prompt whose
+    /// ordered replies call `read_file` `ROUND_TRIPS` times, each in a new
+    /// session (so the ordered replies start over). One discarded warm-up.
+    fn round_trips(&self) -> Result<Vec<RoundTripRun>, String> {
+        let io = |what: &str, err: std::io::Error| format!("{what}: {err}");
+        let dir = self.work.dir.join("roundtrip");
+        std::fs::create_dir_all(&dir).map_err(|e| io("cannot create the session cwd", e))?;
+        let dir = dir
+            .canonicalize()
+            .map_err(|e| io("cannot resolve the session cwd", e))?;
+        let small: String = (1..=8)
+            .map(|i| format!("line {i}: a small file the benchmark reads again and again.\n"))
+            .collect();
+        std::fs::write(dir.join("small.txt"), &small)
+            .map_err(|e| io("cannot write small.txt", e))?;
+
+        let call = json!({
+            "tool_calls": [{ "name": "read_file", "arguments": { "path": "small.txt" } }]
+        });
+        let mut replies = vec![call; ROUND_TRIPS];
+        replies.push(json!({ "text": "Done." }));
+        let script = self.work.dir.join("roundtrip.script.json");
+        write_script(&script, replies)?;
+        println!(
+            "  session cwd {} (small.txt: {} bytes); script {}",
+            dir.display(),
+            small.len(),
+            script.display()
+        );
+
+        let mut process = self.start_tools(&script, &[])?;
+        let mut runs = Vec::new();
+        for run in 0..=ROUND_TRIP_RUNS {
+            let baseline = prompt_in(&mut process, &dir, BASELINE_PROMPT, SCRIPTED_PROMPT_TIMEOUT)
+                .map_err(|e| format!("run {run}, baseline prompt: {e}"))?;
+            let tools = prompt_in(&mut process, &dir, TOOLS_PROMPT, TOOL_PROMPT_TIMEOUT)
+                .map_err(|e| format!("run {run}, tool prompt: {e}"))?;
+            let result = RoundTripRun {
+                baseline: baseline.elapsed(),
+                tools: tools.elapsed(),
+            };
+            let label = if run == 0 {
+                "warm-up".to_string()
+            } else {
+                format!("run {run}")
+            };
+            println!(
+                "  {label:>7}: T_0 {:.2} ms   T_{ROUND_TRIPS} {:.1} ms   -> {:.1} µs per round trip   ({} tool_call, {} tool_call_update, {} completed, stopReason {})",
+                result.baseline * 1e3,
+                result.tools * 1e3,
+                result.per_trip_us(),
+                tools.tool_calls,
+                tools.tool_updates,
+                tools.tool_completed,
+                tools.stop_reason()
+            );
+            check_tool_counts(&baseline, 0);
+            check_tool_counts(&tools, ROUND_TRIPS as u64);
+            if run > 0 {
+                runs.push(result);
+            }
+        }
+        if let Ok(memory) = process.memory() {
+            println!(
+                "  agent peak RSS after {} prompts ({} tool calls): {:.2} MiB (informational)",
+                2 * (ROUND_TRIP_RUNS + 1),
+                ROUND_TRIPS * (ROUND_TRIP_RUNS + 1),
+                memory.hwm_kib as f64 / 1024.0
+            );
+        }
+        process.close()?;
+        Ok(runs)
+    }
+
+    /// Figure 7 for one engine (`builtin` or `ripgrep`). One agent; per
+    /// run, a text-only prompt and a prompt whose reply calls `search`, each
+    /// in a new session with the tree as cwd. One discarded warm-up (it
+    /// also pays the agent's one-time `rg --version` check).
+    fn search(&self, tree: &SearchTree, engine: &str) -> Result<Vec<SearchRun>, String> {
+        let replies = vec![
+            json!({
+                "tool_calls": [{ "name": "search", "arguments": { "pattern": NEEDLE } }]
+            }),
+            json!({ "text": "Done." }),
+        ];
+        let script = self.work.dir.join("search.script.json");
+        write_script(&script, replies)?;
+        let env: Vec<(&str, &str)> = if engine == "builtin" {
+            vec![("SPINDLE_SEARCH", "builtin")]
+        } else {
+            Vec::new()
+        };
+        let mut process = self.start_tools(&script, &env)?;
+        let mut runs = Vec::new();
+        for run in 0..=SEARCH_RUNS {
+            let baseline = prompt_in(
+                &mut process,
+                &tree.dir,
+                BASELINE_PROMPT,
+                SCRIPTED_PROMPT_TIMEOUT,
+            )
+            .map_err(|e| format!("run {run}, baseline prompt: {e}"))?;
+            let search = prompt_in(&mut process, &tree.dir, TOOLS_PROMPT, TOOL_PROMPT_TIMEOUT)
+                .map_err(|e| format!("run {run}, search prompt: {e}"))?;
+            let result = SearchRun {
+                baseline: baseline.elapsed(),
+                search: search.elapsed(),
+            };
+            let label = if run == 0 {
+                "warm-up".to_string()
+            } else {
+                format!("run {run}")
+            };
+            let update = search.last_tool_update.as_deref().unwrap_or_default();
+            println!(
+                "    {label:>7}: T_0 {:.2} ms   T_search {:.1} ms   -> search {:.1} ms   (result: {})",
+                result.baseline * 1e3,
+                result.search * 1e3,
+                result.extra_ms(),
+                tool_text(update).map_or("(none)".to_string(), |t| one_line(&t, 100))
+            );
+            check_tool_counts(&search, 1);
+            if !update.contains(&tree.needle_path) || !update.contains(NEEDLE) {
+                println!(
+                    "      WARNING: the final tool_call_update does not name {} with the needle: {}",
+                    tree.needle_path,
+                    one_line(update, 300)
+                );
+            }
+            if run > 0 {
+                runs.push(result);
+            }
+        }
+        process.close()?;
+        Ok(runs)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Sessions, prompts and scripts for the tool figures
+
+fn new_session_in(process: &mut AgentProcess, cwd: &Path) -> Result<(String, Duration), String> {
+    let answer = process.request(
+        "session/new",
+        json!({ "cwd": cwd.to_string_lossy(), "mcpServers": [] }),
+        REQUEST_TIMEOUT,
+    )?;
+    let session = answer
+        .result
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            format!(
+                "session/new answered without a sessionId: {}",
+                answer.result
+            )
+        })?
+        .to_string();
+    Ok((session, answer.at.duration_since(answer.sent)))
+}
+
+/// Opens a new session in `cwd` and sends it one text prompt.
+fn prompt_in(
+    process: &mut AgentProcess,
+    cwd: &Path,
+    text: &str,
+    timeout: Duration,
+) -> Result<Answer, String> {
+    let (session, _) = new_session_in(process, cwd)?;
+    process.request(
+        "session/prompt",
+        json!({ "sessionId": session, "prompt": [{ "type": "text", "text": text }] }),
+        timeout,
+    )
+}
+
+/// Writes a script that answers `BASELINE_PROMPT` with text only (a rule,
+/// so it consumes no ordered reply) and any other prompt with `replies`.
+fn write_script(path: &Path, replies: Vec<Value>) -> Result<(), String> {
+    let script = json!({
+        "rules": [{ "when": { "equals": BASELINE_PROMPT }, "reply": { "text": "Done." } }],
+        "replies": replies,
+    });
+    std::fs::write(path, script.to_string())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Warns when a prompt did not make exactly `calls` tool calls, each
+/// announced, started and completed, or did not end its turn.
+fn check_tool_counts(answer: &Answer, calls: u64) {
+    if answer.tool_calls != calls {
+        println!(
+            "      WARNING: counted {} \"tool_call\" notifications, expected {calls}",
+            answer.tool_calls
+        );
+    }
+    if answer.tool_updates != 2 * calls || answer.tool_completed != calls {
+        println!(
+            "      WARNING: counted {} tool_call_update notifications ({} completed), expected {} ({calls} completed)",
+            answer.tool_updates,
+            answer.tool_completed,
+            2 * calls
+        );
+    }
+    let stop_reason = answer.stop_reason();
+    if stop_reason != "end_turn" {
+        println!("      WARNING: stopReason {stop_reason}, expected end_turn");
+    }
+}
+
+/// The text content of a `tool_call_update` notification line.
+fn tool_text(line: &str) -> Option<String> {
+    let message: Value = serde_json::from_str(line).ok()?;
+    let content = message.pointer("/params/update/content")?.as_array()?;
+    let texts: Vec<&str> = content
+        .iter()
+        .filter_map(|c| c.pointer("/content/text").and_then(Value::as_str))
+        .collect();
+    // Without the code fences around it.
+    let lines: Vec<&str> = texts
+        .iter()
+        .flat_map(|t| t.lines())
+        .filter(|line| !line.trim_start().starts_with("```"))
+        .collect();
+    Some(lines.join("\n"))
+}
+
+/// `text` on one line, cut to `limit` characters.
+fn one_line(text: &str, limit: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > limit {
+        let cut: String = flat.chars().take(limit).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    }
+}
+
+/// The first line of `rg --version`, if ripgrep runs.
+fn ripgrep_version() -> Option<String> {
+    let out = Command::new("rg")
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(text.lines().next().unwrap_or("rg").trim().to_string())
+}
+
+// ---------------------------------------------------------------------------
+// The search tree
+
+/// `TREE_DIRS` directories of `TREE_FILES_PER_DIR` text files of
+/// `TREE_LINES` lines each; the needle is on one line of one file. Lives
+/// inside the workspace, so it goes with it.
+struct SearchTree {
+    dir: PathBuf,
+    /// The needle's file, relative to `dir`, as the search tool prints it.
+    needle_path: String,
+    bytes: u64,
+    built_in: Duration,
+}
+
+const WORDS: &[&str] = &[
+    "alpha", "bridge", "cobalt", "delta", "ember", "falcon", "granite", "harbor", "iris",
+    "juniper", "kestrel", "lantern", "meadow", "nickel", "orchard", "pepper", "quartz", "raven",
+    "saffron", "timber", "umber", "velvet", "willow", "xenon", "yarrow", "zinc", "the", "a", "of",
+    "and", "to", "in", "is", "for", "with", "on", "buffer", "parse", "render", "token", "index",
+    "stream", "config", "module", "return", "value", "error", "cache",
+];
+
+impl SearchTree {
+    fn create(dir: &Path) -> std::io::Result<SearchTree> {
+        let started = Instant::now();
+        std::fs::create_dir_all(dir)?;
+        let dir = dir.canonicalize()?;
+        // A fixed xorshift sequence: varied text, the same on every run.
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut bytes = 0u64;
+        let mut text = String::with_capacity(4096);
+        for d in 0..TREE_DIRS {
+            let sub = dir.join(format!("d{d:03}"));
+            std::fs::create_dir_all(&sub)?;
+            for f in 0..TREE_FILES_PER_DIR {
+                text.clear();
+                for line in 1..=TREE_LINES {
+                    if (d, f, line) == (NEEDLE_DIR, NEEDLE_FILE, NEEDLE_LINE) {
+                        text.push_str(&format!("    let marker = \"{NEEDLE}\"; // the needle\n"));
+                        continue;
+                    }
+                    let words = 4 + (next() % 9) as usize;
+                    let indent = (next() % 3) as usize * 4;
+                    text.push_str(&" ".repeat(indent));
+                    for w in 0..words {
+                        if w > 0 {
+                            text.push(' ');
+                        }
+                        text.push_str(WORDS[(next() % WORDS.len() as u64) as usize]);
+                    }
+                    if next().is_multiple_of(4) {
+                        text.push_str(&format!(" {}", next() % 100_000));
+                    }
+                    text.push('\n');
+                }
+                bytes += text.len() as u64;
+                std::fs::write(sub.join(format!("f{f:03}.txt")), &text)?;
+            }
+        }
+        Ok(SearchTree {
+            dir,
+            needle_path: format!("d{NEEDLE_DIR:03}/f{NEEDLE_FILE:03}.txt"),
+            bytes,
+            built_in: started.elapsed(),
+        })
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -501,6 +998,11 @@ enum Out {
 struct Tally {
     chunks: u64,
     bytes: u64,
+    /// Lines with `"tool_call"` (a call announced), with
+    /// `"tool_call_update"`, and those of them with `"completed"`.
+    tool_calls: u64,
+    tool_updates: u64,
+    tool_completed: u64,
     first: Option<Instant>,
     last: Option<Instant>,
 }
@@ -513,9 +1015,19 @@ struct Answer {
     chunk_bytes: u64,
     first_chunk: Option<Instant>,
     last_chunk: Option<Instant>,
+    tool_calls: u64,
+    tool_updates: u64,
+    tool_completed: u64,
+    /// The last `tool_call_update` notification line before the answer.
+    last_tool_update: Option<String>,
 }
 
 impl Answer {
+    /// Seconds from writing the request to reading its answer.
+    fn elapsed(&self) -> f64 {
+        self.at.duration_since(self.sent).as_secs_f64()
+    }
+
     fn stop_reason(&self) -> String {
         self.result
             .get("stopReason")
@@ -613,10 +1125,19 @@ impl AgentProcess {
             return Err(why);
         }
         let deadline = sent + timeout;
+        let mut last_tool_update = None;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.out.recv_timeout(left) {
                 Ok(Out::Line { at, text, tally }) => {
+                    if text.contains("\"tool_call_update\"") {
+                        last_tool_update = Some(text);
+                        continue;
+                    }
+                    if !text.contains("\"id\"") {
+                        // A notification: answers and requests carry an id.
+                        continue;
+                    }
                     let Ok(message) = serde_json::from_str::<Value>(&text) else {
                         eprintln!("bench: the agent wrote a non-JSON line: {text}");
                         continue;
@@ -637,6 +1158,10 @@ impl AgentProcess {
                         chunk_bytes: tally.bytes - before.bytes,
                         first_chunk: tally.first.filter(|_| tally.chunks > before.chunks),
                         last_chunk: tally.last.filter(|_| tally.chunks > before.chunks),
+                        tool_calls: tally.tool_calls - before.tool_calls,
+                        tool_updates: tally.tool_updates - before.tool_updates,
+                        tool_completed: tally.tool_completed - before.tool_completed,
+                        last_tool_update,
                     });
                 }
                 Ok(Out::Eof) | Err(RecvTimeoutError::Disconnected) => {
@@ -760,6 +1285,14 @@ fn read_stdout(stdout: impl Read, sender: &Sender<Out>) {
             tally.first.get_or_insert(at);
             tally.last = Some(at);
             continue;
+        }
+        if contains(&line, b"\"tool_call\"") {
+            tally.tool_calls += 1;
+        } else if contains(&line, b"\"tool_call_update\"") {
+            tally.tool_updates += 1;
+            if contains(&line, b"\"completed\"") {
+                tally.tool_completed += 1;
+            }
         }
         let text = String::from_utf8_lossy(&line).trim().to_string();
         if text.is_empty() {
@@ -1060,8 +1593,8 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 // ---------------------------------------------------------------------------
 // Scratch files
 
-/// A temporary directory holding the session cwd and the script file;
-/// removed on drop.
+/// A temporary directory holding the session cwd, the script files, the
+/// agents' `SPINDLE_HOME` and the search tree; removed on drop.
 struct Workspace {
     dir: PathBuf,
     script: PathBuf,
@@ -1079,6 +1612,13 @@ impl Workspace {
         let script = dir.join("script.json");
         std::fs::write(&script, r#"{"fallback":{"text":"Hello there"}}"#)?;
         Ok(Workspace { dir, script })
+    }
+
+    /// The agents' `SPINDLE_HOME` (their session database), inside the
+    /// workspace. Scripted agents use a temporary database of their own
+    /// anyway; the streaming runs would otherwise write the user's.
+    fn home(&self) -> PathBuf {
+        self.dir.join("home")
     }
 }
 
@@ -1162,6 +1702,17 @@ impl Row {
             value,
             target: format!("> {} {unit}", group(target as u64)),
             met: yes_no(measured > target),
+        }
+    }
+
+    /// A figure measured against a target of the benchmark's own
+    /// suggestion, `target` naming it as such.
+    fn suggested(figure: &str, value: String, met: bool, target: &str) -> Row {
+        Row {
+            figure: figure.into(),
+            value,
+            target: target.into(),
+            met: yes_no(met),
         }
     }
 
