@@ -295,9 +295,17 @@ fn run(
             add_usage(&mut state.usage, usage);
             report_usage(turn, usage, state, sink.updates);
         }
-        if !outcome.tool_calls.is_empty() {
+        let stop = match outcome.finish {
+            Finish::ToolUse => None,
+            Finish::EndTurn => Some(StopReason::EndTurn),
+            Finish::MaxTokens => Some(StopReason::MaxTokens),
+            Finish::Refusal => Some(StopReason::Refusal),
+        };
+        if !outcome.tool_calls.is_empty() || !outcome.provider_data.is_null() {
             let message = assistant.get_or_insert_with(|| Message::assistant("", ""));
             message.tool_calls = outcome.tool_calls.clone();
+            // Signed thinking and encrypted reasoning go back verbatim.
+            message.provider_data = outcome.provider_data.clone();
         }
         if let Some(message) = assistant {
             messages.push(message.clone());
@@ -307,13 +315,10 @@ fn run(
             answer_unrun(&outcome.tool_calls, &mut messages, state);
             return Ok(StopReason::Cancelled);
         }
-        let stop = match outcome.finish {
-            Finish::ToolUse => None,
-            Finish::EndTurn => Some(StopReason::EndTurn),
-            Finish::MaxTokens => Some(StopReason::MaxTokens),
-            Finish::Refusal => Some(StopReason::Refusal),
-        };
         if let Some(stop) = stop {
+            // Calls made by a model that then ran out of tokens or refused
+            // do not run, but still need answers for the next request.
+            answer_unrun(&outcome.tool_calls, &mut messages, state);
             return Ok(stop);
         }
         let mut runner = Runner {
@@ -382,7 +387,7 @@ fn answer_unrun(
     state: &mut State,
 ) {
     for call in calls {
-        let message = Message::tool_result(&call.id, "Not run: the user cancelled the turn.");
+        let message = Message::tool_result(&call.id, "Not run: the turn ended before it ran.");
         messages.push(message.clone());
         state.added.push(message);
     }

@@ -5,8 +5,10 @@
 //! outcome. Providers know nothing of ACP: the turn worker maps what they
 //! report onto session updates.
 
+pub mod anthropic;
 pub mod http;
 pub mod openai;
+pub mod responses;
 pub mod script;
 pub mod sse;
 

@@ -1,0 +1,332 @@
+//! OpenAI Responses API, streamed and stateless: every request replays the
+//! conversation (`store: false`), and the reasoning of a turn goes back as
+//! the encrypted reasoning items the API returned with it. This module
+//! builds the request and drives the call; `stream` parses the answer.
+//!
+//! A server that ignores `stream: true` answers 200 with a JSON body; that
+//! body has no events, so such a call ends as `provider_stream_broken`.
+
+mod stream;
+
+use super::http::{EventStream, Next, StreamItem, Timeouts};
+use super::{Message, ModelRequest, Outcome, Provider, ProviderError, Role, Sink, StreamError};
+use crate::cancel::CancelToken;
+use serde_json::{json, Value};
+use stream::StreamState;
+
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// The OpenAI Responses provider.
+pub struct Responses {
+    /// The API root, such as `https://api.openai.com/v1`.
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub timeouts: Timeouts,
+}
+
+impl Responses {
+    fn url(&self) -> String {
+        format!("{}/responses", self.base_url.trim_end_matches('/'))
+    }
+
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        let mut headers = vec![("Content-Type", "application/json".to_string())];
+        if let Some(key) = &self.api_key {
+            headers.push(("Authorization", format!("Bearer {key}")));
+        }
+        headers
+    }
+}
+
+impl Provider for Responses {
+    fn stream(
+        &self,
+        request: &ModelRequest<'_>,
+        sink: &mut dyn Sink,
+        cancel: &CancelToken,
+    ) -> Result<Outcome, StreamError> {
+        let body = body(request).to_string();
+        let stream = EventStream::open(
+            &self.url(),
+            &self.headers(),
+            body,
+            self.timeouts,
+            cancel,
+            sink,
+        )?;
+        let mut state = StreamState::default();
+        loop {
+            let item = match stream.next(cancel) {
+                Next::Cancelled => return Err(StreamError::Cancelled),
+                Next::Item(item) => item,
+            };
+            match item {
+                StreamItem::Event(event) => {
+                    if let Some(outcome) = state.handle(&event, sink)? {
+                        return Ok(outcome);
+                    }
+                }
+                StreamItem::Alive => {}
+                // The stream must end with `response.completed`,
+                // `.incomplete` or `.failed`: anything else is truncated.
+                StreamItem::End => {
+                    return Err(ProviderError::new(
+                        "provider_stream_broken",
+                        "the provider stream ended before the model finished",
+                    )
+                    .into())
+                }
+                StreamItem::Failed(error) => {
+                    return Err(if cancel.is_cancelled() {
+                        StreamError::Cancelled
+                    } else {
+                        StreamError::Failed(error)
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// The JSON body of one request.
+fn body(request: &ModelRequest<'_>) -> Value {
+    let mut body = json!({
+        "model": request.model,
+        "stream": true,
+        "input": input_json(request.messages),
+        // Stateless: nothing is kept on the server, so the reasoning must
+        // come back encrypted for us to replay.
+        "store": false,
+        "include": ["reasoning.encrypted_content"],
+    });
+    if !request.system.is_empty() {
+        body["instructions"] = json!(request.system);
+    }
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "type": "function",
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                    "strict": false,
+                })
+            })
+            .collect();
+        body["tools"] = Value::Array(tools);
+        body["tool_choice"] = json!("auto");
+        body["parallel_tool_calls"] = json!(true);
+    }
+    if let Some(max) = request.max_output_tokens {
+        body["max_output_tokens"] = json!(max);
+    }
+    if let Some(effort) = request.effort.filter(|effort| *effort != "auto") {
+        // Summaries stream only when asked for.
+        body["reasoning"] = json!({ "effort": effort, "summary": "auto" });
+    }
+    body
+}
+
+/// The conversation as input items. Replayed items carry no `id` (with
+/// `store: false` an id names server state that does not exist), except the
+/// reasoning items, which go back exactly as received.
+fn input_json(messages: &[Message]) -> Vec<Value> {
+    let mut items = Vec::with_capacity(messages.len());
+    for message in messages {
+        match message.role {
+            Role::User => items.push(json!({
+                "type": "message",
+                "role": "user",
+                "content": message.text,
+            })),
+            Role::Assistant => {
+                items.extend(kept_reasoning(message).cloned());
+                if !message.text.is_empty() {
+                    items.push(json!({
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{ "type": "output_text", "text": message.text }],
+                    }));
+                }
+                for call in &message.tool_calls {
+                    items.push(json!({
+                        "type": "function_call",
+                        "call_id": call.id,
+                        "name": call.name,
+                        "arguments": call.arguments,
+                    }));
+                }
+            }
+            Role::Tool => items.push(json!({
+                "type": "function_call_output",
+                "call_id": message.tool_call_id.as_deref().unwrap_or(""),
+                "output": message.text,
+            })),
+        }
+    }
+    items
+}
+
+/// The reasoning items kept with an assistant message. Only those with
+/// their encrypted content can be replayed: without it the API looks the
+/// item up by id and fails with a 404.
+fn kept_reasoning(message: &Message) -> impl Iterator<Item = &Value> {
+    message.provider_data["responses"]["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| replayable(item))
+}
+
+fn replayable(item: &Value) -> bool {
+    item["type"] == "reasoning" && item["encrypted_content"].is_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stream::tests::{Collect, TOOL_TURN};
+    use super::*;
+    use crate::provider::{Finish, ToolCallRequest, ToolSpec};
+    use std::io::{Read, Write};
+
+    fn request<'a>(messages: &'a [Message], tools: &'a [ToolSpec]) -> ModelRequest<'a> {
+        ModelRequest {
+            session_id: "s",
+            model: "gpt-test",
+            system: "Be brief.",
+            messages,
+            tools,
+            effort: Some("medium"),
+            max_output_tokens: Some(8000),
+        }
+    }
+
+    #[test]
+    fn body_replays_reasoning_calls_and_results() {
+        let reasoning = json!({ "id": "rs_1", "type": "reasoning", "summary": [],
+                                "encrypted_content": "gAAAA" });
+        let mut assistant = Message::assistant("Reading it.", "Need the file.");
+        assistant.provider_data = json!({ "responses": { "items": [
+            reasoning.clone(),
+            // Without its encrypted content an item cannot be replayed.
+            { "id": "rs_0", "type": "reasoning", "summary": [] },
+        ] } });
+        assistant.tool_calls.push(ToolCallRequest {
+            id: "call_1".into(),
+            name: "read_file".into(),
+            arguments: r#"{"path":"src/main.rs"}"#.into(),
+        });
+        let messages = [
+            Message::user("Fix main.rs"),
+            assistant,
+            Message::tool_result("call_1", "fn main() {}"),
+        ];
+        let tools = [ToolSpec {
+            name: "read_file".into(),
+            description: "Read a file".into(),
+            parameters: json!({ "type": "object" }),
+        }];
+        let body = body(&request(&messages, &tools));
+        assert_eq!(
+            body,
+            json!({
+                "model": "gpt-test",
+                "stream": true,
+                "instructions": "Be brief.",
+                "input": [
+                    { "type": "message", "role": "user", "content": "Fix main.rs" },
+                    reasoning,
+                    { "type": "message", "role": "assistant",
+                      "content": [{ "type": "output_text", "text": "Reading it." }] },
+                    { "type": "function_call", "call_id": "call_1", "name": "read_file",
+                      "arguments": "{\"path\":\"src/main.rs\"}" },
+                    { "type": "function_call_output", "call_id": "call_1", "output": "fn main() {}" },
+                ],
+                "tools": [{ "type": "function", "name": "read_file", "description": "Read a file",
+                            "parameters": { "type": "object" }, "strict": false }],
+                "tool_choice": "auto",
+                "parallel_tool_calls": true,
+                "max_output_tokens": 8000,
+                "reasoning": { "effort": "medium", "summary": "auto" },
+                "store": false,
+                "include": ["reasoning.encrypted_content"],
+            })
+        );
+        let plain = [Message::user("hi")];
+        let mut request = request(&plain, &[]);
+        request.effort = Some("auto");
+        request.max_output_tokens = None;
+        let body = super::body(&request);
+        for absent in ["reasoning", "tools", "tool_choice", "max_output_tokens"] {
+            assert!(body.get(absent).is_none(), "{absent}");
+        }
+    }
+
+    /// Answers one request on a local port with `sse` and hands back the
+    /// request as received (head and body).
+    fn serve_once(sse: &'static str) -> (String, std::thread::JoinHandle<String>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut socket, _) = listener.accept().unwrap();
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 8192];
+            let mut wanted = usize::MAX;
+            while request.len() < wanted {
+                let read = socket.read(&mut buffer).unwrap();
+                assert!(read > 0, "the client closed early");
+                request.extend_from_slice(&buffer[..read]);
+                let text = String::from_utf8_lossy(&request).to_lowercase();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|line| line.strip_prefix("content-length:"))
+                        .map_or(0, |value| value.trim().parse().unwrap());
+                    wanted = end + 4 + length;
+                }
+            }
+            let head =
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+            socket.write_all(head.as_bytes()).unwrap();
+            socket.write_all(sse.as_bytes()).unwrap();
+            String::from_utf8(request).unwrap()
+        });
+        (format!("http://{address}/v1"), server)
+    }
+
+    #[test]
+    fn streams_from_a_local_server() {
+        let (base_url, server) = serve_once(TOOL_TURN);
+        let provider = Responses {
+            base_url,
+            api_key: Some("sk-test".into()),
+            timeouts: Timeouts::default(),
+        };
+        let messages = [Message::user("Fix main.rs")];
+        let mut sink = Collect::default();
+        let outcome = provider
+            .stream(&request(&messages, &[]), &mut sink, &CancelToken::new())
+            .unwrap();
+        let received = server.join().unwrap();
+        let (head, body) = received.split_once("\r\n\r\n").unwrap();
+        let head = head.to_lowercase();
+        assert!(head.starts_with("post /v1/responses http/1.1"), "{head}");
+        assert!(head.contains("\r\nauthorization: bearer sk-test"), "{head}");
+        assert!(
+            head.contains("\r\ncontent-type: application/json"),
+            "{head}"
+        );
+        let body: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(body["input"][0]["content"], "Fix main.rs");
+        assert_eq!(
+            (sink.text.as_str(), sink.thought.as_str()),
+            ("Reading it.", "Need the file.")
+        );
+        assert_eq!(outcome.finish, Finish::ToolUse);
+        assert_eq!(outcome.tool_calls[0].id, "call_1");
+        assert!(outcome.provider_data["responses"]["items"].is_array());
+    }
+}

@@ -1,0 +1,472 @@
+//! The parse of an OpenAI Responses stream: a state machine fed one SSE
+//! event at a time, so it can be tested without a network.
+
+use crate::provider::sse::SseEvent;
+use crate::provider::{Finish, Outcome, ProviderError, Sink, ToolCallRequest, Usage};
+use serde_json::{json, Value};
+
+/// A function call being streamed, known by its item id (`fc_…`) in the
+/// stream and by its call id (`call_…`) in the conversation.
+struct Call {
+    item_id: String,
+    call_id: String,
+    name: String,
+    arguments: String,
+    /// Whether `response.output_item.done` delivered the finished item.
+    done: bool,
+}
+
+/// The parse of one streamed answer, fed one SSE event at a time.
+#[derive(Default)]
+pub(super) struct StreamState {
+    calls: Vec<Call>,
+    reasoning: Vec<Value>,
+    refused: bool,
+}
+
+impl StreamState {
+    /// Handles one event. Returns the outcome at `response.completed` or
+    /// `response.incomplete`, an error for `response.failed`, an `error`
+    /// event or data that is not JSON, and `None` otherwise. Events are told
+    /// apart by their JSON `type`; unknown types are ignored.
+    pub(super) fn handle(
+        &mut self,
+        event: &SseEvent,
+        sink: &mut dyn Sink,
+    ) -> Result<Option<Outcome>, ProviderError> {
+        let value: Value = serde_json::from_str(&event.data).map_err(|err| {
+            ProviderError::new(
+                "provider_bad_response",
+                format!("the provider sent an event that is not valid JSON: {err}"),
+            )
+        })?;
+        let delta = value["delta"].as_str().unwrap_or("");
+        match value["type"].as_str().unwrap_or("") {
+            "response.output_text.delta" if !delta.is_empty() => sink.text(delta),
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta"
+                if !delta.is_empty() =>
+            {
+                sink.thought(delta)
+            }
+            // Summary parts are paragraphs: keep them apart.
+            "response.reasoning_summary_part.added"
+                if value["summary_index"].as_u64() > Some(0) =>
+            {
+                sink.thought("\n\n")
+            }
+            "response.refusal.delta" => {
+                self.refused = true;
+                if !delta.is_empty() {
+                    sink.text(delta);
+                }
+            }
+            "response.output_item.added" => {
+                let item = &value["item"];
+                if item["type"] == "function_call" {
+                    self.call(item).arguments = text(&item["arguments"]);
+                }
+            }
+            "response.function_call_arguments.delta" => {
+                self.call_by_item(&value).arguments.push_str(delta);
+            }
+            "response.function_call_arguments.done" => {
+                let call = self.call_by_item(&value);
+                if let Some(arguments) = value["arguments"].as_str() {
+                    call.arguments = arguments.to_string();
+                }
+                if call.name.is_empty() {
+                    call.name = text(&value["name"]);
+                }
+            }
+            "response.output_item.done" => self.item_done(&value["item"]),
+            "response.completed" => return Ok(Some(self.outcome(&value["response"], None))),
+            "response.incomplete" => {
+                let response = &value["response"];
+                let finish = match response["incomplete_details"]["reason"].as_str() {
+                    Some("content_filter") => Finish::Refusal,
+                    // `max_output_tokens`, and any reason added later: the
+                    // answer was cut short.
+                    _ => Finish::MaxTokens,
+                };
+                return Ok(Some(self.outcome(response, Some(finish))));
+            }
+            "response.failed" => return Err(stream_error(&value["response"]["error"])),
+            "error" => {
+                let error = if value["error"].is_object() {
+                    &value["error"]
+                } else {
+                    &value
+                };
+                return Err(stream_error(error));
+            }
+            _ => {}
+        }
+        Ok(None)
+    }
+
+    /// Takes a finished item: reasoning is kept verbatim for replay, and
+    /// a function call gets its final name and arguments.
+    fn item_done(&mut self, item: &Value) {
+        match item["type"].as_str() {
+            Some("reasoning") => self.reasoning.push(item.clone()),
+            Some("function_call") => {
+                let call = self.call(item);
+                if let Some(arguments) = item["arguments"].as_str() {
+                    call.arguments = arguments.to_string();
+                }
+                call.done = true;
+            }
+            _ => {}
+        }
+    }
+
+    /// The call an item describes, matched by item id, else by call id;
+    /// new when neither is known. Fills in the ids and the name.
+    fn call(&mut self, item: &Value) -> &mut Call {
+        let item_id = item["id"].as_str().unwrap_or("");
+        let call_id = item["call_id"].as_str().unwrap_or("");
+        let position = self.calls.iter().position(|call| {
+            (!item_id.is_empty() && call.item_id == item_id)
+                || (!call_id.is_empty() && call.call_id == call_id)
+        });
+        let call = self.entry(position, item_id);
+        if call.call_id.is_empty() {
+            call.call_id = call_id.to_string();
+        }
+        if call.name.is_empty() {
+            call.name = text(&item["name"]);
+        }
+        call
+    }
+
+    /// The call an argument event points at by `item_id`.
+    fn call_by_item(&mut self, value: &Value) -> &mut Call {
+        let item_id = value["item_id"].as_str().unwrap_or("");
+        let position = self.calls.iter().position(|call| call.item_id == item_id);
+        self.entry(position, item_id)
+    }
+
+    fn entry(&mut self, position: Option<usize>, item_id: &str) -> &mut Call {
+        let position = position.unwrap_or_else(|| {
+            self.calls.push(Call {
+                item_id: item_id.to_string(),
+                call_id: String::new(),
+                name: String::new(),
+                arguments: String::new(),
+                done: false,
+            });
+            self.calls.len() - 1
+        });
+        let call = &mut self.calls[position];
+        if call.item_id.is_empty() {
+            call.item_id = item_id.to_string();
+        }
+        call
+    }
+
+    /// The outcome of a finished stream: `finish` is set for an incomplete
+    /// response, and a completed one is a tool turn when it holds calls.
+    fn outcome(&mut self, response: &Value, finish: Option<Finish>) -> Outcome {
+        // The finished response lists every output item: a proxy that
+        // dropped the item events still gets its calls and reasoning through.
+        let output = response["output"].as_array().map_or(&[][..], Vec::as_slice);
+        if self.reasoning.is_empty() {
+            let reasoning = output.iter().filter(|item| item["type"] == "reasoning");
+            self.reasoning = reasoning.cloned().collect();
+        }
+        let complete = finish.is_none();
+        if complete {
+            for item in output.iter().filter(|item| item["type"] == "function_call") {
+                self.item_done(item);
+            }
+        }
+        let tool_calls: Vec<ToolCallRequest> = std::mem::take(&mut self.calls)
+            .into_iter()
+            // An incomplete response may have cut a call short.
+            .filter(|call| complete || call.done)
+            .enumerate()
+            .map(|(position, call)| ToolCallRequest {
+                id: if call.call_id.is_empty() {
+                    format!("call_{position}_{}", crate::util::random_hex())
+                } else {
+                    call.call_id
+                },
+                name: call.name,
+                arguments: if call.arguments.trim().is_empty() {
+                    "{}".to_string()
+                } else {
+                    call.arguments
+                },
+            })
+            .collect();
+        let finish = if self.refused {
+            Finish::Refusal
+        } else if let Some(finish) = finish {
+            finish
+        } else if tool_calls.is_empty() {
+            Finish::EndTurn
+        } else {
+            Finish::ToolUse
+        };
+        let reasoning: Vec<Value> = std::mem::take(&mut self.reasoning);
+        Outcome {
+            finish,
+            usage: usage(&response["usage"]),
+            tool_calls,
+            provider_data: if reasoning.is_empty() {
+                Value::Null
+            } else {
+                json!({ "responses": { "items": reasoning } })
+            },
+        }
+    }
+}
+
+fn text(value: &Value) -> String {
+    value.as_str().unwrap_or("").to_string()
+}
+
+fn usage(usage: &Value) -> Option<Usage> {
+    if !usage.is_object() {
+        return None;
+    }
+    let count = |value: &Value| value.as_u64().unwrap_or(0);
+    Some(Usage {
+        // Unlike Anthropic's, this input count already includes the cached
+        // tokens.
+        input_tokens: count(&usage["input_tokens"]),
+        output_tokens: count(&usage["output_tokens"]),
+        cached_tokens: count(&usage["input_tokens_details"]["cached_tokens"]),
+        reasoning_tokens: count(&usage["output_tokens_details"]["reasoning_tokens"]),
+    })
+}
+
+/// The error of `response.failed` (`response.error`) or of an `error`
+/// event, both `{code, message}`.
+fn stream_error(error: &Value) -> ProviderError {
+    let code = error["code"]
+        .as_str()
+        .or(error["type"].as_str())
+        .unwrap_or("error");
+    let message = error["message"].as_str().unwrap_or("no details given");
+    let mut error = ProviderError::new(
+        "provider_stream_error",
+        format!("the model provider reported an error mid-stream: {message} ({code})"),
+    );
+    error.retryable = matches!(code, "server_error" | "rate_limit_exceeded");
+    error
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::provider::sse::{Line, SseParser};
+
+    /// The example stream of WIRE.md: a reasoning summary, text, one call.
+    pub(in crate::provider::responses) const TOOL_TURN: &str = r##"event: response.created
+data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","output":[],"usage":null}}
+
+event: response.output_item.added
+data: {"type":"response.output_item.added","output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}}
+
+event: response.reasoning_summary_part.added
+data: {"type":"response.reasoning_summary_part.added","item_id":"rs_1","output_index":0,"summary_index":0,"part":{"type":"summary_text","text":""}}
+
+event: response.reasoning_summary_text.delta
+data: {"type":"response.reasoning_summary_text.delta","item_id":"rs_1","output_index":0,"summary_index":0,"delta":"Need the file."}
+
+event: response.output_item.done
+data: {"type":"response.output_item.done","output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":"Need the file."}],"encrypted_content":"gAAAA"}}
+
+event: response.output_item.added
+data: {"type":"response.output_item.added","output_index":1,"item":{"id":"msg_1","type":"message","role":"assistant","status":"in_progress","content":[]}}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","item_id":"msg_1","output_index":1,"content_index":0,"delta":"Reading it.","logprobs":[]}
+
+event: response.output_item.done
+data: {"type":"response.output_item.done","output_index":1,"item":{"id":"msg_1","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Reading it.","annotations":[]}]}}
+
+event: response.output_item.added
+data: {"type":"response.output_item.added","output_index":2,"item":{"id":"fc_1","type":"function_call","call_id":"call_1","name":"read_file","arguments":"","status":"in_progress"}}
+
+event: response.function_call_arguments.delta
+data: {"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":2,"delta":"{\"path\":\"src/"}
+
+event: response.function_call_arguments.delta
+data: {"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":2,"delta":"main.rs\"}"}
+
+event: response.function_call_arguments.done
+data: {"type":"response.function_call_arguments.done","item_id":"fc_1","output_index":2,"arguments":"{\"path\":\"src/main.rs\"}"}
+
+event: response.output_item.done
+data: {"type":"response.output_item.done","output_index":2,"item":{"id":"fc_1","type":"function_call","call_id":"call_1","name":"read_file","arguments":"{\"path\":\"src/main.rs\"}","status":"completed"}}
+
+event: response.completed
+data: {"type":"response.completed","response":{"id":"resp_1","status":"completed","usage":{"input_tokens":812,"input_tokens_details":{"cached_tokens":512},"output_tokens":41,"output_tokens_details":{"reasoning_tokens":5},"total_tokens":853}}}
+
+"##;
+
+    #[derive(Default)]
+    pub(in crate::provider::responses) struct Collect {
+        pub text: String,
+        pub thought: String,
+    }
+
+    impl Sink for Collect {
+        fn text(&mut self, delta: &str) {
+            self.text.push_str(delta);
+        }
+        fn thought(&mut self, delta: &str) {
+            self.thought.push_str(delta);
+        }
+    }
+
+    /// Feeds recorded SSE text through the parser and the state machine
+    /// until the stream ends, fails or runs out.
+    fn run(sse: &str) -> (Collect, Result<Option<Outcome>, ProviderError>) {
+        let mut parser = SseParser::new();
+        let mut state = StreamState::default();
+        let mut sink = Collect::default();
+        for line in sse.split('\n') {
+            if let Line::Event(event) = parser.line(line.as_bytes()) {
+                match state.handle(&event, &mut sink) {
+                    Ok(None) => {}
+                    other => return (sink, other),
+                }
+            }
+        }
+        (sink, Ok(None))
+    }
+
+    fn outcome(sse: &str) -> Outcome {
+        run(sse)
+            .1
+            .unwrap()
+            .expect("the stream reaches its terminal event")
+    }
+
+    /// A stream of text that ends with `terminal` (the data of the last
+    /// event).
+    fn ending(terminal: &str) -> String {
+        format!(
+            "data: {{\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"delta\":\"Hi\"}}\n\n\
+             data: {terminal}\n\n"
+        )
+    }
+
+    #[test]
+    fn streams_reasoning_text_and_a_tool_call() {
+        let (sink, result) = run(TOOL_TURN);
+        let outcome = result.unwrap().unwrap();
+        assert_eq!(sink.thought, "Need the file.");
+        assert_eq!(sink.text, "Reading it.");
+        assert_eq!(outcome.finish, Finish::ToolUse);
+        assert_eq!(
+            outcome.tool_calls,
+            vec![ToolCallRequest {
+                id: "call_1".into(),
+                name: "read_file".into(),
+                arguments: r#"{"path":"src/main.rs"}"#.into(),
+            }]
+        );
+        assert_eq!(
+            outcome.usage,
+            Some(Usage {
+                input_tokens: 812,
+                output_tokens: 41,
+                cached_tokens: 512,
+                reasoning_tokens: 5,
+            })
+        );
+        assert_eq!(
+            outcome.provider_data,
+            json!({ "responses": { "items": [{
+                "id": "rs_1", "type": "reasoning",
+                "summary": [{ "type": "summary_text", "text": "Need the file." }],
+                "encrypted_content": "gAAAA",
+            }] } })
+        );
+    }
+
+    #[test]
+    fn terminal_events_map_to_finishes() {
+        let completed =
+            r#"{"type":"response.completed","response":{"status":"completed","output":[]}}"#;
+        let plain = outcome(&ending(completed));
+        assert_eq!(plain.finish, Finish::EndTurn);
+        assert_eq!((plain.usage, plain.provider_data), (None, Value::Null));
+        for (reason, finish) in [
+            ("max_output_tokens", Finish::MaxTokens),
+            ("content_filter", Finish::Refusal),
+        ] {
+            let incomplete = format!(
+                r#"{{"type":"response.incomplete","response":{{"status":"incomplete","incomplete_details":{{"reason":"{reason}"}},"usage":{{"input_tokens":3,"output_tokens":9}}}}}}"#
+            );
+            let outcome = outcome(&ending(&incomplete));
+            assert_eq!(outcome.finish, finish, "{reason}");
+            assert_eq!(outcome.usage.unwrap().output_tokens, 9);
+        }
+        let refusal = "data: {\"type\":\"response.refusal.delta\",\"delta\":\"No.\"}\n\n";
+        let (sink, result) = run(&format!("{refusal}{}", ending(completed)));
+        assert_eq!(result.unwrap().unwrap().finish, Finish::Refusal);
+        assert_eq!(sink.text, "No.Hi");
+    }
+
+    #[test]
+    fn incomplete_responses_drop_unfinished_calls() {
+        let cut = TOOL_TURN
+            .split("event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":2")
+            .next()
+            .unwrap()
+            .to_string()
+            + "data: {\"type\":\"response.incomplete\",\"response\":{\"incomplete_details\":{\"reason\":\"max_output_tokens\"}}}\n\n";
+        let outcome = outcome(&cut);
+        assert_eq!(outcome.finish, Finish::MaxTokens);
+        assert!(outcome.tool_calls.is_empty());
+        assert!(outcome.provider_data["responses"]["items"][0]["encrypted_content"].is_string());
+    }
+
+    #[test]
+    fn completed_output_fills_in_what_the_events_missed() {
+        let completed = r#"{"type":"response.completed","response":{"output":[
+            {"id":"rs_9","type":"reasoning","summary":[],"encrypted_content":"enc"},
+            {"id":"fc_9","type":"function_call","call_id":"call_9","name":"list_directory","arguments":""}]}}"#
+            .replace('\n', "");
+        let outcome = outcome(&ending(&completed));
+        assert_eq!(outcome.finish, Finish::ToolUse);
+        assert_eq!(outcome.tool_calls[0].id, "call_9");
+        assert_eq!(outcome.tool_calls[0].arguments, "{}");
+        assert_eq!(outcome.provider_data["responses"]["items"][0]["id"], "rs_9");
+    }
+
+    #[test]
+    fn unknown_events_are_ignored() {
+        let completed = r#"{"type":"response.completed","response":{}}"#;
+        let sse = format!(
+            "event: response.in_progress\ndata: {{\"type\":\"response.in_progress\",\"delta\":{{}}}}\n\n\
+             data: {{\"type\":\"response.brand_new\",\"item\":7}}\n\n\
+             data: {{\"type\":\"response.reasoning_text.delta\",\"delta\":\"raw\"}}\n\n{}",
+            ending(completed)
+        );
+        let (sink, result) = run(&sse);
+        assert_eq!(result.unwrap().unwrap().finish, Finish::EndTurn);
+        assert_eq!((sink.text.as_str(), sink.thought.as_str()), ("Hi", "raw"));
+    }
+
+    #[test]
+    fn failures_and_bad_json_fail_the_stream() {
+        let failed = r#"data: {"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"The server had an error."}}}"#;
+        let error = run(&format!("{failed}\n\n")).1.unwrap_err();
+        assert_eq!(error.code, "provider_stream_error");
+        assert!(error.retryable);
+        assert!(error.message.contains("The server had an error."));
+        let standalone = r#"data: {"type":"error","code":"rate_limit_exceeded","message":"Slow down.","param":null}"#;
+        let error = run(&format!("{standalone}\n\n")).1.unwrap_err();
+        assert!(error.retryable && error.message.contains("Slow down."));
+        let invalid = standalone.replace("rate_limit_exceeded", "invalid_prompt");
+        assert!(!run(&format!("{invalid}\n\n")).1.unwrap_err().retryable);
+        let bad = run("data: not json\n\n").1.unwrap_err();
+        assert_eq!(bad.code, "provider_bad_response");
+    }
+}
