@@ -53,7 +53,13 @@ pub struct Dispatcher {
     /// will not start).
     store: Option<Result<Store, String>>,
     pub(super) db_path: PathBuf,
+    /// The store and registry being prepared on a helper thread at start-up,
+    /// so the first `session/new` does not wait for them.
+    warm: Option<Receiver<Warm>>,
 }
+
+/// What the start-up helper prepares.
+type Warm = (Result<Store, String>, Result<Arc<Registry>, String>);
 
 /// How often the leases of running turns are renewed.
 const LEASE_HEARTBEAT: Duration = Duration::from_secs(10);
@@ -72,12 +78,46 @@ impl Dispatcher {
             next_request_id: 0,
             store: None,
             db_path: options_db_path(&options),
+            warm: None,
             options,
+        }
+        .warm_up()
+    }
+
+    /// Opens the store and builds the registry on a helper thread: both
+    /// touch files (and a local model server may be asked for its models),
+    /// which should not delay `initialize` nor make the first `session/new`
+    /// wait more than needed.
+    fn warm_up(mut self) -> Dispatcher {
+        let (sender, receiver) = crossbeam_channel::bounded(1);
+        let db_path = self.db_path.clone();
+        let options = self.options.clone();
+        let spawned = std::thread::Builder::new()
+            .name("spindle-warmup".into())
+            .spawn(move || {
+                let store = Store::open(&db_path).map_err(|error| error.0);
+                let registry = Registry::build(&options).map(Arc::new);
+                let _ = sender.send((store, registry));
+            });
+        if spawned.is_ok() {
+            self.warm = Some(receiver);
+        }
+        self
+    }
+
+    /// Takes what the start-up helper prepared, waiting for it if needed.
+    fn take_warm(&mut self) {
+        if let Some(receiver) = self.warm.take() {
+            if let Ok((store, registry)) = receiver.recv() {
+                self.store.get_or_insert(store);
+                self.registry.get_or_insert(registry);
+            }
         }
     }
 
     /// The session store, opened on first use.
     pub(super) fn store(&mut self) -> Result<&mut Store, RpcError> {
+        self.take_warm();
         let db_path = &self.db_path;
         let store = self
             .store
@@ -94,6 +134,7 @@ impl Dispatcher {
     /// The model registry; -32000 (authentication required) when no
     /// provider can be used, with what to do about it.
     pub(super) fn registry(&mut self) -> Result<Arc<Registry>, RpcError> {
+        self.take_warm();
         let options = &self.options;
         let built = self
             .registry
@@ -155,6 +196,7 @@ impl Dispatcher {
             )));
         }
         // Read the configuration and the environment again.
+        self.take_warm();
         self.registry = None;
         self.registry().map(|_| json!({}))
     }
