@@ -480,9 +480,9 @@ impl Dispatcher {
             agent_capabilities: json!({
                 "loadSession": true,
                 "promptCapabilities": {
-                    "image": false,
+                    "image": true,
                     "audio": false,
-                    "embeddedContext": false
+                    "embeddedContext": true
                 },
                 "mcpCapabilities": { "http": false, "sse": false },
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},

@@ -2,6 +2,7 @@
 //! answering when it reports back.
 
 use super::client::Client;
+use super::content::read_prompt;
 use super::controls::Mode;
 use super::dispatcher::{decode, Dispatcher};
 use super::prompt::system_prompt;
@@ -19,7 +20,6 @@ impl Dispatcher {
     /// report produces the answer.
     pub(super) fn prompt(&mut self, id: &RequestId, params: Value) -> Result<(), RpcError> {
         let request: acp::PromptRequest = decode(params)?;
-        let text = prompt_text(&request.prompt)?;
         let session_id = request.session_id;
         match self.sessions.get(&session_id) {
             Some(session) if !session.closed => {
@@ -42,6 +42,9 @@ impl Dispatcher {
         if self.closing.is_some() {
             return Err(RpcError::invalid_request("the agent is shutting down"));
         }
+        let cwd = self.sessions[&session_id].cwd.clone();
+        let input = read_prompt(&request.prompt, &cwd)?;
+        let text = input.text.clone();
         let registry = self.registry()?;
         let me = std::process::id();
         let (known_count, needs_title) = match self.sessions.get(&session_id) {
@@ -128,7 +131,9 @@ impl Dispatcher {
                 "updatedAt": crate::store::time::now_rfc3339(),
             })
         });
-        session.messages.push(Message::user(text));
+        let mut user = Message::user(input.text);
+        user.images = input.images;
+        session.messages.push(user);
         let cancel = CancelToken::new();
         let client = Client::new(
             session.id.clone(),
@@ -150,7 +155,7 @@ impl Dispatcher {
             approvals: session.approvals.clone(),
             max_steps,
             db,
-            prompt_blocks: request.prompt,
+            prompt_blocks: input.stored_blocks,
             title_update,
             model: entry.model.clone(),
             effort,
@@ -159,6 +164,7 @@ impl Dispatcher {
             price: entry.config.price.clone(),
             cost_before: session.cost,
             read_only: session.mode == Mode::Plan,
+            images: entry.config.images,
         };
         match turn::spawn(turn, self.events.clone()) {
             Ok(handle) => {
@@ -231,84 +237,5 @@ impl Dispatcher {
             response
         });
         self.respond(&end.request_id, result);
-    }
-}
-
-/// Renders the prompt blocks we accept into the text the model gets.
-fn prompt_text(blocks: &[Value]) -> Result<String, RpcError> {
-    let mut parts: Vec<String> = Vec::with_capacity(blocks.len());
-    for (index, block) in blocks.iter().enumerate() {
-        let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
-        match kind {
-            "text" => {
-                let Some(text) = block.get("text").and_then(Value::as_str) else {
-                    return Err(RpcError::invalid_params(format!(
-                        "prompt block {index} (text) has no \"text\" string"
-                    )));
-                };
-                parts.push(text.to_string());
-            }
-            "resource_link" => {
-                let uri = block.get("uri").and_then(Value::as_str);
-                let name = block.get("name").and_then(Value::as_str);
-                let (Some(uri), Some(name)) = (uri, name) else {
-                    return Err(RpcError::invalid_params(format!(
-                        "prompt block {index} (resource_link) needs \"uri\" and \"name\" strings"
-                    )));
-                };
-                parts.push(format!("[@{name}]({uri})"));
-            }
-            "image" | "audio" | "resource" => {
-                return Err(RpcError::invalid_params(format!(
-                    "prompt block {index} is of type {kind:?}, which this agent did not advertise in promptCapabilities"
-                )))
-            }
-            "" => {
-                return Err(RpcError::invalid_params(format!(
-                    "prompt block {index} has no \"type\""
-                )))
-            }
-            other => {
-                return Err(RpcError::invalid_params(format!(
-                    "prompt block {index} has unknown type {other:?}"
-                )))
-            }
-        }
-    }
-    let text = parts.join("\n");
-    if text.trim().is_empty() {
-        return Err(RpcError::invalid_params(
-            "the prompt is empty; send at least one non-empty text block",
-        ));
-    }
-    Ok(text)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::rpc;
-
-    #[test]
-    fn prompt_blocks_become_text() {
-        let text = prompt_text(&[
-            json!({"type":"text","text":"Look at"}),
-            json!({"type":"resource_link","uri":"file:///p/a.rs","name":"a.rs"}),
-        ])
-        .unwrap();
-        assert_eq!(text, "Look at\n[@a.rs](file:///p/a.rs)");
-        for bad in [
-            json!([]),
-            json!([{"type":"text","text":"  "}]),
-            json!([{"type":"image","data":"","mimeType":"image/png"}]),
-            json!([{"type":"nope"}]),
-            json!([{"text":"x"}]),
-        ] {
-            let blocks: Vec<Value> = serde_json::from_value(bad).unwrap();
-            assert_eq!(
-                prompt_text(&blocks).unwrap_err().code,
-                rpc::code::INVALID_PARAMS
-            );
-        }
     }
 }

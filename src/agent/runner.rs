@@ -11,6 +11,7 @@ use super::updates::Updates;
 use crate::cancel::CancelToken;
 use crate::provider::ToolCallRequest;
 use crate::tools::{self, files, paths, process, search, walk, Tool};
+use crate::util::fence;
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::path::Path;
@@ -578,24 +579,6 @@ fn completed_text(text: String) -> Ending {
         content: vec![text_content(&fence(&text))],
         text,
     }
-}
-
-/// Wraps tool output in a Markdown code fence long enough not to be closed
-/// by backticks inside it.
-fn fence(text: &str) -> String {
-    let mut ticks = 3;
-    let mut run = 0;
-    for ch in text.chars() {
-        if ch == '`' {
-            run += 1;
-            ticks = ticks.max(run + 1);
-        } else {
-            run = 0;
-        }
-    }
-    let fence = "`".repeat(ticks);
-    let newline = if text.ends_with('\n') { "" } else { "\n" };
-    format!("{fence}\n{text}{newline}{fence}")
 }
 
 fn safe_name(id: &str) -> String {

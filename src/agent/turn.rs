@@ -55,6 +55,8 @@ pub struct Turn {
     pub cost_before: f64,
     /// Plan mode: only read-only tools.
     pub read_only: bool,
+    /// Whether the model takes images; if not, it gets a note instead.
+    pub images: bool,
     /// The session database; the worker commits each step there.
     pub db: Option<PathBuf>,
     /// How the user's prompt is replayed: its blocks as sent.
@@ -242,6 +244,16 @@ fn run(
     record: &mut Option<Record>,
 ) -> Result<StopReason, RpcError> {
     let mut messages = turn.messages.clone();
+    if !turn.images {
+        for message in messages.iter_mut().filter(|m| !m.images.is_empty()) {
+            for image in std::mem::take(&mut message.images) {
+                message.text.push_str(&format!(
+                    "\n(The image {} cannot be shown to this model, which does not take images.)",
+                    image.path.display()
+                ));
+            }
+        }
+    }
     // Built here, not at start-up: finding out whether ripgrep is installed
     // runs a process, which must not delay `initialize`.
     let mut tools: Vec<ToolSpec> = crate::tools::specs(crate::tools::search::ripgrep_available());

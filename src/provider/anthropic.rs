@@ -187,6 +187,15 @@ fn messages_json(messages: &[Message]) -> Vec<Value> {
     for message in messages {
         match message.role {
             Role::User => {
+                for image in &message.images {
+                    if let Some(data) = image.base64() {
+                        let block = json!({
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": image.mime_type, "data": data},
+                        });
+                        push_block(&mut turns, "user", block);
+                    }
+                }
                 // The API rejects empty text blocks.
                 if !message.text.is_empty() {
                     let block = json!({ "type": "text", "text": message.text });

@@ -56,6 +56,38 @@ pub struct Message {
     /// API's encrypted reasoning items). Other providers ignore it.
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub provider_data: Value,
+    /// Images of a user message, kept as files (never as base64 in the
+    /// store); providers read them when they build a request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
+}
+
+/// An image attached to a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    pub path: std::path::PathBuf,
+    pub mime_type: String,
+}
+
+impl Image {
+    /// The image as a `data:` URL, or `None` when its file is gone.
+    pub fn data_url(&self) -> Option<String> {
+        self.base64()
+            .map(|data| format!("data:{};base64,{data}", self.mime_type))
+    }
+
+    pub fn base64(&self) -> Option<String> {
+        match std::fs::read(&self.path) {
+            Ok(bytes) => Some(crate::util::base64_encode(&bytes)),
+            Err(err) => {
+                log::warn!(
+                    "image {} is not readable any more: {err}",
+                    self.path.display()
+                );
+                None
+            }
+        }
+    }
 }
 
 impl Message {
@@ -67,6 +99,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             provider_data: Value::Null,
+            images: Vec::new(),
         }
     }
 
@@ -78,6 +111,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             provider_data: Value::Null,
+            images: Vec::new(),
         }
     }
 
@@ -89,6 +123,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: Some(call_id.into()),
             provider_data: Value::Null,
+            images: Vec::new(),
         }
     }
 }

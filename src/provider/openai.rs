@@ -62,7 +62,18 @@ impl ChatCompletions {
 
 fn message_json(message: &Message) -> Value {
     match message.role {
-        Role::User => json!({ "role": "user", "content": message.text }),
+        Role::User if message.images.is_empty() => {
+            json!({ "role": "user", "content": message.text })
+        }
+        Role::User => {
+            let mut parts = vec![json!({"type": "text", "text": message.text})];
+            for image in &message.images {
+                if let Some(url) = image.data_url() {
+                    parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
+                }
+            }
+            json!({ "role": "user", "content": parts })
+        }
         Role::Assistant => {
             let mut value = json!({ "role": "assistant", "content": message.text });
             if !message.tool_calls.is_empty() {

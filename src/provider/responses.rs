@@ -137,11 +137,20 @@ fn input_json(messages: &[Message]) -> Vec<Value> {
     let mut items = Vec::with_capacity(messages.len());
     for message in messages {
         match message.role {
-            Role::User => items.push(json!({
+            Role::User if message.images.is_empty() => items.push(json!({
                 "type": "message",
                 "role": "user",
                 "content": message.text,
             })),
+            Role::User => {
+                let mut parts = vec![json!({"type": "input_text", "text": message.text})];
+                for image in &message.images {
+                    if let Some(url) = image.data_url() {
+                        parts.push(json!({"type": "input_image", "image_url": url}));
+                    }
+                }
+                items.push(json!({"type": "message", "role": "user", "content": parts}));
+            }
             Role::Assistant => {
                 items.extend(kept_reasoning(message).cloned());
                 if !message.text.is_empty() {

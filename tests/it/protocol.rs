@@ -51,8 +51,8 @@ fn initialize_answers_version_one_and_describes_the_agent() {
         json!({"list": {}, "resume": {}, "close": {}, "delete": {}})
     );
     assert_eq!(
-        result["agentCapabilities"]["promptCapabilities"]["image"],
-        false
+        result["agentCapabilities"]["promptCapabilities"],
+        json!({"image": true, "audio": false, "embeddedContext": true})
     );
     // Without the client's auth.terminal capability only the re-check is
     // offered; the terminal method (`spindle setup`) needs it.
