@@ -8,6 +8,7 @@ pub mod agent;
 pub mod cancel;
 pub mod config;
 pub mod history;
+pub mod mcp;
 pub mod provider;
 pub mod rpc;
 pub mod setup;

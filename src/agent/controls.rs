@@ -344,6 +344,35 @@ impl Dispatcher {
         Ok(json!({ "configOptions": options }))
     }
 
+    /// A change made on the agent's side (a slash command): applied like
+    /// the config option, then told to the client with
+    /// `config_option_update` (and `current_mode_update` for the mode).
+    pub(super) fn change_option(
+        &mut self,
+        session_id: &str,
+        registry: &Registry,
+        id: &str,
+        value: &str,
+    ) -> Result<(), RpcError> {
+        let Some(session) = self.sessions.get_mut(session_id) else {
+            return Err(not_found(session_id));
+        };
+        let mode_changed = apply(session, registry, id, value)?;
+        let options = config_options(session, registry);
+        if mode_changed {
+            self.send_update(
+                session_id,
+                json!({"sessionUpdate": "current_mode_update", "currentModeId": value}),
+            );
+        }
+        self.send_update(
+            session_id,
+            json!({"sessionUpdate": "config_option_update", "configOptions": options}),
+        );
+        self.settings_changed(session_id);
+        Ok(())
+    }
+
     pub(super) fn set_mode(&mut self, params: Value) -> Result<Value, RpcError> {
         let request: SetMode = decode(params)?;
         let registry = self.registry()?;

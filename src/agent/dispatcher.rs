@@ -53,6 +53,8 @@ pub struct Dispatcher {
     /// will not start).
     store: Option<Result<Store, String>>,
     pub(super) db_path: PathBuf,
+    /// Lines to write right after the current request's answer.
+    pub(super) after_response: Vec<String>,
     /// The store and registry being prepared on a helper thread at start-up,
     /// so the first `session/new` does not wait for them.
     warm: Option<Receiver<Warm>>,
@@ -79,6 +81,7 @@ impl Dispatcher {
             store: None,
             db_path: options_db_path(&options),
             warm: None,
+            after_response: Vec::new(),
             options,
         }
         .warm_up()
@@ -150,6 +153,18 @@ impl Dispatcher {
             ))
             .with_data(json!({"code": "config_invalid"}))),
         }
+    }
+
+    /// Sends the session's slash commands after the current answer.
+    pub(super) fn announce_commands(&mut self, session_id: &str) {
+        let Some(session) = self.sessions.get(session_id) else {
+            return;
+        };
+        let update = super::commands::update(&super::commands::available(&session.cwd));
+        self.after_response.push(rpc::notification_line(
+            method::SESSION_UPDATE,
+            &json!({"sessionId": session_id, "update": update}),
+        ));
     }
 
     /// Sends an update outside any turn (a mode or config change) and keeps
@@ -388,7 +403,14 @@ impl Dispatcher {
                 match outcome {
                     // `None`: the answer comes later (a prompt turn).
                     Ok(None) => {}
-                    Ok(Some(result)) => self.respond(&id, result),
+                    Ok(Some(result)) => {
+                        self.respond(&id, result);
+                        // Notifications that must follow the answer (the
+                        // client learns a new session's id from it).
+                        for line in std::mem::take(&mut self.after_response) {
+                            self.send_line(line);
+                        }
+                    }
                     Err(panic) => {
                         let what = panic_text(&panic);
                         log::error!("handler of {method} panicked: {what}");

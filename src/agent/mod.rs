@@ -2,6 +2,7 @@
 //! together and runs until the client goes away.
 
 mod client;
+mod commands;
 mod content;
 pub mod controls;
 mod dispatcher;

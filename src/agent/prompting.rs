@@ -2,13 +2,15 @@
 //! answering when it reports back.
 
 use super::client::Client;
+use super::commands::{self, Builtin, Kind};
 use super::content::read_prompt;
 use super::controls::Mode;
 use super::dispatcher::{decode, Dispatcher};
+use super::models::Registry;
 use super::prompt::system_prompt;
 use super::session::{title_from, RunningTurn};
 use super::sessions::{internal, not_found};
-use super::turn::{self, Turn, TurnEnd};
+use super::turn::{self, Turn, TurnEnd, TurnKind};
 use crate::acp;
 use crate::cancel::CancelToken;
 use crate::provider::Message;
@@ -72,6 +74,12 @@ impl Dispatcher {
         } else {
             None
         };
+        if let Some(messages) = reloaded {
+            if let Some(session) = self.sessions.get_mut(&session_id) {
+                session.messages = messages;
+            }
+        }
+        let (kind, model_text) = self.resolve_command(&session_id, &input.text, &registry)?;
         let db = Some(self.db_path.clone());
         let capabilities = self.client.clone().unwrap_or_default();
         let explicit_steps = self.options.max_steps;
@@ -120,9 +128,6 @@ impl Dispatcher {
                 "\n\nThe session is in plan mode: explore with the read-only tools and write a step-by-step plan with todo_write. Do not change any file or run commands that change anything; the user will switch modes to carry the plan out.",
             );
         }
-        if let Some(messages) = reloaded {
-            session.messages = messages;
-        }
         let title_update = title_update.map(|title| {
             session.title = Some(title.clone());
             json!({
@@ -131,9 +136,11 @@ impl Dispatcher {
                 "updatedAt": crate::store::time::now_rfc3339(),
             })
         });
-        let mut user = Message::user(input.text);
-        user.images = input.images;
-        session.messages.push(user);
+        if matches!(kind, TurnKind::Model) {
+            let mut user = Message::user(model_text);
+            user.images = input.images;
+            session.messages.push(user);
+        }
         let cancel = CancelToken::new();
         let client = Client::new(
             session.id.clone(),
@@ -165,6 +172,7 @@ impl Dispatcher {
             cost_before: session.cost,
             read_only: session.mode == Mode::Plan,
             images: entry.config.images,
+            kind,
         };
         match turn::spawn(turn, self.events.clone()) {
             Ok(handle) => {
@@ -176,7 +184,9 @@ impl Dispatcher {
                 Ok(())
             }
             Err(err) => {
-                session.messages.pop();
+                if let Some(session) = self.sessions.get_mut(&session_id) {
+                    session.messages.pop();
+                }
                 if let Ok(store) = self.store() {
                     let _ = store.release_lease(&session_id, me);
                 }
@@ -193,8 +203,10 @@ impl Dispatcher {
             if let Some(running) = session.running.take() {
                 let _ = running.handle.join();
             }
-            session.stored_messages += 1 + end.added.len() as i64;
-            session.messages.extend(end.added);
+            match end.replaced {
+                Some(messages) => session.messages = messages,
+                None => session.messages.extend(end.added),
+            }
             session.add_usage(&end.usage);
             session.cost += end.cost;
             session.approvals = end.approvals;
@@ -203,6 +215,13 @@ impl Dispatcher {
         }
         if remove {
             self.sessions.remove(&end.session_id);
+        }
+        if let Ok(store) = self.store() {
+            if let Ok(count) = store.message_count(&end.session_id) {
+                if let Some(session) = self.sessions.get_mut(&end.session_id) {
+                    session.stored_messages = count;
+                }
+            }
         }
         if let Ok(store) = self.store() {
             if let Some(settings) = &settings {
@@ -237,5 +256,144 @@ impl Dispatcher {
             response
         });
         self.respond(&end.request_id, result);
+    }
+}
+
+impl Dispatcher {
+    /// What a prompt starting with `/name` does: a custom command or `/init`
+    /// becomes the model's prompt; `/compact` summarises; the others are
+    /// answered by Spindle itself. Anything else is an ordinary prompt.
+    fn resolve_command(
+        &mut self,
+        session_id: &str,
+        text: &str,
+        registry: &Registry,
+    ) -> Result<(TurnKind, String), RpcError> {
+        let Some((name, arguments)) = commands::invocation(text) else {
+            return Ok((TurnKind::Model, text.to_string()));
+        };
+        let cwd = self.sessions[session_id].cwd.clone();
+        let available = commands::available(&cwd);
+        let Some(command) = available.iter().find(|c| c.name == name) else {
+            return Ok((TurnKind::Model, text.to_string()));
+        };
+        let builtin = match &command.kind {
+            Kind::Custom { body, .. } => {
+                return Ok((TurnKind::Model, commands::expand(body, arguments)))
+            }
+            Kind::Builtin(builtin) => *builtin,
+        };
+        let reply = match builtin {
+            Builtin::Init => {
+                let mut prompt = commands::INIT_PROMPT.to_string();
+                if !arguments.is_empty() {
+                    prompt.push_str("\n\n");
+                    prompt.push_str(arguments);
+                }
+                return Ok((TurnKind::Model, prompt));
+            }
+            Builtin::Compact => return Ok((TurnKind::Compact, text.to_string())),
+            Builtin::Help => {
+                let mut reply = String::from("Commands:\n");
+                for command in &available {
+                    let hint = command
+                        .hint
+                        .as_deref()
+                        .map(|h| format!(" {h}"))
+                        .unwrap_or_default();
+                    reply.push_str(&format!(
+                        "- `/{}{hint}` — {}\n",
+                        command.name, command.description
+                    ));
+                }
+                reply
+            }
+            Builtin::Cost => {
+                let session = &self.sessions[session_id];
+                let usage = session.usage;
+                let mut reply = format!(
+                    "Tokens so far: {} input ({} cached), {} output ({} reasoning).",
+                    usage.input_tokens,
+                    usage.cached_tokens,
+                    usage.output_tokens,
+                    usage.reasoning_tokens
+                );
+                match registry
+                    .model(&session.model)
+                    .and_then(|m| m.config.price.clone())
+                {
+                    Some(price) => {
+                        reply.push_str(&format!(" Cost: {:.4} {}.", session.cost, price.currency))
+                    }
+                    None => reply.push_str(
+                        " The model has no price configured, so there is no cost to show.",
+                    ),
+                }
+                reply
+            }
+            Builtin::Model => self.command_option(session_id, registry, "model", arguments),
+            Builtin::Mode => self.command_option(session_id, registry, "mode", arguments),
+            Builtin::Clear => {
+                if let Some(session) = self.sessions.get_mut(session_id) {
+                    session.messages.clear();
+                }
+                self.store()?
+                    .replace_messages(session_id, &[])
+                    .map_err(internal)?;
+                "Started a fresh conversation: the model no longer sees the earlier messages (they stay in the transcript).".to_string()
+            }
+        };
+        Ok((TurnKind::Local(reply), text.to_string()))
+    }
+
+    /// `/model NAME` and `/mode NAME`: the same change as the config option,
+    /// with its notifications; the reply says what happened.
+    fn command_option(
+        &mut self,
+        session_id: &str,
+        registry: &Registry,
+        id: &str,
+        value: &str,
+    ) -> String {
+        let value = if id == "model" {
+            registry
+                .models
+                .iter()
+                .find(|m| m.id == value || m.model == value)
+                .map(|m| m.id.clone())
+                .unwrap_or_else(|| value.to_string())
+        } else {
+            value.to_string()
+        };
+        if value.is_empty() {
+            let current = match id {
+                "model" => self.sessions[session_id].model.clone(),
+                _ => self.sessions[session_id].mode.id().to_string(),
+            };
+            return format!(
+                "The {id} is {current}. Give a new one after the command, e.g. `/{id} {}`.",
+                if id == "model" {
+                    "provider/model"
+                } else {
+                    "plan"
+                }
+            );
+        }
+        match self.change_option(session_id, registry, id, &value) {
+            Ok(()) => format!("The {id} is now {value}."),
+            Err(error) => {
+                let choices = if id == "model" {
+                    registry
+                        .models
+                        .iter()
+                        .map(|m| m.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                } else {
+                    "normal, plan".into()
+                };
+                format!("{} The choices are: {choices}.", error.message)
+            }
+        }
     }
 }

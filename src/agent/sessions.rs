@@ -95,7 +95,8 @@ impl Dispatcher {
             "modes": modes(&session),
             "configOptions": config_options(&session, &registry),
         });
-        self.sessions.insert(session_id, session);
+        self.sessions.insert(session_id.clone(), session);
+        self.announce_commands(&session_id);
         Ok(response)
     }
 
@@ -172,6 +173,7 @@ impl Dispatcher {
                     self.send_line(replay_line(&id, &body));
                 }
             }
+            self.announce_commands(&id);
             return Ok(response);
         }
         let store = self.store()?;
@@ -226,7 +228,8 @@ impl Dispatcher {
             "modes": modes(&session),
             "configOptions": config_options(&session, &registry),
         });
-        self.sessions.insert(id, session);
+        self.sessions.insert(id.clone(), session);
+        self.announce_commands(&id);
         Ok(response)
     }
 

@@ -29,6 +29,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+/// What a turn does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnKind {
+    /// The model/tool loop.
+    Model,
+    /// Spindle answers by itself (a slash command such as /help); the
+    /// conversation is untouched.
+    Local(String),
+    /// The model summarises the conversation, which is then replaced by
+    /// the summary (`/compact`).
+    Compact,
+}
+
 /// Everything a turn needs, handed over by the dispatcher.
 pub struct Turn {
     pub session_id: String,
@@ -57,6 +70,7 @@ pub struct Turn {
     pub read_only: bool,
     /// Whether the model takes images; if not, it gets a note instead.
     pub images: bool,
+    pub kind: TurnKind,
     /// The session database; the worker commits each step there.
     pub db: Option<PathBuf>,
     /// How the user's prompt is replayed: its blocks as sent.
@@ -81,6 +95,8 @@ pub struct TurnEnd {
     pub approvals: Approvals,
     /// What this turn's model calls cost, when prices are known.
     pub cost: f64,
+    /// The conversation's replacement, when the turn compacted it.
+    pub replaced: Option<Vec<Message>>,
 }
 
 /// What the turn accumulates; kept outside the unwinding code so a panic
@@ -90,6 +106,7 @@ struct State {
     usage: Usage,
     approvals: Approvals,
     cost: f64,
+    replaced: Option<Vec<Message>>,
 }
 
 /// The turn's place in the store: the connection and the turn number, and
@@ -175,9 +192,18 @@ pub fn spawn(turn: Turn, events: Sender<Event>) -> std::io::Result<JoinHandle<()
                 usage: Usage::default(),
                 approvals: turn.approvals.clone(),
                 cost: 0.0,
+                replaced: None,
             };
-            let outcome = catch_unwind(AssertUnwindSafe(|| {
-                run(&turn, &mut sink, &mut state, &mut record)
+            let outcome = catch_unwind(AssertUnwindSafe(|| match &turn.kind {
+                TurnKind::Model => run(&turn, &mut sink, &mut state, &mut record),
+                TurnKind::Local(reply) => {
+                    sink.begin_message();
+                    sink.updates
+                        .borrow_mut()
+                        .chunk(false, &sink.message_id, reply.as_str());
+                    Ok(StopReason::EndTurn)
+                }
+                TurnKind::Compact => compact(&turn, &mut sink, &mut state),
             }));
             let result = match outcome {
                 Ok(result) => result,
@@ -203,6 +229,14 @@ pub fn spawn(turn: Turn, events: Sender<Event>) -> std::io::Result<JoinHandle<()
                 };
                 let stop = stop.as_ref().and_then(Value::as_str);
                 let usage = serde_json::to_value(state.usage).unwrap_or_default();
+                if let Some(messages) = &state.replaced {
+                    if let Err(error) = record.store.replace_messages(&turn.session_id, messages) {
+                        log::error!(
+                            "cannot store the compacted conversation of session {}: {error}",
+                            turn.session_id
+                        );
+                    }
+                }
                 if let Err(error) = record.store.end_turn(
                     &turn.session_id,
                     record.turn,
@@ -226,6 +260,7 @@ pub fn spawn(turn: Turn, events: Sender<Event>) -> std::io::Result<JoinHandle<()
                 usage: state.usage,
                 approvals: state.approvals,
                 cost: state.cost,
+                replaced: state.replaced,
             }));
         })
 }
@@ -360,6 +395,57 @@ fn run(
         if let Some(done) = cancelled_at {
             answer_unrun(&outcome.tool_calls[done..], &mut messages, state);
             return Ok(StopReason::Cancelled);
+        }
+    }
+}
+
+/// `/compact`: asks the model for a summary of the conversation (streamed
+/// to the user), which then replaces the conversation. The transcript keeps
+/// everything.
+fn compact(turn: &Turn, sink: &mut UpdateSink, state: &mut State) -> Result<StopReason, RpcError> {
+    let mut messages = turn.messages.clone();
+    if messages.is_empty() {
+        sink.begin_message();
+        sink.updates.borrow_mut().chunk(
+            false,
+            &sink.message_id,
+            "There is nothing to compact yet.",
+        );
+        return Ok(StopReason::EndTurn);
+    }
+    messages.push(Message::user(
+        "Summarise our conversation so far for your own later use: the task, what was decided, what was done (files changed, commands run and their results), what is left, and any facts needed to continue. Be complete but concise; plain text.",
+    ));
+    sink.begin_message();
+    let request = ModelRequest {
+        session_id: &turn.session_id,
+        model: &turn.model,
+        system: &turn.system,
+        messages: &messages,
+        tools: &[],
+        effort: turn.effort.as_deref(),
+        max_output_tokens: turn.max_output_tokens,
+    };
+    let streamed = turn.provider.stream(&request, sink, &turn.cancel);
+    let summary = sink.take_message().map(|m| m.text).unwrap_or_default();
+    match streamed {
+        Ok(outcome) => {
+            if let Some(usage) = &outcome.usage {
+                add_usage(&mut state.usage, usage);
+                report_usage(turn, usage, state, sink.updates);
+            }
+            if summary.trim().is_empty() || turn.cancel.is_cancelled() {
+                return Ok(StopReason::Cancelled);
+            }
+            state.replaced = Some(vec![Message::user(format!(
+                "(This conversation was compacted. Summary of what came before:)\n{summary}"
+            ))]);
+            Ok(StopReason::EndTurn)
+        }
+        Err(StreamError::Cancelled) => Ok(StopReason::Cancelled),
+        Err(StreamError::Failed(_)) if turn.cancel.is_cancelled() => Ok(StopReason::Cancelled),
+        Err(StreamError::Failed(error)) => {
+            Err(RpcError::internal(error.message.clone()).with_data(error.data()))
         }
     }
 }

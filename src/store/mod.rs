@@ -432,6 +432,18 @@ impl Store {
         Ok(messages)
     }
 
+    /// Replaces the whole conversation (after `/compact` or `/clear`); the
+    /// transcript stays as it was.
+    pub fn replace_messages(&mut self, id: &str, messages: &[Message]) -> Result<()> {
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        transaction.execute("DELETE FROM messages WHERE session_id = ?1", [id])?;
+        append_in(&transaction, id, 0, &[], messages)?;
+        transaction.commit()?;
+        Ok(())
+    }
+
     pub fn message_count(&self, id: &str) -> Result<i64> {
         Ok(self.connection.query_row(
             "SELECT COUNT(*) FROM messages WHERE session_id = ?1",

@@ -368,7 +368,13 @@ fn cancel_a_slow_scripted_stream() {
         "session/prompt",
         json!({"sessionId": session, "prompt": [{"type": "text", "text": "count"}]}),
     );
-    // The session's new title comes first, then the stream.
+    // The session's commands (sent after session/new), its new title, then
+    // the stream.
+    let commands = agent.recv(WAIT).expect("no commands");
+    assert_eq!(
+        commands["params"]["update"]["sessionUpdate"],
+        "available_commands_update"
+    );
     let title = agent.recv(WAIT).expect("no title");
     assert_eq!(
         title["params"]["update"]["sessionUpdate"],

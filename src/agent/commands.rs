@@ -1,0 +1,273 @@
+//! Slash commands: the built-in ones and custom ones from markdown files
+//! (`.spindle/commands/*.md` in the workspace and `commands/*.md` in the
+//! user's config directory), advertised with `available_commands_update`.
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtin {
+    Init,
+    Compact,
+    Model,
+    Mode,
+    Clear,
+    Cost,
+    Help,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kind {
+    Builtin(Builtin),
+    /// A markdown file: its body is the prompt, `$ARGUMENTS` replaced.
+    Custom {
+        body: String,
+        source: PathBuf,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Command {
+    pub name: String,
+    pub description: String,
+    pub hint: Option<String>,
+    pub kind: Kind,
+}
+
+const BUILTINS: [(&str, &str, Option<&str>, Builtin); 7] = [
+    (
+        "init",
+        "Write or update AGENTS.md: instructions for coding agents in this workspace",
+        None,
+        Builtin::Init,
+    ),
+    (
+        "compact",
+        "Summarise the conversation so far into a shorter context (the transcript stays)",
+        None,
+        Builtin::Compact,
+    ),
+    (
+        "model",
+        "Switch the model",
+        Some("provider/model"),
+        Builtin::Model,
+    ),
+    (
+        "mode",
+        "Switch the mode: normal or plan",
+        Some("normal | plan"),
+        Builtin::Mode,
+    ),
+    (
+        "clear",
+        "Start a fresh conversation context in this session",
+        None,
+        Builtin::Clear,
+    ),
+    (
+        "cost",
+        "Show the tokens used and the cost so far",
+        None,
+        Builtin::Cost,
+    ),
+    ("help", "List the commands", None, Builtin::Help),
+];
+
+/// The prompt behind `/init`.
+pub const INIT_PROMPT: &str = "Look at this workspace (its layout, build files, tests, conventions, README) and write AGENTS.md at its root: concise instructions for coding agents working here — how to build, test and lint, the code layout, conventions to follow, and pitfalls. If AGENTS.md exists, read it first and update it, keeping what is still true. Keep it short and specific to this project.";
+
+/// Where the user's own commands live.
+pub fn user_dir() -> PathBuf {
+    crate::config::default_path()
+        .parent()
+        .map(|dir| dir.join("commands"))
+        .unwrap_or_else(|| PathBuf::from("commands"))
+}
+
+/// Every command available in a workspace: the built-ins, then custom
+/// commands (the workspace's win over the user's of the same name; none
+/// replaces a built-in).
+pub fn available(cwd: &Path) -> Vec<Command> {
+    let mut commands: Vec<Command> = BUILTINS
+        .iter()
+        .map(|(name, description, hint, builtin)| Command {
+            name: name.to_string(),
+            description: description.to_string(),
+            hint: hint.map(str::to_string),
+            kind: Kind::Builtin(*builtin),
+        })
+        .collect();
+    for dir in [cwd.join(".spindle").join("commands"), user_dir()] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|path| path.extension().is_some_and(|e| e == "md"))
+            .collect();
+        files.sort();
+        for path in files {
+            let Some(name) = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .map(str::to_string)
+            else {
+                continue;
+            };
+            if !valid_name(&name) || commands.iter().any(|c| c.name == name) {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            commands.push(parse_custom(&name, &text, path));
+        }
+    }
+    commands
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == ':')
+}
+
+/// Reads a custom command: optional front matter (`description:`,
+/// `argument-hint:`), else the first line is the description.
+pub fn parse_custom(name: &str, text: &str, source: PathBuf) -> Command {
+    let mut description = None;
+    let mut hint = None;
+    let mut body = text;
+    if let Some(rest) = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    {
+        if let Some(end) = rest.find("\n---") {
+            for line in rest[..end].lines() {
+                if let Some((key, value)) = line.split_once(':') {
+                    let value = value.trim().trim_matches('"').to_string();
+                    match key.trim() {
+                        "description" => description = Some(value),
+                        "argument-hint" | "argument_hint" | "hint" => hint = Some(value),
+                        _ => {}
+                    }
+                }
+            }
+            body = rest[end + 4..].trim_start_matches(['\r', '\n']);
+        }
+    }
+    let description = description.unwrap_or_else(|| {
+        body.lines()
+            .map(|line| line.trim().trim_start_matches('#').trim())
+            .find(|line| !line.is_empty())
+            .unwrap_or(name)
+            .chars()
+            .take(100)
+            .collect()
+    });
+    Command {
+        name: name.to_string(),
+        description,
+        hint,
+        kind: Kind::Custom {
+            body: body.to_string(),
+            source,
+        },
+    }
+}
+
+/// The `available_commands_update` payload.
+pub fn update(commands: &[Command]) -> Value {
+    let list: Vec<Value> = commands
+        .iter()
+        .map(|command| {
+            let mut value = json!({"name": command.name, "description": command.description});
+            if let Some(hint) = &command.hint {
+                value["input"] = json!({"hint": hint});
+            }
+            value
+        })
+        .collect();
+    json!({"sessionUpdate": "available_commands_update", "availableCommands": list})
+}
+
+/// `/name rest…` → (name, rest), for a prompt whose text starts with a
+/// slash.
+pub fn invocation(text: &str) -> Option<(&str, &str)> {
+    let rest = text.trim_start().strip_prefix('/')?;
+    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+    let name = &rest[..end];
+    if !valid_name(name) {
+        return None;
+    }
+    Some((name, rest[end..].trim()))
+}
+
+/// A custom command's prompt with its arguments.
+pub fn expand(body: &str, arguments: &str) -> String {
+    if body.contains("$ARGUMENTS") {
+        body.replace("$ARGUMENTS", arguments)
+    } else if arguments.is_empty() {
+        body.to_string()
+    } else {
+        format!("{body}\n\n{arguments}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invocations() {
+        assert_eq!(invocation("/model openai/x"), Some(("model", "openai/x")));
+        assert_eq!(invocation("  /help"), Some(("help", "")));
+        assert_eq!(invocation("/ not"), None);
+        assert_eq!(invocation("no slash"), None);
+        assert_eq!(invocation("/path/to/file please"), None);
+    }
+
+    #[test]
+    fn custom_commands_from_front_matter_or_first_line() {
+        let command = parse_custom(
+            "review",
+            "---\ndescription: Review a file\nargument-hint: path\n---\nReview $ARGUMENTS carefully.\n",
+            PathBuf::from("r.md"),
+        );
+        assert_eq!(command.description, "Review a file");
+        assert_eq!(command.hint.as_deref(), Some("path"));
+        let Kind::Custom { body, .. } = &command.kind else {
+            panic!()
+        };
+        assert_eq!(expand(body, "src/a.rs"), "Review src/a.rs carefully.\n");
+        let plain = parse_custom(
+            "fix",
+            "# Fix the build\nRun cargo build and fix errors.",
+            PathBuf::from("f.md"),
+        );
+        assert_eq!(plain.description, "Fix the build");
+        assert_eq!(plain.hint, None);
+    }
+
+    #[test]
+    fn workspace_commands_are_listed_after_the_builtins() {
+        let dir =
+            std::env::temp_dir().join(format!("spindle-commands-{}", crate::util::random_hex()));
+        std::fs::create_dir_all(dir.join(".spindle/commands")).unwrap();
+        std::fs::write(dir.join(".spindle/commands/deploy.md"), "Deploy it").unwrap();
+        std::fs::write(dir.join(".spindle/commands/help.md"), "not the real help").unwrap();
+        let commands = available(&dir);
+        assert_eq!(commands[0].name, "init");
+        let deploy = commands.iter().find(|c| c.name == "deploy").unwrap();
+        assert_eq!(deploy.description, "Deploy it");
+        assert_eq!(commands.iter().filter(|c| c.name == "help").count(), 1);
+        let update = update(&commands);
+        assert_eq!(
+            update["availableCommands"][2]["input"]["hint"],
+            "provider/model"
+        );
+    }
+}
