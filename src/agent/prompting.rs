@@ -392,7 +392,8 @@ impl Dispatcher {
                 } else {
                     "normal, plan".into()
                 };
-                format!("{} The choices are: {choices}.", error.message)
+                let reason = error.message.trim_start_matches("Invalid params: ");
+                format!("{reason}. The choices are: {choices}.")
             }
         }
     }

@@ -1,7 +1,10 @@
 //! The single integration-test binary: every test module lives under
 //! `tests/it/`, sharing the helpers in `support`.
 
+mod controls;
 mod protocol;
+mod providers;
+mod sessions;
 mod streaming;
 mod support;
 mod support_selftest;

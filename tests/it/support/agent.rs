@@ -165,6 +165,21 @@ impl Agent {
         &self.home
     }
 
+    /// The agent's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills the agent with SIGKILL (a crash: no cleanup runs), reaps it
+    /// so its pid no longer names a process, and keeps what it wrote
+    /// before for `recv` (a cut-off last line is dropped).
+    pub fn kill(&mut self) {
+        self.killed = true;
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.drain(Duration::from_secs(5));
+    }
+
     /// Sends one message as one line. A request (`id` + `method`) is
     /// remembered so that its response is validated against its method.
     pub fn send(&mut self, message: Value) {

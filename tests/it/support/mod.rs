@@ -10,6 +10,8 @@ pub mod agent;
 pub mod client;
 pub mod fake_openai;
 pub mod schema;
+pub mod store;
+pub mod wire;
 
 // Re-exported for the test modules; not each one uses each name.
 #[allow(unused_imports)]
