@@ -253,10 +253,16 @@ fn test_connection(config: &Config, name: &str, model: &str) -> Result<String, S
             api_key,
             timeouts,
         }),
-        // PENDING-PROVIDERS: the other wire formats join when they land.
-        ProviderKind::Anthropic | ProviderKind::Responses => {
-            return Err("this provider kind cannot be tested yet; run setup with --no-test".into())
-        }
+        ProviderKind::Anthropic => Box::new(crate::provider::anthropic::Messages {
+            base_url,
+            api_key,
+            timeouts,
+        }),
+        ProviderKind::Responses => Box::new(crate::provider::responses::Responses {
+            base_url,
+            api_key,
+            timeouts,
+        }),
     };
     let messages = [Message::user("Reply with the single word OK.")];
     let request = ModelRequest {

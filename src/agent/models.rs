@@ -186,12 +186,16 @@ impl Registry {
                 api_key,
                 timeouts,
             }),
-            // PENDING-PROVIDERS: replaced when the two providers land.
-            ProviderKind::Anthropic | ProviderKind::Responses => {
-                return Err(format!(
-                    "provider {name:?}: this wire format is not built yet"
-                ))
-            }
+            ProviderKind::Anthropic => Arc::new(crate::provider::anthropic::Messages {
+                base_url,
+                api_key,
+                timeouts,
+            }),
+            ProviderKind::Responses => Arc::new(crate::provider::responses::Responses {
+                base_url,
+                api_key,
+                timeouts,
+            }),
         })
     }
 

@@ -71,8 +71,7 @@ impl Client {
                         log::debug!(
                             "MCP server `{name}` refused Streamable HTTP ({err}); trying HTTP+SSE"
                         );
-                        Client::connect_sse(name, url, headers, timeout, cancels)
-                            .map_err(|_| err)
+                        Client::connect_sse(name, url, headers, timeout, cancels).map_err(|_| err)
                     }
                     outcome => outcome,
                 }
@@ -91,7 +90,8 @@ impl Client {
         cancels: &[&CancelToken],
     ) -> Result<Client, McpError> {
         let router = Arc::new(Router::new(name));
-        let transport = SseTransport::connect(name, url, headers, router.clone(), timeout, cancels)?;
+        let transport =
+            SseTransport::connect(name, url, headers, router.clone(), timeout, cancels)?;
         Client::handshake(name, Arc::new(transport), router, timeout, cancels)
     }
 
@@ -251,13 +251,21 @@ impl Client {
         timeout: Duration,
         cancels: &[&CancelToken],
     ) -> Result<Answer, McpError> {
-        let cancelled = || McpError::new(format!("the call to MCP server `{}` was cancelled", self.name));
+        let cancelled = || {
+            McpError::new(format!(
+                "the call to MCP server `{}` was cancelled",
+                self.name
+            ))
+        };
         if cancels.iter().any(|cancel| cancel.is_cancelled()) {
             return Err(cancelled());
         }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let answers = self.router.register(id)?;
-        if let Err(err) = self.transport.send(&rpc::request(id, method, params), Some(id)) {
+        if let Err(err) = self
+            .transport
+            .send(&rpc::request(id, method, params), Some(id))
+        {
             self.router.forget(id);
             return Err(err);
         }
@@ -437,7 +445,10 @@ mod tests {
         assert!(tool.read_only && !tool.destructive);
         let clash = parse_tool("fs", &json!({"name": "read_file"}), &mut taken).unwrap();
         assert_eq!(clash.exposed_name, "fs__read_file_2");
-        assert_eq!(clash.input_schema, json!({"type": "object", "properties": {}}));
+        assert_eq!(
+            clash.input_schema,
+            json!({"type": "object", "properties": {}})
+        );
         assert!(!clash.read_only && !clash.destructive);
         assert!(parse_tool("fs", &json!({"title": "x"}), &mut taken).is_none());
     }

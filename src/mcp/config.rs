@@ -307,7 +307,18 @@ mod tests {
         let names: Vec<&str> = failures.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(
             names,
-            ["server #1", "server #2", "a", "b", "c", "d", "e", "f", "g", "h"]
+            [
+                "server #1",
+                "server #2",
+                "a",
+                "b",
+                "c",
+                "d",
+                "e",
+                "f",
+                "g",
+                "h"
+            ]
         );
         assert!(failures[3].1.contains("`acp`"), "{failures:?}");
     }

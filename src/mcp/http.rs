@@ -55,9 +55,14 @@ pub(crate) fn agent(timeout: Option<Duration>) -> ureq::Agent {
 /// Headers Spindle sets itself; configured ones with these names are left
 /// out so that a request never carries two of them.
 pub(crate) fn is_reserved_header(name: &str) -> bool {
-    ["content-type", "accept", "mcp-session-id", "mcp-protocol-version"]
-        .iter()
-        .any(|reserved| name.eq_ignore_ascii_case(reserved))
+    [
+        "content-type",
+        "accept",
+        "mcp-session-id",
+        "mcp-protocol-version",
+    ]
+    .iter()
+    .any(|reserved| name.eq_ignore_ascii_case(reserved))
 }
 
 /// Agents of requests in flight, so that an abandoned one can be cut off.
@@ -263,6 +268,9 @@ impl Transport for HttpTransport {
         if inner.closed.swap(true, Ordering::SeqCst) {
             return;
         }
+        inner
+            .router
+            .close(&format!("MCP server `{}` was shut down", inner.name));
         inner.inflight.abort_all();
         let session = lock(&inner.session).clone();
         if let (Some(session), false) = (session, inner.expired.load(Ordering::SeqCst)) {
@@ -278,9 +286,6 @@ impl Transport for HttpTransport {
                 log::debug!("ending the session of MCP server `{}`: {err}", inner.name);
             }
         }
-        inner
-            .router
-            .close(&format!("MCP server `{}` was shut down", inner.name));
     }
 }
 

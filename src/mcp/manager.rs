@@ -218,9 +218,9 @@ impl McpSession {
             .ok_or_else(|| McpError::new(format!("there is no MCP tool `{exposed_name}`")))?;
         let slot = &self.slots[index];
         let server = slot.config.name.as_str();
-        let client = slot.client().ok_or_else(|| {
-            McpError::new(format!("MCP server `{server}` is not available"))
-        })?;
+        let client = slot
+            .client()
+            .ok_or_else(|| McpError::new(format!("MCP server `{server}` is not available")))?;
         let err = match client.call(&tool, arguments.clone(), cancel, CALL_TIMEOUT) {
             Ok(result) => return Ok(result),
             Err(err) if cancel.is_cancelled() || client.is_alive() => return Err(err),
@@ -233,7 +233,9 @@ impl McpSession {
                 if slot.withdraw() {
                     self.shared.report(
                         server,
-                        format!("it crashed again after a restart ({again}); its tools are withdrawn"),
+                        format!(
+                            "it crashed again after a restart ({again}); its tools are withdrawn"
+                        ),
                     );
                 }
                 Err(again)
@@ -248,10 +250,12 @@ impl McpSession {
         let clients: Vec<Arc<Client>> = self
             .slots
             .iter()
-            .filter_map(|slot| match std::mem::replace(&mut *lock(&slot.state), State::Stopped) {
-                State::Ready(client) => Some(client),
-                _ => None,
-            })
+            .filter_map(
+                |slot| match std::mem::replace(&mut *lock(&slot.state), State::Stopped) {
+                    State::Ready(client) => Some(client),
+                    _ => None,
+                },
+            )
             .collect();
         thread::scope(|scope| {
             for client in &clients {
@@ -275,7 +279,11 @@ impl McpSession {
             Some(current) if !Arc::ptr_eq(&current, dead) && current.is_alive() => {
                 return Ok(current)
             }
-            None => return Err(McpError::new(format!("MCP server `{server}` is not available"))),
+            None => {
+                return Err(McpError::new(format!(
+                    "MCP server `{server}` is not available"
+                )))
+            }
             Some(_) => {}
         }
         if slot.restarted.swap(true, Ordering::SeqCst) {
@@ -294,7 +302,9 @@ impl McpSession {
                     log::info!("MCP server `{server}` was restarted after a crash");
                     Ok(client)
                 } else {
-                    Err(McpError::new(format!("MCP server `{server}` was shut down")))
+                    Err(McpError::new(format!(
+                        "MCP server `{server}` was shut down"
+                    )))
                 }
             }
             Err(restart) if cancel.is_cancelled() => Err(restart),
@@ -333,7 +343,10 @@ impl McpSession {
             };
             if refresh && client.tools_changed() {
                 if let Err(err) = client.refresh_tools() {
-                    log::warn!("relisting the tools of MCP server `{}`: {err}", client.name());
+                    log::warn!(
+                        "relisting the tools of MCP server `{}`: {err}",
+                        client.name()
+                    );
                 }
             }
             for mut tool in client.tools() {

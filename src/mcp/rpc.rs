@@ -111,7 +111,10 @@ impl Router {
     pub(crate) fn close(&self, reason: &str) {
         let (waiters, reason): (Vec<Sender<Reply>>, String) = {
             let mut state = lock(&self.state);
-            let reason = state.closed.get_or_insert_with(|| reason.to_string()).clone();
+            let reason = state
+                .closed
+                .get_or_insert_with(|| reason.to_string())
+                .clone();
             (state.pending.drain().map(|(_, w)| w).collect(), reason)
         };
         for waiter in waiters {
@@ -319,7 +322,10 @@ mod tests {
             waiter.try_recv().unwrap().unwrap(),
             Answer::Result(json!({"ok": true}))
         );
-        assert_eq!(replies[0], json!({"jsonrpc": "2.0", "id": "p1", "result": {}}));
+        assert_eq!(
+            replies[0],
+            json!({"jsonrpc": "2.0", "id": "p1", "result": {}})
+        );
         assert_eq!(replies[1]["id"], 3);
         assert_eq!(replies[1]["error"]["code"], -32601);
         assert_eq!(replies.len(), 2);

@@ -149,11 +149,11 @@ impl Transport for SseTransport {
         if inner.closed.swap(true, Ordering::SeqCst) {
             return;
         }
-        inner.inflight.abort_all();
-        inner.stream_agent.clone().shutdown();
         inner
             .router
             .close(&format!("MCP server `{}` was shut down", inner.name));
+        inner.inflight.abort_all();
+        inner.stream_agent.clone().shutdown();
     }
 }
 
@@ -166,9 +166,10 @@ impl Drop for SseTransport {
 impl Inner {
     /// POSTs one message to the endpoint and expects 2xx.
     fn post(&self, agent: &ureq::Agent, body: String) -> Result<(), McpError> {
-        let endpoint = self.endpoint.get().ok_or_else(|| {
-            McpError::new(format!("MCP server `{}` gave no endpoint", self.name))
-        })?;
+        let endpoint = self
+            .endpoint
+            .get()
+            .ok_or_else(|| McpError::new(format!("MCP server `{}` gave no endpoint", self.name)))?;
         let mut request = agent
             .post(endpoint)
             .header("Content-Type", "application/json");
@@ -334,7 +335,9 @@ fn origin(url: &str) -> Option<String> {
     let (scheme, rest) = url.split_once("://")?;
     let scheme = scheme.to_ascii_lowercase();
     let authority = rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())].to_ascii_lowercase();
-    let host_port = authority.rsplit_once('@').map_or(authority.as_str(), |(_, h)| h);
+    let host_port = authority
+        .rsplit_once('@')
+        .map_or(authority.as_str(), |(_, h)| h);
     let has_port = host_port
         .rsplit_once(':')
         .is_some_and(|(_, port)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()));
@@ -366,10 +369,7 @@ mod tests {
         for (reference, expected) in cases {
             assert_eq!(resolve_url(base, reference).as_deref(), Some(expected));
         }
-        assert_eq!(
-            resolve_url("http://h", "m").as_deref(),
-            Some("http://h/m")
-        );
+        assert_eq!(resolve_url("http://h", "m").as_deref(), Some("http://h/m"));
     }
 
     #[test]

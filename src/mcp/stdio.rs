@@ -101,15 +101,16 @@ impl StdioTransport {
             })?;
         let pid = child.id();
         let secrets: Arc<Vec<String>> = Arc::new(env.iter().map(|(_, v)| v.clone()).collect());
-        let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
-            (Some(stdin), Some(stdout), Some(stderr)) => (stdin, stdout, stderr),
-            _ => {
-                stop_child(&mut child, pid, false);
-                return Err(McpError::new(format!(
-                    "cannot start MCP server `{name}`: its pipes are missing"
-                )));
-            }
-        };
+        let (stdin, stdout, stderr) =
+            match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+                (Some(stdin), Some(stdout), Some(stderr)) => (stdin, stdout, stderr),
+                _ => {
+                    stop_child(&mut child, pid, false);
+                    return Err(McpError::new(format!(
+                        "cannot start MCP server `{name}`: its pipes are missing"
+                    )));
+                }
+            };
         let (line_sender, lines) = unbounded::<String>();
         let transport = StdioTransport {
             name: name.to_string(),
@@ -187,15 +188,16 @@ impl Transport for StdioTransport {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
+        // Waiters learn the real reason before the server's exit closes
+        // its output.
+        self.router
+            .close(&format!("MCP server `{}` was shut down", self.name));
         // Dropping the queue ends the writer thread, which closes stdin: a
         // well-behaved server exits on EOF.
         drop(lock(&self.writer).take());
         let mut child = lock(&self.child);
         let exited = wait_for_exit(&mut child, EXIT_GRACE);
         stop_child(&mut child, self.pid, exited);
-        drop(child);
-        self.router
-            .close(&format!("MCP server `{}` was shut down", self.name));
     }
 
     fn pid(&self) -> Option<u32> {
@@ -248,7 +250,10 @@ fn stop_child(child: &mut Child, pgid: u32, exited: bool) {
 /// The stdin writer thread: writes queued lines until the queue closes.
 fn write_lines(mut stdin: ChildStdin, lines: &crossbeam_channel::Receiver<String>) {
     for line in lines {
-        if let Err(err) = stdin.write_all(line.as_bytes()).and_then(|()| stdin.flush()) {
+        if let Err(err) = stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| stdin.flush())
+        {
             log::debug!("writing to an MCP server failed: {err}");
             return;
         }
@@ -313,7 +318,10 @@ fn log_stderr(name: &str, stderr: impl Read, secrets: &[String]) {
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end();
         if !text.is_empty() {
-            log::debug!("MCP server `{name}` stderr: {}", cap(&redact(text, secrets)));
+            log::debug!(
+                "MCP server `{name}` stderr: {}",
+                cap(&redact(text, secrets))
+            );
         }
     }
 }

@@ -106,6 +106,11 @@ impl EventStream {
                         .retryable()
                     }
                     Next::Item(StreamItem::Failed(error)) => break error,
+                    Next::Item(StreamItem::Event(event)) if error_event(&event.data).is_some() => {
+                        break error_event(&event.data).unwrap_or_else(|| {
+                            ProviderError::new("provider_stream_error", "error event")
+                        })
+                    }
                     Next::Item(first) => {
                         *stream.peeked.borrow_mut() = Some(first);
                         return Ok(stream);
@@ -244,10 +249,15 @@ fn read_events<R: Read>(reader: R, sender: &crossbeam_channel::Sender<StreamItem
             Ok(0) => return StreamItem::End,
             Ok(_) => {}
             Err(err) => {
-                return StreamItem::Failed(ProviderError::new(
-                    "provider_stream_broken",
-                    format!("the provider stream broke: {err}"),
-                ))
+                // Retryable: `open` only retries before the first event,
+                // so nothing already shown is ever repeated.
+                return StreamItem::Failed(
+                    ProviderError::new(
+                        "provider_stream_broken",
+                        format!("the provider stream broke: {err}"),
+                    )
+                    .retryable(),
+                );
             }
         }
         if line.last() == Some(&b'\n') {
@@ -278,6 +288,41 @@ fn connect_error(url: &str, err: ureq::Error) -> ProviderError {
         format!("cannot reach the model provider at {url}: {err}"),
     )
     .retryable()
+}
+
+/// An error sent as a stream's first event, in any of the three wire
+/// formats: Chat's `{"error": …}`, Anthropic's `{"type": "error", "error":
+/// …}`, the Responses API's `error` and `response.failed`. Overloaded,
+/// server and rate-limit errors may pass, so they are retryable.
+fn error_event(data: &str) -> Option<ProviderError> {
+    if !data.contains("error") {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(data).ok()?;
+    let kind = value.get("type").and_then(|t| t.as_str()).unwrap_or("");
+    let error = match kind {
+        "response.failed" => value.get("response")?.get("error")?,
+        "error" => value.get("error").unwrap_or(&value),
+        "" => value.get("error")?,
+        _ => return None,
+    };
+    let message = error
+        .get("message")
+        .and_then(|m| m.as_str())
+        .unwrap_or("the provider reported an error");
+    let code = ["type", "code"]
+        .iter()
+        .filter_map(|key| error.get(*key).and_then(|c| c.as_str()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let retryable = ["overloaded", "server_error", "api_error", "rate_limit"]
+        .iter()
+        .any(|word| code.contains(word));
+    let error = ProviderError::new(
+        "provider_stream_error",
+        format!("the model provider reported an error: {message}"),
+    );
+    Some(if retryable { error.retryable() } else { error })
 }
 
 /// Exponential backoff: 0.5 s × 2ⁿ, at most 8 s, times a jitter factor in
@@ -420,6 +465,22 @@ mod tests {
         let past = RetryAdvice::parse(None, Some("Wed, 21 Oct 2015 07:28:00 GMT"), None);
         assert_eq!(past.delay, Some(Duration::ZERO));
         assert_eq!(RetryAdvice::parse(None, Some("soon"), None).delay, None);
+    }
+
+    #[test]
+    fn error_events_of_each_wire_format() {
+        let anthropic = error_event(
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        )
+        .unwrap();
+        assert!(anthropic.retryable && anthropic.message.contains("Overloaded"));
+        let chat =
+            error_event(r#"{"error":{"message":"bad","type":"invalid_request_error"}}"#).unwrap();
+        assert!(!chat.retryable);
+        let failed = error_event(r#"{"type":"response.failed","response":{"error":{"code":"server_error","message":"oops"}}}"#).unwrap();
+        assert!(failed.retryable);
+        assert!(error_event(r#"{"type":"message_start","message":{}}"#).is_none());
+        assert!(error_event(r#"{"choices":[{"delta":{"content":"error"}}]}"#).is_none());
     }
 
     #[test]

@@ -112,7 +112,12 @@ fn serve() {
             "tools/list" => Ok(page(message["params"]["cursor"].as_str(), changed)),
             "tools/call" => {
                 let name = message["params"]["name"].as_str().unwrap_or("");
-                call(name, &message["params"]["arguments"], &mut lines, &mut changed)
+                call(
+                    name,
+                    &message["params"]["arguments"],
+                    &mut lines,
+                    &mut changed,
+                )
             }
             _ => Err((-32601, format!("Method not found: {method}"))),
         };
@@ -142,10 +147,10 @@ fn tool(name: &str) -> Value {
 
 fn page(cursor: Option<&str>, changed: bool) -> Value {
     match cursor {
-        None => json!({
-            "tools": ["echo", "image", "structured"].map(tool),
-            "nextCursor": "page-2",
-        }),
+        None => {
+            let tools = ["echo", "image", "structured"].map(tool);
+            json!({"tools": tools, "nextCursor": "page-2"})
+        }
         Some(_) => {
             let mut tools: Vec<Value> = [
                 "fail",
@@ -200,9 +205,7 @@ fn call(
         ]})),
         "structured" => Ok(json!({"content": [], "structuredContent": {"answer": 42}})),
         "fail" => Ok(json!({"content": [{"type": "text", "text": "it failed"}], "isError": true})),
-        "env" => text(
-            json!({"path": env("PATH"), "custom": env("FAKE_CUSTOM")}).to_string(),
-        ),
+        "env" => text(json!({"path": env("PATH"), "custom": env("FAKE_CUSTOM")}).to_string()),
         "slow" => {
             let ms = arguments["ms"].as_u64().unwrap_or(1000);
             std::thread::sleep(Duration::from_millis(ms));

@@ -1,0 +1,1445 @@
+//! Providers against the fake server: one conversation per wire format
+//! (Chat Completions, Anthropic Messages, Responses) with reasoning, text,
+//! a tool call answered in the next request, usage and stop reasons;
+//! retries before the first streamed event; the config file and the
+//! environment; authentication; and `spindle setup`.
+
+use crate::support::fake_openai::{
+    chat_text, chunk_content, chunk_finish, chunk_reasoning, chunk_role, chunk_tool_call, done,
+};
+use crate::support::wire::{
+    anthropic_answer, anthropic_end, anthropic_error_body, anthropic_ping, anthropic_start,
+    anthropic_stream_error, anthropic_text, anthropic_thinking, anthropic_tool_use, chat_usage,
+    responses_answer, responses_completed, responses_created, responses_function_call,
+    responses_incomplete, responses_message, responses_reasoning, responses_usage,
+};
+use crate::support::{temp_dir, updates_text, write_file, Agent, FakeServer, Reply, Step};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+// ---------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------
+
+/// Writes `config` as `dir/config.json` and returns its path.
+fn write_config(dir: &Path, config: &Value) -> PathBuf {
+    let text = serde_json::to_string_pretty(config).expect("a Value always serialises");
+    write_file(dir, "config.json", text)
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("test paths are UTF-8")
+}
+
+/// `spindle acp --config CONFIG ARGS…`, initialized.
+fn agent_with_config(config: &Path, args: &[&str], env: &[(&str, &str)]) -> Agent {
+    let mut all = vec!["acp", "--config", path_str(config)];
+    all.extend_from_slice(args);
+    let mut agent = Agent::spawn(&all, env);
+    agent.initialize();
+    agent
+}
+
+/// `spindle acp --model test-model ARGS…` with the fake server as the
+/// environment's OpenAI-compatible provider, initialized.
+fn env_agent(server: &FakeServer, args: &[&str]) -> Agent {
+    let mut all = vec!["acp", "--model", "test-model"];
+    all.extend_from_slice(args);
+    let base = server.base_url();
+    let mut agent = Agent::spawn(
+        &all,
+        &[("OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "sk-test")],
+    );
+    agent.initialize();
+    agent
+}
+
+/// Sends a text prompt and waits for its answer; returns the answer and
+/// everything received meanwhile.
+fn prompt(agent: &mut Agent, session: &str, text: &str) -> (Value, Vec<Value>) {
+    let id = agent.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+    );
+    agent.response(&id, WAIT)
+}
+
+/// A prompt that must end with a stop reason; returns the answer's result
+/// and the messages of the turn.
+fn prompt_ok(agent: &mut Agent, session: &str, text: &str) -> (Value, Vec<Value>) {
+    let (response, updates) = prompt(agent, session, text);
+    match response.get("result") {
+        Some(result) => (result.clone(), updates),
+        None => panic!("the prompt failed: {response}\nupdates: {updates:#?}"),
+    }
+}
+
+/// A prompt that must fail; returns the JSON-RPC error and the messages of
+/// the turn.
+fn prompt_err(agent: &mut Agent, session: &str, text: &str) -> (Value, Vec<Value>) {
+    let (response, updates) = prompt(agent, session, text);
+    match response.get("error") {
+        Some(error) => (error.clone(), updates),
+        None => panic!("the prompt should have failed: {response}"),
+    }
+}
+
+/// Sends a request and returns its result or its error.
+fn call(agent: &mut Agent, method: &str, params: Value) -> Result<Value, Value> {
+    let id = agent.request(method, params);
+    let (response, _) = agent.response(&id, WAIT);
+    match (response.get("result"), response.get("error")) {
+        (Some(result), None) => Ok(result.clone()),
+        (None, Some(error)) => Err(error.clone()),
+        _ => panic!("neither result nor error: {response}"),
+    }
+}
+
+fn new_session(agent: &mut Agent, cwd: &Path) -> Result<Value, Value> {
+    call(
+        agent,
+        "session/new",
+        json!({"cwd": path_str(cwd), "mcpServers": []}),
+    )
+}
+
+/// The `update` objects of the `session/update`s of this kind, in order.
+fn updates_of<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == kind)
+        .collect()
+}
+
+fn message_of(error: &Value) -> &str {
+    error["message"].as_str().unwrap_or_default()
+}
+
+/// The values offered by a select config option.
+fn option_values(options: &Value, id: &str) -> Vec<String> {
+    let option = options
+        .as_array()
+        .and_then(|all| all.iter().find(|o| o["id"] == id))
+        .unwrap_or_else(|| panic!("no config option {id}: {options}"));
+    option["options"]
+        .as_array()
+        .expect("select options")
+        .iter()
+        .map(|choice| choice["value"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn current_value<'a>(options: &'a Value, id: &str) -> &'a str {
+    options
+        .as_array()
+        .and_then(|all| all.iter().find(|o| o["id"] == id))
+        .and_then(|o| o["currentValue"].as_str())
+        .unwrap_or_else(|| panic!("no current value for {id}: {options}"))
+}
+
+/// A workspace with one file the `list_directory` tool will show.
+fn workspace(name: &str) -> PathBuf {
+    let dir = temp_dir(name);
+    write_file(&dir, "marker-file.txt", "hello");
+    dir
+}
+
+/// The turn's `tool_call` announcement and its final status.
+fn tool_call_outcome(messages: &[Value], call_id: &str) -> (Value, String) {
+    let announced = updates_of(messages, "tool_call")
+        .into_iter()
+        .find(|u| u["toolCallId"] == call_id)
+        .unwrap_or_else(|| panic!("no tool_call {call_id}: {messages:#?}"))
+        .clone();
+    let last = updates_of(messages, "tool_call_update")
+        .into_iter()
+        .rfind(|u| u["toolCallId"] == call_id && u.get("status").is_some())
+        .map(|u| u["status"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default();
+    (announced, last)
+}
+
+fn assert_usage_meta(result: &Value, expected: Value) {
+    let usage = &result["_meta"]["spindle"]["usage"];
+    for (key, value) in expected.as_object().expect("an object") {
+        assert_eq!(&usage[key], value, "usage {key} in {result}");
+    }
+}
+
+// ---------------------------------------------------------------------
+// One conversation per wire format
+// ---------------------------------------------------------------------
+
+#[test]
+fn chat_completions_reasoning_text_tool_call_and_usage() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        chunk_reasoning("Let me "),
+        chunk_reasoning("look."),
+        chunk_content("Listing."),
+        chunk_tool_call(0, Some("call_1"), Some("list_directory"), ""),
+        chunk_tool_call(0, None, None, "{\"path\":"),
+        chunk_tool_call(0, None, None, "\".\"}"),
+        chunk_finish("tool_calls"),
+        chat_usage(1000, 50, 200, 20),
+        done(),
+    ]));
+    server.push(Reply::Sse(chat_text(&["Done."])));
+    let home = temp_dir("chat-config");
+    let config = write_config(
+        &home,
+        &json!({
+            "providers": {"fake": {"kind": "openai", "base_url": server.base_url(),
+                                   "api_key_env": "FAKE_CHAT_KEY"}},
+            "models": {"fake/chat-model": {"context_window": 64000}},
+        }),
+    );
+    let mut agent = agent_with_config(
+        &config,
+        &["--permissions", "yolo"],
+        &[("FAKE_CHAT_KEY", "sk-chat")],
+    );
+    let dir = workspace("chat-ws");
+    let session = new_session(&mut agent, &dir).unwrap();
+    let session = session["sessionId"].as_str().unwrap().to_string();
+
+    let (result, messages) = prompt_ok(&mut agent, &session, "List the files");
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(
+        updates_text(&messages, "agent_thought_chunk"),
+        "Let me look."
+    );
+    assert_eq!(
+        updates_text(&messages, "agent_message_chunk"),
+        "Listing.Done."
+    );
+    let (announced, status) = tool_call_outcome(&messages, "call_1");
+    assert_eq!(announced["rawInput"], json!({"path": "."}));
+    assert_eq!(status, "completed");
+
+    let requests = server.wait_requests(2, WAIT);
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        assert_eq!(request.path, "/v1/chat/completions");
+        assert_eq!(request.header("authorization"), Some("Bearer sk-chat"));
+        assert_eq!(request.body["model"], "chat-model");
+    }
+    let first = &requests[0].body;
+    let tools: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            assert_eq!(t["type"], "function");
+            t["function"]["name"].as_str().unwrap()
+        })
+        .collect();
+    assert!(tools.contains(&"list_directory"), "{tools:?}");
+    assert_eq!(first["tool_choice"], "auto");
+    // A model without reasoning configured gets no effort.
+    assert!(first.get("reasoning_effort").is_none(), "{first}");
+
+    let messages_sent = requests[1].body["messages"].as_array().unwrap();
+    assert_eq!(messages_sent.len(), 4, "{messages_sent:#?}");
+    assert_eq!(
+        messages_sent[1],
+        json!({"role": "user", "content": "List the files"})
+    );
+    assert_eq!(
+        messages_sent[2],
+        json!({
+            "role": "assistant",
+            "content": "Listing.",
+            "reasoning_content": "Let me look.",
+            "tool_calls": [{"id": "call_1", "type": "function",
+                            "function": {"name": "list_directory", "arguments": "{\"path\":\".\"}"}}],
+        })
+    );
+    assert_eq!(messages_sent[3]["role"], "tool");
+    assert_eq!(messages_sent[3]["tool_call_id"], "call_1");
+    let output = messages_sent[3]["content"].as_str().unwrap();
+    assert!(output.contains("marker-file.txt"), "{output}");
+
+    // One usage_update per model call: context used and the window; no
+    // cost without a price.
+    let usage: Vec<&Value> = updates_of(&messages, "usage_update");
+    assert_eq!(usage.len(), 2, "{usage:?}");
+    assert_eq!(
+        (&usage[0]["used"], &usage[0]["size"]),
+        (&json!(1050), &json!(64000))
+    );
+    assert_eq!(
+        (&usage[1]["used"], &usage[1]["size"]),
+        (&json!(11), &json!(64000))
+    );
+    assert!(usage.iter().all(|u| u.get("cost").is_none()), "{usage:?}");
+    assert_usage_meta(
+        &result,
+        json!({"inputTokens": 1010, "outputTokens": 51, "cachedReadTokens": 200,
+               "thoughtTokens": 20, "totalTokens": 1061}),
+    );
+}
+
+/// A config with one Anthropic provider on the fake server and a reasoning
+/// model.
+fn anthropic_config(server: &FakeServer, dir: &Path) -> PathBuf {
+    write_config(
+        dir,
+        &json!({
+            "providers": {"claude": {"kind": "anthropic",
+                                     "base_url": format!("http://{}", server.address()),
+                                     "api_key_env": "FAKE_ANTHROPIC_KEY"}},
+            "models": {"claude/claude-fake": {
+                "context_window": 200000, "max_output_tokens": 16000,
+                "reasoning": true, "efforts": ["low", "medium", "high"]}},
+        }),
+    )
+}
+
+fn anthropic_agent(server: &FakeServer) -> Agent {
+    let config = anthropic_config(server, &temp_dir("anthropic-config"));
+    agent_with_config(
+        &config,
+        &["--permissions", "yolo"],
+        &[("FAKE_ANTHROPIC_KEY", "sk-ant-fake")],
+    )
+}
+
+#[test]
+fn anthropic_signed_thinking_text_tool_use_and_tool_result() {
+    let server = FakeServer::start();
+    let mut first = vec![anthropic_start(100, 20), anthropic_ping()];
+    first.extend(anthropic_thinking(
+        0,
+        &["Need the ", "listing."],
+        "sig-abc==",
+    ));
+    first.extend(anthropic_text(1, &["Listing."]));
+    first.extend(anthropic_tool_use(
+        2,
+        "toolu_1",
+        "list_directory",
+        &["{\"path\":", "\".\"}"],
+    ));
+    first.extend(anthropic_end("tool_use", 30));
+    server.push(Reply::Sse(first));
+    server.push(Reply::Sse(anthropic_answer("All done.", "end_turn")));
+    let mut agent = anthropic_agent(&server);
+    let dir = workspace("anthropic-ws");
+    let session = new_session(&mut agent, &dir).unwrap();
+    let session = session["sessionId"].as_str().unwrap().to_string();
+
+    let (result, messages) = prompt_ok(&mut agent, &session, "List the files");
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(
+        updates_text(&messages, "agent_thought_chunk"),
+        "Need the listing."
+    );
+    assert_eq!(
+        updates_text(&messages, "agent_message_chunk"),
+        "Listing.All done."
+    );
+    let (announced, status) = tool_call_outcome(&messages, "toolu_1");
+    assert_eq!(announced["rawInput"], json!({"path": "."}));
+    assert_eq!(status, "completed");
+
+    let requests = server.wait_requests(2, WAIT);
+    for request in &requests {
+        assert_eq!(request.path, "/v1/messages");
+        assert_eq!(request.header("x-api-key"), Some("sk-ant-fake"));
+        assert_eq!(request.header("anthropic-version"), Some("2023-06-01"));
+        assert_eq!(request.header("authorization"), None);
+        assert_eq!(request.body["model"], "claude-fake");
+        assert_eq!(request.body["stream"], true);
+        assert_eq!(request.body["max_tokens"], 16000);
+        // The balanced preset's medium effort as a thinking budget.
+        assert_eq!(
+            request.body["thinking"],
+            json!({"type": "enabled", "budget_tokens": 8192})
+        );
+        assert!(request.body["system"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty()));
+    }
+    let body = &requests[0].body;
+    let tool = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "list_directory")
+        .expect("list_directory offered");
+    assert!(tool["input_schema"].is_object(), "{tool}");
+    assert_eq!(body["tool_choice"], json!({"type": "auto"}));
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "user", "content": [{"type": "text", "text": "List the files"}]}])
+    );
+
+    let sent = requests[1].body["messages"].as_array().unwrap();
+    assert_eq!(sent.len(), 3, "{sent:#?}");
+    assert_eq!(sent[0]["role"], "user");
+    assert_eq!(
+        sent[1],
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Need the listing.", "signature": "sig-abc=="},
+            {"type": "text", "text": "Listing."},
+            {"type": "tool_use", "id": "toolu_1", "name": "list_directory", "input": {"path": "."}},
+        ]})
+    );
+    assert_eq!(sent[2]["role"], "user");
+    let result_block = &sent[2]["content"][0];
+    assert_eq!(result_block["type"], "tool_result");
+    assert_eq!(result_block["tool_use_id"], "toolu_1");
+    assert!(
+        result_block["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("marker-file.txt")),
+        "{result_block}"
+    );
+
+    // Anthropic's input excludes cache reads: 100 + 20 read, 30 out.
+    let usage = updates_of(&messages, "usage_update");
+    assert_eq!(usage.len(), 2, "{usage:?}");
+    assert_eq!(
+        (&usage[0]["used"], &usage[0]["size"]),
+        (&json!(150), &json!(200000))
+    );
+    assert_usage_meta(
+        &result,
+        json!({"inputTokens": 130, "outputTokens": 33, "cachedReadTokens": 20}),
+    );
+}
+
+#[test]
+fn anthropic_stop_reasons_and_a_call_cut_by_max_tokens() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(anthropic_answer("Long answ", "max_tokens")));
+    server.push(Reply::Sse(anthropic_answer(
+        "I can't help with that.",
+        "refusal",
+    )));
+    server.push(Reply::Sse(anthropic_answer(
+        "Too big",
+        "model_context_window_exceeded",
+    )));
+    // max_tokens inside a tool_use block: the cut-off call must not run.
+    let mut cut = vec![anthropic_start(10, 0)];
+    cut.extend(anthropic_text(0, &["Writing."]));
+    cut.extend(anthropic_tool_use(
+        1,
+        "toolu_cut",
+        "write_file",
+        &["{\"path\":\"cut.txt\",\"con"],
+    ));
+    cut.extend(anthropic_end("max_tokens", 16000));
+    server.push(Reply::Sse(cut));
+    let mut agent = anthropic_agent(&server);
+    let dir = workspace("anthropic-stops");
+    let session = new_session(&mut agent, &dir).unwrap();
+    let session = session["sessionId"].as_str().unwrap().to_string();
+    for (expected, text) in [
+        ("max_tokens", "Long answ"),
+        ("refusal", "I can't help with that."),
+        ("max_tokens", "Too big"),
+    ] {
+        let (result, messages) = prompt_ok(&mut agent, &session, "go");
+        assert_eq!(result["stopReason"], expected, "{text}");
+        assert_eq!(updates_text(&messages, "agent_message_chunk"), text);
+    }
+    let (result, messages) = prompt_ok(&mut agent, &session, "write it");
+    assert_eq!(result["stopReason"], "max_tokens");
+    assert!(
+        updates_of(&messages, "tool_call").is_empty(),
+        "{messages:#?}"
+    );
+    assert!(!dir.join("cut.txt").exists());
+    assert_eq!(server.requests().len(), 4);
+}
+
+#[test]
+fn anthropic_errors_carry_the_message_and_overloaded_is_retried() {
+    let server = FakeServer::start();
+    server.push(Reply::status(
+        529,
+        anthropic_error_body("overloaded_error", "Overloaded"),
+    ));
+    server.push(Reply::Sse(anthropic_answer("Back.", "end_turn")));
+    server.push(Reply::status(
+        400,
+        anthropic_error_body("invalid_request_error", "prompt is too long: 210000 tokens"),
+    ));
+    let mut agent = anthropic_agent(&server);
+    let session = new_session(&mut agent, &workspace("anthropic-errors")).unwrap();
+    let session = session["sessionId"].as_str().unwrap().to_string();
+    let (result, messages) = prompt_ok(&mut agent, &session, "hi");
+    assert_eq!(result["stopReason"], "end_turn");
+    assert!(updates_text(&messages, "agent_thought_chunk").contains("retrying"));
+    assert_eq!(updates_text(&messages, "agent_message_chunk"), "Back.");
+    let (error, _) = prompt_err(&mut agent, &session, "again");
+    assert_eq!(error["code"], -32603);
+    assert_eq!(error["data"]["code"], "provider_http_400");
+    assert!(message_of(&error).contains("prompt is too long"), "{error}");
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
+fn an_overloaded_error_event_before_any_content_is_retried() {
+    // The error arrives after the 200 but before anything was streamed:
+    // nothing was shown, and the API says it may pass (WIRE.md §6).
+    let server = FakeServer::start();
+    server.push(Reply::Sse(vec![anthropic_stream_error(
+        "overloaded_error",
+        "Overloaded",
+    )]));
+    server.push(Reply::Sse(anthropic_answer("Recovered.", "end_turn")));
+    let mut agent = anthropic_agent(&server);
+    let session = new_session(&mut agent, &workspace("anthropic-overloaded")).unwrap();
+    let session = session["sessionId"].as_str().unwrap().to_string();
+    let (response, messages) = prompt(&mut agent, &session, "hi");
+    assert_eq!(
+        response["result"]["stopReason"], "end_turn",
+        "an overloaded_error before any content must be retried: {response}"
+    );
+    assert_eq!(updates_text(&messages, "agent_message_chunk"), "Recovered.");
+    assert!(updates_text(&messages, "agent_thought_chunk").contains("retrying"));
+    assert_eq!(server.requests().len(), 2);
+}
+
+fn responses_agent(server: &FakeServer) -> Agent {
+    let config = write_config(
+        &temp_dir("responses-config"),
+        &json!({
+            "providers": {"reasoner": {"kind": "responses", "base_url": server.base_url(),
+                                       "api_key_env": "FAKE_RESPONSES_KEY"}},
+            "models": {"reasoner/gpt-fake": {
+                "context_window": 400000, "max_output_tokens": 8000,
+                "reasoning": true, "efforts": ["low", "medium", "high"]}},
+        }),
+    );
+    agent_with_config(
+        &config,
+        &["--permissions", "yolo"],
+        &[("FAKE_RESPONSES_KEY", "sk-resp")],
+    )
+}
+
+#[test]
+fn responses_encrypted_reasoning_function_call_and_output() {
+    let server = FakeServer::start();
+    let (reasoning_steps, reasoning_item) =
+        responses_reasoning(0, "rs_1", &["Thinking ", "it over."], "enc-123");
+    let mut first = vec![responses_created()];
+    first.extend(reasoning_steps);
+    first.extend(responses_message(1, "msg_1", &["Listing."]));
+    first.extend(responses_function_call(
+        2,
+        "fc_1",
+        "call_1",
+        "list_directory",
+        &["{\"path\":", "\".\"}"],
+    ));
+    first.push(responses_completed(responses_usage(200, 50, 40, 12)));
+    server.push(Reply::Sse(first));
+    server.push(Reply::Sse(responses_answer("Finished.")));
+    let mut agent = responses_agent(&server);
+    let dir = workspace("responses-ws");
+    let session = new_session(&mut agent, &dir).unwrap();
+    let session = session["sessionId"].as_str().unwrap().to_string();
+
+    let (result, messages) = prompt_ok(&mut agent, &session, "List the files");
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(
+        updates_text(&messages, "agent_thought_chunk"),
+        "Thinking it over."
+    );
+    assert_eq!(
+        updates_text(&messages, "agent_message_chunk"),
+        "Listing.Finished."
+    );
+    let (announced, status) = tool_call_outcome(&messages, "call_1");
+    assert_eq!(announced["rawInput"], json!({"path": "."}));
+    assert_eq!(status, "completed");
+
+    let requests = server.wait_requests(2, WAIT);
+    for request in &requests {
+        assert_eq!(request.path, "/v1/responses");
+        assert_eq!(request.header("authorization"), Some("Bearer sk-resp"));
+        let body = &request.body;
+        assert_eq!(body["model"], "gpt-fake");
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["store"], false);
+        assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
+        assert_eq!(
+            body["reasoning"],
+            json!({"effort": "medium", "summary": "auto"})
+        );
+        assert_eq!(body["max_output_tokens"], 8000);
+        assert!(body["instructions"].as_str().is_some_and(|s| !s.is_empty()));
+    }
+    let body = &requests[0].body;
+    let tool = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "list_directory")
+        .expect("list_directory offered, flat");
+    assert_eq!(tool["type"], "function");
+    assert!(tool.get("function").is_none() && tool["parameters"].is_object());
+    assert_eq!(
+        body["input"],
+        json!([{"type": "message", "role": "user", "content": "List the files"}])
+    );
+
+    let input = requests[1].body["input"].as_array().unwrap();
+    assert_eq!(input.len(), 5, "{input:#?}");
+    assert_eq!(
+        input[1], reasoning_item,
+        "the reasoning item goes back verbatim"
+    );
+    assert_eq!(
+        input[2],
+        json!({"type": "message", "role": "assistant",
+               "content": [{"type": "output_text", "text": "Listing."}]})
+    );
+    assert_eq!(
+        input[3],
+        json!({"type": "function_call", "call_id": "call_1", "name": "list_directory",
+               "arguments": "{\"path\":\".\"}"})
+    );
+    assert_eq!(input[4]["type"], "function_call_output");
+    assert_eq!(input[4]["call_id"], "call_1");
+    assert!(input[4]["output"]
+        .as_str()
+        .is_some_and(|o| o.contains("marker-file.txt")));
+
+    let usage = updates_of(&messages, "usage_update");
+    assert_eq!(usage.len(), 2, "{usage:?}");
+    assert_eq!(
+        (&usage[0]["used"], &usage[0]["size"]),
+        (&json!(240), &json!(400000))
+    );
+    assert_usage_meta(
+        &result,
+        json!({"inputTokens": 210, "outputTokens": 43, "cachedReadTokens": 50,
+               "thoughtTokens": 12, "totalTokens": 253}),
+    );
+}
+
+#[test]
+fn responses_incomplete_answers_map_to_stop_reasons() {
+    let server = FakeServer::start();
+    for reason in ["max_output_tokens", "content_filter"] {
+        let mut steps = vec![responses_created()];
+        steps.extend(responses_message(0, "msg_1", &["Cut sho"]));
+        steps.push(responses_incomplete(
+            reason,
+            responses_usage(10, 0, 8000, 0),
+        ));
+        server.push(Reply::Sse(steps));
+    }
+    let mut agent = responses_agent(&server);
+    let session = new_session(&mut agent, &workspace("responses-stops")).unwrap();
+    let session = session["sessionId"].as_str().unwrap().to_string();
+    for expected in ["max_tokens", "refusal"] {
+        let (result, messages) = prompt_ok(&mut agent, &session, "go");
+        assert_eq!(result["stopReason"], expected);
+        assert_eq!(updates_text(&messages, "agent_message_chunk"), "Cut sho");
+    }
+}
+
+// ---------------------------------------------------------------------
+// Retries
+// ---------------------------------------------------------------------
+
+/// One session on an environment-configured agent.
+fn retry_session(server: &FakeServer, args: &[&str]) -> (Agent, String) {
+    let mut agent = env_agent(server, args);
+    let session = new_session(&mut agent, &temp_dir("retry")).unwrap();
+    let session = session["sessionId"].as_str().unwrap().to_string();
+    (agent, session)
+}
+
+fn retry_lines(messages: &[Value]) -> usize {
+    updates_text(messages, "agent_thought_chunk")
+        .matches("retrying")
+        .count()
+}
+
+/// Gives a wrongly retried request time to show up, then checks the count.
+fn assert_request_count(server: &FakeServer, expected: usize) {
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        server.requests().len(),
+        expected,
+        "{:#?}",
+        server
+            .requests()
+            .iter()
+            .map(|r| r.path.clone())
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_429_with_retry_after_is_retried_after_the_delay() {
+    let server = FakeServer::start();
+    server.push(Reply::Status {
+        code: 429,
+        body: json!({"error": {"message": "Rate limit reached", "type": "requests",
+                               "param": null, "code": "rate_limit_exceeded"}})
+        .to_string(),
+        headers: vec![("Retry-After".into(), "1".into())],
+    });
+    server.push(Reply::Sse(chat_text(&["Recovered."])));
+    let (mut agent, session) = retry_session(&server, &[]);
+    let started = Instant::now();
+    let (result, messages) = prompt_ok(&mut agent, &session, "hello");
+    let elapsed = started.elapsed();
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(updates_text(&messages, "agent_message_chunk"), "Recovered.");
+    let thoughts = updates_text(&messages, "agent_thought_chunk");
+    assert_eq!(retry_lines(&messages), 1, "{thoughts}");
+    assert!(thoughts.contains("429"), "{thoughts}");
+    assert!(thoughts.contains("1.0 s"), "{thoughts}");
+    assert!(elapsed >= Duration::from_millis(950), "{elapsed:?}");
+    assert_eq!(server.requests().len(), 2);
+    // Only the successful call counts.
+    assert_usage_meta(&result, json!({"inputTokens": 10, "outputTokens": 1}));
+}
+
+#[test]
+fn a_500_is_retried_with_backoff_and_retry_after_ms_is_honoured() {
+    let server = FakeServer::start();
+    server.push(Reply::openai_error(
+        500,
+        "The server had an error",
+        "server_error",
+        "server_error",
+    ));
+    server.push(Reply::Status {
+        code: 503,
+        body: "upstream unavailable".into(),
+        headers: vec![
+            ("Content-Type".into(), "text/plain".into()),
+            ("retry-after-ms".into(), "200".into()),
+        ],
+    });
+    server.push(Reply::Sse(chat_text(&["Third time lucky."])));
+    let (mut agent, session) = retry_session(&server, &[]);
+    let (result, messages) = prompt_ok(&mut agent, &session, "hello");
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(
+        updates_text(&messages, "agent_message_chunk"),
+        "Third time lucky."
+    );
+    let thoughts = updates_text(&messages, "agent_thought_chunk");
+    assert_eq!(retry_lines(&messages), 2, "{thoughts}");
+    assert!(thoughts.contains("The server had an error"), "{thoughts}");
+    assert!(thoughts.contains("retrying in 0.2 s"), "{thoughts}");
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
+fn a_stream_that_ends_before_its_first_event_is_retried() {
+    let server = FakeServer::start();
+    // A 200 whose body ends at once, cleanly.
+    server.push(Reply::Sse(vec![]));
+    server.push(Reply::Sse(chat_text(&["After an empty stream."])));
+    let (mut agent, session) = retry_session(&server, &[]);
+    let (result, messages) = prompt_ok(&mut agent, &session, "hello");
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(retry_lines(&messages), 1);
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn a_connection_cut_before_the_first_event_is_retried() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(vec![Step::Cut]));
+    server.push(Reply::Sse(chat_text(&["After the cut."])));
+    let (mut agent, session) = retry_session(&server, &[]);
+    let (response, messages) = prompt(&mut agent, &session, "hello");
+    assert_eq!(
+        response["result"]["stopReason"], "end_turn",
+        "a cut before the first event must be retried: {response}"
+    );
+    assert_eq!(
+        updates_text(&messages, "agent_message_chunk"),
+        "After the cut."
+    );
+    assert_eq!(retry_lines(&messages), 1);
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn a_cut_after_text_is_not_retried_and_the_partial_text_is_kept() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        chunk_content("Partial answ"),
+        Step::Cut,
+    ]));
+    server.push(Reply::Sse(chat_text(&["Follow-up."])));
+    let (mut agent, session) = retry_session(&server, &[]);
+    let (error, messages) = prompt_err(&mut agent, &session, "hello");
+    assert_eq!(error["code"], -32603);
+    assert_eq!(error["data"]["code"], "provider_stream_broken");
+    assert_eq!(
+        updates_text(&messages, "agent_message_chunk"),
+        "Partial answ"
+    );
+    assert_eq!(retry_lines(&messages), 0);
+    assert_request_count(&server, 1);
+    assert_eq!(server.pending_replies(), 1);
+
+    let (result, _) = prompt_ok(&mut agent, &session, "go on");
+    assert_eq!(result["stopReason"], "end_turn");
+    let sent = server.requests()[1].body["messages"].clone();
+    let sent = sent.as_array().unwrap();
+    assert_eq!(
+        sent[2],
+        json!({"role": "assistant", "content": "Partial answ"})
+    );
+    assert_eq!(sent[3], json!({"role": "user", "content": "go on"}));
+}
+
+#[test]
+fn client_errors_quota_and_x_should_retry_false_are_not_retried() {
+    let server = FakeServer::start();
+    server.push(Reply::openai_error(
+        401,
+        "Incorrect API key provided",
+        "invalid_request_error",
+        "invalid_api_key",
+    ));
+    server.push(Reply::openai_error(
+        429,
+        "You exceeded your current quota",
+        "insufficient_quota",
+        "insufficient_quota",
+    ));
+    server.push(Reply::Status {
+        code: 503,
+        body: json!({"error": {"message": "Do not come back"}}).to_string(),
+        headers: vec![("x-should-retry".into(), "false".into())],
+    });
+    server.push(Reply::Sse(chat_text(&["never used"])));
+    let (mut agent, session) = retry_session(&server, &[]);
+    for (count, (status, words)) in [
+        (401, "Incorrect API key provided"),
+        (429, "exceeded your current quota"),
+        (503, "Do not come back"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (error, messages) = prompt_err(&mut agent, &session, "hello");
+        assert_eq!(error["code"], -32603);
+        assert_eq!(error["data"]["code"], format!("provider_http_{status}"));
+        assert!(message_of(&error).contains(words), "{error}");
+        assert_eq!(retry_lines(&messages), 0, "{messages:#?}");
+        assert_request_count(&server, count + 1);
+    }
+    assert_eq!(server.pending_replies(), 1);
+}
+
+#[test]
+fn retries_stop_at_the_limit_and_zero_means_one_attempt() {
+    let server = FakeServer::start();
+    for _ in 0..2 {
+        server.push(Reply::openai_error(
+            500,
+            "boom",
+            "server_error",
+            "server_error",
+        ));
+    }
+    server.push(Reply::Sse(chat_text(&["never used"])));
+    let (mut agent, session) = retry_session(&server, &["--retries", "1"]);
+    let (error, messages) = prompt_err(&mut agent, &session, "hello");
+    assert_eq!(error["data"]["code"], "provider_http_500");
+    assert_eq!(retry_lines(&messages), 1);
+    assert_request_count(&server, 2);
+
+    let server = FakeServer::start();
+    server.push(Reply::openai_error(
+        503,
+        "busy",
+        "server_error",
+        "server_error",
+    ));
+    server.push(Reply::Sse(chat_text(&["never used"])));
+    let (mut agent, session) = retry_session(&server, &["--retries", "0"]);
+    let (error, messages) = prompt_err(&mut agent, &session, "hello");
+    assert_eq!(error["data"]["code"], "provider_http_503");
+    assert_eq!(retry_lines(&messages), 0);
+    assert_request_count(&server, 1);
+}
+
+#[test]
+fn a_retry_after_beyond_sixty_seconds_fails_at_once() {
+    let server = FakeServer::start();
+    server.push(Reply::Status {
+        code: 429,
+        body: json!({"error": {"message": "Slow down"}}).to_string(),
+        headers: vec![("Retry-After".into(), "120".into())],
+    });
+    server.push(Reply::Sse(chat_text(&["never used"])));
+    let (mut agent, session) = retry_session(&server, &[]);
+    let started = Instant::now();
+    let (error, _) = prompt_err(&mut agent, &session, "hello");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(error["data"]["code"], "provider_http_429");
+    assert_request_count(&server, 1);
+}
+
+#[test]
+fn an_unreachable_server_is_retried_then_reported() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let base = format!("http://127.0.0.1:{port}/v1");
+    let mut agent = Agent::spawn(
+        &["acp", "--model", "m", "--retries", "2"],
+        &[("OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "sk-test")],
+    );
+    agent.initialize();
+    let session = new_session(&mut agent, &temp_dir("unreachable")).unwrap();
+    let session = session["sessionId"].as_str().unwrap().to_string();
+    let (error, messages) = prompt_err(&mut agent, &session, "hello");
+    assert_eq!(error["code"], -32603);
+    assert_eq!(error["data"]["code"], "provider_unreachable");
+    assert_eq!(retry_lines(&messages), 2, "{messages:#?}");
+}
+
+// ---------------------------------------------------------------------
+// Configuration
+// ---------------------------------------------------------------------
+
+#[test]
+fn a_config_with_two_providers_offers_their_models_and_routes_to_each() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["from beta"])));
+    server.push(Reply::Sse(chat_text(&["from alpha"])));
+    let home = temp_dir("two-providers");
+    let config = write_config(
+        &home,
+        &json!({
+            "providers": {
+                "alpha": {"kind": "openai", "base_url": server.base_url(), "api_key_env": "ALPHA_KEY"},
+                "beta": {"kind": "openai", "base_url": server.base_url(), "api_key_env": "BETA_KEY"},
+                // No key in the environment: its model is not offered.
+                "gamma": {"kind": "openai", "base_url": server.base_url(), "api_key_env": "GAMMA_KEY_UNSET"},
+            },
+            "models": {
+                "alpha/model-a": {"name": "Model A", "context_window": 1000,
+                                  "price": {"input": 1.0, "output": 2.0}},
+                "beta/model-b": {"price": {"input": 3.0, "output": 4.0, "cached_input": 0.5,
+                                           "currency": "EUR"}},
+                "gamma/model-c": {},
+            },
+            "defaults": {"model": "beta/model-b"},
+        }),
+    );
+    let mut agent = agent_with_config(
+        &config,
+        &[],
+        &[("ALPHA_KEY", "sk-alpha"), ("BETA_KEY", "sk-beta")],
+    );
+    let dir = temp_dir("two-providers-ws");
+    let result = new_session(&mut agent, &dir).unwrap();
+    let options = &result["configOptions"];
+    assert_eq!(
+        option_values(options, "model"),
+        ["alpha/model-a", "beta/model-b"]
+    );
+    let names: Vec<&Value> = options
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "model")
+        .unwrap()["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["name"])
+        .collect();
+    assert_eq!(names, [&json!("Model A"), &json!("beta/model-b")]);
+    assert_eq!(current_value(options, "model"), "beta/model-b");
+    let session = result["sessionId"].as_str().unwrap().to_string();
+
+    let (_, messages) = prompt_ok(&mut agent, &session, "hi");
+    assert_eq!(updates_text(&messages, "agent_message_chunk"), "from beta");
+    let usage = updates_of(&messages, "usage_update");
+    assert_eq!(usage[0]["cost"]["currency"], "EUR");
+    call(
+        &mut agent,
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "model", "value": "alpha/model-a"}),
+    )
+    .unwrap();
+    let (_, messages) = prompt_ok(&mut agent, &session, "hi again");
+    assert_eq!(updates_text(&messages, "agent_message_chunk"), "from alpha");
+    let usage = updates_of(&messages, "usage_update");
+    assert_eq!(usage[0]["size"], 1000);
+    assert_eq!(usage[0]["cost"]["currency"], "USD");
+
+    let requests = server.wait_requests(2, WAIT);
+    assert_eq!(requests[0].body["model"], "model-b");
+    assert_eq!(requests[0].header("authorization"), Some("Bearer sk-beta"));
+    assert_eq!(requests[1].body["model"], "model-a");
+    assert_eq!(requests[1].header("authorization"), Some("Bearer sk-alpha"));
+    // The conversation is kept across the model change.
+    assert_eq!(requests[1].body["messages"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn a_malformed_config_is_reported_with_its_path_and_line() {
+    let home = temp_dir("malformed");
+    let config = write_file(
+        &home,
+        "config.json",
+        "{\n  \"providers\": {\n    \"x\": {\"kind\": \"openai\",, \"requires_key\": false}\n  }\n}\n",
+    );
+    let mut agent = agent_with_config(&config, &[], &[]);
+    let error = new_session(&mut agent, &home).unwrap_err();
+    let message = message_of(&error);
+    assert!(
+        message.contains(&format!("{}:3:", config.display())),
+        "{error}"
+    );
+    assert_eq!(error["data"]["code"], "config_invalid", "{error}");
+    // The agent keeps serving, and keeps refusing sessions until fixed.
+    let again = new_session(&mut agent, &home).unwrap_err();
+    assert_eq!(again["code"], error["code"]);
+}
+
+#[test]
+fn an_unknown_provider_kind_is_named_in_the_error() {
+    let home = temp_dir("bad-kind");
+    let config = write_file(
+        &home,
+        "config.json",
+        "{\n  \"providers\": {\n    \"x\": {\"kind\": \"opnai\"}\n  }\n}\n",
+    );
+    let mut agent = agent_with_config(&config, &[], &[]);
+    let error = new_session(&mut agent, &home).unwrap_err();
+    let message = message_of(&error);
+    assert!(message.contains("opnai"), "{error}");
+    assert!(message.contains("expected one of"), "{error}");
+    assert!(
+        message.contains(&format!("{}:3:", config.display())),
+        "{error}"
+    );
+}
+
+#[test]
+fn without_a_config_file_the_environment_decides() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["from the environment"])));
+    let mut agent = env_agent(&server, &[]);
+    assert!(!agent.home().join("config.json").exists());
+    let result = new_session(&mut agent, &temp_dir("env")).unwrap();
+    let options = &result["configOptions"];
+    assert!(
+        option_values(options, "model").contains(&"openai/test-model".to_string()),
+        "{options}"
+    );
+    assert_eq!(current_value(options, "model"), "openai/test-model");
+    let session = result["sessionId"].as_str().unwrap().to_string();
+    let (_, messages) = prompt_ok(&mut agent, &session, "hi");
+    assert_eq!(
+        updates_text(&messages, "agent_message_chunk"),
+        "from the environment"
+    );
+    assert_eq!(
+        server.requests()[0].header("authorization"),
+        Some("Bearer sk-test")
+    );
+}
+
+#[test]
+fn a_missing_explicit_config_file_is_an_error() {
+    let server = FakeServer::start();
+    let missing = temp_dir("missing-config").join("nope.json");
+    let base = server.base_url();
+    // Even with a usable environment: an explicit file must exist.
+    let mut agent = agent_with_config(
+        &missing,
+        &[],
+        &[("OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "sk-test")],
+    );
+    let error = new_session(&mut agent, &temp_dir("missing-config-ws")).unwrap_err();
+    assert!(
+        message_of(&error).contains(&missing.display().to_string()),
+        "{error}"
+    );
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn a_key_file_readable_by_others_is_refused_until_chmod_600() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["keyed"])));
+    let home = temp_dir("key-file");
+    let key = write_file(&home, "gateway.key", "sk-from-file\n");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let config = write_config(
+        &home,
+        &json!({"providers": {"gateway": {"kind": "openai", "base_url": server.base_url(),
+                                          "api_key_file": path_str(&key)}},
+                "models": {"gateway/m": {}}}),
+    );
+    let mut agent = agent_with_config(&config, &[], &[]);
+    let error = new_session(&mut agent, &home).unwrap_err();
+    assert_eq!(error["code"], -32000, "{error}");
+    assert!(message_of(&error).contains("chmod 600"), "{error}");
+    assert!(
+        message_of(&error).contains(&key.display().to_string()),
+        "{error}"
+    );
+
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let answer = call(
+        &mut agent,
+        "authenticate",
+        json!({"methodId": "spindle-check"}),
+    );
+    assert_eq!(answer, Ok(json!({})));
+    let result = new_session(&mut agent, &home).unwrap();
+    let session = result["sessionId"].as_str().unwrap().to_string();
+    prompt_ok(&mut agent, &session, "hi");
+    assert_eq!(
+        server.requests()[0].header("authorization"),
+        Some("Bearer sk-from-file")
+    );
+}
+
+#[test]
+fn no_provider_asks_for_setup_and_authenticate_reads_the_config_again() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["set up"])));
+    let mut agent = Agent::spawn(&["acp"], &[]);
+    let init = call(
+        &mut agent,
+        "initialize",
+        json!({"protocolVersion": 1,
+               "clientCapabilities": {"auth": {"terminal": true}},
+               "clientInfo": {"name": "spindle-tests", "version": "0.0.0"}}),
+    )
+    .unwrap();
+    let methods = init["authMethods"].as_array().unwrap();
+    assert_eq!(methods.len(), 2, "{methods:?}");
+    assert_eq!(methods[0]["id"], "spindle-check");
+    assert!(methods[0].get("type").is_none() || methods[0]["type"] == "agent");
+    assert_eq!(methods[1]["type"], "terminal");
+    assert_eq!(methods[1]["id"], "spindle-setup");
+    assert_eq!(methods[1]["args"], json!(["setup"]));
+
+    let dir = temp_dir("no-provider");
+    let error = new_session(&mut agent, &dir).unwrap_err();
+    assert_eq!(error["code"], -32000);
+    assert!(message_of(&error).contains("spindle setup"), "{error}");
+    let error = call(
+        &mut agent,
+        "authenticate",
+        json!({"methodId": "spindle-check"}),
+    )
+    .unwrap_err();
+    assert_eq!(error["code"], -32000);
+    let error = call(&mut agent, "authenticate", json!({"methodId": "magic"})).unwrap_err();
+    assert_eq!(error["code"], -32602);
+
+    write_config(
+        agent.home(),
+        &json!({"providers": {"local": {"kind": "openai", "base_url": server.base_url(),
+                                        "requires_key": false}},
+                "models": {"local/tiny": {}}}),
+    );
+    let answer = call(
+        &mut agent,
+        "authenticate",
+        json!({"methodId": "spindle-check"}),
+    );
+    assert_eq!(answer, Ok(json!({})));
+    let result = new_session(&mut agent, &dir).unwrap();
+    let session = result["sessionId"].as_str().unwrap().to_string();
+    let (_, messages) = prompt_ok(&mut agent, &session, "hi");
+    assert_eq!(updates_text(&messages, "agent_message_chunk"), "set up");
+    assert_eq!(server.requests()[0].header("authorization"), None);
+}
+
+#[test]
+fn without_the_terminal_capability_only_the_check_method_is_offered() {
+    let mut agent = Agent::spawn(&["acp"], &[]);
+    let init = agent.initialize();
+    assert_eq!(
+        init["authMethods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["spindle-check"]
+    );
+}
+
+// ---------------------------------------------------------------------
+// spindle setup
+// ---------------------------------------------------------------------
+
+/// Runs `spindle setup ARGS…` with stdin not a terminal, a private
+/// SPINDLE_HOME and no provider variables but `env`.
+fn setup(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let home = temp_dir("setup-home");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    command
+        .arg("setup")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for name in [
+        "RUST_LOG",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "OLLAMA_HOST",
+    ] {
+        command.env_remove(name);
+    }
+    command
+        .env("SPINDLE_HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"));
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command.output().expect("cannot run spindle setup");
+    let _ = std::fs::remove_dir_all(&home);
+    output
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn setup_tests_the_connection_then_writes_a_usable_config() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["OK"])));
+    let dir = temp_dir("setup-ok");
+    let config = dir.join("nested").join("config.json");
+    let base = server.base_url();
+    let output = setup(
+        &[
+            "--kind",
+            "openai",
+            "--base-url",
+            &base,
+            "--key-env",
+            "SETUP_TEST_KEY",
+            "--model",
+            "tiny-model",
+            "--config",
+            path_str(&config),
+        ],
+        &[("SETUP_TEST_KEY", "sk-setup")],
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout: {}\nstderr: {}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+    assert!(
+        text(&output.stdout).contains("OK"),
+        "{}",
+        text(&output.stdout)
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].path, "/v1/chat/completions");
+    assert_eq!(requests[0].header("authorization"), Some("Bearer sk-setup"));
+    assert_eq!(requests[0].body["model"], "tiny-model");
+    assert_eq!(requests[0].body["stream"], true);
+
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(
+        written["providers"],
+        json!({"local": {"kind": "openai", "base_url": base, "api_key_env": "SETUP_TEST_KEY"}})
+    );
+    assert_eq!(written["models"], json!({"local/tiny-model": {}}));
+    assert_eq!(written["defaults"]["model"], "local/tiny-model");
+    assert!(!text(&output.stdout).contains("sk-setup"));
+    assert!(!std::fs::read_to_string(&config)
+        .unwrap()
+        .contains("sk-setup"));
+
+    // The file works for the agent.
+    server.push(Reply::Sse(chat_text(&["configured"])));
+    let mut agent = agent_with_config(&config, &[], &[("SETUP_TEST_KEY", "sk-setup")]);
+    let result = new_session(&mut agent, &dir).unwrap();
+    assert_eq!(
+        current_value(&result["configOptions"], "model"),
+        "local/tiny-model"
+    );
+    let session = result["sessionId"].as_str().unwrap().to_string();
+    let (_, messages) = prompt_ok(&mut agent, &session, "hi");
+    assert_eq!(updates_text(&messages, "agent_message_chunk"), "configured");
+}
+
+#[test]
+fn setup_writes_nothing_when_the_test_request_fails() {
+    let server = FakeServer::start();
+    server.push(Reply::openai_error(
+        401,
+        "Incorrect API key provided",
+        "invalid_request_error",
+        "invalid_api_key",
+    ));
+    let dir = temp_dir("setup-fail");
+    let config = dir.join("config.json");
+    let base = server.base_url();
+    let output = setup(
+        &[
+            "--kind",
+            "openai",
+            "--base-url",
+            &base,
+            "--key-env",
+            "SETUP_TEST_KEY",
+            "--model",
+            "m",
+            "--config",
+            path_str(&config),
+        ],
+        &[("SETUP_TEST_KEY", "sk-wrong")],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stdout));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("401"), "{stderr}");
+    assert!(stderr.contains("Incorrect API key provided"), "{stderr}");
+    assert!(!config.exists());
+    // Not retried: setup makes one request.
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn setup_never_overwrites_a_file_it_cannot_parse() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["OK"])));
+    let dir = temp_dir("setup-unparseable");
+    let broken = "{\n  \"providers\": {\n    \"x\": \n";
+    let config = write_file(&dir, "config.json", broken);
+    let base = server.base_url();
+    let output = setup(
+        &[
+            "--kind",
+            "openai",
+            "--base-url",
+            &base,
+            "--no-key",
+            "--model",
+            "m",
+            "--config",
+            path_str(&config),
+        ],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains(&config.display().to_string()), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), broken);
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn setup_no_test_writes_without_a_request_and_keeps_other_providers() {
+    let server = FakeServer::start();
+    let dir = temp_dir("setup-no-test");
+    let config = write_config(
+        &dir,
+        &json!({"providers": {"other": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1",
+                                        "requires_key": false}},
+                "models": {"other/x": {"context_window": 4096}}}),
+    );
+    let base = server.base_url();
+    let output = setup(
+        &[
+            "--kind",
+            "openai",
+            "--name",
+            "fake",
+            "--base-url",
+            &base,
+            "--no-key",
+            "--model",
+            "m",
+            "--config",
+            path_str(&config),
+            "--no-test",
+        ],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(server.requests().is_empty());
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(
+        written["providers"]["other"]["base_url"],
+        "http://127.0.0.1:9/v1"
+    );
+    assert_eq!(written["models"]["other/x"]["context_window"], 4096);
+    assert_eq!(
+        written["providers"]["fake"],
+        json!({"kind": "openai", "base_url": base, "requires_key": false})
+    );
+    assert_eq!(written["defaults"]["model"], "fake/m");
+}
+
+#[test]
+fn setup_tests_an_anthropic_provider_with_its_own_wire_format() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(anthropic_answer("OK", "end_turn")));
+    let dir = temp_dir("setup-anthropic");
+    let config = dir.join("config.json");
+    let base = format!("http://{}", server.address());
+    let output = setup(
+        &[
+            "--kind",
+            "anthropic",
+            "--base-url",
+            &base,
+            "--key-env",
+            "SETUP_ANT_KEY",
+            "--model",
+            "claude-fake",
+            "--config",
+            path_str(&config),
+        ],
+        &[("SETUP_ANT_KEY", "sk-ant-setup")],
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stderr: {}",
+        text(&output.stderr)
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].path, "/v1/messages");
+    assert_eq!(requests[0].header("x-api-key"), Some("sk-ant-setup"));
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(written["defaults"]["model"], "anthropic/claude-fake");
+}
