@@ -9,7 +9,7 @@ use super::dispatcher::{decode, Dispatcher};
 use super::models::Registry;
 use super::prompt::system_prompt;
 use super::session::{title_from, RunningTurn};
-use super::sessions::{internal, not_found};
+use super::sessions::{close_interrupted_turn, internal, not_found};
 use super::turn::{self, Turn, TurnEnd, TurnKind};
 use crate::acp;
 use crate::cancel::CancelToken;
@@ -21,10 +21,20 @@ impl Dispatcher {
     /// Starts a turn. An `Err` is answered at once; on success the worker's
     /// report produces the answer.
     pub(super) fn prompt(&mut self, id: &RequestId, params: Value) -> Result<(), RpcError> {
-        let request: acp::PromptRequest = decode(params)?;
+        let request: acp::PromptRequest = decode(params.clone())?;
         let session_id = request.session_id;
-        match self.sessions.get(&session_id) {
+        match self.sessions.get_mut(&session_id) {
             Some(session) if !session.closed => {
+                // A cancelled turn is about to answer: this prompt waits
+                // for it instead of being refused.
+                let winding_down = session
+                    .running
+                    .as_ref()
+                    .is_some_and(|running| running.cancel.is_cancelled());
+                if winding_down && session.queued.is_none() {
+                    session.queued = Some((id.clone(), params));
+                    return Ok(());
+                }
                 if session.running.is_some() {
                     return Err(RpcError::invalid_request(format!(
                         "a prompt is already running in session {session_id}; wait for its answer or send session/cancel first"
@@ -59,6 +69,11 @@ impl Dispatcher {
                 "session {session_id} is running a turn in another Spindle process (pid {holder}); wait for it to finish"
             ))
             .with_data(json!({"code": "session_busy", "holderPid": holder})));
+        }
+        // Holding the lease now, any turn still marked running belongs to a
+        // process that died: it was cut off.
+        for turn in store.running_turns(&session_id).map_err(internal)? {
+            close_interrupted_turn(store, &session_id, turn)?;
         }
         // Another process may have added to the conversation meanwhile.
         let stored_count = store.message_count(&session_id).map_err(internal)?;
@@ -249,6 +264,10 @@ impl Dispatcher {
             "totalTokens": end.usage.input_tokens + end.usage.output_tokens,
             "cost": end.cost,
         });
+        let queued = self
+            .sessions
+            .get_mut(&end.session_id)
+            .and_then(|session| session.queued.take());
         let result = end.result.map(|stop_reason| {
             let mut response =
                 serde_json::to_value(acp::PromptResponse { stop_reason }).unwrap_or_default();
@@ -256,6 +275,11 @@ impl Dispatcher {
             response
         });
         self.respond(&end.request_id, result);
+        if let Some((id, params)) = queued {
+            if let Err(error) = self.prompt(&id, params) {
+                self.respond(&id, Err(error));
+            }
+        }
     }
 }
 

@@ -36,6 +36,9 @@ pub struct Session {
     /// Closed by the client while a turn was still running: dropped once
     /// that turn has answered.
     pub closed: bool,
+    /// A prompt that arrived while a cancelled turn was still winding down;
+    /// it starts as soon as that turn has answered.
+    pub queued: Option<(RequestId, Value)>,
 }
 
 /// The choices a session keeps across reloads, stored as JSON. Fields
@@ -102,6 +105,7 @@ impl Session {
             title: None,
             stored_messages: 0,
             closed: false,
+            queued: None,
         }
     }
 

@@ -158,8 +158,11 @@ impl Dispatcher {
         let registry = self.registry()?;
         let id = request.session_id;
         let me = std::process::id();
-        if let Some(session) = self.sessions.get_mut(&id).filter(|s| !s.closed) {
-            // Already live here: attach to it, without a second copy.
+        if let Some(session) = self.sessions.get_mut(&id) {
+            // Already live here: attach to it, without a second copy. A
+            // session closed while its turn still winds down is opened
+            // again (that turn ends normally, as cancelled).
+            session.closed = false;
             if let Some(servers) = request.mcp_servers {
                 session.mcp_servers = servers;
             }
@@ -335,7 +338,11 @@ pub(super) fn internal(error: store::StoreError) -> RpcError {
 /// Marks a cut-off turn as interrupted: every tool call it showed without a
 /// final status gets one, the transcript says the turn was interrupted, and
 /// the conversation gets an answer for every tool call the model made.
-fn close_interrupted_turn(store: &mut Store, id: &str, turn: i64) -> Result<(), RpcError> {
+pub(super) fn close_interrupted_turn(
+    store: &mut Store,
+    id: &str,
+    turn: i64,
+) -> Result<(), RpcError> {
     let mut open: Vec<String> = Vec::new();
     let mut finished: HashSet<String> = HashSet::new();
     for body in store.events(id).map_err(internal)? {

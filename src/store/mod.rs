@@ -142,10 +142,13 @@ impl Store {
             ))
         })?;
         connection.busy_timeout(Duration::from_secs(10))?;
-        let store = Store {
+        let mut store = Store {
             connection,
             path: path.to_path_buf(),
         };
+        // The version is checked before anything is written: a newer
+        // database is refused untouched (not even its journal mode changes).
+        store.check_version()?;
         store.configure()?;
         store.migrate()?;
         Ok(store)
@@ -172,7 +175,7 @@ impl Store {
         StoreError(format!("{what} ({}): {err}", self.path.display()))
     }
 
-    fn migrate(&self) -> Result<()> {
+    fn check_version(&self) -> Result<i64> {
         let version: i64 = self
             .connection
             .query_row("PRAGMA user_version", [], |row| row.get(0))
@@ -188,17 +191,31 @@ impl Store {
                 self.path.display()
             )));
         }
+        Ok(version)
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let version = self.check_version()?;
         for (index, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
             let target = index as i64 + 1;
-            let transaction = self.connection.unchecked_transaction()?;
+            // IMMEDIATE: take the write lock first (waiting for it under the
+            // busy timeout), so processes starting together on a new
+            // database migrate one after the other.
+            let path = self.path.clone();
+            let context = |what: &str, err: rusqlite::Error| {
+                StoreError(format!("{what} ({}): {err}", path.display()))
+            };
+            let transaction = self
+                .connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)?;
             // Another process may have migrated meanwhile.
             let now: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
             if now >= target {
                 continue;
             }
-            transaction.execute_batch(migration).map_err(|err| {
-                self.context(&format!("migration to schema {target} failed"), err)
-            })?;
+            transaction
+                .execute_batch(migration)
+                .map_err(|err| context(&format!("migration to schema {target} failed"), err))?;
             transaction.execute_batch(&format!("PRAGMA user_version = {target}"))?;
             transaction.commit()?;
         }
@@ -214,19 +231,25 @@ impl Store {
     }
 
     pub fn create_session(
-        &self,
+        &mut self,
         id: &str,
         cwd: &str,
         settings: &Value,
         mcp_servers: &Value,
     ) -> Result<()> {
         let now = time::now_rfc3339();
-        let order = Self::next_order(&self.connection)?;
-        self.connection.execute(
+        // One write transaction, so two processes never take the same
+        // list position.
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let order = Self::next_order(&transaction)?;
+        transaction.execute(
             "INSERT INTO sessions (id, cwd, created_at, updated_at, updated_order, settings, mcp_servers)
              VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)",
             params![id, cwd, now, order, settings.to_string(), mcp_servers.to_string()],
         )?;
+        transaction.commit()?;
         Ok(())
     }
 
@@ -294,8 +317,10 @@ impl Store {
 
     /// Takes the session's lease for process `pid`, unless a live process
     /// holds an unexpired one: then `Err(holder pid)`.
-    pub fn acquire_lease(&self, id: &str, pid: u32) -> Result<std::result::Result<(), i64>> {
-        let transaction = self.connection.unchecked_transaction()?;
+    pub fn acquire_lease(&mut self, id: &str, pid: u32) -> Result<std::result::Result<(), i64>> {
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let holder: Option<(Option<i64>, Option<i64>)> = transaction
             .query_row(
                 "SELECT lease_pid, lease_expires_ms FROM sessions WHERE id = ?1",
@@ -687,7 +712,7 @@ mod tests {
     #[test]
     fn leases_belong_to_live_processes() {
         let path = temp_db();
-        let store = Store::open(&path).unwrap();
+        let mut store = Store::open(&path).unwrap();
         store
             .create_session("s", "/w", &json!({}), &json!([]))
             .unwrap();

@@ -159,6 +159,7 @@ pub(crate) const SESSION: &str = "sess-42";
 /// A Streamable HTTP server at `{base}/mcp`. Tools: `echo` (JSON answer),
 /// `sse_ping` (pings the client inside the stream), `slow` (never answers
 /// in time), `change` (sends `list_changed`); `added` appears after it.
+/// Calling the unlisted `expire` gets 404, as when a session expired.
 pub(crate) fn streamable() -> Server {
     let changed = Arc::new(AtomicBool::new(false));
     let (reply_sender, replies) = unbounded::<Value>();
@@ -241,6 +242,9 @@ fn streamable_handle(
                 &mut stream,
                 &message_event(&text_result(&id, &reply.to_string())),
             );
+        }
+        ("tools/call", Some("expire")) => {
+            return respond(stream, "404 Not Found", &[], "unknown session");
         }
         ("tools/call", Some("slow")) => {
             start_sse(&mut stream);

@@ -136,6 +136,26 @@ fn cancelling_an_http_call_tells_the_server() {
 }
 
 #[test]
+fn an_expired_session_ends_the_connection() {
+    let server = streamable();
+    let config = ServerConfig {
+        name: "remote".into(),
+        transport: TransportConfig::Http {
+            url: format!("{}/mcp", server.base),
+            headers: vec![],
+        },
+    };
+    let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
+    assert!(client.is_alive());
+    let error = call(&client, "expire", json!({})).unwrap_err();
+    assert!(error.message.contains("ended the session"), "{error}");
+    assert!(!client.is_alive());
+    // No DELETE for a session the server already forgot.
+    client.shutdown();
+    assert!(server.requests().iter().all(|r| r.method != "DELETE"));
+}
+
+#[test]
 fn legacy_sse_transport() {
     capture_logs();
     let token = unique("sse-token");
