@@ -299,6 +299,11 @@ fn seconds(parser: &mut lexopt::Parser, flag: &str) -> Result<Duration, Usage> {
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        // The HTTP library dumps raw requests (with API keys in their
+        // headers) at trace level: never let those reach the log.
+        .filter_module("ureq_proto", log::LevelFilter::Debug)
+        .filter_module("ureq", log::LevelFilter::Debug)
+        .filter_module("rustls", log::LevelFilter::Info)
         .target(env_logger::Target::Stderr)
         .init();
     match parse_args() {

@@ -266,6 +266,12 @@ impl Dispatcher {
                 Event::ClientRequest(request) => self.send_client_request(request),
             }
         }
+        // No MCP server outlives the agent.
+        for session in self.sessions.values_mut() {
+            if let Some(mcp) = session.mcp.take() {
+                mcp.shutdown();
+            }
+        }
         // Detached on purpose: a turn still running here ignored its cancel
         // for the whole grace period; the process exit ends it.
         for session in self.sessions.values_mut() {
@@ -506,7 +512,7 @@ impl Dispatcher {
                     "audio": false,
                     "embeddedContext": true
                 },
-                "mcpCapabilities": { "http": false, "sse": false },
+                "mcpCapabilities": { "http": true, "sse": true },
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
                 "_meta": { "spindle": { "schemaVersion": 1 } }
             }),

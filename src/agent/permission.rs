@@ -48,6 +48,11 @@ pub enum Action<'a> {
         cwd: &'a Path,
         inside: bool,
     },
+    /// A tool of an MCP server.
+    Mcp {
+        exposed_name: &'a str,
+        read_only: bool,
+    },
     /// Updating the plan: nothing to approve.
     Plan,
 }
@@ -77,6 +82,7 @@ impl Action<'_> {
             Action::Command {
                 command_line, cwd, ..
             } => Some(format!("command:{}\u{0}{command_line}", cwd.display())),
+            Action::Mcp { exposed_name, .. } => Some(format!("mcp:{exposed_name}")),
             Action::Plan => None,
         }
     }
@@ -90,6 +96,7 @@ impl Action<'_> {
                 let line: String = command_line.chars().take(60).collect();
                 format!("`{line}` here")
             }
+            Action::Mcp { exposed_name, .. } => format!("calls to {exposed_name}"),
             Action::Plan => String::new(),
         }
     }
@@ -109,6 +116,14 @@ pub fn decide(policy: Policy, action: &Action<'_>, approvals: &Approvals) -> Dec
     }
     match action {
         Action::Plan => Decision::Allow,
+        // Read-only MCP tools (by their annotation) run freely in auto.
+        Action::Mcp { read_only, .. } => {
+            if policy == Policy::Auto && *read_only {
+                Decision::Allow
+            } else {
+                Decision::Ask
+            }
+        }
         Action::Read { inside, .. } => {
             if *inside {
                 Decision::Allow

@@ -188,6 +188,7 @@ impl Dispatcher {
             read_only: session.mode == Mode::Plan,
             images: entry.config.images,
             kind,
+            mcp: session.mcp.clone(),
         };
         match turn::spawn(turn, self.events.clone()) {
             Ok(handle) => {

@@ -29,6 +29,8 @@ pub struct Runner<'a> {
     pub client: &'a Client,
     pub updates: &'a RefCell<Updates>,
     pub cancel: &'a CancelToken,
+    /// The session's MCP servers.
+    pub mcp: Option<&'a crate::mcp::McpSession>,
     /// Plan mode: tools that change things are refused.
     pub read_only: bool,
     pub policy: Policy,
@@ -63,6 +65,11 @@ impl Runner<'_> {
     pub fn run(&mut self, call: &ToolCallRequest) -> CallResult {
         let raw_input = serde_json::from_str::<Value>(&call.arguments)
             .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+        if !tools::NAMES.contains(&call.name.as_str()) {
+            if let Some(tool) = self.mcp.and_then(|mcp| mcp.find(&call.name)) {
+                return self.run_mcp(call, &tool, raw_input);
+            }
+        }
         let tool = match tools::parse(&call.name, &call.arguments) {
             Ok(tool) => tool,
             Err(error) => {
@@ -129,6 +136,96 @@ impl Runner<'_> {
         self.finish(call, ending)
     }
 
+    /// A call to an MCP server's tool: shown, judged by the policy (its
+    /// read-only annotation counts in auto), forwarded, and its result
+    /// shown as text, images and structured JSON.
+    fn run_mcp(
+        &mut self,
+        call: &ToolCallRequest,
+        tool: &crate::mcp::McpTool,
+        raw_input: Value,
+    ) -> CallResult {
+        let announce = json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": call.id,
+            "title": format!("{}: {}", tool.server, tool.name),
+            "kind": if tool.read_only { "read" } else { "other" },
+            "status": "pending",
+            "rawInput": raw_input,
+        });
+        self.update(announce.clone());
+        if self.read_only && !tool.read_only {
+            return self.finish(
+                call,
+                failed("Error: the session is in plan mode, where only read-only tools run."),
+            );
+        }
+        let arguments = match &raw_input {
+            Value::Object(_) => raw_input.clone(),
+            Value::String(text) if text.trim().is_empty() => json!({}),
+            _ => {
+                return self.finish(
+                    call,
+                    failed(format!(
+                        "Error: the arguments of {} must be a JSON object",
+                        call.name
+                    )),
+                )
+            }
+        };
+        let action = Action::Mcp {
+            exposed_name: &tool.exposed_name,
+            read_only: tool.read_only,
+        };
+        match self.ask(call, &action, &announce) {
+            Permit::Allowed => {}
+            Permit::Rejected => {
+                return self.finish(
+                    call,
+                    failed("The user declined this tool call. Do not retry it; ask or try another approach."),
+                )
+            }
+            Permit::Cancelled => return self.finish(call, Ending::Cancelled),
+        }
+        self.update(json!({
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": call.id,
+            "status": "in_progress",
+        }));
+        let Some(mcp) = self.mcp else {
+            return self.finish(call, failed("Error: the MCP server is gone"));
+        };
+        let ending = match mcp.call(&tool.exposed_name, arguments, self.cancel) {
+            Err(_) if self.cancel.is_cancelled() => Ending::Cancelled,
+            Err(error) => failed(format!("Error: {error}")),
+            Ok(result) => {
+                let mut content: Vec<Value> = Vec::new();
+                for block in &result.content {
+                    match block.get("type").and_then(Value::as_str) {
+                        Some("text") | Some("image") | Some("resource_link") => {
+                            content.push(json!({"type": "content", "content": block}));
+                        }
+                        _ => {}
+                    }
+                }
+                if let Some(structured) = &result.structured {
+                    let pretty = serde_json::to_string_pretty(structured).unwrap_or_default();
+                    content.push(text_content(&fence(&pretty)));
+                }
+                let text = result.text();
+                if content.is_empty() {
+                    content.push(text_content(&text));
+                }
+                if result.is_error {
+                    Ending::Failed { text, content }
+                } else {
+                    Ending::Completed { text, content }
+                }
+            }
+        };
+        self.finish(call, ending)
+    }
+
     fn finish(&self, call: &ToolCallRequest, ending: Ending) -> CallResult {
         let (status, content, text, cancelled) = match ending {
             Ending::Completed { text, content } => ("completed", content, text, false),
@@ -173,7 +270,12 @@ impl Runner<'_> {
                 inside: target.inside || target.path.starts_with(&output_dir),
             },
         };
-        match decide(self.policy, &action, self.approvals) {
+        self.ask(call, &action, announce)
+    }
+
+    /// Applies the policy to an action and asks the user when it says so.
+    fn ask(&mut self, call: &ToolCallRequest, action: &Action<'_>, announce: &Value) -> Permit {
+        match decide(self.policy, action, self.approvals) {
             Decision::Allow => return Permit::Allowed,
             Decision::Reject => return Permit::Rejected,
             Decision::Ask => {}

@@ -36,6 +36,8 @@ pub struct Session {
     /// Closed by the client while a turn was still running: dropped once
     /// that turn has answered.
     pub closed: bool,
+    /// The session's MCP servers, when the client gave any.
+    pub mcp: Option<std::sync::Arc<crate::mcp::McpSession>>,
     /// A prompt that arrived while a cancelled turn was still winding down;
     /// it starts as soon as that turn has answered.
     pub queued: Option<(RequestId, Value)>,
@@ -105,6 +107,7 @@ impl Session {
             title: None,
             stored_messages: 0,
             closed: false,
+            mcp: None,
             queued: None,
         }
     }

@@ -10,14 +10,20 @@ use super::session::{
 };
 use super::updates::replay_line;
 use crate::acp;
+use crate::mcp::McpSession;
 use crate::provider::{Message, Role};
 use crate::rpc::{code, RpcError};
 use crate::store::{self, Store};
 use serde_json::{json, Value};
 use std::collections::HashSet;
+use std::sync::Arc;
 
 /// Sessions per `session/list` page.
 const PAGE_SIZE: usize = 50;
+
+/// The longest `session/new` (or load, resume) waits for MCP servers; slow
+/// ones finish starting in the background.
+const MCP_START_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
 
 pub(super) fn not_found(session_id: &str) -> RpcError {
     RpcError::new(
@@ -90,6 +96,9 @@ impl Dispatcher {
             .map_err(internal)?;
         log::info!("session {session_id} opened in {cwd_text}");
         session.id = session_id.clone();
+        let (mcp, notes) = start_mcp(&session.id, &session.mcp_servers);
+        session.mcp = mcp;
+        self.after_response.extend(notes);
         let response = json!({
             "sessionId": session_id,
             "modes": modes(&session),
@@ -163,9 +172,21 @@ impl Dispatcher {
             // session closed while its turn still winds down is opened
             // again (that turn ends normally, as cancelled).
             session.closed = false;
+            let restart = request.mcp_servers.is_some();
             if let Some(servers) = request.mcp_servers {
                 session.mcp_servers = servers;
             }
+            if restart {
+                if let Some(old) = session.mcp.take() {
+                    old.shutdown();
+                }
+                let (mcp, notes) = start_mcp(&session.id, &session.mcp_servers);
+                session.mcp = mcp;
+                self.after_response.extend(notes);
+            }
+            let Some(session) = self.sessions.get_mut(&id) else {
+                return Err(not_found(&id));
+            };
             let response = json!({
                 "modes": modes(session),
                 "configOptions": config_options(session, &registry),
@@ -214,6 +235,9 @@ impl Dispatcher {
         };
         let mut session = Session::new(id.clone(), cwd, servers, settings.policy);
         session.restore(settings);
+        let (mcp, notes) = start_mcp(&session.id, &session.mcp_servers);
+        session.mcp = mcp;
+        self.after_response.extend(notes);
         // A model that is no longer configured falls back to the default.
         if registry.model(&session.model).is_none() {
             session.model = registry.default_model.clone().unwrap_or_default();
@@ -319,6 +343,9 @@ impl Dispatcher {
     /// answer) and frees the session; with a turn still running, it is
     /// freed when that turn has answered.
     fn close_live(&mut self, id: &str) {
+        if let Some(mcp) = self.sessions.get_mut(id).and_then(|s| s.mcp.take()) {
+            mcp.shutdown();
+        }
         self.cancel_session(id);
         let running = self.sessions.get(id).is_some_and(|s| s.running.is_some());
         if running {
@@ -329,6 +356,35 @@ impl Dispatcher {
             self.sessions.remove(id);
         }
     }
+}
+
+/// Starts a session's MCP servers (waiting a bounded time). Returns them
+/// and the notifications that name, after the answer, the servers that
+/// could not be used.
+fn start_mcp(session_id: &str, servers: &[Value]) -> (Option<Arc<McpSession>>, Vec<String>) {
+    let (configs, mut failures) = crate::mcp::parse_servers(servers);
+    let mcp = if configs.is_empty() {
+        None
+    } else {
+        let mcp = McpSession::start(configs, MCP_START_WAIT);
+        failures.extend(mcp.take_failures());
+        Some(mcp)
+    };
+    let notes = failures
+        .into_iter()
+        .map(|(server, reason)| {
+            let update = json!({
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": format!("_MCP server `{server}` is not available: {reason}._\n\n")},
+                "messageId": format!("mcp_{}", crate::util::random_hex()),
+            });
+            crate::rpc::notification_line(
+                crate::acp::method::SESSION_UPDATE,
+                &json!({"sessionId": session_id, "update": update}),
+            )
+        })
+        .collect();
+    (mcp, notes)
 }
 
 pub(super) fn internal(error: store::StoreError) -> RpcError {

@@ -71,6 +71,8 @@ pub struct Turn {
     /// Whether the model takes images; if not, it gets a note instead.
     pub images: bool,
     pub kind: TurnKind,
+    /// The session's MCP servers.
+    pub mcp: Option<Arc<crate::mcp::McpSession>>,
     /// The session database; the worker commits each step there.
     pub db: Option<PathBuf>,
     /// How the user's prompt is replayed: its blocks as sent.
@@ -295,6 +297,30 @@ fn run(
     if turn.read_only {
         tools.retain(|tool| crate::tools::READ_ONLY.contains(&tool.name.as_str()));
     }
+    if let Some(mcp) = &turn.mcp {
+        mcp.begin_turn();
+        // Servers that failed since the last turn are named once, so the
+        // user knows why their tools are missing.
+        for (server, reason) in mcp.take_failures() {
+            sink.begin_message();
+            let note = format!(
+                "_MCP server `{server}` is not available: {reason}. Its tools are withdrawn._\n\n"
+            );
+            sink.updates
+                .borrow_mut()
+                .chunk(false, &sink.message_id, &note);
+        }
+        for tool in mcp.tools() {
+            if turn.read_only && !tool.read_only {
+                continue;
+            }
+            tools.push(ToolSpec {
+                name: tool.exposed_name,
+                description: tool.description,
+                parameters: tool.input_schema,
+            });
+        }
+    }
     let mut steps = 0;
     loop {
         if turn.cancel.is_cancelled() {
@@ -374,6 +400,7 @@ fn run(
             client: &turn.client,
             updates: sink.updates,
             cancel: &turn.cancel,
+            mcp: turn.mcp.as_deref(),
             read_only: turn.read_only,
             policy: turn.policy,
             approvals: &mut state.approvals,
