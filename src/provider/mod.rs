@@ -11,6 +11,8 @@ pub mod openai;
 pub mod responses;
 pub mod script;
 pub mod sse;
+#[cfg(test)]
+mod testing;
 
 use crate::cancel::CancelToken;
 use serde::{Deserialize, Serialize};

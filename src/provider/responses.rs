@@ -199,7 +199,6 @@ mod tests {
     use super::stream::tests::{Collect, TOOL_TURN};
     use super::*;
     use crate::provider::{Finish, ToolCallRequest, ToolSpec};
-    use std::io::{Read, Write};
 
     fn request<'a>(messages: &'a [Message], tools: &'a [ToolSpec]) -> ModelRequest<'a> {
         ModelRequest {
@@ -274,41 +273,9 @@ mod tests {
         }
     }
 
-    /// Answers one request on a local port with `sse` and hands back the
-    /// request as received (head and body).
-    fn serve_once(sse: &'static str) -> (String, std::thread::JoinHandle<String>) {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let address = listener.local_addr().unwrap();
-        let server = std::thread::spawn(move || {
-            let (mut socket, _) = listener.accept().unwrap();
-            let mut request = Vec::new();
-            let mut buffer = [0u8; 8192];
-            let mut wanted = usize::MAX;
-            while request.len() < wanted {
-                let read = socket.read(&mut buffer).unwrap();
-                assert!(read > 0, "the client closed early");
-                request.extend_from_slice(&buffer[..read]);
-                let text = String::from_utf8_lossy(&request).to_lowercase();
-                if let Some(end) = text.find("\r\n\r\n") {
-                    let length = text[..end]
-                        .lines()
-                        .find_map(|line| line.strip_prefix("content-length:"))
-                        .map_or(0, |value| value.trim().parse().unwrap());
-                    wanted = end + 4 + length;
-                }
-            }
-            let head =
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
-            socket.write_all(head.as_bytes()).unwrap();
-            socket.write_all(sse.as_bytes()).unwrap();
-            String::from_utf8(request).unwrap()
-        });
-        (format!("http://{address}/v1"), server)
-    }
-
     #[test]
     fn streams_from_a_local_server() {
-        let (base_url, server) = serve_once(TOOL_TURN);
+        let (base_url, server) = crate::provider::testing::serve_once(TOOL_TURN, "/v1");
         let provider = Responses {
             base_url,
             api_key: Some("sk-test".into()),

@@ -335,20 +335,7 @@ data: {"type":"message_stop"}
 
 "##;
 
-    #[derive(Default)]
-    pub(in crate::provider::anthropic) struct Collect {
-        pub text: String,
-        pub thought: String,
-    }
-
-    impl Sink for Collect {
-        fn text(&mut self, delta: &str) {
-            self.text.push_str(delta);
-        }
-        fn thought(&mut self, delta: &str) {
-            self.thought.push_str(delta);
-        }
-    }
+    pub(in crate::provider::anthropic) use crate::provider::testing::Collect;
 
     /// Feeds recorded SSE text through the parser and the state machine
     /// until the stream ends, fails or runs out.

@@ -307,20 +307,7 @@ data: {"type":"response.completed","response":{"id":"resp_1","status":"completed
 
 "##;
 
-    #[derive(Default)]
-    pub(in crate::provider::responses) struct Collect {
-        pub text: String,
-        pub thought: String,
-    }
-
-    impl Sink for Collect {
-        fn text(&mut self, delta: &str) {
-            self.text.push_str(delta);
-        }
-        fn thought(&mut self, delta: &str) {
-            self.thought.push_str(delta);
-        }
-    }
+    pub(in crate::provider::responses) use crate::provider::testing::Collect;
 
     /// Feeds recorded SSE text through the parser and the state machine
     /// until the stream ends, fails or runs out.
