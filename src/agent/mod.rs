@@ -13,6 +13,7 @@ mod prompting;
 mod runner;
 mod session;
 mod sessions;
+mod shell;
 mod turn;
 mod updates;
 
