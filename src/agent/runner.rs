@@ -212,7 +212,11 @@ impl Runner<'_> {
                     let pretty = serde_json::to_string_pretty(structured).unwrap_or_default();
                     content.push(text_content(&fence(&pretty)));
                 }
-                let text = result.text();
+                let mut text = result.text();
+                if result.is_error {
+                    // The model must know the tool failed, as for built-in tools.
+                    text.insert_str(0, "Error: ");
+                }
                 if content.is_empty() {
                     content.push(text_content(&text));
                 }

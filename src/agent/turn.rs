@@ -144,12 +144,11 @@ impl Record {
             })
             .collect();
         events.extend(updates.borrow_mut().take_kept());
-        let user = turn
-            .messages
-            .last()
-            .cloned()
-            .into_iter()
-            .collect::<Vec<_>>();
+        // Only a model turn adds the prompt to the conversation.
+        let user: Vec<Message> = match turn.kind {
+            TurnKind::Model => turn.messages.last().cloned().into_iter().collect(),
+            _ => Vec::new(),
+        };
         match store.begin_turn(&turn.session_id, &events, &user) {
             Ok(number) => Some(Record {
                 store,

@@ -29,6 +29,9 @@ pub struct McpSession {
     shared: Arc<Shared>,
     /// Exposed name → (slot index, original tool name), as last listed.
     index: Mutex<HashMap<String, (usize, String)>>,
+    /// The start-up threads, so `shutdown` can wait for those still
+    /// handshaking to stop their servers (no orphan outlives the agent).
+    starters: Mutex<Vec<thread::JoinHandle<()>>>,
 }
 
 /// State shared with the start-up threads.
@@ -125,6 +128,7 @@ impl McpSession {
                 stop: CancelToken::new(),
             }),
             index: Mutex::new(HashMap::new()),
+            starters: Mutex::new(Vec::new()),
         });
         let deadline = Instant::now() + wait;
         let (done_sender, done) = crossbeam_channel::unbounded::<()>();
@@ -150,7 +154,10 @@ impl McpSession {
                     let _ = done_sender.send(());
                 });
             match spawned {
-                Ok(_) => started += 1,
+                Ok(handle) => {
+                    lock(&session.starters).push(handle);
+                    started += 1;
+                }
                 Err(err) => {
                     slot.withdraw();
                     let reason = format!("cannot start a thread: {err}");
@@ -262,6 +269,17 @@ impl McpSession {
                 scope.spawn(|| client.shutdown());
             }
         });
+        // Handshakes still running see the stop and kill their server;
+        // wait (briefly) until they have.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        for starter in std::mem::take(&mut *lock(&self.starters)) {
+            while !starter.is_finished() && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(5));
+            }
+            if starter.is_finished() {
+                let _ = starter.join();
+            }
+        }
     }
 
     /// Brings a crashed server back, or withdraws it. `dead` is the client

@@ -67,7 +67,7 @@ fn read_loop<R: Read, T: From<Input>>(input: R, sink: &Sender<T>) {
                 continue;
             }
             if log::log_enabled!(log::Level::Debug) {
-                log::debug!("<- {}", String::from_utf8_lossy(trimmed));
+                log::debug!("<- {}", redacted(trimmed));
             }
             classify(trimmed)
         };
@@ -80,6 +80,53 @@ fn read_loop<R: Read, T: From<Input>>(input: R, sink: &Sender<T>) {
         }
     }
     let _ = sink.send(T::from(Input::Eof));
+}
+
+/// A line as it may be logged: the values of every `env` and `headers`
+/// entry (MCP server secrets) replaced by `***`.
+fn redacted(line: &[u8]) -> String {
+    let text = String::from_utf8_lossy(line);
+    if !text.contains("\"env\"") && !text.contains("\"headers\"") {
+        return text.into_owned();
+    }
+    match serde_json::from_slice::<serde_json::Value>(line) {
+        Ok(mut value) => {
+            redact(&mut value);
+            value.to_string()
+        }
+        Err(_) => "(a line holding secrets, not shown)".to_string(),
+    }
+}
+
+fn redact(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map.iter_mut() {
+                if key == "env" || key == "headers" {
+                    match inner {
+                        Value::Array(items) => {
+                            for item in items {
+                                if let Some(secret) = item.get_mut("value") {
+                                    *secret = Value::String("***".into());
+                                }
+                            }
+                        }
+                        Value::Object(entries) => {
+                            for secret in entries.values_mut() {
+                                *secret = Value::String("***".into());
+                            }
+                        }
+                        _ => {}
+                    }
+                } else {
+                    redact(inner);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact),
+        _ => {}
+    }
 }
 
 fn skip_rest_of_line<R: BufRead>(reader: &mut R) -> io::Result<()> {
@@ -164,6 +211,17 @@ fn write_line<W: Write>(output: &mut W, line: &str) -> io::Result<()> {
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn secrets_are_redacted_from_logged_lines() {
+        let line = br#"{"method":"session/new","params":{"mcpServers":[{"name":"a","env":[{"name":"K","value":"s3cret"}]},{"type":"http","headers":{"Authorization":"Bearer t0ken"}}]}}"#;
+        let logged = redacted(line);
+        assert!(
+            !logged.contains("s3cret") && !logged.contains("t0ken"),
+            "{logged}"
+        );
+        assert!(logged.contains("\"K\""), "{logged}");
+    }
 
     #[test]
     fn reader_classifies_lines_and_reports_eof() {

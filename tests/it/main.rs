@@ -1,7 +1,10 @@
 //! The single integration-test binary: every test module lives under
 //! `tests/it/`, sharing the helpers in `support`.
 
+mod commands;
+mod content;
 mod controls;
+mod mcp;
 mod protocol;
 mod providers;
 mod sessions;

@@ -9,6 +9,8 @@
 pub mod agent;
 pub mod client;
 pub mod fake_openai;
+pub mod mcp_server;
+pub mod media;
 pub mod schema;
 pub mod store;
 pub mod wire;
