@@ -17,9 +17,11 @@ Usage: acpx_client.py --spindle BIN --scenario FILE --workdir DIR --acpx BIN
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -135,6 +137,10 @@ class Acpx:
                 log(f"killed leftover process {pid}")
             except OSError:
                 pass
+        # acpx keeps its queue sockets in /tmp/acpx-<hash of HOME> (a fixed
+        # /tmp, whatever TMPDIR says); this run's HOME makes it this run's.
+        digest = hashlib.sha256(str(self.home).encode()).hexdigest()[:10]
+        shutil.rmtree(f"/tmp/acpx-{digest}", ignore_errors=True)
 
     # --- reading what happened --------------------------------------------
     def wire(self) -> list[dict]:
@@ -376,7 +382,7 @@ class Acpx:
         plans = [u for u in self.updates(messages) if u["sessionUpdate"] == "plan"]
         check(plans and len(plans[-1]["entries"]) == 2, f"plan updates {plans}")
         records = self.since(mark)
-        modes = [r["json"]["params"]["update"]["currentModeId"] for r in records if r["dir"] == "out" and r["json"]
+        modes = [r["json"]["params"]["update"].get("currentModeId") for r in records if r["dir"] == "out" and r["json"]
                  and r["json"].get("method") == "session/update" and r["json"]["params"]["update"]["sessionUpdate"] == "current_mode_update"]
         check(modes and modes[-1] == "plan", f"current_mode_update {modes}")
         result = self.run("set-mode", "normal", "-s", SESSION)

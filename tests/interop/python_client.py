@@ -36,7 +36,6 @@ from common import (  # noqa: E402
     Report,
     Scenario,
     check,
-    log,
     prepare_workspace,
     spindle_args,
 )
@@ -348,8 +347,11 @@ class Run:
         # Give late messages of this flow a moment to be checked with it.
         await asyncio.sleep(0.05)
         violations = self.wire.violations[before:]
-        if error is None and violations:
-            error = FlowFailure("; ".join(violations[:3]))
+        if violations:
+            # A message the client could not take is the cause; what went
+            # wrong next (often a wait that timed out) comes after it.
+            later = f"; then: {error}" if error is not None else ""
+            error = FlowFailure("; ".join(violations[:3]) + later)
         self.report.outcome(name, error, detail)
 
     def agent(self, client: EditorClient):

@@ -162,7 +162,9 @@ const wire = {
 // handler that threw) are violations too.
 const consoleError = console.error.bind(console);
 console.error = (...parts) => {
-  const text = parts.map((p) => (p instanceof Error ? `${p.message}` : String(p))).join(" ");
+  const text = parts
+    .map((p) => (p instanceof Error ? p.message : typeof p === "object" ? JSON.stringify(p) : String(p)))
+    .join(" ");
   if (!text.startsWith(`[${CLIENT}]`)) wire.violations.push(`the SDK reported an error: ${text.slice(0, 300)}`);
   consoleError(...parts);
 };
@@ -397,7 +399,12 @@ async function flow(name, body, requires = []) {
   }
   await sleep(50);
   const violations = wire.violations.slice(before);
-  if (!error && violations.length) error = new FlowFailure(violations.slice(0, 3).join("; "));
+  if (violations.length) {
+    // A message the client could not take is the cause; what went wrong
+    // next (often a wait that timed out) comes after it.
+    const later = error ? `; then: ${error.message ?? error}` : "";
+    error = new FlowFailure(violations.slice(0, 3).join("; ") + later);
+  }
   if (error) emit("FAIL", name, error instanceof FlowFailure ? error.message : `${error?.name}: ${error?.message ?? error}`);
   else emit("PASS", name, detail ?? "");
 }
