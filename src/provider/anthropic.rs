@@ -7,8 +7,8 @@
 
 mod stream;
 
-use super::http::{EventStream, Next, StreamItem, Timeouts};
-use super::{Message, ModelRequest, Outcome, Provider, ProviderError, Role, Sink, StreamError};
+use super::http::{EventStream, Timeouts};
+use super::{Message, ModelRequest, Outcome, Provider, Role, Sink, StreamError};
 use crate::cancel::CancelToken;
 use serde_json::{json, Value};
 use stream::StreamState;
@@ -75,36 +75,7 @@ impl Provider for Messages {
             sink,
         )?;
         let mut state = StreamState::default();
-        loop {
-            let item = match stream.next(cancel) {
-                Next::Cancelled => return Err(StreamError::Cancelled),
-                Next::Item(item) => item,
-            };
-            match item {
-                StreamItem::Event(event) => {
-                    if let Some(outcome) = state.handle(&event, sink)? {
-                        return Ok(outcome);
-                    }
-                }
-                StreamItem::Alive => {}
-                // The stream must end with `message_stop`: anything else is
-                // a truncated answer, never a success.
-                StreamItem::End => {
-                    return Err(ProviderError::new(
-                        "provider_stream_broken",
-                        "the provider stream ended before the model finished",
-                    )
-                    .into())
-                }
-                StreamItem::Failed(error) => {
-                    return Err(if cancel.is_cancelled() {
-                        StreamError::Cancelled
-                    } else {
-                        StreamError::Failed(error)
-                    })
-                }
-            }
-        }
+        stream.drive(cancel, sink, &mut |event, sink| state.handle(event, sink))
     }
 }
 

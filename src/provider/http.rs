@@ -68,6 +68,11 @@ pub struct EventStream {
     peeked: RefCell<Option<StreamItem>>,
 }
 
+/// Handles one event of a wire format: `Some` outcome at its terminal
+/// event.
+pub type EventHandler<'a> =
+    dyn FnMut(&SseEvent, &mut dyn Sink) -> Result<Option<super::Outcome>, ProviderError> + 'a;
+
 /// What waiting for the next item gave.
 pub enum Next {
     Item(StreamItem),
@@ -199,6 +204,45 @@ impl EventStream {
             url: url.to_string(),
             peeked: RefCell::new(None),
         })
+    }
+
+    /// Feeds every event to `handle` until it returns the outcome (the
+    /// wire format's terminal event). A stream that ends before that is
+    /// truncated, never a success; a failure while cancelling is a cancel.
+    pub fn drive(
+        &self,
+        cancel: &CancelToken,
+        sink: &mut dyn Sink,
+        handle: &mut EventHandler<'_>,
+    ) -> Result<super::Outcome, StreamError> {
+        loop {
+            let item = match self.next(cancel) {
+                Next::Cancelled => return Err(StreamError::Cancelled),
+                Next::Item(item) => item,
+            };
+            match item {
+                StreamItem::Event(event) => {
+                    if let Some(outcome) = handle(&event, sink)? {
+                        return Ok(outcome);
+                    }
+                }
+                StreamItem::Alive => {}
+                StreamItem::End => {
+                    return Err(ProviderError::new(
+                        "provider_stream_broken",
+                        "the provider stream ended before the model finished",
+                    )
+                    .into())
+                }
+                StreamItem::Failed(error) => {
+                    return Err(if cancel.is_cancelled() {
+                        StreamError::Cancelled
+                    } else {
+                        StreamError::Failed(error)
+                    })
+                }
+            }
+        }
     }
 
     /// Waits for the next item, a cancel, or the stall timeout (which shuts

@@ -654,7 +654,7 @@ mod tests {
         let started = Instant::now();
         let result = run_plain(&spec);
         let took = started.elapsed();
-        println!("timeout returned after {took:?}");
+        eprintln!("timeout returned after {took:?}");
         assert!(result.timed_out && !result.cancelled, "{result:?}");
         assert_eq!(
             (result.signal, result.output.as_str()),
@@ -669,7 +669,7 @@ mod tests {
         let started = Instant::now();
         let result = run(&spec("sleep 30; echo never"), &cancel, &mut |_| {}).unwrap();
         let took = started.elapsed();
-        println!("cancel returned after {took:?} (cancelled at 200 ms)");
+        eprintln!("cancel returned after {took:?} (cancelled at 200 ms)");
         assert!(result.cancelled && !result.timed_out, "{result:?}");
         assert_eq!(result.exit_code, None);
         assert!(!result.output.contains("never"));
@@ -681,7 +681,7 @@ mod tests {
         let mut spec = spec("yes");
         spec.output_cap = 1000;
         let result = run(&spec, &cancel, &mut |_| {}).unwrap();
-        println!("cancel of `yes` returned after {:?}", started.elapsed());
+        eprintln!("cancel of `yes` returned after {:?}", started.elapsed());
         assert!(result.cancelled && result.truncated, "{result:?}");
         assert!(started.elapsed() < Duration::from_secs(5));
     }
@@ -699,7 +699,7 @@ mod tests {
         let started = Instant::now();
         let result = run_plain(&spec("sleep 60 & echo $!; echo started"));
         let took = started.elapsed();
-        println!("returned after {took:?} with a background job");
+        eprintln!("returned after {took:?} with a background job");
         assert_eq!(result.exit_code, Some(0), "{result:?}");
         assert!(result.output.ends_with("started\n"), "{result:?}");
         assert!(took < Duration::from_secs(3), "took {took:?}");
@@ -777,7 +777,7 @@ mod tests {
             calls.push(text.to_string())
         })
         .unwrap();
-        println!("on_output calls: {calls:?}");
+        eprintln!("on_output calls: {calls:?}");
         assert!(calls.len() > 1, "{calls:?}");
         assert_eq!(calls.concat(), result.output);
         assert_eq!(result.output, "1\n2\n3\n");
