@@ -6,7 +6,7 @@ use super::client::OutgoingRequest;
 use super::models::Registry;
 use super::session::Session;
 use super::{Event, Options};
-use crate::acp::{self, method, ClientCapabilities, Implementation};
+use crate::acp::{self, method, ClientCapabilities};
 use crate::rpc::stdio::{Input, Output};
 use crate::rpc::{self, Incoming, RequestId, RpcError};
 use crate::store::Store;
@@ -35,7 +35,7 @@ pub struct Dispatcher {
     pub(super) options: Options,
     /// Providers and models, built on first need and rebuilt by
     /// `authenticate`.
-    registry: Option<Result<Arc<Registry>, String>>,
+    pub(super) registry: Option<Result<Arc<Registry>, String>>,
     pub(super) writer: Sender<Output>,
     pub(super) events: Sender<Event>,
     pub(super) client: Option<ClientCapabilities>,
@@ -109,7 +109,7 @@ impl Dispatcher {
     }
 
     /// Takes what the start-up helper prepared, waiting for it if needed.
-    fn take_warm(&mut self) {
+    pub(super) fn take_warm(&mut self) {
         if let Some(receiver) = self.warm.take() {
             if let Ok((store, registry)) = receiver.recv() {
                 self.store.get_or_insert(store);
@@ -198,22 +198,6 @@ impl Dispatcher {
                 log::warn!("cannot store the settings of session {session_id}: {error}");
             }
         }
-    }
-
-    fn authenticate(&mut self, params: Value) -> Result<Value, RpcError> {
-        let method_id = params
-            .get("methodId")
-            .and_then(Value::as_str)
-            .ok_or_else(|| RpcError::invalid_params("missing field `methodId`"))?;
-        if method_id != "spindle-check" && method_id != "spindle-setup" {
-            return Err(RpcError::invalid_params(format!(
-                "unknown auth method {method_id:?}; the methods are spindle-check and spindle-setup"
-            )));
-        }
-        // Read the configuration and the environment again.
-        self.take_warm();
-        self.registry = None;
-        self.registry().map(|_| json!({}))
     }
 
     fn refresh_leases(&mut self) {
@@ -474,56 +458,6 @@ impl Dispatcher {
             "_spindle/test/panic" if self.test_hooks => panic!("test hook asked for a panic"),
             other => Some(Err(RpcError::method_not_found(other))),
         }
-    }
-
-    fn initialize(&mut self, params: Value) -> Result<Value, RpcError> {
-        let request: acp::InitializeRequest = decode(params)?;
-        if let Some(info) = &request.client_info {
-            log::info!(
-                "client {} {} asks for protocol version {}",
-                info.name,
-                info.version,
-                request.protocol_version
-            );
-        }
-        // A client that can run our binary in a terminal gets the setup
-        // command as an auth method; every client can ask us to check again.
-        let mut auth_methods = vec![json!({
-            "id": "spindle-check",
-            "name": "Check the model provider setup",
-            "description": "Reads the configuration and environment again (after `spindle setup` or setting an API key).",
-        })];
-        if request.client_capabilities.auth.terminal {
-            auth_methods.push(json!({
-                "type": "terminal",
-                "id": "spindle-setup",
-                "name": "Set up a model provider",
-                "description": "Runs `spindle setup`: choose a provider, its key and a model.",
-                "args": ["setup"],
-            }));
-        }
-        self.client = Some(request.client_capabilities);
-        let response = acp::InitializeResponse {
-            protocol_version: acp::PROTOCOL_VERSION,
-            agent_capabilities: json!({
-                "loadSession": true,
-                "promptCapabilities": {
-                    "image": true,
-                    "audio": false,
-                    "embeddedContext": true
-                },
-                "mcpCapabilities": { "http": true, "sse": true },
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
-                "_meta": { "spindle": { "schemaVersion": 1 } }
-            }),
-            auth_methods,
-            agent_info: Implementation {
-                name: "spindle".into(),
-                title: Some("Spindle".into()),
-                version: env!("CARGO_PKG_VERSION").into(),
-            },
-        };
-        Ok(serde_json::to_value(response).unwrap_or_default())
     }
 
     pub(super) fn cancel_session(&mut self, session_id: &str) {

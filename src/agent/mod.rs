@@ -6,6 +6,7 @@ mod commands;
 mod content;
 pub mod controls;
 mod dispatcher;
+mod handshake;
 pub mod models;
 pub mod permission;
 mod prompt;

@@ -1,0 +1,75 @@
+//! The handshake: `initialize` (what Spindle can do, and the client's
+//! capabilities) and `authenticate` (reading the provider setup again).
+
+use super::dispatcher::{decode, Dispatcher};
+use crate::acp::{self, Implementation};
+use crate::rpc::RpcError;
+use serde_json::{json, Value};
+
+impl Dispatcher {
+    pub(super) fn initialize(&mut self, params: Value) -> Result<Value, RpcError> {
+        let request: acp::InitializeRequest = decode(params)?;
+        if let Some(info) = &request.client_info {
+            log::info!(
+                "client {} {} asks for protocol version {}",
+                info.name,
+                info.version,
+                request.protocol_version
+            );
+        }
+        // A client that can run our binary in a terminal gets the setup
+        // command as an auth method; every client can ask us to check again.
+        let mut auth_methods = vec![json!({
+            "id": "spindle-check",
+            "name": "Check the model provider setup",
+            "description": "Reads the configuration and environment again (after `spindle setup` or setting an API key).",
+        })];
+        if request.client_capabilities.auth.terminal {
+            auth_methods.push(json!({
+                "type": "terminal",
+                "id": "spindle-setup",
+                "name": "Set up a model provider",
+                "description": "Runs `spindle setup`: choose a provider, its key and a model.",
+                "args": ["setup"],
+            }));
+        }
+        self.client = Some(request.client_capabilities);
+        let response = acp::InitializeResponse {
+            protocol_version: acp::PROTOCOL_VERSION,
+            agent_capabilities: json!({
+                "loadSession": true,
+                "promptCapabilities": {
+                    "image": true,
+                    "audio": false,
+                    "embeddedContext": true
+                },
+                "mcpCapabilities": { "http": true, "sse": true },
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
+                "_meta": { "spindle": { "schemaVersion": 1 } }
+            }),
+            auth_methods,
+            agent_info: Implementation {
+                name: "spindle".into(),
+                title: Some("Spindle".into()),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+        };
+        Ok(serde_json::to_value(response).unwrap_or_default())
+    }
+
+    pub(super) fn authenticate(&mut self, params: Value) -> Result<Value, RpcError> {
+        let method_id = params
+            .get("methodId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("missing field `methodId`"))?;
+        if method_id != "spindle-check" && method_id != "spindle-setup" {
+            return Err(RpcError::invalid_params(format!(
+                "unknown auth method {method_id:?}; the methods are spindle-check and spindle-setup"
+            )));
+        }
+        // Read the configuration and the environment again.
+        self.take_warm();
+        self.registry = None;
+        self.registry().map(|_| json!({}))
+    }
+}

@@ -1,0 +1,134 @@
+//! Tests of the session store against real database files.
+
+use super::*;
+use serde_json::json;
+
+fn temp_db() -> PathBuf {
+    std::env::temp_dir()
+        .join(format!("spindle-store-{}", crate::util::random_hex()))
+        .join("nested/spindle.db")
+}
+
+#[test]
+fn sessions_turns_and_order() {
+    let path = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    store
+        .create_session("a", "/w", &json!({"policy": "ask"}), &json!([]))
+        .unwrap();
+    store
+        .create_session("b", "/v", &json!({}), &json!([]))
+        .unwrap();
+    let turn = store
+        .begin_turn(
+            "a",
+            &["{\"sessionUpdate\":\"user_message_chunk\"}".into()],
+            &[Message::user("hi")],
+        )
+        .unwrap();
+    assert_eq!(turn, 1);
+    store
+        .end_turn(
+            "a",
+            turn,
+            &["{}".into()],
+            &[Message::assistant("hello", "")],
+            Some("end_turn"),
+            None,
+            &json!({}),
+        )
+        .unwrap();
+    let listed: Vec<String> = store
+        .list_sessions(None, None, 10)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(listed, ["a", "b"]);
+    let only_v = store.list_sessions(Some("/v"), None, 10).unwrap();
+    assert_eq!(only_v.len(), 1);
+    let first = store.list_sessions(None, None, 1).unwrap();
+    let next = store
+        .list_sessions(None, Some(first[0].updated_order), 1)
+        .unwrap();
+    assert_eq!(next[0].id, "b");
+    assert_eq!(store.events("a").unwrap().len(), 2);
+    assert_eq!(store.messages("a").unwrap()[1].text, "hello");
+    assert!(store.running_turns("a").unwrap().is_empty());
+    assert!(store.delete_session("a").unwrap());
+    assert!(store.events("a").unwrap().is_empty());
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+#[test]
+fn version_one_databases_are_migrated() {
+    let path = temp_db();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let connection = Connection::open(&path).unwrap();
+    connection.execute_batch(MIGRATIONS[0]).unwrap();
+    connection.execute_batch("PRAGMA user_version = 1").unwrap();
+    connection
+        .execute(
+            "INSERT INTO sessions (id, cwd, created_at, updated_at, updated_order) VALUES ('old', '/w', 't', 't', 1)",
+            [],
+        )
+        .unwrap();
+    drop(connection);
+    let store = Store::open(&path).unwrap();
+    assert!(store.session("old").unwrap().is_some());
+    store
+        .save_workspace_defaults("/w", &json!({"model": "m"}))
+        .unwrap();
+    assert_eq!(
+        store.workspace_defaults("/w").unwrap(),
+        Some(json!({"model": "m"}))
+    );
+    let version: i64 = store
+        .connection
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+}
+
+#[test]
+fn newer_schemas_are_refused_untouched() {
+    let path = temp_db();
+    drop(Store::open(&path).unwrap());
+    let connection = Connection::open(&path).unwrap();
+    connection
+        .execute_batch("PRAGMA user_version = 99")
+        .unwrap();
+    drop(connection);
+    let before = std::fs::read(&path).unwrap();
+    let error = Store::open(&path).err().unwrap();
+    assert!(error.0.contains("newer Spindle"), "{error}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn leases_belong_to_live_processes() {
+    let path = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    store
+        .create_session("s", "/w", &json!({}), &json!([]))
+        .unwrap();
+    let me = std::process::id();
+    assert_eq!(store.acquire_lease("s", me).unwrap(), Ok(()));
+    // PID 1 is alive: a lease it holds is respected.
+    store
+        .connection
+        .execute("UPDATE sessions SET lease_pid = 1 WHERE id = 's'", [])
+        .unwrap();
+    assert_eq!(store.acquire_lease("s", me).unwrap(), Err(1));
+    // A dead holder's lease is taken over.
+    store
+        .connection
+        .execute(
+            "UPDATE sessions SET lease_pid = 999999999 WHERE id = 's'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(store.acquire_lease("s", me).unwrap(), Ok(()));
+    store.release_lease("s", me).unwrap();
+    assert_eq!(store.session("s").unwrap().unwrap().lease_pid, None);
+}
