@@ -4,6 +4,7 @@
 //! (`agent/runner.rs`), because it involves permissions and the editor.
 
 pub mod files;
+pub mod ignore;
 pub mod paths;
 pub mod process;
 pub mod search;
