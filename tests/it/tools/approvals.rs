@@ -1,0 +1,458 @@
+//! The approval policies (`ask` by default, `auto`, `yolo`) and the
+//! permission answers: allow or reject, once or always (remembered for the
+//! exact command and cwd, or the file), a cancelled outcome, and a request
+//! answered with an error.
+
+use super::{
+    always_answer, announced_at, call, calls, finished_at, permissions, position, say, script,
+    Space, WAIT,
+};
+use crate::support::client::no_requests;
+use crate::support::{run_prompt, Answer};
+use serde_json::json;
+use std::fs;
+
+#[test]
+fn ask_policy_is_the_default_and_asks_for_edits_writes_and_commands() {
+    let space = Space::new("tools-ask");
+    space.write("a.txt", "hello\n");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![
+                call("p1", "read_file", json!({"path": "a.txt"})),
+                call(
+                    "p2",
+                    "edit_file",
+                    json!({"path": "a.txt", "edits": [{"old": "hello", "new": "bye"}]}),
+                ),
+                call("p3", "run_command", json!({"command": "echo hi > ran.txt"})),
+                call(
+                    "p4",
+                    "write_file",
+                    json!({"path": "new.txt", "content": "new\n"}),
+                ),
+                call("p5", "glob", json!({"pattern": "*.txt"})),
+                call("p6", "search", json!({"pattern": "hello"})),
+                call("p7", "list_directory", json!({})),
+                call(
+                    "p8",
+                    "todo_write",
+                    json!({"todos": [{"content": "x", "status": "pending"}]}),
+                ),
+                call("p9", "run_command", json!({"command": "ls"})),
+            ]),
+            say("Done."),
+        ]),
+        &[],
+        json!({}),
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "go",
+        WAIT,
+        always_answer("allow_once"),
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    turn.assert_every_tool_call_finished();
+    assert_eq!(turn.permission_ids(), ["p2", "p3", "p4", "p9"]);
+    for id in ["p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9"] {
+        assert_eq!(turn.final_status(id), "completed", "{id}\n{}", turn.dump());
+    }
+    assert_eq!(space.read("a.txt"), "bye\n");
+    assert_eq!(space.read("ran.txt"), "hi\n");
+    assert_eq!(space.read("new.txt"), "new\n");
+
+    // The request describes the call and comes after its announcement.
+    let request = turn.requests("session/request_permission")[0];
+    assert_eq!(request["params"]["sessionId"], session);
+    let tool_call = &request["params"]["toolCall"];
+    assert_eq!(tool_call["title"], "Edit a.txt");
+    assert_eq!(tool_call["kind"], "edit");
+    let asked_at = position(&turn, |m| m["method"] == "session/request_permission");
+    assert!(announced_at(&turn, "p2") < asked_at);
+    assert!(asked_at < finished_at(&turn, "p2"));
+    assert_eq!(turn.statuses("p2"), ["pending", "in_progress", "completed"]);
+}
+
+#[test]
+fn auto_policy_runs_edits_and_read_only_commands_and_asks_for_others() {
+    let space = Space::new("tools-auto");
+    space.write("a.txt", "hello\n");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![
+                call(
+                    "e1",
+                    "edit_file",
+                    json!({"path": "a.txt", "edits": [{"old": "hello", "new": "bye"}]}),
+                ),
+                call(
+                    "w1",
+                    "write_file",
+                    json!({"path": "dir/new.txt", "content": "new\n"}),
+                ),
+                call("c1", "run_command", json!({"command": "ls"})),
+                call(
+                    "c2",
+                    "run_command",
+                    json!({"command": "cat a.txt | head -1"}),
+                ),
+                call("c3", "run_command", json!({"command": "touch x"})),
+                call("c4", "run_command", json!({"command": "echo hi > y"})),
+            ]),
+            say("Done."),
+        ]),
+        &["--permissions", "auto"],
+        json!({}),
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "go",
+        WAIT,
+        always_answer("allow_once"),
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    turn.assert_every_tool_call_finished();
+    assert_eq!(turn.permission_ids(), ["c3", "c4"]);
+    assert_eq!(space.read("a.txt"), "bye\n");
+    assert_eq!(space.read("dir/new.txt"), "new\n");
+    assert!(turn.final_text("c1").contains("a.txt"));
+    assert!(turn.final_text("c2").contains("bye"));
+    assert!(space.exists("x"));
+    assert_eq!(space.read("y"), "hi\n");
+}
+
+#[test]
+fn yolo_policy_never_asks() {
+    let space = Space::new("tools-yolo");
+    space.write("a.txt", "hello\n");
+    fs::write(space.base.join("outside.txt"), "outside\n").unwrap();
+    let outside = space.base.join("outside.txt").to_str().unwrap().to_string();
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![
+                call(
+                    "e1",
+                    "edit_file",
+                    json!({"path": "a.txt", "edits": [{"old": "hello", "new": "bye"}]}),
+                ),
+                call("c1", "run_command", json!({"command": "touch x"})),
+                call("r1", "read_file", json!({"path": outside})),
+                call(
+                    "w1",
+                    "write_file",
+                    json!({"path": "../yolo.txt", "content": "yolo\n"}),
+                ),
+                call(
+                    "g1",
+                    "write_file",
+                    json!({"path": ".git/config", "content": "[core]\n"}),
+                ),
+            ]),
+            say("Done."),
+        ]),
+        &["--permissions", "yolo"],
+        json!({}),
+    );
+    let turn = run_prompt(&mut agent, &session, "go", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    turn.assert_every_tool_call_finished();
+    assert!(turn.all_requests().is_empty());
+    for id in ["e1", "c1", "r1", "w1", "g1"] {
+        assert_eq!(turn.final_status(id), "completed", "{id}\n{}", turn.dump());
+    }
+    assert!(turn.final_text("r1").contains("1\toutside"));
+    assert_eq!(
+        fs::read_to_string(space.base.join("yolo.txt")).unwrap(),
+        "yolo\n"
+    );
+    assert_eq!(space.read(".git/config"), "[core]\n");
+}
+
+#[test]
+fn reject_once_fails_the_call_and_is_not_remembered() {
+    let space = Space::new("tools-reject-once");
+    space.write("a.txt", "hello\n");
+    let edit = json!({"path": "a.txt", "edits": [{"old": "hello", "new": "bye"}]});
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call("e1", "edit_file", edit.clone())]),
+            say("Declined."),
+            calls(vec![call("e2", "edit_file", edit.clone())]),
+            say("Edited."),
+        ]),
+        &["--permissions", "ask"],
+        json!({}),
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "first",
+        WAIT,
+        permissions(vec![("e1", Answer::select("reject_once"))]),
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(turn.text(), "Declined.");
+    assert_eq!(turn.statuses("e1"), ["pending", "failed"]);
+    assert!(
+        turn.final_text("e1").contains("declined"),
+        "{}",
+        turn.dump()
+    );
+    assert_eq!(space.read("a.txt"), "hello\n");
+
+    // Once means once: the same edit asks again.
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "second",
+        WAIT,
+        permissions(vec![("e2", Answer::select("allow_once"))]),
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(turn.permission_ids(), ["e2"]);
+    assert_eq!(turn.final_status("e2"), "completed");
+    assert_eq!(space.read("a.txt"), "bye\n");
+}
+
+#[test]
+fn allow_always_is_remembered_for_the_exact_command_and_cwd_and_the_file() {
+    let space = Space::new("tools-allow-always");
+    fs::create_dir_all(space.path("sub")).unwrap();
+    space.write("a.txt", "a0\n");
+    space.write("b.txt", "b0\n");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![
+                call(
+                    "c1",
+                    "run_command",
+                    json!({"command": "echo one >> log.txt"}),
+                ),
+                call(
+                    "e1",
+                    "edit_file",
+                    json!({"path": "a.txt", "edits": [{"old": "a0", "new": "a1"}]}),
+                ),
+            ]),
+            say("First."),
+            calls(vec![
+                call(
+                    "c2",
+                    "run_command",
+                    json!({"command": "echo one >> log.txt"}),
+                ),
+                call(
+                    "c3",
+                    "run_command",
+                    json!({"command": "echo one >> log.txt", "cwd": "."}),
+                ),
+                call(
+                    "c4",
+                    "run_command",
+                    json!({"command": "echo one >> log.txt", "cwd": "sub"}),
+                ),
+                call(
+                    "c5",
+                    "run_command",
+                    json!({"command": "echo two >> log.txt"}),
+                ),
+                call(
+                    "e2",
+                    "edit_file",
+                    json!({"path": "a.txt", "edits": [{"old": "a1", "new": "a2"}]}),
+                ),
+                call(
+                    "e3",
+                    "edit_file",
+                    json!({"path": "b.txt", "edits": [{"old": "b0", "new": "b1"}]}),
+                ),
+            ]),
+            say("Second."),
+        ]),
+        &["--permissions", "ask"],
+        json!({}),
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "first",
+        WAIT,
+        permissions(vec![
+            ("c1", Answer::select("allow_always")),
+            ("e1", Answer::select("allow_always")),
+        ]),
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(turn.permission_ids(), ["c1", "e1"]);
+    assert_eq!(turn.final_status("c1"), "completed");
+
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "second",
+        WAIT,
+        permissions(vec![
+            ("c4", Answer::select("allow_once")),
+            ("c5", Answer::select("allow_once")),
+            ("e3", Answer::select("allow_once")),
+        ]),
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    turn.assert_every_tool_call_finished();
+    // The same command line in the same directory ran without asking; another
+    // directory, another command and another file asked.
+    assert_eq!(turn.permission_ids(), ["c4", "c5", "e3"]);
+    for id in ["c2", "c3", "c4", "c5", "e2", "e3"] {
+        assert_eq!(turn.final_status(id), "completed", "{id}\n{}", turn.dump());
+    }
+    assert_eq!(space.read("log.txt"), "one\none\none\ntwo\n");
+    assert_eq!(space.read("sub/log.txt"), "one\n");
+    assert_eq!(space.read("a.txt"), "a2\n");
+    assert_eq!(space.read("b.txt"), "b1\n");
+}
+
+#[test]
+fn reject_always_refuses_the_same_file_and_command_without_asking() {
+    let space = Space::new("tools-reject-always");
+    space.write("a.txt", "a0\n");
+    space.write("b.txt", "b0\n");
+    let edit_a = json!({"path": "a.txt", "edits": [{"old": "a0", "new": "a1"}]});
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![
+                call("e1", "edit_file", edit_a.clone()),
+                call("c1", "run_command", json!({"command": "touch r"})),
+            ]),
+            say("First."),
+            calls(vec![
+                call("e2", "edit_file", edit_a.clone()),
+                call(
+                    "w2",
+                    "write_file",
+                    json!({"path": "a.txt", "content": "overwritten\n"}),
+                ),
+                call(
+                    "e3",
+                    "edit_file",
+                    json!({"path": "b.txt", "edits": [{"old": "b0", "new": "b1"}]}),
+                ),
+                call("c2", "run_command", json!({"command": "touch r"})),
+            ]),
+            say("Second."),
+        ]),
+        &["--permissions", "ask"],
+        json!({}),
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "first",
+        WAIT,
+        permissions(vec![
+            ("e1", Answer::select("reject_always")),
+            ("c1", Answer::select("reject_always")),
+        ]),
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(turn.final_status("e1"), "failed");
+    assert_eq!(turn.final_status("c1"), "failed");
+
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "second",
+        WAIT,
+        permissions(vec![("e3", Answer::select("allow_once"))]),
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    turn.assert_every_tool_call_finished();
+    assert_eq!(turn.permission_ids(), ["e3"]);
+    for id in ["e2", "w2", "c2"] {
+        assert_eq!(
+            turn.statuses(id),
+            ["pending", "failed"],
+            "{id}\n{}",
+            turn.dump()
+        );
+        assert!(
+            turn.final_text(id).contains("declined"),
+            "{id}\n{}",
+            turn.dump()
+        );
+    }
+    assert_eq!(turn.final_status("e3"), "completed");
+    assert_eq!(space.read("a.txt"), "a0\n");
+    assert_eq!(space.read("b.txt"), "b1\n");
+    assert!(!space.exists("r"));
+}
+
+#[test]
+fn a_cancelled_permission_outcome_ends_the_turn_cancelled() {
+    let space = Space::new("tools-perm-cancelled");
+    space.write("a.txt", "hello\n");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![
+                call("c1", "run_command", json!({"command": "touch z"})),
+                call("r1", "read_file", json!({"path": "a.txt"})),
+            ]),
+            say("Still here."),
+        ]),
+        &["--permissions", "ask"],
+        json!({}),
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "go",
+        WAIT,
+        permissions(vec![("c1", Answer::cancelled())]),
+    );
+    assert_eq!(turn.stop_reason(), "cancelled", "{}", turn.dump());
+    turn.assert_every_tool_call_finished();
+    assert_eq!(turn.final_status("c1"), "failed");
+    assert!(
+        !turn.tool_call_ids().contains(&"r1".to_string()),
+        "a call after the cancel ran: {}",
+        turn.dump()
+    );
+    assert!(!space.exists("z"));
+
+    // The session goes on.
+    let turn = run_prompt(&mut agent, &session, "again", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(turn.text(), "Still here.");
+}
+
+#[test]
+fn a_permission_request_answered_with_an_error_is_a_rejection() {
+    let space = Space::new("tools-perm-error");
+    space.write("a.txt", "hello\n");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "e1",
+                "edit_file",
+                json!({"path": "a.txt", "edits": [{"old": "hello", "new": "bye"}]}),
+            )]),
+            say("Went on."),
+        ]),
+        &["--permissions", "ask"],
+        json!({}),
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "go",
+        WAIT,
+        permissions(vec![("e1", Answer::error(-32603, "the dialog crashed"))]),
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(turn.text(), "Went on.");
+    turn.assert_every_tool_call_finished();
+    assert_eq!(turn.statuses("e1"), ["pending", "failed"]);
+    assert_eq!(space.read("a.txt"), "hello\n");
+}

@@ -1,0 +1,236 @@
+//! Cancellation and EOF in the middle of a tool: a cancel kills a local
+//! command and ends every tool call, a cancel while a permission request
+//! is pending answers promptly, and EOF during a long command or a pending
+//! permission request (with or without `--drain`) still exits 0.
+
+use super::{assert_group_gone, call, calls, read_pid, say, script, Space, WAIT};
+use crate::support::client::no_requests;
+use crate::support::{run_prompt, Answer, Exchange, Turn};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------
+// Cancel during a local command and during a permission request
+// ---------------------------------------------------------------------------
+
+#[test]
+fn cancel_during_a_local_command_kills_it_and_ends_every_tool_call() {
+    let space = Space::new("tools-cancel-cmd");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![
+                call(
+                    "c0",
+                    "todo_write",
+                    json!({"todos": [{"content": "wait", "status": "in_progress"}]}),
+                ),
+                call(
+                    "c1",
+                    "run_command",
+                    json!({"command": "echo $$ > pidfile; sleep 60"}),
+                ),
+                call("c2", "read_file", json!({"path": "pidfile"})),
+            ]),
+            say("Back."),
+        ]),
+        &["--permissions", "yolo"],
+        json!({}),
+    );
+    let pidfile = space.path("pidfile");
+    let mut answer = no_requests;
+    let mut exchange = Exchange::prompt(&mut agent, &session, "go");
+    let started = exchange.until(&mut agent, WAIT, &mut answer, &mut |_: &Exchange| {
+        read_pid(&pidfile).is_some()
+    });
+    assert!(started, "the prompt ended before the command started");
+    let pid = read_pid(&pidfile).unwrap();
+    let cancelled_at = Instant::now();
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let turn = exchange.finish(&mut agent, WAIT, &mut answer);
+    let elapsed = cancelled_at.elapsed();
+    eprintln!("cancel answered after {elapsed:?}");
+    assert_eq!(turn.stop_reason(), "cancelled", "{}", turn.dump());
+    assert!(elapsed < Duration::from_secs(3), "cancel took {elapsed:?}");
+    assert_group_gone(pid);
+    turn.assert_every_tool_call_finished();
+    assert_eq!(turn.final_status("c0"), "completed");
+    assert_eq!(turn.final_status("c1"), "failed");
+    assert!(!turn.tool_call_ids().contains(&"c2".to_string()));
+
+    // The session still works.
+    let turn = run_prompt(&mut agent, &session, "again", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(turn.text(), "Back.");
+}
+
+#[test]
+fn cancel_while_a_permission_request_is_pending_answers_promptly() {
+    let space = Space::new("tools-cancel-perm");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "c1",
+                "run_command",
+                json!({"command": "touch never"}),
+            )]),
+            say("Back."),
+        ]),
+        &["--permissions", "ask"],
+        json!({}),
+    );
+    // The user never clicks.
+    let mut answer = |request: &Value| {
+        assert_eq!(request["method"], "session/request_permission", "{request}");
+        Answer::Ignore
+    };
+    let mut exchange = Exchange::prompt(&mut agent, &session, "go");
+    let asked = exchange.until(&mut agent, WAIT, &mut answer, &mut |ex: &Exchange| {
+        !ex.requests("session/request_permission").is_empty()
+    });
+    assert!(asked, "the prompt ended without asking");
+    let permission_id = exchange.requests("session/request_permission")[0]["id"].clone();
+    let cancelled_at = Instant::now();
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let turn = exchange.finish(&mut agent, WAIT, &mut answer);
+    let elapsed = cancelled_at.elapsed();
+    eprintln!("cancel answered after {elapsed:?}");
+    assert_eq!(turn.stop_reason(), "cancelled", "{}", turn.dump());
+    assert!(elapsed < Duration::from_secs(2), "cancel took {elapsed:?}");
+    turn.assert_every_tool_call_finished();
+    assert_eq!(turn.final_status("c1"), "failed");
+    assert!(!space.exists("never"));
+
+    // A late answer to the abandoned request changes nothing.
+    agent.send(json!({
+        "jsonrpc": "2.0",
+        "id": permission_id,
+        "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
+    }));
+    let turn = run_prompt(&mut agent, &session, "again", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(turn.text(), "Back.");
+    assert!(!space.exists("never"));
+}
+
+// ---------------------------------------------------------------------------
+// EOF during a long command or a permission request
+// ---------------------------------------------------------------------------
+
+#[test]
+fn eof_during_a_long_command_kills_it_and_exits_zero() {
+    let space = Space::new("tools-eof");
+    let (mut agent, session) = space.start(
+        &script(vec![calls(vec![call(
+            "c1",
+            "run_command",
+            json!({"command": "echo $$ > pidfile; sleep 60"}),
+        )])]),
+        &["--permissions", "yolo"],
+        json!({}),
+    );
+    let pidfile = space.path("pidfile");
+    let mut answer = no_requests;
+    let mut exchange = Exchange::prompt(&mut agent, &session, "go");
+    let started = exchange.until(&mut agent, WAIT, &mut answer, &mut |_: &Exchange| {
+        read_pid(&pidfile).is_some()
+    });
+    assert!(started, "the prompt ended before the command started");
+    let pid = read_pid(&pidfile).unwrap();
+    let closed_at = Instant::now();
+    agent.close_stdin();
+    let status = agent
+        .wait_exit(Duration::from_secs(5))
+        .expect("the agent did not exit after EOF");
+    eprintln!("exited {:?} after stdin closed", closed_at.elapsed());
+    assert!(status.success(), "{status:?}");
+    assert!(closed_at.elapsed() < Duration::from_secs(3));
+    assert_group_gone(pid);
+
+    // What the agent wrote before exiting: the prompt's cancelled answer
+    // and a final status for the command.
+    let received = agent.received().to_vec();
+    let answer = received
+        .iter()
+        .find(|m| m.get("id") == Some(&exchange.id) && m.get("method").is_none())
+        .cloned()
+        .expect("the running prompt was not answered");
+    assert_eq!(answer["result"]["stopReason"], "cancelled");
+    let turn = Turn {
+        response: answer,
+        messages: received
+            .into_iter()
+            .filter(|m| m["method"] == "session/update")
+            .collect(),
+    };
+    turn.assert_every_tool_call_finished();
+    assert_eq!(turn.final_status("c1"), "failed");
+}
+
+/// Closes stdin while a permission request waits for an answer that can
+/// never come, and checks that the agent still exits 0 promptly, with the
+/// prompt answered and the tool call ended.
+fn eof_while_asking(extra: &[&str]) {
+    let space = Space::new("tools-eof-ask");
+    let mut args = vec!["--permissions", "ask"];
+    args.extend_from_slice(extra);
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "c1",
+                "run_command",
+                json!({"command": "touch never"}),
+            )]),
+            say("Done."),
+        ]),
+        &args,
+        json!({}),
+    );
+    let mut answer = |request: &Value| {
+        assert_eq!(request["method"], "session/request_permission", "{request}");
+        Answer::Ignore
+    };
+    let mut exchange = Exchange::prompt(&mut agent, &session, "go");
+    let asked = exchange.until(&mut agent, WAIT, &mut answer, &mut |ex: &Exchange| {
+        !ex.requests("session/request_permission").is_empty()
+    });
+    assert!(asked, "the prompt ended without asking");
+    let closed_at = Instant::now();
+    agent.close_stdin();
+    let status = agent.wait_exit(Duration::from_secs(5));
+    let status = status.unwrap_or_else(|| {
+        panic!(
+            "the agent did not exit within 5 s of EOF while a permission request was \
+             pending (args {args:?}); it was killed"
+        )
+    });
+    eprintln!("exited {:?} after stdin closed", closed_at.elapsed());
+    assert!(status.success(), "{status:?}");
+    let received = agent.received().to_vec();
+    let answer = received
+        .iter()
+        .find(|m| m.get("id") == Some(&exchange.id) && m.get("method").is_none())
+        .cloned()
+        .expect("the running prompt was not answered");
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    let turn = Turn {
+        response: answer,
+        messages: received
+            .into_iter()
+            .filter(|m| m["method"] == "session/update")
+            .collect(),
+    };
+    turn.assert_every_tool_call_finished();
+    assert_eq!(turn.final_status("c1"), "failed");
+    assert!(!space.exists("never"));
+}
+
+#[test]
+fn eof_while_a_permission_request_is_pending_exits_zero() {
+    eof_while_asking(&[]);
+}
+
+#[test]
+fn eof_with_drain_while_a_permission_request_is_pending_still_exits() {
+    // Nobody can answer after EOF, so draining cannot wait for the answer.
+    eof_while_asking(&["--drain"]);
+}
