@@ -124,6 +124,29 @@ pub struct Config {
     pub models: BTreeMap<String, ModelConfig>,
     #[serde(default)]
     pub defaults: Defaults,
+    #[serde(default, skip_serializing_if = "ToolSettings::is_default")]
+    pub tools: ToolSettings,
+}
+
+/// How tools run: which credential variables they may still see and how
+/// much of a command's output is logged.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSettings {
+    /// Variables that commands, terminals, MCP servers and jobs get even
+    /// though Spindle would remove them as credentials.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_env: Vec<String>,
+    /// The most bytes of one command's output kept in its log file
+    /// (default 4 MiB; head and tail are kept, with a marker between).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_log_bytes: Option<u64>,
+}
+
+impl ToolSettings {
+    fn is_default(&self) -> bool {
+        *self == ToolSettings::default()
+    }
 }
 
 /// Where the config file lives when no `--config` is given.

@@ -21,6 +21,10 @@ USAGE:
     spindle setup [OPTIONS]   add a model provider to the config file: asks on a
                               terminal, or takes everything from flags; tests it
                               with one small request before writing
+    spindle sandbox [OPTIONS] -- PROGRAM [ARGS...]
+                              run PROGRAM in the OS sandbox the agent uses for its
+                              commands (--write DIR, --read-only PATH, --network;
+                              --probe prints what this machine supports)
     spindle --help            print this help
     spindle --version         print the version
 
@@ -37,7 +41,10 @@ OPTIONS (acp):
                               (see docs/scripted-provider.md)
     --permissions POLICY      when tools ask first: ask (every edit and command),
                               auto (edits in the workspace and read-only commands
-                              run freely), yolo (nothing asks); default ask
+                              run freely), sandbox (edits in the workspace, and
+                              commands inside an OS sandbox: no network, nothing
+                              writable outside the workspace or in .git), yolo
+                              (nothing asks); default ask
     --max-steps N             the most model calls one prompt may make (default:
                               the preset's budget: 20, 50 or 100)
     --db PATH                 the session database (default $SPINDLE_HOME/spindle.db,
@@ -84,6 +91,7 @@ enum Command {
     Acp(Options),
     Sessions(SessionsCommand),
     Setup(spindle::setup::SetupArgs),
+    Sandbox(Vec<std::ffi::OsString>),
 }
 
 /// `spindle sessions …`.
@@ -114,6 +122,10 @@ fn parse_args() -> Result<Command, Usage> {
             return parse_sessions(parser).map(Command::Sessions)
         }
         Value(command) if command == "setup" => return parse_setup(parser).map(Command::Setup),
+        Value(command) if command == "sandbox" => {
+            let args = parser.raw_args().map_err(usage)?.collect();
+            return Ok(Command::Sandbox(args));
+        }
         Value(command) => {
             return Err(Usage(format!(
                 "unknown command '{}'",
@@ -135,7 +147,7 @@ fn parse_args() -> Result<Command, Usage> {
                 let value = parser.value().map_err(usage)?.string().map_err(usage)?;
                 options.permissions = Some(Policy::parse(&value).ok_or_else(|| {
                     Usage(format!(
-                        "--permissions takes ask, auto or yolo, got '{value}'"
+                        "--permissions takes ask, auto, sandbox or yolo, got '{value}'"
                     ))
                 })?);
             }
@@ -307,6 +319,9 @@ fn main() -> ExitCode {
         .target(env_logger::Target::Stderr)
         .init();
     match parse_args() {
+        // First, while the process has a single thread: the launcher
+        // confines this very process and then execs the command.
+        Ok(Command::Sandbox(args)) => spindle::sandbox::launcher_main(args),
         Err(Usage(message)) => {
             eprintln!("spindle: {message}\nRun 'spindle --help' for usage.");
             ExitCode::from(2)

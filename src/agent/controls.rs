@@ -213,16 +213,37 @@ pub fn config_options(session: &Session, registry: &Registry) -> Value {
                     "Auto",
                     Some("Edits in the workspace and read-only commands run freely")
                 ),
+                choice("sandbox", "Sandbox", Some(&sandbox_description())),
                 choice("yolo", "Yolo", Some("Nothing asks")),
             ]
         ),
     ])
 }
 
+/// What the sandbox policy does on this machine: honest when no sandbox
+/// can be had.
+fn sandbox_description() -> String {
+    let support = std::env::current_exe()
+        .ok()
+        .map(|exe| crate::sandbox::support(&exe));
+    match support {
+        Some(support) if support.available() => format!(
+            "Commands run without asking in a sandbox: the workspace writable except .git, nothing else, no network ({})",
+            support.describe()
+        ),
+        Some(support) => format!(
+            "No sandbox is available here ({}): every command asks",
+            support.describe()
+        ),
+        None => "No sandbox is available here: every command asks".to_string(),
+    }
+}
+
 pub fn policy_id(policy: Policy) -> &'static str {
     match policy {
         Policy::Ask => "ask",
         Policy::Auto => "auto",
+        Policy::Sandbox => "sandbox",
         Policy::Yolo => "yolo",
     }
 }

@@ -155,6 +155,22 @@ impl Dispatcher {
         }
     }
 
+    /// The credentials tools must not see: the registry's when it could be
+    /// built, else the standard ones.
+    pub(super) fn tool_secrets(&mut self) -> Arc<crate::policy::secrets::Secrets> {
+        self.take_warm();
+        let options = &self.options;
+        let built = self
+            .registry
+            .get_or_insert_with(|| Registry::build(options).map(Arc::new));
+        match built {
+            Ok(registry) => registry.secrets.clone(),
+            Err(_) => Arc::new(crate::policy::secrets::Secrets::from_config(
+                &crate::config::Config::default(),
+            )),
+        }
+    }
+
     /// Sends the session's slash commands after the current answer.
     pub(super) fn announce_commands(&mut self, session_id: &str) {
         let Some(session) = self.sessions.get(session_id) else {

@@ -56,6 +56,8 @@ pub struct Registry {
     pub default_model: Option<String>,
     /// Why no provider is usable, for the -32000 answer.
     pub problems: Vec<String>,
+    /// The credentials to keep out of every process a tool starts.
+    pub secrets: Arc<crate::policy::secrets::Secrets>,
 }
 
 /// The model a kind of provider gets when nobody named one.
@@ -72,7 +74,9 @@ impl Registry {
     /// read or parsed (the message names the file, line and reason).
     pub fn build(options: &Options) -> Result<Registry, String> {
         let (config, config_path) = Config::load(options.config.as_deref())?;
+        let secrets = Arc::new(crate::policy::secrets::Secrets::from_config(&config));
         let mut registry = Registry {
+            secrets,
             config,
             config_path,
             providers: HashMap::new(),

@@ -7,15 +7,18 @@ use super::content::read_prompt;
 use super::controls::Mode;
 use super::dispatcher::{decode, Dispatcher};
 use super::models::Registry;
+use super::permission::Policy;
 use super::prompt::system_prompt;
 use super::session::{title_from, RunningTurn};
 use super::sessions::{close_interrupted_turn, internal, not_found};
+use super::shell::Processes;
 use super::turn::{self, Turn, TurnEnd, TurnKind};
 use crate::acp;
 use crate::cancel::CancelToken;
 use crate::provider::Message;
 use crate::rpc::{RequestId, RpcError};
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 impl Dispatcher {
     /// Starts a turn. An `Err` is answered at once; on success the worker's
@@ -98,6 +101,12 @@ impl Dispatcher {
         let db = Some(self.db_path.clone());
         let capabilities = self.client.clone().unwrap_or_default();
         let explicit_steps = self.options.max_steps;
+        let processes = Arc::new(self.processes_for(&session_id, &registry));
+        let sandbox_description = processes
+            .launcher
+            .as_deref()
+            .map(|exe| crate::sandbox::support(exe).describe())
+            .unwrap_or_else(|| "the Spindle binary cannot be found".into());
         let Some(session) = self.sessions.get_mut(&session_id) else {
             return Err(not_found(&session_id));
         };
@@ -156,6 +165,20 @@ impl Dispatcher {
             user.images = input.images;
             session.messages.push(user);
         }
+        // The sandbox policy without a sandbox says so once per session:
+        // every command then asks.
+        let notice = if session.policy == Policy::Sandbox
+            && !processes.sandbox_available()
+            && !session.sandbox_notice_shown
+        {
+            session.sandbox_notice_shown = true;
+            Some(format!(
+                "_No sandbox is available here ({}), so every command will ask for permission._\n\n",
+                sandbox_description
+            ))
+        } else {
+            None
+        };
         let cancel = CancelToken::new();
         let client = Client::new(
             session.id.clone(),
@@ -189,6 +212,8 @@ impl Dispatcher {
             images: entry.config.images,
             kind,
             mcp: session.mcp.clone(),
+            processes,
+            notice,
         };
         match turn::spawn(turn, self.events.clone()) {
             Ok(handle) => {
@@ -420,6 +445,35 @@ impl Dispatcher {
                 let reason = error.message.trim_start_matches("Invalid params: ");
                 format!("{reason}. The choices are: {choices}.")
             }
+        }
+    }
+}
+
+impl Dispatcher {
+    /// How the commands of a session's next turn start: its private folder
+    /// for logs (made now), the credentials to remove, the sandbox.
+    pub(super) fn processes_for(&self, session_id: &str, registry: &Registry) -> Processes {
+        let session_dir = match crate::tools::logs::prepare_session_dir(&self.db_path, session_id) {
+            Ok(dir) => Some(dir),
+            Err(error) => {
+                log::warn!("commands of session {session_id} run without logs: {error}");
+                None
+            }
+        };
+        let launcher = std::env::current_exe().ok();
+        let sandbox = launcher
+            .as_deref()
+            .is_some_and(|exe| crate::sandbox::support(exe).available());
+        Processes {
+            secrets: registry.secrets.clone(),
+            session_dir,
+            log_cap: registry
+                .config
+                .tools
+                .command_log_bytes
+                .unwrap_or(crate::tools::logs::DEFAULT_LOG_CAP),
+            launcher,
+            sandbox,
         }
     }
 }

@@ -6,7 +6,8 @@
 //! whatever happens (rejection, error, cancel).
 
 use super::client::{Client, ClientError};
-use super::permission::{command_paths_inside, decide, Action, Approvals, Decision, Policy};
+use super::permission::{decide, Action, Approvals, Decision, Policy};
+use super::shell::{Confinement, Processes};
 use super::updates::Updates;
 use crate::cancel::CancelToken;
 use crate::provider::ToolCallRequest;
@@ -35,6 +36,8 @@ pub struct Runner<'a> {
     pub read_only: bool,
     pub policy: Policy,
     pub approvals: &'a mut Approvals,
+    /// How commands start: credentials removed, logs, the sandbox.
+    pub processes: &'a Processes,
 }
 
 /// How one call ended, before it is reported.
@@ -112,8 +115,8 @@ impl Runner<'_> {
         }
         self.update(announce.clone());
 
-        match self.permit(call, &tool, target.as_ref(), &announce) {
-            Permit::Allowed => {}
+        let confinement = match self.permit(call, &tool, target.as_ref(), &announce) {
+            Permit::Allowed(confinement) => confinement,
             Permit::Rejected => {
                 return self.finish(
                     call,
@@ -121,13 +124,13 @@ impl Runner<'_> {
                 )
             }
             Permit::Cancelled => return self.finish(call, Ending::Cancelled),
-        }
+        };
         self.update(json!({
             "sessionUpdate": "tool_call_update",
             "toolCallId": call.id,
             "status": "in_progress",
         }));
-        let ending = self.execute(call, &tool, target.as_ref());
+        let ending = self.execute(call, &tool, target.as_ref(), confinement);
         let ending = if self.cancel.is_cancelled() {
             Ending::Cancelled
         } else {
@@ -178,7 +181,7 @@ impl Runner<'_> {
             read_only: tool.read_only,
         };
         match self.ask(call, &action, &announce) {
-            Permit::Allowed => {}
+            Permit::Allowed(_) => {}
             Permit::Rejected => {
                 return self.finish(
                     call,
@@ -255,32 +258,92 @@ impl Runner<'_> {
         target: Option<&paths::Resolved>,
         announce: &Value,
     ) -> Permit {
-        let output_dir = tools::output_dir(self.session_id);
         let action = match (tool, target) {
             (Tool::TodoWrite(_), _) | (_, None) => Action::Plan,
             (Tool::WriteFile(_) | Tool::EditFile(_), Some(target)) => Action::Edit {
                 path: &target.path,
-                inside: target.inside,
+                // A file with other hard links may be a name for a file
+                // outside the workspace or inside `.git/`.
+                inside: target.inside && !paths::hard_linked(&target.path),
                 git_internal: target.git_internal,
             },
-            (Tool::RunCommand(args), Some(target)) => Action::Command {
-                command_line: &args.command,
-                cwd: &target.path,
-                inside: target.inside
-                    && command_paths_inside(self.root, &target.path, &args.command),
-            },
+            (Tool::RunCommand(args), Some(target)) => {
+                let (read_only, sandboxable) = self.judge_command(&args.command, target);
+                Action::Command {
+                    command_line: &args.command,
+                    cwd: &target.path,
+                    read_only,
+                    sandboxable,
+                }
+            }
             (_, Some(target)) => Action::Read {
                 path: &target.path,
-                inside: target.inside || target.path.starts_with(&output_dir),
+                inside: target.inside
+                    || self
+                        .processes
+                        .session_dir
+                        .as_ref()
+                        .is_some_and(|dir| target.path.starts_with(dir)),
             },
         };
-        self.ask(call, &action, announce)
+        // What the policy alone allows runs confined; what the user allowed
+        // (now or with "always") runs as asked.
+        let confinement = match action {
+            Action::Command {
+                read_only,
+                sandboxable,
+                ..
+            } if decide(self.policy, &action, &Approvals::default()) == Decision::Allow => {
+                match self.policy {
+                    Policy::Auto if read_only => Confinement::ReadOnly {
+                        sandboxed: self.processes.sandbox_available(),
+                    },
+                    Policy::Sandbox if sandboxable => Confinement::Workspace,
+                    _ => Confinement::None,
+                }
+            }
+            _ => Confinement::None,
+        };
+        match self.ask(call, &action, announce) {
+            Permit::Allowed(Confinement::None) => Permit::Allowed(confinement),
+            other => other,
+        }
+    }
+
+    /// Whether a command is proven read-only (under `auto`), and whether it
+    /// can run in the sandbox (under `sandbox`).
+    fn judge_command(&self, command_line: &str, cwd: &paths::Resolved) -> (bool, bool) {
+        if !cwd.inside {
+            return (false, false);
+        }
+        match self.policy {
+            Policy::Auto => {
+                let context = crate::policy::Context {
+                    root: self.root,
+                    cwd: &cwd.path,
+                    path_var: std::env::var_os("PATH"),
+                };
+                let verdict = crate::policy::judge(command_line, &context);
+                if let crate::policy::Verdict::Ask(reason) = &verdict {
+                    log::debug!("command asks: {reason}");
+                }
+                (verdict.is_read_only(), false)
+            }
+            Policy::Sandbox => {
+                let needs = crate::policy::needs_more(command_line);
+                if let Some(reason) = &needs {
+                    log::debug!("command asks in the sandbox: {reason}");
+                }
+                (false, self.processes.sandbox_available() && needs.is_none())
+            }
+            Policy::Ask | Policy::Yolo => (false, false),
+        }
     }
 
     /// Applies the policy to an action and asks the user when it says so.
     fn ask(&mut self, call: &ToolCallRequest, action: &Action<'_>, announce: &Value) -> Permit {
         match decide(self.policy, action, self.approvals) {
-            Decision::Allow => return Permit::Allowed,
+            Decision::Allow => return Permit::Allowed(Confinement::None),
             Decision::Reject => return Permit::Rejected,
             Decision::Ask => {}
         }
@@ -319,13 +382,13 @@ impl Runner<'_> {
         }
         let key = action.key();
         match outcome["optionId"].as_str() {
-            Some("allow_once") => Permit::Allowed,
+            Some("allow_once") => Permit::Allowed(Confinement::None),
             Some("allow_always") => {
                 if let Some(key) = key {
                     self.approvals.rejected.remove(&key);
                     self.approvals.allowed.insert(key);
                 }
-                Permit::Allowed
+                Permit::Allowed(Confinement::None)
             }
             Some("reject_always") => {
                 if let Some(key) = key {
@@ -343,6 +406,7 @@ impl Runner<'_> {
         call: &ToolCallRequest,
         tool: &Tool,
         target: Option<&paths::Resolved>,
+        confinement: Confinement,
     ) -> Ending {
         let editor = EditorAccess {
             client: self.client,
@@ -412,10 +476,14 @@ impl Runner<'_> {
                         .unwrap_or(tools::COMMAND_TIMEOUT_DEFAULT)
                         .clamp(1, tools::COMMAND_TIMEOUT_MAX),
                 );
+                let launch = match self.processes.launch(self.root, &path, confinement) {
+                    Ok(launch) => launch,
+                    Err(error) => return failed(format!("Error: {error}")),
+                };
                 if self.client.capabilities.terminal {
-                    self.run_in_terminal(call, &args.command, &path, timeout)
+                    self.run_in_terminal(call, &args.command, &path, timeout, &launch)
                 } else {
-                    self.run_locally(call, &args.command, &path, timeout)
+                    self.run_locally(call, &args.command, &path, timeout, launch)
                 }
             }
             Tool::TodoWrite(args) => {
@@ -446,7 +514,7 @@ impl Runner<'_> {
 }
 
 enum Permit {
-    Allowed,
+    Allowed(Confinement),
     Rejected,
     Cancelled,
 }
@@ -482,18 +550,6 @@ fn completed_text(text: String) -> Ending {
         content: vec![text_content(&fence(&text))],
         text,
     }
-}
-
-pub(super) fn safe_name(id: &str) -> String {
-    id.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 /// The editor's file access through the client, when it offered it.

@@ -41,6 +41,9 @@ pub struct Session {
     /// A prompt that arrived while a cancelled turn was still winding down;
     /// it starts as soon as that turn has answered.
     pub queued: Option<(RequestId, Value)>,
+    /// Whether the session was told that the sandbox policy has no sandbox
+    /// here (said once per session, in its first turn under that policy).
+    pub sandbox_notice_shown: bool,
 }
 
 /// The choices a session keeps across reloads, stored as JSON. Fields
@@ -109,6 +112,7 @@ impl Session {
             closed: false,
             mcp: None,
             queued: None,
+            sandbox_notice_shown: false,
         }
     }
 

@@ -96,7 +96,7 @@ impl Dispatcher {
             .map_err(internal)?;
         log::info!("session {session_id} opened in {cwd_text}");
         session.id = session_id.clone();
-        let (mcp, notes) = start_mcp(&session.id, &session.mcp_servers);
+        let (mcp, notes) = start_mcp(&session.id, &session.mcp_servers, &self.tool_secrets());
         session.mcp = mcp;
         self.after_response.extend(notes);
         let response = json!({
@@ -167,6 +167,7 @@ impl Dispatcher {
         let registry = self.registry()?;
         let id = request.session_id;
         let me = std::process::id();
+        let secrets = self.tool_secrets();
         if let Some(session) = self.sessions.get_mut(&id) {
             // Already live here: attach to it, without a second copy. A
             // session closed while its turn still winds down is opened
@@ -180,7 +181,7 @@ impl Dispatcher {
                 if let Some(old) = session.mcp.take() {
                     old.shutdown();
                 }
-                let (mcp, notes) = start_mcp(&session.id, &session.mcp_servers);
+                let (mcp, notes) = start_mcp(&session.id, &session.mcp_servers, &secrets);
                 session.mcp = mcp;
                 self.after_response.extend(notes);
             }
@@ -235,7 +236,7 @@ impl Dispatcher {
         };
         let mut session = Session::new(id.clone(), cwd, servers, settings.policy);
         session.restore(settings);
-        let (mcp, notes) = start_mcp(&session.id, &session.mcp_servers);
+        let (mcp, notes) = start_mcp(&session.id, &session.mcp_servers, &self.tool_secrets());
         session.mcp = mcp;
         self.after_response.extend(notes);
         // A model that is no longer configured falls back to the default.
@@ -361,8 +362,20 @@ impl Dispatcher {
 /// Starts a session's MCP servers (waiting a bounded time). Returns them
 /// and the notifications that name, after the answer, the servers that
 /// could not be used.
-fn start_mcp(session_id: &str, servers: &[Value]) -> (Option<Arc<McpSession>>, Vec<String>) {
-    let (configs, mut failures) = crate::mcp::parse_servers(servers);
+fn start_mcp(
+    session_id: &str,
+    servers: &[Value],
+    secrets: &crate::policy::secrets::Secrets,
+) -> (Option<Arc<McpSession>>, Vec<String>) {
+    let (mut configs, mut failures) = crate::mcp::parse_servers(servers);
+    let env_remove: Vec<String> = secrets
+        .to_remove_here()
+        .into_iter()
+        .map(|name| name.to_string_lossy().into_owned())
+        .collect();
+    for config in &mut configs {
+        config.env_remove = env_remove.clone();
+    }
     let mcp = if configs.is_empty() {
         None
     } else {

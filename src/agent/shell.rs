@@ -1,15 +1,128 @@
 //! Running `run_command`: locally in its own process group, or in the
-//! editor's terminal when the client offers one.
+//! editor's terminal when the client offers one; in both cases without the
+//! provider credentials, and inside the sandbox when the policy says so.
 
 use super::client::ClientError;
-use super::runner::{failed, safe_name, text_content, Ending, Runner};
+use super::runner::{failed, text_content, Ending, Runner};
 use crate::cancel::CancelToken;
+use crate::policy::secrets::Secrets;
 use crate::provider::ToolCallRequest;
-use crate::tools::{self, process};
+use crate::sandbox::Profile;
+use crate::tools::{self, logs, process};
 use crate::util::fence;
 use serde_json::json;
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How a command that may run is confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confinement {
+    /// As the user allowed it (or `yolo`): no sandbox.
+    None,
+    /// Judged read-only under `auto`: git's program-running configuration
+    /// turned off and, when a sandbox can be had, nothing writable but a
+    /// private temp folder, no network.
+    ReadOnly { sandboxed: bool },
+    /// Under the `sandbox` policy: the workspace writable except `.git/`,
+    /// no network.
+    Workspace,
+}
+
+/// How the session's commands start.
+pub struct Processes {
+    /// The credentials removed from every command's environment.
+    pub secrets: Arc<Secrets>,
+    /// The session's private folder (command logs, and `tmp/` for
+    /// sandboxed commands); `None` when it could not be made.
+    pub session_dir: Option<PathBuf>,
+    /// The most bytes of one command's output kept in its log.
+    pub log_cap: u64,
+    /// The Spindle binary, which is also the sandbox launcher.
+    pub launcher: Option<PathBuf>,
+    /// Whether the machine offers a sandbox.
+    pub sandbox: bool,
+}
+
+/// What a command starts with.
+pub struct Launch {
+    pub env_remove: Vec<OsString>,
+    pub env_set: Vec<(OsString, OsString)>,
+    pub sandbox: Option<(PathBuf, Profile)>,
+}
+
+impl Processes {
+    pub fn sandbox_available(&self) -> bool {
+        self.sandbox && self.launcher.is_some()
+    }
+
+    /// The environment and sandbox of a command run in `cwd`.
+    pub fn launch(
+        &self,
+        root: &Path,
+        cwd: &Path,
+        confinement: Confinement,
+    ) -> Result<Launch, String> {
+        let mut launch = Launch {
+            env_remove: self.secrets.to_remove_here(),
+            env_set: Vec::new(),
+            sandbox: None,
+        };
+        let profile = match confinement {
+            Confinement::None => return Ok(launch),
+            Confinement::ReadOnly { sandboxed } => {
+                launch.env_set.extend(
+                    crate::policy::git::neutralising_env()
+                        .into_iter()
+                        .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+                );
+                if !sandboxed {
+                    return Ok(launch);
+                }
+                Profile::default()
+            }
+            Confinement::Workspace => Profile {
+                writable: vec![root.to_path_buf()],
+                read_only: git_dirs(root, cwd),
+                network: false,
+            },
+        };
+        let Some(launcher) = &self.launcher else {
+            return Err("the sandbox is not available".into());
+        };
+        let mut profile = profile;
+        if let Some(dir) = &self.session_dir {
+            match logs::prepare_temp_dir(dir) {
+                Ok(tmp) => {
+                    launch
+                        .env_set
+                        .push(("TMPDIR".into(), tmp.clone().into_os_string()));
+                    profile.writable.push(tmp);
+                }
+                Err(error) => log::warn!("no private temp folder for the sandbox: {error}"),
+            }
+        }
+        launch.sandbox = Some((launcher.clone(), profile));
+        Ok(launch)
+    }
+}
+
+/// The `.git` entries that stay read-only in the sandbox: the workspace's
+/// and those of nested repositories between the workspace and `cwd`.
+fn git_dirs(root: &Path, cwd: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![root.join(".git")];
+    let mut dir = cwd;
+    while dir.starts_with(root) && dir != root {
+        dirs.push(dir.join(".git"));
+        match dir.parent() {
+            Some(parent) => dir = parent,
+            None => break,
+        }
+    }
+    dirs.retain(|d| d.symlink_metadata().is_ok());
+    dirs
+}
 
 impl Runner<'_> {
     pub(super) fn run_locally(
@@ -18,16 +131,19 @@ impl Runner<'_> {
         command_line: &str,
         cwd: &Path,
         timeout: Duration,
+        launch: Launch,
     ) -> Ending {
-        let log_path =
-            tools::output_dir(self.session_id).join(format!("{}.log", safe_name(&call.id)));
-        let spec = process::CommandSpec {
-            command_line: command_line.to_string(),
-            cwd: cwd.to_path_buf(),
-            timeout,
-            output_cap: tools::COMMAND_OUTPUT_CAP,
-            log_path: Some(log_path),
-        };
+        let mut spec =
+            process::CommandSpec::new(command_line, cwd, timeout, tools::COMMAND_OUTPUT_CAP);
+        spec.log_path = self
+            .processes
+            .session_dir
+            .as_ref()
+            .map(|dir| dir.join(format!("{}.log", logs::safe_name(&call.id))));
+        spec.log_cap = self.processes.log_cap;
+        spec.env_remove = launch.env_remove;
+        spec.env_set = launch.env_set;
+        spec.sandbox = launch.sandbox;
         // The editor sees the tail of the output as it arrives.
         let mut shown = String::new();
         let mut on_output = |text: &str| {
@@ -89,13 +205,49 @@ impl Runner<'_> {
         command_line: &str,
         cwd: &Path,
         timeout: Duration,
+        launch: &Launch,
     ) -> Ending {
+        // The editor's environment is not ours to clean, so the command is
+        // started through `env -u NAME …`, which removes the credentials
+        // (and sets the confinement's variables) in the terminal's process.
+        let mut args: Vec<OsString> = Vec::new();
+        for name in &launch.env_remove {
+            args.push("-u".into());
+            args.push(name.clone());
+        }
+        for (name, value) in &launch.env_set {
+            let mut pair = name.clone();
+            pair.push("=");
+            pair.push(value);
+            args.push(pair);
+        }
+        let shell_args = [OsString::from("-c"), OsString::from(command_line)];
+        match &launch.sandbox {
+            Some((launcher, profile)) => {
+                let (program, launcher_args) = crate::sandbox::launcher_command(
+                    launcher,
+                    profile,
+                    std::ffi::OsStr::new("sh"),
+                    &shell_args,
+                );
+                args.push(program.into_os_string());
+                args.extend(launcher_args);
+            }
+            None => {
+                args.push("sh".into());
+                args.extend(shell_args);
+            }
+        }
+        let args: Vec<String> = args
+            .iter()
+            .map(|arg| arg.to_string_lossy().into_owned())
+            .collect();
         let created = self.client.request(
             "terminal/create",
             json!({
                 "sessionId": self.session_id,
-                "command": "sh",
-                "args": ["-c", command_line],
+                "command": "env",
+                "args": args,
                 "cwd": cwd,
                 "outputByteLimit": tools::COMMAND_OUTPUT_CAP,
             }),

@@ -80,6 +80,11 @@ pub struct Turn {
     /// A `session_info_update` to send (and keep) first, when the session
     /// just got its title.
     pub title_update: Option<Value>,
+    /// How the session's commands start.
+    pub processes: Arc<super::shell::Processes>,
+    /// A message to show before anything else (once per session: the
+    /// sandbox policy without a sandbox).
+    pub notice: Option<String>,
 }
 
 /// What a finished turn reports to the dispatcher.
@@ -185,6 +190,13 @@ pub fn spawn(turn: Turn, events: Sender<Event>) -> std::io::Result<JoinHandle<()
             let updates = RefCell::new(Updates::new(turn.session_id.clone(), turn.writer.clone()));
             if let Some(title) = &turn.title_update {
                 updates.borrow_mut().send(title.clone());
+            }
+            if let Some(notice) = &turn.notice {
+                updates.borrow_mut().send(serde_json::json!({
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": notice},
+                    "messageId": format!("notice_{}", crate::util::random_hex()),
+                }));
             }
             let mut record = Record::begin(&turn, &updates);
             let mut sink = UpdateSink::new(&turn, &updates);
@@ -403,6 +415,7 @@ fn run(
             read_only: turn.read_only,
             policy: turn.policy,
             approvals: &mut state.approvals,
+            processes: &turn.processes,
         };
         let mut results = Vec::new();
         let mut cancelled_at = None;

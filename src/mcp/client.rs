@@ -58,7 +58,14 @@ impl Client {
         match &config.transport {
             TransportConfig::Stdio { command, args, env } => {
                 let router = Arc::new(Router::new(name));
-                let transport = StdioTransport::spawn(name, command, args, env, router.clone())?;
+                let transport = StdioTransport::spawn(
+                    name,
+                    command,
+                    args,
+                    env,
+                    &config.env_remove,
+                    router.clone(),
+                )?;
                 Client::handshake(name, Arc::new(transport), router, timeout, cancels)
             }
             TransportConfig::Http { url, headers } => {

@@ -21,6 +21,10 @@ pub struct ServerConfig {
     /// The name from the configuration; it prefixes the exposed tool names.
     pub name: String,
     pub transport: TransportConfig,
+    /// Variables removed from a stdio server's inherited environment (the
+    /// provider credentials); its own configured `env` is set after, so it
+    /// still wins.
+    pub env_remove: Vec<String>,
 }
 
 /// How to reach a server.
@@ -189,7 +193,11 @@ fn parse_one(value: &Value) -> Result<ServerConfig, String> {
         }
         other => return Err(format!("MCP servers of type `{other}` are not supported")),
     };
-    Ok(ServerConfig { name, transport })
+    Ok(ServerConfig {
+        name,
+        transport,
+        env_remove: Vec::new(),
+    })
 }
 
 /// Reads `env` or `headers` in either shape: an array of `{name, value}`

@@ -77,16 +77,22 @@ pub(crate) struct StdioTransport {
 }
 
 impl StdioTransport {
-    /// Starts `command` with `args`, adding `env` to the inherited
-    /// environment, and starts the helper threads.
+    /// Starts `command` with `args`, removing `env_remove` from the
+    /// inherited environment and adding `env`, and starts the helper
+    /// threads.
     pub(crate) fn spawn(
         name: &str,
         command: &str,
         args: &[String],
         env: &[(String, String)],
+        env_remove: &[String],
         router: Arc<Router>,
     ) -> Result<StdioTransport, McpError> {
-        let mut child = Command::new(command)
+        let mut command_builder = Command::new(command);
+        for name in env_remove {
+            command_builder.env_remove(name);
+        }
+        let mut child = command_builder
             .args(args)
             .envs(env.iter().map(|(key, value)| (key, value)))
             .stdin(Stdio::piped())

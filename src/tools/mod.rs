@@ -5,6 +5,7 @@
 
 pub mod files;
 pub mod ignore;
+pub mod logs;
 pub mod paths;
 pub mod process;
 pub mod search;
@@ -13,7 +14,7 @@ pub mod walk;
 use crate::provider::ToolSpec;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A parsed tool call.
 #[derive(Debug, Clone)]
@@ -229,18 +230,6 @@ pub fn target(tool: &Tool, root: &Path) -> Option<paths::Resolved> {
         Tool::TodoWrite(_) => return None,
     };
     Some(paths::resolve(root, given))
-}
-
-/// Where Spindle keeps the full output of commands; readable by the model
-/// without asking, since Spindle wrote it.
-pub fn output_dir(session_id: &str) -> PathBuf {
-    std::env::temp_dir()
-        .join(format!("spindle-output-{}", user_tag()))
-        .join(session_id)
-}
-
-fn user_tag() -> String {
-    std::env::var("USER").unwrap_or_else(|_| "user".into())
 }
 
 /// The tool definitions offered to the model.

@@ -41,6 +41,14 @@ pub fn resolve(root: &Path, given: &str) -> Resolved {
     }
 }
 
+/// Whether `path` is a regular file with more than one name: another name
+/// (a hard link) may be outside the workspace or inside `.git/`, so a write
+/// through this one is judged as if it were there.
+pub fn hard_linked(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.nlink() > 1)
+}
+
 /// Removes `.` and resolves `..` without touching the file system.
 pub fn normalise(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();

@@ -16,6 +16,7 @@
 //! out of reach; that is the price of using no cgroups.
 
 use crossbeam_channel::{after, bounded, never, select, Receiver, Sender};
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, PipeReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -33,9 +34,36 @@ pub struct CommandSpec {
     pub timeout: Duration,
     /// Bytes of output kept for the model (e.g. 30_000).
     pub output_cap: usize,
-    /// Where the full output is written as it arrives (created with its
-    /// parent directories); `None` keeps no full copy.
+    /// Where the output is written as it arrives (a private file, mode
+    /// 0600, in a folder that must exist); `None` keeps no copy.
     pub log_path: Option<PathBuf>,
+    /// The most bytes the log keeps: the first and last halves, with a
+    /// marker between them.
+    pub log_cap: u64,
+    /// Variables removed from the inherited environment (credentials).
+    pub env_remove: Vec<OsString>,
+    /// Variables set for the command.
+    pub env_set: Vec<(OsString, OsString)>,
+    /// Run inside the operating-system sandbox: the Spindle binary (the
+    /// launcher) and what the command may do.
+    pub sandbox: Option<(PathBuf, crate::sandbox::Profile)>,
+}
+
+impl CommandSpec {
+    /// A command with no log, the inherited environment and no sandbox.
+    pub fn new(command_line: &str, cwd: &Path, timeout: Duration, output_cap: usize) -> Self {
+        CommandSpec {
+            command_line: command_line.to_string(),
+            cwd: cwd.to_path_buf(),
+            timeout,
+            output_cap,
+            log_path: None,
+            log_cap: super::logs::DEFAULT_LOG_CAP,
+            env_remove: Vec::new(),
+            env_set: Vec::new(),
+            sandbox: None,
+        }
+    }
 }
 
 /// How a command ended and what it printed.
@@ -148,7 +176,7 @@ pub fn run(
     cancel: &Receiver<()>,
     on_output: &mut dyn FnMut(&str),
 ) -> io::Result<CommandResult> {
-    let log = open_log(spec.log_path.as_deref());
+    let log = open_log(spec.log_path.as_deref(), spec.log_cap);
     let (reader, writer) = io::pipe()?;
     let writer_err = writer.try_clone()?;
 
@@ -169,10 +197,30 @@ pub fn run(
         })?;
 
     let child = {
-        let mut command = Command::new("sh");
+        let shell_args = [OsString::from("-c"), OsString::from(&spec.command_line)];
+        let mut command = match &spec.sandbox {
+            Some((launcher, profile)) => {
+                let (program, args) = crate::sandbox::launcher_command(
+                    launcher,
+                    profile,
+                    std::ffi::OsStr::new("sh"),
+                    &shell_args,
+                );
+                let mut command = Command::new(program);
+                command.args(args);
+                command
+            }
+            None => {
+                let mut command = Command::new("sh");
+                command.args(&shell_args);
+                command
+            }
+        };
+        for name in &spec.env_remove {
+            command.env_remove(name);
+        }
         command
-            .arg("-c")
-            .arg(&spec.command_line)
+            .envs(spec.env_set.iter().map(|(k, v)| (k, v)))
             .current_dir(&spec.cwd)
             .stdin(Stdio::null())
             .stdout(writer)
@@ -249,10 +297,16 @@ pub fn run(
         }
     }
     state.stream.finish();
+    if let Some(log) = &mut state.log {
+        if let Err(err) = log.finish() {
+            log::warn!("cannot write command log {}: {err}", log.path.display());
+            state.log = None;
+        }
+    }
 
     let (output, truncated) = state
         .buffer
-        .finish(state.log.as_ref().map(|l| l.path.as_path()));
+        .finish(state.log.as_ref().map(|l| (l.path.as_path(), l.complete())));
     Ok(CommandResult {
         exit_code: state.status.and_then(|s| s.code()),
         signal: state.status.and_then(|s| s.signal()),
@@ -317,7 +371,7 @@ impl State<'_> {
     fn take(&mut self, chunk: &[u8]) {
         self.buffer.push(chunk);
         if let Some(log) = &mut self.log {
-            if let Err(err) = log.file.write_all(chunk) {
+            if let Err(err) = log.write(chunk) {
                 log::warn!("cannot write command log {}: {err}", log.path.display());
                 // The marker must not point at an incomplete log.
                 self.log = None;
@@ -348,24 +402,67 @@ fn read_chunks(mut reader: PipeReader, chunks: Sender<Vec<u8>>) {
     }
 }
 
+/// The command's log file: the first half of its cap written as output
+/// arrives, then a rolling last half kept in memory and written, after a
+/// marker, when the command ends.
 struct Log {
     file: File,
     path: PathBuf,
+    head_left: u64,
+    tail: Vec<u8>,
+    tail_cap: usize,
+    /// Bytes that went to the tail (kept or dropped).
+    tail_total: u64,
 }
 
-/// Creates the log file and its directories. A failure is logged and the
-/// command runs without a log rather than not at all.
-fn open_log(path: Option<&Path>) -> Option<Log> {
+impl Log {
+    fn write(&mut self, chunk: &[u8]) -> io::Result<()> {
+        let to_head = chunk
+            .len()
+            .min(usize::try_from(self.head_left).unwrap_or(usize::MAX));
+        if to_head > 0 {
+            self.file.write_all(&chunk[..to_head])?;
+            self.head_left -= to_head as u64;
+        }
+        let rest = &chunk[to_head..];
+        self.tail_total += rest.len() as u64;
+        self.tail.extend_from_slice(rest);
+        if self.tail.len() > self.tail_cap.max(CHUNK) * 2 {
+            self.tail.drain(..self.tail.len() - self.tail_cap);
+        }
+        Ok(())
+    }
+
+    /// Whether the log holds the whole output.
+    fn complete(&self) -> bool {
+        self.tail.len() as u64 == self.tail_total && self.tail.len() <= self.tail_cap
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        let kept = self.tail.len().min(self.tail_cap);
+        let omitted = self.tail_total - kept as u64;
+        if omitted > 0 {
+            let marker = format!("\n… [{omitted} bytes of output omitted from this log] …\n");
+            self.file.write_all(marker.as_bytes())?;
+        }
+        let tail = &self.tail[self.tail.len() - kept..];
+        self.file.write_all(tail)?;
+        self.file.flush()
+    }
+}
+
+/// Creates the log file. A failure is logged and the command runs without
+/// a log rather than not at all.
+fn open_log(path: Option<&Path>, cap: u64) -> Option<Log> {
     let path = path?;
-    let opened = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| File::create(path));
-    match opened {
+    match super::logs::create_file(path) {
         Ok(file) => Some(Log {
             file,
             path: path.to_path_buf(),
+            head_left: cap / 2,
+            tail: Vec::new(),
+            tail_cap: usize::try_from(cap - cap / 2).unwrap_or(usize::MAX),
+            tail_total: 0,
         }),
         Err(err) => {
             log::warn!("cannot create command log {}: {err}", path.display());
@@ -408,7 +505,7 @@ impl Capped {
     }
 
     /// The text for the model and whether anything was left out.
-    fn finish(&self, log_path: Option<&Path>) -> (String, bool) {
+    fn finish(&self, log: Option<(&Path, bool)>) -> (String, bool) {
         let tail = &self.tail[self.tail.len().saturating_sub(self.tail_cap)..];
         if self.total == (self.head.len() + tail.len()) as u64 {
             let mut all = self.head.clone();
@@ -422,9 +519,13 @@ impl Capped {
             .take_while(|&&b| is_continuation(b))
             .count()..];
         let omitted = self.total - (head.len() + tail.len()) as u64;
-        let marker = match log_path {
-            Some(path) => format!(
+        let marker = match log {
+            Some((path, true)) => format!(
                 "\n… [{omitted} bytes of output omitted; full output in {}] …\n",
+                path.display()
+            ),
+            Some((path, false)) => format!(
+                "\n… [{omitted} bytes of output omitted; the first and last parts are in {}] …\n",
                 path.display()
             ),
             None => format!("\n… [{omitted} bytes of output omitted] …\n"),

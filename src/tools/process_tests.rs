@@ -5,13 +5,12 @@ use super::*;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 fn spec(command_line: &str) -> CommandSpec {
-    CommandSpec {
-        command_line: command_line.to_string(),
-        cwd: std::env::temp_dir(),
-        timeout: Duration::from_secs(30),
-        output_cap: 30_000,
-        log_path: None,
-    }
+    CommandSpec::new(
+        command_line,
+        &std::env::temp_dir(),
+        Duration::from_secs(30),
+        30_000,
+    )
 }
 
 fn run_plain(spec: &CommandSpec) -> CommandResult {
@@ -173,7 +172,8 @@ fn a_panicking_callback_still_kills_the_group() {
 #[test]
 fn caps_the_output_and_logs_all_of_it() {
     let dir = scratch_dir();
-    let log = dir.join("nested").join("out.log");
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("out.log");
     let mut spec = spec("yes x | head -c 1000000");
     spec.output_cap = 1000;
     spec.log_path = Some(log.clone());
@@ -188,9 +188,31 @@ fn caps_the_output_and_logs_all_of_it() {
     assert_eq!(result.output.len(), 1000 + marker.len());
     assert!(result.output.starts_with("x\nx\n") && result.output.ends_with("x\nx\n"));
     assert_eq!(std::fs::metadata(&log).unwrap().len(), 1_000_000);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&log).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    // Over the log's cap, its head and tail are kept with a marker, and the
+    // model is told the log is not complete.
+    spec.log_cap = 10_000;
+    spec.command_line = "yes ab | head -c 999999; echo END".into();
+    let result = run_plain(&spec);
+    assert!(
+        result.output.contains("the first and last parts are in"),
+        "{}",
+        result.output
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.starts_with("ab\nab\n"), "{}", &logged[..20]);
+    assert!(logged.ends_with("ab\nEND\n"));
+    assert!(logged.contains("\n… [990003 bytes of output omitted from this log] …\n"));
+    assert!(logged.len() < 10_100, "{}", logged.len());
     std::fs::remove_dir_all(&dir).unwrap();
 
     spec.log_path = None;
+    spec.command_line = "yes x | head -c 1000000".into();
     let result = run_plain(&spec);
     assert!(result
         .output

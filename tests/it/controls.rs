@@ -320,7 +320,10 @@ fn a_new_session_offers_modes_and_every_control() {
         values(options, "agent_preset"),
         ["light", "balanced", "delivery"]
     );
-    assert_eq!(values(options, "tool_approval"), ["ask", "auto", "yolo"]);
+    assert_eq!(
+        values(options, "tool_approval"),
+        ["ask", "auto", "sandbox", "yolo"]
+    );
     let names: Vec<&Value> = option(options, "model")["options"]
         .as_array()
         .unwrap()

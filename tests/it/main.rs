@@ -7,6 +7,7 @@ mod controls;
 mod mcp;
 mod protocol;
 mod providers;
+mod sandbox;
 mod sessions;
 mod streaming;
 mod support;

@@ -31,6 +31,7 @@ pub(crate) fn config(name: &str, env: &[(&str, &str)]) -> ServerConfig {
             args: server_args(),
             env: all_env,
         },
+        env_remove: Vec::new(),
     }
 }
 

@@ -99,6 +99,7 @@ fn cancelling_an_http_call_tells_the_server() {
             url: format!("{}/mcp", server.base),
             headers: vec![],
         },
+        env_remove: Vec::new(),
     };
     let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
     let cancel = CancelToken::new();
@@ -144,6 +145,7 @@ fn an_expired_session_ends_the_connection() {
             url: format!("{}/mcp", server.base),
             headers: vec![],
         },
+        env_remove: Vec::new(),
     };
     let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
     assert!(client.is_alive());
@@ -206,6 +208,7 @@ fn http_falls_back_to_the_legacy_transport() {
             url: format!("{}/sse", fake.server.base),
             headers: vec![],
         },
+        env_remove: Vec::new(),
     };
     let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
     assert_eq!(client.protocol_version(), "2024-11-05");
@@ -224,6 +227,7 @@ fn http_failures_are_reported_without_secrets() {
             url: format!("{}/mcp", server.base),
             headers: vec![("Authorization".into(), format!("Bearer {token}"))],
         },
+        env_remove: Vec::new(),
     };
     let error = Client::connect(&config, INIT_TIMEOUT).err().unwrap();
     assert!(error.message.contains("HTTP 401"), "{error}");
@@ -237,6 +241,7 @@ fn http_failures_are_reported_without_secrets() {
             url: "http://127.0.0.1:9/sse".into(),
             headers: vec![("Authorization".into(), format!("Bearer {token}"))],
         },
+        env_remove: Vec::new(),
     };
     let error = Client::connect(&config, INIT_TIMEOUT).err().unwrap();
     assert!(

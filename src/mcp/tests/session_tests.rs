@@ -18,6 +18,7 @@ fn bad_config(name: &str) -> ServerConfig {
             args: vec![],
             env: vec![],
         },
+        env_remove: Vec::new(),
     }
 }
 

@@ -163,6 +163,7 @@ fn a_bad_command_fails_to_start() {
             args: vec![],
             env: vec![],
         },
+        env_remove: Vec::new(),
     };
     let error = Client::connect(&config, INIT_TIMEOUT)
         .err()

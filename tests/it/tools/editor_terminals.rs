@@ -22,7 +22,12 @@ fn terminals(results: Vec<(&'static str, i64, &'static str)>) -> impl FnMut(&Val
             .to_string();
         match request["method"].as_str().unwrap_or_default() {
             "terminal/create" => {
-                let line = params["args"][1].as_str().unwrap_or_default();
+                // The command is `env -u … sh -c LINE`: the line is last.
+                let line = params["args"]
+                    .as_array()
+                    .and_then(|args| args.last())
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 let Some(&(line, _, _)) = results.iter().find(|(l, _, _)| *l == line) else {
                     return Answer::error(-32603, "cannot start a shell");
                 };
@@ -91,8 +96,20 @@ fn run_command_uses_the_editors_terminal() {
     assert_eq!(creates.len(), 2, "{}", turn.dump());
     let params = &creates[0]["params"];
     assert_eq!(params["sessionId"], session);
-    assert_eq!(params["command"], "sh");
-    assert_eq!(params["args"], json!(["-c", "touch ran-locally"]));
+    // Started through `env`, which removes the provider credentials in the
+    // terminal's own process.
+    assert_eq!(params["command"], "env");
+    let args: Vec<&str> = params["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        args.windows(2).any(|w| w == ["-u", "OPENAI_API_KEY"]),
+        "{args:?}"
+    );
+    assert_eq!(args[args.len() - 3..], ["sh", "-c", "touch ran-locally"]);
     assert_eq!(params["cwd"], space.abs("sub"));
     assert_eq!(params["outputByteLimit"], 30_000);
     assert_eq!(

@@ -1,0 +1,345 @@
+//! The programs a command may run without asking under `auto`, and the
+//! options with which each of them only looks.
+//!
+//! The list is short on purpose: a missed read-only program costs one
+//! question to the user, a wrong one is a hole. Each entry says why it is
+//! safe. Programs whose every option is harmless accept any option; the
+//! others accept only the options listed, so an option added by a later
+//! version of the program asks until someone reads what it does.
+
+/// How a program's options are judged.
+pub enum Options {
+    /// No option of the program writes a file or runs another program.
+    Any,
+    /// Only the options of the table; anything else asks.
+    Only(&'static Table),
+    /// `find`: its own expression language.
+    Find,
+    /// `git`: read-only subcommands only (see `git.rs`).
+    Git,
+}
+
+/// Options a program accepts, as getopt-style syntax.
+pub struct Table {
+    /// Short options without a value, one letter each.
+    pub short: &'static str,
+    /// Short options that take a value, attached (`-k2`) or as the next word.
+    pub short_value: &'static str,
+    /// Long options without a value.
+    pub long: &'static [&'static str],
+    /// Long options that take a value: `--name=value` or `--name value`.
+    pub long_value: &'static [&'static str],
+    /// Long options whose value is optional and must be attached
+    /// (`--color` or `--color=always`).
+    pub long_optional: &'static [&'static str],
+    /// Whether `-NUMBER` is an option (`head -5`, `git log -3`).
+    pub numeric: bool,
+}
+
+/// One known program.
+pub struct Program {
+    pub name: &'static str,
+    pub options: Options,
+    /// A shell builtin in both dash and bash: no PATH lookup happens.
+    pub builtin: bool,
+}
+
+const fn any(name: &'static str) -> Program {
+    Program {
+        name,
+        options: Options::Any,
+        builtin: false,
+    }
+}
+
+const fn builtin(name: &'static str) -> Program {
+    Program {
+        name,
+        options: Options::Any,
+        builtin: true,
+    }
+}
+
+/// The known programs.
+pub const PROGRAMS: &[Program] = &[
+    // GNU coreutils that only print what they read or are told: none of
+    // their options writes a file or runs a program (checked against each
+    // program's manual). Values naming files are checked like every path.
+    any("ls"),
+    any("cat"),
+    any("head"),
+    any("tail"),
+    any("wc"),
+    any("nl"),
+    any("cut"),
+    any("tr"),
+    any("tac"),
+    any("stat"),
+    any("du"),
+    any("df"),
+    any("basename"),
+    any("dirname"),
+    any("realpath"),
+    any("readlink"),
+    any("whoami"),
+    any("id"),
+    any("uname"),
+    any("sha256sum"),
+    any("sha1sum"),
+    any("md5sum"),
+    any("which"),
+    // GNU diff and cmp compare files and print; neither runs a helper
+    // program (that is sdiff's and diff3's --diff-program, not listed).
+    any("diff"),
+    any("cmp"),
+    // GNU grep reads files and prints matches; it has no option that
+    // writes or runs anything (unlike ripgrep's --pre).
+    any("grep"),
+    any("egrep"),
+    any("fgrep"),
+    // Shell builtins that print or test; `printf -v` only sets a variable
+    // of the shell that runs this one line.
+    builtin("echo"),
+    builtin("printf"),
+    builtin("pwd"),
+    builtin("true"),
+    builtin("false"),
+    builtin("test"),
+    builtin("["),
+    // `cd` changes the directory later commands of the line start in; its
+    // operand is checked like any path and followed by the classifier.
+    builtin("cd"),
+    Program {
+        name: "sort",
+        options: Options::Only(&SORT),
+        builtin: false,
+    },
+    Program {
+        name: "rg",
+        options: Options::Only(&RG),
+        builtin: false,
+    },
+    Program {
+        name: "find",
+        options: Options::Find,
+        builtin: false,
+    },
+    Program {
+        name: "git",
+        options: Options::Git,
+        builtin: false,
+    },
+];
+
+pub fn find(name: &str) -> Option<&'static Program> {
+    PROGRAMS.iter().find(|p| p.name == name)
+}
+
+/// `sort` without `-o`/`--output` (writes a file), `-T`/
+/// `--temporary-directory` (writes there) and `--compress-program` (runs
+/// a program).
+static SORT: Table = Table {
+    short: "bdfghiMnRrsuVcCmz",
+    short_value: "ktS",
+    long: &[
+        "--ignore-leading-blanks",
+        "--dictionary-order",
+        "--ignore-case",
+        "--general-numeric-sort",
+        "--human-numeric-sort",
+        "--ignore-nonprinting",
+        "--month-sort",
+        "--numeric-sort",
+        "--random-sort",
+        "--reverse",
+        "--version-sort",
+        "--merge",
+        "--stable",
+        "--unique",
+        "--zero-terminated",
+        "--debug",
+    ],
+    long_value: &[
+        "--key",
+        "--field-separator",
+        "--buffer-size",
+        "--parallel",
+        "--sort",
+        "--files0-from",
+    ],
+    long_optional: &["--check"],
+    numeric: false,
+};
+
+/// ripgrep without `--pre`/`--pre-glob` (run a program on each file),
+/// `-z`/`--search-zip` (run decompressors) and `--hostname-bin` (runs a
+/// program); everything listed only selects, matches or formats.
+static RG: Table = Table {
+    short: "iSswvlcnNHhoqxFULab0uI.p",
+    short_value: "efgtTABCmMjErd",
+    long: &[
+        "--hidden",
+        "--no-ignore",
+        "--no-ignore-vcs",
+        "--no-ignore-parent",
+        "--no-ignore-dot",
+        "--no-ignore-global",
+        "--files",
+        "--files-with-matches",
+        "--files-without-match",
+        "--count",
+        "--count-matches",
+        "--line-number",
+        "--no-line-number",
+        "--ignore-case",
+        "--smart-case",
+        "--case-sensitive",
+        "--word-regexp",
+        "--line-regexp",
+        "--invert-match",
+        "--fixed-strings",
+        "--multiline",
+        "--multiline-dotall",
+        "--follow",
+        "--json",
+        "--no-heading",
+        "--heading",
+        "--with-filename",
+        "--no-filename",
+        "--only-matching",
+        "--quiet",
+        "--vimgrep",
+        "--column",
+        "--no-column",
+        "--no-messages",
+        "--null",
+        "--null-data",
+        "--pcre2",
+        "--trim",
+        "--stats",
+        "--text",
+        "--binary",
+        "--unrestricted",
+        "--no-config",
+        "--one-file-system",
+        "--byte-offset",
+        "--pretty",
+        "--passthru",
+        "--type-list",
+        "--sort-files",
+        "--crlf",
+        "--no-unicode",
+        "--max-columns-preview",
+        "--glob-case-insensitive",
+        "--include-zero",
+    ],
+    long_value: &[
+        "--regexp",
+        "--file",
+        "--glob",
+        "--iglob",
+        "--type",
+        "--type-not",
+        "--type-add",
+        "--after-context",
+        "--before-context",
+        "--context",
+        "--max-count",
+        "--max-columns",
+        "--max-depth",
+        "--threads",
+        "--replace",
+        "--sort",
+        "--sortr",
+        "--colors",
+        "--encoding",
+        "--engine",
+        "--path-separator",
+        "--context-separator",
+        "--field-match-separator",
+        "--field-context-separator",
+        "--max-filesize",
+        "--ignore-file",
+        "--dfa-size-limit",
+        "--regex-size-limit",
+    ],
+    long_optional: &["--color"],
+    numeric: false,
+};
+
+/// `find` expressions that only test or print. Absent on purpose:
+/// `-exec`, `-execdir`, `-ok`, `-okdir` (run programs), `-delete`
+/// (removes files), `-fprint`, `-fprint0`, `-fprintf`, `-fls` (write files).
+pub const FIND_FLAGS: &[&str] = &[
+    "-print",
+    "-print0",
+    "-ls",
+    "-prune",
+    "-quit",
+    "-true",
+    "-false",
+    "-empty",
+    "-readable",
+    "-writable",
+    "-executable",
+    "-nouser",
+    "-nogroup",
+    "-depth",
+    "-xdev",
+    "-mount",
+    "-follow",
+    "-daystart",
+    "-noleaf",
+    "-not",
+    "-a",
+    "-and",
+    "-o",
+    "-or",
+    "!",
+    "(",
+    ")",
+    ",",
+    "-ignore_readdir_race",
+    "-noignore_readdir_race",
+];
+
+/// `find` tests that take one argument; those marked are file names.
+pub const FIND_WITH_VALUE: &[(&str, bool)] = &[
+    ("-name", false),
+    ("-iname", false),
+    ("-path", false),
+    ("-ipath", false),
+    ("-wholename", false),
+    ("-iwholename", false),
+    ("-regex", false),
+    ("-iregex", false),
+    ("-regextype", false),
+    ("-type", false),
+    ("-xtype", false),
+    ("-maxdepth", false),
+    ("-mindepth", false),
+    ("-size", false),
+    ("-mtime", false),
+    ("-mmin", false),
+    ("-atime", false),
+    ("-amin", false),
+    ("-ctime", false),
+    ("-cmin", false),
+    ("-used", false),
+    ("-perm", false),
+    ("-user", false),
+    ("-group", false),
+    ("-uid", false),
+    ("-gid", false),
+    ("-links", false),
+    ("-inum", false),
+    ("-lname", false),
+    ("-ilname", false),
+    ("-fstype", false),
+    // Prints with a format; it cannot write files (that is -fprintf).
+    ("-printf", false),
+    ("-newer", true),
+    ("-anewer", true),
+    ("-cnewer", true),
+    ("-samefile", true),
+];

@@ -1,0 +1,244 @@
+//! The launcher proper: applies a profile to this fresh, single-threaded
+//! process, layer by layer, then execs the program; and the probe, which
+//! tries each layer in a throwaway child.
+//!
+//! The order matters. no_new_privs comes first (Landlock and seccomp need
+//! it, and it stops set-uid programs from shedding the sandbox); the
+//! namespaces next, while mounting is still allowed; then Landlock, which
+//! from then on also forbids any change to the mounts; seccomp last, only
+//! when no network namespace turned the network off already.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+use super::landlock::{self, Rules};
+use super::namespaces::{self, Entered, Failure};
+use super::seccomp;
+use super::{Launch, ProbeReport, Profile};
+
+/// Applies `launch.profile` and execs the program; returns only on
+/// failure.
+pub(super) fn run(launch: Launch) -> ExitCode {
+    if let Err(message) = apply(&launch.profile, launch.namespaces) {
+        eprintln!("spindle sandbox: cannot apply the sandbox, not running the command: {message}");
+        return ExitCode::from(126);
+    }
+    // execvp: the PATH lookup and the environment are the caller's.
+    let error = Command::new(&launch.program).args(&launch.args).exec();
+    eprintln!(
+        "spindle sandbox: cannot run {}: {error}",
+        launch.program.to_string_lossy()
+    );
+    ExitCode::from(if missing(&launch.program, &error) {
+        127
+    } else {
+        126
+    })
+}
+
+/// Whether the exec failed because there is no such program. execvp says
+/// EACCES when some directory of PATH cannot be searched, even if the
+/// program is nowhere; like a shell, call that "not found".
+fn missing(program: &OsStr, error: &io::Error) -> bool {
+    match error.kind() {
+        io::ErrorKind::NotFound => true,
+        io::ErrorKind::PermissionDenied if !program.as_bytes().contains(&b'/') => {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            !std::env::split_paths(&path).any(|dir| dir.join(program).exists())
+        }
+        _ => false,
+    }
+}
+
+fn apply(profile: &Profile, use_namespaces: bool) -> Result<(), String> {
+    single_threaded()?;
+    no_new_privs()?;
+    let abi = landlock::abi()?;
+    let mut writable = Vec::new();
+    for dir in &profile.writable {
+        let canonical = std::fs::canonicalize(dir)
+            .map_err(|error| format!("cannot use {} as writable: {error}", dir.display()))?;
+        writable.push(canonical);
+    }
+    // Only read-only paths inside a writable directory need anything: the
+    // rest are read-only already.
+    let read_only: Vec<PathBuf> = profile
+        .read_only
+        .iter()
+        .filter_map(|path| std::fs::canonicalize(path).ok())
+        .filter(|path| writable.iter().any(|dir| path.starts_with(dir)))
+        .collect();
+
+    let mut entered = Entered::default();
+    if use_namespaces {
+        match namespaces::enter(!profile.network, &read_only) {
+            Ok(done) => entered = done,
+            Err(Failure::Unusable(reason)) => log::debug!("sandbox without namespaces: {reason}"),
+            Err(Failure::Broken(reason)) => return Err(reason),
+        }
+        if let Some(error) = &entered.mount_error {
+            log::debug!("sandbox: read-only paths carved out by Landlock instead: {error}");
+        }
+    }
+    let carve_out: &[PathBuf] = if entered.mounted_read_only {
+        &[]
+    } else {
+        &read_only
+    };
+    landlock::restrict(
+        abi,
+        &Rules {
+            writable: &writable,
+            carve_out,
+            network: profile.network,
+        },
+    )?;
+    if !profile.network && !entered.network_isolated {
+        seccomp::deny_network()?;
+    }
+    Ok(())
+}
+
+/// Landlock and seccomp bind only the calling thread, and a user namespace
+/// needs a single-threaded process: make sure nothing started a thread.
+fn single_threaded() -> Result<(), String> {
+    // Without /proc there is nothing to count; the namespaces would then
+    // fail on their own.
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Ok(());
+    };
+    let threads = tasks.count();
+    if threads > 1 {
+        return Err(format!(
+            "the launcher must run before any thread starts, and {threads} threads are running"
+        ));
+    }
+    Ok(())
+}
+
+fn no_new_privs() -> Result<(), String> {
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes plain integers.
+    let result = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) };
+    if result != 0 {
+        return Err(format!(
+            "cannot set no_new_privs: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// Tries each layer for real, each in its own child so that nothing sticks
+/// to this process.
+pub(super) fn probe() -> ProbeReport {
+    let mut report = ProbeReport::default();
+    if let Err(error) = single_threaded() {
+        report.landlock_error = Some(error);
+        return report;
+    }
+    let temp = std::env::temp_dir();
+    let dir = if temp.is_dir() {
+        temp
+    } else {
+        PathBuf::from("/")
+    };
+    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+
+    let landlock = landlock::abi().and_then(|abi| {
+        in_child(|| {
+            no_new_privs()?;
+            let rules = Rules {
+                writable: std::slice::from_ref(&dir),
+                carve_out: &[],
+                network: false,
+            };
+            landlock::restrict(abi, &rules)
+        })
+        .map(|()| abi)
+    });
+    match landlock {
+        Ok(abi) => report.landlock = Some(abi),
+        Err(error) => report.landlock_error = Some(error),
+    }
+    match in_child(|| namespaces::probe(&dir)) {
+        Ok(()) => report.namespaces = true,
+        Err(error) => report.namespaces_error = Some(error),
+    }
+    let seccomp = in_child(|| {
+        no_new_privs()?;
+        seccomp::deny_network()?;
+        seccomp::check_filter()
+    });
+    match seccomp {
+        Ok(()) => report.seccomp = true,
+        Err(error) => report.seccomp_error = Some(error),
+    }
+    report
+}
+
+/// Runs `work` in a forked child and returns its result; the error text
+/// comes back through a pipe.
+fn in_child(work: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!("pipe: {}", io::Error::last_os_error()));
+    }
+    // SAFETY: pipe2 just opened both descriptors, owned by nothing else.
+    let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: the probe runs single-threaded (checked first), so the child
+    // may run ordinary code: no lock is held by a thread that vanished.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        drop(reader);
+        // A panic must not unwind out of the child into the parent's code.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+            .unwrap_or_else(|_| Err("the probe panicked".into()));
+        let code = match outcome {
+            Ok(()) => 0,
+            Err(message) => {
+                let _ = File::from(writer).write_all(message.as_bytes());
+                1
+            }
+        };
+        // SAFETY: _exit ends the child at once, without running exit
+        // handlers or flushing stdio buffers copied from the parent.
+        unsafe { libc::_exit(code) };
+    }
+    drop(writer);
+    let mut message = Vec::new();
+    let _ = File::from(reader).read_to_end(&mut message);
+    let status = wait(pid).map_err(|error| format!("waitpid: {error}"))?;
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        return Ok(());
+    }
+    let message = String::from_utf8_lossy(&message).into_owned();
+    if message.is_empty() {
+        Err(format!("the probe child ended with status {status}"))
+    } else {
+        Err(message)
+    }
+}
+
+fn wait(pid: libc::pid_t) -> io::Result<libc::c_int> {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a live integer waitpid writes into.
+        if unsafe { libc::waitpid(pid, &mut status, 0) } == pid {
+            return Ok(status);
+        }
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}

@@ -1,0 +1,463 @@
+//! An operating-system sandbox for the shell commands the agent runs.
+//!
+//! The agent never sandboxes itself: it starts each command through the
+//! launcher, `spindle sandbox [--write DIR]... [--read-only PATH]...
+//! [--network] -- PROGRAM ARGS...`, a fresh single-threaded process that
+//! locks itself down (no new privileges, namespaces, Landlock, seccomp; see
+//! `launcher.rs` for the order) and then execs the program. Whatever the
+//! program starts inherits the restrictions, and none of it can be undone.
+//!
+//! What the machine offers is found once per process by running
+//! `spindle sandbox --probe`, which tries each layer in a throwaway child
+//! and prints one line of JSON ([`support`]).
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(target_os = "linux")]
+mod landlock;
+#[cfg(target_os = "linux")]
+mod launcher;
+#[cfg(target_os = "linux")]
+mod namespaces;
+#[cfg(target_os = "linux")]
+mod seccomp;
+
+/// What a sandboxed command may do.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Profile {
+    /// Directories whose contents the command may create, change and
+    /// delete (the workspace, a private temp dir). Empty: a read-only
+    /// sandbox.
+    pub writable: Vec<PathBuf>,
+    /// Paths inside `writable` ones that stay read-only (the workspace's
+    /// `.git`). Missing paths are ignored.
+    pub read_only: Vec<PathBuf>,
+    /// Whether the network may be used. false = no network at all (no TCP,
+    /// no UDP, not even 127.0.0.1); AF_UNIX sockets stay allowed.
+    pub network: bool,
+}
+
+/// What this machine offers, found once per process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Support {
+    /// The Landlock ABI version, when Landlock works.
+    landlock: Option<u32>,
+    /// Whether the launcher can enter mount and network namespaces and
+    /// bind-mount paths read-only there.
+    namespaces: bool,
+    /// Whether a seccomp filter can be installed.
+    seccomp: bool,
+    /// Why a profile cannot be enforced; `None` when it can.
+    reason: Option<String>,
+}
+
+impl Support {
+    /// Whether a [`Profile`] can be enforced fully: writes limited to the
+    /// writable directories, the read-only carve-outs kept, the network off.
+    pub fn available(&self) -> bool {
+        self.reason.is_none()
+    }
+
+    /// One line for people: "Landlock ABI 7, namespaces, seccomp", or
+    /// "unavailable: …" with the reason.
+    pub fn describe(&self) -> String {
+        if let Some(reason) = &self.reason {
+            return format!("unavailable: {reason}");
+        }
+        let abi = self.landlock.unwrap_or(0);
+        match (self.namespaces, self.seccomp) {
+            (true, true) => format!("Landlock ABI {abi}, namespaces, seccomp"),
+            (true, false) => format!("Landlock ABI {abi}, namespaces"),
+            _ => format!(
+                "Landlock ABI {abi} and seccomp without namespaces: new files at the \
+                 workspace's top level are refused"
+            ),
+        }
+    }
+
+    /// The Landlock ABI version, when Landlock works.
+    pub fn landlock_abi(&self) -> Option<u32> {
+        self.landlock
+    }
+
+    /// Whether namespaces (and read-only bind mounts in them) work.
+    pub fn namespaces(&self) -> bool {
+        self.namespaces
+    }
+
+    /// Whether seccomp filters work.
+    pub fn seccomp(&self) -> bool {
+        self.seccomp
+    }
+
+    fn unavailable(reason: &str) -> Support {
+        Support {
+            landlock: None,
+            namespaces: false,
+            seccomp: false,
+            reason: Some(reason.to_string()),
+        }
+    }
+
+    fn from_report(report: ProbeReport) -> Support {
+        let reason = match report.landlock {
+            None | Some(0) => Some(
+                report
+                    .landlock_error
+                    .clone()
+                    .unwrap_or_else(|| "Landlock does not work here".to_string()),
+            ),
+            Some(_) if !report.namespaces && !report.seccomp => Some(format!(
+                "neither namespaces ({}) nor seccomp ({}) work here, so the network \
+                 cannot be turned off",
+                report.namespaces_error.as_deref().unwrap_or("failed"),
+                report.seccomp_error.as_deref().unwrap_or("failed"),
+            )),
+            Some(_) => None,
+        };
+        Support {
+            landlock: report.landlock.filter(|abi| *abi > 0),
+            namespaces: report.namespaces,
+            seccomp: report.seccomp,
+            reason,
+        }
+    }
+}
+
+/// The one line `spindle sandbox --probe` prints: each layer tried for
+/// real, with the error of those that failed.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct ProbeReport {
+    landlock: Option<u32>,
+    namespaces: bool,
+    seccomp: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    landlock_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespaces_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seccomp_error: Option<String>,
+}
+
+/// The environment variable that turns the sandbox off when it is `off`.
+const SWITCH: &str = "SPINDLE_SANDBOX";
+const DISABLED_REASON: &str = "disabled by SPINDLE_SANDBOX=off";
+
+/// What this machine offers. Probes once (the answer is cached for the
+/// process) by running `<exe> sandbox --probe` as a child; `exe` is the
+/// spindle binary. With `SPINDLE_SANDBOX=off` in the environment the answer
+/// is "unavailable" and nothing is probed.
+pub fn support(exe: &Path) -> &'static Support {
+    support_with(exe, std::env::var_os(SWITCH).as_deref())
+}
+
+/// [`support`] with the value of `SPINDLE_SANDBOX` passed in, so a test
+/// can check the switch without changing the process environment. The
+/// switch is looked at on every call, not cached, so turning the sandbox
+/// off never depends on who asked first.
+fn support_with(exe: &Path, switch: Option<&OsStr>) -> &'static Support {
+    static DISABLED: OnceLock<Support> = OnceLock::new();
+    static PROBED: OnceLock<Support> = OnceLock::new();
+    if switch.is_some_and(|value| value == "off") {
+        return DISABLED.get_or_init(|| Support::unavailable(DISABLED_REASON));
+    }
+    PROBED.get_or_init(|| run_probe(exe))
+}
+
+#[cfg(target_os = "linux")]
+fn run_probe(exe: &Path) -> Support {
+    use std::process::{Command, Stdio};
+    let output = Command::new(exe)
+        .args(["sandbox", "--probe"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    let output = match output {
+        Ok(output) => output,
+        Err(error) => {
+            return Support::unavailable(&format!(
+                "cannot run the sandbox probe {}: {error}",
+                exe.display()
+            ))
+        }
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().next().unwrap_or("");
+    match serde_json::from_str::<ProbeReport>(line) {
+        Ok(report) if output.status.success() => Support::from_report(report),
+        _ => {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            Support::unavailable(&format!(
+                "the sandbox probe failed ({}): {}",
+                output.status,
+                stderr.trim()
+            ))
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn run_probe(_exe: &Path) -> Support {
+    Support::from_report(probe_report())
+}
+
+#[cfg(not(target_os = "linux"))]
+const NO_SANDBOX: &str = "no sandbox on this operating system";
+
+/// The command line that starts `program args` inside the sandbox through
+/// the launcher: `exe sandbox --write DIR… --read-only PATH… [--network] --
+/// program args…`.
+pub fn launcher_command(
+    exe: &Path,
+    profile: &Profile,
+    program: &OsStr,
+    args: &[OsString],
+) -> (PathBuf, Vec<OsString>) {
+    let mut argv: Vec<OsString> = vec!["sandbox".into()];
+    for dir in &profile.writable {
+        argv.push("--write".into());
+        argv.push(dir.clone().into_os_string());
+    }
+    for path in &profile.read_only {
+        argv.push("--read-only".into());
+        argv.push(path.clone().into_os_string());
+    }
+    if profile.network {
+        argv.push("--network".into());
+    }
+    argv.push("--".into());
+    argv.push(program.to_os_string());
+    argv.extend(args.iter().cloned());
+    (exe.to_path_buf(), argv)
+}
+
+const USAGE: &str = "\
+usage: spindle sandbox [--write DIR]... [--read-only PATH]... [--network] -- PROGRAM [ARGS...]
+       spindle sandbox --probe";
+
+/// A parsed `spindle sandbox` command line.
+#[derive(Debug, PartialEq, Eq)]
+enum Request {
+    Probe,
+    Help,
+    Launch(Launch),
+}
+
+/// What to run and how to confine it.
+#[derive(Debug, PartialEq, Eq)]
+struct Launch {
+    profile: Profile,
+    /// false with the hidden `--no-namespaces`: Landlock and seccomp only,
+    /// as on machines without usable namespaces (for tests).
+    namespaces: bool,
+    program: OsString,
+    args: Vec<OsString>,
+}
+
+fn parse(args: Vec<OsString>) -> Result<Request, String> {
+    use lexopt::prelude::*;
+    let mut parser = lexopt::Parser::from_args(args);
+    let mut profile = Profile::default();
+    let mut namespaces = true;
+    let mut probe = false;
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Long("write") => profile
+                .writable
+                .push(parser.value().map_err(|e| e.to_string())?.into()),
+            Long("read-only") => profile
+                .read_only
+                .push(parser.value().map_err(|e| e.to_string())?.into()),
+            Long("network") => profile.network = true,
+            Long("no-namespaces") => namespaces = false,
+            Long("probe") => probe = true,
+            Short('h') | Long("help") => return Ok(Request::Help),
+            Value(program) => {
+                if probe {
+                    return Err("--probe takes no program".into());
+                }
+                let args = parser.raw_args().map_err(|e| e.to_string())?.collect();
+                return Ok(Request::Launch(Launch {
+                    profile,
+                    namespaces,
+                    program,
+                    args,
+                }));
+            }
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    if probe {
+        Ok(Request::Probe)
+    } else {
+        Err("missing the program to run".into())
+    }
+}
+
+/// The entry of `spindle sandbox …`, with the arguments after `sandbox`.
+/// Applies the sandbox to this process and execs the program, so it
+/// returns only on failure: 126 when the sandbox cannot be applied (the
+/// program never runs unconfined), 2 for a usage error, 127 when the
+/// program cannot be found. `--probe` prints the probe's JSON line and
+/// returns 0. Must run before anything in the process starts a thread.
+pub fn launcher_main(args: Vec<OsString>) -> ExitCode {
+    match parse(args) {
+        Err(message) => {
+            eprintln!("spindle sandbox: {message}\n{USAGE}");
+            ExitCode::from(2)
+        }
+        Ok(Request::Help) => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        Ok(Request::Probe) => {
+            let report = probe_report();
+            match serde_json::to_string(&report) {
+                Ok(line) => {
+                    println!("{line}");
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    eprintln!("spindle sandbox: {error}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Ok(Request::Launch(launch)) => launch_program(launch),
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn probe_report() -> ProbeReport {
+    launcher::probe()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn probe_report() -> ProbeReport {
+    ProbeReport {
+        landlock_error: Some(NO_SANDBOX.to_string()),
+        ..ProbeReport::default()
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn launch_program(launch: Launch) -> ExitCode {
+    launcher::run(launch)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn launch_program(_launch: Launch) -> ExitCode {
+    eprintln!("spindle sandbox: {NO_SANDBOX}");
+    ExitCode::from(126)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn sandbox_off_reports_unavailable_without_probing() {
+        // The executable does not exist: had it been probed, the reason
+        // would say so.
+        let support = support_with(Path::new("/nonexistent/spindle"), Some(OsStr::new("off")));
+        assert!(!support.available());
+        assert_eq!(
+            support.describe(),
+            "unavailable: disabled by SPINDLE_SANDBOX=off"
+        );
+    }
+
+    #[test]
+    fn launcher_command_round_trips_through_the_parser() {
+        let profile = Profile {
+            writable: vec!["/work/ws".into(), "/tmp/private".into()],
+            read_only: vec!["/work/ws/.git".into()],
+            network: false,
+        };
+        let (exe, argv) = launcher_command(
+            Path::new("/bin/spindle"),
+            &profile,
+            OsStr::new("bash"),
+            &strings(&["-c", "--network"]),
+        );
+        assert_eq!(exe, Path::new("/bin/spindle"));
+        assert_eq!(argv[0], "sandbox");
+        let parsed = parse(argv[1..].to_vec());
+        assert_eq!(
+            parsed,
+            Ok(Request::Launch(Launch {
+                profile,
+                namespaces: true,
+                program: "bash".into(),
+                args: strings(&["-c", "--network"]),
+            }))
+        );
+    }
+
+    #[test]
+    fn parse_stops_at_the_program() {
+        let parsed = parse(strings(&["--network", "ls", "--write", "x"]));
+        let Ok(Request::Launch(launch)) = parsed else {
+            panic!("not a launch: {parsed:?}");
+        };
+        assert!(launch.profile.network);
+        assert!(launch.profile.writable.is_empty());
+        assert_eq!(launch.args, strings(&["--write", "x"]));
+    }
+
+    #[test]
+    fn parse_refuses_usage_errors() {
+        assert!(parse(strings(&[])).is_err());
+        assert!(parse(strings(&["--write"])).is_err());
+        assert!(parse(strings(&["--bogus", "--", "ls"])).is_err());
+        assert!(parse(strings(&["--probe", "ls"])).is_err());
+        assert_eq!(parse(strings(&["--probe"])), Ok(Request::Probe));
+    }
+
+    #[test]
+    fn support_from_probe_reports() {
+        let full: ProbeReport =
+            serde_json::from_str(r#"{"landlock":7,"namespaces":true,"seccomp":true}"#)
+                .expect("valid report");
+        let full = Support::from_report(full);
+        assert!(full.available());
+        assert_eq!(full.describe(), "Landlock ABI 7, namespaces, seccomp");
+
+        let fallback = Support::from_report(ProbeReport {
+            landlock: Some(4),
+            seccomp: true,
+            ..ProbeReport::default()
+        });
+        assert!(fallback.available());
+        assert!(fallback.describe().contains("without namespaces"));
+
+        let no_landlock = Support::from_report(ProbeReport {
+            landlock_error: Some(
+                "Landlock is not enabled in this kernel (needs Linux 5.13+)".into(),
+            ),
+            namespaces: true,
+            seccomp: true,
+            ..ProbeReport::default()
+        });
+        assert!(!no_landlock.available());
+        assert_eq!(
+            no_landlock.describe(),
+            "unavailable: Landlock is not enabled in this kernel (needs Linux 5.13+)"
+        );
+
+        let no_network_layer = Support::from_report(ProbeReport {
+            landlock: Some(7),
+            ..ProbeReport::default()
+        });
+        assert!(!no_network_layer.available());
+    }
+}

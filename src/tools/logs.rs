@@ -1,0 +1,176 @@
+//! Where the full output of commands is kept: a private folder per
+//! session beside the session database (`logs/<session>/`, mode 0700,
+//! files 0600), removed with the session.
+//!
+//! It exists because command output can hold anything the workspace holds,
+//! so it must not sit in a shared, predictable folder of the system's temp
+//! directory. A folder that already exists is used only when it is a real
+//! directory (not a symlink) owned by this user and closed to others.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The default of the config's `tools.command_log_bytes`.
+pub const DEFAULT_LOG_CAP: u64 = 4 * 1024 * 1024;
+
+/// The folder of every session's logs, beside the database.
+pub fn root(db: &Path) -> PathBuf {
+    db.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| Path::new("."))
+        .join("logs")
+}
+
+/// A session's folder of logs.
+pub fn session_dir(db: &Path, session_id: &str) -> PathBuf {
+    root(db).join(safe_name(session_id))
+}
+
+/// A name safe as one path component: session and tool call ids come from
+/// the client and the model.
+pub fn safe_name(id: &str) -> String {
+    let name: String = id
+        .chars()
+        .take(128)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() {
+        "_".into()
+    } else {
+        name
+    }
+}
+
+extern "C" {
+    fn geteuid() -> u32;
+}
+
+fn my_uid() -> u32 {
+    // SAFETY: geteuid takes no arguments, cannot fail and touches no memory.
+    unsafe { geteuid() }
+}
+
+/// Creates `dir` (mode 0700) unless it exists, and checks that it is a
+/// private directory of this user.
+fn private_dir(dir: &Path) -> io::Result<()> {
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(err),
+    }
+    let meta = fs::symlink_metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(io::Error::other(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    if meta.uid() != my_uid() {
+        return Err(io::Error::other(format!(
+            "{} belongs to another user",
+            dir.display()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Creates the session's private folder (and the logs folder above it).
+pub fn prepare_session_dir(db: &Path, session_id: &str) -> io::Result<PathBuf> {
+    let root = root(db);
+    if let Some(parent) = root.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    private_dir(&root)?;
+    let dir = session_dir(db, session_id);
+    private_dir(&dir)?;
+    Ok(dir)
+}
+
+/// A private temp folder for the session's sandboxed commands.
+pub fn prepare_temp_dir(session_dir: &Path) -> io::Result<PathBuf> {
+    let dir = session_dir.join("tmp");
+    private_dir(&dir)?;
+    Ok(dir)
+}
+
+/// Creates (or truncates) a log file, mode 0600, refusing to follow a
+/// symlink planted at its name.
+pub fn create_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(O_NOFOLLOW)
+        .open(path)
+}
+
+#[cfg(target_os = "linux")]
+const O_NOFOLLOW: i32 = 0o400000;
+#[cfg(not(target_os = "linux"))]
+const O_NOFOLLOW: i32 = 0x100;
+
+/// Removes a session's logs (when the session is deleted).
+pub fn remove_session(db: &Path, session_id: &str) {
+    let dir = session_dir(db, session_id);
+    match fs::remove_dir_all(&dir) {
+        Ok(()) => {}
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+        Err(err) => log::warn!("cannot remove the logs in {}: {err}", dir.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folders_are_private_and_removed_with_the_session() {
+        let base = std::env::temp_dir().join(format!("spindle-logs-{}", crate::util::random_hex()));
+        fs::create_dir_all(&base).unwrap();
+        let db = base.join("spindle.db");
+        let dir = prepare_session_dir(&db, "../evil/id").unwrap();
+        assert!(dir.starts_with(base.join("logs")));
+        assert_eq!(dir.file_name().unwrap(), "___evil_id");
+        for path in [base.join("logs"), dir.clone()] {
+            let mode = fs::metadata(&path).unwrap().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{}", path.display());
+        }
+        let file = dir.join("call.log");
+        create_file(&file).unwrap();
+        assert_eq!(fs::metadata(&file).unwrap().mode() & 0o777, 0o600);
+        // A symlink planted at a log's name is not followed.
+        let target = base.join("target.txt");
+        fs::write(&target, "keep").unwrap();
+        std::os::unix::fs::symlink(&target, dir.join("planted.log")).unwrap();
+        assert!(create_file(&dir.join("planted.log")).is_err());
+        assert_eq!(fs::read_to_string(&target).unwrap(), "keep");
+        remove_session(&db, "../evil/id");
+        assert!(!dir.exists());
+        fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn a_folder_open_to_others_is_closed() {
+        let base = std::env::temp_dir().join(format!("spindle-logs-{}", crate::util::random_hex()));
+        fs::create_dir_all(base.join("logs")).unwrap();
+        fs::set_permissions(base.join("logs"), fs::Permissions::from_mode(0o777)).unwrap();
+        prepare_session_dir(&base.join("db"), "s").unwrap();
+        assert_eq!(
+            fs::metadata(base.join("logs")).unwrap().mode() & 0o777,
+            0o700
+        );
+        fs::remove_dir_all(base).unwrap();
+    }
+}

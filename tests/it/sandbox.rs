@@ -1,0 +1,496 @@
+//! The OS sandbox, through the real launcher: `spindle sandbox … -- bash -c
+//! SCRIPT`, with the command line built by the library's
+//! `launcher_command`. Each test first asks `spindle sandbox --probe`
+//! what the machine offers and, when a layer it needs is missing, says so
+//! on stderr and passes without checking anything.
+//!
+//! Every scenario gets a scratch tree: `ws/` (the workspace, with `.git/`
+//! and `src/`), `outside/` (a sibling that is never writable) and `tmp/`
+//! (a private temp dir). It is removed when the test passes and kept when
+//! it fails.
+
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::net::{TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use serde_json::Value;
+use spindle::sandbox::{launcher_command, support, Profile};
+
+use crate::support::{temp_dir, write_file};
+
+const SPINDLE: &str = env!("CARGO_BIN_EXE_spindle");
+/// The longest a sandboxed command (a C build included) may take.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// What `spindle sandbox --probe` found.
+struct Probe {
+    landlock: u64,
+    namespaces: bool,
+    seccomp: bool,
+    line: String,
+}
+
+fn probe() -> Probe {
+    let output = Command::new(SPINDLE)
+        .args(["sandbox", "--probe"])
+        .output()
+        .expect("cannot run spindle sandbox --probe");
+    assert!(output.status.success(), "the probe failed: {output:?}");
+    let line = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    let report: Value = serde_json::from_str(&line)
+        .unwrap_or_else(|err| panic!("the probe printed no JSON ({err}): {line}"));
+    Probe {
+        landlock: report["landlock"].as_u64().unwrap_or(0),
+        namespaces: report["namespaces"] == true,
+        seccomp: report["seccomp"] == true,
+        line,
+    }
+}
+
+/// Whether the machine has what a test needs; says why not on stderr.
+fn machine_has(test: &str, namespaces: bool, seccomp: bool) -> bool {
+    let found = probe();
+    let ok = found.landlock >= 1
+        && (found.namespaces || found.seccomp)
+        && (found.namespaces || !namespaces)
+        && (found.seccomp || !seccomp);
+    if !ok {
+        eprintln!("{test}: skipped, the sandbox here is {}", found.line);
+    }
+    ok
+}
+
+/// The scratch tree of one test.
+struct Scratch {
+    root: PathBuf,
+}
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let root = fs::canonicalize(temp_dir(&format!("sandbox-{name}")))
+            .expect("cannot canonicalize the scratch dir");
+        write_file(&root, "ws/.git/config", "[core]\n");
+        write_file(&root, "ws/.git/hooks/README", "hooks\n");
+        write_file(&root, "ws/src/lib.txt", "hello from the workspace\n");
+        fs::create_dir_all(root.join("outside")).expect("cannot create outside/");
+        fs::create_dir_all(root.join("tmp")).expect("cannot create tmp/");
+        Scratch { root }
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.root.join(relative)
+    }
+
+    /// The agent's usual profile: the workspace and the private temp dir
+    /// writable, `.git` read-only.
+    fn workspace_profile(&self, network: bool) -> Profile {
+        Profile {
+            writable: vec![self.path("ws"), self.path("tmp")],
+            read_only: vec![self.path("ws/.git")],
+            network,
+        }
+    }
+
+    /// Runs `script` with bash inside the sandbox, in `ws/`.
+    fn run(&self, profile: &Profile, script: &str) -> Output {
+        self.run_with(profile, &[], script)
+    }
+
+    /// [`Scratch::run`] with extra launcher flags (`--no-namespaces`).
+    fn run_with(&self, profile: &Profile, flags: &[&str], script: &str) -> Output {
+        let args: Vec<OsString> = vec!["-c".into(), script.into()];
+        let (exe, mut argv) =
+            launcher_command(Path::new(SPINDLE), profile, OsStr::new("bash"), &args);
+        for (at, flag) in flags.iter().enumerate() {
+            argv.insert(1 + at, flag.into());
+        }
+        let mut command = Command::new(exe);
+        command
+            .args(argv)
+            .current_dir(self.path("ws"))
+            .env("TMPDIR", self.path("tmp"))
+            .stdin(Stdio::null());
+        output_within(command, DEADLINE)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            eprintln!("scratch tree kept at {}", self.root.display());
+        } else {
+            let _ = fs::remove_dir_all(&self.root);
+        }
+    }
+}
+
+/// Runs `command` to its end, failing the test after `deadline`.
+fn output_within(mut command: Command, deadline: Duration) -> Output {
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot start spindle sandbox");
+    let (done, finished) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    match finished.recv_timeout(deadline) {
+        Ok(output) => output.expect("cannot wait for spindle sandbox"),
+        Err(_) => panic!("the sandboxed command ran longer than {deadline:?}"),
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Runs each `(script, allowed)` check in its own sandboxed bash and
+/// asserts whether it succeeded.
+fn check_all(scratch: &Scratch, profile: &Profile, flags: &[&str], checks: &[(&str, bool)]) {
+    for (script, allowed) in checks {
+        let output = scratch.run_with(profile, flags, script);
+        assert_eq!(
+            output.status.success(),
+            *allowed,
+            "`{script}` should {}; status {}, stderr: {}",
+            if *allowed { "succeed" } else { "fail" },
+            output.status,
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
+fn writes_stay_in_the_workspace_and_git_stays_read_only() {
+    if !machine_has("writes_stay_in_the_workspace", true, false) {
+        return;
+    }
+    let scratch = Scratch::new("writes");
+    let profile = scratch.workspace_profile(false);
+    let outside = scratch.path("outside");
+    check_all(
+        &scratch,
+        &profile,
+        &[],
+        &[
+            ("echo changed > src/a.txt", true),
+            ("mkdir target && echo built > target/out", true),
+            ("echo new > top-level.txt && rm top-level.txt", true),
+            (&format!("echo x > {}/b.txt", outside.display()), false),
+            ("echo x >> .git/config", false),
+            ("touch .git/hooks/x", false),
+            ("rm .git/config", false),
+            ("mv .git git-moved", false),
+            ("echo x > /etc/spindle-sandbox-test", false),
+        ],
+    );
+    assert_eq!(
+        fs::read_to_string(scratch.path("ws/src/a.txt"))
+            .ok()
+            .as_deref(),
+        Some("changed\n")
+    );
+    assert_eq!(
+        fs::read_to_string(scratch.path("ws/target/out"))
+            .ok()
+            .as_deref(),
+        Some("built\n")
+    );
+    assert_eq!(
+        fs::read_to_string(scratch.path("ws/.git/config"))
+            .ok()
+            .as_deref(),
+        Some("[core]\n")
+    );
+    assert!(!scratch.path("ws/.git/hooks/x").exists());
+    assert!(!outside.join("b.txt").exists());
+}
+
+#[test]
+fn a_read_only_sandbox_reads_but_never_writes() {
+    if !machine_has("a_read_only_sandbox", false, false) {
+        return;
+    }
+    let scratch = Scratch::new("read-only");
+    let profile = Profile::default();
+    let output = scratch.run(&profile, "cat src/lib.txt");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "hello from the workspace\n");
+    check_all(
+        &scratch,
+        &profile,
+        &[],
+        &[
+            ("echo x > src/lib.txt", false),
+            ("touch new.txt", false),
+            ("echo x > \"$TMPDIR/t\"", false),
+            ("ls /no/such/dir 2>/dev/null; echo x > /dev/null", true),
+        ],
+    );
+    assert_eq!(
+        fs::read_to_string(scratch.path("ws/src/lib.txt"))
+            .ok()
+            .as_deref(),
+        Some("hello from the workspace\n")
+    );
+    assert!(!scratch.path("ws/new.txt").exists());
+}
+
+/// A listener and a UDP socket on 127.0.0.1, and the bash lines that reach
+/// them.
+struct Servers {
+    tcp: TcpListener,
+    udp: UdpSocket,
+}
+
+impl Servers {
+    fn new() -> Servers {
+        let tcp = TcpListener::bind("127.0.0.1:0").expect("cannot bind TCP");
+        tcp.set_nonblocking(true)
+            .expect("cannot make the listener non-blocking");
+        let udp = UdpSocket::bind("127.0.0.1:0").expect("cannot bind UDP");
+        udp.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("cannot set a UDP timeout");
+        Servers { tcp, udp }
+    }
+
+    fn tcp_connect(&self) -> String {
+        let port = self.tcp.local_addr().expect("no TCP address").port();
+        format!("exec 3<>/dev/tcp/127.0.0.1/{port}")
+    }
+
+    fn udp_send(&self) -> String {
+        let port = self.udp.local_addr().expect("no UDP address").port();
+        format!("echo datagram > /dev/udp/127.0.0.1/{port}")
+    }
+
+    /// Whether a connection is waiting to be accepted (the handshake
+    /// finished before the command exited, so no wait is needed).
+    fn connection_arrived(&self) -> bool {
+        self.tcp.accept().is_ok()
+    }
+}
+
+fn assert_network_off(scratch: &Scratch, profile: &Profile, flags: &[&str]) {
+    let servers = Servers::new();
+    check_all(
+        scratch,
+        profile,
+        flags,
+        &[
+            (&servers.tcp_connect(), false),
+            (&servers.udp_send(), false),
+        ],
+    );
+    assert!(
+        !servers.connection_arrived(),
+        "a TCP connection got through"
+    );
+}
+
+#[test]
+fn the_network_is_off_unless_allowed() {
+    if !machine_has("the_network_is_off", false, false) {
+        return;
+    }
+    let scratch = Scratch::new("network");
+    assert_network_off(&scratch, &scratch.workspace_profile(false), &[]);
+
+    let servers = Servers::new();
+    check_all(
+        &scratch,
+        &scratch.workspace_profile(true),
+        &[],
+        &[(&servers.tcp_connect(), true), (&servers.udp_send(), true)],
+    );
+    assert!(
+        servers.connection_arrived(),
+        "the TCP connection never arrived"
+    );
+    let mut datagram = [0u8; 64];
+    let size = servers
+        .udp
+        .recv(&mut datagram)
+        .expect("no datagram arrived");
+    assert_eq!(&datagram[..size], b"datagram\n");
+}
+
+#[test]
+fn a_small_c_build_works_in_the_workspace() {
+    if !machine_has("a_small_c_build", false, false) {
+        return;
+    }
+    let scratch = Scratch::new("build");
+    write_file(
+        &scratch.path("ws"),
+        "main.c",
+        "#include <stdio.h>\nint main(void) { puts(\"built in the sandbox\"); return 0; }\n",
+    );
+    let output = scratch.run(
+        &scratch.workspace_profile(false),
+        "cc -o main main.c && ./main",
+    );
+    assert!(
+        output.status.success(),
+        "the build failed: {}",
+        stderr(&output)
+    );
+    assert_eq!(stdout(&output), "built in the sandbox\n");
+}
+
+#[test]
+fn the_command_cannot_gain_privileges_or_signal_outside() {
+    if !machine_has("the_command_cannot_gain_privileges", false, false) {
+        return;
+    }
+    let scratch = Scratch::new("privileges");
+    let output = scratch.run(&scratch.workspace_profile(false), "cat /proc/self/status");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("NoNewPrivs:\t1"),
+        "no_new_privs is not set: {}",
+        stdout(&output)
+    );
+    // Landlock ABI 6 scopes signals: the test process is outside.
+    if probe().landlock >= 6 {
+        let script = format!("kill -0 {}", std::process::id());
+        check_all(
+            &scratch,
+            &scratch.workspace_profile(false),
+            &[],
+            &[(&script, false)],
+        );
+    }
+}
+
+#[test]
+fn landlock_alone_keeps_git_read_only_and_the_network_off() {
+    if !machine_has("landlock_alone", false, true) {
+        return;
+    }
+    let scratch = Scratch::new("landlock-only");
+    let profile = scratch.workspace_profile(false);
+    let flags = ["--no-namespaces"];
+    check_all(
+        &scratch,
+        &profile,
+        &flags,
+        &[
+            ("echo changed > src/a.txt", true),
+            ("mkdir src/deeper && echo x > src/deeper/y", true),
+            ("echo x > \"$TMPDIR/scratch\"", true),
+            ("echo x >> .git/config", false),
+            ("touch .git/hooks/x", false),
+            // The price of no namespaces: nothing new at the top level.
+            ("touch top-level.txt", false),
+            ("echo x > ../outside/b.txt", false),
+        ],
+    );
+    assert_eq!(
+        fs::read_to_string(scratch.path("ws/.git/config"))
+            .ok()
+            .as_deref(),
+        Some("[core]\n")
+    );
+    assert_network_off(&scratch, &profile, &flags);
+    // A Unix socket still works (only other domains are refused).
+    check_all(
+        &scratch,
+        &profile,
+        &flags,
+        &[(
+            "python3 -c 'import socket; socket.socket(socket.AF_UNIX)'",
+            true,
+        )],
+    );
+}
+
+#[test]
+fn launcher_errors_have_their_own_exit_codes() {
+    let usage = Command::new(SPINDLE)
+        .args(["sandbox", "--write"])
+        .output()
+        .expect("cannot run spindle sandbox");
+    assert_eq!(usage.status.code(), Some(2), "{usage:?}");
+    assert!(
+        stderr(&usage).starts_with("spindle sandbox: "),
+        "{}",
+        stderr(&usage)
+    );
+
+    let no_program = Command::new(SPINDLE)
+        .args(["sandbox", "--network"])
+        .output()
+        .expect("cannot run spindle sandbox");
+    assert_eq!(no_program.status.code(), Some(2), "{no_program:?}");
+    assert!(stderr(&no_program).contains("missing the program"));
+
+    if !machine_has("launcher_errors", false, false) {
+        return;
+    }
+    let scratch = Scratch::new("errors");
+    let missing = Command::new(SPINDLE)
+        .args(["sandbox", "--", "spindle-no-such-program"])
+        .output()
+        .expect("cannot run spindle sandbox");
+    assert_eq!(missing.status.code(), Some(127), "{missing:?}");
+
+    // A profile that cannot be applied never runs the command.
+    let marker = scratch.path("tmp/ran");
+    let unusable = Command::new(SPINDLE)
+        .args(["sandbox", "--write", "/no/such/dir", "--", "touch"])
+        .arg(&marker)
+        .output()
+        .expect("cannot run spindle sandbox");
+    assert_eq!(unusable.status.code(), Some(126), "{unusable:?}");
+    assert!(
+        stderr(&unusable).contains("/no/such/dir"),
+        "{}",
+        stderr(&unusable)
+    );
+    assert!(!marker.exists());
+}
+
+#[test]
+fn the_library_probe_agrees_with_the_launcher() {
+    let found = probe();
+    let support = support(Path::new(SPINDLE));
+    if std::env::var_os("SPINDLE_SANDBOX").is_some_and(|value| value == "off") {
+        assert!(!support.available());
+        return;
+    }
+    let expected = found.landlock >= 1 && (found.namespaces || found.seccomp);
+    assert_eq!(support.available(), expected, "{}", support.describe());
+    if expected {
+        assert!(
+            support.describe().starts_with("Landlock ABI "),
+            "{}",
+            support.describe()
+        );
+    }
+}
+
+#[test]
+fn output_and_exit_status_pass_through() {
+    if !machine_has("output_and_exit_status", false, false) {
+        return;
+    }
+    let scratch = Scratch::new("output");
+    let output = scratch.run(
+        &scratch.workspace_profile(false),
+        "echo out; echo err >&2; exit 3",
+    );
+    assert_eq!(output.status.code(), Some(3));
+    assert_eq!(stdout(&output), "out\n");
+    assert_eq!(stderr(&output), "err\n");
+}
