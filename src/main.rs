@@ -284,6 +284,7 @@ fn run_sessions(command: SessionsCommand) -> Result<String, String> {
         },
         SessionsAction::Delete(id) => {
             if store.delete_session(&id).map_err(|e| e.0)? {
+                spindle::tools::logs::remove_session(&path, &id);
                 Ok(format!("Deleted session {id}.\n"))
             } else {
                 Err(format!("there is no session {id:?} in {}", path.display()))

@@ -78,16 +78,24 @@ where
     }
     let mut options = options;
     // A scripted run is a demo or a test: unless a database is named, its
-    // sessions live in a temporary database removed at exit, so they
-    // neither clutter the user's history nor collide with earlier runs.
+    // sessions (and their command logs) live in a private temporary folder
+    // removed at exit, so they neither clutter the user's history nor
+    // collide with earlier runs.
     let ephemeral = if options.script.is_some() && options.db.is_none() {
-        let path = std::env::temp_dir().join(format!(
-            "spindle-scripted-{}-{}.db",
+        let dir = std::env::temp_dir().join(format!(
+            "spindle-scripted-{}-{}",
             std::process::id(),
             crate::util::random_hex()
         ));
-        options.db = Some(path.clone());
-        Some(path)
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        options.db = Some(dir.join("spindle.db"));
+        Some(dir)
     } else {
         None
     };
@@ -110,12 +118,8 @@ where
     // The reader has seen EOF (that is what ends the dispatcher), so this
     // join returns at once.
     let _ = reader.join();
-    if let Some(path) = ephemeral {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let mut file = path.clone().into_os_string();
-            file.push(suffix);
-            let _ = std::fs::remove_file(file);
-        }
+    if let Some(dir) = ephemeral {
+        let _ = std::fs::remove_dir_all(dir);
     }
     dispatcher_result.map_err(|_| "the dispatcher thread panicked".to_string())
 }

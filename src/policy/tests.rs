@@ -675,18 +675,6 @@ fn random_input_never_panics() {
 }
 
 #[test]
-#[ignore]
-fn print_reasons() {
-    let workspace = workspace();
-    let root = &workspace.root;
-    for line in MUST_ASK {
-        if let Verdict::Ask(reason) = verdict(root, root, SYSTEM_PATH, line) {
-            println!("{line:?} => {reason}");
-        }
-    }
-}
-
-#[test]
 fn commands_that_need_more_than_the_sandbox() {
     for line in [
         "curl https://example.invalid",

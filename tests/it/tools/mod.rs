@@ -21,6 +21,7 @@ mod editor_files;
 mod editor_terminals;
 mod files;
 mod plan_and_steps;
+mod policy;
 mod workspace;
 
 use crate::support::{temp_dir, write_file, Agent, Answer, Turn};
@@ -86,6 +87,11 @@ impl Space {
 
     /// Starts `spindle acp --script <script> <args>`.
     fn spawn(&self, script: &Value, args: &[&str]) -> Agent {
+        self.spawn_with_env(script, args, &[])
+    }
+
+    /// `spawn` with more environment for the agent.
+    fn spawn_with_env(&self, script: &Value, args: &[&str], env: &[(&str, &str)]) -> Agent {
         let script_path = self.base.join("script.json");
         fs::write(&script_path, serde_json::to_string_pretty(script).unwrap())
             .expect("cannot write the script");
@@ -93,7 +99,9 @@ impl Space {
         let mut all = vec!["acp", "--script", script_path.as_str()];
         all.extend_from_slice(args);
         let tmp = self.tmpdir();
-        Agent::spawn(&all, &[("TMPDIR", tmp.as_str())])
+        let mut all_env = vec![("TMPDIR", tmp.as_str())];
+        all_env.extend_from_slice(env);
+        Agent::spawn(&all, &all_env)
     }
 
     /// Spawns, initializes with `capabilities` and opens a session in the
