@@ -1,0 +1,134 @@
+//! Spindle's benchmark program: measures the agent from the outside, the way
+//! an editor sees it, and prints the figures beside their targets.
+//!
+//! It asserts nothing: a missed target is printed, not failed. The exit code
+//! is non-zero only when a figure could not be measured at all (the binary is
+//! missing, the agent crashed or timed out).
+//!
+//! Usage: `bench [PATH_TO_RELEASE_BINARY]` (default `target/release/spindle`).
+//! `scripts/bench` builds everything and runs it.
+//!
+//! Figures:
+//! 1. `initialize` latency: spawn to the `initialize` response, fresh process.
+//! 2. `session/new` latency in an initialized process.
+//! 3. Peak RSS (`VmHWM`) after one scripted prompt.
+//! 4. Streaming throughput: a fake Chat Completions server streams 100,000
+//!    content chunks; chunks/s from writing the prompt to reading its answer.
+//! 5. Release binary size.
+//! 6. Agent overhead per tool round trip: a scripted prompt whose replies
+//!    call `read_file` 500 times, minus a text-only prompt, per call.
+//! 7. Search over a 10,000-file tree: a scripted prompt whose reply calls
+//!    `search` once, minus a text-only prompt, with the built-in engine and
+//!    with ripgrep.
+//! 8. Loading a session of 10,000 stored updates: one agent fills a
+//!    database with one scripted prompt whose reply alternates message and
+//!    thought chunks; fresh agents then time `session/load`, from writing
+//!    the request to reading its answer, all updates replayed before it.
+
+mod agent;
+mod cpu;
+mod fake_server;
+mod load;
+mod report;
+mod search;
+mod size;
+mod startup;
+mod stream;
+mod tools;
+mod workspace;
+
+use report::Row;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::thread;
+use std::time::Duration;
+use workspace::{Bench, Workspace};
+
+/// The prompts the tool scripts answer: the text-only baseline, and the
+/// one that plays the ordered replies with their tool calls.
+const BASELINE_PROMPT: &str = "baseline";
+const TOOLS_PROMPT: &str = "go";
+
+const INIT_TIMEOUT: Duration = Duration::from_secs(10);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+const SCRIPTED_PROMPT_TIMEOUT: Duration = Duration::from_secs(30);
+const TOOL_PROMPT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Suggested targets (figures 6 and 7): the issue asks for these figures
+/// without a number.
+const SUGGESTED: &str = "suggested; the issue sets none";
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn main() -> ExitCode {
+    let binary = PathBuf::from(
+        std::env::args_os()
+            .nth(1)
+            .unwrap_or_else(|| "target/release/spindle".into()),
+    );
+    if !binary.is_file() {
+        eprintln!(
+            "bench: no agent binary at {} (build it with `cargo build --release`)",
+            binary.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let binary = binary.canonicalize().unwrap_or(binary);
+    let work = match Workspace::create() {
+        Ok(work) => work,
+        Err(err) => {
+            eprintln!("bench: cannot create a temporary directory: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let bench = Bench { binary, work };
+
+    println!("Spindle benchmark");
+    println!("  binary: {}", bench.binary.display());
+    println!(
+        "  host:   {} CPUs, {}",
+        thread::available_parallelism().map_or(0, |n| n.get()),
+        std::env::consts::ARCH
+    );
+    println!("  (RUST_LOG is unset for the agent; sizes are MiB = 1,048,576 bytes)");
+    println!();
+
+    let mut rows: Vec<Row> = Vec::new();
+    let mut failed = false;
+
+    // 1 and 2: start-up latencies.
+    startup::report_latencies(&bench, &mut rows, &mut failed);
+    println!();
+
+    // 3: peak RSS.
+    startup::report_memory(&bench, &mut rows, &mut failed);
+    println!();
+
+    // 4: streaming throughput.
+    stream::report_throughput(&bench, &mut rows, &mut failed);
+    println!();
+
+    // 5: binary size.
+    size::report_size(&bench, &mut rows, &mut failed);
+    println!();
+
+    // 6: agent overhead per tool round trip.
+    tools::report_round_trips(&bench, &mut rows, &mut failed);
+    println!();
+
+    // 7: search over a 10,000-file tree.
+    search::report_search(&bench, &mut rows, &mut failed);
+    println!();
+
+    // 8: loading a session of 10,000 updates.
+    load::report_session_load(&bench, &mut rows, &mut failed);
+    println!();
+
+    report::print_summary(&rows);
+
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
