@@ -233,3 +233,11 @@ pub fn update_line(session_id: &str, update: SessionUpdate) -> String {
         &SessionNotification { session_id, update },
     )
 }
+
+/// Renders a stored update as the `session/update` line that replays it.
+pub fn replay_line(session_id: &str, body: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":{},"update":{body}}}}}"#,
+        serde_json::Value::String(session_id.to_string())
+    )
+}

@@ -1,69 +1,24 @@
 //! The agent: wires the reader, dispatcher, turn workers and writer
 //! together and runs until the client goes away.
+//!
+//! The folders are the threads: `dispatcher/` is the dispatcher thread and
+//! the session state it alone owns; `handlers/` are the requests it
+//! answers, one file per area; `turn/` is the turn worker and what it
+//! drives; `common/` is what both sides use.
 
-mod client;
-mod commands;
-mod content;
-pub mod controls;
+mod common;
 mod dispatcher;
-mod handshake;
-pub mod models;
-pub mod permission;
-mod prompt;
-mod prompting;
-mod runner;
-mod session;
-mod sessions;
-mod shell;
+mod handlers;
 mod turn;
-mod updates;
 
-use crate::provider::http::Timeouts;
+pub use common::options::{Options, DEFAULT_MAX_STEPS};
+pub use common::prompt::system_prompt;
+pub use common::{controls, models, permission};
+
 use crate::provider::script::Script;
-use crate::rpc::stdio::{self, Input, Output};
+use crate::rpc::stdio::{self, Output};
+use dispatcher::{Dispatcher, Event};
 use std::io::{Read, Write};
-use std::path::PathBuf;
-
-pub use prompt::system_prompt;
-
-/// Start-up choices of `spindle acp`.
-#[derive(Debug, Clone, Default)]
-pub struct Options {
-    pub model: Option<String>,
-    pub script: Option<PathBuf>,
-    /// On stdin EOF, let running turns finish instead of cancelling them.
-    pub drain: bool,
-    pub timeouts: Timeouts,
-    /// The approval policy new sessions start with (else the workspace's
-    /// last choice, the config file's default, or ask).
-    pub permissions: Option<permission::Policy>,
-    /// The execution preset new sessions start with.
-    pub preset: Option<controls::Preset>,
-    /// The config file (default: `config::default_path()`).
-    pub config: Option<PathBuf>,
-    /// The most model calls one turn may make (0: the default).
-    pub max_steps: usize,
-    /// The session database (default: `store::default_path()`).
-    pub db: Option<PathBuf>,
-}
-
-/// Model calls per turn when nothing else says.
-pub const DEFAULT_MAX_STEPS: usize = 50;
-
-/// Everything the dispatcher hears about, from the reader or a worker.
-#[derive(Debug)]
-pub enum Event {
-    Input(Input),
-    TurnEnded(turn::TurnEnd),
-    /// A turn needs the client (permission, files, terminals).
-    ClientRequest(client::OutgoingRequest),
-}
-
-impl From<Input> for Event {
-    fn from(input: Input) -> Self {
-        Event::Input(input)
-    }
-}
 
 /// Serves ACP on `input`/`output` until the input ends and the running
 /// turns are settled. Returns an error only when the agent could not start.
@@ -107,9 +62,7 @@ where
         let line_sender = line_sender.clone();
         std::thread::Builder::new()
             .name("spindle-dispatcher".into())
-            .spawn(move || {
-                dispatcher::Dispatcher::new(options, line_sender, event_sender).run(&events)
-            })
+            .spawn(move || Dispatcher::new(options, line_sender, event_sender).run(&events))
             .map_err(|e| e.to_string())?
     };
     let dispatcher_result = dispatcher.join();

@@ -7,27 +7,34 @@
 //! The worker never touches session state: it works on a snapshot of the
 //! conversation and returns what the turn added.
 
-use super::client::Client;
-use super::permission::{Approvals, Policy};
-use super::runner::Runner;
-use super::updates::Updates;
-use super::Event;
+pub mod client;
+pub mod processes;
+mod record;
+pub mod report;
+mod runner;
+mod shell;
+mod updates;
+
 use crate::acp::StopReason;
+use crate::agent::common::permission::{Approvals, Policy};
 use crate::cancel::CancelToken;
 use crate::config::Price;
-use crate::provider::{
-    Finish, Message, ModelRequest, Provider, Sink, StreamError, ToolSpec, Usage,
-};
+use crate::provider::{Finish, Message, ModelRequest, Provider, StreamError, ToolSpec, Usage};
 use crate::rpc::stdio::Output;
 use crate::rpc::{RequestId, RpcError};
-use crate::store::Store;
+use client::Client;
 use crossbeam_channel::Sender;
+use processes::Processes;
+use record::Record;
+use report::{Outbox, Report, TurnEnd};
+use runner::Runner;
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use updates::{UpdateSink, Updates};
 
 /// What a turn does.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,29 +88,10 @@ pub struct Turn {
     /// just got its title.
     pub title_update: Option<Value>,
     /// How the session's commands start.
-    pub processes: Arc<super::shell::Processes>,
+    pub processes: Arc<Processes>,
     /// A message to show before anything else (once per session: the
     /// sandbox policy without a sandbox).
     pub notice: Option<String>,
-}
-
-/// What a finished turn reports to the dispatcher.
-#[derive(Debug)]
-pub struct TurnEnd {
-    pub session_id: String,
-    pub request_id: RequestId,
-    pub result: Result<StopReason, RpcError>,
-    /// Messages the turn adds to the conversation: assistant messages (the
-    /// last one partial when the turn was cancelled or failed mid-stream)
-    /// and tool results.
-    pub added: Vec<Message>,
-    pub usage: Usage,
-    /// The session's remembered approvals, with this turn's answers.
-    pub approvals: Approvals,
-    /// What this turn's model calls cost, when prices are known.
-    pub cost: f64,
-    /// The conversation's replacement, when the turn compacted it.
-    pub replaced: Option<Vec<Message>>,
 }
 
 /// What the turn accumulates; kept outside the unwinding code so a panic
@@ -116,74 +104,7 @@ struct State {
     replaced: Option<Vec<Message>>,
 }
 
-/// The turn's place in the store: the connection and the turn number, and
-/// how much of the turn's messages is already committed.
-struct Record {
-    store: Store,
-    turn: i64,
-    committed: usize,
-}
-
-impl Record {
-    /// Opens the store and commits the start of the turn: the user's
-    /// prompt, before any provider request.
-    fn begin(turn: &Turn, updates: &RefCell<Updates>) -> Option<Record> {
-        let path = turn.db.as_ref()?;
-        let mut store = match Store::open(path) {
-            Ok(store) => store,
-            Err(error) => {
-                log::error!("turn of session {} is not stored: {error}", turn.session_id);
-                return None;
-            }
-        };
-        let mut events: Vec<String> = turn
-            .prompt_blocks
-            .iter()
-            .map(|block| {
-                json!({
-                    "sessionUpdate": "user_message_chunk",
-                    "content": block,
-                    "messageId": format!("user_{}", crate::util::random_hex()),
-                })
-                .to_string()
-            })
-            .collect();
-        events.extend(updates.borrow_mut().take_kept());
-        // Only a model turn adds the prompt to the conversation.
-        let user: Vec<Message> = match turn.kind {
-            TurnKind::Model => turn.messages.last().cloned().into_iter().collect(),
-            _ => Vec::new(),
-        };
-        match store.begin_turn(&turn.session_id, &events, &user) {
-            Ok(number) => Some(Record {
-                store,
-                turn: number,
-                committed: 0,
-            }),
-            Err(error) => {
-                log::error!(
-                    "cannot store the turn of session {}: {error}",
-                    turn.session_id
-                );
-                None
-            }
-        }
-    }
-
-    /// Commits what the turn said and added since the last commit.
-    fn step(&mut self, session_id: &str, updates: &RefCell<Updates>, added: &[Message]) {
-        let events = updates.borrow_mut().take_kept();
-        if let Err(error) =
-            self.store
-                .append(session_id, self.turn, &events, &added[self.committed..])
-        {
-            log::error!("cannot store a step of session {session_id}: {error}");
-        }
-        self.committed = added.len();
-    }
-}
-
-pub fn spawn(turn: Turn, events: Sender<Event>) -> std::io::Result<JoinHandle<()>> {
+pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("spindle-turn-{}", turn.session_id))
         .spawn(move || {
@@ -198,8 +119,19 @@ pub fn spawn(turn: Turn, events: Sender<Event>) -> std::io::Result<JoinHandle<()
                     "messageId": format!("notice_{}", crate::util::random_hex()),
                 }));
             }
-            let mut record = Record::begin(&turn, &updates);
-            let mut sink = UpdateSink::new(&turn, &updates);
+            // Only a model turn adds the prompt to the conversation.
+            let user: Vec<Message> = match turn.kind {
+                TurnKind::Model => turn.messages.last().cloned().into_iter().collect(),
+                _ => Vec::new(),
+            };
+            let mut record = Record::begin(
+                turn.db.as_deref(),
+                &turn.session_id,
+                &turn.prompt_blocks,
+                user,
+                &updates,
+            );
+            let mut sink = UpdateSink::new(turn.cancel.clone(), &updates);
             let mut state = State {
                 added: Vec::new(),
                 usage: Usage::default(),
@@ -265,7 +197,7 @@ pub fn spawn(turn: Turn, events: Sender<Event>) -> std::io::Result<JoinHandle<()
                     );
                 }
             }
-            let _ = events.send(Event::TurnEnded(TurnEnd {
+            outbox(Report::Ended(TurnEnd {
                 session_id: turn.session_id,
                 request_id: turn.request_id,
                 result,
@@ -527,72 +459,5 @@ fn answer_unrun(
         let message = Message::tool_result(&call.id, "Not run: the turn ended before it ran.");
         messages.push(message.clone());
         state.added.push(message);
-    }
-}
-
-/// Turns provider deltas into `session/update` lines and keeps the text of
-/// the current model call, so the turn can keep the (possibly partial)
-/// answer.
-struct UpdateSink<'a> {
-    updates: &'a RefCell<Updates>,
-    cancel: CancelToken,
-    message_id: String,
-    thought_id: String,
-    text: String,
-    thought: String,
-}
-
-impl<'a> UpdateSink<'a> {
-    fn new(turn: &Turn, updates: &'a RefCell<Updates>) -> UpdateSink<'a> {
-        UpdateSink {
-            updates,
-            cancel: turn.cancel.clone(),
-            message_id: String::new(),
-            thought_id: String::new(),
-            text: String::new(),
-            thought: String::new(),
-        }
-    }
-
-    /// Starts a new assistant message (one per model call), with fresh ids.
-    fn begin_message(&mut self) {
-        let id = crate::util::random_hex();
-        self.message_id = format!("msg_{id}");
-        self.thought_id = format!("thought_{id}");
-    }
-
-    /// The assistant message streamed since `begin_message`, if any.
-    fn take_message(&mut self) -> Option<Message> {
-        if self.text.is_empty() && self.thought.is_empty() {
-            None
-        } else {
-            Some(Message::assistant(
-                std::mem::take(&mut self.text),
-                std::mem::take(&mut self.thought),
-            ))
-        }
-    }
-}
-
-impl Sink for UpdateSink<'_> {
-    fn text(&mut self, delta: &str) {
-        // After a cancel the client gets nothing more of this turn.
-        if self.cancel.is_cancelled() {
-            return;
-        }
-        self.text.push_str(delta);
-        self.updates
-            .borrow_mut()
-            .chunk(false, &self.message_id, delta);
-    }
-
-    fn thought(&mut self, delta: &str) {
-        if self.cancel.is_cancelled() {
-            return;
-        }
-        self.thought.push_str(delta);
-        self.updates
-            .borrow_mut()
-            .chunk(true, &self.thought_id, delta);
     }
 }

@@ -1,13 +1,14 @@
 //! The handshake: `initialize` (what Spindle can do, and the client's
 //! capabilities) and `authenticate` (reading the provider setup again).
 
-use super::dispatcher::{decode, Dispatcher};
 use crate::acp::{self, Implementation};
+use crate::agent::dispatcher::params::decode;
+use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use serde_json::{json, Value};
 
 impl Dispatcher {
-    pub(super) fn initialize(&mut self, params: Value) -> Result<Value, RpcError> {
+    pub(in crate::agent) fn initialize(&mut self, params: Value) -> Result<Value, RpcError> {
         let request: acp::InitializeRequest = decode(params)?;
         if let Some(info) = &request.client_info {
             log::info!(
@@ -57,7 +58,7 @@ impl Dispatcher {
         Ok(serde_json::to_value(response).unwrap_or_default())
     }
 
-    pub(super) fn authenticate(&mut self, params: Value) -> Result<Value, RpcError> {
+    pub(in crate::agent) fn authenticate(&mut self, params: Value) -> Result<Value, RpcError> {
         let method_id = params
             .get("methodId")
             .and_then(Value::as_str)

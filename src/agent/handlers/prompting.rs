@@ -1,19 +1,21 @@
 //! `session/prompt`: checking the request, starting the turn worker, and
 //! answering when it reports back.
 
-use super::client::Client;
-use super::commands::{self, Builtin, Kind};
-use super::content::read_prompt;
-use super::controls::Mode;
-use super::dispatcher::{decode, Dispatcher};
-use super::models::Registry;
-use super::permission::Policy;
-use super::prompt::system_prompt;
-use super::session::{title_from, RunningTurn};
-use super::sessions::{close_interrupted_turn, internal, not_found};
-use super::shell::Processes;
-use super::turn::{self, Turn, TurnEnd, TurnKind};
+use super::close_interrupted_turn;
 use crate::acp;
+use crate::agent::common::commands::{self, Builtin, Kind};
+use crate::agent::common::content::read_prompt;
+use crate::agent::common::controls::Mode;
+use crate::agent::common::models::Registry;
+use crate::agent::common::permission::Policy;
+use crate::agent::common::prompt::system_prompt;
+use crate::agent::dispatcher::params::{decode, internal, not_found};
+use crate::agent::dispatcher::session::{title_from, RunningTurn};
+use crate::agent::dispatcher::Dispatcher;
+use crate::agent::turn::client::Client;
+use crate::agent::turn::processes::Processes;
+use crate::agent::turn::report::TurnEnd;
+use crate::agent::turn::{self, Turn, TurnKind};
 use crate::cancel::CancelToken;
 use crate::provider::Message;
 use crate::rpc::{RequestId, RpcError};
@@ -23,7 +25,11 @@ use std::sync::Arc;
 impl Dispatcher {
     /// Starts a turn. An `Err` is answered at once; on success the worker's
     /// report produces the answer.
-    pub(super) fn prompt(&mut self, id: &RequestId, params: Value) -> Result<(), RpcError> {
+    pub(in crate::agent) fn prompt(
+        &mut self,
+        id: &RequestId,
+        params: Value,
+    ) -> Result<(), RpcError> {
         let request: acp::PromptRequest = decode(params.clone())?;
         let session_id = request.session_id;
         match self.sessions.get_mut(&session_id) {
@@ -107,6 +113,7 @@ impl Dispatcher {
             .as_deref()
             .map(|exe| crate::sandbox::support(exe).describe())
             .unwrap_or_else(|| "the Spindle binary cannot be found".into());
+        let outbox = self.outbox();
         let Some(session) = self.sessions.get_mut(&session_id) else {
             return Err(not_found(&session_id));
         };
@@ -183,7 +190,7 @@ impl Dispatcher {
         let client = Client::new(
             session.id.clone(),
             capabilities,
-            self.events.clone(),
+            outbox.clone(),
             cancel.clone(),
         );
         let turn = Turn {
@@ -215,7 +222,7 @@ impl Dispatcher {
             processes,
             notice,
         };
-        match turn::spawn(turn, self.events.clone()) {
+        match turn::spawn(turn, outbox) {
             Ok(handle) => {
                 session.running = Some(RunningTurn {
                     request_id: id.clone(),
@@ -236,7 +243,7 @@ impl Dispatcher {
         }
     }
 
-    pub(super) fn on_turn_end(&mut self, end: TurnEnd) {
+    pub(in crate::agent) fn on_turn_end(&mut self, end: TurnEnd) {
         self.forget_requests_of(&end.session_id);
         let mut settings = None;
         let mut remove = false;
@@ -452,7 +459,11 @@ impl Dispatcher {
 impl Dispatcher {
     /// How the commands of a session's next turn start: its private folder
     /// for logs (made now), the credentials to remove, the sandbox.
-    pub(super) fn processes_for(&self, session_id: &str, registry: &Registry) -> Processes {
+    pub(in crate::agent) fn processes_for(
+        &self,
+        session_id: &str,
+        registry: &Registry,
+    ) -> Processes {
         let session_dir = match crate::tools::logs::prepare_session_dir(&self.db_path, session_id) {
             Ok(dir) => Some(dir),
             Err(error) => {

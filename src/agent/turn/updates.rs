@@ -1,11 +1,15 @@
 //! The one path a turn's `session/update`s take: written to the client at
 //! once, and kept (chunks of one message merged) until the turn commits
-//! them to the store at its next step boundary.
+//! them to the store at its next step boundary; `UpdateSink` feeds it the
+//! provider's text and thought deltas.
 
 use crate::acp::{self, ContentBlock, SessionUpdate};
+use crate::cancel::CancelToken;
+use crate::provider::{Message, Sink};
 use crate::rpc::{self, stdio::Output};
 use crossbeam_channel::Sender;
 use serde_json::{json, Value};
+use std::cell::RefCell;
 
 /// An update waiting to be stored.
 enum Kept {
@@ -114,17 +118,77 @@ impl Updates {
     }
 }
 
-/// Renders a stored update as the `session/update` line that replays it.
-pub fn replay_line(session_id: &str, body: &str) -> String {
-    format!(
-        r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":{},"update":{body}}}}}"#,
-        Value::String(session_id.to_string())
-    )
+/// Turns provider deltas into `session/update` lines and keeps the text of
+/// the current model call, so the turn can keep the (possibly partial)
+/// answer.
+pub struct UpdateSink<'a> {
+    pub updates: &'a RefCell<Updates>,
+    cancel: CancelToken,
+    pub message_id: String,
+    thought_id: String,
+    text: String,
+    thought: String,
+}
+
+impl<'a> UpdateSink<'a> {
+    pub fn new(cancel: CancelToken, updates: &'a RefCell<Updates>) -> UpdateSink<'a> {
+        UpdateSink {
+            updates,
+            cancel,
+            message_id: String::new(),
+            thought_id: String::new(),
+            text: String::new(),
+            thought: String::new(),
+        }
+    }
+
+    /// Starts a new assistant message (one per model call), with fresh ids.
+    pub fn begin_message(&mut self) {
+        let id = crate::util::random_hex();
+        self.message_id = format!("msg_{id}");
+        self.thought_id = format!("thought_{id}");
+    }
+
+    /// The assistant message streamed since `begin_message`, if any.
+    pub fn take_message(&mut self) -> Option<Message> {
+        if self.text.is_empty() && self.thought.is_empty() {
+            None
+        } else {
+            Some(Message::assistant(
+                std::mem::take(&mut self.text),
+                std::mem::take(&mut self.thought),
+            ))
+        }
+    }
+}
+
+impl Sink for UpdateSink<'_> {
+    fn text(&mut self, delta: &str) {
+        // After a cancel the client gets nothing more of this turn.
+        if self.cancel.is_cancelled() {
+            return;
+        }
+        self.text.push_str(delta);
+        self.updates
+            .borrow_mut()
+            .chunk(false, &self.message_id, delta);
+    }
+
+    fn thought(&mut self, delta: &str) {
+        if self.cancel.is_cancelled() {
+            return;
+        }
+        self.thought.push_str(delta);
+        self.updates
+            .borrow_mut()
+            .chunk(true, &self.thought_id, delta);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::acp::replay_line;
 
     #[test]
     fn chunks_of_one_message_are_kept_merged() {

@@ -1,92 +1,17 @@
-//! Session controls: modes (`session/set_mode`) and config options
-//! (`session/set_config_option`) — model, effort, execution preset, tool
-//! approval and mode — always sent as the complete list.
+//! Session controls as the client sees them: modes (`session/set_mode`)
+//! and config options (`session/set_config_option`) — model, effort,
+//! execution preset, tool approval and mode — always sent as the complete
+//! list, and how a change is applied.
 
-use super::dispatcher::{decode, Dispatcher};
-use super::models::{ModelEntry, Registry};
-use super::permission::Policy;
-use super::session::Session;
-use super::sessions::not_found;
+use crate::agent::common::controls::{Mode, Preset};
+use crate::agent::common::models::{ModelEntry, Registry};
+use crate::agent::common::permission::Policy;
+use crate::agent::dispatcher::params::{decode, not_found};
+use crate::agent::dispatcher::session::Session;
+use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
-
-/// Session modes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Full tools.
-    #[default]
-    Normal,
-    /// Read-only tools; the model plans with todo_write and changes nothing.
-    Plan,
-}
-
-impl Mode {
-    pub fn id(self) -> &'static str {
-        match self {
-            Mode::Normal => "normal",
-            Mode::Plan => "plan",
-        }
-    }
-}
-
-/// Execution presets: how long a turn may run, how hard the model thinks
-/// by default, and how much it verifies before answering.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Preset {
-    Light,
-    #[default]
-    Balanced,
-    Delivery,
-}
-
-impl Preset {
-    pub fn parse(text: &str) -> Option<Preset> {
-        match text {
-            "light" | "economy" => Some(Preset::Light),
-            "balanced" => Some(Preset::Balanced),
-            "delivery" => Some(Preset::Delivery),
-            _ => None,
-        }
-    }
-
-    pub fn id(self) -> &'static str {
-        match self {
-            Preset::Light => "light",
-            Preset::Balanced => "balanced",
-            Preset::Delivery => "delivery",
-        }
-    }
-
-    /// Model calls per turn.
-    pub fn step_budget(self) -> usize {
-        match self {
-            Preset::Light => 20,
-            Preset::Balanced => 50,
-            Preset::Delivery => 100,
-        }
-    }
-
-    /// The effort used when the session's effort is `auto`.
-    pub fn default_effort(self) -> &'static str {
-        match self {
-            Preset::Light => "low",
-            Preset::Balanced => "medium",
-            Preset::Delivery => "high",
-        }
-    }
-
-    /// What the system prompt asks about verification.
-    pub fn instructions(self) -> &'static str {
-        match self {
-            Preset::Light => "Work economically: make the change asked for with as few steps as possible; verify only when it is cheap.",
-            Preset::Balanced => "Verify your changes where it is reasonable (build or run the relevant tests) before you answer.",
-            Preset::Delivery => "Deliver finished work: after changing code, build it and run the relevant tests, fix what fails, and only then answer, saying what you verified.",
-        }
-    }
-}
 
 fn option(
     id: &str,
@@ -336,7 +261,7 @@ fn apply(
 }
 
 impl Dispatcher {
-    pub(super) fn set_config_option(&mut self, params: Value) -> Result<Value, RpcError> {
+    pub(in crate::agent) fn set_config_option(&mut self, params: Value) -> Result<Value, RpcError> {
         let request: SetConfigOption = decode(params)?;
         let Some(value) = request.value.as_str() else {
             return Err(RpcError::invalid_params(format!(
@@ -368,7 +293,7 @@ impl Dispatcher {
     /// A change made on the agent's side (a slash command): applied like
     /// the config option, then told to the client with
     /// `config_option_update` (and `current_mode_update` for the mode).
-    pub(super) fn change_option(
+    pub(in crate::agent) fn change_option(
         &mut self,
         session_id: &str,
         registry: &Registry,
@@ -394,7 +319,7 @@ impl Dispatcher {
         Ok(())
     }
 
-    pub(super) fn set_mode(&mut self, params: Value) -> Result<Value, RpcError> {
+    pub(in crate::agent) fn set_mode(&mut self, params: Value) -> Result<Value, RpcError> {
         let request: SetMode = decode(params)?;
         let registry = self.registry()?;
         let Some(session) = self

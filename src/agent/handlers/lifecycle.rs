@@ -1,21 +1,20 @@
 //! Session lifecycle requests: new, load (with replay), resume, list,
 //! close and delete — the dispatcher's side of the session store.
 
+use super::close_interrupted_turn;
 use super::controls::{config_options, effort_values, modes};
-use super::dispatcher::{check_cwd, decode, Dispatcher};
-use super::models::Registry;
-use super::permission::Policy;
-use super::session::{
+use crate::acp;
+use crate::agent::common::models::Registry;
+use crate::agent::common::permission::Policy;
+use crate::agent::dispatcher::params::{check_cwd, decode, internal, not_found};
+use crate::agent::dispatcher::session::{
     redact_mcp_servers, valid_client_session_id, Session, Settings, WorkspaceDefaults,
 };
-use super::updates::replay_line;
-use crate::acp;
+use crate::agent::dispatcher::Dispatcher;
 use crate::mcp::McpSession;
-use crate::provider::{Message, Role};
-use crate::rpc::{code, RpcError};
-use crate::store::{self, Store};
+use crate::rpc::RpcError;
+use crate::store;
 use serde_json::{json, Value};
-use std::collections::HashSet;
 use std::sync::Arc;
 
 /// Sessions per `session/list` page.
@@ -25,16 +24,8 @@ const PAGE_SIZE: usize = 50;
 /// ones finish starting in the background.
 const MCP_START_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
 
-pub(super) fn not_found(session_id: &str) -> RpcError {
-    RpcError::new(
-        code::RESOURCE_NOT_FOUND,
-        format!("Resource not found: there is no session {session_id:?}"),
-    )
-    .with_data(json!({"uri": format!("spindle:session/{session_id}")}))
-}
-
 impl Dispatcher {
-    pub(super) fn new_session(&mut self, params: Value) -> Result<Value, RpcError> {
+    pub(in crate::agent) fn new_session(&mut self, params: Value) -> Result<Value, RpcError> {
         let request: acp::NewSessionRequest = decode(params)?;
         let cwd = check_cwd(&request.cwd)?;
         let requested = request
@@ -146,7 +137,7 @@ impl Dispatcher {
                 defaults
                     .preset
                     .as_deref()
-                    .and_then(super::controls::Preset::parse)
+                    .and_then(crate::agent::common::controls::Preset::parse)
             })
             .unwrap_or_default();
         session.policy = self
@@ -158,7 +149,11 @@ impl Dispatcher {
     }
 
     /// `session/load` (with `replay`) and `session/resume` (without).
-    pub(super) fn load_session(&mut self, params: Value, replay: bool) -> Result<Value, RpcError> {
+    pub(in crate::agent) fn load_session(
+        &mut self,
+        params: Value,
+        replay: bool,
+    ) -> Result<Value, RpcError> {
         let request: acp::LoadSessionRequest = decode(params)?;
         if replay && request.mcp_servers.is_none() {
             return Err(RpcError::invalid_params("missing field `mcpServers`"));
@@ -195,7 +190,7 @@ impl Dispatcher {
             if replay {
                 let events = self.store()?.events(&id).map_err(internal)?;
                 for body in events {
-                    self.send_line(replay_line(&id, &body));
+                    self.send_line(acp::replay_line(&id, &body));
                 }
             }
             self.announce_commands(&id);
@@ -250,7 +245,7 @@ impl Dispatcher {
         session.stored_messages = messages.len() as i64;
         session.messages = messages;
         for body in events {
-            self.send_line(replay_line(&id, &body));
+            self.send_line(acp::replay_line(&id, &body));
         }
         let response = json!({
             "modes": modes(&session),
@@ -261,7 +256,7 @@ impl Dispatcher {
         Ok(response)
     }
 
-    pub(super) fn list_sessions(&mut self, params: Value) -> Result<Value, RpcError> {
+    pub(in crate::agent) fn list_sessions(&mut self, params: Value) -> Result<Value, RpcError> {
         let request: acp::ListSessionsRequest = decode(params)?;
         if let Some(cwd) = &request.cwd {
             if !std::path::Path::new(cwd).is_absolute() {
@@ -315,7 +310,7 @@ impl Dispatcher {
         Ok(result)
     }
 
-    pub(super) fn close_session(&mut self, params: Value) -> Result<Value, RpcError> {
+    pub(in crate::agent) fn close_session(&mut self, params: Value) -> Result<Value, RpcError> {
         let request: acp::SessionIdRequest = decode(params)?;
         let id = request.session_id;
         if self.sessions.contains_key(&id) {
@@ -328,7 +323,7 @@ impl Dispatcher {
         }
     }
 
-    pub(super) fn delete_session(&mut self, params: Value) -> Result<Value, RpcError> {
+    pub(in crate::agent) fn delete_session(&mut self, params: Value) -> Result<Value, RpcError> {
         let request: acp::SessionIdRequest = decode(params)?;
         let id = request.session_id;
         if self.sessions.contains_key(&id) {
@@ -399,77 +394,4 @@ fn start_mcp(
         })
         .collect();
     (mcp, notes)
-}
-
-pub(super) fn internal(error: store::StoreError) -> RpcError {
-    RpcError::internal(error.0).with_data(json!({"code": "store_error"}))
-}
-
-/// Marks a cut-off turn as interrupted: every tool call it showed without a
-/// final status gets one, the transcript says the turn was interrupted, and
-/// the conversation gets an answer for every tool call the model made.
-pub(super) fn close_interrupted_turn(
-    store: &mut Store,
-    id: &str,
-    turn: i64,
-) -> Result<(), RpcError> {
-    let mut open: Vec<String> = Vec::new();
-    let mut finished: HashSet<String> = HashSet::new();
-    for body in store.events(id).map_err(internal)? {
-        let Ok(event) = serde_json::from_str::<Value>(&body) else {
-            continue;
-        };
-        let Some(call_id) = event["toolCallId"].as_str() else {
-            continue;
-        };
-        match event["sessionUpdate"].as_str() {
-            Some("tool_call") => open.push(call_id.to_string()),
-            Some("tool_call_update")
-                if matches!(event["status"].as_str(), Some("completed" | "failed")) =>
-            {
-                finished.insert(call_id.to_string());
-            }
-            _ => {}
-        }
-    }
-    let note = "Interrupted: Spindle stopped before this finished.";
-    let mut events: Vec<String> = open
-        .iter()
-        .filter(|call| !finished.contains(*call))
-        .map(|call| {
-            json!({
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": call,
-                "status": "failed",
-                "content": [{"type": "content", "content": {"type": "text", "text": note}}],
-            })
-            .to_string()
-        })
-        .collect();
-    events.push(
-        json!({
-            "sessionUpdate": "agent_message_chunk",
-            "content": {"type": "text", "text": "\n\n_(This turn was interrupted: Spindle stopped before it finished.)_"},
-            "messageId": format!("interrupted_{turn}"),
-        })
-        .to_string(),
-    );
-    let messages = store.messages(id).map_err(internal)?;
-    let mut answers = Vec::new();
-    if let Some(last_call) = messages.iter().rposition(|m| !m.tool_calls.is_empty()) {
-        let answered: HashSet<&str> = messages[last_call + 1..]
-            .iter()
-            .filter(|m| m.role == Role::Tool)
-            .filter_map(|m| m.tool_call_id.as_deref())
-            .collect();
-        for call in &messages[last_call].tool_calls {
-            if !answered.contains(call.id.as_str()) {
-                answers.push(Message::tool_result(&call.id, note));
-            }
-        }
-    }
-    log::info!("turn {turn} of session {id} was interrupted; closing it");
-    store
-        .mark_interrupted(id, turn, &events, &answers)
-        .map_err(internal)
 }

@@ -3,129 +3,19 @@
 //! provider credentials, and inside the sandbox when the policy says so.
 
 use super::client::ClientError;
+use super::processes::Launch;
 use super::runner::{failed, text_content, Ending, Runner};
 use crate::cancel::CancelToken;
-use crate::policy::secrets::Secrets;
 use crate::provider::ToolCallRequest;
-use crate::sandbox::Profile;
 use crate::tools::{self, logs, process};
 use crate::util::fence;
 use serde_json::json;
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// How a command that may run is confined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Confinement {
-    /// As the user allowed it (or `yolo`): no sandbox.
-    None,
-    /// Judged read-only under `auto`: git's program-running configuration
-    /// turned off and, when a sandbox can be had, nothing writable but a
-    /// private temp folder, no network.
-    ReadOnly { sandboxed: bool },
-    /// Under the `sandbox` policy: the workspace writable except `.git/`,
-    /// no network.
-    Workspace,
-}
-
-/// How the session's commands start.
-pub struct Processes {
-    /// The credentials removed from every command's environment.
-    pub secrets: Arc<Secrets>,
-    /// The session's private folder (command logs, and `tmp/` for
-    /// sandboxed commands); `None` when it could not be made.
-    pub session_dir: Option<PathBuf>,
-    /// The most bytes of one command's output kept in its log.
-    pub log_cap: u64,
-    /// The Spindle binary, which is also the sandbox launcher.
-    pub launcher: Option<PathBuf>,
-    /// Whether the machine offers a sandbox.
-    pub sandbox: bool,
-}
-
-/// What a command starts with.
-pub struct Launch {
-    pub env_remove: Vec<OsString>,
-    pub env_set: Vec<(OsString, OsString)>,
-    pub sandbox: Option<(PathBuf, Profile)>,
-}
-
-impl Processes {
-    pub fn sandbox_available(&self) -> bool {
-        self.sandbox && self.launcher.is_some()
-    }
-
-    /// The environment and sandbox of a command run in `cwd`.
-    pub fn launch(
-        &self,
-        root: &Path,
-        cwd: &Path,
-        confinement: Confinement,
-    ) -> Result<Launch, String> {
-        let mut launch = Launch {
-            env_remove: self.secrets.to_remove_here(),
-            env_set: Vec::new(),
-            sandbox: None,
-        };
-        let profile = match confinement {
-            Confinement::None => return Ok(launch),
-            Confinement::ReadOnly { sandboxed } => {
-                launch.env_set.extend(
-                    crate::policy::git::neutralising_env()
-                        .into_iter()
-                        .map(|(k, v)| (OsString::from(k), OsString::from(v))),
-                );
-                if !sandboxed {
-                    return Ok(launch);
-                }
-                Profile::default()
-            }
-            Confinement::Workspace => Profile {
-                writable: vec![root.to_path_buf()],
-                read_only: git_dirs(root, cwd),
-                network: false,
-            },
-        };
-        let Some(launcher) = &self.launcher else {
-            return Err("the sandbox is not available".into());
-        };
-        let mut profile = profile;
-        if let Some(dir) = &self.session_dir {
-            match logs::prepare_temp_dir(dir) {
-                Ok(tmp) => {
-                    launch
-                        .env_set
-                        .push(("TMPDIR".into(), tmp.clone().into_os_string()));
-                    profile.writable.push(tmp);
-                }
-                Err(error) => log::warn!("no private temp folder for the sandbox: {error}"),
-            }
-        }
-        launch.sandbox = Some((launcher.clone(), profile));
-        Ok(launch)
-    }
-}
-
-/// The `.git` entries that stay read-only in the sandbox: the workspace's
-/// and those of nested repositories between the workspace and `cwd`.
-fn git_dirs(root: &Path, cwd: &Path) -> Vec<PathBuf> {
-    let mut dirs = vec![root.join(".git")];
-    let mut dir = cwd;
-    while dir.starts_with(root) && dir != root {
-        dirs.push(dir.join(".git"));
-        match dir.parent() {
-            Some(parent) => dir = parent,
-            None => break,
-        }
-    }
-    dirs.retain(|d| d.symlink_metadata().is_ok());
-    dirs
-}
-
 impl Runner<'_> {
-    pub(super) fn run_locally(
+    pub(in crate::agent) fn run_locally(
         &self,
         call: &ToolCallRequest,
         command_line: &str,
@@ -199,7 +89,7 @@ impl Runner<'_> {
         }
     }
 
-    pub(super) fn run_in_terminal(
+    pub(in crate::agent) fn run_in_terminal(
         &self,
         call: &ToolCallRequest,
         command_line: &str,

@@ -6,22 +6,13 @@
 //! races the turn's cancel signal, so a client that never answers cannot
 //! hold a cancelled turn.
 
-use super::Event;
+use super::report::{Outbox, OutgoingRequest, Report};
 use crate::acp::ClientCapabilities;
 use crate::cancel::CancelToken;
 use crate::rpc::RpcError;
-use crossbeam_channel::{select, Sender};
+use crossbeam_channel::select;
 use serde_json::Value;
 use std::path::Path;
-
-/// A request on its way to the client, with where its answer goes.
-#[derive(Debug)]
-pub struct OutgoingRequest {
-    pub session_id: String,
-    pub method: &'static str,
-    pub params: Value,
-    pub reply: Sender<Result<Value, RpcError>>,
-}
 
 /// Why a client request gave no result.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,7 +40,7 @@ impl std::fmt::Display for ClientError {
 pub struct Client {
     pub session_id: String,
     pub capabilities: ClientCapabilities,
-    events: Sender<Event>,
+    outbox: Outbox,
     cancel: CancelToken,
 }
 
@@ -57,13 +48,13 @@ impl Client {
     pub fn new(
         session_id: String,
         capabilities: ClientCapabilities,
-        events: Sender<Event>,
+        outbox: Outbox,
         cancel: CancelToken,
     ) -> Client {
         Client {
             session_id,
             capabilities,
-            events,
+            outbox,
             cancel,
         }
     }
@@ -91,7 +82,7 @@ impl Client {
             params,
             reply,
         };
-        if self.events.send(Event::ClientRequest(request)).is_err() {
+        if !(self.outbox)(Report::Request(request)) {
             return Err(ClientError::Gone);
         }
         select! {
@@ -120,7 +111,7 @@ impl Client {
             params,
             reply,
         };
-        if self.events.send(Event::ClientRequest(request)).is_err() {
+        if !(self.outbox)(Report::Request(request)) {
             return Err(ClientError::Gone);
         }
         match answer.recv_timeout(std::time::Duration::from_secs(2)) {

@@ -2,7 +2,7 @@
 //! models they offer, built from the config file (or the environment) and
 //! the command line. Model ids are `provider/model`.
 
-use super::Options;
+use super::options::Options;
 use crate::config::{Config, ModelConfig, ProviderKind};
 use crate::provider::http::Timeouts;
 use crate::provider::openai::ChatCompletions;

@@ -6,9 +6,9 @@
 //! whatever happens (rejection, error, cancel).
 
 use super::client::{Client, ClientError};
-use super::permission::{decide, Action, Approvals, Decision, Policy};
-use super::shell::{Confinement, Processes};
+use super::processes::{Confinement, Processes};
 use super::updates::Updates;
+use crate::agent::common::permission::{decide, Action, Approvals, Decision, Policy};
 use crate::cancel::CancelToken;
 use crate::provider::ToolCallRequest;
 use crate::tools::{self, files, paths, search, walk, Tool};
@@ -41,17 +41,17 @@ pub struct Runner<'a> {
 }
 
 /// How one call ended, before it is reported.
-pub(super) enum Ending {
+pub(in crate::agent) enum Ending {
     Completed { text: String, content: Vec<Value> },
     Failed { text: String, content: Vec<Value> },
     Cancelled,
 }
 
-pub(super) fn text_content(text: &str) -> Value {
+pub(in crate::agent) fn text_content(text: &str) -> Value {
     json!({"type": "content", "content": {"type": "text", "text": text}})
 }
 
-pub(super) fn failed(text: impl Into<String>) -> Ending {
+pub(in crate::agent) fn failed(text: impl Into<String>) -> Ending {
     let text = text.into();
     Ending::Failed {
         content: vec![text_content(&text)],
@@ -60,7 +60,7 @@ pub(super) fn failed(text: impl Into<String>) -> Ending {
 }
 
 impl Runner<'_> {
-    pub(super) fn update(&self, update: Value) {
+    pub(in crate::agent) fn update(&self, update: Value) {
         self.updates.borrow_mut().send(update);
     }
 

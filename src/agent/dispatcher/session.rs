@@ -1,7 +1,7 @@
 //! Session state, owned by the dispatcher alone.
 
-use super::controls::{Mode, Preset};
-use super::permission::{Approvals, Policy};
+use crate::agent::common::controls::{Mode, Preset};
+use crate::agent::common::permission::{Approvals, Policy};
 use crate::cancel::CancelToken;
 use crate::provider::{Message, Usage};
 use crate::rpc::RequestId;

@@ -1,60 +1,72 @@
-//! The dispatcher: the one thread that owns session state. It answers quick
-//! requests itself, starts a turn worker per prompt, forwards cancels, and
-//! answers each prompt when its worker reports back.
+//! The dispatcher: the one thread that owns session state. It reads the
+//! events (the client's messages, the turns' reports), hands each request
+//! to its handler (`handlers/`), starts a turn worker per prompt, forwards
+//! cancels, routes the client's answers to the turns that asked, and keeps
+//! the store and the model registry. `session.rs` is the session record it
+//! owns, `outgoing.rs` the table of requests waiting for the client,
+//! `params.rs` how handlers read params and name errors.
 
-use super::client::OutgoingRequest;
-use super::models::Registry;
-use super::session::Session;
-use super::{Event, Options};
-use crate::acp::{self, method, ClientCapabilities};
+mod outgoing;
+pub mod params;
+pub mod session;
+
+use crate::acp::{method, ClientCapabilities};
+use crate::agent::common::models::Registry;
+use crate::agent::common::options::Options;
+use crate::agent::turn::report::{Outbox, OutgoingRequest, Report};
 use crate::rpc::stdio::{Input, Output};
 use crate::rpc::{self, Incoming, RequestId, RpcError};
 use crate::store::Store;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use serde::de::DeserializeOwned;
+use outgoing::Outgoing;
 use serde_json::{json, Value};
+use session::Session;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Everything the dispatcher hears about: the client's messages (from the
+/// reader) and the reports of turns.
+#[derive(Debug)]
+pub enum Event {
+    Input(Input),
+    Turn(Report),
+}
+
+impl From<Input> for Event {
+    fn from(input: Input) -> Self {
+        Event::Input(input)
+    }
+}
 
 /// How long running turns get to settle after stdin closed (without
 /// `--drain`) before the agent exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(700);
 
-/// A request we sent to the client and whose answer has not come yet.
-struct Pending {
-    session_id: String,
-    method: &'static str,
-    /// Where the answer goes; `None` once nobody waits for it any more.
-    reply: Option<crossbeam_channel::Sender<Result<Value, RpcError>>>,
-}
-
 pub struct Dispatcher {
-    pub(super) options: Options,
+    pub(in crate::agent) options: Options,
     /// Providers and models, built on first need and rebuilt by
     /// `authenticate`.
-    pub(super) registry: Option<Result<Arc<Registry>, String>>,
-    pub(super) writer: Sender<Output>,
-    pub(super) events: Sender<Event>,
-    pub(super) client: Option<ClientCapabilities>,
-    pub(super) sessions: HashMap<String, Session>,
+    pub(in crate::agent) registry: Option<Result<Arc<Registry>, String>>,
+    pub(in crate::agent) writer: Sender<Output>,
+    pub(in crate::agent) events: Sender<Event>,
+    pub(in crate::agent) client: Option<ClientCapabilities>,
+    pub(in crate::agent) sessions: HashMap<String, Session>,
     /// Set once stdin has ended; the loop stops when no turn runs any more
     /// (or, without `--drain`, when the grace period is over).
-    pub(super) closing: Option<Option<Instant>>,
-    test_hooks: bool,
-    /// Requests we sent to the client, by id, with the session that sent
-    /// them and where the answer goes.
-    pending: HashMap<u64, Pending>,
-    next_request_id: u64,
+    pub(in crate::agent) closing: Option<Option<Instant>>,
+    pub(in crate::agent) test_hooks: bool,
+    /// Requests we sent to the client, waiting for their answers.
+    outgoing: Outgoing,
     /// The session database, opened on first use (so a broken database
     /// shows up as clear errors on session requests, not as an agent that
     /// will not start).
     store: Option<Result<Store, String>>,
-    pub(super) db_path: PathBuf,
+    pub(in crate::agent) db_path: PathBuf,
     /// Lines to write right after the current request's answer.
-    pub(super) after_response: Vec<String>,
+    pub(in crate::agent) after_response: Vec<String>,
     /// The store and registry being prepared on a helper thread at start-up,
     /// so the first `session/new` does not wait for them.
     warm: Option<Receiver<Warm>>,
@@ -76,8 +88,7 @@ impl Dispatcher {
             sessions: HashMap::new(),
             closing: None,
             test_hooks: std::env::var_os("SPINDLE_TEST_HOOKS").is_some_and(|v| v == "1"),
-            pending: HashMap::new(),
-            next_request_id: 0,
+            outgoing: Outgoing::default(),
             store: None,
             db_path: options_db_path(&options),
             warm: None,
@@ -109,7 +120,7 @@ impl Dispatcher {
     }
 
     /// Takes what the start-up helper prepared, waiting for it if needed.
-    pub(super) fn take_warm(&mut self) {
+    pub(in crate::agent) fn take_warm(&mut self) {
         if let Some(receiver) = self.warm.take() {
             if let Ok((store, registry)) = receiver.recv() {
                 self.store.get_or_insert(store);
@@ -119,7 +130,7 @@ impl Dispatcher {
     }
 
     /// The session store, opened on first use.
-    pub(super) fn store(&mut self) -> Result<&mut Store, RpcError> {
+    pub(in crate::agent) fn store(&mut self) -> Result<&mut Store, RpcError> {
         self.take_warm();
         let db_path = &self.db_path;
         let store = self
@@ -136,7 +147,7 @@ impl Dispatcher {
 
     /// The model registry; -32000 (authentication required) when no
     /// provider can be used, with what to do about it.
-    pub(super) fn registry(&mut self) -> Result<Arc<Registry>, RpcError> {
+    pub(in crate::agent) fn registry(&mut self) -> Result<Arc<Registry>, RpcError> {
         self.take_warm();
         let options = &self.options;
         let built = self
@@ -157,7 +168,7 @@ impl Dispatcher {
 
     /// The credentials tools must not see: the registry's when it could be
     /// built, else the standard ones.
-    pub(super) fn tool_secrets(&mut self) -> Arc<crate::policy::secrets::Secrets> {
+    pub(in crate::agent) fn tool_secrets(&mut self) -> Arc<crate::policy::secrets::Secrets> {
         self.take_warm();
         let options = &self.options;
         let built = self
@@ -172,11 +183,13 @@ impl Dispatcher {
     }
 
     /// Sends the session's slash commands after the current answer.
-    pub(super) fn announce_commands(&mut self, session_id: &str) {
+    pub(in crate::agent) fn announce_commands(&mut self, session_id: &str) {
         let Some(session) = self.sessions.get(session_id) else {
             return;
         };
-        let update = super::commands::update(&super::commands::available(&session.cwd));
+        let update = crate::agent::common::commands::update(
+            &crate::agent::common::commands::available(&session.cwd),
+        );
         self.after_response.push(rpc::notification_line(
             method::SESSION_UPDATE,
             &json!({"sessionId": session_id, "update": update}),
@@ -185,7 +198,7 @@ impl Dispatcher {
 
     /// Sends an update outside any turn (a mode or config change) and keeps
     /// it in the session's transcript.
-    pub(super) fn send_update(&mut self, session_id: &str, update: Value) {
+    pub(in crate::agent) fn send_update(&mut self, session_id: &str, update: Value) {
         self.send_line(rpc::notification_line(
             method::SESSION_UPDATE,
             &json!({"sessionId": session_id, "update": update}),
@@ -199,7 +212,7 @@ impl Dispatcher {
 
     /// Stores a session's settings and makes its choices the workspace's
     /// defaults for new sessions.
-    pub(super) fn settings_changed(&mut self, session_id: &str) {
+    pub(in crate::agent) fn settings_changed(&mut self, session_id: &str) {
         let Some(session) = self.sessions.get(session_id) else {
             return;
         };
@@ -262,8 +275,8 @@ impl Dispatcher {
             match event {
                 Event::Input(Input::Message(message)) => self.handle(message),
                 Event::Input(Input::Eof) => self.on_eof(),
-                Event::TurnEnded(end) => self.on_turn_end(end),
-                Event::ClientRequest(request) => self.send_client_request(request),
+                Event::Turn(Report::Ended(end)) => self.on_turn_end(end),
+                Event::Turn(Report::Request(request)) => self.send_client_request(request),
             }
         }
         // No MCP server outlives the agent.
@@ -287,11 +300,17 @@ impl Dispatcher {
         self.sessions.values().any(|s| s.running.is_some())
     }
 
-    pub(super) fn send_line(&self, line: String) {
+    /// Where a turn posts its reports: this dispatcher's event channel.
+    pub(in crate::agent) fn outbox(&self) -> Outbox {
+        let events = self.events.clone();
+        Arc::new(move |report| events.send(Event::Turn(report)).is_ok())
+    }
+
+    pub(in crate::agent) fn send_line(&self, line: String) {
         let _ = self.writer.send(Output::Line(line));
     }
 
-    pub(super) fn respond(&self, id: &RequestId, result: Result<Value, RpcError>) {
+    pub(in crate::agent) fn respond(&self, id: &RequestId, result: Result<Value, RpcError>) {
         match result {
             Ok(value) => self.send_line(rpc::response_line(id, &value)),
             Err(error) => {
@@ -301,80 +320,28 @@ impl Dispatcher {
         }
     }
 
+    /// Forgets the requests a finished turn left unanswered (see
+    /// `Outgoing::forget_session`).
+    pub(in crate::agent) fn forget_requests_of(&mut self, session_id: &str) {
+        self.outgoing.forget_session(session_id);
+    }
+
     /// Sends a turn's request to the client and remembers where the answer
     /// goes. Once stdin has closed nobody can answer: the request is
     /// dropped, which the waiting turn sees as "the client is gone" (a
     /// permission request counts as cancelled).
-    pub(super) fn forget_requests_of(&mut self, session_id: &str) {
-        // Requests the turn left unanswered (it was cancelled while
-        // waiting) lose their receiver; a terminal/create among them is
-        // kept, so the terminal it creates can still be released.
-        self.pending.retain(|_, pending| {
-            pending.session_id != session_id || pending.method == "terminal/create"
-        });
-        for pending in self.pending.values_mut() {
-            if pending.session_id == session_id {
-                pending.reply = None;
-            }
-        }
-    }
-
     fn send_client_request(&mut self, request: OutgoingRequest) {
         if self.closing.is_some() {
             return;
         }
-        let id = self.next_request_id;
-        self.next_request_id += 1;
-        self.send_line(rpc::request_line(
-            &json!(id),
-            request.method,
-            &request.params,
-        ));
-        self.pending.insert(
-            id,
-            Pending {
-                session_id: request.session_id,
-                method: request.method,
-                reply: Some(request.reply),
-            },
-        );
-    }
-
-    /// Hands the client's answer to the turn that asked. When nobody waits
-    /// any more (the turn was cancelled while the request was out) and the
-    /// answer created a terminal, the terminal is killed and released here:
-    /// every terminal we create must be released, and its command must not
-    /// outlive the cancel.
-    fn on_client_answer(&mut self, pending: Pending, result: Result<Value, RpcError>) {
-        let result = match pending.reply {
-            Some(reply) => match reply.send(result) {
-                Ok(()) => return,
-                Err(unsent) => unsent.into_inner(),
-            },
-            None => result,
-        };
-        if pending.method != "terminal/create" {
-            return;
-        }
-        if let Some(terminal_id) = result.ok().and_then(|r| r.get("terminalId").cloned()) {
-            log::debug!("releasing terminal {terminal_id} created after its turn was cancelled");
-            let params = json!({"sessionId": pending.session_id, "terminalId": terminal_id});
-            for method in ["terminal/kill", "terminal/release"] {
-                let (reply, _) = crossbeam_channel::bounded(1);
-                self.send_client_request(OutgoingRequest {
-                    session_id: pending.session_id.clone(),
-                    method,
-                    params: params.clone(),
-                    reply,
-                });
-            }
-        }
+        let line = self.outgoing.register(request);
+        self.send_line(line);
     }
 
     fn on_eof(&mut self) {
         // Nobody can answer our requests any more: dropping their reply
         // channels tells the waiting turns the client is gone.
-        self.pending.clear();
+        self.outgoing.clear();
         if self.options.drain {
             log::debug!("stdin closed; draining running turns");
             self.closing = Some(None);
@@ -395,12 +362,14 @@ impl Dispatcher {
                 log::warn!("rejected a message: {error}");
                 self.respond(&id, Err(error));
             }
-            Incoming::Response { id, result } => {
-                match id.as_u64().and_then(|key| self.pending.remove(&key)) {
-                    Some(pending) => self.on_client_answer(pending, result),
-                    None => log::warn!("dropped a response to unknown request id {id}"),
+            Incoming::Response { id, result } => match self.outgoing.answer(&id, result) {
+                Some(clean_up) => {
+                    for request in clean_up {
+                        self.send_client_request(request);
+                    }
                 }
-            }
+                None => log::warn!("dropped a response to unknown request id {id}"),
+            },
             Incoming::Notification { method, params } => self.handle_notification(&method, params),
             Incoming::Request { id, method, params } => {
                 let outcome = catch_unwind(AssertUnwindSafe(|| {
@@ -431,52 +400,7 @@ impl Dispatcher {
         }
     }
 
-    fn handle_notification(&mut self, method: &str, params: Value) {
-        match method {
-            method::SESSION_CANCEL => match decode::<acp::CancelNotification>(params) {
-                Ok(cancel) => self.cancel_session(&cancel.session_id),
-                Err(error) => log::warn!("ignored session/cancel: {error}"),
-            },
-            method::CANCEL_REQUEST => match decode::<acp::CancelRequestNotification>(params) {
-                Ok(cancel) => self.cancel_request(&cancel.request_id),
-                Err(error) => log::warn!("ignored $/cancel_request: {error}"),
-            },
-            other => log::debug!("ignored notification {other}"),
-        }
-    }
-
-    /// Returns the answer, or `None` when a worker will answer later.
-    fn handle_request(
-        &mut self,
-        id: &RequestId,
-        method: &str,
-        params: Value,
-    ) -> Option<Result<Value, RpcError>> {
-        if method == method::INITIALIZE {
-            return Some(self.initialize(params));
-        }
-        if self.client.is_none() {
-            return Some(Err(RpcError::invalid_request(format!(
-                "{method} was sent before initialize; send initialize first"
-            ))));
-        }
-        match method {
-            method::AUTHENTICATE => Some(self.authenticate(params)),
-            method::SESSION_SET_MODE => Some(self.set_mode(params)),
-            method::SESSION_SET_CONFIG_OPTION => Some(self.set_config_option(params)),
-            method::SESSION_NEW => Some(self.new_session(params)),
-            method::SESSION_LOAD => Some(self.load_session(params, true)),
-            method::SESSION_RESUME => Some(self.load_session(params, false)),
-            method::SESSION_LIST => Some(self.list_sessions(params)),
-            method::SESSION_CLOSE => Some(self.close_session(params)),
-            method::SESSION_DELETE => Some(self.delete_session(params)),
-            method::SESSION_PROMPT => self.prompt(id, params).err().map(Err),
-            "_spindle/test/panic" if self.test_hooks => panic!("test hook asked for a panic"),
-            other => Some(Err(RpcError::method_not_found(other))),
-        }
-    }
-
-    pub(super) fn cancel_session(&mut self, session_id: &str) {
+    pub(in crate::agent) fn cancel_session(&mut self, session_id: &str) {
         match self.sessions.get(session_id) {
             Some(Session {
                 running: Some(running),
@@ -490,7 +414,7 @@ impl Dispatcher {
         }
     }
 
-    fn cancel_request(&mut self, request_id: &Value) {
+    pub(in crate::agent) fn cancel_request(&mut self, request_id: &Value) {
         // Only prompts outlive their request handler, so only they can be
         // cancelled this way; the answer is still `cancelled`, as for
         // session/cancel.
@@ -504,56 +428,11 @@ impl Dispatcher {
     }
 }
 
-/// Decodes params into a handler's type; the error names the offending
-/// field, so a person can fix the request.
-pub(super) fn decode<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
-    T::deserialize(&params).map_err(|err| RpcError::invalid_params(describe::<T>(&err, &params)))
-}
-
-/// serde reports a wrong type without saying where. Removing one top-level
-/// field at a time finds it: the field whose removal turns the error into
-/// "missing field" is the one that was wrong.
-fn describe<T: DeserializeOwned>(err: &serde_json::Error, params: &Value) -> String {
-    let text = err.to_string();
-    if let Value::Object(map) = params {
-        if !text.starts_with("missing field") {
-            for key in map.keys() {
-                let mut without = map.clone();
-                without.remove(key);
-                if let Err(other) = T::deserialize(&Value::Object(without)) {
-                    if other.to_string() == format!("missing field `{key}`") {
-                        return format!("field `{key}`: {text}");
-                    }
-                }
-            }
-        }
-    }
-    text
-}
-
 fn options_db_path(options: &Options) -> PathBuf {
     options
         .db
         .clone()
         .unwrap_or_else(crate::store::default_path)
-}
-
-pub(super) fn check_cwd(cwd: &str) -> Result<PathBuf, RpcError> {
-    let path = Path::new(cwd);
-    if !path.is_absolute() {
-        return Err(RpcError::invalid_params(format!(
-            "cwd must be an absolute path, got {cwd:?}"
-        )));
-    }
-    match std::fs::metadata(path) {
-        Ok(meta) if meta.is_dir() => Ok(path.to_path_buf()),
-        Ok(_) => Err(RpcError::invalid_params(format!(
-            "cwd {cwd:?} is not a directory"
-        ))),
-        Err(err) => Err(RpcError::invalid_params(format!(
-            "cwd {cwd:?} cannot be used: {err}"
-        ))),
-    }
 }
 
 fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
@@ -562,16 +441,4 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
         .cloned()
         .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
         .unwrap_or_else(|| "unknown cause".to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cwd_must_be_an_absolute_directory() {
-        assert!(check_cwd("relative/dir").is_err());
-        assert!(check_cwd("/definitely/not/here/spindle").is_err());
-        assert!(check_cwd(&std::env::temp_dir().display().to_string()).is_ok());
-    }
 }

@@ -1,0 +1,81 @@
+//! The session controls' values: modes and execution presets, and what each
+//! means for a turn. How they are shown and changed is `handlers/controls.rs`.
+
+use serde::{Deserialize, Serialize};
+
+/// Session modes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Full tools.
+    #[default]
+    Normal,
+    /// Read-only tools; the model plans with todo_write and changes nothing.
+    Plan,
+}
+
+impl Mode {
+    pub fn id(self) -> &'static str {
+        match self {
+            Mode::Normal => "normal",
+            Mode::Plan => "plan",
+        }
+    }
+}
+
+/// Execution presets: how long a turn may run, how hard the model thinks
+/// by default, and how much it verifies before answering.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Preset {
+    Light,
+    #[default]
+    Balanced,
+    Delivery,
+}
+
+impl Preset {
+    pub fn parse(text: &str) -> Option<Preset> {
+        match text {
+            "light" | "economy" => Some(Preset::Light),
+            "balanced" => Some(Preset::Balanced),
+            "delivery" => Some(Preset::Delivery),
+            _ => None,
+        }
+    }
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Preset::Light => "light",
+            Preset::Balanced => "balanced",
+            Preset::Delivery => "delivery",
+        }
+    }
+
+    /// Model calls per turn.
+    pub fn step_budget(self) -> usize {
+        match self {
+            Preset::Light => 20,
+            Preset::Balanced => 50,
+            Preset::Delivery => 100,
+        }
+    }
+
+    /// The effort used when the session's effort is `auto`.
+    pub fn default_effort(self) -> &'static str {
+        match self {
+            Preset::Light => "low",
+            Preset::Balanced => "medium",
+            Preset::Delivery => "high",
+        }
+    }
+
+    /// What the system prompt asks about verification.
+    pub fn instructions(self) -> &'static str {
+        match self {
+            Preset::Light => "Work economically: make the change asked for with as few steps as possible; verify only when it is cheap.",
+            Preset::Balanced => "Verify your changes where it is reasonable (build or run the relevant tests) before you answer.",
+            Preset::Delivery => "Deliver finished work: after changing code, build it and run the relevant tests, fix what fails, and only then answer, saying what you verified.",
+        }
+    }
+}

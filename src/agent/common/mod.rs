@@ -1,0 +1,11 @@
+//! What the dispatcher side and the turn side both use: the start-up
+//! options, the model registry, the session controls' values, the approval
+//! policy, slash commands, prompt content and the system prompt.
+
+pub mod commands;
+pub mod content;
+pub mod controls;
+pub mod models;
+pub mod options;
+pub mod permission;
+pub mod prompt;

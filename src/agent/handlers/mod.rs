@@ -1,0 +1,141 @@
+//! The requests the dispatcher answers, one file per area: the handshake
+//! (`initialize`, `authenticate`), the session lifecycle (new, load, resume,
+//! list, close, delete), the controls (modes and config options) and
+//! prompting (`session/prompt` and the answer when its turn reports).
+//! Every handler is a method of the `Dispatcher`, the only owner of session
+//! state; this file is the table from method name to handler.
+//!
+//! The vendor extensions of `shared/EXTENSIONS.md` get their own files
+//! here as they land: steering and the inbox (`inbox.rs`), turn events and
+//! the status snapshot (`status.rs`), goals (`goals.rs`), background jobs
+//! and resources (`jobs.rs`), catalogs, invoke and reload (`catalogs.rs`).
+
+mod controls;
+mod handshake;
+mod lifecycle;
+mod prompting;
+
+use crate::acp::{self, method};
+use crate::agent::dispatcher::params::{decode, internal};
+use crate::agent::dispatcher::Dispatcher;
+use crate::provider::{Message, Role};
+use crate::rpc::{RequestId, RpcError};
+use crate::store::Store;
+use serde_json::{json, Value};
+use std::collections::HashSet;
+
+impl Dispatcher {
+    pub(in crate::agent) fn handle_notification(&mut self, method: &str, params: Value) {
+        match method {
+            method::SESSION_CANCEL => match decode::<acp::CancelNotification>(params) {
+                Ok(cancel) => self.cancel_session(&cancel.session_id),
+                Err(error) => log::warn!("ignored session/cancel: {error}"),
+            },
+            method::CANCEL_REQUEST => match decode::<acp::CancelRequestNotification>(params) {
+                Ok(cancel) => self.cancel_request(&cancel.request_id),
+                Err(error) => log::warn!("ignored $/cancel_request: {error}"),
+            },
+            other => log::debug!("ignored notification {other}"),
+        }
+    }
+
+    /// Returns the answer, or `None` when a worker will answer later.
+    pub(in crate::agent) fn handle_request(
+        &mut self,
+        id: &RequestId,
+        method: &str,
+        params: Value,
+    ) -> Option<Result<Value, RpcError>> {
+        if method == method::INITIALIZE {
+            return Some(self.initialize(params));
+        }
+        if self.client.is_none() {
+            return Some(Err(RpcError::invalid_request(format!(
+                "{method} was sent before initialize; send initialize first"
+            ))));
+        }
+        match method {
+            method::AUTHENTICATE => Some(self.authenticate(params)),
+            method::SESSION_SET_MODE => Some(self.set_mode(params)),
+            method::SESSION_SET_CONFIG_OPTION => Some(self.set_config_option(params)),
+            method::SESSION_NEW => Some(self.new_session(params)),
+            method::SESSION_LOAD => Some(self.load_session(params, true)),
+            method::SESSION_RESUME => Some(self.load_session(params, false)),
+            method::SESSION_LIST => Some(self.list_sessions(params)),
+            method::SESSION_CLOSE => Some(self.close_session(params)),
+            method::SESSION_DELETE => Some(self.delete_session(params)),
+            method::SESSION_PROMPT => self.prompt(id, params).err().map(Err),
+            "_spindle/test/panic" if self.test_hooks => panic!("test hook asked for a panic"),
+            other => Some(Err(RpcError::method_not_found(other))),
+        }
+    }
+}
+
+/// Marks a cut-off turn as interrupted: every tool call it showed without a
+/// final status gets one, the transcript says the turn was interrupted, and
+/// the conversation gets an answer for every tool call the model made.
+pub(in crate::agent) fn close_interrupted_turn(
+    store: &mut Store,
+    id: &str,
+    turn: i64,
+) -> Result<(), RpcError> {
+    let mut open: Vec<String> = Vec::new();
+    let mut finished: HashSet<String> = HashSet::new();
+    for body in store.events(id).map_err(internal)? {
+        let Ok(event) = serde_json::from_str::<Value>(&body) else {
+            continue;
+        };
+        let Some(call_id) = event["toolCallId"].as_str() else {
+            continue;
+        };
+        match event["sessionUpdate"].as_str() {
+            Some("tool_call") => open.push(call_id.to_string()),
+            Some("tool_call_update")
+                if matches!(event["status"].as_str(), Some("completed" | "failed")) =>
+            {
+                finished.insert(call_id.to_string());
+            }
+            _ => {}
+        }
+    }
+    let note = "Interrupted: Spindle stopped before this finished.";
+    let mut events: Vec<String> = open
+        .iter()
+        .filter(|call| !finished.contains(*call))
+        .map(|call| {
+            json!({
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": call,
+                "status": "failed",
+                "content": [{"type": "content", "content": {"type": "text", "text": note}}],
+            })
+            .to_string()
+        })
+        .collect();
+    events.push(
+        json!({
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "\n\n_(This turn was interrupted: Spindle stopped before it finished.)_"},
+            "messageId": format!("interrupted_{turn}"),
+        })
+        .to_string(),
+    );
+    let messages = store.messages(id).map_err(internal)?;
+    let mut answers = Vec::new();
+    if let Some(last_call) = messages.iter().rposition(|m| !m.tool_calls.is_empty()) {
+        let answered: HashSet<&str> = messages[last_call + 1..]
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .filter_map(|m| m.tool_call_id.as_deref())
+            .collect();
+        for call in &messages[last_call].tool_calls {
+            if !answered.contains(call.id.as_str()) {
+                answers.push(Message::tool_result(&call.id, note));
+            }
+        }
+    }
+    log::info!("turn {turn} of session {id} was interrupted; closing it");
+    store
+        .mark_interrupted(id, turn, &events, &answers)
+        .map_err(internal)
+}

@@ -1,0 +1,75 @@
+//! The turn's place in the store: the user's prompt committed before the
+//! first model request, and each completed step (what the editor saw and
+//! the messages the conversation gained) before the next one.
+
+use super::updates::Updates;
+use crate::provider::Message;
+use crate::store::Store;
+use serde_json::{json, Value};
+use std::cell::RefCell;
+use std::path::Path;
+
+/// The turn's place in the store: the connection and the turn number, and
+/// how much of the turn's messages is already committed.
+pub struct Record {
+    pub store: Store,
+    pub turn: i64,
+    pub committed: usize,
+}
+
+impl Record {
+    /// Opens the store and commits the start of the turn: the user's
+    /// prompt (as its blocks were sent, and `user`, the message the
+    /// conversation gains), before any provider request.
+    pub fn begin(
+        db: Option<&Path>,
+        session_id: &str,
+        prompt_blocks: &[Value],
+        user: Vec<Message>,
+        updates: &RefCell<Updates>,
+    ) -> Option<Record> {
+        let path = db?;
+        let mut store = match Store::open(path) {
+            Ok(store) => store,
+            Err(error) => {
+                log::error!("turn of session {} is not stored: {error}", session_id);
+                return None;
+            }
+        };
+        let mut events: Vec<String> = prompt_blocks
+            .iter()
+            .map(|block| {
+                json!({
+                    "sessionUpdate": "user_message_chunk",
+                    "content": block,
+                    "messageId": format!("user_{}", crate::util::random_hex()),
+                })
+                .to_string()
+            })
+            .collect();
+        events.extend(updates.borrow_mut().take_kept());
+        match store.begin_turn(session_id, &events, &user) {
+            Ok(number) => Some(Record {
+                store,
+                turn: number,
+                committed: 0,
+            }),
+            Err(error) => {
+                log::error!("cannot store the turn of session {}: {error}", session_id);
+                None
+            }
+        }
+    }
+
+    /// Commits what the turn said and added since the last commit.
+    pub fn step(&mut self, session_id: &str, updates: &RefCell<Updates>, added: &[Message]) {
+        let events = updates.borrow_mut().take_kept();
+        if let Err(error) =
+            self.store
+                .append(session_id, self.turn, &events, &added[self.committed..])
+        {
+            log::error!("cannot store a step of session {session_id}: {error}");
+        }
+        self.committed = added.len();
+    }
+}

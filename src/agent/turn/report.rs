@@ -1,0 +1,51 @@
+//! What a turn tells the dispatcher: that it ended (and what it added), or
+//! that it needs the client. The turn posts these through its `Outbox`, so
+//! it never names the dispatcher's own types.
+
+use crate::acp::StopReason;
+use crate::agent::common::permission::Approvals;
+use crate::provider::{Message, Usage};
+use crate::rpc::{RequestId, RpcError};
+use crossbeam_channel::Sender;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A report of a turn to the dispatcher.
+#[derive(Debug)]
+pub enum Report {
+    /// The turn ended; its prompt can be answered.
+    Ended(TurnEnd),
+    /// The turn needs the client (permission, files, terminals).
+    Request(OutgoingRequest),
+}
+
+/// Where a turn posts its reports; false when nobody listens any more.
+pub type Outbox = Arc<dyn Fn(Report) -> bool + Send + Sync>;
+
+/// What a finished turn reports to the dispatcher.
+#[derive(Debug)]
+pub struct TurnEnd {
+    pub session_id: String,
+    pub request_id: RequestId,
+    pub result: Result<StopReason, RpcError>,
+    /// Messages the turn adds to the conversation: assistant messages (the
+    /// last one partial when the turn was cancelled or failed mid-stream)
+    /// and tool results.
+    pub added: Vec<Message>,
+    pub usage: Usage,
+    /// The session's remembered approvals, with this turn's answers.
+    pub approvals: Approvals,
+    /// What this turn's model calls cost, when prices are known.
+    pub cost: f64,
+    /// The conversation's replacement, when the turn compacted it.
+    pub replaced: Option<Vec<Message>>,
+}
+
+/// A request on its way to the client, with where its answer goes.
+#[derive(Debug)]
+pub struct OutgoingRequest {
+    pub session_id: String,
+    pub method: &'static str,
+    pub params: Value,
+    pub reply: Sender<Result<Value, RpcError>>,
+}
