@@ -22,7 +22,8 @@ pub const GLOBAL_OPTIONS: &[&str] = &["--no-pager", "-P", "--no-optional-locks"]
 
 /// The options of the diff machinery shared by diff, log and show. Absent
 /// on purpose: `--output` (writes a file), `--ext-diff` and `--textconv`
-/// (run configured programs), `-O` (reads an order file: not needed).
+/// (run configured programs), `-O` (reads an order file: not needed),
+/// `--submodule` (reads submodules, with their own configuration).
 const DIFF_LONG: &[&str] = &[
     "--patch",
     "--no-patch",
@@ -66,7 +67,6 @@ const DIFF_LONG: &[&str] = &[
 ];
 
 const DIFF_VALUE: &[&str] = &[
-    "--unified",
     "--inter-hunk-context",
     "--diff-filter",
     "--word-diff-regex",
@@ -78,6 +78,7 @@ const DIFF_VALUE: &[&str] = &[
 ];
 
 const DIFF_OPTIONAL: &[&str] = &[
+    "--unified",
     "--stat",
     "--dirstat",
     "--color",
@@ -86,13 +87,14 @@ const DIFF_OPTIONAL: &[&str] = &[
     "--find-renames",
     "--find-copies",
     "--relative",
-    "--submodule",
     "--break-rewrites",
     "--color-moved",
 ];
 
 /// Options of the revision walk (log and show) on top of the diff ones.
-/// Absent on purpose: `--show-signature` (runs gpg), `--output`.
+/// Absent on purpose: `--show-signature` (runs gpg), `--output`,
+/// `--remerge-diff` (writes objects). Format placeholders `%G…` (which run
+/// gpg too) are refused wherever they appear.
 const LOG_LONG: &[&str] = &[
     "--oneline",
     "--graph",
@@ -130,7 +132,6 @@ const LOG_LONG: &[&str] = &[
     "--pickaxe-regex",
     "--ancestry-path",
     "--cc",
-    "--remerge-diff",
     "--expand-tabs",
     "--no-expand-tabs",
     "--no-walk",
@@ -174,6 +175,12 @@ pub struct Subcommand {
     pub operands: bool,
 }
 
+/// A table whose short options in `optional` take an attached value only.
+const fn with_optional(mut table: Table, optional: &'static str) -> Table {
+    table.short_optional = optional;
+    table
+}
+
 const fn table(
     short: &'static str,
     short_value: &'static str,
@@ -184,6 +191,7 @@ const fn table(
     Table {
         short,
         short_value,
+        short_optional: "",
         long,
         long_value,
         long_optional,
@@ -225,46 +233,49 @@ pub const SUBCOMMANDS: &[Subcommand] = &[
     },
     Subcommand {
         name: "diff",
-        table: table("pusRawbzqMCBD", "UlSG", &[], &[], &[]),
+        table: with_optional(table("pusRawbzqMCBD", "lSG", &[], &[], &[]), "U"),
         diff: true,
         log: false,
         operands: true,
     },
     Subcommand {
         name: "log",
-        table: table("pusRawbzqMCBDiEFmc", "nUSGL", &[], &[], &[]),
+        table: with_optional(table("pusRawbzqMCBDiEFmc", "nSGL", &[], &[], &[]), "U"),
         diff: true,
         log: true,
         operands: true,
     },
     Subcommand {
         name: "show",
-        table: table("pusRawbzqMCBDiEFmc", "nUSG", &[], &[], &[]),
+        table: with_optional(table("pusRawbzqMCBDiEFmc", "nSG", &[], &[], &[]), "U"),
         diff: true,
         log: true,
         operands: true,
     },
     Subcommand {
         name: "blame",
-        table: table(
-            "lstewfnpcb",
-            "LMC",
-            &[
-                "--porcelain",
-                "--line-porcelain",
-                "--incremental",
-                "--show-name",
-                "--show-number",
-                "--root",
-                "--show-stats",
-                "--show-email",
-                "--color-lines",
-                "--color-by-age",
-                "--minimal",
-                "--no-textconv",
-            ],
-            &["--date"],
-            &["--abbrev"],
+        table: with_optional(
+            table(
+                "lstewfnpcb",
+                "L",
+                &[
+                    "--porcelain",
+                    "--line-porcelain",
+                    "--incremental",
+                    "--show-name",
+                    "--show-number",
+                    "--root",
+                    "--show-stats",
+                    "--show-email",
+                    "--color-lines",
+                    "--color-by-age",
+                    "--minimal",
+                    "--no-textconv",
+                ],
+                &["--date"],
+                &["--abbrev"],
+            ),
+            "MC",
         ),
         diff: false,
         log: false,
@@ -380,7 +391,8 @@ pub const SUBCOMMANDS: &[Subcommand] = &[
                 "--debug",
             ],
             &["--candidates", "--match", "--exclude"],
-            &["--abbrev", "--dirty", "--broken"],
+            // Not `--dirty`/`--broken`: they refresh (write) the index.
+            &["--abbrev"],
         ),
         diff: false,
         log: false,
@@ -491,16 +503,19 @@ impl Subcommand {
             || (self.log && LOG_LONG.contains(&name))
     }
 
-    pub fn long_value(&self, name: &str) -> bool {
-        self.table.long_value.contains(&name)
-            || (self.diff && DIFF_VALUE.contains(&name))
-            || (self.log && LOG_VALUE.contains(&name))
+    /// Git's long options with a value are accepted only as
+    /// `--name=value`: for several of them (`--format`, `--max-parents`)
+    /// git takes no separate value, so the next word would be an option of
+    /// its own, and judging it as one is never less strict.
+    pub fn long_value(&self, _name: &str) -> bool {
+        false
     }
 
     pub fn long_optional(&self, name: &str) -> bool {
         self.table.long_optional.contains(&name)
-            || (self.diff && DIFF_OPTIONAL.contains(&name))
-            || (self.log && LOG_OPTIONAL.contains(&name))
+            || self.table.long_value.contains(&name)
+            || (self.diff && (DIFF_OPTIONAL.contains(&name) || DIFF_VALUE.contains(&name)))
+            || (self.log && (LOG_OPTIONAL.contains(&name) || LOG_VALUE.contains(&name)))
     }
 
     /// `git log -3`.
@@ -520,6 +535,10 @@ const NEUTRAL_CONFIG: &[(&str, &str)] = &[
     ("core.fsmonitor", "false"),
     ("core.pager", "cat"),
     ("safe.bareRepository", "explicit"),
+    // Submodules have configurations of their own; stay out of them.
+    ("submodule.recurse", "false"),
+    ("diff.ignoreSubmodules", "all"),
+    ("status.submoduleSummary", "false"),
 ];
 
 /// Environment for git commands that run unasked.
@@ -534,6 +553,9 @@ pub fn neutralising_env() -> Vec<(String, String)> {
         ("GIT_TERMINAL_PROMPT".to_string(), "0".to_string()),
         // Read-only commands then never write the index.
         ("GIT_OPTIONAL_LOCKS".to_string(), "0".to_string()),
+        // A partial clone would fetch missing objects (from any URL its
+        // configuration names) and write them into the repository.
+        ("GIT_NO_LAZY_FETCH".to_string(), "1".to_string()),
     ];
     for (index, (key, value)) in NEUTRAL_CONFIG.iter().enumerate() {
         env.push((format!("GIT_CONFIG_KEY_{index}"), key.to_string()));
@@ -603,6 +625,10 @@ fn plain_key(key: &str) -> bool {
         "tag.gpgsign",
     ];
     const SECTIONS: &[&str] = &["color.", "advice.", "extensions.", "feature.", "pack."];
+    // A partial clone fetches what it lacks from its promisor remote.
+    if key == "extensions.partialclone" {
+        return false;
+    }
     if EXACT.contains(&key) || SECTIONS.iter().any(|s| key.starts_with(s)) {
         return true;
     }
@@ -613,15 +639,7 @@ fn plain_key(key: &str) -> bool {
     match parts.first().copied() {
         Some("remote") => matches!(
             last,
-            "url"
-                | "pushurl"
-                | "fetch"
-                | "push"
-                | "tagopt"
-                | "prune"
-                | "mirror"
-                | "promisor"
-                | "partialclonefilter"
+            "url" | "pushurl" | "fetch" | "push" | "tagopt" | "prune" | "mirror"
         ),
         Some("branch") => matches!(
             last,
@@ -632,26 +650,78 @@ fn plain_key(key: &str) -> bool {
     }
 }
 
-/// Whether the configuration git sees in `dir` has, in the repository's own
-/// files, only keys that run nothing. Asks git itself (with the
-/// neutralising environment, so that reading the configuration runs
-/// nothing either), which follows includes and worktree configuration as
-/// the real command would. When git cannot be run, the command cannot run
-/// either, so nothing is lost by answering yes.
-pub fn plain_repository_config(dir: &Path) -> Result<(), String> {
+/// A git command started in `dir`, with the neutralising environment.
+fn git_here(dir: &Path, args: &[&str]) -> Result<std::process::Output, String> {
     let mut command = Command::new("git");
     command
-        .args(["--no-pager", "config", "--list", "--show-scope", "-z"])
+        .arg("--no-pager")
+        .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
         .stderr(Stdio::null());
     for (key, value) in neutralising_env() {
         command.env(key, value);
     }
-    let output = match command.output() {
-        Ok(output) => output,
-        Err(_) => return Ok(()),
-    };
+    command
+        .output()
+        .map_err(|error| format!("git cannot be run in {}: {error}", dir.display()))
+}
+
+/// Whether a git command may run unasked in `dir`: the repository git
+/// finds there (if any) lies inside the workspace `root` (work tree, git
+/// folder and common folder; no alternates borrowing objects from
+/// elsewhere), has no submodules (each with a configuration of its own),
+/// and its own configuration files hold only keys that run nothing. Git
+/// itself is asked (with the neutralising environment, so asking runs
+/// nothing either), so includes and worktree configuration count as the
+/// real command would see them. Outside any repository only `--no-index`
+/// commands work, on paths already checked.
+pub fn plain_repository_config(dir: &Path, root: &Path) -> Result<(), String> {
+    if !dir.is_dir() {
+        return Err(format!("{} is not a directory", dir.display()));
+    }
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let located = git_here(
+        dir,
+        &[
+            "rev-parse",
+            "--show-toplevel",
+            "--absolute-git-dir",
+            "--git-common-dir",
+        ],
+    )?;
+    if located.status.success() {
+        let text = String::from_utf8_lossy(&located.stdout);
+        let places: Vec<std::path::PathBuf> = text
+            .lines()
+            .map(|line| {
+                let path = dir.join(line);
+                std::fs::canonicalize(&path).unwrap_or(path)
+            })
+            .collect();
+        if places.len() != 3 {
+            return Err("git could not say where the repository is".into());
+        }
+        for place in &places {
+            if !place.starts_with(&root) {
+                return Err(format!(
+                    "the repository reaches outside the workspace ({})",
+                    place.display()
+                ));
+            }
+        }
+        let (top, git_dir, common) = (&places[0], &places[1], &places[2]);
+        if top.join(".gitmodules").exists()
+            || git_dir.join("modules").exists()
+            || common.join("modules").exists()
+        {
+            return Err("the repository has submodules, with configurations of their own".into());
+        }
+        if common.join("objects/info/alternates").exists() {
+            return Err("the repository borrows objects from another one (alternates)".into());
+        }
+    }
+    let output = git_here(dir, &["config", "--list", "--show-scope", "-z"])?;
     let text = String::from_utf8_lossy(&output.stdout);
     let mut fields = text.split('\0');
     while let Some(scope) = fields.next() {

@@ -13,8 +13,8 @@ pub mod secrets;
 pub mod shell;
 
 use crate::tools::paths;
-use programs::{Options, Table};
-use shell::{Redirect, Word};
+use programs::{Denied, Options, Table};
+use shell::{Operator, Redirect, Word};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -62,7 +62,7 @@ pub fn judge(line: &str, context: &Context) -> Verdict {
     let verdict = classify(line, context);
     if let Verdict::ReadOnly { git_dirs } = &verdict {
         for dir in git_dirs {
-            if let Err(reason) = git::plain_repository_config(dir) {
+            if let Err(reason) = git::plain_repository_config(dir, context.root) {
                 return Verdict::Ask(reason);
             }
         }
@@ -162,6 +162,16 @@ fn classify_inner(line: &str, context: &Context) -> Judged<Vec<PathBuf>> {
     };
     let mut git_dirs = Vec::new();
     let mut previous_piped = false;
+    // After a `cd` that fails, the rest of a line joined by `;`, `||` or
+    // a newline runs where the line started: a line with `cd` is judged
+    // only when every operator in it is `&&`.
+    let has_cd = script
+        .commands
+        .iter()
+        .any(|c| c.words.first().is_some_and(|w| w.text == "cd"));
+    if has_cd && script.operators.iter().any(|op| *op != Operator::And) {
+        return Err("`cd` in a line joined by something other than `&&`".into());
+    }
     for simple in &script.commands {
         if !simple.assignments.is_empty() {
             return Err("the command sets variables".into());
@@ -197,6 +207,17 @@ fn classify_inner(line: &str, context: &Context) -> Judged<Vec<PathBuf>> {
                     check.any_option_word(arg)?;
                 }
             }
+            Options::AnyExcept(denied) => {
+                let mut options_done = false;
+                for arg in args {
+                    if arg.text == "--" {
+                        options_done = true;
+                    } else if !options_done {
+                        refuse_denied(name, denied, &arg.text)?;
+                    }
+                    check.any_option_word(arg)?;
+                }
+            }
             Options::Only(table) => check.table(name, *table, args, true)?,
             Options::Find => check.find(args)?,
             Options::Git => {
@@ -215,10 +236,35 @@ fn classify_inner(line: &str, context: &Context) -> Judged<Vec<PathBuf>> {
     Ok(git_dirs)
 }
 
+/// Refuses an option of `denied`, also when a long one is abbreviated
+/// (getopt takes any unambiguous prefix) or a short one is clustered.
+fn refuse_denied(program: &str, denied: &Denied, text: &str) -> Judged<()> {
+    if text.len() < 2 || !text.starts_with('-') {
+        return Ok(());
+    }
+    let refused = || {
+        Err(format!(
+            "`{program} {text}` may reach outside what it names"
+        ))
+    };
+    if let Some(long) = text.strip_prefix("--") {
+        let name = format!("--{}", long.split('=').next().unwrap_or(""));
+        if name.len() > 2 && denied.long.iter().any(|d| d.starts_with(name.as_str())) {
+            return refused();
+        }
+        return Ok(());
+    }
+    if text[1..].chars().any(|c| denied.short.contains(c)) {
+        return refused();
+    }
+    Ok(())
+}
+
 /// Options of one program: a plain table or a git subcommand's groups.
 trait OptionSet {
     fn short(&self, c: char) -> bool;
     fn short_value(&self, c: char) -> bool;
+    fn short_optional(&self, c: char) -> bool;
     fn long(&self, name: &str) -> bool;
     fn long_value(&self, name: &str) -> bool;
     fn long_optional(&self, name: &str) -> bool;
@@ -231,6 +277,9 @@ impl OptionSet for Table {
     }
     fn short_value(&self, c: char) -> bool {
         self.short_value.contains(c)
+    }
+    fn short_optional(&self, c: char) -> bool {
+        self.short_optional.contains(c)
     }
     fn long(&self, name: &str) -> bool {
         self.long.contains(&name)
@@ -252,6 +301,9 @@ impl OptionSet for git::Subcommand {
     }
     fn short_value(&self, c: char) -> bool {
         self.table.short_value.contains(c)
+    }
+    fn short_optional(&self, c: char) -> bool {
+        self.table.short_optional.contains(c)
     }
     fn long(&self, name: &str) -> bool {
         git::Subcommand::long(self, name)
@@ -287,7 +339,13 @@ impl Checker {
         }
         let joined = self.cwd.join(text);
         let looks_like_path = text.contains('/') || joined.symlink_metadata().is_ok();
-        !looks_like_path || paths::resolve(&self.root, &joined.to_string_lossy()).inside
+        !looks_like_path || self.leads_inside(&joined)
+    }
+
+    /// Whether `path` leads inside the workspace the way the kernel
+    /// resolves it (`physical`).
+    fn leads_inside(&self, path: &Path) -> bool {
+        physical(path).is_some_and(|real| real.starts_with(&self.root))
     }
 
     /// A word the program takes as an operand (or an option's value).
@@ -313,8 +371,12 @@ impl Checker {
         if rest.contains('/') {
             return Err(format!("the glob `{}` spans directories", word.text));
         }
+        // dash lets `.*` and `.?` match `.` and `..`.
+        if rest.starts_with('.') {
+            return Err(format!("the glob `{}` can match `..`", word.text));
+        }
         let dir_path = self.cwd.join(dir);
-        if !dir.is_empty() && !self.path_inside(dir) {
+        if !self.leads_inside(&dir_path) {
             return Err(format!("`{}` is outside the workspace", word.text));
         }
         let Ok(entries) = std::fs::read_dir(&dir_path) else {
@@ -334,7 +396,7 @@ impl Checker {
                 ));
             }
             let path = dir_path.join(&name);
-            if !paths::resolve(&self.root, &path.to_string_lossy()).inside {
+            if !self.leads_inside(&path) {
                 return Err(format!(
                     "the glob `{}` could expand to `{name}`, which leads outside the workspace",
                     word.text
@@ -387,6 +449,11 @@ impl Checker {
                 );
             }
             let candidate = dir.join(name);
+            let listed_inside =
+                std::fs::canonicalize(&dir).is_ok_and(|d| d.starts_with(&self.root));
+            if listed_inside && candidate.symlink_metadata().is_ok() {
+                return Err(format!("`{name}` is found in a folder of the workspace"));
+            }
             if candidate.is_file() {
                 let real = std::fs::canonicalize(&candidate).unwrap_or(candidate);
                 if real.starts_with(&self.root) {
@@ -445,6 +512,7 @@ impl Checker {
                                 return refuse(text);
                             };
                             index += 1;
+                            separate_value(next)?;
                             self.operand(next)?;
                         }
                     }
@@ -467,15 +535,22 @@ impl Checker {
                 if options.short(c) {
                     continue;
                 }
+                let attached = &cluster[at + c.len_utf8()..];
                 if options.short_value(c) {
-                    let attached = &cluster[at + c.len_utf8()..];
                     if attached.is_empty() {
                         let Some(next) = args.get(index) else {
                             return refuse(text);
                         };
                         index += 1;
+                        separate_value(next)?;
                         self.operand(next)?;
                     } else if !self.path_inside(attached) {
+                        return Err(format!("`{attached}` is outside the workspace"));
+                    }
+                    break;
+                }
+                if options.short_optional(c) {
+                    if !self.path_inside(attached) {
                         return Err(format!("`{attached}` is outside the workspace"));
                     }
                     break;
@@ -486,11 +561,12 @@ impl Checker {
         Ok(())
     }
 
-    /// `find [-H|-L|-P] [start…] [expression]` with only tests and prints.
+    /// `find [-H|-P] [start…] [expression]` with only tests and prints
+    /// (not `-L`, which follows symlinks out of the workspace).
     fn find(&self, args: &[Word]) -> Judged<()> {
         let mut index = 0;
         while let Some(word) = args.get(index) {
-            if matches!(word.text.as_str(), "-H" | "-L" | "-P") {
+            if matches!(word.text.as_str(), "-H" | "-P") {
                 index += 1;
             } else {
                 break;
@@ -547,6 +623,10 @@ impl Checker {
 
     /// `git [harmless global options] SUBCOMMAND [options and operands]`.
     fn git(&self, args: &[Word]) -> Judged<()> {
+        // `%G…` format placeholders verify signatures, running gpg.
+        if args.iter().any(|w| w.text.contains("%G")) {
+            return Err("a git format asks for signatures, which runs gpg".into());
+        }
         let mut index = 0;
         while let Some(word) = args.get(index) {
             let text = word.text.as_str();
@@ -578,20 +658,18 @@ impl Checker {
         )
     }
 
-    /// `cd DIR` (with `-P`/`-L`): later parts of the line run there.
+    /// `cd DIR` (no options): later parts of the line run there. The shell
+    /// changes directory logically (`..` taken off the path as written), so
+    /// that is the new directory; it must exist and lead inside.
     fn change_directory(&mut self, args: &[Word]) -> Judged<()> {
-        let operands: Vec<&Word> = args
-            .iter()
-            .filter(|w| !matches!(w.text.as_str(), "-P" | "-L"))
-            .collect();
-        let [target] = operands.as_slice() else {
+        let [target] = args else {
             return Err("`cd` needs exactly one directory".into());
         };
-        if target.text.starts_with('-') || target.glob_at.is_some() {
+        if target.text.starts_with('-') || target.glob_at.is_some() || target.text.is_empty() {
             return Err(format!("`cd {}` is not understood", target.text));
         }
         let next = paths::normalise(&self.cwd.join(&target.text));
-        if !paths::resolve(&self.root, &next.to_string_lossy()).inside {
+        if !next.is_dir() || !self.leads_inside(&next) {
             return Err(format!("`cd {}` leaves the workspace", target.text));
         }
         self.cwd = next;
@@ -599,5 +677,53 @@ impl Checker {
     }
 }
 
+/// A value given as a separate word: one that looks like an option may be
+/// taken by the program as an option (when the value is optional there).
+fn separate_value(word: &Word) -> Judged<()> {
+    if word.text.starts_with('-') && word.text.len() > 1 {
+        return Err(format!(
+            "`{}` after an option that takes a value",
+            word.text
+        ));
+    }
+    Ok(())
+}
+
+/// Where `path` really leads, resolved the way the kernel does: component
+/// by component, a symlink replaced by its target where it stands, so
+/// `link/..` is the parent of the link's target, not the folder holding
+/// the link. A part that does not exist yet is taken as written; a
+/// dangling symlink gives `None`.
+pub fn physical(path: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    let mut out = PathBuf::from("/");
+    let mut missing = false;
+    for component in path.components() {
+        match component {
+            Component::RootDir | Component::Prefix(_) => out = PathBuf::from("/"),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => {
+                out.push(name);
+                if missing {
+                    continue;
+                }
+                match out.symlink_metadata() {
+                    Ok(meta) if meta.file_type().is_symlink() => {
+                        out = std::fs::canonicalize(&out).ok()?;
+                    }
+                    Ok(_) => {}
+                    Err(_) => missing = true,
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod attack_tests;
 #[cfg(test)]
 mod tests;

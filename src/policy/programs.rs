@@ -11,6 +11,11 @@
 pub enum Options {
     /// No option of the program writes a file or runs another program.
     Any,
+    /// Like `Any`, except for options that reach outside what the command
+    /// line names (following symlinks while walking, reading file lists,
+    /// running a helper, reading variables); a long option is refused
+    /// also when abbreviated.
+    AnyExcept(&'static Denied),
     /// Only the options of the table; anything else asks.
     Only(&'static Table),
     /// `find`: its own expression language.
@@ -19,12 +24,22 @@ pub enum Options {
     Git,
 }
 
+/// Options refused for an otherwise harmless program.
+pub struct Denied {
+    /// Short options, one letter each.
+    pub short: &'static str,
+    /// Long options (without their value).
+    pub long: &'static [&'static str],
+}
+
 /// Options a program accepts, as getopt-style syntax.
 pub struct Table {
     /// Short options without a value, one letter each.
     pub short: &'static str,
     /// Short options that take a value, attached (`-k2`) or as the next word.
     pub short_value: &'static str,
+    /// Short options whose value is optional and must be attached (`-U3`).
+    pub short_optional: &'static str,
     /// Long options without a value.
     pub long: &'static [&'static str],
     /// Long options that take a value: `--name=value` or `--name value`.
@@ -60,22 +75,75 @@ const fn builtin(name: &'static str) -> Program {
     }
 }
 
+const fn except(name: &'static str, denied: &'static Denied, builtin: bool) -> Program {
+    Program {
+        name,
+        options: Options::AnyExcept(denied),
+        builtin,
+    }
+}
+
+/// `-L`/`--dereference` make `ls -R` and `du` walk into symlinked folders
+/// outside the workspace.
+static LS_DENIED: Denied = Denied {
+    short: "L",
+    long: &["--dereference"],
+};
+static DU_DENIED: Denied = Denied {
+    short: "L",
+    long: &["--dereference", "--files0-from"],
+};
+/// `--files0-from=-` reads the names of files to count from stdin, where
+/// the command line can put any path in a form no check sees.
+static WC_DENIED: Denied = Denied {
+    short: "",
+    long: &["--files0-from"],
+};
+/// `grep -R` follows every symlink while it walks.
+static GREP_DENIED: Denied = Denied {
+    short: "R",
+    long: &["--dereference-recursive"],
+};
+/// `diff -r` follows symlinks while it walks; `-l` runs `pr`.
+static DIFF_DENIED: Denied = Denied {
+    short: "rl",
+    long: &["--recursive", "--paginate"],
+};
+/// `-c` reads the files a checksum list names (any path).
+static SUM_DENIED: Denied = Denied {
+    short: "c",
+    long: &["--check"],
+};
+/// bash's `printf -v NAME` sets a variable (PATH, CDPATH) for the rest of
+/// the line.
+static PRINTF_DENIED: Denied = Denied {
+    short: "v",
+    long: &[],
+};
+/// `test -v NAME` tells whether a variable is set, `-R` whether it is a
+/// name reference, `-o` an option: none is about the workspace.
+static TEST_DENIED: Denied = Denied {
+    short: "vRo",
+    long: &[],
+};
+
 /// The known programs.
 pub const PROGRAMS: &[Program] = &[
     // GNU coreutils that only print what they read or are told: none of
     // their options writes a file or runs a program (checked against each
-    // program's manual). Values naming files are checked like every path.
-    any("ls"),
+    // program's manual); those that can reach further have the options
+    // that do refused. Values naming files are checked like every path.
+    except("ls", &LS_DENIED, false),
     any("cat"),
     any("head"),
     any("tail"),
-    any("wc"),
+    except("wc", &WC_DENIED, false),
     any("nl"),
     any("cut"),
     any("tr"),
     any("tac"),
     any("stat"),
-    any("du"),
+    except("du", &DU_DENIED, false),
     any("df"),
     any("basename"),
     any("dirname"),
@@ -84,28 +152,28 @@ pub const PROGRAMS: &[Program] = &[
     any("whoami"),
     any("id"),
     any("uname"),
-    any("sha256sum"),
-    any("sha1sum"),
-    any("md5sum"),
+    except("sha256sum", &SUM_DENIED, false),
+    except("sha1sum", &SUM_DENIED, false),
+    except("md5sum", &SUM_DENIED, false),
     any("which"),
-    // GNU diff and cmp compare files and print; neither runs a helper
-    // program (that is sdiff's and diff3's --diff-program, not listed).
-    any("diff"),
+    // GNU diff and cmp compare files and print; diff's `-l` (through `pr`)
+    // and `-r` (which follows symlinks) are refused.
+    except("diff", &DIFF_DENIED, false),
     any("cmp"),
     // GNU grep reads files and prints matches; it has no option that
     // writes or runs anything (unlike ripgrep's --pre).
-    any("grep"),
-    any("egrep"),
-    any("fgrep"),
+    except("grep", &GREP_DENIED, false),
+    except("egrep", &GREP_DENIED, false),
+    except("fgrep", &GREP_DENIED, false),
     // Shell builtins that print or test; `printf -v` only sets a variable
     // of the shell that runs this one line.
     builtin("echo"),
-    builtin("printf"),
+    except("printf", &PRINTF_DENIED, true),
     builtin("pwd"),
     builtin("true"),
     builtin("false"),
-    builtin("test"),
-    builtin("["),
+    except("test", &TEST_DENIED, true),
+    except("[", &TEST_DENIED, true),
     // `cd` changes the directory later commands of the line start in; its
     // operand is checked like any path and followed by the classifier.
     builtin("cd"),
@@ -136,11 +204,12 @@ pub fn find(name: &str) -> Option<&'static Program> {
 }
 
 /// `sort` without `-o`/`--output` (writes a file), `-T`/
-/// `--temporary-directory` (writes there) and `--compress-program` (runs
-/// a program).
+/// `--temporary-directory` (writes there), `--compress-program` (runs
+/// a program) and `--files0-from` (reads any file names from stdin).
 static SORT: Table = Table {
     short: "bdfghiMnRrsuVcCmz",
     short_value: "ktS",
+    short_optional: "",
     long: &[
         "--ignore-leading-blanks",
         "--dictionary-order",
@@ -165,18 +234,19 @@ static SORT: Table = Table {
         "--buffer-size",
         "--parallel",
         "--sort",
-        "--files0-from",
     ],
     long_optional: &["--check"],
     numeric: false,
 };
 
 /// ripgrep without `--pre`/`--pre-glob` (run a program on each file),
-/// `-z`/`--search-zip` (run decompressors) and `--hostname-bin` (runs a
-/// program); everything listed only selects, matches or formats.
+/// `-z`/`--search-zip` (run decompressors), `--hostname-bin` (runs a
+/// program) and `-L`/`--follow` (walks into symlinked folders outside the
+/// workspace); everything listed only selects, matches or formats.
 static RG: Table = Table {
-    short: "iSswvlcnNHhoqxFULab0uI.p",
+    short: "iSswvlcnNHhoqxFUab0uI.p",
     short_value: "efgtTABCmMjErd",
+    short_optional: "",
     long: &[
         "--hidden",
         "--no-ignore",
@@ -200,7 +270,6 @@ static RG: Table = Table {
         "--fixed-strings",
         "--multiline",
         "--multiline-dotall",
-        "--follow",
         "--json",
         "--no-heading",
         "--heading",
@@ -269,7 +338,8 @@ static RG: Table = Table {
 
 /// `find` expressions that only test or print. Absent on purpose:
 /// `-exec`, `-execdir`, `-ok`, `-okdir` (run programs), `-delete`
-/// (removes files), `-fprint`, `-fprint0`, `-fprintf`, `-fls` (write files).
+/// (removes files), `-fprint`, `-fprint0`, `-fprintf`, `-fls` (write files),
+/// `-follow` (walks into symlinked folders outside the workspace).
 pub const FIND_FLAGS: &[&str] = &[
     "-print",
     "-print0",
@@ -287,7 +357,6 @@ pub const FIND_FLAGS: &[&str] = &[
     "-depth",
     "-xdev",
     "-mount",
-    "-follow",
     "-daystart",
     "-noleaf",
     "-not",

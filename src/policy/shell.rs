@@ -55,10 +55,13 @@ pub struct Simple {
     pub piped: bool,
 }
 
-/// A whole line: its simple commands in order.
+/// A whole line: its simple commands in order, and the operators that
+/// follow them (`operators[i]` after `commands[i]`; the last command may
+/// have none).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Script {
     pub commands: Vec<Simple>,
+    pub operators: Vec<Operator>,
 }
 
 /// Why a line could not be parsed into the supported subset.
@@ -79,7 +82,7 @@ const KEYWORDS: &[&str] = &[
 
 /// Operators between commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Operator {
+pub enum Operator {
     Sequence,
     And,
     Or,
@@ -160,6 +163,7 @@ fn assemble(tokens: Vec<Token>) -> Result<Script, Refusal> {
                 simple.piped = operator == Operator::Pipe;
                 open = matches!(operator, Operator::And | Operator::Or | Operator::Pipe);
                 script.commands.push(std::mem::take(&mut simple));
+                script.operators.push(operator);
             }
         }
     }

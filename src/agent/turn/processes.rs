@@ -66,6 +66,9 @@ impl Processes {
         let profile = match confinement {
             Confinement::None => return Ok(launch),
             Confinement::ReadOnly { sandboxed } => {
+                // The judgement followed `cd` as written; CDPATH would
+                // send it elsewhere.
+                launch.env_remove.push("CDPATH".into());
                 launch.env_set.extend(
                     crate::policy::git::neutralising_env()
                         .into_iter()
