@@ -11,10 +11,10 @@
 //! carve-out. It also turns TCP off (ABI 4) and scopes signals and
 //! abstract Unix sockets to the sandbox (ABI 6).
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 // From the kernel's uapi `linux/landlock.h`.
@@ -241,10 +241,20 @@ impl Ruleset {
     /// skipped unless `follow` is set.
     fn allow(&self, path: &Path, access: u64, follow: bool) -> io::Result<()> {
         let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH | nofollow)
-            .open(path)?;
+        // Opened with the C library directly: std masks O_PATH out of its
+        // custom flags where O_ACCMODE includes it (musl), and without
+        // O_PATH opening a device such as /dev/tty fails (no controlling
+        // terminal) or has effects.
+        let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| io::Error::other("a path with a NUL byte"))?;
+        // SAFETY: `c_path` is NUL-terminated and outlives the call; open
+        // touches no other memory of ours.
+        let raw = unsafe { libc::open(c_path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC | nofollow) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: open just returned this descriptor, owned by nothing else.
+        let file = fs::File::from(unsafe { OwnedFd::from_raw_fd(raw) });
         let kind = file.metadata()?.file_type();
         if kind.is_symlink() {
             return Ok(());

@@ -175,7 +175,9 @@ fn mount_read_only(paths: &[PathBuf]) -> Result<(), String> {
 /// The flags of the mount holding `path` that a read-only remount must
 /// repeat, from statvfs.
 fn kept_flags(path: &Path) -> io::Result<libc::c_ulong> {
-    /// ST_NOSYMFOLLOW, which the libc crate does not name.
+    /// ST_RELATIME and ST_NOSYMFOLLOW, which the libc crate does not name
+    /// for every C library.
+    const ST_RELATIME: libc::c_ulong = 0x1000;
     const ST_NOSYMFOLLOW: libc::c_ulong = 0x2000;
     let target = c_path(path)?;
     let mut stats = MaybeUninit::<libc::statvfs>::uninit();
@@ -194,7 +196,7 @@ fn kept_flags(path: &Path) -> io::Result<libc::c_ulong> {
         (libc::ST_MANDLOCK, libc::MS_MANDLOCK),
         (libc::ST_NOATIME, libc::MS_NOATIME),
         (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (libc::ST_RELATIME, libc::MS_RELATIME),
+        (ST_RELATIME, libc::MS_RELATIME),
         (ST_NOSYMFOLLOW, libc::MS_NOSYMFOLLOW),
     ];
     Ok(pairs
