@@ -77,7 +77,12 @@ fn apply(profile: &Profile, use_namespaces: bool) -> Result<(), String> {
 
     let mut entered = Entered::default();
     if use_namespaces {
-        match namespaces::enter(!profile.network, &read_only) {
+        let hidden: Vec<PathBuf> = profile
+            .hidden
+            .iter()
+            .filter_map(|path| std::fs::canonicalize(path).ok())
+            .collect();
+        match namespaces::enter(!profile.network, &read_only, &hidden) {
             Ok(done) => entered = done,
             Err(Failure::Unusable(reason)) => log::debug!("sandbox without namespaces: {reason}"),
             Err(Failure::Broken(reason)) => return Err(reason),

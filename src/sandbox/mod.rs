@@ -40,6 +40,10 @@ pub struct Profile {
     /// Whether the network may be used. false = no network at all (no TCP,
     /// no UDP, not even 127.0.0.1); AF_UNIX sockets stay allowed.
     pub network: bool,
+    /// Paths the command must not read (Spindle's key files, database and
+    /// logs): covered by empty ones where namespaces are available. Missing
+    /// paths are ignored.
+    pub hidden: Vec<PathBuf>,
 }
 
 /// What this machine offers, found once per process.
@@ -227,6 +231,10 @@ pub fn launcher_command(
         argv.push("--read-only".into());
         argv.push(path.clone().into_os_string());
     }
+    for path in &profile.hidden {
+        argv.push("--hide".into());
+        argv.push(path.clone().into_os_string());
+    }
     if profile.network {
         argv.push("--network".into());
     }
@@ -237,7 +245,7 @@ pub fn launcher_command(
 }
 
 const USAGE: &str = "\
-usage: spindle sandbox [--write DIR]... [--read-only PATH]... [--network] -- PROGRAM [ARGS...]
+usage: spindle sandbox [--write DIR]... [--read-only PATH]... [--hide PATH]... [--network] -- PROGRAM [ARGS...]
        spindle sandbox --probe";
 
 /// A parsed `spindle sandbox` command line.
@@ -272,6 +280,9 @@ fn parse(args: Vec<OsString>) -> Result<Request, String> {
                 .push(parser.value().map_err(|e| e.to_string())?.into()),
             Long("read-only") => profile
                 .read_only
+                .push(parser.value().map_err(|e| e.to_string())?.into()),
+            Long("hide") => profile
+                .hidden
                 .push(parser.value().map_err(|e| e.to_string())?.into()),
             Long("network") => profile.network = true,
             Long("no-namespaces") => namespaces = false,
@@ -382,6 +393,7 @@ mod tests {
             writable: vec!["/work/ws".into(), "/tmp/private".into()],
             read_only: vec!["/work/ws/.git".into()],
             network: false,
+            hidden: vec!["/home/u/.local/share/spindle".into()],
         };
         let (exe, argv) = launcher_command(
             Path::new("/bin/spindle"),

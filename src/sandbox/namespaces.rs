@@ -39,14 +39,20 @@ pub enum Failure {
 }
 
 /// Enters a network namespace when `isolate_network`, and a mount
-/// namespace with `read_only` (canonical paths) mounted read-only when it
-/// is not empty.
-pub fn enter(isolate_network: bool, read_only: &[PathBuf]) -> Result<Entered, Failure> {
+/// namespace with `read_only` (canonical paths) mounted read-only and
+/// `hidden` (canonical paths: Spindle's key files, database and logs)
+/// covered by something empty, when either is not empty. Hiding is not
+/// optional: a path that cannot be hidden makes the launch fail.
+pub fn enter(
+    isolate_network: bool,
+    read_only: &[PathBuf],
+    hidden: &[PathBuf],
+) -> Result<Entered, Failure> {
     let mut flags = 0;
     if isolate_network {
         flags |= libc::CLONE_NEWNET;
     }
-    if !read_only.is_empty() {
+    if !read_only.is_empty() || !hidden.is_empty() {
         flags |= libc::CLONE_NEWNS;
     }
     if flags == 0 {
@@ -57,20 +63,56 @@ pub fn enter(isolate_network: bool, read_only: &[PathBuf]) -> Result<Entered, Fa
         network_isolated: isolate_network,
         ..Entered::default()
     };
+    if flags & libc::CLONE_NEWNS != 0 {
+        // Nothing done here may reach the parent namespace.
+        mount(None, Path::new("/"), libc::MS_REC | libc::MS_PRIVATE)
+            .map_err(|error| Failure::Broken(format!("cannot make the mounts private: {error}")))?;
+    }
     if !read_only.is_empty() {
         match mount_read_only(read_only) {
             Ok(()) => entered.mounted_read_only = true,
             Err(error) => entered.mount_error = Some(error),
         }
     }
+    for path in hidden {
+        hide(path)
+            .map_err(|error| Failure::Broken(format!("cannot hide {}: {error}", path.display())))?;
+    }
     Ok(entered)
+}
+
+/// Covers `path`: a folder with an empty read-only tmpfs, a file with
+/// `/dev/null`.
+fn hide(path: &Path) -> io::Result<()> {
+    let meta = std::fs::symlink_metadata(path)?;
+    let target = c_path(path)?;
+    if meta.is_dir() {
+        let fstype = CString::new("tmpfs").map_err(io::Error::other)?;
+        let data = CString::new("mode=0500,size=4k").map_err(io::Error::other)?;
+        // SAFETY: every pointer is a NUL-terminated string alive for the
+        // call; mount reads them only.
+        let result = unsafe {
+            libc::mount(
+                fstype.as_ptr(),
+                target.as_ptr(),
+                fstype.as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY,
+                data.as_ptr().cast(),
+            )
+        };
+        if result != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        return Ok(());
+    }
+    mount(Some(Path::new("/dev/null")), path, libc::MS_BIND)
 }
 
 /// What the probe checks, in a throwaway child: both namespaces can be
 /// entered, and `dir` can be made read-only in the mount namespace.
 pub fn probe(dir: &Path) -> Result<(), String> {
     let dir = dir.to_path_buf();
-    let entered = match enter(true, std::slice::from_ref(&dir)) {
+    let entered = match enter(true, std::slice::from_ref(&dir), &[]) {
         Ok(entered) => entered,
         Err(Failure::Unusable(reason) | Failure::Broken(reason)) => return Err(reason),
     };
@@ -138,12 +180,9 @@ fn write_proc(path: &str, text: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// Makes the mount tree private (nothing done here reaches the parent
-/// namespace), then bind-mounts each path over itself and remounts it
-/// read-only.
+/// Bind-mounts each path over itself and remounts it read-only (the mount
+/// tree is private already).
 fn mount_read_only(paths: &[PathBuf]) -> Result<(), String> {
-    mount(None, Path::new("/"), libc::MS_REC | libc::MS_PRIVATE)
-        .map_err(|error| format!("cannot make the mounts private: {error}"))?;
     for path in paths {
         mount(Some(path), path, libc::MS_BIND | libc::MS_REC)
             .map_err(|error| format!("cannot bind-mount {}: {error}", path.display()))?;

@@ -97,9 +97,20 @@ pub fn prepare_session_dir(db: &Path, session_id: &str) -> io::Result<PathBuf> {
     Ok(dir)
 }
 
+/// The folder of every session's sandbox temp folders, beside the
+/// database (apart from the logs, which sandboxed commands may not read).
+pub fn temp_root(db: &Path) -> PathBuf {
+    root(db).with_file_name("tmp")
+}
+
 /// A private temp folder for the session's sandboxed commands.
-pub fn prepare_temp_dir(session_dir: &Path) -> io::Result<PathBuf> {
-    let dir = session_dir.join("tmp");
+pub fn prepare_temp_dir(db: &Path, session_id: &str) -> io::Result<PathBuf> {
+    let root = temp_root(db);
+    if let Some(parent) = root.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    private_dir(&root)?;
+    let dir = root.join(safe_name(session_id));
     private_dir(&dir)?;
     Ok(dir)
 }
@@ -121,13 +132,15 @@ const O_NOFOLLOW: i32 = 0o400000;
 #[cfg(not(target_os = "linux"))]
 const O_NOFOLLOW: i32 = 0x100;
 
-/// Removes a session's logs (when the session is deleted).
+/// Removes a session's logs and temp folder (when the session is deleted).
 pub fn remove_session(db: &Path, session_id: &str) {
-    let dir = session_dir(db, session_id);
-    match fs::remove_dir_all(&dir) {
-        Ok(()) => {}
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-        Err(err) => log::warn!("cannot remove the logs in {}: {err}", dir.display()),
+    let temp = temp_root(db).join(safe_name(session_id));
+    for dir in [session_dir(db, session_id), temp] {
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => log::warn!("cannot remove {}: {err}", dir.display()),
+        }
     }
 }
 

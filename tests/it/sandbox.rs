@@ -93,6 +93,7 @@ impl Scratch {
             writable: vec![self.path("ws"), self.path("tmp")],
             read_only: vec![self.path("ws/.git")],
             network,
+            hidden: vec![self.path("secret-dir"), self.path("secret.key")],
         }
     }
 
@@ -493,4 +494,44 @@ fn output_and_exit_status_pass_through() {
     assert_eq!(output.status.code(), Some(3));
     assert_eq!(stdout(&output), "out\n");
     assert_eq!(stderr(&output), "err\n");
+}
+
+#[test]
+fn hidden_files_and_folders_read_as_empty() {
+    if !machine_has("hidden_files_and_folders_read_as_empty", true, false) {
+        return;
+    }
+    let scratch = Scratch::new("hidden");
+    write_file(&scratch.root, "secret.key", "sk-hidden-key-0123456789\n");
+    write_file(
+        &scratch.root,
+        "secret-dir/session.log",
+        "a private transcript\n",
+    );
+    write_file(&scratch.root, "outside/visible.txt", "not hidden\n");
+    let profile = scratch.workspace_profile(false);
+    let output = scratch.run(
+        &profile,
+        &format!(
+            "cat {key}; ls -A {dir}; cat {dir}/session.log; cat {visible}",
+            key = scratch.path("secret.key").display(),
+            dir = scratch.path("secret-dir").display(),
+            visible = scratch.path("outside/visible.txt").display(),
+        ),
+    );
+    let text = stdout(&output);
+    assert!(
+        !text.contains("sk-hidden-key"),
+        "the key file was read: {text}"
+    );
+    assert!(
+        !text.contains("private transcript"),
+        "the folder was read: {text}"
+    );
+    assert!(text.contains("not hidden"), "{text} / {}", stderr(&output));
+    // Outside the sandbox nothing changed.
+    assert_eq!(
+        fs::read_to_string(scratch.path("secret.key")).unwrap(),
+        "sk-hidden-key-0123456789\n"
+    );
 }

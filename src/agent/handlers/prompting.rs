@@ -475,8 +475,27 @@ impl Dispatcher {
         let sandbox = launcher
             .as_deref()
             .is_some_and(|exe| crate::sandbox::support(exe).available());
+        let temp_dir = crate::tools::logs::prepare_temp_dir(&self.db_path, session_id)
+            .map_err(|error| log::warn!("no private temp folder for the sandbox: {error}"))
+            .ok();
+        // Sandboxed commands may read outside the workspace, but not
+        // Spindle's credentials, sessions or logs.
+        let mut hidden: Vec<std::path::PathBuf> = registry
+            .config
+            .providers
+            .values()
+            .filter_map(|provider| provider.api_key_file.clone())
+            .collect();
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut path = self.db_path.clone().into_os_string();
+            path.push(suffix);
+            hidden.push(path.into());
+        }
+        hidden.push(crate::tools::logs::root(&self.db_path));
         Processes {
             secrets: registry.secrets.clone(),
+            temp_dir,
+            hidden,
             session_dir,
             log_cap: registry
                 .config

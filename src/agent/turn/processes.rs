@@ -5,7 +5,6 @@
 
 use crate::policy::secrets::Secrets;
 use crate::sandbox::Profile;
-use crate::tools::logs;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,6 +32,11 @@ pub struct Processes {
     pub session_dir: Option<PathBuf>,
     /// The most bytes of one command's output kept in its log.
     pub log_cap: u64,
+    /// The private temp folder of sandboxed commands (`TMPDIR`).
+    pub temp_dir: Option<PathBuf>,
+    /// What sandboxed commands must not read: key files, the session
+    /// database and the command logs.
+    pub hidden: Vec<PathBuf>,
     /// The Spindle binary, which is also the sandbox launcher.
     pub launcher: Option<PathBuf>,
     /// Whether the machine offers a sandbox.
@@ -83,22 +87,19 @@ impl Processes {
                 writable: vec![root.to_path_buf()],
                 read_only: git_dirs(root, cwd),
                 network: false,
+                hidden: Vec::new(),
             },
         };
         let Some(launcher) = &self.launcher else {
             return Err("the sandbox is not available".into());
         };
         let mut profile = profile;
-        if let Some(dir) = &self.session_dir {
-            match logs::prepare_temp_dir(dir) {
-                Ok(tmp) => {
-                    launch
-                        .env_set
-                        .push(("TMPDIR".into(), tmp.clone().into_os_string()));
-                    profile.writable.push(tmp);
-                }
-                Err(error) => log::warn!("no private temp folder for the sandbox: {error}"),
-            }
+        profile.hidden = self.hidden.clone();
+        if let Some(tmp) = &self.temp_dir {
+            launch
+                .env_set
+                .push(("TMPDIR".into(), tmp.clone().into_os_string()));
+            profile.writable.push(tmp.clone());
         }
         launch.sandbox = Some((launcher.clone(), profile));
         Ok(launch)

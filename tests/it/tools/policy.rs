@@ -526,3 +526,68 @@ fn a_write_through_a_hard_link_asks_under_auto() {
     assert_eq!(turn.permission_ids(), ["h1"], "{}", turn.dump());
     assert_eq!(fs::read_to_string(&outside).unwrap(), "original\n");
 }
+
+#[test]
+fn sandboxed_commands_cannot_read_key_files_or_the_session_database() {
+    if !sandbox_available() {
+        eprintln!("no sandbox on this machine");
+        return;
+    }
+    let space = Space::new("policy-hidden");
+    let key_file = space.base.join("provider.key");
+    fs::write(&key_file, format!("{KEY}\n")).unwrap();
+    fs::set_permissions(&key_file, fs::Permissions::from_mode(0o600)).unwrap();
+    let config = space.base.join("config.json");
+    fs::write(
+        &config,
+        json!({"providers": {"corp": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key_file": key_file}}})
+            .to_string(),
+    )
+    .unwrap();
+    let db = space.base.join("db").join("spindle.db");
+    fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let line = format!(
+        "cat {key}; grep -a -o -h PLATYPUS {db} {db}-wal; ls -A {logs}; echo ran",
+        key = key_file.display(),
+        db = db.display(),
+        logs = db.parent().unwrap().join("logs").display()
+    );
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call("k1", "run_command", json!({"command": line}))]),
+            say("Done."),
+        ]),
+        &[
+            "--permissions",
+            "sandbox",
+            "--config",
+            config.to_str().unwrap(),
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        json!({}),
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "remember the word PLATYPUS",
+        WAIT,
+        no_requests,
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    let output = turn.final_text("k1");
+    assert!(output.contains("ran"), "{output}");
+    assert!(!output.contains(KEY), "the key file was read: {output}");
+    assert!(
+        !output.contains("PLATYPUS"),
+        "the database was read: {output}"
+    );
+    // Outside the sandbox the word is there to be found.
+    let stored: Vec<u8> = [fs::read(&db).unwrap_or_default(), {
+        let mut wal = db.clone().into_os_string();
+        wal.push("-wal");
+        fs::read(wal).unwrap_or_default()
+    }]
+    .concat();
+    assert!(String::from_utf8_lossy(&stored).contains("PLATYPUS"));
+}
