@@ -29,7 +29,7 @@ pub fn list(store: &Store, cwd: Option<&str>) -> Result<String> {
     if out.is_empty() {
         out.push_str("No sessions.\n");
     }
-    Ok(out)
+    Ok(printable(&out))
 }
 
 /// The whole transcript of a session as text, or `None` when there is no
@@ -53,7 +53,25 @@ pub fn show(store: &Store, id: &str) -> Result<Option<String>> {
         };
         render(&event, &mut titles, &mut out);
     }
-    Ok(Some(out))
+    Ok(Some(printable(&out)))
+}
+
+/// `text` safe to print on a terminal: stored prompts and model output
+/// may hold escape sequences (which a terminal would obey) and bidi
+/// controls (which reorder what is shown); each is shown as `\u{…}`.
+/// Line breaks and tabs stay.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let control = (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
+        if control {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn text_of(content: &Value) -> String {
@@ -138,6 +156,14 @@ mod tests {
     use super::*;
     use crate::provider::Message;
     use serde_json::json;
+
+    #[test]
+    fn escape_sequences_are_shown_not_obeyed() {
+        assert_eq!(
+            printable("a\u{1b}[2Jb\r\u{7}\u{202e}c\n\td"),
+            "a\\u{1b}[2Jb\\u{d}\\u{7}\\u{202e}c\n\td"
+        );
+    }
 
     #[test]
     fn shows_a_transcript_as_text() {

@@ -311,12 +311,21 @@ fn seconds(parser: &mut lexopt::Parser, flag: &str) -> Result<Duration, Usage> {
 }
 
 fn main() -> ExitCode {
+    // The HTTP and TLS libraries log only when RUST_LOG names them, and
+    // never above debug: at trace they dump raw requests, API keys in
+    // their headers included.
+    let asked = std::env::var("RUST_LOG").unwrap_or_default();
+    let library = |name: &str, cap: log::LevelFilter| {
+        if asked.contains(name) {
+            cap
+        } else {
+            log::LevelFilter::Warn
+        }
+    };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
-        // The HTTP library dumps raw requests (with API keys in their
-        // headers) at trace level: never let those reach the log.
-        .filter_module("ureq_proto", log::LevelFilter::Debug)
-        .filter_module("ureq", log::LevelFilter::Debug)
-        .filter_module("rustls", log::LevelFilter::Info)
+        .filter_module("ureq_proto", library("ureq", log::LevelFilter::Debug))
+        .filter_module("ureq", library("ureq", log::LevelFilter::Debug))
+        .filter_module("rustls", library("rustls", log::LevelFilter::Info))
         .target(env_logger::Target::Stderr)
         .init();
     match parse_args() {

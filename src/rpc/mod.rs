@@ -104,10 +104,62 @@ pub enum Incoming {
     },
 }
 
+/// `line` with every `\uXXXX` escape of a lone UTF-16 surrogate replaced
+/// by `\uFFFD`; `None` when there was none. One pass over the bytes.
+fn repair_lone_surrogates(line: &[u8]) -> Option<Vec<u8>> {
+    fn escape_at(line: &[u8], at: usize) -> Option<u16> {
+        let digits = line.get(at + 2..at + 6)?;
+        if line.get(at) != Some(&b'\\') || line.get(at + 1) != Some(&b'u') {
+            return None;
+        }
+        let text = std::str::from_utf8(digits).ok()?;
+        u16::from_str_radix(text, 16).ok()
+    }
+    let is_high = |unit: u16| (0xD800..0xDC00).contains(&unit);
+    let is_low = |unit: u16| (0xDC00..0xE000).contains(&unit);
+    let mut out = Vec::with_capacity(line.len());
+    let mut changed = false;
+    let mut at = 0;
+    while at < line.len() {
+        if line[at] != b'\\' {
+            out.push(line[at]);
+            at += 1;
+            continue;
+        }
+        match escape_at(line, at) {
+            Some(unit) if is_high(unit) && escape_at(line, at + 6).is_some_and(is_low) => {
+                out.extend_from_slice(&line[at..at + 12]);
+                at += 12;
+            }
+            Some(unit) if is_high(unit) || is_low(unit) => {
+                out.extend_from_slice(b"\\uFFFD");
+                changed = true;
+                at += 6;
+            }
+            _ => {
+                // Any other escape: the backslash and the byte it escapes.
+                let end = (at + 2).min(line.len());
+                out.extend_from_slice(&line[at..end]);
+                at = end;
+            }
+        }
+    }
+    changed.then_some(out)
+}
+
 /// Classifies one line of input. Never fails: anything that is not a valid
 /// message becomes `Incoming::Invalid` with the error to send back.
 pub fn classify(line: &[u8]) -> Incoming {
-    let value: Value = match serde_json::from_slice(line) {
+    let parsed = serde_json::from_slice(line).or_else(|err| {
+        // A string cut in the middle of a surrogate pair (what JavaScript
+        // gives when it slices a string mid-emoji) is still the client's
+        // request: the lone half becomes U+FFFD and the request is answered.
+        match repair_lone_surrogates(line) {
+            Some(repaired) => serde_json::from_slice(&repaired).map_err(|_| err),
+            None => Err(err),
+        }
+    });
+    let value: Value = match parsed {
         Ok(value) => value,
         Err(err) => {
             return Incoming::Invalid {
@@ -261,6 +313,20 @@ fn to_line<T: Serialize>(message: &T) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lone_surrogates_become_replacement_characters() {
+        let line = br#"{"jsonrpc":"2.0","id":7,"method":"m","params":{"t":"cut \ud83d","u":"\ude00x","ok":"\ud83d\ude00","esc":"\\ud83d"}}"#;
+        let Incoming::Request { id, params, .. } = classify(line) else {
+            panic!("not a request");
+        };
+        assert_eq!(id, serde_json::json!(7));
+        assert_eq!(params["t"], "cut \u{fffd}");
+        assert_eq!(params["u"], "\u{fffd}x");
+        assert_eq!(params["ok"], "\u{1f600}");
+        assert_eq!(params["esc"], "\\ud83d");
+        assert!(repair_lone_surrogates(br#"{"a":"\ud83d\ude00"}"#).is_none());
+    }
     use serde_json::json;
 
     #[test]

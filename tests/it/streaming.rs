@@ -500,3 +500,24 @@ fn logs_never_reach_stdout() {
         "a key leaked into the log"
     );
 }
+
+/// With `RUST_LOG` unset, a model call leaves stderr quiet: the HTTP and
+/// TLS libraries log only when `RUST_LOG` names them.
+#[test]
+fn library_debug_logging_stays_off_without_rust_log() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["Quiet ", "answer"])));
+    let dir = temp_dir("quiet-log");
+    let mut agent = start(&server, &[]);
+    let session = agent.new_session(&dir);
+    let id = prompt(&mut agent, &session, "hello");
+    let (response, _) = agent.response(&id, WAIT);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    agent.close_stdin();
+    agent.wait_exit(WAIT);
+    let stderr = agent.stderr();
+    assert!(
+        !stderr.contains("DEBUG") && !stderr.contains("ureq"),
+        "stderr: {stderr}"
+    );
+}

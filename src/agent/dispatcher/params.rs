@@ -9,29 +9,77 @@ use std::path::{Path, PathBuf};
 
 /// Decodes params into a handler's type; the error names the offending
 /// field, so a person can fix the request.
-pub(in crate::agent) fn decode<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
-    T::deserialize(&params).map_err(|err| RpcError::invalid_params(describe::<T>(&err, &params)))
+pub(in crate::agent) fn decode<T: DeserializeOwned>(mut params: Value) -> Result<T, RpcError> {
+    match T::deserialize(&params) {
+        Ok(value) => Ok(value),
+        Err(err) => Err(RpcError::invalid_params(describe::<T>(&err, &mut params))),
+    }
 }
 
-/// serde reports a wrong type without saying where. Removing one top-level
-/// field at a time finds it: the field whose removal turns the error into
-/// "missing field" is the one that was wrong.
-fn describe<T: DeserializeOwned>(err: &serde_json::Error, params: &Value) -> String {
+/// The most top-level fields `describe` tries, one at a time: params with
+/// more fields than any request has get serde's message as it is, so a
+/// hostile object of many keys costs one failed decode, not one per key.
+const DESCRIBE_KEYS: usize = 32;
+
+/// serde reports a wrong type without saying where. Taking one top-level
+/// field out at a time finds it: the field whose absence turns the error
+/// into "missing field" is the one that was wrong. Each try moves the
+/// value out and back (no copy), so the whole search stays linear in the
+/// size of the params.
+fn describe<T: DeserializeOwned>(err: &serde_json::Error, params: &mut Value) -> String {
     let text = err.to_string();
-    if let Value::Object(map) = params {
-        if !text.starts_with("missing field") {
-            for key in map.keys() {
-                let mut without = map.clone();
-                without.remove(key);
-                if let Err(other) = T::deserialize(&Value::Object(without)) {
-                    if other.to_string() == format!("missing field `{key}`") {
-                        return format!("field `{key}`: {text}");
-                    }
-                }
-            }
+    let Value::Object(map) = params else {
+        return text;
+    };
+    if text.starts_with("missing field") || map.len() > DESCRIBE_KEYS {
+        return text;
+    }
+    let keys: Vec<String> = map.keys().cloned().collect();
+    for key in keys {
+        let Some(value) = map.remove(&key) else {
+            continue;
+        };
+        let missing = match T::deserialize(&*map_as_value(map)) {
+            Err(other) => other.to_string() == format!("missing field `{key}`"),
+            Ok(_) => false,
+        };
+        map.insert(key.clone(), value);
+        if missing {
+            return format!("field `{key}`: {text}");
         }
     }
     text
+}
+
+/// A borrowed view of a map as a `Value` for deserializing: serde_json
+/// deserializes from `&Value`, so the map is wrapped without copying its
+/// entries (moved in and back out).
+fn map_as_value(map: &mut serde_json::Map<String, Value>) -> MapValue<'_> {
+    MapValue {
+        value: Value::Object(std::mem::take(map)),
+        map,
+    }
+}
+
+/// Holds a map's entries as a `Value` and gives them back when dropped.
+struct MapValue<'a> {
+    value: Value,
+    map: &'a mut serde_json::Map<String, Value>,
+}
+
+impl std::ops::Deref for MapValue<'_> {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        &self.value
+    }
+}
+
+impl Drop for MapValue<'_> {
+    fn drop(&mut self) {
+        if let Value::Object(entries) = std::mem::take(&mut self.value) {
+            *self.map = entries;
+        }
+    }
 }
 
 pub(in crate::agent) fn check_cwd(cwd: &str) -> Result<PathBuf, RpcError> {
@@ -67,6 +115,41 @@ pub(in crate::agent) fn internal(error: store::StoreError) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize;
+
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Request {
+        name: String,
+        count: u32,
+    }
+
+    #[test]
+    fn a_wrong_field_is_named_and_the_params_are_kept() {
+        let error = decode::<Request>(json!({"name": "x", "count": "seven"})).unwrap_err();
+        assert!(error.message.contains("field `count`"), "{}", error.message);
+        let mut params = json!({"name": "x", "count": "seven", "other": [1, 2]});
+        let err = Request::deserialize(&params).unwrap_err();
+        let text = describe::<Request>(&err, &mut params);
+        assert!(text.starts_with("field `count`"), "{text}");
+        assert_eq!(
+            params,
+            json!({"name": "x", "count": "seven", "other": [1, 2]})
+        );
+    }
+
+    #[test]
+    fn many_keys_get_the_plain_message() {
+        let mut map = serde_json::Map::new();
+        for index in 0..10_000 {
+            map.insert(format!("k{index}"), json!(index));
+        }
+        map.insert("name".into(), json!("x"));
+        map.insert("count".into(), json!("seven"));
+        let error = decode::<Request>(Value::Object(map)).unwrap_err();
+        assert!(!error.message.contains("field `"), "{}", error.message);
+        assert!(error.message.contains("invalid type"), "{}", error.message);
+    }
 
     #[test]
     fn cwd_must_be_an_absolute_directory() {

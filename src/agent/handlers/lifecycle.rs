@@ -82,9 +82,24 @@ impl Dispatcher {
                 }
             },
         };
-        self.store()?
-            .create_session(&session_id, &cwd_text, &settings, &servers)
-            .map_err(internal)?;
+        let created = self
+            .store()?
+            .create_session(&session_id, &cwd_text, &settings, &servers);
+        if let Err(error) = created {
+            // Another process may have taken a client-chosen id between
+            // the check above and this insert.
+            if self
+                .store()?
+                .session(&session_id)
+                .map_err(internal)?
+                .is_some()
+            {
+                return Err(RpcError::invalid_params(format!(
+                    "_meta.spindle.sessionId {session_id:?} is already in use by another session"
+                )));
+            }
+            return Err(internal(error));
+        }
         log::info!("session {session_id} opened in {cwd_text}");
         session.id = session_id.clone();
         let (mcp, notes) = start_mcp(&session.id, &session.mcp_servers, &self.tool_secrets());

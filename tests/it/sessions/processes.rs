@@ -276,3 +276,43 @@ fn agents_started_at_once_on_a_new_database_all_work() {
     space.db.assert_sound();
     assert_eq!(space.db.session_ids().len(), AGENTS);
 }
+
+/// Agents racing to create the same client-chosen session ids on one
+/// database: each id is created once, and every other attempt is refused
+/// as "already in use" (-32602), never as a store failure.
+#[test]
+fn racing_for_one_client_chosen_id_gives_in_use_not_a_store_error() {
+    const AGENTS: usize = 4;
+    const IDS: usize = 15;
+    let space = Space::new("id-race");
+    let mut agents: Vec<Agent> = (0..AGENTS).map(|_| space.reader()).collect();
+    let mut created = vec![0; IDS];
+    let mut failures = Vec::new();
+    for (round, count) in created.iter_mut().enumerate() {
+        let params = json!({"cwd": space.ws(), "mcpServers": [],
+                            "_meta": {"spindle": {"sessionId": format!("race-{round}")}}});
+        let ids: Vec<Value> = agents
+            .iter_mut()
+            .map(|agent| agent.request("session/new", params.clone()))
+            .collect();
+        for (agent, id) in agents.iter_mut().zip(&ids) {
+            let (response, _) = agent.response(id, WAIT);
+            if response.get("result").is_some() {
+                *count += 1;
+            } else if response["error"]["code"] != -32602
+                || !response["error"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("already in use")
+            {
+                failures.push(response.to_string());
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert!(created.iter().all(|n| *n == 1), "{created:?}");
+    for agent in agents {
+        finish(agent);
+    }
+    space.db.assert_sound();
+}
