@@ -3,6 +3,7 @@
 //! sees unsaved changes and the editor shows its own edits; files that are
 //! not UTF-8 stay on the local path and keep their bytes exactly.
 
+use super::bounded::{self, ReadError};
 use std::path::Path;
 
 /// Largest file `read_file` returns at once, in bytes.
@@ -53,13 +54,10 @@ fn looks_binary(bytes: &[u8]) -> bool {
 /// Reads the file's current content: through the editor for text files
 /// when it can, locally otherwise.
 fn current(path: &Path, editor: &dyn EditorFiles) -> Result<Current, String> {
-    let local = match std::fs::read(path) {
+    let local = match bounded::read_capped(path, bounded::EDIT_CAP) {
         Ok(bytes) => Some(bytes),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
-        Err(err) if err.kind() == std::io::ErrorKind::IsADirectory => {
-            return Err(format!("{} is a directory, not a file", path.display()))
-        }
-        Err(err) => return Err(format!("cannot read {}: {err}", path.display())),
+        Err(ReadError::Missing) => None,
+        Err(error) => return Err(describe(path, error)),
     };
     if path.is_dir() {
         return Err(format!("{} is a directory, not a file", path.display()));
@@ -82,6 +80,25 @@ fn current(path: &Path, editor: &dyn EditorFiles) -> Result<Current, String> {
                 None => Current::Missing,
             })
         }
+    }
+}
+
+/// What a person (or the model) should know about a file that could not
+/// be read.
+fn describe(path: &Path, error: ReadError) -> String {
+    match error {
+        ReadError::Missing => format!("{} does not exist", path.display()),
+        ReadError::Directory => format!("{} is a directory, not a file", path.display()),
+        ReadError::NotRegular => format!(
+            "{} is not a regular file (a pipe, socket or device); the file tools read regular files only",
+            path.display()
+        ),
+        ReadError::TooLarge(size) => format!(
+            "{} is {size} bytes, more than the file tools load whole ({} bytes); change or inspect files this large with a command (sed, grep, head)",
+            path.display(),
+            bounded::EDIT_CAP
+        ),
+        ReadError::Io(err) => format!("cannot read {}: {err}", path.display()),
     }
 }
 
@@ -111,6 +128,16 @@ pub fn read_file(
     line_count: Option<usize>,
     editor: &dyn EditorFiles,
 ) -> Result<ReadResult, String> {
+    let start = start_line.unwrap_or(1).max(1);
+    let count = line_count.unwrap_or(READ_LINE_DEFAULT).max(1);
+    // A file too large to hold is read from disk as a stream of lines.
+    match bounded::open_regular(path) {
+        Ok((_, size)) if size > bounded::WHOLE_READ_CAP => {
+            return read_large(path, start, count, size);
+        }
+        Err(ReadError::Missing) | Ok(_) => {}
+        Err(error) => return Err(describe(path, error)),
+    }
     let text = match current(path, editor)? {
         Current::Missing => return Err(format!("{} does not exist", path.display())),
         Current::Bytes(bytes) if looks_binary(&bytes) => {
@@ -130,8 +157,6 @@ pub fn read_file(
         }
         Current::Text(text) => text,
     };
-    let start = start_line.unwrap_or(1).max(1);
-    let count = line_count.unwrap_or(READ_LINE_DEFAULT).max(1);
     let total = text.lines().count();
     if total == 0 {
         return Ok(ReadResult {
@@ -175,6 +200,33 @@ pub fn read_file(
     Ok(ReadResult { text: out })
 }
 
+/// `read_file` of a file over `bounded::WHOLE_READ_CAP`: the window of
+/// lines streamed from disk, memory within the output cap.
+fn read_large(path: &Path, start: usize, count: usize, size: u64) -> Result<ReadResult, String> {
+    let window = bounded::stream_lines(path, start, count, READ_BYTE_CAP)
+        .map_err(|error| describe(path, error))?;
+    if window.binary {
+        return Err(format!(
+            "{} is a binary file ({size} bytes); read_file only shows text",
+            path.display()
+        ));
+    }
+    if window.last == 0 {
+        return Err(format!(
+            "start_line {start} is past the end of the file or its lines are too long to show"
+        ));
+    }
+    let mut text = window.text;
+    if window.more {
+        text.push_str(&format!(
+            "[Showing lines {start}-{} of a {size}-byte file. Use start_line={} to read more.]\n",
+            window.last,
+            window.last + 1
+        ));
+    }
+    Ok(ReadResult { text })
+}
+
 /// What a change did, for the editor's diff view and the model.
 pub struct Change {
     /// `None` for a new file.
@@ -185,10 +237,17 @@ pub struct Change {
 
 /// Creates or overwrites a file.
 pub fn write_file(path: &Path, content: &str, editor: &dyn EditorFiles) -> Result<Change, String> {
-    let old_text = match current(path, editor)? {
-        Current::Missing => None,
-        Current::Text(text) => Some(text),
-        Current::Bytes(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+    // A file too large to load is overwritten without its old content in
+    // the diff.
+    let old_text = match bounded::open_regular(path) {
+        Ok((_, size)) if size > bounded::EDIT_CAP => {
+            Some(format!("[the previous {size} bytes are not shown]\n"))
+        }
+        _ => match current(path, editor)? {
+            Current::Missing => None,
+            Current::Text(text) => Some(text),
+            Current::Bytes(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        },
     };
     write(path, content, editor)?;
     let lines = content.lines().count();

@@ -3,6 +3,7 @@
 //! people (title, kind, locations). Running them is the agent's job
 //! (`agent/runner.rs`), because it involves permissions and the editor.
 
+pub mod bounded;
 pub mod files;
 pub mod ignore;
 pub mod logs;

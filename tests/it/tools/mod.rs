@@ -14,6 +14,7 @@
 //! in the submodules, one per area.
 
 mod approvals;
+mod bounds;
 mod cancel;
 mod chat;
 mod commands;

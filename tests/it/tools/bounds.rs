@@ -1,0 +1,67 @@
+//! File tools on hostile files: a named pipe is refused at once (it used
+//! to block the turn until someone wrote to it), a file too large to hold
+//! is read as a window of lines, and an edit of one is refused with advice.
+
+use super::{call, calls, say, script, Space, WAIT};
+use crate::support::client::no_requests;
+use crate::support::run_prompt;
+use serde_json::json;
+use std::fs;
+use std::io::Write;
+
+#[test]
+fn pipes_large_files_and_large_edits() {
+    let space = Space::new("bounds");
+    let fifo = space.path("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    // A text file over the whole-read cap (8 MiB): 200,000 lines.
+    {
+        let mut file = fs::File::create(space.path("big.log")).unwrap();
+        for n in 1..=200_000 {
+            writeln!(file, "entry {n:06} {}", "x".repeat(40)).unwrap();
+        }
+    }
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![
+                call("p1", "read_file", json!({"path": "pipe"})),
+                call(
+                    "b1",
+                    "read_file",
+                    json!({"path": "big.log", "start_line": 150000, "line_count": 2}),
+                ),
+                call(
+                    "e1",
+                    "edit_file",
+                    json!({"path": "big.log", "edits": [{"old": "entry 000001", "new": "first"}]}),
+                ),
+            ]),
+            say("Done."),
+        ]),
+        &["--permissions", "yolo"],
+        json!({}),
+    );
+    let turn = run_prompt(&mut agent, &session, "go", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(turn.final_status("p1"), "failed");
+    assert!(
+        turn.final_text("p1").contains("not a regular file"),
+        "{}",
+        turn.final_text("p1")
+    );
+    let window = turn.final_text("b1");
+    assert!(window.contains("150000\tentry 150000"), "{window}");
+    assert!(window.contains("150001\tentry 150001"), "{window}");
+    assert!(!window.contains("entry 150002"), "{window}");
+    assert!(window.contains("start_line=150002"), "{window}");
+    assert_eq!(turn.final_status("e1"), "failed");
+    assert!(
+        turn.final_text("e1").contains("with a command"),
+        "{}",
+        turn.final_text("e1")
+    );
+}
