@@ -66,7 +66,18 @@ pub struct EventStream {
     url: String,
     /// The first item, read by `open` to decide about a retry.
     peeked: RefCell<Option<StreamItem>>,
+    /// When the stream last gave something real (an event, or its start):
+    /// keep-alive comments show the server lives but not that it makes
+    /// progress, so they do not move the stall deadline.
+    progress: std::cell::Cell<std::time::Instant>,
+    /// Bytes of event data received so far: the text, thoughts and tool
+    /// arguments of one response are made of them, so capping them caps
+    /// what the response can make the agent hold.
+    received: std::cell::Cell<usize>,
 }
+
+/// The most event data one model response may send.
+pub const RESPONSE_CAP: usize = 64 * 1024 * 1024;
 
 /// Handles one event of a wire format: `Some` outcome at its terminal
 /// event.
@@ -203,6 +214,8 @@ impl EventStream {
             stall: timeouts.stall,
             url: url.to_string(),
             peeked: RefCell::new(None),
+            progress: std::cell::Cell::new(std::time::Instant::now()),
+            received: std::cell::Cell::new(0),
         })
     }
 
@@ -251,16 +264,36 @@ impl EventStream {
         if let Some(item) = self.peeked.borrow_mut().take() {
             return Next::Item(item);
         }
+        let deadline = self.progress.get() + self.stall;
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
         select! {
             recv(self.items) -> item => match item {
-                Ok(item) => Next::Item(item),
+                Ok(item) => {
+                    if !matches!(item, StreamItem::Alive) {
+                        self.progress.set(std::time::Instant::now());
+                    }
+                    if let StreamItem::Event(event) = &item {
+                        let received = self.received.get() + event.data.len();
+                        self.received.set(received);
+                        if received > RESPONSE_CAP {
+                            self.agent.clone().shutdown();
+                            return Next::Item(StreamItem::Failed(ProviderError::new(
+                                "provider_response_too_large",
+                                format!(
+                                    "the model's response passed {RESPONSE_CAP} bytes; it was cut off"
+                                ),
+                            )));
+                        }
+                    }
+                    Next::Item(item)
+                }
                 Err(_) => Next::Item(StreamItem::Failed(ProviderError::new(
                     "provider_stream_broken",
                     "the provider stream ended unexpectedly",
                 ))),
             },
             recv(cancel.signal()) -> _ => Next::Cancelled,
-            default(self.stall) => {
+            default(left) => {
                 self.agent.clone().shutdown();
                 Next::Item(StreamItem::Failed(ProviderError::new(
                     "provider_stalled",
@@ -287,10 +320,20 @@ fn read_events<R: Read>(reader: R, sender: &crossbeam_channel::Sender<StreamItem
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let mut parser = SseParser::new();
     let mut line = Vec::with_capacity(1024);
+    let too_large = |what: &str| {
+        StreamItem::Failed(ProviderError::new(
+            "provider_stream_too_large",
+            format!("the provider sent {what}; the stream was refused"),
+        ))
+    };
     loop {
         line.clear();
-        match reader.read_until(b'\n', &mut line) {
+        let cap = super::sse::LINE_CAP as u64 + 1;
+        match (&mut reader).take(cap).read_until(b'\n', &mut line) {
             Ok(0) => return StreamItem::End,
+            Ok(_) if line.len() as u64 >= cap && line.last() != Some(&b'\n') => {
+                return too_large(&format!("a line over {} bytes", super::sse::LINE_CAP));
+            }
             Ok(_) => {}
             Err(err) => {
                 // Retryable: `open` only retries before the first event,
@@ -318,6 +361,9 @@ fn read_events<R: Read>(reader: R, sender: &crossbeam_channel::Sender<StreamItem
                 Line::Event(event) => StreamItem::Event(event),
                 Line::Comment => StreamItem::Alive,
                 Line::Pending => continue,
+                Line::TooLarge => {
+                    return too_large(&format!("an event over {} bytes", super::sse::EVENT_CAP))
+                }
             };
             if sender.send(item).is_err() {
                 return StreamItem::End;

@@ -20,7 +20,14 @@ pub enum Line {
     Comment,
     /// A field line that was buffered, or a blank line with nothing pending.
     Pending,
+    /// The event being built grew past `EVENT_CAP`: the stream is refused.
+    TooLarge,
 }
+
+/// The most bytes of one SSE line.
+pub const LINE_CAP: usize = 16 * 1024 * 1024;
+/// The most bytes of data one event may carry (all its `data:` lines).
+pub const EVENT_CAP: usize = 32 * 1024 * 1024;
 
 #[derive(Debug, Default)]
 pub struct SseParser {
@@ -61,6 +68,11 @@ impl SseParser {
         };
         match name {
             b"data" => {
+                if self.data.len() + value.len() + 1 > EVENT_CAP {
+                    self.data = String::new();
+                    self.has_data = false;
+                    return Line::TooLarge;
+                }
                 self.data.push_str(&String::from_utf8_lossy(value));
                 self.data.push('\n');
                 self.has_data = true;
@@ -86,6 +98,23 @@ impl SseParser {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_event_over_the_cap_is_refused() {
+        let mut parser = SseParser::new();
+        let line = format!("data: {}", "y".repeat(1024 * 1024));
+        let mut refused = false;
+        for _ in 0..(EVENT_CAP / (1024 * 1024) + 2) {
+            if parser.line(line.as_bytes()) == Line::TooLarge {
+                refused = true;
+                break;
+            }
+        }
+        assert!(refused);
+        // The parser starts afresh after the refusal.
+        assert_eq!(parser.line(b"data: ok"), Line::Pending);
+        assert!(matches!(parser.line(b""), Line::Event(e) if e.data == "ok"));
+    }
 
     fn feed(text: &str) -> Vec<SseEvent> {
         let mut parser = SseParser::new();

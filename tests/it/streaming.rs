@@ -521,3 +521,39 @@ fn library_debug_logging_stays_off_without_rust_log() {
         "stderr: {stderr}"
     );
 }
+
+/// A hostile model server: a line with no end is refused at its cap, and
+/// keep-alive comments alone do not hold a stream open past its stall
+/// timeout.
+#[test]
+fn endless_lines_and_keep_alives_alone_end_the_stream() {
+    let endless = format!("data: {}", "x".repeat(17 * 1024 * 1024));
+    let error = failing_prompt(
+        Some(Reply::Sse(vec![
+            chunk_content("partial"),
+            Step::Raw(endless),
+        ])),
+        None,
+        &[],
+    );
+    assert_eq!(
+        error["data"]["code"], "provider_stream_too_large",
+        "{error}"
+    );
+
+    // Ten seconds of comments every 100 ms, with a one-second stall limit.
+    let mut pings = vec![chunk_content("partial")];
+    for _ in 0..100 {
+        pings.push(Step::Raw(": keep-alive\n\n".into()));
+        pings.push(Step::Sleep(Duration::from_millis(100)));
+    }
+    let started = Instant::now();
+    let error = failing_prompt(Some(Reply::Sse(pings)), None, &["--stall-timeout", "1"]);
+    assert_eq!(error["data"]["code"], "provider_stalled", "{error}");
+    // Not a timing target: only that it did not wait for all the pings.
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "{:?}",
+        started.elapsed()
+    );
+}
