@@ -134,7 +134,10 @@ fn parse_args() -> Result<Command, Usage> {
         }
         other => return Err(usage(other.unexpected())),
     }
-    let mut options = Options::default();
+    let mut options = Options {
+        signals: true,
+        ..Options::default()
+    };
     while let Some(arg) = parser.next().map_err(usage)? {
         match arg {
             Long("model") => {

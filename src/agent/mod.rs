@@ -9,6 +9,7 @@
 mod common;
 mod dispatcher;
 mod handlers;
+mod signals;
 mod turn;
 
 pub use common::options::{Options, DEFAULT_MAX_STEPS};
@@ -55,6 +56,11 @@ where
         None
     };
     let (event_sender, events) = crossbeam_channel::unbounded::<Event>();
+    // Before any other thread starts, so that all of them inherit the mask.
+    let signalled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if options.signals {
+        signals::install(event_sender.clone(), signalled.clone()).map_err(|e| e.to_string())?;
+    }
     let (line_sender, lines) = crossbeam_channel::unbounded::<Output>();
     let writer = stdio::spawn_writer(output, lines).map_err(|e| e.to_string())?;
     let reader = stdio::spawn_reader(input, event_sender.clone()).map_err(|e| e.to_string())?;
@@ -69,8 +75,11 @@ where
     let _ = line_sender.send(Output::Close);
     let _ = writer.join();
     // The reader has seen EOF (that is what ends the dispatcher), so this
-    // join returns at once.
-    let _ = reader.join();
+    // join returns at once; after a signal it may still wait on stdin, and
+    // is left to the process exit.
+    if !signalled.load(std::sync::atomic::Ordering::SeqCst) {
+        let _ = reader.join();
+    }
     if let Some(dir) = ephemeral {
         let _ = std::fs::remove_dir_all(dir);
     }

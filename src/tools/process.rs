@@ -131,6 +131,33 @@ pub fn kill_group(pgid: u32) {
     }
 }
 
+/// On Linux, the command's shell gets SIGKILL if the agent dies without
+/// cleaning up (killed with SIGKILL itself): no command outlives it. The
+/// kernel sends it when the spawning thread ends; commands are spawned by
+/// the turn worker, which waits for them and kills their group before it
+/// ends anyway.
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut Command) {
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the child between fork and exec and calls
+    // only prctl and getppid, which are async-signal-safe system calls.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The agent may have died before the prctl.
+            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                return Err(io::Error::other("the agent is gone"));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut Command) {}
+
 /// Kills the process group when dropped, unless it was already killed on
 /// purpose; this is what ends the command if `on_output` panics.
 struct GroupGuard {
@@ -226,6 +253,7 @@ pub fn run(
             .stdout(writer)
             .stderr(writer_err)
             .process_group(0);
+        die_with_parent(&mut command);
         command.spawn()?
         // The command, and with it the parent's copies of the write end,
         // is dropped here; otherwise the pipe would never reach EOF.

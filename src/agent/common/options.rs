@@ -24,6 +24,9 @@ pub struct Options {
     pub max_steps: usize,
     /// The session database (default: `store::default_path()`).
     pub db: Option<PathBuf>,
+    /// Whether SIGTERM, SIGINT and SIGHUP end the agent as the end of
+    /// input does (`spindle acp`; off for agents embedded in tests).
+    pub signals: bool,
 }
 
 /// Model calls per turn when nothing else says.

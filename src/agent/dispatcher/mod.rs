@@ -33,6 +33,9 @@ use std::time::{Duration, Instant};
 pub enum Event {
     Input(Input),
     Turn(Report),
+    /// SIGTERM, SIGINT or SIGHUP: end as at stdin EOF, turns cancelled
+    /// even with `--drain`.
+    Signal,
 }
 
 impl From<Input> for Event {
@@ -274,7 +277,8 @@ impl Dispatcher {
             };
             match event {
                 Event::Input(Input::Message(message)) => self.handle(message),
-                Event::Input(Input::Eof) => self.on_eof(),
+                Event::Input(Input::Eof) => self.on_eof(self.options.drain),
+                Event::Signal => self.on_eof(false),
                 Event::Turn(Report::Ended(end)) => self.on_turn_end(end),
                 Event::Turn(Report::Request(request)) => self.send_client_request(request),
             }
@@ -338,11 +342,13 @@ impl Dispatcher {
         self.send_line(line);
     }
 
-    fn on_eof(&mut self) {
+    /// The end of input (or a termination signal): with `drain`, running
+    /// turns finish; without, they are cancelled and get a short grace.
+    fn on_eof(&mut self, drain: bool) {
         // Nobody can answer our requests any more: dropping their reply
         // channels tells the waiting turns the client is gone.
         self.outgoing.clear();
-        if self.options.drain {
+        if drain {
             log::debug!("stdin closed; draining running turns");
             self.closing = Some(None);
         } else {

@@ -234,3 +234,75 @@ fn eof_with_drain_while_a_permission_request_is_pending_still_exits() {
     // Nobody can answer after EOF, so draining cannot wait for the answer.
     eof_while_asking(&["--drain"]);
 }
+
+/// SIGTERM (or SIGINT, SIGHUP) while a command runs: as at stdin EOF, the
+/// command's group is killed, the prompt answered `cancelled`, and the
+/// agent exits 0 — even with `--drain`, which only EOF honours.
+#[test]
+fn a_termination_signal_during_a_long_command_ends_like_eof() {
+    for signal in ["TERM", "INT", "HUP"] {
+        let space = Space::new("tools-signal");
+        let (mut agent, session) = space.start(
+            &script(vec![calls(vec![call(
+                "c1",
+                "run_command",
+                json!({"command": "echo $$ > pidfile; sleep 60"}),
+            )])]),
+            &["--permissions", "yolo", "--drain"],
+            json!({}),
+        );
+        let pidfile = space.path("pidfile");
+        let mut answer = no_requests;
+        let mut exchange = Exchange::prompt(&mut agent, &session, "go");
+        let started = exchange.until(&mut agent, WAIT, &mut answer, &mut |_: &Exchange| {
+            read_pid(&pidfile).is_some()
+        });
+        assert!(started, "the prompt ended before the command started");
+        let pid = read_pid(&pidfile).unwrap();
+        let sent = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(agent.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = agent
+            .wait_exit(Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("the agent did not exit after SIG{signal}"));
+        assert!(status.success(), "SIG{signal}: {status:?}");
+        assert_group_gone(pid);
+        let answered = agent
+            .received()
+            .iter()
+            .find(|m| m.get("id") == Some(&exchange.id) && m.get("method").is_none())
+            .cloned()
+            .unwrap_or_else(|| panic!("SIG{signal}: the running prompt was not answered"));
+        assert_eq!(answered["result"]["stopReason"], "cancelled", "SIG{signal}");
+    }
+}
+
+/// An agent killed with SIGKILL cannot clean up: the kernel still kills
+/// the command it was running (Linux's parent-death signal).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_command_does_not_outlive_an_agent_killed_with_sigkill() {
+    let space = Space::new("tools-sigkill");
+    let (mut agent, session) = space.start(
+        &script(vec![calls(vec![call(
+            "c1",
+            "run_command",
+            json!({"command": "echo $$ > pidfile; exec sleep 60"}),
+        )])]),
+        &["--permissions", "yolo"],
+        json!({}),
+    );
+    let pidfile = space.path("pidfile");
+    let mut answer = no_requests;
+    let mut exchange = Exchange::prompt(&mut agent, &session, "go");
+    let started = exchange.until(&mut agent, WAIT, &mut answer, &mut |_: &Exchange| {
+        read_pid(&pidfile).is_some()
+    });
+    assert!(started, "the prompt ended before the command started");
+    let pid = read_pid(&pidfile).unwrap();
+    agent.kill();
+    assert_group_gone(pid);
+}
