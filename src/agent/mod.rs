@@ -17,8 +17,12 @@ pub use common::prompt::system_prompt;
 pub use common::{controls, models, permission};
 
 use crate::provider::script::Script;
-use crate::rpc::stdio::{self, Output};
+use crate::rpc::stdio::{self, Output, Queued};
 use dispatcher::{Dispatcher, Event};
+
+/// Lines of turn output waiting for stdout, at most (each a few hundred
+/// bytes to 64 KiB).
+const STREAM_QUEUE: usize = 256;
 use std::io::{Read, Write};
 
 /// Serves ACP on `input`/`output` until the input ends and the running
@@ -61,18 +65,23 @@ where
     if options.signals {
         signals::install(event_sender.clone(), signalled.clone()).map_err(|e| e.to_string())?;
     }
-    let (line_sender, lines) = crossbeam_channel::unbounded::<Output>();
-    let writer = stdio::spawn_writer(output, lines).map_err(|e| e.to_string())?;
+    let (line_sender, lines) = crossbeam_channel::unbounded::<Queued>();
+    // What turns stream waits in a bounded queue: a client that reads
+    // slowly slows the turns down instead of growing the agent's memory.
+    let (stream_sender, streamed) = crossbeam_channel::bounded::<Queued>(STREAM_QUEUE);
+    let writer = stdio::spawn_writer(output, lines, streamed).map_err(|e| e.to_string())?;
     let reader = stdio::spawn_reader(input, event_sender.clone()).map_err(|e| e.to_string())?;
     let dispatcher = {
         let line_sender = line_sender.clone();
         std::thread::Builder::new()
             .name("spindle-dispatcher".into())
-            .spawn(move || Dispatcher::new(options, line_sender, event_sender).run(&events))
+            .spawn(move || {
+                Dispatcher::new(options, line_sender, stream_sender, event_sender).run(&events)
+            })
             .map_err(|e| e.to_string())?
     };
     let dispatcher_result = dispatcher.join();
-    let _ = line_sender.send(Output::Close);
+    let _ = line_sender.send(Output::Close.queued());
     let _ = writer.join();
     // The reader has seen EOF (that is what ends the dispatcher), so this
     // join returns at once; after a signal it may still wait on stdin, and

@@ -170,33 +170,101 @@ pub enum Output {
 /// syscall while a lone message still leaves at once. It ends on
 /// `Output::Close`, when every sender is dropped, or when the output fails
 /// (a client that went away).
-pub fn spawn_writer<W>(output: W, lines: Receiver<Output>) -> io::Result<JoinHandle<()>>
+/// A message for the writer, stamped with when it was queued.
+#[derive(Debug)]
+pub struct Queued(u64, Output);
+
+static NEXT_STAMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl Output {
+    /// Stamps the message right before it is sent: a message queued after
+    /// another was (by any thread) gets a later stamp.
+    pub fn queued(self) -> Queued {
+        let stamp = NEXT_STAMP.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Queued(stamp, self)
+    }
+
+    /// The message back, to send again after a failed try.
+    pub fn from_queued(queued: Queued) -> Output {
+        queued.1
+    }
+}
+
+/// Starts the writer. `lines` carries the dispatcher's messages (answers,
+/// replays; `Output::Close` ends the writer); `streamed` carries what turn
+/// workers stream, through a bounded queue, so a client that reads slowly
+/// makes the workers wait instead of the queue grow. The two are merged in
+/// the order their messages were queued (by stamp), so whatever one thread
+/// queued before it caused another to queue is written first: a new
+/// session's answer before its first turn's updates, a turn's updates
+/// before its prompt's answer.
+pub fn spawn_writer<W>(
+    output: W,
+    lines: Receiver<Queued>,
+    streamed: Receiver<Queued>,
+) -> io::Result<JoinHandle<()>>
 where
     W: Write + Send + 'static,
 {
     thread::Builder::new()
         .name("spindle-writer".into())
         .spawn(move || {
-            if let Err(err) = write_loop(output, &lines) {
+            if let Err(err) = write_loop(output, &lines, &streamed) {
                 log::warn!("writing stdout failed, output stops here: {err}");
             }
         })
 }
 
-fn write_loop<W: Write>(output: W, lines: &Receiver<Output>) -> io::Result<()> {
+fn write_loop<W: Write>(
+    output: W,
+    lines: &Receiver<Queued>,
+    streamed: &Receiver<Queued>,
+) -> io::Result<()> {
     let mut output = io::BufWriter::with_capacity(64 * 1024, output);
-    while let Ok(message) = lines.recv() {
-        let mut next = Some(message);
-        while let Some(message) = next {
-            match message {
-                Output::Line(line) => write_line(&mut output, &line)?,
-                Output::Close => return output.flush(),
-            }
-            next = lines.try_recv().ok();
+    let mut from_lines: Option<Queued> = None;
+    let mut from_streamed: Option<Queued> = None;
+    let mut streamed_open = true;
+    loop {
+        if from_lines.is_none() {
+            from_lines = lines.try_recv().ok();
         }
-        output.flush()?;
+        if from_streamed.is_none() && streamed_open {
+            from_streamed = streamed.try_recv().ok();
+        }
+        let next = match (from_lines.take(), from_streamed.take()) {
+            (Some(a), Some(b)) if a.0 < b.0 => {
+                from_streamed = Some(b);
+                a
+            }
+            (Some(a), Some(b)) => {
+                from_lines = Some(a);
+                b
+            }
+            (Some(a), None) => a,
+            (None, Some(b)) => b,
+            (None, None) => {
+                // Nothing queued: flush, then wait for either side.
+                output.flush()?;
+                let never = crossbeam_channel::never();
+                let streamed_or_never = if streamed_open { streamed } else { &never };
+                crossbeam_channel::select! {
+                    recv(lines) -> message => match message {
+                        Ok(message) => from_lines = Some(message),
+                        Err(_) => return output.flush(),
+                    },
+                    recv(streamed_or_never) -> message => match message {
+                        Ok(message) => from_streamed = Some(message),
+                        Err(_) => streamed_open = false,
+                    },
+                }
+                continue;
+            }
+        };
+        match next.1 {
+            Output::Line(line) => write_line(&mut output, &line)?,
+            Output::Close => return output.flush(),
+        }
     }
-    output.flush()
 }
 
 fn write_line<W: Write>(output: &mut W, line: &str) -> io::Result<()> {
@@ -257,15 +325,38 @@ mod tests {
     fn writer_writes_one_line_per_message() {
         let shared = Shared::default();
         let (sender, receiver) = crossbeam_channel::unbounded();
-        let handle = spawn_writer(shared.clone(), receiver).unwrap();
-        sender.send(Output::Line("{\"a\":1}".to_string())).unwrap();
-        sender.send(Output::Line("{\"b\":2}".to_string())).unwrap();
-        sender.send(Output::Close).unwrap();
-        sender.send(Output::Line("late".to_string())).unwrap();
+        let (_streamer, streamed) = crossbeam_channel::bounded(4);
+        let handle = spawn_writer(shared.clone(), receiver, streamed).unwrap();
+        let send = |output: Output| sender.send(output.queued()).unwrap();
+        send(Output::Line("{\"a\":1}".to_string()));
+        send(Output::Line("{\"b\":2}".to_string()));
+        send(Output::Close);
+        send(Output::Line("late".to_string()));
         handle.join().unwrap();
         assert_eq!(
             String::from_utf8(shared.0.lock().unwrap().clone()).unwrap(),
             "{\"a\":1}\n{\"b\":2}\n"
+        );
+    }
+
+    #[test]
+    fn both_queues_are_written_in_the_order_they_were_queued() {
+        let shared = Shared::default();
+        let (sender, receiver) = crossbeam_channel::unbounded();
+        let (streamer, streamed) = crossbeam_channel::bounded(8);
+        sender.send(Output::Line("first".into()).queued()).unwrap();
+        for n in 0..5 {
+            streamer
+                .send(Output::Line(format!("u{n}")).queued())
+                .unwrap();
+        }
+        sender.send(Output::Line("answer".into()).queued()).unwrap();
+        sender.send(Output::Close.queued()).unwrap();
+        let handle = spawn_writer(shared.clone(), receiver, streamed).unwrap();
+        handle.join().unwrap();
+        assert_eq!(
+            String::from_utf8(shared.0.lock().unwrap().clone()).unwrap(),
+            "first\nu0\nu1\nu2\nu3\nu4\nanswer\n"
         );
     }
 }

@@ -14,7 +14,7 @@ use crate::acp::{method, ClientCapabilities};
 use crate::agent::common::models::Registry;
 use crate::agent::common::options::Options;
 use crate::agent::turn::report::{Outbox, OutgoingRequest, Report};
-use crate::rpc::stdio::{Input, Output};
+use crate::rpc::stdio::{Input, Output, Queued};
 use crate::rpc::{self, Incoming, RequestId, RpcError};
 use crate::store::Store;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -53,7 +53,9 @@ pub struct Dispatcher {
     /// Providers and models, built on first need and rebuilt by
     /// `authenticate`.
     pub(in crate::agent) registry: Option<Result<Arc<Registry>, String>>,
-    pub(in crate::agent) writer: Sender<Output>,
+    pub(in crate::agent) writer: Sender<Queued>,
+    /// The bounded queue turn workers stream their updates through.
+    pub(in crate::agent) stream_writer: Sender<Queued>,
     pub(in crate::agent) events: Sender<Event>,
     pub(in crate::agent) client: Option<ClientCapabilities>,
     pub(in crate::agent) sessions: HashMap<String, Session>,
@@ -82,8 +84,14 @@ type Warm = (Result<Store, String>, Result<Arc<Registry>, String>);
 const LEASE_HEARTBEAT: Duration = Duration::from_secs(10);
 
 impl Dispatcher {
-    pub fn new(options: Options, writer: Sender<Output>, events: Sender<Event>) -> Dispatcher {
+    pub fn new(
+        options: Options,
+        writer: Sender<Queued>,
+        stream_writer: Sender<Queued>,
+        events: Sender<Event>,
+    ) -> Dispatcher {
         Dispatcher {
+            stream_writer,
             registry: None,
             writer,
             events,
@@ -311,7 +319,7 @@ impl Dispatcher {
     }
 
     pub(in crate::agent) fn send_line(&self, line: String) {
-        let _ = self.writer.send(Output::Line(line));
+        let _ = self.writer.send(Output::Line(line).queued());
     }
 
     pub(in crate::agent) fn respond(&self, id: &RequestId, result: Result<Value, RpcError>) {

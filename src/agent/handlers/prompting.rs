@@ -201,7 +201,7 @@ impl Dispatcher {
             messages: session.messages.clone(),
             provider,
             cancel: cancel.clone(),
-            writer: self.writer.clone(),
+            writer: self.stream_writer.clone(),
             client,
             policy: session.policy,
             approvals: session.approvals.clone(),

@@ -20,7 +20,7 @@ use crate::agent::common::permission::{Approvals, Policy};
 use crate::cancel::CancelToken;
 use crate::config::Price;
 use crate::provider::{Finish, Message, ModelRequest, Provider, StreamError, ToolSpec, Usage};
-use crate::rpc::stdio::Output;
+use crate::rpc::stdio::Queued;
 use crate::rpc::{RequestId, RpcError};
 use client::Client;
 use crossbeam_channel::Sender;
@@ -59,7 +59,7 @@ pub struct Turn {
     pub messages: Vec<Message>,
     pub provider: Arc<dyn Provider>,
     pub cancel: CancelToken,
-    pub writer: Sender<Output>,
+    pub writer: Sender<Queued>,
     pub client: Client,
     pub policy: Policy,
     pub approvals: Approvals,
@@ -108,7 +108,11 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("spindle-turn-{}", turn.session_id))
         .spawn(move || {
-            let updates = RefCell::new(Updates::new(turn.session_id.clone(), turn.writer.clone()));
+            let updates = RefCell::new(Updates::new(
+                turn.session_id.clone(),
+                turn.writer.clone(),
+                turn.cancel.clone(),
+            ));
             if let Some(title) = &turn.title_update {
                 updates.borrow_mut().send(title.clone());
             }

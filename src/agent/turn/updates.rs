@@ -6,7 +6,7 @@
 use crate::acp::{self, ContentBlock, SessionUpdate};
 use crate::cancel::CancelToken;
 use crate::provider::{Message, Sink};
-use crate::rpc::{self, stdio::Output};
+use crate::rpc::{self, stdio::Output, stdio::Queued};
 use crossbeam_channel::Sender;
 use serde_json::{json, Value};
 use std::cell::RefCell;
@@ -24,17 +24,50 @@ enum Kept {
 
 pub struct Updates {
     session_id: String,
-    writer: Sender<Output>,
+    writer: Sender<Queued>,
+    cancel: CancelToken,
     kept: Vec<Kept>,
 }
 
+/// How long, after a cancel, a line still waits for room in a full queue
+/// (final tool statuses should reach a slow client) before it is dropped.
+const AFTER_CANCEL_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 impl Updates {
-    pub fn new(session_id: String, writer: Sender<Output>) -> Updates {
+    pub fn new(session_id: String, writer: Sender<Queued>, cancel: CancelToken) -> Updates {
         Updates {
             session_id,
             writer,
+            cancel,
             kept: Vec::new(),
         }
+    }
+
+    /// Queues a line for stdout. The queue is bounded: when the client
+    /// reads slowly this waits, but not past the turn's cancel; after a
+    /// cancel a line waits a moment for room (final tool statuses should
+    /// reach a slow client) and is then dropped.
+    fn deliver(&self, line: String) {
+        let line = match self.writer.try_send(Output::Line(line).queued()) {
+            Ok(()) => return,
+            Err(crossbeam_channel::TrySendError::Full(queued)) => match Output::from_queued(queued)
+            {
+                Output::Line(line) => line,
+                Output::Close => return,
+            },
+            Err(_) => return,
+        };
+        // Stamped anew when it is finally queued: nothing it caused was
+        // queued in between.
+        if !self.cancel.is_cancelled() {
+            crossbeam_channel::select! {
+                send(self.writer, Output::Line(line.clone()).queued()) -> _ => return,
+                recv(self.cancel.signal()) -> _ => {}
+            }
+        }
+        let _ = self
+            .writer
+            .send_timeout(Output::Line(line).queued(), AFTER_CANCEL_WAIT);
     }
 
     /// Sends a message or thought chunk (the hot path: typed, no JSON tree).
@@ -52,9 +85,7 @@ impl Updates {
                 message_id: message_id_owned,
             }
         };
-        let _ = self
-            .writer
-            .send(Output::Line(acp::update_line(&self.session_id, update)));
+        self.deliver(acp::update_line(&self.session_id, update));
         let kind = if thought {
             "agent_thought_chunk"
         } else {
@@ -84,7 +115,7 @@ impl Updates {
             acp::method::SESSION_UPDATE,
             &json!({"sessionId": self.session_id, "update": update}),
         );
-        let _ = self.writer.send(Output::Line(line));
+        self.deliver(line);
         self.kept.push(Kept::Other(update));
     }
 
@@ -94,7 +125,7 @@ impl Updates {
             acp::method::SESSION_UPDATE,
             &json!({"sessionId": self.session_id, "update": update}),
         );
-        let _ = self.writer.send(Output::Line(line));
+        self.deliver(line);
     }
 
     /// Takes what was sent since the last call, as the JSON texts to store.
@@ -193,7 +224,7 @@ mod tests {
     #[test]
     fn chunks_of_one_message_are_kept_merged() {
         let (writer, lines) = crossbeam_channel::unbounded();
-        let mut updates = Updates::new("s".into(), writer);
+        let mut updates = Updates::new("s".into(), writer, CancelToken::new());
         updates.chunk(true, "t1", "Think ");
         updates.chunk(true, "t1", "hard");
         updates.chunk(false, "m1", "Hello");
@@ -216,5 +247,25 @@ mod tests {
         let parsed: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(parsed["params"]["sessionId"], "s\"x");
         assert_eq!(parsed["params"]["update"], kept[1]);
+    }
+
+    #[test]
+    fn a_full_queue_waits_but_not_past_a_cancel() {
+        let (writer, lines) = crossbeam_channel::bounded(2);
+        let cancel = CancelToken::new();
+        let mut updates = Updates::new("s".into(), writer, cancel.clone());
+        updates.send(json!({"sessionUpdate": "plan", "entries": []}));
+        updates.send(json!({"sessionUpdate": "plan", "entries": []}));
+        let canceller = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            cancel.cancel();
+        });
+        // The queue is full and nobody reads it: this returns once the
+        // cancel comes (and its short grace for room has passed).
+        updates.send(json!({"sessionUpdate": "plan", "entries": []}));
+        canceller.join().unwrap();
+        assert_eq!(lines.len(), 2);
+        // Kept for the store all the same.
+        assert_eq!(updates.take_kept().len(), 3);
     }
 }
