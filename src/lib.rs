@@ -7,6 +7,8 @@ pub mod acp;
 pub mod agent;
 pub mod cancel;
 pub mod config;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod history;
 pub mod mcp;
 pub mod policy;

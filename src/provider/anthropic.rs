@@ -5,7 +5,7 @@
 //! turn that called tools must be sent back unchanged with it. This module
 //! builds the request and drives the call; `stream` parses the answer.
 
-mod stream;
+pub(crate) mod stream;
 
 use super::http::{EventStream, Timeouts};
 use super::{Message, ModelRequest, Outcome, Provider, Role, Sink, StreamError};

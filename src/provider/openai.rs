@@ -111,7 +111,7 @@ fn message_json(message: &Message) -> Value {
 /// that omit it (older Ollama) are matched by `id`, and a delta with
 /// neither continues the last call.
 #[derive(Default)]
-struct ToolCalls {
+pub(crate) struct ToolCalls {
     calls: Vec<(Option<u64>, ToolCallRequest)>,
 }
 
@@ -152,7 +152,7 @@ impl ToolCalls {
         }
     }
 
-    fn finish(self) -> Vec<ToolCallRequest> {
+    pub(crate) fn finish(self) -> Vec<ToolCallRequest> {
         self.calls
             .into_iter()
             .enumerate()
@@ -164,6 +164,21 @@ impl ToolCalls {
             })
             .collect()
     }
+}
+
+/// Decodes one streamed chunk and folds its tool-call deltas into
+/// `calls`, as the stream loop does per event (for the fuzzer); false when
+/// the data is not a chunk.
+pub(crate) fn fold_chunk(data: &str, calls: &mut ToolCalls) -> bool {
+    let Ok(chunk) = serde_json::from_str::<Chunk>(data) else {
+        return false;
+    };
+    for choice in chunk.choices {
+        for delta in choice.delta.and_then(|d| d.tool_calls).unwrap_or_default() {
+            calls.add(delta);
+        }
+    }
+    true
 }
 
 #[derive(Deserialize)]

@@ -6,7 +6,7 @@
 //! A server that ignores `stream: true` answers 200 with a JSON body; that
 //! body has no events, so such a call ends as `provider_stream_broken`.
 
-mod stream;
+pub(crate) mod stream;
 
 use super::http::{EventStream, Timeouts};
 use super::{Message, ModelRequest, Outcome, Provider, Role, Sink, StreamError};

@@ -102,6 +102,12 @@ pub enum Incoming {
         id: RequestId,
         error: RpcError,
     },
+    /// A JSON-RPC batch (an array), which ACP does not use: it is answered
+    /// as a batch (JSON-RPC 2.0 §6), each element that needs an answer
+    /// getting an error, in `answer_line`.
+    Batch {
+        answer_line: Option<String>,
+    },
 }
 
 /// `line` with every `\uXXXX` escape of a lone UTF-16 surrogate replaced
@@ -147,6 +153,34 @@ fn repair_lone_surrogates(line: &[u8]) -> Option<Vec<u8>> {
     changed.then_some(out)
 }
 
+/// The answer to a batch: an array with an error for every element that is
+/// a request or not a message at all (notifications get none), or `None`
+/// when nothing needs an answer.
+fn batch_answer(items: &[Value]) -> Option<String> {
+    let mut answers = Vec::new();
+    for item in items {
+        let is_notification = item.get("method").is_some() && item.get("id").is_none();
+        let is_response = item.get("method").is_none()
+            && (item.get("result").is_some() || item.get("error").is_some());
+        if is_notification || is_response {
+            continue;
+        }
+        let id = match item.get("id") {
+            Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+            _ => Value::Null,
+        };
+        let error = RpcError::invalid_request(
+            "JSON-RPC batches are not supported; send each message on its own line",
+        );
+        answers.push(serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error}));
+    }
+    if answers.is_empty() {
+        None
+    } else {
+        Some(Value::Array(answers).to_string())
+    }
+}
+
 /// Classifies one line of input. Never fails: anything that is not a valid
 /// message becomes `Incoming::Invalid` with the error to send back.
 pub fn classify(line: &[u8]) -> Incoming {
@@ -168,6 +202,17 @@ pub fn classify(line: &[u8]) -> Incoming {
             }
         }
     };
+    if let Value::Array(items) = &value {
+        if items.is_empty() {
+            return Incoming::Invalid {
+                id: Value::Null,
+                error: RpcError::invalid_request("an empty batch"),
+            };
+        }
+        return Incoming::Batch {
+            answer_line: batch_answer(items),
+        };
+    }
     let Value::Object(mut object) = value else {
         return Incoming::Invalid {
             id: Value::Null,
@@ -357,7 +402,7 @@ mod tests {
     fn rejects_what_is_not_a_message() {
         let cases: &[(&[u8], i64)] = &[
             (b"not json", code::PARSE_ERROR),
-            (b"[1,2]", code::INVALID_REQUEST),
+            (b"[]", code::INVALID_REQUEST),
             (br#"{"id":1,"method":"x"}"#, code::INVALID_REQUEST),
             (
                 br#"{"jsonrpc":"2.0","id":1,"method":7}"#,
@@ -379,6 +424,24 @@ mod tests {
                 other => panic!("{}: {other:?}", String::from_utf8_lossy(line)),
             }
         }
+    }
+
+    #[test]
+    fn a_batch_is_answered_element_by_element() {
+        let Incoming::Batch { answer_line } = classify(
+            br#"[1, {"jsonrpc":"2.0","id":"a","method":"m"}, {"jsonrpc":"2.0","method":"n"}]"#,
+        ) else {
+            panic!("not a batch");
+        };
+        let answers: Value = serde_json::from_str(&answer_line.unwrap()).unwrap();
+        let answers = answers.as_array().unwrap();
+        assert_eq!(answers.len(), 2);
+        assert_eq!(answers[0]["id"], Value::Null);
+        assert_eq!(answers[1]["id"], "a");
+        assert!(matches!(
+            classify(br#"[{"jsonrpc":"2.0","method":"n"}]"#),
+            Incoming::Batch { answer_line: None }
+        ));
     }
 
     #[test]

@@ -341,7 +341,7 @@ fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
     found
 }
 
-fn apply_edits(text: &str, edits: &[Edit]) -> Result<(String, usize), String> {
+pub(crate) fn apply_edits(text: &str, edits: &[Edit]) -> Result<(String, usize), String> {
     let (bytes, line) = apply_byte_edits(text.as_bytes(), edits)?;
     // Replacing valid UTF-8 with valid UTF-8 at UTF-8 match positions keeps
     // the text valid.

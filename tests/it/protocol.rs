@@ -94,7 +94,7 @@ fn lines_that_are_not_messages_get_errors_and_the_agent_keeps_reading() {
     let cases = [
         ("this is not json", -32700),
         ("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":", -32700),
-        ("[1,2,3]", -32600),
+        ("[]", -32600),
         ("42", -32600),
         ("{\"hello\":\"world\"}", -32600),
         (
@@ -520,4 +520,55 @@ fn command_line_help_version_and_usage_errors() {
         "{stderr}"
     );
     assert!(output.stdout.is_empty());
+}
+
+/// A JSON-RPC batch is answered as a batch (JSON-RPC 2.0 §6): an array with
+/// an error for each request or non-message in it, none for notifications;
+/// an empty one gets a single error; and the agent goes on serving.
+#[test]
+fn a_batch_gets_an_array_of_answers() {
+    let input = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#,
+        r#"[{"jsonrpc":"2.0","id":5,"method":"session/list","params":{}},{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"x"}},7]"#,
+        r#"[{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"x"}}]"#,
+        "[]",
+        r#"{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}"#,
+    ]
+    .join("\n")
+        + "\n";
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["acp", "--script", &repo_file("examples/hello.script.json")])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let lines: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    let batch = lines[1].as_array().expect("the batch's answer is an array");
+    assert_eq!(batch.len(), 2, "{batch:?}");
+    assert_eq!(batch[0]["id"], 5);
+    assert_eq!(batch[1]["id"], Value::Null);
+    for answer in batch {
+        assert_eq!(answer["error"]["code"], -32600);
+        crate::support::validate_agent_message(answer, None).unwrap();
+    }
+    // The batch of one notification got nothing; the empty one one error.
+    assert_eq!(lines[2]["error"]["code"], -32600, "{}", lines[2]);
+    assert!(lines[2].get("id").is_some());
+    assert_eq!(lines[3]["id"], 2);
+    assert!(lines[3].get("result").is_some(), "{}", lines[3]);
 }

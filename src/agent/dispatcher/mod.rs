@@ -376,6 +376,12 @@ impl Dispatcher {
                 log::warn!("rejected a message: {error}");
                 self.respond(&id, Err(error));
             }
+            Incoming::Batch { answer_line } => {
+                log::warn!("rejected a JSON-RPC batch");
+                if let Some(line) = answer_line {
+                    self.send_line(line);
+                }
+            }
             Incoming::Response { id, result } => match self.outgoing.answer(&id, result) {
                 Some(clean_up) => {
                     for request in clean_up {

@@ -74,7 +74,7 @@ impl Counts {
 
 /// The parse of one streamed answer, fed one SSE event at a time.
 #[derive(Default)]
-pub(super) struct StreamState {
+pub(crate) struct StreamState {
     blocks: Vec<Slot>,
     stop_reason: Option<String>,
     counts: Counts,
@@ -85,7 +85,7 @@ impl StreamState {
     /// for an `error` event or data that is not JSON, and `None` otherwise.
     /// Events are told apart by their JSON `type` (proxies sometimes drop
     /// the `event:` line); unknown types are ignored.
-    pub(super) fn handle(
+    pub(crate) fn handle(
         &mut self,
         event: &SseEvent,
         sink: &mut dyn Sink,

@@ -18,7 +18,7 @@ struct Call {
 
 /// The parse of one streamed answer, fed one SSE event at a time.
 #[derive(Default)]
-pub(super) struct StreamState {
+pub(crate) struct StreamState {
     calls: Vec<Call>,
     reasoning: Vec<Value>,
     refused: bool,
@@ -29,7 +29,7 @@ impl StreamState {
     /// `response.incomplete`, an error for `response.failed`, an `error`
     /// event or data that is not JSON, and `None` otherwise. Events are told
     /// apart by their JSON `type`; unknown types are ignored.
-    pub(super) fn handle(
+    pub(crate) fn handle(
         &mut self,
         event: &SseEvent,
         sink: &mut dyn Sink,

@@ -1,0 +1,474 @@
+//! Fuzz targets on the stable toolchain: each parser or state machine that
+//! reads outside input gets random input built from the tokens it cares
+//! about, and must neither panic nor break its stated property.
+//! `cargo test` runs a bounded number of cases of each (see the test at the
+//! end); `scripts/fuzz` runs them for longer and prints cases per second.
+//! A failure names the target, the seed and the input, so it can be
+//! replayed.
+
+use crate::provider::sse::{Line, SseParser, EVENT_CAP};
+use crate::provider::Sink;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// A small, fast pseudo-random generator (xorshift), so a case can be
+/// replayed from its seed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+
+    /// A string of `max` pieces drawn from `tokens`, with random bytes
+    /// (as lossy text) now and then.
+    fn text(&mut self, tokens: &[&str], max: usize) -> String {
+        let mut out = String::new();
+        for _ in 0..self.below(max + 1) {
+            if self.below(10) == 0 {
+                out.push(char::from_u32(self.below(0x3000) as u32).unwrap_or('?'));
+            } else {
+                out.push_str(self.pick(tokens));
+            }
+        }
+        out
+    }
+}
+
+/// One fuzz target: builds an input from the generator and checks it.
+pub struct Target {
+    pub name: &'static str,
+    /// `Err` names the broken property; a panic is caught by `run`.
+    pub case: fn(&mut Rng) -> Result<(), String>,
+}
+
+/// Every target.
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "json-rpc classifier",
+        case: rpc_classifier,
+    },
+    Target {
+        name: "stdin line reader",
+        case: line_reader,
+    },
+    Target {
+        name: "sse parser",
+        case: sse_parser,
+    },
+    Target {
+        name: "chat completions chunks",
+        case: chat_chunks,
+    },
+    Target {
+        name: "anthropic stream",
+        case: anthropic_stream,
+    },
+    Target {
+        name: "responses stream",
+        case: responses_stream,
+    },
+    Target {
+        name: "glob matcher",
+        case: glob_matcher,
+    },
+    Target {
+        name: "edit applier",
+        case: edit_applier,
+    },
+    Target {
+        name: "command classifier",
+        case: command_classifier,
+    },
+];
+
+/// A failed case.
+#[derive(Debug)]
+pub struct Failure {
+    pub target: &'static str,
+    pub seed: u64,
+    pub problem: String,
+}
+
+/// Runs `cases` cases of `target` from `seed` (each case has its own seed,
+/// `seed + i`, so a failure replays alone).
+pub fn run(target: &Target, seed: u64, cases: u64) -> Result<(), Failure> {
+    for index in 0..cases {
+        let case_seed = seed.wrapping_add(index);
+        let mut rng = Rng::new(case_seed);
+        let outcome = catch_unwind(AssertUnwindSafe(|| (target.case)(&mut rng)));
+        let problem = match outcome {
+            Ok(Ok(())) => continue,
+            Ok(Err(problem)) => problem,
+            Err(panic) => format!(
+                "panicked: {}",
+                panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default()
+            ),
+        };
+        return Err(Failure {
+            target: target.name,
+            seed: case_seed,
+            problem,
+        });
+    }
+    Ok(())
+}
+
+const JSON_TOKENS: &[&str] = &[
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    "\"",
+    "\"jsonrpc\"",
+    "\"2.0\"",
+    "\"id\"",
+    "\"method\"",
+    "\"params\"",
+    "\"result\"",
+    "\"error\"",
+    "1",
+    "-7",
+    "1e400",
+    "null",
+    "true",
+    "\"a\"",
+    "\\u",
+    "\\ud83d",
+    "\\ude00",
+    "\\\\",
+    "\\\"",
+    " ",
+    "\u{fffd}",
+    "\"session/prompt\"",
+];
+
+fn rpc_classifier(rng: &mut Rng) -> Result<(), String> {
+    let line = rng.text(JSON_TOKENS, 40);
+    let classified = crate::rpc::classify(line.as_bytes());
+    if serde_json::from_str::<serde_json::Value>(&line).is_err()
+        && !line.contains("\\u")
+        && !matches!(classified, crate::rpc::Incoming::Invalid { .. })
+    {
+        return Err(format!("not JSON, yet accepted: {line:?}"));
+    }
+    Ok(())
+}
+
+fn line_reader(rng: &mut Rng) -> Result<(), String> {
+    let mut input = Vec::new();
+    let mut lines = 0;
+    for _ in 0..rng.below(8) {
+        let line = rng.text(JSON_TOKENS, 12);
+        input.extend_from_slice(line.as_bytes());
+        if rng.below(4) == 0 {
+            input.push(0xff);
+        }
+        if rng.below(3) != 0 {
+            input.extend_from_slice(if rng.below(2) == 0 { b"\n" } else { b"\r\n" });
+            lines += 1;
+        }
+    }
+    // Random characters may hold line breaks of their own.
+    let lines = lines.max(input.iter().filter(|&&b| b == b'\n').count());
+    let (sender, receiver) = crossbeam_channel::unbounded::<crate::rpc::stdio::Input>();
+    let handle = crate::rpc::stdio::spawn_reader(std::io::Cursor::new(input), sender)
+        .map_err(|e| e.to_string())?;
+    let _ = handle.join();
+    let received: Vec<_> = receiver.try_iter().collect();
+    let ends = received
+        .iter()
+        .filter(|i| matches!(i, crate::rpc::stdio::Input::Eof))
+        .count();
+    if ends != 1 || !matches!(received.last(), Some(crate::rpc::stdio::Input::Eof)) {
+        return Err(format!("{ends} ends of input, not one at the end"));
+    }
+    if received.len() > lines + 2 {
+        return Err(format!("{} messages from {lines} lines", received.len()));
+    }
+    Ok(())
+}
+
+const SSE_TOKENS: &[&str] = &[
+    "data:",
+    "data: ",
+    "event: ",
+    ": ping",
+    "id: 3",
+    "retry: 10",
+    "\r",
+    "{\"a\":1}",
+    "x",
+    "\u{feff}",
+    "[DONE]",
+    ":",
+];
+
+fn sse_parser(rng: &mut Rng) -> Result<(), String> {
+    let mut parser = SseParser::new();
+    for _ in 0..rng.below(30) {
+        let line = if rng.below(4) == 0 {
+            String::new()
+        } else {
+            rng.text(SSE_TOKENS, 6)
+        };
+        match parser.line(line.as_bytes()) {
+            Line::Event(event) if event.data.len() > EVENT_CAP => {
+                return Err(format!("an event of {} bytes", event.data.len()))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A sink that only counts (and checks the text is whole characters).
+#[derive(Default)]
+struct Count(usize);
+
+impl Sink for Count {
+    fn text(&mut self, delta: &str) {
+        self.0 += delta.len();
+    }
+    fn thought(&mut self, delta: &str) {
+        self.0 += delta.len();
+    }
+}
+
+/// A JSON object made of random fields from `keys` with random values.
+fn json_event(rng: &mut Rng, types: &[&str], keys: &[&str]) -> String {
+    let mut object = serde_json::Map::new();
+    object.insert("type".into(), rng.pick(types).into());
+    for _ in 0..rng.below(5) {
+        let value: serde_json::Value = match rng.below(6) {
+            0 => serde_json::json!(rng.below(4)),
+            1 => serde_json::json!(rng.text(&["a", "{", "\"", "é", " "], 4)),
+            2 => serde_json::json!({"type": rng.pick(types), "text": "t", "id": "i", "name": "n",
+                                    "index": rng.below(3), "partial_json": "{\"", "thinking": "x",
+                                    "arguments": "{}", "item_id": "i", "call_id": "c"}),
+            3 => serde_json::json!(null),
+            4 => serde_json::json!([1, {"type": "x"}]),
+            _ => serde_json::json!({"input_tokens": rng.below(9), "output_tokens": -1}),
+        };
+        object.insert(rng.pick(keys).into(), value);
+    }
+    serde_json::Value::Object(object).to_string()
+}
+
+fn anthropic_stream(rng: &mut Rng) -> Result<(), String> {
+    const TYPES: &[&str] = &[
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+        "error",
+        "text_delta",
+        "thinking_delta",
+        "input_json_delta",
+        "signature_delta",
+        "tool_use",
+        "thinking",
+        "text",
+    ];
+    const KEYS: &[&str] = &[
+        "index",
+        "delta",
+        "content_block",
+        "message",
+        "usage",
+        "error",
+    ];
+    let mut state = crate::provider::anthropic::stream::StreamState::default();
+    let mut sink = Count::default();
+    for _ in 0..rng.below(20) {
+        let event = crate::provider::sse::SseEvent {
+            event: None,
+            data: json_event(rng, TYPES, KEYS),
+        };
+        if !matches!(state.handle(&event, &mut sink), Ok(None)) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn responses_stream(rng: &mut Rng) -> Result<(), String> {
+    const TYPES: &[&str] = &[
+        "response.created",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.output_text.delta",
+        "response.reasoning_summary_text.delta",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.completed",
+        "response.incomplete",
+        "response.failed",
+        "function_call",
+        "reasoning",
+        "message",
+        "error",
+    ];
+    const KEYS: &[&str] = &[
+        "item",
+        "delta",
+        "item_id",
+        "output_index",
+        "response",
+        "arguments",
+    ];
+    let mut state = crate::provider::responses::stream::StreamState::default();
+    let mut sink = Count::default();
+    for _ in 0..rng.below(20) {
+        let event = crate::provider::sse::SseEvent {
+            event: None,
+            data: json_event(rng, TYPES, KEYS),
+        };
+        if !matches!(state.handle(&event, &mut sink), Ok(None)) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn chat_chunks(rng: &mut Rng) -> Result<(), String> {
+    let mut calls = crate::provider::openai::ToolCalls::default();
+    for _ in 0..rng.below(12) {
+        let delta = serde_json::json!({
+            "index": if rng.below(3) == 0 { serde_json::Value::Null } else { serde_json::json!(rng.below(3)) },
+            "id": if rng.below(2) == 0 { serde_json::Value::Null } else { serde_json::json!(format!("c{}", rng.below(3))) },
+            "function": {"name": rng.pick(&["read_file", "", "x"]), "arguments": rng.text(&["{", "\"", "a", "}"], 3)},
+        });
+        let chunk = serde_json::json!({"choices": [{"delta": {"content": "t", "tool_calls": [delta]},
+                                                     "finish_reason": rng.pick(&["stop", "tool_calls", "length"])}]});
+        let text = if rng.below(8) == 0 {
+            rng.text(JSON_TOKENS, 10)
+        } else {
+            chunk.to_string()
+        };
+        crate::provider::openai::fold_chunk(&text, &mut calls);
+    }
+    let _ = calls.finish();
+    Ok(())
+}
+
+const GLOB_TOKENS: &[&str] = &[
+    "*", "**", "?", "[", "]", "!", "^", "-", "/", "\\", "a", "b", ".", "{", "}", ",", "é",
+];
+
+fn glob_matcher(rng: &mut Rng) -> Result<(), String> {
+    let pattern = rng.text(GLOB_TOKENS, 8);
+    let path = rng.text(&["a", "b", "/", ".", "é", "-", "c"], 10);
+    let _ = crate::tools::ignore::glob_match(&pattern, &path);
+    let _ = crate::tools::ignore::Glob::new(&pattern);
+    // A pattern without special characters matches exactly itself.
+    let literal: String = rng
+        .text(&["a", "b", "c", "é"], 6)
+        .chars()
+        .filter(|c| c.is_alphanumeric())
+        .collect();
+    if !literal.is_empty() && !crate::tools::ignore::glob_match(&literal, &literal) {
+        return Err(format!("{literal:?} does not match itself"));
+    }
+    Ok(())
+}
+
+fn edit_applier(rng: &mut Rng) -> Result<(), String> {
+    let text = rng.text(&["a", "b", "\n", "é", " ", "ab"], 20);
+    let old = if rng.below(2) == 0 && !text.is_empty() {
+        let start = rng.below(text.len());
+        let end = (start + 1 + rng.below(4)).min(text.len());
+        match text.get(start..end) {
+            Some(slice) => slice.to_string(),
+            None => "a".into(),
+        }
+    } else {
+        rng.text(&["a", "b", "é"], 3)
+    };
+    let new = rng.text(&["x", "y", "\n"], 3);
+    let edit = crate::tools::files::Edit {
+        old: old.clone(),
+        new: new.clone(),
+        replace_all: rng.below(2) == 0,
+    };
+    if let Ok((result, _)) = crate::tools::files::apply_edits(&text, std::slice::from_ref(&edit)) {
+        let expected = if edit.replace_all {
+            text.replace(&old, &new)
+        } else {
+            text.replacen(&old, &new, 1)
+        };
+        if result != expected {
+            return Err(format!("{text:?} with {old:?} -> {new:?} gave {result:?}"));
+        }
+    }
+    Ok(())
+}
+
+fn command_classifier(rng: &mut Rng) -> Result<(), String> {
+    const TOKENS: &[&str] = &[
+        "ls", "cat", "git", "log", "sort", "-o", "rg", "--pre", " ", "'", "\"", "\\", "$", "`",
+        "(", ")", "{", "}", ";", "&", "|", ">", "<", "<<", "*", "?", "[", "~", "#", "\n", "=",
+        "cd", "..", "/", "a", "-",
+    ];
+    let line = rng.text(TOKENS, 16);
+    let root = std::env::temp_dir();
+    let verdict = crate::policy::classify(
+        &line,
+        &crate::policy::Context {
+            root: &root,
+            cwd: &root,
+            path_var: None,
+        },
+    );
+    // Whatever writes with `>` (outside quotes it would be an operator) or
+    // expands must ask; a line with neither quotes nor escapes is simple to
+    // check.
+    let plain = !line.contains(['\'', '"', '\\', '#']);
+    if plain && verdict.is_read_only() && (line.contains('$') || line.contains('`')) {
+        return Err(format!("judged read-only with an expansion: {line:?}"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bounded pass of every target (scripts/fuzz runs them longer).
+    #[test]
+    fn every_fuzz_target_holds_for_a_bounded_number_of_cases() {
+        for target in TARGETS {
+            let cases = if target.name == "stdin line reader" {
+                300
+            } else {
+                3000
+            };
+            if let Err(failure) = run(target, 0x5eed, cases) {
+                panic!("{failure:?}");
+            }
+        }
+    }
+}
