@@ -20,7 +20,7 @@ use crate::cancel::lock;
 use crate::provider::sse::{Line, SseEvent, SseParser};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -128,9 +128,16 @@ pub(crate) fn read_sse(
     let mut parser = SseParser::new();
     let mut line = Vec::with_capacity(1024);
     loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            return Ok(false);
+        match super::stdio::read_capped_line(&mut reader, &mut line, super::stdio::MESSAGE_CAP)? {
+            None => return Ok(false),
+            // An endless line: the stream cannot be trusted any further.
+            Some(true) => {
+                return Err(std::io::Error::other(format!(
+                    "an SSE line over {} bytes",
+                    super::stdio::MESSAGE_CAP
+                )))
+            }
+            Some(false) => {}
         }
         if line.last() == Some(&b'\n') {
             line.pop();

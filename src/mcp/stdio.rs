@@ -277,10 +277,13 @@ fn read_messages(
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     let mut line = Vec::new();
     loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) => return,
-            Ok(_) => {}
+        match read_capped_line(&mut reader, &mut line, MESSAGE_CAP) {
+            Ok(None) => return,
+            Ok(Some(false)) => {}
+            Ok(Some(true)) => {
+                log::warn!("MCP server `{name}` sent a message over {MESSAGE_CAP} bytes; skipped");
+                continue;
+            }
             Err(err) => {
                 log::debug!("reading from MCP server `{name}` failed: {err}");
                 return;
@@ -311,15 +314,54 @@ fn read_messages(
     }
 }
 
+/// The most bytes of one message (one line) an MCP server may send.
+pub(crate) const MESSAGE_CAP: usize = 16 * 1024 * 1024;
+
+/// Reads one line (through its `\n`) into `line`, keeping at most `cap`
+/// bytes and skipping the rest of a longer one, so a server that never
+/// ends a line cannot grow the agent's memory. `None` at the end of input;
+/// `Some(true)` when the line was cut.
+pub(crate) fn read_capped_line(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    cap: usize,
+) -> io::Result<Option<bool>> {
+    line.clear();
+    let mut cut = false;
+    let mut any = false;
+    loop {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            return Ok(any.then_some(cut));
+        }
+        any = true;
+        let (chunk, done) = match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => (&buffer[..=at], true),
+            None => (buffer, false),
+        };
+        let room = cap.saturating_sub(line.len());
+        if chunk.len() > room {
+            cut = true;
+            line.extend_from_slice(&chunk[..room]);
+        } else {
+            line.extend_from_slice(chunk);
+        }
+        let used = chunk.len();
+        reader.consume(used);
+        if done {
+            return Ok(Some(cut));
+        }
+    }
+}
+
 /// The stderr thread: logs each line, secrets replaced.
 fn log_stderr(name: &str, stderr: impl Read, secrets: &[String]) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
     loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+        match read_capped_line(&mut reader, &mut line, LOG_LINE_CAP * 4) {
+            Ok(None) | Err(_) => return,
+            Ok(Some(_)) => {}
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end();
@@ -342,4 +384,33 @@ fn cap(text: &str) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod capped_line_tests {
+    use super::read_capped_line;
+    use std::io::BufReader;
+
+    #[test]
+    fn long_lines_are_cut_and_the_next_line_is_whole() {
+        let input = format!("{}\nok\nlast", "x".repeat(100_000));
+        let mut reader = BufReader::with_capacity(16, input.as_bytes());
+        let mut line = Vec::new();
+        assert_eq!(
+            read_capped_line(&mut reader, &mut line, 10).unwrap(),
+            Some(true)
+        );
+        assert_eq!(line.len(), 10);
+        assert_eq!(
+            read_capped_line(&mut reader, &mut line, 10).unwrap(),
+            Some(false)
+        );
+        assert_eq!(line, b"ok\n");
+        assert_eq!(
+            read_capped_line(&mut reader, &mut line, 10).unwrap(),
+            Some(false)
+        );
+        assert_eq!(line, b"last");
+        assert_eq!(read_capped_line(&mut reader, &mut line, 10).unwrap(), None);
+    }
 }
