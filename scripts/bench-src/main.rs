@@ -24,10 +24,15 @@
 //!    database with one scripted prompt whose reply alternates message and
 //!    thought chunks; fresh agents then time `session/load`, from writing
 //!    the request to reading its answer, all updates replayed before it.
+//! 9. Under hostile input: peak RSS while the model server streams a 1 GB
+//!    event, while `read_file` scans a 4 GB (sparse) file, and while the
+//!    client reads nothing for 10 s of a fast stream; and the time to
+//!    answer `session/cancel` written right after a 60 MB line.
 
 mod agent;
 mod cpu;
 mod fake_server;
+mod hostile;
 mod load;
 mod report;
 mod search;
@@ -122,6 +127,10 @@ fn main() -> ExitCode {
 
     // 8: loading a session of 10,000 updates.
     load::report_session_load(&bench, &mut rows, &mut failed);
+    println!();
+
+    // 9: memory and cancel under hostile input.
+    hostile::report_hostile(&bench, &mut rows, &mut failed);
     println!();
 
     report::print_summary(&rows);
