@@ -28,6 +28,26 @@ pub struct Timeouts {
     pub attempts: u32,
     /// The longest total time spent waiting between attempts.
     pub max_retry_wait: Duration,
+    /// How much one stream may send.
+    pub limits: StreamLimits,
+}
+
+/// Size limits of one model stream, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamLimits {
+    pub line: usize,
+    pub event: usize,
+    pub response: usize,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        StreamLimits {
+            line: super::sse::LINE_CAP,
+            event: super::sse::EVENT_CAP,
+            response: RESPONSE_CAP,
+        }
+    }
 }
 
 impl Default for Timeouts {
@@ -37,6 +57,7 @@ impl Default for Timeouts {
             stall: Duration::from_secs(120),
             attempts: 4,
             max_retry_wait: Duration::from_secs(60),
+            limits: StreamLimits::default(),
         }
     }
 }
@@ -74,6 +95,7 @@ pub struct EventStream {
     /// arguments of one response are made of them, so capping them caps
     /// what the response can make the agent hold.
     received: std::cell::Cell<usize>,
+    response_cap: usize,
 }
 
 /// The most event data one model response may send.
@@ -174,6 +196,7 @@ impl EventStream {
             .user_agent(concat!("spindle/", env!("CARGO_PKG_VERSION")))
             .build();
         let agent: ureq::Agent = config.into();
+        let limits = timeouts.limits;
         let mut request = agent.post(url);
         for (name, value) in headers {
             request = request.header(*name, value.as_str());
@@ -199,7 +222,7 @@ impl EventStream {
                             StreamItem::Failed(status_error(status, &retry, response.into_body()))
                         } else {
                             let reader = response.into_body().into_reader();
-                            read_events(reader, &sender)
+                            read_events(reader, &sender, limits)
                         }
                     }
                 };
@@ -209,6 +232,7 @@ impl EventStream {
                 ProviderError::new("provider_unreachable", format!("cannot start: {err}"))
             })?;
         Ok(EventStream {
+            response_cap: limits.response,
             items,
             agent,
             stall: timeouts.stall,
@@ -275,12 +299,13 @@ impl EventStream {
                     if let StreamItem::Event(event) = &item {
                         let received = self.received.get() + event.data.len();
                         self.received.set(received);
-                        if received > RESPONSE_CAP {
+                        if received > self.response_cap {
                             self.agent.clone().shutdown();
                             return Next::Item(StreamItem::Failed(ProviderError::new(
                                 "provider_response_too_large",
                                 format!(
-                                    "the model's response passed {RESPONSE_CAP} bytes; it was cut off"
+                                    "the model's response passed {} bytes; it was cut off",
+                                    self.response_cap
                                 ),
                             )));
                         }
@@ -316,9 +341,13 @@ impl Drop for EventStream {
     }
 }
 
-fn read_events<R: Read>(reader: R, sender: &crossbeam_channel::Sender<StreamItem>) -> StreamItem {
+fn read_events<R: Read>(
+    reader: R,
+    sender: &crossbeam_channel::Sender<StreamItem>,
+    limits: StreamLimits,
+) -> StreamItem {
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
-    let mut parser = SseParser::new();
+    let mut parser = SseParser::with_event_cap(limits.event);
     let mut line = Vec::with_capacity(1024);
     let too_large = |what: &str| {
         StreamItem::Failed(ProviderError::new(
@@ -328,11 +357,11 @@ fn read_events<R: Read>(reader: R, sender: &crossbeam_channel::Sender<StreamItem
     };
     loop {
         line.clear();
-        let cap = super::sse::LINE_CAP as u64 + 1;
+        let cap = limits.line as u64 + 1;
         match (&mut reader).take(cap).read_until(b'\n', &mut line) {
             Ok(0) => return StreamItem::End,
             Ok(_) if line.len() as u64 >= cap && line.last() != Some(&b'\n') => {
-                return too_large(&format!("a line over {} bytes", super::sse::LINE_CAP));
+                return too_large(&format!("a line over {} bytes", limits.line));
             }
             Ok(_) => {}
             Err(err) => {
@@ -362,7 +391,7 @@ fn read_events<R: Read>(reader: R, sender: &crossbeam_channel::Sender<StreamItem
                 Line::Comment => StreamItem::Alive,
                 Line::Pending => continue,
                 Line::TooLarge => {
-                    return too_large(&format!("an event over {} bytes", super::sse::EVENT_CAP))
+                    return too_large(&format!("an event over {} bytes", limits.event))
                 }
             };
             if sender.send(item).is_err() {

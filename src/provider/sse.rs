@@ -35,11 +35,21 @@ pub struct SseParser {
     has_data: bool,
     event: Option<String>,
     started: bool,
+    /// The most data one event may carry (`EVENT_CAP` unless set).
+    event_cap: Option<usize>,
 }
 
 impl SseParser {
     pub fn new() -> SseParser {
         SseParser::default()
+    }
+
+    /// A parser whose events may carry at most `cap` bytes of data.
+    pub fn with_event_cap(cap: usize) -> SseParser {
+        SseParser {
+            event_cap: Some(cap),
+            ..SseParser::default()
+        }
     }
 
     /// Feeds one line, without its terminator (a trailing `\r` is allowed
@@ -68,7 +78,7 @@ impl SseParser {
         };
         match name {
             b"data" => {
-                if self.data.len() + value.len() + 1 > EVENT_CAP {
+                if self.data.len() + value.len() + 1 > self.event_cap.unwrap_or(EVENT_CAP) {
                     self.data = String::new();
                     self.has_data = false;
                     return Line::TooLarge;

@@ -15,6 +15,23 @@ pub const WHOLE_READ_CAP: u64 = 8 * 1024 * 1024;
 /// content of): bigger ones are changed with a command.
 pub const EDIT_CAP: u64 = 8 * 1024 * 1024;
 
+/// The file tools' size limits (config `limits.read_whole_bytes` and
+/// `limits.edit_file_bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileLimits {
+    pub whole: u64,
+    pub edit: u64,
+}
+
+impl Default for FileLimits {
+    fn default() -> Self {
+        FileLimits {
+            whole: WHOLE_READ_CAP,
+            edit: EDIT_CAP,
+        }
+    }
+}
+
 #[cfg(target_os = "linux")]
 const O_NONBLOCK: i32 = 0o4000;
 #[cfg(not(target_os = "linux"))]

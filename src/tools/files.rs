@@ -3,7 +3,7 @@
 //! sees unsaved changes and the editor shows its own edits; files that are
 //! not UTF-8 stay on the local path and keep their bytes exactly.
 
-use super::bounded::{self, ReadError};
+use super::bounded::{self, FileLimits, ReadError};
 use std::path::Path;
 
 /// Largest file `read_file` returns at once, in bytes.
@@ -53,11 +53,11 @@ fn looks_binary(bytes: &[u8]) -> bool {
 
 /// Reads the file's current content: through the editor for text files
 /// when it can, locally otherwise.
-fn current(path: &Path, editor: &dyn EditorFiles) -> Result<Current, String> {
-    let local = match bounded::read_capped(path, bounded::EDIT_CAP) {
+fn current(path: &Path, editor: &dyn EditorFiles, cap: u64) -> Result<Current, String> {
+    let local = match bounded::read_capped(path, cap) {
         Ok(bytes) => Some(bytes),
         Err(ReadError::Missing) => None,
-        Err(error) => return Err(describe(path, error)),
+        Err(error) => return Err(describe(path, error, cap)),
     };
     if path.is_dir() {
         return Err(format!("{} is a directory, not a file", path.display()));
@@ -85,7 +85,7 @@ fn current(path: &Path, editor: &dyn EditorFiles) -> Result<Current, String> {
 
 /// What a person (or the model) should know about a file that could not
 /// be read.
-fn describe(path: &Path, error: ReadError) -> String {
+fn describe(path: &Path, error: ReadError, cap: u64) -> String {
     match error {
         ReadError::Missing => format!("{} does not exist", path.display()),
         ReadError::Directory => format!("{} is a directory, not a file", path.display()),
@@ -94,9 +94,8 @@ fn describe(path: &Path, error: ReadError) -> String {
             path.display()
         ),
         ReadError::TooLarge(size) => format!(
-            "{} is {size} bytes, more than the file tools load whole ({} bytes); change or inspect files this large with a command (sed, grep, head)",
+            "{} is {size} bytes, more than the file tools load whole ({cap} bytes); change or inspect files this large with a command (sed, grep, head)",
             path.display(),
-            bounded::EDIT_CAP
         ),
         ReadError::Io(err) => format!("cannot read {}: {err}", path.display()),
     }
@@ -127,18 +126,19 @@ pub fn read_file(
     start_line: Option<usize>,
     line_count: Option<usize>,
     editor: &dyn EditorFiles,
+    limits: FileLimits,
 ) -> Result<ReadResult, String> {
     let start = start_line.unwrap_or(1).max(1);
     let count = line_count.unwrap_or(READ_LINE_DEFAULT).max(1);
     // A file too large to hold is read from disk as a stream of lines.
     match bounded::open_regular(path) {
-        Ok((_, size)) if size > bounded::WHOLE_READ_CAP => {
-            return read_large(path, start, count, size);
+        Ok((_, size)) if size > limits.whole => {
+            return read_large(path, start, count, size, limits.whole);
         }
         Err(ReadError::Missing) | Ok(_) => {}
-        Err(error) => return Err(describe(path, error)),
+        Err(error) => return Err(describe(path, error, limits.whole)),
     }
-    let text = match current(path, editor)? {
+    let text = match current(path, editor, limits.whole)? {
         Current::Missing => return Err(format!("{} does not exist", path.display())),
         Current::Bytes(bytes) if looks_binary(&bytes) => {
             return Err(format!(
@@ -202,9 +202,15 @@ pub fn read_file(
 
 /// `read_file` of a file over `bounded::WHOLE_READ_CAP`: the window of
 /// lines streamed from disk, memory within the output cap.
-fn read_large(path: &Path, start: usize, count: usize, size: u64) -> Result<ReadResult, String> {
+fn read_large(
+    path: &Path,
+    start: usize,
+    count: usize,
+    size: u64,
+    cap: u64,
+) -> Result<ReadResult, String> {
     let window = bounded::stream_lines(path, start, count, READ_BYTE_CAP)
-        .map_err(|error| describe(path, error))?;
+        .map_err(|error| describe(path, error, cap))?;
     if window.binary {
         return Err(format!(
             "{} is a binary file ({size} bytes); read_file only shows text",
@@ -236,14 +242,19 @@ pub struct Change {
 }
 
 /// Creates or overwrites a file.
-pub fn write_file(path: &Path, content: &str, editor: &dyn EditorFiles) -> Result<Change, String> {
+pub fn write_file(
+    path: &Path,
+    content: &str,
+    editor: &dyn EditorFiles,
+    limits: FileLimits,
+) -> Result<Change, String> {
     // A file too large to load is overwritten without its old content in
     // the diff.
     let old_text = match bounded::open_regular(path) {
-        Ok((_, size)) if size > bounded::EDIT_CAP => {
+        Ok((_, size)) if size > limits.edit => {
             Some(format!("[the previous {size} bytes are not shown]\n"))
         }
-        _ => match current(path, editor)? {
+        _ => match current(path, editor, limits.edit)? {
             Current::Missing => None,
             Current::Text(text) => Some(text),
             Current::Bytes(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
@@ -278,11 +289,12 @@ pub fn edit_file(
     path: &Path,
     edits: &[Edit],
     editor: &dyn EditorFiles,
+    limits: FileLimits,
 ) -> Result<(Change, usize), String> {
     if edits.is_empty() {
         return Err("no edits given".into());
     }
-    match current(path, editor)? {
+    match current(path, editor, limits.edit)? {
         Current::Missing => Err(format!(
             "{} does not exist; use write_file to create it",
             path.display()
@@ -464,18 +476,35 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("f.txt");
         std::fs::write(&path, "one\ntwo\nthree\n").unwrap();
-        let all = read_file(&path, None, None, &LocalOnly).unwrap().text;
+        let all = read_file(&path, None, None, &LocalOnly, FileLimits::default())
+            .unwrap()
+            .text;
         assert_eq!(all, "     1\tone\n     2\ttwo\n     3\tthree\n");
-        let part = read_file(&path, Some(2), Some(1), &LocalOnly).unwrap().text;
+        let part = read_file(&path, Some(2), Some(1), &LocalOnly, FileLimits::default())
+            .unwrap()
+            .text;
         assert!(part.starts_with("     2\ttwo\n"));
         assert!(part.contains("Use start_line=3"), "{part}");
-        assert!(read_file(&path, Some(9), None, &LocalOnly).is_err());
+        assert!(read_file(&path, Some(9), None, &LocalOnly, FileLimits::default()).is_err());
         std::fs::write(dir.join("bin"), b"\x00\x01\x02").unwrap();
-        let err = read_file(&dir.join("bin"), None, None, &LocalOnly)
-            .err()
-            .unwrap();
+        let err = read_file(
+            &dir.join("bin"),
+            None,
+            None,
+            &LocalOnly,
+            FileLimits::default(),
+        )
+        .err()
+        .unwrap();
         assert!(err.contains("binary"));
-        assert!(read_file(&dir.join("missing"), None, None, &LocalOnly).is_err());
+        assert!(read_file(
+            &dir.join("missing"),
+            None,
+            None,
+            &LocalOnly,
+            FileLimits::default()
+        )
+        .is_err());
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

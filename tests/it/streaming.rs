@@ -557,3 +557,44 @@ fn endless_lines_and_keep_alives_alone_end_the_stream() {
         started.elapsed()
     );
 }
+
+/// The stream limits can be set in the config file.
+#[test]
+fn stream_limits_come_from_the_config() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(vec![
+        chunk_content("partial"),
+        Step::Raw(format!("data: {}\n\n", "y".repeat(5000))),
+    ]));
+    let dir = temp_dir("stream-limits");
+    let config = dir.join("config.json");
+    std::fs::write(
+        &config,
+        json!({
+            "providers": {"local": {"kind": "openai", "base_url": server.base_url(), "requires_key": false}},
+            "limits": {"sse_line_bytes": 1000}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let mut agent = Agent::spawn(
+        &[
+            "acp",
+            "--retries",
+            "0",
+            "--config",
+            config.to_str().unwrap(),
+            "--model",
+            "local/test-model",
+        ],
+        &[],
+    );
+    agent.initialize();
+    let session = agent.new_session(&dir);
+    let id = prompt(&mut agent, &session, "hello");
+    let (response, _) = agent.response(&id, WAIT);
+    assert_eq!(
+        response["error"]["data"]["code"], "provider_stream_too_large",
+        "{response}"
+    );
+}

@@ -178,6 +178,8 @@ impl Registry {
     }
 
     fn make_provider(&self, name: &str, timeouts: Timeouts) -> Result<Arc<dyn Provider>, String> {
+        let mut timeouts = timeouts;
+        timeouts.limits = self.config.limits.streams();
         let config = &self.config.providers[name];
         let base_url = config
             .base_url

@@ -493,6 +493,7 @@ impl Dispatcher {
         }
         hidden.push(crate::tools::logs::root(&self.db_path));
         Processes {
+            file_limits: registry.config.limits.files(),
             secrets: registry.secrets.clone(),
             temp_dir,
             hidden,

@@ -39,6 +39,8 @@ pub struct Processes {
     pub hidden: Vec<PathBuf>,
     /// The Spindle binary, which is also the sandbox launcher.
     pub launcher: Option<PathBuf>,
+    /// How large files the file tools load.
+    pub file_limits: crate::tools::bounded::FileLimits,
     /// Whether the machine offers a sandbox.
     pub sandbox: bool,
 }

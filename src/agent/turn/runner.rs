@@ -417,7 +417,13 @@ impl Runner<'_> {
             .unwrap_or_else(|| self.root.to_path_buf());
         match tool {
             Tool::ReadFile(args) => {
-                match files::read_file(&path, args.start_line, args.line_count, &editor) {
+                match files::read_file(
+                    &path,
+                    args.start_line,
+                    args.line_count,
+                    &editor,
+                    self.processes.file_limits,
+                ) {
                     Ok(result) => Ending::Completed {
                         content: vec![text_content(&fence(&result.text))],
                         text: result.text,
@@ -425,14 +431,18 @@ impl Runner<'_> {
                     Err(error) => failed(format!("Error: {error}")),
                 }
             }
-            Tool::WriteFile(args) => match files::write_file(&path, &args.content, &editor) {
-                Ok(change) => changed(&path, change),
-                Err(error) => failed(format!("Error: {error}")),
-            },
-            Tool::EditFile(args) => match files::edit_file(&path, &args.edits, &editor) {
-                Ok((change, _line)) => changed(&path, change),
-                Err(error) => failed(format!("Error: {error}")),
-            },
+            Tool::WriteFile(args) => {
+                match files::write_file(&path, &args.content, &editor, self.processes.file_limits) {
+                    Ok(change) => changed(&path, change),
+                    Err(error) => failed(format!("Error: {error}")),
+                }
+            }
+            Tool::EditFile(args) => {
+                match files::edit_file(&path, &args.edits, &editor, self.processes.file_limits) {
+                    Ok((change, _line)) => changed(&path, change),
+                    Err(error) => failed(format!("Error: {error}")),
+                }
+            }
             Tool::ListDirectory(_) => {
                 match walk::list_directory(self.root, &path, tools::LIST_LIMIT) {
                     Ok(text) => completed_text(text),

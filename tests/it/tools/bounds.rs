@@ -65,3 +65,56 @@ fn pipes_large_files_and_large_edits() {
         turn.final_text("e1")
     );
 }
+
+/// The limits can be set in the config file: a lower edit limit refuses
+/// an edit the default would allow.
+#[test]
+fn file_limits_come_from_the_config() {
+    let space = Space::new("bounds-config");
+    space.write("notes.txt", "x".repeat(2000) + "\nend\n");
+    let config = space.base.join("config.json");
+    fs::write(
+        &config,
+        json!({"limits": {"edit_file_bytes": 1000, "read_whole_bytes": 1000}}).to_string(),
+    )
+    .unwrap();
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![
+                call(
+                    "e1",
+                    "edit_file",
+                    json!({"path": "notes.txt", "edits": [{"old": "end", "new": "fin"}]}),
+                ),
+                call(
+                    "r1",
+                    "read_file",
+                    json!({"path": "notes.txt", "start_line": 2}),
+                ),
+            ]),
+            say("Done."),
+        ]),
+        &[
+            "--permissions",
+            "yolo",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        json!({}),
+    );
+    let turn = run_prompt(&mut agent, &session, "go", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(turn.final_status("e1"), "failed", "{}", turn.dump());
+    assert!(
+        turn.final_text("e1").contains("1000 bytes"),
+        "{}",
+        turn.final_text("e1")
+    );
+    // Streamed from disk: the window still shows the line asked for.
+    assert!(
+        turn.final_text("r1").contains("2\tend"),
+        "{}",
+        turn.final_text("r1")
+    );
+    assert_eq!(space.read("notes.txt").lines().last(), Some("end"));
+}
