@@ -1,0 +1,560 @@
+//! The soak program: drives a release agent for a bounded number of
+//! operations and seconds against a fake Chat Completions server on
+//! 127.0.0.1 that answers with text, tool calls and faults (429, 500, a cut
+//! stream, a stall, an endless line), while prompts are cancelled and the
+//! agent is killed with SIGKILL now and then. Invariants are checked all
+//! along and printed, one line each, with their counts.
+//!
+//! Usage: `soak [BINARY] [OPERATIONS] [SECONDS] [SEED]` (defaults
+//! target/release/spindle, 200, 120, from the clock). Exit code 1 when an
+//! invariant was broken.
+
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The peak RSS the agent must stay under.
+const MEMORY_BOUND_MIB: f64 = 64.0;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+/// What the fake server did, by kind.
+#[derive(Default)]
+struct Faults(BTreeMap<&'static str, u64>);
+
+fn sse(events: &[Value]) -> String {
+    let mut body = String::new();
+    for event in events {
+        body.push_str(&format!("data: {event}\n\n"));
+    }
+    body.push_str("data: [DONE]\n\n");
+    body
+}
+
+fn text_events(text: &str) -> Vec<Value> {
+    let mut events: Vec<Value> = text
+        .split_inclusive(' ')
+        .map(|piece| json!({"choices": [{"delta": {"content": piece}}]}))
+        .collect();
+    events.push(json!({"choices": [{"delta": {}, "finish_reason": "stop"}]}));
+    events
+}
+
+fn tool_events(id: &str, name: &str, arguments: Value) -> Vec<Value> {
+    vec![
+        json!({"choices": [{"delta": {"content": "Let me check. "}}]}),
+        json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": id, "type": "function",
+               "function": {"name": name, "arguments": arguments.to_string()}}]}}]}),
+        json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}),
+    ]
+}
+
+/// Serves one request: reads it, picks an answer, writes it.
+fn serve(mut stream: TcpStream, rng: &Mutex<Rng>, faults: &Mutex<Faults>) {
+    let mut reader = BufReader::new(match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return,
+    });
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).is_err() {
+        return;
+    }
+    let mut length = 0usize;
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).is_err() || header.trim().is_empty() {
+            break;
+        }
+        if let Some(value) = header.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; length.min(64 * 1024 * 1024)];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    if !request_line.starts_with("POST") {
+        let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+        return;
+    }
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let after_tool = request["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .is_some_and(|m| m["role"] == "tool");
+    let choice = rng.lock().map(|mut r| r.below(100)).unwrap_or(0);
+    let counter = rng.lock().map(|mut r| r.next_u64()).unwrap_or(0);
+    let (kind, reply): (&'static str, Option<String>) = match choice {
+        0..=4 => ("429", None),
+        5..=8 => ("500", None),
+        9..=12 => ("cut", None),
+        13..=15 => ("stall", None),
+        16..=18 => ("endless line", None),
+        _ if after_tool => (
+            "text",
+            Some(sse(&text_events("All done here, thanks for waiting."))),
+        ),
+        19..=44 => (
+            "run_command",
+            Some(sse(&tool_events(
+                &format!("c{counter:x}"),
+                "run_command",
+                json!({"command": "echo pid $$; exec sleep 1"}),
+            ))),
+        ),
+        45..=59 => (
+            "read_file",
+            Some(sse(&tool_events(
+                &format!("r{counter:x}"),
+                "read_file",
+                json!({"path": "notes.txt"}),
+            ))),
+        ),
+        _ => (
+            "text",
+            Some(sse(&text_events(
+                "Here is a short answer with several words in it.",
+            ))),
+        ),
+    };
+    if let Ok(mut faults) = faults.lock() {
+        *faults.0.entry(kind).or_default() += 1;
+    }
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+    match (kind, reply) {
+        ("429", _) => {
+            let _ = stream.write_all(
+                b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 0\r\nContent-Length: 2\r\n\r\n{}",
+            );
+        }
+        ("500", _) => {
+            let _ = stream
+                .write_all(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 2\r\n\r\n{}");
+        }
+        ("cut", _) => {
+            let partial = sse(&text_events("This answer is cut"));
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&partial.as_bytes()[..partial.len() / 2]);
+        }
+        ("stall", _) => {
+            let _ = stream.write_all(head.as_bytes());
+            thread::sleep(Duration::from_secs(3));
+        }
+        ("endless line", _) => {
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(b"data: ");
+            let block = vec![b'z'; 64 * 1024];
+            for _ in 0..64 {
+                if stream.write_all(&block).is_err() {
+                    break;
+                }
+            }
+        }
+        (_, Some(reply)) => {
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(reply.as_bytes());
+        }
+        _ => {}
+    }
+}
+
+fn start_server(rng: Arc<Mutex<Rng>>, faults: Arc<Mutex<Faults>>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let address = listener.local_addr().expect("local address");
+    thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let (rng, faults) = (rng.clone(), faults.clone());
+            thread::spawn(move || serve(stream, &rng, &faults));
+        }
+    });
+    format!("http://{address}/v1")
+}
+
+/// One running agent and what it printed.
+struct Agent {
+    child: Child,
+    stdin: ChildStdin,
+    messages: crossbeam_channel::Receiver<Value>,
+    next_id: u64,
+}
+
+impl Agent {
+    fn spawn(binary: &Path, args: &[String]) -> Agent {
+        let mut child = Command::new(binary)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the agent starts");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (sender, messages) = crossbeam_channel::unbounded();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(value) = serde_json::from_str::<Value>(&line) {
+                    if sender.send(value).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Agent {
+            child,
+            stdin,
+            messages,
+            next_id: 100,
+        }
+    }
+
+    fn send(&mut self, message: Value) {
+        let _ = writeln!(self.stdin, "{message}");
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// Messages until the answer to `id` (included), or `None` on timeout.
+    fn until_answer(&self, id: u64, timeout: Duration) -> (Vec<Value>, Option<Value>) {
+        let deadline = Instant::now() + timeout;
+        let mut seen = Vec::new();
+        while let Ok(message) = self
+            .messages
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            let answer = message["id"] == id && message.get("method").is_none();
+            seen.push(message.clone());
+            if answer {
+                return (seen, Some(message));
+            }
+        }
+        (seen, None)
+    }
+
+    fn hwm_mib(&self) -> f64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            })
+            .map_or(0.0, |kib| kib / 1024.0)
+    }
+}
+
+/// Tallies of one invariant: checks made and violations.
+#[derive(Default)]
+struct Tally {
+    checked: u64,
+    broken: u64,
+    example: Option<String>,
+}
+
+impl Tally {
+    fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
+        self.checked += 1;
+        if !ok {
+            self.broken += 1;
+            self.example.get_or_insert_with(what);
+        }
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !stat.split(") ").nth(1).unwrap_or("").starts_with('Z'))
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let binary = PathBuf::from(
+        args.next()
+            .unwrap_or_else(|| "target/release/spindle".into()),
+    );
+    let operations: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(200);
+    let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(120);
+    let seed: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(7, |d| d.as_nanos() as u64)
+    });
+    let binary = binary.canonicalize().unwrap_or(binary);
+    let work = std::env::temp_dir().join(format!("spindle-soak-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(work.join("ws"));
+    let _ = std::fs::write(work.join("ws/notes.txt"), "some notes\nfor the soak\n");
+    let rng = Arc::new(Mutex::new(Rng(seed.max(1))));
+    let faults = Arc::new(Mutex::new(Faults::default()));
+    let base = start_server(rng.clone(), faults.clone());
+    let config = work.join("config.json");
+    let _ = std::fs::write(
+        &config,
+        json!({"providers": {"local": {"kind": "openai", "base_url": base, "requires_key": false}},
+               "limits": {"sse_line_bytes": 65536}})
+        .to_string(),
+    );
+    let db = work.join("spindle.db");
+    let agent_args: Vec<String> = [
+        "acp",
+        "--model",
+        "local/soak",
+        "--config",
+        config.to_str().unwrap_or_default(),
+        "--db",
+        db.to_str().unwrap_or_default(),
+        "--permissions",
+        "yolo",
+        "--retries",
+        "1",
+        "--stall-timeout",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    println!("soak: {operations} operations or {seconds} s, seed {seed}");
+
+    let mut answered_once = Tally::default();
+    let mut tools_finished = Tally::default();
+    let mut no_orphans = Tally::default();
+    let mut integrity = Tally::default();
+    let mut replays = Tally::default();
+    let mut memory = Tally::default();
+    let mut peak = 0.0f64;
+    let (mut kills, mut cancels, mut prompts) = (0u64, 0u64, 0u64);
+    let started = Instant::now();
+
+    let workspace = work.join("ws").canonicalize().unwrap_or(work.join("ws"));
+    let mut agent = Agent::spawn(&binary, &agent_args);
+    let init = agent.request("initialize", json!({"protocolVersion": 1}));
+    agent.until_answer(init, Duration::from_secs(10));
+    let opened = agent.request("session/new", json!({"cwd": workspace, "mcpServers": []}));
+    let session = agent
+        .until_answer(opened, Duration::from_secs(10))
+        .1
+        .and_then(|a| a["result"]["sessionId"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    // What was shown live per message id, for the replay check.
+    let mut live_text: BTreeMap<String, String> = BTreeMap::new();
+    let mut command_pids: Vec<u32> = Vec::new();
+
+    for operation in 0..operations {
+        if started.elapsed() > Duration::from_secs(seconds) {
+            break;
+        }
+        let roll = rng.lock().map(|mut r| r.below(100)).unwrap_or(0);
+        prompts += 1;
+        let id = agent.request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": format!("step {operation}")}]}),
+        );
+        if roll < 10 {
+            // Kill the agent in the middle of the turn.
+            thread::sleep(Duration::from_millis(
+                rng.lock().map(|mut r| r.below(300)).unwrap_or(0),
+            ));
+            let (seen, _) = agent.until_answer(id, Duration::from_millis(1));
+            collect_pids(&seen, &mut command_pids);
+            let _ = agent.child.kill();
+            let _ = agent.child.wait();
+            kills += 1;
+            thread::sleep(Duration::from_millis(300));
+            for pid in command_pids.drain(..) {
+                no_orphans.check(!alive(pid), || format!("process {pid} outlived the agent"));
+            }
+            let ok = rusqlite::Connection::open(&db)
+                .and_then(|c| {
+                    c.query_row("PRAGMA integrity_check", [], |row| row.get::<_, String>(0))
+                })
+                .is_ok_and(|result| result == "ok");
+            integrity.check(ok, || "integrity_check failed after a kill".into());
+            agent = Agent::spawn(&binary, &agent_args);
+            let init = agent.request("initialize", json!({"protocolVersion": 1}));
+            agent.until_answer(init, Duration::from_secs(10));
+            let load = agent.request(
+                "session/load",
+                json!({"sessionId": session, "cwd": workspace, "mcpServers": []}),
+            );
+            let (replayed, answer) = agent.until_answer(load, Duration::from_secs(20));
+            let loaded = answer.is_some_and(|a| a.get("result").is_some());
+            replays.check(loaded, || "session/load failed after a kill".into());
+            check_replay(&replayed, &live_text, &mut replays);
+            continue;
+        }
+        if roll < 35 {
+            thread::sleep(Duration::from_millis(
+                rng.lock().map(|mut r| r.below(400)).unwrap_or(0),
+            ));
+            agent.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}));
+            cancels += 1;
+        }
+        let (seen, answer) = agent.until_answer(id, Duration::from_secs(30));
+        answered_once.check(answer.is_some(), || format!("prompt {id} got no answer"));
+        // No second answer to the same id.
+        let later: Vec<Value> = agent.messages.try_iter().collect();
+        let again = later
+            .iter()
+            .any(|m| m["id"] == id && m.get("method").is_none());
+        answered_once.check(!again, || format!("prompt {id} was answered twice"));
+        let all: Vec<Value> = seen.into_iter().chain(later).collect();
+        collect_pids(&all, &mut command_pids);
+        check_tools(&all, &mut tools_finished);
+        for message in &all {
+            let update = &message["params"]["update"];
+            if update["sessionUpdate"] == "agent_message_chunk" {
+                if let (Some(mid), Some(text)) = (
+                    update["messageId"].as_str(),
+                    update["content"]["text"].as_str(),
+                ) {
+                    live_text.entry(mid.to_string()).or_default().push_str(text);
+                }
+            }
+        }
+        let hwm = agent.hwm_mib();
+        peak = peak.max(hwm);
+        memory.check(hwm < MEMORY_BOUND_MIB, || format!("peak RSS {hwm:.1} MiB"));
+    }
+    drop(agent.stdin);
+    let _ = agent.child.wait();
+    thread::sleep(Duration::from_millis(300));
+    for pid in command_pids.drain(..) {
+        no_orphans.check(!alive(pid), || format!("process {pid} outlived the agent"));
+    }
+
+    let report = |name: &str, tally: &Tally| {
+        println!(
+            "{name:<46} {:>6} checked, {:>3} broken{}",
+            tally.checked,
+            tally.broken,
+            tally
+                .example
+                .as_ref()
+                .map(|e| format!(" (e.g. {e})"))
+                .unwrap_or_default()
+        );
+        tally.broken == 0
+    };
+    println!(
+        "operations: {prompts} prompts, {cancels} cancels, {kills} kills in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    if let Ok(faults) = faults.lock() {
+        let list: Vec<String> = faults.0.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!("model server answers: {}", list.join(", "));
+    }
+    let mut ok = true;
+    ok &= report("every prompt answered exactly once", &answered_once);
+    ok &= report(
+        "every started tool call ends with a final status",
+        &tools_finished,
+    );
+    ok &= report("no command outlives the agent", &no_orphans);
+    ok &= report("PRAGMA integrity_check ok after every kill", &integrity);
+    ok &= report("session/load replays what was shown live", &replays);
+    ok &= report(
+        &format!("peak RSS under {MEMORY_BOUND_MIB} MiB (max {peak:.1})"),
+        &memory,
+    );
+    let _ = std::fs::remove_dir_all(&work);
+    if ok {
+        println!("violations: 0");
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The pids commands printed (`pid N`).
+fn collect_pids(messages: &[Value], pids: &mut Vec<u32>) {
+    for message in messages {
+        let text = message.to_string();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("pid ") {
+            rest = &rest[at + 4..];
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            if let Ok(pid) = digits.parse::<u32>() {
+                if !pids.contains(&pid) {
+                    pids.push(pid);
+                }
+            }
+        }
+    }
+}
+
+/// Every tool call announced in `messages` has a final status there.
+fn check_tools(messages: &[Value], tally: &mut Tally) {
+    let mut started = BTreeSet::new();
+    let mut finished = BTreeSet::new();
+    for message in messages {
+        let update = &message["params"]["update"];
+        let Some(id) = update["toolCallId"].as_str() else {
+            continue;
+        };
+        match update["sessionUpdate"].as_str() {
+            Some("tool_call") => {
+                started.insert(id.to_string());
+            }
+            Some("tool_call_update")
+                if matches!(update["status"].as_str(), Some("completed" | "failed")) =>
+            {
+                finished.insert(id.to_string());
+            }
+            _ => {}
+        }
+    }
+    for id in started {
+        tally.check(finished.contains(&id), || {
+            format!("tool call {id} never finished")
+        });
+    }
+}
+
+/// The replay after a kill: every tool call finished (interrupted ones as
+/// failed), and each message shown live in full has the same text.
+fn check_replay(replayed: &[Value], live: &BTreeMap<String, String>, tally: &mut Tally) {
+    check_tools(replayed, tally);
+    let mut text: BTreeMap<String, String> = BTreeMap::new();
+    for message in replayed {
+        let update = &message["params"]["update"];
+        if update["sessionUpdate"] == "agent_message_chunk" {
+            if let (Some(mid), Some(piece)) = (
+                update["messageId"].as_str(),
+                update["content"]["text"].as_str(),
+            ) {
+                text.entry(mid.to_string()).or_default().push_str(piece);
+            }
+        }
+    }
+    for (id, shown) in live {
+        if let Some(stored) = text.get(id) {
+            tally.check(stored == shown, || {
+                format!("message {id} differs in the replay")
+            });
+        }
+    }
+}
