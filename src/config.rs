@@ -151,6 +151,15 @@ pub struct Limits {
     /// Files `edit_file` changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edit_file_bytes: Option<u64>,
+    /// Command output kept for the model (first and last parts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_output_bytes: Option<u64>,
+    /// One message from an MCP server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_message_bytes: Option<u64>,
+    /// Lines of turn output waiting for stdout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_queue_lines: Option<u64>,
 }
 
 impl Limits {

@@ -68,7 +68,12 @@ where
     let (line_sender, lines) = crossbeam_channel::unbounded::<Queued>();
     // What turns stream waits in a bounded queue: a client that reads
     // slowly slows the turns down instead of growing the agent's memory.
-    let (stream_sender, streamed) = crossbeam_channel::bounded::<Queued>(STREAM_QUEUE);
+    let queue = crate::config::Config::load(options.config.as_deref())
+        .map(|(config, _)| {
+            crate::config::Limits::or(config.limits.output_queue_lines, STREAM_QUEUE)
+        })
+        .unwrap_or(STREAM_QUEUE);
+    let (stream_sender, streamed) = crossbeam_channel::bounded::<Queued>(queue);
     let writer = stdio::spawn_writer(output, lines, streamed).map_err(|e| e.to_string())?;
     let reader = stdio::spawn_reader(input, event_sender.clone()).map_err(|e| e.to_string())?;
     let dispatcher = {

@@ -55,9 +55,10 @@ impl Client {
         cancels: &[&CancelToken],
     ) -> Result<Client, McpError> {
         let name = config.name.as_str();
+        let cap = config.message_cap.unwrap_or(super::stdio::MESSAGE_CAP);
         match &config.transport {
             TransportConfig::Stdio { command, args, env } => {
-                let router = Arc::new(Router::new(name));
+                let router = Arc::new(Router::with_message_cap(name, cap));
                 let transport = StdioTransport::spawn(
                     name,
                     command,
@@ -69,7 +70,7 @@ impl Client {
                 Client::handshake(name, Arc::new(transport), router, timeout, cancels)
             }
             TransportConfig::Http { url, headers } => {
-                let router = Arc::new(Router::new(name));
+                let router = Arc::new(Router::with_message_cap(name, cap));
                 let transport = HttpTransport::new(name, url, headers, router.clone());
                 match Client::handshake(name, Arc::new(transport), router, timeout, cancels) {
                     // These statuses are what an old server gives a POST to
@@ -78,13 +79,14 @@ impl Client {
                         log::debug!(
                             "MCP server `{name}` refused Streamable HTTP ({err}); trying HTTP+SSE"
                         );
-                        Client::connect_sse(name, url, headers, timeout, cancels).map_err(|_| err)
+                        Client::connect_sse(name, url, headers, cap, timeout, cancels)
+                            .map_err(|_| err)
                     }
                     outcome => outcome,
                 }
             }
             TransportConfig::Sse { url, headers } => {
-                Client::connect_sse(name, url, headers, timeout, cancels)
+                Client::connect_sse(name, url, headers, cap, timeout, cancels)
             }
         }
     }
@@ -93,10 +95,11 @@ impl Client {
         name: &str,
         url: &str,
         headers: &[(String, String)],
+        cap: usize,
         timeout: Duration,
         cancels: &[&CancelToken],
     ) -> Result<Client, McpError> {
-        let router = Arc::new(Router::new(name));
+        let router = Arc::new(Router::with_message_cap(name, cap));
         let transport =
             SseTransport::connect(name, url, headers, router.clone(), timeout, cancels)?;
         Client::handshake(name, Arc::new(transport), router, timeout, cancels)

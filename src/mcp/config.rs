@@ -25,6 +25,9 @@ pub struct ServerConfig {
     /// provider credentials); its own configured `env` is set after, so it
     /// still wins.
     pub env_remove: Vec<String>,
+    /// The most bytes of one message from the server (config
+    /// `limits.mcp_message_bytes`); `None` for the default.
+    pub message_cap: Option<usize>,
 }
 
 /// How to reach a server.
@@ -197,6 +200,7 @@ fn parse_one(value: &Value) -> Result<ServerConfig, String> {
         name,
         transport,
         env_remove: Vec::new(),
+        message_cap: None,
     })
 }
 

@@ -122,19 +122,19 @@ pub(crate) fn connect_error(server: &str, err: &ureq::Error) -> McpError {
 /// the body ends. Returns true when `on_event` broke off.
 pub(crate) fn read_sse(
     reader: impl Read,
+    cap: usize,
     mut on_event: impl FnMut(SseEvent) -> ControlFlow<()>,
 ) -> std::io::Result<bool> {
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let mut parser = SseParser::new();
     let mut line = Vec::with_capacity(1024);
     loop {
-        match super::stdio::read_capped_line(&mut reader, &mut line, super::stdio::MESSAGE_CAP)? {
+        match super::stdio::read_capped_line(&mut reader, &mut line, cap)? {
             None => return Ok(false),
             // An endless line: the stream cannot be trusted any further.
             Some(true) => {
                 return Err(std::io::Error::other(format!(
-                    "an SSE line over {} bytes",
-                    super::stdio::MESSAGE_CAP
+                    "an SSE line over {cap} bytes"
                 )))
             }
             Some(false) => {}
@@ -384,7 +384,7 @@ impl Inner {
             .to_ascii_lowercase();
         let body = response.into_body().into_reader();
         if content_type.starts_with("text/event-stream") {
-            let answered = read_sse(body, |event| {
+            let answered = read_sse(body, self.router.message_cap(), |event| {
                 let Some(value) = event_message(&self.name, &event) else {
                     return ControlFlow::Continue(());
                 };

@@ -70,15 +70,27 @@ pub(crate) struct Router {
     server: String,
     state: Mutex<State>,
     list_changed: AtomicBool,
+    /// The most bytes of one message the server may send.
+    message_cap: usize,
 }
 
 impl Router {
+    #[cfg(test)]
     pub(crate) fn new(server: &str) -> Router {
+        Router::with_message_cap(server, super::stdio::MESSAGE_CAP)
+    }
+
+    pub(crate) fn with_message_cap(server: &str, message_cap: usize) -> Router {
         Router {
             server: server.to_string(),
             state: Mutex::new(State::default()),
             list_changed: AtomicBool::new(false),
+            message_cap,
         }
+    }
+
+    pub(crate) fn message_cap(&self) -> usize {
+        self.message_cap
     }
 
     /// Starts waiting for the answer to request `id`.

@@ -220,7 +220,7 @@ impl Inner {
         }
         let reader = response.into_body().into_reader();
         let mut failure = None;
-        let outcome = read_sse(reader, |event| {
+        let outcome = read_sse(reader, self.router.message_cap(), |event| {
             match event.event.as_deref() {
                 Some("endpoint") => {
                     if self.endpoint.get().is_some() {

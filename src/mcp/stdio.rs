@@ -277,11 +277,12 @@ fn read_messages(
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     let mut line = Vec::new();
     loop {
-        match read_capped_line(&mut reader, &mut line, MESSAGE_CAP) {
+        let limit = router.message_cap();
+        match read_capped_line(&mut reader, &mut line, limit) {
             Ok(None) => return,
             Ok(Some(false)) => {}
             Ok(Some(true)) => {
-                log::warn!("MCP server `{name}` sent a message over {MESSAGE_CAP} bytes; skipped");
+                log::warn!("MCP server `{name}` sent a message over {limit} bytes; skipped");
                 continue;
             }
             Err(err) => {

@@ -234,7 +234,7 @@ pub fn target(tool: &Tool, root: &Path) -> Option<paths::Resolved> {
 }
 
 /// The tool definitions offered to the model.
-pub fn specs(ripgrep: bool) -> Vec<ToolSpec> {
+pub fn specs(ripgrep: bool, output_cap: usize) -> Vec<ToolSpec> {
     let spec = |name: &str, description: String, parameters: Value| ToolSpec {
         name: name.to_string(),
         description,
@@ -303,7 +303,7 @@ pub fn specs(ripgrep: bool) -> Vec<ToolSpec> {
         ),
         spec(
             "run_command",
-            format!("Run a shell command line with sh -c and return its exit code and combined output (stdout and stderr; the first and last parts when it exceeds {COMMAND_OUTPUT_CAP} bytes, with the path of a file holding all of it). Runs in the workspace root or cwd. Timeout: timeout_seconds (default {COMMAND_TIMEOUT_DEFAULT}, at most {COMMAND_TIMEOUT_MAX}). No interactive input."),
+            format!("Run a shell command line with sh -c and return its exit code and combined output (stdout and stderr; the first and last parts when it exceeds {output_cap} bytes, with the path of a file holding all of it). Runs in the workspace root or cwd. Timeout: timeout_seconds (default {COMMAND_TIMEOUT_DEFAULT}, at most {COMMAND_TIMEOUT_MAX}). No interactive input."),
             json!({"type": "object", "properties": {
                 "command": {"type": "string", "description": "The command line, e.g. \"cargo test -q\"."},
                 "cwd": {"type": "string", "description": "Working directory, relative to the workspace (default \".\")."},
@@ -330,7 +330,7 @@ mod tests {
 
     #[test]
     fn every_tool_has_a_spec_and_parses() {
-        let specs = specs(false);
+        let specs = specs(false, COMMAND_OUTPUT_CAP);
         assert_eq!(specs.len(), NAMES.len());
         for (spec, name) in specs.iter().zip(NAMES) {
             assert_eq!(spec.name, name);

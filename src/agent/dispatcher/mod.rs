@@ -193,6 +193,20 @@ impl Dispatcher {
         }
     }
 
+    /// The config's MCP message limit, if it sets one.
+    pub(in crate::agent) fn mcp_message_cap(&mut self) -> Option<usize> {
+        self.take_warm();
+        match &self.registry {
+            Some(Ok(registry)) => registry
+                .config
+                .limits
+                .mcp_message_bytes
+                .filter(|v| *v > 0)
+                .and_then(|v| usize::try_from(v).ok()),
+            _ => None,
+        }
+    }
+
     /// Sends the session's slash commands after the current answer.
     pub(in crate::agent) fn announce_commands(&mut self, session_id: &str) {
         let Some(session) = self.sessions.get(session_id) else {

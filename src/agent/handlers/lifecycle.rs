@@ -102,7 +102,12 @@ impl Dispatcher {
         }
         log::info!("session {session_id} opened in {cwd_text}");
         session.id = session_id.clone();
-        let (mcp, notes) = start_mcp(&session.id, &session.mcp_servers, &self.tool_secrets());
+        let (mcp, notes) = start_mcp(
+            &session.id,
+            &session.mcp_servers,
+            &self.tool_secrets(),
+            self.mcp_message_cap(),
+        );
         session.mcp = mcp;
         self.after_response.extend(notes);
         let response = json!({
@@ -178,6 +183,7 @@ impl Dispatcher {
         let id = request.session_id;
         let me = std::process::id();
         let secrets = self.tool_secrets();
+        let message_cap = self.mcp_message_cap();
         if let Some(session) = self.sessions.get_mut(&id) {
             // Already live here: attach to it, without a second copy. A
             // session closed while its turn still winds down is opened
@@ -191,7 +197,8 @@ impl Dispatcher {
                 if let Some(old) = session.mcp.take() {
                     old.shutdown();
                 }
-                let (mcp, notes) = start_mcp(&session.id, &session.mcp_servers, &secrets);
+                let (mcp, notes) =
+                    start_mcp(&session.id, &session.mcp_servers, &secrets, message_cap);
                 session.mcp = mcp;
                 self.after_response.extend(notes);
             }
@@ -246,7 +253,12 @@ impl Dispatcher {
         };
         let mut session = Session::new(id.clone(), cwd, servers, settings.policy);
         session.restore(settings);
-        let (mcp, notes) = start_mcp(&session.id, &session.mcp_servers, &self.tool_secrets());
+        let (mcp, notes) = start_mcp(
+            &session.id,
+            &session.mcp_servers,
+            &self.tool_secrets(),
+            self.mcp_message_cap(),
+        );
         session.mcp = mcp;
         self.after_response.extend(notes);
         // A model that is no longer configured falls back to the default.
@@ -377,6 +389,7 @@ fn start_mcp(
     session_id: &str,
     servers: &[Value],
     secrets: &crate::policy::secrets::Secrets,
+    message_cap: Option<usize>,
 ) -> (Option<Arc<McpSession>>, Vec<String>) {
     let (mut configs, mut failures) = crate::mcp::parse_servers(servers);
     let env_remove: Vec<String> = secrets
@@ -386,6 +399,7 @@ fn start_mcp(
         .collect();
     for config in &mut configs {
         config.env_remove = env_remove.clone();
+        config.message_cap = message_cap;
     }
     let mcp = if configs.is_empty() {
         None

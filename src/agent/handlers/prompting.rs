@@ -494,6 +494,10 @@ impl Dispatcher {
         hidden.push(crate::tools::logs::root(&self.db_path));
         Processes {
             file_limits: registry.config.limits.files(),
+            output_cap: crate::config::Limits::or(
+                registry.config.limits.command_output_bytes,
+                crate::tools::COMMAND_OUTPUT_CAP,
+            ),
             secrets: registry.secrets.clone(),
             temp_dir,
             hidden,

@@ -240,7 +240,10 @@ fn run(
     }
     // Built here, not at start-up: finding out whether ripgrep is installed
     // runs a process, which must not delay `initialize`.
-    let mut tools: Vec<ToolSpec> = crate::tools::specs(crate::tools::search::ripgrep_available());
+    let mut tools: Vec<ToolSpec> = crate::tools::specs(
+        crate::tools::search::ripgrep_available(),
+        turn.processes.output_cap,
+    );
     if turn.read_only {
         tools.retain(|tool| crate::tools::READ_ONLY.contains(&tool.name.as_str()));
     }

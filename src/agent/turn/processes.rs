@@ -41,6 +41,8 @@ pub struct Processes {
     pub launcher: Option<PathBuf>,
     /// How large files the file tools load.
     pub file_limits: crate::tools::bounded::FileLimits,
+    /// Bytes of a command's output kept for the model.
+    pub output_cap: usize,
     /// Whether the machine offers a sandbox.
     pub sandbox: bool,
 }

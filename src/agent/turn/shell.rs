@@ -7,7 +7,7 @@ use super::processes::Launch;
 use super::runner::{failed, text_content, Ending, Runner};
 use crate::cancel::CancelToken;
 use crate::provider::ToolCallRequest;
-use crate::tools::{self, logs, process};
+use crate::tools::{logs, process};
 use crate::util::fence;
 use serde_json::json;
 use std::ffi::OsString;
@@ -24,7 +24,7 @@ impl Runner<'_> {
         launch: Launch,
     ) -> Ending {
         let mut spec =
-            process::CommandSpec::new(command_line, cwd, timeout, tools::COMMAND_OUTPUT_CAP);
+            process::CommandSpec::new(command_line, cwd, timeout, self.processes.output_cap);
         spec.log_path = self
             .processes
             .session_dir
@@ -139,7 +139,7 @@ impl Runner<'_> {
                 "command": "env",
                 "args": args,
                 "cwd": cwd,
-                "outputByteLimit": tools::COMMAND_OUTPUT_CAP,
+                "outputByteLimit": self.processes.output_cap,
             }),
         );
         let terminal_id = match created {

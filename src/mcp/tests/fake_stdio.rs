@@ -32,6 +32,7 @@ pub(crate) fn config(name: &str, env: &[(&str, &str)]) -> ServerConfig {
             env: all_env,
         },
         env_remove: Vec::new(),
+        message_cap: None,
     }
 }
 

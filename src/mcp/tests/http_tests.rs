@@ -100,6 +100,7 @@ fn cancelling_an_http_call_tells_the_server() {
             headers: vec![],
         },
         env_remove: Vec::new(),
+        message_cap: None,
     };
     let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
     let cancel = CancelToken::new();
@@ -146,6 +147,7 @@ fn an_expired_session_ends_the_connection() {
             headers: vec![],
         },
         env_remove: Vec::new(),
+        message_cap: None,
     };
     let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
     assert!(client.is_alive());
@@ -209,6 +211,7 @@ fn http_falls_back_to_the_legacy_transport() {
             headers: vec![],
         },
         env_remove: Vec::new(),
+        message_cap: None,
     };
     let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
     assert_eq!(client.protocol_version(), "2024-11-05");
@@ -228,6 +231,7 @@ fn http_failures_are_reported_without_secrets() {
             headers: vec![("Authorization".into(), format!("Bearer {token}"))],
         },
         env_remove: Vec::new(),
+        message_cap: None,
     };
     let error = Client::connect(&config, INIT_TIMEOUT).err().unwrap();
     assert!(error.message.contains("HTTP 401"), "{error}");
@@ -242,6 +246,7 @@ fn http_failures_are_reported_without_secrets() {
             headers: vec![("Authorization".into(), format!("Bearer {token}"))],
         },
         env_remove: Vec::new(),
+        message_cap: None,
     };
     let error = Client::connect(&config, INIT_TIMEOUT).err().unwrap();
     assert!(

@@ -19,6 +19,7 @@ fn bad_config(name: &str) -> ServerConfig {
             env: vec![],
         },
         env_remove: Vec::new(),
+        message_cap: None,
     }
 }
 

@@ -164,6 +164,7 @@ fn a_bad_command_fails_to_start() {
             env: vec![],
         },
         env_remove: Vec::new(),
+        message_cap: None,
     };
     let error = Client::connect(&config, INIT_TIMEOUT)
         .err()

@@ -118,3 +118,37 @@ fn file_limits_come_from_the_config() {
     );
     assert_eq!(space.read("notes.txt").lines().last(), Some("end"));
 }
+
+/// The command output kept for the model comes from the config too.
+#[test]
+fn command_output_limit_comes_from_the_config() {
+    let space = Space::new("bounds-output");
+    let config = space.base.join("config.json");
+    fs::write(
+        &config,
+        json!({"limits": {"command_output_bytes": 1000}}).to_string(),
+    )
+    .unwrap();
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "c1",
+                "run_command",
+                json!({"command": "yes abc | head -c 5000"}),
+            )]),
+            say("Done."),
+        ]),
+        &[
+            "--permissions",
+            "yolo",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        json!({}),
+    );
+    let turn = run_prompt(&mut agent, &session, "go", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    let text = turn.final_text("c1");
+    assert!(text.contains("bytes of output omitted"), "{text}");
+    assert!(text.len() < 1600, "{} bytes: {text}", text.len());
+}
