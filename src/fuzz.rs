@@ -87,6 +87,10 @@ pub const TARGETS: &[Target] = &[
         case: glob_matcher,
     },
     Target {
+        name: "ignore rules",
+        case: ignore_rules,
+    },
+    Target {
         name: "edit applier",
         case: edit_applier,
     },
@@ -378,6 +382,32 @@ fn chat_chunks(rng: &mut Rng) -> Result<(), String> {
 const GLOB_TOKENS: &[&str] = &[
     "*", "**", "?", "[", "]", "!", "^", "-", "/", "\\", "a", "b", ".", "{", "}", ",", "é",
 ];
+
+fn ignore_rules(rng: &mut Rng) -> Result<(), String> {
+    let mut text = String::new();
+    for _ in 0..rng.below(6) {
+        text.push_str(&rng.text(
+            &[
+                "!", "/", "*", "**", "a", "b", "#", "\\", " ", "?", "[a]", ".",
+            ],
+            5,
+        ));
+        text.push('\n');
+    }
+    let path = rng.text(&["a", "b", "/", ".", "c"], 8);
+    let _ = crate::tools::ignore::ignored_by(&text, &path, rng.below(2) == 0);
+    // A rule naming a file ignores it, and its negation after it does not.
+    let name = rng.text(&["a", "b", "c"], 4);
+    if !name.is_empty() {
+        if !crate::tools::ignore::ignored_by(&name, &name, false) {
+            return Err(format!("{name:?} does not ignore itself"));
+        }
+        if crate::tools::ignore::ignored_by(&format!("{name}\n!{name}"), &name, false) {
+            return Err(format!("!{name} does not un-ignore it"));
+        }
+    }
+    Ok(())
+}
 
 fn glob_matcher(rng: &mut Rng) -> Result<(), String> {
     let pattern = rng.text(GLOB_TOKENS, 8);

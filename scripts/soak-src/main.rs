@@ -194,6 +194,8 @@ struct Agent {
     stdin: ChildStdin,
     messages: crossbeam_channel::Receiver<Value>,
     next_id: u64,
+    /// While set, the reader does not read stdout (a slow client).
+    paused: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Agent {
@@ -210,8 +212,13 @@ impl Agent {
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
         let (sender, messages) = crossbeam_channel::unbounded();
+        let paused = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader_paused = paused.clone();
         thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                while reader_paused.load(std::sync::atomic::Ordering::SeqCst) {
+                    thread::sleep(Duration::from_millis(10));
+                }
                 if let Ok(value) = serde_json::from_str::<Value>(&line) {
                     if sender.send(value).is_err() {
                         return;
@@ -224,6 +231,7 @@ impl Agent {
             stdin,
             messages,
             next_id: 100,
+            paused,
         }
     }
 
@@ -346,7 +354,7 @@ fn main() -> ExitCode {
     let mut replays = Tally::default();
     let mut memory = Tally::default();
     let mut peak = 0.0f64;
-    let (mut kills, mut cancels, mut prompts) = (0u64, 0u64, 0u64);
+    let (mut kills, mut cancels, mut prompts, mut slow_reads) = (0u64, 0u64, 0u64, 0u64);
     let started = Instant::now();
 
     let workspace = work.join("ws").canonicalize().unwrap_or(work.join("ws"));
@@ -406,6 +414,18 @@ fn main() -> ExitCode {
             check_replay(&replayed, &live_text, &mut replays);
             continue;
         }
+        if (35..45).contains(&roll) {
+            // A client that stops reading for a while in the middle of a turn.
+            slow_reads += 1;
+            agent
+                .paused
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            let pause = rng.lock().map(|mut r| 300 + r.below(1500)).unwrap_or(500);
+            thread::sleep(Duration::from_millis(pause));
+            agent
+                .paused
+                .store(false, std::sync::atomic::Ordering::SeqCst);
+        }
         if roll < 35 {
             thread::sleep(Duration::from_millis(
                 rng.lock().map(|mut r| r.below(400)).unwrap_or(0),
@@ -460,7 +480,7 @@ fn main() -> ExitCode {
         tally.broken == 0
     };
     println!(
-        "operations: {prompts} prompts, {cancels} cancels, {kills} kills in {:.1} s",
+        "operations: {prompts} prompts, {cancels} cancels, {slow_reads} slow reads, {kills} kills in {:.1} s",
         started.elapsed().as_secs_f64()
     );
     if let Ok(faults) = faults.lock() {

@@ -5,8 +5,21 @@
 //! The agent may not depend on the `ignore` or `globset` crates, so this
 //! module implements the part of git's ignore rules that real projects use.
 
-use std::fs;
 use std::path::Path;
+
+/// The largest ignore file read; a larger one is not used.
+const IGNORE_FILE_CAP: u64 = 1024 * 1024;
+
+/// Whether `path` is ignored by the rules of one ignore file's `text` (for
+/// the fuzzer: the parser and the matcher together).
+pub(crate) fn ignored_by(text: &str, path: &str, is_dir: bool) -> bool {
+    let mut rules = Vec::new();
+    parse_ignore(text, &mut rules);
+    let ignores = Ignores {
+        sets: vec![RuleSet { prefix: 0, rules }],
+    };
+    ignores.is_ignored(path, is_dir)
+}
 
 /// Ignore files read in every directory, weakest first.
 const IGNORE_FILES: [&str; 3] = [".gitignore", ".ignore", ".rgignore"];
@@ -295,7 +308,9 @@ impl Ignores {
     ) -> bool {
         let mut rules = Vec::new();
         for name in IGNORE_FILES.iter().filter(|n| present(n)) {
-            if let Ok(bytes) = fs::read(dir.join(name)) {
+            // A workspace's ignore file is read only if it is a regular
+            // file of a sane size (not a pipe, not /dev/zero behind a link).
+            if let Ok(bytes) = super::bounded::read_capped(&dir.join(name), IGNORE_FILE_CAP) {
                 parse_ignore(&String::from_utf8_lossy(&bytes), &mut rules);
             }
         }
