@@ -12,7 +12,6 @@
 
 use super::walk::{self, Control, EntryKind, Glob, WalkEnd, WalkOptions};
 use std::borrow::Cow;
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -213,10 +212,15 @@ fn clip(line: &str) -> String {
     }
 }
 
-/// Reads `path` into `buf` unless it is too large; true when it was read.
+/// Reads `path` into `buf` unless it is too large or not a regular file
+/// (a pipe would block the search); true when it was read.
 fn read_candidate(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<bool> {
-    let mut file = File::open(path)?;
-    if file.metadata()?.len() > MAX_FILE_BYTES {
+    let (mut file, size) = match super::bounded::open_regular(path) {
+        Ok(opened) => opened,
+        Err(super::bounded::ReadError::Io(err)) => return Err(err),
+        Err(_) => return Ok(false),
+    };
+    if size > MAX_FILE_BYTES {
         return Ok(false);
     }
     buf.clear();

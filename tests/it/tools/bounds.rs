@@ -18,6 +18,7 @@ fn pipes_large_files_and_large_edits() {
         .status()
         .expect("mkfifo runs");
     assert!(made.success());
+    std::os::unix::fs::symlink(&fifo, space.path("pipe-link.txt")).unwrap();
     // A text file over the whole-read cap (8 MiB): 200,000 lines.
     {
         let mut file = fs::File::create(space.path("big.log")).unwrap();
@@ -39,6 +40,7 @@ fn pipes_large_files_and_large_edits() {
                     "edit_file",
                     json!({"path": "big.log", "edits": [{"old": "entry 000001", "new": "first"}]}),
                 ),
+                call("s1", "search", json!({"pattern": "entry 199999"})),
             ]),
             say("Done."),
         ]),
@@ -58,6 +60,8 @@ fn pipes_large_files_and_large_edits() {
     assert!(window.contains("150001\tentry 150001"), "{window}");
     assert!(!window.contains("entry 150002"), "{window}");
     assert!(window.contains("start_line=150002"), "{window}");
+    // A search walks past the pipe (and a link to it) instead of blocking.
+    assert_eq!(turn.final_status("s1"), "completed", "{}", turn.dump());
     assert_eq!(turn.final_status("e1"), "failed");
     assert!(
         turn.final_text("e1").contains("with a command"),
