@@ -306,17 +306,30 @@ fn anthropic_stream(rng: &mut Rng) -> Result<(), String> {
         "error",
     ];
     let mut state = crate::provider::anthropic::stream::StreamState::default();
+    feed(rng, TYPES, KEYS, |event, sink| {
+        matches!(state.handle(event, sink), Ok(None))
+    });
+    Ok(())
+}
+
+/// Feeds up to 20 random events to a stream state machine (`handle` says
+/// whether the stream goes on).
+fn feed(
+    rng: &mut Rng,
+    types: &[&str],
+    keys: &[&str],
+    mut handle: impl FnMut(&crate::provider::sse::SseEvent, &mut Count) -> bool,
+) {
     let mut sink = Count::default();
     for _ in 0..rng.below(20) {
         let event = crate::provider::sse::SseEvent {
             event: None,
-            data: json_event(rng, TYPES, KEYS),
+            data: json_event(rng, types, keys),
         };
-        if !matches!(state.handle(&event, &mut sink), Ok(None)) {
+        if !handle(&event, &mut sink) {
             break;
         }
     }
-    Ok(())
 }
 
 fn responses_stream(rng: &mut Rng) -> Result<(), String> {
@@ -345,16 +358,9 @@ fn responses_stream(rng: &mut Rng) -> Result<(), String> {
         "arguments",
     ];
     let mut state = crate::provider::responses::stream::StreamState::default();
-    let mut sink = Count::default();
-    for _ in 0..rng.below(20) {
-        let event = crate::provider::sse::SseEvent {
-            event: None,
-            data: json_event(rng, TYPES, KEYS),
-        };
-        if !matches!(state.handle(&event, &mut sink), Ok(None)) {
-            break;
-        }
-    }
+    feed(rng, TYPES, KEYS, |event, sink| {
+        matches!(state.handle(event, sink), Ok(None))
+    });
     Ok(())
 }
 

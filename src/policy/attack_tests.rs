@@ -3,52 +3,8 @@
 //! were once judged read-only and must ask; `refused()` holds attacks that
 //! were always asked about, and lines that look like attacks but are not.
 
+use super::tests::{verdict, workspace, Workspace, SYSTEM_PATH};
 use super::*;
-use std::path::PathBuf;
-
-struct Workspace {
-    root: PathBuf,
-}
-
-impl Drop for Workspace {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
-
-fn workspace() -> Workspace {
-    let root = std::env::temp_dir().join(format!("spindle-attack-{}", crate::util::random_hex()));
-    for dir in ["src", "tricky", "bin", "sub/inner", "a/link", "b"] {
-        std::fs::create_dir_all(root.join(dir)).unwrap();
-    }
-    for file in [
-        "src/main.rs",
-        "src/lib.rs",
-        "src/data.csv",
-        "tricky/-delete",
-        "a/link/hostname",
-    ] {
-        std::fs::write(root.join(file), "x\n").unwrap();
-    }
-    std::os::unix::fs::symlink("/etc", root.join("link")).unwrap();
-    std::os::unix::fs::symlink("/etc", root.join("b/link")).unwrap();
-    std::os::unix::fs::symlink("/etc/hostname", root.join("sub/secret")).unwrap();
-    let root = std::fs::canonicalize(root).unwrap();
-    Workspace { root }
-}
-
-const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-
-fn verdict(root: &Path, cwd: &Path, path_var: &str, line: &str) -> Verdict {
-    classify(
-        line,
-        &Context {
-            root,
-            cwd,
-            path_var: Some(path_var.into()),
-        },
-    )
-}
 
 fn git_available() -> bool {
     std::process::Command::new("git")

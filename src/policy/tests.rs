@@ -5,8 +5,8 @@
 use super::*;
 use std::path::PathBuf;
 
-struct Workspace {
-    root: PathBuf,
+pub(super) struct Workspace {
+    pub(super) root: PathBuf,
 }
 
 impl Drop for Workspace {
@@ -15,9 +15,13 @@ impl Drop for Workspace {
     }
 }
 
-fn workspace() -> Workspace {
+/// The workspace the classifier tests judge lines in: symlinks leading
+/// out of it (`link`, `b/link`, `sub/secret`), a file named like an option
+/// (`tricky/-delete`), a fake program (`bin/cat`) and a look-alike tree
+/// (`a/link/hostname`).
+pub(super) fn workspace() -> Workspace {
     let root = std::env::temp_dir().join(format!("spindle-policy-{}", crate::util::random_hex()));
-    for dir in ["src", "tricky", "bin", "sub/inner"] {
+    for dir in ["src", "tricky", "bin", "sub/inner", "a/link", "b"] {
         std::fs::create_dir_all(root.join(dir)).unwrap();
     }
     for file in [
@@ -25,9 +29,11 @@ fn workspace() -> Workspace {
         "src/lib.rs",
         "src/data.csv",
         "tricky/-delete",
+        "a/link/hostname",
     ] {
         std::fs::write(root.join(file), "x\n").unwrap();
     }
+    std::os::unix::fs::symlink("/etc", root.join("b/link")).unwrap();
     std::fs::write(root.join("bin/cat"), "#!/bin/sh\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(root.join("bin/cat"), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -37,9 +43,9 @@ fn workspace() -> Workspace {
     Workspace { root }
 }
 
-const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+pub(super) const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
-fn verdict(root: &Path, cwd: &Path, path_var: &str, line: &str) -> Verdict {
+pub(super) fn verdict(root: &Path, cwd: &Path, path_var: &str, line: &str) -> Verdict {
     classify(
         line,
         &Context {

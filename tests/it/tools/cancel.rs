@@ -119,23 +119,11 @@ fn cancel_while_a_permission_request_is_pending_answers_promptly() {
 #[test]
 fn eof_during_a_long_command_kills_it_and_exits_zero() {
     let space = Space::new("tools-eof");
-    let (mut agent, session) = space.start(
-        &script(vec![calls(vec![call(
-            "c1",
-            "run_command",
-            json!({"command": "echo $$ > pidfile; sleep 60"}),
-        )])]),
+    let (mut agent, exchange, pid) = with_a_long_command(
+        &space,
+        "echo $$ > pidfile; sleep 60",
         &["--permissions", "yolo"],
-        json!({}),
     );
-    let pidfile = space.path("pidfile");
-    let mut answer = no_requests;
-    let mut exchange = Exchange::prompt(&mut agent, &session, "go");
-    let started = exchange.until(&mut agent, WAIT, &mut answer, &mut |_: &Exchange| {
-        read_pid(&pidfile).is_some()
-    });
-    assert!(started, "the prompt ended before the command started");
-    let pid = read_pid(&pidfile).unwrap();
     let closed_at = Instant::now();
     agent.close_stdin();
     let status = agent
@@ -242,23 +230,11 @@ fn eof_with_drain_while_a_permission_request_is_pending_still_exits() {
 fn a_termination_signal_during_a_long_command_ends_like_eof() {
     for signal in ["TERM", "INT", "HUP"] {
         let space = Space::new("tools-signal");
-        let (mut agent, session) = space.start(
-            &script(vec![calls(vec![call(
-                "c1",
-                "run_command",
-                json!({"command": "echo $$ > pidfile; sleep 60"}),
-            )])]),
+        let (mut agent, exchange, pid) = with_a_long_command(
+            &space,
+            "echo $$ > pidfile; sleep 60",
             &["--permissions", "yolo", "--drain"],
-            json!({}),
         );
-        let pidfile = space.path("pidfile");
-        let mut answer = no_requests;
-        let mut exchange = Exchange::prompt(&mut agent, &session, "go");
-        let started = exchange.until(&mut agent, WAIT, &mut answer, &mut |_: &Exchange| {
-            read_pid(&pidfile).is_some()
-        });
-        assert!(started, "the prompt ended before the command started");
-        let pid = read_pid(&pidfile).unwrap();
         let sent = std::process::Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(agent.pid().to_string())
@@ -286,13 +262,30 @@ fn a_termination_signal_during_a_long_command_ends_like_eof() {
 #[test]
 fn a_command_does_not_outlive_an_agent_killed_with_sigkill() {
     let space = Space::new("tools-sigkill");
+    let (mut agent, _exchange, pid) = with_a_long_command(
+        &space,
+        "echo $$ > pidfile; exec sleep 60",
+        &["--permissions", "yolo"],
+    );
+    agent.kill();
+    assert_group_gone(pid);
+}
+
+/// Starts an agent whose prompt runs `command` (which writes its shell's
+/// pid to `pidfile`) and returns once the command runs: the agent, the
+/// exchange of the prompt, and the pid.
+fn with_a_long_command(
+    space: &Space,
+    command: &str,
+    args: &[&str],
+) -> (crate::support::Agent, Exchange, u32) {
     let (mut agent, session) = space.start(
         &script(vec![calls(vec![call(
             "c1",
             "run_command",
-            json!({"command": "echo $$ > pidfile; exec sleep 60"}),
+            json!({ "command": command }),
         )])]),
-        &["--permissions", "yolo"],
+        args,
         json!({}),
     );
     let pidfile = space.path("pidfile");
@@ -303,6 +296,5 @@ fn a_command_does_not_outlive_an_agent_killed_with_sigkill() {
     });
     assert!(started, "the prompt ended before the command started");
     let pid = read_pid(&pidfile).unwrap();
-    agent.kill();
-    assert_group_gone(pid);
+    (agent, exchange, pid)
 }
