@@ -92,15 +92,16 @@ impl StdioTransport {
         for name in env_remove {
             command_builder.env_remove(name);
         }
-        let mut child = command_builder
+        command_builder
             .args(args)
             .envs(env.iter().map(|(key, value)| (key, value)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .map_err(|err| {
+            .process_group(0);
+        // Tied to the agent: a server dies with it, even under SIGKILL.
+        let mut child =
+            crate::tools::process::spawn_tied_to_agent(command_builder).map_err(|err| {
                 McpError::new(format!(
                     "cannot start MCP server `{name}` (`{command}`): {err}"
                 ))

@@ -158,6 +158,44 @@ fn die_with_parent(command: &mut Command) {
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_command: &mut Command) {}
 
+/// A spawn request for the long-lived spawner thread.
+type SpawnRequest = (Command, crossbeam_channel::Sender<io::Result<Child>>);
+
+/// Starts `command` so that, on Linux, it dies with the agent even when the
+/// agent is killed with SIGKILL. The kernel's parent-death signal follows
+/// the *thread* that forked the child, so processes that outlive the thread
+/// asking for them (MCP servers, started by short-lived helper threads) are
+/// forked by one thread that lives as long as the process: `spindle-spawner`,
+/// started on first use. It holds no state but its queue.
+pub fn spawn_tied_to_agent(mut command: Command) -> io::Result<Child> {
+    static SPAWNER: std::sync::OnceLock<Option<crossbeam_channel::Sender<SpawnRequest>>> =
+        std::sync::OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (sender, requests) = crossbeam_channel::unbounded::<SpawnRequest>();
+        thread::Builder::new()
+            .name("spindle-spawner".into())
+            .spawn(move || {
+                for (mut command, reply) in requests {
+                    die_with_parent(&mut command);
+                    let _ = reply.send(command.spawn());
+                }
+            })
+            .ok()
+            .map(|_| sender)
+    });
+    let Some(spawner) = spawner else {
+        return command.spawn();
+    };
+    let (reply, answer) = bounded(1);
+    if let Err(unsent) = spawner.send((command, reply)) {
+        command = unsent.into_inner().0;
+        return command.spawn();
+    }
+    answer
+        .recv()
+        .unwrap_or_else(|_| Err(io::Error::other("the spawner thread is gone")))
+}
+
 /// Kills the process group when dropped, unless it was already killed on
 /// purpose; this is what ends the command if `on_output` panics.
 struct GroupGuard {

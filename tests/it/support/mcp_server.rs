@@ -26,7 +26,8 @@
 //! delays the `initialize` answer; `SPINDLE_IT_PID_FILE` gets the pid of
 //! every start appended; `SPINDLE_IT_EVENTS_FILE` gets one line per
 //! message received (`initialize`, `tools/call echo`,
-//! `notifications/cancelled 4`, …); `SPINDLE_IT_TOKEN` is a secret the
+//! `notifications/cancelled 4`, …); `SPINDLE_IT_IGNORE_EOF` keeps it
+//! running after its stdin closed; `SPINDLE_IT_TOKEN` is a secret the
 //! server carelessly prints to its stderr and, as a non-JSON line, to its
 //! stdout.
 
@@ -51,6 +52,8 @@ pub const TOKEN_ENV: &str = "SPINDLE_IT_TOKEN";
 pub const INIT_DELAY_ENV: &str = "SPINDLE_IT_INIT_DELAY_MS";
 pub const PID_FILE_ENV: &str = "SPINDLE_IT_PID_FILE";
 pub const EVENTS_FILE_ENV: &str = "SPINDLE_IT_EVENTS_FILE";
+/// Makes the stdio server stay after its stdin closed.
+pub const IGNORE_EOF_ENV: &str = "SPINDLE_IT_IGNORE_EOF";
 
 /// The test (module path in the `it` binary) that becomes the server.
 const ENTRY: &str = "mcp::stdio_server_entry";
@@ -357,6 +360,12 @@ pub fn run_stdio_server() -> ! {
         }
     }
     append_line(EVENTS_FILE_ENV, "eof");
+    // A careless server that does not leave when its client goes.
+    if std::env::var_os(IGNORE_EOF_ENV).is_some() {
+        loop {
+            thread::sleep(Duration::from_secs(60));
+        }
+    }
     std::process::exit(0);
 }
 

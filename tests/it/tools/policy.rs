@@ -591,3 +591,40 @@ fn sandboxed_commands_cannot_read_key_files_or_the_session_database() {
     .concat();
     assert!(String::from_utf8_lossy(&stored).contains("PLATYPUS"));
 }
+
+/// An MCP server that ignores the end of its stdin still dies with an
+/// agent killed by SIGKILL (Linux's parent-death signal, from a spawner
+/// thread that lives as long as the agent).
+#[cfg(target_os = "linux")]
+#[test]
+fn an_mcp_server_does_not_outlive_an_agent_killed_with_sigkill() {
+    use crate::support::mcp_server::{IGNORE_EOF_ENV, PID_FILE_ENV};
+    let space = Space::new("policy-mcp-kill");
+    let pid_file = space.base.join("mcp.pid");
+    let pid_file_text = pid_file.to_str().unwrap().to_string();
+    let mut agent = space.spawn_with_env(&script(vec![say("Hi.")]), &[], &[]);
+    super::initialize(&mut agent, json!({}));
+    let id = agent.request(
+        "session/new",
+        json!({
+            "cwd": space.ws.to_str().unwrap(),
+            "mcpServers": [stdio_server("stubborn", &[(IGNORE_EOF_ENV, "1"), (PID_FILE_ENV, &pid_file_text)])],
+        }),
+    );
+    let (response, _) = agent.response(&id, WAIT);
+    assert!(response.get("result").is_some(), "{response}");
+    let pid: u32 = fs::read_to_string(&pid_file)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    agent.kill();
+    let gone = super::waits_until(std::time::Duration::from_secs(3), || {
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            || fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|stat| stat.split(") ").nth(1).unwrap_or("").starts_with('Z'))
+    });
+    assert!(gone, "the MCP server {pid} outlived the agent");
+}
