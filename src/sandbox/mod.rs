@@ -390,8 +390,8 @@ mod tests {
     #[test]
     fn launcher_command_round_trips_through_the_parser() {
         let profile = Profile {
-            writable: vec!["/work/ws".into(), "/tmp/private".into()],
-            read_only: vec!["/work/ws/.git".into()],
+            writable: vec!["/home/u/project".into(), "/tmp/private".into()],
+            read_only: vec!["/home/u/project/.git".into()],
             network: false,
             hidden: vec!["/home/u/.local/share/spindle".into()],
         };
