@@ -14,6 +14,9 @@ use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Read};
 use std::time::{Duration, Instant};
 
+/// The User-Agent of every request Spindle makes to a model server.
+pub const USER_AGENT: &str = concat!("spindle/", env!("CARGO_PKG_VERSION"));
+
 /// Timeouts of provider calls.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
@@ -193,7 +196,7 @@ impl EventStream {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(timeouts.connect))
-            .user_agent(concat!("spindle/", env!("CARGO_PKG_VERSION")))
+            .user_agent(USER_AGENT)
             .build();
         let agent: ureq::Agent = config.into();
         let limits = timeouts.limits;
@@ -463,7 +466,14 @@ struct RetryAdvice {
 
 impl RetryAdvice {
     fn from_headers(headers: &ureq::http::HeaderMap) -> RetryAdvice {
-        let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        // Gateways (LiteLLM's proxy) forward the upstream's hints with an
+        // `llm_provider-` prefix; the gateway's own header wins.
+        let get = |name: &str| {
+            headers
+                .get(name)
+                .or_else(|| headers.get(format!("llm_provider-{name}").as_str()))
+                .and_then(|v| v.to_str().ok())
+        };
         RetryAdvice::parse(
             get("retry-after-ms"),
             get("retry-after"),
@@ -573,6 +583,21 @@ pub fn provider_message(bytes: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gateway_prefixed_retry_hints_count() {
+        let mut headers = ureq::http::HeaderMap::new();
+        headers.insert("llm_provider-retry-after", "3".parse().unwrap());
+        assert_eq!(
+            RetryAdvice::from_headers(&headers).delay,
+            Some(Duration::from_secs(3))
+        );
+        headers.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(
+            RetryAdvice::from_headers(&headers).delay,
+            Some(Duration::from_millis(250))
+        );
+    }
 
     #[test]
     fn retry_advice_from_headers() {

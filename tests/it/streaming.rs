@@ -165,14 +165,12 @@ fn http_errors_carry_the_providers_message_and_a_stable_code() {
         None,
         &[],
     );
-    assert_eq!(error["code"], -32603);
-    assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .contains("Incorrect API key provided"),
-        "{error}"
-    );
+    // ACP's "authentication required", so the editor can offer to log in.
+    assert_eq!(error["code"], -32000);
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("Incorrect API key provided"), "{error}");
+    assert!(message.contains("spindle setup"), "{error}");
+    assert!(!message.contains("Internal error"), "{error}");
     assert_eq!(error["data"]["code"], "provider_http_401");
 
     let error = failing_prompt(
@@ -597,4 +595,19 @@ fn stream_limits_come_from_the_config() {
         response["error"]["data"]["code"], "provider_stream_too_large",
         "{response}"
     );
+}
+
+/// An empty answer is not a silent end: a short notice is shown.
+#[test]
+fn an_empty_answer_is_shown_as_a_notice() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(vec![chunk_role(), chunk_finish("stop"), done()]));
+    let dir = temp_dir("empty-answer");
+    let mut agent = start(&server, &[]);
+    let session = agent.new_session(&dir);
+    let id = prompt(&mut agent, &session, "hello");
+    let (response, messages) = agent.response(&id, WAIT);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let text = updates_text(&messages, "agent_message_chunk");
+    assert!(text.contains("empty answer"), "{messages:#?}");
 }

@@ -217,6 +217,7 @@ impl Registry {
         }
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(2)))
+            .user_agent(crate::provider::http::USER_AGENT)
             .build()
             .into();
         let mut request = agent.get(format!("{}/models", base.trim_end_matches('/')));

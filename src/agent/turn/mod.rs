@@ -309,7 +309,7 @@ fn run(
                     }
                     StreamError::Failed(error) => {
                         log::warn!("model call failed in session {}: {error}", turn.session_id);
-                        Err(RpcError::internal(error.message.clone()).with_data(error.data()))
+                        Err(provider_failure(&error))
                     }
                 };
             }
@@ -324,6 +324,16 @@ fn run(
             Finish::MaxTokens => Some(StopReason::MaxTokens),
             Finish::Refusal => Some(StopReason::Refusal),
         };
+        // An answer with nothing in it would end the turn with nothing
+        // shown: say so, in the transcript as well.
+        if assistant.is_none() && outcome.tool_calls.is_empty() && stop.is_some() {
+            sink.begin_message();
+            sink.updates.borrow_mut().chunk(
+                false,
+                &sink.message_id,
+                "_The model returned an empty answer._",
+            );
+        }
         if !outcome.tool_calls.is_empty() || !outcome.provider_data.is_null() {
             let message = assistant.get_or_insert_with(|| Message::assistant("", ""));
             message.tool_calls = outcome.tool_calls.clone();
@@ -422,10 +432,31 @@ fn compact(turn: &Turn, sink: &mut UpdateSink, state: &mut State) -> Result<Stop
         }
         Err(StreamError::Cancelled) => Ok(StopReason::Cancelled),
         Err(StreamError::Failed(_)) if turn.cancel.is_cancelled() => Ok(StopReason::Cancelled),
-        Err(StreamError::Failed(error)) => {
-            Err(RpcError::internal(error.message.clone()).with_data(error.data()))
-        }
+        Err(StreamError::Failed(error)) => Err(provider_failure(&error)),
     }
+}
+
+/// The answer for a failed model call: authentication problems (HTTP 401
+/// and 403) are ACP's -32000, which lets the editor offer to authenticate;
+/// everything else is -32603 with the provider's own words, not worded as
+/// Spindle's internal fault.
+fn provider_failure(error: &crate::provider::ProviderError) -> RpcError {
+    let data = error.data();
+    if matches!(error.status, Some(401 | 403)) {
+        return RpcError::new(
+            crate::rpc::code::AUTH_REQUIRED,
+            format!(
+                "Authentication required: {}. Check the provider's API key (its variable or key file, or run `spindle setup`), then authenticate again.",
+                error.message
+            ),
+        )
+        .with_data(data);
+    }
+    RpcError::new(
+        crate::rpc::code::INTERNAL_ERROR,
+        format!("Model provider error: {}", error.message),
+    )
+    .with_data(data)
 }
 
 /// Sends `usage_update` after a model call: how full the context is, and
