@@ -73,10 +73,51 @@ impl Provider for Messages {
             self.timeouts,
             cancel,
             sink,
+            whole_answer,
         )?;
         let mut state = StreamState::default();
         stream.drive(cancel, sink, &mut |event, sink| state.handle(event, sink))
     }
+}
+
+/// A non-streamed message as the events that would have streamed it:
+/// `message_start`, a start, delta(s) and stop per content block,
+/// `message_delta` with the stop reason and usage, `message_stop`.
+fn whole_answer(body: &Value) -> Vec<String> {
+    let mut events = vec![json!({"type": "message_start", "message": {
+        "id": body["id"], "role": "assistant", "usage": body["usage"]}})];
+    for (index, block) in body["content"].as_array().into_iter().flatten().enumerate() {
+        let (start, deltas): (Value, Vec<Value>) = match block["type"].as_str() {
+            Some("text") => (
+                json!({"type": "text", "text": ""}),
+                vec![json!({"type": "text_delta", "text": block["text"]})],
+            ),
+            Some("thinking") => (
+                json!({"type": "thinking", "thinking": ""}),
+                vec![
+                    json!({"type": "thinking_delta", "thinking": block["thinking"]}),
+                    json!({"type": "signature_delta", "signature": block["signature"]}),
+                ],
+            ),
+            Some("tool_use") => (
+                json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                vec![
+                    json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+                ],
+            ),
+            // Redacted thinking and anything else: as it is.
+            _ => (block.clone(), Vec::new()),
+        };
+        events.push(json!({"type": "content_block_start", "index": index, "content_block": start}));
+        for delta in deltas {
+            events.push(json!({"type": "content_block_delta", "index": index, "delta": delta}));
+        }
+        events.push(json!({"type": "content_block_stop", "index": index}));
+    }
+    events.push(json!({"type": "message_delta",
+        "delta": {"stop_reason": body["stop_reason"]}, "usage": body["usage"]}));
+    events.push(json!({"type": "message_stop"}));
+    events.iter().map(Value::to_string).collect()
 }
 
 /// The JSON body of one request.

@@ -65,6 +65,11 @@ impl Default for Timeouts {
     }
 }
 
+/// Turns a complete, non-streamed JSON answer (from a server that ignored
+/// `stream: true`) into the data of the events its wire format would have
+/// streamed, so the provider's own state machine reads it unchanged.
+pub type WholeAnswer = fn(&serde_json::Value) -> Vec<String>;
+
 /// The longest server-requested delay we honour before a retry.
 const MAX_SERVER_DELAY: Duration = Duration::from_secs(60);
 
@@ -130,11 +135,12 @@ impl EventStream {
         timeouts: Timeouts,
         cancel: &CancelToken,
         sink: &mut dyn Sink,
+        whole: WholeAnswer,
     ) -> Result<EventStream, StreamError> {
         let started = Instant::now();
         let mut attempt = 1;
         loop {
-            let stream = EventStream::post(url, headers, body.clone(), timeouts, cancel)?;
+            let stream = EventStream::post(url, headers, body.clone(), timeouts, cancel, whole)?;
             let error = loop {
                 match stream.next(cancel) {
                     Next::Cancelled => return Err(StreamError::Cancelled),
@@ -192,6 +198,7 @@ impl EventStream {
         body: String,
         timeouts: Timeouts,
         cancel: &CancelToken,
+        whole: WholeAnswer,
     ) -> Result<EventStream, ProviderError> {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -223,6 +230,10 @@ impl EventStream {
                         if !(200..300).contains(&status) {
                             let retry = RetryAdvice::from_headers(response.headers());
                             StreamItem::Failed(status_error(status, &retry, response.into_body()))
+                        } else if is_json(response.headers()) {
+                            // A complete answer, not a stream: one read,
+                            // never retried (it is a success).
+                            read_whole(response.into_body(), &sender, limits, whole)
                         } else {
                             let reader = response.into_body().into_reader();
                             read_events(reader, &sender, limits)
@@ -342,6 +353,63 @@ impl Drop for EventStream {
         // thread wakes and exits instead of reading a stream nobody wants.
         self.agent.clone().shutdown();
     }
+}
+
+fn is_json(headers: &ureq::http::HeaderMap) -> bool {
+    headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        })
+}
+
+/// Reads a complete JSON answer (within the response limit) and sends the
+/// events it stands for.
+fn read_whole(
+    body: ureq::Body,
+    sender: &crossbeam_channel::Sender<StreamItem>,
+    limits: StreamLimits,
+    whole: WholeAnswer,
+) -> StreamItem {
+    let mut bytes = Vec::new();
+    let cap = limits.response as u64;
+    if let Err(err) = body.into_reader().take(cap + 1).read_to_end(&mut bytes) {
+        return StreamItem::Failed(
+            ProviderError::new(
+                "provider_stream_broken",
+                format!("reading the provider's answer failed: {err}"),
+            )
+            .retryable(),
+        );
+    }
+    if bytes.len() as u64 > cap {
+        return StreamItem::Failed(ProviderError::new(
+            "provider_response_too_large",
+            format!("the model's response passed {cap} bytes; it was cut off"),
+        ));
+    }
+    let value: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(value) => value,
+        Err(err) => {
+            return StreamItem::Failed(ProviderError::new(
+                "provider_bad_response",
+                format!("the provider answered with JSON that cannot be read: {err}"),
+            ))
+        }
+    };
+    if let Some(error) = error_event(&value.to_string()) {
+        return StreamItem::Failed(error);
+    }
+    for data in whole(&value) {
+        let event = StreamItem::Event(SseEvent { event: None, data });
+        if sender.send(event).is_err() {
+            return StreamItem::End;
+        }
+    }
+    StreamItem::End
 }
 
 fn read_events<R: Read>(

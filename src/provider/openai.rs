@@ -166,6 +166,36 @@ impl ToolCalls {
     }
 }
 
+/// A non-streamed completion as the one chunk that would carry it all,
+/// then `[DONE]`.
+pub(crate) fn whole_answer(body: &Value) -> Vec<String> {
+    let choice = &body["choices"][0];
+    let message = &choice["message"];
+    let mut delta = serde_json::json!({});
+    for key in ["content", "reasoning_content", "reasoning", "refusal"] {
+        if message[key].is_string() {
+            delta[key] = message[key].clone();
+        }
+    }
+    if let Some(calls) = message["tool_calls"].as_array() {
+        let calls: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(index, call)| {
+                let mut call = call.clone();
+                call["index"] = serde_json::json!(index);
+                call
+            })
+            .collect();
+        delta["tool_calls"] = Value::Array(calls);
+    }
+    let chunk = serde_json::json!({
+        "choices": [{"delta": delta, "finish_reason": choice["finish_reason"]}],
+        "usage": body["usage"],
+    });
+    vec![chunk.to_string(), "[DONE]".to_string()]
+}
+
 /// Decodes one streamed chunk and folds its tool-call deltas into
 /// `calls`, as the stream loop does per event (for the fuzzer); false when
 /// the data is not a chunk.
@@ -290,7 +320,15 @@ impl Provider for ChatCompletions {
             headers.push(("Authorization", format!("Bearer {key}")));
         }
         let body = self.body(request).to_string();
-        let stream = EventStream::open(&url, &headers, body, self.timeouts, cancel, sink)?;
+        let stream = EventStream::open(
+            &url,
+            &headers,
+            body,
+            self.timeouts,
+            cancel,
+            sink,
+            whole_answer,
+        )?;
         let mut finish: Option<Finish> = None;
         let mut usage = None;
         let mut refused = false;

@@ -53,10 +53,43 @@ impl Provider for Responses {
             self.timeouts,
             cancel,
             sink,
+            whole_answer,
         )?;
         let mut state = StreamState::default();
         stream.drive(cancel, sink, &mut |event, sink| state.handle(event, sink))
     }
+}
+
+/// A non-streamed response as the events that would have streamed it:
+/// the text, refusal and reasoning summary of its items as deltas, each
+/// item done, then the response completed (or incomplete, or failed).
+fn whole_answer(body: &Value) -> Vec<String> {
+    let mut events = Vec::new();
+    for (index, item) in body["output"].as_array().into_iter().flatten().enumerate() {
+        for part in item["content"].as_array().into_iter().flatten() {
+            match part["type"].as_str() {
+                Some("output_text") => events.push(json!({"type": "response.output_text.delta",
+                    "output_index": index, "delta": part["text"]})),
+                Some("refusal") => events.push(json!({"type": "response.refusal.delta",
+                    "output_index": index, "delta": part["refusal"]})),
+                _ => {}
+            }
+        }
+        for part in item["summary"].as_array().into_iter().flatten() {
+            events.push(json!({"type": "response.reasoning_summary_text.delta",
+                "output_index": index, "delta": part["text"]}));
+        }
+        events.push(
+            json!({"type": "response.output_item.done", "output_index": index, "item": item}),
+        );
+    }
+    let kind = match body["status"].as_str() {
+        Some("incomplete") => "response.incomplete",
+        Some("failed") => "response.failed",
+        _ => "response.completed",
+    };
+    events.push(json!({"type": kind, "response": body}));
+    events.iter().map(Value::to_string).collect()
 }
 
 /// The JSON body of one request.

@@ -1445,3 +1445,88 @@ fn setup_tests_an_anthropic_provider_with_its_own_wire_format() {
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
     assert_eq!(written["defaults"]["model"], "anthropic/claude-fake");
 }
+
+/// The POSTs a fake server received (model discovery is a GET).
+fn posts(server: &FakeServer) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .count()
+}
+
+/// A server that ignores `stream: true` and answers 200 with a complete
+/// JSON answer: each wire format reads it, shows it, and asks only once.
+#[test]
+fn complete_json_answers_to_streaming_requests_are_read_once() {
+    // Chat Completions, with a tool call and then text.
+    let server = FakeServer::start();
+    server.push(Reply::status(
+        200,
+        json!({"choices": [{"message": {"role": "assistant", "content": "Looking. ",
+                "tool_calls": [{"id": "c1", "type": "function",
+                                "function": {"name": "list_directory", "arguments": "{}"}}]},
+                "finish_reason": "tool_calls"}],
+               "usage": {"prompt_tokens": 5, "completion_tokens": 2}})
+        .to_string(),
+    ));
+    server.push(Reply::status(
+        200,
+        json!({"choices": [{"message": {"role": "assistant", "content": "Whole answer."},
+                            "finish_reason": "stop"}]})
+        .to_string(),
+    ));
+    let mut agent = env_agent(&server, &["--permissions", "yolo"]);
+    let session = agent.new_session(&temp_dir("whole-chat"));
+    let (result, messages) = prompt_ok(&mut agent, &session, "hi");
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(
+        updates_text(&messages, "agent_message_chunk"),
+        "Looking. Whole answer."
+    );
+    assert!(messages
+        .iter()
+        .any(|m| m["params"]["update"]["toolCallId"] == "c1"));
+    assert_eq!(posts(&server), 2, "no retry of a 200");
+
+    // Anthropic Messages.
+    let server = FakeServer::start();
+    server.push(Reply::status(
+        200,
+        json!({"id": "msg_1", "type": "message", "role": "assistant",
+               "content": [{"type": "thinking", "thinking": "Hm.", "signature": "sig=="},
+                           {"type": "text", "text": "Whole claude."}],
+               "stop_reason": "end_turn", "usage": {"input_tokens": 3, "output_tokens": 2}})
+        .to_string(),
+    ));
+    let mut agent = anthropic_agent(&server);
+    let session = agent.new_session(&temp_dir("whole-anthropic"));
+    let (result, messages) = prompt_ok(&mut agent, &session, "hi");
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(
+        updates_text(&messages, "agent_message_chunk"),
+        "Whole claude."
+    );
+    assert_eq!(updates_text(&messages, "agent_thought_chunk"), "Hm.");
+    assert_eq!(posts(&server), 1);
+
+    // OpenAI Responses.
+    let server = FakeServer::start();
+    server.push(Reply::status(
+        200,
+        json!({"id": "resp_1", "object": "response", "status": "completed",
+               "output": [{"type": "message", "id": "m1", "role": "assistant",
+                           "content": [{"type": "output_text", "text": "Whole response."}]}],
+               "usage": {"input_tokens": 3, "output_tokens": 2}})
+        .to_string(),
+    ));
+    let mut agent = responses_agent(&server);
+    let session = agent.new_session(&temp_dir("whole-responses"));
+    let (result, messages) = prompt_ok(&mut agent, &session, "hi");
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(
+        updates_text(&messages, "agent_message_chunk"),
+        "Whole response."
+    );
+    assert_eq!(posts(&server), 1);
+}
