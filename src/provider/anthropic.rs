@@ -27,6 +27,9 @@ const MIN_THINKING_BUDGET: u32 = 1024;
 /// Room left for the answer when `max_tokens` has to grow to fit thinking.
 const ANSWER_ROOM: u32 = 4096;
 
+/// The least room thinking leaves for the visible answer.
+const ANSWER_FLOOR: u32 = 1024;
+
 /// The Anthropic Messages provider.
 pub struct Messages {
     /// The API root, such as `https://api.anthropic.com` (a trailing `/v1`
@@ -173,19 +176,21 @@ fn thinking_budget(effort: Option<&str>) -> Option<u32> {
 }
 
 /// `max_tokens` and the thinking budget, which must satisfy
-/// 1024 ≤ budget < max_tokens. A configured cap bounds the budget first;
-/// when even the smallest budget does not fit (or no cap was configured and
-/// the budget exceeds the default), `max_tokens` grows to budget + 4096.
+/// 1024 ≤ budget and leave the visible answer at least `ANSWER_FLOOR`
+/// tokens. A configured cap bounds the budget first (cap − floor); when
+/// even the smallest budget does not fit that way (or no cap was
+/// configured and the budget exceeds the default), `max_tokens` grows to
+/// budget + 4096.
 fn token_limits(max_output_tokens: Option<u32>, effort: Option<&str>) -> (u32, Option<u32>) {
     let mut max_tokens = max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1);
     let Some(mut budget) = thinking_budget(effort) else {
         return (max_tokens, None);
     };
     if max_output_tokens.is_some() {
-        budget = budget.min(max_tokens - 1);
+        budget = budget.min(max_tokens.saturating_sub(ANSWER_FLOOR));
     }
     budget = budget.max(MIN_THINKING_BUDGET);
-    if budget >= max_tokens {
+    if budget + ANSWER_FLOOR > max_tokens {
         max_tokens = budget + ANSWER_ROOM;
     }
     (max_tokens, Some(budget))
@@ -384,7 +389,9 @@ mod tests {
             token_limits(Some(32000), Some("high")),
             (32000, Some(16384))
         );
-        assert_eq!(token_limits(Some(4000), Some("high")), (4000, Some(3999)));
+        // The answer keeps at least 1024 tokens of a small cap.
+        assert_eq!(token_limits(Some(4000), Some("high")), (4000, Some(2976)));
+        assert_eq!(token_limits(Some(2100), Some("high")), (2100, Some(1076)));
         assert_eq!(token_limits(Some(1000), Some("low")), (5120, Some(1024)));
         let messages = [Message::user("hi")];
         let mut request = request(&messages, &[]);

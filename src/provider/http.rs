@@ -614,8 +614,7 @@ fn status_error(status: u16, advice: &RetryAdvice, body: ureq::Body) -> Provider
         .take(ERROR_BODY_LIMIT)
         .read_to_end(&mut bytes);
     let message = provider_message(&bytes).unwrap_or_else(|| {
-        let text = String::from_utf8_lossy(&bytes);
-        let text = text.trim();
+        let text = visible_text(&String::from_utf8_lossy(&bytes));
         if text.is_empty() {
             "no details given".to_string()
         } else {
@@ -634,10 +633,49 @@ fn status_error(status: u16, advice: &RetryAdvice, body: ureq::Body) -> Provider
     }
 }
 
+/// The readable text of an error body: an HTML page (a proxy's error page)
+/// loses its markup, scripts and styles, and white space is folded.
+fn visible_text(body: &str) -> String {
+    if !body.trim_start().starts_with('<') {
+        return body.split_whitespace().collect::<Vec<_>>().join(" ");
+    }
+    let mut text = String::new();
+    let mut rest = body;
+    while let Some(open) = rest.find('<') {
+        text.push_str(&rest[..open]);
+        text.push(' ');
+        let tag = &rest[open..];
+        let lower = tag.get(..8).unwrap_or(tag).to_ascii_lowercase();
+        let skip_to = if lower.starts_with("<script") {
+            tag.to_ascii_lowercase().find("</script>").map(|at| at + 9)
+        } else if lower.starts_with("<style") {
+            tag.to_ascii_lowercase().find("</style>").map(|at| at + 8)
+        } else {
+            tag.find('>').map(|at| at + 1)
+        };
+        match skip_to {
+            Some(end) => rest = &tag[end..],
+            None => {
+                rest = "";
+                break;
+            }
+        }
+    }
+    text.push_str(rest);
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Finds the message in an error body of any of the common shapes:
 /// `{"error":{"message":…}}`, `{"error":"…"}`, `{"message":…}`.
 pub fn provider_message(bytes: &[u8]) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    // Some servers frame an error body as SSE: `data: {…}` lines and a
+    // `[DONE]`; the JSON is in the first data line that parses.
+    let value: serde_json::Value = serde_json::from_slice(bytes).ok().or_else(|| {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("data:"))
+            .find_map(|data| serde_json::from_str(data.trim()).ok())
+    })?;
     let error = value.get("error").unwrap_or(&value);
     if let Some(text) = error.as_str() {
         return Some(text.to_string());
@@ -651,6 +689,21 @@ pub fn provider_message(bytes: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_bodies_are_read_whatever_their_framing() {
+        assert_eq!(
+            provider_message(
+                b"data: {\"error\": {\"message\": \"Key expired\"}}\n\ndata: [DONE]\n\n"
+            ),
+            Some("Key expired".to_string())
+        );
+        assert_eq!(
+            visible_text("<html><head><style>p{}</style><script>x()</script></head><body><h1>502 Bad Gateway</h1>\n<p>nginx</p></body></html>"),
+            "502 Bad Gateway nginx"
+        );
+        assert_eq!(visible_text("plain\n  words"), "plain words");
+    }
 
     #[test]
     fn gateway_prefixed_retry_hints_count() {

@@ -611,3 +611,35 @@ fn an_empty_answer_is_shown_as_a_notice() {
     let text = updates_text(&messages, "agent_message_chunk");
     assert!(text.contains("empty answer"), "{messages:#?}");
 }
+
+/// An error body framed as SSE, or an HTML error page, gives a clean
+/// message, not raw framing or markup.
+#[test]
+fn error_bodies_are_shown_cleanly_whatever_their_framing() {
+    let error = failing_prompt(
+        Some(Reply::status(
+            400,
+            "data: {\"error\": {\"message\": \"Unknown model\"}}\n\ndata: [DONE]\n\n",
+        )),
+        None,
+        &[],
+    );
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("Unknown model"), "{error}");
+    assert!(
+        !message.contains("data:") && !message.contains("[DONE]"),
+        "{error}"
+    );
+
+    let error = failing_prompt(
+        Some(Reply::status(
+            502,
+            "<html><body><h1>502 Bad Gateway</h1><p>upstream gone</p></body></html>",
+        )),
+        None,
+        &[],
+    );
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("502 Bad Gateway upstream gone"), "{error}");
+    assert!(!message.contains('<'), "{error}");
+}
