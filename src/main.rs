@@ -334,7 +334,7 @@ fn main() -> ExitCode {
     match parse_args() {
         // First, while the process has a single thread: the launcher
         // confines this very process and then execs the command.
-        Ok(Command::Sandbox(args)) => spindle::sandbox::launcher_main(args),
+        Ok(Command::Sandbox(args)) => spindle::sandbox::launcher_main(args, &mut std::io::stdout()),
         Err(Usage(message)) => {
             eprintln!("spindle: {message}\nRun 'spindle --help' for usage.");
             ExitCode::from(2)

@@ -315,22 +315,24 @@ fn parse(args: Vec<OsString>) -> Result<Request, String> {
 /// returns only on failure: 126 when the sandbox cannot be applied (the
 /// program never runs unconfined), 2 for a usage error, 127 when the
 /// program cannot be found. `--probe` prints the probe's JSON line and
-/// returns 0. Must run before anything in the process starts a thread.
-pub fn launcher_main(args: Vec<OsString>) -> ExitCode {
+/// returns 0. What it prints goes to `out` (the caller's stdout: the
+/// library itself never writes there). Must run before anything in the
+/// process starts a thread.
+pub fn launcher_main(args: Vec<OsString>, out: &mut dyn std::io::Write) -> ExitCode {
     match parse(args) {
         Err(message) => {
             eprintln!("spindle sandbox: {message}\n{USAGE}");
             ExitCode::from(2)
         }
         Ok(Request::Help) => {
-            println!("{USAGE}");
+            let _ = writeln!(out, "{USAGE}");
             ExitCode::SUCCESS
         }
         Ok(Request::Probe) => {
             let report = probe_report();
             match serde_json::to_string(&report) {
                 Ok(line) => {
-                    println!("{line}");
+                    let _ = writeln!(out, "{line}");
                     ExitCode::SUCCESS
                 }
                 Err(error) => {
