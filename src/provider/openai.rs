@@ -97,6 +97,14 @@ fn message_json(message: &Message) -> Value {
                     value["reasoning_content"] = json!(message.thought);
                 }
             }
+            // Signed or encrypted reasoning a gateway handed over goes back
+            // exactly as it came, on every assistant message that had it.
+            for key in OPAQUE_FIELDS {
+                let kept = &message.provider_data["chat"][key];
+                if kept.as_array().is_some_and(|items| !items.is_empty()) {
+                    value[key] = kept.clone();
+                }
+            }
             value
         }
         Role::Tool => json!({
@@ -104,6 +112,116 @@ fn message_json(message: &Message) -> Value {
             "tool_call_id": message.tool_call_id.as_deref().unwrap_or(""),
             "content": message.text,
         }),
+    }
+}
+
+/// The reasoning fields of Chat Completions that gateways fill with opaque
+/// data that must be sent back verbatim: `thinking_blocks` (LiteLLM's
+/// Anthropic thinking, text plus signature, or redacted data) and
+/// `reasoning_details` (OpenRouter's reasoning items, signed or
+/// encrypted).
+const OPAQUE_FIELDS: [&str; 2] = ["thinking_blocks", "reasoning_details"];
+
+/// Opaque reasoning collected from a stream, block by block.
+#[derive(Default)]
+pub(crate) struct Opaque {
+    thinking_blocks: Vec<Value>,
+    reasoning_details: Vec<Value>,
+}
+
+fn text_of<'a>(value: &'a Value, key: &str) -> &'a str {
+    value[key].as_str().unwrap_or("")
+}
+
+/// Appends `extra[key]` to `into[key]` when both are strings (or `into`
+/// has none yet).
+fn append_text(into: &mut Value, extra: &Value, key: &str) {
+    let Some(more) = extra[key].as_str() else {
+        return;
+    };
+    let joined = format!("{}{more}", text_of(into, key));
+    into[key] = json!(joined);
+}
+
+impl Opaque {
+    /// Folds one streamed thinking block. A thinking delta continues the
+    /// last thinking block until that block is signed; a delta carrying
+    /// only a signature (or a piece of one) signs the last thinking block;
+    /// redacted and unknown blocks stand alone, verbatim.
+    fn add_thinking_block(&mut self, block: Value) {
+        if !block.is_object() {
+            return;
+        }
+        let kind = block["type"].as_str().unwrap_or("thinking");
+        let last_thinking = self
+            .thinking_blocks
+            .last_mut()
+            .filter(|last| last["type"] == "thinking");
+        if kind == "thinking" {
+            if let Some(last) = last_thinking {
+                let signed = !text_of(last, "signature").is_empty();
+                let text = text_of(&block, "thinking");
+                if text.is_empty() || !signed {
+                    append_text(last, &block, "thinking");
+                    append_text(last, &block, "signature");
+                    return;
+                }
+            }
+            let mut block = block;
+            block["type"] = json!("thinking");
+            self.thinking_blocks.push(block);
+        } else {
+            self.thinking_blocks.push(block);
+        }
+    }
+
+    /// Folds one streamed reasoning detail: pieces with the same `index`
+    /// and type are one item (their text, summary and data joined, the
+    /// last signature kept); items without an index stand alone.
+    fn add_reasoning_detail(&mut self, detail: Value) {
+        if !detail.is_object() {
+            return;
+        }
+        let same = detail["index"].as_u64().and_then(|index| {
+            self.reasoning_details.iter_mut().find(|item| {
+                item["index"].as_u64() == Some(index) && item["type"] == detail["type"]
+            })
+        });
+        let Some(item) = same else {
+            self.reasoning_details.push(detail);
+            return;
+        };
+        for key in ["text", "summary", "data"] {
+            append_text(item, &detail, key);
+        }
+        if let (Some(map), Some(extra)) = (item.as_object_mut(), detail.as_object()) {
+            for (key, value) in extra {
+                let joined = ["text", "summary", "data"].contains(&key.as_str());
+                if !joined && !value.is_null() {
+                    map.insert(key.clone(), value.clone());
+                }
+            }
+        }
+    }
+
+    /// What the assistant message keeps for the next request (null when
+    /// nothing came).
+    fn into_provider_data(self) -> Value {
+        let mut chat = serde_json::Map::new();
+        if !self.thinking_blocks.is_empty() {
+            chat.insert("thinking_blocks".into(), Value::Array(self.thinking_blocks));
+        }
+        if !self.reasoning_details.is_empty() {
+            chat.insert(
+                "reasoning_details".into(),
+                Value::Array(self.reasoning_details),
+            );
+        }
+        if chat.is_empty() {
+            Value::Null
+        } else {
+            json!({ "chat": chat })
+        }
     }
 }
 
@@ -177,6 +295,11 @@ pub(crate) fn whole_answer(body: &Value) -> Vec<String> {
             delta[key] = message[key].clone();
         }
     }
+    for key in OPAQUE_FIELDS {
+        if message[key].is_array() {
+            delta[key] = message[key].clone();
+        }
+    }
     if let Some(calls) = message["tool_calls"].as_array() {
         let calls: Vec<Value> = calls
             .iter()
@@ -241,6 +364,12 @@ struct Delta {
     refusal: Option<String>,
     #[serde(default)]
     tool_calls: Option<Vec<ToolCallDelta>>,
+    /// Kept as any value: a gateway's odd shape here is dropped, not
+    /// taken for a broken chunk.
+    #[serde(default)]
+    thinking_blocks: Value,
+    #[serde(default)]
+    reasoning_details: Value,
 }
 
 #[derive(Deserialize)]
@@ -333,6 +462,7 @@ impl Provider for ChatCompletions {
         let mut usage = None;
         let mut refused = false;
         let mut tool_calls = ToolCalls::default();
+        let mut opaque = Opaque::default();
         loop {
             let item = match stream.next(cancel) {
                 Next::Cancelled => return Err(StreamError::Cancelled),
@@ -351,7 +481,7 @@ impl Provider for ChatCompletions {
                 }
             };
             if event.data == "[DONE]" {
-                return Ok(outcome(finish, refused, usage, tool_calls));
+                return Ok(outcome(finish, refused, usage, tool_calls, opaque));
             }
             let chunk: Chunk = serde_json::from_str(&event.data).map_err(|err| {
                 ProviderError::new(
@@ -374,10 +504,33 @@ impl Provider for ChatCompletions {
             }
             for choice in chunk.choices {
                 if let Some(delta) = choice.delta {
-                    if let Some(text) = delta.reasoning_content.or(delta.reasoning) {
-                        if !text.is_empty() {
-                            sink.thought(&text);
+                    let blocks = match delta.thinking_blocks {
+                        Value::Array(blocks) => blocks,
+                        _ => Vec::new(),
+                    };
+                    match delta.reasoning_content.or(delta.reasoning) {
+                        Some(text) if !text.is_empty() => sink.thought(&text),
+                        Some(_) => {}
+                        // A gateway that sends only the blocks: their text
+                        // is the thought.
+                        None => {
+                            for block in &blocks {
+                                let text = text_of(block, "thinking");
+                                if !text.is_empty() {
+                                    sink.thought(text);
+                                }
+                            }
                         }
+                    }
+                    for block in blocks {
+                        opaque.add_thinking_block(block);
+                    }
+                    let details = match delta.reasoning_details {
+                        Value::Array(details) => details,
+                        _ => Vec::new(),
+                    };
+                    for detail in details {
+                        opaque.add_reasoning_detail(detail);
                     }
                     if let Some(text) = delta.content {
                         if !text.is_empty() {
@@ -402,7 +555,7 @@ impl Provider for ChatCompletions {
         // Some servers end without `[DONE]`: that is fine after a finish
         // reason, and a truncated stream otherwise.
         match finish {
-            Some(_) => Ok(outcome(finish, refused, usage, tool_calls)),
+            Some(_) => Ok(outcome(finish, refused, usage, tool_calls, opaque)),
             None => Err(ProviderError::new(
                 "provider_stream_broken",
                 "the provider stream ended before the model finished",
@@ -419,6 +572,7 @@ fn outcome(
     refused: bool,
     usage: Option<Usage>,
     tool_calls: ToolCalls,
+    opaque: Opaque,
 ) -> Outcome {
     let tool_calls = tool_calls.finish();
     let finish = if refused {
@@ -436,7 +590,7 @@ fn outcome(
         finish,
         usage,
         tool_calls,
-        provider_data: Value::Null,
+        provider_data: opaque.into_provider_data(),
     }
 }
 
@@ -486,10 +640,82 @@ mod tests {
     fn any_tool_call_makes_a_tool_turn() {
         let mut calls = ToolCalls::default();
         calls.add(delta(Some(0), None, Some("list_directory"), ""));
-        let outcome = outcome(Some(Finish::EndTurn), false, None, calls);
+        let outcome = outcome(Some(Finish::EndTurn), false, None, calls, Opaque::default());
         assert_eq!(outcome.finish, Finish::ToolUse);
         assert!(outcome.tool_calls[0].id.starts_with("call_"));
-        let none = super::outcome(Some(Finish::ToolUse), false, None, ToolCalls::default());
+        let none = super::outcome(
+            Some(Finish::ToolUse),
+            false,
+            None,
+            ToolCalls::default(),
+            Opaque::default(),
+        );
         assert_eq!(none.finish, Finish::EndTurn);
+    }
+
+    #[test]
+    fn thinking_blocks_join_until_signed_and_redacted_ones_stand_alone() {
+        let mut opaque = Opaque::default();
+        for block in [
+            json!({"type": "thinking", "thinking": "Let me ", "signature": ""}),
+            json!({"type": "thinking", "thinking": "see."}),
+            json!({"type": "thinking", "thinking": "", "signature": "sig"}),
+            json!({"type": "thinking", "signature": "-part2"}),
+            json!({"type": "redacted_thinking", "data": "opaque=="}),
+            json!({"type": "thinking", "thinking": "Second.", "signature": "s2"}),
+            json!({"type": "thinking", "thinking": " More."}),
+            json!("not a block"),
+        ] {
+            opaque.add_thinking_block(block);
+        }
+        assert_eq!(
+            opaque.into_provider_data()["chat"]["thinking_blocks"],
+            json!([
+                {"type": "thinking", "thinking": "Let me see.", "signature": "sig-part2"},
+                {"type": "redacted_thinking", "data": "opaque=="},
+                {"type": "thinking", "thinking": "Second.", "signature": "s2"},
+                {"type": "thinking", "thinking": " More."},
+            ])
+        );
+    }
+
+    #[test]
+    fn reasoning_details_join_by_index_and_type() {
+        let mut opaque = Opaque::default();
+        for detail in [
+            json!({"type": "reasoning.text", "index": 0, "text": "A", "format": "f"}),
+            json!({"type": "reasoning.text", "index": 0, "text": "B", "signature": null}),
+            json!({"type": "reasoning.text", "index": 0, "signature": "sig"}),
+            json!({"type": "reasoning.encrypted", "index": 1, "data": "x"}),
+            json!({"type": "reasoning.encrypted", "index": 1, "data": "y"}),
+            json!({"type": "reasoning.summary", "summary": "s"}),
+        ] {
+            opaque.add_reasoning_detail(detail);
+        }
+        assert_eq!(
+            opaque.into_provider_data()["chat"]["reasoning_details"],
+            json!([
+                {"type": "reasoning.text", "index": 0, "text": "AB", "format": "f", "signature": "sig"},
+                {"type": "reasoning.encrypted", "index": 1, "data": "xy"},
+                {"type": "reasoning.summary", "summary": "s"},
+            ])
+        );
+        assert_eq!(Opaque::default().into_provider_data(), Value::Null);
+    }
+
+    #[test]
+    fn kept_reasoning_goes_back_verbatim_on_the_assistant_message() {
+        let mut message = Message::assistant("Done.", "thought");
+        message.provider_data = json!({"chat": {
+            "thinking_blocks": [{"type": "thinking", "thinking": "t", "signature": "s"}],
+            "reasoning_details": [],
+        }});
+        let value = message_json(&message);
+        assert_eq!(
+            value["thinking_blocks"],
+            json!([{"type": "thinking", "thinking": "t", "signature": "s"}])
+        );
+        assert!(value.get("reasoning_details").is_none());
+        assert!(value.get("reasoning_content").is_none(), "no tool call");
     }
 }

@@ -5,7 +5,8 @@
 //! environment; authentication; and `spindle setup`.
 
 use crate::support::fake_openai::{
-    chat_text, chunk_content, chunk_finish, chunk_reasoning, chunk_role, chunk_tool_call, done,
+    chat_text, chunk, chunk_content, chunk_finish, chunk_reasoning, chunk_role, chunk_tool_call,
+    done,
 };
 use crate::support::wire::{
     anthropic_answer, anthropic_end, anthropic_error_body, anthropic_ping, anthropic_start,
@@ -284,6 +285,114 @@ fn chat_completions_reasoning_text_tool_call_and_usage() {
         &result,
         json!({"inputTokens": 1010, "outputTokens": 51, "cachedReadTokens": 200,
                "thoughtTokens": 20, "totalTokens": 1061}),
+    );
+}
+
+/// A Claude model behind an OpenAI-compatible gateway (LiteLLM's shape):
+/// reasoning arrives as `reasoning_content` plus signed `thinking_blocks`,
+/// and the blocks go back verbatim on the assistant message after the tool
+/// call, and on later prompts of the session.
+#[test]
+fn chat_completions_carries_signed_thinking_blocks_back() {
+    let server = FakeServer::start();
+    let think = |text: &str, signature: &str| {
+        chunk(
+            json!({"reasoning_content": text,
+                   "thinking_blocks": [{"type": "thinking", "thinking": text, "signature": signature}]}),
+            None,
+        )
+    };
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        think("Let me ", ""),
+        think("look.", ""),
+        think("", "EqoBCkgIARAB=="),
+        chunk(
+            json!({"thinking_blocks": [{"type": "redacted_thinking", "data": "EmwKAhgB=="}]}),
+            None,
+        ),
+        chunk(
+            json!({"reasoning_details": [{"type": "reasoning.encrypted", "index": 0, "data": "enc1"}]}),
+            None,
+        ),
+        chunk(
+            json!({"reasoning_details": [{"type": "reasoning.encrypted", "index": 0, "data": "enc2"}]}),
+            None,
+        ),
+        chunk_tool_call(0, Some("call_t"), Some("list_directory"), "{}"),
+        chunk_finish("tool_calls"),
+        done(),
+    ]));
+    server.push(Reply::Sse(chat_text(&["Listed."])));
+    server.push(Reply::Sse(chat_text(&["Again."])));
+    let mut agent = env_agent(&server, &["--permissions", "yolo"]);
+    let session = agent.new_session(&workspace("thinking-blocks"));
+    let (_, messages) = prompt_ok(&mut agent, &session, "List");
+    assert_eq!(
+        updates_text(&messages, "agent_thought_chunk"),
+        "Let me look."
+    );
+    prompt_ok(&mut agent, &session, "Once more");
+
+    let expected_blocks = json!([
+        {"type": "thinking", "thinking": "Let me look.", "signature": "EqoBCkgIARAB=="},
+        {"type": "redacted_thinking", "data": "EmwKAhgB=="},
+    ]);
+    let expected_details = json!([{"type": "reasoning.encrypted", "index": 0, "data": "enc1enc2"}]);
+    let requests = server.wait_requests(3, WAIT);
+    for request in &requests[1..] {
+        let sent = request.body["messages"].as_array().unwrap();
+        let assistant = sent
+            .iter()
+            .find(|m| m["role"] == "assistant" && m.get("tool_calls").is_some())
+            .unwrap_or_else(|| panic!("{sent:#?}"));
+        assert_eq!(assistant["thinking_blocks"], expected_blocks);
+        assert_eq!(assistant["reasoning_details"], expected_details);
+        assert_eq!(assistant["reasoning_content"], "Let me look.");
+    }
+    // The first request had nothing to send back.
+    let first = requests[0].body["messages"].as_array().unwrap();
+    assert!(first.iter().all(|m| m.get("thinking_blocks").is_none()));
+}
+
+/// A gateway's odd shape for the opaque fields is dropped, not taken for a
+/// broken chunk; a non-streamed answer carries its blocks too.
+#[test]
+fn odd_thinking_fields_are_ignored_and_whole_answers_keep_their_blocks() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(vec![
+        chunk(
+            json!({"thinking_blocks": "nonsense", "reasoning_details": 7}),
+            None,
+        ),
+        chunk_content("Fine."),
+        chunk_finish("stop"),
+        done(),
+    ]));
+    server.push(Reply::status(
+        200,
+        json!({"choices": [{"message": {"role": "assistant", "content": null,
+                "reasoning_content": "Hm.",
+                "thinking_blocks": [{"type": "thinking", "thinking": "Hm.", "signature": "S=="}],
+                "tool_calls": [{"id": "w1", "type": "function",
+                                "function": {"name": "list_directory", "arguments": "{}"}}]},
+                "finish_reason": "tool_calls"}]})
+        .to_string(),
+    ));
+    server.push(Reply::Sse(chat_text(&["Done."])));
+    let mut agent = env_agent(&server, &["--permissions", "yolo"]);
+    let session = agent.new_session(&workspace("thinking-odd"));
+    let (result, messages) = prompt_ok(&mut agent, &session, "one");
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(updates_text(&messages, "agent_message_chunk"), "Fine.");
+    let (_, messages) = prompt_ok(&mut agent, &session, "two");
+    assert_eq!(updates_text(&messages, "agent_thought_chunk"), "Hm.");
+    let requests = server.wait_requests(3, WAIT);
+    let sent = requests[2].body["messages"].as_array().unwrap();
+    let assistant = sent.iter().find(|m| m.get("tool_calls").is_some()).unwrap();
+    assert_eq!(
+        assistant["thinking_blocks"],
+        json!([{"type": "thinking", "thinking": "Hm.", "signature": "S=="}])
     );
 }
 
