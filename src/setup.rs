@@ -137,10 +137,6 @@ pub fn run(
                 args.key_env = Some(answer);
             }
         }
-        if args.model.is_none() {
-            let answer = ask(input, output, "Model", default_model(kind))?;
-            args.model = Some(answer);
-        }
     }
     let kind = args.kind.ok_or(
         "--kind is required when setup does not run on a terminal (openai, anthropic or responses)",
@@ -180,16 +176,30 @@ pub fn run(
         api_key_file: args.key_file.clone(),
         requires_key: !args.no_key,
     };
-    let model = args
-        .model
-        .clone()
-        .unwrap_or_else(|| default_model(kind).into());
+    config.providers.insert(name.clone(), provider);
+    let model = match args.model.clone() {
+        Some(model) => model,
+        None => {
+            let suggested = suggested_model(&config, &name, &base_url);
+            if interactive {
+                if let Err(why) = &suggested {
+                    let _ = writeln!(output, "({why})");
+                }
+                let default = suggested.unwrap_or_default();
+                ask(input, output, "Model", &default)?
+            } else {
+                suggested?
+            }
+        }
+    };
+    if model.trim().is_empty() {
+        return Err("a model is needed: name one with --model".into());
+    }
     let model = model
         .strip_prefix(&format!("{name}/"))
         .unwrap_or(&model)
         .to_string();
     let id = format!("{name}/{model}");
-    config.providers.insert(name.clone(), provider);
     config
         .models
         .entry(id.clone())
@@ -213,6 +223,25 @@ pub fn run(
         }
     ));
     Ok(summary)
+}
+
+/// The model to suggest when none was named: the kind's usual model on
+/// its official endpoint; on any other server, the first chat model that
+/// server lists (an official model name means nothing to a gateway).
+fn suggested_model(config: &Config, name: &str, base_url: &str) -> Result<String, String> {
+    let kind = config.providers[name].kind;
+    if base_url.trim_end_matches('/') == kind.default_base_url() {
+        return Ok(default_model(kind).into());
+    }
+    let key = config.api_key(name).ok().flatten();
+    let listed = crate::provider::models::list(kind, base_url, key.as_deref()).map_err(|why| {
+        format!("the server did not list its models: {why}; name one with --model")
+    })?;
+    listed
+        .into_iter()
+        .next()
+        .map(|model| model.id)
+        .ok_or_else(|| "the server lists no chat model; name one with --model".into())
 }
 
 struct Collect(String);

@@ -77,7 +77,7 @@ impl Bench {
     fn spawn(&self, env: &[(&str, String)]) -> Result<AgentProcess, String> {
         let mut command = Command::new(&self.binary);
         command
-            .arg("acp")
+            .args(["acp", "--model", "bench-model"])
             .env_remove("RUST_LOG")
             // Sessions go to a database in the workspace, removed with it,
             // never to the user's own (`~/.local/share/spindle`).

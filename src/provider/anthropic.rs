@@ -16,7 +16,7 @@ use stream::StreamState;
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 
 /// The API version every request names.
-const API_VERSION: &str = "2023-06-01";
+pub const API_VERSION: &str = "2023-06-01";
 
 /// The answer cap when the model has none configured: the API requires one.
 const DEFAULT_MAX_TOKENS: u32 = 8192;

@@ -1639,3 +1639,257 @@ fn complete_json_answers_to_streaming_requests_are_read_once() {
     );
     assert_eq!(posts(&server), 1);
 }
+
+// ---------------------------------------------------------------------
+// Model lists
+// ---------------------------------------------------------------------
+
+/// The model config option of a new session: (values, current, description).
+fn model_picker(agent: &mut Agent, name: &str) -> (Vec<String>, String, String) {
+    let session = new_session(agent, &temp_dir(name)).unwrap();
+    let options = &session["configOptions"];
+    let description = options
+        .as_array()
+        .and_then(|all| all.iter().find(|o| o["id"] == "model"))
+        .and_then(|o| o["description"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    (
+        option_values(options, "model"),
+        current_value(options, "model").to_string(),
+        description,
+    )
+}
+
+/// An Anthropic-style server with a custom base URL is asked for its
+/// models with Anthropic's headers and Spindle's one User-Agent; its list
+/// (names included) is the picker, and no official model is added.
+#[test]
+fn anthropic_style_servers_are_asked_for_their_models() {
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [
+        {"type": "model", "id": "claude-gw-b", "display_name": "Gateway B"},
+        {"type": "model", "id": "claude-gw-a", "display_name": "Gateway A"},
+    ], "has_more": false, "first_id": "claude-gw-b", "last_id": "claude-gw-a"}));
+    let home = temp_dir("anthropic-list");
+    let config = write_config(
+        &home,
+        &json!({"providers": {"gw": {"kind": "anthropic",
+                                     "base_url": format!("http://{}", server.address()),
+                                     "api_key_env": "GW_KEY"}}}),
+    );
+    let mut agent = agent_with_config(&config, &[], &[("GW_KEY", "sk-gw")]);
+    let session = new_session(&mut agent, &temp_dir("anthropic-list-ws")).unwrap();
+    let options = &session["configOptions"];
+    assert_eq!(
+        option_values(options, "model"),
+        ["gw/claude-gw-a", "gw/claude-gw-b"]
+    );
+    // The server's first model is the default, not the alphabetical first.
+    assert_eq!(current_value(options, "model"), "gw/claude-gw-b");
+    let model = options
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "model")
+        .unwrap();
+    assert_eq!(model["options"][0]["name"], "Gateway A");
+    let listings = server.listings();
+    assert_eq!(listings.len(), 1);
+    assert_eq!(listings[0].path, "/v1/models?limit=1000");
+    assert_eq!(listings[0].header("x-api-key"), Some("sk-gw"));
+    assert_eq!(listings[0].header("anthropic-version"), Some("2023-06-01"));
+    assert!(listings[0].header("authorization").is_none());
+    let agent_header = listings[0].header("user-agent").unwrap_or_default();
+    assert!(agent_header.starts_with("spindle/"), "{agent_header}");
+
+    // A model call sends the same User-Agent.
+    server.push(Reply::Sse(anthropic_answer("Hi.", "end_turn")));
+    let id = session["sessionId"].as_str().unwrap().to_string();
+    prompt_ok(&mut agent, &id, "hi");
+    let requests = server.wait_requests(1, WAIT);
+    assert_eq!(requests[0].header("user-agent"), Some(agent_header));
+    assert_eq!(requests[0].body["model"], "claude-gw-b");
+}
+
+/// A gateway's list of hundreds of ids: image, speech, embedding,
+/// transcription, moderation and realtime routes are dropped before the
+/// cap, the named model stays the default even when the list does not
+/// have it, no official model is offered, and the picker says more exist.
+#[test]
+fn a_long_gateway_list_is_filtered_capped_and_keeps_the_named_model() {
+    let server = FakeServer::start();
+    let mut data = Vec::new();
+    for size in ["256-x-256", "512-x-512", "1024-x-1024", "1792-x-1024"] {
+        for model in ["dall-e-2", "dall-e-3", "gpt-image-1"] {
+            data.push(json!({"id": format!("{size}/{model}")}));
+            data.push(json!({"id": format!("hd/{size}/{model}")}));
+        }
+    }
+    for kind in [
+        "text-embedding-3-small",
+        "tts-1",
+        "whisper-1",
+        "gpt-4o-transcribe",
+        "omni-moderation-latest",
+        "gpt-4o-realtime-preview",
+    ] {
+        for n in 0..10 {
+            data.push(json!({"id": format!("{kind}-{n}")}));
+        }
+    }
+    // 240 chat models, listed in reverse order.
+    for n in (0..240).rev() {
+        data.push(json!({"id": format!("chat-{n:03}")}));
+    }
+    assert!(data.len() >= 300);
+    // Image routes first, alphabetically before everything else.
+    data.insert(0, json!({"id": "1024-x-1024/aaa-image"}));
+    server.serve_models(json!({"object": "list", "data": data}));
+
+    let base = server.base_url();
+    let env = [
+        ("OPENAI_BASE_URL", base.as_str()),
+        ("OPENAI_API_KEY", "sk-gw"),
+    ];
+    let mut agent = Agent::spawn(&["acp", "--model", "my-named-model"], &env);
+    agent.initialize();
+    let (values, current, description) = model_picker(&mut agent, "gateway-list");
+    assert_eq!(current, "openai/my-named-model");
+    assert!(values.contains(&"openai/my-named-model".to_string()));
+    assert!(
+        !values.iter().any(|v| v.contains("gpt-4.1-mini")),
+        "no official default for a custom base URL: {values:?}"
+    );
+    let listed: Vec<&String> = values.iter().filter(|v| v.contains("chat-")).collect();
+    assert_eq!(listed.len(), 50, "{values:?}");
+    assert_eq!(values.len(), 51, "{values:?}");
+    for value in &values {
+        let id = value.trim_start_matches("openai/");
+        assert!(
+            id.starts_with("chat-") || id == "my-named-model",
+            "a non-chat id was offered: {value}"
+        );
+    }
+    // The cap kept the server's first 50 chat models (its own order).
+    assert!(
+        values.contains(&"openai/chat-239".to_string()),
+        "{values:?}"
+    );
+    assert!(!values.contains(&"openai/chat-000".to_string()));
+    assert!(description.contains("190 more"), "{description}");
+    assert!(
+        server.requests().is_empty(),
+        "discovery makes no model call"
+    );
+    assert_eq!(
+        server.listings()[0].header("authorization"),
+        Some("Bearer sk-gw")
+    );
+
+    // Without a named model, the server's first chat model is the default.
+    let mut agent = Agent::spawn(&["acp"], &env);
+    agent.initialize();
+    let (_, current, _) = model_picker(&mut agent, "gateway-default");
+    assert_eq!(current, "openai/chat-239");
+}
+
+/// A custom server that lists nothing, with no model named: no official
+/// model is made up; the session is refused with what to do. A named
+/// model works without any list. An official endpoint gets its kind's
+/// usual model without being asked.
+#[test]
+fn no_list_and_no_name_is_refused_and_official_endpoints_need_no_list() {
+    let server = FakeServer::start();
+    let base = server.base_url();
+    let env = [
+        ("OPENAI_BASE_URL", base.as_str()),
+        ("OPENAI_API_KEY", "sk-x"),
+    ];
+    let mut agent = Agent::spawn(&["acp"], &env);
+    agent.initialize();
+    let error = new_session(&mut agent, &temp_dir("no-list")).unwrap_err();
+    assert_eq!(error["code"], -32000);
+    let message = message_of(&error);
+    assert!(message.contains("offers no model"), "{message}");
+    assert!(message.contains("--model"), "{message}");
+    assert!(message.contains("404"), "{message}");
+
+    let mut agent = Agent::spawn(&["acp", "--model", "local-model"], &env);
+    agent.initialize();
+    let (values, current, _) = model_picker(&mut agent, "named-no-list");
+    assert_eq!(values, ["openai/local-model"]);
+    assert_eq!(current, "openai/local-model");
+
+    let home = temp_dir("official");
+    let config = write_config(
+        &home,
+        &json!({"providers": {"openai": {"kind": "openai",
+                                         "base_url": "https://api.openai.com/v1/",
+                                         "api_key_env": "OFFICIAL_KEY"}}}),
+    );
+    let mut agent = agent_with_config(&config, &[], &[("OFFICIAL_KEY", "sk-official")]);
+    let (values, current, _) = model_picker(&mut agent, "official-ws");
+    assert_eq!(values, ["openai/gpt-4.1-mini"]);
+    assert_eq!(current, "openai/gpt-4.1-mini");
+}
+
+/// Setup against a gateway without `--model`: the first chat model the
+/// server lists is taken (never an official model name), and a server
+/// that answers the streaming test request with a complete JSON answer is
+/// accepted.
+#[test]
+fn setup_takes_a_listed_model_and_accepts_a_whole_json_answer() {
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [{"id": "text-embedding-3-small"},
+                                        {"id": "gw-chat"}, {"id": "another"}]}));
+    server.push(Reply::status(
+        200,
+        json!({"choices": [{"message": {"role": "assistant", "content": "OK"},
+                            "finish_reason": "stop"}]})
+        .to_string(),
+    ));
+    let dir = temp_dir("setup-listed");
+    let config = dir.join("config.json");
+    let base = server.base_url();
+    let output = setup(
+        &[
+            "--kind",
+            "openai",
+            "--base-url",
+            &base,
+            "--no-key",
+            "--config",
+            path_str(&config),
+        ],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("OK"));
+    assert_eq!(posts(&server), 1, "the 200 was not retried");
+    assert_eq!(server.requests()[0].body["model"], "gw-chat");
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(written["defaults"]["model"], "local/gw-chat");
+
+    // A server without a list, and no --model: nothing is written.
+    let bare = FakeServer::start();
+    let config = dir.join("other.json");
+    let base = bare.base_url();
+    let output = setup(
+        &[
+            "--kind",
+            "openai",
+            "--base-url",
+            &base,
+            "--no-key",
+            "--config",
+            path_str(&config),
+        ],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("--model"), "{stderr}");
+    assert!(!config.exists());
+    assert!(bare.requests().is_empty());
+}

@@ -2,7 +2,8 @@
 //! conversation, cancellation, EOF, and provider failures.
 
 use crate::support::fake_openai::{
-    chat_text, chunk_content, chunk_error, chunk_finish, chunk_reasoning, chunk_role, done,
+    chat_text, chunk_content, chunk_error, chunk_finish, chunk_reasoning, chunk_role, chunk_usage,
+    done,
 };
 use crate::support::{temp_dir, updates_text, write_file, Agent, FakeServer, Reply, Step};
 use serde_json::{json, Value};
@@ -135,7 +136,7 @@ fn failing_prompt(reply: Option<Reply>, base_url: Option<&str>, args: &[&str]) -
     }
     let base = base_url.map_or_else(|| server.base_url(), str::to_string);
     // Retries have their own tests; here each failure must surface as is.
-    let mut all_args = vec!["acp", "--retries", "0"];
+    let mut all_args = vec!["acp", "--retries", "0", "--model", "test-model"];
     all_args.extend_from_slice(args);
     let mut agent = Agent::spawn(
         &all_args,
@@ -475,6 +476,7 @@ fn logs_never_reach_stdout() {
     // fails the test if any stdout line is not a valid ACP message.
     let server = FakeServer::start();
     server.push(Reply::Sse(chat_text(&["Hi"])));
+    server.serve_models(json!({"data": [{"id": "listed-model"}]}));
     let base = server.base_url();
     let mut agent = Agent::spawn(
         &["acp"],
@@ -610,6 +612,32 @@ fn an_empty_answer_is_shown_as_a_notice() {
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let text = updates_text(&messages, "agent_message_chunk");
     assert!(text.contains("empty answer"), "{messages:#?}");
+    // The server said nothing of usage: the counts are unknown, not zero.
+    let usage = &response["result"]["_meta"]["spindle"]["usage"];
+    assert!(usage.is_object(), "{response}");
+    for key in ["inputTokens", "outputTokens", "totalTokens"] {
+        assert!(usage[key].is_null(), "{key} in {usage}");
+    }
+
+    // An empty answer with usage reports it, in the answer and as an
+    // update.
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        chunk_finish("stop"),
+        chunk_usage(42, 0),
+        done(),
+    ]));
+    let id = prompt(&mut agent, &session, "again");
+    let (response, messages) = agent.response(&id, WAIT);
+    assert!(updates_text(&messages, "agent_message_chunk").contains("empty answer"));
+    assert_eq!(
+        response["result"]["_meta"]["spindle"]["usage"]["inputTokens"],
+        42
+    );
+    assert!(messages
+        .iter()
+        .any(|m| m["params"]["update"]["sessionUpdate"] == "usage_update"
+            && m["params"]["update"]["used"] == 42));
 }
 
 /// An error body framed as SSE, or an HTML error page, gives a clean

@@ -5,13 +5,13 @@
 use super::options::Options;
 use crate::config::{Config, ModelConfig, ProviderKind};
 use crate::provider::http::Timeouts;
+use crate::provider::models::Listed;
 use crate::provider::openai::ChatCompletions;
 use crate::provider::script::{Script, ScriptProvider};
 use crate::provider::Provider;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The scripted provider's one model.
 pub const SCRIPT_MODEL: &str = "script/scenario";
@@ -58,7 +58,14 @@ pub struct Registry {
     pub problems: Vec<String>,
     /// The credentials to keep out of every process a tool starts.
     pub secrets: Arc<crate::policy::secrets::Secrets>,
+    /// Chat models servers listed beyond [`DISCOVERED_CAP`], not offered.
+    pub more_models: usize,
+    /// The first chat model a server listed (`provider/model`).
+    first_listed: Option<String>,
 }
+
+/// The most models taken from one server's list.
+pub const DISCOVERED_CAP: usize = 50;
 
 /// The model a kind of provider gets when nobody named one.
 fn fallback_model(kind: ProviderKind) -> &'static str {
@@ -83,6 +90,8 @@ impl Registry {
             models: Vec::new(),
             default_model: None,
             problems: Vec::new(),
+            more_models: 0,
+            first_listed: None,
         };
         if let Some(path) = &options.script {
             let script = Script::load(path)?;
@@ -132,8 +141,10 @@ impl Registry {
             .model
             .clone()
             .or_else(|| registry.config.defaults.model.clone());
-        // Providers nobody listed models for get their kind's usual model,
-        // or — when nobody named a model either — what their server lists.
+        // Providers nobody listed models for: an official endpoint gets
+        // its kind's usual model; any other server (a local one, a
+        // gateway) is asked what it serves, and never offered an official
+        // model it may not have.
         let bare: Vec<String> = registry
             .providers
             .keys()
@@ -141,21 +152,51 @@ impl Registry {
             .filter(|name| !registry.models.iter().any(|m| &m.provider == *name))
             .cloned()
             .collect();
+        let named_provider = wanted
+            .as_deref()
+            .and_then(|wanted| registry.qualify(wanted))
+            .and_then(|id| id.split_once('/').map(|(p, _)| p.to_string()));
         for name in bare {
-            let kind = registry.config.providers[&name].kind;
-            let discovered = if wanted.is_none() {
-                registry.discover(&name)
-            } else {
-                Vec::new()
-            };
-            if discovered.is_empty() {
+            let config = &registry.config.providers[&name];
+            let kind = config.kind;
+            let official = config
+                .base_url
+                .as_deref()
+                .is_none_or(|base| base.trim_end_matches('/') == kind.default_base_url());
+            if official {
                 registry.add(
                     &format!("{name}/{}", fallback_model(kind)),
                     ModelConfig::default(),
                 );
+                continue;
             }
-            for model in discovered {
-                registry.add(&format!("{name}/{model}"), ModelConfig::default());
+            match registry.discover(&name) {
+                Ok(listed) => {
+                    let extra = listed.len().saturating_sub(DISCOVERED_CAP);
+                    registry.more_models += extra;
+                    let mut kept: Vec<Listed> = listed.into_iter().take(DISCOVERED_CAP).collect();
+                    // The server's first chat model is the default when
+                    // nobody named one.
+                    if let Some(first) = kept.first() {
+                        registry
+                            .first_listed
+                            .get_or_insert_with(|| format!("{name}/{}", first.id));
+                    }
+                    kept.sort_by(|a, b| a.id.cmp(&b.id));
+                    for model in kept {
+                        let config = ModelConfig {
+                            name: model.name,
+                            ..ModelConfig::default()
+                        };
+                        registry.add(&format!("{name}/{}", model.id), config);
+                    }
+                }
+                Err(problem) if named_provider.as_deref() != Some(name.as_str()) => {
+                    registry.problems.push(format!(
+                        "provider {name:?} offers no model: {problem}; name one with --model or under \"models\" in the config file"
+                    ));
+                }
+                Err(problem) => log::info!("provider {name:?} lists no models: {problem}"),
             }
         }
         if let Some(wanted) = wanted {
@@ -172,7 +213,10 @@ impl Registry {
             }
         }
         if registry.default_model.is_none() {
-            registry.default_model = registry.models.first().map(|m| m.id.clone());
+            registry.default_model = registry
+                .first_listed
+                .clone()
+                .or_else(|| registry.models.first().map(|m| m.id.clone()));
         }
         Ok(registry)
     }
@@ -205,43 +249,16 @@ impl Registry {
         })
     }
 
-    /// Asks an OpenAI-compatible server that is not OpenAI itself (a local
-    /// one, a gateway) which models it has: `GET {base}/models`.
-    fn discover(&self, name: &str) -> Vec<String> {
+    /// Asks a server that is not an official endpoint (a local one, a
+    /// gateway) which chat models it has, in its own order.
+    fn discover(&self, name: &str) -> Result<Vec<Listed>, String> {
         let config = &self.config.providers[name];
-        let Some(base) = &config.base_url else {
-            return Vec::new();
-        };
-        if config.kind == ProviderKind::Anthropic {
-            return Vec::new();
-        }
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(2)))
-            .user_agent(crate::provider::http::USER_AGENT)
-            .build()
-            .into();
-        let mut request = agent.get(format!("{}/models", base.trim_end_matches('/')));
-        if let Ok(Some(key)) = self.config.api_key(name) {
-            request = request.header("Authorization", format!("Bearer {key}"));
-        }
-        let Ok(mut response) = request.call() else {
-            return Vec::new();
-        };
-        let Ok(body) = response.body_mut().read_to_string() else {
-            return Vec::new();
-        };
-        let Ok(value) = serde_json::from_str::<serde_json::Value>(&body) else {
-            return Vec::new();
-        };
-        let mut models: Vec<String> = value["data"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|m| m["id"].as_str().map(str::to_string))
-            .collect();
-        models.sort();
-        models.truncate(50);
-        models
+        let base = config
+            .base_url
+            .clone()
+            .unwrap_or_else(|| config.kind.default_base_url().to_string());
+        let key = self.config.api_key(name).ok().flatten();
+        crate::provider::models::list(config.kind, &base, key.as_deref())
     }
 
     fn add(&mut self, id: &str, config: ModelConfig) {
@@ -286,6 +303,13 @@ impl Registry {
 
     /// What to tell someone who has no usable provider.
     pub fn setup_hint(&self) -> String {
+        if self.providers.keys().any(|name| name != "script") {
+            // Providers are set up, but none of them offers a model.
+            return format!(
+                "no model can be offered: {}. Then authenticate again",
+                self.problems.join("; ")
+            );
+        }
         let mut hint = String::from(
             "no model provider is set up. Run `spindle setup` in a terminal, or set OPENAI_API_KEY (with OPENAI_BASE_URL for a compatible server), ANTHROPIC_API_KEY or OLLAMA_HOST, then authenticate again",
         );

@@ -73,6 +73,12 @@ pub fn config_options(session: &Session, registry: &Registry) -> Value {
             }
         })
         .collect();
+    let model_description = match registry.more_models {
+        0 => "The model that answers".to_string(),
+        more => format!(
+            "The model that answers. The server lists {more} more chat models than shown here; name one with --model or under \"models\" in the config file"
+        ),
+    };
     json!([
         option(
             "mode",
@@ -92,7 +98,7 @@ pub fn config_options(session: &Session, registry: &Registry) -> Value {
         option(
             "model",
             "Model",
-            "The model that answers",
+            &model_description,
             Some("model"),
             &session.model,
             models

@@ -289,7 +289,7 @@ impl Dispatcher {
         }
         // The turn's usage rides in `_meta`: the stable schema has no
         // usage field on the prompt response.
-        let usage = json!({
+        let mut usage = json!({
             "inputTokens": end.usage.input_tokens,
             "outputTokens": end.usage.output_tokens,
             "cachedReadTokens": end.usage.cached_tokens,
@@ -297,6 +297,18 @@ impl Dispatcher {
             "totalTokens": end.usage.input_tokens + end.usage.output_tokens,
             "cost": end.cost,
         });
+        if end.usage_unknown {
+            // The provider never said: unknown is null, not zero.
+            for key in [
+                "inputTokens",
+                "outputTokens",
+                "cachedReadTokens",
+                "thoughtTokens",
+                "totalTokens",
+            ] {
+                usage[key] = Value::Null;
+            }
+        }
         let queued = self
             .sessions
             .get_mut(&end.session_id)

@@ -102,6 +102,9 @@ struct State {
     approvals: Approvals,
     cost: f64,
     replaced: Option<Vec<Message>>,
+    /// Model calls that finished, and how many of them reported usage.
+    model_calls: usize,
+    usage_reports: usize,
 }
 
 pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
@@ -142,6 +145,8 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 approvals: turn.approvals.clone(),
                 cost: 0.0,
                 replaced: None,
+                model_calls: 0,
+                usage_reports: 0,
             };
             let outcome = catch_unwind(AssertUnwindSafe(|| match &turn.kind {
                 TurnKind::Model => run(&turn, &mut sink, &mut state, &mut record),
@@ -207,6 +212,7 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 result,
                 added: state.added,
                 usage: state.usage,
+                usage_unknown: state.model_calls > 0 && state.usage_reports == 0,
                 approvals: state.approvals,
                 cost: state.cost,
                 replaced: state.replaced,
@@ -314,10 +320,7 @@ fn run(
                 };
             }
         };
-        if let Some(usage) = &outcome.usage {
-            add_usage(&mut state.usage, usage);
-            report_usage(turn, usage, state, sink.updates);
-        }
+        count_usage(turn, outcome.usage.as_ref(), state, sink.updates);
         let stop = match outcome.finish {
             Finish::ToolUse => None,
             Finish::EndTurn => Some(StopReason::EndTurn),
@@ -418,10 +421,7 @@ fn compact(turn: &Turn, sink: &mut UpdateSink, state: &mut State) -> Result<Stop
     let summary = sink.take_message().map(|m| m.text).unwrap_or_default();
     match streamed {
         Ok(outcome) => {
-            if let Some(usage) = &outcome.usage {
-                add_usage(&mut state.usage, usage);
-                report_usage(turn, usage, state, sink.updates);
-            }
+            count_usage(turn, outcome.usage.as_ref(), state, sink.updates);
             if summary.trim().is_empty() || turn.cancel.is_cancelled() {
                 return Ok(StopReason::Cancelled);
             }
@@ -457,6 +457,17 @@ fn provider_failure(error: &crate::provider::ProviderError) -> RpcError {
         format!("Model provider error: {}", error.message),
     )
     .with_data(data)
+}
+
+/// Adds a finished model call's usage to the turn's and reports it; a call
+/// without usage is counted as unknown.
+fn count_usage(turn: &Turn, usage: Option<&Usage>, state: &mut State, updates: &RefCell<Updates>) {
+    state.model_calls += 1;
+    if let Some(usage) = usage {
+        state.usage_reports += 1;
+        add_usage(&mut state.usage, usage);
+        report_usage(turn, usage, state, updates);
+    }
 }
 
 /// Sends `usage_update` after a model call: how full the context is, and

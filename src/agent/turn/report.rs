@@ -33,6 +33,9 @@ pub struct TurnEnd {
     /// and tool results.
     pub added: Vec<Message>,
     pub usage: Usage,
+    /// The model answered but never said what it used: the counts are
+    /// unknown, not zero.
+    pub usage_unknown: bool,
     /// The session's remembered approvals, with this turn's answers.
     pub approvals: Approvals,
     /// What this turn's model calls cost, when prices are known.

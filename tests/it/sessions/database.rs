@@ -143,7 +143,7 @@ fn without_db_scripted_runs_use_a_temporary_database_and_others_spindle_home() {
     let server = FakeServer::start();
     let base = server.base_url();
     let mut agent = Agent::spawn(
-        &["acp"],
+        &["acp", "--model", "test-model"],
         &[("OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "sk-test")],
     );
     agent.initialize();

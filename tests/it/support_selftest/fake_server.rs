@@ -347,7 +347,7 @@ fn answers_404_elsewhere_without_using_a_reply() {
     let mut client = Client::connect(&server);
     client
         .stream
-        .write_all(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        .write_all(b"GET /v1/files HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     let head = client.read_head();
     assert_eq!(head.status, 404);
@@ -355,8 +355,34 @@ fn answers_404_elsewhere_without_using_a_reply() {
     assert_eq!(server.pending_replies(), 1);
     let requests = server.requests();
     assert_eq!(requests[0].method, "GET");
-    assert_eq!(requests[0].path, "/v1/models");
+    assert_eq!(requests[0].path, "/v1/files");
     assert_eq!(requests[0].body, Value::Null);
+}
+
+#[test]
+fn serves_a_model_list_apart_from_model_calls() {
+    let server = FakeServer::start();
+    let mut client = Client::connect(&server);
+    client
+        .stream
+        .write_all(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let head = client.read_head();
+    assert_eq!(head.status, 404, "nothing served yet");
+    client.fixed_body(&head);
+    server.serve_models(serde_json::json!({"data": [{"id": "m"}]}));
+    client
+        .stream
+        .write_all(b"GET /v1/models?limit=5 HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let head = client.read_head();
+    assert_eq!(head.status, 200);
+    let body: Value = serde_json::from_str(&client.fixed_body(&head)).unwrap();
+    assert_eq!(body["data"][0]["id"], "m");
+    assert!(server.requests().is_empty());
+    let listings = server.listings();
+    assert_eq!(listings.len(), 2);
+    assert_eq!(listings[1].path, "/v1/models?limit=5");
 }
 
 #[test]

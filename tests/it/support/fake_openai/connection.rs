@@ -117,6 +117,28 @@ impl Connection {
     fn answer(&mut self, head: Head, body: Vec<u8>) -> Result<(), Ended> {
         let is_model_call = head.method == "POST" && REPLY_PATHS.contains(&head.path.as_str());
         let description = format!("{} {}", head.method, head.path);
+        let route = head.path.split('?').next().unwrap_or_default();
+        if head.method == "GET" && route.ends_with("/models") {
+            let listed = {
+                let mut state = self.shared.state();
+                state.listings.push(Recorded {
+                    method: head.method,
+                    path: head.path,
+                    headers: head.headers,
+                    body: parse_body(&body),
+                });
+                self.shared.changed.notify_all();
+                state.model_list.clone()
+            };
+            return match listed {
+                Some(list) => self.send_fixed(200, &[], &list),
+                None => self.send_fixed(
+                    404,
+                    &[],
+                    &error_body("fake server: no model list served", "not_found"),
+                ),
+            };
+        }
         let reply = {
             let mut state = self.shared.state();
             state.requests.push(Recorded {

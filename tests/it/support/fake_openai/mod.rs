@@ -133,6 +133,10 @@ struct Shared {
 struct State {
     replies: VecDeque<Reply>,
     requests: Vec<Recorded>,
+    /// The body served at `GET …/models` (404 when unset).
+    model_list: Option<String>,
+    /// The model list requests, kept apart from the model calls.
+    listings: Vec<Recorded>,
     /// Clients that went away while a reply was streaming or stalled.
     disconnects: usize,
 }
@@ -200,12 +204,24 @@ impl FakeServer {
         self.shared.state().replies.push_back(reply);
     }
 
+    /// Serves `body` (JSON) at `GET /v1/models` from now on.
+    pub fn serve_models(&self, body: serde_json::Value) {
+        self.shared.state().model_list = Some(body.to_string());
+    }
+
+    /// The model list requests (`GET …/models`) received so far; they are
+    /// not among [`FakeServer::requests`].
+    pub fn listings(&self) -> Vec<Recorded> {
+        self.shared.state().listings.clone()
+    }
+
     /// Replies queued but not used yet.
     pub fn pending_replies(&self) -> usize {
         self.shared.state().replies.len()
     }
 
-    /// Every request received so far, in order of arrival.
+    /// Every request received so far but model list requests, in order of
+    /// arrival.
     pub fn requests(&self) -> Vec<Recorded> {
         self.shared.state().requests.clone()
     }

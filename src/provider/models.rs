@@ -1,0 +1,237 @@
+//! Model lists: what a provider's list endpoint says it serves, and which
+//! of those ids are chat models at all.
+//!
+//! Chat Completions and Responses servers answer `GET {base}/models` with
+//! `{"data": [{"id": …}]}` and a bearer key; Anthropic-style servers answer
+//! `GET {base}/v1/models` with `{"data": [{"id": …, "display_name": …}]}`
+//! and take the key as `x-api-key` with an `anthropic-version` header.
+
+use crate::config::ProviderKind;
+use serde_json::Value;
+use std::io::Read;
+use std::time::Duration;
+
+/// How long a list request may take: it runs while the agent starts.
+const LIST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The most bytes of a model list read (a gateway with wildcard routes
+/// lists thousands of ids; that is well under this).
+const LIST_BYTES: u64 = 4 * 1024 * 1024;
+
+/// One model a server lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub id: String,
+    /// A name for people, when the server gives one.
+    pub name: Option<String>,
+}
+
+/// The list endpoint of a provider kind at `base`.
+pub fn list_url(kind: ProviderKind, base: &str) -> String {
+    let base = base.trim_end_matches('/');
+    match kind {
+        ProviderKind::Anthropic if base.ends_with("/v1") => format!("{base}/models?limit=1000"),
+        ProviderKind::Anthropic => format!("{base}/v1/models?limit=1000"),
+        ProviderKind::Openai | ProviderKind::Responses => format!("{base}/models"),
+    }
+}
+
+/// Asks the server which models it serves, in the server's own order,
+/// chat models only. An error says why in words a person can act on.
+pub fn list(kind: ProviderKind, base: &str, key: Option<&str>) -> Result<Vec<Listed>, String> {
+    let url = list_url(kind, base);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(LIST_TIMEOUT))
+        .http_status_as_error(false)
+        .user_agent(super::http::USER_AGENT)
+        .build()
+        .into();
+    let mut request = agent.get(&url);
+    match (kind, key) {
+        (ProviderKind::Anthropic, key) => {
+            request = request.header("anthropic-version", super::anthropic::API_VERSION);
+            if let Some(key) = key {
+                request = request.header("x-api-key", key);
+            }
+        }
+        (_, Some(key)) => request = request.header("Authorization", format!("Bearer {key}")),
+        (_, None) => {}
+    }
+    let response = request
+        .call()
+        .map_err(|err| format!("GET {url} failed: {err}"))?;
+    let status = response.status().as_u16();
+    let mut bytes = Vec::new();
+    response
+        .into_body()
+        .into_reader()
+        .take(LIST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| format!("reading the model list of {url} failed: {err}"))?;
+    if status != 200 {
+        return Err(format!("GET {url} answered HTTP {status}"));
+    }
+    if bytes.len() as u64 > LIST_BYTES {
+        return Err(format!("the model list of {url} is larger than 4 MiB"));
+    }
+    let value: Value = serde_json::from_slice(&bytes)
+        .map_err(|err| format!("the model list of {url} is not JSON: {err}"))?;
+    Ok(parse(&value))
+}
+
+/// The chat models of a list answer, in its order, without repeats.
+pub fn parse(value: &Value) -> Vec<Listed> {
+    let mut listed: Vec<Listed> = Vec::new();
+    let entries = value["data"]
+        .as_array()
+        .or_else(|| value["models"].as_array());
+    for entry in entries.into_iter().flatten() {
+        let Some(id) = entry["id"].as_str().or_else(|| entry["name"].as_str()) else {
+            continue;
+        };
+        if id.is_empty() || id.len() > 200 || id.chars().any(char::is_control) {
+            continue;
+        }
+        if !is_chat_model(id) || listed.iter().any(|l| l.id == id) {
+            continue;
+        }
+        let name = entry["display_name"]
+            .as_str()
+            .filter(|name| !name.is_empty() && name.len() <= 200)
+            .map(str::to_string);
+        listed.push(Listed {
+            id: id.to_string(),
+            name,
+        });
+    }
+    listed
+}
+
+/// Words that mark a model that does not chat: embeddings, speech and
+/// transcription, images and video, moderation, realtime audio, rerankers
+/// and the old completion-only engines.
+const NOT_CHAT: [&str; 22] = [
+    "embed",
+    "tts",
+    "speech",
+    "whisper",
+    "transcri",
+    "audio",
+    "dall-e",
+    "image",
+    "imagen",
+    "stable-diffusion",
+    "sdxl",
+    "flux",
+    "sora",
+    "video",
+    "moderation",
+    "realtime",
+    "rerank",
+    "davinci",
+    "babbage",
+    "ada-0",
+    "guard",
+    "ocr",
+];
+
+/// Whether an id names a model that takes a conversation. Gateways list
+/// routes such as `1024-x-1024/dall-e-3` or `hd/…`: a size or quality
+/// segment marks an image route.
+pub fn is_chat_model(id: &str) -> bool {
+    let lower = id.to_ascii_lowercase();
+    if NOT_CHAT.iter().any(|word| lower.contains(word)) {
+        return false;
+    }
+    !lower.split('/').any(|segment| {
+        matches!(segment, "hd" | "standard" | "low" | "medium" | "high") || is_size(segment)
+    })
+}
+
+/// `1024-x-1024`, `512x512`, `1792-x-1024`.
+fn is_size(segment: &str) -> bool {
+    let compact = segment.replace("-x-", "x");
+    let Some((width, height)) = compact.split_once('x') else {
+        return false;
+    };
+    !width.is_empty()
+        && !height.is_empty()
+        && width.bytes().all(|b| b.is_ascii_digit())
+        && height.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn non_chat_ids_are_filtered() {
+        for id in [
+            "text-embedding-3-small",
+            "tts-1-hd",
+            "whisper-1",
+            "gpt-4o-transcribe",
+            "gpt-4o-mini-tts",
+            "dall-e-3",
+            "gpt-image-1",
+            "1024-x-1024/dall-e-2",
+            "256x256/some-model",
+            "hd/1792-x-1024/dall-e-3",
+            "omni-moderation-latest",
+            "gpt-4o-realtime-preview",
+            "gpt-4o-audio-preview",
+            "babbage-002",
+            "cohere/rerank-v3.5",
+            "sora-2",
+            "nomic-embed-text:latest",
+        ] {
+            assert!(!is_chat_model(id), "{id}");
+        }
+        for id in [
+            "gpt-4.1-mini",
+            "claude-sonnet-4-5",
+            "anthropic/claude-3-7-sonnet",
+            "qwen3:8b",
+            "deepseek-r1",
+            "o3-mini",
+            "llama-3.3-70b-instruct",
+            "mistral-large-2411",
+        ] {
+            assert!(is_chat_model(id), "{id}");
+        }
+    }
+
+    #[test]
+    fn both_list_shapes_parse_in_server_order_without_repeats() {
+        let openai = json!({"object": "list", "data": [
+            {"id": "zeta", "object": "model"}, {"id": "alpha"}, {"id": "zeta"},
+            {"id": "text-embedding-3-large"}, {"object": "no id"}, {"id": "bad\nid"}
+        ]});
+        let ids: Vec<String> = parse(&openai).into_iter().map(|l| l.id).collect();
+        assert_eq!(ids, ["zeta", "alpha"]);
+        let anthropic = json!({"data": [
+            {"type": "model", "id": "claude-opus-4-1", "display_name": "Claude Opus 4.1"}
+        ], "has_more": false});
+        assert_eq!(
+            parse(&anthropic),
+            [Listed {
+                id: "claude-opus-4-1".into(),
+                name: Some("Claude Opus 4.1".into())
+            }]
+        );
+        assert!(parse(&json!({"data": "nope"})).is_empty());
+        assert_eq!(
+            list_url(ProviderKind::Anthropic, "http://gw/v1/"),
+            "http://gw/v1/models?limit=1000"
+        );
+        assert_eq!(
+            list_url(ProviderKind::Anthropic, "http://gw"),
+            "http://gw/v1/models?limit=1000"
+        );
+        assert_eq!(
+            list_url(ProviderKind::Openai, "http://gw/v1"),
+            "http://gw/v1/models"
+        );
+    }
+}
