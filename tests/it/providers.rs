@@ -855,6 +855,26 @@ fn a_500_is_retried_with_backoff_and_retry_after_ms_is_honoured() {
     assert_eq!(server.requests().len(), 3);
 }
 
+/// A gateway that forwards its upstream's hint with an `llm_provider-`
+/// prefix: the hint is honoured like the plain header.
+#[test]
+fn a_gateway_prefixed_retry_hint_is_honoured() {
+    let server = FakeServer::start();
+    server.push(Reply::Status {
+        code: 429,
+        body: json!({"error": {"message": "upstream rate limit"}}).to_string(),
+        headers: vec![("llm_provider-retry-after-ms".into(), "300".into())],
+    });
+    server.push(Reply::Sse(chat_text(&["After the hint."])));
+    let (mut agent, session) = retry_session(&server, &[]);
+    let (result, messages) = prompt_ok(&mut agent, &session, "hello");
+    assert_eq!(result["stopReason"], "end_turn");
+    let thoughts = updates_text(&messages, "agent_thought_chunk");
+    assert_eq!(retry_lines(&messages), 1, "{thoughts}");
+    assert!(thoughts.contains("retrying in 0.3 s"), "{thoughts}");
+    assert_eq!(server.requests().len(), 2);
+}
+
 #[test]
 fn a_stream_that_ends_before_its_first_event_is_retried() {
     let server = FakeServer::start();
@@ -1892,4 +1912,51 @@ fn setup_takes_a_listed_model_and_accepts_a_whole_json_answer() {
     assert!(stderr.contains("--model"), "{stderr}");
     assert!(!config.exists());
     assert!(bare.requests().is_empty());
+}
+
+/// A small output limit with high effort: the thinking budget leaves the
+/// visible answer at least 1,024 tokens, raising `max_tokens` when even
+/// the smallest budget does not fit under the configured limit.
+#[test]
+fn the_thinking_budget_leaves_room_for_the_answer() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(anthropic_answer("Short.", "end_turn")));
+    server.push(Reply::Sse(anthropic_answer("Roomy.", "end_turn")));
+    let home = temp_dir("budget-floor");
+    let config = write_config(
+        &home,
+        &json!({
+            "providers": {"claude": {"kind": "anthropic",
+                                     "base_url": format!("http://{}", server.address()),
+                                     "api_key_env": "FAKE_ANTHROPIC_KEY"}},
+            "models": {
+                "claude/tiny": {"max_output_tokens": 2000, "reasoning": true, "efforts": ["high"]},
+                "claude/mid": {"max_output_tokens": 6000, "reasoning": true, "efforts": ["high"]},
+            },
+            "defaults": {"model": "claude/tiny"},
+        }),
+    );
+    let mut agent = agent_with_config(&config, &[], &[("FAKE_ANTHROPIC_KEY", "k")]);
+    let session = new_session(&mut agent, &temp_dir("budget-ws")).unwrap();
+    let id = session["sessionId"].as_str().unwrap().to_string();
+    let set = |agent: &mut Agent, option: &str, value: &str| {
+        call(
+            agent,
+            "session/set_config_option",
+            json!({"sessionId": id, "configId": option, "value": value}),
+        )
+        .unwrap();
+    };
+    set(&mut agent, "effort", "high");
+    prompt_ok(&mut agent, &id, "one");
+    set(&mut agent, "model", "claude/mid");
+    set(&mut agent, "effort", "high");
+    prompt_ok(&mut agent, &id, "two");
+    let requests = server.wait_requests(2, WAIT);
+    let tiny = &requests[0].body;
+    assert_eq!(tiny["thinking"]["budget_tokens"], 1024, "{tiny}");
+    assert_eq!(tiny["max_tokens"], 5120, "{tiny}");
+    let mid = &requests[1].body;
+    assert_eq!(mid["max_tokens"], 6000, "{mid}");
+    assert_eq!(mid["thinking"]["budget_tokens"], 6000 - 1024, "{mid}");
 }
