@@ -7,6 +7,7 @@
 
 use crate::agent::permission::Policy;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -128,6 +129,65 @@ pub struct Config {
     pub tools: ToolSettings,
     #[serde(default, skip_serializing_if = "Limits::is_default")]
     pub limits: Limits,
+    #[serde(default, skip_serializing_if = "ContextSettings::is_default")]
+    pub context: ContextSettings,
+}
+
+/// How the conversation is kept inside the model's window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextSettings {
+    /// Compact automatically when the next request would pass this share
+    /// of the window: a number from 0.3 to 0.95 (default 0.8), or "off".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_compact: Option<Value>,
+    /// Tool results larger than this go to the model as head and tail,
+    /// with the whole kept in a file (default 32 KiB; at least 4 KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_output_bytes: Option<u64>,
+}
+
+/// The default share of the window that triggers compaction.
+pub const DEFAULT_COMPACT_AT: f64 = 0.8;
+/// The default cap of one tool result as the model sees it.
+pub const DEFAULT_TOOL_OUTPUT_BYTES: usize = 32 * 1024;
+
+impl ContextSettings {
+    fn is_default(&self) -> bool {
+        *self == ContextSettings::default()
+    }
+
+    /// The share of the window that triggers compaction, `None` for off.
+    pub fn compact_at(&self) -> Option<f64> {
+        match &self.auto_compact {
+            None => Some(DEFAULT_COMPACT_AT),
+            Some(value) => value.as_f64(),
+        }
+    }
+
+    /// The cap of one tool result as the model sees it.
+    pub fn tool_output_bytes(&self) -> usize {
+        self.tool_output_bytes
+            .and_then(|v| usize::try_from(v).ok())
+            .unwrap_or(DEFAULT_TOOL_OUTPUT_BYTES)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match &self.auto_compact {
+            None => {}
+            Some(Value::String(word)) if word == "off" => {}
+            Some(value) if value.as_f64().is_some_and(|v| (0.3..=0.95).contains(&v)) => {}
+            Some(other) => {
+                return Err(format!(
+                    "context.auto_compact must be a number from 0.3 to 0.95 or \"off\", not {other}"
+                ))
+            }
+        }
+        if self.tool_output_bytes.is_some_and(|v| v < 4096) {
+            return Err("context.tool_output_bytes must be at least 4096".into());
+        }
+        Ok(())
+    }
 }
 
 /// Size limits on what model servers and workspace files can make Spindle
@@ -187,6 +247,7 @@ impl Limits {
                 .edit_file_bytes
                 .filter(|v| *v > 0)
                 .unwrap_or(defaults.edit),
+            page: defaults.page,
         }
     }
 
@@ -263,6 +324,10 @@ impl Config {
                 ));
             }
         }
+        config
+            .context
+            .check()
+            .map_err(|problem| format!("{}: {problem}", path.display()))?;
         Ok(config)
     }
 

@@ -63,6 +63,10 @@ pub struct Message {
     /// store); providers read them when they build a request.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<Image>,
+    /// For a tool result cut to its head and tail, or elided: the file
+    /// that holds the whole output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_output: Option<std::path::PathBuf>,
 }
 
 /// An image attached to a message.
@@ -103,6 +107,7 @@ impl Message {
             tool_call_id: None,
             provider_data: Value::Null,
             images: Vec::new(),
+            full_output: None,
         }
     }
 
@@ -115,6 +120,7 @@ impl Message {
             tool_call_id: None,
             provider_data: Value::Null,
             images: Vec::new(),
+            full_output: None,
         }
     }
 
@@ -127,6 +133,7 @@ impl Message {
             tool_call_id: Some(call_id.into()),
             provider_data: Value::Null,
             images: Vec::new(),
+            full_output: None,
         }
     }
 }

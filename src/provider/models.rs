@@ -19,11 +19,83 @@ const LIST_TIMEOUT: Duration = Duration::from_secs(3);
 const LIST_BYTES: u64 = 4 * 1024 * 1024;
 
 /// One model a server lists.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Listed {
     pub id: String,
     /// A name for people, when the server gives one.
     pub name: Option<String>,
+    /// The context window, when the server says (in tokens).
+    pub context_window: Option<u64>,
+    /// The most output tokens, when the server says.
+    pub max_output: Option<u64>,
+}
+
+/// Where servers put a model's context window in their list entries:
+/// OpenRouter, LM Studio and Together (`context_length`), OpenRouter's
+/// `top_provider`, Groq and others (`context_window`), vLLM
+/// (`max_model_len`), LM Studio's native list (`max_context_length`),
+/// llama.cpp (`meta.n_ctx_train`, or `n_ctx`), gateways' model info
+/// (`max_input_tokens`).
+const WINDOW_FIELDS: [&[&str]; 8] = [
+    &["context_length"],
+    &["top_provider", "context_length"],
+    &["context_window"],
+    &["max_model_len"],
+    &["max_context_length"],
+    &["meta", "n_ctx"],
+    &["meta", "n_ctx_train"],
+    &["max_input_tokens"],
+];
+
+/// Where they put the output limit.
+const OUTPUT_FIELDS: [&[&str]; 3] = [
+    &["top_provider", "max_completion_tokens"],
+    &["max_output_tokens"],
+    &["max_completion_tokens"],
+];
+
+/// The first plausible token count at one of `fields`.
+fn limit_of(entry: &Value, fields: &[&[&str]]) -> Option<u64> {
+    fields.iter().find_map(|path| {
+        let value = path.iter().fold(entry, |value, key| &value[*key]);
+        value
+            .as_u64()
+            .or_else(|| value.as_str().and_then(|text| text.parse().ok()))
+            .filter(|tokens| (1_024..=20_000_000).contains(tokens))
+    })
+}
+
+/// The context window and output limit of well-known model families, by
+/// id (a gateway's `provider/` prefix and date suffixes do not matter).
+pub fn known_limits(id: &str) -> Option<(u64, u64)> {
+    let id = id.to_ascii_lowercase();
+    let name = id.rsplit('/').next().unwrap_or(&id);
+    let table: [(&str, u64, u64); 16] = [
+        ("claude-opus-4", 200_000, 32_000),
+        ("claude-sonnet-4", 200_000, 64_000),
+        ("claude-4-sonnet", 200_000, 64_000),
+        ("claude-haiku-4", 200_000, 64_000),
+        ("claude-3-7-sonnet", 200_000, 64_000),
+        ("claude-3-5", 200_000, 8_192),
+        ("claude", 200_000, 4_096),
+        ("gpt-5", 400_000, 128_000),
+        ("gpt-4.1", 1_047_576, 32_768),
+        ("gpt-4o", 128_000, 16_384),
+        ("gpt-4-turbo", 128_000, 4_096),
+        ("gpt-3.5-turbo", 16_385, 4_096),
+        ("o4-mini", 200_000, 100_000),
+        ("o3", 200_000, 100_000),
+        ("o1", 200_000, 100_000),
+        ("gpt-oss", 131_072, 32_768),
+    ];
+    table.iter().find_map(|(family, window, output)| {
+        let matches = if family.starts_with('o') {
+            name.starts_with(family)
+        } else {
+            name.contains(family)
+        };
+        matches.then_some((*window, *output))
+    })
 }
 
 /// The list endpoint of a provider kind at `base`.
@@ -102,6 +174,8 @@ pub fn parse(value: &Value) -> Vec<Listed> {
         listed.push(Listed {
             id: id.to_string(),
             name,
+            context_window: limit_of(entry, &WINDOW_FIELDS),
+            max_output: limit_of(entry, &OUTPUT_FIELDS),
         });
     }
     listed
@@ -217,7 +291,8 @@ mod tests {
             parse(&anthropic),
             [Listed {
                 id: "claude-opus-4-1".into(),
-                name: Some("Claude Opus 4.1".into())
+                name: Some("Claude Opus 4.1".into()),
+                ..Listed::default()
             }]
         );
         assert!(parse(&json!({"data": "nope"})).is_empty());
@@ -233,5 +308,38 @@ mod tests {
             list_url(ProviderKind::Openai, "http://gw/v1"),
             "http://gw/v1/models"
         );
+    }
+
+    #[test]
+    fn windows_come_from_the_servers_own_fields_or_the_table() {
+        let list = json!({"data": [
+            {"id": "a", "context_length": 131072, "top_provider": {"max_completion_tokens": 8192}},
+            {"id": "b", "max_model_len": 32768},
+            {"id": "c", "meta": {"n_ctx_train": 4096}},
+            {"id": "d", "context_window": "65536"},
+            {"id": "e", "context_length": 12},
+            {"id": "f"}
+        ]});
+        let windows: Vec<Option<u64>> = parse(&list).iter().map(|l| l.context_window).collect();
+        assert_eq!(
+            windows,
+            [
+                Some(131072),
+                Some(32768),
+                Some(4096),
+                Some(65536),
+                None,
+                None
+            ]
+        );
+        assert_eq!(parse(&list)[0].max_output, Some(8192));
+        assert_eq!(
+            known_limits("anthropic/claude-sonnet-4-5-20250929"),
+            Some((200_000, 64_000))
+        );
+        assert_eq!(known_limits("gpt-4.1-mini"), Some((1_047_576, 32_768)));
+        assert_eq!(known_limits("o3-mini"), Some((200_000, 100_000)));
+        assert_eq!(known_limits("qwen3:8b"), None);
+        assert_eq!(known_limits("llama-o3-chat"), None);
     }
 }

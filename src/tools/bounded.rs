@@ -21,6 +21,8 @@ pub const EDIT_CAP: u64 = 8 * 1024 * 1024;
 pub struct FileLimits {
     pub whole: u64,
     pub edit: u64,
+    /// The most bytes one `read_file` call returns.
+    pub page: usize,
 }
 
 impl Default for FileLimits {
@@ -28,6 +30,7 @@ impl Default for FileLimits {
         FileLimits {
             whole: WHOLE_READ_CAP,
             edit: EDIT_CAP,
+            page: super::files::READ_BYTE_CAP,
         }
     }
 }

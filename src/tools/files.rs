@@ -133,7 +133,7 @@ pub fn read_file(
     // A file too large to hold is read from disk as a stream of lines.
     match bounded::open_regular(path) {
         Ok((_, size)) if size > limits.whole => {
-            return read_large(path, start, count, size, limits.whole);
+            return read_large(path, start, count, size, limits);
         }
         Err(ReadError::Missing) | Ok(_) => {}
         Err(error) => return Err(describe(path, error, limits.whole)),
@@ -171,7 +171,7 @@ pub fn read_file(
     let mut out = String::new();
     let mut shown_last = start - 1;
     for (index, line) in text.lines().enumerate().skip(start - 1).take(count) {
-        if out.len() + line.len() > READ_BYTE_CAP {
+        if out.len() + line.len() + 8 > limits.page {
             break;
         }
         out.push_str(&format!("{:>6}\t{}\n", index + 1, line));
@@ -180,7 +180,7 @@ pub fn read_file(
     if shown_last < start {
         // A single line longer than the cap: show its beginning.
         let line = text.lines().nth(start - 1).unwrap_or("");
-        let mut end = READ_BYTE_CAP.min(line.len());
+        let mut end = limits.page.saturating_sub(200).min(line.len());
         while !line.is_char_boundary(end) {
             end -= 1;
         }
@@ -207,10 +207,10 @@ fn read_large(
     start: usize,
     count: usize,
     size: u64,
-    cap: u64,
+    limits: FileLimits,
 ) -> Result<ReadResult, String> {
-    let window = bounded::stream_lines(path, start, count, READ_BYTE_CAP)
-        .map_err(|error| describe(path, error, cap))?;
+    let window = bounded::stream_lines(path, start, count, limits.page)
+        .map_err(|error| describe(path, error, limits.whole))?;
     if window.binary {
         return Err(format!(
             "{} is a binary file ({size} bytes); read_file only shows text",

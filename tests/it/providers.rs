@@ -580,10 +580,17 @@ fn anthropic_errors_carry_the_message_and_overloaded_is_retried() {
         anthropic_error_body("overloaded_error", "Overloaded"),
     ));
     server.push(Reply::Sse(anthropic_answer("Back.", "end_turn")));
-    server.push(Reply::status(
-        400,
-        anthropic_error_body("invalid_request_error", "prompt is too long: 210000 tokens"),
-    ));
+    let too_long = || {
+        Reply::status(
+            400,
+            anthropic_error_body("invalid_request_error", "prompt is too long: 210000 tokens"),
+        )
+    };
+    // Refused as too long: compacted (the summary), tried once more,
+    // refused again: the turn fails with what to do.
+    server.push(too_long());
+    server.push(Reply::Sse(anthropic_answer("Summary of hi.", "end_turn")));
+    server.push(too_long());
     let mut agent = anthropic_agent(&server);
     let session = new_session(&mut agent, &workspace("anthropic-errors")).unwrap();
     let session = session["sessionId"].as_str().unwrap().to_string();
@@ -591,11 +598,21 @@ fn anthropic_errors_carry_the_message_and_overloaded_is_retried() {
     assert_eq!(result["stopReason"], "end_turn");
     assert!(updates_text(&messages, "agent_thought_chunk").contains("retrying"));
     assert_eq!(updates_text(&messages, "agent_message_chunk"), "Back.");
-    let (error, _) = prompt_err(&mut agent, &session, "again");
+    let (error, messages) = prompt_err(&mut agent, &session, "again");
     assert_eq!(error["code"], -32603);
-    assert_eq!(error["data"]["code"], "provider_http_400");
+    assert_eq!(error["data"]["code"], "context_too_long");
+    assert_eq!(error["data"]["providerCode"], "provider_http_400");
     assert!(message_of(&error).contains("prompt is too long"), "{error}");
-    assert_eq!(server.requests().len(), 3);
+    assert!(message_of(&error).contains("new session"), "{error}");
+    assert!(updates_text(&messages, "agent_message_chunk").contains("Context compacted"));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 5);
+    // The retry starts with the summary and keeps the current prompt.
+    let retried = requests[4].body["messages"].as_array().unwrap();
+    let first = retried[0]["content"][0]["text"].as_str().unwrap();
+    assert!(first.contains("Summary of hi."), "{retried:#?}");
+    let last = retried.last().unwrap()["content"].as_array().unwrap();
+    assert_eq!(last.last().unwrap()["text"], "again");
 }
 
 #[test]

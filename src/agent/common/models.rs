@@ -5,7 +5,7 @@
 use super::options::Options;
 use crate::config::{Config, ModelConfig, ProviderKind};
 use crate::provider::http::Timeouts;
-use crate::provider::models::Listed;
+use crate::provider::models::{known_limits, Listed};
 use crate::provider::openai::ChatCompletions;
 use crate::provider::script::{Script, ScriptProvider};
 use crate::provider::Provider;
@@ -16,8 +16,13 @@ use std::sync::Arc;
 /// The scripted provider's one model.
 pub const SCRIPT_MODEL: &str = "script/scenario";
 
-/// Context window assumed for models whose size nobody configured.
-pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+/// Context window assumed for models whose size nobody configured, no
+/// server reported and the table does not know: small on purpose, since
+/// compacting early costs little and overflowing costs the turn.
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 32_768;
+
+/// Output limit assumed likewise.
+pub const DEFAULT_OUTPUT_LIMIT: u64 = 8_192;
 
 #[derive(Debug, Clone)]
 pub struct ModelEntry {
@@ -27,6 +32,9 @@ pub struct ModelEntry {
     /// The name the provider knows.
     pub model: String,
     pub config: ModelConfig,
+    /// What the provider's model list said of the window and output limit.
+    pub listed_window: Option<u64>,
+    pub listed_output: Option<u64>,
 }
 
 impl ModelEntry {
@@ -34,8 +42,24 @@ impl ModelEntry {
         self.config.name.clone().unwrap_or_else(|| self.id.clone())
     }
 
+    /// The context window: configured, else as the provider listed it,
+    /// else the table of known models, else a small default.
     pub fn context_window(&self) -> u64 {
-        self.config.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW)
+        self.config
+            .context_window
+            .or(self.listed_window)
+            .or_else(|| known_limits(&self.model).map(|(window, _)| window))
+            .unwrap_or(DEFAULT_CONTEXT_WINDOW)
+    }
+
+    /// The output limit, found the same way.
+    pub fn output_limit(&self) -> u64 {
+        self.config
+            .max_output_tokens
+            .map(u64::from)
+            .or(self.listed_output)
+            .or_else(|| known_limits(&self.model).map(|(_, output)| output))
+            .unwrap_or(DEFAULT_OUTPUT_LIMIT)
     }
 
     /// The effort levels the model takes (empty when it does not reason).
@@ -62,6 +86,8 @@ pub struct Registry {
     pub more_models: usize,
     /// The first chat model a server listed (`provider/model`).
     first_listed: Option<String>,
+    /// What servers listed, with the limits they gave.
+    listed: Vec<(String, Listed)>,
 }
 
 /// The most models taken from one server's list.
@@ -92,6 +118,7 @@ impl Registry {
             problems: Vec::new(),
             more_models: 0,
             first_listed: None,
+            listed: Vec::new(),
         };
         if let Some(path) = &options.script {
             let script = Script::load(path)?;
@@ -106,6 +133,8 @@ impl Registry {
                     name: Some("Scripted scenario".into()),
                     ..ModelConfig::default()
                 },
+                listed_window: None,
+                listed_output: None,
             });
             registry.default_model = Some(SCRIPT_MODEL.into());
         }
@@ -172,6 +201,9 @@ impl Registry {
             }
             match registry.discover(&name) {
                 Ok(listed) => {
+                    registry
+                        .listed
+                        .extend(listed.iter().map(|l| (name.clone(), l.clone())));
                     let extra = listed.len().saturating_sub(DISCOVERED_CAP);
                     registry.more_models += extra;
                     let mut kept: Vec<Listed> = listed.into_iter().take(DISCOVERED_CAP).collect();
@@ -185,10 +217,11 @@ impl Registry {
                     kept.sort_by(|a, b| a.id.cmp(&b.id));
                     for model in kept {
                         let config = ModelConfig {
-                            name: model.name,
+                            name: model.name.clone(),
                             ..ModelConfig::default()
                         };
-                        registry.add(&format!("{name}/{}", model.id), config);
+                        let id = format!("{name}/{}", model.id);
+                        registry.add(&id, config);
                     }
                 }
                 Err(problem) if named_provider.as_deref() != Some(name.as_str()) => {
@@ -210,6 +243,16 @@ impl Registry {
                 None => registry
                     .problems
                     .push(format!("model {wanted:?} names no usable provider")),
+            }
+        }
+        for entry in &mut registry.models {
+            let listed = registry
+                .listed
+                .iter()
+                .find(|(provider, l)| *provider == entry.provider && l.id == entry.model);
+            if let Some((_, listed)) = listed {
+                entry.listed_window = listed.context_window;
+                entry.listed_output = listed.max_output;
             }
         }
         if registry.default_model.is_none() {
@@ -273,6 +316,8 @@ impl Registry {
             provider: provider.to_string(),
             model: model.to_string(),
             config,
+            listed_window: None,
+            listed_output: None,
         });
     }
 

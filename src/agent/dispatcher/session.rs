@@ -17,6 +17,8 @@ pub struct Session {
     pub mcp_servers: Vec<Value>,
     /// The conversation as the model sees it.
     pub messages: Vec<Message>,
+    /// The conversation's size as the provider last reported it.
+    pub known: Option<crate::agent::turn::report::Known>,
     pub running: Option<RunningTurn>,
     pub usage: Usage,
     pub policy: Policy,
@@ -98,6 +100,7 @@ impl Session {
             cwd,
             mcp_servers,
             messages: Vec::new(),
+            known: None,
             running: None,
             usage: Usage::default(),
             policy,

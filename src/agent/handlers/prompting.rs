@@ -101,6 +101,7 @@ impl Dispatcher {
         if let Some(messages) = reloaded {
             if let Some(session) = self.sessions.get_mut(&session_id) {
                 session.messages = messages;
+                session.known = None;
             }
         }
         let (kind, model_text) = self.resolve_command(&session_id, &input.text, &registry)?;
@@ -213,6 +214,10 @@ impl Dispatcher {
             effort,
             max_output_tokens: entry.config.max_output_tokens,
             context_window: entry.context_window(),
+            compact_at: registry.config.context.compact_at(),
+            output_reserve: entry.output_limit().min(entry.context_window() / 4),
+            tool_output_cap: registry.config.context.tool_output_bytes(),
+            known: session.known,
             price: entry.config.price.clone(),
             cost_before: session.cost,
             read_only: session.mode == Mode::Plan,
@@ -255,6 +260,7 @@ impl Dispatcher {
                 Some(messages) => session.messages = messages,
                 None => session.messages.extend(end.added),
             }
+            session.known = end.known;
             session.add_usage(&end.usage);
             session.cost += end.cost;
             session.approvals = end.approvals;
@@ -361,7 +367,9 @@ impl Dispatcher {
                 }
                 return Ok((TurnKind::Model, prompt));
             }
-            Builtin::Compact => return Ok((TurnKind::Compact, text.to_string())),
+            Builtin::Compact => {
+                return Ok((TurnKind::Compact(arguments.to_string()), text.to_string()))
+            }
             Builtin::Help => {
                 let mut reply = String::from("Commands:\n");
                 for command in &available {
@@ -405,6 +413,7 @@ impl Dispatcher {
             Builtin::Clear => {
                 if let Some(session) = self.sessions.get_mut(session_id) {
                     session.messages.clear();
+                    session.known = None;
                 }
                 self.store()?
                     .replace_messages(session_id, &[])
@@ -504,8 +513,18 @@ impl Dispatcher {
             hidden.push(path.into());
         }
         hidden.push(crate::tools::logs::root(&self.db_path));
+        // A page of read_file always fits a tool result whole, so reading
+        // a kept output never spills again.
+        let mut file_limits = registry.config.limits.files();
+        file_limits.page = file_limits.page.min(
+            registry
+                .config
+                .context
+                .tool_output_bytes()
+                .saturating_sub(1024),
+        );
         Processes {
-            file_limits: registry.config.limits.files(),
+            file_limits,
             output_cap: crate::config::Limits::or(
                 registry.config.limits.command_output_bytes,
                 crate::tools::COMMAND_OUTPUT_CAP,

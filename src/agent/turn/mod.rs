@@ -8,6 +8,8 @@
 //! conversation and returns what the turn added.
 
 pub mod client;
+mod compaction;
+mod context;
 pub mod processes;
 mod record;
 pub mod report;
@@ -45,8 +47,8 @@ pub enum TurnKind {
     /// conversation is untouched.
     Local(String),
     /// The model summarises the conversation, which is then replaced by
-    /// the summary (`/compact`).
-    Compact,
+    /// the summary (`/compact`, with what to focus on).
+    Compact(String),
 }
 
 /// Everything a turn needs, handed over by the dispatcher.
@@ -70,6 +72,15 @@ pub struct Turn {
     pub effort: Option<String>,
     pub max_output_tokens: Option<u32>,
     pub context_window: u64,
+    /// The share of the window past which the conversation is compacted
+    /// (`None`: never automatically).
+    pub compact_at: Option<f64>,
+    /// Room kept for the model's answer inside the window.
+    pub output_reserve: u64,
+    /// The largest tool result the model gets whole.
+    pub tool_output_cap: usize,
+    /// The conversation's size as the provider last reported it.
+    pub known: Option<context::Known>,
     pub price: Option<Price>,
     /// What the session cost before this turn.
     pub cost_before: f64,
@@ -105,6 +116,11 @@ struct State {
     /// Model calls that finished, and how many of them reported usage.
     model_calls: usize,
     usage_reports: usize,
+    /// The conversation's size as last reported.
+    known: Option<context::Known>,
+    /// Whether the conversation was made smaller during the turn (then it
+    /// replaces the session's).
+    compacted: bool,
 }
 
 pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
@@ -147,6 +163,8 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 replaced: None,
                 model_calls: 0,
                 usage_reports: 0,
+                known: turn.known,
+                compacted: false,
             };
             let outcome = catch_unwind(AssertUnwindSafe(|| match &turn.kind {
                 TurnKind::Model => run(&turn, &mut sink, &mut state, &mut record),
@@ -157,7 +175,9 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                         .chunk(false, &sink.message_id, reply.as_str());
                     Ok(StopReason::EndTurn)
                 }
-                TurnKind::Compact => compact(&turn, &mut sink, &mut state),
+                TurnKind::Compact(focus) => {
+                    compaction::compact_command(&turn, &mut sink, &mut state, focus)
+                }
             }));
             let result = match outcome {
                 Ok(result) => result,
@@ -183,6 +203,8 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 };
                 let stop = stop.as_ref().and_then(Value::as_str);
                 let usage = serde_json::to_value(state.usage).unwrap_or_default();
+                // A replaced conversation holds the turn's messages too.
+                let mut tail = &state.added[record.committed..];
                 if let Some(messages) = &state.replaced {
                     if let Err(error) = record.store.replace_messages(&turn.session_id, messages) {
                         log::error!(
@@ -190,12 +212,13 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                             turn.session_id
                         );
                     }
+                    tail = &[];
                 }
                 if let Err(error) = record.store.end_turn(
                     &turn.session_id,
                     record.turn,
                     &events,
-                    &state.added[record.committed..],
+                    tail,
                     stop,
                     error,
                     &usage,
@@ -213,6 +236,7 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 added: state.added,
                 usage: state.usage,
                 usage_unknown: state.model_calls > 0 && state.usage_reports == 0,
+                known: state.known,
                 approvals: state.approvals,
                 cost: state.cost,
                 replaced: state.replaced,
@@ -234,6 +258,22 @@ fn run(
     record: &mut Option<Record>,
 ) -> Result<StopReason, RpcError> {
     let mut messages = turn.messages.clone();
+    let result = steps(turn, sink, state, record, &mut messages);
+    if state.compacted {
+        state.replaced = Some(messages);
+    }
+    result
+}
+
+/// The model/tool loop over `messages`, the conversation as the model
+/// sees it.
+fn steps(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    record: &mut Option<Record>,
+    messages: &mut Vec<Message>,
+) -> Result<StopReason, RpcError> {
     if !turn.images {
         for message in messages.iter_mut().filter(|m| !m.images.is_empty()) {
             for image in std::mem::take(&mut message.images) {
@@ -277,6 +317,11 @@ fn run(
             });
         }
     }
+    let fixed = context::fixed_bytes(&turn.system, &tools);
+    let keeper = context::Keeper {
+        dir: turn.processes.session_dir.as_deref(),
+    };
+    let mut refused_as_too_long = false;
     let mut steps = 0;
     loop {
         if turn.cancel.is_cancelled() {
@@ -284,6 +329,12 @@ fn run(
         }
         if steps >= turn.max_steps {
             return Ok(StopReason::MaxTurnRequests);
+        }
+        let pressure = compaction::Pressure::Threshold;
+        if let compaction::Fitted::Cancelled =
+            compaction::fit(turn, sink, state, messages, fixed, pressure)
+        {
+            return Ok(StopReason::Cancelled);
         }
         // Every completed step is stored before the next provider request.
         if steps > 0 {
@@ -297,7 +348,7 @@ fn run(
             session_id: &turn.session_id,
             model: &turn.model,
             system: &turn.system,
-            messages: &messages,
+            messages,
             tools: &tools,
             effort: turn.effort.as_deref(),
             max_output_tokens: turn.max_output_tokens,
@@ -306,6 +357,30 @@ fn run(
         let mut assistant = sink.take_message();
         let outcome = match streamed {
             Ok(outcome) => outcome,
+            // Refused as longer than the window: compact and try once more.
+            Err(StreamError::Failed(error))
+                if assistant.is_none()
+                    && !turn.cancel.is_cancelled()
+                    && context::is_too_long(error.status, &error.code, &error.message) =>
+            {
+                if !refused_as_too_long {
+                    refused_as_too_long = true;
+                    let refused = compaction::Pressure::Refused;
+                    match compaction::fit(turn, sink, state, messages, fixed, refused) {
+                        compaction::Fitted::Smaller => {
+                            steps -= 1;
+                            continue;
+                        }
+                        compaction::Fitted::Cancelled => return Ok(StopReason::Cancelled),
+                        compaction::Fitted::Unchanged => {}
+                    }
+                }
+                log::warn!(
+                    "model call refused as too long in session {}: {error}",
+                    turn.session_id
+                );
+                return Err(too_long(&error, turn.compact_at.is_some()));
+            }
             Err(error) => {
                 state.added.extend(assistant);
                 return match error {
@@ -320,7 +395,7 @@ fn run(
                 };
             }
         };
-        count_usage(turn, outcome.usage.as_ref(), state, sink.updates);
+        add_call_usage(turn, outcome.usage.as_ref(), state);
         let stop = match outcome.finish {
             Finish::ToolUse => None,
             Finish::EndTurn => Some(StopReason::EndTurn),
@@ -347,14 +422,23 @@ fn run(
             messages.push(message.clone());
             state.added.push(message);
         }
+        if let Some(usage) = &outcome.usage {
+            // The next request sends this conversation, answer included.
+            let tokens = usage.input_tokens + usage.output_tokens;
+            state.known = Some(context::Known {
+                tokens,
+                bytes: context::request_bytes(fixed, messages),
+            });
+            report_usage(turn, tokens, state, sink.updates);
+        }
         if turn.cancel.is_cancelled() {
-            answer_unrun(&outcome.tool_calls, &mut messages, state);
+            answer_unrun(&outcome.tool_calls, messages, state);
             return Ok(StopReason::Cancelled);
         }
         if let Some(stop) = stop {
             // Calls made by a model that then ran out of tokens or refused
             // do not run, but still need answers for the next request.
-            answer_unrun(&outcome.tool_calls, &mut messages, state);
+            answer_unrun(&outcome.tool_calls, messages, state);
             return Ok(stop);
         }
         let mut runner = Runner {
@@ -373,7 +457,9 @@ fn run(
         let mut cancelled_at = None;
         for (index, call) in outcome.tool_calls.iter().enumerate() {
             let result = runner.run(call);
-            results.push(Message::tool_result(&call.id, result.text));
+            let mut message = Message::tool_result(&call.id, result.text);
+            context::spill(&mut message, turn.tool_output_cap, &keeper);
+            results.push(message);
             if result.cancelled {
                 cancelled_at = Some(index + 1);
                 break;
@@ -384,55 +470,9 @@ fn run(
             state.added.push(message);
         }
         if let Some(done) = cancelled_at {
-            answer_unrun(&outcome.tool_calls[done..], &mut messages, state);
+            answer_unrun(&outcome.tool_calls[done..], messages, state);
             return Ok(StopReason::Cancelled);
         }
-    }
-}
-
-/// `/compact`: asks the model for a summary of the conversation (streamed
-/// to the user), which then replaces the conversation. The transcript keeps
-/// everything.
-fn compact(turn: &Turn, sink: &mut UpdateSink, state: &mut State) -> Result<StopReason, RpcError> {
-    let mut messages = turn.messages.clone();
-    if messages.is_empty() {
-        sink.begin_message();
-        sink.updates.borrow_mut().chunk(
-            false,
-            &sink.message_id,
-            "There is nothing to compact yet.",
-        );
-        return Ok(StopReason::EndTurn);
-    }
-    messages.push(Message::user(
-        "Summarise our conversation so far for your own later use: the task, what was decided, what was done (files changed, commands run and their results), what is left, and any facts needed to continue. Be complete but concise; plain text.",
-    ));
-    sink.begin_message();
-    let request = ModelRequest {
-        session_id: &turn.session_id,
-        model: &turn.model,
-        system: &turn.system,
-        messages: &messages,
-        tools: &[],
-        effort: turn.effort.as_deref(),
-        max_output_tokens: turn.max_output_tokens,
-    };
-    let streamed = turn.provider.stream(&request, sink, &turn.cancel);
-    let summary = sink.take_message().map(|m| m.text).unwrap_or_default();
-    match streamed {
-        Ok(outcome) => {
-            count_usage(turn, outcome.usage.as_ref(), state, sink.updates);
-            if summary.trim().is_empty() || turn.cancel.is_cancelled() {
-                return Ok(StopReason::Cancelled);
-            }
-            state.replaced = Some(vec![Message::user(format!(
-                "(This conversation was compacted. Summary of what came before:)\n{summary}"
-            ))]);
-            Ok(StopReason::EndTurn)
-        }
-        Err(StreamError::Cancelled) => Ok(StopReason::Cancelled),
-        Err(StreamError::Failed(_)) if turn.cancel.is_cancelled() => Ok(StopReason::Cancelled),
-        Err(StreamError::Failed(error)) => Err(provider_failure(&error)),
     }
 }
 
@@ -459,27 +499,50 @@ fn provider_failure(error: &crate::provider::ProviderError) -> RpcError {
     .with_data(data)
 }
 
-/// Adds a finished model call's usage to the turn's and reports it; a call
-/// without usage is counted as unknown.
-fn count_usage(turn: &Turn, usage: Option<&Usage>, state: &mut State, updates: &RefCell<Updates>) {
+/// The answer when the provider refuses the conversation as longer than
+/// the model's window, even after compacting it.
+fn too_long(error: &crate::provider::ProviderError, compacting: bool) -> RpcError {
+    let mut data = error.data();
+    data["code"] = json!("context_too_long");
+    data["providerCode"] = json!(error.code);
+    let advice = if compacting {
+        "even after compacting it. Start a new session, or /clear and say again what matters"
+    } else {
+        "and automatic compaction is off. Use /compact, /clear or a new session"
+    };
+    RpcError::new(
+        crate::rpc::code::INTERNAL_ERROR,
+        format!(
+            "Model provider error: the conversation is too long for the model's context window ({}), {advice}.",
+            error.message
+        ),
+    )
+    .with_data(data)
+}
+
+/// Adds a finished model call's usage and cost to the turn's; a call
+/// without usage counts as unknown.
+fn add_call_usage(turn: &Turn, usage: Option<&Usage>, state: &mut State) {
     state.model_calls += 1;
     if let Some(usage) = usage {
         state.usage_reports += 1;
         add_usage(&mut state.usage, usage);
-        report_usage(turn, usage, state, updates);
+        if let Some(price) = &turn.price {
+            state.cost += cost_of(usage, price);
+        }
     }
 }
 
-/// Sends `usage_update` after a model call: how full the context is, and
-/// what the session cost so far when the model has prices.
-fn report_usage(turn: &Turn, usage: &Usage, state: &mut State, updates: &RefCell<Updates>) {
+/// Sends `usage_update`: how full the context is (`used`, the size of the
+/// conversation as the next request sends it), and what the session cost
+/// so far when the model has prices.
+fn report_usage(turn: &Turn, used: u64, state: &State, updates: &RefCell<Updates>) {
     let mut update = json!({
         "sessionUpdate": "usage_update",
-        "used": usage.input_tokens + usage.output_tokens,
+        "used": used,
         "size": turn.context_window,
     });
     if let Some(price) = &turn.price {
-        state.cost += cost_of(usage, price);
         update["cost"] = json!({
             "amount": ((turn.cost_before + state.cost) * 1e6).round() / 1e6,
             "currency": price.currency,

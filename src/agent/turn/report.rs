@@ -36,6 +36,8 @@ pub struct TurnEnd {
     /// The model answered but never said what it used: the counts are
     /// unknown, not zero.
     pub usage_unknown: bool,
+    /// The conversation's size as the provider last reported it.
+    pub known: Option<Known>,
     /// The session's remembered approvals, with this turn's answers.
     pub approvals: Approvals,
     /// What this turn's model calls cost, when prices are known.
@@ -51,4 +53,12 @@ pub struct OutgoingRequest {
     pub method: &'static str,
     pub params: Value,
     pub reply: Sender<Result<Value, RpcError>>,
+}
+
+/// The last size the provider reported: `tokens` for a conversation of
+/// `bytes` (estimate bytes, as the turn counts them), its answer included.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Known {
+    pub tokens: u64,
+    pub bytes: u64,
 }
