@@ -126,14 +126,20 @@ fn whole_answer(body: &Value) -> Vec<String> {
 /// The JSON body of one request.
 fn body(request: &ModelRequest<'_>) -> Value {
     let (max_tokens, budget) = token_limits(request.max_output_tokens, request.effort);
+    let mut messages = messages_json(request.messages);
+    mark_cache_points(&mut messages);
     let mut body = json!({
         "model": request.model,
         "max_tokens": max_tokens,
         "stream": true,
-        "messages": messages_json(request.messages),
+        "messages": messages,
     });
     if !request.system.is_empty() {
-        body["system"] = json!(request.system);
+        body["system"] = json!([{
+            "type": "text",
+            "text": request.system,
+            "cache_control": cache_point(),
+        }]);
     }
     if let Some(budget) = budget {
         body["thinking"] = json!({ "type": "enabled", "budget_tokens": budget });
@@ -150,11 +156,46 @@ fn body(request: &ModelRequest<'_>) -> Value {
                 })
             })
             .collect();
+        let mut tools = tools;
+        if let Some(last) = tools.last_mut() {
+            last["cache_control"] = cache_point();
+        }
         body["tools"] = Value::Array(tools);
         // With thinking on, only `auto` and `none` are accepted.
         body["tool_choice"] = json!({ "type": "auto" });
     }
     body
+}
+
+/// The API allows four breakpoints: the tools and the system prompt take
+/// two, the conversation the other two.
+const CONVERSATION_CACHE_POINTS: usize = 2;
+
+/// A prompt-cache breakpoint: everything up to the marked block is cached
+/// for the next request (five minutes, refreshed on each hit).
+fn cache_point() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Marks the last block of the last user turn (the whole conversation is
+/// the prefix of the next request) and of the user turn before it (what
+/// the previous request cached, found again even when many blocks were
+/// added since). Thinking blocks cannot be marked; user turns end with
+/// text, images or tool results, which can.
+fn mark_cache_points(messages: &mut [Value]) {
+    let mut marked = 0;
+    for message in messages.iter_mut().rev() {
+        if marked == CONVERSATION_CACHE_POINTS {
+            break;
+        }
+        if message["role"] != "user" {
+            continue;
+        }
+        if let Some(block) = message["content"].as_array_mut().and_then(|c| c.last_mut()) {
+            block["cache_control"] = cache_point();
+            marked += 1;
+        }
+    }
 }
 
 /// The thinking budget an effort level asks for, or `None` when thinking
@@ -346,12 +387,16 @@ mod tests {
         assert_eq!(body["model"], "claude-test");
         assert_eq!(body["max_tokens"], 8192);
         assert_eq!(body["stream"], true);
-        assert_eq!(body["system"], "Be brief.");
+        let cached = json!({"type": "ephemeral"});
+        assert_eq!(
+            body["system"],
+            json!([{"type": "text", "text": "Be brief.", "cache_control": cached}])
+        );
         assert!(body.get("thinking").is_none());
         assert_eq!(
             body["tools"],
             json!([{ "name": "read_file", "description": "Read a file",
-                     "input_schema": { "type": "object" } }])
+                     "input_schema": { "type": "object" }, "cache_control": cached }])
         );
         assert_eq!(body["tool_choice"], json!({ "type": "auto" }));
         assert_eq!(
@@ -359,7 +404,7 @@ mod tests {
             json!([
                 { "role": "user", "content": [
                     { "type": "text", "text": "Fix it." },
-                    { "type": "text", "text": "Please." },
+                    { "type": "text", "text": "Please.", "cache_control": cached },
                 ] },
                 { "role": "assistant", "content": [
                     thinking[0], thinking[1],
@@ -371,10 +416,39 @@ mod tests {
                     { "type": "tool_result", "tool_use_id": "t1", "content": "fn main() {}" },
                     { "type": "tool_result", "tool_use_id": "t2", "content": "Error: no such file",
                       "is_error": true },
-                    { "type": "text", "text": "And then?" },
+                    { "type": "text", "text": "And then?", "cache_control": cached },
                 ] },
             ])
         );
+    }
+
+    #[test]
+    fn at_most_four_cache_points_and_never_on_thinking() {
+        let mut messages = Vec::new();
+        for n in 0..10 {
+            messages.push(Message::user(format!("question {n}")));
+            let mut answer = Message::assistant(format!("answer {n}"), "");
+            answer.provider_data = json!({"anthropic": {"thinking": [
+                {"type": "thinking", "thinking": "t", "signature": "s"}]}});
+            messages.push(answer);
+        }
+        messages.push(Message::user("last"));
+        let tools = [ToolSpec {
+            name: "a".into(),
+            description: "b".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        let body = body(&request(&messages, &tools)).to_string();
+        assert_eq!(body.matches("cache_control").count(), 4, "{body}");
+        let value: Value = serde_json::from_str(&body).unwrap();
+        for message in value["messages"].as_array().unwrap() {
+            for block in message["content"].as_array().unwrap() {
+                if block.get("cache_control").is_some() {
+                    assert_eq!(message["role"], "user");
+                    assert_ne!(block["type"], "thinking");
+                }
+            }
+        }
     }
 
     #[test]

@@ -473,9 +473,17 @@ fn anthropic_signed_thinking_text_tool_use_and_tool_result() {
             request.body["thinking"],
             json!({"type": "enabled", "budget_tokens": 8192})
         );
-        assert!(request.body["system"]
-            .as_str()
-            .is_some_and(|s| !s.is_empty()));
+        // The system prompt is one text block, a prompt-cache breakpoint.
+        let system = &request.body["system"][0];
+        assert!(system["text"].as_str().is_some_and(|s| !s.is_empty()));
+        assert_eq!(system["cache_control"], json!({"type": "ephemeral"}));
+        // Tools, system and at most two conversation points: four.
+        assert!(request.raw.matches("\"cache_control\"").count() <= 4);
+        let tools = request.body["tools"].as_array().unwrap();
+        assert_eq!(
+            tools.last().unwrap()["cache_control"],
+            json!({"type": "ephemeral"})
+        );
     }
     let body = &requests[0].body;
     let tool = body["tools"]
@@ -488,7 +496,8 @@ fn anthropic_signed_thinking_text_tool_use_and_tool_result() {
     assert_eq!(body["tool_choice"], json!({"type": "auto"}));
     assert_eq!(
         body["messages"],
-        json!([{"role": "user", "content": [{"type": "text", "text": "List the files"}]}])
+        json!([{"role": "user", "content": [{"type": "text", "text": "List the files",
+                                             "cache_control": {"type": "ephemeral"}}]}])
     );
 
     let sent = requests[1].body["messages"].as_array().unwrap();

@@ -75,6 +75,10 @@ pub(super) fn fit(
     let window = turn.context_window.max(1);
     let limit = ((window as f64 * share) as u64).min(window.saturating_sub(turn.output_reserve));
     let before = estimate(state, fixed, messages);
+    log::debug!(
+        "context of session {}: about {before} tokens, compaction past {limit} (window {window})",
+        turn.session_id
+    );
     if pressure == Pressure::Threshold && before <= limit {
         return Fitted::Unchanged;
     }

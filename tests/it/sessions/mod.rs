@@ -14,6 +14,7 @@
 //! in the submodules, one per area.
 
 mod cli;
+mod context;
 mod crash;
 mod database;
 mod lifecycle;

@@ -126,6 +126,7 @@ impl Connection {
                     path: head.path,
                     headers: head.headers,
                     body: parse_body(&body),
+                    raw: String::from_utf8_lossy(&body).into_owned(),
                 });
                 self.shared.changed.notify_all();
                 state.model_list.clone()
@@ -146,6 +147,7 @@ impl Connection {
                 path: head.path,
                 headers: head.headers,
                 body: parse_body(&body),
+                raw: String::from_utf8_lossy(&body).into_owned(),
             });
             let number = state.requests.len();
             self.shared.changed.notify_all();

@@ -102,6 +102,8 @@ pub struct Recorded {
     /// The body parsed as JSON; `Null` if empty, a JSON string holding the
     /// text if it is not JSON.
     pub body: Value,
+    /// The body exactly as sent (lossy UTF-8).
+    pub raw: String,
 }
 
 impl Recorded {

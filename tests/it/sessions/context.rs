@@ -1,0 +1,483 @@
+//! Context that never overflows: automatic compaction past the threshold
+//! (the transcript and its replay untouched), `/compact` with focus text,
+//! the fallback to elision when the summary fails, large tool outputs
+//! spilled to a file the model can read, the window a server's model list
+//! reports, a byte-stable request prefix, and cached tokens priced at
+//! their rate.
+
+use super::{live_history, load, text_prompt, without_user_chunks, Space, WAIT};
+use crate::support::fake_openai::{chat_text, chunk_tool_call, chunk_usage};
+use crate::support::fake_openai::{chunk_finish, chunk_role, done};
+use crate::support::store::{assert_same_updates, merge_chunks, session_updates};
+use crate::support::{write_file, Agent, FakeServer, Reply};
+use serde_json::{json, Value};
+
+/// What the summary request says, to find it among the requests.
+const SUMMARY_ASK: &str = "about to be replaced by your summary";
+
+/// The first words of the message a summary becomes.
+const SUMMARY_START: &str = "(The earlier conversation was compacted";
+
+/// An agent on the fake server through a config file: one model `fake/ctx`
+/// with `model` settings, and `extra` top-level sections (`context`,
+/// `limits`).
+fn configured(space: &Space, server: &FakeServer, model: Value, extra: Value) -> Agent {
+    let config = space.base.join("config.json");
+    let mut file = json!({
+        "providers": {"fake": {"kind": "openai", "base_url": server.base_url(),
+                               "api_key_env": "FAKE_CTX_KEY"}},
+        "models": {"fake/ctx": model},
+        "defaults": {"model": "fake/ctx"},
+    });
+    for (key, value) in extra.as_object().into_iter().flatten() {
+        file[key] = value.clone();
+    }
+    std::fs::write(&config, file.to_string()).unwrap();
+    let db = space.db.arg();
+    let tmp = space.tmpdir();
+    let mut agent = Agent::spawn(
+        &[
+            "acp",
+            "--config",
+            config.to_str().unwrap(),
+            "--db",
+            &db,
+            "--permissions",
+            "yolo",
+        ],
+        &[("FAKE_CTX_KEY", "k"), ("TMPDIR", &tmp)],
+    );
+    agent.initialize();
+    agent
+}
+
+/// A prompt to its end: the answer and every message meanwhile.
+fn run(agent: &mut Agent, session: &str, text: &str) -> (Value, Vec<Value>) {
+    let id = agent.request("session/prompt", text_prompt(session, text));
+    agent.response(&id, WAIT)
+}
+
+fn updates<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == kind)
+        .collect()
+}
+
+fn message_text(messages: &[Value]) -> String {
+    updates(messages, "agent_message_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect()
+}
+
+/// A text answer without usage: the agent then estimates every size from
+/// the bytes (the fake usage of `chat_text` would calibrate it wrongly).
+fn plain(text: &str) -> Reply {
+    Reply::Sse(vec![
+        chunk_role(),
+        crate::support::fake_openai::chunk_content(text),
+        chunk_finish("stop"),
+        done(),
+    ])
+}
+
+/// The text of a Chat Completions message (string content).
+fn content(message: &Value) -> &str {
+    message["content"].as_str().unwrap_or_default()
+}
+
+fn is_summary_request(body: &Value) -> bool {
+    body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .is_some_and(|m| content(m).contains(SUMMARY_ASK))
+}
+
+#[test]
+fn a_long_session_compacts_once_and_its_transcript_stays_whole() {
+    let space = Space::new("ctx-long");
+    let server = FakeServer::start();
+    for _ in 0..6 {
+        server.push(plain("Noted."));
+    }
+    let mut agent = configured(
+        &space,
+        &server,
+        json!({"context_window": 16000}),
+        Value::Null,
+    );
+    let session = agent.new_session(&space.ws);
+    let prompts: Vec<String> = (0..5)
+        .map(|n| format!("Prompt {n}: {}", "lorem ipsum ".repeat(850)))
+        .collect();
+    let mut live = Vec::new();
+    let mut compacted_in = Vec::new();
+    for (n, text) in prompts.iter().enumerate() {
+        let (response, messages) = run(&mut agent, &session, text);
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        if message_text(&messages).contains("Context compacted") {
+            compacted_in.push(n);
+            // The editor sees the new, smaller size.
+            let sizes: Vec<u64> = updates(&messages, "usage_update")
+                .iter()
+                .filter_map(|u| u["used"].as_u64())
+                .collect();
+            assert!(
+                sizes.iter().any(|used| *used < 8_000),
+                "no usage_update with the drop: {sizes:?}"
+            );
+            assert!(updates(&messages, "usage_update")
+                .iter()
+                .all(|u| u["size"] == 16000));
+        }
+        live.extend(live_history(&session_updates(&messages, &session)));
+    }
+    let sizes: Vec<usize> = server.requests().iter().map(|r| r.raw.len()).collect();
+    assert_eq!(
+        compacted_in.len(),
+        1,
+        "compacted in {compacted_in:?}, request sizes {sizes:?}"
+    );
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 6);
+    let summaries: Vec<usize> = (0..requests.len())
+        .filter(|&i| is_summary_request(&requests[i].body))
+        .collect();
+    assert_eq!(summaries.len(), 1);
+    let at = summaries[0];
+    // The summary request carries no tools and ends with the instruction.
+    assert!(requests[at].body.get("tools").is_none());
+    let before = &requests[at - 1];
+    let after = &requests[at + 1];
+    assert!(
+        after.raw.len() < before.raw.len(),
+        "the request after compaction is not smaller: {} vs {}",
+        after.raw.len(),
+        before.raw.len()
+    );
+    let sent = after.body["messages"].as_array().unwrap();
+    assert_eq!(sent[0]["role"], "system");
+    assert!(
+        content(&sent[1]).starts_with(SUMMARY_START),
+        "{:#?}",
+        sent[1]
+    );
+    assert!(content(&sent[1]).contains("Noted."));
+    // The current prompt is there verbatim, and last.
+    let current = &prompts[compacted_in[0]];
+    assert_eq!(content(sent.last().unwrap()), current.as_str());
+
+    // The transcript keeps everything: every prompt replays, and the
+    // replay in another process is what the editor saw live.
+    let mut reader = space.reader();
+    let replay = load(&mut reader, &session, space.ws());
+    let users: String = replay
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "user_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    for text in &prompts {
+        assert!(users.contains(text.as_str()));
+    }
+    assert_same_updates(
+        &merge_chunks(&without_user_chunks(&live)),
+        &merge_chunks(&without_user_chunks(&replay)),
+        "live vs replay after compaction",
+    );
+
+    // The next prompt goes on from the compacted conversation.
+    server.push(plain("Still here."));
+    let (response, _) = run(&mut agent, &session, "and now?");
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let last = server.requests().pop().unwrap();
+    let sent = last.body["messages"].as_array().unwrap();
+    assert!(content(&sent[1]).starts_with(SUMMARY_START));
+    assert_eq!(content(sent.last().unwrap()), "and now?");
+    space.db.assert_sound();
+}
+
+#[test]
+fn compact_takes_focus_text() {
+    let space = Space::new("ctx-focus");
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["First answer."])));
+    server.push(Reply::Sse(chat_text(&["The summary."])));
+    server.push(Reply::Sse(chat_text(&["After."])));
+    let mut agent = configured(&space, &server, json!({}), Value::Null);
+    let session = agent.new_session(&space.ws);
+    run(&mut agent, &session, "Design the API");
+    let (response, messages) = run(&mut agent, &session, "/compact keep the API design details");
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let shown = message_text(&messages);
+    assert!(shown.contains("The summary."), "{shown}");
+    assert!(shown.contains("Context compacted"), "{shown}");
+    let requests = server.requests();
+    let ask = requests[1].body["messages"].as_array().unwrap();
+    let instruction = content(ask.last().unwrap());
+    assert!(instruction.contains(SUMMARY_ASK));
+    assert!(
+        instruction.contains("Give particular attention to: keep the API design details"),
+        "{instruction}"
+    );
+    run(&mut agent, &session, "next");
+    let sent = server.requests()[2].body["messages"].clone();
+    assert_eq!(sent.as_array().unwrap().len(), 3, "{sent:#?}");
+    assert!(content(&sent[1]).starts_with(SUMMARY_START));
+    assert!(content(&sent[1]).contains("The summary."));
+}
+
+/// A step that reads `path` with `read_file`.
+fn read_step(id: &str, path: &str) -> Reply {
+    Reply::Sse(vec![
+        chunk_role(),
+        chunk_tool_call(
+            0,
+            Some(id),
+            Some("read_file"),
+            &json!({"path": path}).to_string(),
+        ),
+        chunk_finish("tool_calls"),
+        done(),
+    ])
+}
+
+#[test]
+fn a_failing_summary_falls_back_to_eliding_old_outputs() {
+    let space = Space::new("ctx-fallback");
+    let line = "some file content that the model read earlier\n";
+    write_file(&space.ws, "big.txt", line.repeat(200));
+    let server = FakeServer::start();
+    for n in 0..6 {
+        server.push(read_step(&format!("r{n}"), "big.txt"));
+    }
+    // The summary request fails (not retried: a 400).
+    server.push(Reply::openai_error(
+        400,
+        "summaries are not allowed here",
+        "invalid_request_error",
+        "bad",
+    ));
+    for _ in 0..4 {
+        server.push(Reply::Sse(chat_text(&["Done reading."])));
+    }
+    let mut agent = configured(
+        &space,
+        &server,
+        json!({"context_window": 20000}),
+        json!({"context": {"auto_compact": 0.5}}),
+    );
+    let session = agent.new_session(&space.ws);
+    let big_prompt = format!("Read big.txt many times. {}", "context ".repeat(3000));
+    let (response, messages) = run(&mut agent, &session, &big_prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let shown = message_text(&messages);
+    assert!(shown.contains("Context compaction failed"), "{shown}");
+    assert!(shown.contains("summaries are not allowed here"), "{shown}");
+    assert!(shown.contains("Done reading."), "{shown}");
+    let requests = server.requests();
+    let failed = requests
+        .iter()
+        .position(|r| is_summary_request(&r.body))
+        .expect("a summary was asked for");
+    let next = &requests[failed + 1].body["messages"];
+    let stubs: Vec<&str> = next
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(content)
+        .filter(|text| text.contains("elided to save context"))
+        .collect();
+    assert!(!stubs.is_empty(), "{next:#}");
+    assert!(stubs[0].contains("read_file `big.txt`"), "{}", stubs[0]);
+    // The stub says where the whole output is, and it is there.
+    let path = stubs[0]
+        .split("the full text is in ")
+        .nth(1)
+        .and_then(|rest| rest.split(". Read it").next())
+        .unwrap();
+    assert!(std::fs::read_to_string(path).unwrap().contains(line));
+    // The prompt itself is never elided.
+    assert!(next
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| content(m) == big_prompt));
+}
+
+#[test]
+fn a_megabyte_of_tool_output_reaches_the_model_as_head_and_tail() {
+    let space = Space::new("ctx-spill");
+    let server = FakeServer::start();
+    let command = "seq 1 150000";
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        chunk_tool_call(
+            0,
+            Some("big_run"),
+            Some("run_command"),
+            &json!({ "command": command }).to_string(),
+        ),
+        chunk_finish("tool_calls"),
+        done(),
+    ]));
+    server.push(Reply::Sse(chat_text(&["Ran."])));
+    // Commands keep all their output here, so only the spill cuts it.
+    let mut agent = configured(
+        &space,
+        &server,
+        json!({"context_window": 1000000}),
+        json!({"limits": {"command_output_bytes": 2_000_000}}),
+    );
+    let session = agent.new_session(&space.ws);
+    let (response, _) = run(&mut agent, &session, "count");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let requests = server.requests();
+    let sent = requests[1].body["messages"].as_array().unwrap();
+    let result = content(sent.last().unwrap()).to_string();
+    assert!(result.len() <= 32 * 1024, "{}", result.len());
+    assert!(result.contains("\n1\n2\n3\n"), "the head is there");
+    assert!(result.contains("149999\n150000"), "the tail is there");
+    assert!(result.contains("bytes left out here"), "{result}");
+    let path = result
+        .split("The whole output (")
+        .nth(1)
+        .and_then(|rest| rest.split(") is in ").nth(1))
+        .and_then(|rest| rest.split(": read it with read_file").next())
+        .unwrap()
+        .to_string();
+    assert!(!path.starts_with(space.ws()), "kept outside the workspace");
+    let kept = std::fs::read_to_string(&path).unwrap();
+    assert!(kept.contains("\n75000\n"));
+
+    // The model reads the rest with read_file and a line range, without
+    // being asked to approve (the session's own folder).
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        chunk_tool_call(
+            0,
+            Some("read_rest"),
+            Some("read_file"),
+            &json!({"path": path, "start_line": 75000, "line_count": 3}).to_string(),
+        ),
+        chunk_finish("tool_calls"),
+        done(),
+    ]));
+    server.push(Reply::Sse(chat_text(&["Read it."])));
+    let (response, _) = run(&mut agent, &session, "read the middle");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let last = server.requests().pop().unwrap();
+    let read = content(last.body["messages"].as_array().unwrap().last().unwrap()).to_string();
+    assert!(read.contains("74999"), "{read}");
+    assert!(read.contains("75001"), "{read}");
+}
+
+#[test]
+fn the_window_comes_from_the_servers_model_list() {
+    let space = Space::new("ctx-window");
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [
+        {"id": "listed-model", "context_length": 20000},
+        {"id": "other", "max_model_len": 4096},
+    ]}));
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        crate::support::fake_openai::chunk_content("Hi."),
+        chunk_finish("stop"),
+        chunk_usage(120, 3),
+        done(),
+    ]));
+    let db = space.db.arg();
+    let base = server.base_url();
+    let mut agent = Agent::spawn(
+        &["acp", "--db", &db, "--model", "listed-model"],
+        &[("OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "k")],
+    );
+    agent.initialize();
+    let session = agent.new_session(&space.ws);
+    let (_, messages) = run(&mut agent, &session, "hi");
+    let usage = updates(&messages, "usage_update");
+    assert_eq!(usage.len(), 1, "{messages:#?}");
+    assert_eq!(usage[0]["size"], 20000);
+    assert_eq!(usage[0]["used"], 123);
+}
+
+#[test]
+fn request_prefixes_stay_byte_for_byte_the_same() {
+    let space = Space::new("ctx-prefix");
+    let server = FakeServer::start();
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        chunk_tool_call(
+            0,
+            Some("l1"),
+            Some("list_directory"),
+            &json!({"path": "."}).to_string(),
+        ),
+        chunk_finish("tool_calls"),
+        done(),
+    ]));
+    server.push(Reply::Sse(chat_text(&["One."])));
+    server.push(Reply::Sse(chat_text(&["Two."])));
+    server.push(Reply::Sse(chat_text(&["Three."])));
+    let mut agent = space.openai(&server);
+    let session = agent.new_session(&space.ws);
+    for text in ["first", "second", "third"] {
+        run(&mut agent, &session, text);
+    }
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    for pair in requests.windows(2) {
+        let earlier = &pair[0].raw;
+        let cut = earlier
+            .find("],\"model\"")
+            .expect("the messages come first in the body");
+        assert!(
+            pair[1].raw.starts_with(&earlier[..cut]),
+            "request {} does not start with the bytes of the one before",
+            pair[1].raw.len()
+        );
+        // The tools too, byte for byte.
+        let tools = |raw: &str| raw[raw.find("\"tools\":").unwrap()..].to_string();
+        assert_eq!(tools(earlier), tools(&pair[1].raw));
+    }
+}
+
+#[test]
+fn cached_tokens_are_priced_at_the_cached_rate() {
+    let space = Space::new("ctx-price");
+    let server = FakeServer::start();
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        crate::support::fake_openai::chunk_content("Priced."),
+        chunk_finish("stop"),
+        crate::support::wire::chat_usage(1_000_000, 100_000, 800_000, 0),
+        done(),
+    ]));
+    let mut agent = configured(
+        &space,
+        &server,
+        json!({"context_window": 2000000,
+               "price": {"input": 2.0, "output": 8.0, "cached_input": 0.5}}),
+        Value::Null,
+    );
+    let session = agent.new_session(&space.ws);
+    let (response, messages) = run(&mut agent, &session, "price it");
+    // 200k fresh at 2, 800k cached at 0.5, 100k out at 8 (per million).
+    let expected = 0.2 * 2.0 + 0.8 * 0.5 + 0.1 * 8.0;
+    let usage = updates(&messages, "usage_update");
+    let amount = usage[0]["cost"]["amount"].as_f64().unwrap();
+    assert!((amount - expected).abs() < 1e-9, "{amount} vs {expected}");
+    let meta = &response["result"]["_meta"]["spindle"]["usage"];
+    assert_eq!(meta["cachedReadTokens"], 800_000);
+    assert!((meta["cost"].as_f64().unwrap() - expected).abs() < 1e-9);
+    // /cost says the same.
+    let (_, messages) = run(&mut agent, &session, "/cost");
+    let text = message_text(&messages);
+    assert!(text.contains("800000 cached"), "{text}");
+    assert!(text.contains(&format!("{expected:.4}")), "{text}");
+}
