@@ -406,6 +406,14 @@ impl Dispatcher {
                         " The model has no price configured, so there is no cost to show.",
                     ),
                 }
+                let window = registry.model(&session.model).map(|m| m.context_window());
+                if let (Some(known), Some(window)) = (session.known, window) {
+                    let left = 100u64.saturating_sub(known.tokens * 100 / window.max(1));
+                    reply.push_str(&format!(
+                        " Context: about {} of {} tokens in use ({left}% left).",
+                        known.tokens, window
+                    ));
+                }
                 reply
             }
             Builtin::Model => self.command_option(session_id, registry, "model", arguments),

@@ -480,4 +480,8 @@ fn cached_tokens_are_priced_at_the_cached_rate() {
     let text = message_text(&messages);
     assert!(text.contains("800000 cached"), "{text}");
     assert!(text.contains(&format!("{expected:.4}")), "{text}");
+    assert!(
+        text.contains("Context: about 1100000 of 2000000 tokens in use (45% left)"),
+        "{text}"
+    );
 }
