@@ -28,8 +28,14 @@
 //!    event, while `read_file` scans a 4 GB (sparse) file, and while the
 //!    client reads nothing for 10 s of a fast stream; and the time to
 //!    answer `session/cancel` written right after a 60 MB line.
+//! 10. A long session and automatic compaction: 200 prompts in one session,
+//!    each a `read_file` of a 6 KB file, against a fake Chat Completions
+//!    server without usage, with `context.auto_compact` at its default and
+//!    off: the requests' size over the session, the compactions, and the
+//!    agent's own time per compaction.
 
 mod agent;
+mod context;
 mod cpu;
 mod fake_server;
 mod hostile;
@@ -101,6 +107,7 @@ fn main() -> ExitCode {
     let mut rows: Vec<Row> = Vec::new();
     let mut failed = false;
 
+    if std::env::var_os("ONLY10").is_none() {
     // 1 and 2: start-up latencies.
     startup::report_latencies(&bench, &mut rows, &mut failed);
     println!();
@@ -131,6 +138,11 @@ fn main() -> ExitCode {
 
     // 9: memory and cancel under hostile input.
     hostile::report_hostile(&bench, &mut rows, &mut failed);
+    println!();
+
+    }
+    // 10: a long session and automatic compaction.
+    context::report_context(&bench, &mut rows, &mut failed);
     println!();
 
     report::print_summary(&rows);

@@ -1098,7 +1098,7 @@ fn a_config_with_two_providers_offers_their_models_and_routes_to_each() {
                 "gamma": {"kind": "openai", "base_url": server.base_url(), "api_key_env": "GAMMA_KEY_UNSET"},
             },
             "models": {
-                "alpha/model-a": {"name": "Model A", "context_window": 1000,
+                "alpha/model-a": {"name": "Model A", "context_window": 100000,
                                   "price": {"input": 1.0, "output": 2.0}},
                 "beta/model-b": {"price": {"input": 3.0, "output": 4.0, "cached_input": 0.5,
                                            "currency": "EUR"}},
@@ -1147,7 +1147,7 @@ fn a_config_with_two_providers_offers_their_models_and_routes_to_each() {
     let (_, messages) = prompt_ok(&mut agent, &session, "hi again");
     assert_eq!(updates_text(&messages, "agent_message_chunk"), "from alpha");
     let usage = updates_of(&messages, "usage_update");
-    assert_eq!(usage[0]["size"], 1000);
+    assert_eq!(usage[0]["size"], 100000);
     assert_eq!(usage[0]["cost"]["currency"], "USD");
 
     let requests = server.wait_requests(2, WAIT);

@@ -103,7 +103,15 @@ pub(super) fn fit(
         return Fitted::Smaller;
     }
     let keep_bytes = (window / KEEP_SHARE * 4) as usize;
-    let Some(cut) = context::cut_point(messages, keep_bytes) else {
+    // One summary per turn past the threshold (a window the tools alone
+    // nearly fill would otherwise ask for one before every step), and
+    // none of a part too small to matter.
+    let cut = context::cut_point(messages, keep_bytes).filter(|&cut| {
+        let older: usize = messages[..cut].iter().map(context::message_bytes).sum();
+        let worth = older as u64 >= window / 10 * 4;
+        worth && (pressure == Pressure::Refused || state.summaries == 0)
+    });
+    let Some(cut) = cut else {
         return if saved > 0 {
             announce_elided(
                 turn,
@@ -118,6 +126,7 @@ pub(super) fn fit(
             Fitted::Unchanged
         };
     };
+    state.summaries += 1;
     match summarise(turn, sink, state, &messages[..cut], "", window) {
         Summary::Written(summary) => {
             // The current request, when the cut falls inside its turn, is

@@ -72,6 +72,12 @@ pub fn estimate(known: Option<Known>, bytes: u64) -> u64 {
     }
 }
 
+/// Whether a reported token count can belong to a request of `bytes`:
+/// text takes at least a token per twelve bytes, whatever the tokenizer.
+pub fn plausible(tokens: u64, bytes: u64) -> bool {
+    tokens.saturating_mul(12) >= bytes
+}
+
 /// A person's way of writing a size: `812 B`, `41 KB`, `1.2 MB`.
 pub fn size_text(bytes: usize) -> String {
     match bytes {
@@ -423,6 +429,7 @@ mod tests {
             0
         );
         assert_eq!(tokens_text(151_400), "151k");
+        assert!(plausible(1_000, 4_000) && !plausible(10, 40_000));
         assert_eq!(size_text(41_000), "41 KB");
     }
 

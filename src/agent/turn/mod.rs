@@ -121,6 +121,8 @@ struct State {
     /// Whether the conversation was made smaller during the turn (then it
     /// replaces the session's).
     compacted: bool,
+    /// Summaries asked for during the turn.
+    summaries: usize,
 }
 
 pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
@@ -165,6 +167,7 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 usage_reports: 0,
                 known: turn.known,
                 compacted: false,
+                summaries: 0,
             };
             let outcome = catch_unwind(AssertUnwindSafe(|| match &turn.kind {
                 TurnKind::Model => run(&turn, &mut sink, &mut state, &mut record),
@@ -425,10 +428,11 @@ fn steps(
         if let Some(usage) = &outcome.usage {
             // The next request sends this conversation, answer included.
             let tokens = usage.input_tokens + usage.output_tokens;
-            state.known = Some(context::Known {
-                tokens,
-                bytes: context::request_bytes(fixed, messages),
-            });
+            let bytes = context::request_bytes(fixed, messages);
+            // A count far below what the bytes could be (some servers
+            // report zeros) would hide a full window: estimate instead.
+            state.known =
+                context::plausible(tokens, bytes).then_some(context::Known { tokens, bytes });
             report_usage(turn, tokens, state, sink.updates);
         }
         if turn.cancel.is_cancelled() {

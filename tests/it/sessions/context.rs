@@ -251,19 +251,18 @@ fn a_failing_summary_falls_back_to_eliding_old_outputs() {
     let line = "some file content that the model read earlier\n";
     write_file(&space.ws, "big.txt", line.repeat(200));
     let server = FakeServer::start();
-    for n in 0..6 {
+    // Two reads; past the threshold after the second, the summary is
+    // asked for and fails (a 400 is not retried).
+    for n in 0..2 {
         server.push(read_step(&format!("r{n}"), "big.txt"));
     }
-    // The summary request fails (not retried: a 400).
     server.push(Reply::openai_error(
         400,
         "summaries are not allowed here",
         "invalid_request_error",
         "bad",
     ));
-    for _ in 0..4 {
-        server.push(Reply::Sse(chat_text(&["Done reading."])));
-    }
+    server.push(Reply::Sse(chat_text(&["Done reading."])));
     let mut agent = configured(
         &space,
         &server,
@@ -279,10 +278,12 @@ fn a_failing_summary_falls_back_to_eliding_old_outputs() {
     assert!(shown.contains("summaries are not allowed here"), "{shown}");
     assert!(shown.contains("Done reading."), "{shown}");
     let requests = server.requests();
+    assert_eq!(requests.len(), 4);
     let failed = requests
         .iter()
         .position(|r| is_summary_request(&r.body))
         .expect("a summary was asked for");
+    assert_eq!(failed, 2);
     let next = &requests[failed + 1].body["messages"];
     let stubs: Vec<&str> = next
         .as_array()
@@ -484,4 +485,32 @@ fn cached_tokens_are_priced_at_the_cached_rate() {
         text.contains("Context: about 1100000 of 2000000 tokens in use (45% left)"),
         "{text}"
     );
+}
+
+/// A window that the tools and a few results fill: one summary per turn
+/// at most, not one before every step.
+#[test]
+fn a_tight_window_asks_for_at_most_one_summary_per_turn() {
+    let space = Space::new("ctx-tight");
+    write_file(
+        &space.ws,
+        "big.txt",
+        "a line of some length here\n".repeat(300),
+    );
+    let server = FakeServer::start();
+    for n in 0..6 {
+        server.push(read_step(&format!("t{n}"), "big.txt"));
+    }
+    server.push(plain("Finished."));
+    let mut agent = configured(&space, &server, json!({"context_window": 12000}), json!({}));
+    let session = agent.new_session(&space.ws);
+    let (response, _) = run(&mut agent, &session, "read it over and over");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let summaries = server
+        .requests()
+        .iter()
+        .filter(|r| is_summary_request(&r.body))
+        .count();
+    assert_eq!(summaries, 1);
+    assert_eq!(server.pending_replies(), 0);
 }

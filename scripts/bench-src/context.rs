@@ -1,0 +1,757 @@
+//! Figure 10: a long session against automatic compaction. 200 prompts in
+//! one session, each answered by a `read_file` of a 6 KB file and a short
+//! text, against a fake Chat Completions server that reports no usage (so
+//! the agent estimates from bytes). Run once with `context.auto_compact` at
+//! its default and once with it off: the size of the requests over the
+//! session, the compactions seen by the server, and what a compaction adds
+//! to its prompt besides the model's time.
+
+use crate::agent::{new_session_in, AgentProcess};
+use crate::report::{group, Row, Stats};
+use crate::workspace::Bench;
+use crate::{INIT_TIMEOUT, SCRIPTED_PROMPT_TIMEOUT, SUGGESTED};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Prompts in the session.
+const PROMPTS: usize = 200;
+/// The model's window, from the config file.
+const WINDOW: u64 = 128_000;
+/// The prompts whose first request is shown.
+const SHOWN: [usize; 3] = [1, 50, PROMPTS];
+/// Lines of `data.txt` (about 6 KB).
+const DATA_LINES: usize = 100;
+
+/// Suggested target: the agent's own time per compaction.
+const SUGGESTED_COMPACTION_MS: f64 = 50.0;
+
+/// What the summary request's last message contains.
+const SUMMARY_MARK: &str = "about to be replaced by your summary";
+/// How a summary starts once it replaces the older conversation.
+const COMPACTED_MARK: &str = "(The earlier conversation was compacted";
+/// How an elided tool result starts.
+const STUB_MARK: &str = "[Output of ";
+
+const SERVER_WAIT: Duration = Duration::from_secs(2);
+
+/// Figure 10: runs the long session with and without automatic
+/// compaction, prints both and adds the rows.
+pub(crate) fn report_context(bench: &Bench, rows: &mut Vec<Row>, failed: &mut bool) {
+    println!(
+        "## 10. A long session and automatic compaction ({PROMPTS} prompts, each a read_file of a 6 KB file, {}-token window, fake Chat Completions server without usage)",
+        group(WINDOW)
+    );
+    let target = format!("< {SUGGESTED_COMPACTION_MS} ms ({SUGGESTED})");
+    let dir = match bench.context_dir() {
+        Ok(dir) => dir,
+        Err(err) => {
+            *failed = true;
+            println!("  FAILED: {err}");
+            rows.push(Row::failed("long session with compaction", &err, &target));
+            return;
+        }
+    };
+    let mut runs = Vec::new();
+    for setting in [Setting::Auto, Setting::Off] {
+        println!("  ({}) {}:", setting.letter(), setting.describe());
+        match bench.long_session(&dir, setting) {
+            Ok(run) => {
+                run.print(setting);
+                runs.push((setting, run));
+            }
+            Err(err) => {
+                *failed = true;
+                println!("    FAILED: {err}");
+                rows.push(Row::failed(
+                    &format!("long session, {}", setting.describe()),
+                    &err,
+                    &target,
+                ));
+            }
+        }
+    }
+    let auto = runs.iter().find(|(s, _)| *s == Setting::Auto).map(|r| &r.1);
+    let off = runs.iter().find(|(s, _)| *s == Setting::Off).map(|r| &r.1);
+
+    if let Some(auto) = auto {
+        let value = match auto.summary_overhead() {
+            Some(overhead) => Some((
+                "agent overhead per compaction (model excluded)",
+                overhead,
+                auto.summary_prompts().len(),
+            )),
+            // No summary: the elisions were the compactions.
+            None => auto.elision_overhead().map(|overhead| {
+                (
+                    "agent overhead per compaction (model excluded; elisions only, no summary)",
+                    overhead,
+                    auto.elision_prompts().len(),
+                )
+            }),
+        };
+        match value {
+            Some((figure, overhead, events)) => rows.push(Row::suggested(
+                figure,
+                format!("{:.1} ms (median, {events} compactions)", overhead * 1e3),
+                overhead * 1e3 < SUGGESTED_COMPACTION_MS,
+                &target,
+            )),
+            None => rows.push(Row::suggested(
+                "agent overhead per compaction (model excluded)",
+                format!("no compaction in {PROMPTS} prompts"),
+                false,
+                &target,
+            )),
+        }
+        rows.push(Row::info(
+            &format!("compactions in {PROMPTS} prompts, auto_compact 0.8"),
+            format!(
+                "{} summaries, {} elisions of old tool outputs",
+                auto.summary_prompts().len(),
+                auto.elision_prompts().len()
+            ),
+        ));
+    }
+    if let Some(off) = off {
+        rows.push(Row::info(
+            &format!("compactions in {PROMPTS} prompts, auto_compact off"),
+            format!(
+                "{} summaries, {} elisions",
+                off.summary_prompts().len(),
+                off.elision_prompts().len()
+            ),
+        ));
+    }
+    let at_end = |run: Option<&SessionRun>| {
+        run.and_then(|r| r.first_request(PROMPTS))
+            .map_or("-".to_string(), |bytes| size_and_tokens(bytes))
+    };
+    if auto.is_some() || off.is_some() {
+        rows.push(Row::info(
+            &format!("request at prompt {PROMPTS}, with compaction / without"),
+            format!("{} / {}", at_end(auto), at_end(off)),
+        ));
+    }
+}
+
+/// `1,234 bytes (~309 tokens)`: the body and its bytes/4 estimate.
+fn size_and_tokens(bytes: usize) -> String {
+    format!(
+        "{} bytes (~{} tokens)",
+        group(bytes as u64),
+        group(bytes.div_ceil(4) as u64)
+    )
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Setting {
+    Auto,
+    Off,
+}
+
+impl Setting {
+    fn letter(self) -> char {
+        match self {
+            Setting::Auto => 'a',
+            Setting::Off => 'b',
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Setting::Auto => "automatic compaction (auto_compact default, 0.8)",
+            Setting::Off => "without compaction (auto_compact \"off\")",
+        }
+    }
+}
+
+/// One session's prompts and the model requests they made.
+struct SessionRun {
+    /// Wall time of each prompt, from writing it to reading its answer.
+    prompts: Vec<f64>,
+    /// Every chat request, in the order the server received them.
+    requests: Vec<Served>,
+    /// Everything else the server was asked (method and path).
+    others: Vec<String>,
+    total: f64,
+    hwm_kib: Option<u64>,
+}
+
+impl SessionRun {
+    /// The body size of prompt `n`'s first request with the conversation
+    /// (not a summary request).
+    fn first_request(&self, n: usize) -> Option<usize> {
+        self.requests
+            .iter()
+            .find(|r| r.prompt == n && !r.summary)
+            .map(|r| r.bytes)
+    }
+
+    /// The prompts that made a summary request.
+    fn summary_prompts(&self) -> Vec<usize> {
+        let mut prompts: Vec<usize> = self
+            .requests
+            .iter()
+            .filter(|r| r.summary)
+            .map(|r| r.prompt)
+            .collect();
+        prompts.dedup();
+        prompts
+    }
+
+    /// The prompts in which more tool results arrived elided than in the
+    /// request before, and no summary was made.
+    fn elision_prompts(&self) -> Vec<usize> {
+        let summaries = self.summary_prompts();
+        let mut prompts = Vec::new();
+        let mut stubs = 0;
+        for request in self.requests.iter().filter(|r| !r.summary) {
+            if request.stubs > stubs
+                && !summaries.contains(&request.prompt)
+                && !prompts.contains(&request.prompt)
+            {
+                prompts.push(request.prompt);
+            }
+            stubs = request.stubs;
+        }
+        prompts
+    }
+
+    /// Median wall time of `with` minus the median of every other prompt.
+    fn added_time(&self, with: &[usize]) -> Option<f64> {
+        if with.is_empty() {
+            return None;
+        }
+        let (inside, outside): (Vec<(usize, f64)>, Vec<(usize, f64)>) = self
+            .prompts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (i + 1, *t))
+            .partition(|(n, _)| with.contains(n));
+        let median = |v: Vec<(usize, f64)>| {
+            Stats::of(&v.into_iter().map(|(_, t)| t).collect::<Vec<_>>()).median
+        };
+        Some(median(inside) - median(outside))
+    }
+
+    /// The server's own time on the summary requests (received to answer
+    /// written), median.
+    fn summary_server_time(&self) -> Option<f64> {
+        let times: Vec<f64> = self
+            .requests
+            .iter()
+            .filter(|r| r.summary)
+            .map(Served::server_time)
+            .collect();
+        (!times.is_empty()).then(|| Stats::of(&times).median)
+    }
+
+    /// What a summary adds to its prompt, the extra request's server time
+    /// taken out.
+    fn summary_overhead(&self) -> Option<f64> {
+        Some(self.added_time(&self.summary_prompts())? - self.summary_server_time()?)
+    }
+
+    /// What an elision alone adds to its prompt (no extra request).
+    fn elision_overhead(&self) -> Option<f64> {
+        self.added_time(&self.elision_prompts())
+    }
+
+    fn print(&self, setting: Setting) {
+        let summaries = self.requests.iter().filter(|r| r.summary).count();
+        println!(
+            "    {} prompts in {:.2} s, {} chat requests ({summaries} summary requests){}",
+            self.prompts.len(),
+            self.total,
+            self.requests.len(),
+            match self.hwm_kib {
+                Some(kib) => format!(", agent peak RSS {:.2} MiB", kib as f64 / 1024.0),
+                None => String::new(),
+            }
+        );
+        if !self.others.is_empty() {
+            println!(
+                "    other requests to the server (answered 404): {}",
+                self.others.join(", ")
+            );
+        }
+        for n in SHOWN {
+            match self.first_request(n) {
+                Some(bytes) => println!(
+                    "    first model request of prompt {n:>3}: {}",
+                    size_and_tokens(bytes)
+                ),
+                None => println!("    first model request of prompt {n:>3}: none seen"),
+            }
+        }
+        let largest = self.requests.iter().map(|r| r.bytes).max().unwrap_or(0);
+        println!("    largest request: {}", size_and_tokens(largest));
+        let summary_prompts = self.summary_prompts();
+        let elision_prompts = self.elision_prompts();
+        let list = |v: &[usize]| {
+            if v.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (prompts {})",
+                    v.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+                )
+            }
+        };
+        println!(
+            "    compactions: {} summary requests{}; {} elisions of old tool outputs without a summary{}",
+            summary_prompts.len(),
+            list(&summary_prompts),
+            elision_prompts.len(),
+            list(&elision_prompts)
+        );
+        for &n in &summary_prompts {
+            let before = self
+                .requests
+                .iter()
+                .rfind(|r| r.prompt < n && !r.summary);
+            let summary = self.requests.iter().find(|r| r.prompt == n && r.summary);
+            let after = self
+                .requests
+                .iter()
+                .find(|r| r.prompt == n && !r.summary && r.compacted);
+            if let (Some(before), Some(summary)) = (before, summary) {
+                println!(
+                    "      prompt {n}: last request before {}, summary request {}, first after {}",
+                    size_and_tokens(before.bytes),
+                    size_and_tokens(summary.bytes),
+                    after.map_or("none seen".to_string(), |r| size_and_tokens(r.bytes))
+                );
+            }
+        }
+        for &n in &elision_prompts {
+            let before = self.requests.iter().rfind(|r| r.prompt < n && !r.summary);
+            let after = self.requests.iter().find(|r| r.prompt == n && !r.summary);
+            if let (Some(before), Some(after)) = (before, after) {
+                println!(
+                    "      prompt {n}: last request before {}, first after the elision {} ({} results elided)",
+                    size_and_tokens(before.bytes),
+                    size_and_tokens(after.bytes),
+                    after.stubs
+                );
+            }
+        }
+        let stats = Stats::of(&self.prompts);
+        println!("    prompt wall time: {}", stats.describe_ms());
+        if setting == Setting::Auto {
+            match (
+                self.added_time(&summary_prompts),
+                self.summary_server_time(),
+                self.summary_overhead(),
+            ) {
+                (Some(added), Some(server), Some(overhead)) => println!(
+                    "    agent overhead per compaction (model excluded): {:.1} ms   (median prompt with a summary {:+.1} ms over the others, minus {:.1} ms median server time of the summary request)",
+                    overhead * 1e3,
+                    added * 1e3,
+                    server * 1e3
+                ),
+                _ => println!(
+                    "    agent overhead per compaction (model excluded): not measured, no summary request in {PROMPTS} prompts"
+                ),
+            }
+            if let Some(overhead) = self.elision_overhead() {
+                println!(
+                    "    agent overhead per elision without a summary: {:.1} ms   (median prompt with an elision over the others; no extra request)",
+                    overhead * 1e3
+                );
+            }
+            if summary_prompts.is_empty() && elision_prompts.is_empty() {
+                println!("    WARNING: no compaction at all in {PROMPTS} prompts");
+            }
+        } else if !summary_prompts.is_empty() || !elision_prompts.is_empty() {
+            println!("    WARNING: the context was compacted with auto_compact off");
+        }
+    }
+}
+
+impl Bench {
+    /// The session cwd of figure 10, with its `data.txt`.
+    fn context_dir(&self) -> Result<std::path::PathBuf, String> {
+        let io = |what: &str, err: std::io::Error| format!("{what}: {err}");
+        let dir = self.work.dir.join("context");
+        std::fs::create_dir_all(&dir).map_err(|e| io("cannot create the session cwd", e))?;
+        let dir = dir
+            .canonicalize()
+            .map_err(|e| io("cannot resolve the session cwd", e))?;
+        let data: String = (1..=DATA_LINES)
+            .map(|i| format!("reading {i:03}: the quick brown fox jumps over the lazy dog.\n"))
+            .collect();
+        std::fs::write(dir.join("data.txt"), &data).map_err(|e| io("cannot write data.txt", e))?;
+        println!(
+            "  session cwd {} (data.txt: {} bytes, {DATA_LINES} lines)",
+            dir.display(),
+            data.len()
+        );
+        Ok(dir)
+    }
+
+    /// One session of `PROMPTS` prompts against a fresh fake server.
+    fn long_session(&self, dir: &Path, setting: Setting) -> Result<SessionRun, String> {
+        let server = ContextServer::start()?;
+        let mut config = json!({
+            "providers": { "fake": {
+                "kind": "openai",
+                "base_url": server.base_url,
+                "api_key_env": "BENCH_CTX_KEY",
+            }},
+            "models": { "fake/ctx": { "context_window": WINDOW } },
+            "defaults": { "model": "fake/ctx" },
+        });
+        if setting == Setting::Off {
+            config["context"] = json!({ "auto_compact": "off" });
+        }
+        let config_path = self
+            .work
+            .dir
+            .join(format!("context-{}.config.json", setting.letter()));
+        std::fs::write(&config_path, config.to_string())
+            .map_err(|e| format!("cannot write {}: {e}", config_path.display()))?;
+
+        let mut command = Command::new(&self.binary);
+        command
+            .arg("acp")
+            .arg("--config")
+            .arg(&config_path)
+            .args(["--permissions", "yolo", "--max-steps", "100000"])
+            .env_remove("RUST_LOG")
+            .env_remove("SPINDLE_SEARCH")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env("SPINDLE_HOME", self.work.home())
+            .env("BENCH_CTX_KEY", "k");
+        let mut process = AgentProcess::spawn(command)?;
+        process.request("initialize", json!({ "protocolVersion": 1 }), INIT_TIMEOUT)?;
+        let (session, _) = new_session_in(&mut process, dir)?;
+
+        let started = Instant::now();
+        let mut prompts = Vec::with_capacity(PROMPTS);
+        let mut odd = Vec::new();
+        for n in 1..=PROMPTS {
+            server.prompt.store(n, Ordering::SeqCst);
+            let text = format!("Reading {n}: please read data.txt again and tell me what it says.");
+            let answer = process
+                .request(
+                    "session/prompt",
+                    json!({ "sessionId": session, "prompt": [{ "type": "text", "text": text }] }),
+                    SCRIPTED_PROMPT_TIMEOUT,
+                )
+                .map_err(|e| format!("prompt {n}: {e}"))?;
+            prompts.push(answer.elapsed());
+            let stop_reason = answer.stop_reason();
+            if stop_reason != "end_turn" || answer.tool_completed != 1 {
+                odd.push(format!(
+                    "prompt {n}: stopReason {stop_reason}, {} tool calls completed",
+                    answer.tool_completed
+                ));
+            }
+        }
+        let total = started.elapsed().as_secs_f64();
+        let hwm_kib = process.memory().ok().map(|m| m.hwm_kib);
+        process.close()?;
+        if !odd.is_empty() {
+            println!(
+                "    WARNING: {} prompts did not end with one completed read_file and end_turn; first: {}",
+                odd.len(),
+                odd[0]
+            );
+        }
+        let (requests, others, errors) = server.finish();
+        if let Some(first) = errors.first() {
+            println!(
+                "    WARNING: the fake server failed {} times; first: {first}",
+                errors.len()
+            );
+        }
+        if let Some(request) = requests.iter().find(|r| r.summary && r.has_tools) {
+            println!(
+                "    WARNING: the summary request of prompt {} offered tools",
+                request.prompt
+            );
+        }
+        Ok(SessionRun {
+            prompts,
+            requests,
+            others,
+            total,
+            hwm_kib,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The fake server
+
+/// One chat request as the server saw it.
+struct Served {
+    /// The prompt being answered when it arrived (1-based).
+    prompt: usize,
+    /// The body's length.
+    bytes: usize,
+    /// The last message asked for a summary.
+    summary: bool,
+    /// The request offered tools.
+    has_tools: bool,
+    /// Tool results sent as elision stubs.
+    stubs: usize,
+    /// A message is a compaction summary.
+    compacted: bool,
+    /// When its head was read, and when its answer was written.
+    received: Instant,
+    written: Instant,
+}
+
+impl Served {
+    fn server_time(&self) -> f64 {
+        self.written.duration_since(self.received).as_secs_f64()
+    }
+}
+
+#[derive(Default)]
+struct Log {
+    requests: Vec<Served>,
+    others: Vec<String>,
+    errors: Vec<String>,
+}
+
+/// A Chat Completions server that plays a model reading `data.txt` once
+/// per prompt and writing summaries when asked.
+struct ContextServer {
+    base_url: String,
+    address: SocketAddr,
+    /// The prompt being sent, for the requests to be counted under.
+    prompt: Arc<AtomicUsize>,
+    log: Arc<Mutex<Log>>,
+    /// Connections accepted and not yet logged.
+    open: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl ContextServer {
+    fn start() -> Result<ContextServer, String> {
+        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot bind: {e}"))?;
+        let address = listener
+            .local_addr()
+            .map_err(|e| format!("no local address: {e}"))?;
+        let server = ContextServer {
+            base_url: format!("http://{address}/v1"),
+            address,
+            prompt: Arc::new(AtomicUsize::new(0)),
+            log: Arc::new(Mutex::new(Log::default())),
+            open: Arc::new(AtomicUsize::new(0)),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let prompt = server.prompt.clone();
+        let log = server.log.clone();
+        let open = server.open.clone();
+        let stop = server.stop.clone();
+        let calls = Arc::new(AtomicUsize::new(0));
+        thread::Builder::new()
+            .name("bench-ctx-server".into())
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    open.fetch_add(1, Ordering::SeqCst);
+                    let (prompt, log, done, calls) =
+                        (prompt.clone(), log.clone(), open.clone(), calls.clone());
+                    let spawned = thread::Builder::new()
+                        .name("bench-ctx-conn".into())
+                        .spawn(move || {
+                            let result = serve(stream, &prompt, &calls);
+                            if let Ok(mut log) = log.lock() {
+                                match result {
+                                    Ok(Handled::Chat(served)) => log.requests.push(served),
+                                    Ok(Handled::Other(line)) => log.others.push(line),
+                                    Err(err) => log.errors.push(err),
+                                }
+                            }
+                            done.fetch_sub(1, Ordering::SeqCst);
+                        });
+                    if spawned.is_err() {
+                        open.fetch_sub(1, Ordering::SeqCst);
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the server thread: {e}"))?;
+        Ok(server)
+    }
+
+    /// Waits for the connections in flight, then takes the log: the chat
+    /// requests in the order received, the other requests, the errors.
+    fn finish(&self) -> (Vec<Served>, Vec<String>, Vec<String>) {
+        let deadline = Instant::now() + SERVER_WAIT;
+        while self.open.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(1));
+        }
+        let Ok(mut log) = self.log.lock() else {
+            return (Vec::new(), Vec::new(), vec!["the log is poisoned".into()]);
+        };
+        let mut log = std::mem::take(&mut *log);
+        log.requests.sort_by_key(|r| r.received);
+        (log.requests, log.others, log.errors)
+    }
+}
+
+impl Drop for ContextServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accept loop so it sees the flag.
+        let _ = TcpStream::connect_timeout(&self.address, Duration::from_secs(1));
+    }
+}
+
+enum Handled {
+    Chat(Served),
+    Other(String),
+}
+
+/// Reads one request and answers it: a chat request by its last message,
+/// anything else with 404.
+fn serve(mut stream: TcpStream, prompt: &AtomicUsize, calls: &AtomicUsize) -> Result<Handled, String> {
+    let io = |what: &str, err: std::io::Error| format!("{what}: {err}");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| io("set_read_timeout", e))?;
+    stream
+        .set_write_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| io("set_write_timeout", e))?;
+    let _ = stream.set_nodelay(true);
+
+    let mut buffer = Vec::with_capacity(64 * 1024);
+    let mut scratch = vec![0u8; 64 * 1024];
+    let header_end = loop {
+        if let Some(end) = find(&buffer, b"\r\n\r\n") {
+            break end + 4;
+        }
+        if buffer.len() > 64 * 1024 {
+            return Err("request head over 64 KiB".into());
+        }
+        let n = stream
+            .read(&mut scratch)
+            .map_err(|e| io("reading the request", e))?;
+        if n == 0 {
+            return Err("the client closed before sending its head".into());
+        }
+        buffer.extend_from_slice(&scratch[..n]);
+    };
+    let received = Instant::now();
+    let head = String::from_utf8_lossy(&buffer[..header_end]).to_string();
+    let request_line = head.lines().next().unwrap_or_default().to_string();
+    let content_length = head
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = buffer.split_off(header_end);
+    body.reserve(content_length.saturating_sub(body.len()));
+    while body.len() < content_length {
+        let n = stream
+            .read(&mut scratch)
+            .map_err(|e| io("reading the request body", e))?;
+        if n == 0 {
+            return Err("the client closed in the middle of its request body".into());
+        }
+        body.extend_from_slice(&scratch[..n]);
+    }
+
+    if !request_line.starts_with("POST /v1/chat/completions ") {
+        let text = r#"{"error":{"message":"bench: not found"}}"#;
+        let answer = format!(
+            "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            text.len()
+        );
+        let _ = stream.write_all(answer.as_bytes());
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let shown = request_line.split(' ').take(2).collect::<Vec<_>>().join(" ");
+        return Ok(Handled::Other(shown));
+    }
+
+    let request: Value =
+        serde_json::from_slice(&body).map_err(|e| format!("the chat request is not JSON: {e}"))?;
+    let messages: &[Value] = request["messages"].as_array().map_or(&[], Vec::as_slice);
+    let last = messages.last().unwrap_or(&Value::Null);
+    let summary = content(last).contains(SUMMARY_MARK);
+    let stubs = messages
+        .iter()
+        .filter(|m| m["role"] == "tool" && content(m).starts_with(STUB_MARK))
+        .count();
+    let compacted = messages
+        .iter()
+        .any(|m| m["role"] == "user" && content(m).starts_with(COMPACTED_MARK));
+    let has_tools = request.get("tools").is_some();
+    let prompt = prompt.load(Ordering::SeqCst);
+
+    let chunks: Vec<Value> = if summary {
+        text_chunks(&format!(
+            "Summary: the user asked for {prompt} readings of data.txt; all were done."
+        ))
+    } else if last["role"] == "tool" {
+        text_chunks("Read.")
+    } else {
+        let id = format!("call_{}", calls.fetch_add(1, Ordering::Relaxed) + 1);
+        vec![
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{
+                "index": 0, "id": id, "type": "function",
+                "function": {"name": "read_file", "arguments": "{\"path\":\"data.txt\"}"}
+            }]}, "finish_reason": null}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ]
+    };
+    let mut answer = String::from(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n",
+    );
+    for chunk in &chunks {
+        answer.push_str(&format!("data: {chunk}\n\n"));
+    }
+    answer.push_str("data: [DONE]\n\n");
+    stream
+        .write_all(answer.as_bytes())
+        .and_then(|()| stream.flush())
+        .map_err(|e| io("writing the answer", e))?;
+    let written = Instant::now();
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    Ok(Handled::Chat(Served {
+        prompt,
+        bytes: body.len(),
+        summary,
+        has_tools,
+        stubs,
+        compacted,
+        received,
+        written,
+    }))
+}
+
+/// A message's text (only user messages with images have other content
+/// than a string).
+fn content(message: &Value) -> &str {
+    message["content"].as_str().unwrap_or_default()
+}
+
+/// A text answer: its content, then `stop`.
+fn text_chunks(text: &str) -> Vec<Value> {
+    vec![
+        json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]}),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+    ]
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
