@@ -108,8 +108,9 @@ pub(super) fn fit(
     // none of a part too small to matter.
     let cut = context::cut_point(messages, keep_bytes).filter(|&cut| {
         let older: usize = messages[..cut].iter().map(context::message_bytes).sum();
-        let worth = older as u64 >= window / 10 * 4;
-        worth && (pressure == Pressure::Refused || state.summaries == 0)
+        let worth = older as u64 >= window / 10 * 4 && state.summaries == 0;
+        // A refusal overrides the estimate (the window may be wrong).
+        pressure == Pressure::Refused || worth
     });
     let Some(cut) = cut else {
         return if saved > 0 {
