@@ -1,10 +1,12 @@
 //! Figure 10: a long session against automatic compaction. 200 prompts in
 //! one session, each answered by a `read_file` of a 6 KB file and a short
 //! text, against a fake Chat Completions server that reports no usage (so
-//! the agent estimates from bytes). Run once with `context.auto_compact` at
-//! its default and once with it off: the size of the requests over the
-//! session, the compactions seen by the server, and what a compaction adds
-//! to its prompt besides the model's time.
+//! the agent estimates from bytes). Run with `context.auto_compact` at its
+//! default and off on a 128,000-token window, and once more on a small
+//! window, where eliding old tool outputs is not enough and the model is
+//! asked for summaries: the size of the requests over the session, the
+//! compactions the server saw, and what a compaction adds to its prompt
+//! besides the model's time.
 
 use crate::agent::{new_session_in, AgentProcess};
 use crate::report::{group, Row, Stats};
@@ -24,10 +26,18 @@ use std::time::{Duration, Instant};
 const PROMPTS: usize = 200;
 /// The model's window, from the config file.
 const WINDOW: u64 = 128_000;
+/// The window of the third run: small enough that 200 prompts' stubs of
+/// elided outputs pass the threshold, so the model is asked for summaries.
+const SMALL_WINDOW: u64 = 16_000;
 /// The prompts whose first request is shown.
 const SHOWN: [usize; 3] = [1, 50, PROMPTS];
 /// Lines of `data.txt` (about 6 KB).
 const DATA_LINES: usize = 100;
+/// Compactions listed one by one, at most.
+const LISTED: usize = 12;
+/// Prompts before a compaction that it is also compared with (ones of a
+/// similar size, unlike the session's median).
+const NEIGHBOURS: usize = 10;
 
 /// Suggested target: the agent's own time per compaction.
 const SUGGESTED_COMPACTION_MS: f64 = 50.0;
@@ -42,11 +52,10 @@ const STUB_MARK: &str = "[Output of ";
 const SERVER_WAIT: Duration = Duration::from_secs(2);
 
 /// Figure 10: runs the long session with and without automatic
-/// compaction, prints both and adds the rows.
+/// compaction, prints the runs and adds the rows.
 pub(crate) fn report_context(bench: &Bench, rows: &mut Vec<Row>, failed: &mut bool) {
     println!(
-        "## 10. A long session and automatic compaction ({PROMPTS} prompts, each a read_file of a 6 KB file, {}-token window, fake Chat Completions server without usage)",
-        group(WINDOW)
+        "## 10. A long session and automatic compaction ({PROMPTS} prompts, each a read_file of a 6 KB file, fake Chat Completions server without usage)"
     );
     let target = format!("< {SUGGESTED_COMPACTION_MS} ms ({SUGGESTED})");
     let dir = match bench.context_dir() {
@@ -59,7 +68,7 @@ pub(crate) fn report_context(bench: &Bench, rows: &mut Vec<Row>, failed: &mut bo
         }
     };
     let mut runs = Vec::new();
-    for setting in [Setting::Auto, Setting::Off] {
+    for setting in [Setting::Auto, Setting::Off, Setting::Small] {
         println!("  ({}) {}:", setting.letter(), setting.describe());
         match bench.long_session(&dir, setting) {
             Ok(run) => {
@@ -77,67 +86,83 @@ pub(crate) fn report_context(bench: &Bench, rows: &mut Vec<Row>, failed: &mut bo
             }
         }
     }
-    let auto = runs.iter().find(|(s, _)| *s == Setting::Auto).map(|r| &r.1);
-    let off = runs.iter().find(|(s, _)| *s == Setting::Off).map(|r| &r.1);
+    let run = |wanted: Setting| runs.iter().find(|(s, _)| *s == wanted).map(|r| &r.1);
+    let (auto, off, small) = (run(Setting::Auto), run(Setting::Off), run(Setting::Small));
 
-    if let Some(auto) = auto {
-        let value = match auto.summary_overhead() {
-            Some(overhead) => Some((
-                "agent overhead per compaction (model excluded)",
-                overhead,
-                auto.summary_prompts().len(),
-            )),
-            // No summary: the elisions were the compactions.
-            None => auto.elision_overhead().map(|overhead| {
-                (
-                    "agent overhead per compaction (model excluded; elisions only, no summary)",
-                    overhead,
-                    auto.elision_prompts().len(),
-                )
-            }),
-        };
-        match value {
-            Some((figure, overhead, events)) => rows.push(Row::suggested(
-                figure,
-                format!("{:.1} ms (median, {events} compactions)", overhead * 1e3),
-                overhead * 1e3 < SUGGESTED_COMPACTION_MS,
-                &target,
-            )),
-            None => rows.push(Row::suggested(
-                "agent overhead per compaction (model excluded)",
-                format!("no compaction in {PROMPTS} prompts"),
-                false,
-                &target,
-            )),
+    let count = |run: &SessionRun| {
+        format!(
+            "{} summaries, {} elisions of old tool outputs",
+            run.count(Kind::Summary),
+            run.count(Kind::Elision)
+        )
+    };
+    for (run, setting) in [(auto, Setting::Auto), (off, Setting::Off)] {
+        if let Some(run) = run {
+            rows.push(Row::info(
+                &format!("compactions in {PROMPTS} prompts, {}", setting.short()),
+                count(run),
+            ));
         }
-        rows.push(Row::info(
-            &format!("compactions in {PROMPTS} prompts, auto_compact 0.8"),
-            format!(
-                "{} summaries, {} elisions of old tool outputs",
-                auto.summary_prompts().len(),
-                auto.elision_prompts().len()
-            ),
-        ));
-    }
-    if let Some(off) = off {
-        rows.push(Row::info(
-            &format!("compactions in {PROMPTS} prompts, auto_compact off"),
-            format!(
-                "{} summaries, {} elisions",
-                off.summary_prompts().len(),
-                off.elision_prompts().len()
-            ),
-        ));
     }
     let at_end = |run: Option<&SessionRun>| {
         run.and_then(|r| r.first_request(PROMPTS))
-            .map_or("-".to_string(), |bytes| size_and_tokens(bytes))
+            .map_or("-".to_string(), size_and_tokens)
     };
     if auto.is_some() || off.is_some() {
         rows.push(Row::info(
             &format!("request at prompt {PROMPTS}, with compaction / without"),
             format!("{} / {}", at_end(auto), at_end(off)),
         ));
+    }
+    if let Some(auto) = auto {
+        rows.push(overhead_row(
+            auto,
+            Kind::Elision,
+            &format!(
+                "agent overhead per elision of old tool outputs, {}",
+                Setting::Auto.short()
+            ),
+            &target,
+        ));
+    }
+    if let Some(small) = small {
+        rows.push(Row::info(
+            &format!(
+                "compactions in {PROMPTS} prompts, {}",
+                Setting::Small.short()
+            ),
+            count(small),
+        ));
+        rows.push(overhead_row(
+            small,
+            Kind::Summary,
+            &format!(
+                "agent overhead per compaction (model excluded), {}",
+                Setting::Small.short()
+            ),
+            &target,
+        ));
+    }
+}
+
+/// The row of the added time per compaction of `kind` in `run`.
+fn overhead_row(run: &SessionRun, kind: Kind, figure: &str, target: &str) -> Row {
+    match run.overhead(kind) {
+        Some(overhead) => Row::suggested(
+            figure,
+            format!(
+                "{:.1} ms (median of {} {})",
+                overhead.against_all * 1e3,
+                run.count(kind),
+                match kind {
+                    Kind::Summary => "summaries",
+                    Kind::Elision => "elisions",
+                }
+            ),
+            overhead.against_all * 1e3 < SUGGESTED_COMPACTION_MS,
+            target,
+        ),
+        None => Row::suggested(figure, format!("none in {PROMPTS} prompts"), false, target),
     }
 }
 
@@ -152,8 +177,12 @@ fn size_and_tokens(bytes: usize) -> String {
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Setting {
+    /// `WINDOW`, no `context` section (auto_compact 0.8).
     Auto,
+    /// `WINDOW`, auto_compact "off".
     Off,
+    /// `SMALL_WINDOW`, auto_compact 0.8.
+    Small,
 }
 
 impl Setting {
@@ -161,15 +190,79 @@ impl Setting {
         match self {
             Setting::Auto => 'a',
             Setting::Off => 'b',
+            Setting::Small => 'c',
         }
     }
 
-    fn describe(self) -> &'static str {
+    fn window(self) -> u64 {
         match self {
-            Setting::Auto => "automatic compaction (auto_compact default, 0.8)",
-            Setting::Off => "without compaction (auto_compact \"off\")",
+            Setting::Auto | Setting::Off => WINDOW,
+            Setting::Small => SMALL_WINDOW,
         }
     }
+
+    fn describe(self) -> String {
+        match self {
+            Setting::Auto => format!(
+                "automatic compaction (auto_compact default, 0.8), {}-token window",
+                group(WINDOW)
+            ),
+            Setting::Off => format!(
+                "without compaction (auto_compact \"off\"), {}-token window",
+                group(WINDOW)
+            ),
+            Setting::Small => format!(
+                "automatic compaction (auto_compact default, 0.8), {}-token window, so that summaries happen",
+                group(SMALL_WINDOW)
+            ),
+        }
+    }
+
+    fn short(self) -> String {
+        match self {
+            Setting::Auto => format!("auto_compact 0.8, {}k window", WINDOW / 1000),
+            Setting::Off => format!("auto_compact off, {}k window", WINDOW / 1000),
+            Setting::Small => format!("auto_compact 0.8, {}k window", SMALL_WINDOW / 1000),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// The model was asked for a summary (old outputs may have been elided
+    /// first).
+    Summary,
+    /// Old tool outputs were elided, and that was enough.
+    Elision,
+}
+
+/// One compaction as the server saw it.
+struct Event {
+    prompt: usize,
+    kind: Kind,
+    /// The last conversation request before it and the first after it.
+    before: usize,
+    after: Option<usize>,
+    /// Tool results elided by it (an elision).
+    elided: usize,
+    /// The first request after it carries the summary message.
+    after_compacted: bool,
+    /// The summary request: its size and the server's time on it.
+    summary: Option<(usize, f64)>,
+}
+
+/// What a compaction adds to its prompt's wall time (the summary
+/// request's server time taken out), in seconds.
+struct Overhead {
+    /// Median of the prompts with one minus the median of all others.
+    against_all: f64,
+    /// Median of each such prompt minus the median of the `NEIGHBOURS`
+    /// prompts before it without one.
+    against_neighbours: f64,
+    /// The median prompt with one over the others, and the median server
+    /// time of the summary requests.
+    added: f64,
+    server: f64,
 }
 
 /// One session's prompts and the model requests they made.
@@ -194,74 +287,101 @@ impl SessionRun {
             .map(|r| r.bytes)
     }
 
-    /// The prompts that made a summary request.
-    fn summary_prompts(&self) -> Vec<usize> {
-        let mut prompts: Vec<usize> = self
+    /// The compactions, in order: each summary request, and each request
+    /// with more elided results than the one before in a prompt without
+    /// a summary.
+    fn events(&self) -> Vec<Event> {
+        let summarised: Vec<usize> = self
             .requests
             .iter()
             .filter(|r| r.summary)
             .map(|r| r.prompt)
             .collect();
-        prompts.dedup();
-        prompts
-    }
-
-    /// The prompts in which more tool results arrived elided than in the
-    /// request before, and no summary was made.
-    fn elision_prompts(&self) -> Vec<usize> {
-        let summaries = self.summary_prompts();
-        let mut prompts = Vec::new();
-        let mut stubs = 0;
-        for request in self.requests.iter().filter(|r| !r.summary) {
-            if request.stubs > stubs
-                && !summaries.contains(&request.prompt)
-                && !prompts.contains(&request.prompt)
-            {
-                prompts.push(request.prompt);
+        let mut events: Vec<Event> = Vec::new();
+        let mut last: Option<&Served> = None;
+        for (index, request) in self.requests.iter().enumerate() {
+            if request.summary {
+                let next = self.requests[index + 1..].iter().find(|r| !r.summary);
+                events.push(Event {
+                    prompt: request.prompt,
+                    kind: Kind::Summary,
+                    before: last.map_or(0, |r| r.bytes),
+                    after: next.map(|r| r.bytes),
+                    elided: 0,
+                    after_compacted: next.is_some_and(|r| r.compacted),
+                    summary: Some((request.bytes, request.server_time())),
+                });
+                continue;
             }
-            stubs = request.stubs;
+            let stubs = last.map_or(0, |r| r.stubs);
+            if request.stubs > stubs
+                && !summarised.contains(&request.prompt)
+                && !events.iter().any(|e| e.prompt == request.prompt)
+            {
+                events.push(Event {
+                    prompt: request.prompt,
+                    kind: Kind::Elision,
+                    before: last.map_or(0, |r| r.bytes),
+                    after: Some(request.bytes),
+                    elided: request.stubs - stubs,
+                    after_compacted: false,
+                    summary: None,
+                });
+            }
+            last = Some(request);
         }
-        prompts
+        events
     }
 
-    /// Median wall time of `with` minus the median of every other prompt.
-    fn added_time(&self, with: &[usize]) -> Option<f64> {
-        if with.is_empty() {
+    fn count(&self, kind: Kind) -> usize {
+        self.events().iter().filter(|e| e.kind == kind).count()
+    }
+
+    /// What a compaction of `kind` adds to its prompt; `None` without one.
+    fn overhead(&self, kind: Kind) -> Option<Overhead> {
+        let events = self.events();
+        let with: Vec<usize> = events.iter().map(|e| e.prompt).collect();
+        let chosen: Vec<&Event> = events.iter().filter(|e| e.kind == kind).collect();
+        if chosen.is_empty() {
             return None;
         }
-        let (inside, outside): (Vec<(usize, f64)>, Vec<(usize, f64)>) = self
-            .prompts
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (i + 1, *t))
-            .partition(|(n, _)| with.contains(n));
-        let median = |v: Vec<(usize, f64)>| {
-            Stats::of(&v.into_iter().map(|(_, t)| t).collect::<Vec<_>>()).median
+        let wall = |n: usize| {
+            n.checked_sub(1)
+                .and_then(|i| self.prompts.get(i))
+                .map_or(f64::NAN, |t| *t)
         };
-        Some(median(inside) - median(outside))
-    }
-
-    /// The server's own time on the summary requests (received to answer
-    /// written), median.
-    fn summary_server_time(&self) -> Option<f64> {
-        let times: Vec<f64> = self
-            .requests
-            .iter()
-            .filter(|r| r.summary)
-            .map(Served::server_time)
+        let server = Stats::of(
+            &chosen
+                .iter()
+                .map(|e| e.summary.map_or(0.0, |(_, time)| time))
+                .collect::<Vec<_>>(),
+        )
+        .median;
+        let inside: Vec<f64> = chosen.iter().map(|e| wall(e.prompt)).collect();
+        let outside: Vec<f64> = (1..=self.prompts.len())
+            .filter(|n| !with.contains(n))
+            .map(wall)
             .collect();
-        (!times.is_empty()).then(|| Stats::of(&times).median)
-    }
-
-    /// What a summary adds to its prompt, the extra request's server time
-    /// taken out.
-    fn summary_overhead(&self) -> Option<f64> {
-        Some(self.added_time(&self.summary_prompts())? - self.summary_server_time()?)
-    }
-
-    /// What an elision alone adds to its prompt (no extra request).
-    fn elision_overhead(&self) -> Option<f64> {
-        self.added_time(&self.elision_prompts())
+        let added = Stats::of(&inside).median - Stats::of(&outside).median;
+        let against_neighbours: Vec<f64> = chosen
+            .iter()
+            .map(|e| {
+                let near: Vec<f64> = (1..e.prompt)
+                    .rev()
+                    .filter(|n| !with.contains(n))
+                    .take(NEIGHBOURS)
+                    .map(wall)
+                    .collect();
+                let model = e.summary.map_or(0.0, |(_, time)| time);
+                wall(e.prompt) - Stats::of(&near).median - model
+            })
+            .collect();
+        Some(Overhead {
+            against_all: added - server,
+            against_neighbours: Stats::of(&against_neighbours).median,
+            added,
+            server,
+        })
     }
 
     fn print(&self, setting: Setting) {
@@ -293,85 +413,99 @@ impl SessionRun {
         }
         let largest = self.requests.iter().map(|r| r.bytes).max().unwrap_or(0);
         println!("    largest request: {}", size_and_tokens(largest));
-        let summary_prompts = self.summary_prompts();
-        let elision_prompts = self.elision_prompts();
-        let list = |v: &[usize]| {
-            if v.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " (prompts {})",
-                    v.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
-                )
+        let events = self.events();
+        let prompts_of = |kind: Kind| {
+            let prompts: Vec<String> = events
+                .iter()
+                .filter(|e| e.kind == kind)
+                .map(|e| e.prompt.to_string())
+                .collect();
+            match prompts.len() {
+                0 => String::new(),
+                1..=LISTED => format!(" (prompts {})", prompts.join(", ")),
+                n => format!(
+                    " (prompts {}, … {})",
+                    prompts[..LISTED / 2].join(", "),
+                    prompts[n - 2..].join(", ")
+                ),
             }
         };
         println!(
-            "    compactions: {} summary requests{}; {} elisions of old tool outputs without a summary{}",
-            summary_prompts.len(),
-            list(&summary_prompts),
-            elision_prompts.len(),
-            list(&elision_prompts)
+            "    compactions: {} summaries{}; {} elisions of old tool outputs without a summary{}",
+            self.count(Kind::Summary),
+            prompts_of(Kind::Summary),
+            self.count(Kind::Elision),
+            prompts_of(Kind::Elision)
         );
-        for &n in &summary_prompts {
-            let before = self
-                .requests
-                .iter()
-                .rfind(|r| r.prompt < n && !r.summary);
-            let summary = self.requests.iter().find(|r| r.prompt == n && r.summary);
-            let after = self
-                .requests
-                .iter()
-                .find(|r| r.prompt == n && !r.summary && r.compacted);
-            if let (Some(before), Some(summary)) = (before, summary) {
-                println!(
-                    "      prompt {n}: last request before {}, summary request {}, first after {}",
-                    size_and_tokens(before.bytes),
-                    size_and_tokens(summary.bytes),
-                    after.map_or("none seen".to_string(), |r| size_and_tokens(r.bytes))
-                );
+        let after = |e: &Event| e.after.map_or("none seen".to_string(), size_and_tokens);
+        let elisions = self.count(Kind::Elision);
+        for event in &events {
+            match event.summary {
+                Some((bytes, time)) => println!(
+                    "      prompt {:>3}, summary: last request before {}, first after {}{}; the summary request {} ({:.1} ms at the server)",
+                    event.prompt,
+                    size_and_tokens(event.before),
+                    after(event),
+                    if event.after_compacted { "" } else { " (WARNING: without the summary message)" },
+                    size_and_tokens(bytes),
+                    time * 1e3
+                ),
+                None if elisions <= LISTED => println!(
+                    "      prompt {:>3}, elision of {} results: last request before {}, first after {}",
+                    event.prompt,
+                    event.elided,
+                    size_and_tokens(event.before),
+                    after(event)
+                ),
+                None => {}
             }
         }
-        for &n in &elision_prompts {
-            let before = self.requests.iter().rfind(|r| r.prompt < n && !r.summary);
-            let after = self.requests.iter().find(|r| r.prompt == n && !r.summary);
-            if let (Some(before), Some(after)) = (before, after) {
-                println!(
-                    "      prompt {n}: last request before {}, first after the elision {} ({} results elided)",
-                    size_and_tokens(before.bytes),
-                    size_and_tokens(after.bytes),
-                    after.stubs
-                );
+        if elisions > LISTED {
+            let elided: Vec<f64> = events
+                .iter()
+                .filter(|e| e.kind == Kind::Elision)
+                .map(|e| e.elided as f64)
+                .collect();
+            let stats = Stats::of(&elided);
+            println!(
+                "      ({elisions} elisions of {:.0} to {:.0} results each, median {:.0}; each one listed only up to {LISTED})",
+                stats.min, stats.max, stats.median
+            );
+        }
+        println!(
+            "    prompt wall time: {}",
+            Stats::of(&self.prompts).describe_ms()
+        );
+        for kind in [Kind::Summary, Kind::Elision] {
+            let Some(overhead) = self.overhead(kind) else {
+                continue;
+            };
+            match kind {
+                Kind::Summary => println!(
+                    "    agent overhead per compaction (model excluded): {:.1} ms   (median prompt with a summary {:+.1} ms over the others, minus {:.1} ms median server time of the summary request; against the {NEIGHBOURS} prompts before each: {:.1} ms)",
+                    overhead.against_all * 1e3,
+                    overhead.added * 1e3,
+                    overhead.server * 1e3,
+                    overhead.against_neighbours * 1e3
+                ),
+                Kind::Elision => println!(
+                    "    agent overhead per elision without a summary: {:.1} ms   (median prompt with an elision over the others, no extra request; against the {NEIGHBOURS} prompts before each: {:.1} ms)",
+                    overhead.against_all * 1e3,
+                    overhead.against_neighbours * 1e3
+                ),
             }
         }
-        let stats = Stats::of(&self.prompts);
-        println!("    prompt wall time: {}", stats.describe_ms());
-        if setting == Setting::Auto {
-            match (
-                self.added_time(&summary_prompts),
-                self.summary_server_time(),
-                self.summary_overhead(),
-            ) {
-                (Some(added), Some(server), Some(overhead)) => println!(
-                    "    agent overhead per compaction (model excluded): {:.1} ms   (median prompt with a summary {:+.1} ms over the others, minus {:.1} ms median server time of the summary request)",
-                    overhead * 1e3,
-                    added * 1e3,
-                    server * 1e3
-                ),
-                _ => println!(
-                    "    agent overhead per compaction (model excluded): not measured, no summary request in {PROMPTS} prompts"
-                ),
-            }
-            if let Some(overhead) = self.elision_overhead() {
-                println!(
-                    "    agent overhead per elision without a summary: {:.1} ms   (median prompt with an elision over the others; no extra request)",
-                    overhead * 1e3
-                );
-            }
-            if summary_prompts.is_empty() && elision_prompts.is_empty() {
+        match setting {
+            Setting::Auto | Setting::Small if events.is_empty() => {
                 println!("    WARNING: no compaction at all in {PROMPTS} prompts");
             }
-        } else if !summary_prompts.is_empty() || !elision_prompts.is_empty() {
-            println!("    WARNING: the context was compacted with auto_compact off");
+            Setting::Small if self.count(Kind::Summary) == 0 => {
+                println!("    WARNING: no summary in {PROMPTS} prompts");
+            }
+            Setting::Off if !events.is_empty() => {
+                println!("    WARNING: the context was compacted with auto_compact off");
+            }
+            _ => {}
         }
     }
 }
@@ -406,7 +540,7 @@ impl Bench {
                 "base_url": server.base_url,
                 "api_key_env": "BENCH_CTX_KEY",
             }},
-            "models": { "fake/ctx": { "context_window": WINDOW } },
+            "models": { "fake/ctx": { "context_window": setting.window() } },
             "defaults": { "model": "fake/ctx" },
         });
         if setting == Setting::Off {
@@ -569,19 +703,20 @@ impl ContextServer {
                     open.fetch_add(1, Ordering::SeqCst);
                     let (prompt, log, done, calls) =
                         (prompt.clone(), log.clone(), open.clone(), calls.clone());
-                    let spawned = thread::Builder::new()
-                        .name("bench-ctx-conn".into())
-                        .spawn(move || {
-                            let result = serve(stream, &prompt, &calls);
-                            if let Ok(mut log) = log.lock() {
-                                match result {
-                                    Ok(Handled::Chat(served)) => log.requests.push(served),
-                                    Ok(Handled::Other(line)) => log.others.push(line),
-                                    Err(err) => log.errors.push(err),
+                    let spawned =
+                        thread::Builder::new()
+                            .name("bench-ctx-conn".into())
+                            .spawn(move || {
+                                let result = serve(stream, &prompt, &calls);
+                                if let Ok(mut log) = log.lock() {
+                                    match result {
+                                        Ok(Handled::Chat(served)) => log.requests.push(served),
+                                        Ok(Handled::Other(line)) => log.others.push(line),
+                                        Err(err) => log.errors.push(err),
+                                    }
                                 }
-                            }
-                            done.fetch_sub(1, Ordering::SeqCst);
-                        });
+                                done.fetch_sub(1, Ordering::SeqCst);
+                            });
                     if spawned.is_err() {
                         open.fetch_sub(1, Ordering::SeqCst);
                     }
@@ -622,7 +757,11 @@ enum Handled {
 
 /// Reads one request and answers it: a chat request by its last message,
 /// anything else with 404.
-fn serve(mut stream: TcpStream, prompt: &AtomicUsize, calls: &AtomicUsize) -> Result<Handled, String> {
+fn serve(
+    mut stream: TcpStream,
+    prompt: &AtomicUsize,
+    calls: &AtomicUsize,
+) -> Result<Handled, String> {
     let io = |what: &str, err: std::io::Error| format!("{what}: {err}");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -678,7 +817,11 @@ fn serve(mut stream: TcpStream, prompt: &AtomicUsize, calls: &AtomicUsize) -> Re
         );
         let _ = stream.write_all(answer.as_bytes());
         let _ = stream.shutdown(std::net::Shutdown::Write);
-        let shown = request_line.split(' ').take(2).collect::<Vec<_>>().join(" ");
+        let shown = request_line
+            .split(' ')
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ");
         return Ok(Handled::Other(shown));
     }
 
