@@ -131,6 +131,32 @@ pub struct Config {
     pub limits: Limits,
     #[serde(default, skip_serializing_if = "ContextSettings::is_default")]
     pub context: ContextSettings,
+    #[serde(default, skip_serializing_if = "PermissionSettings::is_default")]
+    pub permissions: PermissionSettings,
+}
+
+/// How approvals behave beyond the policy.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionSettings {
+    /// What a rejected tool call does to the turn: `stop` (the default:
+    /// the turn ends) or `continue` (the model is told and carries on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_reject: Option<OnReject>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnReject {
+    #[default]
+    Stop,
+    Continue,
+}
+
+impl PermissionSettings {
+    fn is_default(&self) -> bool {
+        *self == PermissionSettings::default()
+    }
 }
 
 /// How the conversation is kept inside the model's window.

@@ -47,6 +47,9 @@ OPTIONS (acp):
                               (nothing asks); default ask
     --max-steps N             the most model calls one prompt may make (default:
                               the preset's budget: 20, 50 or 100)
+    --on-reject WHAT          when the user declines a tool call: stop (end the
+                              turn; the default) or continue (the model is told
+                              and carries on)
     --db PATH                 the session database (default $SPINDLE_HOME/spindle.db,
                               else $XDG_DATA_HOME/spindle/spindle.db, else
                               ~/.local/share/spindle/spindle.db; with --script and
@@ -175,6 +178,18 @@ fn parse_args() -> Result<Command, Usage> {
                         )))
                     }
                 };
+            }
+            Long("on-reject") => {
+                let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+                options.on_reject = Some(match value.as_str() {
+                    "stop" => spindle::config::OnReject::Stop,
+                    "continue" => spindle::config::OnReject::Continue,
+                    _ => {
+                        return Err(Usage(format!(
+                            "--on-reject takes stop or continue, got '{value}'"
+                        )))
+                    }
+                });
             }
             Long("connect-timeout") => {
                 options.timeouts.connect = seconds(&mut parser, "--connect-timeout")?

@@ -51,6 +51,21 @@ pub struct ClientCapabilities {
     pub terminal: bool,
     #[serde(default, deserialize_with = "lenient")]
     pub auth: AuthCapabilities,
+    #[serde(default, deserialize_with = "lenient")]
+    pub elicitation: ElicitationCapabilities,
+}
+
+/// Which `elicitation/create` modes the client takes: an object (even
+/// `{}`) advertises a mode; omitted or `null` does not.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ElicitationCapabilities {
+    #[serde(default, deserialize_with = "present")]
+    pub form: bool,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(value.is_object())
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

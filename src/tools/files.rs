@@ -241,15 +241,14 @@ pub struct Change {
     pub summary: String,
 }
 
-/// Creates or overwrites a file.
-pub fn write_file(
+/// What `write_file` would change, computed without writing: for the
+/// diff shown when the user is asked.
+pub fn preview_write(
     path: &Path,
     content: &str,
     editor: &dyn EditorFiles,
     limits: FileLimits,
 ) -> Result<Change, String> {
-    // A file too large to load is overwritten without its old content in
-    // the diff.
     let old_text = match bounded::open_regular(path) {
         Ok((_, size)) if size > limits.edit => {
             Some(format!("[the previous {size} bytes are not shown]\n"))
@@ -260,17 +259,66 @@ pub fn write_file(
             Current::Bytes(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
         },
     };
-    write(path, content, editor)?;
-    let lines = content.lines().count();
-    let summary = match &old_text {
-        None => format!("Created {} ({lines} lines).", path.display()),
-        Some(_) => format!("Overwrote {} ({lines} lines).", path.display()),
-    };
     Ok(Change {
         old_text,
         new_text: content.to_string(),
-        summary,
+        summary: String::new(),
     })
+}
+
+/// What `edit_file` would change, computed without writing.
+pub fn preview_edit(
+    path: &Path,
+    edits: &[Edit],
+    editor: &dyn EditorFiles,
+    limits: FileLimits,
+) -> Result<Change, String> {
+    if edits.is_empty() {
+        return Err("no edits given".into());
+    }
+    let (old, new) = match current(path, editor, limits.edit)? {
+        Current::Missing => {
+            return Err(format!(
+                "{} does not exist; use write_file to create it",
+                path.display()
+            ))
+        }
+        Current::Text(text) => {
+            let (new_text, _) = apply_edits(&text, edits)?;
+            (text, new_text)
+        }
+        Current::Bytes(bytes) => {
+            let (new_bytes, _) = apply_byte_edits(&bytes, edits)?;
+            (
+                String::from_utf8_lossy(&bytes).into_owned(),
+                String::from_utf8_lossy(&new_bytes).into_owned(),
+            )
+        }
+    };
+    Ok(Change {
+        old_text: Some(old),
+        new_text: new,
+        summary: String::new(),
+    })
+}
+
+/// Creates or overwrites a file.
+pub fn write_file(
+    path: &Path,
+    content: &str,
+    editor: &dyn EditorFiles,
+    limits: FileLimits,
+) -> Result<Change, String> {
+    // A file too large to load is overwritten without its old content in
+    // the diff.
+    let mut change = preview_write(path, content, editor, limits)?;
+    write(path, content, editor)?;
+    let lines = content.lines().count();
+    change.summary = match &change.old_text {
+        None => format!("Created {} ({lines} lines).", path.display()),
+        Some(_) => format!("Overwrote {} ({lines} lines).", path.display()),
+    };
+    Ok(change)
 }
 
 /// One search/replace edit.

@@ -7,6 +7,7 @@ pub mod bounded;
 pub mod files;
 pub mod ignore;
 pub mod logs;
+pub mod patch;
 pub mod paths;
 pub mod process;
 pub mod search;
@@ -23,6 +24,9 @@ pub enum Tool {
     ReadFile(ReadFileArgs),
     WriteFile(WriteFileArgs),
     EditFile(EditFileArgs),
+    ApplyPatch(ApplyPatchArgs),
+    DeleteFile(DeleteFileArgs),
+    MoveFile(MoveFileArgs),
     ListDirectory(ListDirectoryArgs),
     Glob(GlobArgs),
     Search(SearchArgs),
@@ -47,6 +51,23 @@ pub struct WriteFileArgs {
 pub struct EditFileArgs {
     pub path: String,
     pub edits: Vec<files::Edit>,
+}
+
+/// `apply_patch`: the patch text (see `patch` for the format).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ApplyPatchArgs {
+    pub patch: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeleteFileArgs {
+    pub path: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct MoveFileArgs {
+    pub from: String,
+    pub to: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -124,10 +145,13 @@ pub const GLOB_LIMIT: usize = 500;
 pub const SEARCH_LIMIT: usize = 200;
 
 /// The names of every tool, in the order they are offered.
-pub const NAMES: [&str; 8] = [
+pub const NAMES: [&str; 11] = [
     "read_file",
     "write_file",
     "edit_file",
+    "apply_patch",
+    "delete_file",
+    "move_file",
     "list_directory",
     "glob",
     "search",
@@ -161,6 +185,9 @@ pub fn parse(name: &str, arguments: &str) -> Result<Tool, String> {
         "read_file" => Tool::ReadFile(args(name, value)?),
         "write_file" => Tool::WriteFile(args(name, value)?),
         "edit_file" => Tool::EditFile(args(name, value)?),
+        "apply_patch" => Tool::ApplyPatch(args(name, value)?),
+        "delete_file" => Tool::DeleteFile(args(name, value)?),
+        "move_file" => Tool::MoveFile(args(name, value)?),
         "list_directory" => Tool::ListDirectory(args(name, value)?),
         "glob" => Tool::Glob(args(name, value)?),
         "search" => Tool::Search(args(name, value)?),
@@ -179,7 +206,9 @@ pub fn parse(name: &str, arguments: &str) -> Result<Tool, String> {
 pub fn kind(tool: &Tool) -> &'static str {
     match tool {
         Tool::ReadFile(_) | Tool::ListDirectory(_) => "read",
-        Tool::WriteFile(_) | Tool::EditFile(_) => "edit",
+        Tool::WriteFile(_) | Tool::EditFile(_) | Tool::ApplyPatch(_) => "edit",
+        Tool::DeleteFile(_) => "delete",
+        Tool::MoveFile(_) => "move",
         Tool::Glob(_) | Tool::Search(_) => "search",
         Tool::RunCommand(_) => "execute",
         Tool::TodoWrite(_) => "think",
@@ -210,6 +239,21 @@ pub fn title(tool: &Tool, root: &Path) -> String {
         },
         Tool::WriteFile(args) => format!("Write {}", shown(&args.path)),
         Tool::EditFile(args) => format!("Edit {}", shown(&args.path)),
+        Tool::ApplyPatch(args) => match patch::parse(&args.patch) {
+            Ok(parsed) if parsed.operations.len() == 1 => {
+                let operation = &parsed.operations[0];
+                match &operation.kind {
+                    patch::OperationKind::Update {
+                        move_to: Some(to), ..
+                    } => format!("Patch {} → {}", shown(&operation.path), shown(to)),
+                    _ => format!("Patch {}", shown(&operation.path)),
+                }
+            }
+            Ok(parsed) => format!("Patch {} files", parsed.operations.len()),
+            Err(_) => "Apply patch".to_string(),
+        },
+        Tool::DeleteFile(args) => format!("Delete {}", shown(&args.path)),
+        Tool::MoveFile(args) => format!("Move {} → {}", shown(&args.from), shown(&args.to)),
         Tool::ListDirectory(args) => format!("List {}", shown(args.path.as_deref().unwrap_or("."))),
         Tool::Glob(args) => format!("Find {}", shorten(&args.pattern, 60)),
         Tool::Search(args) => format!("Search for \"{}\"", shorten(&args.pattern, 60)),
@@ -224,6 +268,11 @@ pub fn target(tool: &Tool, root: &Path) -> Option<paths::Resolved> {
         Tool::ReadFile(args) => args.path.as_str(),
         Tool::WriteFile(args) => args.path.as_str(),
         Tool::EditFile(args) => args.path.as_str(),
+        // Each file of a patch is resolved and judged by the runner.
+        Tool::ApplyPatch(_) => return None,
+        Tool::DeleteFile(args) => args.path.as_str(),
+        // The source; the destination is judged too (`patch::move_plan`).
+        Tool::MoveFile(args) => args.from.as_str(),
         Tool::ListDirectory(args) => args.path.as_deref().unwrap_or("."),
         Tool::Glob(args) => args.path.as_deref().unwrap_or("."),
         Tool::Search(args) => args.path.as_deref().unwrap_or("."),
@@ -274,6 +323,41 @@ pub fn specs(ripgrep: bool, output_cap: usize) -> Vec<ToolSpec> {
                     "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."}
                 }, "required": ["old", "new"]}}
             }, "required": ["path", "edits"]}),
+        ),
+        spec(
+            "apply_patch",
+            format!("Add, change, delete and rename files with one patch. All hunks of all files are checked before any file changes: if one does not apply, nothing is changed. Format:\n{}\nEach hunk starts with '@@', optionally followed by a line of the file that locates it (such as a function signature); its lines start with ' ' (unchanged context), '-' (removed) or '+' (added). Give about 3 unchanged lines around each change, copied exactly from the file, and keep the hunks of a file in file order. '*** Move to:' (renames the updated file) and '*** End of File' (the hunk is at the end of the file) are optional. Paths are relative to the workspace or absolute. Text files only.", concat!(
+                "*** Begin Patch\n",
+                "*** Add File: path/to/new.txt\n",
+                "+line of the new file\n",
+                "*** Update File: src/lib.rs\n",
+                "*** Move to: src/renamed.rs\n",
+                "@@ fn name()\n",
+                " unchanged line\n",
+                "-removed line\n",
+                "+added line\n",
+                "*** End of File\n",
+                "*** Delete File: path/to/old.txt\n",
+                "*** End Patch",
+            )),
+            json!({"type": "object", "properties": {
+                "patch": {"type": "string", "description": "The whole patch, from '*** Begin Patch' to '*** End Patch'."}
+            }, "required": ["patch"]}),
+        ),
+        spec(
+            "delete_file",
+            "Delete one file (not a directory). A symbolic link is removed itself, never the file it points to.".into(),
+            json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": "File to delete."}
+            }, "required": ["path"]}),
+        ),
+        spec(
+            "move_file",
+            "Move or rename one file (not a directory). Fails if the destination exists; missing parent directories are created.".into(),
+            json!({"type": "object", "properties": {
+                "from": {"type": "string", "description": "File to move."},
+                "to": {"type": "string", "description": "Its new path."}
+            }, "required": ["from", "to"]}),
         ),
         spec(
             "list_directory",
@@ -350,6 +434,25 @@ mod tests {
         assert!(err.contains("path"), "{err}");
         let err = parse("fly", "{}").unwrap_err();
         assert!(err.contains("read_file"), "{err}");
+        assert!(matches!(
+            parse(
+                "apply_patch",
+                r#"{"patch":"*** Begin Patch\n*** End Patch"}"#
+            ),
+            Ok(Tool::ApplyPatch(_))
+        ));
+        assert!(matches!(
+            parse("delete_file", r#"{"path":"a"}"#),
+            Ok(Tool::DeleteFile(_))
+        ));
+        assert!(matches!(
+            parse("move_file", r#"{"from":"a","to":"b"}"#),
+            Ok(Tool::MoveFile(_))
+        ));
+        assert!(parse("move_file", r#"{"from":"a"}"#).is_err());
+        for name in ["apply_patch", "delete_file", "move_file"] {
+            assert!(!READ_ONLY.contains(&name));
+        }
     }
 
     #[test]
@@ -364,5 +467,22 @@ mod tests {
         let tool = parse("run_command", r#"{"command":"cargo test\necho done"}"#).unwrap();
         assert_eq!(title(&tool, root), "Run cargo test…");
         assert_eq!(kind(&tool), "execute");
+        let patch = |text: &str| Tool::ApplyPatch(ApplyPatchArgs { patch: text.into() });
+        let three = patch("*** Begin Patch\n*** Add File: a\n+x\n*** Delete File: /w/b\n*** Delete File: c\n*** End Patch\n");
+        assert_eq!(title(&three, root), "Patch 3 files");
+        assert_eq!(kind(&three), "edit");
+        assert!(target(&three, root).is_none());
+        let one =
+            patch("*** Begin Patch\n*** Update File: /w/a.rs\n*** Move to: b.rs\n*** End Patch");
+        assert_eq!(title(&one, root), "Patch a.rs → b.rs");
+        assert_eq!(title(&patch("nonsense"), root), "Apply patch");
+        let delete = parse("delete_file", r#"{"path":"/w/src/x.rs"}"#).unwrap();
+        assert_eq!(title(&delete, root), "Delete src/x.rs");
+        assert_eq!(kind(&delete), "delete");
+        assert_eq!(target(&delete, root).unwrap().path, root.join("src/x.rs"));
+        let moved = parse("move_file", r#"{"from":"a.rs","to":"/w/b.rs"}"#).unwrap();
+        assert_eq!(title(&moved, root), "Move a.rs → b.rs");
+        assert_eq!(kind(&moved), "move");
+        assert_eq!(target(&moved, root).unwrap().path, root.join("a.rs"));
     }
 }

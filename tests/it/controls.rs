@@ -714,7 +714,9 @@ fn the_last_choices_in_a_workspace_are_the_next_sessions_defaults() {
     set(&mut agent, &first, "model", "fake/beta");
     set(&mut agent, &first, "agent_preset", "light");
     set(&mut agent, &first, "tool_approval", "yolo");
-    let remembered = choices("normal", "fake/beta", "auto", "light", "yolo");
+    // The approval policy carries over only up to auto: yolo once is not
+    // yolo forever.
+    let remembered = choices("normal", "fake/beta", "auto", "light", "auto");
     let (second, result) = new_session(&mut agent, &ws);
     assert_eq!(currents(&result["configOptions"]), remembered);
     let (_, result) = new_session(&mut agent, &other);
@@ -723,7 +725,7 @@ fn the_last_choices_in_a_workspace_are_the_next_sessions_defaults() {
     // The last session changed wins, with all of its choices.
     set(&mut agent, &second, "model", "fake/alpha");
     set(&mut agent, &second, "effort", "high");
-    let remembered = choices("normal", "fake/alpha", "high", "light", "yolo");
+    let remembered = choices("normal", "fake/alpha", "high", "light", "auto");
     close(agent);
 
     let mut agent = bench.agent(&[]);
@@ -769,7 +771,7 @@ fn command_line_flags_win_over_workspace_and_config_defaults() {
     let (_, result) = new_session(&mut agent, &ws);
     assert_eq!(
         currents(&result["configOptions"]),
-        choices("normal", "fake/beta", "auto", "light", "yolo")
+        choices("normal", "fake/beta", "auto", "light", "auto")
     );
     let mut agent2 = bench.agent(&["--permissions", "auto", "--model", "beta"]);
     let (_, result) = new_session(&mut agent2, &ws);

@@ -691,10 +691,10 @@ fn in_ask_mode_an_mcp_tool_asks_first_and_a_rejected_call_never_reaches_the_serv
     );
     assert_eq!(turn.final_status("c-1"), "completed", "{}", turn.dump());
 
+    // A rejection ends the turn: no second model request.
     bench
         .model
         .push(call_tools(&[("c-2", "local__env", json!({}))]));
-    bench.model.push(say("fine"));
     let turn = run_prompt(
         &mut agent,
         &opened.session,

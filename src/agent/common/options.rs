@@ -20,6 +20,9 @@ pub struct Options {
     pub preset: Option<Preset>,
     /// The config file (default: `config::default_path()`).
     pub config: Option<PathBuf>,
+    /// What a declined tool call does (else the config's choice, else
+    /// stop).
+    pub on_reject: Option<crate::config::OnReject>,
     /// The most model calls one turn may make (0: the default).
     pub max_steps: usize,
     /// The session database (default: `store::default_path()`).

@@ -46,6 +46,9 @@ pub struct Session {
     /// Whether the session was told that the sandbox policy has no sandbox
     /// here (said once per session, in its first turn under that policy).
     pub sandbox_notice_shown: bool,
+    /// Said once, in the first answer: a policy above `auto` that a flag
+    /// or the config chose.
+    pub start_notice: Option<String>,
 }
 
 /// The choices a session keeps across reloads, stored as JSON. Fields
@@ -116,6 +119,7 @@ impl Session {
             mcp: None,
             queued: None,
             sandbox_notice_shown: false,
+            start_notice: None,
         }
     }
 

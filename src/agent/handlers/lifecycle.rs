@@ -160,12 +160,30 @@ impl Dispatcher {
                     .and_then(crate::agent::common::controls::Preset::parse)
             })
             .unwrap_or_default();
-        session.policy = self
-            .options
-            .permissions
-            .or(remembered.policy)
-            .or(defaults.approval)
-            .unwrap_or_default();
+        // A workspace's last choice carries over only up to `auto`: a
+        // `yolo` chosen once must not silently become every later
+        // session's. A flag or the config file may start higher, and the
+        // session then says so in its first answer.
+        let carried = remembered.policy.map(|policy| match policy {
+            Policy::Yolo | Policy::Sandbox => Policy::Auto,
+            other => other,
+        });
+        let (policy, chosen_by) = match (self.options.permissions, carried, defaults.approval) {
+            (Some(policy), _, _) => (policy, "the --permissions flag"),
+            (None, Some(policy), _) => (policy, "this workspace's last session"),
+            (None, None, Some(policy)) => (policy, "the config file's defaults.approval"),
+            (None, None, None) => (Policy::default(), ""),
+        };
+        session.policy = policy;
+        session.start_notice = match policy {
+            Policy::Yolo => Some(format!(
+                "_This session runs in `yolo`, chosen by {chosen_by}: no tool call asks for approval._\n\n"
+            )),
+            Policy::Sandbox => Some(format!(
+                "_This session runs in `sandbox`, chosen by {chosen_by}: commands run in a sandbox without asking._\n\n"
+            )),
+            _ => None,
+        };
     }
 
     /// `session/load` (with `replay`) and `session/resume` (without).

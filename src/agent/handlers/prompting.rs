@@ -108,6 +108,10 @@ impl Dispatcher {
         let db = Some(self.db_path.clone());
         let capabilities = self.client.clone().unwrap_or_default();
         let explicit_steps = self.options.max_steps;
+        let on_reject = self
+            .options
+            .on_reject
+            .or(registry.config.permissions.on_reject);
         let processes = Arc::new(self.processes_for(&session_id, &registry));
         let sandbox_description = processes
             .launcher
@@ -187,6 +191,11 @@ impl Dispatcher {
         } else {
             None
         };
+        // A policy above `auto` chosen at start is said once, first.
+        let notice = match (session.start_notice.take(), notice) {
+            (Some(start), Some(more)) => Some(format!("{start}{more}")),
+            (start, more) => start.or(more),
+        };
         let cancel = CancelToken::new();
         let client = Client::new(
             session.id.clone(),
@@ -218,6 +227,7 @@ impl Dispatcher {
             output_reserve: entry.output_limit().min(entry.context_window() / 4),
             tool_output_cap: registry.config.context.tool_output_bytes(),
             known: session.known,
+            on_reject: on_reject.unwrap_or_default(),
             price: entry.config.price.clone(),
             cost_before: session.cost,
             read_only: session.mode == Mode::Plan,

@@ -85,10 +85,13 @@ pub(super) fn fit(
     let keeper = Keeper {
         dir: turn.processes.session_dir.as_deref(),
     };
-    // Old tool results first: cheap, and often enough.
+    // Old tool results first: cheap, and often enough — when it leaves
+    // room for a while (a quarter of the limit), so that the conversation
+    // is not rewritten before every request near the threshold (which
+    // would also defeat the providers' prompt caches).
     let saved = context::elide_old_results(messages, KEEP_STEPS, &keeper);
     let after = estimate(state, fixed, messages);
-    if saved > 0 && pressure == Pressure::Threshold && after <= limit {
+    if saved > 0 && pressure == Pressure::Threshold && after <= limit / 4 * 3 {
         announce(
             turn,
             sink,

@@ -81,6 +81,8 @@ pub struct Turn {
     pub tool_output_cap: usize,
     /// The conversation's size as the provider last reported it.
     pub known: Option<context::Known>,
+    /// Whether a rejected tool call ends the turn.
+    pub on_reject: crate::config::OnReject,
     pub price: Option<Price>,
     /// What the session cost before this turn.
     pub cost_before: f64,
@@ -456,9 +458,11 @@ fn steps(
             policy: turn.policy,
             approvals: &mut state.approvals,
             processes: &turn.processes,
+            on_reject: turn.on_reject,
         };
         let mut results = Vec::new();
         let mut cancelled_at = None;
+        let mut declined = None;
         for (index, call) in outcome.tool_calls.iter().enumerate() {
             let result = runner.run(call);
             let mut message = Message::tool_result(&call.id, result.text);
@@ -466,6 +470,10 @@ fn steps(
             results.push(message);
             if result.cancelled {
                 cancelled_at = Some(index + 1);
+                break;
+            }
+            if let Some(what) = result.declined {
+                declined = Some((index + 1, what));
                 break;
             }
         }
@@ -476,6 +484,19 @@ fn steps(
         if let Some(done) = cancelled_at {
             answer_unrun(&outcome.tool_calls[done..], messages, state);
             return Ok(StopReason::Cancelled);
+        }
+        if let Some((done, what)) = declined {
+            // The user said no: the turn ends here, and says so.
+            answer_unrun(&outcome.tool_calls[done..], messages, state);
+            sink.begin_message();
+            let note = format!(
+                "_You declined: {}. I stopped here; tell me how you want to go on._",
+                what.replace('_', "\\_")
+            );
+            sink.updates
+                .borrow_mut()
+                .chunk(false, &sink.message_id, &note);
+            return Ok(StopReason::EndTurn);
         }
     }
 }

@@ -11,7 +11,7 @@ use super::updates::Updates;
 use crate::agent::common::permission::{decide, Action, Approvals, Decision, Policy};
 use crate::cancel::CancelToken;
 use crate::provider::ToolCallRequest;
-use crate::tools::{self, files, paths, search, walk, Tool};
+use crate::tools::{self, files, patch, paths, search, walk, Tool};
 use crate::util::fence;
 use serde_json::{json, Value};
 use std::cell::RefCell;
@@ -22,7 +22,13 @@ use std::time::Duration;
 pub struct CallResult {
     pub text: String,
     pub cancelled: bool,
+    /// The user declined the call and the turn stops here: what was
+    /// declined, in a few words.
+    pub declined: Option<String>,
 }
+
+/// The most bytes of feedback a rejection passes to the model.
+const FEEDBACK_CAP: usize = 4_000;
 
 pub struct Runner<'a> {
     pub session_id: &'a str,
@@ -38,6 +44,8 @@ pub struct Runner<'a> {
     pub approvals: &'a mut Approvals,
     /// How commands start: credentials removed, logs, the sandbox.
     pub processes: &'a Processes,
+    /// Whether a rejection ends the turn.
+    pub on_reject: crate::config::OnReject,
 }
 
 /// How one call ended, before it is reported.
@@ -114,14 +122,18 @@ impl Runner<'_> {
             announce["locations"] = json!([location]);
         }
         self.update(announce.clone());
+        // What the user approves: the diff of an edit, the exact line and
+        // folder of a command.
+        let mut asked = announce.clone();
+        if let Some(content) = self.preview(&tool, target.as_ref()) {
+            asked["content"] = json!(content);
+        }
 
-        let confinement = match self.permit(call, &tool, target.as_ref(), &announce) {
+        let confinement = match self.permit(call, &tool, target.as_ref(), &asked) {
             Permit::Allowed(confinement) => confinement,
-            Permit::Rejected => {
-                return self.finish(
-                    call,
-                    failed("The user declined this tool call. Do not retry it; ask or try another approach."),
-                )
+            Permit::Rejected(rejection) => {
+                let title = announce["title"].as_str().unwrap_or(&call.name).to_string();
+                return self.rejected(call, rejection, title);
             }
             Permit::Cancelled => return self.finish(call, Ending::Cancelled),
         };
@@ -182,11 +194,9 @@ impl Runner<'_> {
         };
         match self.ask(call, &action, &announce) {
             Permit::Allowed(_) => {}
-            Permit::Rejected => {
-                return self.finish(
-                    call,
-                    failed("The user declined this tool call. Do not retry it; ask or try another approach."),
-                )
+            Permit::Rejected(rejection) => {
+                let title = announce["title"].as_str().unwrap_or(&call.name).to_string();
+                return self.rejected(call, rejection, title);
             }
             Permit::Cancelled => return self.finish(call, Ending::Cancelled),
         }
@@ -248,7 +258,69 @@ impl Runner<'_> {
             "status": status,
             "content": content,
         }));
-        CallResult { text, cancelled }
+        CallResult {
+            text,
+            cancelled,
+            declined: None,
+        }
+    }
+
+    /// A declined call: with the user's feedback the model reads it and
+    /// the turn goes on; an answer the user gave now stops the turn (unless
+    /// configured otherwise); a remembered rejection only tells the model.
+    fn rejected(&self, call: &ToolCallRequest, rejection: Rejection, title: String) -> CallResult {
+        if let Some(feedback) = rejection.feedback {
+            return self.finish(
+                call,
+                failed(format!(
+                    "The user declined this tool call and said:\n{feedback}"
+                )),
+            );
+        }
+        let stops = rejection.asked && self.on_reject == crate::config::OnReject::Stop;
+        let text = if stops {
+            "The user declined this tool call; the turn stops here."
+        } else {
+            "The user declined this tool call. Do not retry it; ask or try another approach."
+        };
+        let mut result = self.finish(call, failed(text));
+        if stops {
+            result.declined = Some(title);
+        }
+        result
+    }
+
+    /// The content a permission request shows besides the title: the
+    /// diff an edit would make (computed before asking), or the exact
+    /// command line and folder.
+    fn preview(&self, tool: &Tool, target: Option<&paths::Resolved>) -> Option<Vec<Value>> {
+        if matches!(
+            tool,
+            Tool::ApplyPatch(_) | Tool::DeleteFile(_) | Tool::MoveFile(_)
+        ) {
+            let changes = self.plan_files(tool).ok()?;
+            return Some(changes.iter().filter_map(change_diff).collect());
+        }
+        let target = target?;
+        let editor = EditorAccess {
+            client: self.client,
+        };
+        let limits = self.processes.file_limits;
+        let change = match tool {
+            Tool::WriteFile(args) => {
+                files::preview_write(&target.path, &args.content, &editor, limits)
+            }
+            Tool::EditFile(args) => files::preview_edit(&target.path, &args.edits, &editor, limits),
+            Tool::RunCommand(args) => {
+                let text = format!("```sh\n{}\n```\nin {}", args.command, target.path.display());
+                return Some(vec![text_content(&text)]);
+            }
+            _ => return None,
+        };
+        // An edit that cannot apply fails when it runs; the request still
+        // shows what was asked.
+        let change = change.ok()?;
+        Some(vec![diff_content(&target.path, &change)])
     }
 
     fn permit(
@@ -258,6 +330,21 @@ impl Runner<'_> {
         target: Option<&paths::Resolved>,
         announce: &Value,
     ) -> Permit {
+        // The file tools that change several paths are judged by what
+        // they would change: every file a patch touches, both ends of a
+        // move. A plan that fails asks nothing; the call then fails.
+        let changes = match tool {
+            Tool::ApplyPatch(_) | Tool::DeleteFile(_) | Tool::MoveFile(_) => {
+                match self.plan_files(tool) {
+                    Ok(changes) => Some(changes),
+                    Err(_) => return Permit::Allowed(Confinement::None),
+                }
+            }
+            _ => None,
+        };
+        if let Some(changes) = &changes {
+            return self.permit_changes(call, changes, announce);
+        }
         let action = match (tool, target) {
             (Tool::TodoWrite(_), _) | (_, None) => Action::Plan,
             (Tool::WriteFile(_) | Tool::EditFile(_), Some(target)) => Action::Edit {
@@ -310,6 +397,59 @@ impl Runner<'_> {
         }
     }
 
+    /// The changes a patch, a deletion or a move would make, computed
+    /// without changing anything (a patch's every hunk checked).
+    fn plan_files(&self, tool: &Tool) -> Result<Vec<patch::FileChange>, String> {
+        let cap = self.processes.file_limits.edit;
+        match tool {
+            Tool::ApplyPatch(args) => {
+                let parsed = patch::parse(&args.patch)?;
+                let editor = EditorAccess {
+                    client: self.client,
+                };
+                let read = |path: &Path| read_for_patch(&editor, path, cap);
+                patch::plan(&parsed, self.root, cap, &read)
+            }
+            Tool::DeleteFile(args) => Ok(vec![patch::delete_plan(self.root, &args.path, cap)?]),
+            Tool::MoveFile(args) => Ok(vec![patch::move_plan(
+                self.root, &args.from, &args.to, cap,
+            )?]),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// Asks once for all the changes of a file tool: allowed when the
+    /// policy allows every path, refused when it refuses one, else asked
+    /// with every diff shown.
+    fn permit_changes(
+        &mut self,
+        call: &ToolCallRequest,
+        changes: &[patch::FileChange],
+        announce: &Value,
+    ) -> Permit {
+        let mut asking: Option<Action> = None;
+        for change in changes {
+            for path in change.paths() {
+                let action = Action::Edit {
+                    path,
+                    inside: change.inside && !paths::hard_linked(path),
+                    git_internal: change.git_internal,
+                };
+                match decide(self.policy, &action, self.approvals) {
+                    Decision::Allow => {}
+                    Decision::Reject => return Permit::Rejected(Rejection::automatic()),
+                    Decision::Ask => {
+                        asking.get_or_insert(action);
+                    }
+                }
+            }
+        }
+        match asking {
+            None => Permit::Allowed(Confinement::None),
+            Some(action) => self.ask(call, &action, announce),
+        }
+    }
+
     /// Whether a command is proven read-only (under `auto`), and whether it
     /// can run in the sandbox (under `sandbox`).
     fn judge_command(&self, command_line: &str, cwd: &paths::Resolved) -> (bool, bool) {
@@ -344,7 +484,7 @@ impl Runner<'_> {
     fn ask(&mut self, call: &ToolCallRequest, action: &Action<'_>, announce: &Value) -> Permit {
         match decide(self.policy, action, self.approvals) {
             Decision::Allow => return Permit::Allowed(Confinement::None),
-            Decision::Reject => return Permit::Rejected,
+            Decision::Reject => return Permit::Rejected(Rejection::automatic()),
             Decision::Ask => {}
         }
         let scope = action.scope();
@@ -355,25 +495,35 @@ impl Runner<'_> {
             "status": "pending",
             "rawInput": announce["rawInput"],
         });
-        if let Some(locations) = announce.get("locations") {
-            tool_call["locations"] = locations.clone();
+        for key in ["locations", "content"] {
+            if let Some(value) = announce.get(key) {
+                tool_call[key] = value.clone();
+            }
         }
+        let mut options = vec![
+            json!({"optionId": "allow_once", "name": "Allow", "kind": "allow_once"}),
+            json!({"optionId": "allow_always", "name": format!("Always allow {scope}"), "kind": "allow_always"}),
+            json!({"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}),
+        ];
+        if self.client.capabilities.elicitation.form {
+            options.push(json!({"optionId": "reject_with_feedback",
+                                "name": "Reject, and say what to do instead…",
+                                "kind": "reject_once"}));
+        }
+        options.push(json!({"optionId": "reject_always", "name": format!("Always reject {scope}"), "kind": "reject_always"}));
         let params = json!({
             "sessionId": self.session_id,
             "toolCall": tool_call,
-            "options": [
-                {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
-                {"optionId": "allow_always", "name": format!("Always allow {scope}"), "kind": "allow_always"},
-                {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
-                {"optionId": "reject_always", "name": format!("Always reject {scope}"), "kind": "reject_always"},
-            ],
+            "options": options,
         });
         let answer = match self.client.request("session/request_permission", params) {
             Ok(answer) => answer,
             Err(ClientError::Cancelled) | Err(ClientError::Gone) => return Permit::Cancelled,
+            // The user did not decline: the question failed. The model is
+            // told the call did not run.
             Err(ClientError::Rpc(error)) => {
                 log::warn!("permission request failed: {}", error.message);
-                return Permit::Rejected;
+                return Permit::Rejected(Rejection::automatic());
             }
         };
         let outcome = &answer["outcome"];
@@ -381,6 +531,7 @@ impl Runner<'_> {
             return Permit::Cancelled;
         }
         let key = action.key();
+        let feedback = feedback_of(&answer);
         match outcome["optionId"].as_str() {
             Some("allow_once") => Permit::Allowed(Confinement::None),
             Some("allow_always") => {
@@ -395,9 +546,49 @@ impl Runner<'_> {
                     self.approvals.allowed.remove(&key);
                     self.approvals.rejected.insert(key);
                 }
-                Permit::Rejected
+                Permit::Rejected(Rejection::asked(feedback))
             }
-            _ => Permit::Rejected,
+            Some("reject_with_feedback") if feedback.is_none() => {
+                match self.ask_feedback(call, announce) {
+                    Ok(feedback) => Permit::Rejected(Rejection::asked(feedback)),
+                    Err(()) => Permit::Cancelled,
+                }
+            }
+            _ => Permit::Rejected(Rejection::asked(feedback)),
+        }
+    }
+
+    /// Asks what to do instead, through a form (the client offers form
+    /// elicitation). `Err` when the turn was cancelled meanwhile.
+    fn ask_feedback(&self, call: &ToolCallRequest, announce: &Value) -> Result<Option<String>, ()> {
+        let title = announce["title"].as_str().unwrap_or(&call.name);
+        let params = json!({
+            "sessionId": self.session_id,
+            "toolCallId": call.id,
+            "mode": "form",
+            "message": format!("You declined: {title}. What should the agent do instead?"),
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"feedback": {
+                    "type": "string",
+                    "title": "Instead",
+                    "description": "Told to the model, which then carries on",
+                    "maxLength": FEEDBACK_CAP,
+                }},
+                "required": ["feedback"],
+            },
+        });
+        match self.client.request("elicitation/create", params) {
+            Ok(answer) if answer["action"] == "accept" => Ok(answer["content"]["feedback"]
+                .as_str()
+                .map(cap_feedback)
+                .filter(|text| !text.is_empty())),
+            Ok(_) => Ok(None),
+            Err(ClientError::Cancelled) | Err(ClientError::Gone) => Err(()),
+            Err(ClientError::Rpc(error)) => {
+                log::warn!("the feedback form failed: {}", error.message);
+                Ok(None)
+            }
         }
     }
 
@@ -416,6 +607,9 @@ impl Runner<'_> {
             .map(|t| t.path.clone())
             .unwrap_or_else(|| self.root.to_path_buf());
         match tool {
+            Tool::ApplyPatch(_) | Tool::DeleteFile(_) | Tool::MoveFile(_) => {
+                self.change_files(tool, &editor)
+            }
             Tool::ReadFile(args) => {
                 match files::read_file(
                     &path,
@@ -523,16 +717,122 @@ impl Runner<'_> {
     }
 }
 
+impl Runner<'_> {
+    /// Runs a patch, deletion or move: planned again (the files may have
+    /// changed while the user was asked), then applied. Text files are
+    /// written through the editor when it offers writing.
+    fn change_files(&self, tool: &Tool, editor: &EditorAccess) -> Ending {
+        let changes = match self.plan_files(tool) {
+            Ok(changes) => changes,
+            Err(error) => return failed(format!("Error: {error}; nothing was changed")),
+        };
+        let mut write = |path: &Path, text: &str| {
+            if files::EditorFiles::can_write(editor) {
+                files::EditorFiles::write_text(editor, path, text)
+            } else {
+                patch::local_write(path, text)
+            }
+        };
+        let applied = patch::apply(
+            &changes,
+            &mut write,
+            &mut patch::local_remove,
+            &mut patch::local_move,
+        );
+        match applied {
+            Ok(()) => Ending::Completed {
+                text: patch::summary(&changes, self.root),
+                content: changes.iter().filter_map(change_diff).collect(),
+            },
+            Err(error) => failed(format!("Error: {error}")),
+        }
+    }
+}
+
+/// A file for a patch: through the editor when it reads (unsaved changes
+/// count), locally otherwise.
+fn read_for_patch(editor: &EditorAccess, path: &Path, cap: u64) -> Result<Option<String>, String> {
+    if files::EditorFiles::can_read(editor) && path.is_file() {
+        if let Ok(text) = files::EditorFiles::read_text(editor, path) {
+            return Ok(Some(text));
+        }
+    }
+    patch::local_read(path, cap)
+}
+
+/// The diff of one planned change: at the destination of a move, empty
+/// new text for a deletion, none for a file that is not text.
+fn change_diff(change: &patch::FileChange) -> Option<Value> {
+    let path = match &change.kind {
+        patch::ChangeKind::Move { to } => to.as_path(),
+        _ => change.path.as_path(),
+    };
+    let new_text = match change.kind {
+        patch::ChangeKind::Delete => {
+            change.old_text.as_ref()?;
+            String::new()
+        }
+        _ => change.new_text.clone()?,
+    };
+    let mut diff = json!({"type": "diff", "path": path, "newText": new_text});
+    if let Some(old) = &change.old_text {
+        diff["oldText"] = json!(old);
+    }
+    Some(diff)
+}
+
 enum Permit {
     Allowed(Confinement),
-    Rejected,
+    Rejected(Rejection),
     Cancelled,
+}
+
+/// A rejection: whether the user gave it now (rather than a remembered
+/// answer or a rule), and what they said to do instead.
+struct Rejection {
+    asked: bool,
+    feedback: Option<String>,
+}
+
+impl Rejection {
+    fn asked(feedback: Option<String>) -> Rejection {
+        Rejection {
+            asked: true,
+            feedback,
+        }
+    }
+
+    fn automatic() -> Rejection {
+        Rejection {
+            asked: false,
+            feedback: None,
+        }
+    }
+}
+
+/// The user's reason for a rejection, sent by the client as
+/// `_meta.spindle.feedback` on the permission answer (or its outcome).
+fn feedback_of(answer: &Value) -> Option<String> {
+    [&answer["_meta"], &answer["outcome"]["_meta"]]
+        .iter()
+        .find_map(|meta| meta["spindle"]["feedback"].as_str())
+        .map(cap_feedback)
+        .filter(|text| !text.is_empty())
+}
+
+fn cap_feedback(text: &str) -> String {
+    let text = text.trim();
+    let mut end = text.len().min(FEEDBACK_CAP);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
 }
 
 /// The tool call's location: the file (with a line) or directory it works on.
 fn location(tool: &Tool, target: Option<&paths::Resolved>) -> Option<Value> {
     let target = target?;
-    if matches!(tool, Tool::RunCommand(_)) {
+    if matches!(tool, Tool::RunCommand(_) | Tool::ApplyPatch(_)) {
         return None;
     }
     let mut location = json!({"path": target.path});
@@ -544,14 +844,18 @@ fn location(tool: &Tool, target: Option<&paths::Resolved>) -> Option<Value> {
     Some(location)
 }
 
-fn changed(path: &Path, change: files::Change) -> Ending {
+fn diff_content(path: &Path, change: &files::Change) -> Value {
     let mut diff = json!({"type": "diff", "path": path, "newText": change.new_text});
     if let Some(old) = &change.old_text {
         diff["oldText"] = json!(old);
     }
+    diff
+}
+
+fn changed(path: &Path, change: files::Change) -> Ending {
     Ending::Completed {
+        content: vec![diff_content(path, &change)],
         text: change.summary,
-        content: vec![diff],
     }
 }
 

@@ -81,7 +81,9 @@ fn close_frees_the_session_and_keeps_its_history() {
     // A session running a turn.
     let busy = agent.new_session(&space.ws);
     let id = agent.request("session/prompt", text_prompt(&busy, "slow please"));
-    let mut seen = wait_for_update(&mut agent, &busy, |u| kind(u) == "agent_message_chunk");
+    let mut seen = wait_for_update(&mut agent, &busy, |u| {
+        kind(u) == "agent_message_chunk" && !crate::support::agent::is_notice(u)
+    });
     let close = agent.request("session/close", json!({"sessionId": busy}));
     let (answers, others) = wait_answers(&mut agent, &[id.clone(), close.clone()]);
     assert_eq!(answers[&close.to_string()]["result"], json!({}));
@@ -165,7 +167,9 @@ fn delete_removes_sessions_for_good() {
     // A session in the middle of a turn.
     let busy = agent.new_session(&space.ws);
     let id = agent.request("session/prompt", text_prompt(&busy, "slow please"));
-    wait_for_update(&mut agent, &busy, |u| kind(u) == "agent_message_chunk");
+    wait_for_update(&mut agent, &busy, |u| {
+        kind(u) == "agent_message_chunk" && !crate::support::agent::is_notice(u)
+    });
     let delete = agent.request("session/delete", json!({"sessionId": busy}));
     let (answers, _) = wait_answers(&mut agent, &[id.clone(), delete.clone()]);
     assert_eq!(answers[&delete.to_string()]["result"], json!({}));
@@ -215,7 +219,10 @@ fn stalled_turn(space: &Space, server: &FakeServer) -> (Agent, String, Value) {
     let mut agent = space.openai(server);
     let session = agent.new_session(&space.ws);
     let first = agent.request("session/prompt", text_prompt(&session, "first"));
-    wait_for_update(&mut agent, &session, |u| kind(u) == "agent_message_chunk");
+    // The model's first words (not the agent's start notice).
+    wait_for_update(&mut agent, &session, |u| {
+        kind(u) == "agent_message_chunk" && !crate::support::agent::is_notice(u)
+    });
     (agent, session, first)
 }
 

@@ -388,10 +388,12 @@ fn without_user_chunks(updates: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// The texts of one kind of chunk, merged per message; the agent's own
+/// notices are not among them.
 fn texts_of(updates: &[Value], of_kind: &str) -> Vec<String> {
     merge_chunks(updates)
         .iter()
-        .filter(|u| kind(u) == of_kind)
+        .filter(|u| kind(u) == of_kind && !crate::support::agent::is_notice(u))
         .map(|u| chunk_text(u).to_string())
         .collect()
 }

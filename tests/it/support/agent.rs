@@ -613,6 +613,29 @@ pub fn updates_text(messages: &[Value], kind: &str) -> String {
         .filter(|message| message.get("method").and_then(Value::as_str) == Some("session/update"))
         .filter_map(|message| message.pointer("/params/update"))
         .filter(|update| update.get("sessionUpdate").and_then(Value::as_str) == Some(kind))
+        .filter(|update| !is_notice(update))
+        .filter_map(|update| update.pointer("/content/text").and_then(Value::as_str))
+        .collect()
+}
+
+/// Whether an update is one of the agent's own notices (a policy above
+/// `auto` at start, no sandbox available): message chunks whose
+/// `messageId` starts with `notice_`, shown before the model's answer.
+/// The text helpers leave them out: they collect what the model said.
+pub fn is_notice(update: &Value) -> bool {
+    update["sessionUpdate"] == "agent_message_chunk"
+        && update["messageId"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("notice_"))
+}
+
+/// The text of the agent's notices among `messages`.
+pub fn notices_text(messages: &[Value]) -> String {
+    messages
+        .iter()
+        .filter(|message| message.get("method").and_then(Value::as_str) == Some("session/update"))
+        .filter_map(|message| message.pointer("/params/update"))
+        .filter(|update| is_notice(update))
         .filter_map(|update| update.pointer("/content/text").and_then(Value::as_str))
         .collect()
 }

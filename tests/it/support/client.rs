@@ -242,10 +242,21 @@ impl Turn {
     }
 
     /// The text of the agent's message chunks, joined.
+    /// What the model said (the agent's own notices left out).
     pub fn text(&self) -> String {
         self.updates()
             .iter()
             .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+            .filter(|u| !super::agent::is_notice(u))
+            .filter_map(|u| u["content"]["text"].as_str())
+            .collect()
+    }
+
+    /// The agent's own notices in this turn.
+    pub fn notices(&self) -> String {
+        self.updates()
+            .iter()
+            .filter(|u| super::agent::is_notice(u))
             .filter_map(|u| u["content"]["text"].as_str())
             .collect()
     }

@@ -17,7 +17,7 @@ pub mod wire;
 
 // Re-exported for the test modules; not each one uses each name.
 #[allow(unused_imports)]
-pub use agent::{temp_dir, updates_text, write_file, Agent};
+pub use agent::{notices_text, temp_dir, updates_text, write_file, Agent};
 #[allow(unused_imports)]
 pub use client::{content_text, run_prompt, Answer, Exchange, Turn};
 #[allow(unused_imports)]

@@ -9,7 +9,7 @@ use super::{
 };
 use crate::support::client::no_requests;
 use crate::support::{run_prompt, Answer};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::fs;
 
 #[test]
@@ -179,7 +179,6 @@ fn reject_once_fails_the_call_and_is_not_remembered() {
     let (mut agent, session) = space.start(
         &script(vec![
             calls(vec![call("e1", "edit_file", edit.clone())]),
-            say("Declined."),
             calls(vec![call("e2", "edit_file", edit.clone())]),
             say("Edited."),
         ]),
@@ -193,8 +192,12 @@ fn reject_once_fails_the_call_and_is_not_remembered() {
         WAIT,
         permissions(vec![("e1", Answer::select("reject_once"))]),
     );
+    // The rejection ends the turn, and says so.
     assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
-    assert_eq!(turn.text(), "Declined.");
+    assert_eq!(
+        turn.text(),
+        "_You declined: Edit a.txt. I stopped here; tell me how you want to go on._"
+    );
     assert_eq!(turn.statuses("e1"), ["pending", "failed"]);
     assert!(
         turn.final_text("e1").contains("declined"),
@@ -343,7 +346,7 @@ fn reject_always_refuses_the_same_file_and_command_without_asking() {
             ]),
             say("Second."),
         ]),
-        &["--permissions", "ask"],
+        &["--permissions", "ask", "--on-reject", "continue"],
         json!({}),
     );
     let turn = run_prompt(
@@ -455,4 +458,121 @@ fn a_permission_request_answered_with_an_error_is_a_rejection() {
     turn.assert_every_tool_call_finished();
     assert_eq!(turn.statuses("e1"), ["pending", "failed"]);
     assert_eq!(space.read("a.txt"), "hello\n");
+}
+
+/// The approval of an edit shows the diff it would make, computed before
+/// asking; `reject_always` stops the turn too, and is then remembered.
+#[test]
+fn edit_approvals_carry_the_diff_and_reject_always_stops() {
+    let space = Space::new("tools-diff-approval");
+    space.write("a.txt", "one\ntwo\n");
+    let edit = json!({"path": "a.txt", "edits": [{"old": "two", "new": "deux"}]});
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![
+                call("d1", "edit_file", edit.clone()),
+                call(
+                    "d2",
+                    "write_file",
+                    json!({"path": "b.txt", "content": "new\n"}),
+                ),
+            ]),
+            calls(vec![call("d3", "edit_file", edit.clone())]),
+            say("Fine."),
+        ]),
+        &["--permissions", "ask"],
+        json!({}),
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "edit",
+        WAIT,
+        permissions(vec![("d1", Answer::select("reject_always"))]),
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    let asked = turn.requests("session/request_permission");
+    assert_eq!(asked.len(), 1, "the second call was not asked about");
+    let content = &asked[0]["params"]["toolCall"]["content"];
+    assert_eq!(content[0]["type"], "diff", "{content}");
+    assert_eq!(content[0]["oldText"], "one\ntwo\n");
+    assert_eq!(content[0]["newText"], "one\ndeux\n");
+    assert!(content[0]["path"].as_str().unwrap().ends_with("a.txt"));
+    assert!(turn.text().contains("You declined"), "{}", turn.dump());
+    assert_eq!(space.read("a.txt"), "one\ntwo\n");
+    assert!(
+        !space.exists("b.txt"),
+        "the call after the rejection never ran"
+    );
+    // Remembered: the same edit is refused without asking, and the model
+    // is told (a rejection nobody gave now does not stop the turn).
+    let turn = run_prompt(&mut agent, &session, "again", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(turn.final_status("d3"), "failed");
+    assert_eq!(turn.text(), "Fine.");
+}
+
+/// A client with form elicitation gets a "reject with feedback" choice:
+/// the form's text goes to the model and the turn continues.
+#[test]
+fn reject_with_feedback_asks_through_a_form() {
+    let space = Space::new("tools-feedback-form");
+    space.write("a.txt", "x\n");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "f1",
+                "write_file",
+                json!({"path": "a.txt", "content": "y\n"}),
+            )]),
+            say("Keeping x."),
+        ]),
+        &["--permissions", "ask"],
+        json!({"elicitation": {"form": {}}}),
+    );
+    let answer = |request: &Value| match request["method"].as_str() {
+        Some("session/request_permission") => {
+            let ids: Vec<&str> = request["params"]["options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|o| o["optionId"].as_str())
+                .collect();
+            assert!(ids.contains(&"reject_with_feedback"), "{ids:?}");
+            Answer::select("reject_with_feedback")
+        }
+        Some("elicitation/create") => {
+            assert_eq!(request["params"]["mode"], "form");
+            assert_eq!(request["params"]["toolCallId"], "f1");
+            Answer::Result(json!({"action": "accept", "content": {"feedback": "keep x"}}))
+        }
+        other => panic!("unexpected request {other:?}"),
+    };
+    let turn = run_prompt(&mut agent, &session, "write", WAIT, answer);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(turn.text(), "Keeping x.");
+    assert!(turn.final_text("f1").contains("keep x"), "{}", turn.dump());
+    assert_eq!(space.read("a.txt"), "x\n");
+}
+
+/// A session started in yolo by a flag says so once, in its first answer.
+#[test]
+fn a_session_started_in_yolo_says_so_once() {
+    let space = Space::new("tools-yolo-notice");
+    let (mut agent, session) = space.start(
+        &script(vec![say("One."), say("Two.")]),
+        &["--permissions", "yolo"],
+        json!({}),
+    );
+    let first = run_prompt(&mut agent, &session, "one", WAIT, no_requests);
+    assert!(
+        first
+            .notices()
+            .contains("runs in `yolo`, chosen by the --permissions flag"),
+        "{}",
+        first.dump()
+    );
+    assert_eq!(first.text(), "One.");
+    let second = run_prompt(&mut agent, &session, "two", WAIT, no_requests);
+    assert_eq!(second.notices(), "");
 }

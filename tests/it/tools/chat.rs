@@ -202,9 +202,15 @@ fn chat_completions_a_declined_call_tells_the_model() {
         WAIT,
         permissions(vec![("call_1", Answer::select("reject_once"))]),
     );
+    // The rejection ends the turn: no second model request in it.
     assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
     assert_eq!(turn.final_status("call_1"), "failed");
+    assert!(turn.text().contains("You declined"), "{}", turn.dump());
     assert!(!space.exists("nope"));
+    assert_eq!(server.requests().len(), 1);
+    // The next prompt's request tells the model what happened.
+    let turn = run_prompt(&mut agent, &session, "ok, so?", WAIT, permissions(vec![]));
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
     let requests = server.wait_requests(2, WAIT);
     let messages = requests[1].body["messages"].as_array().unwrap();
     let tool = messages
@@ -214,6 +220,45 @@ fn chat_completions_a_declined_call_tells_the_model() {
     assert_eq!(tool["tool_call_id"], "call_1");
     let content = tool["content"].as_str().unwrap();
     assert!(content.contains("declined"), "{content}");
+}
+
+/// A rejection with the user's reason (`_meta.spindle.feedback` on the
+/// answer) lets the turn go on, and the model reads the reason.
+#[test]
+fn chat_completions_a_rejection_with_feedback_goes_on() {
+    let space = Space::new("tools-chat-feedback");
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_tool_calls(&[(
+        "run_command",
+        json!({"command": "rm -rf build"}),
+    )])));
+    server.push(Reply::Sse(chat_text(&["Using cargo clean."])));
+    let (mut agent, session) = start_chat(&space, &server, &["--permissions", "ask"]);
+    let answer = Answer::Result(json!({
+        "outcome": {"outcome": "selected", "optionId": "reject_once"},
+        "_meta": {"spindle": {"feedback": "use cargo clean instead"}},
+    }));
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "clean up",
+        WAIT,
+        permissions(vec![("call_1", answer)]),
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(turn.text(), "Using cargo clean.");
+    let requests = server.wait_requests(2, WAIT);
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let tool = messages.iter().find(|m| m["role"] == "tool").unwrap();
+    let content = tool["content"].as_str().unwrap();
+    assert!(content.contains("use cargo clean instead"), "{content}");
+    // The approval showed the exact command line and folder.
+    let asked = turn.requests("session/request_permission");
+    let shown = asked[0]["params"]["toolCall"]["content"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(shown.contains("rm -rf build"), "{shown}");
+    assert!(shown.contains(space.ws.to_str().unwrap()), "{shown}");
 }
 
 #[test]

@@ -21,6 +21,7 @@ mod commands;
 mod editor_files;
 mod editor_terminals;
 mod files;
+mod patching;
 mod plan_and_steps;
 mod policy;
 mod workspace;

@@ -94,7 +94,7 @@ fn auto_asks_for_every_class_of_hostile_command() {
     ));
     let (mut agent, session) = space.start(
         &script(vec![calls(tool_calls), say("Done.")]),
-        &["--permissions", "auto"],
+        &["--permissions", "auto", "--on-reject", "continue"],
         json!({}),
     );
     let turn = run_prompt(
@@ -404,7 +404,7 @@ fn the_sandbox_policy_confines_commands_without_asking() {
             ]),
             say("Done."),
         ]),
-        &["--permissions", "sandbox"],
+        &["--permissions", "sandbox", "--on-reject", "continue"],
         json!({}),
     );
     let turn = run_prompt(
@@ -477,7 +477,7 @@ fn without_a_sandbox_the_sandbox_policy_says_so_and_every_command_asks() {
             .contains("No sandbox is available here"),
         "{choice}"
     );
-    let notice = |turn: &Turn| turn.text().contains("No sandbox is available here");
+    let notice = |turn: &Turn| turn.notices().contains("No sandbox is available here");
     let first = run_prompt(
         &mut agent,
         &session,

@@ -41,7 +41,7 @@ fn paths_outside_the_workspace_and_git_internals_ask_in_auto() {
             ]),
             say("Done."),
         ]),
-        &["--permissions", "auto"],
+        &["--permissions", "auto", "--on-reject", "continue"],
         json!({}),
     );
     let turn = run_prompt(
@@ -139,7 +139,7 @@ fn auto_policy_asks_for_commands_that_write_even_with_a_read_only_program() {
             ),
             say("Done."),
         ]),
-        &["--permissions", "auto"],
+        &["--permissions", "auto", "--on-reject", "continue"],
         json!({}),
     );
     let turn = run_prompt(
@@ -190,7 +190,7 @@ fn auto_policy_asks_before_a_command_reads_outside_the_workspace() {
             ),
             say("Done."),
         ]),
-        &["--permissions", "auto"],
+        &["--permissions", "auto", "--on-reject", "continue"],
         json!({}),
     );
     let turn = run_prompt(
