@@ -133,6 +133,42 @@ pub struct Config {
     pub context: ContextSettings,
     #[serde(default, skip_serializing_if = "PermissionSettings::is_default")]
     pub permissions: PermissionSettings,
+    #[serde(default, skip_serializing_if = "CheckpointSettings::is_default")]
+    pub checkpoints: CheckpointSettings,
+}
+
+/// Checkpoints (`/undo`, `/rewind`, `/redo`): on by default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Checkpoints older than this many days are pruned (default 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age_days: Option<u64>,
+    /// The most bytes of kept contents per session (default 512 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+    /// Larger files are not kept (default 8 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_file_bytes: Option<u64>,
+}
+
+impl CheckpointSettings {
+    fn is_default(&self) -> bool {
+        *self == CheckpointSettings::default()
+    }
+
+    pub fn settings(&self) -> crate::checkpoint::Settings {
+        let defaults = crate::checkpoint::Settings::default();
+        crate::checkpoint::Settings {
+            enabled: self.enabled.unwrap_or(defaults.enabled),
+            max_age_days: self.max_age_days.unwrap_or(defaults.max_age_days),
+            max_bytes: self.max_bytes.unwrap_or(defaults.max_bytes),
+            max_file_bytes: self.max_file_bytes.unwrap_or(defaults.max_file_bytes),
+            ..defaults
+        }
+    }
 }
 
 /// How approvals behave beyond the policy.

@@ -6,6 +6,7 @@
 pub mod acp;
 pub mod agent;
 pub mod cancel;
+pub mod checkpoint;
 pub mod config;
 #[doc(hidden)]
 pub mod fuzz;

@@ -6,6 +6,7 @@
 //! writes opens its own connection; SQLite's locking and the busy timeout
 //! serialise writers, and a session running a turn is leased to its process.
 
+pub mod checkpoints;
 pub mod time;
 
 use crate::provider::Message;
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 /// The schema this Spindle writes. Older databases are migrated forward;
 /// a newer one is refused, never rewritten.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// How long a lease lasts without a heartbeat.
 pub const LEASE_TTL_MS: i64 = 30_000;
@@ -115,6 +116,31 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE workspaces (
         cwd TEXT PRIMARY KEY,
         defaults TEXT NOT NULL
+    ) WITHOUT ROWID;",
+    // Version 3: checkpoints — what each turn changed in the workspace,
+    // the contents before and after kept once per session by hash.
+    "CREATE TABLE checkpoint_blobs (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        key TEXT NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (session_id, key)
+    ) WITHOUT ROWID;
+    CREATE TABLE checkpoints (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        turn INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        PRIMARY KEY (session_id, turn)
+    ) WITHOUT ROWID;
+    CREATE TABLE checkpoint_files (
+        session_id TEXT NOT NULL,
+        turn INTEGER NOT NULL,
+        path TEXT NOT NULL,
+        before_key TEXT,
+        after_key TEXT,
+        via_editor INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (session_id, turn, path),
+        FOREIGN KEY (session_id, turn) REFERENCES checkpoints(session_id, turn) ON DELETE CASCADE
     ) WITHOUT ROWID;",
 ];
 

@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-const BUILTINS: [&str; 7] = ["init", "compact", "model", "mode", "clear", "cost", "help"];
+const BUILTINS: [&str; 10] = [
+    "init", "compact", "model", "mode", "clear", "cost", "undo", "rewind", "redo", "help",
+];
 
 const REVIEW: &str = "---\ndescription: Review a file carefully\nargument-hint: <path>\n---\nReview $ARGUMENTS and list every problem.\n";
 

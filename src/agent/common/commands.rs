@@ -14,6 +14,9 @@ pub enum Builtin {
     Clear,
     Cost,
     Help,
+    Undo,
+    Rewind,
+    Redo,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -34,7 +37,7 @@ pub struct Command {
     pub kind: Kind,
 }
 
-const BUILTINS: [(&str, &str, Option<&str>, Builtin); 7] = [
+const BUILTINS: [(&str, &str, Option<&str>, Builtin); 10] = [
     (
         "init",
         "Write or update AGENTS.md: instructions for coding agents in this workspace",
@@ -44,7 +47,7 @@ const BUILTINS: [(&str, &str, Option<&str>, Builtin); 7] = [
     (
         "compact",
         "Summarise the conversation so far into a shorter context (the transcript stays)",
-        None,
+        Some("focus"),
         Builtin::Compact,
     ),
     (
@@ -70,6 +73,24 @@ const BUILTINS: [(&str, &str, Option<&str>, Builtin); 7] = [
         "Show the tokens used and the cost so far",
         None,
         Builtin::Cost,
+    ),
+    (
+        "undo",
+        "Restore the files the last turn changed (asks when you edited them since)",
+        None,
+        Builtin::Undo,
+    ),
+    (
+        "rewind",
+        "Restore the files as they were N turns ago",
+        Some("N"),
+        Builtin::Rewind,
+    ),
+    (
+        "redo",
+        "Apply again the changes the last undo took back",
+        None,
+        Builtin::Redo,
     ),
     ("help", "List the commands", None, Builtin::Help),
 ];

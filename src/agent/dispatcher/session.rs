@@ -49,6 +49,8 @@ pub struct Session {
     /// Said once, in the first answer: a policy above `auto` that a flag
     /// or the config chose.
     pub start_notice: Option<String>,
+    /// What the session's last checkpoint scan saw of the workspace.
+    pub scan_cache: std::sync::Arc<std::sync::Mutex<crate::checkpoint::ScanCache>>,
 }
 
 /// The choices a session keeps across reloads, stored as JSON. Fields
@@ -120,6 +122,7 @@ impl Session {
             queued: None,
             sandbox_notice_shown: false,
             start_notice: None,
+            scan_cache: Default::default(),
         }
     }
 

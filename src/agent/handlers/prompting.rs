@@ -14,7 +14,7 @@ use crate::agent::dispatcher::session::{title_from, RunningTurn};
 use crate::agent::dispatcher::Dispatcher;
 use crate::agent::turn::client::Client;
 use crate::agent::turn::processes::Processes;
-use crate::agent::turn::report::TurnEnd;
+use crate::agent::turn::report::{Rewind, TurnEnd};
 use crate::agent::turn::{self, Turn, TurnKind};
 use crate::cancel::CancelToken;
 use crate::provider::Message;
@@ -228,6 +228,8 @@ impl Dispatcher {
             tool_output_cap: registry.config.context.tool_output_bytes(),
             known: session.known,
             on_reject: on_reject.unwrap_or_default(),
+            checkpoints: registry.config.checkpoints.settings(),
+            scan_cache: session.scan_cache.clone(),
             price: entry.config.price.clone(),
             cost_before: session.cost,
             read_only: session.mode == Mode::Plan,
@@ -379,6 +381,25 @@ impl Dispatcher {
             }
             Builtin::Compact => {
                 return Ok((TurnKind::Compact(arguments.to_string()), text.to_string()))
+            }
+            Builtin::Undo => return Ok((TurnKind::Rewind(Rewind::Undo(1)), text.to_string())),
+            Builtin::Redo => return Ok((TurnKind::Rewind(Rewind::Redo), text.to_string())),
+            Builtin::Rewind => {
+                let steps = match arguments.trim() {
+                    "" => 1,
+                    number => match number.parse::<usize>() {
+                        Ok(steps) if (1..=1000).contains(&steps) => steps,
+                        _ => {
+                            return Ok((
+                                TurnKind::Local(format!(
+                                "`/rewind` takes a number of turns from 1 to 1000, not `{number}`."
+                            )),
+                                text.to_string(),
+                            ))
+                        }
+                    },
+                };
+                return Ok((TurnKind::Rewind(Rewind::Undo(steps)), text.to_string()));
             }
             Builtin::Help => {
                 let mut reply = String::from("Commands:\n");

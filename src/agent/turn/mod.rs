@@ -15,6 +15,7 @@ mod record;
 pub mod report;
 mod runner;
 mod shell;
+mod undo;
 mod updates;
 
 use crate::acp::StopReason;
@@ -49,6 +50,8 @@ pub enum TurnKind {
     /// The model summarises the conversation, which is then replaced by
     /// the summary (`/compact`, with what to focus on).
     Compact(String),
+    /// `/undo`, `/rewind N`, `/redo`: files put back from checkpoints.
+    Rewind(report::Rewind),
 }
 
 /// Everything a turn needs, handed over by the dispatcher.
@@ -83,6 +86,10 @@ pub struct Turn {
     pub known: Option<context::Known>,
     /// Whether a rejected tool call ends the turn.
     pub on_reject: crate::config::OnReject,
+    /// Checkpoints: their settings, and what the session's last workspace
+    /// scan saw.
+    pub checkpoints: crate::checkpoint::Settings,
+    pub scan_cache: Arc<std::sync::Mutex<crate::checkpoint::ScanCache>>,
     pub price: Option<Price>,
     /// What the session cost before this turn.
     pub cost_before: f64,
@@ -183,6 +190,7 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 TurnKind::Compact(focus) => {
                     compaction::compact_command(&turn, &mut sink, &mut state, focus)
                 }
+                TurnKind::Rewind(rewind) => undo::run(&turn, &mut sink, &mut state, *rewind),
             }));
             let result = match outcome {
                 Ok(result) => result,
@@ -263,7 +271,28 @@ fn run(
     record: &mut Option<Record>,
 ) -> Result<StopReason, RpcError> {
     let mut messages = turn.messages.clone();
-    let result = steps(turn, sink, state, record, &mut messages);
+    let checkpoints = match (turn.db.as_deref(), record.as_ref()) {
+        (Some(db), Some(record)) => crate::checkpoint::Checkpoints::open(
+            db,
+            &turn.session_id,
+            record.turn,
+            turn.scan_cache.clone(),
+            turn.checkpoints,
+        )
+        .map(RefCell::new),
+        _ => None,
+    };
+    let result = steps(
+        turn,
+        sink,
+        state,
+        record,
+        &mut messages,
+        checkpoints.as_ref(),
+    );
+    if let Some(checkpoints) = checkpoints {
+        checkpoints.into_inner().finish();
+    }
     if state.compacted {
         state.replaced = Some(messages);
     }
@@ -278,6 +307,7 @@ fn steps(
     state: &mut State,
     record: &mut Option<Record>,
     messages: &mut Vec<Message>,
+    checkpoints: Option<&RefCell<crate::checkpoint::Checkpoints>>,
 ) -> Result<StopReason, RpcError> {
     if !turn.images {
         for message in messages.iter_mut().filter(|m| !m.images.is_empty()) {
@@ -459,6 +489,7 @@ fn steps(
             approvals: &mut state.approvals,
             processes: &turn.processes,
             on_reject: turn.on_reject,
+            checkpoints,
         };
         let mut results = Vec::new();
         let mut cancelled_at = None;

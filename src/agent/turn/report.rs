@@ -62,3 +62,12 @@ pub struct Known {
     pub tokens: u64,
     pub bytes: u64,
 }
+
+/// Which way `/undo`, `/rewind` and `/redo` move the files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rewind {
+    /// Back before the last `n` turns that changed files.
+    Undo(usize),
+    /// Forward again: the turn the last undo took back.
+    Redo,
+}

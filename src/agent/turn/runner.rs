@@ -46,6 +46,15 @@ pub struct Runner<'a> {
     pub processes: &'a Processes,
     /// Whether a rejection ends the turn.
     pub on_reject: crate::config::OnReject,
+    /// The turn's checkpoint: what file tools and commands change is kept.
+    pub checkpoints: Option<&'a RefCell<crate::checkpoint::Checkpoints>>,
+}
+
+/// What a checkpoint kept before a call ran.
+enum Capture {
+    Nothing,
+    Files(crate::checkpoint::Pending),
+    Workspace(crate::checkpoint::Scan),
 }
 
 /// How one call ended, before it is reported.
@@ -142,7 +151,9 @@ impl Runner<'_> {
             "toolCallId": call.id,
             "status": "in_progress",
         }));
+        let capture = self.capture_before(&tool, target.as_ref());
         let ending = self.execute(call, &tool, target.as_ref(), confinement);
+        self.capture_after(capture);
         let ending = if self.cancel.is_cancelled() {
             Ending::Cancelled
         } else {
@@ -395,6 +406,91 @@ impl Runner<'_> {
             Permit::Allowed(Confinement::None) => Permit::Allowed(confinement),
             other => other,
         }
+    }
+
+    /// Keeps what a call is about to change: the files of a file tool, or
+    /// the workspace before a command not proven read-only.
+    fn capture_before(&self, tool: &Tool, target: Option<&paths::Resolved>) -> Capture {
+        let Some(checkpoints) = self.checkpoints else {
+            return Capture::Nothing;
+        };
+        let paths: Vec<std::path::PathBuf> = match (tool, target) {
+            (Tool::WriteFile(_) | Tool::EditFile(_), Some(target)) => vec![target.path.clone()],
+            (Tool::ApplyPatch(_) | Tool::DeleteFile(_) | Tool::MoveFile(_), _) => {
+                match self.plan_files(tool) {
+                    Ok(changes) => changes
+                        .iter()
+                        .flat_map(|c| c.paths().into_iter().map(Path::to_path_buf))
+                        .collect(),
+                    Err(_) => return Capture::Nothing,
+                }
+            }
+            (Tool::RunCommand(args), Some(cwd)) if self.may_change(&args.command, cwd) => {
+                let cancelled = || self.cancel.is_cancelled();
+                return match checkpoints
+                    .borrow_mut()
+                    .before_command(self.root, &cancelled)
+                {
+                    Some(scan) => Capture::Workspace(scan),
+                    None => Capture::Nothing,
+                };
+            }
+            _ => return Capture::Nothing,
+        };
+        let read = |path: &Path| self.checkpoint_read(path);
+        Capture::Files(checkpoints.borrow_mut().before_files(&paths, &read))
+    }
+
+    fn capture_after(&self, capture: Capture) {
+        let Some(checkpoints) = self.checkpoints else {
+            return;
+        };
+        match capture {
+            Capture::Nothing => {}
+            Capture::Files(pending) => {
+                let read = |path: &Path| self.checkpoint_read(path);
+                let via_editor = self.client.capabilities.fs.write_text_file;
+                checkpoints
+                    .borrow_mut()
+                    .after_files(pending, &read, via_editor);
+            }
+            Capture::Workspace(scan) => {
+                let cancelled = || false;
+                checkpoints
+                    .borrow_mut()
+                    .after_command(self.root, scan, &cancelled);
+            }
+        }
+    }
+
+    /// A file as a checkpoint keeps it: the editor's text when it reads
+    /// (what the user sees), else the bytes on disk.
+    fn checkpoint_read(&self, path: &Path) -> Option<Vec<u8>> {
+        let disk = crate::checkpoint::read_disk(
+            path,
+            crate::checkpoint::Settings::default().max_file_bytes,
+        );
+        // Only text files are the editor's (as the file tools do).
+        let text = disk
+            .as_deref()
+            .is_some_and(|b| std::str::from_utf8(b).is_ok());
+        if text && self.client.capabilities.fs.read_text_file {
+            if let Ok(text) = self.client.read_text_file(path) {
+                return Some(text.into_bytes());
+            }
+        }
+        disk
+    }
+
+    /// Whether a command may change the workspace: anything not proven
+    /// read-only by the policy's parser.
+    fn may_change(&self, command_line: &str, cwd: &paths::Resolved) -> bool {
+        let context = crate::policy::Context {
+            root: self.root,
+            cwd: &cwd.path,
+            path_var: std::env::var_os("PATH"),
+        };
+        !crate::policy::judge(command_line, &context).is_read_only()
     }
 
     /// The changes a patch, a deletion or a move would make, computed

@@ -17,6 +17,7 @@ mod approvals;
 mod bounds;
 mod cancel;
 mod chat;
+mod checkpoints;
 mod commands;
 mod editor_files;
 mod editor_terminals;
