@@ -179,6 +179,23 @@ pub struct PermissionSettings {
     /// the turn ends) or `continue` (the model is told and carries on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_reject: Option<OnReject>,
+    /// Lasting rules: allow, ask or deny by tool and pattern.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<crate::policy::rules::Rule>,
+    /// Per workspace (its absolute path): the rules answered "always, in
+    /// this project", and whether the workspace's own
+    /// `.spindle/config.json` may loosen (allow), not only tighten.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub projects: BTreeMap<String, ProjectPermissions>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectPermissions {
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub trusted: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<crate::policy::rules::Rule>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -390,6 +407,16 @@ impl Config {
             .context
             .check()
             .map_err(|problem| format!("{}: {problem}", path.display()))?;
+        crate::policy::rules::validate_rules(&config.permissions.rules)
+            .map_err(|problem| format!("{}: {problem}", path.display()))?;
+        for (project, settings) in &config.permissions.projects {
+            crate::policy::rules::validate_rules(&settings.rules).map_err(|problem| {
+                format!(
+                    "{}: permissions.projects[{project:?}]: {problem}",
+                    path.display()
+                )
+            })?;
+        }
         Ok(config)
     }
 
@@ -509,6 +536,68 @@ fn read_key_file(path: &Path) -> Result<String, String> {
     let key = std::fs::read_to_string(path)
         .map_err(|err| format!("cannot read the key file {}: {err}", path.display()))?;
     Ok(key.trim().to_string())
+}
+
+/// Writes the file through a temporary file and a rename, so a crash never
+/// leaves half a config behind.
+pub fn save(path: &Path, config: &Config) -> Result<(), String> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
+    }
+    let text = serde_json::to_string_pretty(config).map_err(|err| err.to_string())?;
+    let temporary = path.with_extension(format!("json.{}.tmp", std::process::id()));
+    std::fs::write(&temporary, format!("{text}\n"))
+        .map_err(|err| format!("cannot write {}: {err}", temporary.display()))?;
+    std::fs::rename(&temporary, path).map_err(|err| {
+        let _ = std::fs::remove_file(&temporary);
+        format!("cannot write {}: {err}", path.display())
+    })
+}
+
+/// Adds `rule` to the rules answered for `project` in the user's config
+/// file at `path` (created when missing), keeping everything else. These
+/// answers live in the user's own file, never in the workspace, where
+/// anyone who can commit could have written them.
+pub fn add_project_rule(
+    path: &Path,
+    project: &str,
+    rule: crate::policy::rules::Rule,
+) -> Result<(), String> {
+    let mut config = match std::fs::read_to_string(path) {
+        Ok(text) => Config::parse(&text, path)?,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Config::default(),
+        Err(err) => return Err(format!("cannot read {}: {err}", path.display())),
+    };
+    let rules = &mut config
+        .permissions
+        .projects
+        .entry(project.to_string())
+        .or_default()
+        .rules;
+    if !rules.contains(&rule) {
+        rules.push(rule);
+    }
+    save(path, &config)
+}
+
+/// The permission rules of a workspace's own `.spindle/config.json`
+/// (`permissions.rules`; other keys are not read here). They can only
+/// tighten what the user allows, unless the user trusts the project.
+pub fn project_rules(cwd: &Path) -> Result<Vec<crate::policy::rules::Rule>, String> {
+    let path = cwd.join(".spindle").join("config.json");
+    let bytes = match crate::tools::bounded::read_capped(&path, 1024 * 1024) {
+        Ok(bytes) => bytes,
+        Err(crate::tools::bounded::ReadError::Missing) => return Ok(Vec::new()),
+        Err(_) => return Err(format!("{} cannot be read", path.display())),
+    };
+    let value: Value =
+        serde_json::from_slice(&bytes).map_err(|err| format!("{}: {err}", path.display()))?;
+    match value.get("permissions").and_then(|p| p.get("rules")) {
+        None => Ok(Vec::new()),
+        Some(rules) => crate::policy::rules::parse_rules(rules)
+            .map_err(|problem| format!("{}: {problem}", path.display())),
+    }
 }
 
 #[cfg(test)]

@@ -320,21 +320,8 @@ fn test_connection(config: &Config, name: &str, model: &str) -> Result<String, S
     }
 }
 
-/// Writes the file through a temporary file and a rename, so a crash never
-/// leaves half a config behind.
 fn write_config(path: &Path, config: &Config) -> Result<(), String> {
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)
-            .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
-    }
-    let text = serde_json::to_string_pretty(config).map_err(|err| err.to_string())?;
-    let temporary = path.with_extension(format!("json.{}.tmp", std::process::id()));
-    std::fs::write(&temporary, format!("{text}\n"))
-        .map_err(|err| format!("cannot write {}: {err}", temporary.display()))?;
-    std::fs::rename(&temporary, path).map_err(|err| {
-        let _ = std::fs::remove_file(&temporary);
-        format!("cannot write {}: {err}", path.display())
-    })
+    crate::config::save(path, config)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 
 pub mod git;
 pub mod programs;
+pub mod rules;
 pub mod secrets;
 pub mod shell;
 

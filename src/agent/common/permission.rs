@@ -75,6 +75,10 @@ pub enum Action<'a> {
 pub struct Approvals {
     pub allowed: BTreeSet<String>,
     pub rejected: BTreeSet<String>,
+    /// Rules answered for the rest of the session ("always allow `cargo
+    /// test …`", "all edits in this session").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<crate::policy::rules::Rule>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -177,6 +177,7 @@ impl Dispatcher {
             user.images = input.images;
             session.messages.push(user);
         }
+        let mut notice_extra = None;
         // The sandbox policy without a sandbox says so once per session:
         // every command then asks.
         let notice = if session.policy == Policy::Sandbox
@@ -191,11 +192,32 @@ impl Dispatcher {
         } else {
             None
         };
-        // A policy above `auto` chosen at start is said once, first.
-        let notice = match (session.start_notice.take(), notice) {
-            (Some(start), Some(more)) => Some(format!("{start}{more}")),
-            (start, more) => start.or(more),
+        // Lasting rules: the user's (with their answers for this project)
+        // and the project's own, which only tighten unless trusted.
+        let project_key = session.cwd.display().to_string();
+        let mine = registry.config.permissions.projects.get(&project_key);
+        let mut user_rules = registry.config.permissions.rules.clone();
+        user_rules.extend(mine.map(|p| p.rules.clone()).unwrap_or_default());
+        let project_rules = match crate::config::project_rules(&session.cwd) {
+            Ok(rules) => rules,
+            Err(problem) => {
+                log::warn!("{problem}");
+                notice_extra = Some(format!(
+                    "_The workspace's permission rules cannot be used and are ignored: {problem}_\n\n"
+                ));
+                Vec::new()
+            }
         };
+        let rules = crate::policy::rules::RuleSet::new(
+            user_rules,
+            project_rules,
+            mine.is_some_and(|p| p.trusted),
+        );
+        // A policy above `auto` chosen at start is said once, first.
+        let notice = [session.start_notice.take(), notice, notice_extra]
+            .into_iter()
+            .flatten()
+            .reduce(|a, b| format!("{a}{b}"));
         let cancel = CancelToken::new();
         let client = Client::new(
             session.id.clone(),
@@ -229,6 +251,13 @@ impl Dispatcher {
             known: session.known,
             on_reject: on_reject.unwrap_or_default(),
             checkpoints: registry.config.checkpoints.settings(),
+            rules: Arc::new(rules),
+            config_path: Some(
+                registry
+                    .config_path
+                    .clone()
+                    .unwrap_or_else(crate::config::default_path),
+            ),
             scan_cache: session.scan_cache.clone(),
             price: entry.config.price.clone(),
             cost_before: session.cost,

@@ -90,6 +90,9 @@ pub struct Turn {
     /// scan saw.
     pub checkpoints: crate::checkpoint::Settings,
     pub scan_cache: Arc<std::sync::Mutex<crate::checkpoint::ScanCache>>,
+    /// Lasting permission rules, and where project answers are saved.
+    pub rules: Arc<crate::policy::rules::RuleSet>,
+    pub config_path: Option<PathBuf>,
     pub price: Option<Price>,
     /// What the session cost before this turn.
     pub cost_before: f64,
@@ -490,6 +493,8 @@ fn steps(
             processes: &turn.processes,
             on_reject: turn.on_reject,
             checkpoints,
+            rules: &turn.rules,
+            config_path: turn.config_path.as_deref(),
         };
         let mut results = Vec::new();
         let mut cancelled_at = None;

@@ -10,6 +10,7 @@ use super::processes::{Confinement, Processes};
 use super::updates::Updates;
 use crate::agent::common::permission::{decide, Action, Approvals, Decision, Policy};
 use crate::cancel::CancelToken;
+use crate::policy::rules::{self, Rule, RuleSet, Subject, ToolClass};
 use crate::provider::ToolCallRequest;
 use crate::tools::{self, files, patch, paths, search, walk, Tool};
 use crate::util::fence;
@@ -48,6 +49,11 @@ pub struct Runner<'a> {
     pub on_reject: crate::config::OnReject,
     /// The turn's checkpoint: what file tools and commands change is kept.
     pub checkpoints: Option<&'a RefCell<crate::checkpoint::Checkpoints>>,
+    /// Lasting permission rules: the user's and the project's.
+    pub rules: &'a RuleSet,
+    /// Where "always, in this project" answers are saved: the user's
+    /// config file.
+    pub config_path: Option<&'a Path>,
 }
 
 /// What a checkpoint kept before a call ran.
@@ -289,7 +295,9 @@ impl Runner<'_> {
             );
         }
         let stops = rejection.asked && self.on_reject == crate::config::OnReject::Stop;
-        let text = if stops {
+        let text = if rejection.by_rule {
+            "A permission rule denies this tool call. Do not retry it or work around it; tell the user if it is needed."
+        } else if stops {
             "The user declined this tool call; the turn stops here."
         } else {
             "The user declined this tool call. Do not retry it; ask or try another approach."
@@ -531,7 +539,13 @@ impl Runner<'_> {
                     inside: change.inside && !paths::hard_linked(path),
                     git_internal: change.git_internal,
                 };
-                match decide(self.policy, &action, self.approvals) {
+                let decision = match self.rule_for(&action) {
+                    Some(rules::Decision::Deny) => return Permit::Rejected(Rejection::by_rule()),
+                    Some(rules::Decision::Allow) => Decision::Allow,
+                    Some(rules::Decision::Ask) => Decision::Ask,
+                    None => decide(self.policy, &action, self.approvals),
+                };
+                match decision {
                     Decision::Allow => {}
                     Decision::Reject => return Permit::Rejected(Rejection::automatic()),
                     Decision::Ask => {
@@ -578,10 +592,17 @@ impl Runner<'_> {
 
     /// Applies the policy to an action and asks the user when it says so.
     fn ask(&mut self, call: &ToolCallRequest, action: &Action<'_>, announce: &Value) -> Permit {
-        match decide(self.policy, action, self.approvals) {
-            Decision::Allow => return Permit::Allowed(Confinement::None),
-            Decision::Reject => return Permit::Rejected(Rejection::automatic()),
-            Decision::Ask => {}
+        // Lasting rules first: a deny is final whatever the policy, an
+        // ask asks even where the policy would not, an allow answers.
+        match self.rule_for(action) {
+            Some(rules::Decision::Deny) => return Permit::Rejected(Rejection::by_rule()),
+            Some(rules::Decision::Allow) => return Permit::Allowed(Confinement::None),
+            Some(rules::Decision::Ask) => {}
+            None => match decide(self.policy, action, self.approvals) {
+                Decision::Allow => return Permit::Allowed(Confinement::None),
+                Decision::Reject => return Permit::Rejected(Rejection::automatic()),
+                Decision::Ask => {}
+            },
         }
         let scope = action.scope();
         let mut tool_call = json!({
@@ -605,6 +626,22 @@ impl Runner<'_> {
             options.push(json!({"optionId": "reject_with_feedback",
                                 "name": "Reject, and say what to do instead…",
                                 "kind": "reject_once"}));
+        }
+        let broader = self.broader_rule(action);
+        if let Some(rule) = &broader {
+            options.insert(
+                2,
+                json!({"optionId": "allow_rule",
+                "name": format!("Always allow {} in this session", rules::describe(rule)),
+                "kind": "allow_always"}),
+            );
+            let saved = self
+                .config_path
+                .map(|path| path.display().to_string())
+                .unwrap_or_else(|| "your config file".into());
+            options.insert(3, json!({"optionId": "allow_project",
+                "name": format!("Always allow {} in this project (saved in {saved})", rules::describe(rule)),
+                "kind": "allow_always"}));
         }
         options.push(json!({"optionId": "reject_always", "name": format!("Always reject {scope}"), "kind": "reject_always"}));
         let params = json!({
@@ -637,6 +674,16 @@ impl Runner<'_> {
                 }
                 Permit::Allowed(Confinement::None)
             }
+            Some("allow_rule") if broader.is_some() => {
+                self.approvals.rules.extend(broader);
+                Permit::Allowed(Confinement::None)
+            }
+            Some("allow_project") if broader.is_some() => {
+                let rule = broader.expect("checked");
+                self.save_project_rule(&rule);
+                self.approvals.rules.push(rule);
+                Permit::Allowed(Confinement::None)
+            }
             Some("reject_always") => {
                 if let Some(key) = key {
                     self.approvals.allowed.remove(&key);
@@ -651,6 +698,77 @@ impl Runner<'_> {
                 }
             }
             _ => Permit::Rejected(Rejection::asked(feedback)),
+        }
+    }
+
+    /// What the lasting rules (with this session's) say of an action.
+    fn rule_for(&self, action: &Action<'_>) -> Option<rules::Decision> {
+        let (subject, may_allow) = match action {
+            Action::Command { command_line, .. } => (Subject::Command { line: command_line }, true),
+            Action::Edit {
+                path,
+                inside,
+                git_internal,
+            } => {
+                // A symlink out of the workspace, or a repository's own
+                // files, are never allowed by a pattern.
+                let escapes = !inside && path.starts_with(self.root);
+                (Subject::Edit { path }, !git_internal && !escapes)
+            }
+            Action::Read { path, inside } => {
+                let escapes = !inside && path.starts_with(self.root);
+                (Subject::Read { path }, !escapes)
+            }
+            Action::Mcp { exposed_name, .. } => {
+                let (server, tool) = exposed_name.split_once("__").unwrap_or(("", exposed_name));
+                (Subject::Mcp { server, tool }, true)
+            }
+            Action::Plan => return None,
+        };
+        let decision = if self.approvals.rules.is_empty() {
+            self.rules.decide(&subject, self.root)
+        } else {
+            let mut set = self.rules.clone();
+            for rule in &self.approvals.rules {
+                set.with_session(rule.clone());
+            }
+            set.decide(&subject, self.root)
+        };
+        match decision {
+            Some(rules::Decision::Allow) if !may_allow => None,
+            other => other,
+        }
+    }
+
+    /// The broader answer the dialog offers besides "always this exact
+    /// call": every command with the same start (`cargo test …`), or every
+    /// edit inside the workspace.
+    fn broader_rule(&self, action: &Action<'_>) -> Option<Rule> {
+        match action {
+            Action::Command { command_line, .. } => rules::command_prefix(command_line)
+                .map(|prefix| Rule::command(prefix, rules::Decision::Allow)),
+            Action::Edit {
+                inside: true,
+                git_internal: false,
+                ..
+            } => Some(Rule::path(ToolClass::Edit, "**", rules::Decision::Allow)),
+            _ => None,
+        }
+    }
+
+    /// Saves a rule for this workspace in the user's config file.
+    fn save_project_rule(&self, rule: &Rule) {
+        let Some(path) = self.config_path else {
+            return;
+        };
+        let project = self.root.display().to_string();
+        if let Err(error) = crate::config::add_project_rule(path, &project, rule.clone()) {
+            log::warn!("cannot save the permission rule: {error}");
+            self.update(json!({
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": format!("_The rule could not be saved ({error}); it holds for this session._\n\n")},
+                "messageId": format!("notice_{}", crate::util::random_hex()),
+            }));
         }
     }
 
@@ -888,6 +1006,8 @@ enum Permit {
 struct Rejection {
     asked: bool,
     feedback: Option<String>,
+    /// A `deny` rule refused it.
+    by_rule: bool,
 }
 
 impl Rejection {
@@ -895,6 +1015,7 @@ impl Rejection {
         Rejection {
             asked: true,
             feedback,
+            by_rule: false,
         }
     }
 
@@ -902,6 +1023,15 @@ impl Rejection {
         Rejection {
             asked: false,
             feedback: None,
+            by_rule: false,
+        }
+    }
+
+    fn by_rule() -> Rejection {
+        Rejection {
+            asked: false,
+            feedback: None,
+            by_rule: true,
         }
     }
 }

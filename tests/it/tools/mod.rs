@@ -25,6 +25,7 @@ mod files;
 mod patching;
 mod plan_and_steps;
 mod policy;
+mod rules;
 mod workspace;
 
 use crate::support::{temp_dir, write_file, Agent, Answer, Turn};
@@ -169,19 +170,32 @@ fn check_options(request: &Value) {
     let options = request["params"]["options"]
         .as_array()
         .unwrap_or_else(|| panic!("no options: {request}"));
+    // The four answers always, in order; broader "always" answers (a
+    // command prefix or all edits, for the session or the project) may
+    // come between them.
     let ids: Vec<&str> = options
         .iter()
         .map(|o| o["optionId"].as_str().unwrap_or_default())
+        .filter(|id| !BROADER.contains(id))
         .collect();
     assert_eq!(ids, OPTIONS, "{request}");
     for option in options {
-        assert_eq!(option["kind"], option["optionId"], "{request}");
+        let id = option["optionId"].as_str().unwrap_or_default();
+        let kind = if BROADER.contains(&id) {
+            json!("allow_always")
+        } else {
+            option["optionId"].clone()
+        };
+        assert_eq!(option["kind"], kind, "{request}");
         assert!(
             option["name"].as_str().is_some_and(|n| !n.is_empty()),
             "{request}"
         );
     }
 }
+
+/// The broader "always allow" answers.
+const BROADER: [&str; 2] = ["allow_rule", "allow_project"];
 
 /// Answers permission requests by tool call id from `table`; any other
 /// request, or a permission request for another call, fails the test.
