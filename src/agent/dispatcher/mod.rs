@@ -301,7 +301,7 @@ impl Dispatcher {
                 Event::Input(Input::Message(message)) => self.handle(message),
                 Event::Input(Input::Eof) => self.on_eof(self.options.drain),
                 Event::Signal => self.on_eof(false),
-                Event::Turn(Report::Ended(end)) => self.on_turn_end(end),
+                Event::Turn(Report::Ended(end)) => self.on_turn_end(*end),
                 Event::Turn(Report::Request(request)) => self.send_client_request(request),
             }
         }

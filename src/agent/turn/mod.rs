@@ -245,7 +245,7 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                     );
                 }
             }
-            outbox(Report::Ended(TurnEnd {
+            outbox(Report::Ended(Box::new(TurnEnd {
                 session_id: turn.session_id,
                 request_id: turn.request_id,
                 result,
@@ -256,7 +256,7 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 approvals: state.approvals,
                 cost: state.cost,
                 replaced: state.replaced,
-            }));
+            })));
         })
 }
 

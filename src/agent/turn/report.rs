@@ -14,7 +14,7 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub enum Report {
     /// The turn ended; its prompt can be answered.
-    Ended(TurnEnd),
+    Ended(Box<TurnEnd>),
     /// The turn needs the client (permission, files, terminals).
     Request(OutgoingRequest),
 }
