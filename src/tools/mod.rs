@@ -32,6 +32,13 @@ pub enum Tool {
     Search(SearchArgs),
     RunCommand(RunCommandArgs),
     TodoWrite(TodoWriteArgs),
+    ExitPlan(ExitPlanArgs),
+}
+
+/// `exit_plan`: the plan the user is asked to approve (plan mode only).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ExitPlanArgs {
+    pub plan: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -145,7 +152,7 @@ pub const GLOB_LIMIT: usize = 500;
 pub const SEARCH_LIMIT: usize = 200;
 
 /// The names of every tool, in the order they are offered.
-pub const NAMES: [&str; 11] = [
+pub const NAMES: [&str; 12] = [
     "read_file",
     "write_file",
     "edit_file",
@@ -157,16 +164,21 @@ pub const NAMES: [&str; 11] = [
     "search",
     "run_command",
     "todo_write",
+    "exit_plan",
 ];
 
 /// The tools that change nothing, offered in plan mode.
-pub const READ_ONLY: [&str; 5] = [
+pub const READ_ONLY: [&str; 6] = [
     "read_file",
     "list_directory",
     "glob",
     "search",
     "todo_write",
+    "exit_plan",
 ];
+
+/// Offered only in plan mode.
+pub const PLAN_ONLY: [&str; 1] = ["exit_plan"];
 
 /// Parses a tool call. The error is written for the model.
 pub fn parse(name: &str, arguments: &str) -> Result<Tool, String> {
@@ -193,6 +205,7 @@ pub fn parse(name: &str, arguments: &str) -> Result<Tool, String> {
         "search" => Tool::Search(args(name, value)?),
         "run_command" => Tool::RunCommand(args(name, value)?),
         "todo_write" => Tool::TodoWrite(args(name, value)?),
+        "exit_plan" => Tool::ExitPlan(args(name, value)?),
         other => {
             return Err(format!(
                 "there is no tool named {other:?}; the tools are: {}",
@@ -212,6 +225,7 @@ pub fn kind(tool: &Tool) -> &'static str {
         Tool::Glob(_) | Tool::Search(_) => "search",
         Tool::RunCommand(_) => "execute",
         Tool::TodoWrite(_) => "think",
+        Tool::ExitPlan(_) => "switch_mode",
     }
 }
 
@@ -259,6 +273,7 @@ pub fn title(tool: &Tool, root: &Path) -> String {
         Tool::Search(args) => format!("Search for \"{}\"", shorten(&args.pattern, 60)),
         Tool::RunCommand(args) => format!("Run {}", shorten(&args.command, 80)),
         Tool::TodoWrite(_) => "Update plan".to_string(),
+        Tool::ExitPlan(_) => "Ready to leave plan mode".to_string(),
     }
 }
 
@@ -277,7 +292,7 @@ pub fn target(tool: &Tool, root: &Path) -> Option<paths::Resolved> {
         Tool::Glob(args) => args.path.as_deref().unwrap_or("."),
         Tool::Search(args) => args.path.as_deref().unwrap_or("."),
         Tool::RunCommand(args) => args.cwd.as_deref().unwrap_or("."),
-        Tool::TodoWrite(_) => return None,
+        Tool::TodoWrite(_) | Tool::ExitPlan(_) => return None,
     };
     Some(paths::resolve(root, given))
 }
@@ -404,6 +419,13 @@ pub fn specs(ripgrep: bool, output_cap: usize) -> Vec<ToolSpec> {
                     "priority": {"type": "string", "enum": ["high", "medium", "low"], "description": "Default medium."}
                 }, "required": ["content", "status"]}}
             }, "required": ["todos"]}),
+        ),
+        spec(
+            "exit_plan",
+            "In plan mode, once the plan is complete: ask the user to approve it and switch to normal mode to carry it out. Give the plan in a few lines. If the user approves, full tools are available from the next step; if not, keep planning.".into(),
+            json!({"type": "object", "properties": {
+                "plan": {"type": "string", "description": "The plan to approve, in short Markdown."}
+            }, "required": ["plan"]}),
         ),
     ]
 }

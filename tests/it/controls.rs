@@ -17,8 +17,9 @@ const WAIT: Duration = Duration::from_secs(20);
 /// The option ids, in the order the agent lists them.
 const IDS: [&str; 5] = ["mode", "model", "effort", "agent_preset", "tool_approval"];
 
-/// The tools plan mode offers.
-const READ_ONLY_TOOLS: [&str; 5] = [
+/// The tools plan mode offers (`exit_plan` asks to leave it).
+const READ_ONLY_TOOLS: [&str; 6] = [
+    "exit_plan",
     "glob",
     "list_directory",
     "read_file",

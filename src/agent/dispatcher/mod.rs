@@ -303,6 +303,9 @@ impl Dispatcher {
                 Event::Signal => self.on_eof(false),
                 Event::Turn(Report::Ended(end)) => self.on_turn_end(*end),
                 Event::Turn(Report::Request(request)) => self.send_client_request(request),
+                Event::Turn(Report::ModeChanged { session_id, policy }) => {
+                    self.plan_approved(&session_id, policy)
+                }
             }
         }
         // No MCP server outlives the agent.

@@ -365,4 +365,20 @@ impl Dispatcher {
         self.settings_changed(&session_id);
         Ok(json!({}))
     }
+
+    /// The user approved the plan in a turn: normal mode, with the policy
+    /// they chose, told to the client like any mode change.
+    pub(in crate::agent) fn plan_approved(&mut self, session_id: &str, policy: Policy) {
+        let Ok(registry) = self.registry() else {
+            return;
+        };
+        for (id, value) in [("mode", "normal"), ("tool_approval", policy_id(policy))] {
+            if let Err(error) = self.change_option(session_id, &registry, id, value) {
+                log::warn!(
+                    "cannot leave plan mode in session {session_id}: {}",
+                    error.message
+                );
+            }
+        }
+    }
 }

@@ -60,6 +60,12 @@ impl Client {
     }
 
     /// Sends a request and waits for its answer or the turn's cancel.
+    /// Tells the dispatcher something besides a request (false when it is
+    /// gone).
+    pub fn report(&self, report: Report) -> bool {
+        (self.outbox)(report)
+    }
+
     pub fn request(&self, method: &'static str, params: Value) -> Result<Value, ClientError> {
         self.request_with(method, params, &self.cancel)
     }

@@ -324,13 +324,6 @@ fn steps(
     }
     // Built here, not at start-up: finding out whether ripgrep is installed
     // runs a process, which must not delay `initialize`.
-    let mut tools: Vec<ToolSpec> = crate::tools::specs(
-        crate::tools::search::ripgrep_available(),
-        turn.processes.output_cap,
-    );
-    if turn.read_only {
-        tools.retain(|tool| crate::tools::READ_ONLY.contains(&tool.name.as_str()));
-    }
     if let Some(mcp) = &turn.mcp {
         mcp.begin_turn();
         // Servers that failed since the last turn are named once, so the
@@ -344,18 +337,13 @@ fn steps(
                 .borrow_mut()
                 .chunk(false, &sink.message_id, &note);
         }
-        for tool in mcp.tools() {
-            if turn.read_only && !tool.read_only {
-                continue;
-            }
-            tools.push(ToolSpec {
-                name: tool.exposed_name,
-                description: tool.description,
-                parameters: tool.input_schema,
-            });
-        }
     }
-    let fixed = context::fixed_bytes(&turn.system, &tools);
+    // Plan mode may end during the turn (`exit_plan`): then the tools,
+    // the policy and the read-only flag change for the steps that follow.
+    let mut read_only = turn.read_only;
+    let mut policy = turn.policy;
+    let mut tools = offered_tools(turn, read_only);
+    let mut fixed = context::fixed_bytes(&turn.system, &tools);
     let keeper = context::Keeper {
         dir: turn.processes.session_dir.as_deref(),
     };
@@ -487,8 +475,8 @@ fn steps(
             updates: sink.updates,
             cancel: &turn.cancel,
             mcp: turn.mcp.as_deref(),
-            read_only: turn.read_only,
-            policy: turn.policy,
+            read_only,
+            policy,
             approvals: &mut state.approvals,
             processes: &turn.processes,
             on_reject: turn.on_reject,
@@ -499,6 +487,7 @@ fn steps(
         let mut results = Vec::new();
         let mut cancelled_at = None;
         let mut declined = None;
+        let mut switched = None;
         for (index, call) in outcome.tool_calls.iter().enumerate() {
             let result = runner.run(call);
             let mut message = Message::tool_result(&call.id, result.text);
@@ -512,6 +501,19 @@ fn steps(
                 declined = Some((index + 1, what));
                 break;
             }
+            if let Some(new_policy) = result.switched {
+                switched = Some(new_policy);
+            }
+        }
+        if let Some(new_policy) = switched {
+            read_only = false;
+            policy = new_policy;
+            tools = offered_tools(turn, false);
+            fixed = context::fixed_bytes(&turn.system, &tools);
+            turn.client.report(report::Report::ModeChanged {
+                session_id: turn.session_id.clone(),
+                policy,
+            });
         }
         for message in results {
             messages.push(message.clone());
@@ -535,6 +537,35 @@ fn steps(
             return Ok(StopReason::EndTurn);
         }
     }
+}
+
+/// The tools a step offers: every built-in and MCP tool, or in plan mode
+/// the read-only ones and `exit_plan`.
+fn offered_tools(turn: &Turn, read_only: bool) -> Vec<ToolSpec> {
+    // Built here, not at start-up: finding out whether ripgrep is
+    // installed runs a process, which must not delay `initialize`.
+    let mut tools: Vec<ToolSpec> = crate::tools::specs(
+        crate::tools::search::ripgrep_available(),
+        turn.processes.output_cap,
+    );
+    if read_only {
+        tools.retain(|tool| crate::tools::READ_ONLY.contains(&tool.name.as_str()));
+    } else {
+        tools.retain(|tool| !crate::tools::PLAN_ONLY.contains(&tool.name.as_str()));
+    }
+    if let Some(mcp) = &turn.mcp {
+        for tool in mcp.tools() {
+            if read_only && !tool.read_only {
+                continue;
+            }
+            tools.push(ToolSpec {
+                name: tool.exposed_name,
+                description: tool.description,
+                parameters: tool.input_schema,
+            });
+        }
+    }
+    tools
 }
 
 /// The answer for a failed model call: authentication problems (HTTP 401

@@ -17,6 +17,12 @@ pub enum Report {
     Ended(Box<TurnEnd>),
     /// The turn needs the client (permission, files, terminals).
     Request(OutgoingRequest),
+    /// The user approved the plan (`exit_plan`): the session leaves plan
+    /// mode for normal mode with this approval policy.
+    ModeChanged {
+        session_id: String,
+        policy: crate::agent::common::permission::Policy,
+    },
 }
 
 /// Where a turn posts its reports; false when nobody listens any more.

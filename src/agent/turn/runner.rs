@@ -26,6 +26,9 @@ pub struct CallResult {
     /// The user declined the call and the turn stops here: what was
     /// declined, in a few words.
     pub declined: Option<String>,
+    /// The user left plan mode (`exit_plan`) for normal mode with this
+    /// approval policy.
+    pub switched: Option<Policy>,
 }
 
 /// The most bytes of feedback a rejection passes to the model.
@@ -137,6 +140,9 @@ impl Runner<'_> {
             announce["locations"] = json!([location]);
         }
         self.update(announce.clone());
+        if let Tool::ExitPlan(args) = &tool {
+            return self.exit_plan(call, &args.plan, &announce);
+        }
         // What the user approves: the diff of an edit, the exact line and
         // folder of a command.
         let mut asked = announce.clone();
@@ -279,6 +285,7 @@ impl Runner<'_> {
             text,
             cancelled,
             declined: None,
+            switched: None,
         }
     }
 
@@ -306,6 +313,73 @@ impl Runner<'_> {
         if stops {
             result.declined = Some(title);
         }
+        result
+    }
+
+    /// `exit_plan`: the user approves the plan and picks how normal mode
+    /// asks, or keeps planning. Asked in every policy: leaving plan mode
+    /// is the user's call.
+    fn exit_plan(&mut self, call: &ToolCallRequest, plan: &str, announce: &Value) -> CallResult {
+        if !self.read_only {
+            return self.finish(call, failed("Error: the session is not in plan mode."));
+        }
+        let params = json!({
+            "sessionId": self.session_id,
+            "toolCall": {
+                "toolCallId": call.id,
+                "title": announce["title"],
+                "kind": "switch_mode",
+                "status": "pending",
+                "rawInput": announce["rawInput"],
+                "content": [text_content(plan)],
+            },
+            "options": [
+                {"optionId": "normal_ask", "name": "Carry it out; edits and commands ask first", "kind": "allow_once"},
+                {"optionId": "normal_auto", "name": "Carry it out; edits in the workspace run freely (auto)", "kind": "allow_once"},
+                {"optionId": "keep_planning", "name": "Keep planning", "kind": "reject_once"},
+            ],
+        });
+        let answer = match self.client.request("session/request_permission", params) {
+            Ok(answer) => answer,
+            Err(ClientError::Cancelled) | Err(ClientError::Gone) => {
+                return self.finish(call, Ending::Cancelled)
+            }
+            Err(ClientError::Rpc(error)) => {
+                log::warn!("the plan question failed: {}", error.message);
+                Value::Null
+            }
+        };
+        if answer["outcome"]["outcome"] == "cancelled" {
+            return self.finish(call, Ending::Cancelled);
+        }
+        let policy = match answer["outcome"]["optionId"].as_str() {
+            Some("normal_ask") => Policy::Ask,
+            Some("normal_auto") => Policy::Auto,
+            _ => {
+                let text = "The user wants to keep planning: stay in plan mode, refine the plan, and ask again with exit_plan when it is ready.";
+                return self.finish(
+                    call,
+                    Ending::Completed {
+                        content: vec![text_content(text)],
+                        text: text.into(),
+                    },
+                );
+            }
+        };
+        self.read_only = false;
+        self.policy = policy;
+        let text = format!(
+            "The user approved the plan. The session is now in normal mode (approval policy: {}); every tool is available. Carry out the plan.",
+            if policy == Policy::Ask { "ask" } else { "auto" }
+        );
+        let mut result = self.finish(
+            call,
+            Ending::Completed {
+                content: vec![text_content(&text)],
+                text,
+            },
+        );
+        result.switched = Some(policy);
         result
     }
 
@@ -824,6 +898,7 @@ impl Runner<'_> {
             Tool::ApplyPatch(_) | Tool::DeleteFile(_) | Tool::MoveFile(_) => {
                 self.change_files(tool, &editor)
             }
+            Tool::ExitPlan(_) => failed("Error: exit_plan is answered by the user"),
             Tool::ReadFile(args) => {
                 match files::read_file(
                     &path,

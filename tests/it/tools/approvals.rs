@@ -576,3 +576,74 @@ fn a_session_started_in_yolo_says_so_once() {
     let second = run_prompt(&mut agent, &session, "two", WAIT, no_requests);
     assert_eq!(second.notices(), "");
 }
+
+/// In plan mode the model asks to leave it with `exit_plan`: the user
+/// picks normal mode with auto edits, the client hears of the change, and
+/// the same turn goes on with every tool.
+#[test]
+fn exit_plan_switches_to_normal_mode_and_the_turn_goes_on() {
+    let space = Space::new("tools-exit-plan");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "x1",
+                "exit_plan",
+                json!({"plan": "1. Write notes.txt"}),
+            )]),
+            calls(vec![call(
+                "w1",
+                "write_file",
+                json!({"path": "notes.txt", "content": "n\n"}),
+            )]),
+            say("Done."),
+            calls(vec![call("x2", "exit_plan", json!({"plan": "again"}))]),
+            say("Still planning."),
+        ]),
+        &["--permissions", "ask"],
+        json!({}),
+    );
+    let id = agent.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "plan"}),
+    );
+    let (answer, _) = agent.response(&id, WAIT);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let answerer = |request: &Value| {
+        assert_eq!(request["method"], "session/request_permission");
+        let tool_call = &request["params"]["toolCall"];
+        assert_eq!(tool_call["kind"], "switch_mode");
+        assert_eq!(
+            tool_call["content"][0]["content"]["text"],
+            "1. Write notes.txt"
+        );
+        Answer::select("normal_auto")
+    };
+    let turn = run_prompt(&mut agent, &session, "plan then do", WAIT, answerer);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(turn.text(), "Done.");
+    assert_eq!(
+        turn.permission_ids(),
+        ["x1"],
+        "auto edits: the write did not ask"
+    );
+    assert_eq!(space.read("notes.txt"), "n\n");
+    let updates = turn.updates();
+    assert!(
+        updates
+            .iter()
+            .any(|u| u["sessionUpdate"] == "current_mode_update" && u["currentModeId"] == "normal"),
+        "{}",
+        turn.dump()
+    );
+    assert!(updates.iter().any(|u| {
+        u["sessionUpdate"] == "config_option_update"
+            && u["configOptions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|o| o["id"] == "tool_approval" && o["currentValue"] == "auto")
+    }));
+    // Out of plan mode, exit_plan is not offered; a call to it fails.
+    let turn = run_prompt(&mut agent, &session, "again", WAIT, no_requests);
+    assert_eq!(turn.final_status("x2"), "failed", "{}", turn.dump());
+}
