@@ -175,6 +175,14 @@ fn restore(
 ) -> Result<Outcome, ()> {
     let path = &file.path;
     let shown = path.display().to_string();
+    // A folder replaced by a symlink since must not carry the restore out
+    // of the workspace.
+    if path.starts_with(&turn.root) && !crate::tools::paths::resolve(&turn.root, &shown).inside {
+        return Ok(Outcome {
+            diff: None,
+            line: format!("- {shown}: not restored (its folder now leads outside the workspace)"),
+        });
+    }
     let load = |key: Option<&str>| -> Result<Option<Vec<u8>>, ()> {
         match key {
             None => Ok(None),

@@ -254,3 +254,30 @@ fn old_checkpoints_are_pruned_by_size() {
     assert!(space.exists("one.txt"), "its checkpoint was pruned");
     let _ = permissions(vec![]);
 }
+
+#[test]
+fn undo_never_writes_through_a_folder_that_became_a_symlink_out() {
+    let space = Space::new("ckpt-symlink");
+    space.write("sub/x.txt", "secret-free\n");
+    let outside = space.base.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "d1",
+                "delete_file",
+                json!({"path": "sub/x.txt"}),
+            )]),
+            say("Deleted."),
+        ]),
+        &["--permissions", "yolo"],
+        json!({}),
+    );
+    run_prompt(&mut agent, &session, "delete", WAIT, no_requests);
+    // The folder is swapped for a link out of the workspace.
+    std::fs::remove_dir_all(space.ws.join("sub")).unwrap();
+    std::os::unix::fs::symlink(&outside, space.ws.join("sub")).unwrap();
+    let turn = run_prompt(&mut agent, &session, "/undo", WAIT, no_requests);
+    assert!(turn.text().contains("leads outside"), "{}", turn.dump());
+    assert!(!outside.join("x.txt").exists());
+}
