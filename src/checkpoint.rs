@@ -48,6 +48,9 @@ impl Default for Settings {
     }
 }
 
+/// Files per write transaction of a scan.
+const BATCH: usize = 64;
+
 /// What a file looked like at a scan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Seen {
@@ -203,8 +206,16 @@ impl Checkpoints {
         let mut cache = cache.lock().ok()?;
         let mut files = HashMap::new();
         let mut budget = self.settings.max_scan_bytes;
+        // Writes are committed in small batches: other sessions share the
+        // database and must not wait for a whole scan.
+        let mut written = 0usize;
         let _ = self.store.begin_batch();
         self.walk(root, cancelled, &mut |path, size, modified| {
+            written += 1;
+            if written.is_multiple_of(BATCH) {
+                let _ = self.store.end_batch();
+                let _ = self.store.begin_batch();
+            }
             let known = cache
                 .files
                 .get(path)

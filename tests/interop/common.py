@@ -152,5 +152,8 @@ def prepare_workspace(path: str | Path) -> Path:
 
 def spindle_args(scenario: str | Path, db: str | Path) -> list[str]:
     """The agent's arguments: the scripted model, a database shared by the
-    agent processes of one client, and every edit and command asking."""
-    return ["acp", "--script", str(scenario), "--db", str(db), "--permissions", "ask"]
+    agent processes of one client, every edit and command asking, and a
+    declined call letting the turn go on (the scenario's closing text
+    follows the declined command; stopping is covered by the agent's own
+    tests)."""
+    return ["acp", "--script", str(scenario), "--db", str(db), "--permissions", "ask", "--on-reject", "continue"]

@@ -415,7 +415,7 @@ async function withAgent(label, editor, op) {
   agents += 1;
   const stderr = openSync(join(workdir, `agent-${agents}.stderr`), "w");
   const env = { ...process.env, SPINDLE_HOME: process.env.SPINDLE_HOME ?? join(workdir, "home") };
-  const child = spawn(args.spindle, ["acp", "--script", scenarioPath, "--db", db, "--permissions", "ask"], {
+  const child = spawn(args.spindle, ["acp", "--script", scenarioPath, "--db", db, "--permissions", "ask", "--on-reject", "continue"], {
     cwd: workspace,
     env,
     stdio: ["pipe", "pipe", stderr],
