@@ -37,6 +37,8 @@ pub struct McpSession {
 /// State shared with the start-up threads.
 struct Shared {
     failures: Mutex<Vec<(String, String)>>,
+    /// The last failure of each server, for status.
+    errors: Mutex<HashMap<String, String>>,
     /// Fired by `shutdown`: abandons handshakes still running.
     stop: CancelToken,
 }
@@ -44,6 +46,7 @@ struct Shared {
 impl Shared {
     fn report(&self, server: &str, reason: String) {
         log::warn!("MCP server `{server}` failed: {reason}");
+        lock(&self.errors).insert(server.to_string(), reason.clone());
         lock(&self.failures).push((server.to_string(), reason));
     }
 }
@@ -125,6 +128,7 @@ impl McpSession {
                 .collect(),
             shared: Arc::new(Shared {
                 failures: Mutex::new(Vec::new()),
+                errors: Mutex::new(HashMap::new()),
                 stop: CancelToken::new(),
             }),
             index: Mutex::new(HashMap::new()),
@@ -201,6 +205,29 @@ impl McpSession {
         let mut tool = client.tools().into_iter().find(|tool| tool.name == name)?;
         tool.exposed_name = exposed_name.to_string();
         Some(tool)
+    }
+
+    /// Each server's state for a status snapshot: name, state, how many
+    /// tools it offers, and its last error.
+    pub fn status(&self) -> Vec<Value> {
+        let errors = lock(&self.shared.errors).clone();
+        self.slots
+            .iter()
+            .map(|slot| {
+                let (state, tools) = match &*lock(&slot.state) {
+                    State::Starting => ("starting", 0),
+                    State::Ready(client) => ("ready", client.tools().len()),
+                    State::Failed => ("failed", 0),
+                    State::Stopped => ("stopped", 0),
+                };
+                serde_json::json!({
+                    "name": slot.config.name,
+                    "state": state,
+                    "tools": tools,
+                    "lastError": errors.get(&slot.config.name),
+                })
+            })
+            .collect()
     }
 
     /// The names of all configured servers, in configuration order.

@@ -7,6 +7,7 @@
 //! serialise writers, and a session running a turn is leased to its process.
 
 pub mod checkpoints;
+pub mod inbox;
 pub mod time;
 
 use crate::provider::Message;
@@ -18,7 +19,7 @@ use std::time::Duration;
 
 /// The schema this Spindle writes. Older databases are migrated forward;
 /// a newer one is refused, never rewritten.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// How long a lease lasts without a heartbeat.
 pub const LEASE_TTL_MS: i64 = 30_000;
@@ -141,6 +142,26 @@ const MIGRATIONS: &[&str] = &[
         via_editor INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (session_id, turn, path),
         FOREIGN KEY (session_id, turn) REFERENCES checkpoints(session_id, turn) ON DELETE CASCADE
+    ) WITHOUT ROWID;",
+    // Version 4: the durable inbox of steers and follow-ups.
+    "CREATE TABLE inbox (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        item_id TEXT NOT NULL,
+        intent TEXT NOT NULL,
+        state TEXT NOT NULL,
+        prompt TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        idempotency_key TEXT,
+        created_at TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        PRIMARY KEY (session_id, item_id)
+    ) WITHOUT ROWID;
+    CREATE UNIQUE INDEX inbox_by_key ON inbox(session_id, idempotency_key)
+        WHERE idempotency_key IS NOT NULL;
+    CREATE TABLE inbox_flags (
+        session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+        paused INTEGER NOT NULL DEFAULT 0,
+        recovered INTEGER NOT NULL DEFAULT 0
     ) WITHOUT ROWID;",
 ];
 
@@ -388,9 +409,22 @@ impl Store {
     /// and messages (the user's prompt), in one transaction. Returns the
     /// turn number.
     pub fn begin_turn(&mut self, id: &str, events: &[String], messages: &[Message]) -> Result<i64> {
+        self.begin_turn_marking(id, events, messages, &[])
+    }
+
+    /// Begins a turn and, in the same transaction, sets inbox items'
+    /// states (`(item, state)`): an item dispatched with its user message.
+    pub fn begin_turn_marking(
+        &mut self,
+        id: &str,
+        events: &[String],
+        messages: &[Message],
+        marks: &[(String, &str)],
+    ) -> Result<i64> {
         let transaction = self
             .connection
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        mark_in(&transaction, id, marks)?;
         let turn: i64 = transaction.query_row(
             "SELECT COALESCE(MAX(turn), 0) + 1 FROM turns WHERE session_id = ?1",
             [id],
@@ -413,12 +447,26 @@ impl Store {
         events: &[String],
         messages: &[Message],
     ) -> Result<()> {
-        if events.is_empty() && messages.is_empty() {
+        self.append_marking(id, turn, events, messages, &[])
+    }
+
+    /// Appends a step and, in the same transaction, sets inbox items'
+    /// states: a steer applied with the user message it became.
+    pub fn append_marking(
+        &mut self,
+        id: &str,
+        turn: i64,
+        events: &[String],
+        messages: &[Message],
+        marks: &[(String, &str)],
+    ) -> Result<()> {
+        if events.is_empty() && messages.is_empty() && marks.is_empty() {
             return Ok(());
         }
         let transaction = self
             .connection
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        mark_in(&transaction, id, marks)?;
         append_in(&transaction, id, turn, events, messages)?;
         transaction.commit()?;
         Ok(())
@@ -630,3 +678,18 @@ pub fn process_alive(pid: i64) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// Sets inbox items' states inside a transaction.
+fn mark_in(
+    transaction: &rusqlite::Transaction<'_>,
+    id: &str,
+    marks: &[(String, &str)],
+) -> Result<()> {
+    for (item, state) in marks {
+        transaction.execute(
+            "UPDATE inbox SET state = ?3 WHERE session_id = ?1 AND item_id = ?2",
+            params![id, item, state],
+        )?;
+    }
+    Ok(())
+}

@@ -375,6 +375,11 @@ fn cancel_a_slow_scripted_stream() {
         commands["params"]["update"]["sessionUpdate"],
         "available_commands_update"
     );
+    // The turn's `running` event comes before any of its updates.
+    let running = agent.recv(WAIT).expect("no turn event");
+    assert_eq!(running["method"], "_spindle/event", "{running}");
+    assert_eq!(running["params"]["kind"], "turn");
+    assert_eq!(running["params"]["data"]["state"], "running");
     let title = agent.recv(WAIT).expect("no title");
     assert_eq!(
         title["params"]["update"]["sessionUpdate"],

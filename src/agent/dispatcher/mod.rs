@@ -241,6 +241,14 @@ impl Dispatcher {
         let Some(session) = self.sessions.get(session_id) else {
             return;
         };
+        let summary = json!({
+            "model": session.model, "mode": session.mode.id(), "effort": session.effort,
+            "preset": session.preset.id(), "policy": session.policy,
+        });
+        self.event(session_id, "settings", summary);
+        let Some(session) = self.sessions.get(session_id) else {
+            return;
+        };
         let settings = session.settings_json();
         let defaults = serde_json::to_value(session.workspace_defaults()).unwrap_or_default();
         let cwd = session.cwd.display().to_string();
@@ -446,9 +454,17 @@ impl Dispatcher {
                 log::debug!("cancelling the turn of session {session_id}");
                 running.cancel.cancel();
             }
-            Some(_) => log::debug!("session/cancel for {session_id}: no turn is running"),
-            None => log::warn!("session/cancel for unknown session {session_id}"),
+            Some(_) => {
+                log::debug!("session/cancel for {session_id}: no turn is running");
+                return;
+            }
+            None => {
+                log::warn!("session/cancel for unknown session {session_id}");
+                return;
+            }
         }
+        // A cancel stops what is queued too, until the user sends input.
+        self.pause_inbox(session_id);
     }
 
     pub(in crate::agent) fn cancel_request(&mut self, request_id: &Value) {
@@ -457,7 +473,7 @@ impl Dispatcher {
         // session/cancel.
         for session in self.sessions.values() {
             if let Some(running) = &session.running {
-                if &running.request_id == request_id {
+                if running.request_id.as_ref() == Some(request_id) {
                     running.cancel.cancel();
                 }
             }

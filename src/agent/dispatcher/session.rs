@@ -51,6 +51,22 @@ pub struct Session {
     pub start_notice: Option<String>,
     /// What the session's last checkpoint scan saw of the workspace.
     pub scan_cache: std::sync::Arc<std::sync::Mutex<crate::checkpoint::ScanCache>>,
+    /// Turns counted since the session opened in this process, what
+    /// started the last one, when, and how it ended.
+    pub epoch: u64,
+    pub turn_source: &'static str,
+    pub turn_started_at: Option<String>,
+    pub last_outcome: Option<String>,
+    /// The last `_spindle/event` number of the session.
+    pub event_seq: u64,
+    /// Shared with the running turn: its progress, and steers for it.
+    pub live: crate::agent::turn::report::SharedLive,
+    /// The inbox's flags (its items are in the store).
+    pub inbox_paused: bool,
+    pub inbox_recovered: bool,
+    /// Model calls of the session, and those whose model had no price.
+    pub model_calls: u64,
+    pub unpriced_calls: u64,
 }
 
 /// The choices a session keeps across reloads, stored as JSON. Fields
@@ -93,7 +109,8 @@ pub struct WorkspaceDefaults {
 }
 
 pub struct RunningTurn {
-    pub request_id: RequestId,
+    /// The prompt it answers (`None`: the agent's own turn).
+    pub request_id: Option<RequestId>,
     pub cancel: CancelToken,
     pub handle: JoinHandle<()>,
 }
@@ -123,6 +140,16 @@ impl Session {
             sandbox_notice_shown: false,
             start_notice: None,
             scan_cache: Default::default(),
+            epoch: 0,
+            turn_source: "prompt",
+            turn_started_at: None,
+            last_outcome: None,
+            event_seq: 0,
+            live: Default::default(),
+            inbox_paused: false,
+            inbox_recovered: false,
+            model_calls: 0,
+            unpriced_calls: 0,
         }
     }
 

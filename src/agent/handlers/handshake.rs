@@ -46,7 +46,7 @@ impl Dispatcher {
                 },
                 "mcpCapabilities": { "http": true, "sse": true },
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
-                "_meta": { "spindle": { "schemaVersion": 1 } }
+                "_meta": { "spindle": super::extensions::discovery() }
             }),
             auth_methods,
             agent_info: Implementation {
@@ -55,7 +55,10 @@ impl Dispatcher {
                 version: env!("CARGO_PKG_VERSION").into(),
             },
         };
-        Ok(serde_json::to_value(response).unwrap_or_default())
+        let mut value = serde_json::to_value(response).unwrap_or_default();
+        // The cross-agent steering convention (`_session/steering`).
+        value["_meta"] = json!({"steering": {"supported": true}});
+        Ok(value)
     }
 
     pub(in crate::agent) fn authenticate(&mut self, params: Value) -> Result<Value, RpcError> {

@@ -297,6 +297,7 @@ impl Dispatcher {
             "configOptions": config_options(&session, &registry),
         });
         self.sessions.insert(id.clone(), session);
+        self.recover_inbox(&id);
         self.announce_commands(&id);
         Ok(response)
     }

@@ -11,6 +11,7 @@
 //! and resources (`jobs.rs`), catalogs, invoke and reload (`catalogs.rs`).
 
 mod controls;
+mod extensions;
 mod handshake;
 mod lifecycle;
 mod prompting;
@@ -53,6 +54,11 @@ impl Dispatcher {
             return Some(Err(RpcError::invalid_request(format!(
                 "{method} was sent before initialize; send initialize first"
             ))));
+        }
+        if method.starts_with('_') {
+            if let Some(result) = self.extension(method, params.clone()) {
+                return Some(result);
+            }
         }
         match method {
             method::AUTHENTICATE => Some(self.authenticate(params)),

@@ -22,6 +22,15 @@ use crate::rpc::{RequestId, RpcError};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
+/// How a turn starts: the prompt request it answers (none for the
+/// agent's own), its `source` for events and status, and the inbox item
+/// it dispatches.
+pub(in crate::agent) struct TurnStart {
+    pub request: Option<RequestId>,
+    pub source: &'static str,
+    pub item: Option<String>,
+}
+
 impl Dispatcher {
     /// Starts a turn. An `Err` is answered at once; on success the worker's
     /// report produces the answer.
@@ -63,8 +72,30 @@ impl Dispatcher {
         if self.closing.is_some() {
             return Err(RpcError::invalid_request("the agent is shutting down"));
         }
+        // Explicit input: a paused inbox runs again after this turn.
+        self.unpause_inbox(&session_id);
+        self.start_turn(
+            &session_id,
+            &request.prompt,
+            TurnStart {
+                request: Some(id.clone()),
+                source: "prompt",
+                item: None,
+            },
+        )
+    }
+
+    /// Starts a turn for `blocks` in an idle session: a prompt's (with the
+    /// request to answer) or an inbox item's (the agent's own).
+    pub(in crate::agent) fn start_turn(
+        &mut self,
+        session_id: &str,
+        blocks: &[Value],
+        start: TurnStart,
+    ) -> Result<(), RpcError> {
+        let session_id = session_id.to_string();
         let cwd = self.sessions[&session_id].cwd.clone();
-        let input = read_prompt(&request.prompt, &cwd)?;
+        let input = read_prompt(blocks, &cwd)?;
         let text = input.text.clone();
         let registry = self.registry()?;
         let me = std::process::id();
@@ -225,9 +256,20 @@ impl Dispatcher {
             outbox.clone(),
             cancel.clone(),
         );
+        session.epoch += 1;
+        session.turn_source = start.source;
+        session.turn_started_at = Some(crate::store::time::now_rfc3339());
+        let live = session.live.clone();
+        if let Ok(mut live) = live.lock() {
+            live.health = "ok";
+            live.health_error = None;
+        }
+        let epoch = session.epoch;
         let turn = Turn {
             session_id: session.id.clone(),
-            request_id: id.clone(),
+            request_id: start.request.clone(),
+            inbox_item: start.item.clone(),
+            live,
             root: session.cwd.clone(),
             system,
             messages: session.messages.clone(),
@@ -268,10 +310,19 @@ impl Dispatcher {
             processes,
             notice,
         };
+        // The turn's `running` event goes out before any of its updates.
+        self.event(
+            &session_id,
+            "turn",
+            json!({"state": "running", "epoch": epoch, "source": start.source, "outcome": null}),
+        );
+        let Some(session) = self.sessions.get_mut(&session_id) else {
+            return Err(not_found(&session_id));
+        };
         match turn::spawn(turn, outbox) {
             Ok(handle) => {
                 session.running = Some(RunningTurn {
-                    request_id: id.clone(),
+                    request_id: start.request.clone(),
                     cancel,
                     handle,
                 });
@@ -304,7 +355,16 @@ impl Dispatcher {
             session.known = end.known;
             session.add_usage(&end.usage);
             session.cost += end.cost;
+            session.model_calls += end.model_calls as u64;
+            if !end.priced {
+                session.unpriced_calls += end.model_calls as u64;
+            }
             session.approvals = end.approvals;
+            // Steers the turn never reached stay queued (they are still
+            // pending in the store), ahead of the follow-ups.
+            if let Ok(mut live) = session.live.lock() {
+                live.steers.clear();
+            }
             settings = Some(session.settings_json());
             remove = session.closed;
         }
@@ -366,11 +426,51 @@ impl Dispatcher {
             response["_meta"] = json!({"spindle": {"usage": usage}});
             response
         });
-        self.respond(&end.request_id, result);
+        // The item this turn dispatched is applied (or failed), the inbox
+        // hears of it, then the turn's `idle` event, after its last update
+        // and before its answer.
+        let outcome = match &result {
+            Ok(response) => response["stopReason"]
+                .as_str()
+                .unwrap_or("end_turn")
+                .to_string(),
+            Err(_) => "error".to_string(),
+        };
+        self.after_turn_inbox(
+            &end.session_id,
+            end.dispatched.as_deref(),
+            &end.applied,
+            &outcome,
+        );
+        if let Some(session) = self.sessions.get_mut(&end.session_id) {
+            session.last_outcome = Some(outcome.clone());
+            let (epoch, source) = (session.epoch, session.turn_source);
+            self.event(
+                &end.session_id,
+                "usage",
+                json!({"inputTokens": usage["inputTokens"], "outputTokens": usage["outputTokens"]}),
+            );
+            self.event(
+                &end.session_id,
+                "turn",
+                json!({"state": "idle", "epoch": epoch, "source": source, "outcome": outcome}),
+            );
+        }
+        if let Some(request_id) = &end.request_id {
+            self.respond(request_id, result);
+        }
         if let Some((id, params)) = queued {
             if let Err(error) = self.prompt(&id, params) {
                 self.respond(&id, Err(error));
             }
+            return;
+        }
+        // An ordinary end: the next follow-up starts at once; any other
+        // end pauses the inbox so the user looks first.
+        if outcome == "end_turn" {
+            self.dispatch_next(&end.session_id);
+        } else if outcome != "end_turn" && self.has_waiting_items(&end.session_id) {
+            self.pause_inbox(&end.session_id);
         }
     }
 }

@@ -57,7 +57,15 @@ pub enum TurnKind {
 /// Everything a turn needs, handed over by the dispatcher.
 pub struct Turn {
     pub session_id: String,
-    pub request_id: RequestId,
+    /// The prompt request to answer; `None` for a turn the agent started
+    /// itself (an inbox follow-up).
+    pub request_id: Option<RequestId>,
+    /// The inbox item this turn dispatches, marked `dispatched` with its
+    /// user message.
+    pub inbox_item: Option<String>,
+    /// What the dispatcher reads while the turn runs, and the steers it
+    /// hands over.
+    pub live: report::SharedLive,
     pub root: PathBuf,
     pub system: String,
     /// The conversation so far, ending with this turn's user message.
@@ -135,6 +143,8 @@ struct State {
     compacted: bool,
     /// Summaries asked for during the turn.
     summaries: usize,
+    /// Inbox items (steers) applied at the turn's boundaries.
+    applied: Vec<String>,
 }
 
 pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
@@ -161,14 +171,21 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 TurnKind::Model => turn.messages.last().cloned().into_iter().collect(),
                 _ => Vec::new(),
             };
+            let marks: Vec<(String, &str)> = turn
+                .inbox_item
+                .iter()
+                .map(|item| (item.clone(), "dispatched"))
+                .collect();
             let mut record = Record::begin(
                 turn.db.as_deref(),
                 &turn.session_id,
                 &turn.prompt_blocks,
                 user,
                 &updates,
+                &marks,
             );
             let mut sink = UpdateSink::new(turn.cancel.clone(), &updates);
+            sink.live = Some(turn.live.clone());
             let mut state = State {
                 added: Vec::new(),
                 usage: Usage::default(),
@@ -180,6 +197,7 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 known: turn.known,
                 compacted: false,
                 summaries: 0,
+                applied: Vec::new(),
             };
             let outcome = catch_unwind(AssertUnwindSafe(|| match &turn.kind {
                 TurnKind::Model => run(&turn, &mut sink, &mut state, &mut record),
@@ -253,6 +271,10 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 usage: state.usage,
                 usage_unknown: state.model_calls > 0 && state.usage_reports == 0,
                 known: state.known,
+                applied: state.applied,
+                dispatched: turn.inbox_item.clone(),
+                model_calls: state.model_calls,
+                priced: turn.price.is_some(),
                 approvals: state.approvals,
                 cost: state.cost,
                 replaced: state.replaced,
@@ -362,10 +384,15 @@ fn steps(
         {
             return Ok(StopReason::Cancelled);
         }
-        // Every completed step is stored before the next provider request.
-        if steps > 0 {
+        // Steers that arrived meanwhile join the conversation here, the
+        // safe boundary: after the step's tool results, before the next
+        // model request. The system prompt and tools stay as they were.
+        let applied = take_steers(turn, sink, state, messages);
+        // Every completed step is stored before the next provider request,
+        // with the steers it applied.
+        if steps > 0 || !applied.is_empty() {
             if let Some(record) = record.as_mut() {
-                record.step(&turn.session_id, sink.updates, &state.added);
+                record.step_marking(&turn.session_id, sink.updates, &state.added, &applied);
             }
         }
         steps += 1;
@@ -381,6 +408,13 @@ fn steps(
         };
         let streamed = turn.provider.stream(&request, sink, &turn.cancel);
         let mut assistant = sink.take_message();
+        match &streamed {
+            Ok(_) => set_health(turn, "ok", None),
+            Err(StreamError::Failed(error)) if !turn.cancel.is_cancelled() => {
+                set_health(turn, "failing", Some(error.message.clone()))
+            }
+            Err(_) => {}
+        }
         let outcome = match streamed {
             Ok(outcome) => outcome,
             // Refused as longer than the window: compact and try once more.
@@ -483,6 +517,7 @@ fn steps(
             checkpoints,
             rules: &turn.rules,
             config_path: turn.config_path.as_deref(),
+            live: &turn.live,
         };
         let mut results = Vec::new();
         let mut cancelled_at = None;
@@ -536,6 +571,45 @@ fn steps(
                 .chunk(false, &sink.message_id, &note);
             return Ok(StopReason::EndTurn);
         }
+    }
+}
+
+/// Takes the steers handed over since the last boundary: each is shown as
+/// the user's text (and kept for replay) and becomes a user message.
+/// Returns their item ids.
+fn take_steers(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    messages: &mut Vec<Message>,
+) -> Vec<String> {
+    let steers: Vec<(String, String, Vec<Value>)> = match turn.live.lock() {
+        Ok(mut live) => live.steers.drain(..).collect(),
+        Err(_) => Vec::new(),
+    };
+    let mut applied = Vec::new();
+    for (item, text, blocks) in steers {
+        for block in blocks {
+            sink.updates.borrow_mut().send(json!({
+                "sessionUpdate": "user_message_chunk",
+                "content": block,
+                "messageId": format!("steer_{item}"),
+            }));
+        }
+        let message = Message::user(text);
+        messages.push(message.clone());
+        state.added.push(message);
+        state.applied.push(item.clone());
+        applied.push(item);
+    }
+    applied
+}
+
+/// Publishes the provider's health for status.
+fn set_health(turn: &Turn, health: &'static str, error: Option<String>) {
+    if let Ok(mut live) = turn.live.lock() {
+        live.health = health;
+        live.health_error = error;
     }
 }
 

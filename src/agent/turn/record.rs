@@ -27,6 +27,7 @@ impl Record {
         prompt_blocks: &[Value],
         user: Vec<Message>,
         updates: &RefCell<Updates>,
+        marks: &[(String, &str)],
     ) -> Option<Record> {
         let path = db?;
         let mut store = match Store::open(path) {
@@ -48,7 +49,7 @@ impl Record {
             })
             .collect();
         events.extend(updates.borrow_mut().take_kept());
-        match store.begin_turn(session_id, &events, &user) {
+        match store.begin_turn_marking(session_id, &events, &user, marks) {
             Ok(number) => Some(Record {
                 store,
                 turn: number,
@@ -61,13 +62,25 @@ impl Record {
         }
     }
 
-    /// Commits what the turn said and added since the last commit.
-    pub fn step(&mut self, session_id: &str, updates: &RefCell<Updates>, added: &[Message]) {
+    /// Commits what the turn said and added since the last commit, and
+    /// marks inbox items applied in the same transaction (steers that
+    /// became user messages of this step).
+    pub fn step_marking(
+        &mut self,
+        session_id: &str,
+        updates: &RefCell<Updates>,
+        added: &[Message],
+        applied: &[String],
+    ) {
         let events = updates.borrow_mut().take_kept();
-        if let Err(error) =
-            self.store
-                .append(session_id, self.turn, &events, &added[self.committed..])
-        {
+        let marks: Vec<(String, &str)> = applied.iter().map(|id| (id.clone(), "applied")).collect();
+        if let Err(error) = self.store.append_marking(
+            session_id,
+            self.turn,
+            &events,
+            &added[self.committed..],
+            &marks,
+        ) {
             log::error!("cannot store a step of session {session_id}: {error}");
         }
         self.committed = added.len();

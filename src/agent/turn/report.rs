@@ -32,7 +32,8 @@ pub type Outbox = Arc<dyn Fn(Report) -> bool + Send + Sync>;
 #[derive(Debug)]
 pub struct TurnEnd {
     pub session_id: String,
-    pub request_id: RequestId,
+    /// The prompt to answer (`None`: a turn the agent started itself).
+    pub request_id: Option<RequestId>,
     pub result: Result<StopReason, RpcError>,
     /// Messages the turn adds to the conversation: assistant messages (the
     /// last one partial when the turn was cancelled or failed mid-stream)
@@ -44,6 +45,13 @@ pub struct TurnEnd {
     pub usage_unknown: bool,
     /// The conversation's size as the provider last reported it.
     pub known: Option<Known>,
+    /// Inbox items applied during the turn (steers at boundaries).
+    pub applied: Vec<String>,
+    /// The inbox item the turn dispatched, if it was one.
+    pub dispatched: Option<String>,
+    /// Model calls made, and whether the model had a price.
+    pub model_calls: usize,
+    pub priced: bool,
     /// The session's remembered approvals, with this turn's answers.
     pub approvals: Approvals,
     /// What this turn's model calls cost, when prices are known.
@@ -77,3 +85,23 @@ pub enum Rewind {
     /// Forward again: the turn the last undo took back.
     Redo,
 }
+
+/// What a running turn publishes for the dispatcher to read at any time
+/// (status answers without waiting for the turn), and the steers the
+/// dispatcher hands it. One per session; the dispatcher owns it, the turn
+/// only fills in its progress and takes steers.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// Steers waiting for the next safe boundary: (item id, the user's
+    /// text, its blocks as sent).
+    pub steers: std::collections::VecDeque<(String, String, Vec<Value>)>,
+    /// The last plan (`todo_write` entries).
+    pub plan: Value,
+    /// The model provider's health in the current turn: `ok`,
+    /// `retrying` or `failing`, with the last problem.
+    pub health: &'static str,
+    pub health_error: Option<String>,
+}
+
+/// The handle both sides hold.
+pub type SharedLive = Arc<std::sync::Mutex<Live>>;

@@ -57,6 +57,8 @@ pub struct Runner<'a> {
     /// Where "always, in this project" answers are saved: the user's
     /// config file.
     pub config_path: Option<&'a Path>,
+    /// Where the plan is published for status.
+    pub live: &'a super::report::SharedLive,
 }
 
 /// What a checkpoint kept before a call ran.
@@ -991,6 +993,9 @@ impl Runner<'_> {
                         })
                     })
                     .collect();
+                if let Ok(mut live) = self.live.lock() {
+                    live.plan = Value::Array(entries.clone());
+                }
                 self.update(json!({"sessionUpdate": "plan", "entries": entries}));
                 let done = args
                     .todos

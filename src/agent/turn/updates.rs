@@ -159,6 +159,8 @@ pub struct UpdateSink<'a> {
     thought_id: String,
     text: String,
     thought: String,
+    /// Where status lines (retries) mark the provider's health.
+    pub live: Option<super::report::SharedLive>,
 }
 
 impl<'a> UpdateSink<'a> {
@@ -170,6 +172,7 @@ impl<'a> UpdateSink<'a> {
             thought_id: String::new(),
             text: String::new(),
             thought: String::new(),
+            live: None,
         }
     }
 
@@ -203,6 +206,17 @@ impl Sink for UpdateSink<'_> {
         self.updates
             .borrow_mut()
             .chunk(false, &self.message_id, delta);
+    }
+
+    fn notice(&mut self, text: &str) {
+        // Status lines are retries and waits: the provider is struggling.
+        if let Some(live) = &self.live {
+            if let Ok(mut live) = live.lock() {
+                live.health = "retrying";
+                live.health_error = Some(text.trim().to_string());
+            }
+        }
+        self.thought(text);
     }
 
     fn thought(&mut self, delta: &str) {

@@ -1,0 +1,880 @@
+//! Spindle's vendor extensions (`../shared/EXTENSIONS.md` §0, 1, 2, 6):
+//! discovery, turn events, the status snapshot, steering (Spindle's and
+//! the cross-agent `_session/steering`), and the durable inbox. The
+//! dispatcher owns all of it: the inbox's items live in the store, each
+//! change committed before the answer; the running turn only takes the
+//! steers handed to it and publishes its progress for status.
+
+use super::prompting::TurnStart;
+use crate::agent::common::models::Registry;
+use crate::agent::dispatcher::Dispatcher;
+use crate::rpc::RpcError;
+use crate::store::inbox::{Flags, Item};
+use serde_json::{json, Map, Value};
+
+/// The methods this build serves, by discovery key.
+pub const METHODS: [(&str, &str); 13] = [
+    ("capabilities", "_spindle/capabilities"),
+    ("status", "_spindle/session/status"),
+    ("steer", "_spindle/session/steer"),
+    ("inbox.enqueue", "_spindle/session/inbox/enqueue"),
+    ("inbox.list", "_spindle/session/inbox/list"),
+    ("inbox.get", "_spindle/session/inbox/get"),
+    ("inbox.update", "_spindle/session/inbox/update"),
+    ("inbox.delete", "_spindle/session/inbox/delete"),
+    ("inbox.move", "_spindle/session/inbox/move"),
+    ("inbox.setPaused", "_spindle/session/inbox/setPaused"),
+    ("inbox.retry", "_spindle/session/inbox/retry"),
+    ("inbox.refresh", "_spindle/session/inbox/refresh"),
+    ("steering", "_session/steering"),
+];
+
+/// The notifications it sends.
+pub const NOTIFICATIONS: [(&str, &str); 1] = [("event", "_spindle/event")];
+
+/// The most characters of one item, and pending items per session.
+const ITEM_CAP: usize = 262_144;
+const INBOX_CAP: usize = 64;
+/// The most bytes of a file a link is frozen with.
+const FROZEN_FILE_CAP: u64 = 256 * 1024;
+
+/// `agentCapabilities._meta.spindle`, as discovery lists it.
+pub fn discovery() -> Value {
+    let methods: Map<String, Value> = METHODS
+        .iter()
+        .map(|(key, name)| (key.to_string(), json!(name)))
+        .collect();
+    let notifications: Map<String, Value> = NOTIFICATIONS
+        .iter()
+        .map(|(key, name)| (key.to_string(), json!(name)))
+        .collect();
+    json!({"schemaVersion": 1, "methods": methods, "notifications": notifications})
+}
+
+fn unknown_session(id: &str) -> RpcError {
+    RpcError::invalid_params(format!(
+        "session {id:?} is not open in this process; open it with session/new, session/load or session/resume"
+    ))
+    .with_data(json!({"code": "unknown_session"}))
+}
+
+fn bad(field: &str, why: &str) -> RpcError {
+    RpcError::invalid_params(format!("{field}: {why}")).with_data(json!({"code": "invalid_params"}))
+}
+
+fn store_error(error: crate::store::StoreError) -> RpcError {
+    RpcError::internal(error.0).with_data(json!({"code": "store_unavailable"}))
+}
+
+fn string<'a>(params: &'a Value, field: &str) -> Result<&'a str, RpcError> {
+    match params.get(field) {
+        Some(Value::String(text)) => Ok(text),
+        Some(_) => Err(bad(field, "must be a string")),
+        None => Err(bad(field, "is missing")),
+    }
+}
+
+fn optional_string<'a>(params: &'a Value, field: &str) -> Result<Option<&'a str>, RpcError> {
+    match params.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text)),
+        Some(_) => Err(bad(field, "must be a string")),
+    }
+}
+
+/// The prompt of a request: `prompt` (content blocks) or `text`.
+fn prompt_of(params: &Value, text_allowed: bool) -> Result<Vec<Value>, RpcError> {
+    let blocks = match (params.get("prompt"), params.get("text")) {
+        (Some(Value::Array(blocks)), _) => blocks.clone(),
+        (Some(_), _) => return Err(bad("prompt", "must be an array of content blocks")),
+        (None, Some(Value::String(text))) if text_allowed => {
+            vec![json!({"type": "text", "text": text})]
+        }
+        (None, Some(_)) if text_allowed => return Err(bad("text", "must be a string")),
+        _ => {
+            return Err(bad(
+                "prompt",
+                if text_allowed {
+                    "give prompt (content blocks) or text"
+                } else {
+                    "is missing"
+                },
+            ))
+        }
+    };
+    let has_content = blocks.iter().any(|block| match block["type"].as_str() {
+        Some("text") => block["text"].as_str().is_some_and(|t| !t.trim().is_empty()),
+        Some(_) => true,
+        None => false,
+    });
+    if !has_content {
+        return Err(bad("prompt", "is empty"));
+    }
+    Ok(blocks)
+}
+
+/// The first words of an item, for lists.
+fn preview(blocks: &[Value]) -> String {
+    let text: String = blocks
+        .iter()
+        .filter_map(|b| b["text"].as_str().or_else(|| b["uri"].as_str()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    text.chars().take(120).collect()
+}
+
+/// The item's blocks as it was sent, and frozen: each `resource_link` to
+/// a workspace file becomes that file's text now, so the prompt means
+/// what the user saw when they sent it.
+fn freeze(blocks: &[Value]) -> Vec<Value> {
+    blocks
+        .iter()
+        .map(|block| {
+            if block["type"] != "resource_link" {
+                return block.clone();
+            }
+            let uri = block["uri"].as_str().unwrap_or_default();
+            let Some(path) = uri.strip_prefix("file://") else {
+                return block.clone();
+            };
+            match crate::tools::bounded::read_capped(std::path::Path::new(path), FROZEN_FILE_CAP) {
+                Ok(bytes) => match String::from_utf8(bytes) {
+                    Ok(text) => json!({"type": "resource", "resource": {
+                        "uri": uri, "text": text,
+                        "mimeType": block.get("mimeType").cloned().unwrap_or(json!("text/plain")),
+                    }}),
+                    Err(_) => block.clone(),
+                },
+                Err(_) => block.clone(),
+            }
+        })
+        .collect()
+}
+
+fn item_json(item: &Item) -> Value {
+    json!({
+        "itemId": item.item_id,
+        "intent": item.intent,
+        "state": item.state,
+        "prompt": item.prompt["blocks"],
+        "bytes": item.bytes,
+        "createdAt": item.created_at,
+        "idempotencyKey": item.idempotency_key,
+    })
+}
+
+fn summary_json(item: &Item) -> Value {
+    let blocks = item.prompt["blocks"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    json!({
+        "itemId": item.item_id,
+        "intent": item.intent,
+        "state": item.state,
+        "preview": preview(&blocks),
+        "bytes": item.bytes,
+        "createdAt": item.created_at,
+    })
+}
+
+impl Dispatcher {
+    /// Sends `_spindle/event` for a session, numbered without gaps.
+    pub(in crate::agent) fn event(&mut self, session_id: &str, kind: &str, data: Value) {
+        let Some(session) = self.sessions.get_mut(session_id) else {
+            return;
+        };
+        session.event_seq += 1;
+        let seq = session.event_seq;
+        self.send_line(crate::rpc::notification_line(
+            "_spindle/event",
+            &json!({"sessionId": session_id, "seq": seq, "kind": kind, "data": data}),
+        ));
+    }
+
+    fn open_session(&self, params: &Value) -> Result<String, RpcError> {
+        let id = string(params, "sessionId")?;
+        match self.sessions.get(id) {
+            Some(session) if !session.closed => Ok(id.to_string()),
+            _ => Err(unknown_session(id)),
+        }
+    }
+
+    /// Every vendor method; `None` when the name is not one.
+    pub(in crate::agent) fn extension(
+        &mut self,
+        method: &str,
+        params: Value,
+    ) -> Option<Result<Value, RpcError>> {
+        let params = if params.is_null() { json!({}) } else { params };
+        if !params.is_object() {
+            return Some(Err(bad("params", "must be an object")));
+        }
+        let result = match method {
+            "_spindle/capabilities" => {
+                let mut value = discovery();
+                value["version"] = json!(env!("CARGO_PKG_VERSION"));
+                Ok(value)
+            }
+            "_spindle/session/status" => self.status(&params),
+            "_spindle/session/steer" => self
+                .steer(&params)
+                .map(|(item, disposition)| json!({"itemId": item, "disposition": disposition})),
+            "_session/steering" => self.steering(&params),
+            "_spindle/session/inbox/enqueue" => self.enqueue(&params),
+            "_spindle/session/inbox/list" => self.inbox_list(&params),
+            "_spindle/session/inbox/get" => self.inbox_get(&params),
+            "_spindle/session/inbox/update" => self.inbox_update(&params),
+            "_spindle/session/inbox/delete" => self.inbox_delete(&params),
+            "_spindle/session/inbox/move" => self.inbox_move(&params),
+            "_spindle/session/inbox/setPaused" => self.inbox_set_paused(&params),
+            "_spindle/session/inbox/retry" => self.inbox_retry(&params),
+            "_spindle/session/inbox/refresh" => self.inbox_refresh(&params),
+            _ => return None,
+        };
+        Some(result)
+    }
+
+    // -----------------------------------------------------------------
+    // Status
+    // -----------------------------------------------------------------
+
+    fn status(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let registry = self.registry().ok();
+        let stored = self.store()?.session(&id).map_err(store_error)?;
+        let waiting = self.store()?.inbox(&id).map_err(store_error)?;
+        let session = &self.sessions[&id];
+        let entry = registry
+            .as_ref()
+            .and_then(|r| r.model(&session.model).cloned());
+        let price = entry.as_ref().and_then(|e| e.config.price.clone());
+        let (plan, health, health_error) = match session.live.lock() {
+            Ok(live) => (
+                live.plan.clone(),
+                if live.health.is_empty() {
+                    "ok"
+                } else {
+                    live.health
+                },
+                live.health_error.clone(),
+            ),
+            Err(_) => (Value::Null, "ok", None),
+        };
+        let usage = session.usage;
+        let cost = price
+            .as_ref()
+            .map(|p| json!({"amount": round6(session.cost), "currency": p.currency}));
+        let quote = cost_quote(session, entry.as_ref(), registry.as_deref());
+        let mcp: Vec<Value> = session.mcp.as_ref().map(|m| m.status()).unwrap_or_default();
+        let pending = waiting.iter().filter(|i| i.state == "pending").count();
+        Ok(json!({
+            "session": {
+                "id": id,
+                "cwd": session.cwd,
+                "title": session.title,
+                "createdAt": stored.as_ref().map(|s| s.created_at.clone()),
+                "updatedAt": stored.as_ref().map(|s| s.updated_at.clone()),
+            },
+            "turn": {
+                "state": if session.running.is_some() { "running" } else { "idle" },
+                "epoch": session.epoch,
+                "source": if session.epoch == 0 { Value::Null } else { json!(session.turn_source) },
+                "startedAt": session.turn_started_at,
+                "outcome": session.last_outcome,
+            },
+            "model": session.model,
+            "mode": session.mode.id(),
+            "preset": session.preset.id(),
+            "approval": crate::agent::handlers::controls::policy_id(session.policy),
+            "usage": {
+                "inputTokens": usage.input_tokens,
+                "outputTokens": usage.output_tokens,
+                "cachedReadTokens": usage.cached_tokens,
+                "reasoningTokens": usage.reasoning_tokens,
+                "contextUsed": session.known.map(|k| k.tokens),
+                "contextSize": entry.as_ref().map(|e| e.context_window()),
+                "cost": cost,
+                "costQuote": quote,
+            },
+            "plan": {"entries": if plan.is_array() { plan } else { json!([]) }},
+            "inbox": {
+                "pending": pending,
+                "uncertain": waiting.iter().filter(|i| i.state == "uncertain").count(),
+                "paused": session.inbox_paused,
+                "recovered": session.inbox_recovered,
+            },
+            "goal": null,
+            "jobs": {"running": 0, "total": 0},
+            "mcp": mcp,
+            "health": {"provider": health, "error": health_error},
+        }))
+    }
+
+    // -----------------------------------------------------------------
+    // Steering
+    // -----------------------------------------------------------------
+
+    /// A steer: committed as an inbox item first, then handed to the
+    /// running turn (applied at its next boundary) or, when idle, queued
+    /// ahead of the follow-ups (and dispatched at once when it can be).
+    fn steer(&mut self, params: &Value) -> Result<(String, &'static str), RpcError> {
+        let id = self.open_session(params)?;
+        let blocks = prompt_of(params, false)?;
+        let key = optional_string(params, "idempotencyKey")?;
+        let (item, existing) = self.add_item(&id, &blocks, "steer", key)?;
+        self.unpause_inbox(&id);
+        let session = &self.sessions[&id];
+        let running = session
+            .running
+            .as_ref()
+            .is_some_and(|r| !r.cancel.is_cancelled());
+        if existing {
+            let disposition = if item.state == "pending" && running {
+                "steer_accepted"
+            } else {
+                "queued_followup"
+            };
+            return Ok((item.item_id, disposition));
+        }
+        if running {
+            if let Ok(mut live) = session.live.lock() {
+                let text = crate::agent::common::content::read_prompt(
+                    item.prompt["frozen"]
+                        .as_array()
+                        .map(Vec::as_slice)
+                        .unwrap_or(&[]),
+                    &session.cwd,
+                )
+                .map(|input| input.text)
+                .unwrap_or_default();
+                live.steers
+                    .push_back((item.item_id.clone(), text, blocks.clone()));
+            }
+            self.event(
+                &id,
+                "inbox",
+                json!({"itemId": item.item_id, "change": "steer"}),
+            );
+            return Ok((item.item_id, "steer_accepted"));
+        }
+        self.event(
+            &id,
+            "inbox",
+            json!({"itemId": item.item_id, "change": "queued"}),
+        );
+        self.dispatch_next(&id);
+        Ok((item.item_id, "queued_followup"))
+    }
+
+    /// `_session/steering`: the convention other agents' clients use.
+    fn steering(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let idle = match params.pointer("/_meta/steering/idleBehavior") {
+            None | Some(Value::Null) => "startNewTurn",
+            Some(Value::String(value)) if value == "promptRequired" => "promptRequired",
+            Some(Value::String(value)) if value == "startNewTurn" => "startNewTurn",
+            Some(other) => {
+                return Err(bad(
+                    "_meta.steering.idleBehavior",
+                    &format!("must be startNewTurn or promptRequired, not {other}"),
+                ))
+            }
+        };
+        let running = self.sessions[&id].running.is_some();
+        if !running && idle == "promptRequired" {
+            prompt_of(params, false)?;
+            return Ok(json!({"outcome": "promptRequired", "reason": "noRunningTurn"}));
+        }
+        let (_, disposition) = self.steer(params)?;
+        Ok(
+            json!({"outcome": if disposition == "steer_accepted" { "injected" } else { "startedNewTurn" }}),
+        )
+    }
+
+    // -----------------------------------------------------------------
+    // The inbox
+    // -----------------------------------------------------------------
+
+    /// Commits a new item (or finds the one with the same idempotency
+    /// key): returns it and whether it existed.
+    fn add_item(
+        &mut self,
+        id: &str,
+        blocks: &[Value],
+        intent: &str,
+        key: Option<&str>,
+    ) -> Result<(Item, bool), RpcError> {
+        if let Some(key) = key {
+            if key.is_empty() || key.len() > 200 {
+                return Err(bad("idempotencyKey", "must be 1 to 200 characters"));
+            }
+            if let Some(item) = self.store()?.inbox_by_key(id, key).map_err(store_error)? {
+                return Ok((item, true));
+            }
+        }
+        let bytes = Value::Array(blocks.to_vec()).to_string();
+        if bytes.chars().count() > ITEM_CAP {
+            return Err(RpcError::invalid_params(format!(
+                "prompt: the item is {} characters; the most is {ITEM_CAP}",
+                bytes.chars().count()
+            ))
+            .with_data(json!({"code": "too_large"})));
+        }
+        // The blocks must be a prompt the agent can run.
+        let cwd = self.sessions[id].cwd.clone();
+        crate::agent::common::content::read_prompt(blocks, &cwd)?;
+        let waiting = self.store()?.inbox(id).map_err(store_error)?;
+        if waiting.iter().filter(|i| i.state == "pending").count() >= INBOX_CAP {
+            return Err(RpcError::invalid_request(format!(
+                "the inbox of session {id} is full ({INBOX_CAP} pending items); wait, or delete some"
+            ))
+            .with_data(json!({"code": "inbox_full"})));
+        }
+        let item = Item {
+            item_id: format!("item_{}", crate::util::random_hex()),
+            intent: intent.to_string(),
+            state: "pending".into(),
+            prompt: json!({"blocks": blocks, "frozen": freeze(blocks)}),
+            bytes: bytes.len() as i64,
+            idempotency_key: key.map(str::to_string),
+            created_at: crate::store::time::now_rfc3339(),
+            position: 0,
+        };
+        let position = self.store()?.inbox_add(id, &item).map_err(store_error)?;
+        Ok((Item { position, ..item }, false))
+    }
+
+    fn enqueue(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let blocks = prompt_of(params, true)?;
+        let intent = match optional_string(params, "intent")? {
+            None | Some("followup") => "followup",
+            Some("steer") => "steer",
+            Some(other) => {
+                return Err(bad(
+                    "intent",
+                    &format!("must be followup or steer, not {other:?}"),
+                ))
+            }
+        };
+        let key = optional_string(params, "idempotencyKey")?;
+        let (item, existing) = self.add_item(&id, &blocks, intent, key)?;
+        if !existing {
+            self.unpause_inbox(&id);
+            self.event(
+                &id,
+                "inbox",
+                json!({"itemId": item.item_id, "change": "queued"}),
+            );
+        }
+        let started =
+            !existing && self.dispatch_next(&id).as_deref() == Some(item.item_id.as_str());
+        let position = self
+            .store()?
+            .inbox(&id)
+            .map_err(store_error)?
+            .iter()
+            .filter(|i| i.state == "pending")
+            .position(|i| i.item_id == item.item_id);
+        Ok(json!({
+            "itemId": item.item_id,
+            "disposition": if started { "started" } else if existing { item.state.as_str() } else { "queued" },
+            "position": position,
+            "paused": self.sessions[&id].inbox_paused,
+            "idempotent": existing,
+        }))
+    }
+
+    fn inbox_list(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let items = self.store()?.inbox(&id).map_err(store_error)?;
+        let session = &self.sessions[&id];
+        Ok(json!({
+            "items": items.iter().map(summary_json).collect::<Vec<_>>(),
+            "capacity": INBOX_CAP,
+            "paused": session.inbox_paused,
+            "recovered": session.inbox_recovered,
+        }))
+    }
+
+    fn item(&mut self, id: &str, params: &Value) -> Result<Item, RpcError> {
+        let item_id = string(params, "itemId")?;
+        match self.store()?.inbox_item(id, item_id).map_err(store_error)? {
+            Some(item) if item.state != "deleted" => Ok(item),
+            _ => Err(RpcError::invalid_params(format!(
+                "itemId: no item {item_id:?} in session {id}"
+            ))
+            .with_data(json!({"code": "unknown_item"}))),
+        }
+    }
+
+    fn pending_item(&mut self, id: &str, params: &Value) -> Result<Item, RpcError> {
+        let item = self.item(id, params)?;
+        if item.state != "pending" {
+            return Err(RpcError::invalid_request(format!(
+                "item {} is {}, not pending; only pending items change",
+                item.item_id, item.state
+            ))
+            .with_data(json!({"code": "not_pending"})));
+        }
+        Ok(item)
+    }
+
+    fn inbox_get(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let item = self.item(&id, params)?;
+        Ok(json!({"item": item_json(&item)}))
+    }
+
+    fn inbox_update(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let item = self.pending_item(&id, params)?;
+        let blocks = prompt_of(params, true)?;
+        let bytes = Value::Array(blocks.clone()).to_string();
+        if bytes.chars().count() > ITEM_CAP {
+            return Err(RpcError::invalid_params("prompt: the item is too large")
+                .with_data(json!({"code": "too_large"})));
+        }
+        let cwd = self.sessions[&id].cwd.clone();
+        crate::agent::common::content::read_prompt(&blocks, &cwd)?;
+        let prompt = json!({"blocks": blocks, "frozen": freeze(&blocks)});
+        self.store()?
+            .inbox_set_prompt(&id, &item.item_id, &prompt, bytes.len() as i64)
+            .map_err(store_error)?;
+        self.event(
+            &id,
+            "inbox",
+            json!({"itemId": item.item_id, "change": "updated"}),
+        );
+        let item = self.item(&id, params)?;
+        Ok(json!({"item": item_json(&item)}))
+    }
+
+    fn inbox_delete(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let item = self.pending_item(&id, params)?;
+        self.store()?
+            .inbox_set_state(&id, &item.item_id, "deleted")
+            .map_err(store_error)?;
+        self.event(
+            &id,
+            "inbox",
+            json!({"itemId": item.item_id, "change": "deleted"}),
+        );
+        Ok(json!({"itemId": item.item_id, "state": "deleted"}))
+    }
+
+    fn inbox_move(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let item = self.pending_item(&id, params)?;
+        let to = match params.get("toIndex") {
+            Some(value) => value
+                .as_u64()
+                .ok_or_else(|| bad("toIndex", "must be a number from 0"))?,
+            None => return Err(bad("toIndex", "is missing")),
+        } as usize;
+        let mut order: Vec<String> = self
+            .store()?
+            .inbox(&id)
+            .map_err(store_error)?
+            .into_iter()
+            .filter(|i| i.state == "pending")
+            .map(|i| i.item_id)
+            .collect();
+        if to >= order.len() {
+            return Err(RpcError::invalid_params(format!(
+                "toIndex: {to} is out of range (0 to {})",
+                order.len().saturating_sub(1)
+            ))
+            .with_data(json!({"code": "out_of_range"})));
+        }
+        order.retain(|i| *i != item.item_id);
+        order.insert(to, item.item_id.clone());
+        self.store()?
+            .inbox_reorder(&id, &order)
+            .map_err(store_error)?;
+        self.event(
+            &id,
+            "inbox",
+            json!({"itemId": item.item_id, "change": "moved"}),
+        );
+        Ok(json!({"itemId": item.item_id, "position": to}))
+    }
+
+    fn inbox_set_paused(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let paused = params
+            .get("paused")
+            .ok_or_else(|| bad("paused", "is missing"))?
+            .as_bool()
+            .ok_or_else(|| bad("paused", "must be true or false"))?;
+        if paused {
+            self.pause_inbox(&id);
+        } else {
+            self.unpause_inbox(&id);
+            self.dispatch_next(&id);
+        }
+        Ok(json!({"paused": self.sessions[&id].inbox_paused}))
+    }
+
+    fn inbox_retry(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let item = self.item(&id, params)?;
+        if !matches!(item.state.as_str(), "uncertain" | "failed") {
+            return Err(RpcError::invalid_request(format!(
+                "item {} is {}; only uncertain or failed items are retried",
+                item.item_id, item.state
+            ))
+            .with_data(json!({"code": "not_retryable"})));
+        }
+        self.store()?
+            .inbox_set_state(&id, &item.item_id, "pending")
+            .map_err(store_error)?;
+        self.event(
+            &id,
+            "inbox",
+            json!({"itemId": item.item_id, "change": "retried"}),
+        );
+        Ok(json!({"itemId": item.item_id, "state": "pending"}))
+    }
+
+    fn inbox_refresh(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let item = self.pending_item(&id, params)?;
+        let blocks = item.prompt["blocks"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let prompt = json!({"blocks": blocks, "frozen": freeze(&blocks)});
+        self.store()?
+            .inbox_set_prompt(&id, &item.item_id, &prompt, item.bytes)
+            .map_err(store_error)?;
+        self.event(
+            &id,
+            "inbox",
+            json!({"itemId": item.item_id, "change": "refreshed"}),
+        );
+        let item = self.item(&id, params)?;
+        Ok(json!({"item": item_json(&item)}))
+    }
+
+    // -----------------------------------------------------------------
+    // Dispatch, pause, recovery
+    // -----------------------------------------------------------------
+
+    fn save_flags(&mut self, id: &str) {
+        let Some(session) = self.sessions.get(id) else {
+            return;
+        };
+        let flags = Flags {
+            paused: session.inbox_paused,
+            recovered: session.inbox_recovered,
+        };
+        if let Ok(store) = self.store() {
+            if let Err(error) = store.set_inbox_flags(id, flags) {
+                log::warn!("cannot store the inbox flags of session {id}: {error}");
+            }
+        }
+    }
+
+    pub(in crate::agent) fn pause_inbox(&mut self, id: &str) {
+        let Some(session) = self.sessions.get_mut(id) else {
+            return;
+        };
+        if session.inbox_paused {
+            return;
+        }
+        session.inbox_paused = true;
+        self.save_flags(id);
+        self.event(id, "inbox", json!({"change": "paused"}));
+    }
+
+    pub(in crate::agent) fn unpause_inbox(&mut self, id: &str) {
+        let Some(session) = self.sessions.get_mut(id) else {
+            return;
+        };
+        if !session.inbox_paused && !session.inbox_recovered {
+            return;
+        }
+        session.inbox_paused = false;
+        session.inbox_recovered = false;
+        self.save_flags(id);
+        self.event(id, "inbox", json!({"change": "resumed"}));
+    }
+
+    pub(in crate::agent) fn has_waiting_items(&mut self, id: &str) -> bool {
+        self.store()
+            .ok()
+            .and_then(|store| store.inbox(id).ok())
+            .is_some_and(|items| items.iter().any(|i| i.state == "pending"))
+    }
+
+    /// Starts the first pending item when the session is idle and its
+    /// inbox runs; returns the item started.
+    pub(in crate::agent) fn dispatch_next(&mut self, id: &str) -> Option<String> {
+        let session = self.sessions.get(id)?;
+        if session.running.is_some()
+            || session.closed
+            || session.inbox_paused
+            || session.queued.is_some()
+            || self.closing.is_some()
+        {
+            return None;
+        }
+        let item = self
+            .store()
+            .ok()?
+            .inbox(id)
+            .ok()?
+            .into_iter()
+            .find(|i| i.state == "pending")?;
+        let blocks = item.prompt["frozen"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let source = if item.intent == "steer" {
+            "steer"
+        } else {
+            "queue"
+        };
+        let start = TurnStart {
+            request: None,
+            source,
+            item: Some(item.item_id.clone()),
+        };
+        match self.start_turn(id, &blocks, start) {
+            Ok(()) => {
+                self.event(
+                    id,
+                    "inbox",
+                    json!({"itemId": item.item_id, "change": "dispatched"}),
+                );
+                Some(item.item_id)
+            }
+            Err(error) => {
+                log::warn!(
+                    "cannot start inbox item {}: {}",
+                    item.item_id,
+                    error.message
+                );
+                if let Ok(store) = self.store() {
+                    let _ = store.inbox_set_state(id, &item.item_id, "failed");
+                }
+                self.pause_inbox(id);
+                self.event(
+                    id,
+                    "inbox",
+                    json!({"itemId": item.item_id, "change": "failed"}),
+                );
+                None
+            }
+        }
+    }
+
+    /// After a turn: its dispatched item is applied (failed on an error),
+    /// and the inbox hears of the steers it applied.
+    pub(in crate::agent) fn after_turn_inbox(
+        &mut self,
+        id: &str,
+        dispatched: Option<&str>,
+        applied: &[String],
+        outcome: &str,
+    ) {
+        if let Some(item) = dispatched {
+            let state = if outcome == "error" {
+                "failed"
+            } else {
+                "applied"
+            };
+            if let Ok(store) = self.store() {
+                if let Err(error) = store.inbox_set_state(id, item, state) {
+                    log::warn!("cannot mark inbox item {item}: {error}");
+                }
+            }
+            self.event(id, "inbox", json!({"itemId": item, "change": state}));
+        }
+        for item in applied {
+            self.event(id, "inbox", json!({"itemId": item, "change": "applied"}));
+        }
+    }
+
+    /// On load or resume: items left `dispatched` by a process that
+    /// stopped become `uncertain`; an inbox with waiting items comes back
+    /// paused and marked recovered, so the user looks first.
+    pub(in crate::agent) fn recover_inbox(&mut self, id: &str) {
+        let Ok(store) = self.store() else { return };
+        let flags = store.inbox_flags(id).unwrap_or_default();
+        let waiting = store.recover_inbox(id).unwrap_or(0);
+        if let Some(session) = self.sessions.get_mut(id) {
+            session.inbox_paused = flags.paused || waiting > 0;
+            session.inbox_recovered = waiting > 0;
+        }
+        if waiting > 0 {
+            self.save_flags(id);
+        }
+    }
+}
+
+fn round6(value: f64) -> f64 {
+    (value * 1e6).round() / 1e6
+}
+
+/// `usage.costQuote` (EXTENSIONS §6): the session's totals priced by the
+/// model's table; incomplete, never a silent 0, when a call had no price.
+fn cost_quote(
+    session: &crate::agent::dispatcher::session::Session,
+    entry: Option<&crate::agent::common::models::ModelEntry>,
+    registry: Option<&Registry>,
+) -> Value {
+    let price = entry.and_then(|e| e.config.price.as_ref());
+    let complete = price.is_some() && session.unpriced_calls == 0;
+    let local = entry
+        .and_then(|e| registry.and_then(|r| r.config.providers.get(&e.provider)))
+        .and_then(|p| p.base_url.as_deref())
+        .is_some_and(|url| url.contains("://127.0.0.1") || url.contains("://localhost"));
+    let billing = if price.is_none() && local {
+        "free"
+    } else {
+        "per_token"
+    };
+    let Some(price) = price else {
+        return json!({
+            "currency": null,
+            "originalTotals": null,
+            "valuation": "official_table",
+            "costComplete": false,
+            "displayComplete": false,
+            "displayStatus": "unknown",
+            "billingMode": billing,
+        });
+    };
+    let usage = session.usage;
+    let cached = usage.cached_tokens.min(usage.input_tokens);
+    let per = |tokens: u64, rate: f64| round6(tokens as f64 * rate / 1e6);
+    let input = per(usage.input_tokens - cached, price.input);
+    let cached_input = per(cached, price.cached_input.unwrap_or(price.input));
+    let reasoning = per(
+        usage.reasoning_tokens.min(usage.output_tokens),
+        price.output,
+    );
+    let output = per(
+        usage.output_tokens - usage.reasoning_tokens.min(usage.output_tokens),
+        price.output,
+    );
+    json!({
+        "currency": price.currency,
+        "originalTotals": {
+            "input": input,
+            "cachedInput": cached_input,
+            "output": output,
+            "reasoning": reasoning,
+            "total": round6(session.cost),
+        },
+        "valuation": "official_table",
+        "costComplete": complete,
+        "displayComplete": complete,
+        "displayStatus": if complete { "exact" } else { "estimate" },
+        "billingMode": billing,
+    })
+}
