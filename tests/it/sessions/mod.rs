@@ -17,6 +17,7 @@ mod cli;
 mod context;
 mod crash;
 mod database;
+mod extensions;
 mod lifecycle;
 mod list;
 mod processes;
