@@ -714,11 +714,13 @@ impl Dispatcher {
     /// inbox runs; returns the item started.
     pub(in crate::agent) fn dispatch_next(&mut self, id: &str) -> Option<String> {
         let session = self.sessions.get(id)?;
+        // After the end of input, only `--drain` lets queued work run.
+        let closing = self.closing.is_some() && !self.options.drain;
         if session.running.is_some()
             || session.closed
             || session.inbox_paused
             || session.queued.is_some()
-            || self.closing.is_some()
+            || closing
         {
             return None;
         }
