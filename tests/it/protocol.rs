@@ -466,6 +466,31 @@ fn the_readme_demo_pipes_an_ndjson_file_with_a_chosen_session_id() {
     }
 }
 
+/// The steering example: the steer reaches the turn, the queued
+/// follow-up runs by itself after it (under `--drain`).
+#[test]
+fn the_steering_example_steers_then_runs_the_queued_follow_up() {
+    let input = std::fs::read_to_string(repo_file("examples/steer.ndjson")).unwrap();
+    let script = repo_file("examples/steer.script.json");
+    let (status, messages, stderr) = pipe(&["acp", "--script", &script, "--drain"], &input);
+    assert!(status.success(), "{status:?} {stderr}");
+    let answer = |id: u64| messages.iter().find(|m| m["id"] == id).cloned().unwrap();
+    assert_eq!(answer(3)["result"]["disposition"], "steer_accepted");
+    assert_eq!(answer(4)["result"]["disposition"], "queued");
+    assert_eq!(answer(2)["result"]["stopReason"], "end_turn");
+    let text = updates_text(&messages, "agent_message_chunk");
+    assert!(text.contains("the compiler keeps its word"), "{text}");
+    assert!(text.contains("rows sleep safe on disk"), "{text}");
+    let idle: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "_spindle/event" && m["params"]["data"]["state"] == "idle")
+        .collect();
+    // The steer lands in the first turn, or (when that turn is past its
+    // last boundary already) starts the next one; the follow-up is last.
+    assert!((2..=3).contains(&idle.len()), "{idle:#?}");
+    assert_eq!(idle.last().unwrap()["params"]["data"]["source"], "queue");
+}
+
 #[test]
 fn without_drain_a_piped_file_ends_with_a_cancelled_turn() {
     let dir = temp_dir("pipe");
