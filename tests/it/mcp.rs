@@ -455,6 +455,20 @@ fn stdio_tools_are_offered_namespaced_with_the_server_schemas() {
         "the server started fine, yet: {:?}",
         opened.notes_about("local")
     );
+    // The server's state: an `mcp` event after the answer, and in status.
+    let event = collect_until(&mut agent, WAIT, |m| {
+        m["method"] == "_spindle/event" && m["params"]["kind"] == "mcp"
+    });
+    let servers = &event.last().unwrap()["params"]["data"]["servers"];
+    assert_eq!(servers[0]["name"], "local");
+    assert_eq!(servers[0]["state"], "ready");
+    let status = request_ok(
+        &mut agent,
+        "_spindle/session/status",
+        json!({"sessionId": opened.session}),
+    );
+    assert_eq!(status["mcp"][0]["state"], "ready");
+    assert!(status["mcp"][0]["tools"].as_u64().unwrap() > 0, "{status}");
     bench.model.push(say("I see them."));
     let turn = run_prompt(
         &mut agent,

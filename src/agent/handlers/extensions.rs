@@ -181,15 +181,42 @@ fn summary_json(item: &Item) -> Value {
 impl Dispatcher {
     /// Sends `_spindle/event` for a session, numbered without gaps.
     pub(in crate::agent) fn event(&mut self, session_id: &str, kind: &str, data: Value) {
-        let Some(session) = self.sessions.get_mut(session_id) else {
-            return;
-        };
+        if let Some(line) = self.event_line(session_id, kind, data) {
+            self.send_line(line);
+        }
+    }
+
+    /// The next event of a session as a line, numbered, to send now or
+    /// after an answer.
+    pub(in crate::agent) fn event_line(
+        &mut self,
+        session_id: &str,
+        kind: &str,
+        data: Value,
+    ) -> Option<String> {
+        let session = self.sessions.get_mut(session_id)?;
         session.event_seq += 1;
         let seq = session.event_seq;
-        self.send_line(crate::rpc::notification_line(
+        Some(crate::rpc::notification_line(
             "_spindle/event",
             &json!({"sessionId": session_id, "seq": seq, "kind": kind, "data": data}),
-        ));
+        ))
+    }
+
+    /// After a session opened: its MCP servers' state, as an `mcp` event
+    /// that follows the answer.
+    pub(in crate::agent) fn announce_mcp(&mut self, session_id: &str) {
+        let Some(status) = self
+            .sessions
+            .get(session_id)
+            .and_then(|s| s.mcp.as_ref())
+            .map(|m| m.status())
+        else {
+            return;
+        };
+        if let Some(line) = self.event_line(session_id, "mcp", json!({"servers": status})) {
+            self.after_response.push(line);
+        }
     }
 
     fn open_session(&self, params: &Value) -> Result<String, RpcError> {

@@ -117,6 +117,7 @@ impl Dispatcher {
         });
         self.sessions.insert(session_id.clone(), session);
         self.announce_commands(&session_id);
+        self.announce_mcp(&session_id);
         Ok(response)
     }
 
@@ -299,6 +300,7 @@ impl Dispatcher {
         self.sessions.insert(id.clone(), session);
         self.recover_inbox(&id);
         self.announce_commands(&id);
+        self.announce_mcp(&id);
         Ok(response)
     }
 
