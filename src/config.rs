@@ -135,6 +135,30 @@ pub struct Config {
     pub permissions: PermissionSettings,
     #[serde(default, skip_serializing_if = "CheckpointSettings::is_default")]
     pub checkpoints: CheckpointSettings,
+    #[serde(default, skip_serializing_if = "GoalSettings::is_default")]
+    pub goal: GoalSettings,
+}
+
+/// Goal budgets overriding the preset's (`goal` in config.json).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoalSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_continuations: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_model_calls: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_minutes: Option<u64>,
+}
+
+impl GoalSettings {
+    fn is_default(&self) -> bool {
+        *self == GoalSettings::default()
+    }
 }
 
 /// Checkpoints (`/undo`, `/rewind`, `/redo`): on by default.

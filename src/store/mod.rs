@@ -19,7 +19,7 @@ use std::time::Duration;
 
 /// The schema this Spindle writes. Older databases are migrated forward;
 /// a newer one is refused, never rewritten.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// How long a lease lasts without a heartbeat.
 pub const LEASE_TTL_MS: i64 = 30_000;
@@ -162,6 +162,11 @@ const MIGRATIONS: &[&str] = &[
         session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
         paused INTEGER NOT NULL DEFAULT 0,
         recovered INTEGER NOT NULL DEFAULT 0
+    ) WITHOUT ROWID;",
+    // Version 5: each session's goal.
+    "CREATE TABLE goals (
+        session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+        goal TEXT NOT NULL
     ) WITHOUT ROWID;",
 ];
 
@@ -678,6 +683,30 @@ pub fn process_alive(pid: i64) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+impl Store {
+    /// The session's goal, as last committed.
+    pub fn goal(&self, id: &str) -> Result<Option<Value>> {
+        let text: Option<String> = self
+            .connection
+            .query_row(
+                "SELECT goal FROM goals WHERE session_id = ?1",
+                [id],
+                |row| row.get(0),
+            )
+            .optional()?;
+        Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
+    }
+
+    pub fn save_goal(&self, id: &str, goal: &Value) -> Result<()> {
+        self.connection.execute(
+            "INSERT INTO goals (session_id, goal) VALUES (?1, ?2)
+             ON CONFLICT (session_id) DO UPDATE SET goal = ?2",
+            params![id, goal.to_string()],
+        )?;
+        Ok(())
+    }
+}
 
 /// Sets inbox items' states inside a transaction.
 fn mark_in(

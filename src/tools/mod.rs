@@ -33,6 +33,27 @@ pub enum Tool {
     RunCommand(RunCommandArgs),
     TodoWrite(TodoWriteArgs),
     ExitPlan(ExitPlanArgs),
+    GoalUpdate(GoalUpdateArgs),
+}
+
+/// `goal_update`: the model's report on the goal (goal mode only).
+#[derive(Debug, Clone, Deserialize)]
+pub struct GoalUpdateArgs {
+    pub status: GoalReport,
+    #[serde(default)]
+    pub checkpoint: Option<String>,
+    #[serde(default)]
+    pub todos: Option<Vec<Todo>>,
+    #[serde(default)]
+    pub question: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalReport {
+    Working,
+    Complete,
+    Blocked,
 }
 
 /// `exit_plan`: the plan the user is asked to approve (plan mode only).
@@ -152,7 +173,7 @@ pub const GLOB_LIMIT: usize = 500;
 pub const SEARCH_LIMIT: usize = 200;
 
 /// The names of every tool, in the order they are offered.
-pub const NAMES: [&str; 12] = [
+pub const NAMES: [&str; 13] = [
     "read_file",
     "write_file",
     "edit_file",
@@ -164,6 +185,7 @@ pub const NAMES: [&str; 12] = [
     "search",
     "run_command",
     "todo_write",
+    "goal_update",
     "exit_plan",
 ];
 
@@ -179,6 +201,9 @@ pub const READ_ONLY: [&str; 6] = [
 
 /// Offered only in plan mode.
 pub const PLAN_ONLY: [&str; 1] = ["exit_plan"];
+
+/// Offered only in goal mode.
+pub const GOAL_ONLY: [&str; 1] = ["goal_update"];
 
 /// Parses a tool call. The error is written for the model.
 pub fn parse(name: &str, arguments: &str) -> Result<Tool, String> {
@@ -206,6 +231,7 @@ pub fn parse(name: &str, arguments: &str) -> Result<Tool, String> {
         "run_command" => Tool::RunCommand(args(name, value)?),
         "todo_write" => Tool::TodoWrite(args(name, value)?),
         "exit_plan" => Tool::ExitPlan(args(name, value)?),
+        "goal_update" => Tool::GoalUpdate(args(name, value)?),
         other => {
             return Err(format!(
                 "there is no tool named {other:?}; the tools are: {}",
@@ -226,6 +252,7 @@ pub fn kind(tool: &Tool) -> &'static str {
         Tool::RunCommand(_) => "execute",
         Tool::TodoWrite(_) => "think",
         Tool::ExitPlan(_) => "switch_mode",
+        Tool::GoalUpdate(_) => "think",
     }
 }
 
@@ -274,6 +301,11 @@ pub fn title(tool: &Tool, root: &Path) -> String {
         Tool::RunCommand(args) => format!("Run {}", shorten(&args.command, 80)),
         Tool::TodoWrite(_) => "Update plan".to_string(),
         Tool::ExitPlan(_) => "Ready to leave plan mode".to_string(),
+        Tool::GoalUpdate(args) => match args.status {
+            GoalReport::Working => "Goal: progress".to_string(),
+            GoalReport::Complete => "Goal: complete".to_string(),
+            GoalReport::Blocked => "Goal: blocked".to_string(),
+        },
     }
 }
 
@@ -292,7 +324,7 @@ pub fn target(tool: &Tool, root: &Path) -> Option<paths::Resolved> {
         Tool::Glob(args) => args.path.as_deref().unwrap_or("."),
         Tool::Search(args) => args.path.as_deref().unwrap_or("."),
         Tool::RunCommand(args) => args.cwd.as_deref().unwrap_or("."),
-        Tool::TodoWrite(_) | Tool::ExitPlan(_) => return None,
+        Tool::TodoWrite(_) | Tool::ExitPlan(_) | Tool::GoalUpdate(_) => return None,
     };
     Some(paths::resolve(root, given))
 }
@@ -419,6 +451,20 @@ pub fn specs(ripgrep: bool, output_cap: usize) -> Vec<ToolSpec> {
                     "priority": {"type": "string", "enum": ["high", "medium", "low"], "description": "Default medium."}
                 }, "required": ["content", "status"]}}
             }, "required": ["todos"]}),
+        ),
+        spec(
+            "goal_update",
+            "In goal mode: report on the goal. status \"working\" with a short checkpoint (what is delivered and verified so far) and your todo list as you go; \"complete\" only when the objective is done and verified; \"blocked\" with a question when you need the user. The todos replace the previous list and are shown as the plan.".into(),
+            json!({"type": "object", "properties": {
+                "status": {"type": "string", "enum": ["working", "complete", "blocked"]},
+                "checkpoint": {"type": "string", "description": "What is delivered and verified so far, in a few lines."},
+                "todos": {"type": "array", "items": {"type": "object", "properties": {
+                    "content": {"type": "string"},
+                    "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
+                    "priority": {"type": "string", "enum": ["high", "medium", "low"]}
+                }, "required": ["content", "status"]}},
+                "question": {"type": "string", "description": "With blocked: what you need from the user."}
+            }, "required": ["status"]}),
         ),
         spec(
             "exit_plan",

@@ -303,7 +303,7 @@ fn a_new_session_offers_modes_and_every_control() {
         .iter()
         .map(|m| &m["id"])
         .collect();
-    assert_eq!(mode_ids, [&json!("normal"), &json!("plan")]);
+    assert_eq!(mode_ids, [&json!("normal"), &json!("plan"), &json!("goal")]);
 
     let options = &result["configOptions"];
     assert_complete(options);
@@ -314,7 +314,7 @@ fn a_new_session_offers_modes_and_every_control() {
     assert_eq!(option(options, "mode")["category"], "mode");
     assert_eq!(option(options, "model")["category"], "model");
     assert_eq!(option(options, "effort")["category"], "thought_level");
-    assert_eq!(values(options, "mode"), ["normal", "plan"]);
+    assert_eq!(values(options, "mode"), ["normal", "plan", "goal"]);
     assert_eq!(values(options, "model"), ["fake/alpha", "fake/beta"]);
     assert_eq!(values(options, "effort"), ["auto", "low", "medium", "high"]);
     assert_eq!(

@@ -12,6 +12,9 @@ pub enum Mode {
     Normal,
     /// Read-only tools; the model plans with todo_write and changes nothing.
     Plan,
+    /// Full tools, and the turn continues by itself until the goal is
+    /// complete, blocked, out of budget, paused or cancelled.
+    Goal,
 }
 
 impl Mode {
@@ -19,6 +22,7 @@ impl Mode {
         match self {
             Mode::Normal => "normal",
             Mode::Plan => "plan",
+            Mode::Goal => "goal",
         }
     }
 }

@@ -5,6 +5,7 @@
 pub mod commands;
 pub mod content;
 pub mod controls;
+pub mod goal;
 pub mod models;
 pub mod options;
 pub mod permission;

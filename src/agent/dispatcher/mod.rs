@@ -246,6 +246,7 @@ impl Dispatcher {
             "preset": session.preset.id(), "policy": session.policy,
         });
         self.event(session_id, "settings", summary);
+        self.goal_changed(session_id);
         let Some(session) = self.sessions.get(session_id) else {
             return;
         };
@@ -313,6 +314,13 @@ impl Dispatcher {
                 Event::Turn(Report::Request(request)) => self.send_client_request(request),
                 Event::Turn(Report::ModeChanged { session_id, policy }) => {
                     self.plan_approved(&session_id, policy)
+                }
+                Event::Turn(Report::GoalProgress { session_id, goal }) => {
+                    if let Some(session) = self.sessions.get_mut(&session_id) {
+                        session.goal = Some(*goal);
+                        session.goal_changed = true;
+                    }
+                    self.goal_changed(&session_id);
                 }
             }
         }

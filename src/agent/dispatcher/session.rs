@@ -67,6 +67,10 @@ pub struct Session {
     /// Model calls of the session, and those whose model had no price.
     pub model_calls: u64,
     pub unpriced_calls: u64,
+    /// The session's goal (goal mode), and whether it changed since the
+    /// last `goal` event.
+    pub goal: Option<crate::agent::common::goal::Goal>,
+    pub goal_changed: bool,
 }
 
 /// The choices a session keeps across reloads, stored as JSON. Fields
@@ -150,6 +154,8 @@ impl Session {
             inbox_recovered: false,
             model_calls: 0,
             unpriced_calls: 0,
+            goal: None,
+            goal_changed: false,
         }
     }
 

@@ -83,7 +83,7 @@ pub fn config_options(session: &Session, registry: &Registry) -> Value {
         option(
             "mode",
             "Mode",
-            "Normal work, or plan only (read-only tools)",
+            "Normal work, plan only (read-only tools), or a goal worked on until it is done",
             Some("mode"),
             session.mode.id(),
             vec![
@@ -92,6 +92,11 @@ pub fn config_options(session: &Session, registry: &Registry) -> Value {
                     "plan",
                     "Plan",
                     Some("Read-only tools; writes a plan and changes nothing")
+                ),
+                choice(
+                    "goal",
+                    "Goal",
+                    Some("The next prompt is an objective the agent works on until it is done, blocked or out of budget")
                 ),
             ]
         ),
@@ -186,6 +191,7 @@ pub fn modes(session: &Session) -> Value {
         "availableModes": [
             {"id": "normal", "name": "Normal", "description": "Full tools"},
             {"id": "plan", "name": "Plan", "description": "Read-only tools: explore and write a plan, change nothing"},
+            {"id": "goal", "name": "Goal", "description": "The next prompt is an objective worked on until it is done, blocked or out of budget"},
         ],
     })
 }
@@ -223,10 +229,21 @@ fn apply(
             let mode = match value {
                 "normal" => Mode::Normal,
                 "plan" => Mode::Plan,
+                "goal" => Mode::Goal,
                 _ => return Err(bad_value()),
             };
             let changed = session.mode != mode;
             session.mode = mode;
+            // Selecting goal drafts a new goal: the next prompt is its
+            // objective, the counters start at zero.
+            if mode == Mode::Goal {
+                let budget = crate::agent::common::goal::Budget::configured(
+                    session.preset,
+                    &registry.config.goal,
+                );
+                session.goal = Some(crate::agent::common::goal::Goal::draft(budget));
+                session.goal_changed = true;
+            }
             Ok(changed)
         }
         "model" => {
@@ -340,11 +357,12 @@ impl Dispatcher {
         let (mode, policy) = match request.mode_id.as_str() {
             "normal" => ("normal", None),
             "plan" => ("plan", None),
+            "goal" => ("goal", None),
             "default" => ("normal", Some("ask")),
             "auto" => ("normal", Some("yolo")),
             other => {
                 return Err(RpcError::invalid_params(format!(
-                    "unknown mode {other:?}; the modes are normal and plan"
+                    "unknown mode {other:?}; the modes are normal, plan and goal"
                 )))
             }
         };

@@ -13,7 +13,7 @@ use crate::store::inbox::{Flags, Item};
 use serde_json::{json, Map, Value};
 
 /// The methods this build serves, by discovery key.
-pub const METHODS: [(&str, &str); 13] = [
+pub const METHODS: [(&str, &str); 15] = [
     ("capabilities", "_spindle/capabilities"),
     ("status", "_spindle/session/status"),
     ("steer", "_spindle/session/steer"),
@@ -27,6 +27,8 @@ pub const METHODS: [(&str, &str); 13] = [
     ("inbox.retry", "_spindle/session/inbox/retry"),
     ("inbox.refresh", "_spindle/session/inbox/refresh"),
     ("steering", "_session/steering"),
+    ("goal.pause", "_spindle/session/goal/pause"),
+    ("goal.resume", "_spindle/session/goal/resume"),
 ];
 
 /// The notifications it sends.
@@ -257,6 +259,8 @@ impl Dispatcher {
             "_spindle/session/inbox/setPaused" => self.inbox_set_paused(&params),
             "_spindle/session/inbox/retry" => self.inbox_retry(&params),
             "_spindle/session/inbox/refresh" => self.inbox_refresh(&params),
+            "_spindle/session/goal/pause" => self.goal_pause(&params),
+            "_spindle/session/goal/resume" => self.goal_resume(&params),
             _ => return None,
         };
         Some(result)
@@ -276,7 +280,7 @@ impl Dispatcher {
             .as_ref()
             .and_then(|r| r.model(&session.model).cloned());
         let price = entry.as_ref().and_then(|e| e.config.price.clone());
-        let (plan, health, health_error) = match session.live.lock() {
+        let (plan, health, health_error, live_goal) = match session.live.lock() {
             Ok(live) => (
                 live.plan.clone(),
                 if live.health.is_empty() {
@@ -285,8 +289,9 @@ impl Dispatcher {
                     live.health
                 },
                 live.health_error.clone(),
+                live.goal.clone().filter(|_| session.running.is_some()),
             ),
-            Err(_) => (Value::Null, "ok", None),
+            Err(_) => (Value::Null, "ok", None, None),
         };
         let usage = session.usage;
         let cost = price
@@ -331,7 +336,7 @@ impl Dispatcher {
                 "paused": session.inbox_paused,
                 "recovered": session.inbox_recovered,
             },
-            "goal": null,
+            "goal": live_goal.or_else(|| session.goal.as_ref().map(|g| g.json())),
             "jobs": {"running": 0, "total": 0},
             "mcp": mcp,
             "health": {"provider": health, "error": health_error},
@@ -832,6 +837,7 @@ impl Dispatcher {
     /// stopped become `uncertain`; an inbox with waiting items comes back
     /// paused and marked recovered, so the user looks first.
     pub(in crate::agent) fn recover_inbox(&mut self, id: &str) {
+        self.recover_goal(id);
         let Ok(store) = self.store() else { return };
         let flags = store.inbox_flags(id).unwrap_or_default();
         let waiting = store.recover_inbox(id).unwrap_or(0);
@@ -841,6 +847,116 @@ impl Dispatcher {
         }
         if waiting > 0 {
             self.save_flags(id);
+        }
+    }
+}
+
+impl Dispatcher {
+    /// Commits the session's goal and tells the client (`goal` event),
+    /// when it changed.
+    pub(in crate::agent) fn goal_changed(&mut self, id: &str) {
+        let Some(session) = self.sessions.get_mut(id) else {
+            return;
+        };
+        if !session.goal_changed {
+            return;
+        }
+        session.goal_changed = false;
+        let goal = session
+            .goal
+            .as_ref()
+            .map(|g| g.json())
+            .unwrap_or(Value::Null);
+        if let Ok(store) = self.store() {
+            if let Err(error) = store.save_goal(id, &goal) {
+                log::warn!("cannot store the goal of session {id}: {error}");
+            }
+        }
+        self.event(id, "goal", json!({"goal": goal}));
+    }
+
+    /// `_spindle/session/goal/pause`: the running goal stops at its next
+    /// continuation boundary (the step in flight finishes).
+    fn goal_pause(&mut self, params: &Value) -> Result<Value, RpcError> {
+        use crate::agent::common::goal::Status;
+        let id = self.open_session(params)?;
+        let session = self.sessions.get_mut(&id).expect("checked");
+        let running = session
+            .goal
+            .as_ref()
+            .is_some_and(|g| g.status == Status::Running);
+        if !running {
+            return Err(RpcError::new(-32011, "no goal is running in this session")
+                .with_data(json!({"code": "no_running_goal"})));
+        }
+        if session.running.is_some() {
+            // The turn stops at the boundary and reports the paused goal.
+            if let Ok(mut live) = session.live.lock() {
+                live.goal_pause = true;
+            }
+        } else if let Some(goal) = session.goal.as_mut() {
+            goal.status = Status::Paused;
+            goal.touch();
+            session.goal_changed = true;
+        }
+        let goal = session.goal.as_ref().map(|g| g.json());
+        self.goal_changed(&id);
+        Ok(json!({"goal": goal, "pausing": self.sessions[&id].running.is_some()}))
+    }
+
+    /// `_spindle/session/goal/resume`: a paused, blocked, cancelled or
+    /// budget-exhausted goal runs again; the next prompt continues it.
+    fn goal_resume(&mut self, params: &Value) -> Result<Value, RpcError> {
+        use crate::agent::common::goal::Status;
+        let id = self.open_session(params)?;
+        let session = self.sessions.get_mut(&id).expect("checked");
+        let Some(goal) = session.goal.as_mut().filter(|g| g.resumable()) else {
+            return Err(RpcError::new(
+                -32010,
+                "there is no paused, blocked, cancelled or budget-exhausted goal to resume",
+            )
+            .with_data(json!({"code": "no_resumable_goal"})));
+        };
+        goal.status = Status::Running;
+        goal.question = None;
+        goal.touch();
+        let value = goal.json();
+        session.goal_changed = true;
+        let mode_changed = session.mode != crate::agent::common::controls::Mode::Goal;
+        session.mode = crate::agent::common::controls::Mode::Goal;
+        if mode_changed {
+            self.send_update(
+                &id,
+                json!({"sessionUpdate": "current_mode_update", "currentModeId": "goal"}),
+            );
+        }
+        self.goal_changed(&id);
+        Ok(json!({"goal": value}))
+    }
+}
+
+impl Dispatcher {
+    /// On load or resume: the session's goal comes back; one that was
+    /// running when its process stopped is paused (the user looks first).
+    fn recover_goal(&mut self, id: &str) {
+        use crate::agent::common::goal::{Goal, Status};
+        let stored = self
+            .store()
+            .ok()
+            .and_then(|store| store.goal(id).ok().flatten());
+        let Some(mut goal) = stored.and_then(|v| serde_json::from_value::<Goal>(v).ok()) else {
+            return;
+        };
+        let Some(session) = self.sessions.get_mut(id) else {
+            return;
+        };
+        if goal.status == Status::Running {
+            goal.status = Status::Paused;
+            session.goal_changed = true;
+        }
+        session.goal = Some(goal);
+        if session.goal_changed {
+            self.goal_changed(id);
         }
     }
 }

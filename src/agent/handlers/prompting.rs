@@ -190,6 +190,41 @@ impl Dispatcher {
         let mut system = system_prompt(&session.cwd);
         system.push_str("\n\n");
         system.push_str(session.preset.instructions());
+        if session.mode == Mode::Goal {
+            system.push_str("\n\n");
+            system.push_str(crate::agent::common::goal::INSTRUCTIONS);
+        }
+        // In goal mode a prompt drafts, continues, answers or resumes the
+        // goal; a finished, cancelled or exhausted goal takes an ordinary
+        // turn (resume it, or select goal again for a new one).
+        let goal = match (&kind, session.mode, session.goal.as_mut()) {
+            (TurnKind::Model, Mode::Goal, Some(goal)) => {
+                use crate::agent::common::goal::Status;
+                match goal.status {
+                    Status::Drafting => {
+                        goal.objective = input.text.clone();
+                        goal.status = Status::Running;
+                        goal.started_at = Some(crate::store::time::now_rfc3339());
+                        Some(goal.clone())
+                    }
+                    Status::Running => Some(goal.clone()),
+                    Status::Paused | Status::Blocked => {
+                        goal.status = Status::Running;
+                        goal.question = None;
+                        Some(goal.clone())
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if goal.is_some() {
+            session.goal_changed = true;
+        }
+        if let Ok(mut live) = session.live.lock() {
+            live.goal = goal.as_ref().map(|g| g.json());
+            live.goal_pause = false;
+        }
         if session.mode == Mode::Plan {
             system.push_str(
                 "\n\nThe session is in plan mode: explore with the read-only tools and write a step-by-step plan with todo_write. Do not change any file or run commands that change anything; the user will switch modes to carry the plan out.",
@@ -293,6 +328,9 @@ impl Dispatcher {
             known: session.known,
             on_reject: on_reject.unwrap_or_default(),
             checkpoints: registry.config.checkpoints.settings(),
+            delivery: session.preset == crate::agent::common::controls::Preset::Delivery,
+            goal_mode: session.mode == Mode::Goal,
+            goal,
             rules: Arc::new(rules),
             config_path: Some(
                 registry
@@ -316,6 +354,7 @@ impl Dispatcher {
             "turn",
             json!({"state": "running", "epoch": epoch, "source": start.source, "outcome": null}),
         );
+        self.goal_changed(&session_id);
         let Some(session) = self.sessions.get_mut(&session_id) else {
             return Err(not_found(&session_id));
         };
@@ -360,6 +399,10 @@ impl Dispatcher {
                 session.unpriced_calls += end.model_calls as u64;
             }
             session.approvals = end.approvals;
+            if let Some(goal) = end.goal.clone() {
+                session.goal = Some(goal);
+                session.goal_changed = true;
+            }
             // Steers the turn never reached stay queued (they are still
             // pending in the store), ahead of the follow-ups.
             if let Ok(mut live) = session.live.lock() {
@@ -456,6 +499,7 @@ impl Dispatcher {
                 json!({"state": "idle", "epoch": epoch, "source": source, "outcome": outcome}),
             );
         }
+        self.goal_changed(&end.session_id);
         if let Some(request_id) = &end.request_id {
             self.respond(request_id, result);
         }

@@ -94,6 +94,12 @@ pub struct Turn {
     pub known: Option<context::Known>,
     /// Whether a rejected tool call ends the turn.
     pub on_reject: crate::config::OnReject,
+    /// The goal this turn works on (goal mode, running), and whether the
+    /// preset asks for verification before completion.
+    pub goal: Option<crate::agent::common::goal::Goal>,
+    pub delivery: bool,
+    /// Goal mode: `goal_update` is offered.
+    pub goal_mode: bool,
     /// Checkpoints: their settings, and what the session's last workspace
     /// scan saw.
     pub checkpoints: crate::checkpoint::Settings,
@@ -145,6 +151,8 @@ struct State {
     summaries: usize,
     /// Inbox items (steers) applied at the turn's boundaries.
     applied: Vec<String>,
+    /// The goal the turn works on, as it goes.
+    goal: Option<crate::agent::common::goal::Goal>,
 }
 
 pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
@@ -198,6 +206,7 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 compacted: false,
                 summaries: 0,
                 applied: Vec::new(),
+                goal: turn.goal.clone(),
             };
             let outcome = catch_unwind(AssertUnwindSafe(|| match &turn.kind {
                 TurnKind::Model => run(&turn, &mut sink, &mut state, &mut record),
@@ -263,6 +272,23 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                     );
                 }
             }
+            let final_goal = state.goal.take().map(|mut goal| {
+                use crate::agent::common::goal::Status;
+                goal.last_turn = Some(match &result {
+                    Ok(stop) => serde_json::to_value(stop)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    Err(_) => "failed".into(),
+                });
+                // A cancel stops the goal (resumable); a failed turn
+                // leaves it running.
+                if goal.status == Status::Running && matches!(result, Ok(StopReason::Cancelled)) {
+                    goal.status = Status::Cancelled;
+                }
+                goal.touch();
+                goal
+            });
             outbox(Report::Ended(Box::new(TurnEnd {
                 session_id: turn.session_id,
                 request_id: turn.request_id,
@@ -273,6 +299,7 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 known: state.known,
                 applied: state.applied,
                 dispatched: turn.inbox_item.clone(),
+                goal: final_goal,
                 model_calls: state.model_calls,
                 priced: turn.price.is_some(),
                 approvals: state.approvals,
@@ -371,7 +398,27 @@ fn steps(
     };
     let mut refused_as_too_long = false;
     let mut steps = 0;
+    let started = std::time::Instant::now();
+    let elapsed_before = state.goal.as_ref().map_or(0, |g| g.counters.elapsed_ms);
+    let started = (started, elapsed_before);
     loop {
+        if goal_running(state) {
+            if let Some(goal) = state.goal.as_mut() {
+                goal.counters.elapsed_ms = started.1 + started.0.elapsed().as_millis() as u64;
+                if let Some(what) = goal.budget.exhausted(&goal.counters) {
+                    log::info!("the goal of session {} ran out of {what}", turn.session_id);
+                    goal.status = crate::agent::common::goal::Status::BudgetExhausted;
+                    goal.checkpoint = format!(
+                        "{} (Stopped: the budget of {what} ran out.)",
+                        goal.checkpoint
+                    )
+                    .trim()
+                    .to_string();
+                    commit_goal(turn, state, record, sink.updates);
+                    return Ok(StopReason::MaxTurnRequests);
+                }
+            }
+        }
         if turn.cancel.is_cancelled() {
             return Ok(StopReason::Cancelled);
         }
@@ -456,6 +503,16 @@ fn steps(
             }
         };
         add_call_usage(turn, outcome.usage.as_ref(), state);
+        if let Some(goal) = state.goal.as_mut() {
+            goal.counters.model_calls += 1;
+            if let Some(usage) = &outcome.usage {
+                goal.counters.input_tokens += usage.input_tokens;
+                goal.counters.output_tokens += usage.output_tokens;
+                if let Some(price) = &turn.price {
+                    goal.counters.cost += cost_of(usage, price);
+                }
+            }
+        }
         let stop = match outcome.finish {
             Finish::ToolUse => None,
             Finish::EndTurn => Some(StopReason::EndTurn),
@@ -496,6 +553,28 @@ fn steps(
             answer_unrun(&outcome.tool_calls, messages, state);
             return Ok(StopReason::Cancelled);
         }
+        if stop == Some(StopReason::EndTurn) && goal_running(state) {
+            // The model finished a step without finishing the goal: a
+            // continuation boundary. Pause and budgets take effect here;
+            // otherwise the goal goes on.
+            if let Some(end) = goal_boundary(turn, state, started) {
+                commit_goal(turn, state, record, sink.updates);
+                return Ok(end);
+            }
+            messages.push(Message::user(
+                state
+                    .goal
+                    .as_ref()
+                    .map(|g| g.continuation())
+                    .unwrap_or_default(),
+            ));
+            state
+                .added
+                .push(messages.last().cloned().expect("just pushed"));
+            commit_goal(turn, state, record, sink.updates);
+            steps = 0;
+            continue;
+        }
         if let Some(stop) = stop {
             // Calls made by a model that then ran out of tokens or refused
             // do not run, but still need answers for the next request.
@@ -518,11 +597,18 @@ fn steps(
             rules: &turn.rules,
             config_path: turn.config_path.as_deref(),
             live: &turn.live,
+            goal_updates: RefCell::new(Vec::new()),
         };
         let mut results = Vec::new();
         let mut cancelled_at = None;
         let mut declined = None;
         let mut switched = None;
+        if let Some(goal) = state.goal.as_mut() {
+            goal.counters.tool_calls += outcome.tool_calls.len() as u64;
+            if outcome.tool_calls.iter().any(|c| c.name == "run_command") {
+                goal.verified = true;
+            }
+        }
         for (index, call) in outcome.tool_calls.iter().enumerate() {
             let result = runner.run(call);
             let mut message = Message::tool_result(&call.id, result.text);
@@ -539,6 +625,15 @@ fn steps(
             if let Some(new_policy) = result.switched {
                 switched = Some(new_policy);
             }
+        }
+        let reports = runner.goal_updates.take();
+        if let Some(end) = apply_goal_reports(turn, sink, state, reports) {
+            for message in results {
+                messages.push(message.clone());
+                state.added.push(message);
+            }
+            commit_goal(turn, state, record, sink.updates);
+            return Ok(end);
         }
         if let Some(new_policy) = switched {
             read_only = false;
@@ -572,6 +667,133 @@ fn steps(
             return Ok(StopReason::EndTurn);
         }
     }
+}
+
+fn goal_running(state: &State) -> bool {
+    state
+        .goal
+        .as_ref()
+        .is_some_and(|g| g.status == crate::agent::common::goal::Status::Running)
+}
+
+/// At a continuation boundary: the stop reason when the goal stops here
+/// (paused by the user, or a budget ran out), else `None` (it goes on,
+/// counted).
+fn goal_boundary(
+    turn: &Turn,
+    state: &mut State,
+    started: (std::time::Instant, u64),
+) -> Option<StopReason> {
+    use crate::agent::common::goal::Status;
+    let pause = turn
+        .live
+        .lock()
+        .map(|mut live| std::mem::take(&mut live.goal_pause))
+        .unwrap_or(false);
+    let goal = state.goal.as_mut()?;
+    goal.counters.elapsed_ms = started.1 + started.0.elapsed().as_millis() as u64;
+    if pause {
+        goal.status = Status::Paused;
+        return Some(StopReason::EndTurn);
+    }
+    goal.counters.continuations += 1;
+    if let Some(what) = goal.budget.exhausted(&goal.counters) {
+        goal.status = Status::BudgetExhausted;
+        goal.checkpoint = format!(
+            "{} (Stopped: the budget of {what} ran out.)",
+            goal.checkpoint
+        )
+        .trim()
+        .to_string();
+        return Some(StopReason::MaxTurnRequests);
+    }
+    None
+}
+
+/// Applies the model's `goal_update` reports of a step; the stop reason
+/// when the goal is complete or blocked (the turn ends with the step).
+fn apply_goal_reports(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    reports: Vec<crate::tools::GoalUpdateArgs>,
+) -> Option<StopReason> {
+    use crate::agent::common::goal::Status;
+    use crate::tools::GoalReport;
+    let goal = state.goal.as_mut()?;
+    let mut end = None;
+    for report in reports {
+        if let Some(checkpoint) = report.checkpoint {
+            goal.checkpoint = checkpoint.chars().take(4_000).collect();
+        }
+        if let Some(todos) = report.todos {
+            goal.todos = serde_json::to_value(
+                todos
+                    .iter()
+                    .map(|t| json!({"content": t.content, "status": t.status}))
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap_or_default();
+        }
+        match report.status {
+            GoalReport::Working => {}
+            GoalReport::Complete => {
+                goal.status = Status::Complete;
+                if turn.delivery && !goal.verified {
+                    goal.checkpoint.push_str(
+                        " (Declared complete without a verification step: no command ran during the goal.)",
+                    );
+                }
+                end = Some(StopReason::EndTurn);
+            }
+            GoalReport::Blocked => {
+                goal.status = Status::Blocked;
+                let question = report
+                    .question
+                    .unwrap_or_else(|| "The goal is blocked; what should I do?".into());
+                goal.question = Some(question.chars().take(4_000).collect());
+                // The question reaches the user as the agent's message.
+                sink.begin_message();
+                sink.updates
+                    .borrow_mut()
+                    .chunk(false, &sink.message_id, &question);
+                end = Some(StopReason::EndTurn);
+            }
+        }
+    }
+    goal.touch();
+    end
+}
+
+/// Commits the goal (its state at this boundary) and tells the
+/// dispatcher; the running turn's copy is what status shows.
+fn commit_goal(
+    turn: &Turn,
+    state: &mut State,
+    record: &mut Option<Record>,
+    updates: &RefCell<Updates>,
+) {
+    let Some(goal) = state.goal.as_mut() else {
+        return;
+    };
+    goal.touch();
+    let value = goal.json();
+    if let Some(record) = record.as_mut() {
+        record.step_marking(&turn.session_id, updates, &state.added, &[]);
+        if let Err(error) = record.store.save_goal(&turn.session_id, &value) {
+            log::warn!(
+                "cannot store the goal of session {}: {error}",
+                turn.session_id
+            );
+        }
+    }
+    if let Ok(mut live) = turn.live.lock() {
+        live.goal = Some(value);
+    }
+    turn.client.report(report::Report::GoalProgress {
+        session_id: turn.session_id.clone(),
+        goal: Box::new(goal.clone()),
+    });
 }
 
 /// Takes the steers handed over since the last boundary: each is shown as
@@ -626,6 +848,9 @@ fn offered_tools(turn: &Turn, read_only: bool) -> Vec<ToolSpec> {
         tools.retain(|tool| crate::tools::READ_ONLY.contains(&tool.name.as_str()));
     } else {
         tools.retain(|tool| !crate::tools::PLAN_ONLY.contains(&tool.name.as_str()));
+    }
+    if !turn.goal_mode {
+        tools.retain(|tool| !crate::tools::GOAL_ONLY.contains(&tool.name.as_str()));
     }
     if let Some(mcp) = &turn.mcp {
         for tool in mcp.tools() {

@@ -17,6 +17,11 @@ pub enum Report {
     Ended(Box<TurnEnd>),
     /// The turn needs the client (permission, files, terminals).
     Request(OutgoingRequest),
+    /// A goal reached a continuation boundary (committed already).
+    GoalProgress {
+        session_id: String,
+        goal: Box<crate::agent::common::goal::Goal>,
+    },
     /// The user approved the plan (`exit_plan`): the session leaves plan
     /// mode for normal mode with this approval policy.
     ModeChanged {
@@ -49,6 +54,8 @@ pub struct TurnEnd {
     pub applied: Vec<String>,
     /// The inbox item the turn dispatched, if it was one.
     pub dispatched: Option<String>,
+    /// The goal as the turn left it.
+    pub goal: Option<crate::agent::common::goal::Goal>,
     /// Model calls made, and whether the model had a price.
     pub model_calls: usize,
     pub priced: bool,
@@ -101,6 +108,10 @@ pub struct Live {
     /// `retrying` or `failing`, with the last problem.
     pub health: &'static str,
     pub health_error: Option<String>,
+    /// The running goal as the turn last committed it.
+    pub goal: Option<Value>,
+    /// The user asked the goal to pause at its next boundary.
+    pub goal_pause: bool,
 }
 
 /// The handle both sides hold.

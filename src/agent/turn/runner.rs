@@ -59,6 +59,8 @@ pub struct Runner<'a> {
     pub config_path: Option<&'a Path>,
     /// Where the plan is published for status.
     pub live: &'a super::report::SharedLive,
+    /// The model's goal reports of this step, for the turn to apply.
+    pub goal_updates: RefCell<Vec<tools::GoalUpdateArgs>>,
 }
 
 /// What a checkpoint kept before a call ran.
@@ -318,6 +320,24 @@ impl Runner<'_> {
         result
     }
 
+    /// Shows the todo list as the plan, and keeps it for status.
+    fn publish_plan(&self, todos: &[tools::Todo]) {
+        let entries: Vec<Value> = todos
+            .iter()
+            .map(|todo| {
+                json!({
+                    "content": todo.content,
+                    "priority": todo.priority.unwrap_or(tools::TodoPriority::Medium),
+                    "status": todo.status,
+                })
+            })
+            .collect();
+        if let Ok(mut live) = self.live.lock() {
+            live.plan = Value::Array(entries.clone());
+        }
+        self.update(json!({"sessionUpdate": "plan", "entries": entries}));
+    }
+
     /// `exit_plan`: the user approves the plan and picks how normal mode
     /// asks, or keeps planning. Asked in every policy: leaving plan mode
     /// is the user's call.
@@ -441,7 +461,7 @@ impl Runner<'_> {
             return self.permit_changes(call, changes, announce);
         }
         let action = match (tool, target) {
-            (Tool::TodoWrite(_), _) | (_, None) => Action::Plan,
+            (Tool::TodoWrite(_) | Tool::GoalUpdate(_), _) | (_, None) => Action::Plan,
             (Tool::WriteFile(_) | Tool::EditFile(_), Some(target)) => Action::Edit {
                 path: &target.path,
                 // A file with other hard links may be a name for a file
@@ -901,6 +921,13 @@ impl Runner<'_> {
                 self.change_files(tool, &editor)
             }
             Tool::ExitPlan(_) => failed("Error: exit_plan is answered by the user"),
+            Tool::GoalUpdate(args) => {
+                if let Some(todos) = &args.todos {
+                    self.publish_plan(todos);
+                }
+                self.goal_updates.borrow_mut().push(args.clone());
+                completed_text("Goal update recorded.".into())
+            }
             Tool::ReadFile(args) => {
                 match files::read_file(
                     &path,
@@ -982,21 +1009,7 @@ impl Runner<'_> {
                 }
             }
             Tool::TodoWrite(args) => {
-                let entries: Vec<Value> = args
-                    .todos
-                    .iter()
-                    .map(|todo| {
-                        json!({
-                            "content": todo.content,
-                            "priority": todo.priority.unwrap_or(tools::TodoPriority::Medium),
-                            "status": todo.status,
-                        })
-                    })
-                    .collect();
-                if let Ok(mut live) = self.live.lock() {
-                    live.plan = Value::Array(entries.clone());
-                }
-                self.update(json!({"sessionUpdate": "plan", "entries": entries}));
+                self.publish_plan(&args.todos);
                 let done = args
                     .todos
                     .iter()

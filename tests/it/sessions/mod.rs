@@ -18,6 +18,7 @@ mod context;
 mod crash;
 mod database;
 mod extensions;
+mod goals;
 mod lifecycle;
 mod list;
 mod processes;
