@@ -35,10 +35,18 @@
 //!     (where eliding old outputs is not enough and summaries happen): the
 //!     requests' size over the session, the compactions, and the agent's
 //!     own time per compaction.
+//! 11. The vendor extensions, against a fake Chat Completions server: the
+//!     `_spindle/session/status` answer (200 of them, 10 ms apart)
+//!     while the model streams a chunk every 5 ms for 3 s, and the agent's
+//!     own cost of one `_spindle/session/steer` (a prompt answered with a
+//!     `list_directory` call after 300 ms, steered at 100 ms, against the
+//!     same prompt unsteered: from the first answer written to the second
+//!     request received), with the steer's round trip.
 
 mod agent;
 mod context;
 mod cpu;
+mod extensions;
 mod fake_server;
 mod hostile;
 mod load;
@@ -143,6 +151,10 @@ fn main() -> ExitCode {
 
     // 10: a long session and automatic compaction.
     context::report_context(&bench, &mut rows, &mut failed);
+    println!();
+
+    // 11: status during a stream and the cost of a steer.
+    extensions::report_extensions(&bench, &mut rows, &mut failed);
     println!();
 
     report::print_summary(&rows);
