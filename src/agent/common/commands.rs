@@ -17,6 +17,7 @@ pub enum Builtin {
     Undo,
     Rewind,
     Redo,
+    Reload,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -37,7 +38,7 @@ pub struct Command {
     pub kind: Kind,
 }
 
-const BUILTINS: [(&str, &str, Option<&str>, Builtin); 10] = [
+const BUILTINS: [(&str, &str, Option<&str>, Builtin); 11] = [
     (
         "init",
         "Write or update AGENTS.md: instructions for coding agents in this workspace",
@@ -91,6 +92,12 @@ const BUILTINS: [(&str, &str, Option<&str>, Builtin); 10] = [
         "Apply again the changes the last undo took back",
         None,
         Builtin::Redo,
+    ),
+    (
+        "reload",
+        "Read the configuration, commands and AGENTS.md again",
+        None,
+        Builtin::Reload,
     ),
     ("help", "List the commands", None, Builtin::Help),
 ];

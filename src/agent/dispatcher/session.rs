@@ -71,6 +71,8 @@ pub struct Session {
     /// last `goal` event.
     pub goal: Option<crate::agent::common::goal::Goal>,
     pub goal_changed: bool,
+    /// A reload waits for the running turn.
+    pub reload_queued: bool,
 }
 
 /// The choices a session keeps across reloads, stored as JSON. Fields
@@ -156,6 +158,7 @@ impl Session {
             unpriced_calls: 0,
             goal: None,
             goal_changed: false,
+            reload_queued: false,
         }
     }
 

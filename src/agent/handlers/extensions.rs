@@ -13,7 +13,7 @@ use crate::store::inbox::{Flags, Item};
 use serde_json::{json, Map, Value};
 
 /// The methods this build serves, by discovery key.
-pub const METHODS: [(&str, &str); 15] = [
+pub const METHODS: [(&str, &str); 21] = [
     ("capabilities", "_spindle/capabilities"),
     ("status", "_spindle/session/status"),
     ("steer", "_spindle/session/steer"),
@@ -29,6 +29,12 @@ pub const METHODS: [(&str, &str); 15] = [
     ("steering", "_session/steering"),
     ("goal.pause", "_spindle/session/goal/pause"),
     ("goal.resume", "_spindle/session/goal/resume"),
+    ("settings", "_spindle/settings"),
+    ("setting.set", "_spindle/setting/set"),
+    ("models", "_spindle/models"),
+    ("operations", "_spindle/operations"),
+    ("invoke", "_spindle/invoke"),
+    ("reload", "_spindle/session/reload"),
 ];
 
 /// The notifications it sends.
@@ -261,7 +267,7 @@ impl Dispatcher {
             "_spindle/session/inbox/refresh" => self.inbox_refresh(&params),
             "_spindle/session/goal/pause" => self.goal_pause(&params),
             "_spindle/session/goal/resume" => self.goal_resume(&params),
-            _ => return None,
+            other => return self.catalog(other, &params),
         };
         Some(result)
     }

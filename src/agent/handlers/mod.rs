@@ -10,6 +10,7 @@
 //! the status snapshot (`status.rs`), goals (`goals.rs`), background jobs
 //! and resources (`jobs.rs`), catalogs, invoke and reload (`catalogs.rs`).
 
+mod catalogs;
 mod controls;
 mod extensions;
 mod handshake;

@@ -500,6 +500,7 @@ impl Dispatcher {
             );
         }
         self.goal_changed(&end.session_id);
+        self.queued_reload(&end.session_id);
         if let Some(request_id) = &end.request_id {
             self.respond(request_id, result);
         }
@@ -520,10 +521,23 @@ impl Dispatcher {
 }
 
 impl Dispatcher {
+    /// The answer of a local command (`/help`, `/cost`, `/model`, `/mode`).
+    pub(in crate::agent) fn local_reply(
+        &mut self,
+        session_id: &str,
+        text: &str,
+        registry: &Registry,
+    ) -> Result<String, RpcError> {
+        match self.resolve_command(session_id, text, registry)? {
+            (TurnKind::Local(reply), _) => Ok(reply),
+            _ => Err(RpcError::internal("the operation is not a local one")),
+        }
+    }
+
     /// What a prompt starting with `/name` does: a custom command or `/init`
     /// becomes the model's prompt; `/compact` summarises; the others are
     /// answered by Spindle itself. Anything else is an ordinary prompt.
-    fn resolve_command(
+    pub(in crate::agent) fn resolve_command(
         &mut self,
         session_id: &str,
         text: &str,
@@ -555,6 +569,13 @@ impl Dispatcher {
             Builtin::Compact => {
                 return Ok((TurnKind::Compact(arguments.to_string()), text.to_string()))
             }
+            Builtin::Reload => match self.reload_now(session_id) {
+                Ok(()) => "Reloaded the configuration and the commands.".to_string(),
+                Err(error) => format!(
+                    "The reload failed; the old settings stay. {}",
+                    error.message
+                ),
+            },
             Builtin::Undo => return Ok((TurnKind::Rewind(Rewind::Undo(1)), text.to_string())),
             Builtin::Redo => return Ok((TurnKind::Rewind(Rewind::Redo), text.to_string())),
             Builtin::Rewind => {

@@ -744,3 +744,164 @@ fn the_steering_convention_injects_or_starts_a_turn_and_health_follows_failures(
     assert_eq!(status["turn"]["outcome"], "error");
     assert_eq!(status["turn"]["epoch"], 3);
 }
+
+fn write_config(space: &Space, server: &FakeServer, models: Value) -> std::path::PathBuf {
+    let config = space.base.join("config.json");
+    std::fs::write(
+        &config,
+        json!({
+            "providers": {"fake": {"kind": "openai", "base_url": server.base_url(), "api_key_env": "K"}},
+            "models": models,
+            "defaults": {"model": "fake/one"},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    config
+}
+
+#[test]
+fn catalogs_invoke_and_reload() {
+    let space = Space::new("ext-catalogs");
+    let server = FakeServer::start();
+    let config = write_config(
+        &space,
+        &server,
+        json!({"fake/one": {"context_window": 50000}}),
+    );
+    let db = space.db.arg();
+    let mut agent = Agent::spawn(
+        &["acp", "--config", config.to_str().unwrap(), "--db", &db],
+        &[("K", "k")],
+    );
+    agent.initialize();
+    let session = agent.new_session(&space.ws);
+    let settings = ok(
+        &mut agent,
+        "_spindle/settings",
+        json!({"sessionId": session}),
+    );
+    let names: Vec<&str> = settings["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["mode", "model", "effort", "agent_preset", "tool_approval"]
+    );
+    let row = ok(
+        &mut agent,
+        "_spindle/setting/set",
+        json!({"sessionId": session, "name": "agent_preset", "value": "light"}),
+    );
+    assert_eq!(row["value"], "light");
+    assert!(row["values"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("delivery")));
+    let error = err(
+        &mut agent,
+        "_spindle/setting/set",
+        json!({"sessionId": session, "name": "agent_preset", "value": "turbo"}),
+    );
+    assert_eq!(error["code"], -32602);
+    let models = ok(&mut agent, "_spindle/models", json!({"sessionId": session}));
+    assert_eq!(models["items"][0]["id"], "fake/one");
+    assert_eq!(models["items"][0]["contextWindow"], 50000);
+    let operations = ok(
+        &mut agent,
+        "_spindle/operations",
+        json!({"sessionId": session}),
+    );
+    let admission = |name: &str| {
+        operations["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == name)
+            .map(|o| o["admission"].clone())
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    assert_eq!(admission("cost"), "now");
+    assert_eq!(admission("init"), "idle_only");
+    // A local operation answers at once.
+    let cost = ok(
+        &mut agent,
+        "_spindle/invoke",
+        json!({"sessionId": session, "operation": "cost", "arguments": {}}),
+    );
+    assert_eq!(cost["delivery"], "immediate");
+    assert!(cost["text"].as_str().unwrap().contains("Tokens so far"));
+    // One that needs the model runs as a turn of its own.
+    server.push(Reply::Sse(chat_text(&["AGENTS.md written."])));
+    let init = ok(
+        &mut agent,
+        "_spindle/invoke",
+        json!({"sessionId": session, "operation": "init", "arguments": {"text": "keep it short"}}),
+    );
+    assert_eq!(init["delivery"], "scheduled");
+    let seen = wait_for(&mut agent, |m| is_turn_event(m, "idle"));
+    assert_eq!(seen.last().unwrap()["params"]["data"]["source"], "invoke");
+    assert!(last_user_text(&server.requests()[0].body).contains("keep it short"));
+    let error = err(
+        &mut agent,
+        "_spindle/invoke",
+        json!({"sessionId": session, "operation": "nope"}),
+    );
+    assert_eq!(error["data"]["code"], "unknown_operation");
+
+    // Reload: a new model appears; a broken file keeps the old runtime.
+    write_config(
+        &space,
+        &server,
+        json!({"fake/one": {"context_window": 50000}, "fake/two": {}}),
+    );
+    let reloaded = ok(
+        &mut agent,
+        "_spindle/session/reload",
+        json!({"sessionId": session}),
+    );
+    assert_eq!(reloaded["reloaded"], true);
+    let models = ok(&mut agent, "_spindle/models", json!({"sessionId": session}));
+    assert_eq!(models["items"].as_array().unwrap().len(), 2);
+    std::fs::write(&config, "{ \"providers\": ").unwrap();
+    let error = err(
+        &mut agent,
+        "_spindle/session/reload",
+        json!({"sessionId": session}),
+    );
+    assert_eq!(error["code"], -32603);
+    assert_eq!(error["data"]["code"], "reload_failed");
+    assert!(
+        error["message"].as_str().unwrap().contains("config.json"),
+        "{error}"
+    );
+    let models = ok(&mut agent, "_spindle/models", json!({"sessionId": session}));
+    assert_eq!(
+        models["items"].as_array().unwrap().len(),
+        2,
+        "the old runtime stays"
+    );
+    // While a turn runs, one reload waits for it.
+    write_config(&space, &server, json!({"fake/one": {}}));
+    server.push(slow("Busy", 500, " done."));
+    let prompt = agent.request("session/prompt", text_prompt(&session, "wait"));
+    wait_for(&mut agent, |m| {
+        m["params"]["update"]["content"]["text"] == "Busy"
+    });
+    let queued = ok(
+        &mut agent,
+        "_spindle/session/reload",
+        json!({"sessionId": session}),
+    );
+    assert_eq!(queued["queued"], true);
+    agent.response(&prompt, WAIT);
+    let models = ok(&mut agent, "_spindle/models", json!({"sessionId": session}));
+    assert_eq!(
+        models["items"].as_array().unwrap().len(),
+        1,
+        "reloaded after the turn"
+    );
+}

@@ -1,0 +1,247 @@
+//! Typed catalogs and invocation (EXTENSIONS.md §5): the session's
+//! settings and models, its operations (every slash command with when it
+//! may run), invoking one, and reloading the runtime (config, commands,
+//! AGENTS.md) fail-atomically.
+
+use super::controls::config_options;
+use super::prompting::TurnStart;
+use crate::agent::common::commands::{self, Builtin, Kind};
+use crate::agent::common::models::Registry;
+use crate::agent::dispatcher::Dispatcher;
+use crate::rpc::RpcError;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// When an operation may run: `now` (answered at once, even while a turn
+/// runs), `idle_only` (it runs a turn of its own).
+fn admission(kind: &Kind) -> &'static str {
+    match kind {
+        Kind::Builtin(Builtin::Help | Builtin::Cost | Builtin::Model | Builtin::Mode) => "now",
+        _ => "idle_only",
+    }
+}
+
+fn bad(field: &str, why: &str) -> RpcError {
+    RpcError::invalid_params(format!("{field}: {why}")).with_data(json!({"code": "invalid_params"}))
+}
+
+impl Dispatcher {
+    fn catalog_session(&self, params: &Value) -> Result<String, RpcError> {
+        let id = params["sessionId"]
+            .as_str()
+            .ok_or_else(|| bad("sessionId", "is missing or not a string"))?;
+        match self.sessions.get(id) {
+            Some(session) if !session.closed => Ok(id.to_string()),
+            _ => Err(RpcError::invalid_params(format!(
+                "session {id:?} is not open in this process"
+            ))
+            .with_data(json!({"code": "unknown_session"}))),
+        }
+    }
+
+    /// The catalogs' methods; `None` when the name is not one.
+    pub(in crate::agent) fn catalog(
+        &mut self,
+        method: &str,
+        params: &Value,
+    ) -> Option<Result<Value, RpcError>> {
+        let result = match method {
+            "_spindle/settings" => self.settings_catalog(params),
+            "_spindle/setting/set" => self.setting_set(params),
+            "_spindle/models" => self.models_catalog(params),
+            "_spindle/operations" => self.operations(params),
+            "_spindle/invoke" => self.invoke(params),
+            "_spindle/session/reload" => self.reload(params),
+            _ => return None,
+        };
+        Some(result)
+    }
+
+    fn setting_rows(&mut self, id: &str) -> Result<Vec<Value>, RpcError> {
+        let registry = self.registry()?;
+        let options = config_options(&self.sessions[id], &registry);
+        Ok(options
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|option| {
+                let values: Vec<Value> = option["options"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|choice| choice["value"].clone())
+                    .collect();
+                json!({
+                    "name": option["id"],
+                    "value": option["currentValue"],
+                    "values": values,
+                    "description": option["description"],
+                })
+            })
+            .collect())
+    }
+
+    fn settings_catalog(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.catalog_session(params)?;
+        Ok(json!({"items": self.setting_rows(&id)?}))
+    }
+
+    /// The same change as `session/set_config_option` (with its updates);
+    /// answers the updated row.
+    fn setting_set(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.catalog_session(params)?;
+        let name = params["name"]
+            .as_str()
+            .ok_or_else(|| bad("name", "is missing or not a string"))?
+            .to_string();
+        let value = params["value"]
+            .as_str()
+            .ok_or_else(|| bad("value", "is missing or not a string"))?
+            .to_string();
+        let registry = self.registry()?;
+        self.change_option(&id, &registry, &name, &value)?;
+        self.setting_rows(&id)?
+            .into_iter()
+            .find(|row| row["name"] == name.as_str())
+            .ok_or_else(|| RpcError::internal("the setting vanished"))
+    }
+
+    fn models_catalog(&mut self, params: &Value) -> Result<Value, RpcError> {
+        self.catalog_session(params)?;
+        let registry = self.registry()?;
+        let items: Vec<Value> = registry
+            .models
+            .iter()
+            .map(|model| {
+                json!({
+                    "id": model.id,
+                    "provider": model.provider,
+                    "name": model.display_name(),
+                    "contextWindow": model.context_window(),
+                    "reasoning": model.config.reasoning,
+                    "images": model.config.images,
+                    "price": model.config.price,
+                })
+            })
+            .collect();
+        Ok(json!({"items": items}))
+    }
+
+    fn operations(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.catalog_session(params)?;
+        let cwd = self.sessions[&id].cwd.clone();
+        let items: Vec<Value> = commands::available(&cwd)
+            .iter()
+            .map(|command| {
+                json!({
+                    "name": command.name,
+                    "description": command.description,
+                    "inputHint": command.hint,
+                    "admission": admission(&command.kind),
+                })
+            })
+            .collect();
+        Ok(json!({"items": items}))
+    }
+
+    /// `_spindle/invoke`: a local operation answers with its text; one that
+    /// needs the model (or the workspace) runs as a turn of its own.
+    fn invoke(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.catalog_session(params)?;
+        let name = params["operation"]
+            .as_str()
+            .ok_or_else(|| bad("operation", "is missing or not a string"))?
+            .trim_start_matches('/')
+            .to_string();
+        let input = match params.get("arguments") {
+            None | Some(Value::Null) => String::new(),
+            Some(arguments) => match arguments.get("input").or_else(|| arguments.get("text")) {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(text)) => text.clone(),
+                Some(_) => return Err(bad("arguments.input", "must be a string")),
+            },
+        };
+        let cwd = self.sessions[&id].cwd.clone();
+        let available = commands::available(&cwd);
+        let Some(command) = available.iter().find(|c| c.name == name) else {
+            return Err(RpcError::invalid_params(format!(
+                "operation: there is no operation {name:?}; _spindle/operations lists them"
+            ))
+            .with_data(json!({"code": "unknown_operation"})));
+        };
+        let text = if input.is_empty() {
+            format!("/{name}")
+        } else {
+            format!("/{name} {input}")
+        };
+        if admission(&command.kind) == "now" {
+            let registry = self.registry()?;
+            let reply = self.local_reply(&id, &text, &registry)?;
+            return Ok(json!({"text": reply, "delivery": "immediate"}));
+        }
+        if self.sessions[&id].running.is_some() {
+            return Err(RpcError::invalid_request(format!(
+                "operation {name:?} runs a turn, and session {id} is busy; try again when it is idle"
+            ))
+            .with_data(json!({"code": "busy"})));
+        }
+        self.start_turn(
+            &id,
+            &[json!({"type": "text", "text": text})],
+            TurnStart {
+                request: None,
+                source: "invoke",
+                item: None,
+            },
+        )?;
+        Ok(json!({"text": format!("/{name} is running as a turn."), "delivery": "scheduled"}))
+    }
+
+    /// `_spindle/session/reload`: builds a new runtime from the config
+    /// file and swaps it in only if it builds; while a turn runs, one
+    /// reload waits for it.
+    fn reload(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.catalog_session(params)?;
+        if self.sessions[&id].running.is_some() {
+            if let Some(session) = self.sessions.get_mut(&id) {
+                session.reload_queued = true;
+            }
+            return Ok(json!({"queued": true}));
+        }
+        self.reload_now(&id)?;
+        Ok(json!({"reloaded": true}))
+    }
+
+    /// Rebuilds the registry (config, providers, models); a failure keeps
+    /// the old one and names the problem. Commands and AGENTS.md are read
+    /// at each turn already; the client hears the commands again.
+    pub(in crate::agent) fn reload_now(&mut self, id: &str) -> Result<(), RpcError> {
+        self.take_warm();
+        let built = Registry::build(&self.options).map_err(|problem| {
+            RpcError::internal(format!(
+                "the reload failed, the old settings stay: {problem}"
+            ))
+            .with_data(json!({"code": "reload_failed"}))
+        })?;
+        self.registry = Some(Ok(Arc::new(built)));
+        self.announce_commands(id);
+        Ok(())
+    }
+
+    /// After a turn: the reload that waited for it.
+    pub(in crate::agent) fn queued_reload(&mut self, id: &str) {
+        let queued = self
+            .sessions
+            .get_mut(id)
+            .map(|s| std::mem::take(&mut s.reload_queued))
+            .unwrap_or(false);
+        if queued {
+            if let Err(error) = self.reload_now(id) {
+                log::warn!(
+                    "the queued reload of session {id} failed: {}",
+                    error.message
+                );
+            }
+        }
+    }
+}
