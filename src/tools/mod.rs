@@ -6,6 +6,7 @@
 pub mod bounded;
 pub mod files;
 pub mod ignore;
+pub mod jobs;
 pub mod logs;
 pub mod patch;
 pub mod paths;
@@ -34,6 +35,8 @@ pub enum Tool {
     TodoWrite(TodoWriteArgs),
     ExitPlan(ExitPlanArgs),
     GoalUpdate(GoalUpdateArgs),
+    JobOutput(JobOutputArgs),
+    JobStop(JobStopArgs),
 }
 
 /// `goal_update`: the model's report on the goal (goal mode only).
@@ -131,6 +134,25 @@ pub struct RunCommandArgs {
     pub cwd: Option<String>,
     #[serde(default)]
     pub timeout_seconds: Option<u64>,
+    /// Run as a background job the session owns.
+    #[serde(default)]
+    pub background: bool,
+}
+
+/// `job_output`: new output of a background job.
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobOutputArgs {
+    #[serde(rename = "jobId")]
+    pub job_id: String,
+    #[serde(default)]
+    pub offset: Option<u64>,
+}
+
+/// `job_stop`: kills a background job.
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobStopArgs {
+    #[serde(rename = "jobId")]
+    pub job_id: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -173,7 +195,7 @@ pub const GLOB_LIMIT: usize = 500;
 pub const SEARCH_LIMIT: usize = 200;
 
 /// The names of every tool, in the order they are offered.
-pub const NAMES: [&str; 13] = [
+pub const NAMES: [&str; 15] = [
     "read_file",
     "write_file",
     "edit_file",
@@ -184,6 +206,8 @@ pub const NAMES: [&str; 13] = [
     "glob",
     "search",
     "run_command",
+    "job_output",
+    "job_stop",
     "todo_write",
     "goal_update",
     "exit_plan",
@@ -232,6 +256,8 @@ pub fn parse(name: &str, arguments: &str) -> Result<Tool, String> {
         "todo_write" => Tool::TodoWrite(args(name, value)?),
         "exit_plan" => Tool::ExitPlan(args(name, value)?),
         "goal_update" => Tool::GoalUpdate(args(name, value)?),
+        "job_output" => Tool::JobOutput(args(name, value)?),
+        "job_stop" => Tool::JobStop(args(name, value)?),
         other => {
             return Err(format!(
                 "there is no tool named {other:?}; the tools are: {}",
@@ -253,6 +279,8 @@ pub fn kind(tool: &Tool) -> &'static str {
         Tool::TodoWrite(_) => "think",
         Tool::ExitPlan(_) => "switch_mode",
         Tool::GoalUpdate(_) => "think",
+        Tool::JobOutput(_) => "read",
+        Tool::JobStop(_) => "execute",
     }
 }
 
@@ -301,6 +329,8 @@ pub fn title(tool: &Tool, root: &Path) -> String {
         Tool::RunCommand(args) => format!("Run {}", shorten(&args.command, 80)),
         Tool::TodoWrite(_) => "Update plan".to_string(),
         Tool::ExitPlan(_) => "Ready to leave plan mode".to_string(),
+        Tool::JobOutput(args) => format!("Output of {}", args.job_id),
+        Tool::JobStop(args) => format!("Stop {}", args.job_id),
         Tool::GoalUpdate(args) => match args.status {
             GoalReport::Working => "Goal: progress".to_string(),
             GoalReport::Complete => "Goal: complete".to_string(),
@@ -324,7 +354,11 @@ pub fn target(tool: &Tool, root: &Path) -> Option<paths::Resolved> {
         Tool::Glob(args) => args.path.as_deref().unwrap_or("."),
         Tool::Search(args) => args.path.as_deref().unwrap_or("."),
         Tool::RunCommand(args) => args.cwd.as_deref().unwrap_or("."),
-        Tool::TodoWrite(_) | Tool::ExitPlan(_) | Tool::GoalUpdate(_) => return None,
+        Tool::TodoWrite(_)
+        | Tool::ExitPlan(_)
+        | Tool::GoalUpdate(_)
+        | Tool::JobOutput(_)
+        | Tool::JobStop(_) => return None,
     };
     Some(paths::resolve(root, given))
 }
@@ -438,8 +472,24 @@ pub fn specs(ripgrep: bool, output_cap: usize) -> Vec<ToolSpec> {
             json!({"type": "object", "properties": {
                 "command": {"type": "string", "description": "The command line, e.g. \"cargo test -q\"."},
                 "cwd": {"type": "string", "description": "Working directory, relative to the workspace (default \".\")."},
+                "background": {"type": "boolean", "description": "Run it as a background job (servers, watchers, anything longer than a step): the call answers at once with the job id and the first output; read more with job_output, stop it with job_stop."},
                 "timeout_seconds": {"type": "integer", "minimum": 1, "description": "Time limit in seconds."}
             }, "required": ["command"]}),
+        ),
+        spec(
+            "job_output",
+            "New output of a background job (started with run_command and background: true) since you last read it, with a note of what was skipped when there is more than fits, and whether the job still runs.".into(),
+            json!({"type": "object", "properties": {
+                "jobId": {"type": "string"},
+                "offset": {"type": "integer", "minimum": 0, "description": "Read from this byte of the job's output instead."}
+            }, "required": ["jobId"]}),
+        ),
+        spec(
+            "job_stop",
+            "Stop a background job (its whole process group).".into(),
+            json!({"type": "object", "properties": {
+                "jobId": {"type": "string"}
+            }, "required": ["jobId"]}),
         ),
         spec(
             "todo_write",

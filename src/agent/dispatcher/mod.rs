@@ -36,6 +36,11 @@ pub enum Event {
     /// SIGTERM, SIGINT or SIGHUP: end as at stdin EOF, turns cancelled
     /// even with `--drain`.
     Signal,
+    /// A background job of a session ended.
+    JobEnded {
+        session_id: String,
+        job_id: String,
+    },
 }
 
 impl From<Input> for Event {
@@ -310,6 +315,7 @@ impl Dispatcher {
                 Event::Input(Input::Message(message)) => self.handle(message),
                 Event::Input(Input::Eof) => self.on_eof(self.options.drain),
                 Event::Signal => self.on_eof(false),
+                Event::JobEnded { session_id, job_id } => self.job_ended(&session_id, &job_id),
                 Event::Turn(Report::Ended(end)) => self.on_turn_end(*end),
                 Event::Turn(Report::Request(request)) => self.send_client_request(request),
                 Event::Turn(Report::ModeChanged { session_id, policy }) => {
@@ -324,11 +330,12 @@ impl Dispatcher {
                 }
             }
         }
-        // No MCP server outlives the agent.
+        // No MCP server, and no job, outlives the agent.
         for session in self.sessions.values_mut() {
             if let Some(mcp) = session.mcp.take() {
                 mcp.shutdown();
             }
+            session.jobs.kill_all(None);
         }
         // Detached on purpose: a turn still running here ignored its cancel
         // for the whole grace period; the process exit ends it.
@@ -471,7 +478,11 @@ impl Dispatcher {
                 return;
             }
         }
-        // A cancel stops what is queued too, until the user sends input.
+        // A cancel stops what is queued too, until the user sends input,
+        // and the jobs the cancelled turn started.
+        if let Some(session) = self.sessions.get(session_id) {
+            session.jobs.kill_all(Some(session.epoch));
+        }
         self.pause_inbox(session_id);
     }
 

@@ -73,6 +73,8 @@ pub struct Session {
     pub goal_changed: bool,
     /// A reload waits for the running turn.
     pub reload_queued: bool,
+    /// The session's background jobs.
+    pub jobs: std::sync::Arc<crate::tools::jobs::Jobs>,
 }
 
 /// The choices a session keeps across reloads, stored as JSON. Fields
@@ -159,6 +161,7 @@ impl Session {
             goal: None,
             goal_changed: false,
             reload_queued: false,
+            jobs: Default::default(),
         }
     }
 

@@ -13,7 +13,7 @@ use crate::store::inbox::{Flags, Item};
 use serde_json::{json, Map, Value};
 
 /// The methods this build serves, by discovery key.
-pub const METHODS: [(&str, &str); 21] = [
+pub const METHODS: [(&str, &str); 27] = [
     ("capabilities", "_spindle/capabilities"),
     ("status", "_spindle/session/status"),
     ("steer", "_spindle/session/steer"),
@@ -35,6 +35,12 @@ pub const METHODS: [(&str, &str); 21] = [
     ("operations", "_spindle/operations"),
     ("invoke", "_spindle/invoke"),
     ("reload", "_spindle/session/reload"),
+    ("jobs", "_spindle/jobs"),
+    ("job", "_spindle/job"),
+    ("job.transcript", "_spindle/job/transcript"),
+    ("job.send", "_spindle/job/send"),
+    ("job.cancel", "_spindle/job/cancel"),
+    ("resource", "_spindle/resource"),
 ];
 
 /// The notifications it sends.
@@ -267,6 +273,12 @@ impl Dispatcher {
             "_spindle/session/inbox/refresh" => self.inbox_refresh(&params),
             "_spindle/session/goal/pause" => self.goal_pause(&params),
             "_spindle/session/goal/resume" => self.goal_resume(&params),
+            "_spindle/jobs" => self.jobs_list(&params),
+            "_spindle/job" => self.job_item(&params),
+            "_spindle/job/transcript" => self.job_transcript(&params),
+            "_spindle/job/send" => self.job_send(&params),
+            "_spindle/job/cancel" => self.job_cancel(&params),
+            "_spindle/resource" => self.resource(&params),
             other => return self.catalog(other, &params),
         };
         Some(result)
@@ -964,6 +976,273 @@ impl Dispatcher {
         if session.goal_changed {
             self.goal_changed(id);
         }
+    }
+}
+
+fn job_json(job: &crate::tools::jobs::JobInfo) -> Value {
+    json!({
+        "jobId": job.job_id,
+        "kind": "command",
+        "title": job.command.chars().take(80).collect::<String>(),
+        "command": job.command,
+        "cwd": job.cwd,
+        "state": job.state,
+        "exitCode": job.exit_code,
+        "startedAt": job.started_at,
+        "endedAt": job.ended_at,
+        "outputBytes": job.output_bytes,
+    })
+}
+
+/// The most characters of one text window.
+const WINDOW_CAP: u64 = 262_144;
+
+fn count(params: &Value, field: &str, default: u64, max: u64) -> Result<u64, RpcError> {
+    match params.get(field) {
+        None | Some(Value::Null) => Ok(default),
+        Some(value) => match value.as_u64() {
+            Some(n) if n <= max => Ok(n),
+            _ => Err(bad(
+                field,
+                &format!("must be a whole number from 0 to {max}"),
+            )),
+        },
+    }
+}
+
+impl Dispatcher {
+    /// Makes the session's jobs tell the dispatcher when they end.
+    pub(in crate::agent) fn own_jobs(&mut self, id: &str) {
+        let Some(session) = self.sessions.get(id) else {
+            return;
+        };
+        let events = self.events.clone();
+        let session_id = id.to_string();
+        session
+            .jobs
+            .set_on_end(std::sync::Arc::new(move |job: &str| {
+                let _ = events.send(crate::agent::dispatcher::Event::JobEnded {
+                    session_id: session_id.clone(),
+                    job_id: job.to_string(),
+                });
+            }));
+    }
+
+    /// A job ended: the client hears of it; in an idle session whose inbox
+    /// runs and whose last turn ended normally, the model is told (a turn
+    /// with source `job`).
+    pub(in crate::agent) fn job_ended(&mut self, id: &str, job_id: &str) {
+        let Some(session) = self.sessions.get(id) else {
+            return;
+        };
+        let Some(job) = session.jobs.get(job_id) else {
+            return;
+        };
+        self.event(id, "job", job_json(&job));
+        let session = &self.sessions[id];
+        let quiet = session.running.is_some()
+            || session.closed
+            || session.inbox_paused
+            || session.last_outcome.as_deref() != Some("end_turn")
+            || job.state == "killed";
+        if quiet || self.closing.is_some() {
+            return;
+        }
+        let size = std::fs::metadata(&job.log_path)
+            .map(|m| m.len())
+            .unwrap_or(0);
+        let tail =
+            crate::tools::jobs::read_window(&job.log_path, size.saturating_sub(2_048), 2_048)
+                .map(|(text, _)| text)
+                .unwrap_or_default();
+        let text = format!(
+            "(The background job {} `{}` ended: {}.) The end of its output:\n{}",
+            job.job_id,
+            job.command,
+            job.exit_code
+                .map(|c| format!("exit code {c}"))
+                .unwrap_or_else(|| job.state.clone()),
+            if tail.is_empty() {
+                "(no output)"
+            } else {
+                &tail
+            }
+        );
+        let start = TurnStart {
+            request: None,
+            source: "job",
+            item: None,
+        };
+        if let Err(error) = self.start_turn(id, &[json!({"type": "text", "text": text})], start) {
+            log::warn!(
+                "cannot tell the model that job {job_id} ended: {}",
+                error.message
+            );
+        }
+    }
+
+    fn session_job(
+        &mut self,
+        params: &Value,
+    ) -> Result<(String, crate::tools::jobs::JobInfo), RpcError> {
+        let id = self.open_session(params)?;
+        let job_id = string(params, "jobId")?;
+        let job = self.sessions[&id].jobs.get(job_id).ok_or_else(|| {
+            RpcError::invalid_params(format!("jobId: no job {job_id:?} in session {id}"))
+                .with_data(json!({"code": "unknown_job"}))
+        })?;
+        Ok((id, job))
+    }
+
+    fn jobs_list(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let jobs = self.sessions[&id].jobs.list();
+        let start = match params.get("cursor") {
+            None | Some(Value::Null) => 0,
+            Some(Value::String(cursor)) => cursor
+                .parse::<usize>()
+                .map_err(|_| bad("cursor", "is not a cursor this agent gave"))?,
+            Some(_) => return Err(bad("cursor", "must be a string")),
+        };
+        let limit = count(params, "limit", 100, 500)?.max(1) as usize;
+        let items: Vec<Value> = jobs.iter().skip(start).take(limit).map(job_json).collect();
+        let next = (start + items.len() < jobs.len()).then(|| (start + items.len()).to_string());
+        Ok(json!({"items": items, "nextCursor": next}))
+    }
+
+    fn job_item(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let (_, job) = self.session_job(params)?;
+        Ok(job_json(&job))
+    }
+
+    fn job_transcript(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let (_, job) = self.session_job(params)?;
+        match optional_string(params, "output")? {
+            None | Some("text") => {}
+            Some(other) => {
+                return Err(bad(
+                    "output",
+                    &format!("{other:?} does not apply to a command job; use \"text\""),
+                ))
+            }
+        }
+        let offset = count(params, "offset", 0, u64::MAX >> 1)?;
+        let limit = count(params, "limit", 65_536, WINDOW_CAP)?;
+        let total = std::fs::metadata(&job.log_path)
+            .map(|m| m.len())
+            .unwrap_or(0);
+        let (text, next) = if offset >= total {
+            (String::new(), total)
+        } else {
+            crate::tools::jobs::read_window(&job.log_path, offset, limit as usize)
+                .map_err(RpcError::internal)?
+        };
+        let complete = next >= total && job.state != "running";
+        Ok(json!({
+            "text": text,
+            "offset": offset,
+            "nextOffset": if complete { Value::Null } else { json!(next) },
+            "total": total,
+            "complete": complete,
+        }))
+    }
+
+    fn job_send(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let (id, job) = self.session_job(params)?;
+        let text = string(params, "text")?;
+        if text.len() > WINDOW_CAP as usize {
+            return Err(bad("text", "is too long").with_data(json!({"code": "too_large"})));
+        }
+        self.sessions[&id]
+            .jobs
+            .send(&job.job_id, text)
+            .map_err(|problem| {
+                RpcError::invalid_request(problem).with_data(json!({"code": "not_running"}))
+            })?;
+        Ok(job_json(
+            &self.sessions[&id].jobs.get(&job.job_id).unwrap_or(job),
+        ))
+    }
+
+    fn job_cancel(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let (id, job) = self.session_job(params)?;
+        let info = self.sessions[&id]
+            .jobs
+            .kill(&job.job_id)
+            .map_err(RpcError::internal)?;
+        Ok(job_json(&info))
+    }
+
+    /// `_spindle/resource`: a window of a workspace file (with its
+    /// revision) or of a job's log.
+    fn resource(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let uri = string(params, "uri")?;
+        if let Some(job_id) = uri.strip_prefix("shell-log:") {
+            let job = self.sessions[&id].jobs.get(job_id).ok_or_else(|| {
+                RpcError::invalid_params(format!("uri: no job {job_id:?}"))
+                    .with_data(json!({"code": "unknown_job"}))
+            })?;
+            let offset = count(params, "byteOffset", 0, u64::MAX >> 1)?;
+            let wanted = count(params, "byteCount", 65_536, WINDOW_CAP)?;
+            let total = std::fs::metadata(&job.log_path)
+                .map(|m| m.len())
+                .unwrap_or(0);
+            let (text, next) = if offset >= total {
+                (String::new(), total)
+            } else {
+                crate::tools::jobs::read_window(&job.log_path, offset, wanted as usize)
+                    .map_err(RpcError::internal)?
+            };
+            return Ok(
+                json!({"text": text, "byteOffset": offset, "byteCount": next - offset, "totalBytes": total}),
+            );
+        }
+        let Some(path) = uri.strip_prefix("workspace:") else {
+            return Err(bad("uri", "must start with workspace: or shell-log:"));
+        };
+        let root = self.sessions[&id].cwd.clone();
+        let resolved = crate::tools::paths::resolve(&root, path);
+        if !resolved.inside {
+            return Err(
+                RpcError::invalid_params(format!("uri: {path} is outside the workspace"))
+                    .with_data(json!({"code": "outside_workspace"})),
+            );
+        }
+        let start = count(params, "startLine", 1, u64::MAX >> 1)?.max(1);
+        let lines = count(params, "lineCount", 200, 2_000)?;
+        let bytes = crate::tools::bounded::read_capped(&resolved.path, 256 * 1024 * 1024).map_err(
+            |_| {
+                RpcError::invalid_params(format!("uri: {path} cannot be read"))
+                    .with_data(json!({"code": "unreadable"}))
+            },
+        )?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            RpcError::invalid_params(format!("uri: {path} is not UTF-8 text"))
+                .with_data(json!({"code": "not_text"}))
+        })?;
+        let revision = crate::util::sha256_hex(text.as_bytes());
+        let total = text.lines().count() as u64;
+        let window: Vec<&str> = text
+            .lines()
+            .skip((start - 1) as usize)
+            .take(lines as usize)
+            .collect();
+        let mut shown = window.join("\n");
+        if shown.len() > WINDOW_CAP as usize {
+            let mut end = WINDOW_CAP as usize;
+            while !shown.is_char_boundary(end) {
+                end -= 1;
+            }
+            shown.truncate(end);
+        }
+        Ok(json!({
+            "text": shown,
+            "startLine": start,
+            "lineCount": window.len(),
+            "totalLines": total,
+            "revision": revision,
+        }))
     }
 }
 

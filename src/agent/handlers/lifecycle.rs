@@ -116,6 +116,7 @@ impl Dispatcher {
             "configOptions": config_options(&session, &registry),
         });
         self.sessions.insert(session_id.clone(), session);
+        self.own_jobs(&session_id);
         self.announce_commands(&session_id);
         self.announce_mcp(&session_id);
         Ok(response)
@@ -298,6 +299,7 @@ impl Dispatcher {
             "configOptions": config_options(&session, &registry),
         });
         self.sessions.insert(id.clone(), session);
+        self.own_jobs(&id);
         self.recover_inbox(&id);
         self.announce_commands(&id);
         self.announce_mcp(&id);
@@ -390,6 +392,10 @@ impl Dispatcher {
     fn close_live(&mut self, id: &str) {
         if let Some(mcp) = self.sessions.get_mut(id).and_then(|s| s.mcp.take()) {
             mcp.shutdown();
+        }
+        // No job outlives its session.
+        if let Some(session) = self.sessions.get(id) {
+            session.jobs.kill_all(None);
         }
         self.cancel_session(id);
         let running = self.sessions.get(id).is_some_and(|s| s.running.is_some());

@@ -330,6 +330,8 @@ impl Dispatcher {
             checkpoints: registry.config.checkpoints.settings(),
             delivery: session.preset == crate::agent::common::controls::Preset::Delivery,
             goal_mode: session.mode == Mode::Goal,
+            jobs: session.jobs.clone(),
+            epoch,
             goal,
             rules: Arc::new(rules),
             config_path: Some(

@@ -100,6 +100,9 @@ pub struct Turn {
     pub delivery: bool,
     /// Goal mode: `goal_update` is offered.
     pub goal_mode: bool,
+    /// The session's background jobs, and the turn's epoch.
+    pub jobs: Arc<crate::tools::jobs::Jobs>,
+    pub epoch: u64,
     /// Checkpoints: their settings, and what the session's last workspace
     /// scan saw.
     pub checkpoints: crate::checkpoint::Settings,
@@ -598,6 +601,8 @@ fn steps(
             config_path: turn.config_path.as_deref(),
             live: &turn.live,
             goal_updates: RefCell::new(Vec::new()),
+            jobs: &turn.jobs,
+            epoch: turn.epoch,
         };
         let mut results = Vec::new();
         let mut cancelled_at = None;

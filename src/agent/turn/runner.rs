@@ -61,6 +61,10 @@ pub struct Runner<'a> {
     pub live: &'a super::report::SharedLive,
     /// The model's goal reports of this step, for the turn to apply.
     pub goal_updates: RefCell<Vec<tools::GoalUpdateArgs>>,
+    /// The session's background jobs, and this turn's epoch (a cancel
+    /// kills the jobs of its turn).
+    pub jobs: &'a std::sync::Arc<crate::tools::jobs::Jobs>,
+    pub epoch: u64,
 }
 
 /// What a checkpoint kept before a call ran.
@@ -921,6 +925,40 @@ impl Runner<'_> {
                 self.change_files(tool, &editor)
             }
             Tool::ExitPlan(_) => failed("Error: exit_plan is answered by the user"),
+            Tool::JobOutput(args) => {
+                match self
+                    .jobs
+                    .read_for_model(&args.job_id, args.offset, JOB_READ)
+                {
+                    Ok((text, skipped, info)) => {
+                        let mut out = String::new();
+                        if skipped > 0 {
+                            out.push_str(&format!("[{skipped} bytes skipped]\n"));
+                        }
+                        out.push_str(if text.is_empty() {
+                            "(no new output)"
+                        } else {
+                            &text
+                        });
+                        out.push_str(&format!(
+                            "\n[job {}: {}{}]",
+                            info.job_id,
+                            info.state,
+                            info.exit_code
+                                .map(|c| format!(", exit code {c}"))
+                                .unwrap_or_default()
+                        ));
+                        completed_text(out)
+                    }
+                    Err(error) => failed(format!("Error: {error}")),
+                }
+            }
+            Tool::JobStop(args) => match self.jobs.kill(&args.job_id) {
+                Ok(info) => {
+                    completed_text(format!("Stopped job {} (`{}`).", info.job_id, info.command))
+                }
+                Err(error) => failed(format!("Error: {error}")),
+            },
             Tool::GoalUpdate(args) => {
                 if let Some(todos) = &args.todos {
                     self.publish_plan(todos);
@@ -1002,6 +1040,9 @@ impl Runner<'_> {
                     Ok(launch) => launch,
                     Err(error) => return failed(format!("Error: {error}")),
                 };
+                if args.background {
+                    return self.start_job(&args.command, &path, launch);
+                }
                 if self.client.capabilities.terminal {
                     self.run_in_terminal(call, &args.command, &path, timeout, &launch)
                 } else {
@@ -1065,6 +1106,59 @@ fn read_for_patch(editor: &EditorAccess, path: &Path, cap: u64) -> Result<Option
         }
     }
     patch::local_read(path, cap)
+}
+
+/// The most bytes of a job's output one `job_output` returns.
+const JOB_READ: usize = 16 * 1024;
+
+impl Runner<'_> {
+    /// Starts a background job and answers at once with its id and first
+    /// output.
+    fn start_job(
+        &self,
+        command_line: &str,
+        cwd: &Path,
+        launch: super::processes::Launch,
+    ) -> Ending {
+        let Some(log_dir) = self.processes.session_dir.clone() else {
+            return failed(
+                "Error: background jobs need the session's folder, which is not available",
+            );
+        };
+        let spec = crate::tools::jobs::JobSpec {
+            command_line: command_line.to_string(),
+            cwd: cwd.to_path_buf(),
+            env_remove: launch.env_remove,
+            env_set: launch.env_set,
+            sandbox: launch.sandbox,
+            log_dir,
+            log_cap: self.processes.log_cap,
+            epoch: self.epoch,
+        };
+        match self.jobs.start(spec) {
+            Ok(info) => {
+                // A moment for the first lines (a server's address).
+                std::thread::sleep(Duration::from_millis(300));
+                let first = self
+                    .jobs
+                    .read_for_model(&info.job_id, None, 2_048)
+                    .map(|(text, _, _)| text)
+                    .unwrap_or_default();
+                let text = format!(
+                    "Started job {} (pid {}): `{}`. Read its output with job_output, stop it with job_stop.\nFirst output:\n{}",
+                    info.job_id,
+                    info.pid,
+                    info.command,
+                    if first.is_empty() { "(none yet)" } else { &first }
+                );
+                Ending::Completed {
+                    content: vec![text_content(&text)],
+                    text,
+                }
+            }
+            Err(error) => failed(format!("Error: {error}")),
+        }
+    }
 }
 
 /// The diff of one planned change: at the destination of a move, empty

@@ -117,7 +117,7 @@ fn discovery_lists_exactly_what_is_served() {
         }
     }
     // Unprefixed or unknown names are not extensions.
-    for name in ["session/steer", "_spindle/session/nope", "_spindle/jobs"] {
+    for name in ["session/steer", "_spindle/session/nope", "_spindle/agents"] {
         let error = err(&mut agent, name, json!({"sessionId": session}));
         assert_eq!(error["code"], -32601, "{name}");
     }

@@ -19,6 +19,7 @@ mod crash;
 mod database;
 mod extensions;
 mod goals;
+mod jobs;
 mod lifecycle;
 mod list;
 mod processes;

@@ -1,0 +1,336 @@
+//! Background jobs: commands a session owns that run beyond one step (dev
+//! servers, watchers, long test runs). Each runs in its own process group,
+//! tied to the agent (it dies with it), its stdin kept for `job/send`, its
+//! output copied to a private log file up to a cap (then a marker; the
+//! rest is read and dropped, so the job never blocks and memory stays
+//! bounded). A watcher thread reports the end.
+
+use crate::cancel::lock;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+/// What starts a job.
+pub struct JobSpec {
+    pub command_line: String,
+    pub cwd: PathBuf,
+    pub env_remove: Vec<OsString>,
+    pub env_set: Vec<(OsString, OsString)>,
+    pub sandbox: Option<(PathBuf, crate::sandbox::Profile)>,
+    /// The folder of the session's logs.
+    pub log_dir: PathBuf,
+    /// The most bytes of output kept in the log.
+    pub log_cap: u64,
+    /// The turn (epoch) that started it: a cancel of that turn kills it.
+    pub epoch: u64,
+}
+
+/// A job as clients and the model see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobInfo {
+    pub job_id: String,
+    pub command: String,
+    pub cwd: PathBuf,
+    /// `running`, `exited`, `killed` or `failed`.
+    pub state: String,
+    pub exit_code: Option<i32>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub output_bytes: u64,
+    pub pid: u32,
+    pub epoch: u64,
+    pub log_path: PathBuf,
+}
+
+struct Job {
+    info: JobInfo,
+    stdin: Option<ChildStdin>,
+    /// Bytes of output seen (kept or not).
+    seen: Arc<AtomicU64>,
+    /// What `job_output` has shown the model so far.
+    model_offset: u64,
+    killed: bool,
+}
+
+/// Called when a job ends, with its id.
+pub type OnEnd = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// A session's jobs.
+#[derive(Default)]
+pub struct Jobs {
+    jobs: Mutex<Vec<Job>>,
+    on_end: Mutex<Option<OnEnd>>,
+}
+
+fn kill_group(pid: u32) {
+    extern "C" {
+        fn kill(pid: i32, signal: i32) -> i32;
+    }
+    // SAFETY: kill(2) with a negative pid signals the process group; it
+    // touches no memory of ours.
+    unsafe {
+        kill(-(pid as i32), 9);
+    }
+}
+
+impl Jobs {
+    pub fn set_on_end(&self, on_end: OnEnd) {
+        *lock(&self.on_end) = Some(on_end);
+    }
+
+    /// Starts a job; returns it as it is once started.
+    pub fn start(self: &Arc<Self>, spec: JobSpec) -> Result<JobInfo, String> {
+        let job_id = format!("job_{}", crate::util::random_hex());
+        let log_path = spec.log_dir.join(format!("{job_id}.log"));
+        let log = crate::tools::logs::create_file(&log_path)
+            .map_err(|e| format!("cannot create the job's log {}: {e}", log_path.display()))?;
+        let shell_args = [OsString::from("-c"), OsString::from(&spec.command_line)];
+        let mut command = match &spec.sandbox {
+            Some((launcher, profile)) => {
+                let (program, args) = crate::sandbox::launcher_command(
+                    launcher,
+                    profile,
+                    std::ffi::OsStr::new("sh"),
+                    &shell_args,
+                );
+                let mut command = Command::new(program);
+                command.args(args);
+                command
+            }
+            None => {
+                let mut command = Command::new("sh");
+                command.args(&shell_args);
+                command
+            }
+        };
+        for name in &spec.env_remove {
+            command.env_remove(name);
+        }
+        let (reader, writer) = io::pipe().map_err(|e| e.to_string())?;
+        let writer_err = writer.try_clone().map_err(|e| e.to_string())?;
+        {
+            use std::os::unix::process::CommandExt;
+            command
+                .envs(spec.env_set.iter().map(|(k, v)| (k, v)))
+                .current_dir(&spec.cwd)
+                .stdin(Stdio::piped())
+                .stdout(writer)
+                .stderr(writer_err)
+                .process_group(0);
+        }
+        let mut child = crate::tools::process::spawn_tied_to_agent(command)
+            .map_err(|e| format!("cannot start the job: {e}"))?;
+        let pid = child.id();
+        let stdin = child.stdin.take();
+        let seen = Arc::new(AtomicU64::new(0));
+        let info = JobInfo {
+            job_id: job_id.clone(),
+            command: spec.command_line.clone(),
+            cwd: spec.cwd.clone(),
+            state: "running".into(),
+            exit_code: None,
+            started_at: crate::store::time::now_rfc3339(),
+            ended_at: None,
+            output_bytes: 0,
+            pid,
+            epoch: spec.epoch,
+            log_path: log_path.clone(),
+        };
+        lock(&self.jobs).push(Job {
+            info: info.clone(),
+            stdin,
+            seen: seen.clone(),
+            model_offset: 0,
+            killed: false,
+        });
+        let cap = spec.log_cap;
+        let copier = thread::Builder::new()
+            .name("spindle-job-output".into())
+            .spawn(move || copy_output(reader, log, cap, &seen));
+        let jobs = Arc::clone(self);
+        let id = job_id.clone();
+        let watcher = thread::Builder::new()
+            .name("spindle-job-wait".into())
+            .spawn(move || {
+                let status = child.wait();
+                if let Ok(copier) = copier {
+                    let _ = copier.join();
+                }
+                jobs.ended(&id, status.ok().and_then(|s| s.code()));
+            });
+        if watcher.is_err() {
+            kill_group(pid);
+            return Err("cannot watch the job".into());
+        }
+        Ok(info)
+    }
+
+    fn ended(&self, id: &str, code: Option<i32>) {
+        {
+            let mut jobs = lock(&self.jobs);
+            let Some(job) = jobs.iter_mut().find(|j| j.info.job_id == id) else {
+                return;
+            };
+            job.info.exit_code = code;
+            job.info.state = if job.killed {
+                "killed".into()
+            } else if code.is_some() {
+                "exited".into()
+            } else {
+                "killed".into()
+            };
+            job.info.ended_at = Some(crate::store::time::now_rfc3339());
+            job.info.output_bytes = job.seen.load(Ordering::SeqCst);
+            job.stdin = None;
+        }
+        let on_end = lock(&self.on_end).clone();
+        if let Some(on_end) = on_end {
+            on_end(id);
+        }
+    }
+
+    pub fn list(&self) -> Vec<JobInfo> {
+        lock(&self.jobs)
+            .iter()
+            .map(|job| {
+                let mut info = job.info.clone();
+                info.output_bytes = job.seen.load(Ordering::SeqCst);
+                info
+            })
+            .collect()
+    }
+
+    pub fn get(&self, id: &str) -> Option<JobInfo> {
+        self.list().into_iter().find(|j| j.job_id == id)
+    }
+
+    /// New output for the model since its last read, at most `limit`
+    /// bytes (from `offset` when given): (text, skipped bytes).
+    pub fn read_for_model(
+        &self,
+        id: &str,
+        offset: Option<u64>,
+        limit: usize,
+    ) -> Result<(String, u64, JobInfo), String> {
+        let (path, from, info) = {
+            let jobs = lock(&self.jobs);
+            let job = jobs
+                .iter()
+                .find(|j| j.info.job_id == id)
+                .ok_or_else(|| format!("there is no job {id:?}"))?;
+            (
+                job.info.log_path.clone(),
+                offset.unwrap_or(job.model_offset),
+                job.info.clone(),
+            )
+        };
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        // Only the last `limit` bytes of what is new: the rest is skipped.
+        let start = from.max(size.saturating_sub(limit as u64));
+        let skipped = start.saturating_sub(from);
+        let (text, end) = read_window(&path, start, limit)?;
+        if let Some(job) = lock(&self.jobs).iter_mut().find(|j| j.info.job_id == id) {
+            job.model_offset = end;
+        }
+        Ok((text, skipped, info))
+    }
+
+    /// Writes to the job's stdin.
+    pub fn send(&self, id: &str, text: &str) -> Result<(), String> {
+        let mut jobs = lock(&self.jobs);
+        let job = jobs
+            .iter_mut()
+            .find(|j| j.info.job_id == id)
+            .ok_or_else(|| format!("there is no job {id:?}"))?;
+        if job.info.state != "running" {
+            return Err(format!(
+                "job {id} has {}; it takes no input",
+                job.info.state
+            ));
+        }
+        let stdin = job
+            .stdin
+            .as_mut()
+            .ok_or_else(|| format!("job {id} has no input"))?;
+        stdin
+            .write_all(text.as_bytes())
+            .and_then(|()| stdin.flush())
+            .map_err(|e| format!("cannot write to job {id}: {e}"))
+    }
+
+    /// Kills a job's whole process group.
+    pub fn kill(&self, id: &str) -> Result<JobInfo, String> {
+        let mut jobs = lock(&self.jobs);
+        let job = jobs
+            .iter_mut()
+            .find(|j| j.info.job_id == id)
+            .ok_or_else(|| format!("there is no job {id:?}"))?;
+        if job.info.state == "running" {
+            job.killed = true;
+            kill_group(job.info.pid);
+        }
+        Ok(job.info.clone())
+    }
+
+    /// Kills every running job (or those of one turn).
+    pub fn kill_all(&self, epoch: Option<u64>) {
+        for job in lock(&self.jobs).iter_mut() {
+            if job.info.state == "running" && epoch.is_none_or(|e| e == job.info.epoch) {
+                job.killed = true;
+                kill_group(job.info.pid);
+            }
+        }
+    }
+}
+
+/// Copies the job's output into its log, up to `cap` bytes; then a
+/// marker, and the rest is drained unkept.
+fn copy_output(mut reader: io::PipeReader, mut log: File, cap: u64, seen: &AtomicU64) {
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut kept = 0u64;
+    let mut marked = false;
+    loop {
+        let n = match reader.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        seen.fetch_add(n as u64, Ordering::SeqCst);
+        if kept < cap {
+            let take = ((cap - kept) as usize).min(n);
+            let _ = log.write_all(&buffer[..take]);
+            kept += take as u64;
+        }
+        if kept >= cap && !marked {
+            marked = true;
+            let _ = log.write_all(
+                format!("\n[… the log keeps the first {cap} bytes; later output is not kept …]\n")
+                    .as_bytes(),
+            );
+        }
+    }
+}
+
+/// `limit` bytes of a file from `offset`, as text (cut back to a
+/// character boundary); returns the text and the offset after it.
+pub fn read_window(path: &Path, offset: u64, limit: usize) -> Result<(String, u64), String> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut bytes = Vec::with_capacity(limit.min(1 << 20));
+    file.take(limit as u64)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let valid = match std::str::from_utf8(&bytes) {
+        Ok(_) => bytes.len(),
+        Err(error) if error.error_len().is_none() => error.valid_up_to(),
+        Err(_) => bytes.len(),
+    };
+    let text = String::from_utf8_lossy(&bytes[..valid]).into_owned();
+    Ok((text, offset + valid as u64))
+}

@@ -1,0 +1,290 @@
+//! Background jobs and resource windows through the real binary: a job
+//! started by the model, read, sent input, listed, cancelled and gone by
+//! pid; a job that ends while idle starts a `job` turn; cancel kills only
+//! the jobs of its turn, close the rest; windows of workspace files and
+//! job logs with their bounds.
+
+use super::{err, ok, text_prompt, Space, WAIT};
+use crate::support::fake_openai::{chat_text, chunk_content, chunk_role, chunk_tool_call};
+use crate::support::fake_openai::{chunk_finish, done};
+use crate::support::{Agent, FakeServer, Reply, Step};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+fn start_job(id: &str, command: &str) -> Reply {
+    Reply::Sse(vec![
+        chunk_role(),
+        chunk_tool_call(
+            0,
+            Some(id),
+            Some("run_command"),
+            &json!({"command": command, "background": true}).to_string(),
+        ),
+        chunk_finish("tool_calls"),
+        done(),
+    ])
+}
+
+fn prompt(agent: &mut Agent, session: &str, text: &str) -> (Value, Vec<Value>) {
+    let id = agent.request("session/prompt", text_prompt(session, text));
+    agent.response(&id, WAIT)
+}
+
+fn alive(pid: u64) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn jobs(agent: &mut Agent, session: &str) -> Vec<Value> {
+    ok(agent, "_spindle/jobs", json!({"sessionId": session}))["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_background_job_is_read_fed_listed_and_cancelled() {
+    let space = Space::new("jobs-basic");
+    let server = FakeServer::start();
+    server.push(start_job("j1", "echo ready; echo pid $$ > job.pid; cat"));
+    server.push(Reply::Sse(chat_text(&["Started it."])));
+    let mut agent = space.openai(&server);
+    let session = agent.new_session(&space.ws);
+    let (answer, _) = prompt(&mut agent, &session, "start the echo server");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    // The tool answered at once with the job and its first output.
+    let result = server.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .unwrap()
+        .to_string();
+    assert!(result.contains("Started job job_"), "{result}");
+    assert!(result.contains("ready"), "{result}");
+    let listed = jobs(&mut agent, &session);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["state"], "running");
+    let job = listed[0]["jobId"].as_str().unwrap().to_string();
+    let pid: u64 = std::fs::read_to_string(space.ws.join("job.pid"))
+        .unwrap()
+        .trim()
+        .trim_start_matches("pid ")
+        .parse()
+        .unwrap();
+    assert!(alive(pid));
+    // Input reaches it; its output is paged.
+    ok(
+        &mut agent,
+        "_spindle/job/send",
+        json!({"sessionId": session, "jobId": job, "text": "hello job\n"}),
+    );
+    wait_until("the echo", || {
+        let page = ok(
+            &mut agent,
+            "_spindle/job/transcript",
+            json!({"sessionId": session, "jobId": job}),
+        );
+        page["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("hello job")
+    });
+    let page = ok(
+        &mut agent,
+        "_spindle/job/transcript",
+        json!({"sessionId": session, "jobId": job, "offset": 2, "limit": 3}),
+    );
+    assert_eq!(page["text"], "ady");
+    assert_eq!(page["nextOffset"], 5);
+    assert_eq!(page["complete"], false);
+    let error = err(
+        &mut agent,
+        "_spindle/job/transcript",
+        json!({"sessionId": session, "jobId": job, "output": "structured"}),
+    );
+    assert!(
+        error["message"].as_str().unwrap().contains("text"),
+        "{error}"
+    );
+    let error = err(
+        &mut agent,
+        "_spindle/job/transcript",
+        json!({"sessionId": session, "jobId": job, "limit": -1}),
+    );
+    assert_eq!(error["code"], -32602);
+    // The log as a resource window.
+    let log = ok(
+        &mut agent,
+        "_spindle/resource",
+        json!({"sessionId": session, "uri": format!("shell-log:{job}"), "byteOffset": 0, "byteCount": 5}),
+    );
+    assert_eq!(log["text"], "ready");
+    // Cancel: the whole group dies.
+    let cancelled = ok(
+        &mut agent,
+        "_spindle/job/cancel",
+        json!({"sessionId": session, "jobId": job}),
+    );
+    assert_eq!(cancelled["jobId"], job);
+    wait_until("the job to die", || !alive(pid));
+    wait_until("the killed state", || {
+        ok(
+            &mut agent,
+            "_spindle/job",
+            json!({"sessionId": session, "jobId": job}),
+        )["state"]
+            == "killed"
+    });
+    let page = ok(
+        &mut agent,
+        "_spindle/job/transcript",
+        json!({"sessionId": session, "jobId": job, "offset": 1_000_000}),
+    );
+    assert_eq!(
+        (page["text"].clone(), page["complete"].clone()),
+        (json!(""), json!(true))
+    );
+    let error = err(
+        &mut agent,
+        "_spindle/job/send",
+        json!({"sessionId": session, "jobId": job, "text": "late"}),
+    );
+    assert_eq!(error["code"], -32600);
+    let error = err(
+        &mut agent,
+        "_spindle/job",
+        json!({"sessionId": session, "jobId": "job_nope"}),
+    );
+    assert_eq!(error["data"]["code"], "unknown_job");
+}
+
+#[test]
+fn a_job_that_ends_while_idle_starts_a_job_turn() {
+    let space = Space::new("jobs-idle");
+    let server = FakeServer::start();
+    server.push(start_job("j1", "sleep 0.6; echo all 12 tests passed"));
+    server.push(Reply::Sse(chat_text(&[
+        "Running the tests in the background.",
+    ])));
+    server.push(Reply::Sse(chat_text(&["The tests passed."])));
+    let mut agent = space.openai(&server);
+    let session = agent.new_session(&space.ws);
+    prompt(&mut agent, &session, "run the tests in the background");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let message = agent.recv(deadline - Instant::now()).expect("a job turn");
+        if message["method"] == "_spindle/event"
+            && message["params"]["kind"] == "turn"
+            && message["params"]["data"]["state"] == "idle"
+            && message["params"]["data"]["source"] == "job"
+        {
+            break;
+        }
+    }
+    let last = server.requests().pop().unwrap();
+    let user = last.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap()
+        .to_string();
+    assert!(user.contains("ended: exit code 0"), "{user}");
+    assert!(user.contains("all 12 tests passed"), "{user}");
+}
+
+#[test]
+fn cancel_kills_the_jobs_of_its_turn_and_close_kills_the_rest() {
+    let space = Space::new("jobs-owner");
+    let server = FakeServer::start();
+    server.push(start_job("a", "echo $$ > a.pid; sleep 60"));
+    server.push(Reply::Sse(chat_text(&["A runs."])));
+    server.push(start_job("b", "echo $$ > b.pid; sleep 60"));
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        chunk_content("Waiting"),
+        Step::Stall,
+    ]));
+    let mut agent = space.openai(&server);
+    let session = agent.new_session(&space.ws);
+    prompt(&mut agent, &session, "start a");
+    let read_pid = |name: &str| -> u64 {
+        std::fs::read_to_string(space.ws.join(name))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let a = read_pid("a.pid");
+    let id = agent.request("session/prompt", text_prompt(&session, "start b"));
+    loop {
+        let message = agent.recv(WAIT).expect("the stream");
+        if message["params"]["update"]["content"]["text"] == "Waiting" {
+            break;
+        }
+    }
+    let b = read_pid("b.pid");
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    agent.response(&id, WAIT);
+    wait_until("b to die", || !alive(b));
+    assert!(
+        alive(a),
+        "the first turn's job survives the second turn's cancel"
+    );
+    ok(&mut agent, "session/close", json!({"sessionId": session}));
+    wait_until("a to die", || !alive(a));
+}
+
+#[test]
+fn workspace_windows_have_bounds_and_a_revision() {
+    let space = Space::new("jobs-resource");
+    let lines: String = (1..=10).map(|n| format!("line {n}\n")).collect();
+    std::fs::write(space.ws.join("ten.txt"), &lines).unwrap();
+    std::fs::write(space.base.join("outside.txt"), "secret").unwrap();
+    std::fs::write(space.ws.join("bin.dat"), [0xff, 0xfe, 0x00]).unwrap();
+    std::os::unix::fs::symlink(space.base.join("outside.txt"), space.ws.join("link.txt")).unwrap();
+    let mut agent = space.reader();
+    let session = agent.new_session(&space.ws);
+    let window = ok(
+        &mut agent,
+        "_spindle/resource",
+        json!({"sessionId": session, "uri": "workspace:ten.txt", "startLine": 3, "lineCount": 2}),
+    );
+    assert_eq!(window["text"], "line 3\nline 4");
+    assert_eq!(window["totalLines"], 10);
+    assert_eq!(window["revision"].as_str().unwrap().len(), 64);
+    let past = ok(
+        &mut agent,
+        "_spindle/resource",
+        json!({"sessionId": session, "uri": "workspace:ten.txt", "startLine": 50}),
+    );
+    assert_eq!(past["text"], "");
+    for (uri, extra) in [
+        ("workspace:../outside.txt", json!({})),
+        ("workspace:link.txt", json!({})),
+        ("workspace:bin.dat", json!({})),
+        ("workspace:ten.txt", json!({"lineCount": 5000})),
+        ("ftp:x", json!({})),
+    ] {
+        let mut params = json!({"sessionId": session, "uri": uri});
+        for (key, value) in extra.as_object().unwrap() {
+            params[key] = value.clone();
+        }
+        let error = err(&mut agent, "_spindle/resource", params);
+        assert_eq!(error["code"], -32602, "{uri}: {error}");
+    }
+}
