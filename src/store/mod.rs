@@ -19,7 +19,7 @@ use std::time::Duration;
 
 /// The schema this Spindle writes. Older databases are migrated forward;
 /// a newer one is refused, never rewritten.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// How long a lease lasts without a heartbeat.
 pub const LEASE_TTL_MS: i64 = 30_000;
@@ -168,6 +168,13 @@ const MIGRATIONS: &[&str] = &[
         session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
         goal TEXT NOT NULL
     ) WITHOUT ROWID;",
+    // Version 6: the records of background jobs.
+    "CREATE TABLE jobs (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        job_id TEXT NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (session_id, job_id)
+    );",
 ];
 
 pub struct Store {
@@ -696,6 +703,30 @@ impl Store {
             )
             .optional()?;
         Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
+    }
+
+    /// The session's job records, oldest first.
+    pub fn jobs(&self, id: &str) -> Result<Vec<Value>> {
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT record FROM jobs WHERE session_id = ?1 ORDER BY rowid")?;
+        let rows = statement.query_map([id], |row| row.get::<_, String>(0))?;
+        let mut records = Vec::new();
+        for row in rows {
+            if let Ok(value) = serde_json::from_str(&row?) {
+                records.push(value);
+            }
+        }
+        Ok(records)
+    }
+
+    pub fn save_job(&self, id: &str, job_id: &str, record: &Value) -> Result<()> {
+        self.connection.execute(
+            "INSERT INTO jobs (session_id, job_id, record) VALUES (?1, ?2, ?3)
+             ON CONFLICT (session_id, job_id) DO UPDATE SET record = ?3",
+            params![id, job_id, record.to_string()],
+        )?;
+        Ok(())
     }
 
     pub fn save_goal(&self, id: &str, goal: &Value) -> Result<()> {

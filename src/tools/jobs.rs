@@ -30,8 +30,8 @@ pub struct JobSpec {
     pub epoch: u64,
 }
 
-/// A job as clients and the model see it.
-#[derive(Debug, Clone, PartialEq)]
+/// A job as clients and the model see it (and as the store keeps it).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct JobInfo {
     pub job_id: String,
     pub command: String,
@@ -57,8 +57,8 @@ struct Job {
     killed: bool,
 }
 
-/// Called when a job ends, with its id.
-pub type OnEnd = Arc<dyn Fn(&str) + Send + Sync>;
+/// Called when a job starts (`false`) or ends (`true`), with its id.
+pub type OnEnd = Arc<dyn Fn(&str, bool) + Send + Sync>;
 
 /// A session's jobs.
 #[derive(Default)]
@@ -167,7 +167,35 @@ impl Jobs {
             kill_group(pid);
             return Err("cannot watch the job".into());
         }
+        let on_change = lock(&self.on_end).clone();
+        if let Some(on_change) = on_change {
+            on_change(&job_id, false);
+        }
         Ok(info)
+    }
+
+    /// Takes back the records of an earlier process's jobs: ended (their
+    /// processes died with it), their logs still readable.
+    pub fn adopt(&self, records: Vec<JobInfo>) {
+        let mut jobs = lock(&self.jobs);
+        for mut info in records {
+            if jobs.iter().any(|j| j.info.job_id == info.job_id) {
+                continue;
+            }
+            if info.state == "running" {
+                info.state = "killed".into();
+                info.ended_at
+                    .get_or_insert_with(crate::store::time::now_rfc3339);
+            }
+            let seen = Arc::new(AtomicU64::new(info.output_bytes));
+            jobs.push(Job {
+                info,
+                stdin: None,
+                seen,
+                model_offset: 0,
+                killed: true,
+            });
+        }
     }
 
     fn ended(&self, id: &str, code: Option<i32>) {
@@ -190,7 +218,7 @@ impl Jobs {
         }
         let on_end = lock(&self.on_end).clone();
         if let Some(on_end) = on_end {
-            on_end(id);
+            on_end(id, true);
         }
     }
 

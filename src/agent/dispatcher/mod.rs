@@ -36,10 +36,11 @@ pub enum Event {
     /// SIGTERM, SIGINT or SIGHUP: end as at stdin EOF, turns cancelled
     /// even with `--drain`.
     Signal,
-    /// A background job of a session ended.
-    JobEnded {
+    /// A background job of a session started, or ended.
+    JobChanged {
         session_id: String,
         job_id: String,
+        ended: bool,
     },
 }
 
@@ -315,7 +316,11 @@ impl Dispatcher {
                 Event::Input(Input::Message(message)) => self.handle(message),
                 Event::Input(Input::Eof) => self.on_eof(self.options.drain),
                 Event::Signal => self.on_eof(false),
-                Event::JobEnded { session_id, job_id } => self.job_ended(&session_id, &job_id),
+                Event::JobChanged {
+                    session_id,
+                    job_id,
+                    ended,
+                } => self.job_changed(&session_id, &job_id, ended),
                 Event::Turn(Report::Ended(end)) => self.on_turn_end(*end),
                 Event::Turn(Report::Request(request)) => self.send_client_request(request),
                 Event::Turn(Report::ModeChanged { session_id, policy }) => {

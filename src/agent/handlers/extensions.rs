@@ -1020,18 +1020,57 @@ impl Dispatcher {
         let session_id = id.to_string();
         session
             .jobs
-            .set_on_end(std::sync::Arc::new(move |job: &str| {
-                let _ = events.send(crate::agent::dispatcher::Event::JobEnded {
+            .set_on_end(std::sync::Arc::new(move |job: &str, ended: bool| {
+                let _ = events.send(crate::agent::dispatcher::Event::JobChanged {
                     session_id: session_id.clone(),
                     job_id: job.to_string(),
+                    ended,
                 });
             }));
+        // Jobs of an earlier process: their records, ended.
+        let records: Vec<crate::tools::jobs::JobInfo> = self
+            .store()
+            .ok()
+            .and_then(|store| store.jobs(id).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|v| serde_json::from_value(v).ok())
+            .collect();
+        if records.is_empty() {
+            return;
+        }
+        let jobs = self.sessions[id].jobs.clone();
+        jobs.adopt(records);
+        for job in jobs.list() {
+            if let Ok(store) = self.store() {
+                let record = serde_json::to_value(&job).unwrap_or_default();
+                let _ = store.save_job(id, &job.job_id, &record);
+            }
+        }
+    }
+
+    /// A job started or ended: its record is committed; an end is told.
+    pub(in crate::agent) fn job_changed(&mut self, id: &str, job_id: &str, ended: bool) {
+        let Some(job) = self.sessions.get(id).and_then(|s| s.jobs.get(job_id)) else {
+            return;
+        };
+        let record = serde_json::to_value(&job).unwrap_or_default();
+        if let Ok(store) = self.store() {
+            if let Err(error) = store.save_job(id, job_id, &record) {
+                log::warn!("cannot store job {job_id}: {error}");
+            }
+        }
+        if ended {
+            self.job_ended(id, job_id);
+        } else {
+            self.event(id, "job", job_json(&job));
+        }
     }
 
     /// A job ended: the client hears of it; in an idle session whose inbox
     /// runs and whose last turn ended normally, the model is told (a turn
     /// with source `job`).
-    pub(in crate::agent) fn job_ended(&mut self, id: &str, job_id: &str) {
+    fn job_ended(&mut self, id: &str, job_id: &str) {
         let Some(session) = self.sessions.get(id) else {
             return;
         };

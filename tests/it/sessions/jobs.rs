@@ -288,3 +288,42 @@ fn workspace_windows_have_bounds_and_a_revision() {
         assert_eq!(error["code"], -32602, "{uri}: {error}");
     }
 }
+
+#[test]
+fn job_records_and_logs_survive_kill_9_and_reload() {
+    let space = Space::new("jobs-durable");
+    let server = FakeServer::start();
+    server.push(start_job(
+        "j1",
+        "echo kept output; echo $$ > j.pid; sleep 60",
+    ));
+    server.push(Reply::Sse(chat_text(&["It runs."])));
+    let mut agent = space.openai(&server);
+    let session = agent.new_session(&space.ws);
+    prompt(&mut agent, &session, "start it");
+    let pid: u64 = std::fs::read_to_string(space.ws.join("j.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    agent.kill();
+    // The job died with the agent.
+    wait_until("the job to die with the agent", || !alive(pid));
+    let mut agent = space.openai(&server);
+    super::load(&mut agent, &session, space.ws());
+    let listed = jobs(&mut agent, &session);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["state"], "killed");
+    let job = listed[0]["jobId"].clone();
+    let page = ok(
+        &mut agent,
+        "_spindle/job/transcript",
+        json!({"sessionId": session, "jobId": job}),
+    );
+    assert!(
+        page["text"].as_str().unwrap().contains("kept output"),
+        "{page}"
+    );
+    assert_eq!(page["complete"], true);
+    space.db.assert_sound();
+}
