@@ -174,6 +174,79 @@ impl Jobs {
         Ok(info)
     }
 
+    /// Takes over a foreground command that outlived its timeout: it goes
+    /// on as a job, its log starting with the output so far.
+    pub fn adopt_running(
+        self: &Arc<Self>,
+        spec: &JobSpec,
+        so_far: &str,
+        detached: crate::tools::process::Detached,
+    ) -> Result<JobInfo, String> {
+        let (command_line, cwd, log_cap, epoch) =
+            (&spec.command_line, &spec.cwd, spec.log_cap, spec.epoch);
+        let job_id = format!("job_{}", crate::util::random_hex());
+        let log_path = spec.log_dir.join(format!("{job_id}.log"));
+        let mut log = crate::tools::logs::create_file(&log_path)
+            .map_err(|e| format!("cannot create the job's log {}: {e}", log_path.display()))?;
+        let _ = log.write_all(so_far.as_bytes());
+        let seen = Arc::new(AtomicU64::new(so_far.len() as u64));
+        let info = JobInfo {
+            job_id: job_id.clone(),
+            command: command_line.clone(),
+            cwd: cwd.clone(),
+            state: "running".into(),
+            exit_code: None,
+            started_at: crate::store::time::now_rfc3339(),
+            ended_at: None,
+            output_bytes: so_far.len() as u64,
+            pid: detached.pid,
+            epoch,
+            log_path,
+        };
+        lock(&self.jobs).push(Job {
+            info: info.clone(),
+            stdin: None,
+            seen: seen.clone(),
+            model_offset: 0,
+            killed: false,
+        });
+        let jobs = Arc::clone(self);
+        let id = job_id.clone();
+        let spawned = thread::Builder::new()
+            .name("spindle-job-adopted".into())
+            .spawn(move || {
+                let mut kept = so_far_len(&seen);
+                let mut marked = false;
+                for chunk in detached.chunks.iter() {
+                    seen.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+                    if kept < log_cap {
+                        let take = ((log_cap - kept) as usize).min(chunk.len());
+                        let _ = log.write_all(&chunk[..take]);
+                        kept += take as u64;
+                    } else if !marked {
+                        marked = true;
+                        let _ = log.write_all("\n[… later output is not kept …]\n".as_bytes());
+                    }
+                }
+                let code = detached
+                    .statuses
+                    .recv()
+                    .ok()
+                    .and_then(|s| s.ok())
+                    .and_then(|s| s.code());
+                jobs.ended(&id, code);
+            });
+        if spawned.is_err() {
+            kill_group(detached.pid);
+            return Err("cannot watch the job".into());
+        }
+        let on_change = lock(&self.on_end).clone();
+        if let Some(on_change) = on_change {
+            on_change(&job_id, false);
+        }
+        Ok(info)
+    }
+
     /// Takes back the records of an earlier process's jobs: ended (their
     /// processes died with it), their logs still readable.
     pub fn adopt(&self, records: Vec<JobInfo>) {
@@ -314,6 +387,10 @@ impl Jobs {
             }
         }
     }
+}
+
+fn so_far_len(seen: &AtomicU64) -> u64 {
+    seen.load(Ordering::SeqCst)
 }
 
 /// Copies the job's output into its log, up to `cap` bytes; then a

@@ -47,6 +47,18 @@ pub struct CommandSpec {
     /// Run inside the operating-system sandbox: the Spindle binary (the
     /// launcher) and what the command may do.
     pub sandbox: Option<(PathBuf, crate::sandbox::Profile)>,
+    /// At its timeout the command is not killed but handed over, still
+    /// running (`CommandResult::detached`), to become a background job.
+    pub detach_on_timeout: bool,
+}
+
+/// A command that outlived its timeout, handed over alive: its process
+/// group, the rest of its output, and its exit.
+#[derive(Debug, Clone)]
+pub struct Detached {
+    pub pid: u32,
+    pub chunks: Receiver<Vec<u8>>,
+    pub statuses: Receiver<io::Result<ExitStatus>>,
 }
 
 impl CommandSpec {
@@ -62,6 +74,7 @@ impl CommandSpec {
             env_remove: Vec::new(),
             env_set: Vec::new(),
             sandbox: None,
+            detach_on_timeout: false,
         }
     }
 }
@@ -81,6 +94,8 @@ pub struct CommandResult {
     pub truncated: bool,
     /// The shell's pid, which is also the process group id.
     pub pid: u32,
+    /// The command still runs (its timeout came with `detach_on_timeout`).
+    pub detached: Option<Detached>,
 }
 
 /// How often, at most, `on_output` is called while the command runs.
@@ -291,8 +306,15 @@ pub fn run(
             .stdout(writer)
             .stderr(writer_err)
             .process_group(0);
-        die_with_parent(&mut command);
-        command.spawn()?
+        if spec.detach_on_timeout {
+            // It may outlive this thread as a job: tied to the agent's
+            // long-lived spawner thread instead (the parent-death signal
+            // follows the thread that spawned).
+            spawn_tied_to_agent(command)?
+        } else {
+            die_with_parent(&mut command);
+            command.spawn()?
+        }
         // The command, and with it the parent's copies of the write end,
         // is dropped here; otherwise the pipe would never reach EOF.
     };
@@ -340,6 +362,33 @@ pub fn run(
         }
     };
 
+    if ending == Ending::TimedOut && spec.detach_on_timeout && !state.shell_done {
+        // Handed over alive: the job keeps reading its output and waits
+        // for its exit.
+        guard.armed = false;
+        state.stream.finish();
+        if let Some(log) = &mut state.log {
+            let _ = log.finish();
+        }
+        let (output, truncated) = state
+            .buffer
+            .finish(state.log.as_ref().map(|l| (l.path.as_path(), l.complete())));
+        return Ok(CommandResult {
+            exit_code: None,
+            signal: None,
+            timed_out: true,
+            cancelled: false,
+            output,
+            total_bytes: state.buffer.total,
+            truncated,
+            pid,
+            detached: Some(Detached {
+                pid,
+                chunks: std::mem::replace(&mut state.chunks, never()),
+                statuses: std::mem::replace(&mut state.statuses, never()),
+            }),
+        });
+    }
     // Every path kills the group: on timeout and cancel to stop the command,
     // otherwise to end background jobs it left behind. If the shell is
     // already reaped, its id stays reserved while any member of its group
@@ -382,6 +431,7 @@ pub fn run(
         total_bytes: state.buffer.total,
         truncated,
         pid,
+        detached: None,
     })
 }
 

@@ -34,6 +34,8 @@ impl Runner<'_> {
         spec.env_remove = launch.env_remove;
         spec.env_set = launch.env_set;
         spec.sandbox = launch.sandbox;
+        // A slow build is never lost to its timeout: it goes on as a job.
+        spec.detach_on_timeout = self.processes.session_dir.is_some();
         // The editor sees the tail of the output as it arrives.
         let mut shown = String::new();
         let mut on_output = |text: &str| {
@@ -58,6 +60,35 @@ impl Runner<'_> {
         };
         if result.cancelled {
             return Ending::Cancelled;
+        }
+        if let (Some(detached), Some(log_dir)) = (result.detached, &self.processes.session_dir) {
+            let spec = crate::tools::jobs::JobSpec {
+                command_line: command_line.to_string(),
+                cwd: cwd.to_path_buf(),
+                env_remove: Vec::new(),
+                env_set: Vec::new(),
+                sandbox: None,
+                log_dir: log_dir.clone(),
+                log_cap: self.processes.log_cap,
+                epoch: self.epoch,
+            };
+            let adopted = self.jobs.adopt_running(&spec, &result.output, detached);
+            return match adopted {
+                Ok(job) => {
+                    let text = format!(
+                        "Still running after {} s, so it goes on in the background as job {} (pid {}); wait for it with job_output, or stop it with job_stop. Its output so far:\n{}",
+                        timeout.as_secs(),
+                        job.job_id,
+                        job.pid,
+                        if result.output.is_empty() { "(none)" } else { &result.output }
+                    );
+                    Ending::Completed {
+                        content: vec![text_content(&text)],
+                        text,
+                    }
+                }
+                Err(error) => failed(format!("Error: {error}")),
+            };
         }
         let status = if result.timed_out {
             format!(

@@ -89,10 +89,17 @@ fn run_command_reports_exit_code_output_cap_and_timeout() {
     assert_eq!(full.len(), 100_000, "{log}");
     assert!(full.iter().all(|&b| b == b'a'));
 
-    assert_eq!(turn.final_status("c4"), "failed");
+    // Past its timeout a command is not killed: it goes on as a job the
+    // session owns (and dies with it).
+    assert_eq!(turn.final_status("c4"), "completed");
     let text = turn.final_text("c4");
-    assert!(text.contains("Timed out after 1 s"), "{text}");
-    assert_group_gone(read_pid(&space.path("c4.pid")).expect("c4.pid"));
+    assert!(text.contains("Still running after 1 s"), "{text}");
+    assert!(text.contains("as job job_"), "{text}");
+    let c4 = read_pid(&space.path("c4.pid")).expect("c4.pid");
+    assert!(
+        fs::metadata(format!("/proc/{c4}")).is_ok(),
+        "the job still runs after the turn"
+    );
 
     for id in ["c5", "c6"] {
         assert_eq!(turn.final_status(id), "completed", "{id}\n{}", turn.dump());
@@ -101,4 +108,8 @@ fn run_command_reports_exit_code_output_cap_and_timeout() {
     }
     assert!(turn.final_text("c6").contains("lingering"));
     assert!(started.elapsed() < Duration::from_secs(15));
+    // The agent's end ends the job, its whole group.
+    agent.close_stdin();
+    agent.wait_exit(WAIT).expect("the agent exits at the end of input");
+    assert_group_gone(c4);
 }
