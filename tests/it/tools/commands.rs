@@ -110,6 +110,8 @@ fn run_command_reports_exit_code_output_cap_and_timeout() {
     assert!(started.elapsed() < Duration::from_secs(15));
     // The agent's end ends the job, its whole group.
     agent.close_stdin();
-    agent.wait_exit(WAIT).expect("the agent exits at the end of input");
+    agent
+        .wait_exit(WAIT)
+        .expect("the agent exits at the end of input");
     assert_group_gone(c4);
 }
