@@ -404,3 +404,67 @@ fn delivery_says_when_a_goal_was_declared_complete_unverified() {
     );
     assert!(goal["budget"]["maxContinuations"].as_u64().unwrap() >= 100);
 }
+
+/// Each budget trips the same way: model calls, tokens and cost here
+/// (continuations above), through the config's `goal` settings.
+#[test]
+fn model_call_token_and_cost_budgets_trip() {
+    for (limit, why) in [
+        (json!({"max_model_calls": 2}), "model calls"),
+        (json!({"max_tokens": 1000}), "tokens"),
+        (json!({"max_cost": 0.001}), "cost"),
+    ] {
+        let space = Space::new("goal-budgets");
+        let server = FakeServer::start();
+        for _ in 0..4 {
+            // Each answer reports 600 tokens.
+            server.push(Reply::Sse(vec![
+                chunk_role(),
+                chunk_content("More."),
+                chunk_finish("stop"),
+                crate::support::fake_openai::chunk_usage(500, 100),
+                done(),
+            ]));
+        }
+        let config = space.base.join("config.json");
+        std::fs::write(
+            &config,
+            json!({
+                "providers": {"fake": {"kind": "openai", "base_url": server.base_url(), "api_key_env": "K"}},
+                "models": {"fake/m": {"price": {"input": 1.0, "output": 1.0}}},
+                "defaults": {"model": "fake/m"},
+                "goal": limit,
+            })
+            .to_string(),
+        )
+        .unwrap();
+        let db = space.db.arg();
+        let mut agent = Agent::spawn(
+            &[
+                "acp",
+                "--config",
+                config.to_str().unwrap(),
+                "--db",
+                &db,
+                "--permissions",
+                "yolo",
+            ],
+            &[("K", "k")],
+        );
+        agent.initialize();
+        let session = agent.new_session(&space.ws);
+        goal_mode(&mut agent, &session);
+        let (answer, _) = prompt(&mut agent, &session, "spend");
+        assert_eq!(
+            answer["result"]["stopReason"], "max_turn_requests",
+            "{why}: {answer}"
+        );
+        let goal = status_goal(&mut agent, &session);
+        assert_eq!(goal["status"], "budget_exhausted", "{why}");
+        assert!(
+            goal["checkpoint"].as_str().unwrap().contains(why),
+            "{why}: {goal}"
+        );
+        assert!(server.requests().len() <= 2, "{why}: stopped early");
+    }
+}
