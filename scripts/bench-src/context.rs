@@ -9,18 +9,17 @@
 //! besides the model's time.
 
 use crate::agent::{new_session_in, AgentProcess};
+use crate::chat_server::{
+    content, fake_config, text_chunks, tool_call_chunks, ChatRequest, ChatServer, Sse,
+};
 use crate::report::{group, Row, Stats};
 use crate::workspace::Bench;
 use crate::{INIT_TIMEOUT, SCRIPTED_PROMPT_TIMEOUT, SUGGESTED};
 use serde_json::{json, Value};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
 
 /// Prompts in the session.
 const PROMPTS: usize = 200;
@@ -48,8 +47,6 @@ const SUMMARY_MARK: &str = "about to be replaced by your summary";
 const COMPACTED_MARK: &str = "(The earlier conversation was compacted";
 /// How an elided tool result starts.
 const STUB_MARK: &str = "[Output of ";
-
-const SERVER_WAIT: Duration = Duration::from_secs(2);
 
 /// Figure 10: runs the long session with and without automatic
 /// compaction, prints the runs and adds the rows.
@@ -534,15 +531,12 @@ impl Bench {
     /// One session of `PROMPTS` prompts against a fresh fake server.
     fn long_session(&self, dir: &Path, setting: Setting) -> Result<SessionRun, String> {
         let server = ContextServer::start()?;
-        let mut config = json!({
-            "providers": { "fake": {
-                "kind": "openai",
-                "base_url": server.base_url,
-                "api_key_env": "BENCH_CTX_KEY",
-            }},
-            "models": { "fake/ctx": { "context_window": setting.window() } },
-            "defaults": { "model": "fake/ctx" },
-        });
+        let mut config = fake_config(
+            &server.chat.base_url,
+            "BENCH_CTX_KEY",
+            "ctx",
+            setting.window(),
+        );
         if setting == Setting::Off {
             config["context"] = json!({ "auto_compact": "off" });
         }
@@ -550,22 +544,8 @@ impl Bench {
             .work
             .dir
             .join(format!("context-{}.config.json", setting.letter()));
-        std::fs::write(&config_path, config.to_string())
-            .map_err(|e| format!("cannot write {}: {e}", config_path.display()))?;
-
-        let mut command = Command::new(&self.binary);
-        command
-            .arg("acp")
-            .arg("--config")
-            .arg(&config_path)
-            .args(["--permissions", "yolo", "--max-steps", "100000"])
-            .env_remove("RUST_LOG")
-            .env_remove("SPINDLE_SEARCH")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("ANTHROPIC_API_KEY")
-            .env("SPINDLE_HOME", self.work.home())
-            .env("BENCH_CTX_KEY", "k");
+        let mut command = self.chat_agent(&config_path, &config, "BENCH_CTX_KEY")?;
+        command.args(["--max-steps", "100000"]);
         let mut process = AgentProcess::spawn(command)?;
         process.request("initialize", json!({ "protocolVersion": 1 }), INIT_TIMEOUT)?;
         let (session, _) = new_session_in(&mut process, dir)?;
@@ -626,7 +606,7 @@ impl Bench {
 }
 
 // ---------------------------------------------------------------------------
-// The fake server
+// The fake server's replies
 
 /// One chat request as the server saw it.
 struct Served {
@@ -653,181 +633,43 @@ impl Served {
     }
 }
 
-#[derive(Default)]
-struct Log {
-    requests: Vec<Served>,
-    others: Vec<String>,
-    errors: Vec<String>,
-}
-
 /// A Chat Completions server that plays a model reading `data.txt` once
 /// per prompt and writing summaries when asked.
 struct ContextServer {
-    base_url: String,
-    address: SocketAddr,
+    chat: ChatServer<Served>,
     /// The prompt being sent, for the requests to be counted under.
     prompt: Arc<AtomicUsize>,
-    log: Arc<Mutex<Log>>,
-    /// Connections accepted and not yet logged.
-    open: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
 }
 
 impl ContextServer {
     fn start() -> Result<ContextServer, String> {
-        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot bind: {e}"))?;
-        let address = listener
-            .local_addr()
-            .map_err(|e| format!("no local address: {e}"))?;
-        let server = ContextServer {
-            base_url: format!("http://{address}/v1"),
-            address,
-            prompt: Arc::new(AtomicUsize::new(0)),
-            log: Arc::new(Mutex::new(Log::default())),
-            open: Arc::new(AtomicUsize::new(0)),
-            stop: Arc::new(AtomicBool::new(false)),
-        };
-        let prompt = server.prompt.clone();
-        let log = server.log.clone();
-        let open = server.open.clone();
-        let stop = server.stop.clone();
-        let calls = Arc::new(AtomicUsize::new(0));
-        thread::Builder::new()
-            .name("bench-ctx-server".into())
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    let Ok(stream) = stream else { continue };
-                    open.fetch_add(1, Ordering::SeqCst);
-                    let (prompt, log, done, calls) =
-                        (prompt.clone(), log.clone(), open.clone(), calls.clone());
-                    let spawned =
-                        thread::Builder::new()
-                            .name("bench-ctx-conn".into())
-                            .spawn(move || {
-                                let result = serve(stream, &prompt, &calls);
-                                if let Ok(mut log) = log.lock() {
-                                    match result {
-                                        Ok(Handled::Chat(served)) => log.requests.push(served),
-                                        Ok(Handled::Other(line)) => log.others.push(line),
-                                        Err(err) => log.errors.push(err),
-                                    }
-                                }
-                                done.fetch_sub(1, Ordering::SeqCst);
-                            });
-                    if spawned.is_err() {
-                        open.fetch_sub(1, Ordering::SeqCst);
-                    }
-                }
-            })
-            .map_err(|e| format!("cannot start the server thread: {e}"))?;
-        Ok(server)
+        let prompt = Arc::new(AtomicUsize::new(0));
+        let calls = AtomicUsize::new(0);
+        let current = prompt.clone();
+        let chat = ChatServer::start("ctx", move |request, sse| {
+            reply(request, sse, current.load(Ordering::SeqCst), &calls)
+        })?;
+        Ok(ContextServer { chat, prompt })
     }
 
     /// Waits for the connections in flight, then takes the log: the chat
     /// requests in the order received, the other requests, the errors.
     fn finish(&self) -> (Vec<Served>, Vec<String>, Vec<String>) {
-        let deadline = Instant::now() + SERVER_WAIT;
-        while self.open.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(1));
-        }
-        let Ok(mut log) = self.log.lock() else {
-            return (Vec::new(), Vec::new(), vec!["the log is poisoned".into()]);
-        };
-        let mut log = std::mem::take(&mut *log);
-        log.requests.sort_by_key(|r| r.received);
-        (log.requests, log.others, log.errors)
+        let mut log = self.chat.finish();
+        log.served.sort_by_key(|r| r.received);
+        (log.served, log.others, log.errors)
     }
 }
 
-impl Drop for ContextServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wakes the accept loop so it sees the flag.
-        let _ = TcpStream::connect_timeout(&self.address, Duration::from_secs(1));
-    }
-}
-
-enum Handled {
-    Chat(Served),
-    Other(String),
-}
-
-/// Reads one request and answers it: a chat request by its last message,
-/// anything else with 404.
-fn serve(
-    mut stream: TcpStream,
-    prompt: &AtomicUsize,
+/// Answers a chat request by its last message: a summary when asked for
+/// one, "Read." after a tool result, else a `read_file` call.
+fn reply(
+    request: &ChatRequest,
+    sse: &mut Sse,
+    prompt: usize,
     calls: &AtomicUsize,
-) -> Result<Handled, String> {
-    let io = |what: &str, err: std::io::Error| format!("{what}: {err}");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|e| io("set_read_timeout", e))?;
-    stream
-        .set_write_timeout(Some(Duration::from_secs(10)))
-        .map_err(|e| io("set_write_timeout", e))?;
-    let _ = stream.set_nodelay(true);
-
-    let mut buffer = Vec::with_capacity(64 * 1024);
-    let mut scratch = vec![0u8; 64 * 1024];
-    let header_end = loop {
-        if let Some(end) = find(&buffer, b"\r\n\r\n") {
-            break end + 4;
-        }
-        if buffer.len() > 64 * 1024 {
-            return Err("request head over 64 KiB".into());
-        }
-        let n = stream
-            .read(&mut scratch)
-            .map_err(|e| io("reading the request", e))?;
-        if n == 0 {
-            return Err("the client closed before sending its head".into());
-        }
-        buffer.extend_from_slice(&scratch[..n]);
-    };
-    let received = Instant::now();
-    let head = String::from_utf8_lossy(&buffer[..header_end]).to_string();
-    let request_line = head.lines().next().unwrap_or_default().to_string();
-    let content_length = head
-        .lines()
-        .filter_map(|line| line.split_once(':'))
-        .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, value)| value.trim().parse::<usize>().ok())
-        .unwrap_or(0);
-    let mut body = buffer.split_off(header_end);
-    body.reserve(content_length.saturating_sub(body.len()));
-    while body.len() < content_length {
-        let n = stream
-            .read(&mut scratch)
-            .map_err(|e| io("reading the request body", e))?;
-        if n == 0 {
-            return Err("the client closed in the middle of its request body".into());
-        }
-        body.extend_from_slice(&scratch[..n]);
-    }
-
-    if !request_line.starts_with("POST /v1/chat/completions ") {
-        let text = r#"{"error":{"message":"bench: not found"}}"#;
-        let answer = format!(
-            "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-            text.len()
-        );
-        let _ = stream.write_all(answer.as_bytes());
-        let _ = stream.shutdown(std::net::Shutdown::Write);
-        let shown = request_line
-            .split(' ')
-            .take(2)
-            .collect::<Vec<_>>()
-            .join(" ");
-        return Ok(Handled::Other(shown));
-    }
-
-    let request: Value =
-        serde_json::from_slice(&body).map_err(|e| format!("the chat request is not JSON: {e}"))?;
-    let messages: &[Value] = request["messages"].as_array().map_or(&[], Vec::as_slice);
+) -> Result<Served, String> {
+    let messages = request.messages();
     let last = messages.last().unwrap_or(&Value::Null);
     let summary = content(last).contains(SUMMARY_MARK);
     let stubs = messages
@@ -837,8 +679,7 @@ fn serve(
     let compacted = messages
         .iter()
         .any(|m| m["role"] == "user" && content(m).starts_with(COMPACTED_MARK));
-    let has_tools = request.get("tools").is_some();
-    let prompt = prompt.load(Ordering::SeqCst);
+    let has_tools = request.body.get("tools").is_some();
 
     let chunks: Vec<Value> = if summary {
         text_chunks(&format!(
@@ -848,53 +689,17 @@ fn serve(
         text_chunks("Read.")
     } else {
         let id = format!("call_{}", calls.fetch_add(1, Ordering::Relaxed) + 1);
-        vec![
-            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{
-                "index": 0, "id": id, "type": "function",
-                "function": {"name": "read_file", "arguments": "{\"path\":\"data.txt\"}"}
-            }]}, "finish_reason": null}]}),
-            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
-        ]
+        tool_call_chunks(&id, "read_file", "{\"path\":\"data.txt\"}")
     };
-    let mut answer = String::from(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n",
-    );
-    for chunk in &chunks {
-        answer.push_str(&format!("data: {chunk}\n\n"));
-    }
-    answer.push_str("data: [DONE]\n\n");
-    stream
-        .write_all(answer.as_bytes())
-        .and_then(|()| stream.flush())
-        .map_err(|e| io("writing the answer", e))?;
-    let written = Instant::now();
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-    Ok(Handled::Chat(Served {
+    let written = sse.finish(&chunks)?;
+    Ok(Served {
         prompt,
-        bytes: body.len(),
+        bytes: request.bytes,
         summary,
         has_tools,
         stubs,
         compacted,
-        received,
+        received: request.received,
         written,
-    }))
-}
-
-/// A message's text (only user messages with images have other content
-/// than a string).
-fn content(message: &Value) -> &str {
-    message["content"].as_str().unwrap_or_default()
-}
-
-/// A text answer: its content, then `stop`.
-fn text_chunks(text: &str) -> Vec<Value> {
-    vec![
-        json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]}),
-        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
-    ]
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    })
 }

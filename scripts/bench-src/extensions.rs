@@ -1,28 +1,32 @@
-//! Figure 11: the vendor extensions under load, against a fake Chat
-//! Completions server of the figure's own. (a) `_spindle/session/status`
-//! answered while the model streams: 200 requests, one after another
-//! (10 ms apart), during a live stream of a content chunk every 5 ms. (b) What one
-//! `_spindle/session/steer` costs the agent: a prompt whose first model
-//! request is answered with a `list_directory` call after a 300 ms pause,
-//! steered 100 ms after it was sent, against the same prompt unsteered;
-//! the time from the server finishing the first answer to the second
-//! request arriving, the model's time left out.
+//! Figure 11: the vendor extensions under load, against the fake Chat
+//! Completions server (`chat_server`) with replies of the figure's own.
+//! (a) `_spindle/session/status` answered while the model streams: 200
+//! requests, one after another (10 ms apart), during a live stream of a
+//! content chunk every 5 ms. (b) What one `_spindle/session/steer` costs
+//! the agent: a prompt whose first model request is answered with a
+//! `list_directory` call after a 300 ms pause, steered 100 ms after it was
+//! sent, against the same prompt unsteered; the time from the server
+//! finishing the first answer to the second request arriving, the model's
+//! time left out.
 //!
 //! `AgentProcess::request` waits for its answer, and both parts write
 //! requests while a prompt is unanswered, so the agent is driven here with
 //! raw lines.
 
+use crate::chat_server::{
+    content, content_chunk, fake_config, stop_chunk, text_chunks, tool_call_chunks, ChatRequest,
+    ChatServer, Sse,
+};
 use crate::report::{Row, Stats};
 use crate::workspace::Bench;
 use crate::{INIT_TIMEOUT, REQUEST_TIMEOUT, SCRIPTED_PROMPT_TIMEOUT, SUGGESTED};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -50,8 +54,6 @@ const SUGGESTED_STEER_MS: f64 = 5.0;
 const STREAM_PROMPT: &str = "Stream: tell me a long story.";
 const RUN_MARK: &str = "Run ";
 
-const SERVER_WAIT: Duration = Duration::from_secs(2);
-
 /// Figure 11: status during a stream and the cost of a steer.
 pub(crate) fn report_extensions(bench: &Bench, rows: &mut Vec<Row>, failed: &mut bool) {
     println!(
@@ -67,7 +69,7 @@ pub(crate) fn report_extensions(bench: &Bench, rows: &mut Vec<Row>, failed: &mut
 
     let setup = ExtServer::start().and_then(|server| {
         let dir = bench.extensions_dir()?;
-        let agent = Agent::spawn(bench, &server.base_url)?;
+        let agent = Agent::spawn(bench, &server.chat.base_url)?;
         Ok((server, dir, agent))
     });
     let (server, dir, mut agent) = match setup {
@@ -477,34 +479,13 @@ struct Agent {
 
 impl Agent {
     fn spawn(bench: &Bench, base_url: &str) -> Result<Agent, String> {
-        let config = json!({
-            "providers": { "fake": {
-                "kind": "openai",
-                "base_url": base_url,
-                "api_key_env": "BENCH_EXT_KEY",
-            }},
-            "models": { "fake/ext": { "context_window": 128_000 } },
-            "defaults": { "model": "fake/ext" },
-        });
+        let config = fake_config(base_url, "BENCH_EXT_KEY", "ext", 128_000);
         let config_path = bench.work.dir.join("extensions.config.json");
-        std::fs::write(&config_path, config.to_string())
-            .map_err(|e| format!("cannot write {}: {e}", config_path.display()))?;
         let stderr_path = bench.work.dir.join("extensions.stderr");
         let stderr = std::fs::File::create(&stderr_path)
             .map_err(|e| format!("cannot create {}: {e}", stderr_path.display()))?;
-        let mut command = Command::new(&bench.binary);
+        let mut command = bench.chat_agent(&config_path, &config, "BENCH_EXT_KEY")?;
         command
-            .arg("acp")
-            .arg("--config")
-            .arg(&config_path)
-            .args(["--permissions", "yolo"])
-            .env_remove("RUST_LOG")
-            .env_remove("SPINDLE_SEARCH")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("ANTHROPIC_API_KEY")
-            .env("SPINDLE_HOME", bench.work.home())
-            .env("BENCH_EXT_KEY", "k")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr));
@@ -691,7 +672,7 @@ impl Drop for Agent {
 }
 
 // ---------------------------------------------------------------------------
-// The fake server
+// The fake server's replies
 
 /// The second model request of a run.
 struct Second {
@@ -713,169 +694,41 @@ struct RunLog {
     second: Option<Second>,
 }
 
-#[derive(Default)]
-struct Log {
-    runs: HashMap<usize, RunLog>,
-    others: Vec<String>,
-    errors: Vec<String>,
-}
+type Runs = Mutex<HashMap<usize, RunLog>>;
 
 /// A Chat Completions server: the stream prompt gets a long live stream;
 /// a run's first request a `list_directory` call after `MODEL_PAUSE`;
 /// anything after a tool result a short text.
 struct ExtServer {
-    base_url: String,
-    address: SocketAddr,
-    log: Arc<Mutex<Log>>,
-    /// Connections accepted and not yet done.
-    open: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
+    chat: ChatServer<()>,
+    runs: Arc<Runs>,
 }
 
 impl ExtServer {
     fn start() -> Result<ExtServer, String> {
-        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot bind: {e}"))?;
-        let address = listener
-            .local_addr()
-            .map_err(|e| format!("no local address: {e}"))?;
-        let server = ExtServer {
-            base_url: format!("http://{address}/v1"),
-            address,
-            log: Arc::new(Mutex::new(Log::default())),
-            open: Arc::new(AtomicU64::new(0)),
-            stop: Arc::new(AtomicBool::new(false)),
-        };
-        let (log, open, stop) = (server.log.clone(), server.open.clone(), server.stop.clone());
-        thread::Builder::new()
-            .name("bench-ext-server".into())
-            .spawn(move || {
-                for (call, stream) in listener.incoming().enumerate() {
-                    if stop.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    let Ok(stream) = stream else { continue };
-                    open.fetch_add(1, Ordering::SeqCst);
-                    let (log, done) = (log.clone(), open.clone());
-                    let spawned =
-                        thread::Builder::new()
-                            .name("bench-ext-conn".into())
-                            .spawn(move || {
-                                if let Err(err) = serve(stream, call + 1, &log) {
-                                    if let Ok(mut log) = log.lock() {
-                                        log.errors.push(err);
-                                    }
-                                }
-                                done.fetch_sub(1, Ordering::SeqCst);
-                            });
-                    if spawned.is_err() {
-                        open.fetch_sub(1, Ordering::SeqCst);
-                    }
-                }
-            })
-            .map_err(|e| format!("cannot start the server thread: {e}"))?;
-        Ok(server)
+        let runs = Arc::new(Runs::default());
+        let logged = runs.clone();
+        let chat = ChatServer::start("ext", move |request, sse| reply(request, sse, &logged))?;
+        Ok(ExtServer { chat, runs })
     }
 
     /// Takes what the server saw of run `n`.
     fn run(&self, n: usize) -> Option<RunLog> {
-        self.log.lock().ok()?.runs.remove(&n)
+        self.runs.lock().ok()?.remove(&n)
     }
 
     /// Waits for the connections in flight, then takes the other requests
     /// and the errors.
     fn finish(&self) -> (Vec<String>, Vec<String>) {
-        let deadline = Instant::now() + SERVER_WAIT;
-        while self.open.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(1));
-        }
-        match self.log.lock() {
-            Ok(mut log) => (
-                std::mem::take(&mut log.others),
-                std::mem::take(&mut log.errors),
-            ),
-            Err(_) => (Vec::new(), vec!["the log is poisoned".into()]),
-        }
+        let log = self.chat.finish();
+        (log.others, log.errors)
     }
 }
 
-impl Drop for ExtServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wakes the accept loop so it sees the flag.
-        let _ = TcpStream::connect_timeout(&self.address, Duration::from_secs(1));
-    }
-}
-
-/// Reads one request and answers it.
-fn serve(mut stream: TcpStream, call: usize, log: &Mutex<Log>) -> Result<(), String> {
-    let io = |what: &str, err: std::io::Error| format!("{what}: {err}");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|e| io("set_read_timeout", e))?;
-    stream
-        .set_write_timeout(Some(Duration::from_secs(10)))
-        .map_err(|e| io("set_write_timeout", e))?;
-    let _ = stream.set_nodelay(true);
-
-    let mut buffer = Vec::with_capacity(64 * 1024);
-    let mut scratch = vec![0u8; 64 * 1024];
-    let header_end = loop {
-        if let Some(end) = find(&buffer, b"\r\n\r\n") {
-            break end + 4;
-        }
-        if buffer.len() > 64 * 1024 {
-            return Err("request head over 64 KiB".into());
-        }
-        let n = stream
-            .read(&mut scratch)
-            .map_err(|e| io("reading the request", e))?;
-        if n == 0 {
-            return Err("the client closed before sending its head".into());
-        }
-        buffer.extend_from_slice(&scratch[..n]);
-    };
-    let received = Instant::now();
-    let head = String::from_utf8_lossy(&buffer[..header_end]).to_string();
-    let request_line = head.lines().next().unwrap_or_default().to_string();
-    let content_length = head
-        .lines()
-        .filter_map(|line| line.split_once(':'))
-        .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, value)| value.trim().parse::<usize>().ok())
-        .unwrap_or(0);
-    let mut body = buffer.split_off(header_end);
-    while body.len() < content_length {
-        let n = stream
-            .read(&mut scratch)
-            .map_err(|e| io("reading the request body", e))?;
-        if n == 0 {
-            return Err("the client closed in the middle of its request body".into());
-        }
-        body.extend_from_slice(&scratch[..n]);
-    }
-
-    if !request_line.starts_with("POST /v1/chat/completions ") {
-        let text = r#"{"error":{"message":"bench: not found"}}"#;
-        let answer = format!(
-            "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-            text.len()
-        );
-        let _ = stream.write_all(answer.as_bytes());
-        let _ = stream.shutdown(std::net::Shutdown::Write);
-        let shown = request_line
-            .split(' ')
-            .take(2)
-            .collect::<Vec<_>>()
-            .join(" ");
-        if let Ok(mut log) = log.lock() {
-            log.others.push(shown);
-        }
-        return Ok(());
-    }
-
-    let request: Value =
-        serde_json::from_slice(&body).map_err(|e| format!("the chat request is not JSON: {e}"))?;
-    let messages: &[Value] = request["messages"].as_array().map_or(&[], Vec::as_slice);
+/// Answers a chat request by its first user message and whether a tool
+/// result came yet.
+fn reply(request: &ChatRequest, sse: &mut Sse, runs: &Runs) -> Result<(), String> {
+    let messages = request.messages();
     let first_user = messages
         .iter()
         .find(|m| m["role"] == "user")
@@ -888,104 +741,49 @@ fn serve(mut stream: TcpStream, call: usize, log: &Mutex<Log>) -> Result<(), Str
         .and_then(|rest| rest.split(':').next())
         .and_then(|n| n.parse::<usize>().ok());
 
-    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
-    let write = |stream: &mut TcpStream, text: &str| {
-        stream
-            .write_all(text.as_bytes())
-            .and_then(|()| stream.flush())
-            .map_err(|e| io("writing the answer", e))
-    };
-    let event = |chunk: Value| format!("data: {chunk}\n\n");
-
     if first_user == STREAM_PROMPT && !after_tool {
         // A long, live stream.
-        write(&mut stream, head)?;
-        write(&mut stream, &event(content_chunk("Once upon a time")))?;
+        sse.send(&[])?;
+        sse.send(&[content_chunk("Once upon a time")])?;
         let started = Instant::now();
         while started.elapsed() < STREAM_FOR {
             thread::sleep(TICK);
-            write(&mut stream, &event(content_chunk(" and then")))?;
+            sse.send(&[content_chunk(" and then")])?;
         }
-        write(
-            &mut stream,
-            &format!("{}data: [DONE]\n\n", event(stop_chunk())),
-        )?;
+        sse.finish(&[stop_chunk()])?;
     } else if let (Some(run), false) = (run, after_tool) {
-        if let Ok(mut log) = log.lock() {
-            log.runs.entry(run).or_default().requests += 1;
+        if let Ok(mut runs) = runs.lock() {
+            runs.entry(run).or_default().requests += 1;
         }
-        write(&mut stream, head)?;
+        sse.send(&[])?;
         thread::sleep(MODEL_PAUSE);
-        let call = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{
-            "index": 0, "id": format!("call_{call}"), "type": "function",
-            "function": {"name": "list_directory", "arguments": "{}"}
-        }]}, "finish_reason": null}]});
-        let done = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]});
-        let answer = format!("{}{}data: [DONE]\n\n", event(call), event(done));
+        let chunks = tool_call_chunks(&format!("call_{}", request.call), "list_directory", "{}");
         // Taken just before the write (a few hundred bytes to a local
         // socket, microseconds): after it, this thread may lose the CPU to
         // the agent reacting, and the second request would seem to arrive
         // before the first answer was written.
         let written = Instant::now();
-        write(&mut stream, &answer)?;
-        if let Ok(mut log) = log.lock() {
-            log.runs.entry(run).or_default().first_written = Some(written);
+        sse.finish(&chunks)?;
+        if let Ok(mut runs) = runs.lock() {
+            runs.entry(run).or_default().first_written = Some(written);
         }
     } else {
         if let Some(run) = run {
             let last = messages.last().unwrap_or(&Value::Null);
-            let last_user = messages
-                .iter()
-                .rev()
-                .find(|m| m["role"] == "user")
-                .map(content)
-                .unwrap_or_default();
-            if let Ok(mut log) = log.lock() {
-                let entry = log.runs.entry(run).or_default();
+            let last_user = request.last_user().into_owned();
+            if let Ok(mut runs) = runs.lock() {
+                let entry = runs.entry(run).or_default();
                 entry.requests += 1;
                 if entry.second.is_none() {
                     entry.second = Some(Second {
-                        received,
+                        received: request.received,
                         last_is_user: last["role"] == "user",
                         last_user,
                     });
                 }
             }
         }
-        write(
-            &mut stream,
-            &format!(
-                "{head}{}{}data: [DONE]\n\n",
-                event(content_chunk("Listed.")),
-                event(stop_chunk())
-            ),
-        )?;
+        sse.finish(&text_chunks("Listed."))?;
     }
-    let _ = stream.shutdown(std::net::Shutdown::Write);
     Ok(())
-}
-
-/// A message's text: a string, or the text parts of an array.
-fn content(message: &Value) -> String {
-    match &message["content"] {
-        Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|part| part["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        _ => String::new(),
-    }
-}
-
-fn content_chunk(text: &str) -> Value {
-    json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]})
-}
-
-fn stop_chunk() -> Value {
-    json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }

@@ -42,12 +42,20 @@
 //!     `list_directory` call after 300 ms, steered at 100 ms, against the
 //!     same prompt unsteered: from the first answer written to the second
 //!     request received), with the steer's round trip.
+//! 12. Goals, against a fake Chat Completions server: one prompt in goal
+//!     mode answered with a short text 50 times over, each time continued
+//!     by the agent, then with a `goal_update` call of status `complete`:
+//!     the agent's own time per continuation (from an answer written to
+//!     the next request received) and the size of the request and of the
+//!     continuation message at the first continuation and the 50th.
 
 mod agent;
+mod chat_server;
 mod context;
 mod cpu;
 mod extensions;
 mod fake_server;
+mod goals;
 mod hostile;
 mod load;
 mod report;
@@ -155,6 +163,10 @@ fn main() -> ExitCode {
 
     // 11: status during a stream and the cost of a steer.
     extensions::report_extensions(&bench, &mut rows, &mut failed);
+    println!();
+
+    // 12: the agent's own time per goal continuation.
+    goals::report_goals(&bench, &mut rows, &mut failed);
     println!();
 
     report::print_summary(&rows);
