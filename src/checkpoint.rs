@@ -66,9 +66,10 @@ pub struct ScanCache {
     files: HashMap<PathBuf, Seen>,
 }
 
-/// The workspace as one scan saw it.
+/// The workspace as one scan saw it, and whether it saw all of it.
 pub struct Scan {
     files: HashMap<PathBuf, Seen>,
+    complete: bool,
 }
 
 /// A file tool's paths with their contents before it ran.
@@ -76,10 +77,23 @@ pub struct Pending {
     before: Vec<(PathBuf, Option<String>)>,
 }
 
+/// A file's content as a checkpoint sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Contents {
+    /// No such file.
+    Absent,
+    Data(Vec<u8>),
+    /// There is a file, but it is not kept (too large, unreadable).
+    Unkept,
+}
+
+/// The key recorded for a file that existed but was not kept: an undo
+/// never deletes it, and says it cannot restore it.
+pub const UNKEPT: &str = "-";
+
 /// How the turn reads a file for a checkpoint: through the editor for the
-/// text it shows (unsaved changes count), else from disk; `None` when the
-/// file does not exist.
-pub type Reader<'a> = &'a dyn Fn(&Path) -> Option<Vec<u8>>;
+/// text it shows (unsaved changes count), else from disk.
+pub type Reader<'a> = &'a dyn Fn(&Path) -> Contents;
 
 /// One turn's checkpoint in the making.
 pub struct Checkpoints {
@@ -105,12 +119,17 @@ fn stat(path: &Path) -> Option<(u64, i128)> {
 }
 
 /// Reads a regular file from disk (no symlinks followed), up to `cap`.
-pub fn read_disk(path: &Path, cap: u64) -> Option<Vec<u8>> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
+pub fn read_disk(path: &Path, cap: u64) -> Contents {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Contents::Absent;
+    };
     if !meta.is_file() || meta.len() > cap {
-        return None;
+        return Contents::Unkept;
     }
-    std::fs::read(path).ok()
+    match std::fs::read(path) {
+        Ok(data) => Contents::Data(data),
+        Err(_) => Contents::Unkept,
+    }
 }
 
 impl Checkpoints {
@@ -152,16 +171,22 @@ impl Checkpoints {
         }
     }
 
-    fn keep(&self, data: Option<Vec<u8>>) -> Option<String> {
-        let data = data?;
+    /// The key of a content: `None` for an absent file, [`UNKEPT`] for
+    /// one that exists but is not kept.
+    fn keep(&self, contents: Contents) -> Option<String> {
+        let data = match contents {
+            Contents::Absent => return None,
+            Contents::Unkept => return Some(UNKEPT.into()),
+            Contents::Data(data) => data,
+        };
         if data.len() as u64 > self.settings.max_file_bytes {
-            return None;
+            return Some(UNKEPT.into());
         }
         match self.store.put_blob(&self.session, &data) {
             Ok(key) => Some(key),
             Err(error) => {
                 log::warn!("cannot keep a checkpoint: {error}");
-                None
+                Some(UNKEPT.into())
             }
         }
     }
@@ -210,7 +235,7 @@ impl Checkpoints {
         // database and must not wait for a whole scan.
         let mut written = 0usize;
         let _ = self.store.begin_batch();
-        self.walk(root, cancelled, &mut |path, size, modified| {
+        let complete = self.walk(root, cancelled, &mut |path, size, modified| {
             written += 1;
             if written.is_multiple_of(BATCH) {
                 let _ = self.store.end_batch();
@@ -226,9 +251,11 @@ impl Checkpoints {
             let seen = match known {
                 Some(seen) => seen,
                 None => {
+                    // Not kept (over a cap): `None` here, recorded as unkept.
                     let key = if size <= budget {
                         budget -= size;
                         self.keep(read_disk(path, self.settings.max_file_bytes))
+                            .filter(|key| key != UNKEPT)
                     } else {
                         None
                     };
@@ -243,7 +270,7 @@ impl Checkpoints {
             files.insert(path.to_path_buf(), seen);
         });
         let _ = self.store.end_batch();
-        Some(Scan { files })
+        Some(Scan { files, complete })
     }
 
     /// Scans again after the command and records what it changed.
@@ -251,7 +278,7 @@ impl Checkpoints {
         let cache = self.cache.clone();
         let Ok(mut cache) = cache.lock() else { return };
         let mut now: HashMap<PathBuf, (u64, i128)> = HashMap::new();
-        self.walk(root, cancelled, &mut |path, size, modified| {
+        let complete = self.walk(root, cancelled, &mut |path, size, modified| {
             now.insert(path.to_path_buf(), (size, modified));
         });
         let _ = self.store.begin_batch();
@@ -260,9 +287,14 @@ impl Checkpoints {
             if old.is_some_and(|seen| seen.size == size && seen.modified_ns == modified) {
                 continue;
             }
+            // A file the first scan did not reach may have been there all
+            // along: only a complete scan says a file is new.
+            if old.is_none() && !before.complete {
+                continue;
+            }
             let after = self.keep(read_disk(path, self.settings.max_file_bytes));
-            let before_key = old.and_then(|seen| seen.key.clone());
-            if old.is_some() && before_key.is_none() {
+            let before_key = old.map(|seen| seen.key.clone().unwrap_or_else(|| UNKEPT.into()));
+            if before_key.as_deref() == Some(UNKEPT) {
                 log::info!("{} changed but was too large to keep", path.display());
             }
             if before_key != after || old.is_none() {
@@ -277,21 +309,25 @@ impl Checkpoints {
                 },
             );
         }
-        for (path, seen) in &before.files {
+        // Only a complete second scan says a file is gone.
+        for (path, seen) in before.files.iter().filter(|_| complete) {
             if !now.contains_key(path) {
-                self.record(path, seen.key.as_deref(), None, false);
+                let key = seen.key.clone().unwrap_or_else(|| UNKEPT.into());
+                self.record(path, Some(&key), None, false);
                 cache.files.remove(path);
             }
         }
         let _ = self.store.end_batch();
     }
 
+    /// Visits the workspace's files; false when it stopped before the end
+    /// (the file limit, a cancel, an unreadable root).
     fn walk(
         &self,
         root: &Path,
         cancelled: &dyn Fn() -> bool,
         visit: &mut dyn FnMut(&Path, u64, i128),
-    ) {
+    ) -> bool {
         let mut count = 0usize;
         let options = WalkOptions {
             max_depth: None,
@@ -311,14 +347,20 @@ impl Checkpoints {
             }
             Control::Continue
         });
-        if let Err(error) = result {
-            log::warn!("cannot scan {} for a checkpoint: {error}", root.display());
-        }
+        let finished = match result {
+            Ok(walk::WalkEnd::Finished) => true,
+            Ok(_) => false,
+            Err(error) => {
+                log::warn!("cannot scan {} for a checkpoint: {error}", root.display());
+                false
+            }
+        };
         if count > limit {
             log::warn!(
                 "the workspace has more than {limit} files; the checkpoint covers the first ones"
             );
         }
+        finished && count <= limit
     }
 
     /// At the end of the turn: forgets files that ended as they began and

@@ -375,6 +375,40 @@ const RUNS_COMMANDS: &[&str] = &[
     "zsh", "ksh", "mksh", "fish", "source", ".",
 ];
 
+/// Programs whose arguments are programs of their own (`find -exec`, sed's
+/// `e` and `w`, awk's `system()`): approving one line of them is never
+/// offered as a prefix, only as that exact line.
+const NO_PREFIX_OFFER: &[&str] = &["find", "fd", "sed", "gsed", "awk", "gawk", "mawk", "nawk"];
+
+/// Programs whose first word decides what they do (a subcommand, a
+/// script): with an option there instead, no prefix is offered.
+const NEEDS_SUBCOMMAND: &[&str] = &[
+    "git",
+    "cargo",
+    "npm",
+    "npx",
+    "pnpm",
+    "yarn",
+    "docker",
+    "podman",
+    "kubectl",
+    "go",
+    "gh",
+    "python",
+    "python3",
+    "node",
+    "deno",
+    "bun",
+    "perl",
+    "ruby",
+    "php",
+    "lua",
+    "make",
+    "ssh",
+    "rsync",
+    "systemctl",
+];
+
 /// Programs that may run a command given in their arguments only for deny
 /// and ask (`find -exec`): allowing `find .` stays useful.
 const RUNS_COMMANDS_DENY_ONLY: &[&str] = &["find", "fd"];
@@ -621,18 +655,21 @@ pub fn command_prefix(line: &str) -> Option<String> {
     if first.text.is_empty() || first.glob_at.is_some() {
         return None;
     }
-    if RUNS_COMMANDS.contains(&basename(&first.text)) {
+    let program = basename(&first.text);
+    if RUNS_COMMANDS.contains(&program) || NO_PREFIX_OFFER.contains(&program) {
         return None;
     }
     let mut words = vec![first.text.clone()];
     if !first.text.contains('/') {
-        if let Some(second) = simple.words.get(1) {
-            let subcommand = !second.text.is_empty()
-                && !second.text.starts_with('-')
-                && second.glob_at.is_none();
-            if subcommand {
-                words.push(second.text.clone());
-            }
+        let second = simple.words.get(1).filter(|second| {
+            !second.text.is_empty() && !second.text.starts_with('-') && second.glob_at.is_none()
+        });
+        match second {
+            Some(second) => words.push(second.text.clone()),
+            // `python -c …`, `git -c … log`: the program alone would
+            // allow everything it can do.
+            None if NEEDS_SUBCOMMAND.contains(&program) => return None,
+            None => {}
         }
     }
     let text = words
@@ -1211,7 +1248,14 @@ mod tests {
             ("ls -la", Some("ls")),
             ("ls", Some("ls")),
             ("./x.sh a", Some("./x.sh")),
-            ("git -C sub status", Some("git")),
+            ("git -C sub status", None),
+            ("git status -s", Some("git status")),
+            ("python -c 'import os'", None),
+            ("python x.py -v", Some("python x.py")),
+            ("find . -name x", None),
+            ("sed -n 1p f", None),
+            ("awk '{print}' f", None),
+            ("make", None),
             ("ls *.rs", Some("ls")),
             ("ls -- x", Some("ls")),
             ("'my tool' sub x", Some("'my tool' sub")),

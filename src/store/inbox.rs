@@ -159,17 +159,24 @@ impl Store {
     /// positions the others hold.
     pub fn inbox_reorder(&mut self, session: &str, order: &[String]) -> Result<()> {
         let transaction = self.connection.transaction()?;
-        let mut positions: Vec<i64> = {
+        let pending: Vec<(String, i64)> = {
             let mut statement = transaction.prepare(
-                "SELECT position FROM inbox WHERE session_id = ?1 AND state = 'pending'
+                "SELECT item_id, position FROM inbox WHERE session_id = ?1 AND state = 'pending'
                  ORDER BY position",
             )?;
-            let rows = statement.query_map([session], |row| row.get(0))?;
-            rows.collect::<rusqlite::Result<Vec<i64>>>()?
+            let rows = statement.query_map([session], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()?
         };
-        if positions.len() != order.len() {
+        // Exactly the pending items, each once: checked here, inside the
+        // transaction, so a delivered item can never be given a position.
+        let mut given: Vec<&str> = order.iter().map(String::as_str).collect();
+        given.sort_unstable();
+        let mut have: Vec<&str> = pending.iter().map(|(id, _)| id.as_str()).collect();
+        have.sort_unstable();
+        if given != have {
             return Err(StoreError("the pending items changed meanwhile".into()));
         }
+        let mut positions: Vec<i64> = pending.iter().map(|(_, position)| *position).collect();
         positions.sort_unstable();
         for (id, position) in order.iter().zip(&positions) {
             // Out of the way first, so no two items ever share a position.

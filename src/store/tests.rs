@@ -132,3 +132,51 @@ fn leases_belong_to_live_processes() {
     store.release_lease("s", me).unwrap();
     assert_eq!(store.session("s").unwrap().unwrap().lease_pid, None);
 }
+
+#[test]
+fn inbox_reorder_takes_exactly_the_pending_items() {
+    let path = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    store
+        .create_session("a", "/w", &json!({}), &json!([]))
+        .unwrap();
+    let item = |id: &str| crate::store::inbox::Item {
+        item_id: id.into(),
+        intent: "followup".into(),
+        state: "pending".into(),
+        prompt: json!({"blocks": []}),
+        bytes: 0,
+        idempotency_key: None,
+        created_at: "x".into(),
+        position: 0,
+    };
+    for id in ["i1", "i2", "i3"] {
+        store.inbox_add("a", &item(id)).unwrap();
+    }
+    store.inbox_set_state("a", "i1", "applied").unwrap();
+    let order = |store: &Store| -> Vec<String> {
+        let mut items = store.inbox("a").unwrap();
+        items.retain(|i| i.state == "pending");
+        items.sort_by_key(|i| i.position);
+        items.into_iter().map(|i| i.item_id).collect()
+    };
+    let ids = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let positions = |store: &Store| -> Vec<(String, i64)> {
+        let mut all: Vec<_> = store
+            .inbox("a")
+            .unwrap()
+            .into_iter()
+            .map(|i| (i.item_id, i.position))
+            .collect();
+        all.sort();
+        all
+    };
+    let before = positions(&store);
+    // A delivered item, a duplicate, a missing one: refused, nothing moved.
+    for bad in [ids(&["i3", "i1"]), ids(&["i3", "i3"]), ids(&["i3"])] {
+        assert!(store.inbox_reorder("a", &bad).is_err(), "{bad:?}");
+        assert_eq!(positions(&store), before);
+    }
+    store.inbox_reorder("a", &ids(&["i3", "i2"])).unwrap();
+    assert_eq!(order(&store), ids(&["i3", "i2"]));
+}

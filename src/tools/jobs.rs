@@ -67,6 +67,27 @@ pub struct Jobs {
     on_end: Mutex<Option<OnEnd>>,
 }
 
+fn set_nonblocking(stdin: &ChildStdin) {
+    use std::os::fd::AsRawFd;
+    extern "C" {
+        fn fcntl(fd: i32, cmd: i32, ...) -> i32;
+    }
+    const F_GETFL: i32 = 3;
+    const F_SETFL: i32 = 4;
+    #[cfg(target_os = "linux")]
+    const O_NONBLOCK: i32 = 0o4000;
+    #[cfg(not(target_os = "linux"))]
+    const O_NONBLOCK: i32 = 0x4;
+    let fd = stdin.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own, with integer arguments only.
+    unsafe {
+        let flags = fcntl(fd, F_GETFL);
+        if flags >= 0 {
+            fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+        }
+    }
+}
+
 fn kill_group(pid: u32) {
     extern "C" {
         fn kill(pid: i32, signal: i32) -> i32;
@@ -127,6 +148,10 @@ impl Jobs {
             .map_err(|e| format!("cannot start the job: {e}"))?;
         let pid = child.id();
         let stdin = child.stdin.take();
+        // Writes to a job that does not read must never block the agent.
+        if let Some(stdin) = &stdin {
+            set_nonblocking(stdin);
+        }
         let seen = Arc::new(AtomicU64::new(0));
         let info = JobInfo {
             job_id: job_id.clone(),
@@ -358,10 +383,13 @@ impl Jobs {
             .stdin
             .as_mut()
             .ok_or_else(|| format!("job {id} has no input"))?;
-        stdin
-            .write_all(text.as_bytes())
-            .and_then(|()| stdin.flush())
-            .map_err(|e| format!("cannot write to job {id}: {e}"))
+        match stdin.write_all(text.as_bytes()) {
+            Ok(()) => Ok(()),
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Err(format!(
+                "job {id} is not reading its input (its input pipe is full); part of the text may have been written"
+            )),
+            Err(error) => Err(format!("cannot write to job {id}: {error}")),
+        }
     }
 
     /// Kills a job's whole process group.
@@ -433,7 +461,10 @@ pub fn read_window(path: &Path, offset: u64, limit: usize) -> Result<(String, u6
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let valid = match std::str::from_utf8(&bytes) {
         Ok(_) => bytes.len(),
-        Err(error) if error.error_len().is_none() => error.valid_up_to(),
+        // A character cut at the end waits for the next window, unless
+        // the window holds nothing else (then it goes out as is, so a
+        // reader always advances).
+        Err(error) if error.error_len().is_none() && error.valid_up_to() > 0 => error.valid_up_to(),
         Err(_) => bytes.len(),
     };
     let text = String::from_utf8_lossy(&bytes[..valid]).into_owned();

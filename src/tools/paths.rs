@@ -13,8 +13,10 @@ pub struct Resolved {
     /// Inside the workspace after resolving `..` and every symlink of the
     /// part of the path that exists.
     pub inside: bool,
-    /// Inside some `.git` directory of the workspace: writing there can
-    /// corrupt a repository.
+    /// Inside some `.git` directory of the workspace (writing there can
+    /// corrupt a repository), or inside the workspace's own `.spindle/`
+    /// (its config, rules and commands: writing there changes what the
+    /// agent may do). Such edits always ask, outside yolo.
     pub git_internal: bool,
 }
 
@@ -32,7 +34,13 @@ pub fn resolve(root: &Path, given: &str) -> Resolved {
     let git_internal = inside
         && real
             .strip_prefix(&real_root)
-            .map(|rest| rest.components().any(|c| c.as_os_str() == ".git"))
+            .map(|rest| {
+                rest.components().any(|c| c.as_os_str() == ".git")
+                    || rest
+                        .components()
+                        .next()
+                        .is_some_and(|c| c.as_os_str() == ".spindle")
+            })
             .unwrap_or(false);
     Resolved {
         path,
@@ -125,6 +133,9 @@ mod tests {
         assert!(resolve(&root, ".git/config").git_internal);
         assert!(resolve(&root, "sub/.git/HEAD").git_internal);
         assert!(!resolve(&root, ".gitignore").git_internal);
+        assert!(resolve(&root, ".spindle/config.json").git_internal);
+        assert!(resolve(&root, "./x/../.spindle/commands/a.md").git_internal);
+        assert!(!resolve(&root, "sub/.spindle/notes").git_internal);
         std::fs::remove_dir_all(root).unwrap();
     }
 

@@ -1612,3 +1612,55 @@ fn legacy_sse_servers_work_end_to_end_and_http_falls_back_to_them() {
         .iter()
         .any(|r| r.method == "POST" && r.target.starts_with("/messages?sessionId=")));
 }
+
+#[test]
+fn permission_rules_name_mcp_servers_and_tools_as_configured() {
+    // Rules name the configured server ("a.b") and the tool's own name,
+    // not the sanitised name the model sees ("a_b__env").
+    let bench = Bench::new("mcp-rules");
+    let config = bench.base.join("config.json");
+    fs::write(
+        &config,
+        json!({
+            "providers": {"fake": {"kind": "openai", "base_url": bench.model.base_url(),
+                                   "requires_key": false}},
+            "defaults": {"model": "fake/m"},
+            "permissions": {"rules": [
+            {"tool": "mcp", "server": "a.b", "name": "env", "decision": "deny"},
+            {"tool": "mcp", "server": "a.b", "name": "echo", "decision": "allow"},
+        ]}})
+        .to_string(),
+    )
+    .unwrap();
+    let base_url = bench.model.base_url();
+    let tmp = bench.file("tmp");
+    let mut agent = Agent::spawn(
+        &[
+            "acp",
+            "--db",
+            bench.db.to_str().unwrap(),
+            "--permissions",
+            "ask",
+            "--on-reject",
+            "continue",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &[
+            ("OPENAI_BASE_URL", base_url.as_str()),
+            ("OPENAI_API_KEY", "sk-it-model"),
+            ("TMPDIR", tmp.as_str()),
+        ],
+    );
+    agent.initialize();
+    let opened = open(&mut agent, &bench.ws, json!([stdio_server("a.b", &[])]));
+    bench.model.push(call_tools(&[
+        ("c-env", "a_b__env", json!({})),
+        ("c-echo", "a_b__echo", json!({"text": "hi"})),
+    ]));
+    bench.model.push(say("ok"));
+    let turn = run_prompt(&mut agent, &opened.session, "go", WAIT, no_requests);
+    assert!(turn.permission_ids().is_empty(), "{}", turn.dump());
+    assert_eq!(turn.final_status("c-env"), "failed", "{}", turn.dump());
+    assert_eq!(turn.final_status("c-echo"), "completed", "{}", turn.dump());
+}

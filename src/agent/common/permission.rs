@@ -62,6 +62,10 @@ pub enum Action<'a> {
     /// A tool of an MCP server.
     Mcp {
         exposed_name: &'a str,
+        /// The server's configured name and the tool's own name, as
+        /// permission rules name them (not the sanitised exposed name).
+        server: &'a str,
+        tool: &'a str,
         read_only: bool,
     },
     /// Updating the plan: nothing to approve.

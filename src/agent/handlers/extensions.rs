@@ -49,8 +49,10 @@ pub const NOTIFICATIONS: [(&str, &str); 1] = [("event", "_spindle/event")];
 /// The most characters of one item, and pending items per session.
 const ITEM_CAP: usize = 262_144;
 const INBOX_CAP: usize = 64;
-/// The most bytes of a file a link is frozen with.
+/// The most bytes of a file a link is frozen with, and of all the files
+/// of one item.
 const FROZEN_FILE_CAP: u64 = 256 * 1024;
+const FROZEN_ITEM_CAP: u64 = 1024 * 1024;
 
 /// `agentCapabilities._meta.spindle`, as discovery lists it.
 pub fn discovery() -> Value {
@@ -138,9 +140,12 @@ fn preview(blocks: &[Value]) -> String {
 }
 
 /// The item's blocks as it was sent, and frozen: each `resource_link` to
-/// a workspace file becomes that file's text now, so the prompt means
-/// what the user saw when they sent it.
-fn freeze(blocks: &[Value]) -> Vec<Value> {
+/// a file inside the workspace becomes that file's text now, so the
+/// prompt means what the user saw when they sent it. A link outside the
+/// workspace stays a link (the model reads it with its tools, under the
+/// session's permissions); so does a file over the caps, or not text.
+fn freeze(blocks: &[Value], cwd: &std::path::Path) -> Vec<Value> {
+    let mut budget = FROZEN_ITEM_CAP;
     blocks
         .iter()
         .map(|block| {
@@ -148,21 +153,46 @@ fn freeze(blocks: &[Value]) -> Vec<Value> {
                 return block.clone();
             }
             let uri = block["uri"].as_str().unwrap_or_default();
-            let Some(path) = uri.strip_prefix("file://") else {
+            let Some(path) = uri.strip_prefix("file://").and_then(percent_decode) else {
                 return block.clone();
             };
-            match crate::tools::bounded::read_capped(std::path::Path::new(path), FROZEN_FILE_CAP) {
-                Ok(bytes) => match String::from_utf8(bytes) {
-                    Ok(text) => json!({"type": "resource", "resource": {
-                        "uri": uri, "text": text,
-                        "mimeType": block.get("mimeType").cloned().unwrap_or(json!("text/plain")),
-                    }}),
-                    Err(_) => block.clone(),
-                },
-                Err(_) => block.clone(),
+            let resolved = crate::tools::paths::resolve(cwd, &path);
+            if !resolved.inside || !std::path::Path::new(&path).is_absolute() {
+                return block.clone();
             }
+            let cap = FROZEN_FILE_CAP.min(budget);
+            let Ok(bytes) = crate::tools::bounded::read_capped(&resolved.path, cap) else {
+                return block.clone();
+            };
+            let Ok(text) = String::from_utf8(bytes) else {
+                return block.clone();
+            };
+            budget -= text.len() as u64;
+            json!({"type": "resource", "resource": {
+                "uri": uri, "text": text,
+                "mimeType": block.get("mimeType").cloned().unwrap_or(json!("text/plain")),
+            }})
         })
         .collect()
+}
+
+/// `%XX` escapes of a URI's path decoded; `None` when malformed or not
+/// UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok().filter(|s| !s.contains('\0'))
 }
 
 fn item_json(item: &Item) -> Value {
@@ -485,7 +515,7 @@ impl Dispatcher {
             item_id: format!("item_{}", crate::util::random_hex()),
             intent: intent.to_string(),
             state: "pending".into(),
-            prompt: json!({"blocks": blocks, "frozen": freeze(blocks)}),
+            prompt: json!({"blocks": blocks, "frozen": freeze(blocks, &cwd)}),
             bytes: bytes.len() as i64,
             idempotency_key: key.map(str::to_string),
             created_at: crate::store::time::now_rfc3339(),
@@ -588,7 +618,7 @@ impl Dispatcher {
         }
         let cwd = self.sessions[&id].cwd.clone();
         crate::agent::common::content::read_prompt(&blocks, &cwd)?;
-        let prompt = json!({"blocks": blocks, "frozen": freeze(&blocks)});
+        let prompt = json!({"blocks": blocks, "frozen": freeze(&blocks, &cwd)});
         self.store()?
             .inbox_set_prompt(&id, &item.item_id, &prompt, bytes.len() as i64)
             .map_err(store_error)?;
@@ -696,7 +726,8 @@ impl Dispatcher {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let prompt = json!({"blocks": blocks, "frozen": freeze(&blocks)});
+        let cwd = self.sessions[&id].cwd.clone();
+        let prompt = json!({"blocks": blocks, "frozen": freeze(&blocks, &cwd)});
         self.store()?
             .inbox_set_prompt(&id, &item.item_id, &prompt, item.bytes)
             .map_err(store_error)?;
@@ -997,6 +1028,9 @@ fn job_json(job: &crate::tools::jobs::JobInfo) -> Value {
 /// The most characters of one text window.
 const WINDOW_CAP: u64 = 262_144;
 
+/// The largest workspace file a `resource` window reads.
+const RESOURCE_FILE_CAP: u64 = 16 * 1024 * 1024;
+
 fn count(params: &Value, field: &str, default: u64, max: u64) -> Result<u64, RpcError> {
     match params.get(field) {
         None | Some(Value::Null) => Ok(default),
@@ -1189,7 +1223,8 @@ impl Dispatcher {
     fn job_send(&mut self, params: &Value) -> Result<Value, RpcError> {
         let (id, job) = self.session_job(params)?;
         let text = string(params, "text")?;
-        if text.len() > WINDOW_CAP as usize {
+        // Below a pipe's capacity, so a job that reads gets it whole.
+        if text.len() > 16 * 1024 {
             return Err(bad("text", "is too long").with_data(json!({"code": "too_large"})));
         }
         self.sessions[&id]
@@ -1250,7 +1285,7 @@ impl Dispatcher {
         }
         let start = count(params, "startLine", 1, u64::MAX >> 1)?.max(1);
         let lines = count(params, "lineCount", 200, 2_000)?;
-        let bytes = crate::tools::bounded::read_capped(&resolved.path, 256 * 1024 * 1024).map_err(
+        let bytes = crate::tools::bounded::read_capped(&resolved.path, RESOURCE_FILE_CAP).map_err(
             |_| {
                 RpcError::invalid_params(format!("uri: {path} cannot be read"))
                     .with_data(json!({"code": "unreadable"}))
@@ -1346,4 +1381,55 @@ fn cost_quote(
         "displayStatus": if complete { "exact" } else { "estimate" },
         "billingMode": billing,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(path: &str) -> Value {
+        json!({"type": "resource_link", "uri": format!("file://{path}"), "name": "f"})
+    }
+
+    #[test]
+    fn freezing_reads_only_workspace_files_within_the_caps() {
+        let base =
+            std::env::temp_dir().join(format!("spindle-freeze-{}", crate::util::random_hex()));
+        let ws = base.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("a b.txt"), "inside").unwrap();
+        std::fs::write(base.join("secret.txt"), "outside").unwrap();
+        std::os::unix::fs::symlink(base.join("secret.txt"), ws.join("link.txt")).unwrap();
+        let big = "x".repeat(200 * 1024);
+        for i in 0..6 {
+            std::fs::write(ws.join(format!("big{i}.txt")), &big).unwrap();
+        }
+        let ws_s = ws.display().to_string();
+        let frozen = freeze(
+            &[
+                link(&format!("{ws_s}/a%20b.txt")),
+                link(&format!("{}/secret.txt", base.display())),
+                link(&format!("{ws_s}/../secret.txt")),
+                link(&format!("{ws_s}/link.txt")),
+                link(&format!("{ws_s}/bad%zz")),
+            ],
+            &ws,
+        );
+        assert_eq!(frozen[0]["resource"]["text"], "inside");
+        for block in &frozen[1..] {
+            assert_eq!(block["type"], "resource_link", "{block}");
+        }
+        // Five 200 KiB files fit in the item's 1 MiB, the sixth does not.
+        let links: Vec<Value> = (0..6)
+            .map(|i| link(&format!("{ws_s}/big{i}.txt")))
+            .collect();
+        let frozen = freeze(&links, &ws);
+        let texts = frozen.iter().filter(|b| b["type"] == "resource").count();
+        assert_eq!(texts, 5);
+        assert_eq!(frozen[5]["type"], "resource_link");
+        assert_eq!(percent_decode("/a%2Fb"), Some("/a/b".into()));
+        assert_eq!(percent_decode("/a%00"), None);
+        assert_eq!(percent_decode("/a%4"), None);
+        let _ = std::fs::remove_dir_all(&base);
+    }
 }

@@ -110,10 +110,11 @@ impl Processes {
     }
 }
 
-/// The `.git` entries that stay read-only in the sandbox: the workspace's
-/// and those of nested repositories between the workspace and `cwd`.
+/// The entries that stay read-only in the sandbox: the workspace's `.git`
+/// and `.spindle` (its config and commands), and the `.git` of nested
+/// repositories between the workspace and `cwd`.
 fn git_dirs(root: &Path, cwd: &Path) -> Vec<PathBuf> {
-    let mut dirs = vec![root.join(".git")];
+    let mut dirs = vec![root.join(".git"), root.join(".spindle")];
     let mut dir = cwd;
     while dir.starts_with(root) && dir != root {
         dirs.push(dir.join(".git"));

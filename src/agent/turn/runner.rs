@@ -221,6 +221,8 @@ impl Runner<'_> {
         };
         let action = Action::Mcp {
             exposed_name: &tool.exposed_name,
+            server: &tool.server,
+            tool: &tool.name,
             read_only: tool.read_only,
         };
         match self.ask(call, &action, &announce) {
@@ -452,17 +454,19 @@ impl Runner<'_> {
         // The file tools that change several paths are judged by what
         // they would change: every file a patch touches, both ends of a
         // move. A plan that fails asks nothing; the call then fails.
-        let changes = match tool {
-            Tool::ApplyPatch(_) | Tool::DeleteFile(_) | Tool::MoveFile(_) => {
-                match self.plan_files(tool) {
-                    Ok(changes) => Some(changes),
-                    Err(_) => return Permit::Allowed(Confinement::None),
-                }
-            }
-            _ => None,
-        };
-        if let Some(changes) = &changes {
-            return self.permit_changes(call, changes, announce);
+        // Judged by the paths they name, whether or not the plan works:
+        // a failing plan must not become a free probe of files the policy
+        // would ask about (its error says what the file holds).
+        if matches!(
+            tool,
+            Tool::ApplyPatch(_) | Tool::DeleteFile(_) | Tool::MoveFile(_)
+        ) {
+            let named = match self.named_paths(tool) {
+                Ok(named) => named,
+                // A patch that does not even parse touches nothing.
+                Err(_) => return Permit::Allowed(Confinement::None),
+            };
+            return self.permit_changes(call, &named, announce);
         }
         let action = match (tool, target) {
             (Tool::TodoWrite(_) | Tool::GoalUpdate(_), _) | (_, None) => Action::Plan,
@@ -573,18 +577,17 @@ impl Runner<'_> {
 
     /// A file as a checkpoint keeps it: the editor's text when it reads
     /// (what the user sees), else the bytes on disk.
-    fn checkpoint_read(&self, path: &Path) -> Option<Vec<u8>> {
+    fn checkpoint_read(&self, path: &Path) -> crate::checkpoint::Contents {
+        use crate::checkpoint::Contents;
         let disk = crate::checkpoint::read_disk(
             path,
             crate::checkpoint::Settings::default().max_file_bytes,
         );
         // Only text files are the editor's (as the file tools do).
-        let text = disk
-            .as_deref()
-            .is_some_and(|b| std::str::from_utf8(b).is_ok());
+        let text = matches!(&disk, Contents::Data(b) if std::str::from_utf8(b).is_ok());
         if text && self.client.capabilities.fs.read_text_file {
             if let Ok(text) = self.client.read_text_file(path) {
-                return Some(text.into_bytes());
+                return Contents::Data(text.into_bytes());
             }
         }
         disk
@@ -599,6 +602,31 @@ impl Runner<'_> {
             path_var: std::env::var_os("PATH"),
         };
         !crate::policy::judge(command_line, &context).is_read_only()
+    }
+
+    /// Every path a patch, a deletion or a move names (a move's both
+    /// ends), resolved; an error only for a patch that does not parse.
+    fn named_paths(&self, tool: &Tool) -> Result<Vec<paths::Resolved>, String> {
+        let resolve = |given: &str| paths::resolve(self.root, given);
+        Ok(match tool {
+            Tool::ApplyPatch(args) => {
+                let parsed = patch::parse(&args.patch)?;
+                let mut named = Vec::new();
+                for operation in &parsed.operations {
+                    named.push(resolve(&operation.path));
+                    if let patch::OperationKind::Update {
+                        move_to: Some(to), ..
+                    } = &operation.kind
+                    {
+                        named.push(resolve(to));
+                    }
+                }
+                named
+            }
+            Tool::DeleteFile(args) => vec![resolve(&args.path)],
+            Tool::MoveFile(args) => vec![resolve(&args.from), resolve(&args.to)],
+            _ => Vec::new(),
+        })
     }
 
     /// The changes a patch, a deletion or a move would make, computed
@@ -628,29 +656,28 @@ impl Runner<'_> {
     fn permit_changes(
         &mut self,
         call: &ToolCallRequest,
-        changes: &[patch::FileChange],
+        named: &[paths::Resolved],
         announce: &Value,
     ) -> Permit {
         let mut asking: Option<Action> = None;
-        for change in changes {
-            for path in change.paths() {
-                let action = Action::Edit {
-                    path,
-                    inside: change.inside && !paths::hard_linked(path),
-                    git_internal: change.git_internal,
-                };
-                let decision = match self.rule_for(&action) {
-                    Some(rules::Decision::Deny) => return Permit::Rejected(Rejection::by_rule()),
-                    Some(rules::Decision::Allow) => Decision::Allow,
-                    Some(rules::Decision::Ask) => Decision::Ask,
-                    None => decide(self.policy, &action, self.approvals),
-                };
-                match decision {
-                    Decision::Allow => {}
-                    Decision::Reject => return Permit::Rejected(Rejection::automatic()),
-                    Decision::Ask => {
-                        asking.get_or_insert(action);
-                    }
+        for target in named {
+            let path = target.path.as_path();
+            let action = Action::Edit {
+                path,
+                inside: target.inside && !paths::hard_linked(path),
+                git_internal: target.git_internal,
+            };
+            let decision = match self.rule_for(&action) {
+                Some(rules::Decision::Deny) => return Permit::Rejected(Rejection::by_rule()),
+                Some(rules::Decision::Allow) => Decision::Allow,
+                Some(rules::Decision::Ask) => Decision::Ask,
+                None => decide(self.policy, &action, self.approvals),
+            };
+            match decision {
+                Decision::Allow => {}
+                Decision::Reject => return Permit::Rejected(Rejection::automatic()),
+                Decision::Ask => {
+                    asking.get_or_insert(action);
                 }
             }
         }
@@ -819,10 +846,7 @@ impl Runner<'_> {
                 let escapes = !inside && path.starts_with(self.root);
                 (Subject::Read { path }, !escapes)
             }
-            Action::Mcp { exposed_name, .. } => {
-                let (server, tool) = exposed_name.split_once("__").unwrap_or(("", exposed_name));
-                (Subject::Mcp { server, tool }, true)
-            }
+            Action::Mcp { server, tool, .. } => (Subject::Mcp { server, tool }, true),
             Action::Plan => return None,
         };
         let decision = if self.approvals.rules.is_empty() {

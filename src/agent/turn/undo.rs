@@ -142,18 +142,24 @@ fn finish(sink: &mut UpdateSink, call_id: &str, status: &str, mut content: Vec<V
     }));
 }
 
-/// The file's content now, as the user sees it.
-fn current(turn: &Turn, path: &Path, via_editor: bool) -> Option<Vec<u8>> {
-    let disk = crate::checkpoint::read_disk(path, turn.checkpoints.max_file_bytes);
+/// The file's content now, as the user sees it (`Ok(None)`: absent;
+/// `Err`: there is a file, too large or unreadable to compare).
+fn current(turn: &Turn, path: &Path, via_editor: bool) -> Result<Option<Vec<u8>>, ()> {
+    use crate::checkpoint::Contents;
+    let disk = match crate::checkpoint::read_disk(path, turn.checkpoints.max_file_bytes) {
+        Contents::Absent => None,
+        Contents::Data(data) => Some(data),
+        Contents::Unkept => return Err(()),
+    };
     let text = disk
         .as_deref()
         .is_some_and(|b| std::str::from_utf8(b).is_ok());
     if via_editor && text && turn.client.capabilities.fs.read_text_file {
         if let Ok(text) = turn.client.read_text_file(path) {
-            return Some(text.into_bytes());
+            return Ok(Some(text.into_bytes()));
         }
     }
-    disk
+    Ok(disk)
 }
 
 fn text(bytes: Option<&[u8]>) -> String {
@@ -186,6 +192,8 @@ fn restore(
     let load = |key: Option<&str>| -> Result<Option<Vec<u8>>, ()> {
         match key {
             None => Ok(None),
+            // Existed but was not kept: never restored, never deleted.
+            Some(crate::checkpoint::UNKEPT) => Err(()),
             Some(key) => match store.blob(&turn.session_id, key) {
                 Ok(Some(data)) => Ok(Some(data)),
                 _ => Err(()),
@@ -200,8 +208,13 @@ fn restore(
             ),
         });
     };
-    let expected = load(expect).ok().flatten();
-    let now = current(turn, path, file.via_editor);
+    let expected = load(expect);
+    let Ok(now) = current(turn, path, file.via_editor) else {
+        return Ok(Outcome {
+            diff: None,
+            line: format!("- {shown}: not restored (it is now too large to compare)"),
+        });
+    };
     if now == wanted {
         return Ok(Outcome {
             diff: None,
@@ -215,7 +228,7 @@ fn restore(
         }
         diff
     };
-    if now != expected || (expect.is_some() && expected.is_none()) {
+    if expected.as_ref().map_or(true, |e| *e != now) {
         // Changed since the agent's turn (by the user, or another tool):
         // only with their word.
         let params = json!({

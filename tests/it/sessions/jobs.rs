@@ -327,3 +327,52 @@ fn job_records_and_logs_survive_kill_9_and_reload() {
     assert_eq!(page["complete"], true);
     space.db.assert_sound();
 }
+
+#[test]
+fn input_to_a_job_that_does_not_read_never_stalls_the_agent() {
+    // Review finding: a blocking write to a full pipe froze the dispatcher.
+    let space = Space::new("jobs-stdin");
+    let server = FakeServer::start();
+    server.push(start_job("j1", "sleep 60"));
+    server.push(Reply::Sse(chat_text(&["Started."])));
+    let mut agent = space.openai(&server);
+    let session = agent.new_session(&space.ws);
+    prompt(&mut agent, &session, "start it");
+    let job = jobs(&mut agent, &session)[0]["jobId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let chunk = "y".repeat(16 * 1024);
+    let mut refused = None;
+    // A pipe holds 64 KiB: well before 40 sends it is full.
+    for _ in 0..40 {
+        let id = agent.request(
+            "_spindle/job/send",
+            json!({"sessionId": session, "jobId": job, "text": chunk}),
+        );
+        let (answer, _) = agent.response(&id, WAIT);
+        if let Some(error) = answer.get("error") {
+            refused = Some(error.clone());
+            break;
+        }
+    }
+    let error = refused.expect("a full pipe is refused");
+    assert!(
+        error["message"].as_str().unwrap().contains("not reading"),
+        "{error}"
+    );
+    // Over the cap: refused outright.
+    let error = err(
+        &mut agent,
+        "_spindle/job/send",
+        json!({"sessionId": session, "jobId": job, "text": "z".repeat(17 * 1024)}),
+    );
+    assert_eq!(error["code"], -32602, "{error}");
+    // The agent still answers.
+    assert_eq!(jobs(&mut agent, &session)[0]["state"], "running");
+    ok(
+        &mut agent,
+        "_spindle/job/cancel",
+        json!({"sessionId": session, "jobId": job}),
+    );
+}

@@ -281,3 +281,53 @@ fn undo_never_writes_through_a_folder_that_became_a_symlink_out() {
     assert!(turn.text().contains("leads outside"), "{}", turn.dump());
     assert!(!outside.join("x.txt").exists());
 }
+
+#[test]
+fn a_file_too_large_to_keep_is_never_deleted_by_an_undo() {
+    // Review finding: an over-cap file used to be recorded as "absent
+    // before", so /undo deleted the user's file.
+    let space = Space::new("ckpt-unkept");
+    let config = space.base.join("config.json");
+    std::fs::write(&config, r#"{"checkpoints": {"max_file_bytes": 100}}"#).unwrap();
+    let big = "b".repeat(500);
+    space.write("big.txt", &big);
+    space.write("huge.txt", &big);
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "c1",
+                "run_command",
+                json!({"command": "echo more >> big.txt && echo small > small.txt"}),
+            )]),
+            say("Ran."),
+            calls(vec![call(
+                "w1",
+                "write_file",
+                json!({"path": "huge.txt", "content": "replaced\n"}),
+            )]),
+            say("Wrote."),
+        ]),
+        &[
+            "--permissions",
+            "yolo",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        json!({}),
+    );
+    run_prompt(&mut agent, &session, "run", WAIT, no_requests);
+    run_prompt(&mut agent, &session, "write", WAIT, no_requests);
+
+    let turn = run_prompt(&mut agent, &session, "/undo", WAIT, no_requests);
+    assert_eq!(space.read("huge.txt"), "replaced\n", "{}", turn.dump());
+    assert!(turn.text().contains("not restored"), "{}", turn.dump());
+
+    let turn = run_prompt(&mut agent, &session, "/undo", WAIT, no_requests);
+    assert!(
+        space.exists("big.txt"),
+        "the big file survives: {}",
+        turn.dump()
+    );
+    assert_eq!(space.read("big.txt"), format!("{big}more\n"));
+    assert!(!space.exists("small.txt"), "{}", turn.dump());
+}

@@ -165,3 +165,71 @@ fn a_move_out_of_the_workspace_asks_even_in_auto() {
     assert_eq!(space.read("keep.txt"), "mine\n");
     assert!(!outside.exists());
 }
+
+#[test]
+fn a_failing_patch_outside_the_workspace_still_asks_first() {
+    // Review finding: a patch whose hunks do not match used to fail
+    // without asking, and its error quoted the file: a free read of any
+    // file the policy would have asked about.
+    let space = Space::new("tools-patch-probe");
+    let secret = space.base.join("secret.txt");
+    std::fs::write(&secret, "token=hunter2\n").unwrap();
+    let patch = format!(
+        "*** Begin Patch\n*** Update File: {}\n@@\n-no such line\n+x\n*** End Patch",
+        secret.display()
+    );
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call("p1", "apply_patch", json!({"patch": patch}))]),
+            say("unused"),
+        ]),
+        &["--permissions", "auto"],
+        json!({}),
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "patch",
+        WAIT,
+        permissions(vec![("p1", Answer::select("reject_once"))]),
+    );
+    assert_eq!(turn.permission_ids(), ["p1"], "{}", turn.dump());
+    assert!(!turn.dump().contains("hunter2"), "{}", turn.dump());
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "token=hunter2\n");
+}
+
+#[test]
+fn edits_to_the_workspace_agent_config_always_ask() {
+    // `.spindle/` holds the project's rules and commands: an injected
+    // instruction must not rewrite what the agent may do without a word.
+    let space = Space::new("tools-spindle-dir");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![
+                call(
+                    "w1",
+                    "write_file",
+                    json!({"path": ".spindle/config.json", "content": "{}"}),
+                ),
+                call(
+                    "w2",
+                    "write_file",
+                    json!({"path": "src/.spindle/notes.txt", "content": "fine"}),
+                ),
+            ]),
+            say("Done."),
+        ]),
+        &["--permissions", "auto", "--on-reject", "continue"],
+        json!({}),
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "configure",
+        WAIT,
+        permissions(vec![("w1", Answer::select("reject_once"))]),
+    );
+    assert_eq!(turn.permission_ids(), ["w1"], "{}", turn.dump());
+    assert!(!space.exists(".spindle/config.json"));
+    assert_eq!(space.read("src/.spindle/notes.txt"), "fine");
+}
