@@ -95,6 +95,7 @@ enum Command {
     Sessions(SessionsCommand),
     Setup(spindle::setup::SetupArgs),
     Sandbox(Vec<std::ffi::OsString>),
+    Guard(Vec<std::ffi::OsString>),
 }
 
 /// `spindle sessions …`.
@@ -128,6 +129,10 @@ fn parse_args() -> Result<Command, Usage> {
         Value(command) if command == "sandbox" => {
             let args = parser.raw_args().map_err(usage)?.collect();
             return Ok(Command::Sandbox(args));
+        }
+        Value(command) if command == "guard" => {
+            let args = parser.raw_args().map_err(usage)?.collect();
+            return Ok(Command::Guard(args));
         }
         Value(command) => {
             return Err(Usage(format!(
@@ -350,6 +355,7 @@ fn main() -> ExitCode {
         // First, while the process has a single thread: the launcher
         // confines this very process and then execs the command.
         Ok(Command::Sandbox(args)) => spindle::sandbox::launcher_main(args, &mut std::io::stdout()),
+        Ok(Command::Guard(args)) => spindle::tools::guard::main(args),
         Err(Usage(message)) => {
             eprintln!("spindle: {message}\nRun 'spindle --help' for usage.");
             ExitCode::from(2)
@@ -389,6 +395,11 @@ fn main() -> ExitCode {
             }
         },
         Ok(Command::Acp(options)) => {
+            // Every command and job runs under `spindle guard` (this very
+            // binary), so none outlives the agent.
+            if let Ok(exe) = std::env::current_exe() {
+                spindle::tools::guard::enable(exe);
+            }
             match agent::serve(options, std::io::stdin(), std::io::stdout()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(message) => {

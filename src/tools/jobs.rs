@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -69,21 +69,12 @@ pub struct Jobs {
 
 fn set_nonblocking(stdin: &ChildStdin) {
     use std::os::fd::AsRawFd;
-    extern "C" {
-        fn fcntl(fd: i32, cmd: i32, ...) -> i32;
-    }
-    const F_GETFL: i32 = 3;
-    const F_SETFL: i32 = 4;
-    #[cfg(target_os = "linux")]
-    const O_NONBLOCK: i32 = 0o4000;
-    #[cfg(not(target_os = "linux"))]
-    const O_NONBLOCK: i32 = 0x4;
     let fd = stdin.as_raw_fd();
     // SAFETY: fcntl on a descriptor we own, with integer arguments only.
     unsafe {
-        let flags = fcntl(fd, F_GETFL);
+        let flags = libc::fcntl(fd, libc::F_GETFL);
         if flags >= 0 {
-            fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
         }
     }
 }
@@ -110,25 +101,8 @@ impl Jobs {
         let log_path = spec.log_dir.join(format!("{job_id}.log"));
         let log = crate::tools::logs::create_file(&log_path)
             .map_err(|e| format!("cannot create the job's log {}: {e}", log_path.display()))?;
-        let shell_args = [OsString::from("-c"), OsString::from(&spec.command_line)];
-        let mut command = match &spec.sandbox {
-            Some((launcher, profile)) => {
-                let (program, args) = crate::sandbox::launcher_command(
-                    launcher,
-                    profile,
-                    std::ffi::OsStr::new("sh"),
-                    &shell_args,
-                );
-                let mut command = Command::new(program);
-                command.args(args);
-                command
-            }
-            None => {
-                let mut command = Command::new("sh");
-                command.args(&shell_args);
-                command
-            }
-        };
+        let mut command =
+            crate::tools::process::shell_command(&spec.command_line, spec.sandbox.as_ref());
         for name in &spec.env_remove {
             command.env_remove(name);
         }

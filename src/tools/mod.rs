@@ -5,6 +5,7 @@
 
 pub mod bounded;
 pub mod files;
+pub mod guard;
 pub mod ignore;
 pub mod jobs;
 pub mod logs;

@@ -173,6 +173,28 @@ fn die_with_parent(command: &mut Command) {
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_command: &mut Command) {}
 
+/// `sh -c LINE`, inside the sandbox launcher when there is one, under the
+/// guard that takes its whole group down with the agent (see
+/// [`crate::tools::guard`]).
+pub fn shell_command(
+    command_line: &str,
+    sandbox: Option<&(std::path::PathBuf, crate::sandbox::Profile)>,
+) -> Command {
+    let shell_args = [OsString::from("-c"), OsString::from(command_line)];
+    match sandbox {
+        Some((launcher, profile)) => {
+            let (program, args) = crate::sandbox::launcher_command(
+                launcher,
+                profile,
+                std::ffi::OsStr::new("sh"),
+                &shell_args,
+            );
+            crate::tools::guard::command(&program, &args)
+        }
+        None => crate::tools::guard::command(std::path::Path::new("sh"), &shell_args),
+    }
+}
+
 /// A spawn request for the long-lived spawner thread.
 type SpawnRequest = (Command, crossbeam_channel::Sender<io::Result<Child>>);
 
@@ -277,25 +299,7 @@ pub fn run(
         })?;
 
     let child = {
-        let shell_args = [OsString::from("-c"), OsString::from(&spec.command_line)];
-        let mut command = match &spec.sandbox {
-            Some((launcher, profile)) => {
-                let (program, args) = crate::sandbox::launcher_command(
-                    launcher,
-                    profile,
-                    std::ffi::OsStr::new("sh"),
-                    &shell_args,
-                );
-                let mut command = Command::new(program);
-                command.args(args);
-                command
-            }
-            None => {
-                let mut command = Command::new("sh");
-                command.args(&shell_args);
-                command
-            }
-        };
+        let mut command = shell_command(&spec.command_line, spec.sandbox.as_ref());
         for name in &spec.env_remove {
             command.env_remove(name);
         }

@@ -295,7 +295,7 @@ fn job_records_and_logs_survive_kill_9_and_reload() {
     let server = FakeServer::start();
     server.push(start_job(
         "j1",
-        "echo kept output; echo $$ > j.pid; sleep 60",
+        "echo kept output; echo $$ > j.pid; sleep 60 & echo $! > g.pid; wait",
     ));
     server.push(Reply::Sse(chat_text(&["It runs."])));
     let mut agent = space.openai(&server);
@@ -306,9 +306,26 @@ fn job_records_and_logs_survive_kill_9_and_reload() {
         .trim()
         .parse()
         .unwrap();
+    let read_pid = |name: &str| -> u64 {
+        let path = space.ws.join(name);
+        wait_until(name, || {
+            std::fs::read_to_string(&path).is_ok_and(|t| t.ends_with('\n'))
+        });
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let grandchild = read_pid("g.pid");
+    assert!(alive(grandchild));
     agent.kill();
-    // The job died with the agent.
+    // The job died with the agent (SIGKILL): its shell, and the shell's
+    // own children, which the kernel's parent-death signal does not reach.
     wait_until("the job to die with the agent", || !alive(pid));
+    wait_until("the job's child to die with the agent", || {
+        !alive(grandchild)
+    });
     let mut agent = space.openai(&server);
     super::load(&mut agent, &session, space.ws());
     let listed = jobs(&mut agent, &session);

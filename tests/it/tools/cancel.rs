@@ -3,10 +3,13 @@
 //! is pending answers promptly, and EOF during a long command or a pending
 //! permission request (with or without `--drain`) still exits 0.
 
-use super::{assert_group_gone, call, calls, read_pid, say, script, Space, WAIT};
+use super::{
+    assert_group_gone, call, calls, group_of, read_pid, say, script, waits_until, Space, WAIT,
+};
 use crate::support::client::no_requests;
 use crate::support::{run_prompt, Answer, Exchange, Turn};
 use serde_json::{json, Value};
+use std::fs;
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------
@@ -269,6 +272,24 @@ fn a_command_does_not_outlive_an_agent_killed_with_sigkill() {
     );
     agent.kill();
     assert_group_gone(pid);
+    // A shell that forks: its child is out of reach of the kernel's
+    // parent-death signal, but not of the guard's group kill.
+    let space = Space::new("tools-sigkill-fork");
+    let (mut agent, _exchange, pid) = with_a_long_command(
+        &space,
+        "sleep 60 & echo $! > child; echo $$ > pidfile; wait",
+        &["--permissions", "yolo"],
+    );
+    let child = read_pid(&space.path("child")).expect("the child's pid");
+    assert_eq!(group_of(child), group_of(pid));
+    agent.kill();
+    assert_group_gone(pid);
+    assert!(
+        waits_until(Duration::from_secs(2), || group_of(child).is_none()
+            || fs::read_to_string(format!("/proc/{child}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))),
+        "the forked child outlived the agent"
+    );
 }
 
 /// Starts an agent whose prompt runs `command` (which writes its shell's

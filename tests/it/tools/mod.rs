@@ -333,15 +333,27 @@ fn read_pid(path: &Path) -> Option<u32> {
     text.trim().parse().ok()
 }
 
-/// Fails unless the process group `pgid` is gone (or only zombies) within
-/// two seconds.
-fn assert_group_gone(pgid: u32) {
-    let gone = waits_until(Duration::from_secs(2), || {
-        live_group_members(pgid).is_empty()
-    });
+/// The process group of a live process.
+fn group_of(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let close = stat.rfind(')')?;
+    stat[close + 1..].split_whitespace().nth(2)?.parse().ok()
+}
+
+/// Fails unless the process `pid` (a command's shell) and its whole
+/// process group (the guard's, which the shell is in) are gone (or only
+/// zombies) within two seconds.
+fn assert_group_gone(pid: u32) {
+    let group = group_of(pid).unwrap_or(pid);
+    let live = || {
+        let mut live = live_group_members(pid);
+        live.extend(live_group_members(group));
+        live
+    };
+    let gone = waits_until(Duration::from_secs(2), || live().is_empty());
     assert!(
         gone,
         "the command's processes are still running: {:?}",
-        live_group_members(pgid)
+        live()
     );
 }
