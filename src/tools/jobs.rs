@@ -5,7 +5,7 @@
 //! rest is read and dropped, so the job never blocks and memory stays
 //! bounded). A watcher thread reports the end.
 
-use crate::cancel::lock;
+use crate::cancel::{lock, CancelToken};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -45,6 +45,9 @@ pub struct JobInfo {
     pub pid: u32,
     pub epoch: u64,
     pub log_path: PathBuf,
+    /// The editor's terminal the job runs in (then `pid` is 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal_id: Option<String>,
 }
 
 struct Job {
@@ -55,6 +58,64 @@ struct Job {
     /// What `job_output` has shown the model so far.
     model_offset: u64,
     killed: bool,
+    /// For a job in the editor's terminal: raised to stop it (whoever
+    /// drives the terminal kills it).
+    stop: Option<CancelToken>,
+}
+
+/// A job's log as it is written: up to a cap, then one marker, and the
+/// rest counted but not kept.
+pub struct LogSink {
+    log: File,
+    cap: u64,
+    kept: u64,
+    marked: bool,
+    seen: Arc<AtomicU64>,
+}
+
+impl LogSink {
+    fn new(log: File, cap: u64, seen: Arc<AtomicU64>) -> LogSink {
+        LogSink {
+            log,
+            cap,
+            kept: 0,
+            marked: false,
+            seen,
+        }
+    }
+
+    pub fn write(&mut self, bytes: &[u8]) {
+        self.seen.fetch_add(bytes.len() as u64, Ordering::SeqCst);
+        if self.kept < self.cap {
+            let take = ((self.cap - self.kept) as usize).min(bytes.len());
+            let _ = self.log.write_all(&bytes[..take]);
+            self.kept += take as u64;
+        }
+        if self.kept >= self.cap && !self.marked && !bytes.is_empty() {
+            self.marked = true;
+            let cap = self.cap;
+            let _ = self.log.write_all(
+                format!("\n[… the log keeps the first {cap} bytes; later output is not kept …]\n")
+                    .as_bytes(),
+            );
+        }
+    }
+}
+
+/// A job that runs elsewhere (the editor's terminal): its driver feeds
+/// its output, watches `stop`, and reports its end.
+pub struct External {
+    pub job_id: String,
+    pub sink: LogSink,
+    pub stop: CancelToken,
+    jobs: Arc<Jobs>,
+}
+
+impl External {
+    /// The job ended: with an exit code, or `None` (killed, or lost).
+    pub fn finish(self, code: Option<i32>) {
+        self.jobs.ended(&self.job_id, code);
+    }
 }
 
 /// Called when a job starts (`false`) or ends (`true`), with its id.
@@ -90,7 +151,65 @@ fn kill_group(pid: u32) {
     }
 }
 
+impl Job {
+    fn stop_it(&mut self) {
+        self.killed = true;
+        match &self.stop {
+            Some(stop) => stop.cancel(),
+            None => kill_group(self.info.pid),
+        }
+    }
+}
+
 impl Jobs {
+    /// Registers a job that runs in the editor's terminal `terminal_id`;
+    /// the caller drives it through the returned handle.
+    pub fn start_external(
+        self: &Arc<Self>,
+        spec: &JobSpec,
+        terminal_id: &str,
+    ) -> Result<(JobInfo, External), String> {
+        let job_id = format!("job_{}", crate::util::random_hex());
+        let log_path = spec.log_dir.join(format!("{job_id}.log"));
+        let log = crate::tools::logs::create_file(&log_path)
+            .map_err(|e| format!("cannot create the job's log {}: {e}", log_path.display()))?;
+        let seen = Arc::new(AtomicU64::new(0));
+        let stop = CancelToken::new();
+        let info = JobInfo {
+            job_id: job_id.clone(),
+            command: spec.command_line.clone(),
+            cwd: spec.cwd.clone(),
+            state: "running".into(),
+            exit_code: None,
+            started_at: crate::store::time::now_rfc3339(),
+            ended_at: None,
+            output_bytes: 0,
+            pid: 0,
+            epoch: spec.epoch,
+            log_path,
+            terminal_id: Some(terminal_id.to_string()),
+        };
+        lock(&self.jobs).push(Job {
+            info: info.clone(),
+            stdin: None,
+            seen: seen.clone(),
+            model_offset: 0,
+            killed: false,
+            stop: Some(stop.clone()),
+        });
+        let on_change = lock(&self.on_end).clone();
+        if let Some(on_change) = on_change {
+            on_change(&job_id, false);
+        }
+        let external = External {
+            job_id,
+            sink: LogSink::new(log, spec.log_cap, seen),
+            stop,
+            jobs: Arc::clone(self),
+        };
+        Ok((info, external))
+    }
+
     pub fn set_on_end(&self, on_end: OnEnd) {
         *lock(&self.on_end) = Some(on_end);
     }
@@ -139,6 +258,7 @@ impl Jobs {
             pid,
             epoch: spec.epoch,
             log_path: log_path.clone(),
+            terminal_id: None,
         };
         lock(&self.jobs).push(Job {
             info: info.clone(),
@@ -146,11 +266,12 @@ impl Jobs {
             seen: seen.clone(),
             model_offset: 0,
             killed: false,
+            stop: None,
         });
-        let cap = spec.log_cap;
+        let sink = LogSink::new(log, spec.log_cap, seen);
         let copier = thread::Builder::new()
             .name("spindle-job-output".into())
-            .spawn(move || copy_output(reader, log, cap, &seen));
+            .spawn(move || copy_output(reader, sink));
         let jobs = Arc::clone(self);
         let id = job_id.clone();
         let watcher = thread::Builder::new()
@@ -185,10 +306,11 @@ impl Jobs {
             (&spec.command_line, &spec.cwd, spec.log_cap, spec.epoch);
         let job_id = format!("job_{}", crate::util::random_hex());
         let log_path = spec.log_dir.join(format!("{job_id}.log"));
-        let mut log = crate::tools::logs::create_file(&log_path)
+        let log = crate::tools::logs::create_file(&log_path)
             .map_err(|e| format!("cannot create the job's log {}: {e}", log_path.display()))?;
-        let _ = log.write_all(so_far.as_bytes());
-        let seen = Arc::new(AtomicU64::new(so_far.len() as u64));
+        let seen = Arc::new(AtomicU64::new(0));
+        let mut sink = LogSink::new(log, log_cap, seen.clone());
+        sink.write(so_far.as_bytes());
         let info = JobInfo {
             job_id: job_id.clone(),
             command: command_line.clone(),
@@ -201,6 +323,7 @@ impl Jobs {
             pid: detached.pid,
             epoch,
             log_path,
+            terminal_id: None,
         };
         lock(&self.jobs).push(Job {
             info: info.clone(),
@@ -208,24 +331,15 @@ impl Jobs {
             seen: seen.clone(),
             model_offset: 0,
             killed: false,
+            stop: None,
         });
         let jobs = Arc::clone(self);
         let id = job_id.clone();
         let spawned = thread::Builder::new()
             .name("spindle-job-adopted".into())
             .spawn(move || {
-                let mut kept = so_far_len(&seen);
-                let mut marked = false;
                 for chunk in detached.chunks.iter() {
-                    seen.fetch_add(chunk.len() as u64, Ordering::SeqCst);
-                    if kept < log_cap {
-                        let take = ((log_cap - kept) as usize).min(chunk.len());
-                        let _ = log.write_all(&chunk[..take]);
-                        kept += take as u64;
-                    } else if !marked {
-                        marked = true;
-                        let _ = log.write_all("\n[… later output is not kept …]\n".as_bytes());
-                    }
+                    sink.write(&chunk);
                 }
                 let code = detached
                     .statuses
@@ -266,6 +380,7 @@ impl Jobs {
                 seen,
                 model_offset: 0,
                 killed: true,
+                stop: None,
             });
         }
     }
@@ -353,6 +468,11 @@ impl Jobs {
                 job.info.state
             ));
         }
+        if job.info.terminal_id.is_some() {
+            return Err(format!(
+                "job {id} runs in the editor's terminal; type its input there"
+            ));
+        }
         let stdin = job
             .stdin
             .as_mut()
@@ -374,8 +494,7 @@ impl Jobs {
             .find(|j| j.info.job_id == id)
             .ok_or_else(|| format!("there is no job {id:?}"))?;
         if job.info.state == "running" {
-            job.killed = true;
-            kill_group(job.info.pid);
+            job.stop_it();
         }
         Ok(job.info.clone())
     }
@@ -384,40 +503,19 @@ impl Jobs {
     pub fn kill_all(&self, epoch: Option<u64>) {
         for job in lock(&self.jobs).iter_mut() {
             if job.info.state == "running" && epoch.is_none_or(|e| e == job.info.epoch) {
-                job.killed = true;
-                kill_group(job.info.pid);
+                job.stop_it();
             }
         }
     }
 }
 
-fn so_far_len(seen: &AtomicU64) -> u64 {
-    seen.load(Ordering::SeqCst)
-}
-
-/// Copies the job's output into its log, up to `cap` bytes; then a
-/// marker, and the rest is drained unkept.
-fn copy_output(mut reader: io::PipeReader, mut log: File, cap: u64, seen: &AtomicU64) {
+/// Copies the job's output into its log (capped; the rest is drained).
+fn copy_output(mut reader: io::PipeReader, mut sink: LogSink) {
     let mut buffer = vec![0u8; 64 * 1024];
-    let mut kept = 0u64;
-    let mut marked = false;
     loop {
-        let n = match reader.read(&mut buffer) {
+        match reader.read(&mut buffer) {
             Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        seen.fetch_add(n as u64, Ordering::SeqCst);
-        if kept < cap {
-            let take = ((cap - kept) as usize).min(n);
-            let _ = log.write_all(&buffer[..take]);
-            kept += take as u64;
-        }
-        if kept >= cap && !marked {
-            marked = true;
-            let _ = log.write_all(
-                format!("\n[… the log keeps the first {cap} bytes; later output is not kept …]\n")
-                    .as_bytes(),
-            );
+            Ok(n) => sink.write(&buffer[..n]),
         }
     }
 }

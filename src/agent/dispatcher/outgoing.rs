@@ -15,6 +15,8 @@ struct Pending {
     method: &'static str,
     /// Where the answer goes; `None` once nobody waits for it any more.
     reply: Option<Sender<Result<Value, RpcError>>>,
+    /// Outlives the turn that sent it.
+    lasting: bool,
 }
 
 /// The table of pending requests, by id.
@@ -36,6 +38,7 @@ impl Outgoing {
                 session_id: request.session_id,
                 method: request.method,
                 reply: Some(request.reply),
+                lasting: request.lasting,
             },
         );
         line
@@ -77,6 +80,7 @@ impl Outgoing {
                     method,
                     params: params.clone(),
                     reply,
+                    lasting: false,
                 }
             })
             .collect();
@@ -88,10 +92,12 @@ impl Outgoing {
     /// so the terminal it creates can still be released.
     pub fn forget_session(&mut self, session_id: &str) {
         self.pending.retain(|_, pending| {
-            pending.session_id != session_id || pending.method == "terminal/create"
+            pending.session_id != session_id
+                || pending.lasting
+                || pending.method == "terminal/create"
         });
         for pending in self.pending.values_mut() {
-            if pending.session_id == session_id {
+            if pending.session_id == session_id && !pending.lasting {
                 pending.reply = None;
             }
         }

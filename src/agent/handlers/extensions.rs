@@ -1011,7 +1011,7 @@ impl Dispatcher {
 }
 
 fn job_json(job: &crate::tools::jobs::JobInfo) -> Value {
-    json!({
+    let mut item = json!({
         "jobId": job.job_id,
         "kind": "command",
         "title": job.command.chars().take(80).collect::<String>(),
@@ -1022,7 +1022,12 @@ fn job_json(job: &crate::tools::jobs::JobInfo) -> Value {
         "startedAt": job.started_at,
         "endedAt": job.ended_at,
         "outputBytes": job.output_bytes,
-    })
+    });
+    // Where the editor shows it (a job in its terminal).
+    if let Some(terminal) = &job.terminal_id {
+        item["terminalId"] = json!(terminal);
+    }
+    item
 }
 
 /// The most characters of one text window.
@@ -1231,7 +1236,14 @@ impl Dispatcher {
             .jobs
             .send(&job.job_id, text)
             .map_err(|problem| {
-                RpcError::invalid_request(problem).with_data(json!({"code": "not_running"}))
+                let code = if job.terminal_id.is_some() {
+                    "in_terminal"
+                } else if job.state != "running" {
+                    "not_running"
+                } else {
+                    "not_reading"
+                };
+                RpcError::invalid_request(problem).with_data(json!({"code": code}))
             })?;
         Ok(job_json(
             &self.sessions[&id].jobs.get(&job.job_id).unwrap_or(job),

@@ -87,6 +87,7 @@ impl Client {
             method,
             params,
             reply,
+            lasting: false,
         };
         if !(self.outbox)(Report::Request(request)) {
             return Err(ClientError::Gone);
@@ -110,17 +111,40 @@ impl Client {
         method: &'static str,
         params: Value,
     ) -> Result<Value, ClientError> {
+        self.request_bounded(method, params, false, std::time::Duration::from_secs(2))
+    }
+
+    /// A request that is not the turn's: it is still answered after the
+    /// turn ends (a job in the editor's terminal is driven across turns).
+    /// Bounded by `timeout`.
+    pub fn request_lasting(
+        &self,
+        method: &'static str,
+        params: Value,
+        timeout: std::time::Duration,
+    ) -> Result<Value, ClientError> {
+        self.request_bounded(method, params, true, timeout)
+    }
+
+    fn request_bounded(
+        &self,
+        method: &'static str,
+        params: Value,
+        lasting: bool,
+        timeout: std::time::Duration,
+    ) -> Result<Value, ClientError> {
         let (reply, answer) = crossbeam_channel::bounded(1);
         let request = OutgoingRequest {
             session_id: self.session_id.clone(),
             method,
             params,
             reply,
+            lasting,
         };
         if !(self.outbox)(Report::Request(request)) {
             return Err(ClientError::Gone);
         }
-        match answer.recv_timeout(std::time::Duration::from_secs(2)) {
+        match answer.recv_timeout(timeout) {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(ClientError::Rpc(error)),
             Err(_) => Err(ClientError::Gone),

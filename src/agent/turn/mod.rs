@@ -15,6 +15,7 @@ mod record;
 pub mod report;
 mod runner;
 mod shell;
+mod terminal_job;
 mod undo;
 mod updates;
 

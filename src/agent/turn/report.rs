@@ -74,6 +74,9 @@ pub struct OutgoingRequest {
     pub method: &'static str,
     pub params: Value,
     pub reply: Sender<Result<Value, RpcError>>,
+    /// Not the turn's: kept when the turn ends (a job in the editor's
+    /// terminal polls its output across turns).
+    pub lasting: bool,
 }
 
 /// The last size the provider reported: `tokens` for a conversation of

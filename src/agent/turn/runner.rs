@@ -1065,6 +1065,11 @@ impl Runner<'_> {
                     Err(error) => return failed(format!("Error: {error}")),
                 };
                 if args.background {
+                    // In the editor's terminal when it offers one: a dev
+                    // server the user can watch there.
+                    if self.client.capabilities.terminal {
+                        return self.start_terminal_job(&args.command, &path, &launch);
+                    }
                     return self.start_job(&args.command, &path, launch);
                 }
                 if self.client.capabilities.terminal {
@@ -1162,7 +1167,9 @@ impl Runner<'_> {
         match self.jobs.start(spec) {
             Ok(info) => {
                 // A moment for the first lines (a server's address).
-                std::thread::sleep(Duration::from_millis(300));
+                if self.cancel.sleep(Duration::from_millis(300)) {
+                    return Ending::Cancelled;
+                }
                 let first = self
                     .jobs
                     .read_for_model(&info.job_id, None, 2_048)

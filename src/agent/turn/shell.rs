@@ -128,41 +128,7 @@ impl Runner<'_> {
         timeout: Duration,
         launch: &Launch,
     ) -> Ending {
-        // The editor's environment is not ours to clean, so the command is
-        // started through `env -u NAME …`, which removes the credentials
-        // (and sets the confinement's variables) in the terminal's process.
-        let mut args: Vec<OsString> = Vec::new();
-        for name in &launch.env_remove {
-            args.push("-u".into());
-            args.push(name.clone());
-        }
-        for (name, value) in &launch.env_set {
-            let mut pair = name.clone();
-            pair.push("=");
-            pair.push(value);
-            args.push(pair);
-        }
-        let shell_args = [OsString::from("-c"), OsString::from(command_line)];
-        match &launch.sandbox {
-            Some((launcher, profile)) => {
-                let (program, launcher_args) = crate::sandbox::launcher_command(
-                    launcher,
-                    profile,
-                    std::ffi::OsStr::new("sh"),
-                    &shell_args,
-                );
-                args.push(program.into_os_string());
-                args.extend(launcher_args);
-            }
-            None => {
-                args.push("sh".into());
-                args.extend(shell_args);
-            }
-        }
-        let args: Vec<String> = args
-            .iter()
-            .map(|arg| arg.to_string_lossy().into_owned())
-            .collect();
+        let args = terminal_args(command_line, launch);
         let created = self.client.request(
             "terminal/create",
             json!({
@@ -287,4 +253,42 @@ impl Runner<'_> {
             }
         }
     }
+}
+
+/// The arguments of `env` for a command in the editor's terminal. The
+/// editor's environment is not ours to clean, so the command is started
+/// through `env -u NAME …`, which removes the credentials (and sets the
+/// confinement's variables) in the terminal's process.
+pub(super) fn terminal_args(command_line: &str, launch: &Launch) -> Vec<String> {
+    let mut args: Vec<OsString> = Vec::new();
+    for name in &launch.env_remove {
+        args.push("-u".into());
+        args.push(name.clone());
+    }
+    for (name, value) in &launch.env_set {
+        let mut pair = name.clone();
+        pair.push("=");
+        pair.push(value);
+        args.push(pair);
+    }
+    let shell_args = [OsString::from("-c"), OsString::from(command_line)];
+    match &launch.sandbox {
+        Some((launcher, profile)) => {
+            let (program, launcher_args) = crate::sandbox::launcher_command(
+                launcher,
+                profile,
+                std::ffi::OsStr::new("sh"),
+                &shell_args,
+            );
+            args.push(program.into_os_string());
+            args.extend(launcher_args);
+        }
+        None => {
+            args.push("sh".into());
+            args.extend(shell_args);
+        }
+    }
+    args.iter()
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect()
 }

@@ -26,6 +26,7 @@ mod patching;
 mod plan_and_steps;
 mod policy;
 mod rules;
+mod terminal_jobs;
 mod workspace;
 
 use crate::support::{temp_dir, write_file, Agent, Answer, Turn};
