@@ -393,3 +393,139 @@ fn input_to_a_job_that_does_not_read_never_stalls_the_agent() {
         json!({"sessionId": session, "jobId": job}),
     );
 }
+
+/// An agent against `server` with a config file (`extra` merged in).
+fn configured(space: &Space, server: &FakeServer, extra: Value) -> Agent {
+    let mut config = json!({
+        "providers": {"fake": {"kind": "openai", "base_url": server.base_url(),
+                               "requires_key": false}},
+        "defaults": {"model": "fake/test-model"},
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        config[key] = value.clone();
+    }
+    let path = space.base.join("config.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let db = space.db.arg();
+    let tmp = space.tmpdir();
+    let mut agent = Agent::spawn(
+        &[
+            "acp",
+            "--db",
+            &db,
+            "--permissions",
+            "yolo",
+            "--config",
+            path.to_str().unwrap(),
+        ],
+        &[("TMPDIR", &tmp)],
+    );
+    agent.initialize();
+    agent
+}
+
+fn vm_hwm_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_job_that_floods_its_output_keeps_a_capped_log_and_bounded_memory() {
+    let space = Space::new("jobs-flood");
+    let server = FakeServer::start();
+    // 100 MB of output against a 1 MiB log.
+    server.push(start_job(
+        "j1",
+        "yes 0123456789abcdef | head -c 100000000; echo; echo finished",
+    ));
+    server.push(Reply::Sse(chat_text(&["Started."])));
+    server.push(Reply::Sse(chat_text(&["It finished."])));
+    let mut agent = configured(
+        &space,
+        &server,
+        json!({"tools": {"command_log_bytes": 1_048_576}}),
+    );
+    let session = agent.new_session(&space.ws);
+    prompt(&mut agent, &session, "flood");
+    let job = jobs(&mut agent, &session)[0]["jobId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_until("the job's end", || {
+        ok(
+            &mut agent,
+            "_spindle/job",
+            json!({"sessionId": session, "jobId": job}),
+        )["state"]
+            != "running"
+    });
+    let item = ok(
+        &mut agent,
+        "_spindle/job",
+        json!({"sessionId": session, "jobId": job}),
+    );
+    assert_eq!(item["state"], "exited", "{item}");
+    assert_eq!(
+        item["outputBytes"],
+        100_000_000u64 + "\nfinished\n".len() as u64
+    );
+    let window = ok(
+        &mut agent,
+        "_spindle/resource",
+        json!({"sessionId": session, "uri": format!("shell-log:{job}"), "byteOffset": 1_048_000, "byteCount": 4096}),
+    );
+    let total = window["totalBytes"].as_u64().unwrap();
+    assert!(
+        (1_048_576..1_048_576 + 200).contains(&total),
+        "the log is capped: {total}"
+    );
+    assert!(
+        window["text"]
+            .as_str()
+            .unwrap()
+            .contains("later output is not kept"),
+        "{window}"
+    );
+    // Nothing like the output was held in memory (a debug build idles
+    // well under this).
+    let peak = vm_hwm_kib(agent.pid());
+    assert!(peak > 0 && peak < 96 * 1024, "peak RSS {peak} KiB");
+}
+
+#[test]
+fn cancelling_a_job_that_forked_kills_its_whole_group() {
+    let space = Space::new("jobs-fork");
+    let server = FakeServer::start();
+    server.push(start_job(
+        "j1",
+        "sleep 60 & echo $! > a.pid; (sleep 61 & echo $! > b.pid; wait) & wait",
+    ));
+    server.push(Reply::Sse(chat_text(&["Started."])));
+    let mut agent = space.openai(&server);
+    let session = agent.new_session(&space.ws);
+    prompt(&mut agent, &session, "fork");
+    let read = |name: &str| -> u64 {
+        let path = space.ws.join(name);
+        wait_until(name, || {
+            std::fs::read_to_string(&path).is_ok_and(|t| t.ends_with('\n'))
+        });
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (a, b) = (read("a.pid"), read("b.pid"));
+    assert!(alive(a) && alive(b));
+    let job = jobs(&mut agent, &session)[0]["jobId"].clone();
+    ok(
+        &mut agent,
+        "_spindle/job/cancel",
+        json!({"sessionId": session, "jobId": job}),
+    );
+    wait_until("the children to die", || !alive(a) && !alive(b));
+}
