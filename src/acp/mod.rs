@@ -17,6 +17,10 @@ pub mod method {
     pub const SESSION_RESUME: &str = "session/resume";
     pub const SESSION_LIST: &str = "session/list";
     pub const SESSION_CLOSE: &str = "session/close";
+    /// Unstable: a copy of a session that goes its own way.
+    pub const SESSION_FORK: &str = "session/fork";
+    /// Unstable, used by older clients: the `model` config option.
+    pub const SESSION_SET_MODEL: &str = "session/set_model";
     pub const SESSION_DELETE: &str = "session/delete";
     pub const SESSION_SET_MODE: &str = "session/set_mode";
     pub const SESSION_SET_CONFIG_OPTION: &str = "session/set_config_option";

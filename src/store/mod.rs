@@ -312,6 +312,54 @@ impl Store {
         Ok(())
     }
 
+    /// A copy of session `from` as a new session `to` in `cwd`: its
+    /// settings, title, conversation and transcript, in one transaction.
+    /// Not copied: checkpoints (undo stays with the original's files), the
+    /// inbox, the goal and jobs. The copy's turns are all ended ones.
+    pub fn fork_session(
+        &mut self,
+        from: &str,
+        to: &str,
+        cwd: &str,
+        mcp_servers: &Value,
+    ) -> Result<()> {
+        let now = time::now_rfc3339();
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let order = Self::next_order(&transaction)?;
+        let copied = transaction.execute(
+            "INSERT INTO sessions (id, cwd, title, created_at, updated_at, updated_order, settings, mcp_servers)
+             SELECT ?2, ?3, title, ?4, ?4, ?5, settings, ?6 FROM sessions WHERE id = ?1",
+            params![from, to, cwd, now, order, mcp_servers.to_string()],
+        )?;
+        if copied != 1 {
+            return Err(StoreError(format!("there is no session {from}")));
+        }
+        if transaction.query_row(
+            "SELECT COUNT(*) FROM turns WHERE session_id = ?1 AND state = 'running'",
+            [from],
+            |row| row.get::<_, i64>(0),
+        )? > 0
+        {
+            return Err(StoreError(format!(
+                "session {from} is in the middle of a turn"
+            )));
+        }
+        for statement in [
+            "INSERT INTO turns (session_id, turn, state, stop_reason, error, usage, started_at, ended_at)
+             SELECT ?2, turn, state, stop_reason, error, usage, started_at, ended_at FROM turns WHERE session_id = ?1",
+            "INSERT INTO events (session_id, seq, turn, body)
+             SELECT ?2, seq, turn, body FROM events WHERE session_id = ?1",
+            "INSERT INTO messages (session_id, seq, body)
+             SELECT ?2, seq, body FROM messages WHERE session_id = ?1",
+        ] {
+            transaction.execute(statement, params![from, to])?;
+        }
+        transaction.commit()?;
+        Ok(())
+    }
+
     pub fn session(&self, id: &str) -> Result<Option<SessionRow>> {
         Ok(self
             .connection

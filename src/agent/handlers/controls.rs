@@ -342,6 +342,29 @@ impl Dispatcher {
         Ok(())
     }
 
+    /// `session/set_model` (unstable; older clients): the same as setting
+    /// the `model` config option, told back as `config_option_update`.
+    pub(in crate::agent) fn set_model(&mut self, params: Value) -> Result<Value, RpcError> {
+        let session_id = match params.get("sessionId") {
+            Some(Value::String(id)) => id.clone(),
+            _ => return Err(RpcError::invalid_params("missing field `sessionId`")),
+        };
+        let model = match params.get("modelId") {
+            Some(Value::String(model)) => model.clone(),
+            _ => {
+                return Err(RpcError::invalid_params(
+                    "missing field `modelId` (a string)",
+                ))
+            }
+        };
+        if self.sessions.get(&session_id).is_none_or(|s| s.closed) {
+            return Err(not_found(&session_id));
+        }
+        let registry = self.registry()?;
+        self.change_option(&session_id, &registry, "model", &model)?;
+        Ok(json!({}))
+    }
+
     pub(in crate::agent) fn set_mode(&mut self, params: Value) -> Result<Value, RpcError> {
         let request: SetMode = decode(params)?;
         let registry = self.registry()?;

@@ -45,7 +45,8 @@ impl Dispatcher {
                     "embeddedContext": true
                 },
                 "mcpCapabilities": { "http": true, "sse": true },
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
+                // `fork` is unstable; the stable schema allows the field.
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}},
                 "_meta": { "spindle": super::extensions::discovery() }
             }),
             auth_methods,

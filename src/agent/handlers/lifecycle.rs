@@ -306,6 +306,61 @@ impl Dispatcher {
         Ok(response)
     }
 
+    /// `session/fork` (unstable): a new session holding a copy of the
+    /// conversation and transcript so far, opened in `cwd` with the given
+    /// MCP servers; the two go their own ways from here.
+    pub(in crate::agent) fn fork_session(&mut self, params: Value) -> Result<Value, RpcError> {
+        let source = match params.get("sessionId") {
+            Some(Value::String(id)) => id.clone(),
+            Some(_) => return Err(RpcError::invalid_params("sessionId must be a string")),
+            None => return Err(RpcError::invalid_params("missing field `sessionId`")),
+        };
+        let cwd = match params.get("cwd") {
+            Some(Value::String(cwd)) => cwd.clone(),
+            _ => {
+                return Err(RpcError::invalid_params(
+                    "missing field `cwd` (an absolute path)",
+                ))
+            }
+        };
+        check_cwd(&cwd)?;
+        let servers = params.get("mcpServers").cloned().unwrap_or(json!([]));
+        if !servers.is_array() {
+            return Err(RpcError::invalid_params("mcpServers must be an array"));
+        }
+        if self
+            .sessions
+            .get(&source)
+            .is_some_and(|s| s.running.is_some())
+        {
+            return Err(RpcError::invalid_request(format!(
+                "session {source} is running a turn; fork it once the turn has ended"
+            )));
+        }
+        if self.store()?.session(&source).map_err(internal)?.is_none() {
+            return Err(not_found(&source));
+        }
+        let id = loop {
+            let id = crate::util::new_id("sess");
+            if !self.sessions.contains_key(&id)
+                && self.store()?.session(&id).map_err(internal)?.is_none()
+            {
+                break id;
+            }
+        };
+        let redacted = redact_mcp_servers(servers.as_array().map_or(&[][..], Vec::as_slice));
+        self.store()?
+            .fork_session(&source, &id, &cwd, &redacted)
+            .map_err(|error| RpcError::invalid_request(error.0))?;
+        log::info!("session {id} forked from {source}");
+        let mut response = self.load_session(
+            json!({"sessionId": id, "cwd": cwd, "mcpServers": servers}),
+            false,
+        )?;
+        response["sessionId"] = json!(id);
+        Ok(response)
+    }
+
     pub(in crate::agent) fn list_sessions(&mut self, params: Value) -> Result<Value, RpcError> {
         let request: acp::ListSessionsRequest = decode(params)?;
         if let Some(cwd) = &request.cwd {

@@ -70,6 +70,8 @@ impl Dispatcher {
             method::SESSION_RESUME => Some(self.load_session(params, false)),
             method::SESSION_LIST => Some(self.list_sessions(params)),
             method::SESSION_CLOSE => Some(self.close_session(params)),
+            method::SESSION_FORK => Some(self.fork_session(params)),
+            method::SESSION_SET_MODEL => Some(self.set_model(params)),
             method::SESSION_DELETE => Some(self.delete_session(params)),
             method::SESSION_PROMPT => self.prompt(id, params).err().map(Err),
             "_spindle/test/panic" if self.test_hooks => panic!("test hook asked for a panic"),

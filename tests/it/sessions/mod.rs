@@ -18,6 +18,7 @@ mod context;
 mod crash;
 mod database;
 mod extensions;
+mod fork;
 mod goals;
 mod jobs;
 mod lifecycle;
