@@ -38,6 +38,7 @@ pub enum Tool {
     GoalUpdate(GoalUpdateArgs),
     JobOutput(JobOutputArgs),
     JobStop(JobStopArgs),
+    AskUser(AskUserArgs),
 }
 
 /// `goal_update`: the model's report on the goal (goal mode only).
@@ -156,6 +157,59 @@ pub struct JobStopArgs {
     pub job_id: String,
 }
 
+/// `ask_user`: a question for the user, with optional choices.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AskUserArgs {
+    pub question: String,
+    #[serde(default)]
+    pub choices: Vec<String>,
+    /// Whether an answer outside the choices is welcome (default true).
+    #[serde(default = "yes", rename = "allowFreeText")]
+    pub allow_free_text: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The most characters of a question, the most choices, and the most
+/// characters of one choice.
+pub const QUESTION_CAP: usize = 2_000;
+pub const CHOICES_CAP: usize = 10;
+pub const CHOICE_CAP: usize = 200;
+
+impl AskUserArgs {
+    /// The question as the user will see it, or why it cannot be asked.
+    pub fn check(&self) -> Result<(), String> {
+        if self.question.trim().is_empty() {
+            return Err("ask_user needs a question".into());
+        }
+        if self.question.chars().count() > QUESTION_CAP {
+            return Err(format!(
+                "the question is over {QUESTION_CAP} characters; ask it shorter"
+            ));
+        }
+        if self.choices.len() > CHOICES_CAP {
+            return Err(format!("at most {CHOICES_CAP} choices"));
+        }
+        if self
+            .choices
+            .iter()
+            .any(|c| c.trim().is_empty() || c.chars().count() > CHOICE_CAP)
+        {
+            return Err(format!("each choice needs 1 to {CHOICE_CAP} characters"));
+        }
+        let mut unique = self.choices.clone();
+        unique.sort();
+        unique.dedup();
+        if unique.len() != self.choices.len() {
+            return Err("the choices must differ".into());
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct TodoWriteArgs {
     pub todos: Vec<Todo>,
@@ -196,7 +250,7 @@ pub const GLOB_LIMIT: usize = 500;
 pub const SEARCH_LIMIT: usize = 200;
 
 /// The names of every tool, in the order they are offered.
-pub const NAMES: [&str; 15] = [
+pub const NAMES: [&str; 16] = [
     "read_file",
     "write_file",
     "edit_file",
@@ -210,17 +264,19 @@ pub const NAMES: [&str; 15] = [
     "job_output",
     "job_stop",
     "todo_write",
+    "ask_user",
     "goal_update",
     "exit_plan",
 ];
 
 /// The tools that change nothing, offered in plan mode.
-pub const READ_ONLY: [&str; 6] = [
+pub const READ_ONLY: [&str; 7] = [
     "read_file",
     "list_directory",
     "glob",
     "search",
     "todo_write",
+    "ask_user",
     "exit_plan",
 ];
 
@@ -259,6 +315,11 @@ pub fn parse(name: &str, arguments: &str) -> Result<Tool, String> {
         "goal_update" => Tool::GoalUpdate(args(name, value)?),
         "job_output" => Tool::JobOutput(args(name, value)?),
         "job_stop" => Tool::JobStop(args(name, value)?),
+        "ask_user" => {
+            let asked: AskUserArgs = args(name, value)?;
+            asked.check()?;
+            Tool::AskUser(asked)
+        }
         other => {
             return Err(format!(
                 "there is no tool named {other:?}; the tools are: {}",
@@ -282,6 +343,7 @@ pub fn kind(tool: &Tool) -> &'static str {
         Tool::GoalUpdate(_) => "think",
         Tool::JobOutput(_) => "read",
         Tool::JobStop(_) => "execute",
+        Tool::AskUser(_) => "other",
     }
 }
 
@@ -332,6 +394,7 @@ pub fn title(tool: &Tool, root: &Path) -> String {
         Tool::ExitPlan(_) => "Ready to leave plan mode".to_string(),
         Tool::JobOutput(args) => format!("Output of {}", args.job_id),
         Tool::JobStop(args) => format!("Stop {}", args.job_id),
+        Tool::AskUser(args) => format!("Question: {}", shorten(&args.question, 80)),
         Tool::GoalUpdate(args) => match args.status {
             GoalReport::Working => "Goal: progress".to_string(),
             GoalReport::Complete => "Goal: complete".to_string(),
@@ -359,7 +422,8 @@ pub fn target(tool: &Tool, root: &Path) -> Option<paths::Resolved> {
         | Tool::ExitPlan(_)
         | Tool::GoalUpdate(_)
         | Tool::JobOutput(_)
-        | Tool::JobStop(_) => return None,
+        | Tool::JobStop(_)
+        | Tool::AskUser(_) => return None,
     };
     Some(paths::resolve(root, given))
 }
@@ -502,6 +566,15 @@ pub fn specs(ripgrep: bool, output_cap: usize) -> Vec<ToolSpec> {
                     "priority": {"type": "string", "enum": ["high", "medium", "low"], "description": "Default medium."}
                 }, "required": ["content", "status"]}}
             }, "required": ["todos"]}),
+        ),
+        spec(
+            "ask_user",
+            "Ask the user a question when you cannot go on without their decision (which of two designs, whether to delete something, what a name should be). Give choices when there are a few clear options; set allowFreeText false when only the choices make sense. Do not ask what you can find out yourself with the other tools.".into(),
+            json!({"type": "object", "properties": {
+                "question": {"type": "string", "description": "The question, in one or two sentences."},
+                "choices": {"type": "array", "items": {"type": "string"}, "maxItems": CHOICES_CAP, "description": "Up to 10 short options."},
+                "allowFreeText": {"type": "boolean", "description": "Whether an answer outside the choices is welcome (default true)."}
+            }, "required": ["question"]}),
         ),
         spec(
             "goal_update",

@@ -18,7 +18,8 @@ const WAIT: Duration = Duration::from_secs(20);
 const IDS: [&str; 5] = ["mode", "model", "effort", "agent_preset", "tool_approval"];
 
 /// The tools plan mode offers (`exit_plan` asks to leave it).
-const READ_ONLY_TOOLS: [&str; 6] = [
+const READ_ONLY_TOOLS: [&str; 7] = [
+    "ask_user",
     "exit_plan",
     "glob",
     "list_directory",

@@ -609,6 +609,7 @@ fn steps(
         let mut cancelled_at = None;
         let mut declined = None;
         let mut switched = None;
+        let mut question = None;
         if let Some(goal) = state.goal.as_mut() {
             goal.counters.tool_calls += outcome.tool_calls.len() as u64;
             if outcome.tool_calls.iter().any(|c| c.name == "run_command") {
@@ -630,6 +631,10 @@ fn steps(
             }
             if let Some(new_policy) = result.switched {
                 switched = Some(new_policy);
+            }
+            if let Some(asked) = result.question {
+                question = Some((index + 1, asked));
+                break;
             }
         }
         let reports = runner.goal_updates.take();
@@ -658,6 +663,15 @@ fn steps(
         if let Some(done) = cancelled_at {
             answer_unrun(&outcome.tool_calls[done..], messages, state);
             return Ok(StopReason::Cancelled);
+        }
+        if let Some((done, asked)) = question {
+            // The question ends the turn; the user's next prompt answers.
+            answer_unrun(&outcome.tool_calls[done..], messages, state);
+            sink.begin_message();
+            sink.updates
+                .borrow_mut()
+                .chunk(false, &sink.message_id, &asked);
+            return Ok(StopReason::EndTurn);
         }
         if let Some((done, what)) = declined {
             // The user said no: the turn ends here, and says so.

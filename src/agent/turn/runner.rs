@@ -29,6 +29,9 @@ pub struct CallResult {
     /// The user left plan mode (`exit_plan`) for normal mode with this
     /// approval policy.
     pub switched: Option<Policy>,
+    /// A question the editor could not put to the user itself: the turn
+    /// ends with it as the agent's message, and the next prompt answers.
+    pub question: Option<String>,
 }
 
 /// The most bytes of feedback a rejection passes to the model.
@@ -150,6 +153,9 @@ impl Runner<'_> {
         self.update(announce.clone());
         if let Tool::ExitPlan(args) = &tool {
             return self.exit_plan(call, &args.plan, &announce);
+        }
+        if let Tool::AskUser(args) = &tool {
+            return self.ask_user(call, args, &announce);
         }
         // What the user approves: the diff of an edit, the exact line and
         // folder of a command.
@@ -296,6 +302,7 @@ impl Runner<'_> {
             cancelled,
             declined: None,
             switched: None,
+            question: None,
         }
     }
 
@@ -347,6 +354,120 @@ impl Runner<'_> {
     /// `exit_plan`: the user approves the plan and picks how normal mode
     /// asks, or keeps planning. Asked in every policy: leaving plan mode
     /// is the user's call.
+    /// `ask_user`: through a form when the editor offers form
+    /// elicitation, else as a permission request whose options are the
+    /// choices, else the turn ends with the question and the user's next
+    /// prompt is the answer.
+    fn ask_user(
+        &mut self,
+        call: &ToolCallRequest,
+        asked: &tools::AskUserArgs,
+        announce: &Value,
+    ) -> CallResult {
+        let answered = |text: String| Ending::Completed {
+            content: vec![text_content(&text)],
+            text,
+        };
+        if self.client.capabilities.elicitation.form {
+            let mut answer =
+                json!({"type": "string", "title": "Answer", "maxLength": FEEDBACK_CAP});
+            if !asked.choices.is_empty() {
+                answer["enum"] = json!(asked.choices);
+            }
+            let mut properties = json!({"answer": answer});
+            let mut required = vec!["answer"];
+            if !asked.choices.is_empty() && asked.allow_free_text {
+                properties["other"] = json!({"type": "string", "title": "Or, in your words", "maxLength": FEEDBACK_CAP});
+                required.clear();
+            }
+            let params = json!({
+                "sessionId": self.session_id,
+                "toolCallId": call.id,
+                "mode": "form",
+                "message": asked.question,
+                "requestedSchema": {"type": "object", "properties": properties, "required": required},
+            });
+            let ending = match self.client.request("elicitation/create", params) {
+                Ok(reply) if reply["action"] == "accept" => {
+                    let pick = |key: &str| {
+                        reply["content"][key]
+                            .as_str()
+                            .map(cap_feedback)
+                            .filter(|t| !t.trim().is_empty())
+                    };
+                    match (pick("other"), pick("answer")) {
+                        (Some(own), _) => answered(format!("The user answered: {own}")),
+                        (None, Some(answer)) => answered(format!("The user answered: {answer}")),
+                        (None, None) => answered("The user gave no answer.".into()),
+                    }
+                }
+                Ok(reply) if reply["action"] == "decline" => {
+                    answered("The user declined to answer.".into())
+                }
+                Ok(_) => answered("The user dismissed the question without answering.".into()),
+                Err(ClientError::Cancelled) | Err(ClientError::Gone) => Ending::Cancelled,
+                Err(ClientError::Rpc(error)) => failed(format!(
+                    "Error: the editor could not ask: {}",
+                    error.message
+                )),
+            };
+            return self.finish(call, ending);
+        }
+        if !asked.choices.is_empty() {
+            let mut options: Vec<Value> = asked
+                .choices
+                .iter()
+                .enumerate()
+                .map(|(i, choice)| json!({"optionId": format!("choice_{}", i + 1), "name": choice, "kind": "allow_once"}))
+                .collect();
+            options
+                .push(json!({"optionId": "none", "name": "None of these", "kind": "reject_once"}));
+            let params = json!({
+                "sessionId": self.session_id,
+                "toolCall": {
+                    "toolCallId": call.id,
+                    "title": asked.question,
+                    "kind": "other",
+                    "status": "pending",
+                    "rawInput": announce["rawInput"],
+                },
+                "options": options,
+            });
+            let ending = match self.client.request("session/request_permission", params) {
+                Ok(reply) if reply["outcome"]["outcome"] == "cancelled" => Ending::Cancelled,
+                Ok(reply) => {
+                    let chosen = reply["outcome"]["optionId"]
+                        .as_str()
+                        .and_then(|id| id.strip_prefix("choice_"))
+                        .and_then(|n| n.parse::<usize>().ok())
+                        .and_then(|n| asked.choices.get(n.wrapping_sub(1)));
+                    match chosen {
+                        Some(choice) => answered(format!("The user chose: {choice}")),
+                        None => answered("The user chose none of these.".into()),
+                    }
+                }
+                Err(ClientError::Cancelled) | Err(ClientError::Gone) => Ending::Cancelled,
+                Err(ClientError::Rpc(error)) => failed(format!(
+                    "Error: the editor could not ask: {}",
+                    error.message
+                )),
+            };
+            return self.finish(call, ending);
+        }
+        // The editor has no way to ask: the question is the turn's last
+        // message, and the user's next prompt is the answer.
+        let mut result = self.finish(
+            call,
+            answered("The question is shown to the user; their next message is the answer.".into()),
+        );
+        let mut question = asked.question.trim().to_string();
+        for (i, choice) in asked.choices.iter().enumerate() {
+            question.push_str(&format!("\n{}. {choice}", i + 1));
+        }
+        result.question = Some(question);
+        result
+    }
+
     fn exit_plan(&mut self, call: &ToolCallRequest, plan: &str, announce: &Value) -> CallResult {
         if !self.read_only {
             return self.finish(call, failed("Error: the session is not in plan mode."));
@@ -949,6 +1070,7 @@ impl Runner<'_> {
                 self.change_files(tool, &editor)
             }
             Tool::ExitPlan(_) => failed("Error: exit_plan is answered by the user"),
+            Tool::AskUser(_) => failed("Error: ask_user is answered by the user"),
             Tool::JobOutput(args) => {
                 match self
                     .jobs

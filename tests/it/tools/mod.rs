@@ -25,6 +25,7 @@ mod files;
 mod patching;
 mod plan_and_steps;
 mod policy;
+mod questions;
 mod rules;
 mod terminal_jobs;
 mod workspace;

@@ -1,0 +1,176 @@
+//! `ask_user`: through form elicitation when the client offers it, through
+//! a permission request whose options are the choices, and otherwise as
+//! the turn's last message, answered by the next prompt; a cancel while
+//! the question waits ends the turn cancelled.
+
+use super::{call, calls, say, script, Space, WAIT};
+use crate::support::client::no_requests;
+use crate::support::{run_prompt, Answer, Exchange};
+use serde_json::{json, Value};
+
+fn ask(question: &str, choices: &[&str]) -> Value {
+    calls(vec![call(
+        "q1",
+        "ask_user",
+        json!({"question": question, "choices": choices}),
+    )])
+}
+
+#[test]
+fn a_question_goes_through_a_form_when_the_editor_offers_one() {
+    let space = Space::new("ask-form");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            ask("Which database?", &["sqlite", "postgres"]),
+            say("Postgres it is."),
+        ]),
+        &["--permissions", "ask"],
+        json!({"elicitation": {"form": {}}}),
+    );
+    let mut asked = None;
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "set it up",
+        WAIT,
+        |request: &Value| {
+            assert_eq!(request["method"], "elicitation/create", "{request}");
+            asked = Some(request.clone());
+            Answer::Result(json!({"action": "accept", "content": {"answer": "postgres"}}))
+        },
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    let asked = asked.unwrap();
+    let params = &asked["params"];
+    assert_eq!(params["mode"], "form");
+    assert_eq!(params["message"], "Which database?");
+    assert_eq!(
+        params["requestedSchema"]["properties"]["answer"]["enum"],
+        json!(["sqlite", "postgres"])
+    );
+    assert!(params["requestedSchema"]["properties"]["other"].is_object());
+    assert_eq!(turn.final_status("q1"), "completed");
+    assert!(
+        turn.final_text("q1").contains("postgres"),
+        "{}",
+        turn.dump()
+    );
+}
+
+#[test]
+fn a_declined_form_tells_the_model_so() {
+    let space = Space::new("ask-form-decline");
+    let (mut agent, session) = space.start(
+        &script(vec![ask("Delete the cache?", &[]), say("I will leave it.")]),
+        &["--permissions", "ask"],
+        json!({"elicitation": {"form": {}}}),
+    );
+    let turn = run_prompt(&mut agent, &session, "tidy", WAIT, |_: &Value| {
+        Answer::Result(json!({"action": "decline"}))
+    });
+    assert!(
+        turn.final_text("q1").contains("declined"),
+        "{}",
+        turn.dump()
+    );
+}
+
+#[test]
+fn choices_without_a_form_are_permission_options() {
+    let space = Space::new("ask-options");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            ask("Which branch?", &["main", "develop"]),
+            say("On develop."),
+            ask("Which branch again?", &["main", "develop"]),
+            say("Neither then."),
+        ]),
+        &["--permissions", "ask"],
+        json!({}),
+    );
+    let mut options = Value::Null;
+    let turn = run_prompt(&mut agent, &session, "branch", WAIT, |request: &Value| {
+        assert_eq!(request["method"], "session/request_permission");
+        options = request["params"]["options"].clone();
+        Answer::select("choice_2")
+    });
+    assert_eq!(
+        options,
+        json!([
+            {"optionId": "choice_1", "name": "main", "kind": "allow_once"},
+            {"optionId": "choice_2", "name": "develop", "kind": "allow_once"},
+            {"optionId": "none", "name": "None of these", "kind": "reject_once"},
+        ])
+    );
+    assert!(
+        turn.final_text("q1").contains("chose: develop"),
+        "{}",
+        turn.dump()
+    );
+    let turn = run_prompt(&mut agent, &session, "again", WAIT, |_: &Value| {
+        Answer::select("none")
+    });
+    assert!(
+        turn.final_text("q1").contains("none of these"),
+        "{}",
+        turn.dump()
+    );
+}
+
+#[test]
+fn without_a_way_to_ask_the_turn_ends_with_the_question() {
+    let space = Space::new("ask-end-turn");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            ask("What should the module be called?", &[]),
+            say("Naming it billing."),
+        ]),
+        &["--permissions", "ask"],
+        json!({}),
+    );
+    let turn = run_prompt(&mut agent, &session, "make a module", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert!(
+        turn.text().contains("What should the module be called?"),
+        "{}",
+        turn.dump()
+    );
+    // The next prompt is the answer; the model goes on.
+    let turn = run_prompt(&mut agent, &session, "billing", WAIT, no_requests);
+    assert!(turn.text().contains("Naming it billing"), "{}", turn.dump());
+}
+
+#[test]
+fn bad_questions_fail_and_a_cancel_while_asking_ends_the_turn() {
+    let space = Space::new("ask-bad");
+    let long = "x".repeat(3000);
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![
+                call("b1", "ask_user", json!({"question": long})),
+                call(
+                    "b2",
+                    "ask_user",
+                    json!({"question": "?", "choices": ["a", "a"]}),
+                ),
+                call("b3", "ask_user", json!({"question": "?", "extra": 1})),
+            ]),
+            ask("Go on?", &["yes", "no"]),
+            say("unused"),
+        ]),
+        &["--permissions", "ask"],
+        json!({}),
+    );
+    let mut exchange = Exchange::prompt(&mut agent, &session, "go");
+    let mut waiting = |_: &Value| Answer::Ignore;
+    let asked = exchange.until(&mut agent, WAIT, &mut waiting, &mut |e: &Exchange| {
+        !e.requests("session/request_permission").is_empty()
+    });
+    assert!(asked);
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let turn = exchange.finish(&mut agent, WAIT, &mut waiting);
+    assert_eq!(turn.stop_reason(), "cancelled", "{}", turn.dump());
+    for id in ["b1", "b2", "b3"] {
+        assert_eq!(turn.final_status(id), "failed", "{id}: {}", turn.dump());
+    }
+}
