@@ -8,6 +8,7 @@ pub mod files;
 pub mod guard;
 pub mod ignore;
 pub mod jobs;
+pub mod lines;
 pub mod logs;
 pub mod patch;
 pub mod paths;

@@ -75,6 +75,8 @@ pub struct Session {
     pub reload_queued: bool,
     /// The session's background jobs.
     pub jobs: std::sync::Arc<crate::tools::jobs::Jobs>,
+    /// Line indexes of the workspace files `resource` windows read.
+    pub line_indexes: crate::tools::lines::Indexes,
 }
 
 /// The choices a session keeps across reloads, stored as JSON. Fields
@@ -162,6 +164,7 @@ impl Session {
             goal_changed: false,
             reload_queued: false,
             jobs: Default::default(),
+            line_indexes: Default::default(),
         }
     }
 

@@ -1033,8 +1033,9 @@ fn job_json(job: &crate::tools::jobs::JobInfo) -> Value {
 /// The most characters of one text window.
 const WINDOW_CAP: u64 = 262_144;
 
-/// The largest workspace file a `resource` window reads.
-const RESOURCE_FILE_CAP: u64 = 16 * 1024 * 1024;
+/// The largest workspace file a `resource` window reads (it is indexed in
+/// one streaming pass, never held).
+const RESOURCE_FILE_CAP: u64 = 4 * 1024 * 1024 * 1024;
 
 fn count(params: &Value, field: &str, default: u64, max: u64) -> Result<u64, RpcError> {
     match params.get(field) {
@@ -1297,23 +1298,35 @@ impl Dispatcher {
         }
         let start = count(params, "startLine", 1, u64::MAX >> 1)?.max(1);
         let lines = count(params, "lineCount", 200, 2_000)?;
-        let bytes = crate::tools::bounded::read_capped(&resolved.path, RESOURCE_FILE_CAP).map_err(
-            |_| {
+        use crate::tools::lines::LinesError;
+        let session = self
+            .sessions
+            .get_mut(&id)
+            .ok_or_else(|| crate::agent::dispatcher::params::not_found(&id))?;
+        let failure = |error: LinesError| match error {
+            LinesError::NotText => {
+                RpcError::invalid_params(format!("uri: {path} is not UTF-8 text"))
+                    .with_data(json!({"code": "not_text"}))
+            }
+            LinesError::TooLarge => RpcError::invalid_params(format!(
+                "uri: {path} is over {} MiB, too large for a window",
+                RESOURCE_FILE_CAP >> 20
+            ))
+            .with_data(json!({"code": "too_large"})),
+            LinesError::Unreadable => {
                 RpcError::invalid_params(format!("uri: {path} cannot be read"))
                     .with_data(json!({"code": "unreadable"}))
-            },
-        )?;
-        let text = String::from_utf8(bytes).map_err(|_| {
-            RpcError::invalid_params(format!("uri: {path} is not UTF-8 text"))
-                .with_data(json!({"code": "not_text"}))
-        })?;
-        let revision = crate::util::sha256_hex(text.as_bytes());
-        let total = text.lines().count() as u64;
-        let window: Vec<&str> = text
-            .lines()
-            .skip((start - 1) as usize)
-            .take(lines as usize)
-            .collect();
+            }
+        };
+        let index = session
+            .line_indexes
+            .get(&resolved.path, RESOURCE_FILE_CAP)
+            .map_err(failure)?;
+        let total = index.total_lines;
+        let revision = index.revision.clone();
+        let window =
+            crate::tools::lines::window(&resolved.path, &index, start, lines, WINDOW_CAP as usize)
+                .map_err(failure)?;
         let mut shown = window.join("\n");
         if shown.len() > WINDOW_CAP as usize {
             let mut end = WINDOW_CAP as usize;
