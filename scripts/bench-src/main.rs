@@ -48,6 +48,15 @@
 //!     the agent's own time per continuation (from an answer written to
 //!     the next request received) and the size of the request and of the
 //!     continuation message at the first continuation and the 50th.
+//! 13. Background jobs, started by a scripted `run_command` call with
+//!     `background: true`: the agent's peak RSS (`VmHWM`) while a job
+//!     writes 1 GB of output at the default log cap, against its `VmHWM`
+//!     before, with the log's size; and with a 200 MB log cap, the latency
+//!     of `_spindle/job/transcript` windows at the start, middle and end
+//!     of a 100 MB job log, of a `shell-log:` resource window at its end,
+//!     and of `workspace:` resource windows of the last 2,000 lines of a
+//!     100 MB file and of a file just under the 16 MiB cap on the files a
+//!     window reads.
 
 mod agent;
 mod chat_server;
@@ -57,6 +66,7 @@ mod extensions;
 mod fake_server;
 mod goals;
 mod hostile;
+mod jobs;
 mod load;
 mod report;
 mod search;
@@ -167,6 +177,10 @@ fn main() -> ExitCode {
 
     // 12: the agent's own time per goal continuation.
     goals::report_goals(&bench, &mut rows, &mut failed);
+    println!();
+
+    // 13: background jobs: memory under 1 GB of output, log windows.
+    jobs::report_jobs(&bench, &mut rows, &mut failed);
     println!();
 
     report::print_summary(&rows);
