@@ -101,6 +101,10 @@ class Wire:
                 self.violations.append(f"unexpected request from the agent: {method}")
             else:
                 model.model_validate(message.get("params"))
+        elif method is not None and method.startswith("_"):
+            # An extension notification (`_spindle/event`): ACP lets agents
+            # send them, and clients that do not know them ignore them.
+            pass
         elif method is not None:
             model = NOTIFICATION_MODELS.get(method)
             if model is None:

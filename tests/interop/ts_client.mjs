@@ -136,6 +136,10 @@ const wire = {
       if (!schema) return `unexpected request from the agent: ${message.method}`;
       payload = message.params;
       what = message.method;
+    } else if ("method" in message && String(message.method).startsWith("_")) {
+      // An extension notification (`_spindle/event`): ACP lets agents send
+      // them, and clients that do not know them ignore them.
+      return null;
     } else if ("method" in message) {
       schema = NOTIFICATION_SCHEMAS[message.method];
       if (!schema) return `unexpected notification from the agent: ${message.method}`;
