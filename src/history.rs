@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::fmt::Write;
 
 /// One line per session, newest first: id, last update, title, workspace.
-pub fn list(store: &Store, cwd: Option<&str>) -> Result<String> {
+pub fn list(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Result<String> {
     let mut out = String::new();
     let mut before = None;
     loop {
@@ -15,13 +15,21 @@ pub fn list(store: &Store, cwd: Option<&str>) -> Result<String> {
             break;
         }
         for row in &page {
+            // Which agent file's agent served it (none: the built-in one).
+            let served_by = row.settings["agent"].as_str();
+            if agent.is_some() && served_by != agent {
+                continue;
+            }
             let _ = writeln!(
                 out,
-                "{}  {}  {}  {}",
+                "{}  {}  {}  {}{}",
                 row.id,
                 &row.updated_at[..row.updated_at.len().min(19)].replace('T', " "),
                 row.title.as_deref().unwrap_or("(untitled)"),
-                row.cwd
+                row.cwd,
+                served_by
+                    .map(|name| format!("  [agent {name}]"))
+                    .unwrap_or_default()
             );
         }
         before = page.last().map(|row| row.updated_order);
@@ -199,8 +207,8 @@ mod tests {
             assert!(text.contains(needle), "{needle:?} in\n{text}");
         }
         assert!(show(&store, "nope").unwrap().is_none());
-        assert!(list(&store, None).unwrap().contains("s1"));
-        assert!(list(&store, Some("/elsewhere"))
+        assert!(list(&store, None, None).unwrap().contains("s1"));
+        assert!(list(&store, Some("/elsewhere"), None)
             .unwrap()
             .contains("No sessions"));
     }

@@ -5,6 +5,7 @@
 
 pub mod acp;
 pub mod agent;
+pub mod agentfile;
 pub mod cancel;
 pub mod checkpoint;
 pub mod config;

@@ -11,9 +11,13 @@ const HELP: &str = "\
 spindle — a coding agent for editors, speaking the Agent Client Protocol
 
 USAGE:
-    spindle acp [OPTIONS]     serve ACP (JSON-RPC, one message per line) on stdin/stdout
-    spindle sessions [list] [--cwd DIR] [--db PATH]
-                              list stored sessions, newest first
+    spindle acp [OPTIONS] [AGENT]
+                              serve ACP (JSON-RPC, one message per line) on stdin/stdout;
+                              AGENT: an agent file (agent.json) or a folder holding one
+                              (see docs/agents.md)
+    spindle sessions [list] [--cwd DIR] [--agent FILE] [--db PATH]
+                              list stored sessions, newest first (--agent: those
+                              an agent file's agent served)
     spindle sessions show ID [--db PATH]
                               print a session's transcript as text
     spindle sessions delete ID [--db PATH]
@@ -103,6 +107,8 @@ struct SessionsCommand {
     action: SessionsAction,
     db: Option<std::path::PathBuf>,
     cwd: Option<String>,
+    /// `--agent PATH`: only the sessions that agent file's agent served.
+    agent: Option<String>,
 }
 
 enum SessionsAction {
@@ -214,6 +220,9 @@ fn parse_args() -> Result<Command, Usage> {
                 };
             }
             Short('h') | Long("help") => return Ok(Command::Help),
+            Value(path) if options.agent_path.is_none() => {
+                options.agent_path = Some(path.into());
+            }
             other => return Err(usage(other.unexpected())),
         }
     }
@@ -265,10 +274,16 @@ fn parse_sessions(mut parser: lexopt::Parser) -> Result<SessionsCommand, Usage> 
     let mut words: Vec<String> = Vec::new();
     let mut db = None;
     let mut cwd = None;
+    let mut agent = None;
     while let Some(arg) = parser.next().map_err(usage)? {
         match arg {
             Long("db") => db = Some(parser.value().map_err(usage)?.into()),
             Long("cwd") => cwd = Some(parser.value().map_err(usage)?.string().map_err(usage)?),
+            Long("agent") => {
+                let path: std::path::PathBuf = parser.value().map_err(usage)?.into();
+                let spec = spindle::agentfile::load(&path).map_err(|e| Usage(e.0))?;
+                agent = Some(spec.name);
+            }
             Value(word) => words.push(word.string().map_err(usage)?),
             other => return Err(usage(other.unexpected())),
         }
@@ -290,7 +305,12 @@ fn parse_sessions(mut parser: lexopt::Parser) -> Result<SessionsCommand, Usage> 
             )))
         }
     };
-    Ok(SessionsCommand { action, db, cwd })
+    Ok(SessionsCommand {
+        action,
+        db,
+        cwd,
+        agent,
+    })
 }
 
 /// Runs `spindle sessions …`; the error is a message for stderr.
@@ -299,7 +319,8 @@ fn run_sessions(command: SessionsCommand) -> Result<String, String> {
     let store = spindle::store::Store::open(&path).map_err(|e| e.0)?;
     match command.action {
         SessionsAction::List => {
-            spindle::history::list(&store, command.cwd.as_deref()).map_err(|e| e.0)
+            spindle::history::list(&store, command.cwd.as_deref(), command.agent.as_deref())
+                .map_err(|e| e.0)
         }
         SessionsAction::Show(id) => match spindle::history::show(&store, &id).map_err(|e| e.0)? {
             Some(text) => Ok(text),
@@ -394,7 +415,17 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Ok(Command::Acp(options)) => {
+        Ok(Command::Acp(mut options)) => {
+            // An agent file: read and checked before any protocol output.
+            if let Some(path) = options.agent_path.clone() {
+                match spindle::agentfile::load(&path) {
+                    Ok(spec) => options.adopt(spec),
+                    Err(error) => {
+                        eprintln!("spindle: {error}");
+                        return ExitCode::from(1);
+                    }
+                }
+            }
             // Every command and job runs under `spindle guard` (this very
             // binary), so none outlives the agent.
             if let Ok(exe) = std::env::current_exe() {

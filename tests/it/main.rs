@@ -1,6 +1,7 @@
 //! The single integration-test binary: every test module lives under
 //! `tests/it/`, sharing the helpers in `support`.
 
+mod agents;
 mod architecture;
 mod commands;
 mod content;

@@ -113,9 +113,19 @@ pub fn user_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("commands"))
 }
 
+/// The agent file's `commands/` folder, when `spindle acp PATH` serves
+/// an agent folder that has one (set at start and by reload).
+static AGENT_DIR: std::sync::RwLock<Option<PathBuf>> = std::sync::RwLock::new(None);
+
+pub fn set_agent_dir(dir: Option<PathBuf>) {
+    if let Ok(mut slot) = AGENT_DIR.write() {
+        *slot = dir;
+    }
+}
+
 /// Every command available in a workspace: the built-ins, then custom
-/// commands (the workspace's win over the user's of the same name; none
-/// replaces a built-in).
+/// commands (the workspace's win over the agent file's, which win over the
+/// user's of the same name; none replaces a built-in).
 pub fn available(cwd: &Path) -> Vec<Command> {
     let mut commands: Vec<Command> = BUILTINS
         .iter()
@@ -126,7 +136,13 @@ pub fn available(cwd: &Path) -> Vec<Command> {
             kind: Kind::Builtin(*builtin),
         })
         .collect();
-    for dir in [cwd.join(".spindle").join("commands"), user_dir()] {
+    let agent_dir = AGENT_DIR.read().ok().and_then(|dir| dir.clone());
+    let dirs = [
+        Some(cwd.join(".spindle").join("commands")),
+        agent_dir,
+        Some(user_dir()),
+    ];
+    for dir in dirs.into_iter().flatten() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };

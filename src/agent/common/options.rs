@@ -30,6 +30,52 @@ pub struct Options {
     /// Whether SIGTERM, SIGINT and SIGHUP end the agent as the end of
     /// input does (`spindle acp`; off for agents embedded in tests).
     pub signals: bool,
+    /// `spindle acp PATH`: the agent file, and the agent it describes.
+    pub agent_path: Option<PathBuf>,
+    pub agent: Option<std::sync::Arc<crate::agentfile::AgentSpec>>,
+    /// The command line's own choices, before an agent file's were taken
+    /// (a reload takes the file's again).
+    pub before_agent: Option<Box<Options>>,
+}
+
+impl Options {
+    /// Takes an agent file's choices where the command line made none
+    /// (`--model`, `--preset`, `--on-reject`, `--max-steps` still win).
+    pub fn adopt(&mut self, spec: crate::agentfile::AgentSpec) {
+        if self.before_agent.is_none() {
+            self.before_agent = Some(Box::new(self.clone()));
+        }
+        if self.model.is_none() {
+            self.model = spec.model.clone();
+        }
+        if self.preset.is_none() {
+            self.preset = spec.preset.as_deref().and_then(Preset::parse);
+        }
+        if self.on_reject.is_none() {
+            self.on_reject = spec.on_reject;
+        }
+        if self.max_steps == 0 {
+            self.max_steps = spec.max_steps.unwrap_or(0);
+        }
+        self.agent = Some(std::sync::Arc::new(spec));
+    }
+
+    /// The options with the agent file read again: `Err` names the
+    /// problem, and nothing changes.
+    pub fn reread_agent(&self) -> Result<Option<Options>, String> {
+        let Some(path) = &self.agent_path else {
+            return Ok(None);
+        };
+        let spec = crate::agentfile::load(path).map_err(|e| e.0)?;
+        let mut fresh = self
+            .before_agent
+            .as_deref()
+            .cloned()
+            .unwrap_or_else(|| self.clone());
+        fresh.before_agent = None;
+        fresh.adopt(spec);
+        Ok(Some(fresh))
+    }
 }
 
 /// Model calls per turn when nothing else says.

@@ -75,6 +75,8 @@ pub struct Session {
     pub reload_queued: bool,
     /// The session's background jobs.
     pub jobs: std::sync::Arc<crate::tools::jobs::Jobs>,
+    /// The agent file's agent that serves it (its name), if any.
+    pub agent: Option<String>,
     /// Line indexes of the workspace files `resource` windows read.
     pub line_indexes: crate::tools::lines::Indexes,
 }
@@ -99,6 +101,9 @@ pub struct Settings {
     pub usage: Usage,
     #[serde(default)]
     pub cost: f64,
+    /// The name of the agent file's agent that served it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 fn auto() -> String {
@@ -165,6 +170,7 @@ impl Session {
             reload_queued: false,
             jobs: Default::default(),
             line_indexes: Default::default(),
+            agent: None,
         }
     }
 
@@ -178,6 +184,7 @@ impl Session {
             mode: self.mode,
             usage: self.usage,
             cost: self.cost,
+            agent: self.agent.clone(),
         }
     }
 
@@ -193,6 +200,9 @@ impl Session {
         self.mode = settings.mode;
         self.usage = settings.usage;
         self.cost = settings.cost;
+        if settings.agent.is_some() {
+            self.agent = settings.agent;
+        }
     }
 
     pub fn workspace_defaults(&self) -> WorkspaceDefaults {

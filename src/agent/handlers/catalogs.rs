@@ -217,13 +217,28 @@ impl Dispatcher {
     /// at each turn already; the client hears the commands again.
     pub(in crate::agent) fn reload_now(&mut self, id: &str) -> Result<(), RpcError> {
         self.take_warm();
-        let built = Registry::build(&self.options).map_err(|problem| {
+        let failed = |problem: String| {
+            RpcError::internal(format!(
+                "the reload failed, the old settings stay: {problem}"
+            ))
+            .with_data(json!({"code": "reload_failed"}))
+        };
+        // The agent file is read again too; a broken one changes nothing.
+        let fresh = self.options.reread_agent().map_err(failed)?;
+        let options = fresh.as_ref().unwrap_or(&self.options);
+        let built = Registry::build(options).map_err(|problem| {
             RpcError::internal(format!(
                 "the reload failed, the old settings stay: {problem}"
             ))
             .with_data(json!({"code": "reload_failed"}))
         })?;
         self.registry = Some(Ok(Arc::new(built)));
+        if let Some(fresh) = fresh {
+            crate::agent::common::commands::set_agent_dir(
+                fresh.agent.as_ref().and_then(|a| a.commands_dir.clone()),
+            );
+            self.options = fresh;
+        }
         self.announce_commands(id);
         Ok(())
     }

@@ -50,10 +50,18 @@ impl Dispatcher {
                 "_meta": { "spindle": super::extensions::discovery() }
             }),
             auth_methods,
-            agent_info: Implementation {
-                name: "spindle".into(),
-                title: Some("Spindle".into()),
-                version: env!("CARGO_PKG_VERSION").into(),
+            // An agent file's agent shows its own name.
+            agent_info: match &self.options.agent {
+                Some(agent) => Implementation {
+                    name: agent.name.clone(),
+                    title: Some(agent.name.clone()),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                },
+                None => Implementation {
+                    name: "spindle".into(),
+                    title: Some("Spindle".into()),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                },
             },
         };
         let mut value = serde_json::to_value(response).unwrap_or_default();

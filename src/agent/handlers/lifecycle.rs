@@ -50,7 +50,9 @@ impl Dispatcher {
             }
         };
         let registry = self.registry()?;
-        let mut session = Session::new(String::new(), cwd, request.mcp_servers, Policy::Ask);
+        let servers = self.with_agent_servers(request.mcp_servers);
+        let mut session = Session::new(String::new(), cwd, servers, Policy::Ask);
+        session.agent = self.options.agent.as_ref().map(|a| a.name.clone());
         let cwd_key = session.cwd.display().to_string();
         let remembered = self
             .store()?
@@ -201,6 +203,7 @@ impl Dispatcher {
         let cwd = check_cwd(&request.cwd)?;
         let registry = self.registry()?;
         let id = request.session_id;
+        let merged = request.mcp_servers.map(|s| self.with_agent_servers(s));
         let me = std::process::id();
         let secrets = self.tool_secrets();
         let message_cap = self.mcp_message_cap();
@@ -209,8 +212,8 @@ impl Dispatcher {
             // session closed while its turn still winds down is opened
             // again (that turn ends normally, as cancelled).
             session.closed = false;
-            let restart = request.mcp_servers.is_some();
-            if let Some(servers) = request.mcp_servers {
+            let restart = merged.is_some();
+            if let Some(servers) = merged {
                 session.mcp_servers = servers;
             }
             if restart {
@@ -257,7 +260,7 @@ impl Dispatcher {
         }
         let messages = store.messages(&id).map_err(internal)?;
         let settings: Settings = serde_json::from_value(row.settings.clone()).unwrap_or_default();
-        let servers = match request.mcp_servers {
+        let servers = match merged {
             Some(servers) => {
                 store
                     .save_mcp_servers(&id, &redact_mcp_servers(&servers))
@@ -304,6 +307,20 @@ impl Dispatcher {
         self.announce_commands(&id);
         self.announce_mcp(&id);
         Ok(response)
+    }
+
+    /// The editor's MCP servers and the agent file's, the editor's
+    /// winning on a name both use.
+    fn with_agent_servers(&self, mut servers: Vec<Value>) -> Vec<Value> {
+        if let Some(agent) = &self.options.agent {
+            for server in &agent.mcp_servers {
+                let name = &server["name"];
+                if !servers.iter().any(|s| s["name"] == *name) {
+                    servers.push(server.clone());
+                }
+            }
+        }
+        servers
     }
 
     /// `session/fork` (unstable): a new session holding a copy of the

@@ -139,6 +139,7 @@ impl Dispatcher {
         let db = Some(self.db_path.clone());
         let capabilities = self.client.clone().unwrap_or_default();
         let explicit_steps = self.options.max_steps;
+        let agent = self.options.agent.clone();
         let on_reject = self
             .options
             .on_reject
@@ -190,6 +191,10 @@ impl Dispatcher {
         let mut system = system_prompt(&session.cwd);
         system.push_str("\n\n");
         system.push_str(session.preset.instructions());
+        if let Some(instructions) = agent.as_ref().and_then(|a| a.instructions.as_deref()) {
+            system.push_str("\n\n");
+            system.push_str(instructions.trim());
+        }
         if session.mode == Mode::Goal {
             system.push_str("\n\n");
             system.push_str(crate::agent::common::goal::INSTRUCTIONS);
@@ -262,7 +267,12 @@ impl Dispatcher {
         // and the project's own, which only tighten unless trusted.
         let project_key = session.cwd.display().to_string();
         let mine = registry.config.permissions.projects.get(&project_key);
-        let mut user_rules = registry.config.permissions.rules.clone();
+        // The agent file's rules count as the user's (they chose the file).
+        let mut user_rules = agent
+            .as_ref()
+            .map(|a| a.permissions.clone())
+            .unwrap_or_default();
+        user_rules.extend(registry.config.permissions.rules.clone());
         user_rules.extend(mine.map(|p| p.rules.clone()).unwrap_or_default());
         let project_rules = match crate::config::project_rules(&session.cwd) {
             Ok(rules) => rules,
@@ -334,6 +344,7 @@ impl Dispatcher {
             epoch,
             goal,
             rules: Arc::new(rules),
+            agent,
             config_path: Some(
                 registry
                     .config_path

@@ -110,6 +110,8 @@ pub struct Turn {
     pub scan_cache: Arc<std::sync::Mutex<crate::checkpoint::ScanCache>>,
     /// Lasting permission rules, and where project answers are saved.
     pub rules: Arc<crate::policy::rules::RuleSet>,
+    /// The agent file's agent: its tool allow-list and per-turn limits.
+    pub agent: Option<Arc<crate::agentfile::AgentSpec>>,
     pub config_path: Option<PathBuf>,
     pub price: Option<Price>,
     /// What the session cost before this turn.
@@ -585,6 +587,18 @@ fn steps(
             answer_unrun(&outcome.tool_calls, messages, state);
             return Ok(stop);
         }
+        // An agent file's per-turn limits: past either, the turn ends
+        // with `max_tokens` before the next step.
+        if let Some(reached) = turn.agent.as_deref().and_then(|a| limit_reached(a, state)) {
+            answer_unrun(&outcome.tool_calls, messages, state);
+            sink.begin_message();
+            sink.updates.borrow_mut().chunk(
+                false,
+                &sink.message_id,
+                &format!("_This agent's limit of {reached} per turn is reached; I stopped here._"),
+            );
+            return Ok(StopReason::MaxTokens);
+        }
         let mut runner = Runner {
             session_id: &turn.session_id,
             root: &turn.root,
@@ -604,6 +618,7 @@ fn steps(
             goal_updates: RefCell::new(Vec::new()),
             jobs: &turn.jobs,
             epoch: turn.epoch,
+            agent: turn.agent.as_deref(),
         };
         let mut results = Vec::new();
         let mut cancelled_at = None;
@@ -864,6 +879,9 @@ fn offered_tools(turn: &Turn, read_only: bool) -> Vec<ToolSpec> {
         crate::tools::search::ripgrep_available(),
         turn.processes.output_cap,
     );
+    if let Some(agent) = &turn.agent {
+        tools.retain(|tool| agent.allows_tool(&tool.name));
+    }
     if read_only {
         tools.retain(|tool| crate::tools::READ_ONLY.contains(&tool.name.as_str()));
     } else {
@@ -875,6 +893,13 @@ fn offered_tools(turn: &Turn, read_only: bool) -> Vec<ToolSpec> {
     if let Some(mcp) = &turn.mcp {
         for tool in mcp.tools() {
             if read_only && !tool.read_only {
+                continue;
+            }
+            if turn
+                .agent
+                .as_ref()
+                .is_some_and(|agent| !agent.allows_mcp(&tool.server, &tool.name))
+            {
                 continue;
             }
             tools.push(ToolSpec {
@@ -929,6 +954,19 @@ fn too_long(error: &crate::provider::ProviderError, compacting: bool) -> RpcErro
         ),
     )
     .with_data(data)
+}
+
+/// Which of the agent's per-turn limits the turn has reached, in words.
+fn limit_reached(agent: &crate::agentfile::AgentSpec, state: &State) -> Option<String> {
+    let tokens = state.usage.input_tokens + state.usage.output_tokens;
+    if let Some(limit) = agent.limits.tokens.filter(|limit| tokens >= *limit) {
+        return Some(format!("{limit} tokens"));
+    }
+    agent
+        .limits
+        .cost
+        .filter(|limit| state.cost >= *limit)
+        .map(|limit| format!("{limit} in cost"))
 }
 
 /// Adds a finished model call's usage and cost to the turn's; a call

@@ -67,6 +67,8 @@ pub struct Runner<'a> {
     /// The session's background jobs, and this turn's epoch (a cancel
     /// kills the jobs of its turn).
     pub jobs: &'a std::sync::Arc<crate::tools::jobs::Jobs>,
+    /// The agent file's agent, whose tool allow-list holds.
+    pub agent: Option<&'a crate::agentfile::AgentSpec>,
     pub epoch: u64,
 }
 
@@ -105,10 +107,39 @@ impl Runner<'_> {
     pub fn run(&mut self, call: &ToolCallRequest) -> CallResult {
         let raw_input = serde_json::from_str::<Value>(&call.arguments)
             .unwrap_or_else(|_| Value::String(call.arguments.clone()));
-        if !tools::NAMES.contains(&call.name.as_str()) {
-            if let Some(tool) = self.mcp.and_then(|mcp| mcp.find(&call.name)) {
-                return self.run_mcp(call, &tool, raw_input);
+        let builtin = tools::NAMES.contains(&call.name.as_str());
+        let mcp_tool = if builtin {
+            None
+        } else {
+            self.mcp.and_then(|mcp| mcp.find(&call.name))
+        };
+        // An agent file's allow-list holds whatever the model calls: a
+        // tool it was not offered is not run.
+        if let Some(agent) = self.agent {
+            let allowed = match &mcp_tool {
+                Some(tool) => agent.allows_mcp(&tool.server, &tool.name),
+                None => !builtin || agent.allows_tool(&call.name),
+            };
+            if !allowed {
+                self.update(json!({
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": call.id,
+                    "title": format!("{} (not available)", call.name),
+                    "kind": "other",
+                    "status": "pending",
+                    "rawInput": raw_input,
+                }));
+                return self.finish(
+                    call,
+                    failed(format!(
+                        "Error: the agent {} may not use {}; use the tools you were given",
+                        agent.name, call.name
+                    )),
+                );
             }
+        }
+        if let Some(tool) = mcp_tool {
+            return self.run_mcp(call, &tool, raw_input);
         }
         let tool = match tools::parse(&call.name, &call.arguments) {
             Ok(tool) => tool,
