@@ -40,6 +40,20 @@ pub enum Tool {
     JobOutput(JobOutputArgs),
     JobStop(JobStopArgs),
     AskUser(AskUserArgs),
+    Task(TaskArgs),
+}
+
+/// `task`: a subtask for a subagent (handled by the turn, not here).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskArgs {
+    /// A few words: the tool call's title.
+    pub description: String,
+    /// The whole task, as the subagent's first message.
+    pub prompt: String,
+    /// A subagent the agent file names.
+    #[serde(default)]
+    pub agent: Option<String>,
 }
 
 /// `goal_update`: the model's report on the goal (goal mode only).
@@ -251,7 +265,7 @@ pub const GLOB_LIMIT: usize = 500;
 pub const SEARCH_LIMIT: usize = 200;
 
 /// The names of every tool, in the order they are offered.
-pub const NAMES: [&str; 16] = [
+pub const NAMES: [&str; 17] = [
     "read_file",
     "write_file",
     "edit_file",
@@ -266,20 +280,25 @@ pub const NAMES: [&str; 16] = [
     "job_stop",
     "todo_write",
     "ask_user",
+    "task",
     "goal_update",
     "exit_plan",
 ];
 
 /// The tools that change nothing, offered in plan mode.
-pub const READ_ONLY: [&str; 7] = [
+pub const READ_ONLY: [&str; 8] = [
     "read_file",
     "list_directory",
     "glob",
     "search",
     "todo_write",
     "ask_user",
+    "task",
     "exit_plan",
 ];
+
+/// Never offered to a subagent (nor run for one).
+pub const NOT_FOR_SUBAGENTS: [&str; 4] = ["task", "ask_user", "exit_plan", "goal_update"];
 
 /// Offered only in plan mode.
 pub const PLAN_ONLY: [&str; 1] = ["exit_plan"];
@@ -316,6 +335,13 @@ pub fn parse(name: &str, arguments: &str) -> Result<Tool, String> {
         "goal_update" => Tool::GoalUpdate(args(name, value)?),
         "job_output" => Tool::JobOutput(args(name, value)?),
         "job_stop" => Tool::JobStop(args(name, value)?),
+        "task" => {
+            let task: TaskArgs = args(name, value)?;
+            if task.prompt.trim().is_empty() {
+                return Err("task needs a prompt: the whole task for the subagent".into());
+            }
+            Tool::Task(task)
+        }
         "ask_user" => {
             let asked: AskUserArgs = args(name, value)?;
             asked.check()?;
@@ -345,6 +371,7 @@ pub fn kind(tool: &Tool) -> &'static str {
         Tool::JobOutput(_) => "read",
         Tool::JobStop(_) => "execute",
         Tool::AskUser(_) => "other",
+        Tool::Task(_) => "think",
     }
 }
 
@@ -396,6 +423,7 @@ pub fn title(tool: &Tool, root: &Path) -> String {
         Tool::JobOutput(args) => format!("Output of {}", args.job_id),
         Tool::JobStop(args) => format!("Stop {}", args.job_id),
         Tool::AskUser(args) => format!("Question: {}", shorten(&args.question, 80)),
+        Tool::Task(args) => format!("Task: {}", shorten(&args.description, 80)),
         Tool::GoalUpdate(args) => match args.status {
             GoalReport::Working => "Goal: progress".to_string(),
             GoalReport::Complete => "Goal: complete".to_string(),
@@ -424,7 +452,8 @@ pub fn target(tool: &Tool, root: &Path) -> Option<paths::Resolved> {
         | Tool::GoalUpdate(_)
         | Tool::JobOutput(_)
         | Tool::JobStop(_)
-        | Tool::AskUser(_) => return None,
+        | Tool::AskUser(_)
+        | Tool::Task(_) => return None,
     };
     Some(paths::resolve(root, given))
 }
@@ -576,6 +605,15 @@ pub fn specs(ripgrep: bool, output_cap: usize) -> Vec<ToolSpec> {
                 "choices": {"type": "array", "items": {"type": "string"}, "maxItems": CHOICES_CAP, "description": "Up to 10 short options."},
                 "allowFreeText": {"type": "boolean", "description": "Whether an answer outside the choices is welcome (default true)."}
             }, "required": ["question"]}),
+        ),
+        spec(
+            "task",
+            "Hand a self-contained subtask to a subagent with a fresh conversation (research across many files, a focused change), so your own context stays small. It has your tools (read-only in plan mode, and no task of its own); give it everything it needs in the prompt, since it sees nothing of this conversation. Its final answer is the result. Name an agent only when the agent file lists subagents.".into(),
+            json!({"type": "object", "properties": {
+                "description": {"type": "string", "description": "A few words: what the subtask is."},
+                "prompt": {"type": "string", "description": "The whole task, with the paths, facts and constraints it needs."},
+                "agent": {"type": "string", "description": "A subagent the agent file names (optional)."}
+            }, "required": ["description", "prompt"]}),
         ),
         spec(
             "goal_update",

@@ -345,6 +345,7 @@ impl Dispatcher {
             goal,
             rules: Arc::new(rules),
             agent,
+            subagent: None,
             config_path: Some(
                 registry
                     .config_path

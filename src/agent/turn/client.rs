@@ -42,6 +42,9 @@ pub struct Client {
     pub capabilities: ClientCapabilities,
     outbox: Outbox,
     cancel: CancelToken,
+    /// A subagent's handle: its permission requests carry the parent's
+    /// tool call (`_meta.spindle.parentToolCallId`).
+    pub parent: Option<String>,
 }
 
 impl Client {
@@ -56,7 +59,23 @@ impl Client {
             capabilities,
             outbox,
             cancel,
+            parent: None,
         }
+    }
+
+    /// The parent's mark on a subagent's permission request.
+    fn marked(&self, method: &str, mut params: Value) -> Value {
+        if let (Some(parent), "session/request_permission") = (&self.parent, method) {
+            if params["toolCall"].is_object() {
+                params["toolCall"]["_meta"] =
+                    serde_json::json!({"spindle": {"parentToolCallId": parent}});
+                if let Some(id) = params["toolCall"]["toolCallId"].as_str() {
+                    params["toolCall"]["toolCallId"] =
+                        serde_json::json!(super::updates::nested_id(parent, id));
+                }
+            }
+        }
+        params
     }
 
     /// Sends a request and waits for its answer or the turn's cancel.
@@ -85,7 +104,7 @@ impl Client {
         let request = OutgoingRequest {
             session_id: self.session_id.clone(),
             method,
-            params,
+            params: self.marked(method, params),
             reply,
             lasting: false,
         };
@@ -137,7 +156,7 @@ impl Client {
         let request = OutgoingRequest {
             session_id: self.session_id.clone(),
             method,
-            params,
+            params: self.marked(method, params),
             reply,
             lasting,
         };

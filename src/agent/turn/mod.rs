@@ -15,6 +15,7 @@ mod record;
 pub mod report;
 mod runner;
 mod shell;
+mod subagent;
 mod terminal_job;
 mod undo;
 mod updates;
@@ -56,6 +57,7 @@ pub enum TurnKind {
 }
 
 /// Everything a turn needs, handed over by the dispatcher.
+#[derive(Clone)]
 pub struct Turn {
     pub session_id: String,
     /// The prompt request to answer; `None` for a turn the agent started
@@ -112,6 +114,9 @@ pub struct Turn {
     pub rules: Arc<crate::policy::rules::RuleSet>,
     /// The agent file's agent: its tool allow-list and per-turn limits.
     pub agent: Option<Arc<crate::agentfile::AgentSpec>>,
+    /// A subagent's own spec (a `task` naming one): its allow-list narrows
+    /// the agent's further.
+    pub subagent: Option<Arc<crate::agentfile::AgentSpec>>,
     pub config_path: Option<PathBuf>,
     pub price: Option<Price>,
     /// What the session cost before this turn.
@@ -161,6 +166,25 @@ struct State {
     goal: Option<crate::agent::common::goal::Goal>,
 }
 
+impl State {
+    fn new(turn: &Turn) -> State {
+        State {
+            added: Vec::new(),
+            usage: Usage::default(),
+            approvals: turn.approvals.clone(),
+            cost: 0.0,
+            replaced: None,
+            model_calls: 0,
+            usage_reports: 0,
+            known: turn.known,
+            compacted: false,
+            summaries: 0,
+            applied: Vec::new(),
+            goal: turn.goal.clone(),
+        }
+    }
+}
+
 pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("spindle-turn-{}", turn.session_id))
@@ -200,20 +224,7 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
             );
             let mut sink = UpdateSink::new(turn.cancel.clone(), &updates);
             sink.live = Some(turn.live.clone());
-            let mut state = State {
-                added: Vec::new(),
-                usage: Usage::default(),
-                approvals: turn.approvals.clone(),
-                cost: 0.0,
-                replaced: None,
-                model_calls: 0,
-                usage_reports: 0,
-                known: turn.known,
-                compacted: false,
-                summaries: 0,
-                applied: Vec::new(),
-                goal: turn.goal.clone(),
-            };
+            let mut state = State::new(&turn);
             let outcome = catch_unwind(AssertUnwindSafe(|| match &turn.kind {
                 TurnKind::Model => run(&turn, &mut sink, &mut state, &mut record),
                 TurnKind::Local(reply) => {
@@ -619,6 +630,7 @@ fn steps(
             jobs: &turn.jobs,
             epoch: turn.epoch,
             agent: turn.agent.as_deref(),
+            subagent: turn.subagent.as_deref(),
         };
         let mut results = Vec::new();
         let mut cancelled_at = None;
@@ -632,7 +644,17 @@ fn steps(
             }
         }
         for (index, call) in outcome.tool_calls.iter().enumerate() {
-            let result = runner.run(call);
+            let result = if call.name == "task" && turn.client.parent.is_none() {
+                let (result, spent) =
+                    subagent::run_task(turn, sink, runner.approvals, checkpoints, call);
+                add_usage(&mut state.usage, &spent.usage);
+                state.cost += spent.cost;
+                state.model_calls += spent.model_calls;
+                state.usage_reports += spent.usage_reports;
+                result
+            } else {
+                runner.run(call)
+            };
             let mut message = Message::tool_result(&call.id, result.text);
             context::spill(&mut message, turn.tool_output_cap, &keeper);
             results.push(message);
@@ -879,8 +901,13 @@ fn offered_tools(turn: &Turn, read_only: bool) -> Vec<ToolSpec> {
         crate::tools::search::ripgrep_available(),
         turn.processes.output_cap,
     );
-    if let Some(agent) = &turn.agent {
+    for agent in turn.agent.iter().chain(&turn.subagent) {
         tools.retain(|tool| agent.allows_tool(&tool.name));
+    }
+    // A subagent hands out no tasks, asks no one, and cannot change the
+    // session's mode.
+    if turn.client.parent.is_some() {
+        tools.retain(|tool| !crate::tools::NOT_FOR_SUBAGENTS.contains(&tool.name.as_str()));
     }
     if read_only {
         tools.retain(|tool| crate::tools::READ_ONLY.contains(&tool.name.as_str()));
@@ -897,8 +924,9 @@ fn offered_tools(turn: &Turn, read_only: bool) -> Vec<ToolSpec> {
             }
             if turn
                 .agent
-                .as_ref()
-                .is_some_and(|agent| !agent.allows_mcp(&tool.server, &tool.name))
+                .iter()
+                .chain(&turn.subagent)
+                .any(|agent| !agent.allows_mcp(&tool.server, &tool.name))
             {
                 continue;
             }

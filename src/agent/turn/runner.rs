@@ -67,8 +67,10 @@ pub struct Runner<'a> {
     /// The session's background jobs, and this turn's epoch (a cancel
     /// kills the jobs of its turn).
     pub jobs: &'a std::sync::Arc<crate::tools::jobs::Jobs>,
-    /// The agent file's agent, whose tool allow-list holds.
+    /// The agent file's agent, whose tool allow-list holds, and a
+    /// subagent's spec, whose allow-list narrows it.
     pub agent: Option<&'a crate::agentfile::AgentSpec>,
+    pub subagent: Option<&'a crate::agentfile::AgentSpec>,
     pub epoch: u64,
 }
 
@@ -108,6 +110,23 @@ impl Runner<'_> {
         let raw_input = serde_json::from_str::<Value>(&call.arguments)
             .unwrap_or_else(|_| Value::String(call.arguments.clone()));
         let builtin = tools::NAMES.contains(&call.name.as_str());
+        if self.client.parent.is_some() && tools::NOT_FOR_SUBAGENTS.contains(&call.name.as_str()) {
+            self.update(json!({
+                "sessionUpdate": "tool_call",
+                "toolCallId": call.id,
+                "title": format!("{} (not available)", call.name),
+                "kind": "other",
+                "status": "pending",
+                "rawInput": raw_input,
+            }));
+            return self.finish(
+                call,
+                failed(format!(
+                    "Error: a subagent cannot use {}; finish the task with your answer",
+                    call.name
+                )),
+            );
+        }
         let mcp_tool = if builtin {
             None
         } else {
@@ -115,7 +134,7 @@ impl Runner<'_> {
         };
         // An agent file's allow-list holds whatever the model calls: a
         // tool it was not offered is not run.
-        if let Some(agent) = self.agent {
+        for agent in self.agent.into_iter().chain(self.subagent) {
             let allowed = match &mcp_tool {
                 Some(tool) => agent.allows_mcp(&tool.server, &tool.name),
                 None => !builtin || agent.allows_tool(&call.name),
@@ -1102,6 +1121,9 @@ impl Runner<'_> {
             }
             Tool::ExitPlan(_) => failed("Error: exit_plan is answered by the user"),
             Tool::AskUser(_) => failed("Error: ask_user is answered by the user"),
+            Tool::Task(_) => {
+                failed("Error: a subagent cannot hand out tasks of its own; do the work yourself")
+            }
             Tool::JobOutput(args) => {
                 match self
                     .jobs

@@ -18,6 +18,8 @@ enum Kept {
         kind: &'static str,
         message_id: String,
         text: String,
+        /// A subagent's chunk: the parent's tool call.
+        parent: Option<String>,
     },
     Other(Value),
 }
@@ -27,6 +29,27 @@ pub struct Updates {
     writer: Sender<Queued>,
     cancel: CancelToken,
     kept: Vec<Kept>,
+    /// While a subagent runs: the parent's tool call, which every update
+    /// is marked with (`_meta.spindle.parentToolCallId`), and the titles
+    /// of the subagent's tool calls so far (the parent's progress).
+    nested: Option<Nested>,
+}
+
+struct Nested {
+    parent: String,
+    progress: Vec<String>,
+}
+
+/// The most progress lines the parent's tool call shows.
+const PROGRESS_LINES: usize = 12;
+
+/// How a subagent's tool call is known to the editor.
+pub fn nested_id(parent: &str, id: &str) -> String {
+    format!("{parent}/{id}")
+}
+
+fn parent_meta(parent: &str) -> Value {
+    json!({"spindle": {"parentToolCallId": parent}})
 }
 
 /// How long, after a cancel, a line still waits for room in a full queue
@@ -40,7 +63,17 @@ impl Updates {
             writer,
             cancel,
             kept: Vec::new(),
+            nested: None,
         }
+    }
+
+    /// From now on, updates are a subagent's, under `parent` (`None`:
+    /// the turn's own again).
+    pub fn nest(&mut self, parent: Option<&str>) {
+        self.nested = parent.map(|parent| Nested {
+            parent: parent.to_string(),
+            progress: Vec::new(),
+        });
     }
 
     /// Queues a line for stdout. The queue is bounded: when the client
@@ -72,6 +105,9 @@ impl Updates {
 
     /// Sends a message or thought chunk (the hot path: typed, no JSON tree).
     pub fn chunk(&mut self, thought: bool, message_id: &str, text: &str) {
+        if let Some(parent) = self.nested.as_ref().map(|n| n.parent.clone()) {
+            return self.nested_chunk(thought, message_id, text, parent);
+        }
         let content = ContentBlock::text(text);
         let message_id_owned = Some(message_id.to_string());
         let update = if thought {
@@ -91,13 +127,24 @@ impl Updates {
         } else {
             "agent_message_chunk"
         };
+        self.keep_chunk(kind, message_id, text, None);
+    }
+
+    fn keep_chunk(
+        &mut self,
+        kind: &'static str,
+        message_id: &str,
+        text: &str,
+        parent: Option<String>,
+    ) {
         if let Some(Kept::Chunk {
             kind: last_kind,
             message_id: last_id,
             text: last_text,
+            parent: last_parent,
         }) = self.kept.last_mut()
         {
-            if *last_kind == kind && last_id == message_id {
+            if *last_kind == kind && last_id == message_id && *last_parent == parent {
                 last_text.push_str(text);
                 return;
             }
@@ -106,11 +153,63 @@ impl Updates {
             kind,
             message_id: message_id.to_string(),
             text: text.to_string(),
+            parent,
         });
     }
 
+    /// A subagent's chunk: marked with the parent's tool call.
+    fn nested_chunk(&mut self, thought: bool, message_id: &str, text: &str, parent: String) {
+        let kind = if thought {
+            "agent_thought_chunk"
+        } else {
+            "agent_message_chunk"
+        };
+        let update = json!({
+            "sessionUpdate": kind,
+            "content": {"type": "text", "text": text},
+            "messageId": message_id,
+            "_meta": parent_meta(&parent),
+        });
+        let line = rpc::notification_line(
+            acp::method::SESSION_UPDATE,
+            &json!({"sessionId": self.session_id, "update": update}),
+        );
+        self.deliver(line);
+        self.keep_chunk(kind, message_id, text, Some(parent));
+    }
+
     /// Sends any other update (tool calls, plans, ...).
-    pub fn send(&mut self, update: Value) {
+    pub fn send(&mut self, mut update: Value) {
+        let mut progress = None;
+        if let Some(nested) = self.nested.as_mut() {
+            update["_meta"] = parent_meta(&nested.parent);
+            // The subagent's call ids are its model's: under the parent's,
+            // so they never clash with the session's own.
+            if let Some(id) = update["toolCallId"].as_str() {
+                update["toolCallId"] = json!(nested_id(&nested.parent, id));
+            }
+            if update["sessionUpdate"] == "tool_call" {
+                let title = update["title"].as_str().unwrap_or("a tool call");
+                nested.progress.push(format!("- {title}"));
+                let start = nested.progress.len().saturating_sub(PROGRESS_LINES);
+                progress = Some(json!({
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": nested.parent,
+                    "content": [{"type": "content", "content": {"type": "text",
+                        "text": nested.progress[start..].join("\n")}}],
+                }));
+            }
+        }
+        self.send_now(update);
+        // The parent's tool call streams the subagent's progress.
+        if let Some(progress) = progress {
+            let nested = self.nested.take();
+            self.send_now(progress);
+            self.nested = nested;
+        }
+    }
+
+    fn send_now(&mut self, update: Value) {
         let line = rpc::notification_line(
             acp::method::SESSION_UPDATE,
             &json!({"sessionId": self.session_id, "update": update}),
@@ -119,8 +218,12 @@ impl Updates {
         self.kept.push(Kept::Other(update));
     }
 
-    /// Sends a live-only update (usage): shown, never replayed.
+    /// Sends a live-only update (usage): shown, never replayed. A
+    /// subagent's are not sent: the session's meter is the parent's.
     pub fn send_live(&mut self, update: Value) {
+        if self.nested.is_some() {
+            return;
+        }
         let line = rpc::notification_line(
             acp::method::SESSION_UPDATE,
             &json!({"sessionId": self.session_id, "update": update}),
@@ -137,12 +240,18 @@ impl Updates {
                     kind,
                     message_id,
                     text,
-                } => json!({
-                    "sessionUpdate": kind,
-                    "content": {"type": "text", "text": text},
-                    "messageId": message_id,
-                })
-                .to_string(),
+                    parent,
+                } => {
+                    let mut update = json!({
+                        "sessionUpdate": kind,
+                        "content": {"type": "text", "text": text},
+                        "messageId": message_id,
+                    });
+                    if let Some(parent) = parent {
+                        update["_meta"] = parent_meta(&parent);
+                    }
+                    update.to_string()
+                }
                 Kept::Other(value) => value.to_string(),
             })
             .collect()

@@ -27,6 +27,7 @@ mod plan_and_steps;
 mod policy;
 mod questions;
 mod rules;
+mod subagents;
 mod terminal_jobs;
 mod workspace;
 

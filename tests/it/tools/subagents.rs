@@ -1,0 +1,243 @@
+//! The `task` tool: a subagent reads and edits with its own conversation;
+//! its updates reach the editor marked with the parent's tool call, under
+//! ids of their own; its permission request carries the mark too; the
+//! parent's call shows its progress and ends with its answer; a cancel
+//! stops parent and child; a load replays the subagent's updates as they
+//! were shown live.
+
+use super::{call, calls, permissions, say, script, Space, WAIT};
+use crate::support::{run_prompt, Answer, Exchange};
+use serde_json::{json, Value};
+
+fn meta_parent(update: &Value) -> Option<&str> {
+    update["_meta"]["spindle"]["parentToolCallId"].as_str()
+}
+
+#[test]
+fn a_subagent_reads_and_edits_and_its_updates_carry_the_parent() {
+    let space = Space::new("subagent");
+    space.write("a.txt", "hello from a\n");
+    let db = space.base.join("db").join("spindle.db");
+    let db_arg = db.to_str().unwrap().to_string();
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "t1",
+                "task",
+                json!({"description": "Copy a greeting", "prompt": "Read a.txt, then write its words to b.txt."}),
+            )]),
+            calls(vec![call("c1", "read_file", json!({"path": "a.txt"}))]),
+            calls(vec![call(
+                "c2",
+                "write_file",
+                json!({"path": "b.txt", "content": "hello from the subagent\n"}),
+            )]),
+            say("a.txt says hello; I wrote b.txt."),
+            say("The subagent copied it."),
+        ]),
+        &["--permissions", "ask", "--db", &db_arg],
+        json!({}),
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "copy it",
+        WAIT,
+        permissions(vec![("t1/c2", Answer::select("allow_once"))]),
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    // The parent's call: a `think` call, its progress, the child's answer.
+    assert_eq!(turn.tool_call("t1")["kind"], "think");
+    assert_eq!(turn.final_status("t1"), "completed", "{}", turn.dump());
+    assert!(
+        turn.final_text("t1").contains("I wrote b.txt"),
+        "{}",
+        turn.dump()
+    );
+    let progress = turn.updates().into_iter().any(|u| {
+        u["toolCallId"] == "t1"
+            && u["content"][0]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("Read a.txt") && t.contains("Write b.txt"))
+    });
+    assert!(progress, "{}", turn.dump());
+    // The child's calls: under ids of their own, marked with the parent.
+    for id in ["t1/c1", "t1/c2"] {
+        assert_eq!(turn.final_status(id), "completed", "{id}: {}", turn.dump());
+        let announced = turn.tool_call(id);
+        assert_eq!(meta_parent(announced), Some("t1"), "{announced}");
+    }
+    assert_eq!(space.read("b.txt"), "hello from the subagent\n");
+    let asked = turn.requests("session/request_permission");
+    assert_eq!(asked.len(), 1);
+    let tool_call = &asked[0]["params"]["toolCall"];
+    assert_eq!(tool_call["toolCallId"], "t1/c2");
+    assert_eq!(meta_parent(tool_call), Some("t1"));
+    // The child's words are marked; the parent's are not.
+    let chunks: Vec<&Value> = turn
+        .updates()
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .collect();
+    assert!(chunks.iter().any(|u| meta_parent(u) == Some("t1")));
+    assert!(chunks.iter().any(|u| meta_parent(u).is_none()
+        && u["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("copied"))));
+    let live: Vec<Value> = turn
+        .updates()
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] != "usage_update")
+        .cloned()
+        .collect();
+    drop(agent);
+
+    // Another process loads the session: the same updates, marks included.
+    let mut agent = space.spawn(&script(vec![]), &["--permissions", "yolo", "--db", &db_arg]);
+    super::initialize(&mut agent, json!({}));
+    let id = agent.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": space.ws, "mcpServers": []}),
+    );
+    let (loaded, others) = agent.response(&id, WAIT);
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let replayed: Vec<Value> = others
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| m["params"]["update"].clone())
+        .filter(|u| {
+            u["sessionUpdate"] != "user_message_chunk"
+                && u["sessionUpdate"] != "available_commands_update"
+        })
+        .collect();
+    let marked = |updates: &[Value]| -> Vec<Value> {
+        updates
+            .iter()
+            .filter(|u| meta_parent(u).is_some() && u["sessionUpdate"] != "agent_message_chunk")
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        marked(&replayed),
+        marked(&live),
+        "the subagent's calls replay as they were shown"
+    );
+    assert!(replayed
+        .iter()
+        .any(|u| u["sessionUpdate"] == "agent_message_chunk" && meta_parent(u) == Some("t1")));
+}
+
+#[test]
+fn a_subagent_cannot_nest_or_ask_and_a_cancel_stops_both() {
+    let space = Space::new("subagent-cancel");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "t1",
+                "task",
+                json!({"description": "Loop", "prompt": "Run things."}),
+            )]),
+            calls(vec![
+                call(
+                    "n1",
+                    "task",
+                    json!({"description": "deeper", "prompt": "x"}),
+                ),
+                call("n2", "ask_user", json!({"question": "?"})),
+                call(
+                    "n3",
+                    "run_command",
+                    json!({"command": "echo started > started.txt; sleep 30"}),
+                ),
+            ]),
+            say("unused"),
+        ]),
+        &["--permissions", "yolo"],
+        json!({}),
+    );
+    let mut exchange = Exchange::prompt(&mut agent, &session, "go");
+    let mut answer = |_: &Value| Answer::Ignore;
+    let started = exchange.until(&mut agent, WAIT, &mut answer, &mut |_: &Exchange| {
+        space.exists("started.txt")
+    });
+    assert!(started);
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let turn = exchange.finish(&mut agent, WAIT, &mut answer);
+    assert_eq!(turn.stop_reason(), "cancelled", "{}", turn.dump());
+    assert_eq!(turn.final_status("t1"), "failed");
+    for id in ["t1/n1", "t1/n2"] {
+        assert_eq!(turn.final_status(id), "failed", "{id}: {}", turn.dump());
+        assert!(
+            turn.final_text(id).contains("subagent cannot"),
+            "{}",
+            turn.dump()
+        );
+    }
+    assert_eq!(turn.final_status("t1/n3"), "failed", "{}", turn.dump());
+}
+
+#[test]
+fn an_unknown_subagent_or_an_empty_task_fails() {
+    let space = Space::new("subagent-bad");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![
+                call(
+                    "t1",
+                    "task",
+                    json!({"description": "x", "prompt": "y", "agent": "ghost"}),
+                ),
+                call("t2", "task", json!({"description": "x", "prompt": " "})),
+            ]),
+            say("ok"),
+        ]),
+        &["--permissions", "yolo"],
+        json!({}),
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "go",
+        WAIT,
+        crate::support::client::no_requests,
+    );
+    assert_eq!(turn.final_status("t1"), "failed");
+    assert!(
+        turn.final_text("t1").contains("no subagent \"ghost\""),
+        "{}",
+        turn.dump()
+    );
+    assert_eq!(turn.final_status("t2"), "failed");
+}
+
+#[test]
+fn in_plan_mode_the_subagent_only_reads() {
+    let space = Space::new("subagent-plan");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "t1",
+                "task",
+                json!({"description": "Look around", "prompt": "Survey, and write notes.txt."}),
+            )]),
+            calls(vec![
+                call("c1", "list_directory", json!({})),
+                call("c2", "write_file", json!({"path": "notes.txt", "content": "x"})),
+            ]),
+            say("Surveyed; writing is not allowed here."),
+            say("Planned."),
+        ]),
+        &["--permissions", "yolo"],
+        json!({}),
+    );
+    let id = agent.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "plan"}),
+    );
+    agent.response(&id, WAIT);
+    let turn = run_prompt(&mut agent, &session, "plan", WAIT, crate::support::client::no_requests);
+    assert_eq!(turn.final_status("t1/c1"), "completed", "{}", turn.dump());
+    assert_eq!(turn.final_status("t1/c2"), "failed", "{}", turn.dump());
+    assert!(!space.exists("notes.txt"));
+    assert_eq!(turn.final_status("t1"), "completed");
+}
