@@ -48,7 +48,7 @@ fn initialize_answers_version_one_and_describes_the_agent() {
     assert_eq!(result["agentCapabilities"]["loadSession"], true);
     assert_eq!(
         result["agentCapabilities"]["sessionCapabilities"],
-        json!({"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}})
+        json!({"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}, "additionalDirectories": {}})
     );
     assert_eq!(
         result["agentCapabilities"]["promptCapabilities"],

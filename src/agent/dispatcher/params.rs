@@ -100,6 +100,56 @@ pub(in crate::agent) fn check_cwd(cwd: &str) -> Result<PathBuf, RpcError> {
     }
 }
 
+/// The most additional workspace roots of one session.
+const EXTRA_ROOTS_CAP: usize = 32;
+
+/// `additionalDirectories` of a session request: `None` when absent, else
+/// each an absolute path to an existing folder (symlinks resolved), none
+/// repeated. A bad entry is -32602 naming it.
+pub(in crate::agent) fn extra_roots(params: &Value) -> Result<Option<Vec<PathBuf>>, RpcError> {
+    let list = match params.get("additionalDirectories") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(list)) => list,
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "additionalDirectories must be an array of absolute paths",
+            ))
+        }
+    };
+    if list.len() > EXTRA_ROOTS_CAP {
+        return Err(RpcError::invalid_params(format!(
+            "additionalDirectories: at most {EXTRA_ROOTS_CAP} folders"
+        )));
+    }
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for (index, entry) in list.iter().enumerate() {
+        let Some(text) = entry.as_str() else {
+            return Err(RpcError::invalid_params(format!(
+                "additionalDirectories[{index}] must be a string"
+            )));
+        };
+        let dir = check_cwd(text).map_err(|error| {
+            RpcError::invalid_params(format!(
+                "additionalDirectories[{index}]: {}",
+                error
+                    .message
+                    .trim_start_matches("Invalid params: ")
+                    .replacen("cwd", "the folder", 1)
+            ))
+        })?;
+        let real = std::fs::canonicalize(&dir).unwrap_or(dir);
+        if real == Path::new("/") {
+            return Err(RpcError::invalid_params(format!(
+                "additionalDirectories[{index}]: the whole file system cannot be a workspace root"
+            )));
+        }
+        if !roots.contains(&real) {
+            roots.push(real);
+        }
+    }
+    Ok(Some(roots))
+}
+
 pub(in crate::agent) fn not_found(session_id: &str) -> RpcError {
     RpcError::new(
         code::RESOURCE_NOT_FOUND,

@@ -77,6 +77,8 @@ pub struct Session {
     pub jobs: std::sync::Arc<crate::tools::jobs::Jobs>,
     /// The agent file's agent that serves it (its name), if any.
     pub agent: Option<String>,
+    /// `additionalDirectories`: more workspace roots (absolute, real).
+    pub extra_roots: Vec<PathBuf>,
     /// Line indexes of the workspace files `resource` windows read.
     pub line_indexes: crate::tools::lines::Indexes,
 }
@@ -104,6 +106,13 @@ pub struct Settings {
     /// The name of the agent file's agent that served it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// Its additional workspace roots.
+    #[serde(
+        default,
+        rename = "additionalDirectories",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub extra_roots: Vec<PathBuf>,
 }
 
 fn auto() -> String {
@@ -171,6 +180,7 @@ impl Session {
             jobs: Default::default(),
             line_indexes: Default::default(),
             agent: None,
+            extra_roots: Vec::new(),
         }
     }
 
@@ -185,6 +195,7 @@ impl Session {
             usage: self.usage,
             cost: self.cost,
             agent: self.agent.clone(),
+            extra_roots: self.extra_roots.clone(),
         }
     }
 
@@ -203,6 +214,7 @@ impl Session {
         if settings.agent.is_some() {
             self.agent = settings.agent;
         }
+        self.extra_roots = settings.extra_roots;
     }
 
     pub fn workspace_defaults(&self) -> WorkspaceDefaults {

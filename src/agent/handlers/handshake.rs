@@ -46,7 +46,7 @@ impl Dispatcher {
                 },
                 "mcpCapabilities": { "http": true, "sse": true },
                 // `fork` is unstable; the stable schema allows the field.
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}, "additionalDirectories": {}},
                 "_meta": { "spindle": super::extensions::discovery() }
             }),
             auth_methods,

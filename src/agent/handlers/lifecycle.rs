@@ -26,6 +26,7 @@ const MCP_START_WAIT: std::time::Duration = std::time::Duration::from_millis(100
 
 impl Dispatcher {
     pub(in crate::agent) fn new_session(&mut self, params: Value) -> Result<Value, RpcError> {
+        let roots = crate::agent::dispatcher::params::extra_roots(&params)?;
         let request: acp::NewSessionRequest = decode(params)?;
         let cwd = check_cwd(&request.cwd)?;
         let requested = request
@@ -53,6 +54,7 @@ impl Dispatcher {
         let servers = self.with_agent_servers(request.mcp_servers);
         let mut session = Session::new(String::new(), cwd, servers, Policy::Ask);
         session.agent = self.options.agent.as_ref().map(|a| a.name.clone());
+        session.extra_roots = roots.unwrap_or_default();
         let cwd_key = session.cwd.display().to_string();
         let remembered = self
             .store()?
@@ -196,6 +198,7 @@ impl Dispatcher {
         params: Value,
         replay: bool,
     ) -> Result<Value, RpcError> {
+        let roots = crate::agent::dispatcher::params::extra_roots(&params)?;
         let request: acp::LoadSessionRequest = decode(params)?;
         if replay && request.mcp_servers.is_none() {
             return Err(RpcError::invalid_params("missing field `mcpServers`"));
@@ -212,6 +215,9 @@ impl Dispatcher {
             // session closed while its turn still winds down is opened
             // again (that turn ends normally, as cancelled).
             session.closed = false;
+            if let Some(roots) = roots {
+                session.extra_roots = roots;
+            }
             let restart = merged.is_some();
             if let Some(servers) = merged {
                 session.mcp_servers = servers;
@@ -276,6 +282,10 @@ impl Dispatcher {
         };
         let mut session = Session::new(id.clone(), cwd, servers, settings.policy);
         session.restore(settings);
+        // Given: the whole list from now on; absent: the stored one.
+        if let Some(roots) = roots {
+            session.extra_roots = roots;
+        }
         let (mcp, notes) = start_mcp(
             &session.id,
             &session.mcp_servers,
@@ -370,10 +380,11 @@ impl Dispatcher {
             .fork_session(&source, &id, &cwd, &redacted)
             .map_err(|error| RpcError::invalid_request(error.0))?;
         log::info!("session {id} forked from {source}");
-        let mut response = self.load_session(
-            json!({"sessionId": id, "cwd": cwd, "mcpServers": servers}),
-            false,
-        )?;
+        let mut load = json!({"sessionId": id, "cwd": cwd, "mcpServers": servers});
+        if let Some(roots) = params.get("additionalDirectories") {
+            load["additionalDirectories"] = roots.clone();
+        }
+        let mut response = self.load_session(load, false)?;
         response["sessionId"] = json!(id);
         Ok(response)
     }

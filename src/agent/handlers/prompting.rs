@@ -191,6 +191,17 @@ impl Dispatcher {
         let mut system = system_prompt(&session.cwd);
         system.push_str("\n\n");
         system.push_str(session.preset.instructions());
+        if !session.extra_roots.is_empty() {
+            let roots: Vec<String> = session
+                .extra_roots
+                .iter()
+                .map(|r| format!("- {}", r.display()))
+                .collect();
+            system.push_str(&format!(
+                "\n\nThese folders are part of the workspace too (use absolute paths for them):\n{}",
+                roots.join("\n")
+            ));
+        }
         if let Some(instructions) = agent.as_ref().and_then(|a| a.instructions.as_deref()) {
             system.push_str("\n\n");
             system.push_str(instructions.trim());
@@ -346,6 +357,7 @@ impl Dispatcher {
             rules: Arc::new(rules),
             agent,
             subagent: None,
+            extra_roots: session.extra_roots.clone(),
             config_path: Some(
                 registry
                     .config_path
@@ -787,6 +799,11 @@ impl Dispatcher {
                 .unwrap_or(crate::tools::logs::DEFAULT_LOG_CAP),
             launcher,
             sandbox,
+            extra_roots: self
+                .sessions
+                .get(session_id)
+                .map(|s| s.extra_roots.clone())
+                .unwrap_or_default(),
         }
     }
 }

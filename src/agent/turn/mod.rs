@@ -114,6 +114,8 @@ pub struct Turn {
     pub rules: Arc<crate::policy::rules::RuleSet>,
     /// The agent file's agent: its tool allow-list and per-turn limits.
     pub agent: Option<Arc<crate::agentfile::AgentSpec>>,
+    /// `additionalDirectories`: more roots the tools use as the workspace.
+    pub extra_roots: Vec<PathBuf>,
     /// A subagent's own spec (a `task` naming one): its allow-list narrows
     /// the agent's further.
     pub subagent: Option<Arc<crate::agentfile::AgentSpec>>,
@@ -631,6 +633,7 @@ fn steps(
             epoch: turn.epoch,
             agent: turn.agent.as_deref(),
             subagent: turn.subagent.as_deref(),
+            extra_roots: &turn.extra_roots,
         };
         let mut results = Vec::new();
         let mut cancelled_at = None;

@@ -45,6 +45,9 @@ pub struct Processes {
     pub output_cap: usize,
     /// Whether the machine offers a sandbox.
     pub sandbox: bool,
+    /// The session's additional workspace roots: writable in the sandbox
+    /// as the workspace is (their `.git` read-only).
+    pub extra_roots: Vec<PathBuf>,
 }
 
 /// What a command starts with.
@@ -87,12 +90,20 @@ impl Processes {
                 }
                 Profile::default()
             }
-            Confinement::Workspace => Profile {
-                writable: vec![root.to_path_buf()],
-                read_only: git_dirs(root, cwd),
-                network: false,
-                hidden: Vec::new(),
-            },
+            Confinement::Workspace => {
+                let mut writable = vec![root.to_path_buf()];
+                let mut read_only = git_dirs(root, cwd);
+                for extra in &self.extra_roots {
+                    writable.push(extra.clone());
+                    read_only.extend(git_dirs(extra, cwd));
+                }
+                Profile {
+                    writable,
+                    read_only,
+                    network: false,
+                    hidden: Vec::new(),
+                }
+            }
         };
         let Some(launcher) = &self.launcher else {
             return Err("the sandbox is not available".into());

@@ -71,6 +71,8 @@ pub struct Runner<'a> {
     /// subagent's spec, whose allow-list narrows it.
     pub agent: Option<&'a crate::agentfile::AgentSpec>,
     pub subagent: Option<&'a crate::agentfile::AgentSpec>,
+    /// `additionalDirectories`: paths inside them count as the workspace.
+    pub extra_roots: &'a [std::path::PathBuf],
     pub epoch: u64,
 }
 
@@ -174,7 +176,7 @@ impl Runner<'_> {
                 return self.finish(call, failed(format!("Error: {error}")));
             }
         };
-        let target = tools::target(&tool, self.root);
+        let target = tools::target(&tool, self.root).map(|t| self.widen(t));
         if self.read_only && !tools::READ_ONLY.contains(&call.name.as_str()) {
             self.update(json!({
                 "sessionUpdate": "tool_call",
@@ -775,10 +777,28 @@ impl Runner<'_> {
         !crate::policy::judge(command_line, &context).is_read_only()
     }
 
+    /// A path outside the workspace that lies inside one of the session's
+    /// additional roots (after symlinks) counts as inside.
+    fn widen(&self, mut target: paths::Resolved) -> paths::Resolved {
+        if target.inside {
+            return target;
+        }
+        let shown = target.path.display().to_string();
+        for root in self.extra_roots {
+            let there = paths::resolve(root, &shown);
+            if there.inside {
+                target.inside = true;
+                target.git_internal = there.git_internal;
+                break;
+            }
+        }
+        target
+    }
+
     /// Every path a patch, a deletion or a move names (a move's both
     /// ends), resolved; an error only for a patch that does not parse.
     fn named_paths(&self, tool: &Tool) -> Result<Vec<paths::Resolved>, String> {
-        let resolve = |given: &str| paths::resolve(self.root, given);
+        let resolve = |given: &str| self.widen(paths::resolve(self.root, given));
         Ok(match tool {
             Tool::ApplyPatch(args) => {
                 let parsed = patch::parse(&args.patch)?;

@@ -26,6 +26,7 @@ mod patching;
 mod plan_and_steps;
 mod policy;
 mod questions;
+mod roots;
 mod rules;
 mod subagents;
 mod terminal_jobs;

@@ -222,7 +222,11 @@ fn in_plan_mode_the_subagent_only_reads() {
             )]),
             calls(vec![
                 call("c1", "list_directory", json!({})),
-                call("c2", "write_file", json!({"path": "notes.txt", "content": "x"})),
+                call(
+                    "c2",
+                    "write_file",
+                    json!({"path": "notes.txt", "content": "x"}),
+                ),
             ]),
             say("Surveyed; writing is not allowed here."),
             say("Planned."),
@@ -235,7 +239,13 @@ fn in_plan_mode_the_subagent_only_reads() {
         json!({"sessionId": session, "modeId": "plan"}),
     );
     agent.response(&id, WAIT);
-    let turn = run_prompt(&mut agent, &session, "plan", WAIT, crate::support::client::no_requests);
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "plan",
+        WAIT,
+        crate::support::client::no_requests,
+    );
     assert_eq!(turn.final_status("t1/c1"), "completed", "{}", turn.dump());
     assert_eq!(turn.final_status("t1/c2"), "failed", "{}", turn.dump());
     assert!(!space.exists("notes.txt"));
