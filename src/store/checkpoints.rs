@@ -212,7 +212,9 @@ impl Store {
         older_than_ms: i64,
         max_bytes: u64,
     ) -> Result<usize> {
-        let transaction = self.connection.transaction()?;
+        let transaction = self
+            .connection
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let mut removed = transaction.execute(
             "DELETE FROM checkpoints WHERE session_id = ?1 AND created_ms < ?2",
             params![session, older_than_ms],

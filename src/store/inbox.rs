@@ -87,7 +87,9 @@ impl Store {
 
     /// Adds an item; steers go before every pending follow-up.
     pub fn inbox_add(&mut self, session: &str, item: &Item) -> Result<i64> {
-        let transaction = self.connection.transaction()?;
+        let transaction = self
+            .connection
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let position: i64 = if item.intent == "steer" {
             // Just before the first pending follow-up: shift those down.
             let first: Option<i64> = transaction
@@ -158,7 +160,9 @@ impl Store {
     /// Puts the pending items in this order (their ids), keeping the
     /// positions the others hold.
     pub fn inbox_reorder(&mut self, session: &str, order: &[String]) -> Result<()> {
-        let transaction = self.connection.transaction()?;
+        let transaction = self
+            .connection
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let pending: Vec<(String, i64)> = {
             let mut statement = transaction.prepare(
                 "SELECT item_id, position FROM inbox WHERE session_id = ?1 AND state = 'pending'

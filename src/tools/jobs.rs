@@ -48,7 +48,18 @@ pub struct JobInfo {
     /// The editor's terminal the job runs in (then `pid` is 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminal_id: Option<String>,
+    /// `command`, or `agent` (a subagent; its log holds its updates, one
+    /// JSON object a line).
+    #[serde(default = "command_kind")]
+    pub kind: String,
 }
+
+fn command_kind() -> String {
+    "command".into()
+}
+
+/// How a message reaches an agent job (`job/send`).
+pub type Deliver = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
 
 struct Job {
     info: JobInfo,
@@ -58,9 +69,10 @@ struct Job {
     /// What `job_output` has shown the model so far.
     model_offset: u64,
     killed: bool,
-    /// For a job in the editor's terminal: raised to stop it (whoever
-    /// drives the terminal kills it).
+    /// For a job in the editor's terminal or an agent job: raised to stop
+    /// it (whoever drives it ends it).
     stop: Option<CancelToken>,
+    deliver: Option<Deliver>,
 }
 
 /// A job's log as it is written: up to a cap, then one marker, and the
@@ -106,7 +118,7 @@ impl LogSink {
 /// its output, watches `stop`, and reports its end.
 pub struct External {
     pub job_id: String,
-    pub sink: LogSink,
+    pub sink: Arc<Mutex<LogSink>>,
     pub stop: CancelToken,
     jobs: Arc<Jobs>,
 }
@@ -169,6 +181,26 @@ impl Jobs {
         spec: &JobSpec,
         terminal_id: &str,
     ) -> Result<(JobInfo, External), String> {
+        self.register_external(spec, Some(terminal_id), "command", None)
+    }
+
+    /// Registers a subagent running as a job; `deliver` gives it a
+    /// message (`job/send`).
+    pub fn start_agent(
+        self: &Arc<Self>,
+        spec: &JobSpec,
+        deliver: Deliver,
+    ) -> Result<(JobInfo, External), String> {
+        self.register_external(spec, None, "agent", Some(deliver))
+    }
+
+    fn register_external(
+        self: &Arc<Self>,
+        spec: &JobSpec,
+        terminal_id: Option<&str>,
+        kind: &str,
+        deliver: Option<Deliver>,
+    ) -> Result<(JobInfo, External), String> {
         let job_id = format!("job_{}", crate::util::random_hex());
         let log_path = spec.log_dir.join(format!("{job_id}.log"));
         let log = crate::tools::logs::create_file(&log_path)
@@ -187,7 +219,8 @@ impl Jobs {
             pid: 0,
             epoch: spec.epoch,
             log_path,
-            terminal_id: Some(terminal_id.to_string()),
+            terminal_id: terminal_id.map(str::to_string),
+            kind: kind.to_string(),
         };
         lock(&self.jobs).push(Job {
             info: info.clone(),
@@ -196,6 +229,7 @@ impl Jobs {
             model_offset: 0,
             killed: false,
             stop: Some(stop.clone()),
+            deliver,
         });
         let on_change = lock(&self.on_end).clone();
         if let Some(on_change) = on_change {
@@ -203,7 +237,7 @@ impl Jobs {
         }
         let external = External {
             job_id,
-            sink: LogSink::new(log, spec.log_cap, seen),
+            sink: Arc::new(Mutex::new(LogSink::new(log, spec.log_cap, seen))),
             stop,
             jobs: Arc::clone(self),
         };
@@ -259,6 +293,7 @@ impl Jobs {
             epoch: spec.epoch,
             log_path: log_path.clone(),
             terminal_id: None,
+            kind: command_kind(),
         };
         lock(&self.jobs).push(Job {
             info: info.clone(),
@@ -267,6 +302,7 @@ impl Jobs {
             model_offset: 0,
             killed: false,
             stop: None,
+            deliver: None,
         });
         let sink = LogSink::new(log, spec.log_cap, seen);
         let copier = thread::Builder::new()
@@ -324,6 +360,7 @@ impl Jobs {
             epoch,
             log_path,
             terminal_id: None,
+            kind: command_kind(),
         };
         lock(&self.jobs).push(Job {
             info: info.clone(),
@@ -332,6 +369,7 @@ impl Jobs {
             model_offset: 0,
             killed: false,
             stop: None,
+            deliver: None,
         });
         let jobs = Arc::clone(self);
         let id = job_id.clone();
@@ -381,6 +419,7 @@ impl Jobs {
                 model_offset: 0,
                 killed: true,
                 stop: None,
+                deliver: None,
             });
         }
     }
@@ -472,6 +511,10 @@ impl Jobs {
             return Err(format!(
                 "job {id} runs in the editor's terminal; type its input there"
             ));
+        }
+        if let Some(deliver) = job.deliver.clone() {
+            drop(jobs);
+            return deliver(text);
         }
         let stdin = job
             .stdin

@@ -54,6 +54,9 @@ pub struct TaskArgs {
     /// A subagent the agent file names.
     #[serde(default)]
     pub agent: Option<String>,
+    /// Run as a job: the tool answers at once.
+    #[serde(default)]
+    pub background: bool,
 }
 
 /// `goal_update`: the model's report on the goal (goal mode only).
@@ -612,7 +615,8 @@ pub fn specs(ripgrep: bool, output_cap: usize) -> Vec<ToolSpec> {
             json!({"type": "object", "properties": {
                 "description": {"type": "string", "description": "A few words: what the subtask is."},
                 "prompt": {"type": "string", "description": "The whole task, with the paths, facts and constraints it needs."},
-                "agent": {"type": "string", "description": "A subagent the agent file names (optional)."}
+                "agent": {"type": "string", "description": "A subagent the agent file names (optional)."},
+                "background": {"type": "boolean", "description": "Run it as a background job: you get its job id at once, are told when it ends, and can read its progress with job_output or stop it with job_stop."}
             }, "required": ["description", "prompt"]}),
         ),
         spec(

@@ -1013,7 +1013,7 @@ impl Dispatcher {
 fn job_json(job: &crate::tools::jobs::JobInfo) -> Value {
     let mut item = json!({
         "jobId": job.job_id,
-        "kind": "command",
+        "kind": job.kind,
         "title": job.command.chars().take(80).collect::<String>(),
         "command": job.command,
         "cwd": job.cwd,
@@ -1130,10 +1130,20 @@ impl Dispatcher {
         let size = std::fs::metadata(&job.log_path)
             .map(|m| m.len())
             .unwrap_or(0);
-        let tail =
-            crate::tools::jobs::read_window(&job.log_path, size.saturating_sub(2_048), 2_048)
-                .map(|(text, _)| text)
-                .unwrap_or_default();
+        // An agent job's log ends with its answer (one JSON line).
+        let window: u64 = if job.kind == "agent" { 262_144 } else { 2_048 };
+        let tail = crate::tools::jobs::read_window(
+            &job.log_path,
+            size.saturating_sub(window),
+            window as usize,
+        )
+        .map(|(text, _)| text)
+        .unwrap_or_default();
+        let tail = if job.kind == "agent" {
+            crate::agent::turn::agent_answer(&tail)
+        } else {
+            tail
+        };
         let text = format!(
             "(The background job {} `{}` ended: {}.) The end of its output:\n{}",
             job.job_id,
@@ -1195,13 +1205,23 @@ impl Dispatcher {
     }
 
     fn job_transcript(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let (_, job) = self.session_job(params)?;
-        match optional_string(params, "output")? {
-            None | Some("text") => {}
-            Some(other) => {
+        let (id, job) = self.session_job(params)?;
+        let agent = job.kind == "agent";
+        match (optional_string(params, "output")?, agent) {
+            (None | Some("text"), false) => {}
+            (None | Some("structured"), true) => {
+                return self.structured_transcript(&id, &job, params)
+            }
+            (Some(other), false) => {
                 return Err(bad(
                     "output",
                     &format!("{other:?} does not apply to a command job; use \"text\""),
+                ))
+            }
+            (Some(other), true) => {
+                return Err(bad(
+                    "output",
+                    &format!("{other:?} does not apply to an agent job; use \"structured\""),
                 ))
             }
         }
@@ -1219,6 +1239,63 @@ impl Dispatcher {
         let complete = next >= total && job.state != "running";
         Ok(json!({
             "text": text,
+            "offset": offset,
+            "nextOffset": if complete { Value::Null } else { json!(next) },
+            "total": total,
+            "complete": complete,
+        }))
+    }
+
+    /// An agent job's updates, from update `offset`: at most `limit`
+    /// (default 100, at most 200) and 262,144 bytes; an update larger
+    /// than that alone is -32600 `too_large`, without advancing.
+    fn structured_transcript(
+        &mut self,
+        id: &str,
+        job: &crate::tools::jobs::JobInfo,
+        params: &Value,
+    ) -> Result<Value, RpcError> {
+        let offset = count(params, "offset", 0, u64::MAX >> 1)?;
+        let limit = count(params, "limit", 100, 200)?;
+        let session = self
+            .sessions
+            .get_mut(id)
+            .ok_or_else(|| crate::agent::dispatcher::params::not_found(id))?;
+        let index = session
+            .line_indexes
+            .get(&job.log_path, RESOURCE_FILE_CAP)
+            .map_err(|_| {
+                RpcError::internal(format!("the log of job {} cannot be read", job.job_id))
+            })?;
+        let total = index.total_lines;
+        let lines = crate::tools::lines::window(
+            &job.log_path,
+            &index,
+            offset + 1,
+            limit,
+            WINDOW_CAP as usize + 1,
+        )
+        .map_err(|_| RpcError::internal(format!("the log of job {} cannot be read", job.job_id)))?;
+        if lines.first().is_some_and(|l| l.len() > WINDOW_CAP as usize) {
+            return Err(RpcError::invalid_request(format!(
+                "update {offset} of job {} is over {WINDOW_CAP} bytes",
+                job.job_id
+            ))
+            .with_data(json!({"code": "too_large"})));
+        }
+        let mut updates = Vec::new();
+        let mut used = 0usize;
+        for line in &lines {
+            if used + line.len() > WINDOW_CAP as usize {
+                break;
+            }
+            used += line.len();
+            updates.push(serde_json::from_str::<Value>(line).unwrap_or(Value::Null));
+        }
+        let next = offset + updates.len() as u64;
+        let complete = next >= total && job.state != "running";
+        Ok(json!({
+            "updates": updates,
             "offset": offset,
             "nextOffset": if complete { Value::Null } else { json!(next) },
             "total": total,

@@ -63,6 +63,15 @@ impl Client {
         }
     }
 
+    /// The same client, its waits racing another cancel (a subagent
+    /// running as a job stops with the job, not with the turn).
+    pub fn with_cancel(&self, cancel: CancelToken) -> Client {
+        Client {
+            cancel,
+            ..self.clone()
+        }
+    }
+
     /// The parent's mark on a subagent's permission request.
     fn marked(&self, method: &str, mut params: Value) -> Value {
         if let (Some(parent), "session/request_permission") = (&self.parent, method) {

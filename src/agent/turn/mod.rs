@@ -7,12 +7,14 @@
 //! The worker never touches session state: it works on a snapshot of the
 //! conversation and returns what the turn added.
 
+mod agent_log;
 pub mod client;
 mod compaction;
 mod context;
 pub mod processes;
 mod record;
 pub mod report;
+pub use agent_log::agent_answer;
 mod runner;
 mod shell;
 mod subagent;

@@ -1150,6 +1150,12 @@ impl Runner<'_> {
                     .read_for_model(&args.job_id, args.offset, JOB_READ)
                 {
                     Ok((text, skipped, info)) => {
+                        // A subagent's updates, as readable text.
+                        let text = if info.kind == "agent" {
+                            super::agent_log::render_updates(&text)
+                        } else {
+                            text
+                        };
                         let mut out = String::new();
                         if skipped > 0 {
                             out.push_str(&format!("[{skipped} bytes skipped]\n"));

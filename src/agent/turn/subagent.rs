@@ -111,6 +111,78 @@ pub(super) fn run_task(
         }
     };
 
+    if args.background {
+        let (text, ok) = match start_job(turn, &args, subagent, call) {
+            Ok(text) => (text, true),
+            Err(error) => (format!("Error: {error}"), false),
+        };
+        updates.borrow_mut().send(json!({
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": call.id,
+            "status": if ok { "completed" } else { "failed" },
+            "content": [text_content(&text)],
+        }));
+        return (result(text, false), Spent::default());
+    }
+    let mut child = child_turn(turn, &args, subagent, call);
+    child.approvals = approvals.clone();
+    let mut state = State::new(&child);
+    let mut messages = child.messages.clone();
+    let mut child_sink = UpdateSink::new(turn.cancel.clone(), updates);
+    updates.borrow_mut().nest(Some(&call.id));
+    let ended = steps(
+        &child,
+        &mut child_sink,
+        &mut state,
+        &mut None,
+        &mut messages,
+        checkpoints,
+    );
+    updates.borrow_mut().nest(None);
+    *approvals = state.approvals.clone();
+    let spent = Spent {
+        usage: state.usage,
+        cost: state.cost,
+        model_calls: state.model_calls,
+        usage_reports: state.usage_reports,
+    };
+    let answer = final_answer(&messages);
+    let (status, text, cancelled) = match ended {
+        Ok(StopReason::Cancelled) => ("failed", "Cancelled by the user.".to_string(), true),
+        Ok(stop) => {
+            let note = match stop {
+                StopReason::MaxTurnRequests => {
+                    "\n\n(The subagent ran out of steps before it finished.)"
+                }
+                StopReason::MaxTokens => "\n\n(The subagent ran out of tokens before it finished.)",
+                StopReason::Refusal => "\n\n(The model refused to go on.)",
+                _ => "",
+            };
+            ("completed", format!("{answer}{note}"), false)
+        }
+        Err(error) => (
+            "failed",
+            format!("Error: the subagent failed: {}", error.message),
+            false,
+        ),
+    };
+    updates.borrow_mut().send(json!({
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": call.id,
+        "status": status,
+        "content": [text_content(&text)],
+    }));
+    (result(text, cancelled), spent)
+}
+
+/// The subagent's turn: the parent's, with its own prompt, conversation,
+/// budget and steers, marked as the parent's call.
+fn child_turn(
+    turn: &Turn,
+    args: &crate::tools::TaskArgs,
+    subagent: Option<Arc<crate::agentfile::AgentSpec>>,
+    call: &ToolCallRequest,
+) -> Turn {
     let mut child = turn.clone();
     let mut system = format!("{}\n\n{NOTE}", turn.system);
     if let Some(instructions) = subagent.as_ref().and_then(|s| s.instructions.as_deref()) {
@@ -133,66 +205,115 @@ pub(super) fn run_task(
     child.notice = None;
     child.known = None;
     child.prompt_blocks = Vec::new();
-    child.approvals = approvals.clone();
     child.client.parent = Some(call.id.clone());
     // Steers are the parent's: the subagent's boundaries do not take them.
     child.live = Arc::new(std::sync::Mutex::new(Live::default()));
 
-    let mut state = State::new(&child);
-    let mut messages = child.messages.clone();
-    let mut child_sink = UpdateSink::new(turn.cancel.clone(), updates);
-    updates.borrow_mut().nest(Some(&call.id));
-    let ended = steps(
-        &child,
-        &mut child_sink,
-        &mut state,
-        &mut None,
-        &mut messages,
-        checkpoints,
-    );
-    updates.borrow_mut().nest(None);
-    *approvals = state.approvals.clone();
-    let spent = Spent {
-        usage: state.usage,
-        cost: state.cost,
-        model_calls: state.model_calls,
-        usage_reports: state.usage_reports,
+    child
+}
+
+/// Starts the subagent as a job: its own thread, stopped with the job (or
+/// a cancel of the turn that started it), its updates sent as a nested
+/// call's and kept in the job's log as its structured transcript. Returns
+/// what the model is told.
+fn start_job(
+    turn: &Turn,
+    args: &crate::tools::TaskArgs,
+    subagent: Option<Arc<crate::agentfile::AgentSpec>>,
+    call: &ToolCallRequest,
+) -> Result<String, String> {
+    let log_dir = turn
+        .processes
+        .session_dir
+        .clone()
+        .ok_or("background tasks need the session's folder, which is not available")?;
+    let mut child = child_turn(turn, args, subagent, call);
+    let live = child.live.clone();
+    let deliver: crate::tools::jobs::Deliver = Arc::new(move |text: &str| {
+        let mut live = crate::cancel::lock(&live);
+        let item = format!("send_{}", crate::util::random_hex());
+        live.steers.push_back((
+            item,
+            text.to_string(),
+            vec![json!({"type": "text", "text": text})],
+        ));
+        Ok(())
+    });
+    let spec = crate::tools::jobs::JobSpec {
+        command_line: format!("task: {}", args.description),
+        cwd: turn.root.clone(),
+        env_remove: Vec::new(),
+        env_set: Vec::new(),
+        sandbox: None,
+        log_dir,
+        log_cap: turn.processes.log_cap,
+        epoch: turn.epoch,
     };
-    let answer = messages
+    let (info, job) = turn.jobs.start_agent(&spec, deliver)?;
+    child.cancel = job.stop.clone();
+    child.client = child.client.with_cancel(job.stop.clone());
+    let parent = call.id.clone();
+    let spawned = std::thread::Builder::new()
+        .name("spindle-subagent".into())
+        .spawn(move || {
+            let updates = RefCell::new(super::updates::Updates::new(
+                child.session_id.clone(),
+                child.writer.clone(),
+                child.cancel.clone(),
+            ));
+            updates.borrow_mut().nest_quietly(&parent);
+            updates.borrow_mut().mirror(job.sink.clone());
+            let mut sink = UpdateSink::new(child.cancel.clone(), &updates);
+            let mut state = State::new(&child);
+            let mut messages = child.messages.clone();
+            let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                steps(
+                    &child,
+                    &mut sink,
+                    &mut state,
+                    &mut None,
+                    &mut messages,
+                    None,
+                )
+            }));
+            let (code, text) = match ended {
+                Ok(Ok(StopReason::Cancelled)) => (None, "Stopped.".to_string()),
+                Ok(Ok(_)) => (Some(0), final_answer(&messages)),
+                Ok(Err(error)) => (Some(1), format!("The subagent failed: {}", error.message)),
+                Err(_) => (
+                    Some(1),
+                    "The subagent failed: an internal error".to_string(),
+                ),
+            };
+            // The transcript ends with the answer, as the parent's call.
+            updates.borrow_mut().nest(None);
+            let last = json!({
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": parent,
+                "status": if code == Some(0) { "completed" } else { "failed" },
+                "content": [text_content(&text)],
+            });
+            let mut line = last.to_string();
+            line.push('\n');
+            crate::cancel::lock(&job.sink).write(line.as_bytes());
+            job.finish(code);
+        });
+    if spawned.is_err() {
+        let _ = turn.jobs.kill(&info.job_id);
+        return Err("cannot start the subagent's thread".into());
+    }
+    Ok(format!(
+        "Started job {} (a subagent): {}. You will be told when it ends; read its progress with job_output, stop it with job_stop.",
+        info.job_id, args.description
+    ))
+}
+
+/// The subagent's last words: its answer.
+fn final_answer(messages: &[Message]) -> String {
+    messages
         .iter()
         .rev()
         .find(|m| m.role == crate::provider::Role::Assistant && !m.text.trim().is_empty())
         .map(|m| m.text.trim().to_string())
-        .unwrap_or_default();
-    let (status, text, cancelled) = match ended {
-        Ok(StopReason::Cancelled) => ("failed", "Cancelled by the user.".to_string(), true),
-        Ok(stop) => {
-            let note = match stop {
-                StopReason::MaxTurnRequests => {
-                    "\n\n(The subagent ran out of steps before it finished.)"
-                }
-                StopReason::MaxTokens => "\n\n(The subagent ran out of tokens before it finished.)",
-                StopReason::Refusal => "\n\n(The model refused to go on.)",
-                _ => "",
-            };
-            let answer = if answer.is_empty() {
-                "(The subagent gave no answer.)".to_string()
-            } else {
-                answer
-            };
-            ("completed", format!("{answer}{note}"), false)
-        }
-        Err(error) => (
-            "failed",
-            format!("Error: the subagent failed: {}", error.message),
-            false,
-        ),
-    };
-    updates.borrow_mut().send(json!({
-        "sessionUpdate": "tool_call_update",
-        "toolCallId": call.id,
-        "status": status,
-        "content": [text_content(&text)],
-    }));
-    (result(text, cancelled), spent)
+        .unwrap_or_else(|| "(The subagent gave no answer.)".to_string())
 }

@@ -156,10 +156,11 @@ impl Seen {
     fn take(&mut self, answer: &Value, job: &mut External) {
         let now = answer["output"].as_str().unwrap_or_default();
         let new = new_part(&self.last, now);
+        let mut sink = crate::cancel::lock(&job.sink);
         if let Some(dropped) = new.dropped {
-            job.sink.write(dropped.as_bytes());
+            sink.write(dropped.as_bytes());
         }
-        job.sink.write(new.text.as_bytes());
+        sink.write(new.text.as_bytes());
         self.last = now.to_string();
     }
 }

@@ -10,6 +10,7 @@ use crate::rpc::{self, stdio::Output, stdio::Queued};
 use crossbeam_channel::Sender;
 use serde_json::{json, Value};
 use std::cell::RefCell;
+use std::sync::{Arc, Mutex};
 
 /// An update waiting to be stored.
 enum Kept {
@@ -33,11 +34,16 @@ pub struct Updates {
     /// is marked with (`_meta.spindle.parentToolCallId`), and the titles
     /// of the subagent's tool calls so far (the parent's progress).
     nested: Option<Nested>,
+    /// A subagent running as a job: every update also goes to its log,
+    /// one JSON object a line (its structured transcript).
+    mirror: Option<Arc<Mutex<crate::tools::jobs::LogSink>>>,
 }
 
 struct Nested {
     parent: String,
-    progress: Vec<String>,
+    /// `None`: the parent's call has ended (a subagent running as a
+    /// job), so it shows no progress.
+    progress: Option<Vec<String>>,
 }
 
 /// The most progress lines the parent's tool call shows.
@@ -64,6 +70,20 @@ impl Updates {
             cancel,
             kept: Vec::new(),
             nested: None,
+            mirror: None,
+        }
+    }
+
+    /// Mirrors every update into an agent job's log from now on.
+    pub fn mirror(&mut self, sink: Arc<Mutex<crate::tools::jobs::LogSink>>) {
+        self.mirror = Some(sink);
+    }
+
+    fn mirrored(&self, update: &Value) {
+        if let Some(sink) = &self.mirror {
+            let mut line = update.to_string();
+            line.push('\n');
+            crate::cancel::lock(sink).write(line.as_bytes());
         }
     }
 
@@ -72,7 +92,15 @@ impl Updates {
     pub fn nest(&mut self, parent: Option<&str>) {
         self.nested = parent.map(|parent| Nested {
             parent: parent.to_string(),
-            progress: Vec::new(),
+            progress: Some(Vec::new()),
+        });
+    }
+
+    /// Like `nest`, for a parent call that has already ended.
+    pub fn nest_quietly(&mut self, parent: &str) {
+        self.nested = Some(Nested {
+            parent: parent.to_string(),
+            progress: None,
         });
     }
 
@@ -137,6 +165,9 @@ impl Updates {
         text: &str,
         parent: Option<String>,
     ) {
+        if self.mirror.is_some() {
+            return;
+        }
         if let Some(Kept::Chunk {
             kind: last_kind,
             message_id: last_id,
@@ -175,6 +206,7 @@ impl Updates {
             &json!({"sessionId": self.session_id, "update": update}),
         );
         self.deliver(line);
+        self.mirrored(&update);
         self.keep_chunk(kind, message_id, text, Some(parent));
     }
 
@@ -188,15 +220,18 @@ impl Updates {
             if let Some(id) = update["toolCallId"].as_str() {
                 update["toolCallId"] = json!(nested_id(&nested.parent, id));
             }
-            if update["sessionUpdate"] == "tool_call" {
+            if let (true, Some(lines)) = (
+                update["sessionUpdate"] == "tool_call",
+                nested.progress.as_mut(),
+            ) {
                 let title = update["title"].as_str().unwrap_or("a tool call");
-                nested.progress.push(format!("- {title}"));
-                let start = nested.progress.len().saturating_sub(PROGRESS_LINES);
+                lines.push(format!("- {title}"));
+                let start = lines.len().saturating_sub(PROGRESS_LINES);
                 progress = Some(json!({
                     "sessionUpdate": "tool_call_update",
                     "toolCallId": nested.parent,
                     "content": [{"type": "content", "content": {"type": "text",
-                        "text": nested.progress[start..].join("\n")}}],
+                        "text": lines[start..].join("\n")}}],
                 }));
             }
         }
@@ -215,6 +250,13 @@ impl Updates {
             &json!({"sessionId": self.session_id, "update": update}),
         );
         self.deliver(line);
+        if self.nested.is_some() {
+            self.mirrored(&update);
+        }
+        // A job's subagent is stored in its log, not with the turn.
+        if self.mirror.is_some() {
+            return;
+        }
         self.kept.push(Kept::Other(update));
     }
 

@@ -251,3 +251,187 @@ fn in_plan_mode_the_subagent_only_reads() {
     assert!(!space.exists("notes.txt"));
     assert_eq!(turn.final_status("t1"), "completed");
 }
+
+/// Receives messages until a turn with source `job` is idle again.
+fn until_job_turn_ends(agent: &mut crate::support::Agent) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let message = agent.recv(left).expect("the job's turn");
+        let done = message["method"] == "_spindle/event"
+            && message["params"]["kind"] == "turn"
+            && message["params"]["data"]["state"] == "idle"
+            && message["params"]["data"]["source"] == "job";
+        seen.push(message);
+        if done {
+            return seen;
+        }
+    }
+}
+
+fn rule(contains: &str, replies: Vec<Value>) -> Value {
+    json!({"when": {"contains": contains}, "replies": replies})
+}
+
+#[test]
+fn a_background_task_is_an_agent_job_with_a_structured_transcript() {
+    let space = Space::new("subagent-job");
+    let script = json!({"rules": [
+        rule("start the survey", vec![
+            calls(vec![call("t1", "task", json!({
+                "description": "Survey", "prompt": "SURVEY-TASK: count the files.", "background": true}))]),
+            say("It runs in the background."),
+        ]),
+        rule("SURVEY-TASK", vec![
+            calls(vec![call("c1", "run_command", json!({"command": "sleep 0.3; echo surveyed"}))]),
+            say("Survey: 3 files."),
+        ]),
+        rule("background job", vec![say("The survey found 3 files.")]),
+    ]});
+    let mut agent = space.spawn(&script, &["--permissions", "yolo"]);
+    super::initialize(&mut agent, json!({}));
+    let session = agent.new_session(&space.ws);
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "start the survey",
+        WAIT,
+        crate::support::client::no_requests,
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert!(
+        turn.final_text("t1").contains("Started job job_"),
+        "{}",
+        turn.dump()
+    );
+    let seen = until_job_turn_ends(&mut agent);
+    // Its updates went out live, marked with the parent's call.
+    assert!(seen
+        .iter()
+        .any(|m| m["params"]["update"]["toolCallId"] == "t1/c1"
+            && meta_parent(&m["params"]["update"]) == Some("t1")));
+    let said: String = seen
+        .iter()
+        .filter(|m| meta_parent(&m["params"]["update"]).is_none())
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert!(said.contains("found 3 files"), "the job turn: {seen:?}");
+    let id = agent.request("_spindle/jobs", json!({"sessionId": session}));
+    let (answer, _) = agent.response(&id, WAIT);
+    let item = answer["result"]["items"][0].clone();
+    assert_eq!(item["kind"], "agent", "{item}");
+    assert_eq!(item["state"], "exited", "{item}");
+    assert_eq!(item["exitCode"], 0);
+    let job = item["jobId"].clone();
+    let id = agent.request(
+        "_spindle/job/transcript",
+        json!({"sessionId": session, "jobId": job}),
+    );
+    let (answer, _) = agent.response(&id, WAIT);
+    let page = &answer["result"];
+    let updates = page["updates"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(page["complete"], true, "{page}");
+    assert_eq!(page["total"], json!(updates.len()));
+    assert!(updates
+        .iter()
+        .any(|u| u["toolCallId"] == "t1/c1" && u["sessionUpdate"] == "tool_call"));
+    let last = updates.last().unwrap();
+    assert_eq!(last["toolCallId"], "t1");
+    assert_eq!(last["content"][0]["content"]["text"], "Survey: 3 files.");
+    // A window of two, then the rest; text output does not apply.
+    let id = agent.request(
+        "_spindle/job/transcript",
+        json!({"sessionId": session, "jobId": job, "offset": 1, "limit": 2}),
+    );
+    let (answer, _) = agent.response(&id, WAIT);
+    assert_eq!(answer["result"]["updates"].as_array().unwrap().len(), 2);
+    assert_eq!(answer["result"]["nextOffset"], 3);
+    let id = agent.request(
+        "_spindle/job/transcript",
+        json!({"sessionId": session, "jobId": job, "output": "text"}),
+    );
+    let (answer, _) = agent.response(&id, WAIT);
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+}
+
+#[test]
+fn an_agent_job_takes_a_message_and_stops_when_cancelled() {
+    let space = Space::new("subagent-job-send");
+    let script = json!({"rules": [
+        rule("start it", vec![
+            calls(vec![call("t1", "task", json!({
+                "description": "Wait", "prompt": "WAIT-TASK", "background": true}))]),
+            say("Started."),
+        ]),
+        rule("WAIT-TASK", vec![
+            calls(vec![call("c1", "run_command", json!({"command": "sleep 1"}))]),
+            calls(vec![call("c2", "run_command", json!({"command": "echo $$ > sub.pid; sleep 30"}))]),
+        ]),
+    ], "fallback": calls(vec![call("c9", "run_command", json!({"command": "echo $$ > sub.pid; sleep 30"}))])});
+    let mut agent = space.spawn(&script, &["--permissions", "yolo"]);
+    super::initialize(&mut agent, json!({}));
+    let session = agent.new_session(&space.ws);
+    run_prompt(
+        &mut agent,
+        &session,
+        "start it",
+        WAIT,
+        crate::support::client::no_requests,
+    );
+    let id = agent.request("_spindle/jobs", json!({"sessionId": session}));
+    let (answer, _) = agent.response(&id, WAIT);
+    let job = answer["result"]["items"][0]["jobId"].clone();
+    let id = agent.request(
+        "_spindle/job/send",
+        json!({"sessionId": session, "jobId": job, "text": "also count the tests"}),
+    );
+    let (answer, mut seen) = agent.response(&id, WAIT);
+    assert!(answer.get("result").is_some(), "{answer}");
+    // The message reaches the subagent at its next step, shown as the
+    // user's words under the parent's call.
+    let deadline = std::time::Instant::now() + WAIT;
+    while !space.exists("sub.pid") {
+        assert!(std::time::Instant::now() < deadline, "the subagent went on");
+        if let Some(message) = agent.recv(std::time::Duration::from_millis(50)) {
+            seen.push(message);
+        }
+    }
+    assert!(
+        seen.iter().any(
+            |m| m["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+                && m["params"]["update"]["content"]["text"] == "also count the tests"
+                && meta_parent(&m["params"]["update"]) == Some("t1")
+        ),
+        "{seen:?}"
+    );
+    let id = agent.request(
+        "_spindle/job/cancel",
+        json!({"sessionId": session, "jobId": job}),
+    );
+    agent.response(&id, WAIT);
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let id = agent.request("_spindle/job", json!({"sessionId": session, "jobId": job}));
+        let (answer, _) = agent.response(&id, WAIT);
+        if answer["result"]["state"] == "killed" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{answer}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pid: u32 = std::fs::read_to_string(space.path("sub.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        super::waits_until(WAIT, || !std::path::Path::new(&format!("/proc/{pid}"))
+            .exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))),
+        "the subagent's command died with the job"
+    );
+}
