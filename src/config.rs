@@ -544,6 +544,32 @@ fn describe(err: &serde_json::Error) -> String {
     }
 }
 
+/// Where Spindle keeps the keys it was given itself (`spindle setup
+/// --key-stdin`): `keys/` beside the config file. `logout` forgets them.
+pub fn managed_keys_dir(config_path: &Path) -> PathBuf {
+    config_path
+        .parent()
+        .map(|dir| dir.join("keys"))
+        .unwrap_or_else(|| PathBuf::from("keys"))
+}
+
+/// Forgets the keys Spindle keeps itself for the providers of `config`
+/// (never a variable, never a key file the user named elsewhere); returns
+/// the providers whose key is gone.
+pub fn forget_managed_keys(config: &Config, config_path: &Path) -> Vec<String> {
+    let dir = managed_keys_dir(config_path);
+    let mut forgotten = Vec::new();
+    for (name, provider) in &config.providers {
+        let Some(file) = &provider.api_key_file else {
+            continue;
+        };
+        if file.parent() == Some(dir.as_path()) && std::fs::remove_file(file).is_ok() {
+            forgotten.push(name.clone());
+        }
+    }
+    forgotten
+}
+
 fn read_key_file(path: &Path) -> Result<String, String> {
     #[cfg(unix)]
     {

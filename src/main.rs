@@ -73,6 +73,9 @@ OPTIONS (setup):
     --base-url URL            the server (default: the kind's official API)
     --key-env VAR             the environment variable holding the key
     --key-file PATH           a file holding the key (mode 600)
+    --key-stdin               read the key itself from standard input; Spindle keeps
+                              it in keys/NAME.key beside the config (mode 600), and
+                              the ACP `logout` method forgets it
     --no-key                  the server needs no key
     --model MODEL             the default model
     --config PATH             the config file to write
@@ -253,6 +256,7 @@ fn parse_setup(mut parser: lexopt::Parser) -> Result<spindle::setup::SetupArgs, 
                 args.key_env = Some(parser.value().map_err(usage)?.string().map_err(usage)?)
             }
             Long("key-file") => args.key_file = Some(parser.value().map_err(usage)?.into()),
+            Long("key-stdin") => args.key_stdin = true,
             Long("no-key") => args.no_key = true,
             Long("model") => {
                 args.model = Some(parser.value().map_err(usage)?.string().map_err(usage)?)

@@ -20,6 +20,10 @@ pub struct SetupArgs {
     pub key_file: Option<PathBuf>,
     /// A server that needs no key (a local one).
     pub no_key: bool,
+    /// The key itself, read from standard input and kept by Spindle in a
+    /// private file beside the config (`keys/NAME.key`, mode 600), which
+    /// `logout` forgets.
+    pub key_stdin: bool,
     pub model: Option<String>,
     pub config: Option<PathBuf>,
     /// Skip the test request.
@@ -124,7 +128,7 @@ pub fn run(
             let answer = ask(input, output, "Base URL", kind.default_base_url())?;
             args.base_url = Some(answer);
         }
-        if args.key_env.is_none() && args.key_file.is_none() && !args.no_key {
+        if args.key_env.is_none() && args.key_file.is_none() && !args.no_key && !args.key_stdin {
             let answer = ask(
                 input,
                 output,
@@ -159,6 +163,32 @@ pub fn run(
         return Err(format!(
             "the provider name {name:?} must be non-empty and without '/'"
         ));
+    }
+    // A key given on stdin: kept in Spindle's own key folder.
+    let mut written_key = None;
+    if args.key_stdin {
+        if args.key_env.is_some() || args.key_file.is_some() || args.no_key {
+            return Err("--key-stdin takes the place of --key-env, --key-file and --no-key".into());
+        }
+        if interactive {
+            let _ = write!(output, "API key: ");
+            let _ = output.flush();
+        }
+        let mut line = String::new();
+        input
+            .read_line(&mut line)
+            .map_err(|err| format!("cannot read the key: {err}"))?;
+        let key = line.trim();
+        if key.is_empty() || key.len() > 4096 || key.chars().any(char::is_whitespace) {
+            return Err(
+                "--key-stdin reads one line holding the API key, and it was empty or not a key"
+                    .into(),
+            );
+        }
+        let file = crate::config::managed_keys_dir(&path).join(format!("{name}.key"));
+        write_private(&file, key)?;
+        args.key_file = Some(file.clone());
+        written_key = Some(file);
     }
     let key_env = if args.no_key || args.key_file.is_some() {
         args.key_env.clone()
@@ -208,7 +238,12 @@ pub fn run(
 
     let mut summary = String::new();
     if !args.no_test {
-        let answer = test_connection(&config, &name, &model)?;
+        let answer = test_connection(&config, &name, &model).inspect_err(|_| {
+            // Nothing stays behind when the test fails.
+            if let Some(file) = &written_key {
+                let _ = std::fs::remove_file(file);
+            }
+        })?;
         summary.push_str(&format!("The model answered: {answer}\n"));
     }
     write_config(&path, &config)?;
@@ -322,6 +357,32 @@ fn test_connection(config: &Config, name: &str, model: &str) -> Result<String, S
 
 fn write_config(path: &Path, config: &Config) -> Result<(), String> {
     crate::config::save(path, config)
+}
+
+/// Writes a key file readable by its owner only (created so from the
+/// start, never world-readable for a moment).
+fn write_private(file: &Path, key: &str) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = file.parent().ok_or("the key folder has no parent")?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let temporary = file.with_extension(format!("tmp-{}", crate::util::random_hex()));
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temporary)
+        .map_err(|err| format!("cannot write {}: {err}", temporary.display()))?;
+    out.write_all(format!("{key}\n").as_bytes())
+        .and_then(|()| out.sync_all())
+        .map_err(|err| format!("cannot write {}: {err}", temporary.display()))?;
+    std::fs::rename(&temporary, file).map_err(|err| {
+        let _ = std::fs::remove_file(&temporary);
+        format!("cannot write {}: {err}", file.display())
+    })
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub const PROTOCOL_VERSION: u16 = 1;
 pub mod method {
     pub const INITIALIZE: &str = "initialize";
     pub const AUTHENTICATE: &str = "authenticate";
+    pub const LOGOUT: &str = "logout";
     pub const SESSION_NEW: &str = "session/new";
     pub const SESSION_LOAD: &str = "session/load";
     pub const SESSION_RESUME: &str = "session/resume";

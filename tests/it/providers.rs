@@ -1986,3 +1986,91 @@ fn the_thinking_budget_leaves_room_for_the_answer() {
     assert_eq!(mid["max_tokens"], 6000, "{mid}");
     assert_eq!(mid["thinking"]["budget_tokens"], 6000 - 1024, "{mid}");
 }
+
+/// `spindle setup --key-stdin` keeps the key in a private file beside the
+/// config; `logout` forgets exactly that (never a variable, never a key
+/// file the user named elsewhere), and the next session asks to
+/// authenticate.
+#[test]
+fn setup_keeps_a_given_key_and_logout_forgets_it() {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let server = FakeServer::start();
+    let dir = temp_dir("logout");
+    let config = dir.join("config.json");
+    let base = server.base_url();
+    let home = temp_dir("logout-home");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args([
+            "setup",
+            "--kind",
+            "openai",
+            "--base-url",
+            &base,
+            "--name",
+            "gw",
+            "--key-stdin",
+        ])
+        .args(["--model", "m", "--no-test", "--config", path_str(&config)])
+        .env("SPINDLE_HOME", &home)
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"sk-given-once\n")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let key = dir.join("keys").join("gw.key");
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), "sk-given-once\n");
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(written["providers"]["gw"]["api_key_file"], json!(key));
+    assert!(written["providers"]["gw"]
+        .get("api_key_env")
+        .is_none_or(Value::is_null));
+
+    // A second provider whose key the user keeps in a file of their own.
+    let own = dir.join("own.key");
+    std::fs::write(&own, "sk-mine\n").unwrap();
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut value = written.clone();
+    value["providers"]["mine"] = json!({"kind": "openai", "base_url": base, "api_key_file": own});
+    std::fs::write(&config, value.to_string()).unwrap();
+
+    let mut agent = agent_with_config(&config, &[], &[]);
+    let init = agent.received()[0].clone();
+    assert_eq!(
+        init["result"]["agentCapabilities"]["auth"]["logout"],
+        json!({}),
+        "{init}"
+    );
+    let ws = temp_dir("logout-ws");
+    assert!(new_session(&mut agent, &ws).is_ok());
+    let forgotten = call(&mut agent, "logout", json!({})).unwrap();
+    assert_eq!(forgotten["_meta"]["spindle"]["forgotten"], json!(["gw"]));
+    assert!(!key.exists(), "the key Spindle kept is gone");
+    assert!(own.exists(), "a key file the user named stays");
+    // Logging out again forgets nothing more.
+    let again = call(&mut agent, "logout", json!({})).unwrap();
+    assert_eq!(again["_meta"]["spindle"]["forgotten"], json!([]));
+    // With only the provider whose key was forgotten, authentication is
+    // required again.
+    std::fs::write(&config, written.to_string()).unwrap();
+    let error = call(
+        &mut agent,
+        "authenticate",
+        json!({"methodId": "spindle-check"}),
+    )
+    .unwrap_err();
+    assert_eq!(error["code"], -32000, "{error}");
+}

@@ -45,6 +45,7 @@ impl Dispatcher {
                     "embeddedContext": true
                 },
                 "mcpCapabilities": { "http": true, "sse": true },
+                "auth": { "logout": {} },
                 // `fork` is unstable; the stable schema allows the field.
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}, "additionalDirectories": {}},
                 "_meta": { "spindle": super::extensions::discovery() }
@@ -84,5 +85,33 @@ impl Dispatcher {
         self.take_warm();
         self.registry = None;
         self.registry().map(|_| json!({}))
+    }
+
+    /// `logout`: forgets the keys Spindle keeps itself (given to `spindle
+    /// setup --key-stdin`), never an environment variable or a key file the
+    /// user named; the providers are read again, so the next prompt asks
+    /// to authenticate when no key is left.
+    pub(in crate::agent) fn logout(&mut self, _params: Value) -> Result<Value, RpcError> {
+        self.take_warm();
+        let path = self
+            .options
+            .config
+            .clone()
+            .unwrap_or_else(crate::config::default_path);
+        let forgotten = match std::fs::read_to_string(&path) {
+            Ok(text) => match crate::config::Config::parse(&text, &path) {
+                Ok(config) => crate::config::forget_managed_keys(&config, &path),
+                Err(error) => {
+                    return Err(RpcError::internal(format!(
+                        "cannot log out: the config cannot be read: {error}"
+                    ))
+                    .with_data(json!({"code": "config_invalid"})))
+                }
+            },
+            Err(_) => Vec::new(),
+        };
+        log::info!("logout: forgot the keys of {forgotten:?}");
+        self.registry = None;
+        Ok(json!({"_meta": {"spindle": {"forgotten": forgotten}}}))
     }
 }

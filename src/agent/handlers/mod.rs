@@ -63,6 +63,7 @@ impl Dispatcher {
         }
         match method {
             method::AUTHENTICATE => Some(self.authenticate(params)),
+            method::LOGOUT => Some(self.logout(params)),
             method::SESSION_SET_MODE => Some(self.set_mode(params)),
             method::SESSION_SET_CONFIG_OPTION => Some(self.set_config_option(params)),
             method::SESSION_NEW => Some(self.new_session(params)),
