@@ -432,3 +432,37 @@ fn the_files_mcp_servers_join_the_editors_and_the_allow_list_covers_them() {
         "{report}"
     );
 }
+
+#[test]
+fn a_cost_limit_ends_the_turn_with_max_tokens() {
+    let bench = Bench::new("agents-cost");
+    // 10 input and 5 output tokens a call at 1,000,000 a million: 15 a call.
+    std::fs::write(
+        &bench.config,
+        json!({
+            "providers": {"fake": {"kind": "openai", "base_url": bench.server.base_url(),
+                                   "requires_key": false}},
+            "models": {"fake/alpha": {"price": {"input": 1_000_000.0, "output": 1_000_000.0}}},
+            "defaults": {"model": "fake/alpha"},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let file = write_file(
+        &bench.base,
+        "agent.json",
+        json!({"name": "budget", "limits": {"cost": 25}}).to_string(),
+    );
+    for _ in 0..4 {
+        bench.server.push(Reply::Sse(chat_tool_calls(&[(
+            "list_directory",
+            json!({}),
+        )])));
+    }
+    let mut agent = bench.agent(&file, &["--permissions", "yolo"]);
+    agent.initialize();
+    let session = agent.new_session(&bench.ws);
+    let (answer, _) = prompt(&mut agent, &session, "spend");
+    assert_eq!(answer["result"]["stopReason"], "max_tokens", "{answer}");
+    assert_eq!(bench.server.requests().len(), 2, "15, then 30: over 25");
+}
