@@ -57,6 +57,20 @@ impl std::fmt::Display for AgentFileError {
     }
 }
 
+/// Fields a subagent has no use for.
+const SUBAGENT_UNUSED: [&str; 7] = [
+    "model",
+    "preset",
+    "mcpServers",
+    "permissions",
+    "onReject",
+    "limits",
+    "subagents",
+];
+
+/// The most subagents an agent names.
+const SUBAGENTS_CAP: usize = 32;
+
 const FIELDS: [&str; 13] = [
     "name",
     "description",
@@ -154,6 +168,18 @@ fn parse(value: &Value, at: &str, base: &Path, depth: usize) -> Result<AgentSpec
                 format!("{at}/{}", escape(key)),
                 format!("unknown field; the fields are {}", FIELDS[..12].join(", ")),
             ));
+        }
+    }
+    // A subagent uses its instructions, tools and step budget; the rest
+    // would silently do nothing, so it is refused.
+    if depth > 0 {
+        for field in SUBAGENT_UNUSED {
+            if object.contains_key(field) {
+                return Err((
+                    format!("{at}/{field}"),
+                    "is not used by a subagent (it runs on its parent's model, MCP servers, rules and limits); leave it out".into(),
+                ));
+            }
         }
     }
     let pointer = |field: &str| format!("{at}/{field}");
@@ -304,11 +330,14 @@ fn parse(value: &Value, at: &str, base: &Path, depth: usize) -> Result<AgentSpec
     match object.get("subagents") {
         None | Some(Value::Null) => {}
         Some(Value::Object(entries)) => {
+            if entries.len() > SUBAGENTS_CAP {
+                return Err((
+                    pointer("subagents"),
+                    format!("at most {SUBAGENTS_CAP} subagents"),
+                ));
+            }
             for (name, entry) in entries {
                 let here = format!("{at}/subagents/{}", escape(name));
-                if depth >= 2 {
-                    return Err((here, "subagents may nest two levels at most".into()));
-                }
                 let spec = match entry {
                     Value::String(file) => {
                         let path = base.join(file);
@@ -390,6 +419,22 @@ fn rule(item: &Value) -> Result<Rule, Problem> {
     let Some(object) = item.as_object() else {
         return Err((String::new(), "a rule is a JSON object".into()));
     };
+    if object.contains_key("action") && object.contains_key("decision") {
+        return Err((
+            "action".into(),
+            "give \"action\" or \"decision\", not both".into(),
+        ));
+    }
+    if object.contains_key("match")
+        && ["command", "path", "name"]
+            .iter()
+            .any(|k| object.contains_key(*k))
+    {
+        return Err((
+            "match".into(),
+            "give \"match\" or the field it stands for, not both".into(),
+        ));
+    }
     let mut normal = Map::new();
     for (key, value) in object {
         match key.as_str() {
@@ -600,6 +645,14 @@ mod tests {
             (
                 r#"{"name": "a", "subagents": {"x": "missing.json"}}"#,
                 "/subagents/x: agent file",
+            ),
+            (
+                r#"{"name": "a", "subagents": {"x": {"name": "x", "permissions": []}}}"#,
+                "/subagents/x/permissions: is not used by a subagent",
+            ),
+            (
+                r#"{"name": "a", "permissions": [{"tool": "edit", "action": "deny", "decision": "allow"}]}"#,
+                "/permissions/0/action: give",
             ),
             (r#"[1]"#, "an agent is a JSON object"),
             (r#"{"name": "a",}"#, "not valid JSON (line 1"),

@@ -166,6 +166,8 @@ pub fn run(
     }
     // A key given on stdin: kept in Spindle's own key folder.
     let mut written_key = None;
+    // Removed on every way out but success.
+    let mut leftover = Leftover(None);
     if args.key_stdin {
         if args.key_env.is_some() || args.key_file.is_some() || args.no_key {
             return Err("--key-stdin takes the place of --key-env, --key-file and --no-key".into());
@@ -185,10 +187,14 @@ pub fn run(
                     .into(),
             );
         }
+        // Written beside the key it replaces, and put in its place only
+        // once the test and the config write succeed.
         let file = crate::config::managed_keys_dir(&path).join(format!("{name}.key"));
-        write_private(&file, key)?;
-        args.key_file = Some(file.clone());
-        written_key = Some(file);
+        let fresh = file.with_extension(format!("key.new-{}", crate::util::random_hex()));
+        write_private(&fresh, key)?;
+        args.key_file = Some(fresh.clone());
+        leftover.arm(fresh.clone());
+        written_key = Some((fresh, file));
     }
     let key_env = if args.no_key || args.key_file.is_some() {
         args.key_env.clone()
@@ -239,14 +245,28 @@ pub fn run(
     let mut summary = String::new();
     if !args.no_test {
         let answer = test_connection(&config, &name, &model).inspect_err(|_| {
-            // Nothing stays behind when the test fails.
-            if let Some(file) = &written_key {
-                let _ = std::fs::remove_file(file);
+            // Nothing stays behind when the test fails, and an earlier key
+            // is untouched.
+            if let Some((fresh, _)) = &written_key {
+                let _ = std::fs::remove_file(fresh);
             }
         })?;
         summary.push_str(&format!("The model answered: {answer}\n"));
     }
-    write_config(&path, &config)?;
+    if let Some((fresh, file)) = &written_key {
+        if let Some(provider) = config.providers.get_mut(&name) {
+            provider.api_key_file = Some(file.clone());
+        }
+        if let Err(error) = write_config(&path, &config) {
+            let _ = std::fs::remove_file(fresh);
+            return Err(error);
+        }
+        std::fs::rename(fresh, file)
+            .map_err(|err| format!("cannot put the key in {}: {err}", file.display()))?;
+        leftover.disarm();
+    } else {
+        write_config(&path, &config)?;
+    }
     summary.push_str(&format!(
         "Wrote {}: provider {name} ({}, {base_url}{}), default model {id}.\n",
         path.display(),
@@ -357,6 +377,27 @@ fn test_connection(config: &Config, name: &str, model: &str) -> Result<String, S
 
 fn write_config(path: &Path, config: &Config) -> Result<(), String> {
     crate::config::save(path, config)
+}
+
+/// A file to remove unless the setup gets to the end.
+struct Leftover(Option<PathBuf>);
+
+impl Leftover {
+    fn arm(&mut self, path: PathBuf) {
+        self.0 = Some(path);
+    }
+
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Leftover {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// Writes a key file readable by its owner only (created so from the

@@ -77,19 +77,28 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     }
 }
 
+/// The agent's pid, for the signal handler.
+#[cfg(target_os = "linux")]
+static PARENT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
 #[cfg(target_os = "linux")]
 extern "C" fn kill_the_group(_signal: libc::c_int) {
-    // SAFETY: kill(2) is async-signal-safe; 0 names the caller's group,
-    // the guard included, which is meant.
+    // Only when the agent is gone: a job that signals its own group
+    // (`kill 0`, a reload on SIGHUP) must not be hard-killed for it.
+    // SAFETY: getppid(2) and kill(2) are async-signal-safe; 0 names the
+    // caller's group, the guard included, which is meant.
     unsafe {
-        libc::kill(0, libc::SIGKILL);
+        if libc::getppid() != PARENT.load(std::sync::atomic::Ordering::SeqCst) {
+            libc::kill(0, libc::SIGKILL);
+        }
     }
 }
 
 #[cfg(target_os = "linux")]
 fn watch_parent(parent: i32) {
+    PARENT.store(parent, std::sync::atomic::Ordering::SeqCst);
     // SAFETY: plain system calls with integer arguments; the handler only
-    // calls kill(2).
+    // calls getppid(2) and kill(2).
     unsafe {
         // Only ever its own group: run by hand, it must not kill the
         // shell that started it.

@@ -466,3 +466,53 @@ fn a_cost_limit_ends_the_turn_with_max_tokens() {
     assert_eq!(answer["result"]["stopReason"], "max_tokens", "{answer}");
     assert_eq!(bench.server.requests().len(), 2, "15, then 30: over 25");
 }
+
+#[test]
+fn the_allow_list_holds_for_task_too() {
+    let bench = Bench::new("agents-task");
+    let file = write_file(
+        &bench.base,
+        "agent.json",
+        json!({"name": "reader", "tools": ["read_file"]}).to_string(),
+    );
+    bench.server.push(Reply::Sse(chat_tool_calls(&[(
+        "task",
+        json!({"description": "escape", "prompt": "write files"}),
+    )])));
+    bench.server.push(Reply::Sse(chat_text(&["ok"])));
+    let mut agent = bench.agent(&file, &["--permissions", "yolo"]);
+    agent.initialize();
+    let session = agent.new_session(&bench.ws);
+    let (_, messages) = prompt(&mut agent, &session, "go");
+    assert_eq!(final_status(&messages, "call_1"), "failed");
+    let bodies = bench.bodies();
+    assert_eq!(bodies.len(), 2, "no subagent ran");
+    assert!(tool_text(&bodies[1], "call_1").contains("may not use task"));
+}
+
+#[test]
+fn a_subagent_spends_from_its_parents_limits() {
+    let bench = Bench::new("agents-task-limits");
+    let file = write_file(
+        &bench.base,
+        "agent.json",
+        json!({"name": "frugal", "limits": {"tokens": 20}}).to_string(),
+    );
+    bench.server.push(Reply::Sse(chat_tool_calls(&[(
+        "task",
+        json!({"description": "dig", "prompt": "list everything"}),
+    )])));
+    for _ in 0..4 {
+        bench.server.push(Reply::Sse(chat_tool_calls(&[(
+            "list_directory",
+            json!({}),
+        )])));
+    }
+    let mut agent = bench.agent(&file, &["--permissions", "yolo"]);
+    agent.initialize();
+    let session = agent.new_session(&bench.ws);
+    let (answer, _) = prompt(&mut agent, &session, "go");
+    assert_eq!(answer["result"]["stopReason"], "max_tokens", "{answer}");
+    // 15 tokens for the parent's call, 15 for the subagent's first: over.
+    assert_eq!(bench.server.requests().len(), 2);
+}

@@ -2074,3 +2074,64 @@ fn setup_keeps_a_given_key_and_logout_forgets_it() {
     .unwrap_err();
     assert_eq!(error["code"], -32000, "{error}");
 }
+
+/// A key rotation whose test request fails keeps the earlier key and
+/// leaves no file behind.
+#[test]
+fn a_failed_key_rotation_keeps_the_earlier_key() {
+    use std::io::Write;
+    let server = FakeServer::start();
+    server.push(Reply::openai_error(
+        401,
+        "Incorrect API key provided",
+        "invalid_request_error",
+        "invalid_api_key",
+    ));
+    let dir = temp_dir("rotate");
+    let config = dir.join("config.json");
+    let base = server.base_url();
+    let run = |key: &str, test: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+        command
+            .args([
+                "setup",
+                "--kind",
+                "openai",
+                "--base-url",
+                &base,
+                "--name",
+                "gw",
+                "--key-stdin",
+            ])
+            .args(["--model", "m", "--config", path_str(&config)])
+            .env("SPINDLE_HOME", temp_dir("rotate-home"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if !test {
+            command.arg("--no-test");
+        }
+        let mut child = command.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{key}\n").as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    assert!(run("sk-good", false).status.success());
+    let failed = run("sk-typo", true);
+    assert_eq!(failed.status.code(), Some(1), "{}", text(&failed.stdout));
+    let keys = dir.join("keys");
+    assert_eq!(
+        std::fs::read_to_string(keys.join("gw.key")).unwrap(),
+        "sk-good\n"
+    );
+    let files: Vec<_> = std::fs::read_dir(&keys)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+}

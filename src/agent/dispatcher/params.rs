@@ -100,13 +100,35 @@ pub(in crate::agent) fn check_cwd(cwd: &str) -> Result<PathBuf, RpcError> {
     }
 }
 
+/// The folders no additional root may contain: the home folder, and
+/// Spindle's config and session folders (keys, other projects' sessions).
+pub(in crate::agent) fn protected_dirs(config: Option<&Path>, db: &Path) -> Vec<PathBuf> {
+    let config = config
+        .map(Path::to_path_buf)
+        .unwrap_or_else(crate::config::default_path);
+    let mut dirs: Vec<PathBuf> = [config.parent(), db.parent()]
+        .into_iter()
+        .flatten()
+        .map(Path::to_path_buf)
+        .collect();
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        dirs.push(PathBuf::from(home));
+    }
+    dirs.into_iter()
+        .map(|dir| std::fs::canonicalize(&dir).unwrap_or(dir))
+        .collect()
+}
+
 /// The most additional workspace roots of one session.
 const EXTRA_ROOTS_CAP: usize = 32;
 
 /// `additionalDirectories` of a session request: `None` when absent, else
 /// each an absolute path to an existing folder (symlinks resolved), none
 /// repeated. A bad entry is -32602 naming it.
-pub(in crate::agent) fn extra_roots(params: &Value) -> Result<Option<Vec<PathBuf>>, RpcError> {
+pub(in crate::agent) fn extra_roots(
+    params: &Value,
+    forbidden: &[PathBuf],
+) -> Result<Option<Vec<PathBuf>>, RpcError> {
     let list = match params.get("additionalDirectories") {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Array(list)) => list,
@@ -141,6 +163,13 @@ pub(in crate::agent) fn extra_roots(params: &Value) -> Result<Option<Vec<PathBuf
         if real == Path::new("/") {
             return Err(RpcError::invalid_params(format!(
                 "additionalDirectories[{index}]: the whole file system cannot be a workspace root"
+            )));
+        }
+        if let Some(inner) = forbidden.iter().find(|dir| dir.starts_with(&real)) {
+            return Err(RpcError::invalid_params(format!(
+                "additionalDirectories[{index}]: {} holds {} (your home folder, or Spindle's own config or sessions), so it cannot be a workspace root; name a folder inside it",
+                real.display(),
+                inner.display()
             )));
         }
         if !roots.contains(&real) {

@@ -26,7 +26,7 @@ const MCP_START_WAIT: std::time::Duration = std::time::Duration::from_millis(100
 
 impl Dispatcher {
     pub(in crate::agent) fn new_session(&mut self, params: Value) -> Result<Value, RpcError> {
-        let roots = crate::agent::dispatcher::params::extra_roots(&params)?;
+        let roots = crate::agent::dispatcher::params::extra_roots(&params, &self.protected_dirs())?;
         let request: acp::NewSessionRequest = decode(params)?;
         let cwd = check_cwd(&request.cwd)?;
         let requested = request
@@ -198,7 +198,7 @@ impl Dispatcher {
         params: Value,
         replay: bool,
     ) -> Result<Value, RpcError> {
-        let roots = crate::agent::dispatcher::params::extra_roots(&params)?;
+        let roots = crate::agent::dispatcher::params::extra_roots(&params, &self.protected_dirs())?;
         let request: acp::LoadSessionRequest = decode(params)?;
         if replay && request.mcp_servers.is_none() {
             return Err(RpcError::invalid_params("missing field `mcpServers`"));
@@ -282,9 +282,24 @@ impl Dispatcher {
         };
         let mut session = Session::new(id.clone(), cwd, servers, settings.policy);
         session.restore(settings);
-        // Given: the whole list from now on; absent: the stored one.
-        if let Some(roots) = roots {
-            session.extra_roots = roots;
+        // Given: the whole list from now on; absent: the stored one, each
+        // checked again (a folder may be gone, or now hold Spindle's own).
+        match roots {
+            Some(roots) => session.extra_roots = roots,
+            None => {
+                let stored: Vec<String> = session
+                    .extra_roots
+                    .iter()
+                    .map(|r| r.display().to_string())
+                    .collect();
+                session.extra_roots = crate::agent::dispatcher::params::extra_roots(
+                    &json!({"additionalDirectories": stored}),
+                    &self.protected_dirs(),
+                )
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            }
         }
         let (mcp, notes) = start_mcp(
             &session.id,
@@ -317,6 +332,13 @@ impl Dispatcher {
         self.announce_commands(&id);
         self.announce_mcp(&id);
         Ok(response)
+    }
+
+    fn protected_dirs(&self) -> Vec<std::path::PathBuf> {
+        crate::agent::dispatcher::params::protected_dirs(
+            self.options.config.as_deref(),
+            &self.db_path,
+        )
     }
 
     /// The editor's MCP servers and the agent file's, the editor's
@@ -367,6 +389,18 @@ impl Dispatcher {
         if self.store()?.session(&source).map_err(internal)?.is_none() {
             return Err(not_found(&source));
         }
+        // Checked before anything is copied.
+        crate::agent::dispatcher::params::extra_roots(&params, &self.protected_dirs())?;
+        if let Some(bad) = servers
+            .as_array()
+            .into_iter()
+            .flatten()
+            .position(|s| !s.is_object())
+        {
+            return Err(RpcError::invalid_params(format!(
+                "mcpServers[{bad}] must be an object"
+            )));
+        }
         let id = loop {
             let id = crate::util::new_id("sess");
             if !self.sessions.contains_key(&id)
@@ -384,7 +418,14 @@ impl Dispatcher {
         if let Some(roots) = params.get("additionalDirectories") {
             load["additionalDirectories"] = roots.clone();
         }
-        let mut response = self.load_session(load, false)?;
+        let mut response = match self.load_session(load, false) {
+            Ok(response) => response,
+            Err(error) => {
+                // No half-made copy stays behind.
+                let _ = self.store()?.delete_session(&id);
+                return Err(error);
+            }
+        };
         response["sessionId"] = json!(id);
         Ok(response)
     }

@@ -45,6 +45,9 @@ pub struct Client {
     /// A subagent's handle: its permission requests carry the parent's
     /// tool call (`_meta.spindle.parentToolCallId`).
     pub parent: Option<String>,
+    /// Its requests are not the turn's (a subagent running as a job):
+    /// kept when the turn ends.
+    pub lasting: bool,
 }
 
 impl Client {
@@ -60,6 +63,7 @@ impl Client {
             outbox,
             cancel,
             parent: None,
+            lasting: false,
         }
     }
 
@@ -115,7 +119,7 @@ impl Client {
             method,
             params: self.marked(method, params),
             reply,
-            lasting: false,
+            lasting: self.lasting,
         };
         if !(self.outbox)(Report::Request(request)) {
             return Err(ClientError::Gone);

@@ -446,6 +446,16 @@ fn steps(
         if steps >= turn.max_steps {
             return Ok(StopReason::MaxTurnRequests);
         }
+        // A subagent may have spent the rest of the turn's limits.
+        if let Some(reached) = turn.agent.as_deref().and_then(|a| limit_reached(a, state)) {
+            sink.begin_message();
+            sink.updates.borrow_mut().chunk(
+                false,
+                &sink.message_id,
+                &format!("_This agent's limit of {reached} per turn is reached; I stopped here._"),
+            );
+            return Ok(StopReason::MaxTokens);
+        }
         let pressure = compaction::Pressure::Threshold;
         if let compaction::Fitted::Cancelled =
             compaction::fit(turn, sink, state, messages, fixed, pressure)
@@ -650,8 +660,14 @@ fn steps(
         }
         for (index, call) in outcome.tool_calls.iter().enumerate() {
             let result = if call.name == "task" && turn.client.parent.is_none() {
-                let (result, spent) =
-                    subagent::run_task(turn, sink, runner.approvals, checkpoints, call);
+                let (result, spent) = subagent::run_task(
+                    turn,
+                    sink,
+                    runner.approvals,
+                    checkpoints,
+                    call,
+                    (&state.usage, state.cost),
+                );
                 add_usage(&mut state.usage, &spent.usage);
                 state.cost += spent.cost;
                 state.model_calls += spent.model_calls;

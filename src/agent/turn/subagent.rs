@@ -50,6 +50,7 @@ pub(super) fn run_task(
     approvals: &mut Approvals,
     checkpoints: Option<&RefCell<crate::checkpoint::Checkpoints>>,
     call: &ToolCallRequest,
+    spent_before: (&Usage, f64),
 ) -> (CallResult, Spent) {
     let updates = sink.updates;
     let raw_input = serde_json::from_str::<serde_json::Value>(&call.arguments)
@@ -85,6 +86,18 @@ pub(super) fn run_task(
         return fail(
             "Error: a subagent cannot hand out tasks of its own; do the work yourself".into(),
         );
+    }
+    // The agent file's allow-list holds for `task` as for any tool.
+    if let Some(agent) = turn
+        .agent
+        .iter()
+        .chain(&turn.subagent)
+        .find(|a| !a.allows_tool("task"))
+    {
+        return fail(format!(
+            "Error: the agent {} may not use task; use the tools you were given",
+            agent.name
+        ));
     }
     let subagent = match &args.agent {
         None => None,
@@ -127,6 +140,9 @@ pub(super) fn run_task(
     let mut child = child_turn(turn, &args, subagent, call);
     child.approvals = approvals.clone();
     let mut state = State::new(&child);
+    // The agent file's per-turn limits count the parent's spending too.
+    state.usage = *spent_before.0;
+    state.cost = spent_before.1;
     let mut messages = child.messages.clone();
     let mut child_sink = UpdateSink::new(turn.cancel.clone(), updates);
     updates.borrow_mut().nest(Some(&call.id));
@@ -140,9 +156,24 @@ pub(super) fn run_task(
     );
     updates.borrow_mut().nest(None);
     *approvals = state.approvals.clone();
+    let before = spent_before.0;
     let spent = Spent {
-        usage: state.usage,
-        cost: state.cost,
+        usage: Usage {
+            input_tokens: state.usage.input_tokens.saturating_sub(before.input_tokens),
+            output_tokens: state
+                .usage
+                .output_tokens
+                .saturating_sub(before.output_tokens),
+            cached_tokens: state
+                .usage
+                .cached_tokens
+                .saturating_sub(before.cached_tokens),
+            reasoning_tokens: state
+                .usage
+                .reasoning_tokens
+                .saturating_sub(before.reasoning_tokens),
+        },
+        cost: state.cost - spent_before.1,
         model_calls: state.model_calls,
         usage_reports: state.usage_reports,
     };
@@ -251,7 +282,9 @@ fn start_job(
     };
     let (info, job) = turn.jobs.start_agent(&spec, deliver)?;
     child.cancel = job.stop.clone();
+    // Its requests (permissions, files) outlive the turn that started it.
     child.client = child.client.with_cancel(job.stop.clone());
+    child.client.lasting = true;
     let parent = call.id.clone();
     let spawned = std::thread::Builder::new()
         .name("spindle-subagent".into())
@@ -295,7 +328,8 @@ fn start_job(
             });
             let mut line = last.to_string();
             line.push('\n');
-            crate::cancel::lock(&job.sink).write(line.as_bytes());
+            // Past the log's cap too: the answer is what the job is for.
+            crate::cancel::lock(&job.sink).write_always(line.as_bytes());
             job.finish(code);
         });
     if spawned.is_err() {

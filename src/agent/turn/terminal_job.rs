@@ -15,13 +15,13 @@ use std::path::Path;
 use std::time::Duration;
 
 /// How often the driver reads the terminal's output.
-const POLL: Duration = Duration::from_millis(250);
+const POLL: Duration = Duration::from_millis(500);
 /// How long one request to the editor may take before the job counts as
 /// lost.
 const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 /// The output the editor keeps for the terminal (the driver reads new
 /// output well within it).
-const TERMINAL_WINDOW: u64 = 1024 * 1024;
+const TERMINAL_WINDOW: u64 = 256 * 1024;
 /// How much of the next output is looked for in the previous, to find
 /// where new output starts once the editor drops old output.
 const PROBE: usize = 64;

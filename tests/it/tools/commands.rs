@@ -115,3 +115,26 @@ fn run_command_reports_exit_code_output_cap_and_timeout() {
         .expect("the agent exits at the end of input");
     assert_group_gone(c4);
 }
+
+#[test]
+fn a_command_that_signals_its_own_group_is_not_hard_killed() {
+    // The guard takes SIGTERM as the agent's death only when the agent is
+    // really gone.
+    let space = Space::new("tools-kill-0");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "c1",
+                "run_command",
+                json!({"command": "trap 'echo trapped' TERM; kill -TERM 0; echo after"}),
+            )]),
+            say("Done."),
+        ]),
+        &["--permissions", "yolo"],
+        json!({}),
+    );
+    let turn = run_prompt(&mut agent, &session, "go", WAIT, no_requests);
+    assert_eq!(turn.final_status("c1"), "completed", "{}", turn.dump());
+    let text = turn.final_text("c1");
+    assert!(text.contains("trapped") && text.contains("after"), "{text}");
+}

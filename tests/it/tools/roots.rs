@@ -73,6 +73,8 @@ fn bad_additional_directories_are_refused() {
         ),
         (json!([space.ws, file]), "additionalDirectories[1]"),
         (json!(["/"]), "whole file system"),
+        // It holds the agent's session database (under its TMPDIR here).
+        (json!([space.base]), "so it cannot be a workspace root"),
         (json!("not a list"), "must be an array"),
     ] {
         let id = agent.request(

@@ -435,3 +435,74 @@ fn an_agent_job_takes_a_message_and_stops_when_cancelled() {
         "the subagent's command died with the job"
     );
 }
+
+#[test]
+fn a_background_subagents_permission_request_outlives_the_turn_that_started_it() {
+    let space = Space::new("subagent-job-ask");
+    let script = json!({"rules": [
+        rule("start it", vec![
+            calls(vec![call("t1", "task", json!({
+                "description": "Write", "prompt": "WRITE-TASK", "background": true}))]),
+            // Slow, so the subagent asks while this turn still streams.
+            json!({"text": "Started it in the background, now.", "chunk_delay_ms": 150}),
+        ]),
+        rule("WRITE-TASK", vec![
+            calls(vec![call("c1", "write_file", json!({"path": "late.txt", "content": "written later\n"}))]),
+            say("Wrote it."),
+        ]),
+        rule("background job", vec![say("ok")]),
+    ]});
+    let mut agent = space.spawn(&script, &["--permissions", "ask"]);
+    super::initialize(&mut agent, json!({}));
+    let session = agent.new_session(&space.ws);
+    // The subagent asks while the parent's turn is still on; nobody answers
+    // until that turn is over.
+    let mut exchange = Exchange::prompt(&mut agent, &session, "start it");
+    let mut later = |_: &Value| Answer::Ignore;
+    let asked = exchange.until(&mut agent, WAIT, &mut later, &mut |e: &Exchange| {
+        !e.requests("session/request_permission").is_empty()
+    });
+    let mut pending: Vec<Value> = Vec::new();
+    let turn = if asked {
+        pending.extend(
+            exchange
+                .requests("session/request_permission")
+                .into_iter()
+                .cloned(),
+        );
+        exchange.finish(&mut agent, WAIT, &mut later)
+    } else {
+        let turn = exchange.finish(&mut agent, WAIT, &mut later);
+        pending.extend(
+            turn.requests("session/request_permission")
+                .into_iter()
+                .cloned(),
+        );
+        turn
+    };
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    let deadline = std::time::Instant::now() + WAIT;
+    while pending.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the subagent never asked"
+        );
+        if let Some(message) = agent.recv(std::time::Duration::from_millis(50)) {
+            if message["method"] == "session/request_permission" {
+                pending.push(message);
+            }
+        }
+    }
+    assert_eq!(pending[0]["params"]["toolCall"]["toolCallId"], "t1/c1");
+    agent.send(json!({"jsonrpc": "2.0", "id": pending[0]["id"],
+        "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}));
+    let deadline = std::time::Instant::now() + WAIT;
+    while !space.exists("late.txt") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the answer never reached the subagent"
+        );
+        let _ = agent.recv(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(space.read("late.txt"), "written later\n");
+}
