@@ -50,6 +50,20 @@ pub struct Processes {
     pub extra_roots: Vec<PathBuf>,
 }
 
+/// A command runs with nobody at a terminal: pagers print, editors
+/// return at once, tools do not prompt or colour their output. Set in
+/// local commands and in the editor's terminals alike.
+pub const NON_INTERACTIVE: [(&str, &str); 8] = [
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+    ("MANPAGER", "cat"),
+    ("GIT_EDITOR", "true"),
+    ("EDITOR", "true"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("DEBIAN_FRONTEND", "noninteractive"),
+    ("NO_COLOR", "1"),
+];
+
 /// What a command starts with.
 pub struct Launch {
     pub env_remove: Vec<OsString>,
@@ -71,7 +85,10 @@ impl Processes {
     ) -> Result<Launch, String> {
         let mut launch = Launch {
             env_remove: self.secrets.to_remove_here(),
-            env_set: Vec::new(),
+            env_set: NON_INTERACTIVE
+                .iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+                .collect(),
             sandbox: None,
         };
         let profile = match confinement {

@@ -236,10 +236,12 @@ impl Runner<'_> {
                 &text
             }
         );
-        // The terminal block stays, so the editor keeps showing the output.
+        // The terminal block stays, so the editor keeps showing the output;
+        // the output is kept as text too, for a replay (the terminal is gone
+        // by then) and `spindle sessions show`.
         let content = vec![
             json!({"type": "terminal", "terminalId": terminal_id}),
-            text_content(&status),
+            text_content(&format!("{status}\n{note}{}", fence(&text))),
         ];
         if exit_code == Some(0) && !killed {
             Ending::Completed {

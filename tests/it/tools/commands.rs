@@ -138,3 +138,26 @@ fn a_command_that_signals_its_own_group_is_not_hard_killed() {
     let text = turn.final_text("c1");
     assert!(text.contains("trapped") && text.contains("after"), "{text}");
 }
+
+#[test]
+fn commands_run_with_a_non_interactive_environment() {
+    let space = Space::new("tools-pager");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "c1",
+                "run_command",
+                json!({"command": "echo \"$PAGER $GIT_PAGER $GIT_EDITOR $GIT_TERMINAL_PROMPT\""}),
+            )]),
+            say("Done."),
+        ]),
+        &["--permissions", "yolo"],
+        json!({}),
+    );
+    let turn = run_prompt(&mut agent, &session, "go", WAIT, no_requests);
+    assert!(
+        turn.final_text("c1").contains("cat cat true 0"),
+        "{}",
+        turn.dump()
+    );
+}

@@ -110,6 +110,22 @@ fn run_command_uses_the_editors_terminal() {
         "{args:?}"
     );
     assert_eq!(args[args.len() - 3..], ["sh", "-c", "touch ran-locally"]);
+    // The output is kept as text beside the terminal block (a replay
+    // outlives the terminal).
+    let kept = turn.final_content("x2");
+    assert_eq!(kept[0]["type"], "terminal");
+    assert!(
+        kept[1]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("lint failed"),
+        "{kept:?}"
+    );
+    // Nobody sits at the editor's terminal either.
+    assert!(
+        args.contains(&"PAGER=cat") && args.contains(&"GIT_EDITOR=true"),
+        "{args:?}"
+    );
     assert_eq!(params["cwd"], space.abs("sub"));
     assert_eq!(params["outputByteLimit"], 30_000);
     assert_eq!(
