@@ -29,6 +29,9 @@ USAGE:
                               run PROGRAM in the OS sandbox the agent uses for its
                               commands (--write DIR, --read-only PATH, --network;
                               --probe prints what this machine supports)
+    spindle completions bash|zsh|fish
+                              print a shell completion script
+    spindle help [COMMAND]    this help, or one command's (also COMMAND --help)
     spindle --help            print this help
     spindle --version         print the version
 
@@ -92,17 +95,137 @@ ENVIRONMENT:
 Exit codes: 0 normal end, 1 runtime failure, 2 usage error.
 ";
 
+/// What a subcommand's parser answers for `--help`.
+const HELP_REQUESTED: &str = "\u{0}help";
+
+fn help_instead(error: Usage, topic: &str) -> Result<Command, Usage> {
+    if error.0 == HELP_REQUESTED {
+        Ok(Command::Help(Some(topic.into())))
+    } else {
+        Err(error)
+    }
+}
+
+/// The commands `spindle help` knows.
+const COMMANDS: [&str; 6] = ["acp", "sessions", "setup", "sandbox", "completions", "help"];
+
+/// The part of the help about one command.
+fn command_help(topic: &str) -> Option<String> {
+    let section = |start: &str, end: &str| -> String {
+        let from = HELP.find(start).unwrap_or(0);
+        let to = HELP[from..].find(end).map_or(HELP.len(), |i| from + i);
+        HELP[from..to].trim_end().to_string()
+    };
+    let usage_lines = |prefix: &str| -> String {
+        let usage = section("USAGE:", "OPTIONS (acp):");
+        let mut out = String::from("USAGE:\n");
+        let mut keep = false;
+        for line in usage.lines().skip(1) {
+            if line.starts_with("    spindle ") {
+                keep = line.starts_with(&format!("    spindle {prefix}"));
+            }
+            if keep {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    };
+    let text = match topic {
+        "acp" => format!(
+            "{}\n{}\n\n{}\n",
+            usage_lines("acp"),
+            section("OPTIONS (acp):", "OPTIONS (setup):"),
+            section("ENVIRONMENT:", "Exit codes:")
+        ),
+        "setup" => format!(
+            "{}\n{}\n",
+            usage_lines("setup"),
+            section("OPTIONS (setup):", "ENVIRONMENT:")
+        ),
+        "sessions" | "sandbox" => usage_lines(topic),
+        "completions" => "USAGE:\n    spindle completions bash|zsh|fish\n                              print a shell completion script, e.g.\n                              spindle completions bash > ~/.local/share/bash-completion/completions/spindle\n".into(),
+        "help" => "USAGE:\n    spindle help [COMMAND]    this help, or one command's\n".into(),
+        _ => return None,
+    };
+    Some(text)
+}
+
+/// A completion script for `shell`: the commands and each one's flags.
+fn completions(shell: &str) -> String {
+    let flags = |topic: &str| -> Vec<String> {
+        let mut flags: Vec<String> = command_help(topic)
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter(|w| w.starts_with("--") && w.len() > 2)
+            .map(|w| w.trim_end_matches([',', ')', ';', '.']).to_string())
+            .filter(|w| {
+                w.chars()
+                    .skip(2)
+                    .all(|c| c.is_ascii_lowercase() || c == '-')
+            })
+            .collect();
+        flags.push("--help".into());
+        flags.sort();
+        flags.dedup();
+        flags
+    };
+    let commands = COMMANDS.join(" ");
+    match shell {
+        "bash" => {
+            let mut cases = String::new();
+            for topic in COMMANDS {
+                cases.push_str(&format!(
+                    "        {topic}) COMPREPLY=($(compgen -W \"{}\" -- \"$cur\")) ;;\n",
+                    flags(topic).join(" ")
+                ));
+            }
+            format!(
+                "# bash completion for spindle\n_spindle() {{\n    local cur=${{COMP_WORDS[COMP_CWORD]}}\n    if [ \"$COMP_CWORD\" -eq 1 ]; then\n        COMPREPLY=($(compgen -W \"{commands} --help --version\" -- \"$cur\"))\n        return\n    fi\n    case ${{COMP_WORDS[1]}} in\n{cases}    esac\n}}\ncomplete -o default -F _spindle spindle\n"
+            )
+        }
+        "zsh" => {
+            let mut cases = String::new();
+            for topic in COMMANDS {
+                cases.push_str(&format!(
+                    "    {topic}) compadd -- {} ;;\n",
+                    flags(topic).join(" ")
+                ));
+            }
+            format!(
+                "#compdef spindle\n_spindle() {{\n  if (( CURRENT == 2 )); then\n    compadd -- {commands} --help --version\n    return\n  fi\n  case $words[2] in\n{cases}  esac\n  _files\n}}\ncompdef _spindle spindle\n"
+            )
+        }
+        _ => {
+            let mut out = String::from("# fish completion for spindle\n");
+            out.push_str(&format!(
+                "complete -c spindle -n '__fish_use_subcommand' -f -a '{commands}'\n"
+            ));
+            for topic in COMMANDS {
+                for flag in flags(topic) {
+                    out.push_str(&format!(
+                        "complete -c spindle -n '__fish_seen_subcommand_from {topic}' -l {}\n",
+                        flag.trim_start_matches("--")
+                    ));
+                }
+            }
+            out
+        }
+    }
+}
+
 /// A usage error: printed with a hint, exit code 2.
 struct Usage(String);
 
 enum Command {
-    Help,
+    Help(Option<String>),
     Version,
     Acp(Options),
     Sessions(SessionsCommand),
     Setup(spindle::setup::SetupArgs),
     Sandbox(Vec<std::ffi::OsString>),
     Guard(Vec<std::ffi::OsString>),
+    Completions(String),
 }
 
 /// `spindle sessions …`.
@@ -128,13 +251,54 @@ fn parse_args() -> Result<Command, Usage> {
         return Err(Usage("missing command; try 'spindle acp'".into()));
     };
     match first {
-        Short('h') | Long("help") => return Ok(Command::Help),
+        Short('h') | Long("help") => return Ok(Command::Help(None)),
         Short('V') | Long("version") => return Ok(Command::Version),
+        Value(command) if command == "help" => {
+            let topic = match parser.next().map_err(usage)? {
+                Some(Value(topic)) => Some(topic.string().map_err(usage)?),
+                None => None,
+                Some(other) => return Err(usage(other.unexpected())),
+            };
+            if let Some(topic) = &topic {
+                if command_help(topic).is_none() {
+                    return Err(Usage(format!(
+                        "no help for '{topic}'; the commands are {}",
+                        COMMANDS.join(", ")
+                    )));
+                }
+            }
+            return Ok(Command::Help(topic));
+        }
+        Value(command) if command == "completions" => {
+            let shell = match parser.next().map_err(usage)? {
+                Some(Value(shell)) => shell.string().map_err(usage)?,
+                Some(Short('h') | Long("help")) => {
+                    return Ok(Command::Help(Some("completions".into())))
+                }
+                _ => {
+                    return Err(Usage(
+                        "'spindle completions' takes bash, zsh or fish".into(),
+                    ))
+                }
+            };
+            if !["bash", "zsh", "fish"].contains(&shell.as_str()) {
+                return Err(Usage(format!(
+                    "'spindle completions' takes bash, zsh or fish, got '{shell}'"
+                )));
+            }
+            return Ok(Command::Completions(shell));
+        }
         Value(command) if command == "acp" => {}
         Value(command) if command == "sessions" => {
-            return parse_sessions(parser).map(Command::Sessions)
+            return parse_sessions(parser)
+                .map(Command::Sessions)
+                .or_else(|e| help_instead(e, "sessions"))
         }
-        Value(command) if command == "setup" => return parse_setup(parser).map(Command::Setup),
+        Value(command) if command == "setup" => {
+            return parse_setup(parser)
+                .map(Command::Setup)
+                .or_else(|e| help_instead(e, "setup"))
+        }
         Value(command) if command == "sandbox" => {
             let args = parser.raw_args().map_err(usage)?.collect();
             return Ok(Command::Sandbox(args));
@@ -222,7 +386,7 @@ fn parse_args() -> Result<Command, Usage> {
                     }
                 };
             }
-            Short('h') | Long("help") => return Ok(Command::Help),
+            Short('h') | Long("help") => return Ok(Command::Help(Some("acp".into()))),
             Value(path) if options.agent_path.is_none() => {
                 options.agent_path = Some(path.into());
             }
@@ -263,9 +427,7 @@ fn parse_setup(mut parser: lexopt::Parser) -> Result<spindle::setup::SetupArgs, 
             }
             Long("config") => args.config = Some(parser.value().map_err(usage)?.into()),
             Long("no-test") => args.no_test = true,
-            Short('h') | Long("help") => {
-                return Err(Usage("see 'spindle --help' for setup's options".into()))
-            }
+            Short('h') | Long("help") => return Err(Usage(HELP_REQUESTED.into())),
             other => return Err(usage(other.unexpected())),
         }
     }
@@ -281,6 +443,7 @@ fn parse_sessions(mut parser: lexopt::Parser) -> Result<SessionsCommand, Usage> 
     let mut agent = None;
     while let Some(arg) = parser.next().map_err(usage)? {
         match arg {
+            Short('h') | Long("help") => return Err(Usage(HELP_REQUESTED.into())),
             Long("db") => db = Some(parser.value().map_err(usage)?.into()),
             Long("cwd") => cwd = Some(parser.value().map_err(usage)?.string().map_err(usage)?),
             Long("agent") => {
@@ -385,8 +548,15 @@ fn main() -> ExitCode {
             eprintln!("spindle: {message}\nRun 'spindle --help' for usage.");
             ExitCode::from(2)
         }
-        Ok(Command::Help) => {
-            print!("{HELP}");
+        Ok(Command::Help(topic)) => {
+            match topic.as_deref().and_then(command_help) {
+                Some(text) => print!("{text}"),
+                None => print!("{HELP}"),
+            }
+            ExitCode::SUCCESS
+        }
+        Ok(Command::Completions(shell)) => {
+            print!("{}", completions(&shell));
             ExitCode::SUCCESS
         }
         Ok(Command::Version) => {
@@ -428,6 +598,15 @@ fn main() -> ExitCode {
                         eprintln!("spindle: {error}");
                         return ExitCode::from(1);
                     }
+                }
+            }
+            // Typed in a terminal: say what this is, once, on stderr.
+            {
+                use std::io::IsTerminal;
+                if std::io::stdin().is_terminal() {
+                    eprintln!(
+                        "spindle acp speaks the Agent Client Protocol (JSON-RPC, one message a line) on stdin: editors start it. See 'spindle help acp'; Ctrl-D ends it."
+                    );
                 }
             }
             // Every command and job runs under `spindle guard` (this very

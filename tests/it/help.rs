@@ -1,0 +1,89 @@
+//! The command line's help: `--help` on every command, `spindle help
+//! [COMMAND]`, shell completions that the shells accept, and usage errors
+//! with exit code 2.
+
+use std::process::{Command, Stdio};
+
+fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_command_has_help() {
+    for (args, expected) in [
+        (vec!["--help"], "spindle acp"),
+        (vec!["help"], "spindle sessions"),
+        (vec!["help", "acp"], "--permissions"),
+        (vec!["acp", "--help"], "--permissions"),
+        (vec!["setup", "--help"], "--key-stdin"),
+        (vec!["help", "setup"], "--base-url"),
+        (vec!["sessions", "--help"], "spindle sessions show ID"),
+        (vec!["help", "sessions"], "spindle sessions delete ID"),
+        (vec!["help", "completions"], "bash|zsh|fish"),
+        (vec!["completions", "--help"], "bash|zsh|fish"),
+        (vec!["sandbox", "--help"], "spindle sandbox"),
+    ] {
+        let (code, stdout, stderr) = run(&args);
+        assert_eq!(code, Some(0), "{args:?}: {stderr}");
+        let shown = format!("{stdout}{stderr}");
+        assert!(shown.contains(expected), "{args:?}: {shown}");
+    }
+    // The acp help says nothing of setup's flags, and the other way round.
+    let (_, acp, _) = run(&["help", "acp"]);
+    assert!(!acp.contains("--key-env"));
+    let (_, setup, _) = run(&["help", "setup"]);
+    assert!(!setup.contains("--drain"));
+}
+
+#[test]
+fn bad_commands_are_usage_errors() {
+    for args in [
+        vec!["help", "frobnicate"],
+        vec!["completions"],
+        vec!["completions", "tcsh"],
+        vec!["frobnicate"],
+        vec!["sessions", "--colour"],
+    ] {
+        let (code, _, stderr) = run(&args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("spindle: "), "{stderr}");
+    }
+}
+
+#[test]
+fn completion_scripts_parse_in_their_shells() {
+    for (shell, check) in [
+        ("bash", ["bash", "-n"]),
+        ("zsh", ["zsh", "-n"]),
+        ("fish", ["fish", "-n"]),
+    ] {
+        let (code, script, _) = run(&["completions", shell]);
+        assert_eq!(code, Some(0));
+        assert!(
+            script.contains("acp") && script.contains("permissions"),
+            "{script}"
+        );
+        // Checked by the shell itself when it is installed here.
+        let path =
+            std::env::temp_dir().join(format!("spindle-completion-{}.{shell}", std::process::id()));
+        std::fs::write(&path, &script).unwrap();
+        match Command::new(check[0]).arg(check[1]).arg(&path).output() {
+            Ok(out) => assert!(
+                out.status.success(),
+                "{shell}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(_) => eprintln!("{shell} is not installed; its script was not parsed"),
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+}
