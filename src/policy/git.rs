@@ -650,6 +650,65 @@ fn plain_key(key: &str) -> bool {
     }
 }
 
+/// The short status of the repository at `dir` (inside `root`), for the
+/// system prompt: "3 changed files (a, b, c)" or "no changes". `None`
+/// when git may not run there unasked (see [`plain_repository_config`]),
+/// fails, or takes longer than two seconds.
+pub fn short_status(dir: &Path, root: &Path) -> Option<String> {
+    plain_repository_config(dir, root).ok()?;
+    let mut command = Command::new("git");
+    command
+        .args([
+            "--no-pager",
+            "status",
+            "--porcelain=v1",
+            "--untracked-files=normal",
+        ])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (key, value) in neutralising_env() {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().ok()?;
+    let mut stdout = child.stdout.take()?;
+    let reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut out = Vec::new();
+        let _ = (&mut stdout).take(256 * 1024).read_to_end(&mut out);
+        out
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => break,
+            Ok(Some(_)) | Err(_) => return None,
+            Ok(None) if std::time::Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(10)),
+        }
+    }
+    let out = reader.join().ok()?;
+    let text = String::from_utf8_lossy(&out);
+    let changed: Vec<&str> = text.lines().filter_map(|line| line.get(3..)).collect();
+    Some(match changed.len() {
+        0 => "no uncommitted changes".into(),
+        n => {
+            let shown: Vec<&str> = changed.iter().take(10).copied().collect();
+            format!(
+                "{n} changed file{} ({}{})",
+                if n == 1 { "" } else { "s" },
+                shown.join(", "),
+                if n > shown.len() { ", …" } else { "" }
+            )
+        }
+    })
+}
+
 /// A git command started in `dir`, with the neutralising environment.
 fn git_here(dir: &Path, args: &[&str]) -> Result<std::process::Output, String> {
     let mut command = Command::new("git");

@@ -1,14 +1,30 @@
-//! The system prompt: who the model is and where it works.
+//! The system prompt: who the model is, where it works, what its tools are
+//! for, and the instructions the user and the project left for it.
+//!
+//! The prompt is the request's stable prefix (provider caches hit on it),
+//! so what changes while one works — the date, the git state — is taken
+//! once per session ([`environment`]) and kept.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// The largest AGENTS.md we put into the system prompt.
-const AGENTS_MD_LIMIT: usize = 64 * 1024;
+/// The most bytes of instructions (the user's and the project's files
+/// together) the prompt carries.
+const INSTRUCTIONS_LIMIT: usize = 64 * 1024;
 
-/// Builds the system prompt for a session rooted at `cwd`. An `AGENTS.md`
-/// at the workspace root, when present, is appended: it is where projects
-/// keep instructions for coding agents.
-pub fn system_prompt(cwd: &Path) -> String {
+/// One line of guidance for each built-in tool.
+const TOOL_GUIDANCE: &str = "\
+How to use the tools:
+- read_file before you edit a file; read a large file in pages (start_line, line_count).
+- search (text or regex) and glob find code faster than listing folders one by one.
+- edit_file for small exact replacements; write_file for new files or whole rewrites; apply_patch for several files at once.
+- run_command for builds, tests and git; prefer short, non-interactive commands; use background: true for servers and watchers, then job_output and job_stop.
+- todo_write keeps a plan the user sees; update it as items get done.
+- task hands a self-contained subtask to a subagent with a fresh conversation.
+- ask_user only when you cannot go on without the user's decision.";
+
+/// Builds the system prompt for a session rooted at `cwd`; `environment`
+/// is the session's snapshot ([`environment`]).
+pub fn system_prompt(cwd: &Path, environment: &str) -> String {
     let mut prompt = format!(
         "You are Spindle, a coding agent working inside a code editor. \
          The user's workspace is the directory {cwd}. Answer precisely and \
@@ -16,14 +32,152 @@ pub fn system_prompt(cwd: &Path) -> String {
          code, say so rather than guess.",
         cwd = cwd.display()
     );
-    if let Ok(text) = std::fs::read_to_string(cwd.join("AGENTS.md")) {
-        let text = truncate(&text, AGENTS_MD_LIMIT);
-        prompt.push_str(
-            "\n\nThe workspace's AGENTS.md holds instructions for you from the project:\n\n",
-        );
-        prompt.push_str(text);
+    if !environment.is_empty() {
+        prompt.push_str("\n\n");
+        prompt.push_str(environment);
+    }
+    prompt.push_str("\n\n");
+    prompt.push_str(TOOL_GUIDANCE);
+    let instructions = instructions(cwd, &global_instructions_path());
+    if !instructions.is_empty() {
+        prompt.push_str("\n\n");
+        prompt.push_str(&instructions);
     }
     prompt
+}
+
+/// Where the user keeps instructions for every workspace: `AGENTS.md`
+/// beside the config file.
+pub fn global_instructions_path() -> PathBuf {
+    crate::config::default_path()
+        .parent()
+        .map(|dir| dir.join("AGENTS.md"))
+        .unwrap_or_else(|| PathBuf::from("AGENTS.md"))
+}
+
+/// The date, the machine, the shell, and the repository's branch and
+/// state: taken once, at the start of a session.
+pub fn environment(cwd: &Path) -> String {
+    let date = crate::store::time::now_rfc3339();
+    let shell = std::env::var("SHELL")
+        .ok()
+        .and_then(|s| s.rsplit('/').next().map(str::to_string))
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "sh".into());
+    let mut out = format!(
+        "Environment (at the start of this session):\n- Date: {} (UTC)\n- System: {} {}\n- Shell: {shell} (commands run with sh -c)\n- Working folder: {}",
+        &date[..date.len().min(10)],
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+        cwd.display()
+    );
+    if let Some(git) = git_state(cwd) {
+        out.push_str("\n- Git: ");
+        out.push_str(&git);
+    }
+    out
+}
+
+/// The repository folder that holds `cwd` (`.git` a folder or a file).
+fn repository_root(cwd: &Path) -> Option<PathBuf> {
+    cwd.ancestors()
+        .find(|dir| dir.join(".git").exists())
+        .map(Path::to_path_buf)
+}
+
+/// The branch (read from HEAD, no git run) and, when git may run there
+/// without running anything of the repository's, its short status.
+fn git_state(cwd: &Path) -> Option<String> {
+    let root = repository_root(cwd)?;
+    let dot_git = root.join(".git");
+    let git_dir = if dot_git.is_file() {
+        let text = crate::tools::bounded::read_capped(&dot_git, 4096).ok()?;
+        let text = String::from_utf8(text).ok()?;
+        let target = text.trim().strip_prefix("gitdir:")?.trim().to_string();
+        root.join(target)
+    } else {
+        dot_git
+    };
+    let head = crate::tools::bounded::read_capped(&git_dir.join("HEAD"), 4096).ok()?;
+    let head = String::from_utf8_lossy(&head).trim().to_string();
+    let branch = match head.strip_prefix("ref: refs/heads/") {
+        Some(branch) => format!("branch {branch}"),
+        None => format!("detached at {}", &head[..head.len().min(12)]),
+    };
+    let status = crate::policy::git::short_status(cwd, &root);
+    Some(match status {
+        Some(status) => format!("{branch}; {status}"),
+        None => branch,
+    })
+}
+
+/// The instructions left for the model: the user's global file, then the
+/// project's `AGENTS.md` from the repository root down to `cwd` (each
+/// folder's `CLAUDE.md` when it has no `AGENTS.md`), within
+/// [`INSTRUCTIONS_LIMIT`], with a note when cut.
+pub fn instructions(cwd: &Path, global: &Path) -> String {
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    if global.is_file() {
+        files.push((
+            "your instructions for every workspace".into(),
+            global.to_path_buf(),
+        ));
+    }
+    let top = repository_root(cwd).unwrap_or_else(|| cwd.to_path_buf());
+    let mut dirs: Vec<&Path> = cwd
+        .ancestors()
+        .take_while(|d| d.starts_with(&top))
+        .collect();
+    dirs.reverse();
+    for dir in dirs {
+        let chosen = ["AGENTS.md", "CLAUDE.md"]
+            .iter()
+            .map(|name| dir.join(name))
+            .find(|path| path.is_file());
+        if let Some(path) = chosen {
+            let shown = path
+                .strip_prefix(cwd)
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| path.display().to_string());
+            files.push((format!("the project's {shown}"), path));
+        }
+    }
+    let mut out = String::new();
+    let mut left = INSTRUCTIONS_LIMIT;
+    for (what, path) in files {
+        let Ok(bytes) = crate::tools::bounded::read_capped(&path, INSTRUCTIONS_LIMIT as u64 * 4)
+        else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        if left == 0 {
+            out.push_str(&format!(
+                "\n\n(Not included, over the size limit: {what}, {}.)",
+                path.display()
+            ));
+            continue;
+        }
+        let kept = truncate(text, left);
+        left -= kept.len();
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str(&format!(
+            "Instructions from {what} ({}):\n\n{kept}",
+            path.display()
+        ));
+        if kept.len() < text.len() {
+            out.push_str(&format!(
+                "\n\n(Cut here: the instructions are limited to {INSTRUCTIONS_LIMIT} bytes; read {} for the rest.)",
+                path.display()
+            ));
+        }
+    }
+    out
 }
 
 fn truncate(text: &str, limit: usize) -> &str {
@@ -41,16 +195,47 @@ fn truncate(text: &str, limit: usize) -> &str {
 mod tests {
     use super::*;
 
-    #[test]
-    fn agents_md_is_appended_when_present() {
+    fn temp() -> PathBuf {
         let dir =
             std::env::temp_dir().join(format!("spindle-prompt-{}", crate::util::random_hex()));
         std::fs::create_dir_all(&dir).unwrap();
-        assert!(!system_prompt(&dir).contains("AGENTS.md"));
-        std::fs::write(dir.join("AGENTS.md"), "Always run the tests.").unwrap();
-        let prompt = system_prompt(&dir);
-        assert!(prompt.contains(&dir.display().to_string()));
-        assert!(prompt.ends_with("Always run the tests."));
+        dir
+    }
+
+    #[test]
+    fn instructions_come_from_the_user_and_the_repository_down_to_cwd() {
+        let repo = temp();
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/feature/x\n").unwrap();
+        let sub = repo.join("crates/core");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(repo.join("AGENTS.md"), "Root rule.").unwrap();
+        std::fs::write(repo.join("crates/CLAUDE.md"), "Crates rule.").unwrap();
+        std::fs::write(sub.join("AGENTS.md"), "Core rule.").unwrap();
+        std::fs::write(sub.join("CLAUDE.md"), "ignored: AGENTS.md wins").unwrap();
+        let global = repo.join("global-AGENTS.md");
+        std::fs::write(&global, "Global rule.").unwrap();
+        let text = instructions(&sub, &global);
+        let order: Vec<usize> = ["Global rule.", "Root rule.", "Crates rule.", "Core rule."]
+            .iter()
+            .map(|rule| text.find(rule).unwrap_or_else(|| panic!("{rule}: {text}")))
+            .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{text}");
+        assert!(!text.contains("ignored"));
+        let env = environment(&sub);
+        assert!(env.contains("branch feature/x"), "{env}");
+        assert!(env.contains(&crate::store::time::now_rfc3339()[..10]));
+        std::fs::remove_dir_all(&repo).unwrap();
+    }
+
+    #[test]
+    fn instructions_are_capped_with_a_note() {
+        let dir = temp();
+        std::fs::write(dir.join("AGENTS.md"), "x".repeat(INSTRUCTIONS_LIMIT + 10)).unwrap();
+        let text = instructions(&dir, Path::new("/nonexistent/AGENTS.md"));
+        assert!(text.contains("Cut here"), "{}", &text[text.len() - 200..]);
+        let prompt = system_prompt(&dir, "Environment: test");
+        assert!(prompt.contains("Environment: test") && prompt.contains("How to use the tools"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

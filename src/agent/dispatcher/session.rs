@@ -79,6 +79,9 @@ pub struct Session {
     pub agent: Option<String>,
     /// `additionalDirectories`: more workspace roots (absolute, real).
     pub extra_roots: Vec<PathBuf>,
+    /// The system prompt's environment (date, git state), taken by the
+    /// first turn's worker and kept: the prompt stays the same bytes.
+    pub environment: std::sync::Arc<std::sync::OnceLock<String>>,
     /// Line indexes of the workspace files `resource` windows read.
     pub line_indexes: crate::tools::lines::Indexes,
 }
@@ -181,6 +184,7 @@ impl Session {
             line_indexes: Default::default(),
             agent: None,
             extra_roots: Vec::new(),
+            environment: Default::default(),
         }
     }
 

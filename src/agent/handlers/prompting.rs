@@ -188,7 +188,7 @@ impl Dispatcher {
         } else {
             explicit_steps
         };
-        let mut system = system_prompt(&session.cwd);
+        let mut system = system_prompt(&session.cwd, crate::agent::turn::ENVIRONMENT_MARK);
         system.push_str("\n\n");
         system.push_str(session.preset.instructions());
         if !session.extra_roots.is_empty() {
@@ -358,6 +358,7 @@ impl Dispatcher {
             agent,
             subagent: None,
             extra_roots: session.extra_roots.clone(),
+            environment: session.environment.clone(),
             config_path: Some(
                 registry
                     .config_path

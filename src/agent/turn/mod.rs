@@ -118,6 +118,9 @@ pub struct Turn {
     pub agent: Option<Arc<crate::agentfile::AgentSpec>>,
     /// `additionalDirectories`: more roots the tools use as the workspace.
     pub extra_roots: Vec<PathBuf>,
+    /// The session's environment snapshot, for the system prompt's
+    /// `{ENVIRONMENT}` mark: taken by the first turn that needs it.
+    pub environment: Arc<std::sync::OnceLock<String>>,
     /// A subagent's own spec (a `task` naming one): its allow-list narrows
     /// the agent's further.
     pub subagent: Option<Arc<crate::agentfile::AgentSpec>>,
@@ -189,10 +192,22 @@ impl State {
     }
 }
 
+/// Where the session's environment goes in the system prompt.
+pub const ENVIRONMENT_MARK: &str = "{ENVIRONMENT}";
+
 pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("spindle-turn-{}", turn.session_id))
         .spawn(move || {
+            // Taken here, off the dispatcher (git may be slow), once.
+            let mut turn = turn;
+            if turn.system.contains(ENVIRONMENT_MARK) {
+                let environment = turn
+                    .environment
+                    .get_or_init(|| crate::agent::common::prompt::environment(&turn.root))
+                    .clone();
+                turn.system = turn.system.replacen(ENVIRONMENT_MARK, &environment, 1);
+            }
             let updates = RefCell::new(Updates::new(
                 turn.session_id.clone(),
                 turn.writer.clone(),

@@ -514,3 +514,69 @@ fn a_tight_window_asks_for_at_most_one_summary_per_turn() {
     assert_eq!(summaries, 1);
     assert_eq!(server.pending_replies(), 0);
 }
+
+#[test]
+fn the_system_prompt_knows_the_date_the_repository_and_nested_instructions() {
+    let space = Space::new("prompt-env");
+    let ws = std::path::PathBuf::from(space.ws());
+    let git = std::process::Command::new("git")
+        .args(["init", "-q", "-b", "trunk"])
+        .current_dir(&ws)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !git {
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/trunk\n").unwrap();
+    }
+    std::fs::write(ws.join("AGENTS.md"), "Use tabs in this repository.").unwrap();
+    std::fs::create_dir_all(ws.join("pkg")).unwrap();
+    std::fs::write(ws.join("pkg/CLAUDE.md"), "The pkg folder holds the parser.").unwrap();
+    std::fs::write(ws.join("new.txt"), "untracked").unwrap();
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["ok"])));
+    server.push(Reply::Sse(chat_text(&["ok again"])));
+    let mut agent = space.openai(&server);
+    let session = agent.new_session(&ws.join("pkg"));
+    for text in ["hello", "again"] {
+        let id = agent.request("session/prompt", text_prompt(&session, text));
+        agent.response(&id, WAIT);
+    }
+    let requests = server.requests();
+    let system = requests[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(system.contains(&utc_today()), "{system}");
+    assert!(system.contains("branch trunk"), "{system}");
+    if git {
+        assert!(system.contains("changed file"), "{system}");
+    }
+    let tabs = system.find("Use tabs").expect("the root AGENTS.md");
+    let parser = system
+        .find("holds the parser")
+        .expect("the folder's CLAUDE.md");
+    assert!(tabs < parser, "root first");
+    assert!(system.contains("How to use the tools"));
+    // Taken once: the second turn's prompt is the same bytes.
+    assert_eq!(requests[1].body["messages"][0]["content"], json!(system));
+}
+
+/// Today's date in UTC, as YYYY-MM-DD.
+fn utc_today() -> String {
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+        / 86_400;
+    // Civil date from days since 1970-01-01.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
