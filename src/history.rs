@@ -5,39 +5,186 @@ use crate::store::{Result, Store};
 use serde_json::Value;
 use std::fmt::Write;
 
-/// One line per session, newest first: id, last update, title, workspace.
-pub fn list(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Result<String> {
-    let mut out = String::new();
+/// Every stored session, newest first (those of `cwd`, of the agent
+/// named `agent`).
+fn rows(
+    store: &Store,
+    cwd: Option<&str>,
+    agent: Option<&str>,
+) -> Result<Vec<crate::store::SessionRow>> {
+    let mut all = Vec::new();
     let mut before = None;
     loop {
         let page = store.list_sessions(cwd, before, 500)?;
         if page.is_empty() {
             break;
         }
-        for row in &page {
-            // Which agent file's agent served it (none: the built-in one).
-            let served_by = row.settings["agent"].as_str();
-            if agent.is_some() && served_by != agent {
-                continue;
-            }
-            let _ = writeln!(
-                out,
-                "{}  {}  {}  {}{}",
-                row.id,
-                &row.updated_at[..row.updated_at.len().min(19)].replace('T', " "),
-                row.title.as_deref().unwrap_or("(untitled)"),
-                row.cwd,
-                served_by
-                    .map(|name| format!("  [agent {name}]"))
-                    .unwrap_or_default()
-            );
-        }
         before = page.last().map(|row| row.updated_order);
+        // Which agent file's agent served it (none: the built-in one).
+        all.extend(
+            page.into_iter()
+                .filter(|row| agent.is_none() || row.settings["agent"].as_str() == agent),
+        );
     }
-    if out.is_empty() {
-        out.push_str("No sessions.\n");
+    Ok(all)
+}
+
+/// A table of sessions, newest first: id, last update (local time),
+/// title, folder, and the agent that served it.
+pub fn list(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Result<String> {
+    let rows = rows(store, cwd, agent)?;
+    if rows.is_empty() {
+        return Ok("No sessions.\n".into());
+    }
+    let id_width = rows.iter().map(|r| r.id.len()).max().unwrap_or(2).max(2);
+    let mut out = format!(
+        "{:<id_width$}  {:<22}  {:<40}  FOLDER\n",
+        "ID", "UPDATED", "TITLE"
+    );
+    for row in &rows {
+        let title: String = row
+            .title
+            .as_deref()
+            .unwrap_or("(untitled)")
+            .chars()
+            .take(40)
+            .collect();
+        let _ = writeln!(
+            out,
+            "{:<id_width$}  {:<22}  {:<40}  {}{}",
+            row.id,
+            local_time(&row.updated_at),
+            title,
+            row.cwd,
+            row.settings["agent"]
+                .as_str()
+                .map(|name| format!("  [agent {name}]"))
+                .unwrap_or_default()
+        );
     }
     Ok(printable(&out))
+}
+
+/// The sessions as a JSON array, for scripts.
+pub fn list_json(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Result<String> {
+    let items: Vec<Value> = rows(store, cwd, agent)?
+        .into_iter()
+        .map(|row| {
+            serde_json::json!({
+                "sessionId": row.id,
+                "title": row.title,
+                "cwd": row.cwd,
+                "createdAt": row.created_at,
+                "updatedAt": row.updated_at,
+                "agent": row.settings["agent"],
+                "model": row.settings["model"],
+            })
+        })
+        .collect();
+    let mut text = serde_json::to_string_pretty(&items).unwrap_or_default();
+    text.push('\n');
+    Ok(text)
+}
+
+/// The session an id or a unique prefix of one names: `Err` with the
+/// candidates when the prefix is ambiguous, `Ok(None)` when nothing
+/// matches.
+pub fn resolve_id(store: &Store, given: &str) -> std::result::Result<Option<String>, String> {
+    if store.session(given).map_err(|e| e.0)?.is_some() {
+        return Ok(Some(given.to_string()));
+    }
+    if given.len() < 4 {
+        return Ok(None);
+    }
+    let matches: Vec<String> = rows(store, None, None)
+        .map_err(|e| e.0)?
+        .into_iter()
+        .map(|row| row.id)
+        .filter(|id| id.starts_with(given))
+        .collect();
+    match matches.len() {
+        0 => Ok(None),
+        1 => Ok(matches.into_iter().next()),
+        _ => Err(format!(
+            "{given:?} names {} sessions ({}); give more of the id",
+            matches.len(),
+            matches
+                .iter()
+                .take(5)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// A session's transcript as NDJSON: one stored `SessionUpdate` a line,
+/// as `session/load` replays them.
+pub fn export(store: &Store, id: &str) -> Result<Option<String>> {
+    if store.session(id)?.is_none() {
+        return Ok(None);
+    }
+    let mut out = String::new();
+    for body in store.events(id)? {
+        // One line each, whatever the stored spacing.
+        match serde_json::from_str::<Value>(&body) {
+            Ok(value) => out.push_str(&value.to_string()),
+            Err(_) => continue,
+        }
+        out.push('\n');
+    }
+    Ok(Some(out))
+}
+
+/// A stored UTC time (RFC 3339) as local time with its zone:
+/// "2026-12-01 14:03 CET".
+pub fn local_time(utc: &str) -> String {
+    let fallback = || format!("{} UTC", utc.get(..16).unwrap_or(utc).replace('T', " "));
+    let parse = |range: std::ops::Range<usize>| utc.get(range).and_then(|t| t.parse::<i64>().ok());
+    let (Some(year), Some(month), Some(day), Some(hour), Some(minute), Some(second)) = (
+        parse(0..4),
+        parse(5..7),
+        parse(8..10),
+        parse(11..13),
+        parse(14..16),
+        parse(17..19),
+    ) else {
+        return fallback();
+    };
+    // Days since 1970-01-01 of a civil date.
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
+    // SAFETY: localtime_r fills the tm we own; time_t is a plain integer.
+    unsafe {
+        let time: libc::time_t = seconds as libc::time_t;
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&time, &mut tm).is_null() {
+            return fallback();
+        }
+        let zone = if tm.tm_zone.is_null() {
+            String::new()
+        } else {
+            std::ffi::CStr::from_ptr(tm.tm_zone)
+                .to_string_lossy()
+                .into_owned()
+        };
+        format!(
+            "{:04}-{:02}-{:02} {:02}:{:02} {zone}",
+            tm.tm_year + 1900,
+            tm.tm_mon + 1,
+            tm.tm_mday,
+            tm.tm_hour,
+            tm.tm_min
+        )
+        .trim_end()
+        .to_string()
+    }
 }
 
 /// The whole transcript of a session as text, or `None` when there is no
@@ -52,8 +199,8 @@ pub fn show(store: &Store, id: &str) -> Result<Option<String>> {
         let _ = writeln!(out, "Title:   {title}");
     }
     let _ = writeln!(out, "Folder:  {}", row.cwd);
-    let _ = writeln!(out, "Created: {}", row.created_at);
-    let _ = writeln!(out, "Updated: {}", row.updated_at);
+    let _ = writeln!(out, "Created: {}", local_time(&row.created_at));
+    let _ = writeln!(out, "Updated: {}", local_time(&row.updated_at));
     let mut titles: std::collections::HashMap<String, String> = Default::default();
     for body in store.events(id)? {
         let Ok(event) = serde_json::from_str::<Value>(&body) else {

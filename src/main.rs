@@ -15,11 +15,16 @@ USAGE:
                               serve ACP (JSON-RPC, one message per line) on stdin/stdout;
                               AGENT: an agent file (agent.json) or a folder holding one
                               (see docs/agents.md)
-    spindle sessions [list] [--cwd DIR] [--agent FILE] [--db PATH]
-                              list stored sessions, newest first (--agent: those
-                              an agent file's agent served)
+    spindle sessions [list] [--cwd DIR] [--agent FILE] [--json] [--db PATH]
+                              list stored sessions, newest first, times local
+                              (--agent: those an agent file's agent served;
+                              --json: an array for scripts)
     spindle sessions show ID [--db PATH]
-                              print a session's transcript as text
+                              print a session's transcript as text (ID: the id,
+                              or a unique prefix of it, here and below)
+    spindle sessions export ID [--db PATH]
+                              print a session's transcript as NDJSON (one stored
+                              session/update a line, as a load replays it)
     spindle sessions delete ID [--db PATH]
                               delete a session and its history
     spindle setup [OPTIONS]   add a model provider to the config file: asks on a
@@ -235,12 +240,15 @@ struct SessionsCommand {
     cwd: Option<String>,
     /// `--agent PATH`: only the sessions that agent file's agent served.
     agent: Option<String>,
+    /// `--json`: for scripts.
+    json: bool,
 }
 
 enum SessionsAction {
     List,
     Show(String),
     Delete(String),
+    Export(String),
 }
 
 fn parse_args() -> Result<Command, Usage> {
@@ -441,9 +449,11 @@ fn parse_sessions(mut parser: lexopt::Parser) -> Result<SessionsCommand, Usage> 
     let mut db = None;
     let mut cwd = None;
     let mut agent = None;
+    let mut json = false;
     while let Some(arg) = parser.next().map_err(usage)? {
         match arg {
             Short('h') | Long("help") => return Err(Usage(HELP_REQUESTED.into())),
+            Long("json") => json = true,
             Long("db") => db = Some(parser.value().map_err(usage)?.into()),
             Long("cwd") => cwd = Some(parser.value().map_err(usage)?.string().map_err(usage)?),
             Long("agent") => {
@@ -460,14 +470,15 @@ fn parse_sessions(mut parser: lexopt::Parser) -> Result<SessionsCommand, Usage> 
         [list] if list == "list" => SessionsAction::List,
         [show, id] if show == "show" => SessionsAction::Show(id.clone()),
         [delete, id] if delete == "delete" => SessionsAction::Delete(id.clone()),
-        [verb] if verb == "show" || verb == "delete" => {
+        [export, id] if export == "export" => SessionsAction::Export(id.clone()),
+        [verb] if verb == "show" || verb == "delete" || verb == "export" => {
             return Err(Usage(format!(
                 "'spindle sessions {verb}' needs a session id"
             )))
         }
         _ => {
             return Err(Usage(format!(
-                "unknown sessions command '{}'; use list, show ID or delete ID",
+                "unknown sessions command '{}'; use list, show ID, export ID or delete ID",
                 words.join(" ")
             )))
         }
@@ -477,6 +488,7 @@ fn parse_sessions(mut parser: lexopt::Parser) -> Result<SessionsCommand, Usage> 
         db,
         cwd,
         agent,
+        json,
     })
 }
 
@@ -484,16 +496,34 @@ fn parse_sessions(mut parser: lexopt::Parser) -> Result<SessionsCommand, Usage> 
 fn run_sessions(command: SessionsCommand) -> Result<String, String> {
     let path = command.db.unwrap_or_else(spindle::store::default_path);
     let store = spindle::store::Store::open(&path).map_err(|e| e.0)?;
+    // An id, or a unique prefix of one.
+    let find = |given: &str| -> Result<String, String> {
+        spindle::history::resolve_id(&store, given)?
+            .ok_or_else(|| format!("there is no session {given:?} in {}", path.display()))
+    };
     match command.action {
+        SessionsAction::List if command.json => {
+            spindle::history::list_json(&store, command.cwd.as_deref(), command.agent.as_deref())
+                .map_err(|e| e.0)
+        }
         SessionsAction::List => {
             spindle::history::list(&store, command.cwd.as_deref(), command.agent.as_deref())
                 .map_err(|e| e.0)
         }
-        SessionsAction::Show(id) => match spindle::history::show(&store, &id).map_err(|e| e.0)? {
-            Some(text) => Ok(text),
-            None => Err(format!("there is no session {id:?} in {}", path.display())),
-        },
-        SessionsAction::Delete(id) => {
+        SessionsAction::Show(given) => {
+            let id = find(&given)?;
+            spindle::history::show(&store, &id)
+                .map_err(|e| e.0)?
+                .ok_or_else(|| format!("there is no session {id:?} in {}", path.display()))
+        }
+        SessionsAction::Export(given) => {
+            let id = find(&given)?;
+            spindle::history::export(&store, &id)
+                .map_err(|e| e.0)?
+                .ok_or_else(|| format!("there is no session {id:?} in {}", path.display()))
+        }
+        SessionsAction::Delete(given) => {
+            let id = find(&given)?;
             if store.delete_session(&id).map_err(|e| e.0)? {
                 spindle::tools::logs::remove_session(&path, &id);
                 Ok(format!("Deleted session {id}.\n"))

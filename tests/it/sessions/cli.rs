@@ -162,3 +162,61 @@ fn the_sessions_command_reports_failures_with_exit_codes() {
     }
     assert!(fs::read(space.db.path()).unwrap() == before);
 }
+
+#[test]
+fn sessions_have_a_header_json_an_export_and_take_id_prefixes() {
+    let space = Space::new("cli-more");
+    let (tools, plain, _) = cli_fixture(&space);
+    let db = space.db.arg();
+    let run = cli(&space, &["sessions", "--db", &db]);
+    assert!(run.stdout.starts_with("ID "), "{run}");
+    assert!(
+        run.stdout.lines().next().unwrap().contains("UPDATED"),
+        "{run}"
+    );
+    assert!(
+        run.stdout.contains(" UTC "),
+        "local time with its zone\n{run}"
+    );
+
+    let run = cli(&space, &["sessions", "--json", "--db", &db]);
+    assert_eq!(run.code, Some(0), "{run}");
+    let items: Value = serde_json::from_str(&run.stdout).unwrap();
+    let ids: Vec<&str> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert!(ids.contains(&tools.as_str()) && ids.contains(&plain.as_str()));
+
+    // A unique prefix names the session.
+    let prefix = &tools[..tools.len() - 6];
+    let others_share = plain.starts_with(prefix);
+    let run = cli(&space, &["sessions", "export", prefix, "--db", &db]);
+    if others_share {
+        assert_eq!(run.code, Some(1), "{run}");
+    } else {
+        assert_eq!(run.code, Some(0), "{run}");
+        let lines: Vec<Value> = run
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON object a line"))
+            .collect();
+        assert!(
+            lines.iter().any(|u| u["sessionUpdate"] == "tool_call"),
+            "{run}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|u| u["sessionUpdate"] == "user_message_chunk"),
+            "{run}"
+        );
+    }
+    // Too short, or shared by both: refused with the candidates.
+    let run = cli(&space, &["sessions", "show", "sess_", "--db", &db]);
+    assert_eq!(run.code, Some(1), "{run}");
+    assert!(run.stderr.contains("names 2 sessions"), "{run}");
+}
