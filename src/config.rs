@@ -449,7 +449,15 @@ impl Config {
     pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), String> {
         let path = explicit.map(Path::to_path_buf).unwrap_or_else(default_path);
         match std::fs::read_to_string(&path) {
-            Ok(text) => Ok((Config::parse(&text, &path)?, Some(path))),
+            Ok(text) => {
+                let mut config = Config::parse(&text, &path)?;
+                // The environment's providers join the file's; the file
+                // wins on a name both use.
+                for (name, provider) in Config::from_env().providers {
+                    config.providers.entry(name).or_insert(provider);
+                }
+                Ok((config, Some(path)))
+            }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
                 Ok((Config::from_env(), None))
             }
@@ -542,6 +550,46 @@ fn describe(err: &serde_json::Error) -> String {
         Some(at) => text[..at].to_string(),
         None => text,
     }
+}
+
+/// A `--model` whose provider part looks like a typo of a configured
+/// provider (`opnai/gpt-4.1` with `openai` configured): the message says
+/// which providers there are. Other names pass (a bare model id may hold a
+/// `/` of its own, as OpenRouter's do).
+pub fn check_model_provider(model: &str, providers: &[String]) -> Result<(), String> {
+    let Some((provider, _)) = model.split_once('/') else {
+        return Ok(());
+    };
+    if providers.iter().any(|p| p == provider) || providers.is_empty() {
+        return Ok(());
+    }
+    let close = providers
+        .iter()
+        .find(|p| edit_distance(p, provider) <= 2 || p.eq_ignore_ascii_case(provider));
+    match close {
+        Some(near) => Err(format!(
+            "--model {model}: there is no provider {provider:?} (did you mean {near:?}?); the providers are {}",
+            providers.join(", ")
+        )),
+        None => Ok(()),
+    }
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let current = row[j + 1];
+            row[j + 1] = (previous + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(current + 1);
+            previous = current;
+        }
+    }
+    row[b.len()]
 }
 
 /// Where Spindle keeps the keys it was given itself (`spindle setup
@@ -652,6 +700,22 @@ pub fn project_rules(cwd: &Path) -> Result<Vec<crate::policy::rules::Rule>, Stri
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_provider_typo_in_the_model_is_named() {
+        let providers = vec!["openai".to_string(), "anthropic".to_string()];
+        assert!(check_model_provider("openai/gpt-4.1", &providers).is_ok());
+        assert!(check_model_provider("gpt-4.1", &providers).is_ok());
+        // A bare id with a slash of its own (OpenRouter's) passes.
+        assert!(check_model_provider("meta-llama/llama-3.1-8b", &providers).is_ok());
+        let error = check_model_provider("opnai/gpt-4.1", &providers).unwrap_err();
+        assert!(
+            error.contains("did you mean \"openai\"") && error.contains("anthropic"),
+            "{error}"
+        );
+        assert!(check_model_provider("Anthropic/claude", &providers).is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -630,6 +630,16 @@ fn main() -> ExitCode {
                     }
                 }
             }
+            // A provider typo in --model stops here, before any protocol.
+            if let Some(model) = &options.model {
+                if let Ok((config, _)) = spindle::config::Config::load(options.config.as_deref()) {
+                    let providers: Vec<String> = config.providers.keys().cloned().collect();
+                    if let Err(problem) = spindle::config::check_model_provider(model, &providers) {
+                        eprintln!("spindle: {problem}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             // Typed in a terminal: say what this is, once, on stderr.
             {
                 use std::io::IsTerminal;

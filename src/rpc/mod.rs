@@ -71,6 +71,13 @@ impl RpcError {
     pub fn internal(detail: impl fmt::Display) -> RpcError {
         RpcError::new(code::INTERNAL_ERROR, format!("Internal error: {detail}"))
     }
+
+    /// A failure that is the user's or the provider's to fix (a broken
+    /// config, a reload that failed): -32603, as the protocol wants, but
+    /// not worded as Spindle's own fault.
+    pub fn failed(detail: impl fmt::Display) -> RpcError {
+        RpcError::new(code::INTERNAL_ERROR, detail.to_string())
+    }
 }
 
 impl fmt::Display for RpcError {

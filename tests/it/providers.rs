@@ -2135,3 +2135,45 @@ fn a_failed_key_rotation_keeps_the_earlier_key() {
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");
 }
+
+/// The environment's providers join a config file's (the file wins on a
+/// name both use); a provider typo in `--model` stops the start with the
+/// providers named; a broken config is not called an internal error.
+#[test]
+fn env_and_file_providers_merge_and_a_provider_typo_is_refused() {
+    let server = FakeServer::start();
+    let base = server.base_url();
+    let dir = temp_dir("merge");
+    let config = write_config(
+        &dir,
+        &json!({"providers": {"local": {"kind": "openai", "base_url": base, "requires_key": false}},
+                "models": {"local/m": {}}}),
+    );
+    let mut agent = agent_with_config(&config, &[], &[("ANTHROPIC_API_KEY", "sk-ant-test")]);
+    let session = new_session(&mut agent, &temp_dir("merge-ws")).unwrap();
+    let models = option_values(&session["configOptions"], "model");
+    assert!(models.iter().any(|m| m.starts_with("local/")), "{models:?}");
+    assert!(
+        models.iter().any(|m| m.starts_with("anthropic/")),
+        "{models:?}"
+    );
+    drop(agent);
+
+    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["acp", "--config", path_str(&config), "--model", "locl/m"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("did you mean \"local\""), "{stderr}");
+    assert!(out.stdout.is_empty());
+
+    std::fs::write(&config, "{\"providers\": 7}").unwrap();
+    let mut agent = Agent::spawn(&["acp", "--config", path_str(&config)], &[]);
+    agent.initialize();
+    let error = new_session(&mut agent, &dir).unwrap_err();
+    let message = error["message"].as_str().unwrap();
+    assert!(!message.starts_with("Internal error"), "{message}");
+    assert!(message.contains("config"), "{message}");
+}

@@ -176,8 +176,8 @@ impl Dispatcher {
                 rpc::code::AUTH_REQUIRED,
                 format!("Authentication required: {}", registry.setup_hint()),
             )),
-            Err(message) => Err(RpcError::internal(format!(
-                "the configuration cannot be used: {message}"
+            Err(message) => Err(RpcError::failed(format!(
+                "The configuration cannot be used: {message}"
             ))
             .with_data(json!({"code": "config_invalid"}))),
         }

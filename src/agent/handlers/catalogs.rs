@@ -218,20 +218,15 @@ impl Dispatcher {
     pub(in crate::agent) fn reload_now(&mut self, id: &str) -> Result<(), RpcError> {
         self.take_warm();
         let failed = |problem: String| {
-            RpcError::internal(format!(
-                "the reload failed, the old settings stay: {problem}"
+            RpcError::failed(format!(
+                "The reload failed, the old settings stay: {problem}"
             ))
             .with_data(json!({"code": "reload_failed"}))
         };
         // The agent file is read again too; a broken one changes nothing.
         let fresh = self.options.reread_agent().map_err(failed)?;
         let options = fresh.as_ref().unwrap_or(&self.options);
-        let built = Registry::build(options).map_err(|problem| {
-            RpcError::internal(format!(
-                "the reload failed, the old settings stay: {problem}"
-            ))
-            .with_data(json!({"code": "reload_failed"}))
-        })?;
+        let built = Registry::build(options).map_err(failed)?;
         self.registry = Some(Ok(Arc::new(built)));
         if let Some(fresh) = fresh {
             crate::agent::common::commands::set_agent_dir(

@@ -102,8 +102,8 @@ impl Dispatcher {
             Ok(text) => match crate::config::Config::parse(&text, &path) {
                 Ok(config) => crate::config::forget_managed_keys(&config, &path),
                 Err(error) => {
-                    return Err(RpcError::internal(format!(
-                        "cannot log out: the config cannot be read: {error}"
+                    return Err(RpcError::failed(format!(
+                        "Cannot log out: the config cannot be read: {error}"
                     ))
                     .with_data(json!({"code": "config_invalid"})))
                 }

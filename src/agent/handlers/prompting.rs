@@ -172,8 +172,8 @@ impl Dispatcher {
             }
         };
         let Some(provider) = registry.provider(&entry.provider) else {
-            return Err(RpcError::internal(format!(
-                "provider {} is not available",
+            return Err(RpcError::failed(format!(
+                "The provider {} is not available: check its key and base URL (spindle setup, or the config file)",
                 entry.provider
             )));
         };
