@@ -137,6 +137,9 @@ pub struct Config {
     pub checkpoints: CheckpointSettings,
     #[serde(default, skip_serializing_if = "GoalSettings::is_default")]
     pub goal: GoalSettings,
+    /// Where `spindle acp` logs instead of stderr (`--log-file` wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_file: Option<PathBuf>,
 }
 
 /// Goal budgets overriding the preset's (`goal` in config.json).

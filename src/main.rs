@@ -66,6 +66,9 @@ OPTIONS (acp):
                               else $XDG_DATA_HOME/spindle/spindle.db, else
                               ~/.local/share/spindle/spindle.db; with --script and
                               no --db, a temporary database removed at exit)
+    --log-file PATH           log to this file (info and up, or as RUST_LOG says;
+                              rotated at 10 MiB, one old file kept as PATH.1)
+                              instead of stderr; the config's log_file too
     --drain                   on stdin EOF, let running turns finish before exiting
                               (default: cancel them)
     --connect-timeout SECS    longest wait to connect to the model server (default 10)
@@ -334,6 +337,7 @@ fn parse_args() -> Result<Command, Usage> {
             }
             Long("script") => options.script = Some(parser.value().map_err(usage)?.into()),
             Long("drain") => options.drain = true,
+            Long("log-file") => options.log_file = Some(parser.value().map_err(usage)?.into()),
             Long("db") => options.db = Some(parser.value().map_err(usage)?.into()),
             Long("permissions") => {
                 let value = parser.value().map_err(usage)?.string().map_err(usage)?;
@@ -551,7 +555,9 @@ fn seconds(parser: &mut lexopt::Parser, flag: &str) -> Result<Duration, Usage> {
     }
 }
 
-fn main() -> ExitCode {
+/// Sets up logging: stderr, or the log file (`--log-file`, else the
+/// config's `log_file`) rotated by size.
+fn init_logging(log_file: Option<std::path::PathBuf>) {
     // The HTTP and TLS libraries log only when RUST_LOG names them, and
     // never above debug: at trace they dump raw requests, API keys in
     // their headers included.
@@ -563,13 +569,56 @@ fn main() -> ExitCode {
             log::LevelFilter::Warn
         }
     };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+    let mut builder =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"));
+    builder
         .filter_module("ureq_proto", library("ureq", log::LevelFilter::Debug))
         .filter_module("ureq", library("ureq", log::LevelFilter::Debug))
-        .filter_module("rustls", library("rustls", log::LevelFilter::Info))
-        .target(env_logger::Target::Stderr)
-        .init();
-    match parse_args() {
+        .filter_module("rustls", library("rustls", log::LevelFilter::Info));
+    let file = log_file.and_then(|path| match spindle::util::RotatingLog::open(&path) {
+        Ok(file) => Some(file),
+        Err(error) => {
+            eprintln!(
+                "spindle: cannot log to {}: {error}; logging to stderr",
+                path.display()
+            );
+            None
+        }
+    });
+    match file {
+        // A file keeps the levels asked for, and `info` by default.
+        Some(file) => {
+            if std::env::var_os("RUST_LOG").is_none() {
+                builder.filter_module("spindle", log::LevelFilter::Info);
+            }
+            builder.target(env_logger::Target::Pipe(Box::new(file)))
+        }
+        None => builder.target(env_logger::Target::Stderr),
+    };
+    builder.init();
+}
+
+/// The log file the command line or the config names, for `spindle acp`.
+fn log_file_of(command: &Result<Command, Usage>) -> Option<std::path::PathBuf> {
+    let Ok(Command::Acp(options)) = command else {
+        return None;
+    };
+    if let Some(path) = &options.log_file {
+        return Some(path.clone());
+    }
+    let path = options
+        .config
+        .clone()
+        .unwrap_or_else(spindle::config::default_path);
+    let text = std::fs::read_to_string(path).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    value["log_file"].as_str().map(std::path::PathBuf::from)
+}
+
+fn main() -> ExitCode {
+    let command = parse_args();
+    init_logging(log_file_of(&command));
+    match command {
         // First, while the process has a single thread: the launcher
         // confines this very process and then execs the command.
         Ok(Command::Sandbox(args)) => spindle::sandbox::launcher_main(args, &mut std::io::stdout()),

@@ -277,3 +277,80 @@ mod encoding_tests {
         );
     }
 }
+
+/// A log file that starts over when it grows past [`RotatingLog::CAP`]:
+/// the full one becomes `PATH.1` (one old file kept).
+pub struct RotatingLog {
+    path: std::path::PathBuf,
+    file: std::fs::File,
+    written: u64,
+}
+
+impl RotatingLog {
+    pub const CAP: u64 = 10 * 1024 * 1024;
+
+    pub fn open(path: &std::path::Path) -> std::io::Result<RotatingLog> {
+        use std::os::unix::fs::OpenOptionsExt;
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)?;
+        let written = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(RotatingLog {
+            path: path.to_path_buf(),
+            file,
+            written,
+        })
+    }
+
+    fn rotate(&mut self) -> std::io::Result<()> {
+        let mut old = self.path.clone().into_os_string();
+        old.push(".1");
+        std::fs::rename(&self.path, &old)?;
+        *self = RotatingLog::open(&self.path.clone())?;
+        Ok(())
+    }
+}
+
+impl std::io::Write for RotatingLog {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.written + bytes.len() as u64 > Self::CAP && self.written > 0 {
+            // Could not rotate: go on in the full file rather than lose lines.
+            let _ = self.rotate();
+        }
+        let n = self.file.write(bytes)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+#[cfg(test)]
+mod log_tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn the_log_rotates_past_its_cap() {
+        let dir = std::env::temp_dir().join(format!("spindle-log-{}", random_hex()));
+        let path = dir.join("spindle.log");
+        let mut log = RotatingLog::open(&path).unwrap();
+        let line = vec![b'x'; 1024 * 1024];
+        for _ in 0..11 {
+            log.write_all(&line).unwrap();
+        }
+        log.flush().unwrap();
+        let old = std::fs::metadata(dir.join("spindle.log.1")).unwrap().len();
+        let now = std::fs::metadata(&path).unwrap().len();
+        assert_eq!(old, 10 * 1024 * 1024);
+        assert_eq!(now, 1024 * 1024);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

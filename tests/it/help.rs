@@ -87,3 +87,54 @@ fn completion_scripts_parse_in_their_shells() {
         let _ = std::fs::remove_file(&path);
     }
 }
+
+#[test]
+fn a_log_file_takes_the_log_instead_of_stderr() {
+    let dir = std::env::temp_dir().join(format!("spindle-logfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("logs/spindle.log");
+    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["acp", "--script", "/nonexistent/script.json", "--log-file"])
+        .arg(&log)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    // The script problem still reaches the user on stderr (it is not a log
+    // line), and the file exists, private.
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("script"));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&log).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // A session writes info lines there, and nothing to stderr.
+    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args([
+            "acp",
+            "--script",
+            "examples/hello.script.json",
+            "--drain",
+            "--log-file",
+        ])
+        .arg(&log)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("RUST_LOG")
+        .stdin(
+            std::fs::File::open(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/examples/hello.ndjson"
+            ))
+            .unwrap(),
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("INFO"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

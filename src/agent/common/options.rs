@@ -30,6 +30,8 @@ pub struct Options {
     /// Whether SIGTERM, SIGINT and SIGHUP end the agent as the end of
     /// input does (`spindle acp`; off for agents embedded in tests).
     pub signals: bool,
+    /// `--log-file`: where the log goes instead of stderr.
+    pub log_file: Option<PathBuf>,
     /// `spindle acp PATH`: the agent file, and the agent it describes.
     pub agent_path: Option<PathBuf>,
     pub agent: Option<std::sync::Arc<crate::agentfile::AgentSpec>>,
