@@ -15,6 +15,14 @@ USAGE:
                               serve ACP (JSON-RPC, one message per line) on stdin/stdout;
                               AGENT: an agent file (agent.json) or a folder holding one
                               (see docs/agents.md)
+    spindle exec [OPTIONS] PROMPT
+                              run one prompt here and print what happens: the
+                              answer on stdout; thoughts, tool calls and the plan
+                              on stderr (--quiet: answer only; --json: the raw
+                              updates as NDJSON); PROMPT - reads it from stdin;
+                              takes acp's options (--agent FILE for an agent
+                              file); exit 0 when the turn ends normally, 1 on an
+                              error, 3 on another stop reason (cancelled, a limit)
     spindle sessions [list] [--cwd DIR] [--agent FILE] [--json] [--db PATH]
                               list stored sessions, newest first, times local
                               (--agent: those an agent file's agent served;
@@ -115,7 +123,15 @@ fn help_instead(error: Usage, topic: &str) -> Result<Command, Usage> {
 }
 
 /// The commands `spindle help` knows.
-const COMMANDS: [&str; 6] = ["acp", "sessions", "setup", "sandbox", "completions", "help"];
+const COMMANDS: [&str; 7] = [
+    "acp",
+    "exec",
+    "sessions",
+    "setup",
+    "sandbox",
+    "completions",
+    "help",
+];
 
 /// The part of the help about one command.
 fn command_help(topic: &str) -> Option<String> {
@@ -145,6 +161,11 @@ fn command_help(topic: &str) -> Option<String> {
             usage_lines("acp"),
             section("OPTIONS (acp):", "OPTIONS (setup):"),
             section("ENVIRONMENT:", "Exit codes:")
+        ),
+        "exec" => format!(
+            "{}\n{}\n",
+            usage_lines("exec"),
+            section("OPTIONS (acp):", "OPTIONS (setup):")
         ),
         "setup" => format!(
             "{}\n{}\n",
@@ -234,6 +255,7 @@ enum Command {
     Sandbox(Vec<std::ffi::OsString>),
     Guard(Vec<std::ffi::OsString>),
     Completions(String),
+    Exec(Box<Options>, spindle::exec::ExecArgs),
 }
 
 /// `spindle sessions …`.
@@ -258,6 +280,7 @@ fn parse_args() -> Result<Command, Usage> {
     use lexopt::prelude::*;
     let mut parser = lexopt::Parser::from_env();
     let usage = |err: lexopt::Error| Usage(err.to_string());
+    let mut exec: Option<spindle::exec::ExecArgs> = None;
     let Some(first) = parser.next().map_err(usage)? else {
         return Err(Usage("missing command; try 'spindle acp'".into()));
     };
@@ -300,6 +323,7 @@ fn parse_args() -> Result<Command, Usage> {
             return Ok(Command::Completions(shell));
         }
         Value(command) if command == "acp" => {}
+        Value(command) if command == "exec" => exec = Some(spindle::exec::ExecArgs::default()),
         Value(command) if command == "sessions" => {
             return parse_sessions(parser)
                 .map(Command::Sessions)
@@ -398,12 +422,41 @@ fn parse_args() -> Result<Command, Usage> {
                     }
                 };
             }
+            Short('h') | Long("help") if exec.is_some() => {
+                return Ok(Command::Help(Some("exec".into())))
+            }
             Short('h') | Long("help") => return Ok(Command::Help(Some("acp".into()))),
-            Value(path) if options.agent_path.is_none() => {
+            Long("json") if exec.is_some() => {
+                if let Some(exec) = exec.as_mut() {
+                    exec.json = true;
+                }
+            }
+            Short('q') | Long("quiet") if exec.is_some() => {
+                if let Some(exec) = exec.as_mut() {
+                    exec.quiet = true;
+                }
+            }
+            Long("agent") if exec.is_some() => {
+                options.agent_path = Some(parser.value().map_err(usage)?.into());
+            }
+            Value(prompt) if exec.as_ref().is_some_and(|e| e.prompt.is_none()) => {
+                if let Some(exec) = exec.as_mut() {
+                    exec.prompt = Some(prompt.string().map_err(usage)?);
+                }
+            }
+            Value(path) if options.agent_path.is_none() && exec.is_none() => {
                 options.agent_path = Some(path.into());
             }
             other => return Err(usage(other.unexpected())),
         }
+    }
+    if let Some(exec) = exec {
+        if exec.prompt.is_none() {
+            return Err(Usage(
+                "'spindle exec' needs a prompt: spindle exec \"what to do\" (or - to read it from stdin)".into(),
+            ));
+        }
+        return Ok(Command::Exec(Box::new(options), exec));
     }
     Ok(Command::Acp(options))
 }
@@ -668,6 +721,22 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
+        Ok(Command::Exec(options, args)) => {
+            let mut options = *options;
+            if let Some(path) = options.agent_path.clone() {
+                match spindle::agentfile::load(&path) {
+                    Ok(spec) => options.adopt(spec),
+                    Err(error) => {
+                        eprintln!("spindle: {error}");
+                        return ExitCode::from(1);
+                    }
+                }
+            }
+            if let Ok(exe) = std::env::current_exe() {
+                spindle::tools::guard::enable(exe);
+            }
+            ExitCode::from(spindle::exec::run(options, args))
+        }
         Ok(Command::Acp(mut options)) => {
             // An agent file: read and checked before any protocol output.
             if let Some(path) = options.agent_path.clone() {

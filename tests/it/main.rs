@@ -6,6 +6,7 @@ mod architecture;
 mod commands;
 mod content;
 mod controls;
+mod exec;
 mod help;
 mod mcp;
 mod protocol;

@@ -1,0 +1,353 @@
+//! `spindle exec "PROMPT"`: one prompt, here, through the same agent and
+//! session store as `spindle acp`, with a small ACP client in front of it
+//! that prints what happens. The answer goes to stdout; thoughts, tool
+//! calls and the plan to stderr (dimmed on a terminal); `--quiet` leaves
+//! only the answer, `--json` prints the raw updates instead.
+//!
+//! Permission requests are asked on the terminal (`/dev/tty`) when there
+//! is one, and rejected otherwise, so a script never hangs on a question.
+
+use crate::agent::Options;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+
+/// What `exec` was asked besides the agent's options.
+#[derive(Debug, Clone, Default)]
+pub struct ExecArgs {
+    /// The prompt, or `-` for standard input.
+    pub prompt: Option<String>,
+    pub json: bool,
+    pub quiet: bool,
+}
+
+/// The most bytes of a prompt read from standard input.
+const PROMPT_CAP: u64 = 1024 * 1024;
+
+/// Runs the prompt; returns the exit code: 0 after `end_turn`, 1 on an
+/// error, 3 on any other stop reason.
+pub fn run(options: Options, args: ExecArgs) -> u8 {
+    let prompt = match args.prompt.as_deref() {
+        Some("-") => {
+            let mut text = String::new();
+            if std::io::stdin()
+                .take(PROMPT_CAP)
+                .read_to_string(&mut text)
+                .is_err()
+            {
+                eprintln!("spindle: cannot read the prompt from stdin (it must be UTF-8 text)");
+                return 1;
+            }
+            text
+        }
+        Some(text) => text.to_string(),
+        None => String::new(),
+    };
+    if prompt.trim().is_empty() {
+        eprintln!("spindle: the prompt is empty");
+        return 1;
+    }
+    let cwd = match std::env::current_dir() {
+        Ok(dir) => dir,
+        Err(error) => {
+            eprintln!("spindle: cannot tell the current folder: {error}");
+            return 1;
+        }
+    };
+    let (to_agent_reader, mut to_agent) = match std::io::pipe() {
+        Ok(pipe) => pipe,
+        Err(error) => {
+            eprintln!("spindle: {error}");
+            return 1;
+        }
+    };
+    let (from_agent, from_agent_writer) = match std::io::pipe() {
+        Ok(pipe) => pipe,
+        Err(error) => {
+            eprintln!("spindle: {error}");
+            return 1;
+        }
+    };
+    let agent = std::thread::spawn(move || {
+        crate::agent::serve(options, to_agent_reader, from_agent_writer)
+    });
+    let mut printer = Printer::new(args.json, args.quiet);
+    let code = drive(&mut to_agent, from_agent, &cwd, &prompt, &mut printer);
+    drop(to_agent);
+    match agent.join() {
+        Ok(Ok(())) => {}
+        Ok(Err(message)) => {
+            eprintln!("spindle: {message}");
+            return 1;
+        }
+        Err(_) => return 1,
+    }
+    code
+}
+
+fn send(to_agent: &mut impl Write, message: Value) -> bool {
+    let mut line = message.to_string();
+    line.push('\n');
+    to_agent.write_all(line.as_bytes()).is_ok() && to_agent.flush().is_ok()
+}
+
+/// The client's side of the conversation: initialize, a session in
+/// `cwd`, the prompt; every update printed, every question answered.
+fn drive(
+    to_agent: &mut impl Write,
+    from_agent: impl Read,
+    cwd: &std::path::Path,
+    prompt: &str,
+    printer: &mut Printer,
+) -> u8 {
+    let mut lines = BufReader::new(from_agent).lines();
+    let request = |to: &mut dyn Write, id: u64, method: &str, params: Value| {
+        let mut line =
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        line.push('\n');
+        to.write_all(line.as_bytes()).is_ok() && to.flush().is_ok()
+    };
+    if !request(
+        to_agent,
+        0,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {},
+               "clientInfo": {"name": "spindle-exec", "version": env!("CARGO_PKG_VERSION")}}),
+    ) {
+        return 1;
+    }
+    let mut session: Option<String> = None;
+    while let Some(Ok(line)) = lines.next() {
+        let Ok(message) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        // The agent's own requests: permissions (asked or rejected); any
+        // other is refused (no files or terminals are offered).
+        if let (Some(method), Some(id)) = (message["method"].as_str(), message.get("id")) {
+            let answer = if method == "session/request_permission" {
+                json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": printer.permission(&message["params"])}})
+            } else {
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("spindle exec does not offer {method}")}})
+            };
+            if !send(to_agent, answer) {
+                return 1;
+            }
+            continue;
+        }
+        if message["method"] == "session/update" {
+            printer.update(&message["params"]["update"]);
+            continue;
+        }
+        if message.get("method").is_some() {
+            continue;
+        }
+        if let Some(error) = message.get("error") {
+            printer.finish();
+            eprintln!(
+                "spindle: {}",
+                error["message"].as_str().unwrap_or("the agent failed")
+            );
+            return 1;
+        }
+        match message["id"].as_u64() {
+            Some(0)
+                if !request(
+                    to_agent,
+                    1,
+                    "session/new",
+                    json!({"cwd": cwd, "mcpServers": []}),
+                ) =>
+            {
+                return 1;
+            }
+            Some(1) => {
+                let id = message["result"]["sessionId"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let params = json!({"sessionId": id, "prompt": [{"type": "text", "text": prompt}]});
+                session = Some(id);
+                if !request(to_agent, 2, "session/prompt", params) {
+                    return 1;
+                }
+            }
+            Some(2) => {
+                printer.finish();
+                let stop = message["result"]["stopReason"].as_str().unwrap_or_default();
+                if printer.json {
+                    println!("{}", json!({"stopReason": stop, "sessionId": session}));
+                } else if stop != "end_turn" {
+                    eprintln!("(stopped: {stop})");
+                }
+                return if stop == "end_turn" { 0 } else { 3 };
+            }
+            _ => {}
+        }
+    }
+    printer.finish();
+    eprintln!("spindle: the agent ended before answering");
+    1
+}
+
+/// How updates and questions reach the person (or script) at the other
+/// end.
+struct Printer {
+    json: bool,
+    quiet: bool,
+    /// Dim thoughts and tool lines: stderr is a terminal.
+    dim: bool,
+    /// What was last printed on stdout ended a line.
+    answer_open: bool,
+    /// In the middle of a thought on stderr.
+    thinking: bool,
+    titles: std::collections::HashMap<String, String>,
+}
+
+impl Printer {
+    fn new(json: bool, quiet: bool) -> Printer {
+        Printer {
+            json,
+            quiet,
+            dim: std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+            answer_open: false,
+            thinking: false,
+            titles: Default::default(),
+        }
+    }
+
+    fn note(&mut self, text: &str) {
+        if self.quiet {
+            return;
+        }
+        self.end_thought();
+        if self.dim {
+            eprintln!("\x1b[2m{text}\x1b[0m");
+        } else {
+            eprintln!("{text}");
+        }
+    }
+
+    fn end_thought(&mut self) {
+        if self.thinking {
+            self.thinking = false;
+            eprintln!();
+        }
+    }
+
+    fn update(&mut self, update: &Value) {
+        if self.json {
+            println!("{update}");
+            return;
+        }
+        let text = update["content"]["text"].as_str().unwrap_or_default();
+        match update["sessionUpdate"].as_str().unwrap_or_default() {
+            "agent_message_chunk" if update["_meta"]["spindle"]["parentToolCallId"].is_null() => {
+                self.end_thought();
+                print!("{text}");
+                let _ = std::io::stdout().flush();
+                if !text.is_empty() {
+                    self.answer_open = !text.ends_with('\n');
+                }
+            }
+            "agent_thought_chunk" if !self.quiet => {
+                if !self.thinking {
+                    self.thinking = true;
+                }
+                if self.dim {
+                    eprint!("\x1b[2m{text}\x1b[0m");
+                } else {
+                    eprint!("{text}");
+                }
+            }
+            "tool_call" => {
+                let id = update["toolCallId"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let title = update["title"]
+                    .as_str()
+                    .unwrap_or("a tool call")
+                    .to_string();
+                self.titles.insert(id, title);
+            }
+            "tool_call_update" => {
+                let Some(status @ ("completed" | "failed")) = update["status"].as_str() else {
+                    return;
+                };
+                let id = update["toolCallId"].as_str().unwrap_or_default();
+                let title = self
+                    .titles
+                    .get(id)
+                    .cloned()
+                    .unwrap_or_else(|| id.to_string());
+                let mark = if status == "completed" { "✓" } else { "✗" };
+                self.note(&format!("{mark} {title}"));
+            }
+            "plan" => {
+                let entries: Vec<String> = update["entries"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|e| {
+                        let mark = match e["status"].as_str() {
+                            Some("completed") => "✓",
+                            Some("in_progress") => "▸",
+                            _ => "○",
+                        };
+                        format!("  {mark} {}", e["content"].as_str().unwrap_or_default())
+                    })
+                    .collect();
+                self.note(&format!("Plan:\n{}", entries.join("\n")));
+            }
+            _ => {}
+        }
+    }
+
+    /// Asks on the terminal when there is one; rejects otherwise.
+    fn permission(&mut self, params: &Value) -> Value {
+        let title = params["toolCall"]["title"]
+            .as_str()
+            .unwrap_or("a tool call");
+        let options = params["options"].as_array().cloned().unwrap_or_default();
+        let pick = |kind: &str| -> Option<String> {
+            options
+                .iter()
+                .find(|o| o["kind"] == kind)
+                .and_then(|o| o["optionId"].as_str())
+                .map(str::to_string)
+        };
+        let reject = || match pick("reject_once") {
+            Some(id) => json!({"outcome": "selected", "optionId": id}),
+            None => json!({"outcome": "cancelled"}),
+        };
+        self.end_thought();
+        let tty = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty");
+        let Ok(mut tty) = tty else {
+            eprintln!("✗ {title}: rejected (no terminal to ask on; use --permissions auto or yolo to allow)");
+            return reject();
+        };
+        let _ = write!(tty, "Allow {title}? [y]es, [a]lways, [N]o: ");
+        let _ = tty.flush();
+        let mut answer = String::new();
+        let _ = BufReader::new(&mut tty).read_line(&mut answer);
+        let chosen = match answer.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => pick("allow_once"),
+            "a" | "always" => pick("allow_always").or_else(|| pick("allow_once")),
+            _ => None,
+        };
+        match chosen {
+            Some(id) => json!({"outcome": "selected", "optionId": id}),
+            None => reject(),
+        }
+    }
+
+    fn finish(&mut self) {
+        self.end_thought();
+        if self.answer_open && !self.json {
+            println!();
+            self.answer_open = false;
+        }
+    }
+}
