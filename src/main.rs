@@ -23,6 +23,10 @@ USAGE:
                               takes acp's options (--agent FILE for an agent
                               file); exit 0 when the turn ends normally, 1 on an
                               error, 3 on another stop reason (cancelled, a limit)
+    spindle doctor [--config PATH] [--db PATH]
+                              check the config, each provider (key, reachable,
+                              models), the session database and the sandbox;
+                              exit 1 when something is broken, saying what to do
     spindle sessions [list] [--cwd DIR] [--agent FILE] [--json] [--db PATH]
                               list stored sessions, newest first, times local
                               (--agent: those an agent file's agent served;
@@ -123,9 +127,10 @@ fn help_instead(error: Usage, topic: &str) -> Result<Command, Usage> {
 }
 
 /// The commands `spindle help` knows.
-const COMMANDS: [&str; 7] = [
+const COMMANDS: [&str; 8] = [
     "acp",
     "exec",
+    "doctor",
     "sessions",
     "setup",
     "sandbox",
@@ -172,7 +177,7 @@ fn command_help(topic: &str) -> Option<String> {
             usage_lines("setup"),
             section("OPTIONS (setup):", "ENVIRONMENT:")
         ),
-        "sessions" | "sandbox" => usage_lines(topic),
+        "sessions" | "sandbox" | "doctor" => usage_lines(topic),
         "completions" => "USAGE:\n    spindle completions bash|zsh|fish\n                              print a shell completion script, e.g.\n                              spindle completions bash > ~/.local/share/bash-completion/completions/spindle\n".into(),
         "help" => "USAGE:\n    spindle help [COMMAND]    this help, or one command's\n".into(),
         _ => return None,
@@ -256,6 +261,7 @@ enum Command {
     Guard(Vec<std::ffi::OsString>),
     Completions(String),
     Exec(Box<Options>, spindle::exec::ExecArgs),
+    Doctor(spindle::doctor::DoctorArgs),
 }
 
 /// `spindle sessions …`.
@@ -302,6 +308,18 @@ fn parse_args() -> Result<Command, Usage> {
                 }
             }
             return Ok(Command::Help(topic));
+        }
+        Value(command) if command == "doctor" => {
+            let mut args = spindle::doctor::DoctorArgs::default();
+            while let Some(arg) = parser.next().map_err(usage)? {
+                match arg {
+                    Long("config") => args.config = Some(parser.value().map_err(usage)?.into()),
+                    Long("db") => args.db = Some(parser.value().map_err(usage)?.into()),
+                    Short('h') | Long("help") => return Ok(Command::Help(Some("doctor".into()))),
+                    other => return Err(usage(other.unexpected())),
+                }
+            }
+            return Ok(Command::Doctor(args));
         }
         Value(command) if command == "completions" => {
             let shell = match parser.next().map_err(usage)? {
@@ -686,6 +704,15 @@ fn main() -> ExitCode {
                 None => print!("{HELP}"),
             }
             ExitCode::SUCCESS
+        }
+        Ok(Command::Doctor(args)) => {
+            let report = spindle::doctor::run(&args);
+            print!("{}", report.text);
+            if report.broken {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         Ok(Command::Completions(shell)) => {
             print!("{}", completions(&shell));

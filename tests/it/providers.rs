@@ -2177,3 +2177,51 @@ fn env_and_file_providers_merge_and_a_provider_typo_is_refused() {
     assert!(!message.starts_with("Internal error"), "{message}");
     assert!(message.contains("config"), "{message}");
 }
+
+/// `spindle doctor` on a healthy and on a broken setup.
+#[test]
+fn doctor_reports_a_healthy_and_a_broken_setup() {
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [{"id": "m1"}, {"id": "m2"}]}));
+    let base = server.base_url();
+    let dir = temp_dir("doctor");
+    let config = write_config(
+        &dir,
+        &json!({"providers": {"local": {"kind": "openai", "base_url": base, "requires_key": false}}}),
+    );
+    let doctor = |config: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_spindle"))
+            .args(["doctor", "--config", path_str(config), "--db"])
+            .arg(dir.join("none.db"))
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OLLAMA_HOST")
+            .env_remove("OPENAI_BASE_URL")
+            .output()
+            .unwrap()
+    };
+    let out = doctor(&config);
+    let report = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert!(report.contains("2 models listed"), "{report}");
+    assert!(report.contains("does not exist yet"), "{report}");
+
+    let broken = write_config(
+        &dir,
+        &json!({"providers": {"gone": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "requires_key": false},
+                              "keyless": {"kind": "anthropic", "api_key_env": "DOCTOR_NO_SUCH_KEY"}}}),
+    );
+    let out = doctor(&broken);
+    let report = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("FAIL  gone") && report.contains("/v1?"),
+        "{report}"
+    );
+    assert!(report.contains("FAIL  keyless: no API key"), "{report}");
+    assert!(report.contains("→ set DOCTOR_NO_SUCH_KEY"), "{report}");
+    std::fs::write(&broken, "{ not json").unwrap();
+    let out = doctor(&broken);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("FAIL  config"));
+}

@@ -1,0 +1,253 @@
+//! `spindle doctor`: what this machine's Spindle would use, checked, with
+//! what to do about each problem. It changes nothing: the config is only
+//! read, the database is opened read-only, the providers are asked for
+//! their model lists.
+
+use crate::config::Config;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+/// What `doctor` was told.
+#[derive(Debug, Default, Clone)]
+pub struct DoctorArgs {
+    pub config: Option<PathBuf>,
+    pub db: Option<PathBuf>,
+}
+
+/// The report, and whether anything is broken.
+pub struct Report {
+    pub text: String,
+    pub broken: bool,
+}
+
+struct Lines {
+    text: String,
+    broken: bool,
+}
+
+impl Lines {
+    fn ok(&mut self, what: &str, detail: &str) {
+        let _ = writeln!(self.text, "  ok    {what}: {detail}");
+    }
+    fn warn(&mut self, what: &str, detail: &str) {
+        let _ = writeln!(self.text, "  warn  {what}: {detail}");
+    }
+    fn bad(&mut self, what: &str, detail: &str, fix: &str) {
+        self.broken = true;
+        let _ = writeln!(self.text, "  FAIL  {what}: {detail}\n        → {fix}");
+    }
+    fn section(&mut self, title: &str) {
+        let _ = writeln!(self.text, "\n{title}");
+    }
+}
+
+/// Runs every check.
+pub fn run(args: &DoctorArgs) -> Report {
+    let mut lines = Lines {
+        text: format!(
+            "spindle {} ({} {}){}\n",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::env::consts::ARCH,
+            option_env!("SPINDLE_BUILD_COMMIT")
+                .map(|c| format!(", commit {c}"))
+                .unwrap_or_default()
+        ),
+        broken: false,
+    };
+    let config = check_config(&mut lines, args.config.as_deref());
+    if let Some(config) = &config {
+        check_providers(&mut lines, config);
+    }
+    check_database(&mut lines, args.db.as_deref());
+    check_sandbox(&mut lines);
+    lines.section("Logs");
+    match config.as_ref().and_then(|c| c.log_file.clone()) {
+        Some(path) => lines.ok(
+            "log",
+            &format!("to {} (the config's log_file)", path.display()),
+        ),
+        None => lines.ok(
+            "log",
+            "to stderr, which editors show in their agent log (--log-file PATH for a file)",
+        ),
+    }
+    lines.text.push('\n');
+    lines.text.push_str(if lines.broken {
+        "Something is broken: see the FAIL lines above.\n"
+    } else {
+        "Everything Spindle needs is in place.\n"
+    });
+    Report {
+        text: lines.text,
+        broken: lines.broken,
+    }
+}
+
+fn check_config(lines: &mut Lines, explicit: Option<&Path>) -> Option<Config> {
+    lines.section("Configuration");
+    let path = explicit
+        .map(Path::to_path_buf)
+        .unwrap_or_else(crate::config::default_path);
+    match Config::load(explicit) {
+        Ok((config, Some(path))) => {
+            lines.ok("config", &format!("{} parses", path.display()));
+            Some(config)
+        }
+        Ok((config, None)) => {
+            lines.ok(
+                "config",
+                &format!(
+                    "no file at {} (providers come from the environment)",
+                    path.display()
+                ),
+            );
+            Some(config)
+        }
+        Err(problem) => {
+            lines.bad(
+                "config",
+                &problem,
+                "fix the file at the place named, or move it away and run spindle setup",
+            );
+            None
+        }
+    }
+}
+
+fn check_providers(lines: &mut Lines, config: &Config) {
+    lines.section("Providers");
+    if config.providers.is_empty() {
+        lines.bad(
+            "providers",
+            "none is configured",
+            "run spindle setup, or set OPENAI_API_KEY, ANTHROPIC_API_KEY or OLLAMA_HOST",
+        );
+        return;
+    }
+    for (name, provider) in &config.providers {
+        let key = match config.api_key(name) {
+            Ok(key) => key,
+            Err(problem) => {
+                lines.bad(
+                    name,
+                    &problem,
+                    "fix the key file, or run spindle setup again",
+                );
+                continue;
+            }
+        };
+        if provider.requires_key && key.is_none() {
+            lines.bad(
+                name,
+                "no API key",
+                &format!(
+                    "set {} or run spindle setup --name {name} --key-stdin",
+                    provider
+                        .api_key_env
+                        .as_deref()
+                        .unwrap_or("its key variable")
+                ),
+            );
+            continue;
+        }
+        let base = provider
+            .base_url
+            .clone()
+            .unwrap_or_else(|| provider.kind.default_base_url().to_string());
+        match crate::provider::models::list(provider.kind, &base, key.as_deref()) {
+            Ok(models) => lines.ok(
+                name,
+                &format!("{base} answers; {} models listed", models.len()),
+            ),
+            Err(problem) => lines.bad(
+                name,
+                &format!("{base} does not list its models: {problem}"),
+                "check the base URL (does it need /v1?), the key, and that the server runs",
+            ),
+        }
+    }
+}
+
+fn check_database(lines: &mut Lines, explicit: Option<&Path>) {
+    lines.section("Sessions");
+    let path = explicit
+        .map(Path::to_path_buf)
+        .unwrap_or_else(crate::store::default_path);
+    if !path.exists() {
+        lines.ok(
+            "database",
+            &format!("{} does not exist yet (made on first use)", path.display()),
+        );
+        return;
+    }
+    let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    let opened = rusqlite::Connection::open_with_flags(
+        &path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    );
+    let connection = match opened {
+        Ok(connection) => connection,
+        Err(error) => {
+            lines.bad(
+                "database",
+                &format!("{} cannot be opened: {error}", path.display()),
+                "check its permissions, or use another one with --db",
+            );
+            return;
+        }
+    };
+    let version: Result<i64, _> = connection.query_row("PRAGMA user_version", [], |r| r.get(0));
+    let integrity: Result<String, _> = connection.query_row("PRAGMA quick_check", [], |r| r.get(0));
+    match (version, integrity) {
+        (Ok(version), Ok(check)) if check == "ok" && version <= crate::store::SCHEMA_VERSION => {
+            lines.ok(
+                "database",
+                &format!(
+                    "{} ({:.1} MiB, schema version {version}, integrity ok)",
+                    path.display(),
+                    size as f64 / 1_048_576.0
+                ),
+            )
+        }
+        (Ok(version), Ok(_)) if version > crate::store::SCHEMA_VERSION => lines.bad(
+            "database",
+            &format!(
+                "{} was written by a newer Spindle (schema version {version})",
+                path.display()
+            ),
+            "upgrade Spindle, or use another database with --db",
+        ),
+        (_, Ok(check)) => lines.bad(
+            "database",
+            &format!("{} fails its integrity check: {check}", path.display()),
+            "copy it aside and start a new one (the sessions in it may be lost)",
+        ),
+        (_, Err(error)) => lines.bad(
+            "database",
+            &format!("{} cannot be read: {error}", path.display()),
+            "check that it is a Spindle database, or use another one with --db",
+        ),
+    }
+}
+
+fn check_sandbox(lines: &mut Lines) {
+    lines.section("Sandbox");
+    match std::env::current_exe() {
+        Ok(exe) => {
+            let support = crate::sandbox::support(&exe);
+            if support.available() {
+                lines.ok("sandbox", &support.describe());
+            } else {
+                lines.warn(
+                    "sandbox",
+                    &format!(
+                        "{}: under --permissions sandbox every command asks",
+                        support.describe()
+                    ),
+                );
+            }
+        }
+        Err(error) => lines.warn("sandbox", &format!("cannot find Spindle's binary: {error}")),
+    }
+}
