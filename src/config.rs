@@ -140,6 +140,71 @@ pub struct Config {
     /// Where `spindle acp` logs instead of stderr (`--log-file` wins).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_file: Option<PathBuf>,
+    /// MCP servers for every session, in the ACP shape (`name`, then
+    /// `command`/`args`/`env`, or `type`/`url`/`headers`); the editor's
+    /// win on a name both use.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<Value>,
+}
+
+/// Checks MCP server entries in the ACP shape; the message names the
+/// entry.
+pub fn check_mcp_servers(servers: &[Value], what: &str) -> Result<(), String> {
+    for (index, server) in servers.iter().enumerate() {
+        let here = format!("{what}[{index}]");
+        let Some(name) = server
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        else {
+            return Err(format!("{here}: an MCP server needs \"name\" (a string)"));
+        };
+        let stdio = server.get("command").is_some_and(Value::is_string);
+        let remote = server.get("url").is_some_and(Value::is_string);
+        if !stdio && !remote {
+            return Err(format!(
+                "{here} ({name}): needs \"command\" (a local server) or \"url\" (http or sse)"
+            ));
+        }
+        if servers[..index]
+            .iter()
+            .any(|s| s.get("name") == server.get("name"))
+        {
+            return Err(format!("{here}: a second server named {name:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// The MCP servers of a workspace's own `.spindle/config.json`
+/// (`mcp_servers`); used only when the project is trusted (they start
+/// commands of the repository's choosing).
+pub fn project_mcp_servers(cwd: &Path) -> Result<Vec<Value>, String> {
+    let path = cwd.join(".spindle").join("config.json");
+    let bytes = match crate::tools::bounded::read_capped(&path, 1024 * 1024) {
+        Ok(bytes) => bytes,
+        Err(crate::tools::bounded::ReadError::Missing) => return Ok(Vec::new()),
+        Err(_) => return Err(format!("{} cannot be read", path.display())),
+    };
+    let value: Value =
+        serde_json::from_slice(&bytes).map_err(|err| format!("{}: {err}", path.display()))?;
+    let servers: Vec<Value> = match value.get("mcp_servers") {
+        None => return Ok(Vec::new()),
+        Some(Value::Array(list)) => list.clone(),
+        Some(_) => return Err(format!("{}: mcp_servers must be an array", path.display())),
+    };
+    check_mcp_servers(&servers, &format!("{}: mcp_servers", path.display()))?;
+    Ok(servers)
+}
+
+/// Whether the user trusts the project at `cwd` (its allow rules and MCP
+/// servers count).
+pub fn project_trusted(config: &Config, cwd: &Path) -> bool {
+    config
+        .permissions
+        .projects
+        .get(&cwd.display().to_string())
+        .is_some_and(|p| p.trusted)
 }
 
 /// Goal budgets overriding the preset's (`goal` in config.json).
@@ -416,6 +481,10 @@ impl Config {
                 describe(&err)
             )
         })?;
+        check_mcp_servers(
+            &config.mcp_servers,
+            &format!("{}: mcp_servers", path.display()),
+        )?;
         for id in config.models.keys() {
             let Some((provider, model)) = id.split_once('/') else {
                 return Err(format!(

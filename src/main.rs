@@ -23,6 +23,10 @@ USAGE:
                               takes acp's options (--agent FILE for an agent
                               file); exit 0 when the turn ends normally, 1 on an
                               error, 3 on another stop reason (cancelled, a limit)
+    spindle mcp list [--cwd DIR] [--config PATH]
+                              the MCP servers of the config (mcp_servers) and of
+                              the project's .spindle/config.json (used only when
+                              the project is trusted); the editor's join them
     spindle doctor [--config PATH] [--db PATH]
                               check the config, each provider (key, reachable,
                               models), the session database and the sandbox;
@@ -127,16 +131,77 @@ fn help_instead(error: Usage, topic: &str) -> Result<Command, Usage> {
 }
 
 /// The commands `spindle help` knows.
-const COMMANDS: [&str; 8] = [
+const COMMANDS: [&str; 9] = [
     "acp",
     "exec",
     "doctor",
+    "mcp",
     "sessions",
     "setup",
     "sandbox",
     "completions",
     "help",
 ];
+
+/// `spindle mcp list`: the MCP servers of the config and of the project
+/// here, with where they come from and whether they are used.
+fn mcp_list(
+    config: Option<std::path::PathBuf>,
+    cwd: Option<std::path::PathBuf>,
+) -> Result<String, String> {
+    let (config, path) = spindle::config::Config::load(config.as_deref())?;
+    let cwd = match cwd {
+        Some(cwd) => cwd,
+        None => std::env::current_dir().map_err(|e| e.to_string())?,
+    };
+    let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    let describe = |server: &serde_json::Value| -> String {
+        match (server["command"].as_str(), server["url"].as_str()) {
+            (Some(command), _) => {
+                let args: Vec<&str> = server["args"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|a| a.as_str())
+                    .collect();
+                format!("{command} {}", args.join(" "))
+                    .trim_end()
+                    .to_string()
+            }
+            (None, Some(url)) => format!("{} {url}", server["type"].as_str().unwrap_or("http")),
+            _ => "?".into(),
+        }
+    };
+    let mut out = String::new();
+    let source = path
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "(no config file)".into());
+    for server in &config.mcp_servers {
+        out.push_str(&format!(
+            "{}  {}  (from {source})\n",
+            server["name"].as_str().unwrap_or("?"),
+            describe(server)
+        ));
+    }
+    let trusted = spindle::config::project_trusted(&config, &cwd);
+    for server in spindle::config::project_mcp_servers(&cwd)? {
+        out.push_str(&format!(
+            "{}  {}  (from {}/.spindle/config.json{})\n",
+            server["name"].as_str().unwrap_or("?"),
+            describe(&server),
+            cwd.display(),
+            if trusted {
+                ""
+            } else {
+                "; not used: the project is not trusted (permissions.projects in your config)"
+            }
+        ));
+    }
+    if out.is_empty() {
+        out.push_str("No MCP servers configured (editors give theirs per session).\n");
+    }
+    Ok(out)
+}
 
 /// The part of the help about one command.
 fn command_help(topic: &str) -> Option<String> {
@@ -177,7 +242,7 @@ fn command_help(topic: &str) -> Option<String> {
             usage_lines("setup"),
             section("OPTIONS (setup):", "ENVIRONMENT:")
         ),
-        "sessions" | "sandbox" | "doctor" => usage_lines(topic),
+        "sessions" | "sandbox" | "doctor" | "mcp" => usage_lines(topic),
         "completions" => "USAGE:\n    spindle completions bash|zsh|fish\n                              print a shell completion script, e.g.\n                              spindle completions bash > ~/.local/share/bash-completion/completions/spindle\n".into(),
         "help" => "USAGE:\n    spindle help [COMMAND]    this help, or one command's\n".into(),
         _ => return None,
@@ -262,6 +327,10 @@ enum Command {
     Completions(String),
     Exec(Box<Options>, spindle::exec::ExecArgs),
     Doctor(spindle::doctor::DoctorArgs),
+    McpList {
+        config: Option<std::path::PathBuf>,
+        cwd: Option<std::path::PathBuf>,
+    },
 }
 
 /// `spindle sessions …`.
@@ -308,6 +377,22 @@ fn parse_args() -> Result<Command, Usage> {
                 }
             }
             return Ok(Command::Help(topic));
+        }
+        Value(command) if command == "mcp" => {
+            let (mut config, mut cwd, mut listed) = (None, None, false);
+            while let Some(arg) = parser.next().map_err(usage)? {
+                match arg {
+                    Value(word) if word == "list" && !listed => listed = true,
+                    Long("config") => config = Some(parser.value().map_err(usage)?.into()),
+                    Long("cwd") => cwd = Some(parser.value().map_err(usage)?.into()),
+                    Short('h') | Long("help") => return Ok(Command::Help(Some("mcp".into()))),
+                    other => return Err(usage(other.unexpected())),
+                }
+            }
+            if !listed {
+                return Err(Usage("'spindle mcp' takes list".into()));
+            }
+            return Ok(Command::McpList { config, cwd });
         }
         Value(command) if command == "doctor" => {
             let mut args = spindle::doctor::DoctorArgs::default();
@@ -705,6 +790,16 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Ok(Command::McpList { config, cwd }) => match mcp_list(config, cwd) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("spindle: {message}");
+                ExitCode::from(1)
+            }
+        },
         Ok(Command::Doctor(args)) => {
             let report = spindle::doctor::run(&args);
             print!("{}", report.text);

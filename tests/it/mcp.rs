@@ -1664,3 +1664,86 @@ fn permission_rules_name_mcp_servers_and_tools_as_configured() {
     assert_eq!(turn.final_status("c-env"), "failed", "{}", turn.dump());
     assert_eq!(turn.final_status("c-echo"), "completed", "{}", turn.dump());
 }
+
+/// MCP servers from the config file join the editor's; a project's own
+/// (its `.spindle/config.json`) only when the user trusts the project;
+/// `spindle mcp list` names them all.
+#[test]
+fn mcp_servers_from_the_config_and_a_trusted_project() {
+    let bench = Bench::new("mcp-config");
+    let spindle_dir = bench.ws.join(".spindle");
+    fs::create_dir_all(&spindle_dir).unwrap();
+    fs::write(
+        spindle_dir.join("config.json"),
+        json!({"mcp_servers": [stdio_server("repo", &[])]}).to_string(),
+    )
+    .unwrap();
+    let config = bench.base.join("config.json");
+    let write = |trusted: bool| {
+        let mut value = json!({
+            "providers": {"fake": {"kind": "openai", "base_url": bench.model.base_url(),
+                                   "requires_key": false}},
+            "defaults": {"model": "fake/m"},
+            "mcp_servers": [stdio_server("fromconfig", &[])],
+        });
+        if trusted {
+            value["permissions"] =
+                json!({"projects": {bench.ws.display().to_string(): {"trusted": true}}});
+        }
+        fs::write(&config, value.to_string()).unwrap();
+    };
+    let offered_servers = |trusted: bool| -> Vec<String> {
+        write(trusted);
+        let tmp = bench.file("tmp");
+        let mut agent = Agent::spawn(
+            &[
+                "acp",
+                "--db",
+                bench.db.to_str().unwrap(),
+                "--permissions",
+                "yolo",
+                "--config",
+                config.to_str().unwrap(),
+            ],
+            &[("TMPDIR", tmp.as_str())],
+        );
+        agent.initialize();
+        let opened = open(&mut agent, &bench.ws, json!([stdio_server("editor", &[])]));
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            bench.model.push(say("ok"));
+            run_prompt(&mut agent, &opened.session, "list", WAIT, no_requests);
+            let mut servers: Vec<String> = offered(&bench.last_body())
+                .iter()
+                .filter_map(|n| n.split_once("__").map(|(s, _)| s.to_string()))
+                .collect();
+            servers.sort();
+            servers.dedup();
+            let want = if trusted { 3 } else { 2 };
+            if servers.len() >= want || std::time::Instant::now() > deadline {
+                return servers;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    assert_eq!(offered_servers(false), ["editor", "fromconfig"]);
+    assert_eq!(offered_servers(true), ["editor", "fromconfig", "repo"]);
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["mcp", "list", "--config", config.to_str().unwrap(), "--cwd"])
+        .arg(&bench.ws)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listed.contains("fromconfig") && listed.contains("repo"),
+        "{listed}"
+    );
+    write(false);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["mcp", "list", "--config", config.to_str().unwrap(), "--cwd"])
+        .arg(&bench.ws)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("not used: the project is not trusted"));
+}

@@ -51,7 +51,7 @@ impl Dispatcher {
             }
         };
         let registry = self.registry()?;
-        let servers = self.with_agent_servers(request.mcp_servers);
+        let servers = self.with_agent_servers(request.mcp_servers, &cwd);
         let mut session = Session::new(String::new(), cwd, servers, Policy::Ask);
         session.agent = self.options.agent.as_ref().map(|a| a.name.clone());
         session.extra_roots = roots.unwrap_or_default();
@@ -206,7 +206,11 @@ impl Dispatcher {
         let cwd = check_cwd(&request.cwd)?;
         let registry = self.registry()?;
         let id = request.session_id;
-        let merged = request.mcp_servers.map(|s| self.with_agent_servers(s));
+        let merged = request
+            .mcp_servers
+            .map(|s| self.with_agent_servers(s, &cwd));
+        // A resume without the editor's servers still gets the configured.
+        let configured = self.with_agent_servers(Vec::new(), &cwd);
         let me = std::process::id();
         let secrets = self.tool_secrets();
         let message_cap = self.mcp_message_cap();
@@ -273,7 +277,7 @@ impl Dispatcher {
                     .map_err(internal)?;
                 servers
             }
-            None => Vec::new(),
+            None => configured,
         };
         let events = if replay {
             store.events(&id).map_err(internal)?
@@ -341,15 +345,27 @@ impl Dispatcher {
         )
     }
 
-    /// The editor's MCP servers and the agent file's, the editor's
-    /// winning on a name both use.
-    fn with_agent_servers(&self, mut servers: Vec<Value>) -> Vec<Value> {
+    /// The session's MCP servers: the editor's, then the agent file's,
+    /// the user's config's and (when trusted) the project's; on a name
+    /// used twice the earlier wins.
+    fn with_agent_servers(&self, mut servers: Vec<Value>, cwd: &std::path::Path) -> Vec<Value> {
+        let mut more: Vec<Value> = Vec::new();
         if let Some(agent) = &self.options.agent {
-            for server in &agent.mcp_servers {
-                let name = &server["name"];
-                if !servers.iter().any(|s| s["name"] == *name) {
-                    servers.push(server.clone());
+            more.extend(agent.mcp_servers.iter().cloned());
+        }
+        if let Some(Ok(registry)) = &self.registry {
+            more.extend(registry.config.mcp_servers.iter().cloned());
+            if crate::config::project_trusted(&registry.config, cwd) {
+                match crate::config::project_mcp_servers(cwd) {
+                    Ok(project) => more.extend(project),
+                    Err(problem) => log::warn!("{problem}"),
                 }
+            }
+        }
+        for server in more {
+            let name = &server["name"];
+            if !servers.iter().any(|s| s["name"] == *name) {
+                servers.push(server);
             }
         }
         servers
