@@ -2225,3 +2225,39 @@ fn doctor_reports_a_healthy_and_a_broken_setup() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stdout).contains("FAIL  config"));
 }
+
+/// A well-known model is priced without any configuration: the prompt's
+/// usage carries a cost.
+#[test]
+fn catalog_models_are_priced_without_config() {
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [{"id": "gpt-4.1-mini"}]}));
+    // 1,000,000 prompt tokens and 500,000 completion tokens.
+    server.push(Reply::Sse(vec![
+        crate::support::fake_openai::chunk_role(),
+        crate::support::fake_openai::chunk_content("priced"),
+        crate::support::fake_openai::chunk_finish("stop"),
+        crate::support::fake_openai::chunk_usage(1_000_000, 500_000),
+        crate::support::fake_openai::done(),
+    ]));
+    let base = server.base_url();
+    let mut agent = Agent::spawn(
+        &["acp", "--model", "openai/gpt-4.1-mini"],
+        &[("OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "sk-test")],
+    );
+    agent.initialize();
+    let ws = temp_dir("priced-ws");
+    let session = new_session(&mut agent, &ws).unwrap();
+    let id = session["sessionId"].as_str().unwrap().to_string();
+    let answer = call(
+        &mut agent,
+        "session/prompt",
+        json!({"sessionId": id, "prompt": [{"type": "text", "text": "hi"}]}),
+    )
+    .unwrap();
+    let cost = answer["_meta"]["spindle"]["usage"]["cost"]
+        .as_f64()
+        .unwrap();
+    // 0.40 for the input and 0.80 for the output.
+    assert!((cost - 1.20).abs() < 1e-6, "{answer}");
+}

@@ -261,6 +261,12 @@ impl Registry {
                 .clone()
                 .or_else(|| registry.models.first().map(|m| m.id.clone()));
         }
+        // Well-known models are priced without configuration.
+        for entry in &mut registry.models {
+            if entry.config.price.is_none() {
+                entry.config.price = crate::provider::models::known_price(&entry.model);
+            }
+        }
         Ok(registry)
     }
 
