@@ -18,9 +18,10 @@ const WAIT: Duration = Duration::from_secs(20);
 const IDS: [&str; 5] = ["mode", "model", "effort", "agent_preset", "tool_approval"];
 
 /// The tools plan mode offers (`exit_plan` asks to leave it).
-const READ_ONLY_TOOLS: [&str; 8] = [
+const READ_ONLY_TOOLS: [&str; 9] = [
     "ask_user",
     "exit_plan",
+    "fetch_url",
     "glob",
     "list_directory",
     "read_file",

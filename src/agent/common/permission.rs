@@ -68,8 +68,22 @@ pub enum Action<'a> {
         tool: &'a str,
         read_only: bool,
     },
+    /// A web page fetched (network): asks outside yolo, since a URL can
+    /// carry the workspace's secrets out.
+    Fetch {
+        url: &'a str,
+    },
     /// Updating the plan: nothing to approve.
     Plan,
+}
+
+/// The site of a URL (`https://example.com`), for "always allow".
+pub fn site_of(url: &str) -> &str {
+    let after = url.find("://").map_or(0, |i| i + 3);
+    let end = url[after..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| after + i);
+    &url[..end]
 }
 
 /// "Always" answers, remembered for the rest of the session and scoped
@@ -102,6 +116,7 @@ impl Action<'_> {
                 command_line, cwd, ..
             } => Some(format!("command:{}\u{0}{command_line}", cwd.display())),
             Action::Mcp { exposed_name, .. } => Some(format!("mcp:{exposed_name}")),
+            Action::Fetch { url } => Some(format!("fetch:{}", site_of(url))),
             Action::Plan => None,
         }
     }
@@ -116,6 +131,7 @@ impl Action<'_> {
                 format!("`{line}` here")
             }
             Action::Mcp { exposed_name, .. } => format!("calls to {exposed_name}"),
+            Action::Fetch { url } => format!("fetches from {}", site_of(url)),
             Action::Plan => String::new(),
         }
     }
@@ -135,6 +151,7 @@ pub fn decide(policy: Policy, action: &Action<'_>, approvals: &Approvals) -> Dec
     }
     match action {
         Action::Plan => Decision::Allow,
+        Action::Fetch { .. } => Decision::Ask,
         // Read-only MCP tools (by their annotation) run freely in auto.
         Action::Mcp { read_only, .. } => {
             if policy == Policy::Auto && *read_only {

@@ -642,6 +642,7 @@ impl Runner<'_> {
             return self.permit_changes(call, &named, announce);
         }
         let action = match (tool, target) {
+            (Tool::FetchUrl(args), _) => Action::Fetch { url: &args.url },
             (Tool::TodoWrite(_) | Tool::GoalUpdate(_), _) | (_, None) => Action::Plan,
             (Tool::WriteFile(_) | Tool::EditFile(_), Some(target)) => Action::Edit {
                 path: &target.path,
@@ -1038,7 +1039,7 @@ impl Runner<'_> {
                 (Subject::Read { path }, !escapes)
             }
             Action::Mcp { server, tool, .. } => (Subject::Mcp { server, tool }, true),
-            Action::Plan => return None,
+            Action::Fetch { .. } | Action::Plan => return None,
         };
         let decision = if self.approvals.rules.is_empty() {
             self.rules.decide(&subject, self.root)
@@ -1143,6 +1144,32 @@ impl Runner<'_> {
             Tool::AskUser(_) => failed("Error: ask_user is answered by the user"),
             Tool::Task(_) => {
                 failed("Error: a subagent cannot hand out tasks of its own; do the work yourself")
+            }
+            Tool::FetchUrl(args) => {
+                let max = args
+                    .max_chars
+                    .unwrap_or(tools::fetch::TEXT_CAP)
+                    .clamp(1, tools::fetch::TEXT_CAP);
+                let url = args.url.clone();
+                // The request runs beside the turn, which waits for it or
+                // for a cancel, whichever comes first.
+                let (done, answer) = crossbeam_channel::bounded(1);
+                let spawned = std::thread::Builder::new()
+                    .name("spindle-fetch".into())
+                    .spawn(move || {
+                        let _ = done.send(tools::fetch::fetch(&url, max));
+                    });
+                if spawned.is_err() {
+                    return failed("Error: cannot start the fetch");
+                }
+                crossbeam_channel::select! {
+                    recv(answer) -> result => match result {
+                        Ok(Ok(text)) => completed_text(text),
+                        Ok(Err(error)) => failed(format!("Error: {error}")),
+                        Err(_) => failed("Error: the fetch failed"),
+                    },
+                    recv(self.cancel.signal()) -> _ => Ending::Cancelled,
+                }
             }
             Tool::JobOutput(args) => {
                 match self

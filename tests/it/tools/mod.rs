@@ -21,6 +21,7 @@ mod checkpoints;
 mod commands;
 mod editor_files;
 mod editor_terminals;
+mod fetch;
 mod files;
 mod patching;
 mod plan_and_steps;

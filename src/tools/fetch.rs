@@ -1,0 +1,279 @@
+//! `fetch_url`: one GET of a web page, within caps (time, bytes), turned
+//! into text the model can read (HTML without its tags, scripts and
+//! styles; links kept as `text <url>`). Only http and https; the answer's
+//! body must be text.
+
+use std::io::Read;
+use std::time::Duration;
+
+/// The most bytes downloaded, and the most characters given back.
+pub const DOWNLOAD_CAP: u64 = 5 * 1024 * 1024;
+pub const TEXT_CAP: usize = 100_000;
+/// The longest a fetch may take.
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Fetches `url`; the text, or why not (for the model).
+pub fn fetch(url: &str, max_chars: usize) -> Result<String, String> {
+    let parsed = url.trim();
+    if !(parsed.starts_with("http://") || parsed.starts_with("https://")) {
+        return Err(format!("{url:?} is not an http or https URL"));
+    }
+    if parsed.len() > 4096 {
+        return Err("the URL is over 4,096 characters".into());
+    }
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(TIMEOUT))
+        .http_status_as_error(false)
+        .max_redirects(5)
+        .user_agent(concat!("spindle/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into();
+    let response = agent
+        .get(parsed)
+        .header(
+            "Accept",
+            "text/html, text/plain, application/json, */*;q=0.5",
+        )
+        .call()
+        .map_err(|error| format!("cannot fetch {parsed}: {error}"))?;
+    let status = response.status().as_u16();
+    let kind = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let textual = kind.is_empty()
+        || kind.starts_with("text/")
+        || kind.contains("json")
+        || kind.contains("xml")
+        || kind.contains("javascript");
+    if !textual {
+        return Err(format!("{parsed} answered {kind}, which is not text"));
+    }
+    let mut bytes = Vec::new();
+    response
+        .into_body()
+        .into_reader()
+        .take(DOWNLOAD_CAP + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| format!("cannot read {parsed}: {error}"))?;
+    let cut_download = bytes.len() as u64 > DOWNLOAD_CAP;
+    bytes.truncate(DOWNLOAD_CAP as usize);
+    let body = String::from_utf8_lossy(&bytes);
+    let text = if kind.contains("html") || (kind.is_empty() && body.trim_start().starts_with('<')) {
+        html_to_text(&body)
+    } else {
+        body.into_owned()
+    };
+    let mut out = format!("{parsed} (HTTP {status}, {kind}):\n\n");
+    let total = text.chars().count();
+    out.extend(text.chars().take(max_chars));
+    if total > max_chars || cut_download {
+        out.push_str(&format!(
+            "\n\n[… cut: the page has more than {max_chars} characters shown here]"
+        ));
+    }
+    Ok(out)
+}
+
+/// HTML as readable text: the tags go, `script`, `style` and comments with
+/// their contents; block elements end lines; links read `text <url>`;
+/// the common entities are decoded; runs of blank space shrink.
+pub fn html_to_text(html: &str) -> String {
+    let mut out = String::with_capacity(html.len() / 2);
+    let lower = html.to_ascii_lowercase();
+    let bytes = html.as_bytes();
+    let mut i = 0;
+    let mut link: Option<String> = None;
+    while i < bytes.len() {
+        if bytes[i] == b'<' {
+            let rest = &lower[i..];
+            // Skipped with everything inside.
+            let skipped = [
+                ("<!--", "-->"),
+                ("<script", "</script"),
+                ("<style", "</style"),
+                ("<head", "</head"),
+            ]
+            .iter()
+            .find(|(open, _)| rest.starts_with(open));
+            if let Some((_, close)) = skipped {
+                match rest.find(close) {
+                    Some(at) => {
+                        i += at + close.len();
+                        // `</script` and the like end at their own `>`.
+                        if !close.ends_with('>') {
+                            if let Some(end) = lower[i..].find('>') {
+                                i += end + 1;
+                            }
+                        }
+                    }
+                    None => break,
+                }
+                continue;
+            }
+            let end = match rest.find('>') {
+                Some(end) => end,
+                None => break,
+            };
+            let tag = &rest[1..end];
+            let name: String = tag
+                .trim_start_matches('/')
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            let closing = tag.starts_with('/');
+            if name == "a" && !closing {
+                link = attribute(&html[i + 1..i + end], "href");
+            } else if name == "a" && closing {
+                if let Some(href) = link.take().filter(|h| h.starts_with("http")) {
+                    out.push_str(&format!(" <{href}>"));
+                }
+            }
+            let block = matches!(
+                name.as_str(),
+                "p" | "div"
+                    | "br"
+                    | "li"
+                    | "tr"
+                    | "h1"
+                    | "h2"
+                    | "h3"
+                    | "h4"
+                    | "h5"
+                    | "h6"
+                    | "pre"
+                    | "section"
+                    | "article"
+                    | "header"
+                    | "footer"
+                    | "table"
+                    | "ul"
+                    | "ol"
+                    | "blockquote"
+                    | "hr"
+            );
+            if block && !(closing && matches!(name.as_str(), "li" | "tr" | "br" | "hr")) {
+                out.push('\n');
+                if name == "li" && !closing {
+                    out.push_str("- ");
+                }
+            }
+            i += end + 1;
+            continue;
+        }
+        let next = html[i..].find('<').map_or(html.len(), |at| i + at);
+        out.push_str(&decode_entities(&html[i..next]));
+        i = next;
+    }
+    tidy(&out)
+}
+
+fn attribute(tag: &str, name: &str) -> Option<String> {
+    let lower = tag.to_ascii_lowercase();
+    let at = lower.find(&format!("{name}="))? + name.len() + 1;
+    let rest = &tag[at..];
+    let (quote, rest) = match rest.chars().next()? {
+        q @ ('"' | '\'') => (q, &rest[1..]),
+        _ => (' ', rest),
+    };
+    let end = rest.find(quote).unwrap_or(rest.len());
+    Some(decode_entities(&rest[..end]))
+}
+
+fn decode_entities(text: &str) -> String {
+    if !text.contains('&') {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let end = rest.find(';').filter(|e| *e <= 10);
+        let decoded = end.and_then(|end| {
+            let entity = &rest[1..end];
+            let ch = match entity {
+                "amp" => Some('&'),
+                "lt" => Some('<'),
+                "gt" => Some('>'),
+                "quot" => Some('"'),
+                "apos" | "#39" => Some('\''),
+                "nbsp" => Some(' '),
+                _ if entity.starts_with("#x") => u32::from_str_radix(&entity[2..], 16)
+                    .ok()
+                    .and_then(char::from_u32),
+                _ if entity.starts_with('#') => entity[1..].parse().ok().and_then(char::from_u32),
+                _ => None,
+            };
+            ch.map(|c| (c, end))
+        });
+        match decoded {
+            Some((c, end)) => {
+                out.push(c);
+                rest = &rest[end + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Spaces within a line collapse; more than one blank line becomes one.
+fn tidy(text: &str) -> String {
+    let mut out = String::new();
+    let mut blank = 0;
+    for line in text.lines() {
+        let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+        if line.is_empty() {
+            blank += 1;
+            if blank == 1 && !out.is_empty() {
+                out.push('\n');
+            }
+            continue;
+        }
+        blank = 0;
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn html_reads_as_text() {
+        let html = r#"<html><head><title>x</title><style>p{}</style></head><body>
+            <h1>Title &amp; more</h1><script>alert(1)</script>
+            <p>See <a href="https://example.com/a?b=1&amp;c=2">the docs</a>.</p>
+            <ul><li>one</li><li>two</li></ul><!-- hidden --> &lt;tag&gt; &#65;&#x42;
+            </body></html>"#;
+        let text = html_to_text(html);
+        assert!(text.contains("Title & more"), "{text}");
+        assert!(
+            text.contains("See the docs <https://example.com/a?b=1&c=2>."),
+            "{text}"
+        );
+        assert!(text.contains("- one\n- two"), "{text}");
+        assert!(text.contains("<tag> AB"), "{text}");
+        assert!(
+            !text.contains("alert") && !text.contains("hidden") && !text.contains("p{}"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn only_http_urls() {
+        assert!(fetch("file:///etc/passwd", 100)
+            .unwrap_err()
+            .contains("not an http"));
+        assert!(fetch("ftp://x", 100).is_err());
+    }
+}
