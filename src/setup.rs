@@ -55,6 +55,17 @@ fn default_model(kind: ProviderKind) -> &'static str {
     }
 }
 
+/// The provider's name when none is given: the kind's, or `local` for
+/// another OpenAI-compatible server.
+fn default_name(kind: ProviderKind, base_url: &str) -> String {
+    match kind {
+        ProviderKind::Openai if base_url.trim_end_matches('/') != kind.default_base_url() => {
+            "local".into()
+        }
+        other => kind_name(other).into(),
+    }
+}
+
 fn default_key_env(kind: ProviderKind) -> &'static str {
     match kind {
         ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
@@ -117,28 +128,88 @@ pub fn run(
             "Spindle setup — adds a model provider to {}",
             path.display()
         );
-        if args.kind.is_none() {
+        // A bad answer is asked again, with what was wrong.
+        while args.kind.is_none() {
             let answer = ask(input, output, "Provider kind: openai (Chat Completions, also Ollama, llama.cpp, vLLM, OpenRouter…), anthropic, responses", "openai")?;
-            args.kind = Some(
-                parse_kind(&answer).ok_or_else(|| format!("unknown provider kind {answer:?}"))?,
-            );
+            match parse_kind(&answer) {
+                Some(kind) => args.kind = Some(kind),
+                None => {
+                    let _ = writeln!(
+                        output,
+                        "  {answer:?} is not a kind: answer openai, anthropic or responses."
+                    );
+                }
+            }
         }
         let kind = args.kind.unwrap_or(ProviderKind::Openai);
-        if args.base_url.is_none() {
+        while args.base_url.is_none() {
             let answer = ask(input, output, "Base URL", kind.default_base_url())?;
-            args.base_url = Some(answer);
+            if answer.starts_with("http://") || answer.starts_with("https://") {
+                args.base_url = Some(answer);
+            } else {
+                let _ = writeln!(output, "  the base URL starts with http:// or https:// (for example http://localhost:11434/v1)");
+            }
+        }
+        let base = args.base_url.clone().unwrap_or_default();
+        // A provider of that name is replaced only when the user says so.
+        loop {
+            let default = args
+                .name
+                .clone()
+                .unwrap_or_else(|| default_name(kind, &base));
+            let Some(existing) = config.providers.get(&default) else {
+                args.name = Some(default);
+                break;
+            };
+            let _ = writeln!(
+                output,
+                "  A provider named {default:?} exists ({}).",
+                existing
+                    .base_url
+                    .as_deref()
+                    .unwrap_or(existing.kind.default_base_url())
+            );
+            let mut answer = ask(input, output, "Replace it (y), or give another name", "y")?;
+            if answer.eq_ignore_ascii_case("y") || answer.eq_ignore_ascii_case("yes") {
+                args.name = Some(default);
+                break;
+            }
+            if answer.eq_ignore_ascii_case("n") || answer.eq_ignore_ascii_case("no") {
+                answer = ask(input, output, "Another name", &format!("{default}2"))?;
+            }
+            if answer.is_empty() || answer.contains('/') {
+                let _ = writeln!(output, "  a name is non-empty and without '/'");
+                continue;
+            }
+            args.name = Some(answer);
         }
         if args.key_env.is_none() && args.key_file.is_none() && !args.no_key && !args.key_stdin {
-            let answer = ask(
-                input,
-                output,
-                "Environment variable holding the API key (- for none)",
-                default_key_env(kind),
-            )?;
-            if answer == "-" {
-                args.no_key = true;
+            let variable = default_key_env(kind);
+            let default = if std::env::var_os(variable).is_some() {
+                "2"
             } else {
-                args.key_env = Some(answer);
+                "1"
+            };
+            loop {
+                let answer = ask(
+                    input,
+                    output,
+                    &format!("The API key: 1) paste it now (kept in a private file), 2) from an environment variable (like {variable}), 3) the server needs none"),
+                    default,
+                )?;
+                match answer.as_str() {
+                    "1" => args.key_stdin = true,
+                    "2" => {
+                        let name = ask(input, output, "The variable", variable)?;
+                        args.key_env = Some(name);
+                    }
+                    "3" | "-" => args.no_key = true,
+                    _ => {
+                        let _ = writeln!(output, "  answer 1, 2 or 3");
+                        continue;
+                    }
+                }
+                break;
             }
         }
     }
@@ -155,10 +226,10 @@ pub fn run(
             "the base URL must start with http:// or https://, got {base_url:?}"
         ));
     }
-    let name = args.name.clone().unwrap_or_else(|| match kind {
-        ProviderKind::Openai if base_url != kind.default_base_url() => "local".into(),
-        other => kind_name(other).into(),
-    });
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| default_name(kind, &base_url));
     if name.is_empty() || name.contains('/') {
         return Err(format!(
             "the provider name {name:?} must be non-empty and without '/'"
@@ -173,13 +244,18 @@ pub fn run(
             return Err("--key-stdin takes the place of --key-env, --key-file and --no-key".into());
         }
         if interactive {
-            let _ = write!(output, "API key: ");
+            let _ = write!(output, "API key (not shown): ");
             let _ = output.flush();
         }
         let mut line = String::new();
-        input
-            .read_line(&mut line)
-            .map_err(|err| format!("cannot read the key: {err}"))?;
+        // Typed or pasted on a terminal: not echoed.
+        let echo = interactive.then(EchoOff::new).flatten();
+        let read = input.read_line(&mut line);
+        if echo.is_some() {
+            let _ = writeln!(output);
+        }
+        drop(echo);
+        read.map_err(|err| format!("cannot read the key: {err}"))?;
         let key = line.trim();
         if key.is_empty() || key.len() > 4096 || key.chars().any(char::is_whitespace) {
             return Err(
@@ -213,20 +289,12 @@ pub fn run(
         requires_key: !args.no_key,
     };
     config.providers.insert(name.clone(), provider);
+    // What the server serves (not asked of an official endpoint).
+    let listed = listed_models(&config, &name, &base_url);
     let model = match args.model.clone() {
         Some(model) => model,
-        None => {
-            let suggested = suggested_model(&config, &name, &base_url);
-            if interactive {
-                if let Err(why) = &suggested {
-                    let _ = writeln!(output, "({why})");
-                }
-                let default = suggested.unwrap_or_default();
-                ask(input, output, "Model", &default)?
-            } else {
-                suggested?
-            }
-        }
+        None if interactive => choose_model(input, output, &config, &name, &base_url, &listed)?,
+        None => suggested_model(&config, &name, &base_url)?,
     };
     if model.trim().is_empty() {
         return Err("a model is needed: name one with --model".into());
@@ -236,10 +304,18 @@ pub fn run(
         .unwrap_or(&model)
         .to_string();
     let id = format!("{name}/{model}");
-    config
+    let entry = config
         .models
         .entry(id.clone())
         .or_insert_with(ModelConfig::default);
+    // The window the server reports, kept: the meter and compaction use it.
+    if entry.context_window.is_none() {
+        entry.context_window = listed
+            .as_ref()
+            .ok()
+            .and_then(|list| list.iter().find(|m| m.id == model))
+            .and_then(|m| m.context_window);
+    }
     config.defaults.model = Some(id.clone());
 
     let mut summary = String::new();
@@ -278,6 +354,83 @@ pub fn run(
         }
     ));
     Ok(summary)
+}
+
+/// The chat models a server lists (not asked of an official endpoint:
+/// `Ok(empty)`); the error says what to check.
+fn listed_models(
+    config: &Config,
+    name: &str,
+    base_url: &str,
+) -> Result<Vec<crate::provider::models::Listed>, String> {
+    let kind = config.providers[name].kind;
+    if base_url.trim_end_matches('/') == kind.default_base_url() {
+        return Ok(Vec::new());
+    }
+    let key = config.api_key(name).ok().flatten();
+    crate::provider::models::list(kind, base_url, key.as_deref()).map_err(|why| {
+        let hint = if why.contains("404") || why.to_ascii_lowercase().contains("html") {
+            " (does the URL need /v1?)"
+        } else {
+            ""
+        };
+        format!("the server did not list its models: {why}{hint}")
+    })
+}
+
+/// On a terminal: the server's models as a numbered list; a number or a
+/// name; a name the server does not list is asked again, with the
+/// closest one it does.
+fn choose_model(
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+    config: &Config,
+    name: &str,
+    base_url: &str,
+    listed: &Result<Vec<crate::provider::models::Listed>, String>,
+) -> Result<String, String> {
+    let models: Vec<String> = match listed {
+        Ok(list) => list.iter().map(|m| m.id.clone()).collect(),
+        Err(why) => {
+            let _ = writeln!(output, "({why})");
+            Vec::new()
+        }
+    };
+    if models.is_empty() {
+        let default = suggested_model(config, name, base_url).unwrap_or_default();
+        return ask(input, output, "Model", &default);
+    }
+    for (index, model) in models.iter().take(30).enumerate() {
+        let _ = writeln!(output, "  {:>2}) {model}", index + 1);
+    }
+    if models.len() > 30 {
+        let _ = writeln!(output, "  … and {} more (type a name)", models.len() - 30);
+    }
+    loop {
+        let answer = ask(input, output, "Model (a number or a name)", "1")?;
+        if let Ok(number) = answer.parse::<usize>() {
+            match models.get(number.wrapping_sub(1)) {
+                Some(model) => return Ok(model.clone()),
+                None => {
+                    let _ = writeln!(output, "  choose 1 to {}", models.len());
+                    continue;
+                }
+            }
+        }
+        let wanted = answer.strip_prefix(&format!("{name}/")).unwrap_or(&answer);
+        if models.iter().any(|m| m == wanted) {
+            return Ok(wanted.to_string());
+        }
+        let closest = models
+            .iter()
+            .min_by_key(|m| crate::config::edit_distance(m, wanted))
+            .cloned()
+            .unwrap_or_default();
+        let _ = writeln!(
+            output,
+            "  the server does not list {wanted:?}; did you mean {closest:?}?"
+        );
+    }
 }
 
 /// The model to suggest when none was named: the kind's usual model on
@@ -379,6 +532,37 @@ fn write_config(path: &Path, config: &Config) -> Result<(), String> {
     crate::config::save(path, config)
 }
 
+/// The terminal's echo off while it lives (a key being typed).
+struct EchoOff(libc::termios);
+
+impl EchoOff {
+    fn new() -> Option<EchoOff> {
+        // SAFETY: tcgetattr/tcsetattr on standard input with a termios we
+        // own; nothing happens when stdin is not a terminal.
+        unsafe {
+            let mut saved = std::mem::zeroed::<libc::termios>();
+            if libc::tcgetattr(0, &mut saved) != 0 {
+                return None;
+            }
+            let mut quiet = saved;
+            quiet.c_lflag &= !libc::ECHO;
+            if libc::tcsetattr(0, libc::TCSANOW, &quiet) != 0 {
+                return None;
+            }
+            Some(EchoOff(saved))
+        }
+    }
+}
+
+impl Drop for EchoOff {
+    fn drop(&mut self) {
+        // SAFETY: restores what `new` read.
+        unsafe {
+            libc::tcsetattr(0, libc::TCSANOW, &self.0);
+        }
+    }
+}
+
 /// A file to remove unless the setup gets to the end.
 struct Leftover(Option<PathBuf>);
 
@@ -437,6 +621,53 @@ mod tests {
     }
 
     #[test]
+    fn the_wizard_asks_again_after_a_bad_answer_and_keeps_a_pasted_key() {
+        let path = temp_config();
+        let answers =
+            "opnai\nopenai\nlocalhost:9\nhttp://127.0.0.1:9/v1\n4\n1\nsk-pasted-key\nmy-model\n";
+        let mut input = std::io::Cursor::new(answers.as_bytes().to_vec());
+        let mut output = Vec::new();
+        let args = SetupArgs {
+            config: Some(path.clone()),
+            no_test: true,
+            ..SetupArgs::default()
+        };
+        let summary = run(args, true, &mut input, &mut output).unwrap();
+        let shown = String::from_utf8_lossy(&output);
+        assert!(shown.contains("\"opnai\" is not a kind"), "{shown}");
+        assert!(shown.contains("starts with http://"), "{shown}");
+        assert!(shown.contains("answer 1, 2 or 3"), "{shown}");
+        assert!(!shown.contains("sk-pasted-key"), "the key is never shown");
+        let config = Config::parse(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
+        let local = &config.providers["local"];
+        let key_file = local.api_key_file.clone().unwrap();
+        assert!(key_file.ends_with("keys/local.key"), "{key_file:?}");
+        assert_eq!(
+            std::fs::read_to_string(&key_file).unwrap(),
+            "sk-pasted-key\n"
+        );
+        assert!(summary.contains("local/my-model"), "{summary}");
+
+        // A second run with the same name asks before replacing it.
+        let answers = "openai\nhttp://127.0.0.1:9/v1\nn\nsecond\n3\nother-model\n";
+        let mut input = std::io::Cursor::new(answers.as_bytes().to_vec());
+        let mut output = Vec::new();
+        let args = SetupArgs {
+            config: Some(path.clone()),
+            no_test: true,
+            ..SetupArgs::default()
+        };
+        run(args, true, &mut input, &mut output).unwrap();
+        let shown = String::from_utf8_lossy(&output);
+        assert!(
+            shown.contains("A provider named \"local\" exists"),
+            "{shown}"
+        );
+        let config = Config::parse(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
+        assert!(config.providers.contains_key("local") && config.providers.contains_key("second"));
+    }
+
+    #[test]
     fn flags_alone_write_a_config() {
         let path = temp_config();
         let args = SetupArgs {
@@ -463,7 +694,7 @@ mod tests {
             no_test: true,
             ..SetupArgs::default()
         };
-        let mut answers = std::io::Cursor::new("anthropic\n\nMY_KEY\nclaude-x\n");
+        let mut answers = std::io::Cursor::new("anthropic\n\n2\nMY_KEY\nclaude-x\n");
         let mut shown = Vec::new();
         run(args, true, &mut answers, &mut shown).unwrap();
         let config = Config::parse(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();

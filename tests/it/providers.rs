@@ -2261,3 +2261,37 @@ fn catalog_models_are_priced_without_config() {
     // 0.40 for the input and 0.80 for the output.
     assert!((cost - 1.20).abs() < 1e-6, "{answer}");
 }
+
+/// Setup takes the first model a server lists and records the context
+/// window the server reports for it.
+#[test]
+fn setup_records_the_listed_models_context_window() {
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [
+        {"id": "qwen3-32k", "context_length": 32768},
+        {"id": "other"},
+    ]}));
+    let dir = temp_dir("setup-window");
+    let config = dir.join("config.json");
+    let base = server.base_url();
+    let output = setup(
+        &[
+            "--kind",
+            "openai",
+            "--base-url",
+            &base,
+            "--no-key",
+            "--no-test",
+            "--config",
+            path_str(&config),
+        ],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(written["defaults"]["model"], "local/qwen3-32k");
+    assert_eq!(
+        written["models"]["local/qwen3-32k"]["context_window"], 32768,
+        "{written}"
+    );
+}
