@@ -59,6 +59,9 @@ pub fn run(args: &DoctorArgs) -> Report {
     if let Some(config) = &config {
         check_providers(&mut lines, config);
     }
+    if let Some(config) = &config {
+        check_mcp(&mut lines, config);
+    }
     check_database(&mut lines, args.db.as_deref());
     check_sandbox(&mut lines);
     lines.section("Logs");
@@ -167,6 +170,41 @@ fn check_providers(lines: &mut Lines, config: &Config) {
             ),
         }
     }
+}
+
+/// Starts the config's MCP servers (and a trusted project's, here), lists
+/// their tools, and stops them.
+fn check_mcp(lines: &mut Lines, config: &Config) {
+    let mut servers = config.mcp_servers.clone();
+    if let Ok(cwd) = std::env::current_dir() {
+        if crate::config::project_trusted(config, &cwd) {
+            servers.extend(crate::config::project_mcp_servers(&cwd).unwrap_or_default());
+        }
+    }
+    if servers.is_empty() {
+        return;
+    }
+    lines.section("MCP servers");
+    let (configs, failures) = crate::mcp::parse_servers(&servers);
+    for (server, reason) in failures {
+        lines.bad(&server, &reason, "fix its entry in mcp_servers");
+    }
+    if configs.is_empty() {
+        return;
+    }
+    let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
+    let session = crate::mcp::McpSession::start(configs, std::time::Duration::from_secs(10));
+    let failed: Vec<(String, String)> = session.take_failures();
+    let tools = session.tools();
+    for name in names {
+        if let Some((_, reason)) = failed.iter().find(|(server, _)| *server == name) {
+            lines.bad(&name, reason, "check its command or URL (spindle mcp list)");
+            continue;
+        }
+        let count = tools.iter().filter(|t| t.server == name).count();
+        lines.ok(&name, &format!("started; {count} tools"));
+    }
+    session.shutdown();
 }
 
 fn check_database(lines: &mut Lines, explicit: Option<&Path>) {

@@ -1747,3 +1747,32 @@ fn mcp_servers_from_the_config_and_a_trusted_project() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("not used: the project is not trusted"));
 }
+
+/// `spindle doctor` starts the config's MCP servers and lists their tools.
+#[test]
+fn doctor_starts_the_configured_mcp_servers() {
+    let bench = Bench::new("mcp-doctor");
+    bench.model.serve_models(json!({"data": [{"id": "m"}]}));
+    let config = bench.base.join("config.json");
+    fs::write(
+        &config,
+        json!({
+            "providers": {"fake": {"kind": "openai", "base_url": bench.model.base_url(),
+                                   "requires_key": false}},
+            "mcp_servers": [stdio_server("fromconfig", &[]),
+                            {"name": "broken", "command": "/nonexistent/mcp-server"}],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["doctor", "--config", config.to_str().unwrap(), "--db"])
+        .arg(bench.base.join("none.db"))
+        .current_dir(&bench.ws)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(report.contains("ok    fromconfig: started;"), "{report}");
+    assert!(report.contains("FAIL  broken"), "{report}");
+}

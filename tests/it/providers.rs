@@ -2295,3 +2295,26 @@ fn setup_records_the_listed_models_context_window() {
         "{written}"
     );
 }
+
+/// Without RUST_LOG, a model call leaves no DEBUG lines on stderr (the HTTP
+/// and TLS libraries stay quiet).
+#[test]
+fn no_debug_lines_without_rust_log() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["quiet"])));
+    let mut agent = env_agent(&server, &[]);
+    let ws = temp_dir("quiet-ws");
+    let session = new_session(&mut agent, &ws).unwrap();
+    let id = session["sessionId"].as_str().unwrap().to_string();
+    call(
+        &mut agent,
+        "session/prompt",
+        json!({"sessionId": id, "prompt": [{"type": "text", "text": "hi"}]}),
+    )
+    .unwrap();
+    let stderr = agent.stderr();
+    assert!(
+        !stderr.contains("DEBUG") && !stderr.contains("TRACE"),
+        "{stderr}"
+    );
+}
