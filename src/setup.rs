@@ -243,13 +243,15 @@ pub fn run(
         if args.key_env.is_some() || args.key_file.is_some() || args.no_key {
             return Err("--key-stdin takes the place of --key-env, --key-file and --no-key".into());
         }
+        // Typed or pasted on a terminal: not echoed. The echo goes off
+        // before the prompt, so a key pasted the moment the prompt shows
+        // is never written back.
+        let echo = interactive.then(EchoOff::new).flatten();
         if interactive {
             let _ = write!(output, "API key (not shown): ");
             let _ = output.flush();
         }
         let mut line = String::new();
-        // Typed or pasted on a terminal: not echoed.
-        let echo = interactive.then(EchoOff::new).flatten();
         let read = input.read_line(&mut line);
         if echo.is_some() {
             let _ = writeln!(output);

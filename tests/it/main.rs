@@ -13,6 +13,7 @@ mod protocol;
 mod providers;
 mod sandbox;
 mod sessions;
+mod setup_pty;
 mod streaming;
 mod support;
 mod support_selftest;

@@ -1,0 +1,275 @@
+//! `spindle setup` as a person meets it: on a pseudo-terminal, with typos
+//! asked again, the server's models as a numbered list, a pasted key that
+//! is never echoed and is kept in a file only its owner reads, and a
+//! provider of the same name replaced only when the user says so.
+
+use crate::support::fake_openai::chat_text;
+use crate::support::{temp_dir, FakeServer, Reply};
+use serde_json::{json, Value};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::FromRawFd;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A program running on the slave side of a fresh pseudo-terminal; the
+/// test holds the master: what it writes is typed, what it reads is the
+/// screen (including the terminal's own echo of what was typed).
+struct Pty {
+    master: File,
+    screen: Arc<Mutex<String>>,
+    /// How much of the screen `expect` has consumed.
+    seen: usize,
+    child: Child,
+}
+
+impl Pty {
+    fn spawn(mut command: Command) -> Pty {
+        // SAFETY: plain libc calls on descriptors this function owns; every
+        // result is checked before use.
+        let (master, slave) = unsafe {
+            let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+            assert!(fd >= 0, "posix_openpt failed");
+            assert_eq!(libc::grantpt(fd), 0, "grantpt failed");
+            assert_eq!(libc::unlockpt(fd), 0, "unlockpt failed");
+            let mut name = [0 as libc::c_char; 128];
+            assert_eq!(
+                libc::ptsname_r(fd, name.as_mut_ptr(), name.len()),
+                0,
+                "ptsname_r failed"
+            );
+            let slave = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY);
+            assert!(slave >= 0, "cannot open the pty's slave side");
+            (File::from_raw_fd(fd), File::from_raw_fd(slave))
+        };
+        command
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stdout(Stdio::from(slave.try_clone().unwrap()))
+            .stderr(Stdio::from(slave));
+        let child = command.spawn().expect("cannot start spindle setup");
+        // The command holds its copies now; ours are gone with `command`.
+        drop(command);
+        let screen = Arc::new(Mutex::new(String::new()));
+        let mut reader = master.try_clone().unwrap();
+        let sink = Arc::clone(&screen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // Ends with EIO once the last slave descriptor closes.
+            while let Ok(n @ 1..) = reader.read(&mut buf) {
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Pty {
+            master,
+            screen,
+            seen: 0,
+            child,
+        }
+    }
+
+    fn screen(&self) -> String {
+        self.screen.lock().unwrap().clone()
+    }
+
+    /// Waits until `text` shows after what was already consumed.
+    fn expect(&mut self, text: &str) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let screen = self.screen();
+            if let Some(at) = screen[self.seen..].find(text) {
+                self.seen += at + text.len();
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "{text:?} never showed; the screen after the last match:\n{}",
+                    &screen[self.seen..]
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Types a line (the terminal turns `\r` into the newline).
+    fn send(&mut self, line: &str) {
+        self.master
+            .write_all(format!("{line}\r").as_bytes())
+            .unwrap();
+    }
+
+    fn wait(mut self) -> (Option<i32>, String) {
+        let deadline = Instant::now() + WAIT;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("setup did not end; the screen:\n{}", self.screen());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        // What the program wrote last reaches the master shortly after.
+        std::thread::sleep(Duration::from_millis(100));
+        (status.code(), self.screen())
+    }
+}
+
+fn setup_on_a_terminal(config: &Path, home: &Path) -> Pty {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    command.args(["setup", "--config"]).arg(config);
+    for name in [
+        "RUST_LOG",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "OLLAMA_HOST",
+    ] {
+        command.env_remove(name);
+    }
+    command
+        .env("SPINDLE_HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("TERM", "dumb");
+    Pty::spawn(command)
+}
+
+#[test]
+fn setup_on_a_terminal_forgives_typos_lists_models_and_hides_the_key() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [
+        {"id": "qwen-coder-32k", "context_length": 32768},
+        {"id": "llama-8b"},
+    ]}));
+    server.push(Reply::Sse(chat_text(&["OK from qwen"])));
+    let base = server.base_url();
+    let dir = temp_dir("setup-pty");
+    let home = dir.join("home");
+    let config = dir.join("config.json");
+    // A provider already named as the wizard would name this one.
+    let first = json!({"providers": {"local": {"kind": "openai",
+        "base_url": "http://127.0.0.1:9/v1", "requires_key": false}}});
+    std::fs::write(&config, first.to_string()).unwrap();
+
+    let mut pty = setup_on_a_terminal(&config, &home);
+    pty.expect("Provider kind");
+    pty.send("opneai");
+    pty.expect("is not a kind");
+    pty.expect("Provider kind");
+    pty.send("openai");
+    pty.expect("Base URL");
+    pty.send("localhost:8080");
+    pty.expect("starts with http");
+    pty.expect("Base URL");
+    pty.send(&base);
+    pty.expect("A provider named \"local\" exists (http://127.0.0.1:9/v1)");
+    pty.expect("Replace it");
+    pty.send("n");
+    pty.expect("Another name [local2]");
+    pty.send("mine");
+    pty.expect("The API key");
+    pty.send("4");
+    pty.expect("answer 1, 2 or 3");
+    pty.expect("The API key");
+    pty.send("1");
+    pty.expect("API key (not shown): ");
+    pty.send("sk-pasted-secret-42");
+    pty.expect(" 1) qwen-coder-32k");
+    pty.expect(" 2) llama-8b");
+    pty.expect("Model (a number or a name)");
+    pty.send("qwen-codr-32k");
+    pty.expect("did you mean \"qwen-coder-32k\"?");
+    pty.expect("Model (a number or a name)");
+    pty.send("1");
+    pty.expect("The model answered: OK from qwen");
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(
+        !screen.contains("sk-pasted-secret-42"),
+        "the key was echoed:\n{screen}"
+    );
+
+    // The key: sent with the test request, kept owner-only.
+    let sent = server.requests();
+    let chat = sent
+        .iter()
+        .find(|r| r.path.ends_with("/chat/completions"))
+        .expect("the test request");
+    assert_eq!(chat.body["model"], "qwen-coder-32k");
+    assert_eq!(
+        chat.header("authorization"),
+        Some("Bearer sk-pasted-secret-42")
+    );
+    let key = dir.join("keys").join("mine.key");
+    assert_eq!(
+        std::fs::read_to_string(&key).unwrap().trim(),
+        "sk-pasted-secret-42"
+    );
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // The first provider stayed; the new one is the default, its window
+    // recorded from the list.
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(written["providers"]["local"], first["providers"]["local"]);
+    assert_eq!(written["providers"]["mine"]["base_url"], json!(base));
+    assert_eq!(written["defaults"]["model"], "mine/qwen-coder-32k");
+    assert_eq!(
+        written["models"]["mine/qwen-coder-32k"]["context_window"],
+        32768
+    );
+    assert!(
+        !std::fs::read_to_string(&config)
+            .unwrap()
+            .contains("sk-pasted"),
+        "the key is in the config file"
+    );
+
+    // Run again and say yes: the provider of that name is replaced.
+    server.push(Reply::Sse(chat_text(&["OK again"])));
+    let mut pty = setup_on_a_terminal(&config, &home);
+    pty.expect("Provider kind");
+    pty.send("");
+    pty.expect("Base URL");
+    pty.send(&base);
+    pty.expect("A provider named \"local\" exists");
+    pty.send("y");
+    pty.expect("The API key");
+    pty.send("3");
+    pty.expect("Model (a number or a name)");
+    pty.send("2");
+    pty.expect("The model answered: OK again");
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(0), "{screen}");
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(written["providers"]["local"]["base_url"], json!(base));
+    assert_eq!(written["providers"]["mine"]["base_url"], json!(base));
+    assert_eq!(written["defaults"]["model"], "local/llama-8b");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// End of input on the terminal (Ctrl-D) stops the wizard without writing.
+#[test]
+fn setup_on_a_terminal_stops_cleanly_on_end_of_input() {
+    let dir = temp_dir("setup-pty-eof");
+    let home = dir.join("home");
+    let config = dir.join("config.json");
+    let mut pty = setup_on_a_terminal(&config, &home);
+    pty.expect("Provider kind");
+    // Ctrl-D at the start of a line: a read of zero bytes.
+    pty.master.write_all(&[4]).unwrap();
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(1), "{screen}");
+    assert!(screen.contains("aborted"), "{screen}");
+    assert!(!config.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
