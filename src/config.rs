@@ -88,13 +88,15 @@ pub struct ModelConfig {
     pub max_output_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
-    /// Whether the model reasons (thinks) and which effort levels it takes.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub reasoning: bool,
+    /// Whether the model reasons (thinks) and which effort levels it takes;
+    /// unset, the built-in catalog decides for models it knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<bool>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub efforts: Vec<String>,
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub images: bool,
+    /// Whether it takes images; unset, the catalog decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<bool>,
 }
 
 fn is_false(value: &bool) -> bool {

@@ -6,6 +6,7 @@
 //! report onto session updates.
 
 pub mod anthropic;
+pub mod catalog;
 pub mod http;
 pub mod models;
 pub mod openai;

@@ -65,83 +65,7 @@ fn limit_of(entry: &Value, fields: &[&[&str]]) -> Option<u64> {
     })
 }
 
-/// When the built-in prices were taken from the providers' price pages.
-pub const PRICES_TAKEN: &str = "2025-10-01";
-
-/// The price of well-known models (USD per million tokens: input, cached
-/// input, output), as published on [`PRICES_TAKEN`]; a config entry's
-/// `price` overrides it. Longest family first, so `gpt-4.1-mini` is not
-/// priced as `gpt-4.1`.
-pub fn known_price(id: &str) -> Option<crate::config::Price> {
-    let id = id.to_ascii_lowercase();
-    let name = id.rsplit('/').next().unwrap_or(&id);
-    let table: [(&str, f64, f64, f64); 18] = [
-        ("gpt-4.1-nano", 0.10, 0.025, 0.40),
-        ("gpt-4.1-mini", 0.40, 0.10, 1.60),
-        ("gpt-4.1", 2.00, 0.50, 8.00),
-        ("gpt-4o-mini", 0.15, 0.075, 0.60),
-        ("gpt-4o", 2.50, 1.25, 10.00),
-        ("gpt-5-nano", 0.05, 0.005, 0.40),
-        ("gpt-5-mini", 0.25, 0.025, 2.00),
-        ("gpt-5", 1.25, 0.125, 10.00),
-        ("o4-mini", 1.10, 0.275, 4.40),
-        ("o3-mini", 1.10, 0.55, 4.40),
-        ("o3", 2.00, 0.50, 8.00),
-        ("claude-opus-4", 15.00, 1.50, 75.00),
-        ("claude-sonnet-4", 3.00, 0.30, 15.00),
-        ("claude-4-sonnet", 3.00, 0.30, 15.00),
-        ("claude-haiku-4", 1.00, 0.10, 5.00),
-        ("claude-3-7-sonnet", 3.00, 0.30, 15.00),
-        ("claude-3-5-haiku", 0.80, 0.08, 4.00),
-        ("claude-3-5-sonnet", 3.00, 0.30, 15.00),
-    ];
-    table.iter().find_map(|(family, input, cached, output)| {
-        let matches = if family.starts_with('o') {
-            name.starts_with(family)
-        } else {
-            name.contains(family)
-        };
-        matches.then(|| crate::config::Price {
-            input: *input,
-            output: *output,
-            cached_input: Some(*cached),
-            currency: "USD".into(),
-        })
-    })
-}
-
-/// The context window and output limit of well-known model families, by
-/// id (a gateway's `provider/` prefix and date suffixes do not matter).
-pub fn known_limits(id: &str) -> Option<(u64, u64)> {
-    let id = id.to_ascii_lowercase();
-    let name = id.rsplit('/').next().unwrap_or(&id);
-    let table: [(&str, u64, u64); 16] = [
-        ("claude-opus-4", 200_000, 32_000),
-        ("claude-sonnet-4", 200_000, 64_000),
-        ("claude-4-sonnet", 200_000, 64_000),
-        ("claude-haiku-4", 200_000, 64_000),
-        ("claude-3-7-sonnet", 200_000, 64_000),
-        ("claude-3-5", 200_000, 8_192),
-        ("claude", 200_000, 4_096),
-        ("gpt-5", 400_000, 128_000),
-        ("gpt-4.1", 1_047_576, 32_768),
-        ("gpt-4o", 128_000, 16_384),
-        ("gpt-4-turbo", 128_000, 4_096),
-        ("gpt-3.5-turbo", 16_385, 4_096),
-        ("o4-mini", 200_000, 100_000),
-        ("o3", 200_000, 100_000),
-        ("o1", 200_000, 100_000),
-        ("gpt-oss", 131_072, 32_768),
-    ];
-    table.iter().find_map(|(family, window, output)| {
-        let matches = if family.starts_with('o') {
-            name.starts_with(family)
-        } else {
-            name.contains(family)
-        };
-        matches.then_some((*window, *output))
-    })
-}
+pub use super::catalog::{known_limits, known_price, PRICES_TAKEN};
 
 /// The list endpoint of a provider kind at `base`.
 pub fn list_url(kind: ProviderKind, base: &str) -> String {
@@ -382,17 +306,6 @@ mod tests {
             known_limits("anthropic/claude-sonnet-4-5-20250929"),
             Some((200_000, 64_000))
         );
-        assert_eq!(known_limits("gpt-4.1-mini"), Some((1_047_576, 32_768)));
-        let mini = known_price("openai/gpt-4.1-mini-2025-04-14").unwrap();
-        assert_eq!((mini.input, mini.output), (0.40, 1.60));
-        assert_eq!(known_price("gpt-4.1").unwrap().input, 2.00);
-        assert_eq!(
-            known_price("claude-sonnet-4-5-20250929").unwrap().output,
-            15.00
-        );
-        assert!(known_price("qwen3:8b").is_none());
-        assert_eq!(known_limits("o3-mini"), Some((200_000, 100_000)));
-        assert_eq!(known_limits("qwen3:8b"), None);
-        assert_eq!(known_limits("llama-o3-chat"), None);
+        assert_eq!(known_limits("some-private-model"), None);
     }
 }

@@ -1808,8 +1808,8 @@ fn a_long_gateway_list_is_filtered_capped_and_keeps_the_named_model() {
         "no official default for a custom base URL: {values:?}"
     );
     let listed: Vec<&String> = values.iter().filter(|v| v.contains("chat-")).collect();
-    assert_eq!(listed.len(), 50, "{values:?}");
-    assert_eq!(values.len(), 51, "{values:?}");
+    assert_eq!(listed.len(), 200, "{values:?}");
+    assert_eq!(values.len(), 201, "{values:?}");
     for value in &values {
         let id = value.trim_start_matches("openai/");
         assert!(
@@ -1817,13 +1817,14 @@ fn a_long_gateway_list_is_filtered_capped_and_keeps_the_named_model() {
             "a non-chat id was offered: {value}"
         );
     }
-    // The cap kept the server's first 50 chat models (its own order).
+    // The cap kept the server's first 200 chat models (its own order).
     assert!(
         values.contains(&"openai/chat-239".to_string()),
         "{values:?}"
     );
-    assert!(!values.contains(&"openai/chat-000".to_string()));
-    assert!(description.contains("190 more"), "{description}");
+    assert!(values.contains(&"openai/chat-040".to_string()));
+    assert!(!values.contains(&"openai/chat-039".to_string()));
+    assert!(description.contains("40 more"), "{description}");
     assert!(
         server.requests().is_empty(),
         "discovery makes no model call"
@@ -1876,7 +1877,16 @@ fn no_list_and_no_name_is_refused_and_official_endpoints_need_no_list() {
     );
     let mut agent = agent_with_config(&config, &[], &[("OFFICIAL_KEY", "sk-official")]);
     let (values, current, _) = model_picker(&mut agent, "official-ws");
-    assert_eq!(values, ["openai/gpt-4.1-mini"]);
+    // The catalog's current models of the kind, the usual one first, and
+    // no list request (the agent starts without a network call).
+    assert_eq!(values[0], "openai/gpt-4.1-mini");
+    for model in ["openai/gpt-5", "openai/gpt-4.1", "openai/o4-mini"] {
+        assert!(values.iter().any(|v| v == model), "{values:?}");
+    }
+    assert!(
+        values.iter().all(|v| v.starts_with("openai/")),
+        "{values:?}"
+    );
     assert_eq!(current, "openai/gpt-4.1-mini");
 }
 
@@ -2317,4 +2327,68 @@ fn no_debug_lines_without_rust_log() {
         !stderr.contains("DEBUG") && !stderr.contains("TRACE"),
         "{stderr}"
     );
+}
+
+/// The built-in catalog describes models nobody configured: windows,
+/// images, reasoning and its effort levels; the config overrides it.
+#[test]
+fn catalog_models_are_described_without_config() {
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [{"id": "gpt-5-mini"}, {"id": "qwen3:8b"},
+                                        {"id": "house-model"}]}));
+    server.push(Reply::Sse(chat_text(&["thought about it"])));
+    let dir = temp_dir("catalog-described");
+    let base = server.base_url();
+    let config = write_config(
+        &dir,
+        &json!({"providers": {"gw": {"kind": "openai", "base_url": base, "requires_key": false}},
+                "models": {"gw/qwen3:8b": {"context_window": 40960, "reasoning": false}},
+                "defaults": {"model": "gw/gpt-5-mini"}}),
+    );
+    let mut agent = agent_with_config(&config, &[], &[]);
+    let ws = temp_dir("catalog-described-ws");
+    let session = new_session(&mut agent, &ws).unwrap();
+    let id = session["sessionId"].as_str().unwrap().to_string();
+    assert_eq!(
+        option_values(&session["configOptions"], "effort"),
+        ["auto", "minimal", "low", "medium", "high"]
+    );
+    let models = call(&mut agent, "_spindle/models", json!({"sessionId": id})).unwrap();
+    let item = |name: &str| {
+        models["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} missing: {models}"))
+    };
+    let gpt = item("gw/gpt-5-mini");
+    assert_eq!(gpt["contextWindow"], 400_000);
+    assert_eq!(
+        (&gpt["reasoning"], &gpt["images"]),
+        (&json!(true), &json!(true))
+    );
+    assert_eq!(gpt["price"]["input"], 0.25);
+    // The config's word wins over the catalog's.
+    let qwen = item("gw/qwen3:8b");
+    assert_eq!(qwen["contextWindow"], 40960);
+    assert_eq!(qwen["reasoning"], false);
+    assert!(qwen["price"].is_null(), "{qwen}");
+    let house = item("gw/house-model");
+    assert_eq!(house["reasoning"], false);
+    assert_eq!(house["contextWindow"], 32_768);
+    // The balanced preset's effort reaches a reasoning model.
+    call(
+        &mut agent,
+        "session/prompt",
+        json!({"sessionId": id, "prompt": [{"type": "text", "text": "hi"}]}),
+    )
+    .unwrap();
+    let sent = server
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/chat/completions"))
+        .unwrap();
+    assert_eq!(sent.body["reasoning_effort"], "medium", "{}", sent.body);
 }

@@ -4,6 +4,7 @@
 
 use super::options::Options;
 use crate::config::{Config, ModelConfig, ProviderKind};
+use crate::provider::catalog::known;
 use crate::provider::http::Timeouts;
 use crate::provider::models::{known_limits, Listed};
 use crate::provider::openai::ChatCompletions;
@@ -62,13 +63,34 @@ impl ModelEntry {
             .unwrap_or(DEFAULT_OUTPUT_LIMIT)
     }
 
-    /// The effort levels the model takes (empty when it does not reason).
-    pub fn efforts(&self) -> &[String] {
-        if self.config.reasoning {
-            &self.config.efforts
-        } else {
-            &[]
+    /// Whether the model reasons: configured, else as the catalog knows it.
+    pub fn reasoning(&self) -> bool {
+        self.config
+            .reasoning
+            .or_else(|| known(&self.model).map(|k| k.reasoning))
+            .unwrap_or(false)
+    }
+
+    /// Whether the model takes images: configured, else the catalog.
+    pub fn images(&self) -> bool {
+        self.config
+            .images
+            .or_else(|| known(&self.model).map(|k| k.images))
+            .unwrap_or(false)
+    }
+
+    /// The effort levels the model takes (empty when it does not reason):
+    /// the configured list, else the catalog's.
+    pub fn efforts(&self) -> Vec<String> {
+        if !self.reasoning() {
+            return Vec::new();
         }
+        if !self.config.efforts.is_empty() {
+            return self.config.efforts.clone();
+        }
+        known(&self.model)
+            .map(|k| k.efforts.iter().map(|e| e.to_string()).collect())
+            .unwrap_or_default()
     }
 }
 
@@ -91,16 +113,7 @@ pub struct Registry {
 }
 
 /// The most models taken from one server's list.
-pub const DISCOVERED_CAP: usize = 50;
-
-/// The model a kind of provider gets when nobody named one.
-fn fallback_model(kind: ProviderKind) -> &'static str {
-    match kind {
-        ProviderKind::Openai => "gpt-4.1-mini",
-        ProviderKind::Anthropic => "claude-sonnet-4-5",
-        ProviderKind::Responses => "gpt-5-mini",
-    }
-}
+pub const DISCOVERED_CAP: usize = 200;
 
 impl Registry {
     /// Builds the registry. Fails only on a config file that cannot be
@@ -170,15 +183,14 @@ impl Registry {
             .model
             .clone()
             .or_else(|| registry.config.defaults.model.clone());
-        // Providers nobody listed models for: an official endpoint gets
-        // its kind's usual model; any other server (a local one, a
-        // gateway) is asked what it serves, and never offered an official
-        // model it may not have.
+        // An official endpoint nobody listed models for gets the catalog's
+        // current models of its kind; any other server (a local one, a
+        // gateway) is asked what it serves, beside what the config names,
+        // and never offered an official model it may not have.
         let bare: Vec<String> = registry
             .providers
             .keys()
             .filter(|name| *name != "script")
-            .filter(|name| !registry.models.iter().any(|m| &m.provider == *name))
             .cloned()
             .collect();
         let named_provider = wanted
@@ -192,11 +204,16 @@ impl Registry {
                 .base_url
                 .as_deref()
                 .is_none_or(|base| base.trim_end_matches('/') == kind.default_base_url());
+            let configured = registry.models.iter().any(|m| m.provider == name);
             if official {
-                registry.add(
-                    &format!("{name}/{}", fallback_model(kind)),
-                    ModelConfig::default(),
-                );
+                if configured {
+                    continue;
+                }
+                // The catalog's current models, the usual one first: an
+                // official endpoint is not asked (no network call at start).
+                for model in crate::provider::catalog::official_models(kind) {
+                    registry.add(&format!("{name}/{model}"), ModelConfig::default());
+                }
                 continue;
             }
             match registry.discover(&name) {
@@ -208,8 +225,8 @@ impl Registry {
                     registry.more_models += extra;
                     let mut kept: Vec<Listed> = listed.into_iter().take(DISCOVERED_CAP).collect();
                     // The server's first chat model is the default when
-                    // nobody named one.
-                    if let Some(first) = kept.first() {
+                    // nobody named one (and the config names none of its).
+                    if let Some(first) = kept.first().filter(|_| !configured) {
                         registry
                             .first_listed
                             .get_or_insert_with(|| format!("{name}/{}", first.id));
@@ -223,6 +240,11 @@ impl Registry {
                         let id = format!("{name}/{}", model.id);
                         registry.add(&id, config);
                     }
+                }
+                Err(problem) if configured => {
+                    log::info!(
+                        "provider {name:?} lists no models beyond its configured ones: {problem}"
+                    );
                 }
                 Err(problem) if named_provider.as_deref() != Some(name.as_str()) => {
                     registry.problems.push(format!(

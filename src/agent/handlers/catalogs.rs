@@ -118,8 +118,8 @@ impl Dispatcher {
                     "provider": model.provider,
                     "name": model.display_name(),
                     "contextWindow": model.context_window(),
-                    "reasoning": model.config.reasoning,
-                    "images": model.config.images,
+                    "reasoning": model.reasoning(),
+                    "images": model.images(),
                     "price": model.config.price,
                 })
             })

@@ -369,7 +369,7 @@ impl Dispatcher {
             price: entry.config.price.clone(),
             cost_before: session.cost,
             read_only: session.mode == Mode::Plan,
-            images: entry.config.images,
+            images: entry.images(),
             kind,
             mcp: session.mcp.clone(),
             processes,

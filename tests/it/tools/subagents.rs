@@ -497,12 +497,12 @@ fn a_background_subagents_permission_request_outlives_the_turn_that_started_it()
     agent.send(json!({"jsonrpc": "2.0", "id": pending[0]["id"],
         "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}));
     let deadline = std::time::Instant::now() + WAIT;
-    while !space.exists("late.txt") {
+    // The file shows before its bytes do (written in place): wait for both.
+    while !(space.exists("late.txt") && space.read("late.txt") == "written later\n") {
         assert!(
             std::time::Instant::now() < deadline,
             "the answer never reached the subagent"
         );
         let _ = agent.recv(std::time::Duration::from_millis(50));
     }
-    assert_eq!(space.read("late.txt"), "written later\n");
 }
