@@ -1366,19 +1366,7 @@ fn setup(args: &[&str], env: &[(&str, &str)]) -> Output {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    for name in [
-        "RUST_LOG",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "OLLAMA_HOST",
-    ] {
-        command.env_remove(name);
-    }
-    command
-        .env("SPINDLE_HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"));
+    crate::support::agent::fresh_machine(&mut command, &home);
     for (name, value) in env {
         command.env(name, value);
     }

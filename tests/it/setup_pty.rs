@@ -3,6 +3,7 @@
 //! is never echoed and is kept in a file only its owner reads, and a
 //! provider of the same name replaced only when the user says so.
 
+use crate::support::agent::fresh_machine;
 use crate::support::fake_openai::chat_text;
 use crate::support::{temp_dir, FakeServer, Reply};
 use serde_json::{json, Value};
@@ -124,20 +125,8 @@ impl Pty {
 fn setup_on_a_terminal(config: &Path, home: &Path) -> Pty {
     let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
     command.args(["setup", "--config"]).arg(config);
-    for name in [
-        "RUST_LOG",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "OLLAMA_HOST",
-    ] {
-        command.env_remove(name);
-    }
-    command
-        .env("SPINDLE_HOME", home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("TERM", "dumb");
+    fresh_machine(&mut command, home);
+    command.env("TERM", "dumb");
     Pty::spawn(command)
 }
 

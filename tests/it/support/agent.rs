@@ -574,6 +574,25 @@ fn shorten(text: &str, max: usize) -> String {
     format!("{}… ({} bytes in all)", &text[..end], text.len())
 }
 
+/// Runs `command` as on a fresh machine with no model account: without the
+/// provider variables of the environment or `RUST_LOG`, with `home` as
+/// Spindle's home and config folder.
+pub fn fresh_machine(command: &mut std::process::Command, home: &Path) {
+    for name in [
+        "RUST_LOG",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "OLLAMA_HOST",
+    ] {
+        command.env_remove(name);
+    }
+    command
+        .env("SPINDLE_HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"));
+}
+
 /// A fresh, empty directory under the system temp directory, unique within
 /// and across test processes. It is not removed automatically.
 pub fn temp_dir(name: &str) -> PathBuf {
