@@ -53,28 +53,51 @@ impl Indexes {
 
     /// The file's index, from the cache while the file is unchanged.
     pub fn get(&mut self, path: &Path, cap: u64) -> Result<FileIndex, LinesError> {
+        if let Some(index) = self.cached(path, cap)? {
+            return Ok(index);
+        }
+        let index = index(path, cap)?;
+        self.keep(path, index.clone());
+        Ok(index)
+    }
+
+    /// The cached index while the file is unchanged (`None`: it needs a
+    /// pass); only the file's metadata is read.
+    pub fn cached(&mut self, path: &Path, cap: u64) -> Result<Option<FileIndex>, LinesError> {
         let now = stamp(path)?;
         if now.0 > cap {
             return Err(LinesError::TooLarge);
         }
-        if let Some(at) = self
+        let Some(at) = self
             .entries
             .iter()
             .position(|(p, i)| p == path && i.stamp == now)
-        {
-            let entry = self.entries.remove(at);
-            let index = entry.1.clone();
-            self.entries.push(entry);
-            return Ok(index);
-        }
-        let index = build(path, now)?;
+        else {
+            return Ok(None);
+        };
+        let entry = self.entries.remove(at);
+        let index = entry.1.clone();
+        self.entries.push(entry);
+        Ok(Some(index))
+    }
+
+    /// Keeps a fresh index (the newest few are kept).
+    pub fn keep(&mut self, path: &Path, index: FileIndex) {
         self.entries.retain(|(p, _)| p != path);
         if self.entries.len() >= Self::KEPT {
             self.entries.remove(0);
         }
-        self.entries.push((path.to_path_buf(), index.clone()));
-        Ok(index)
+        self.entries.push((path.to_path_buf(), index));
     }
+}
+
+/// One pass over a file of at most `cap` bytes: its index.
+pub fn index(path: &Path, cap: u64) -> Result<FileIndex, LinesError> {
+    let now = stamp(path)?;
+    if now.0 > cap {
+        return Err(LinesError::TooLarge);
+    }
+    build(path, now)
 }
 
 fn build(path: &Path, stamp: (u64, i64, u64)) -> Result<FileIndex, LinesError> {

@@ -60,6 +60,8 @@ pub struct Dispatcher {
     /// `authenticate`.
     pub(in crate::agent) registry: Option<Result<Arc<Registry>, String>>,
     pub(in crate::agent) writer: Sender<Queued>,
+    /// Files being indexed for `resource` windows, off this thread.
+    pub(in crate::agent) indexing: Arc<std::sync::atomic::AtomicUsize>,
     /// The bounded queue turn workers stream their updates through.
     pub(in crate::agent) stream_writer: Sender<Queued>,
     pub(in crate::agent) events: Sender<Event>,
@@ -100,6 +102,7 @@ impl Dispatcher {
             stream_writer,
             registry: None,
             writer,
+            indexing: Arc::default(),
             events,
             client: None,
             sessions: HashMap::new(),

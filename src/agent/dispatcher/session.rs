@@ -83,7 +83,8 @@ pub struct Session {
     /// first turn's worker and kept: the prompt stays the same bytes.
     pub environment: std::sync::Arc<std::sync::OnceLock<String>>,
     /// Line indexes of the workspace files `resource` windows read.
-    pub line_indexes: crate::tools::lines::Indexes,
+    /// Shared with the threads that index a file off the dispatcher.
+    pub line_indexes: std::sync::Arc<std::sync::Mutex<crate::tools::lines::Indexes>>,
 }
 
 /// The choices a session keeps across reloads, stored as JSON. Fields

@@ -308,7 +308,6 @@ impl Dispatcher {
             "_spindle/job/transcript" => self.job_transcript(&params),
             "_spindle/job/send" => self.job_send(&params),
             "_spindle/job/cancel" => self.job_cancel(&params),
-            "_spindle/resource" => self.resource(&params),
             other => return self.catalog(other, &params),
         };
         Some(result)
@@ -1263,6 +1262,8 @@ impl Dispatcher {
             .ok_or_else(|| crate::agent::dispatcher::params::not_found(id))?;
         let index = session
             .line_indexes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
             .get(&job.log_path, RESOURCE_FILE_CAP)
             .map_err(|_| {
                 RpcError::internal(format!("the log of job {} cannot be read", job.job_id))
@@ -1338,29 +1339,31 @@ impl Dispatcher {
     }
 
     /// `_spindle/resource`: a window of a workspace file (with its
-    /// revision) or of a job's log.
-    fn resource(&mut self, params: &Value) -> Result<Value, RpcError> {
+    /// revision) or of a job's log. A workspace file not indexed yet (or
+    /// changed since) is read on a thread of its own, which answers: a pass
+    /// over a file of gigabytes never holds the dispatcher. `None`: that
+    /// thread answers.
+    pub(in crate::agent) fn resource(
+        &mut self,
+        request: &crate::rpc::RequestId,
+        params: &Value,
+    ) -> Option<Result<Value, RpcError>> {
+        match self.workspace_window(request, params) {
+            Ok(Some(answer)) => Some(Ok(answer)),
+            Ok(None) => None,
+            Err(error) => Some(Err(error)),
+        }
+    }
+
+    fn workspace_window(
+        &mut self,
+        request: &crate::rpc::RequestId,
+        params: &Value,
+    ) -> Result<Option<Value>, RpcError> {
         let id = self.open_session(params)?;
         let uri = string(params, "uri")?;
         if let Some(job_id) = uri.strip_prefix("shell-log:") {
-            let job = self.sessions[&id].jobs.get(job_id).ok_or_else(|| {
-                RpcError::invalid_params(format!("uri: no job {job_id:?}"))
-                    .with_data(json!({"code": "unknown_job"}))
-            })?;
-            let offset = count(params, "byteOffset", 0, u64::MAX >> 1)?;
-            let wanted = count(params, "byteCount", 65_536, WINDOW_CAP)?;
-            let total = std::fs::metadata(&job.log_path)
-                .map(|m| m.len())
-                .unwrap_or(0);
-            let (text, next) = if offset >= total {
-                (String::new(), total)
-            } else {
-                crate::tools::jobs::read_window(&job.log_path, offset, wanted as usize)
-                    .map_err(RpcError::internal)?
-            };
-            return Ok(
-                json!({"text": text, "byteOffset": offset, "byteCount": next - offset, "totalBytes": total}),
-            );
+            return self.log_window(&id, job_id, params).map(Some);
         }
         let Some(path) = uri.strip_prefix("workspace:") else {
             return Err(bad("uri", "must start with workspace: or shell-log:"));
@@ -1375,51 +1378,122 @@ impl Dispatcher {
         }
         let start = count(params, "startLine", 1, u64::MAX >> 1)?.max(1);
         let lines = count(params, "lineCount", 200, 2_000)?;
-        use crate::tools::lines::LinesError;
-        let session = self
-            .sessions
-            .get_mut(&id)
-            .ok_or_else(|| crate::agent::dispatcher::params::not_found(&id))?;
-        let failure = |error: LinesError| match error {
-            LinesError::NotText => {
-                RpcError::invalid_params(format!("uri: {path} is not UTF-8 text"))
-                    .with_data(json!({"code": "not_text"}))
-            }
-            LinesError::TooLarge => RpcError::invalid_params(format!(
-                "uri: {path} is over {} MiB, too large for a window",
-                RESOURCE_FILE_CAP >> 20
-            ))
-            .with_data(json!({"code": "too_large"})),
-            LinesError::Unreadable => {
-                RpcError::invalid_params(format!("uri: {path} cannot be read"))
-                    .with_data(json!({"code": "unreadable"}))
-            }
-        };
-        let index = session
-            .line_indexes
-            .get(&resolved.path, RESOURCE_FILE_CAP)
-            .map_err(failure)?;
-        let total = index.total_lines;
-        let revision = index.revision.clone();
-        let window =
-            crate::tools::lines::window(&resolved.path, &index, start, lines, WINDOW_CAP as usize)
-                .map_err(failure)?;
-        let mut shown = window.join("\n");
-        if shown.len() > WINDOW_CAP as usize {
-            let mut end = WINDOW_CAP as usize;
-            while !shown.is_char_boundary(end) {
-                end -= 1;
-            }
-            shown.truncate(end);
+        let indexes = self.sessions[&id].line_indexes.clone();
+        let cached = indexes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .cached(&resolved.path, RESOURCE_FILE_CAP)
+            .map_err(|error| lines_failure(path, error))?;
+        if let Some(index) = cached {
+            return file_window(path, &resolved.path, &index, start, lines).map(Some);
         }
-        Ok(json!({
-            "text": shown,
-            "startLine": start,
-            "lineCount": window.len(),
-            "totalLines": total,
-            "revision": revision,
-        }))
+        use std::sync::atomic::Ordering;
+        let busy = &self.indexing;
+        if busy.fetch_add(1, Ordering::SeqCst) >= INDEXING_AT_ONCE {
+            busy.fetch_sub(1, Ordering::SeqCst);
+            return Err(RpcError::invalid_request(format!(
+                "{INDEXING_AT_ONCE} files are being read for windows already; ask again when one is answered"
+            ))
+            .with_data(json!({"code": "busy"})));
+        }
+        let busy = busy.clone();
+        let writer = self.writer.clone();
+        let request = request.clone();
+        let shown = path.to_string();
+        let file = resolved.path.clone();
+        let spawned = std::thread::Builder::new()
+            .name("spindle-index".into())
+            .spawn(move || {
+                let answer = crate::tools::lines::index(&file, RESOURCE_FILE_CAP)
+                    .map_err(|error| lines_failure(&shown, error))
+                    .and_then(|index| {
+                        indexes
+                            .lock()
+                            .unwrap_or_else(|poisoned| poisoned.into_inner())
+                            .keep(&file, index.clone());
+                        file_window(&shown, &file, &index, start, lines)
+                    });
+                busy.fetch_sub(1, Ordering::SeqCst);
+                let line = match answer {
+                    Ok(value) => crate::rpc::response_line(&request, &value),
+                    Err(error) => crate::rpc::error_line(&request, &error),
+                };
+                let _ = writer.send(crate::rpc::stdio::Output::Line(line).queued());
+            });
+        if spawned.is_err() {
+            self.indexing.fetch_sub(1, Ordering::SeqCst);
+            return Err(RpcError::internal("cannot start a thread to read the file"));
+        }
+        Ok(None)
     }
+
+    /// A window of a job's log, by bytes.
+    fn log_window(&mut self, id: &str, job_id: &str, params: &Value) -> Result<Value, RpcError> {
+        let job = self.sessions[id].jobs.get(job_id).ok_or_else(|| {
+            RpcError::invalid_params(format!("uri: no job {job_id:?}"))
+                .with_data(json!({"code": "unknown_job"}))
+        })?;
+        let offset = count(params, "byteOffset", 0, u64::MAX >> 1)?;
+        let wanted = count(params, "byteCount", 65_536, WINDOW_CAP)?;
+        let total = std::fs::metadata(&job.log_path)
+            .map(|m| m.len())
+            .unwrap_or(0);
+        let (text, next) = if offset >= total {
+            (String::new(), total)
+        } else {
+            crate::tools::jobs::read_window(&job.log_path, offset, wanted as usize)
+                .map_err(RpcError::internal)?
+        };
+        Ok(
+            json!({"text": text, "byteOffset": offset, "byteCount": next - offset, "totalBytes": total}),
+        )
+    }
+}
+
+/// How many files may be read for windows at once.
+const INDEXING_AT_ONCE: usize = 4;
+
+/// Why a workspace file has no window, for the client.
+fn lines_failure(path: &str, error: crate::tools::lines::LinesError) -> RpcError {
+    use crate::tools::lines::LinesError;
+    match error {
+        LinesError::NotText => RpcError::invalid_params(format!("uri: {path} is not UTF-8 text"))
+            .with_data(json!({"code": "not_text"})),
+        LinesError::TooLarge => RpcError::invalid_params(format!(
+            "uri: {path} is over {} MiB, too large for a window",
+            RESOURCE_FILE_CAP >> 20
+        ))
+        .with_data(json!({"code": "too_large"})),
+        LinesError::Unreadable => RpcError::invalid_params(format!("uri: {path} cannot be read"))
+            .with_data(json!({"code": "unreadable"})),
+    }
+}
+
+/// The answer for lines `start..start + lines` of an indexed file.
+fn file_window(
+    shown: &str,
+    path: &std::path::Path,
+    index: &crate::tools::lines::FileIndex,
+    start: u64,
+    lines: u64,
+) -> Result<Value, RpcError> {
+    let window = crate::tools::lines::window(path, index, start, lines, WINDOW_CAP as usize)
+        .map_err(|error| lines_failure(shown, error))?;
+    let mut text = window.join("\n");
+    if text.len() > WINDOW_CAP as usize {
+        let mut end = WINDOW_CAP as usize;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    Ok(json!({
+        "text": text,
+        "startLine": start,
+        "lineCount": window.len(),
+        "totalLines": index.total_lines,
+        "revision": index.revision,
+    }))
 }
 
 fn round6(value: f64) -> f64 {

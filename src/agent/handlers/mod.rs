@@ -56,6 +56,10 @@ impl Dispatcher {
                 "{method} was sent before initialize; send initialize first"
             ))));
         }
+        if method == "_spindle/resource" {
+            // A file not indexed yet is read on a thread of its own.
+            return self.resource(id, &params);
+        }
         if method.starts_with('_') {
             if let Some(result) = self.extension(method, params.clone()) {
                 return Some(result);

@@ -9,6 +9,7 @@ use crate::support::fake_openai::{chat_text, chunk_content, chunk_role, chunk_to
 use crate::support::fake_openai::{chunk_finish, done};
 use crate::support::{Agent, FakeServer, Reply, Step};
 use serde_json::{json, Value};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 fn start_job(id: &str, command: &str) -> Reply {
@@ -287,6 +288,109 @@ fn workspace_windows_have_bounds_and_a_revision() {
         let error = err(&mut agent, "_spindle/resource", params);
         assert_eq!(error["code"], -32602, "{uri}: {error}");
     }
+}
+
+/// A large file is read for its window off the dispatcher: other requests
+/// are answered while the pass runs; the next window of the unchanged file
+/// comes from the index; a change is seen; and no more than four files are
+/// read at once.
+#[test]
+fn large_workspace_files_are_indexed_without_holding_the_agent() {
+    let space = Space::new("jobs-resource-large");
+    // 16 MiB of lines (sparse: cheap to make, as long to read as any).
+    let big = space.ws.join("big.log");
+    {
+        let file = std::fs::File::create(&big).unwrap();
+        file.set_len(16 << 20).unwrap();
+        use std::io::{Seek, Write};
+        let mut file = file;
+        file.seek(std::io::SeekFrom::End(0)).unwrap();
+        file.write_all(b"\nthe end\n").unwrap();
+    }
+    let mut agent = space.reader();
+    let session = agent.new_session(&space.ws);
+    let window = agent.request(
+        "_spindle/resource",
+        json!({"sessionId": session, "uri": "workspace:big.log", "startLine": 2}),
+    );
+    let status = agent.request("_spindle/session/status", json!({"sessionId": session}));
+    let mut order = Vec::new();
+    let mut answer = Value::Null;
+    let deadline = Instant::now() + WAIT * 3;
+    while order.len() < 2 {
+        assert!(Instant::now() < deadline, "answers: {order:?}");
+        let Some(message) = agent.recv(Duration::from_millis(100)) else {
+            continue;
+        };
+        if message["id"] == window {
+            answer = message.clone();
+            order.push("window");
+        } else if message["id"] == status {
+            order.push("status");
+        }
+    }
+    assert_eq!(order, ["status", "window"], "the pass held the dispatcher");
+    assert_eq!(answer["result"]["text"], "the end", "{answer}");
+    assert_eq!(answer["result"]["totalLines"], 2);
+    let revision = answer["result"]["revision"].clone();
+    // Unchanged: from the index, the same revision.
+    let again = ok(
+        &mut agent,
+        "_spindle/resource",
+        json!({"sessionId": session, "uri": "workspace:big.log", "startLine": 2}),
+    );
+    assert_eq!(again["revision"], revision);
+    // Changed: read again.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&big)
+        .unwrap()
+        .write_all(b"more\n")
+        .unwrap();
+    let changed = ok(
+        &mut agent,
+        "_spindle/resource",
+        json!({"sessionId": session, "uri": "workspace:big.log", "startLine": 3}),
+    );
+    assert_eq!(changed["text"], "more");
+    assert_ne!(changed["revision"], revision);
+
+    // Five large files asked for at once: four are read, the fifth is
+    // told to ask again.
+    for n in 0..5 {
+        let path = space.ws.join(format!("big{n}.log"));
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(8 << 20)
+            .unwrap();
+    }
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(agent.request(
+            "_spindle/resource",
+            json!({"sessionId": session, "uri": format!("workspace:big{n}.log")}),
+        ));
+    }
+    let mut busy = 0;
+    let mut answered = 0;
+    let deadline = Instant::now() + WAIT * 6;
+    while answered < 5 {
+        assert!(Instant::now() < deadline, "{answered} answered");
+        let Some(message) = agent.recv(Duration::from_millis(100)) else {
+            continue;
+        };
+        if !ids.contains(&message["id"]) {
+            continue;
+        }
+        answered += 1;
+        if message["error"]["data"]["code"] == "busy" {
+            assert_eq!(message["error"]["code"], -32600, "{message}");
+            busy += 1;
+        } else {
+            assert_eq!(message["result"]["totalLines"], 1, "{message}");
+        }
+    }
+    assert_eq!(busy, 1);
 }
 
 #[test]
