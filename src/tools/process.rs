@@ -13,7 +13,8 @@
 //! so the calling thread can wait on output, the shell's exit, the cancel
 //! signal and the deadline in one `select!`. Both end by themselves once the
 //! group is killed. A process that leaves the group (with `setsid`, say) is
-//! out of reach; that is the price of using no cgroups.
+//! out of this reach; while the command runs, the guard (its subreaper)
+//! still takes it down with the agent (see [`crate::tools::guard`]).
 
 use crossbeam_channel::{after, bounded, never, select, Receiver, Sender};
 use std::ffi::OsString;

@@ -292,6 +292,36 @@ fn a_command_does_not_outlive_an_agent_killed_with_sigkill() {
     );
 }
 
+/// A process that left the command's group (`setsid`), even one whose
+/// parent ended at once (a detached daemon), is still the guard's while
+/// the command runs: it dies with an agent killed with SIGKILL.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_process_that_left_the_group_dies_with_an_agent_killed_with_sigkill() {
+    let gone = |pid: u32| {
+        waits_until(Duration::from_secs(3), || {
+            fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
+        })
+    };
+    // Detached: its parent (a subshell) ends at once.
+    let space = Space::new("tools-sigkill-setsid");
+    let (mut agent, _exchange, pid) = with_a_long_command(
+        &space,
+        "(setsid sleep 61 & echo $! > escaped); echo $$ > pidfile; exec sleep 60",
+        &["--permissions", "yolo"],
+    );
+    let escaped = waits_until(WAIT, || read_pid(&space.path("escaped")).is_some())
+        .then(|| read_pid(&space.path("escaped")).unwrap())
+        .expect("the detached process's pid");
+    assert!(
+        waits_until(WAIT, || group_of(escaped) != group_of(pid)),
+        "setsid did not leave the group"
+    );
+    agent.kill();
+    assert_group_gone(pid);
+    assert!(gone(escaped), "the detached process outlived the agent");
+}
+
 /// Starts an agent whose prompt runs `command` (which writes its shell's
 /// pid to `pidfile`) and returns once the command runs: the agent, the
 /// exchange of the prompt, and the pid.
