@@ -28,16 +28,28 @@ const PROMPT_CAP: u64 = 1024 * 1024;
 pub fn run(options: Options, args: ExecArgs) -> u8 {
     let prompt = match args.prompt.as_deref() {
         Some("-") => {
-            let mut text = String::new();
-            if std::io::stdin()
-                .take(PROMPT_CAP)
-                .read_to_string(&mut text)
-                .is_err()
+            let mut bytes = Vec::new();
+            if let Err(error) = std::io::stdin()
+                .take(PROMPT_CAP + 1)
+                .read_to_end(&mut bytes)
             {
-                eprintln!("spindle: cannot read the prompt from stdin (it must be UTF-8 text)");
+                eprintln!("spindle: cannot read the prompt from stdin: {error}");
                 return 1;
             }
-            text
+            if bytes.len() as u64 > PROMPT_CAP {
+                eprintln!(
+                    "spindle: the prompt on stdin is over {} MiB; give a shorter one (or put the text in a file and name the file in the prompt)",
+                    PROMPT_CAP >> 20
+                );
+                return 1;
+            }
+            match String::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(_) => {
+                    eprintln!("spindle: the prompt on stdin must be UTF-8 text");
+                    return 1;
+                }
+            }
         }
         Some(text) => text.to_string(),
         None => String::new(),
@@ -218,6 +230,7 @@ impl Printer {
         if self.quiet {
             return;
         }
+        let text = &visible(text, true);
         self.end_thought();
         if self.dim {
             eprintln!("\x1b[2m{text}\x1b[0m");
@@ -238,7 +251,9 @@ impl Printer {
             println!("{update}");
             return;
         }
-        let text = update["content"]["text"].as_str().unwrap_or_default();
+        // The model's words reach a terminal: no control sequence of
+        // theirs does (a cleared line, a moved cursor, a fake prompt).
+        let text = &visible(update["content"]["text"].as_str().unwrap_or_default(), true);
         match update["sessionUpdate"].as_str().unwrap_or_default() {
             "agent_message_chunk" if update["_meta"]["spindle"]["parentToolCallId"].is_null() => {
                 self.end_thought();
@@ -304,9 +319,19 @@ impl Printer {
 
     /// Asks on the terminal when there is one; rejects otherwise.
     fn permission(&mut self, params: &Value) -> Value {
-        let title = params["toolCall"]["title"]
+        // What the model chose, shown as it is: one line, control
+        // characters written out, and the whole command when the title
+        // shortens it.
+        let title = &visible(
+            params["toolCall"]["title"]
+                .as_str()
+                .unwrap_or("a tool call"),
+            false,
+        );
+        let command = params["toolCall"]["rawInput"]["command"]
             .as_str()
-            .unwrap_or("a tool call");
+            .map(|c| visible(c, false))
+            .filter(|c| !title.contains(c.as_str()));
         let options = params["options"].as_array().cloned().unwrap_or_default();
         let pick = |kind: &str| -> Option<String> {
             options
@@ -328,6 +353,9 @@ impl Printer {
             eprintln!("✗ {title}: rejected (no terminal to ask on; use --permissions auto or yolo to allow)");
             return reject();
         };
+        if let Some(command) = &command {
+            let _ = writeln!(tty, "  $ {command}");
+        }
         let _ = write!(tty, "Allow {title}? [y]es, [a]lways, [N]o: ");
         let _ = tty.flush();
         let mut answer = String::new();
@@ -350,4 +378,24 @@ impl Printer {
             self.answer_open = false;
         }
     }
+}
+
+/// `text` with its control characters (and bidirectional overrides)
+/// written out (`\u{1b}`), so that nothing printed can move the cursor,
+/// clear a line, change colours or reorder what is shown;
+/// line breaks and tabs are kept when `lines` says so, written out
+/// otherwise.
+fn visible(text: &str, lines: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let kept = lines && matches!(c, '\n' | '\t');
+        // Bidirectional overrides reorder what a terminal shows.
+        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if (c.is_control() && !kept) || bidi {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

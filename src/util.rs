@@ -289,17 +289,46 @@ pub struct RotatingLog {
 impl RotatingLog {
     pub const CAP: u64 = 10 * 1024 * 1024;
 
+    /// Opens (or creates) the log: never through a symbolic link at the
+    /// path, only a regular file of the user's own, made private (0600)
+    /// whatever mode it had; new folders are private too.
     pub fn open(path: &std::path::Path) -> std::io::Result<RotatingLog> {
-        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)?;
         }
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
-            .open(path)?;
-        let written = file.metadata().map(|m| m.len()).unwrap_or(0);
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|error| {
+                if error.raw_os_error() == Some(libc::ELOOP) {
+                    std::io::Error::other(format!(
+                        "{} is a symbolic link; name the log file itself",
+                        path.display()
+                    ))
+                } else {
+                    error
+                }
+            })?;
+        let meta = file.metadata()?;
+        // SAFETY: geteuid(2) takes no arguments and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if !meta.is_file() || meta.uid() != me {
+            return Err(std::io::Error::other(format!(
+                "{} is not a regular file of yours",
+                path.display()
+            )));
+        }
+        if meta.mode() & 0o077 != 0 {
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        }
+        let written = meta.len();
         Ok(RotatingLog {
             path: path.to_path_buf(),
             file,

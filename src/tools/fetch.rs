@@ -12,7 +12,50 @@ pub const TEXT_CAP: usize = 100_000;
 /// The longest a fetch may take.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Fetches `url`; the text, or why not (for the model).
+/// The site of a URL, which "always allow" covers: its scheme and the host
+/// contacted (with its port), in lower case; `user:pass@` in front of the
+/// host is not part of it.
+pub fn site_of(url: &str) -> String {
+    let after = url.find("://").map_or(0, |i| i + 3);
+    let end = url[after..]
+        .find(['/', '?', '#', '\\'])
+        .map_or(url.len(), |i| after + i);
+    let authority = &url[after..end];
+    let host = authority.rsplit('@').next().unwrap_or(authority);
+    format!("{}{host}", &url[..after]).to_ascii_lowercase()
+}
+
+/// Where a redirect's `Location` points, from the URL that answered it.
+fn resolve(base: &str, location: &str) -> String {
+    let location = location.trim();
+    if location.starts_with("http://") || location.starts_with("https://") {
+        return location.to_string();
+    }
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    if let Some(rest) = location.strip_prefix("//") {
+        return format!("{}{rest}", &base[..scheme_end]);
+    }
+    let authority_end = base[scheme_end..]
+        .find(['/', '?', '#'])
+        .map_or(base.len(), |i| scheme_end + i);
+    if location.starts_with('/') {
+        return format!("{}{location}", &base[..authority_end]);
+    }
+    // Relative to the folder of the base's path.
+    let path_end = base[authority_end..]
+        .find(['?', '#'])
+        .map_or(base.len(), |i| authority_end + i);
+    let path = &base[authority_end..path_end];
+    let folder = path.rfind('/').map_or("/", |at| &path[..=at]);
+    format!("{}{folder}{location}", &base[..authority_end])
+}
+
+/// The most redirects followed within one site.
+const REDIRECTS: usize = 5;
+
+/// Fetches `url`; the text, or why not (for the model). Redirects are
+/// followed within the site that was approved; one to another site is
+/// not followed but told, so that fetching it is asked (or judged) anew.
 pub fn fetch(url: &str, max_chars: usize) -> Result<String, String> {
     let parsed = url.trim();
     if !(parsed.starts_with("http://") || parsed.starts_with("https://")) {
@@ -24,18 +67,54 @@ pub fn fetch(url: &str, max_chars: usize) -> Result<String, String> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(TIMEOUT))
         .http_status_as_error(false)
-        .max_redirects(5)
+        .max_redirects(0)
         .user_agent(concat!("spindle/", env!("CARGO_PKG_VERSION")))
         .build()
         .into();
-    let response = agent
-        .get(parsed)
-        .header(
-            "Accept",
-            "text/html, text/plain, application/json, */*;q=0.5",
-        )
-        .call()
-        .map_err(|error| format!("cannot fetch {parsed}: {error}"))?;
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    let site = site_of(parsed);
+    let mut current = parsed.to_string();
+    let mut hops = 0;
+    let response = loop {
+        if std::time::Instant::now() > deadline {
+            return Err(format!("{parsed} took longer than {} s", TIMEOUT.as_secs()));
+        }
+        let response = agent
+            .get(&current)
+            .header(
+                "Accept",
+                "text/html, text/plain, application/json, */*;q=0.5",
+            )
+            .call()
+            .map_err(|error| format!("cannot fetch {current}: {error}"))?;
+        if !response.status().is_redirection() {
+            break response;
+        }
+        let Some(location) = response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+        else {
+            break response;
+        };
+        let next = resolve(&current, location);
+        if !(next.starts_with("http://") || next.starts_with("https://")) || next.len() > 4096 {
+            return Err(format!(
+                "{current} redirects to {next:?}, which is not fetched"
+            ));
+        }
+        if site_of(&next) != site {
+            return Err(format!(
+                "{current} redirects to {next}, on another site; fetch that URL to follow it"
+            ));
+        }
+        hops += 1;
+        if hops > REDIRECTS {
+            return Err(format!("{parsed} redirects more than {REDIRECTS} times"));
+        }
+        current = next;
+    };
+    let parsed = current.as_str();
     let status = response.status().as_u16();
     let kind = response
         .headers()
@@ -58,6 +137,10 @@ pub fn fetch(url: &str, max_chars: usize) -> Result<String, String> {
         .take(DOWNLOAD_CAP + 1)
         .read_to_end(&mut bytes)
         .map_err(|error| format!("cannot read {parsed}: {error}"))?;
+    // Without a type, a body with NUL bytes is binary, whatever it claims.
+    if kind.is_empty() && bytes.iter().take(8192).any(|b| *b == 0) {
+        return Err(format!("{parsed} answered binary data, which is not text"));
+    }
     let cut_download = bytes.len() as u64 > DOWNLOAD_CAP;
     bytes.truncate(DOWNLOAD_CAP as usize);
     let body = String::from_utf8_lossy(&bytes);
@@ -97,7 +180,16 @@ pub fn html_to_text(html: &str) -> String {
                 ("<head", "</head"),
             ]
             .iter()
-            .find(|(open, _)| rest.starts_with(open));
+            .find(|(open, _)| {
+                // `<head` is not `<header>`: the name ends where the tag
+                // name does (a comment has no name).
+                rest.starts_with(open)
+                    && (open.starts_with("<!")
+                        || rest[open.len()..]
+                            .bytes()
+                            .next()
+                            .is_none_or(|b| !(b.is_ascii_alphanumeric() || b == b'-')))
+            });
             if let Some((_, close)) = skipped {
                 match rest.find(close) {
                     Some(at) => {
@@ -191,7 +283,10 @@ fn decode_entities(text: &str) -> String {
     while let Some(at) = rest.find('&') {
         out.push_str(&rest[..at]);
         rest = &rest[at..];
-        let end = rest.find(';').filter(|e| *e <= 10);
+        // An entity is short: its `;` is looked for in the next bytes only
+        // (a page of `&` stays linear).
+        let near = &rest.as_bytes()[..rest.len().min(12)];
+        let end = near.iter().position(|b| *b == b';');
         let decoded = end.and_then(|end| {
             let entity = &rest[1..end];
             let ch = match entity {
@@ -247,6 +342,29 @@ fn tidy(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sites_are_the_hosts_contacted() {
+        assert_eq!(site_of("https://Example.com/a?b"), "https://example.com");
+        assert_eq!(site_of("http://good.com@evil.com/x"), "http://evil.com");
+        assert_eq!(site_of("http://a:b@host:8080#f"), "http://host:8080");
+        assert_eq!(site_of("http://evil.com\\@good.com/"), "http://evil.com");
+        assert_ne!(site_of("http://a.com"), site_of("https://a.com"));
+    }
+
+    #[test]
+    fn redirect_targets_resolve_against_the_answering_url() {
+        let base = "https://h.com/docs/page.html?x=1";
+        assert_eq!(resolve(base, "https://o.com/"), "https://o.com/");
+        assert_eq!(resolve(base, "//o.com/p"), "https://o.com/p");
+        assert_eq!(resolve(base, "/top"), "https://h.com/top");
+        assert_eq!(resolve(base, "next.html"), "https://h.com/docs/next.html");
+        assert_eq!(resolve("https://h.com", "a"), "https://h.com/a");
+        assert_eq!(
+            resolve(base, "javascript:alert(1)"),
+            "https://h.com/docs/javascript:alert(1)"
+        );
+    }
 
     #[test]
     fn html_reads_as_text() {

@@ -3,6 +3,7 @@
 
 mod agents;
 mod architecture;
+mod attacks;
 mod commands;
 mod content;
 mod controls;

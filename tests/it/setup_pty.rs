@@ -104,7 +104,7 @@ impl Pty {
             .unwrap();
     }
 
-    fn wait(mut self) -> (Option<i32>, String) {
+    fn wait(&mut self) -> (Option<i32>, String) {
         let deadline = Instant::now() + WAIT;
         let status = loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -259,6 +259,42 @@ fn setup_on_a_terminal_stops_cleanly_on_end_of_input() {
     let (code, screen) = pty.wait();
     assert_eq!(code, Some(1), "{screen}");
     assert!(screen.contains("aborted"), "{screen}");
+    assert!(!config.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An interrupt while the key is being typed puts the terminal's echo
+/// back: the user's shell is not left typing blind.
+#[test]
+fn an_interrupt_at_the_key_prompt_leaves_the_echo_on() {
+    use std::os::fd::AsRawFd;
+    let server = FakeServer::start();
+    let dir = temp_dir("setup-pty-interrupt");
+    let home = dir.join("home");
+    let config = dir.join("config.json");
+    let mut pty = setup_on_a_terminal(&config, &home);
+    let echo_on = |pty: &Pty| {
+        // SAFETY: tcgetattr on the master, into a local (on Linux the two
+        // sides share their settings).
+        unsafe {
+            let mut settings = std::mem::zeroed::<libc::termios>();
+            assert_eq!(libc::tcgetattr(pty.master.as_raw_fd(), &mut settings), 0);
+            settings.c_lflag & libc::ECHO != 0
+        }
+    };
+    pty.expect("Provider kind");
+    pty.send("openai");
+    pty.expect("Base URL");
+    pty.send(&server.base_url());
+    pty.expect("The API key");
+    pty.send("1");
+    pty.expect("API key (not shown): ");
+    assert!(!echo_on(&pty), "the echo is on while the key is typed");
+    // SAFETY: kill(2) of the child this test started.
+    unsafe { libc::kill(pty.child.id() as i32, libc::SIGINT) };
+    let (code, screen) = pty.wait();
+    assert_eq!(code, None, "not ended by the interrupt: {screen}");
+    assert!(echo_on(&pty), "the echo stayed off: {screen}");
     assert!(!config.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -77,15 +77,6 @@ pub enum Action<'a> {
     Plan,
 }
 
-/// The site of a URL (`https://example.com`), for "always allow".
-pub fn site_of(url: &str) -> &str {
-    let after = url.find("://").map_or(0, |i| i + 3);
-    let end = url[after..]
-        .find(['/', '?', '#'])
-        .map_or(url.len(), |i| after + i);
-    &url[..end]
-}
-
 /// "Always" answers, remembered for the rest of the session and scoped
 /// exactly: a command by its exact line and working directory, an edit or a
 /// read outside the workspace by its file.
@@ -116,7 +107,7 @@ impl Action<'_> {
                 command_line, cwd, ..
             } => Some(format!("command:{}\u{0}{command_line}", cwd.display())),
             Action::Mcp { exposed_name, .. } => Some(format!("mcp:{exposed_name}")),
-            Action::Fetch { url } => Some(format!("fetch:{}", site_of(url))),
+            Action::Fetch { url } => Some(format!("fetch:{}", crate::tools::fetch::site_of(url))),
             Action::Plan => None,
         }
     }
@@ -131,7 +122,7 @@ impl Action<'_> {
                 format!("`{line}` here")
             }
             Action::Mcp { exposed_name, .. } => format!("calls to {exposed_name}"),
-            Action::Fetch { url } => format!("fetches from {}", site_of(url)),
+            Action::Fetch { url } => format!("fetches from {}", crate::tools::fetch::site_of(url)),
             Action::Plan => String::new(),
         }
     }

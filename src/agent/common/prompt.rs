@@ -102,7 +102,7 @@ fn git_state(cwd: &Path) -> Option<String> {
     let head = String::from_utf8_lossy(&head).trim().to_string();
     let branch = match head.strip_prefix("ref: refs/heads/") {
         Some(branch) => format!("branch {branch}"),
-        None => format!("detached at {}", &head[..head.len().min(12)]),
+        None => format!("detached at {}", head.chars().take(12).collect::<String>()),
     };
     let status = crate::policy::git::short_status(cwd, &root);
     Some(match status {
@@ -144,11 +144,32 @@ pub fn instructions(cwd: &Path, global: &Path) -> String {
     }
     let mut out = String::new();
     let mut left = INSTRUCTIONS_LIMIT;
-    for (what, path) in files {
-        let Ok(bytes) = crate::tools::bounded::read_capped(&path, INSTRUCTIONS_LIMIT as u64 * 4)
-        else {
+    // A project's file is the project's only where it really is: a link
+    // to a file outside the repository (`AGENTS.md -> ~/.ssh/id_rsa`) is
+    // not read. The user's own global file may link anywhere.
+    let top_real = std::fs::canonicalize(&top).unwrap_or(top.clone());
+    for (index, (what, path)) in files.into_iter().enumerate() {
+        let own = index == 0 && path == global;
+        let Ok((file, size)) = crate::tools::bounded::open_regular(&path) else {
             continue;
         };
+        if !own && !opened_inside(&file, &path, &top_real) {
+            out.push_str(&format!(
+                "\n\n(Not included: {what} links to a file outside the repository.)"
+            ));
+            continue;
+        }
+        // Never more than the limit is read, however large the file.
+        let mut bytes = Vec::new();
+        if std::io::Read::read_to_end(
+            &mut std::io::Read::take(file, INSTRUCTIONS_LIMIT as u64 + 4),
+            &mut bytes,
+        )
+        .is_err()
+        {
+            continue;
+        }
+        let longer = size > bytes.len() as u64;
         let text = String::from_utf8_lossy(&bytes);
         let text = text.trim();
         if text.is_empty() {
@@ -170,7 +191,7 @@ pub fn instructions(cwd: &Path, global: &Path) -> String {
             "Instructions from {what} ({}):\n\n{kept}",
             path.display()
         ));
-        if kept.len() < text.len() {
+        if kept.len() < text.len() || longer {
             out.push_str(&format!(
                 "\n\n(Cut here: the instructions are limited to {INSTRUCTIONS_LIMIT} bytes; read {} for the rest.)",
                 path.display()
@@ -178,6 +199,16 @@ pub fn instructions(cwd: &Path, global: &Path) -> String {
         }
     }
     out
+}
+
+/// Whether the file opened from `path` lies under `top` (both real paths):
+/// the descriptor's own path, so a link swapped after a check is no way
+/// round it.
+fn opened_inside(file: &std::fs::File, path: &Path, top: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .or_else(|_| std::fs::canonicalize(path));
+    real.is_ok_and(|real| real.starts_with(top))
 }
 
 fn truncate(text: &str, limit: usize) -> &str {

@@ -202,9 +202,18 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
             // Taken here, off the dispatcher (git may be slow), once.
             let mut turn = turn;
             if turn.system.contains(ENVIRONMENT_MARK) {
+                // The workspace's files are read here (git's HEAD, …):
+                // whatever they hold, a failure costs the snapshot only.
+                let root = turn.root.clone();
                 let environment = turn
                     .environment
-                    .get_or_init(|| crate::agent::common::prompt::environment(&turn.root))
+                    .get_or_init(|| {
+                        catch_unwind(|| crate::agent::common::prompt::environment(&root))
+                            .unwrap_or_else(|_| {
+                                log::error!("the environment snapshot failed");
+                                "Environment: not known.".into()
+                            })
+                    })
                     .clone();
                 turn.system = turn.system.replacen(ENVIRONMENT_MARK, &environment, 1);
             }
