@@ -814,7 +814,10 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(Command::Version) => {
-            println!("spindle {}", env!("CARGO_PKG_VERSION"));
+            match option_env!("SPINDLE_BUILD_COMMIT") {
+                Some(commit) => println!("spindle {} (commit {commit})", env!("CARGO_PKG_VERSION")),
+                None => println!("spindle {}", env!("CARGO_PKG_VERSION")),
+            }
             ExitCode::SUCCESS
         }
         Ok(Command::Setup(args)) => {

@@ -523,7 +523,23 @@ fn command_line_help_version_and_usage_errors() {
     assert!(String::from_utf8_lossy(&help.stdout).contains("spindle acp"));
     let version = run(&["--version"]);
     assert!(version.status.success());
-    assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
+    let printed = String::from_utf8_lossy(&version.stdout).into_owned();
+    assert!(printed.contains(env!("CARGO_PKG_VERSION")));
+    // Built in a git checkout (as the tests are), it names its commit.
+    if std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".git")
+        .exists()
+    {
+        let head = std::process::Command::new("git")
+            .args(["rev-parse", "--short=12", "HEAD"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        if !head.is_empty() {
+            assert!(printed.contains("(commit "), "{printed}");
+        }
+    }
     for args in [
         &["acp", "--frobnicate"][..],
         &["fly"][..],
