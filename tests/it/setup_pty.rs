@@ -185,6 +185,11 @@ fn setup_on_a_terminal_forgives_typos_lists_models_and_hides_the_key() {
         !screen.contains("sk-pasted-secret-42"),
         "the key was echoed:\n{screen}"
     );
+    // The HTTP and TLS libraries stay quiet without RUST_LOG.
+    assert!(
+        !screen.contains("DEBUG") && !screen.contains("TRACE"),
+        "{screen}"
+    );
 
     // The key: sent with the test request, kept owner-only.
     let sent = server.requests();
