@@ -7,16 +7,16 @@
 
 use crate::support::agent::fresh_machine;
 use crate::support::fake_openai::chat_text;
+use crate::support::web::{http_server, ok_text};
 use crate::support::{run_prompt, temp_dir, Agent, Answer, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -42,47 +42,6 @@ fn fake_model_agent(server: &FakeServer) -> Agent {
     );
     agent.initialize();
     agent
-}
-
-/// A one-route-per-closure HTTP server on 127.0.0.1: `answer(path)` gives
-/// the whole raw response. Counts the requests.
-fn http_server(
-    answer: impl Fn(&str, &str) -> Vec<u8> + Send + Sync + 'static,
-) -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let hits = Arc::new(AtomicUsize::new(0));
-    let counted = hits.clone();
-    let answer = Arc::new(answer);
-    let own = base.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            counted.fetch_add(1, Ordering::SeqCst);
-            let answer = answer.clone();
-            let own = own.clone();
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut first = String::new();
-                let _ = reader.read_line(&mut first);
-                let mut line = String::new();
-                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                    line.clear();
-                }
-                let path = first.split_whitespace().nth(1).unwrap_or("/").to_string();
-                let mut stream = stream;
-                let _ = stream.write_all(&answer(&own, &path));
-            });
-        }
-    });
-    (base, hits)
-}
-
-fn ok_text(kind: &str, body: &str) -> Vec<u8> {
-    format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
 }
 
 // ---------------------------------------------------------------------

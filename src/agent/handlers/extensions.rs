@@ -1226,15 +1226,7 @@ impl Dispatcher {
         }
         let offset = count(params, "offset", 0, u64::MAX >> 1)?;
         let limit = count(params, "limit", 65_536, WINDOW_CAP)?;
-        let total = std::fs::metadata(&job.log_path)
-            .map(|m| m.len())
-            .unwrap_or(0);
-        let (text, next) = if offset >= total {
-            (String::new(), total)
-        } else {
-            crate::tools::jobs::read_window(&job.log_path, offset, limit as usize)
-                .map_err(RpcError::internal)?
-        };
+        let (text, next, total) = log_bytes(&job.log_path, offset, limit)?;
         let complete = next >= total && job.state != "running";
         Ok(json!({
             "text": text,
@@ -1435,19 +1427,27 @@ impl Dispatcher {
         })?;
         let offset = count(params, "byteOffset", 0, u64::MAX >> 1)?;
         let wanted = count(params, "byteCount", 65_536, WINDOW_CAP)?;
-        let total = std::fs::metadata(&job.log_path)
-            .map(|m| m.len())
-            .unwrap_or(0);
-        let (text, next) = if offset >= total {
-            (String::new(), total)
-        } else {
-            crate::tools::jobs::read_window(&job.log_path, offset, wanted as usize)
-                .map_err(RpcError::internal)?
-        };
+        let (text, next, total) = log_bytes(&job.log_path, offset, wanted)?;
         Ok(
             json!({"text": text, "byteOffset": offset, "byteCount": next - offset, "totalBytes": total}),
         )
     }
+}
+
+/// `wanted` bytes of a job's log from `offset`, as text: the text, the
+/// offset after it and the log's size.
+fn log_bytes(
+    path: &std::path::Path,
+    offset: u64,
+    wanted: u64,
+) -> Result<(String, u64, u64), RpcError> {
+    let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    if offset >= total {
+        return Ok((String::new(), total, total));
+    }
+    let (text, next) = crate::tools::jobs::read_window(path, offset, wanted as usize)
+        .map_err(RpcError::internal)?;
+    Ok((text, next, total))
 }
 
 /// How many files may be read for windows at once.

@@ -13,6 +13,7 @@ pub mod mcp_server;
 pub mod media;
 pub mod schema;
 pub mod store;
+pub mod web;
 pub mod wire;
 
 // Re-exported for the test modules; not each one uses each name.

@@ -5,45 +5,23 @@
 
 use super::{call, calls, permissions, say, script, Space, WAIT};
 use crate::support::client::no_requests;
+use crate::support::web::{http_server, ok_text};
 use crate::support::{run_prompt, Answer};
 use serde_json::json;
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Serves `/page` (HTML), `/big` (200,000 characters) and `/image`
 /// (image/png) until the test ends; counts the requests.
 fn web_server() -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let hits = Arc::new(AtomicUsize::new(0));
-    let counted = hits.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            counted.fetch_add(1, Ordering::SeqCst);
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut first = String::new();
-            let _ = reader.read_line(&mut first);
-            let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                line.clear();
-            }
-            let path = first.split_whitespace().nth(1).unwrap_or("/").to_string();
-            let (kind, body) = match path.as_str() {
-                "/page" => ("text/html; charset=utf-8", "<html><head><title>T</title><script>evil()</script></head><body><h1>Release notes</h1><p>Version 2 &amp; more: <a href=\"https://example.org/v2\">details</a></p></body></html>".to_string()),
-                "/big" => ("text/plain", "y".repeat(200_000)),
-                _ => ("image/png", "\u{1}PNG".to_string()),
-            };
-            let mut stream = stream;
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    (base, hits)
+    http_server(|_, path| {
+        let (kind, body) = match path {
+            "/page" => ("text/html; charset=utf-8", "<html><head><title>T</title><script>evil()</script></head><body><h1>Release notes</h1><p>Version 2 &amp; more: <a href=\"https://example.org/v2\">details</a></p></body></html>".to_string()),
+            "/big" => ("text/plain", "y".repeat(200_000)),
+            _ => ("image/png", "\u{1}PNG".to_string()),
+        };
+        ok_text(kind, &body)
+    })
 }
 
 #[test]
