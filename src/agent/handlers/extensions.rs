@@ -1396,15 +1396,25 @@ impl Dispatcher {
         let spawned = std::thread::Builder::new()
             .name("spindle-index".into())
             .spawn(move || {
-                let answer = crate::tools::lines::index(&file, RESOURCE_FILE_CAP)
-                    .map_err(|error| lines_failure(&shown, error))
-                    .and_then(|index| {
-                        indexes
-                            .lock()
-                            .unwrap_or_else(|poisoned| poisoned.into_inner())
-                            .keep(&file, index.clone());
-                        file_window(&shown, &file, &index, start, lines)
-                    });
+                // Whatever happens in the pass, the request is answered
+                // and the slot given back.
+                let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    crate::tools::lines::index(&file, RESOURCE_FILE_CAP)
+                        .map_err(|error| lines_failure(&shown, error))
+                        .and_then(|index| {
+                            indexes
+                                .lock()
+                                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                                .keep(&file, index.clone());
+                            file_window(&shown, &file, &index, start, lines)
+                        })
+                }))
+                .unwrap_or_else(|_| {
+                    Err(
+                        RpcError::internal(format!("reading {shown} for a window failed"))
+                            .with_data(json!({"code": "internal_panic"})),
+                    )
+                });
                 busy.fetch_sub(1, Ordering::SeqCst);
                 let line = match answer {
                     Ok(value) => crate::rpc::response_line(&request, &value),
