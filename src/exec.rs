@@ -156,7 +156,10 @@ fn drive(
             printer.finish();
             eprintln!(
                 "spindle: {}",
-                error["message"].as_str().unwrap_or("the agent failed")
+                crate::util::visible(
+                    error["message"].as_str().unwrap_or("the agent failed"),
+                    true
+                )
             );
             return 1;
         }
@@ -188,7 +191,7 @@ fn drive(
                 if printer.json {
                     println!("{}", json!({"stopReason": stop, "sessionId": session}));
                 } else if stop != "end_turn" {
-                    eprintln!("(stopped: {stop})");
+                    eprintln!("(stopped: {})", crate::util::visible(stop, false));
                 }
                 return if stop == "end_turn" { 0 } else { 3 };
             }
@@ -230,7 +233,7 @@ impl Printer {
         if self.quiet {
             return;
         }
-        let text = &visible(text, true);
+        let text = &crate::util::visible(text, true);
         self.end_thought();
         if self.dim {
             eprintln!("\x1b[2m{text}\x1b[0m");
@@ -253,7 +256,8 @@ impl Printer {
         }
         // The model's words reach a terminal: no control sequence of
         // theirs does (a cleared line, a moved cursor, a fake prompt).
-        let text = &visible(update["content"]["text"].as_str().unwrap_or_default(), true);
+        let text =
+            &crate::util::visible(update["content"]["text"].as_str().unwrap_or_default(), true);
         match update["sessionUpdate"].as_str().unwrap_or_default() {
             "agent_message_chunk" if update["_meta"]["spindle"]["parentToolCallId"].is_null() => {
                 self.end_thought();
@@ -322,7 +326,7 @@ impl Printer {
         // What the model chose, shown as it is: one line, control
         // characters written out, and the whole command when the title
         // shortens it.
-        let title = &visible(
+        let title = &crate::util::visible(
             params["toolCall"]["title"]
                 .as_str()
                 .unwrap_or("a tool call"),
@@ -330,7 +334,7 @@ impl Printer {
         );
         let command = params["toolCall"]["rawInput"]["command"]
             .as_str()
-            .map(|c| visible(c, false))
+            .map(|c| crate::util::visible(c, false))
             .filter(|c| !title.contains(c.as_str()));
         let options = params["options"].as_array().cloned().unwrap_or_default();
         let pick = |kind: &str| -> Option<String> {
@@ -378,24 +382,4 @@ impl Printer {
             self.answer_open = false;
         }
     }
-}
-
-/// `text` with its control characters (and bidirectional overrides)
-/// written out (`\u{1b}`), so that nothing printed can move the cursor,
-/// clear a line, change colours or reorder what is shown;
-/// line breaks and tabs are kept when `lines` says so, written out
-/// otherwise.
-fn visible(text: &str, lines: bool) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let kept = lines && matches!(c, '\n' | '\t');
-        // Bidirectional overrides reorder what a terminal shows.
-        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if (c.is_control() && !kept) || bidi {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }

@@ -727,6 +727,19 @@ fn init_logging(log_file: Option<std::path::PathBuf>) {
     };
     let mut builder =
         env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"));
+    // What is logged may quote a model server's or a file's bytes: their
+    // control characters are written out, so a log on a terminal cannot
+    // be made to move the cursor, retitle the window or fake a line.
+    builder.format(|out, record| {
+        use std::io::Write;
+        writeln!(
+            out,
+            "[{:<5} {}] {}",
+            record.level(),
+            record.target(),
+            spindle::util::visible(&record.args().to_string(), true)
+        )
+    });
     builder
         .filter_module("ureq_proto", library("ureq", log::LevelFilter::Debug))
         .filter_module("ureq", library("ureq", log::LevelFilter::Debug))

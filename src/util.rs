@@ -383,3 +383,23 @@ mod log_tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// `text` with its control characters (and bidirectional overrides)
+/// written out (`\u{1b}`), so that nothing printed can move the cursor,
+/// clear a line, change colours or reorder what is shown;
+/// line breaks and tabs are kept when `lines` says so, written out
+/// otherwise.
+pub fn visible(text: &str, lines: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let kept = lines && matches!(c, '\n' | '\t');
+        // Bidirectional overrides reorder what a terminal shows.
+        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if (c.is_control() && !kept) || bidi {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}

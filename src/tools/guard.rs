@@ -144,6 +144,8 @@ fn wait_for(child: std::process::Child) -> Option<std::process::ExitStatus> {
         // SAFETY: waitpid(2) for any child of this process, into a local.
         let reaped = unsafe { libc::waitpid(-1, &mut raw, 0) };
         if reaped == pid {
+            // Reaped: the pid is free now, and not the handler's to kill.
+            CHILD.store(0, Ordering::SeqCst);
             return (!AGENT_GONE.load(Ordering::SeqCst))
                 .then(|| std::process::ExitStatus::from_raw(raw));
         }
@@ -168,18 +170,43 @@ fn agent_gone() -> bool {
     false
 }
 
-/// Kills every descendant of the guard, round after round, and reaps them.
-/// Every living process the job started is a child of the guard or below
-/// one (orphans come to the guard), so when the guard has no child left
-/// there is nothing to find, and `/proc` is read only when there is.
+/// Kills every descendant of the guard. They are stopped first, round
+/// after round, until a round finds none still running (a stopped
+/// process forks no more, so a process that forks a successor as fast as
+/// it can is caught within a few rounds), then all killed at once and
+/// reaped. Every living process the job started is a child of the guard
+/// or below one (orphans come to the guard), so when the guard has no
+/// child left there is nothing to find, and `/proc` is read only when
+/// there is.
 #[cfg(target_os = "linux")]
 fn sweep() {
     use std::time::{Duration, Instant};
     let me = std::process::id();
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut stopped: std::collections::BTreeSet<u32> = Default::default();
+    while reap_ended() && Instant::now() < deadline {
+        let running: Vec<u32> = descendants(me)
+            .into_iter()
+            .filter(|pid| !stopped.contains(pid))
+            .collect();
+        if running.is_empty() {
+            break;
+        }
+        for pid in running {
+            // SAFETY: kill(2) of a process found under this one.
+            unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+            stopped.insert(pid);
+        }
+    }
+    for pid in &stopped {
+        // SAFETY: kill(2) of a process stopped under this one (a stopped
+        // process cannot end by itself, so its pid is still its own).
+        unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+    }
+    // The killed, and what was re-parented to the guard meanwhile.
     while reap_ended() && Instant::now() < deadline {
         for pid in descendants(me) {
-            // SAFETY: kill(2) of a process found under this one.
+            // SAFETY: as above.
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         }
         std::thread::sleep(Duration::from_millis(1));

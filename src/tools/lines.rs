@@ -37,7 +37,10 @@ fn stamp(path: &Path) -> Result<(u64, i64, u64), LinesError> {
     }
     Ok((
         meta.len(),
-        meta.mtime_nsec() + meta.mtime() * 1_000_000_000,
+        // Any time a file may carry (an archive's far future included).
+        meta.mtime()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(meta.mtime_nsec()),
         meta.ino(),
     ))
 }

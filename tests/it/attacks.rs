@@ -3,7 +3,8 @@
 //! approved site), the key files of `spindle setup`, `spindle exec`
 //! (oversized prompts, control characters in what it asks), the log file,
 //! an untrusted project's MCP servers, and the instruction files and git
-//! state a repository can plant for the system prompt.
+//! state a repository (or an unpacked archive) can plant for the system
+//! prompt; then the tricks against the site rule of `fetch_url`.
 
 use crate::support::agent::fresh_machine;
 use crate::support::fake_openai::chat_text;
@@ -208,7 +209,7 @@ fn an_agents_md_symlink_to_a_file_outside_the_workspace_is_not_sent_to_the_model
         "a file outside the workspace reached the model: {system}"
     );
     assert!(
-        system.contains("links to a file outside the repository"),
+        system.contains("a link to a file outside its folder"),
         "{system}"
     );
 }
@@ -571,4 +572,209 @@ fn an_untrusted_projects_mcp_servers_never_start() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(marker.exists(), "the probe server never ran, even trusted");
+}
+
+// ---------------------------------------------------------------------
+// fetch_url: sites and redirects
+// ---------------------------------------------------------------------
+
+/// Defence holds: for every URL the http crate (ureq's parser) accepts,
+/// `site_of` names exactly the scheme and host:port ureq connects to.
+#[test]
+fn site_of_names_the_authority_ureq_connects_to() {
+    let tricky = [
+        "http://good.com\\@evil.com/",
+        "http://good.com%2f@evil.com/",
+        "http://evil.com%2f@good.com/",
+        "http://a@b@evil.com/",
+        "http://good.com#@evil.com/",
+        "http://good.com?@evil.com/",
+        "http://good.com:80@evil.com:81/",
+        "http://[::1]:8080/x",
+        "http://u:p@[::1]/x",
+        "http://EVIL.com./",
+        "http://good.com\t@evil.com/",
+        "http://good.com @evil.com/",
+        "https://good.com:443/",
+        "http://%65vil.com/",
+        "http://good.com:/x",
+        "http://good.com;evil.com/",
+    ];
+    for url in tricky {
+        let Ok(uri) = url.parse::<ureq::http::Uri>() else {
+            continue;
+        };
+        let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+            continue;
+        };
+        let host_port = authority.as_str().rsplit('@').next().unwrap();
+        let expected = format!("{scheme}://{host_port}").to_ascii_lowercase();
+        assert_eq!(
+            spindle::tools::fetch::site_of(url),
+            expected,
+            "{url:?}: ureq connects to {}:{:?}",
+            authority.host(),
+            authority.port_u16()
+        );
+    }
+}
+
+/// Defence holds: no `Location` trick (scheme-relative, backslashes,
+/// userinfo, fragments, tabs, upper-case schemes, IPv6 forms) takes a
+/// fetch of an approved site to another one.
+#[test]
+fn redirect_tricks_never_reach_another_site() {
+    let (other, other_hits) = http_server(|_, _| ok_text("text/plain", "OTHER-SITE"));
+    let other_port = other.rsplit(':').next().unwrap().to_string();
+    let q = other_port.clone();
+    let (site, _) = http_server(move |base, path| {
+        let own = base.trim_start_matches("http://").to_string();
+        let q = &q;
+        let locations = [
+            format!("//127.0.0.1:{q}/x"),
+            format!("/\\127.0.0.1:{q}/x"),
+            format!("\\\\127.0.0.1:{q}/x"),
+            format!("/\\/127.0.0.1:{q}/x"),
+            format!("http://{own}@127.0.0.1:{q}/x"),
+            format!("http://{own}\\@127.0.0.1:{q}/x"),
+            format!("http://{own}\t@127.0.0.1:{q}/x"),
+            format!("http://{own}#@127.0.0.1:{q}/x"),
+            format!("http://{own}?@127.0.0.1:{q}/x"),
+            format!("http://{own}%40127.0.0.1:{q}/x"),
+            format!("HTTP://127.0.0.1:{q}/x"),
+            format!("http:\\\\127.0.0.1:{q}/x"),
+            format!("http:/127.0.0.1:{q}/x"),
+            format!("http:127.0.0.1:{q}/x"),
+            format!("  http://127.0.0.1:{q}/x"),
+            format!("http://[::ffff:127.0.0.1]:{q}/x"),
+            format!("http://[::ffff:7f00:1]:{q}/x"),
+            format!("http://127.1:{q}/x"),
+            format!("http://0x7f000001:{q}/x"),
+            format!("http://localhost:{q}/x"),
+        ];
+        match path.strip_prefix("/go/").and_then(|n| n.parse::<usize>().ok()) {
+            Some(n) if n < locations.len() => format!(
+                "HTTP/1.1 302 Found\r\nLocation: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                locations[n]
+            )
+            .into_bytes(),
+            _ => ok_text("text/plain", "SAME-SITE"),
+        }
+    });
+    let mut seen = Vec::new();
+    for n in 0..20 {
+        let result = spindle::tools::fetch::fetch(&format!("{site}/go/{n}"), 500);
+        seen.push(format!("{n}: {result:?}"));
+        if let Ok(text) = &result {
+            assert!(!text.contains("OTHER-SITE"), "{n}: {text}");
+        }
+    }
+    assert_eq!(
+        other_hits.load(Ordering::SeqCst),
+        0,
+        "another site was reached:\n{}",
+        seen.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------
+// AGENTS.md and the system prompt
+// ---------------------------------------------------------------------
+
+/// A hard link is a link out of the repository too: its inode is the
+/// outside file's (the agent's own writes ask for files with other links).
+#[test]
+fn an_agents_md_hard_link_to_an_outside_file_is_not_sent_to_the_model() {
+    let dir = space("attacks-agents-hardlink");
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(ws.join(".git")).unwrap();
+    std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(dir.join("id_rsa"), "PRIVATE-KEY-4417\n").unwrap();
+    std::fs::hard_link(dir.join("id_rsa"), ws.join("AGENTS.md")).unwrap();
+    let system = system_prompt_sent(&ws);
+    assert!(
+        !system.contains("PRIVATE-KEY-4417"),
+        "a hard-linked outside file reached the model: {system}"
+    );
+}
+
+/// A folder that is no repository of its own (an unpacked archive) under
+/// a home folder that is one (dotfiles in `~/.git`): its `AGENTS.md`
+/// link to `~/.ssh/id_rsa` stays out of the prompt.
+#[test]
+fn a_plain_folder_under_a_home_repository_cannot_link_its_agents_md_to_the_home() {
+    let dir = space("attacks-agents-home");
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join(".git")).unwrap();
+    std::fs::write(home.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_rsa"), "PRIVATE-KEY-9902\n").unwrap();
+    let ws = home.join("Downloads").join("project");
+    std::fs::create_dir_all(&ws).unwrap();
+    // As an unpacked tarball carries it.
+    std::os::unix::fs::symlink("../../.ssh/id_rsa", ws.join("AGENTS.md")).unwrap();
+    let system = system_prompt_sent(&ws);
+    assert!(
+        !system.contains("PRIVATE-KEY-9902"),
+        "a link out of the project reached the model: {system}"
+    );
+}
+
+// ---------------------------------------------------------------------
+// spindle exec
+// ---------------------------------------------------------------------
+
+/// Defence holds: C1 controls (CSI `\u{9b}`, OSC `\u{9d}`, ST `\u{9c}`,
+/// NEL) and C0 escapes in the model's answer are written out on stdout.
+#[test]
+fn exec_writes_out_c1_control_characters_of_the_answer() {
+    let dir = space("attacks-exec-c1");
+    let script = write_script(
+        &dir,
+        json!([{"text": "A\u{9b}2JB\u{9d}0;owned\u{9c}C\u{85}D\u{1b}[31mE\u{7f}F"}]),
+    );
+    let out = exec_command(&dir, &["--script", &script, "go"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains('A') && stdout.contains('F'), "{stdout:?}");
+    assert!(
+        !stdout.chars().any(|c| c.is_control() && c != '\n'),
+        "raw control characters on stdout: {stdout:?}"
+    );
+}
+
+/// An error the agent reports (here a provider's error message, which an
+/// endpoint or a proxy chooses) reaches stderr without control sequences.
+#[test]
+fn exec_writes_out_control_characters_of_an_error_message() {
+    let dir = space("attacks-exec-error");
+    let server = FakeServer::start();
+    for _ in 0..4 {
+        server.push(Reply::openai_error(
+            400,
+            "bad request\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}2J",
+            "invalid_request_error",
+            "bad",
+        ));
+    }
+    let base = server.base_url();
+    let out = exec_command(&dir, &["--model", "test-model", "go"])
+        .env("OPENAI_BASE_URL", &base)
+        .env("OPENAI_API_KEY", "sk-test")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stderr.contains("bad request") || stdout.contains("bad request"),
+        "the error was not shown: {stderr:?} {stdout:?}"
+    );
+    assert!(
+        !stderr.chars().any(|c| c.is_control() && c != '\n')
+            && !stdout.chars().any(|c| c.is_control() && c != '\n'),
+        "raw control characters: stderr {stderr:?} stdout {stdout:?}"
+    );
 }

@@ -145,17 +145,18 @@ pub fn instructions(cwd: &Path, global: &Path) -> String {
     let mut out = String::new();
     let mut left = INSTRUCTIONS_LIMIT;
     // A project's file is the project's only where it really is: a link
-    // to a file outside the repository (`AGENTS.md -> ~/.ssh/id_rsa`) is
-    // not read. The user's own global file may link anywhere.
-    let top_real = std::fs::canonicalize(&top).unwrap_or(top.clone());
+    // (`AGENTS.md -> ../../.ssh/id_rsa`) or a hard link to a file outside
+    // the folder it was found in is not read, even inside a repository
+    // that holds more (a dotfiles repository at the home folder). The
+    // user's own global file may link anywhere.
     for (index, (what, path)) in files.into_iter().enumerate() {
         let own = index == 0 && path == global;
         let Ok((file, size)) = crate::tools::bounded::open_regular(&path) else {
             continue;
         };
-        if !own && !opened_inside(&file, &path, &top_real) {
+        if !own && !opened_in_its_folder(&file, &path) {
             out.push_str(&format!(
-                "\n\n(Not included: {what} links to a file outside the repository.)"
+                "\n\n(Not included: {what} is a link to a file outside its folder.)"
             ));
             continue;
         }
@@ -201,14 +202,25 @@ pub fn instructions(cwd: &Path, global: &Path) -> String {
     out
 }
 
-/// Whether the file opened from `path` lies under `top` (both real paths):
-/// the descriptor's own path, so a link swapped after a check is no way
-/// round it.
-fn opened_inside(file: &std::fs::File, path: &Path, top: &Path) -> bool {
+/// Whether the file opened from `path` really lies in the folder `path`
+/// names (real paths), with no other name elsewhere (one hard link): the
+/// descriptor's own path is checked, so a link swapped after a check is
+/// no way round it.
+fn opened_in_its_folder(file: &std::fs::File, path: &Path) -> bool {
     use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    if file.metadata().map_or(true, |meta| meta.nlink() > 1) {
+        return false;
+    }
+    let Some(folder) = path
+        .parent()
+        .and_then(|dir| std::fs::canonicalize(dir).ok())
+    else {
+        return false;
+    };
     let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
         .or_else(|_| std::fs::canonicalize(path));
-    real.is_ok_and(|real| real.starts_with(top))
+    real.is_ok_and(|real| real.starts_with(&folder))
 }
 
 fn truncate(text: &str, limit: usize) -> &str {

@@ -322,6 +322,41 @@ fn a_process_that_left_the_group_dies_with_an_agent_killed_with_sigkill() {
     assert!(gone(escaped), "the detached process outlived the agent");
 }
 
+/// A detached chain of processes in which none lives long (each starts its
+/// successor and ends, as fast as it can) is still caught whole when the
+/// agent dies: the guard stops what it finds until nothing runs, then
+/// kills it all.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_detached_chain_of_short_lived_processes_dies_with_the_agent() {
+    let space = Space::new("tools-sigkill-hopper");
+    fs::write(
+        space.path("hop.sh"),
+        "echo $$ >> \"$1\"\nsh \"$0\" \"$1\" &\n",
+    )
+    .unwrap();
+    let hops = space.path("hops");
+    let count = || fs::read_to_string(&hops).map_or(0, |text| text.lines().count());
+    let (mut agent, _exchange, pid) = with_a_long_command(
+        &space,
+        "setsid sh hop.sh hops & echo $$ > pidfile; exec sleep 60",
+        &["--permissions", "yolo"],
+    );
+    assert!(
+        waits_until(WAIT, || count() > 50),
+        "the chain did not start"
+    );
+    agent.kill();
+    assert_group_gone(pid);
+    // Once the sweep is over, the chain grows no more.
+    let settled = waits_until(WAIT, || {
+        let before = count();
+        std::thread::sleep(Duration::from_millis(500));
+        count() == before
+    });
+    assert!(settled, "the chain outlived the agent ({} hops)", count());
+}
+
 /// Starts an agent whose prompt runs `command` (which writes its shell's
 /// pid to `pidfile`) and returns once the command runs: the agent, the
 /// exchange of the prompt, and the pid.
