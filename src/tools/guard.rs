@@ -10,9 +10,10 @@
 //! ends is re-parented to the guard, not to init, so while the command
 //! runs every process it started stays a descendant of the guard, even
 //! one that left the group (`setsid`, a daemon that detaches twice). When
-//! the agent dies, the guard kills the command, then every descendant it
-//! finds in `/proc`, round after round until none is left (a fork racing
-//! the sweep is caught in the next round), then its whole group. It exits
+//! the agent dies, the guard kills the command, stops every descendant it
+//! finds in `/proc`, round after round until none runs (a fork racing the
+//! sweep is caught in the next round, and a stopped process forks no
+//! more), kills them all, then its whole group. It exits
 //! with the command's status (a signal re-raised), so whoever waits for
 //! the guard sees what it would have seen of the command.
 //!
