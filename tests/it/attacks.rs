@@ -13,7 +13,7 @@ use crate::support::{run_prompt, temp_dir, Agent, Answer, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -390,21 +390,7 @@ struct ControllingPty {
 }
 
 fn spawn_with_controlling_pty(mut command: Command) -> (ControllingPty, std::process::Child) {
-    // SAFETY: plain libc calls on descriptors this function owns.
-    let (master, slave) = unsafe {
-        let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
-        assert!(fd >= 0);
-        assert_eq!(libc::grantpt(fd), 0);
-        assert_eq!(libc::unlockpt(fd), 0);
-        let mut name = [0 as libc::c_char; 128];
-        assert_eq!(libc::ptsname_r(fd, name.as_mut_ptr(), name.len()), 0);
-        let slave = libc::open(
-            name.as_ptr(),
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-        );
-        assert!(slave >= 0);
-        (File::from_raw_fd(fd), File::from_raw_fd(slave))
-    };
+    let (master, slave) = crate::support::pty::open();
     let slave_fd = slave.as_raw_fd();
     // SAFETY: setsid and ioctl between fork and exec, nothing else.
     unsafe {

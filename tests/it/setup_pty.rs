@@ -9,7 +9,6 @@ use crate::support::{temp_dir, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::FromRawFd;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -30,23 +29,7 @@ struct Pty {
 
 impl Pty {
     fn spawn(mut command: Command) -> Pty {
-        // SAFETY: plain libc calls on descriptors this function owns; every
-        // result is checked before use.
-        let (master, slave) = unsafe {
-            let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
-            assert!(fd >= 0, "posix_openpt failed");
-            assert_eq!(libc::grantpt(fd), 0, "grantpt failed");
-            assert_eq!(libc::unlockpt(fd), 0, "unlockpt failed");
-            let mut name = [0 as libc::c_char; 128];
-            assert_eq!(
-                libc::ptsname_r(fd, name.as_mut_ptr(), name.len()),
-                0,
-                "ptsname_r failed"
-            );
-            let slave = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY);
-            assert!(slave >= 0, "cannot open the pty's slave side");
-            (File::from_raw_fd(fd), File::from_raw_fd(slave))
-        };
+        let (master, slave) = crate::support::pty::open();
         command
             .stdin(Stdio::from(slave.try_clone().unwrap()))
             .stdout(Stdio::from(slave.try_clone().unwrap()))
