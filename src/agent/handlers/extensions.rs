@@ -305,7 +305,6 @@ impl Dispatcher {
             "_spindle/session/goal/resume" => self.goal_resume(&params),
             "_spindle/jobs" => self.jobs_list(&params),
             "_spindle/job" => self.job_item(&params),
-            "_spindle/job/transcript" => self.job_transcript(&params),
             "_spindle/job/send" => self.job_send(&params),
             "_spindle/job/cancel" => self.job_cancel(&params),
             other => return self.catalog(other, &params),
@@ -1203,13 +1202,27 @@ impl Dispatcher {
         Ok(job_json(&job))
     }
 
-    fn job_transcript(&mut self, params: &Value) -> Result<Value, RpcError> {
+    /// `_spindle/job/transcript`; `None`: a thread indexing the log of an
+    /// agent job answers.
+    pub(in crate::agent) fn job_transcript(
+        &mut self,
+        request: &crate::rpc::RequestId,
+        params: &Value,
+    ) -> Option<Result<Value, RpcError>> {
+        self.transcript(request, params).transpose()
+    }
+
+    fn transcript(
+        &mut self,
+        request: &crate::rpc::RequestId,
+        params: &Value,
+    ) -> Result<Option<Value>, RpcError> {
         let (id, job) = self.session_job(params)?;
         let agent = job.kind == "agent";
         match (optional_string(params, "output")?, agent) {
             (None | Some("text"), false) => {}
             (None | Some("structured"), true) => {
-                return self.structured_transcript(&id, &job, params)
+                return self.structured_transcript(request, &id, job, params)
             }
             (Some(other), false) => {
                 return Err(bad(
@@ -1228,13 +1241,13 @@ impl Dispatcher {
         let limit = count(params, "limit", 65_536, WINDOW_CAP)?;
         let (text, next, total) = log_bytes(&job.log_path, offset, limit)?;
         let complete = next >= total && job.state != "running";
-        Ok(json!({
+        Ok(Some(json!({
             "text": text,
             "offset": offset,
             "nextOffset": if complete { Value::Null } else { json!(next) },
             "total": total,
             "complete": complete,
-        }))
+        })))
     }
 
     /// An agent job's updates, from update `offset`: at most `limit`
@@ -1242,58 +1255,88 @@ impl Dispatcher {
     /// than that alone is -32600 `too_large`, without advancing.
     fn structured_transcript(
         &mut self,
+        request: &crate::rpc::RequestId,
         id: &str,
-        job: &crate::tools::jobs::JobInfo,
+        job: crate::tools::jobs::JobInfo,
         params: &Value,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Option<Value>, RpcError> {
         let offset = count(params, "offset", 0, u64::MAX >> 1)?;
         let limit = count(params, "limit", 100, 200)?;
-        let session = self
-            .sessions
-            .get_mut(id)
-            .ok_or_else(|| crate::agent::dispatcher::params::not_found(id))?;
-        let index = session
-            .line_indexes
+        let indexes = self.sessions[id].line_indexes.clone();
+        let path = job.log_path.clone();
+        let unreadable = {
+            let job_id = job.job_id.clone();
+            move |_| RpcError::internal(format!("the log of job {job_id} cannot be read"))
+        };
+        self.answer_when_indexed(request, indexes, path, unreadable.clone(), move |index| {
+            structured_updates(&job, index, offset, limit, unreadable)
+        })
+    }
+
+    /// Answers from `file`'s line index: at once when the session has it
+    /// (and the file is unchanged); else a thread of its own makes it and
+    /// answers the request (`Ok(None)`), so a long pass never holds the
+    /// dispatcher. At most [`INDEXING_AT_ONCE`] such threads at a time.
+    fn answer_when_indexed(
+        &mut self,
+        request: &crate::rpc::RequestId,
+        indexes: std::sync::Arc<std::sync::Mutex<crate::tools::lines::Indexes>>,
+        file: std::path::PathBuf,
+        failure: impl Fn(crate::tools::lines::LinesError) -> RpcError + Send + 'static,
+        answer: impl FnOnce(&crate::tools::lines::FileIndex) -> Result<Value, RpcError> + Send + 'static,
+    ) -> Result<Option<Value>, RpcError> {
+        use std::sync::atomic::Ordering;
+        let cached = indexes
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get(&job.log_path, RESOURCE_FILE_CAP)
-            .map_err(|_| {
-                RpcError::internal(format!("the log of job {} cannot be read", job.job_id))
-            })?;
-        let total = index.total_lines;
-        let lines = crate::tools::lines::window(
-            &job.log_path,
-            &index,
-            offset + 1,
-            limit,
-            WINDOW_CAP as usize + 1,
-        )
-        .map_err(|_| RpcError::internal(format!("the log of job {} cannot be read", job.job_id)))?;
-        if lines.first().is_some_and(|l| l.len() > WINDOW_CAP as usize) {
+            .cached(&file, RESOURCE_FILE_CAP)
+            .map_err(&failure)?;
+        if let Some(index) = cached {
+            return answer(&index).map(Some);
+        }
+        let busy = &self.indexing;
+        if busy.fetch_add(1, Ordering::SeqCst) >= INDEXING_AT_ONCE {
+            busy.fetch_sub(1, Ordering::SeqCst);
             return Err(RpcError::invalid_request(format!(
-                "update {offset} of job {} is over {WINDOW_CAP} bytes",
-                job.job_id
+                "{INDEXING_AT_ONCE} files are being read for windows already; ask again when one is answered"
             ))
-            .with_data(json!({"code": "too_large"})));
+            .with_data(json!({"code": "busy"})));
         }
-        let mut updates = Vec::new();
-        let mut used = 0usize;
-        for line in &lines {
-            if used + line.len() > WINDOW_CAP as usize {
-                break;
-            }
-            used += line.len();
-            updates.push(serde_json::from_str::<Value>(line).unwrap_or(Value::Null));
+        let busy = busy.clone();
+        let writer = self.writer.clone();
+        let request = request.clone();
+        let spawned = std::thread::Builder::new()
+            .name("spindle-index".into())
+            .spawn(move || {
+                // Whatever happens in the pass, the request is answered
+                // and the slot given back.
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    crate::tools::lines::index(&file, RESOURCE_FILE_CAP)
+                        .map_err(&failure)
+                        .and_then(|index| {
+                            indexes
+                                .lock()
+                                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                                .keep(&file, index.clone());
+                            answer(&index)
+                        })
+                }))
+                .unwrap_or_else(|_| {
+                    Err(RpcError::internal("reading a file for a window failed")
+                        .with_data(json!({"code": "internal_panic"})))
+                });
+                busy.fetch_sub(1, Ordering::SeqCst);
+                let line = match result {
+                    Ok(value) => crate::rpc::response_line(&request, &value),
+                    Err(error) => crate::rpc::error_line(&request, &error),
+                };
+                let _ = writer.send(crate::rpc::stdio::Output::Line(line).queued());
+            });
+        if spawned.is_err() {
+            self.indexing.fetch_sub(1, Ordering::SeqCst);
+            return Err(RpcError::internal("cannot start a thread to read the file"));
         }
-        let next = offset + updates.len() as u64;
-        let complete = next >= total && job.state != "running";
-        Ok(json!({
-            "updates": updates,
-            "offset": offset,
-            "nextOffset": if complete { Value::Null } else { json!(next) },
-            "total": total,
-            "complete": complete,
-        }))
+        Ok(None)
     }
 
     fn job_send(&mut self, params: &Value) -> Result<Value, RpcError> {
@@ -1371,62 +1414,15 @@ impl Dispatcher {
         let start = count(params, "startLine", 1, u64::MAX >> 1)?.max(1);
         let lines = count(params, "lineCount", 200, 2_000)?;
         let indexes = self.sessions[&id].line_indexes.clone();
-        let cached = indexes
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .cached(&resolved.path, RESOURCE_FILE_CAP)
-            .map_err(|error| lines_failure(path, error))?;
-        if let Some(index) = cached {
-            return file_window(path, &resolved.path, &index, start, lines).map(Some);
-        }
-        use std::sync::atomic::Ordering;
-        let busy = &self.indexing;
-        if busy.fetch_add(1, Ordering::SeqCst) >= INDEXING_AT_ONCE {
-            busy.fetch_sub(1, Ordering::SeqCst);
-            return Err(RpcError::invalid_request(format!(
-                "{INDEXING_AT_ONCE} files are being read for windows already; ask again when one is answered"
-            ))
-            .with_data(json!({"code": "busy"})));
-        }
-        let busy = busy.clone();
-        let writer = self.writer.clone();
-        let request = request.clone();
         let shown = path.to_string();
         let file = resolved.path.clone();
-        let spawned = std::thread::Builder::new()
-            .name("spindle-index".into())
-            .spawn(move || {
-                // Whatever happens in the pass, the request is answered
-                // and the slot given back.
-                let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    crate::tools::lines::index(&file, RESOURCE_FILE_CAP)
-                        .map_err(|error| lines_failure(&shown, error))
-                        .and_then(|index| {
-                            indexes
-                                .lock()
-                                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                                .keep(&file, index.clone());
-                            file_window(&shown, &file, &index, start, lines)
-                        })
-                }))
-                .unwrap_or_else(|_| {
-                    Err(
-                        RpcError::internal(format!("reading {shown} for a window failed"))
-                            .with_data(json!({"code": "internal_panic"})),
-                    )
-                });
-                busy.fetch_sub(1, Ordering::SeqCst);
-                let line = match answer {
-                    Ok(value) => crate::rpc::response_line(&request, &value),
-                    Err(error) => crate::rpc::error_line(&request, &error),
-                };
-                let _ = writer.send(crate::rpc::stdio::Output::Line(line).queued());
-            });
-        if spawned.is_err() {
-            self.indexing.fetch_sub(1, Ordering::SeqCst);
-            return Err(RpcError::internal("cannot start a thread to read the file"));
-        }
-        Ok(None)
+        let failure = {
+            let shown = shown.clone();
+            move |error| lines_failure(&shown, error)
+        };
+        self.answer_when_indexed(request, indexes, resolved.path, failure, move |index| {
+            file_window(&shown, &file, index, start, lines)
+        })
     }
 
     /// A window of a job's log, by bytes.
@@ -1458,6 +1454,51 @@ fn log_bytes(
     let (text, next) = crate::tools::jobs::read_window(path, offset, wanted as usize)
         .map_err(RpcError::internal)?;
     Ok((text, next, total))
+}
+
+/// The updates of an agent job's log from `offset` (see
+/// `structured_transcript`).
+fn structured_updates(
+    job: &crate::tools::jobs::JobInfo,
+    index: &crate::tools::lines::FileIndex,
+    offset: u64,
+    limit: u64,
+    unreadable: impl Fn(crate::tools::lines::LinesError) -> RpcError,
+) -> Result<Value, RpcError> {
+    let total = index.total_lines;
+    let lines = crate::tools::lines::window(
+        &job.log_path,
+        index,
+        offset + 1,
+        limit,
+        WINDOW_CAP as usize + 1,
+    )
+    .map_err(unreadable)?;
+    if lines.first().is_some_and(|l| l.len() > WINDOW_CAP as usize) {
+        return Err(RpcError::invalid_request(format!(
+            "update {offset} of job {} is over {WINDOW_CAP} bytes",
+            job.job_id
+        ))
+        .with_data(json!({"code": "too_large"})));
+    }
+    let mut updates = Vec::new();
+    let mut used = 0usize;
+    for line in &lines {
+        if used + line.len() > WINDOW_CAP as usize {
+            break;
+        }
+        used += line.len();
+        updates.push(serde_json::from_str::<Value>(line).unwrap_or(Value::Null));
+    }
+    let next = offset + updates.len() as u64;
+    let complete = next >= total && job.state != "running";
+    Ok(json!({
+        "updates": updates,
+        "offset": offset,
+        "nextOffset": if complete { Value::Null } else { json!(next) },
+        "total": total,
+        "complete": complete,
+    }))
 }
 
 /// How many files may be read for windows at once.

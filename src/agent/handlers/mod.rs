@@ -56,9 +56,12 @@ impl Dispatcher {
                 "{method} was sent before initialize; send initialize first"
             ))));
         }
+        // A file not indexed yet is read on a thread of its own.
         if method == "_spindle/resource" {
-            // A file not indexed yet is read on a thread of its own.
             return self.resource(id, &params);
+        }
+        if method == "_spindle/job/transcript" {
+            return self.job_transcript(id, &params);
         }
         if method.starts_with('_') {
             if let Some(result) = self.extension(method, params.clone()) {
