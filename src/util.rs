@@ -393,13 +393,19 @@ pub fn visible(text: &str, lines: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         let kept = lines && matches!(c, '\n' | '\t');
-        // Bidirectional overrides reorder what a terminal shows.
-        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if (c.is_control() && !kept) || bidi {
+        if acts_on_a_terminal(c) && !kept {
             out.extend(c.escape_default());
         } else {
             out.push(c);
         }
     }
     out
+}
+
+/// Whether a terminal acts on `c` rather than showing it: the controls
+/// (C0, DEL, C1) and the bidirectional overrides, which reorder what is
+/// shown.
+pub fn acts_on_a_terminal(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
