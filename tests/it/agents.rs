@@ -63,6 +63,25 @@ impl Bench {
         Agent::spawn(&args, &[])
     }
 
+    /// `spindle acp AGENT --permissions yolo`, initialized, with a session
+    /// in the workspace.
+    fn session(&self, agent_path: &Path) -> (Agent, String) {
+        let mut agent = self.agent(agent_path, &["--permissions", "yolo"]);
+        agent.initialize();
+        let session = agent.new_session(&self.ws);
+        (agent, session)
+    }
+
+    /// `n` replies that each call `list_directory` (a model that loops).
+    fn push_tool_loops(&self, n: usize) {
+        for _ in 0..n {
+            self.server.push(Reply::Sse(chat_tool_calls(&[(
+                "list_directory",
+                json!({}),
+            )])));
+        }
+    }
+
     fn bodies(&self) -> Vec<Value> {
         self.server.requests().into_iter().map(|r| r.body).collect()
     }
@@ -239,9 +258,7 @@ fn max_steps_and_limits_end_the_turn() {
             json!({}),
         )])));
     }
-    let mut agent = bench.agent(&steps, &["--permissions", "yolo"]);
-    agent.initialize();
-    let session = agent.new_session(&bench.ws);
+    let (mut agent, session) = bench.session(&steps);
     let (answer, _) = prompt(&mut agent, &session, "loop");
     assert_eq!(
         answer["result"]["stopReason"], "max_turn_requests",
@@ -257,15 +274,8 @@ fn max_steps_and_limits_end_the_turn() {
         json!({"name": "frugal", "limits": {"tokens": 20}}).to_string(),
     );
     let bench = Bench::new("agents-limits-2");
-    for _ in 0..4 {
-        bench.server.push(Reply::Sse(chat_tool_calls(&[(
-            "list_directory",
-            json!({}),
-        )])));
-    }
-    let mut agent = bench.agent(&limited, &["--permissions", "yolo"]);
-    agent.initialize();
-    let session = agent.new_session(&bench.ws);
+    bench.push_tool_loops(4);
+    let (mut agent, session) = bench.session(&limited);
     let (answer, messages) = prompt(&mut agent, &session, "loop");
     assert_eq!(answer["result"]["stopReason"], "max_tokens", "{answer}");
     assert_eq!(bench.server.requests().len(), 2);
@@ -284,9 +294,7 @@ fn a_reload_reads_the_agent_file_again_and_a_broken_one_changes_nothing() {
         "agent.json",
         json!({"name": "first", "instructions": "Version one."}).to_string(),
     );
-    let mut agent = bench.agent(&file, &["--permissions", "yolo"]);
-    agent.initialize();
-    let session = agent.new_session(&bench.ws);
+    let (mut agent, session) = bench.session(&file);
     std::fs::write(
         &file,
         json!({"name": "first", "instructions": "Version two."}).to_string(),
@@ -453,15 +461,8 @@ fn a_cost_limit_ends_the_turn_with_max_tokens() {
         "agent.json",
         json!({"name": "budget", "limits": {"cost": 25}}).to_string(),
     );
-    for _ in 0..4 {
-        bench.server.push(Reply::Sse(chat_tool_calls(&[(
-            "list_directory",
-            json!({}),
-        )])));
-    }
-    let mut agent = bench.agent(&file, &["--permissions", "yolo"]);
-    agent.initialize();
-    let session = agent.new_session(&bench.ws);
+    bench.push_tool_loops(4);
+    let (mut agent, session) = bench.session(&file);
     let (answer, _) = prompt(&mut agent, &session, "spend");
     assert_eq!(answer["result"]["stopReason"], "max_tokens", "{answer}");
     assert_eq!(bench.server.requests().len(), 2, "15, then 30: over 25");
@@ -480,9 +481,7 @@ fn the_allow_list_holds_for_task_too() {
         json!({"description": "escape", "prompt": "write files"}),
     )])));
     bench.server.push(Reply::Sse(chat_text(&["ok"])));
-    let mut agent = bench.agent(&file, &["--permissions", "yolo"]);
-    agent.initialize();
-    let session = agent.new_session(&bench.ws);
+    let (mut agent, session) = bench.session(&file);
     let (_, messages) = prompt(&mut agent, &session, "go");
     assert_eq!(final_status(&messages, "call_1"), "failed");
     let bodies = bench.bodies();
@@ -502,15 +501,8 @@ fn a_subagent_spends_from_its_parents_limits() {
         "task",
         json!({"description": "dig", "prompt": "list everything"}),
     )])));
-    for _ in 0..4 {
-        bench.server.push(Reply::Sse(chat_tool_calls(&[(
-            "list_directory",
-            json!({}),
-        )])));
-    }
-    let mut agent = bench.agent(&file, &["--permissions", "yolo"]);
-    agent.initialize();
-    let session = agent.new_session(&bench.ws);
+    bench.push_tool_loops(4);
+    let (mut agent, session) = bench.session(&file);
     let (answer, _) = prompt(&mut agent, &session, "go");
     assert_eq!(answer["result"]["stopReason"], "max_tokens", "{answer}");
     // 15 tokens for the parent's call, 15 for the subagent's first: over.
