@@ -58,6 +58,36 @@ fn command_kind() -> String {
     "command".into()
 }
 
+impl JobInfo {
+    /// A command job of `spec` that starts now.
+    fn running(job_id: &str, spec: &JobSpec, pid: u32, log_path: PathBuf) -> JobInfo {
+        JobInfo {
+            job_id: job_id.to_string(),
+            command: spec.command_line.clone(),
+            cwd: spec.cwd.clone(),
+            state: "running".into(),
+            exit_code: None,
+            started_at: crate::store::time::now_rfc3339(),
+            ended_at: None,
+            output_bytes: 0,
+            pid,
+            epoch: spec.epoch,
+            log_path,
+            terminal_id: None,
+            kind: command_kind(),
+        }
+    }
+}
+
+/// A new job's id, and its private log (created).
+fn new_log(spec: &JobSpec) -> Result<(String, PathBuf, std::fs::File), String> {
+    let job_id = format!("job_{}", crate::util::random_hex());
+    let log_path = spec.log_dir.join(format!("{job_id}.log"));
+    let log = crate::tools::logs::create_file(&log_path)
+        .map_err(|e| format!("cannot create the job's log {}: {e}", log_path.display()))?;
+    Ok((job_id, log_path, log))
+}
+
 /// How a message reaches an agent job (`job/send`).
 pub type Deliver = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
 
@@ -207,26 +237,13 @@ impl Jobs {
         kind: &str,
         deliver: Option<Deliver>,
     ) -> Result<(JobInfo, External), String> {
-        let job_id = format!("job_{}", crate::util::random_hex());
-        let log_path = spec.log_dir.join(format!("{job_id}.log"));
-        let log = crate::tools::logs::create_file(&log_path)
-            .map_err(|e| format!("cannot create the job's log {}: {e}", log_path.display()))?;
+        let (job_id, log_path, log) = new_log(spec)?;
         let seen = Arc::new(AtomicU64::new(0));
         let stop = CancelToken::new();
         let info = JobInfo {
-            job_id: job_id.clone(),
-            command: spec.command_line.clone(),
-            cwd: spec.cwd.clone(),
-            state: "running".into(),
-            exit_code: None,
-            started_at: crate::store::time::now_rfc3339(),
-            ended_at: None,
-            output_bytes: 0,
-            pid: 0,
-            epoch: spec.epoch,
-            log_path,
             terminal_id: terminal_id.map(str::to_string),
             kind: kind.to_string(),
+            ..JobInfo::running(&job_id, spec, 0, log_path)
         };
         lock(&self.jobs).push(Job {
             info: info.clone(),
@@ -256,10 +273,7 @@ impl Jobs {
 
     /// Starts a job; returns it as it is once started.
     pub fn start(self: &Arc<Self>, spec: JobSpec) -> Result<JobInfo, String> {
-        let job_id = format!("job_{}", crate::util::random_hex());
-        let log_path = spec.log_dir.join(format!("{job_id}.log"));
-        let log = crate::tools::logs::create_file(&log_path)
-            .map_err(|e| format!("cannot create the job's log {}: {e}", log_path.display()))?;
+        let (job_id, log_path, log) = new_log(&spec)?;
         let mut command =
             crate::tools::process::shell_command(&spec.command_line, spec.sandbox.as_ref());
         for name in &spec.env_remove {
@@ -286,21 +300,7 @@ impl Jobs {
             set_nonblocking(stdin);
         }
         let seen = Arc::new(AtomicU64::new(0));
-        let info = JobInfo {
-            job_id: job_id.clone(),
-            command: spec.command_line.clone(),
-            cwd: spec.cwd.clone(),
-            state: "running".into(),
-            exit_code: None,
-            started_at: crate::store::time::now_rfc3339(),
-            ended_at: None,
-            output_bytes: 0,
-            pid,
-            epoch: spec.epoch,
-            log_path: log_path.clone(),
-            terminal_id: None,
-            kind: command_kind(),
-        };
+        let info = JobInfo::running(&job_id, &spec, pid, log_path.clone());
         lock(&self.jobs).push(Job {
             info: info.clone(),
             stdin,
@@ -344,29 +344,13 @@ impl Jobs {
         so_far: &str,
         detached: crate::tools::process::Detached,
     ) -> Result<JobInfo, String> {
-        let (command_line, cwd, log_cap, epoch) =
-            (&spec.command_line, &spec.cwd, spec.log_cap, spec.epoch);
-        let job_id = format!("job_{}", crate::util::random_hex());
-        let log_path = spec.log_dir.join(format!("{job_id}.log"));
-        let log = crate::tools::logs::create_file(&log_path)
-            .map_err(|e| format!("cannot create the job's log {}: {e}", log_path.display()))?;
+        let (job_id, log_path, log) = new_log(spec)?;
         let seen = Arc::new(AtomicU64::new(0));
-        let mut sink = LogSink::new(log, log_cap, seen.clone());
+        let mut sink = LogSink::new(log, spec.log_cap, seen.clone());
         sink.write(so_far.as_bytes());
         let info = JobInfo {
-            job_id: job_id.clone(),
-            command: command_line.clone(),
-            cwd: cwd.clone(),
-            state: "running".into(),
-            exit_code: None,
-            started_at: crate::store::time::now_rfc3339(),
-            ended_at: None,
             output_bytes: so_far.len() as u64,
-            pid: detached.pid,
-            epoch,
-            log_path,
-            terminal_id: None,
-            kind: command_kind(),
+            ..JobInfo::running(&job_id, spec, detached.pid, log_path)
         };
         lock(&self.jobs).push(Job {
             info: info.clone(),

@@ -1394,21 +1394,13 @@ impl Runner<'_> {
         };
         match self.jobs.start(spec) {
             Ok(info) => {
-                // A moment for the first lines (a server's address).
-                if self.cancel.sleep(Duration::from_millis(300)) {
+                let Some(first) = self.first_output(&info.job_id, Duration::from_millis(300))
+                else {
                     return Ending::Cancelled;
-                }
-                let first = self
-                    .jobs
-                    .read_for_model(&info.job_id, None, 2_048)
-                    .map(|(text, _, _)| text)
-                    .unwrap_or_default();
+                };
                 let text = format!(
-                    "Started job {} (pid {}): `{}`. Read its output with job_output, stop it with job_stop.\nFirst output:\n{}",
-                    info.job_id,
-                    info.pid,
-                    info.command,
-                    if first.is_empty() { "(none yet)" } else { &first }
+                    "Started job {} (pid {}): `{}`. Read its output with job_output, stop it with job_stop.\nFirst output:\n{first}",
+                    info.job_id, info.pid, info.command,
                 );
                 Ending::Completed {
                     content: vec![text_content(&text)],
@@ -1417,6 +1409,26 @@ impl Runner<'_> {
             }
             Err(error) => failed(format!("Error: {error}")),
         }
+    }
+}
+
+impl Runner<'_> {
+    /// What a job just started printed within `wait` (a server's address),
+    /// for the model; `None` when the turn was cancelled meanwhile.
+    pub(in crate::agent) fn first_output(&self, job_id: &str, wait: Duration) -> Option<String> {
+        if self.cancel.sleep(wait) {
+            return None;
+        }
+        let first = self
+            .jobs
+            .read_for_model(job_id, None, 2_048)
+            .map(|(text, _, _)| text)
+            .unwrap_or_default();
+        Some(if first.is_empty() {
+            "(none yet)".into()
+        } else {
+            first
+        })
     }
 }
 

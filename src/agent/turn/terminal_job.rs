@@ -87,20 +87,12 @@ impl Runner<'_> {
             let _ = self.jobs.kill(&info.job_id);
             return failed("Error: cannot watch the job");
         }
-        // A moment for the first lines (a server's address).
-        if self.cancel.sleep(Duration::from_millis(400)) {
+        let Some(first) = self.first_output(&info.job_id, Duration::from_millis(400)) else {
             return Ending::Cancelled;
-        }
-        let first = self
-            .jobs
-            .read_for_model(&info.job_id, None, 2_048)
-            .map(|(text, _, _)| text)
-            .unwrap_or_default();
+        };
         let text = format!(
-            "Started job {} in the editor's terminal: `{}`. Read its output with job_output, stop it with job_stop.\nFirst output:\n{}",
-            info.job_id,
-            info.command,
-            if first.is_empty() { "(none yet)" } else { &first }
+            "Started job {} in the editor's terminal: `{}`. Read its output with job_output, stop it with job_stop.\nFirst output:\n{first}",
+            info.job_id, info.command,
         );
         Ending::Completed {
             content: vec![
