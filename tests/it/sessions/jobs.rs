@@ -12,6 +12,24 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+/// An agent whose model starts `command` as job `j1` and then says
+/// `said`, after the prompt `asked`: the server, the agent, the session
+/// and the prompt's answer.
+fn with_a_job(
+    space: &Space,
+    command: &str,
+    said: &str,
+    asked: &str,
+) -> (FakeServer, Agent, String, Value) {
+    let server = FakeServer::start();
+    server.push(start_job("j1", command));
+    server.push(Reply::Sse(chat_text(&[said])));
+    let mut agent = space.openai(&server);
+    let session = agent.new_session(&space.ws);
+    let (answer, _) = prompt(&mut agent, &session, asked);
+    (server, agent, session, answer)
+}
+
 fn start_job(id: &str, command: &str) -> Reply {
     Reply::Sse(vec![
         chunk_role(),
@@ -56,12 +74,12 @@ fn jobs(agent: &mut Agent, session: &str) -> Vec<Value> {
 #[test]
 fn a_background_job_is_read_fed_listed_and_cancelled() {
     let space = Space::new("jobs-basic");
-    let server = FakeServer::start();
-    server.push(start_job("j1", "echo ready; echo pid $$ > job.pid; cat"));
-    server.push(Reply::Sse(chat_text(&["Started it."])));
-    let mut agent = space.openai(&server);
-    let session = agent.new_session(&space.ws);
-    let (answer, _) = prompt(&mut agent, &session, "start the echo server");
+    let (server, mut agent, session, answer) = with_a_job(
+        &space,
+        "echo ready; echo pid $$ > job.pid; cat",
+        "Started it.",
+        "start the echo server",
+    );
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     // The tool answered at once with the job and its first output.
     let result = server.requests()[1].body["messages"]
@@ -396,15 +414,12 @@ fn large_workspace_files_are_indexed_without_holding_the_agent() {
 #[test]
 fn job_records_and_logs_survive_kill_9_and_reload() {
     let space = Space::new("jobs-durable");
-    let server = FakeServer::start();
-    server.push(start_job(
-        "j1",
+    let (server, mut agent, session, _) = with_a_job(
+        &space,
         "echo kept output; echo $$ > j.pid; sleep 60 & echo $! > g.pid; wait",
-    ));
-    server.push(Reply::Sse(chat_text(&["It runs."])));
-    let mut agent = space.openai(&server);
-    let session = agent.new_session(&space.ws);
-    prompt(&mut agent, &session, "start it");
+        "It runs.",
+        "start it",
+    );
     let pid: u64 = std::fs::read_to_string(space.ws.join("j.pid"))
         .unwrap()
         .trim()
@@ -453,12 +468,7 @@ fn job_records_and_logs_survive_kill_9_and_reload() {
 fn input_to_a_job_that_does_not_read_never_stalls_the_agent() {
     // Review finding: a blocking write to a full pipe froze the dispatcher.
     let space = Space::new("jobs-stdin");
-    let server = FakeServer::start();
-    server.push(start_job("j1", "sleep 60"));
-    server.push(Reply::Sse(chat_text(&["Started."])));
-    let mut agent = space.openai(&server);
-    let session = agent.new_session(&space.ws);
-    prompt(&mut agent, &session, "start it");
+    let (_server, mut agent, session, _) = with_a_job(&space, "sleep 60", "Started.", "start it");
     let job = jobs(&mut agent, &session)[0]["jobId"]
         .as_str()
         .unwrap()
@@ -603,15 +613,12 @@ fn a_job_that_floods_its_output_keeps_a_capped_log_and_bounded_memory() {
 #[test]
 fn cancelling_a_job_that_forked_kills_its_whole_group() {
     let space = Space::new("jobs-fork");
-    let server = FakeServer::start();
-    server.push(start_job(
-        "j1",
+    let (_server, mut agent, session, _) = with_a_job(
+        &space,
         "sleep 60 & echo $! > a.pid; (sleep 61 & echo $! > b.pid; wait) & wait",
-    ));
-    server.push(Reply::Sse(chat_text(&["Started."])));
-    let mut agent = space.openai(&server);
-    let session = agent.new_session(&space.ws);
-    prompt(&mut agent, &session, "fork");
+        "Started.",
+        "fork",
+    );
     let read = |name: &str| -> u64 {
         let path = space.ws.join(name);
         wait_until(name, || {
