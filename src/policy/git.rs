@@ -15,7 +15,7 @@
 
 use super::programs::Table;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// Options of `git` itself (before the subcommand) that are harmless.
 pub const GLOBAL_OPTIONS: &[&str] = &["--no-pager", "-P", "--no-optional-locks"];
@@ -653,47 +653,19 @@ fn plain_key(key: &str) -> bool {
 /// The short status of the repository at `dir` (inside `root`), for the
 /// system prompt: "3 changed files (a, b, c)" or "no changes". `None`
 /// when git may not run there unasked (see [`plain_repository_config`]),
-/// fails, or takes longer than two seconds.
+/// fails, or takes longer than its limit.
 pub fn short_status(dir: &Path, root: &Path) -> Option<String> {
     plain_repository_config(dir, root).ok()?;
-    let mut command = Command::new("git");
-    command
-        .args([
-            "--no-pager",
-            "status",
-            "--porcelain=v1",
-            "--untracked-files=normal",
-        ])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for (key, value) in neutralising_env() {
-        command.env(key, value);
+    let output = git_here(
+        dir,
+        &["status", "--porcelain=v1", "--untracked-files=normal"],
+        None,
+    )
+    .ok()?;
+    if !output.status.success() {
+        return None;
     }
-    let mut child = command.spawn().ok()?;
-    let mut stdout = child.stdout.take()?;
-    let reader = std::thread::spawn(move || {
-        use std::io::Read;
-        let mut out = Vec::new();
-        let _ = (&mut stdout).take(256 * 1024).read_to_end(&mut out);
-        out
-    });
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) if status.success() => break,
-            Ok(Some(_)) | Err(_) => return None,
-            Ok(None) if std::time::Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(10)),
-        }
-    }
-    let out = reader.join().ok()?;
-    let text = String::from_utf8_lossy(&out);
+    let text = String::from_utf8_lossy(&output.stdout);
     let changed: Vec<&str> = text.lines().filter_map(|line| line.get(3..)).collect();
     Some(match changed.len() {
         0 => "no uncommitted changes".into(),
@@ -709,20 +681,25 @@ pub fn short_status(dir: &Path, root: &Path) -> Option<String> {
     })
 }
 
-/// A git command started in `dir`, with the neutralising environment.
-fn git_here(dir: &Path, args: &[&str]) -> Result<std::process::Output, String> {
+/// How long one of Spindle's own git calls may take: a repository whose
+/// configuration includes a FIFO, or a huge one, must not hold a prompt.
+const GIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
+/// The most output kept of one of those calls.
+const GIT_OUTPUT_CAP: usize = 1024 * 1024;
+
+/// A git command started in `dir`, with the neutralising environment,
+/// bounded in time and output (see [`crate::tools::probe`]).
+fn git_here(
+    dir: &Path,
+    args: &[&str],
+    cancel: Option<&crossbeam_channel::Receiver<()>>,
+) -> Result<crate::tools::probe::ProbeOutput, String> {
     let mut command = Command::new("git");
-    command
-        .arg("--no-pager")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null());
+    command.arg("--no-pager").args(args).current_dir(dir);
     for (key, value) in neutralising_env() {
         command.env(key, value);
     }
-    command
-        .output()
+    crate::tools::probe::run(command, GIT_LIMIT, GIT_OUTPUT_CAP, cancel)
         .map_err(|error| format!("git cannot be run in {}: {error}", dir.display()))
 }
 
@@ -736,6 +713,16 @@ fn git_here(dir: &Path, args: &[&str]) -> Result<std::process::Output, String> {
 /// real command would see them. Outside any repository only `--no-index`
 /// commands work, on paths already checked.
 pub fn plain_repository_config(dir: &Path, root: &Path) -> Result<(), String> {
+    plain_repository_config_or_cancel(dir, root, None)
+}
+
+/// [`plain_repository_config`], stopped (with an error) by a message on,
+/// or the disconnection of, `cancel`.
+pub fn plain_repository_config_or_cancel(
+    dir: &Path,
+    root: &Path,
+    cancel: Option<&crossbeam_channel::Receiver<()>>,
+) -> Result<(), String> {
     if !dir.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
     }
@@ -748,6 +735,7 @@ pub fn plain_repository_config(dir: &Path, root: &Path) -> Result<(), String> {
             "--absolute-git-dir",
             "--git-common-dir",
         ],
+        cancel,
     )?;
     if located.status.success() {
         let text = String::from_utf8_lossy(&located.stdout);
@@ -780,7 +768,10 @@ pub fn plain_repository_config(dir: &Path, root: &Path) -> Result<(), String> {
             return Err("the repository borrows objects from another one (alternates)".into());
         }
     }
-    let output = git_here(dir, &["config", "--list", "--show-scope", "-z"])?;
+    let output = git_here(dir, &["config", "--list", "--show-scope", "-z"], cancel)?;
+    if !output.status.success() {
+        return Err("git cannot read the repository's configuration".into());
+    }
     let text = String::from_utf8_lossy(&output.stdout);
     let mut fields = text.split('\0');
     while let Some(scope) = fields.next() {

@@ -60,10 +60,20 @@ pub fn classify(line: &str, context: &Context) -> Verdict {
 /// `classify`, then the repository configuration of every directory git
 /// would run in. This is the judgement to use right before running.
 pub fn judge(line: &str, context: &Context) -> Verdict {
+    judge_or_cancel(line, context, None)
+}
+
+/// [`judge`], whose git checks stop at a message on, or the disconnection
+/// of, `cancel` (the line then asks).
+pub fn judge_or_cancel(
+    line: &str,
+    context: &Context,
+    cancel: Option<&crossbeam_channel::Receiver<()>>,
+) -> Verdict {
     let verdict = classify(line, context);
     if let Verdict::ReadOnly { git_dirs } = &verdict {
         for dir in git_dirs {
-            if let Err(reason) = git::plain_repository_config(dir, context.root) {
+            if let Err(reason) = git::plain_repository_config_or_cancel(dir, context.root, cancel) {
                 return Verdict::Ask(reason);
             }
         }

@@ -175,12 +175,10 @@ fn support_with(exe: &Path, switch: Option<&OsStr>) -> &'static Support {
 
 #[cfg(target_os = "linux")]
 fn run_probe(exe: &Path) -> Support {
-    use std::process::{Command, Stdio};
-    let output = Command::new(exe)
-        .args(["sandbox", "--probe"])
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .output();
+    let mut probe = std::process::Command::new(exe);
+    probe.args(["sandbox", "--probe"]);
+    let output =
+        crate::tools::probe::run(probe, std::time::Duration::from_secs(10), 64 * 1024, None);
     let output = match output {
         Ok(output) => output,
         Err(error) => {

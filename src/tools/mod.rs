@@ -13,6 +13,7 @@ pub mod lines;
 pub mod logs;
 pub mod patch;
 pub mod paths;
+pub mod probe;
 pub mod process;
 pub mod search;
 pub mod walk;

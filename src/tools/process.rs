@@ -153,7 +153,7 @@ pub fn kill_group(pgid: u32) {
 /// the turn worker, which waits for them and kills their group before it
 /// ends anyway.
 #[cfg(target_os = "linux")]
-fn die_with_parent(command: &mut Command) {
+pub(crate) fn die_with_parent(command: &mut Command) {
     let parent = std::process::id();
     // SAFETY: the closure runs in the child between fork and exec and calls
     // only prctl and getppid, which are async-signal-safe system calls.
@@ -172,7 +172,7 @@ fn die_with_parent(command: &mut Command) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn die_with_parent(_command: &mut Command) {}
+pub(crate) fn die_with_parent(_command: &mut Command) {}
 
 /// `sh -c LINE`, inside the sandbox launcher when there is one, under the
 /// guard that takes its whole group down with the agent (see

@@ -77,11 +77,9 @@ pub fn ripgrep_available() -> bool {
         if std::env::var("SPINDLE_SEARCH").is_ok_and(|v| v == "builtin") {
             return false;
         }
-        let Ok(out) = Command::new("rg")
-            .arg("--version")
-            .stdin(Stdio::null())
-            .output()
-        else {
+        let mut version = Command::new("rg");
+        version.arg("--version");
+        let Ok(out) = crate::tools::probe::run(version, Duration::from_secs(3), 4096, None) else {
             return false;
         };
         let version = String::from_utf8_lossy(&out.stdout);

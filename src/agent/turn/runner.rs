@@ -775,7 +775,8 @@ impl Runner<'_> {
             cwd: &cwd.path,
             path_var: std::env::var_os("PATH"),
         };
-        !crate::policy::judge(command_line, &context).is_read_only()
+        let cancel = Some(self.cancel.signal());
+        !crate::policy::judge_or_cancel(command_line, &context, cancel).is_read_only()
     }
 
     /// A path outside the workspace that lies inside one of the session's
@@ -892,7 +893,8 @@ impl Runner<'_> {
                     cwd: &cwd.path,
                     path_var: std::env::var_os("PATH"),
                 };
-                let verdict = crate::policy::judge(command_line, &context);
+                let cancel = Some(self.cancel.signal());
+                let verdict = crate::policy::judge_or_cancel(command_line, &context, cancel);
                 if let crate::policy::Verdict::Ask(reason) = &verdict {
                     log::debug!("command asks: {reason}");
                 }

@@ -1,0 +1,213 @@
+//! The short programs Spindle runs for itself — git's repository checks and
+//! status, ripgrep's version, the sandbox probe, doctor's checks — as
+//! opposed to the commands a model asks for. A repository decides what such
+//! a program meets (a `.git/config` that includes a FIFO makes git block
+//! forever, a hook or a huge status floods), so each one runs here: in a
+//! process group of its own, dying with the agent (Linux), with its output
+//! capped, and killed with its whole group at its time limit or at a cancel.
+
+use crossbeam_channel::{bounded, Receiver};
+use std::io::{self, Read};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// What a probe printed, within its cap.
+#[derive(Debug)]
+pub struct ProbeOutput {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// How long readers get, once the program is gone, to hand over what they
+/// read; a pipe held open by a process that left the group is not waited
+/// for longer than this.
+const SETTLE: Duration = Duration::from_millis(200);
+/// How often the program's exit is looked for.
+const POLL: Duration = Duration::from_millis(5);
+
+/// Runs `command` with stdin closed, at most `limit` long and with at most
+/// `cap` bytes kept of each of stdout and stderr (the rest is read and
+/// dropped, so the program never blocks on a full pipe). A message on, or
+/// the disconnection of, `cancel` stops it at once. Whatever the outcome,
+/// its process group is killed before this returns. Errors: the spawn's
+/// own, `TimedOut` past the limit, `Interrupted` on a cancel.
+pub fn run(
+    mut command: Command,
+    limit: Duration,
+    cap: usize,
+    cancel: Option<&Receiver<()>>,
+) -> io::Result<ProbeOutput> {
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    super::process::die_with_parent(&mut command);
+    let mut child = command.spawn()?;
+    let group = Group(child.id());
+    let stdout = child.stdout.take().map(|pipe| collect(pipe, cap));
+    let stderr = child.stderr.take().map(|pipe| collect(pipe, cap));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        let stop = match cancel {
+            Some(cancel) => !matches!(
+                cancel.try_recv(),
+                Err(crossbeam_channel::TryRecvError::Empty)
+            ),
+            None => false,
+        };
+        if stop || Instant::now() >= deadline {
+            drop(group);
+            let _ = child.wait();
+            let program = command.get_program().to_string_lossy().into_owned();
+            return Err(if stop {
+                io::Error::new(
+                    io::ErrorKind::Interrupted,
+                    format!("{program} was cancelled"),
+                )
+            } else {
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{program} did not finish within {} s and was stopped",
+                        limit.as_secs_f32()
+                    ),
+                )
+            });
+        }
+        std::thread::sleep(POLL);
+    };
+    // What the program left running in its group goes with it.
+    drop(group);
+    let settle = Instant::now() + SETTLE;
+    Ok(ProbeOutput {
+        status,
+        stdout: stdout.map(|r| gather(&r, settle)).unwrap_or_default(),
+        stderr: stderr.map(|r| gather(&r, settle)).unwrap_or_default(),
+    })
+}
+
+/// Kills the group when dropped (also when the caller panics).
+struct Group(u32);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        super::process::kill_group(self.0);
+    }
+}
+
+/// Reads `pipe` to its end on a helper thread, keeping `cap` bytes.
+fn collect(mut pipe: impl Read + Send + 'static, cap: usize) -> Receiver<Vec<u8>> {
+    let (sender, receiver) = bounded(1);
+    let spawned = std::thread::Builder::new()
+        .name("spindle-probe-output".into())
+        .spawn(move || {
+            let mut kept = Vec::new();
+            let mut chunk = [0u8; 8192];
+            loop {
+                match pipe.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let room = cap.saturating_sub(kept.len());
+                        kept.extend_from_slice(&chunk[..n.min(room)]);
+                    }
+                    Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            let _ = sender.send(kept);
+        });
+    if let Err(error) = spawned {
+        log::warn!("cannot read a probe's output: {error}");
+    }
+    receiver
+}
+
+fn gather(output: &Receiver<Vec<u8>>, until: Instant) -> Vec<u8> {
+    output
+        .recv_timeout(until.saturating_duration_since(Instant::now()))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(line: &str) -> Command {
+        let mut command = Command::new("sh");
+        command.args(["-c", line]);
+        command
+    }
+
+    #[test]
+    fn output_is_capped_and_the_status_kept() {
+        let out = run(
+            sh("head -c 100000 /dev/zero; echo oops >&2; exit 3"),
+            Duration::from_secs(10),
+            1000,
+            None,
+        )
+        .unwrap();
+        assert_eq!(out.stdout.len(), 1000);
+        assert_eq!(out.stderr, b"oops\n");
+        assert_eq!(out.status.code(), Some(3));
+    }
+
+    #[test]
+    fn a_hanging_program_is_stopped_with_its_group() {
+        let dir = std::env::temp_dir().join(format!("spindle-probe-{}", crate::util::random_hex()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let marker = dir.join("child.pid");
+        // The program starts a child that would outlive it, then hangs.
+        let line = format!("sleep 30 & echo $! > {}; exec sleep 30", marker.display());
+        let error = run(sh(&line), Duration::from_millis(300), 1000, None).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+        let pid: i32 = std::fs::read_to_string(&marker)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // The kill is sent before `run` returns; its delivery may take a
+        // moment. A killed child is gone or a zombie.
+        let mut state = None;
+        for _ in 0..200 {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next())
+                .map(str::to_string);
+            if matches!(state.as_deref(), None | Some("Z")) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            matches!(state.as_deref(), None | Some("Z")),
+            "child still runs: {state:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_cancel_stops_the_program() {
+        let (trigger, cancel) = bounded::<()>(0);
+        let waiter = std::thread::spawn(move || {
+            run(
+                sh("exec sleep 30"),
+                Duration::from_secs(60),
+                1000,
+                Some(&cancel),
+            )
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        drop(trigger);
+        let error = waiter.join().unwrap().unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::Interrupted);
+    }
+}
