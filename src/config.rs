@@ -183,10 +183,8 @@ pub fn check_mcp_servers(servers: &[Value], what: &str) -> Result<(), String> {
 /// commands of the repository's choosing).
 pub fn project_mcp_servers(cwd: &Path) -> Result<Vec<Value>, String> {
     let path = cwd.join(".spindle").join("config.json");
-    let bytes = match crate::tools::bounded::read_capped(&path, 1024 * 1024) {
-        Ok(bytes) => bytes,
-        Err(crate::tools::bounded::ReadError::Missing) => return Ok(Vec::new()),
-        Err(_) => return Err(format!("{} cannot be read", path.display())),
+    let Some(bytes) = read_project_config(cwd, &path)? else {
+        return Ok(Vec::new());
     };
     let value: Value =
         serde_json::from_slice(&bytes).map_err(|err| format!("{}: {err}", path.display()))?;
@@ -754,15 +752,23 @@ pub fn add_project_rule(
     save(path, &config)
 }
 
+/// The largest project configuration read.
+pub const PROJECT_CONFIG_CAP: u64 = 1024 * 1024;
+
+/// The bytes of a workspace's `.spindle/config.json`, read as every file a
+/// repository ships is ([`crate::tools::shipped`]): `None` when missing.
+fn read_project_config(cwd: &Path, path: &Path) -> Result<Option<Vec<u8>>, String> {
+    crate::tools::shipped::read(path, cwd, PROJECT_CONFIG_CAP)
+        .map_err(|why| format!("{} is not read: {}", path.display(), why.reason()))
+}
+
 /// The permission rules of a workspace's own `.spindle/config.json`
 /// (`permissions.rules`; other keys are not read here). They can only
 /// tighten what the user allows, unless the user trusts the project.
 pub fn project_rules(cwd: &Path) -> Result<Vec<crate::policy::rules::Rule>, String> {
     let path = cwd.join(".spindle").join("config.json");
-    let bytes = match crate::tools::bounded::read_capped(&path, 1024 * 1024) {
-        Ok(bytes) => bytes,
-        Err(crate::tools::bounded::ReadError::Missing) => return Ok(Vec::new()),
-        Err(_) => return Err(format!("{} cannot be read", path.display())),
+    let Some(bytes) = read_project_config(cwd, &path)? else {
+        return Ok(Vec::new());
     };
     let value: Value =
         serde_json::from_slice(&bytes).map_err(|err| format!("{}: {err}", path.display()))?;

@@ -64,6 +64,7 @@ pub fn run(args: &DoctorArgs) -> Report {
     }
     check_database(&mut lines, args.db.as_deref());
     check_sandbox(&mut lines);
+    check_workspace(&mut lines);
     lines.section("Logs");
     match config.as_ref().and_then(|c| c.log_file.clone()) {
         Some(path) => lines.ok(
@@ -205,6 +206,22 @@ fn check_mcp(lines: &mut Lines, config: &Config) {
         lines.ok(&name, &format!("started; {count} tools"));
     }
     session.shutdown();
+}
+
+/// The files of the current folder's workspace that Spindle refuses to
+/// read on the repository's behalf (links out, FIFOs, devices, …).
+fn check_workspace(lines: &mut Lines) {
+    let Ok(cwd) = std::env::current_dir() else {
+        return;
+    };
+    let skipped = crate::agent::skipped_files(&cwd);
+    if skipped.is_empty() {
+        return;
+    }
+    lines.section("Workspace");
+    for file in skipped {
+        lines.warn("left out", &file.describe());
+    }
 }
 
 fn check_database(lines: &mut Lines, explicit: Option<&Path>) {

@@ -13,7 +13,7 @@ mod signals;
 mod turn;
 
 pub use common::options::{Options, DEFAULT_MAX_STEPS};
-pub use common::prompt::system_prompt;
+pub use common::prompt::{skipped_files, system_prompt};
 pub use common::{controls, models, permission};
 
 use crate::provider::script::Script;

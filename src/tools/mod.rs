@@ -16,6 +16,7 @@ pub mod paths;
 pub mod probe;
 pub mod process;
 pub mod search;
+pub mod shipped;
 pub mod walk;
 
 use crate::provider::ToolSpec;

@@ -12,6 +12,7 @@ mod help;
 mod mcp;
 mod protocol;
 mod providers;
+mod repository;
 mod sandbox;
 mod sessions;
 mod setup_pty;

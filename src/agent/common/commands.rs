@@ -2,6 +2,7 @@
 //! (`.spindle/commands/*.md` in the workspace and `commands/*.md` in the
 //! user's config directory), advertised with `available_commands_update`.
 
+use crate::tools::shipped::Skipped;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -123,10 +124,23 @@ pub fn set_agent_dir(dir: Option<PathBuf>) {
     }
 }
 
+/// The largest custom command file read.
+pub const COMMAND_FILE_CAP: u64 = 256 * 1024;
+/// The most command files read from one folder.
+pub const COMMAND_FILES_MAX: usize = 500;
+
 /// Every command available in a workspace: the built-ins, then custom
 /// commands (the workspace's win over the agent file's, which win over the
 /// user's of the same name; none replaces a built-in).
 pub fn available(cwd: &Path) -> Vec<Command> {
+    available_and_skipped(cwd).0
+}
+
+/// [`available`], and the command files left out: the workspace's and the
+/// agent folder's are read only as [`crate::tools::shipped`] allows (no
+/// link out of their folder, regular files within a cap); the user's own
+/// may link anywhere but must be regular files within the cap too.
+pub fn available_and_skipped(cwd: &Path) -> (Vec<Command>, Vec<Skipped>) {
     let mut commands: Vec<Command> = BUILTINS
         .iter()
         .map(|(name, description, hint, builtin)| Command {
@@ -136,21 +150,28 @@ pub fn available(cwd: &Path) -> Vec<Command> {
             kind: Kind::Builtin(*builtin),
         })
         .collect();
+    let mut skipped = Vec::new();
     let agent_dir = AGENT_DIR.read().ok().and_then(|dir| dir.clone());
+    // The folder, and the folder it must lie in (none for the user's own).
     let dirs = [
-        Some(cwd.join(".spindle").join("commands")),
-        agent_dir,
-        Some(user_dir()),
+        Some((
+            cwd.join(".spindle").join("commands"),
+            Some(cwd.to_path_buf()),
+        )),
+        agent_dir.map(|dir| (dir.clone(), Some(dir))),
+        Some((user_dir(), None)),
     ];
-    for dir in dirs.into_iter().flatten() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+    for (dir, within) in dirs.iter().flatten() {
+        let Ok(entries) = std::fs::read_dir(dir) else {
             continue;
         };
         let mut files: Vec<PathBuf> = entries
             .filter_map(|entry| entry.ok().map(|e| e.path()))
             .filter(|path| path.extension().is_some_and(|e| e == "md"))
+            .take(COMMAND_FILES_MAX * 4)
             .collect();
         files.sort();
+        files.truncate(COMMAND_FILES_MAX);
         for path in files {
             let Some(name) = path
                 .file_stem()
@@ -162,13 +183,42 @@ pub fn available(cwd: &Path) -> Vec<Command> {
             if !valid_name(&name) || commands.iter().any(|c| c.name == name) {
                 continue;
             }
-            let Ok(text) = std::fs::read_to_string(&path) else {
-                continue;
+            let read = match within {
+                Some(within) => crate::tools::shipped::read(&path, within, COMMAND_FILE_CAP),
+                None => own_file(&path),
             };
+            let bytes = match read {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => continue,
+                Err(why) => {
+                    skipped.push(Skipped { path, why });
+                    continue;
+                }
+            };
+            let text = String::from_utf8_lossy(&bytes);
             commands.push(parse_custom(&name, &text, path));
         }
     }
-    commands
+    (commands, skipped)
+}
+
+/// One of the user's own command files: links are theirs to make, but a
+/// FIFO or a huge file is refused all the same.
+fn own_file(path: &Path) -> Result<Option<Vec<u8>>, crate::tools::shipped::Refused> {
+    use crate::tools::bounded::{read_capped, ReadError};
+    use crate::tools::shipped::Refused;
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => return Err(Refused::NotRegular),
+        Err(_) => return Ok(None),
+        Ok(_) => {}
+    }
+    match read_capped(path, COMMAND_FILE_CAP) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(ReadError::Missing) => Ok(None),
+        Err(ReadError::Directory | ReadError::NotRegular) => Err(Refused::NotRegular),
+        Err(ReadError::TooLarge(size)) => Err(Refused::TooLarge(size)),
+        Err(ReadError::Io(error)) => Err(Refused::Unreadable(error.to_string())),
+    }
 }
 
 fn valid_name(name: &str) -> bool {

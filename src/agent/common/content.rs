@@ -146,20 +146,12 @@ fn check(blocks: &[Value]) -> Result<Vec<Block>, RpcError> {
     Ok(checked)
 }
 
-/// Saves `data` under `.spindle/attachments/` with a content-hash name.
+/// Saves `data` under `.spindle/attachments/` with a content-hash name,
+/// never through a link (see [`crate::tools::shipped::write_new`]).
 fn save(cwd: &Path, data: &[u8], extension: &str) -> Result<PathBuf, RpcError> {
     let dir = cwd.join(".spindle").join("attachments");
-    std::fs::create_dir_all(&dir)
-        .map_err(|err| RpcError::internal(format!("cannot create {}: {err}", dir.display())))?;
-    let path = dir.join(format!(
-        "{}.{extension}",
-        &crate::util::sha256_hex(data)[..32]
-    ));
-    if !path.exists() {
-        std::fs::write(&path, data)
-            .map_err(|err| RpcError::internal(format!("cannot save {}: {err}", path.display())))?;
-    }
-    Ok(path)
+    let name = format!("{}.{extension}", &crate::util::sha256_hex(data)[..32]);
+    crate::tools::shipped::write_new(cwd, &dir, &name, data).map_err(RpcError::internal)
 }
 
 fn file_uri(path: &Path) -> String {

@@ -102,13 +102,65 @@ fn git_state(cwd: &Path) -> Option<String> {
     let head = String::from_utf8_lossy(&head).trim().to_string();
     let branch = match head.strip_prefix("ref: refs/heads/") {
         Some(branch) => format!("branch {branch}"),
-        None => format!("detached at {}", head.chars().take(12).collect::<String>()),
+        // Only a commit id is shown: a `.git` file may point anywhere, and
+        // whatever file is read there must not reach the prompt.
+        None if head.len() >= 12 && head.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            format!("detached at {}", &head[..12])
+        }
+        None => return None,
     };
     let status = crate::policy::git::short_status(cwd, &root);
     Some(match status {
         Some(status) => format!("{branch}; {status}"),
         None => branch,
     })
+}
+
+/// The files of the workspace Spindle would read on its own behalf but
+/// refuses (links out of their folder, FIFOs, devices, hard links, files
+/// over their cap): the project's instruction files, its commands and its
+/// `.spindle/config.json`. For a notice and `spindle doctor`.
+pub fn skipped_files(cwd: &Path) -> Vec<crate::tools::shipped::Skipped> {
+    use crate::tools::shipped::{self, Skipped};
+    let mut skipped = Vec::new();
+    for (_, path) in project_instruction_files(cwd) {
+        let folder = path.parent().unwrap_or(Path::new("/"));
+        if let Err(why) = shipped::open(&path, folder) {
+            skipped.push(Skipped { path, why });
+        }
+    }
+    skipped.extend(super::commands::available_and_skipped(cwd).1);
+    let config = cwd.join(".spindle").join("config.json");
+    if let Err(why) = shipped::read(&config, cwd, crate::config::PROJECT_CONFIG_CAP) {
+        skipped.push(Skipped { path: config, why });
+    }
+    skipped
+}
+
+/// The project's instruction files, from the repository root down to
+/// `cwd`, with the words that name each.
+fn project_instruction_files(cwd: &Path) -> Vec<(String, PathBuf)> {
+    let mut files = Vec::new();
+    let top = repository_root(cwd).unwrap_or_else(|| cwd.to_path_buf());
+    let mut dirs: Vec<&Path> = cwd
+        .ancestors()
+        .take_while(|d| d.starts_with(&top))
+        .collect();
+    dirs.reverse();
+    for dir in dirs {
+        let chosen = ["AGENTS.md", "CLAUDE.md"]
+            .iter()
+            .map(|name| dir.join(name))
+            .find(|path| std::fs::symlink_metadata(path).is_ok());
+        if let Some(path) = chosen {
+            let shown = path
+                .strip_prefix(cwd)
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| path.display().to_string());
+            files.push((format!("the project's {shown}"), path));
+        }
+    }
+    files
 }
 
 /// The instructions left for the model: the user's global file, then the
@@ -123,25 +175,7 @@ pub fn instructions(cwd: &Path, global: &Path) -> String {
             global.to_path_buf(),
         ));
     }
-    let top = repository_root(cwd).unwrap_or_else(|| cwd.to_path_buf());
-    let mut dirs: Vec<&Path> = cwd
-        .ancestors()
-        .take_while(|d| d.starts_with(&top))
-        .collect();
-    dirs.reverse();
-    for dir in dirs {
-        let chosen = ["AGENTS.md", "CLAUDE.md"]
-            .iter()
-            .map(|name| dir.join(name))
-            .find(|path| path.is_file());
-        if let Some(path) = chosen {
-            let shown = path
-                .strip_prefix(cwd)
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|_| path.display().to_string());
-            files.push((format!("the project's {shown}"), path));
-        }
-    }
+    files.extend(project_instruction_files(cwd));
     let mut out = String::new();
     let mut left = INSTRUCTIONS_LIMIT;
     // A project's file is the project's only where it really is: a link
@@ -151,15 +185,21 @@ pub fn instructions(cwd: &Path, global: &Path) -> String {
     // user's own global file may link anywhere.
     for (index, (what, path)) in files.into_iter().enumerate() {
         let own = index == 0 && path == global;
-        let Ok((file, size)) = crate::tools::bounded::open_regular(&path) else {
+        let opened = if own {
+            crate::tools::bounded::open_regular(&path).ok()
+        } else {
+            let folder = path.parent().unwrap_or(Path::new("/"));
+            match crate::tools::shipped::open(&path, folder) {
+                Ok(opened) => opened,
+                Err(why) => {
+                    out.push_str(&format!("\n\n(Not included: {what}: {}.)", why.reason()));
+                    continue;
+                }
+            }
+        };
+        let Some((file, size)) = opened else {
             continue;
         };
-        if !own && !opened_in_its_folder(&file, &path) {
-            out.push_str(&format!(
-                "\n\n(Not included: {what} is a link to a file outside its folder.)"
-            ));
-            continue;
-        }
         // Never more than the limit is read, however large the file.
         let mut bytes = Vec::new();
         if std::io::Read::read_to_end(
@@ -200,27 +240,6 @@ pub fn instructions(cwd: &Path, global: &Path) -> String {
         }
     }
     out
-}
-
-/// Whether the file opened from `path` really lies in the folder `path`
-/// names (real paths), with no other name elsewhere (one hard link): the
-/// descriptor's own path is checked, so a link swapped after a check is
-/// no way round it.
-fn opened_in_its_folder(file: &std::fs::File, path: &Path) -> bool {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::MetadataExt;
-    if file.metadata().map_or(true, |meta| meta.nlink() > 1) {
-        return false;
-    }
-    let Some(folder) = path
-        .parent()
-        .and_then(|dir| std::fs::canonicalize(dir).ok())
-    else {
-        return false;
-    };
-    let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
-        .or_else(|_| std::fs::canonicalize(path));
-    real.is_ok_and(|real| real.starts_with(&folder))
 }
 
 fn truncate(text: &str, limit: usize) -> &str {

@@ -46,6 +46,9 @@ pub struct Session {
     /// Whether the session was told that the sandbox policy has no sandbox
     /// here (said once per session, in its first turn under that policy).
     pub sandbox_notice_shown: bool,
+    /// The workspace files already named as refused (each is named once
+    /// per session, in the first turn after it appears).
+    pub refused_shown: Vec<std::path::PathBuf>,
     /// Said once, in the first answer: a policy above `auto` that a flag
     /// or the config chose.
     pub start_notice: Option<String>,
@@ -166,6 +169,7 @@ impl Session {
             mcp: None,
             queued: None,
             sandbox_notice_shown: false,
+            refused_shown: Vec::new(),
             start_notice: None,
             scan_cache: Default::default(),
             epoch: 0,

@@ -274,6 +274,25 @@ impl Dispatcher {
         } else {
             None
         };
+        // Workspace files Spindle would read but refuses are named, each
+        // once (the model's prompt names the instruction files itself).
+        let refused: Vec<_> = crate::agent::common::prompt::skipped_files(&session.cwd)
+            .into_iter()
+            .filter(|skipped| !session.refused_shown.contains(&skipped.path))
+            .collect();
+        let refused_notice = (!refused.is_empty()).then(|| {
+            let lines: Vec<String> = refused
+                .iter()
+                .map(|skipped| format!("- {}", skipped.describe()))
+                .collect();
+            session
+                .refused_shown
+                .extend(refused.into_iter().map(|skipped| skipped.path));
+            format!(
+                "_Some of the workspace's files are left out:_\n\n{}\n\n",
+                lines.join("\n")
+            )
+        });
         // Lasting rules: the user's (with their answers for this project)
         // and the project's own, which only tighten unless trusted.
         let project_key = session.cwd.display().to_string();
@@ -301,10 +320,15 @@ impl Dispatcher {
             mine.is_some_and(|p| p.trusted),
         );
         // A policy above `auto` chosen at start is said once, first.
-        let notice = [session.start_notice.take(), notice, notice_extra]
-            .into_iter()
-            .flatten()
-            .reduce(|a, b| format!("{a}{b}"));
+        let notice = [
+            session.start_notice.take(),
+            notice,
+            refused_notice,
+            notice_extra,
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(|a, b| format!("{a}{b}"));
         let cancel = CancelToken::new();
         let client = Client::new(
             session.id.clone(),
