@@ -7,6 +7,12 @@
 //! other thread exists, so every thread inherits the mask and only the
 //! `spindle-signals` thread receives them, with `sigwait`. Child processes
 //! start with an empty mask (std resets it), so commands still die of them.
+//!
+//! The thread depends on nothing else of the agent: when the orderly end
+//! does not come within [`GRACE`] (a handler stuck, an editor that stopped
+//! reading stdout), or a second signal comes, it ends the process itself.
+//! Every child dies with it (commands under the guard, MCP servers and
+//! Spindle's own probes are tied to the agent's life).
 
 use super::dispatcher::Event;
 use crossbeam_channel::Sender;
@@ -15,6 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 const SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+
+/// How long the orderly end may take after a signal.
+pub const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn signal_set() -> io::Result<libc::sigset_t> {
     let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
@@ -58,11 +67,26 @@ pub fn install(events: Sender<Event>, stopped: Arc<AtomicBool>) -> io::Result<()
                 );
                 return;
             }
-            log::info!("signal {signal}: stopping as at the end of input");
-            stopped.store(true, Ordering::SeqCst);
-            if events.send(Event::Signal).is_err() {
-                return;
+            if stopped.swap(true, Ordering::SeqCst) {
+                log::warn!("signal {signal} again: exiting now");
+                std::process::exit(1);
             }
+            log::info!("signal {signal}: stopping as at the end of input");
+            let deadline = std::thread::Builder::new()
+                .name("spindle-signal-deadline".into())
+                .spawn(|| {
+                    std::thread::sleep(GRACE);
+                    log::warn!(
+                        "the agent did not stop within {} s of the signal: exiting now",
+                        GRACE.as_secs()
+                    );
+                    std::process::exit(1);
+                });
+            if deadline.is_err() {
+                std::process::exit(1);
+            }
+            // The dispatcher may be stuck: the signal is not waited on.
+            let _ = events.try_send(Event::Signal);
         })?;
     Ok(())
 }

@@ -384,3 +384,63 @@ fn with_a_long_command(
     let pid = read_pid(&pidfile).unwrap();
     (agent, exchange, pid)
 }
+
+/// An editor that stopped reading stdout (the agent's writes block) and
+/// then sends SIGTERM: the agent does not wait for it for ever; it ends
+/// within its grace, and a second signal ends it at once.
+#[test]
+fn a_termination_signal_ends_the_agent_even_when_the_editor_stopped_reading() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    for signals in [1, 2] {
+        let space = Space::new("tools-signal-stuck");
+        let script_path = space.path("script.json");
+        fs::write(
+            &script_path,
+            json!({ "replies": [{"text": "a"}] }).to_string(),
+        )
+        .unwrap();
+        let home = space.path("home");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+        command
+            .args(["acp", "--script", script_path.to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        crate::support::agent::fresh_machine(&mut command, &home);
+        let mut child = command.spawn().unwrap();
+        // stdout is never read.
+        let _stdout = child.stdout.take();
+        let mut stdin = child.stdin.take().unwrap();
+        let cwd = space.abs("");
+        for line in [
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}}),
+        ] {
+            writeln!(stdin, "{line}").unwrap();
+        }
+        // Answers nobody reads fill the pipe, and then the agent's writes
+        // block.
+        for id in 2..2000 {
+            let line = json!({"jsonrpc": "2.0", "id": id, "method": "session/list", "params": {}});
+            if writeln!(stdin, "{line}").is_err() {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        for _ in 0..signals {
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut status = None;
+        while status.is_none() && Instant::now() < deadline {
+            status = child.try_wait().unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if status.is_none() {
+            let _ = child.kill();
+            panic!("the agent did not exit after SIGTERM ({signals} sent)");
+        }
+        drop(stdin);
+    }
+}
