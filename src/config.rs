@@ -541,7 +541,7 @@ impl Config {
     /// `OPENAI_BASE_URL`), `ANTHROPIC_API_KEY` (with `ANTHROPIC_BASE_URL`),
     /// `OLLAMA_HOST`.
     pub fn from_env() -> Config {
-        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let env = |name: &str| crate::credentials::var(name).filter(|v| !v.trim().is_empty());
         let mut config = Config::default();
         if env("OPENAI_API_KEY").is_some() || env("OPENAI_BASE_URL").is_some() {
             config.providers.insert(
@@ -594,7 +594,7 @@ impl Config {
             return Ok(None);
         };
         if let Some(name) = &config.api_key_env {
-            if let Ok(value) = std::env::var(name) {
+            if let Some(value) = crate::credentials::var(name) {
                 if !value.trim().is_empty() {
                     return Ok(Some(value.trim().to_string()));
                 }

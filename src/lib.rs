@@ -9,6 +9,7 @@ pub mod agentfile;
 pub mod cancel;
 pub mod checkpoint;
 pub mod config;
+pub mod credentials;
 pub mod doctor;
 pub mod exec;
 #[doc(hidden)]

@@ -784,8 +784,34 @@ fn log_file_of(command: &Result<Command, Usage>) -> Option<std::path::PathBuf> {
     value["log_file"].as_str().map(std::path::PathBuf::from)
 }
 
+/// Takes the provider keys out of the environment (kept in memory) and
+/// makes the process non-dumpable, for every command but the sandbox
+/// launcher and the guard, which hand their environment on as it is.
+fn guard_credentials(command: &Result<Command, Usage>) {
+    let config = match command {
+        Ok(Command::Sandbox(_) | Command::Guard(_)) => return,
+        Ok(Command::Acp(options)) => options.config.clone(),
+        Ok(Command::Exec(options, _)) => options.config.clone(),
+        Ok(Command::Doctor(args)) => args.config.clone(),
+        Ok(Command::McpList { config, .. }) => config.clone(),
+        _ => None,
+    };
+    let config = spindle::config::Config::load(config.as_deref())
+        .map(|(config, _)| config)
+        .unwrap_or_default();
+    let names: Vec<String> = config
+        .providers
+        .values()
+        .filter_map(|provider| provider.api_key_env.clone())
+        .collect();
+    spindle::credentials::withdraw(&names, &config.tools.pass_env);
+    spindle::credentials::guard_process();
+}
+
 fn main() -> ExitCode {
     let command = parse_args();
+    // While the process has one thread.
+    guard_credentials(&command);
     init_logging(log_file_of(&command));
     match command {
         // First, while the process has a single thread: the launcher

@@ -185,7 +185,7 @@ pub fn run(
         }
         if args.key_env.is_none() && args.key_file.is_none() && !args.no_key && !args.key_stdin {
             let variable = default_key_env(kind);
-            let default = if std::env::var_os(variable).is_some() {
+            let default = if crate::credentials::var(variable).is_some() {
                 "2"
             } else {
                 "1"

@@ -13,28 +13,7 @@ use crate::config::Config;
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 
-/// Variables that hold model-provider credentials by convention.
-pub const STANDARD: &[&str] = &[
-    "OPENAI_API_KEY",
-    "OPENAI_ORG_ID",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "AZURE_OPENAI_API_KEY",
-    "OPENROUTER_API_KEY",
-    "DEEPSEEK_API_KEY",
-    "GROQ_API_KEY",
-    "MISTRAL_API_KEY",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "XAI_API_KEY",
-    "TOGETHER_API_KEY",
-    "FIREWORKS_API_KEY",
-    "COHERE_API_KEY",
-    "PERPLEXITY_API_KEY",
-    "CEREBRAS_API_KEY",
-    "HF_TOKEN",
-    "HUGGING_FACE_HUB_TOKEN",
-];
+pub use crate::credentials::STANDARD;
 
 /// Values shorter than this are never matched by value: they are not keys,
 /// and matching them would remove ordinary variables.
@@ -78,7 +57,7 @@ impl Secrets {
             }
         }
         for name in STANDARD {
-            if let Ok(value) = std::env::var(name) {
+            if let Some(value) = crate::credentials::var(name) {
                 secrets.add_value(value);
             }
         }

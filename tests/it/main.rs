@@ -7,6 +7,7 @@ mod attacks;
 mod commands;
 mod content;
 mod controls;
+mod credentials;
 mod exec;
 mod help;
 mod mcp;
