@@ -126,7 +126,9 @@ pub fn read_disk(path: &Path, cap: u64) -> Contents {
     if !meta.is_file() || meta.len() > cap {
         return Contents::Unkept;
     }
-    match std::fs::read(path) {
+    // The look above follows nothing; the open must not either (a link or
+    // a FIFO swapped in meanwhile), nor block, nor read past the cap.
+    match crate::tools::bounded::read_capped_here(path, cap) {
         Ok(data) => Contents::Data(data),
         Err(_) => Contents::Unkept,
     }

@@ -77,6 +77,9 @@ pub struct Image {
     pub mime_type: String,
 }
 
+/// The largest attachment sent to a model.
+const IMAGE_CAP: u64 = 64 * 1024 * 1024;
+
 impl Image {
     /// The image as a `data:` URL, or `None` when its file is gone.
     pub fn data_url(&self) -> Option<String> {
@@ -85,7 +88,13 @@ impl Image {
     }
 
     pub fn base64(&self) -> Option<String> {
-        match std::fs::read(&self.path) {
+        // Saved by Spindle under `.spindle/attachments/`, which the
+        // workspace can change since: read as a file the repository ships.
+        let folder = self.path.parent().unwrap_or(std::path::Path::new("/"));
+        let read = crate::tools::shipped::read(&self.path, folder, IMAGE_CAP)
+            .map_err(|why| why.reason())
+            .and_then(|bytes| bytes.ok_or_else(|| "it is gone".to_string()));
+        match read {
             Ok(bytes) => Some(crate::util::base64_encode(&bytes)),
             Err(err) => {
                 log::warn!(

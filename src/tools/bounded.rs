@@ -35,14 +35,8 @@ impl Default for FileLimits {
     }
 }
 
-#[cfg(target_os = "linux")]
-const O_NONBLOCK: i32 = 0o4000;
-#[cfg(not(target_os = "linux"))]
-const O_NONBLOCK: i32 = 0x4;
-#[cfg(target_os = "linux")]
-const O_NOCTTY: i32 = 0o400;
-#[cfg(not(target_os = "linux"))]
-const O_NOCTTY: i32 = 0x20000;
+const O_NONBLOCK: i32 = libc::O_NONBLOCK;
+const O_NOCTTY: i32 = libc::O_NOCTTY;
 
 /// Why a file could not be read.
 #[derive(Debug)]
@@ -79,9 +73,30 @@ pub fn open_regular(path: &Path) -> Result<(File, u64), ReadError> {
     Ok((file, meta.len()))
 }
 
+/// [`read_capped`] of a file that is not a link itself (`O_NOFOLLOW`).
+pub fn read_capped_here(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK | O_NOCTTY | libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|err| match err.kind() {
+            io::ErrorKind::NotFound => ReadError::Missing,
+            _ => ReadError::Io(err),
+        })?;
+    let meta = file.metadata().map_err(ReadError::Io)?;
+    if !meta.is_file() {
+        return Err(ReadError::NotRegular);
+    }
+    read_within(file, meta.len(), cap)
+}
+
 /// The whole content of a regular file of at most `cap` bytes.
 pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
     let (file, size) = open_regular(path)?;
+    read_within(file, size, cap)
+}
+
+fn read_within(file: File, size: u64, cap: u64) -> Result<Vec<u8>, ReadError> {
     if size > cap {
         return Err(ReadError::TooLarge(size));
     }

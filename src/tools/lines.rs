@@ -104,7 +104,8 @@ pub fn index(path: &Path, cap: u64) -> Result<FileIndex, LinesError> {
 }
 
 fn build(path: &Path, stamp: (u64, i64, u64)) -> Result<FileIndex, LinesError> {
-    let mut file = File::open(path).map_err(|_| LinesError::Unreadable)?;
+    // Never a blocking open (a FIFO swapped in after the look).
+    let (mut file, _) = super::bounded::open_regular(path).map_err(|_| LinesError::Unreadable)?;
     let mut hasher = crate::util::Sha256::default();
     let mut buffer = vec![0u8; 256 * 1024];
     // Bytes of a character cut at the end of the last chunk.
@@ -165,7 +166,8 @@ pub fn window(
         return Ok(lines);
     }
     let mark = ((start - 1) / STRIDE) as usize;
-    let mut file = File::open(path).map_err(|_| LinesError::Unreadable)?;
+    // Never a blocking open (a FIFO swapped in after the look).
+    let (mut file, _) = super::bounded::open_regular(path).map_err(|_| LinesError::Unreadable)?;
     let from = index.marks.get(mark).copied().unwrap_or(0);
     file.seek(SeekFrom::Start(from))
         .map_err(|_| LinesError::Unreadable)?;

@@ -541,3 +541,34 @@ fn replay_in_another_process_shows_the_blocks_as_sent_with_files_by_reference() 
         "the earlier image is sent again from its file: {body}"
     );
 }
+
+/// A saved attachment the workspace swaps for a link (to a secret outside
+/// it) between turns is not read: the next request carries no image of
+/// the linked file.
+#[test]
+fn an_attachment_swapped_for_a_link_is_not_sent_again() {
+    let bench = Bench::new("content-image-swapped");
+    let mut agent = bench.agent("fake/vision");
+    let session = bench.session(&mut agent);
+    bench.model.push(say("A pixel."));
+    let turn = prompt(
+        &mut agent,
+        &session,
+        json!([text_block("Look."), image_block(&png(1, 2, 3))]),
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    let saved = bench.saved();
+    let secret = bench.base.join("secret.txt");
+    fs::write(&secret, "OUTSIDE-SECRET-4417").unwrap();
+    fs::remove_file(&saved[0]).unwrap();
+    std::os::unix::fs::symlink(&secret, &saved[0]).unwrap();
+    bench.model.push(say("Again."));
+    let turn = prompt(&mut agent, &session, json!([text_block("And now?")]));
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    let body = bench.last_body().to_string();
+    assert!(
+        !body.contains(&base64(b"OUTSIDE-SECRET-4417")),
+        "the linked file was sent"
+    );
+    assert!(!body.contains("data:image/png;base64"), "{body}");
+}

@@ -306,6 +306,19 @@ fn workspace_windows_have_bounds_and_a_revision() {
         let error = err(&mut agent, "_spindle/resource", params);
         assert_eq!(error["code"], -32602, "{uri}: {error}");
     }
+    // A FIFO is answered (not opened for good by the reading thread).
+    let fifo = space.ws.join("pipe.txt");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let error = err(
+        &mut agent,
+        "_spindle/resource",
+        json!({"sessionId": session, "uri": "workspace:pipe.txt"}),
+    );
+    assert!(error["message"].is_string(), "{error}");
 }
 
 /// A large file is read for its window off the dispatcher: other requests

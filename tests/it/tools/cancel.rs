@@ -441,7 +441,10 @@ fn a_termination_signal_ends_the_agent_even_when_the_editor_stopped_reading() {
             let _ = child.kill();
         }
         let _ = child.wait();
-        assert!(exited, "the agent did not exit after SIGTERM ({signals} sent)");
+        assert!(
+            exited,
+            "the agent did not exit after SIGTERM ({signals} sent)"
+        );
         drop(stdin);
     }
 }
