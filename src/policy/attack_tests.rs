@@ -378,3 +378,130 @@ fn refused() {
         );
     }
 }
+
+/// A workspace of folders to compare, next to a secret outside it:
+/// `left/leak` and `deep/l/inner/leak` lead to the secret, `right` and
+/// `deep/r` hold plain files of the same names, `globbed/one/leak` leads
+/// out one level below what `globbed/*` lists, `loop/self` is a symlink
+/// to its own folder and `pair/b/link` leads to a file inside.
+fn folders() -> (Workspace, PathBuf) {
+    let base = temp_dir("folders");
+    let root = base.root.join("ws");
+    let secret = base.root.join("secret");
+    std::fs::write(&secret, "TOPSECRET\n").unwrap();
+    for dir in [
+        "left",
+        "right",
+        "deep/l/inner",
+        "deep/r/inner",
+        "globbed/one",
+        "loop",
+        "pair/a",
+        "pair/b",
+    ] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    for file in [
+        "left/f",
+        "right/f",
+        "right/leak",
+        "deep/r/inner/leak",
+        "loop/f",
+        "pair/a/f",
+        "pair/a/link",
+        "pair/b/f",
+    ] {
+        std::fs::write(root.join(file), "plain\n").unwrap();
+    }
+    let link = |target: &Path, at: &str| std::os::unix::fs::symlink(target, root.join(at)).unwrap();
+    link(&secret, "left/leak");
+    link(&secret, "deep/l/inner/leak");
+    link(&secret, "globbed/one/leak");
+    link(Path::new("."), "loop/self");
+    link(&root.join("pair/a/f"), "pair/b/link");
+    (base, root)
+}
+
+/// What a command prints, run by `sh` in `dir` (`None` when `sh` or the
+/// program is missing).
+fn output_of(dir: &Path, line: &str) -> Option<String> {
+    let out = std::process::Command::new("sh")
+        .args(["-c", line])
+        .current_dir(dir)
+        .output()
+        .ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn folders_compared_through_symlinks_that_lead_out_ask() {
+    let (_base, root) = folders();
+    let root = root.as_path();
+    // The attack is real: diff prints the secret through the folders' links.
+    if let Some(printed) = output_of(root, "diff left right") {
+        assert!(printed.contains("TOPSECRET"), "{printed}");
+    }
+    let mut wrong = Vec::new();
+    for line in [
+        "diff left right",
+        "diff right left",
+        "diff right/f left",
+        "diff -r deep/l deep/r",
+        "diff -ru deep/l deep/r",
+        "diff -qr deep/l deep/r",
+        "diff --recursive deep/l deep/r",
+        "diff --recurs deep/l deep/r",
+        "diff deep/l/inner deep/r/inner",
+        "diff globbed/* right",
+        "diff --from-file=left right/f",
+        "diff --to-file left right/f",
+        "diff -- left right",
+        "diff -r . deep",
+        "cd deep && diff -r l r",
+        "cd left && diff . ../right",
+    ] {
+        if verdict(root, root, SYSTEM_PATH, line).is_read_only() {
+            wrong.push(line);
+        }
+    }
+    assert!(wrong.is_empty(), "judged read-only: {wrong:#?}");
+    // Only what diff opens is judged: without `-r` it does not enter
+    // `inner`; links that stay inside, and loops, are fine.
+    if let Some(printed) = output_of(root, "diff deep/l deep/r") {
+        assert!(!printed.contains("TOPSECRET"), "{printed}");
+    }
+    for line in [
+        "diff deep/l deep/r",
+        "diff -r pair/a pair/b",
+        "diff -r loop loop",
+        "diff -r right deep/r",
+        "diff left/f right/f",
+    ] {
+        if let Verdict::Ask(reason) = verdict(root, root, SYSTEM_PATH, line) {
+            wrong.push(line);
+            eprintln!("{line}: {reason}");
+        }
+    }
+    assert!(wrong.is_empty(), "asked: {wrong:#?}");
+}
+
+#[test]
+fn a_folder_too_large_to_walk_asks() {
+    let ws = temp_dir("large");
+    let root = ws.root.as_path();
+    std::fs::create_dir_all(root.join("many")).unwrap();
+    std::fs::create_dir_all(root.join("few")).unwrap();
+    for n in 0..=WALK_ENTRY_LIMIT {
+        std::fs::write(root.join(format!("many/{n}")), "").unwrap();
+    }
+    let Verdict::Ask(reason) = verdict(root, root, SYSTEM_PATH, "diff many few") else {
+        panic!("a folder past the limit was judged read-only");
+    };
+    assert!(reason.contains("more than"), "{reason}");
+    // The limit is for the whole line, not per folder.
+    std::fs::remove_file(root.join("many/0")).unwrap();
+    assert!(verdict(root, root, SYSTEM_PATH, "diff many few").is_read_only());
+    std::fs::write(root.join("few/x"), "").unwrap();
+    std::fs::write(root.join("few/y"), "").unwrap();
+    assert!(!verdict(root, root, SYSTEM_PATH, "diff many few").is_read_only());
+}

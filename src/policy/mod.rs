@@ -14,7 +14,7 @@ pub mod secrets;
 pub mod shell;
 
 use crate::tools::paths;
-use programs::{Denied, Options, Table};
+use programs::{Denied, Options, Reach, Table};
 use shell::{Operator, Redirect, Word};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -170,6 +170,7 @@ fn classify_inner(line: &str, context: &Context) -> Judged<Vec<PathBuf>> {
     let mut check = Checker {
         root,
         cwd: paths::normalise(context.cwd),
+        walked: std::cell::Cell::new(0),
     };
     let mut git_dirs = Vec::new();
     let mut previous_piped = false;
@@ -236,6 +237,9 @@ fn classify_inner(line: &str, context: &Context) -> Judged<Vec<PathBuf>> {
                 git_dirs.push(check.cwd.clone());
             }
         }
+        if let Reach::Entries { recursive } = &program.reach {
+            check.entries_read(name, recursive, args)?;
+        }
         if name == "cd" {
             if simple.piped || previous_piped {
                 return Err("`cd` inside a pipeline".into());
@@ -250,25 +254,26 @@ fn classify_inner(line: &str, context: &Context) -> Judged<Vec<PathBuf>> {
 /// Refuses an option of `denied`, also when a long one is abbreviated
 /// (getopt takes any unambiguous prefix) or a short one is clustered.
 fn refuse_denied(program: &str, denied: &Denied, text: &str) -> Judged<()> {
-    if text.len() < 2 || !text.starts_with('-') {
-        return Ok(());
-    }
-    let refused = || {
-        Err(format!(
+    if is_one_of(denied, text) {
+        return Err(format!(
             "`{program} {text}` may reach outside what it names"
-        ))
-    };
-    if let Some(long) = text.strip_prefix("--") {
-        let name = format!("--{}", long.split('=').next().unwrap_or(""));
-        if name.len() > 2 && denied.long.iter().any(|d| d.starts_with(name.as_str())) {
-            return refused();
-        }
-        return Ok(());
-    }
-    if text[1..].chars().any(|c| denied.short.contains(c)) {
-        return refused();
+        ));
     }
     Ok(())
+}
+
+/// Whether the word `text` gives an option of `set`: a long one, maybe
+/// abbreviated, or a short one, maybe in a cluster. Generous on purpose:
+/// a letter that is really the attached value of another option counts.
+fn is_one_of(set: &Denied, text: &str) -> bool {
+    if text.len() < 2 || !text.starts_with('-') {
+        return false;
+    }
+    if let Some(long) = text.strip_prefix("--") {
+        let name = format!("--{}", long.split('=').next().unwrap_or(""));
+        return name.len() > 2 && set.long.iter().any(|d| d.starts_with(name.as_str()));
+    }
+    text[1..].chars().any(|c| set.short.contains(c))
 }
 
 /// Options of one program: a plain table or a git subcommand's groups.
@@ -333,11 +338,18 @@ impl OptionSet for git::Subcommand {
 /// Most directory entries looked at to bound what a glob expands to.
 const GLOB_ENTRY_LIMIT: usize = 10_000;
 
+/// Most directory entries looked at, for the whole line, to learn what
+/// programs that open the entries of folders (`Reach::Entries`) would
+/// read; past it, the line asks.
+pub const WALK_ENTRY_LIMIT: usize = 10_000;
+
 struct Checker {
     /// The workspace root, canonical.
     root: PathBuf,
     /// Where the current part of the line runs (after any `cd`).
     cwd: PathBuf,
+    /// Directory entries walked so far (`WALK_ENTRY_LIMIT`).
+    walked: std::cell::Cell<usize>,
 }
 
 impl Checker {
@@ -412,6 +424,115 @@ impl Checker {
                     "the glob `{}` could expand to `{name}`, which leads outside the workspace",
                     word.text
                 ));
+            }
+        }
+        Ok(())
+    }
+
+    /// What a program that opens the entries of the folders it is given
+    /// (`Reach::Entries`, following symlinks) would read: every word that
+    /// may name a folder (operands, `--option=value` values, and the
+    /// folders a glob could expand to) is walked, one level deep or, with
+    /// a `recursive` option, all the way; any symlink met there must lead
+    /// inside the workspace. Generous: a word that is really an option's
+    /// value is walked too, which can only ask more.
+    fn entries_read(&self, program: &str, recursive: &Denied, args: &[Word]) -> Judged<()> {
+        let mut options_done = false;
+        let deep = args
+            .iter()
+            .take_while(|w| w.text != "--")
+            .any(|w| is_one_of(recursive, &w.text));
+        for word in args {
+            let text = word.text.as_str();
+            if !options_done && text == "--" {
+                options_done = true;
+                continue;
+            }
+            let named = if !options_done && text.len() > 1 && text.starts_with('-') {
+                match text
+                    .strip_prefix("--")
+                    .and_then(|long| long.split_once('='))
+                {
+                    Some((_, value)) => value,
+                    None => continue,
+                }
+            } else {
+                text
+            };
+            if named.is_empty() || named == "-" {
+                continue;
+            }
+            // One level below a folder the glob lists: its entries are
+            // what the shell may pass.
+            let (start, levels) = match word.glob_at {
+                Some(at) if named == text => {
+                    let dir = match text[..at].rfind('/') {
+                        Some(slash) => &text[..=slash],
+                        None => ".",
+                    };
+                    (self.cwd.join(dir), 2)
+                }
+                _ => (self.cwd.join(named), 1),
+            };
+            let levels = if deep { None } else { Some(levels) };
+            self.walk_reads(program, named, &start, levels)?;
+        }
+        Ok(())
+    }
+
+    /// Walks the folder `start` leads to (`levels` deep; `None`: every
+    /// level), following symlinks as a program that opens what it finds
+    /// would; a symlink leading outside the workspace (or nowhere) asks.
+    fn walk_reads(
+        &self,
+        program: &str,
+        shown: &str,
+        start: &Path,
+        levels: Option<usize>,
+    ) -> Judged<()> {
+        let Some(real) = physical(start) else {
+            return Ok(());
+        };
+        // Each folder once, at the shallowest level it is met.
+        let mut seen = std::collections::HashMap::new();
+        let mut stack = vec![(real, 1usize)];
+        while let Some((dir, level)) = stack.pop() {
+            if !dir.is_dir() || seen.get(&dir).is_some_and(|&at| at <= level) {
+                continue;
+            }
+            seen.insert(dir.clone(), level);
+            // A folder the program cannot list either.
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries {
+                let walked = self.walked.get() + 1;
+                self.walked.set(walked);
+                if walked > WALK_ENTRY_LIMIT {
+                    return Err(format!(
+                        "`{program} {shown}` would open more than {WALK_ENTRY_LIMIT} entries"
+                    ));
+                }
+                let Ok(entry) = entry else { continue };
+                let path = entry.path();
+                let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
+                let target = if is_link {
+                    match physical(&path) {
+                        Some(real) if real.starts_with(&self.root) => real,
+                        _ => {
+                            let inner = path.strip_prefix(&self.root).unwrap_or(&path);
+                            return Err(format!(
+                                "`{program} {shown}` would follow `{}`, a symlink leading outside the workspace",
+                                inner.display()
+                            ));
+                        }
+                    }
+                } else {
+                    path
+                };
+                if levels.is_none_or(|most| level < most) {
+                    stack.push((target, level + 1));
+                }
             }
         }
         Ok(())

@@ -51,12 +51,34 @@ pub struct Table {
     pub numeric: bool,
 }
 
+/// What a program reads of a directory named on its line. Reads matter
+/// under `auto` because its sandbox limits writes, not reads: a symlink
+/// inside a workspace folder can lead anywhere.
+pub enum Reach {
+    /// Only what the line names. A directory operand is refused ("Is a
+    /// directory": `cat`, `head`, `tail`, `wc`, `nl`, `tac`, `cut`,
+    /// `sha256sum`, `cmp`, …), described (`stat`, `test`), or walked
+    /// without following the symlinks met inside it (`ls -R`, `du`,
+    /// `find`, `grep -r`, `rg`, `git`, which shows a symlink as its
+    /// text); their options that follow symlinks while walking are
+    /// refused (`Denied`, or left out of the table).
+    Named,
+    /// It opens the entries of a directory operand, following symlinks:
+    /// `diff DIR1 DIR2` compares the files of the same name in both,
+    /// `diff FILE DIR` compares FILE with `DIR/FILE`; with one of these
+    /// options, every level below too. The classifier walks what it would
+    /// open (a bounded number of entries) and asks if a symlink there
+    /// leads outside the workspace.
+    Entries { recursive: &'static Denied },
+}
+
 /// One known program.
 pub struct Program {
     pub name: &'static str,
     pub options: Options,
     /// A shell builtin in both dash and bash: no PATH lookup happens.
     pub builtin: bool,
+    pub reach: Reach,
 }
 
 const fn any(name: &'static str) -> Program {
@@ -64,6 +86,7 @@ const fn any(name: &'static str) -> Program {
         name,
         options: Options::Any,
         builtin: false,
+        reach: Reach::Named,
     }
 }
 
@@ -72,6 +95,7 @@ const fn builtin(name: &'static str) -> Program {
         name,
         options: Options::Any,
         builtin: true,
+        reach: Reach::Named,
     }
 }
 
@@ -80,6 +104,7 @@ const fn except(name: &'static str, denied: &'static Denied, builtin: bool) -> P
         name,
         options: Options::AnyExcept(denied),
         builtin,
+        reach: Reach::Named,
     }
 }
 
@@ -99,15 +124,21 @@ static WC_DENIED: Denied = Denied {
     short: "",
     long: &["--files0-from"],
 };
-/// `grep -R` follows every symlink while it walks.
+/// `grep -R` follows every symlink while it walks (`grep -r` follows
+/// only those the line names); so does BSD grep's `-S` with `-r`.
 static GREP_DENIED: Denied = Denied {
-    short: "R",
+    short: "RS",
     long: &["--dereference-recursive"],
 };
-/// `diff -r` follows symlinks while it walks; `-l` runs `pr`.
+/// `diff -l` runs `pr`.
 static DIFF_DENIED: Denied = Denied {
-    short: "rl",
-    long: &["--recursive", "--paginate"],
+    short: "l",
+    long: &["--paginate"],
+};
+/// The options that make `diff` compare folders at every level.
+static DIFF_RECURSIVE: Denied = Denied {
+    short: "r",
+    long: &["--recursive"],
 };
 /// `-c` reads the files a checksum list names (any path).
 static SUM_DENIED: Denied = Denied {
@@ -157,8 +188,16 @@ pub const PROGRAMS: &[Program] = &[
     except("md5sum", &SUM_DENIED, false),
     any("which"),
     // GNU diff and cmp compare files and print; diff's `-l` (through `pr`)
-    // and `-r` (which follows symlinks) are refused.
-    except("diff", &DIFF_DENIED, false),
+    // is refused. diff follows symlinks in the folders it compares, so
+    // what it would open is walked; cmp refuses a folder.
+    Program {
+        name: "diff",
+        options: Options::AnyExcept(&DIFF_DENIED),
+        builtin: false,
+        reach: Reach::Entries {
+            recursive: &DIFF_RECURSIVE,
+        },
+    },
     any("cmp"),
     // GNU grep reads files and prints matches; it has no option that
     // writes or runs anything (unlike ripgrep's --pre).
@@ -181,21 +220,25 @@ pub const PROGRAMS: &[Program] = &[
         name: "sort",
         options: Options::Only(&SORT),
         builtin: false,
+        reach: Reach::Named,
     },
     Program {
         name: "rg",
         options: Options::Only(&RG),
         builtin: false,
+        reach: Reach::Named,
     },
     Program {
         name: "find",
         options: Options::Find,
         builtin: false,
+        reach: Reach::Named,
     },
     Program {
         name: "git",
         options: Options::Git,
         builtin: false,
+        reach: Reach::Named,
     },
 ];
 

@@ -336,6 +336,23 @@ const MUST_ASK: &[&str] = &[
     "sort --files0-from=/etc/x",
     "git diff --no-index /etc/passwd src/main.rs",
     "git log -- ../other",
+    // Folders whose entries diff opens, following symlinks: `b/link` and
+    // `sub/secret` lead out. `diff FILE DIR` opens `DIR/FILE`.
+    "diff a b",
+    "diff b a",
+    "diff sub src",
+    "diff src/main.rs b",
+    "diff -- a b",
+    "diff --from-file=b src/main.rs",
+    "diff --to-file b src/main.rs",
+    "diff --recursive src b",
+    "diff --recur src b",
+    "diff -Nr a b",
+    "diff -qr src b",
+    "diff -r . src",
+    "cd sub && diff . ../src",
+    // BSD grep follows every symlink with `-S`.
+    "grep -S -r x src",
     // Globs that could expand to options or lead outside.
     "cat tricky/*",
     "find tricky/* -name x",
@@ -415,6 +432,28 @@ const MAY_RUN: &[&str] = &[
     "df -h .",
     "diff src/main.rs src/lib.rs",
     "cmp src/main.rs src/lib.rs",
+    // Folders compared where every entry stays inside (`a/link` is a
+    // real folder), at one level or all.
+    "diff src a",
+    "diff src/main.rs a",
+    "diff -r src a",
+    "diff -ru src tricky",
+    // A folder holding a symlink that leads out (`b/link`), given to a
+    // program that does not follow it: cat, head, wc and cmp refuse a
+    // folder; ls, du, find, grep -r, rg and git walk without following
+    // (git shows a symlink as its text).
+    "cat b",
+    "head b",
+    "wc -l b",
+    "cmp src/main.rs b",
+    "stat b",
+    "ls -la b",
+    "ls -R b",
+    "du -a b",
+    "find b -name x",
+    "grep -r x b",
+    "rg x b",
+    "git diff --no-index a b",
     "cd src && ls",
     "cd src && cat main.rs",
     "cd sub/inner && ls ..",
