@@ -1,0 +1,115 @@
+//! The command classifier and lasting rules through the real binary:
+//! under `auto`, `diff` of workspace folders asks when a symlink inside
+//! them leads outside (and runs unasked when none does); under `yolo`, a
+//! deny rule from the config file whose pattern ends inside a word
+//! refuses the commands it names, alone or inside a compound line.
+
+use crate::support::{run_prompt, temp_dir, write_file, Agent, Answer, Turn};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A test's directory: `ws/` is the workspace, the rest is outside it.
+struct Space {
+    base: PathBuf,
+    ws: PathBuf,
+}
+
+impl Space {
+    fn new(name: &str) -> Space {
+        let base = std::fs::canonicalize(temp_dir(name)).expect("the temp dir resolves");
+        let ws = base.join("ws");
+        std::fs::create_dir_all(&ws).expect("the workspace is created");
+        std::fs::create_dir_all(base.join("tmp")).expect("the agent's TMPDIR is created");
+        Space { base, ws }
+    }
+
+    fn write(&self, rel: &str, contents: &str) -> PathBuf {
+        write_file(&self.ws, rel, contents)
+    }
+
+    /// Starts `spindle acp --script` with the scripted `replies` and
+    /// `args`, initialised, with a session in the workspace.
+    fn start(&self, replies: Vec<Value>, args: &[&str]) -> (Agent, String) {
+        let script = self.base.join("script.json");
+        std::fs::write(&script, json!({ "replies": replies }).to_string()).unwrap();
+        let script = script.to_str().expect("UTF-8 path").to_string();
+        let tmp = self.base.join("tmp");
+        let tmp = tmp.to_str().expect("UTF-8 path");
+        let mut all = vec!["acp", "--script", script.as_str()];
+        all.extend_from_slice(args);
+        let mut agent = Agent::spawn(&all, &[("TMPDIR", tmp)]);
+        agent.initialize();
+        let session = agent.new_session(&self.ws);
+        (agent, session)
+    }
+}
+
+impl Drop for Space {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.base);
+        }
+    }
+}
+
+fn run(id: &str, command: &str) -> Value {
+    json!({"id": id, "name": "run_command", "arguments": {"command": command}})
+}
+
+/// Answers the permission request of `asked` with "reject once"; any
+/// other request fails the test.
+fn reject(asked: &'static str) -> impl FnMut(&Value) -> Answer {
+    move |request: &Value| {
+        assert_eq!(request["method"], "session/request_permission", "{request}");
+        assert_eq!(
+            request["params"]["toolCall"]["toolCallId"], asked,
+            "{request}"
+        );
+        Answer::select("reject_once")
+    }
+}
+
+fn assert_never_shown(turn: &Turn, secret: &str) {
+    for message in &turn.messages {
+        assert!(
+            !message.to_string().contains(secret),
+            "the secret reached the editor: {message}"
+        );
+    }
+}
+
+#[test]
+fn auto_asks_before_diff_follows_a_folders_symlink_out_of_the_workspace() {
+    let space = Space::new("policy-diff-folders");
+    let secret = "OUTSIDE-SECRET-7c1f";
+    let outside = space.base.join("secret.txt");
+    std::fs::write(&outside, format!("{secret}\n")).unwrap();
+    space.write("left/notes.txt", "left\n");
+    space.write("right/notes.txt", "right\n");
+    space.write("right/leak", "plain\n");
+    std::os::unix::fs::symlink(&outside, space.ws.join("left/leak")).unwrap();
+    space.write("clean-a/notes.txt", "one\n");
+    space.write("clean-b/notes.txt", "two\n");
+    let (mut agent, session) = space.start(
+        vec![
+            json!({"tool_calls": [run("clean", "diff clean-a clean-b"), run("leaky", "diff left right")]}),
+            json!({"text": "Compared."}),
+        ],
+        &["--permissions", "auto", "--on-reject", "continue"],
+    );
+    let turn = run_prompt(&mut agent, &session, "compare", WAIT, reject("leaky"));
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(turn.permission_ids(), ["leaky"], "{}", turn.dump());
+    // Folders whose entries stay inside are compared without a question
+    // (diff exits 1: they differ).
+    assert!(
+        turn.final_text("clean").contains("> two"),
+        "{}",
+        turn.dump()
+    );
+    assert_eq!(turn.final_status("leaky"), "failed", "{}", turn.dump());
+    assert_never_shown(&turn, secret);
+}
