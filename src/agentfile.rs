@@ -413,8 +413,7 @@ fn parse_limits(limits: &Map<String, Value>, at: &str) -> Result<Limits, Problem
 
 /// A permission rule: the config's format (`tool`, `command` or `path`,
 /// `server`, `name`, `decision`), with `action` for `decision` and
-/// `match` for the command prefix or path glob (a trailing ` *` or `*` on a
-/// command prefix is the prefix's own "and anything after").
+/// `match` for the command pattern or path glob.
 fn rule(item: &Value) -> Result<Rule, Problem> {
     let Some(object) = item.as_object() else {
         return Err((String::new(), "a rule is a JSON object".into()));
@@ -464,12 +463,7 @@ fn rule(item: &Value) -> Result<Rule, Problem> {
                 ))
             }
         };
-        let pattern = if field == "command" {
-            pattern.trim_end_matches('*').trim_end().to_string()
-        } else {
-            pattern.to_string()
-        };
-        normal.insert(field.into(), Value::String(pattern));
+        normal.insert(field.into(), Value::String(pattern.to_string()));
     }
     let rule: Rule = serde::Deserialize::deserialize(&Value::Object(normal))
         .map_err(|error| (String::new(), error.to_string()))?;
@@ -573,9 +567,10 @@ mod tests {
         let spec = load(&dir).unwrap();
         assert_eq!(spec.name, "tester");
         assert_eq!(spec.instructions.as_deref(), Some("Be careful."));
+        // `*` is a wildcard of the pattern, as in the config.
         assert_eq!(
             spec.permissions[0],
-            Rule::command("cargo test", Decision::Allow)
+            Rule::command("cargo test*", Decision::Allow)
         );
         assert_eq!(spec.on_reject, Some(OnReject::Continue));
         assert_eq!(spec.max_steps, Some(7));

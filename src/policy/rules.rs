@@ -5,12 +5,16 @@
 //! asks a [`RuleSet`]; `None` means no rule speaks and the approval policy
 //! decides as before.
 //!
-//! The model's output is untrusted, so an allow rule is matched narrowly
-//! (one plain command the parser fully understands, word by word) and a
-//! deny or ask rule broadly (any command of the line, through wrappers such
-//! as `env` or `sh -c`, and the raw words of a line the parser refuses). A
-//! deny rule is still a convenience, not a boundary: `rm -fr` is not
-//! `rm -rf`, and a command can be spelled in ways no prefix sees.
+//! A command rule is a pattern of words; an unquoted `*` inside a word
+//! matches any characters of that word, a lone `*` any words. The model's
+//! output is untrusted, so an allow rule is matched narrowly (one plain
+//! command the parser fully understands, word by word from the first, a
+//! `*` never crossing a `/`) and a deny or ask rule broadly (any command of
+//! the line, through wrappers such as `env` or `sh -c`, the loose words of
+//! a line the parser refuses; options in any order and cluster, other
+//! words in order with anything between). A deny rule is still a
+//! convenience, not a boundary: `rm --recursive` is not `rm -r`, and a
+//! command can be spelled in ways no pattern sees.
 //!
 //! Layers: the user's configuration and the session's "always" answers may
 //! allow; a project's `.spindle/config.json` (which anyone who can write the
@@ -78,7 +82,7 @@ impl ToolClass {
 #[serde(deny_unknown_fields)]
 pub struct Rule {
     pub tool: ToolClass,
-    /// `run_command`: the words the command line must begin with.
+    /// `run_command`: the command's pattern of words (`*` a wildcard).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     /// `edit`, `read`: a glob; relative to the workspace root unless it
@@ -155,10 +159,10 @@ impl Rule {
                 let Some(command) = &self.command else {
                     return Err("a run_command rule needs \"command\"".into());
                 };
-                prefix_words(command).map_err(|reason| {
+                pattern_words(command).map_err(|reason| {
                     format!(
-                        "\"command\" {command:?} is not a plain command prefix such as \
-                         \"cargo test\": {reason}"
+                        "\"command\" {command:?} is not a plain command pattern such as \
+                         \"cargo test\" or \"touch build-*\": {reason}"
                     )
                 })?;
             }
@@ -248,8 +252,8 @@ struct Entry {
     /// to deny or ask (what it names, with an absent part meaning anything)
     /// but never to allow.
     valid: bool,
-    /// The command prefix's words.
-    words: Option<Vec<String>>,
+    /// The command pattern's words.
+    words: Option<Vec<Pattern>>,
     glob: Option<Glob>,
 }
 
@@ -257,8 +261,8 @@ impl Entry {
     fn new(rule: Rule, layer: Layer) -> Entry {
         let valid = rule.check().is_ok();
         let words = rule.command.as_deref().map(|command| {
-            prefix_words(command)
-                .unwrap_or_else(|_| command.split_whitespace().map(str::to_string).collect())
+            pattern_words(command)
+                .unwrap_or_else(|_| command.split_whitespace().map(Pattern::loose).collect())
         });
         let glob = rule.path.as_deref().map(Glob::new);
         Entry {
@@ -417,9 +421,60 @@ fn basename(word: &str) -> &str {
     word.rsplit('/').next().unwrap_or(word)
 }
 
-/// The words of a rule's command prefix: one plain command, no operators,
-/// assignments, redirections or globs.
-fn prefix_words(command: &str) -> Result<Vec<String>, String> {
+/// One word of a command pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pattern {
+    /// A lone unquoted `*`: any words, none included.
+    Rest,
+    /// A word, as the literal pieces between its unquoted `*`s (one piece:
+    /// no wildcard). A `*` matches any characters within the word; for an
+    /// allow, never a `/`.
+    Word(Vec<String>),
+}
+
+impl Pattern {
+    fn from_word(word: &shell::Word) -> Pattern {
+        let stars: Vec<usize> = word
+            .globs
+            .iter()
+            .copied()
+            .filter(|&at| word.text.as_bytes()[at] == b'*')
+            .collect();
+        if word.text == "*" && stars == [0] {
+            return Pattern::Rest;
+        }
+        let mut pieces = Vec::new();
+        let mut from = 0;
+        for at in stars {
+            pieces.push(word.text[from..at].to_string());
+            from = at + 1;
+        }
+        pieces.push(word.text[from..].to_string());
+        Pattern::Word(pieces)
+    }
+
+    /// A word of a rule that fails the check, split at blanks: every `*`
+    /// is a wildcard.
+    fn loose(text: &str) -> Pattern {
+        if text == "*" {
+            Pattern::Rest
+        } else {
+            Pattern::Word(text.split('*').map(str::to_string).collect())
+        }
+    }
+
+    /// The word without wildcards, if it has none.
+    fn literal(&self) -> Option<&str> {
+        match self {
+            Pattern::Word(pieces) if pieces.len() == 1 => Some(&pieces[0]),
+            _ => None,
+        }
+    }
+}
+
+/// The words of a rule's command pattern: one plain command, no
+/// operators, assignments or redirections; `*` is the only wildcard.
+fn pattern_words(command: &str) -> Result<Vec<Pattern>, String> {
     let script = shell::parse(command).map_err(|refusal| refusal.0.to_string())?;
     let simple = single_command(&script).ok_or("it has more than one command")?;
     if !simple.assignments.is_empty() {
@@ -431,13 +486,21 @@ fn prefix_words(command: &str) -> Result<Vec<String>, String> {
     if simple.words.is_empty() {
         return Err("it has no words".into());
     }
-    if let Some(word) = simple.words.iter().find(|w| w.glob_at.is_some()) {
-        return Err(format!(
-            "`{}` has a wildcard, but a prefix matches whole words as written",
-            word.text
-        ));
+    for word in &simple.words {
+        if let Some(&at) = word
+            .globs
+            .iter()
+            .find(|&&at| word.text.as_bytes()[at] != b'*')
+        {
+            let c = &word.text[at..at + 1];
+            return Err(format!(
+                "`{}` has `{c}`, but only `*` is a wildcard in a command pattern; \
+                 quote it to match it as written",
+                word.text
+            ));
+        }
     }
-    Ok(simple.words.iter().map(|w| w.text.clone()).collect())
+    Ok(simple.words.iter().map(Pattern::from_word).collect())
 }
 
 /// The line's only simple command (trailing newlines allowed).
@@ -448,18 +511,63 @@ fn single_command(script: &Script) -> Option<&Simple> {
     }
 }
 
-/// An allow rule's prefix matches: the line parses, is one simple command
-/// without assignments, whose redirections only touch `/dev/null` or
-/// duplicate descriptors, and whose first words are the prefix's exactly
-/// (not globs). A line of a program in `RUNS_COMMANDS` must be the prefix.
-fn allow_matches(line: &str, prefix: &[String]) -> bool {
+/// Whether `text` is the pieces with anything between each two.
+fn star_match(pieces: &[String], text: &str) -> bool {
+    match pieces {
+        [] => text.is_empty(),
+        [only] => text == only,
+        [first, middle @ .., last] => {
+            let Some(rest) = text.strip_prefix(first.as_str()) else {
+                return false;
+            };
+            if rest.len() < last.len() {
+                return false;
+            }
+            let Some(mut rest) = rest.strip_suffix(last.as_str()) else {
+                return false;
+            };
+            for piece in middle {
+                match rest.find(piece.as_str()) {
+                    Some(at) => rest = &rest[at + piece.len()..],
+                    None => return false,
+                }
+            }
+            true
+        }
+    }
+}
+
+/// `star_match` for an allow: a `*` never matches `/`, so the pattern's
+/// slashes are the word's, and a `.` or `..` component of the word must be
+/// written in the pattern (`src/*` does not allow `src/..`).
+fn strict_match(pieces: &[String], text: &str) -> bool {
+    // The parser refuses NUL, so it cannot be in a word of the line.
+    let joined = pieces.join("\0");
+    let pattern: Vec<&str> = joined.split('/').collect();
+    let components: Vec<&str> = text.split('/').collect();
+    pattern.len() == components.len()
+        && pattern.iter().zip(&components).all(|(p, c)| {
+            let pieces: Vec<String> = p.split('\0').map(str::to_string).collect();
+            let dots = matches!(*c, "." | "..");
+            star_match(&pieces, c) && (!dots || p == c)
+        })
+}
+
+/// An allow rule's pattern matches: the line parses, is one simple
+/// command without assignments, whose redirections only touch `/dev/null`
+/// or duplicate descriptors, and whose words are the pattern's, word by
+/// word from the first (`strict_match`, never a glob of the line), a lone
+/// `*` standing for any words, with any words after. A line of a program
+/// in `RUNS_COMMANDS` must be the pattern, with no word more (a `*` there
+/// stands for none).
+fn allow_matches(line: &str, pattern: &[Pattern]) -> bool {
     let Ok(script) = shell::parse(line) else {
         return false;
     };
     let Some(simple) = single_command(&script) else {
         return false;
     };
-    if !simple.assignments.is_empty() || simple.piped || prefix.is_empty() {
+    if !simple.assignments.is_empty() || simple.piped || pattern.is_empty() {
         return false;
     }
     let harmless = simple.redirects.iter().all(|redirect| match redirect {
@@ -469,44 +577,141 @@ fn allow_matches(line: &str, prefix: &[String]) -> bool {
         Redirect::Duplicate => true,
         Redirect::HereDoc => false,
     });
-    if !harmless || simple.words.len() < prefix.len() {
+    let Some(first) = simple.words.first() else {
         return false;
-    }
-    let same = simple
-        .words
-        .iter()
-        .zip(prefix)
-        .all(|(word, p)| word.glob_at.is_none() && word.text == *p);
-    if !same {
-        return false;
-    }
-    let program = basename(&simple.words[0].text);
-    !RUNS_COMMANDS.contains(&program) || simple.words.len() == prefix.len()
-}
-
-/// A word of the line against a word of a deny rule's prefix: equal, the
-/// same program by its last path component (for the first word), or a
-/// glob the shell could expand to it.
-fn word_hits(word: &str, is_glob: bool, p: &str, first: bool) -> bool {
-    let word = if first && !p.contains('/') {
-        basename(word)
-    } else {
-        word
     };
-    word == p || (is_glob && crate::tools::ignore::glob_match(word, p))
+    if !harmless {
+        return false;
+    }
+    let exact = RUNS_COMMANDS.contains(&basename(&first.text));
+    let words = &simple.words;
+    // matched[i][j]: pattern[i..] matches words[j..].
+    let (p, n) = (pattern.len(), words.len());
+    let mut matched = vec![vec![false; n + 1]; p + 1];
+    for (j, end) in matched[p].iter_mut().enumerate() {
+        *end = !exact || j == n;
+    }
+    for i in (0..p).rev() {
+        for j in (0..=n).rev() {
+            matched[i][j] = match &pattern[i] {
+                Pattern::Rest => matched[i + 1][j] || (!exact && j < n && matched[i][j + 1]),
+                Pattern::Word(pieces) => {
+                    j < n
+                        && words[j].glob_at.is_none()
+                        && strict_match(pieces, &words[j].text)
+                        && matched[i + 1][j + 1]
+                }
+            };
+        }
+    }
+    matched[0][0]
 }
 
-/// Whether `prefix` occurs in `words` at `start`.
-fn hits_at(words: &[(String, bool)], start: usize, prefix: &[String]) -> bool {
-    words.len() >= start + prefix.len()
-        && prefix.iter().enumerate().all(|(i, p)| {
-            let (word, is_glob) = &words[start + i];
-            word_hits(word, *is_glob, p, i == 0)
-        })
+/// A word of the line against a word of a deny rule's pattern: the pattern
+/// matches it, or its last path component when the pattern has no `/`
+/// (`/bin/rm` is `rm`, `./precious.txt` is `precious.txt`), or it is a
+/// glob the shell could expand to the pattern's text.
+fn word_hits(word: &str, is_glob: bool, pieces: &[String], program: bool) -> bool {
+    let hits = |word: &str| {
+        star_match(pieces, word)
+            || (is_glob && crate::tools::ignore::glob_match(word, &pieces.join("*")))
+    };
+    if pieces.iter().any(|p| p.contains('/')) {
+        return hits(word);
+    }
+    let last = basename(word.trim_end_matches('/'));
+    (!program && hits(word)) || hits(last)
 }
 
-fn hits_anywhere(words: &[(String, bool)], prefix: &[String]) -> bool {
-    (0..words.len()).any(|start| hits_at(words, start, prefix))
+/// Whether a pattern word is an option: `-x…` or `--name…`, without `*`.
+fn option_of(pattern: &Pattern) -> Option<&str> {
+    pattern
+        .literal()
+        .filter(|text| text.len() > 1 && text.starts_with('-') && *text != "--")
+}
+
+/// Whether the option `option` of a deny rule is given among `words`:
+/// the same word, a long option by its name (abbreviated too: getopt
+/// takes any unambiguous prefix), each letter of a short cluster in some
+/// cluster of the line (`-rf` is given by `-fr` and `-r -f`), or a glob
+/// that could expand to it.
+fn option_given(option: &str, words: &[(String, bool)]) -> bool {
+    let glob_hits = |text: &str| {
+        words
+            .iter()
+            .any(|(w, glob)| *glob && crate::tools::ignore::glob_match(w, text))
+    };
+    if words.iter().any(|(w, _)| w == option) || glob_hits(option) {
+        return true;
+    }
+    if let Some(long) = option.strip_prefix("--") {
+        if long.contains('=') {
+            return false;
+        }
+        return words.iter().any(|(w, _)| {
+            let name = w.split('=').next().unwrap_or("");
+            name.len() > 2 && name.starts_with("--") && long.starts_with(&name[2..])
+        });
+    }
+    option[1..].chars().all(|c| {
+        let short = format!("-{c}");
+        glob_hits(&short)
+            || words.iter().any(|(w, _)| {
+                w.len() > 1 && w.starts_with('-') && !w.starts_with("--") && w[1..].contains(c)
+            })
+    })
+}
+
+/// A deny or ask rule's pattern against one command's words, generously:
+/// the program matches the first word (unless the pattern starts with a
+/// lone `*`); each option of the pattern is given anywhere in the command
+/// (`option_given`); the other words of the pattern match words of the
+/// command in the same order, though other words may come between them
+/// (`rm -rf /` catches `rm -f -r x /`). A lone `*` adds nothing.
+fn command_hits(words: &[(String, bool)], pattern: &[Pattern]) -> bool {
+    let (rest, pattern) = match pattern.split_first() {
+        None => return true,
+        Some((Pattern::Rest, more)) => (words, more),
+        Some((Pattern::Word(pieces), more)) => {
+            let Some(((program, glob), after)) = words.split_first() else {
+                return false;
+            };
+            if !word_hits(program, *glob, pieces, true) {
+                return false;
+            }
+            (after, more)
+        }
+    };
+    let mut operands = rest.iter();
+    pattern.iter().all(|p| match (p, option_of(p)) {
+        (Pattern::Rest, _) => true,
+        (_, Some(option)) => option_given(option, rest),
+        (Pattern::Word(pieces), None) => {
+            operands.any(|(word, glob)| word_hits(word, *glob, pieces, false))
+        }
+    })
+}
+
+/// Whether the pattern hits a command starting at some word of `words`.
+fn hits_anywhere(words: &[(String, bool)], pattern: &[Pattern]) -> bool {
+    match pattern.first() {
+        None | Some(Pattern::Rest) => command_hits(words, pattern),
+        Some(_) => (0..words.len()).any(|start| command_hits(&words[start..], pattern)),
+    }
+}
+
+/// Characters that end a word when text is split loosely.
+fn loose_break(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(
+            c,
+            ';' | '&' | '|' | '(' | ')' | '<' | '>' | '{' | '}' | '`' | '$' | ','
+        )
+}
+
+/// Characters dropped when text is split loosely.
+fn loose_quote(c: char) -> bool {
+    matches!(c, '\'' | '"' | '\\')
 }
 
 /// The words of text the parser refused (or that a wrapper runs), found
@@ -517,19 +722,15 @@ fn raw_words(text: &str) -> Vec<(String, bool)> {
     let mut words = Vec::new();
     let mut current = String::new();
     for c in text.chars() {
-        match c {
-            '\'' | '"' | '\\' => {}
-            c if c.is_whitespace()
-                || matches!(
-                    c,
-                    ';' | '&' | '|' | '(' | ')' | '<' | '>' | '{' | '}' | '`' | '$' | ','
-                ) =>
-            {
-                if !current.is_empty() {
-                    words.push(std::mem::take(&mut current));
-                }
+        if loose_quote(c) {
+            continue;
+        }
+        if loose_break(c) {
+            if !current.is_empty() {
+                words.push(std::mem::take(&mut current));
             }
-            c => current.push(c),
+        } else {
+            current.push(c);
         }
     }
     if !current.is_empty() {
@@ -544,26 +745,60 @@ fn raw_words(text: &str) -> Vec<(String, bool)> {
         .collect()
 }
 
-fn raw_hits(text: &str, prefix: &[String]) -> bool {
-    let prefix: Vec<String> = raw_words(&prefix.join(" "))
-        .into_iter()
-        .map(|(w, _)| w)
-        .collect();
-    !prefix.is_empty() && hits_anywhere(&raw_words(text), &prefix)
+/// A pattern split the way `raw_words` splits a line, so that a quoted
+/// word of the rule (`'my tool'`) meets the loose words of a line.
+fn raw_pattern(pattern: &[Pattern]) -> Vec<Pattern> {
+    let mut out = Vec::new();
+    for word in pattern {
+        let Pattern::Word(pieces) = word else {
+            out.push(Pattern::Rest);
+            continue;
+        };
+        let mut current = vec![String::new()];
+        let flush = |current: &mut Vec<String>, out: &mut Vec<Pattern>| {
+            if current.len() > 1 || !current[0].is_empty() {
+                out.push(Pattern::Word(std::mem::replace(
+                    current,
+                    vec![String::new()],
+                )));
+            }
+        };
+        for (index, piece) in pieces.iter().enumerate() {
+            if index > 0 {
+                current.push(String::new());
+            }
+            for c in piece.chars() {
+                if loose_quote(c) {
+                    continue;
+                }
+                if loose_break(c) {
+                    flush(&mut current, &mut out);
+                } else if let Some(last) = current.last_mut() {
+                    last.push(c);
+                }
+            }
+        }
+        flush(&mut current, &mut out);
+    }
+    out
 }
 
-/// A deny or ask rule's prefix matches: some simple command of the line
-/// begins with it (assignments are not words; the program compared by its
-/// last path component); or the command is a program that runs another and
-/// the prefix appears anywhere in its arguments; or the line does not parse
-/// (or feeds a here-document, which a shell could run) and the prefix's
-/// words appear in sequence among the raw words of the line.
-fn deny_matches(line: &str, prefix: &[String]) -> bool {
-    if prefix.is_empty() {
+fn raw_hits(text: &str, pattern: &[Pattern]) -> bool {
+    let pattern = raw_pattern(pattern);
+    !pattern.is_empty() && hits_anywhere(&raw_words(text), &pattern)
+}
+
+/// A deny or ask rule's pattern matches (`command_hits`): some simple
+/// command of the line (assignments are not words); or, when a command is
+/// a program that runs another, its arguments taken loosely; or, when the
+/// line does not parse (or feeds a here-document, which a shell could
+/// run), the loose words of the whole line, from any word on.
+fn deny_matches(line: &str, pattern: &[Pattern]) -> bool {
+    if pattern.is_empty() {
         return true;
     }
     let Ok(script) = shell::parse(line) else {
-        return raw_hits(line, prefix);
+        return raw_hits(line, pattern);
     };
     let simple_hits = |simple: &Simple| {
         let words: Vec<(String, bool)> = simple
@@ -571,7 +806,7 @@ fn deny_matches(line: &str, prefix: &[String]) -> bool {
             .iter()
             .map(|w| (w.text.clone(), w.glob_at.is_some()))
             .collect();
-        if hits_at(&words, 0, prefix) {
+        if command_hits(&words, pattern) {
             return true;
         }
         let Some(first) = simple.words.first() else {
@@ -580,7 +815,7 @@ fn deny_matches(line: &str, prefix: &[String]) -> bool {
         let program = basename(&first.text);
         if RUNS_COMMANDS.contains(&program) || RUNS_COMMANDS_DENY_ONLY.contains(&program) {
             let rest: Vec<&str> = simple.words[1..].iter().map(|w| w.text.as_str()).collect();
-            return raw_hits(&rest.join(" "), prefix);
+            return raw_hits(&rest.join(" "), pattern);
         }
         false
     };
@@ -591,7 +826,7 @@ fn deny_matches(line: &str, prefix: &[String]) -> bool {
         .commands
         .iter()
         .any(|c| c.redirects.contains(&Redirect::HereDoc));
-    heredoc && raw_hits(line, prefix)
+    heredoc && raw_hits(line, pattern)
 }
 
 /// `path` as `/`-separated text: relative to the root for a relative
@@ -679,8 +914,12 @@ pub fn command_prefix(line: &str) -> Option<String> {
         .collect::<Vec<_>>()
         .join(" ");
     // What is offered must read back as these words and match the line.
-    let round_trip = prefix_words(&text).is_ok_and(|back| back == words);
-    (round_trip && allow_matches(line, &words)).then_some(text)
+    let written: Vec<Pattern> = words
+        .iter()
+        .map(|w| Pattern::Word(vec![w.clone()]))
+        .collect();
+    let round_trip = pattern_words(&text).is_ok_and(|back| back == written);
+    (round_trip && allow_matches(line, &written)).then_some(text)
 }
 
 /// How a rule is named in the permission dialog and in messages:
@@ -851,7 +1090,9 @@ mod tests {
             ("cargo test; ls", "more than one command"),
             ("FOO=1 cargo", "sets variables"),
             ("ls > x", "redirection"),
-            ("ls *", "wildcard"),
+            ("ls file?", "only `*` is a wildcard"),
+            ("ls [ab]", "only `*` is a wildcard"),
+            ("ls *[ab]", "only `*` is a wildcard"),
             ("echo $HOME", "expansion"),
             ("", "empty"),
         ] {
@@ -868,8 +1109,217 @@ mod tests {
             let message = problem(json!({"tool": "edit", "path": pattern, "decision": "allow"}));
             assert!(message.contains(reason), "{pattern:?}: {message}");
         }
-        // Quoted words are fine in a prefix.
+        // Quoted words are fine in a pattern, and so is `*`.
         validate_rules(&[Rule::command("git commit -m 'wip *'", Decision::Allow)]).unwrap();
+        validate_rules(&[Rule::command("touch build-* *", Decision::Deny)]).unwrap();
+        validate_rules(&[Rule::command("ls '[ab]' 'x?'", Decision::Deny)]).unwrap();
+    }
+
+    #[test]
+    fn a_star_inside_a_word_matches_within_the_word() {
+        let set = user(vec![
+            Rule::command("touch build-*", Decision::Deny),
+            Rule::command("rm -f precious*", Decision::Deny),
+            Rule::command("git push origin release-*-final", Decision::Ask),
+        ]);
+        for line in [
+            "touch build-1",
+            "touch build-",
+            "touch build-1/x",
+            "touch a build-x",
+            "rm -f precious.txt",
+            "rm -f precious",
+            "rm precious.txt -f",
+            "rm -f ./precious.txt",
+            "rm -f sub/precious.txt",
+            "rm -vf precious.txt",
+        ] {
+            assert_eq!(decide_line(&set, line), Some(Decision::Deny), "{line:?}");
+        }
+        for line in [
+            "git push origin release-1.2-final",
+            "git push origin release--final",
+        ] {
+            assert_eq!(decide_line(&set, line), Some(Decision::Ask), "{line:?}");
+        }
+        for line in [
+            "touch build",
+            "touch xbuild-1",
+            "touch other",
+            "touchy build-1",
+            "echo touch build-1",
+            "rm precious.txt",
+            "rm -f keep.txt",
+            "git push origin release-1.2",
+            "git push origin release-final",
+        ] {
+            assert_eq!(decide_line(&set, line), None, "{line:?}");
+        }
+        // Quoted, a `*` is itself.
+        let set = user(vec![Rule::command("echo '*'", Decision::Deny)]);
+        assert_eq!(decide_line(&set, "echo '*'"), Some(Decision::Deny));
+        assert_eq!(decide_line(&set, "echo a"), None);
+    }
+
+    #[test]
+    fn deny_and_ask_catch_the_command_wherever_the_line_runs_it() {
+        let set = user(vec![Rule::command("touch build-*", Decision::Deny)]);
+        for line in [
+            "true && touch build-1",
+            "echo ok; touch build-2",
+            "ls | touch build-3",
+            "sh -c 'touch build-1'",
+            "bash -c \"cd x && touch build-9\"",
+            "env touch build-1",
+            "nice -n 5 touch build-1",
+            "find . -exec touch build-1 ';'",
+            "echo $(touch build-1)",
+            "touch build-$N",
+            "FOO=1 touch build-1",
+            "/usr/bin/touch build-1",
+            "t?uch build-1",
+            "touch build-?",
+            "touch b*",
+            "sh <<EOF\ntouch build-1\nEOF",
+        ] {
+            assert_eq!(decide_line(&set, line), Some(Decision::Deny), "{line:?}");
+        }
+        let set = user(vec![Rule::command("git push", Decision::Ask)]);
+        assert_eq!(
+            decide_line(&set, "git status && git push"),
+            Some(Decision::Ask)
+        );
+        assert_eq!(decide_line(&set, "git -C sub push"), Some(Decision::Ask));
+    }
+
+    #[test]
+    fn deny_options_match_in_any_order_and_spelling_of_the_cluster() {
+        let set = user(vec![
+            Rule::command("rm -rf /", Decision::Deny),
+            Rule::command("git push --force", Decision::Deny),
+        ]);
+        for line in [
+            "rm -rf /",
+            "rm -fr /",
+            "rm -r -f /",
+            "rm -f / -r",
+            "rm / -rf",
+            "rm -rfv /",
+            "rm -rf x /",
+            "rm -r* /",
+            "git push --force",
+            "git push origin main --force",
+            "git push --force origin main",
+            "git push --forc",
+            "git -C sub push --force",
+            "git push --force=yes",
+        ] {
+            assert_eq!(decide_line(&set, line), Some(Decision::Deny), "{line:?}");
+        }
+        // Not the same option: a long name for a short one, another letter.
+        for line in [
+            "rm -r /",
+            "rm -Rf /",
+            "rm --recursive --force /",
+            "rm -rf x",
+            "git push -f",
+            "git push --force-with-lease",
+            "git push",
+        ] {
+            assert_eq!(decide_line(&set, line), None, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn a_lone_star_stands_for_any_words() {
+        let set = user(vec![
+            Rule::command("cargo test *", Decision::Allow),
+            Rule::command("git * --oneline", Decision::Allow),
+            Rule::command("env *", Decision::Allow),
+        ]);
+        for line in [
+            "cargo test",
+            "cargo test --lib x",
+            "git log --oneline",
+            "git log -3 --oneline",
+            "git --oneline",
+            "env",
+        ] {
+            assert_eq!(decide_line(&set, line), Some(Decision::Allow), "{line:?}");
+        }
+        for line in [
+            "cargo testx",
+            "git log",
+            "git log --oneline; rm x",
+            // A program that runs another: the pattern is the whole line.
+            "env rm -rf /",
+        ] {
+            assert_eq!(decide_line(&set, line), None, "{line:?}");
+        }
+        let set = user(vec![Rule::command("git push * --force", Decision::Deny)]);
+        assert_eq!(
+            decide_line(&set, "git push origin --force"),
+            Some(Decision::Deny)
+        );
+        assert_eq!(decide_line(&set, "git push origin"), None);
+    }
+
+    #[test]
+    fn an_allow_star_stays_in_its_word_and_its_folder() {
+        let set = user(vec![
+            Rule::command("cat src/*", Decision::Allow),
+            Rule::command("touch build-*", Decision::Allow),
+            Rule::command("make test-*-fast", Decision::Allow),
+        ]);
+        for line in [
+            "cat src/a.rs",
+            "cat src/",
+            "touch build-1",
+            "touch build-1 build-2",
+            "make test-unit-fast",
+        ] {
+            assert_eq!(decide_line(&set, line), Some(Decision::Allow), "{line:?}");
+        }
+        for line in [
+            "cat src/../secret",
+            "cat src/..",
+            "cat src/a/b.rs",
+            "cat src/*.rs",
+            "cat srcx/a.rs",
+            "touch build-1/../../x",
+            "touch build-*",
+            "touch build-1; rm x",
+            "touch build-1 && rm x",
+            "make test-unit",
+        ] {
+            assert_eq!(decide_line(&set, line), None, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn star_matching_of_pieces() {
+        let pieces = |p: &str| p.split('*').map(str::to_string).collect::<Vec<_>>();
+        for (pattern, text, hit) in [
+            ("a*", "a", true),
+            ("a*", "abc", true),
+            ("a*", "ba", false),
+            ("*a", "ba", true),
+            ("*", "", true),
+            ("a*b", "ab", true),
+            ("ab*b", "ab", false),
+            ("a*b*c", "axbyc", true),
+            ("a*b*c", "acb", false),
+            ("a**b", "ab", true),
+            ("x", "x", true),
+            ("x", "xy", false),
+        ] {
+            assert_eq!(star_match(&pieces(pattern), text), hit, "{pattern} {text}");
+        }
+        assert!(strict_match(&pieces("a/*"), "a/b"));
+        assert!(!strict_match(&pieces("a*"), "a/b"));
+        assert!(!strict_match(&pieces("a/*"), "a/.."));
+        assert!(strict_match(&pieces("a/.."), "a/.."));
+        assert!(strict_match(&pieces("*.txt"), ".txt"));
     }
 
     #[test]

@@ -26,6 +26,10 @@ pub struct Word {
     /// `[`), if the word has one: the shell expands such a word into file
     /// names.
     pub glob_at: Option<usize>,
+    /// Byte offsets in `text` of every unquoted glob character (the first
+    /// is `glob_at`); a permission rule's pattern takes its `*`s as
+    /// wildcards.
+    pub globs: Vec<usize>,
     /// Whether any part of the word was quoted or escaped.
     pub quoted: bool,
 }
@@ -369,6 +373,7 @@ impl Lexer {
         let mut word = Word {
             text: String::new(),
             glob_at: None,
+            globs: Vec::new(),
             quoted: false,
         };
         let start = self.at;
@@ -452,6 +457,7 @@ impl Lexer {
                     let closes = c != '[' || self.closes_bracket();
                     if closes {
                         word.glob_at.get_or_insert(word.text.len());
+                        word.globs.push(word.text.len());
                     }
                     word.text.push(c);
                     self.at += 1;
@@ -599,7 +605,15 @@ mod tests {
         let simple = &script.commands[0];
         assert_eq!(simple.assignments, vec!["A=1"]);
         assert_eq!(simple.words[1].glob_at, Some(4));
+        assert_eq!(simple.words[1].globs, [4]);
         assert_eq!(simple.words[2].glob_at, None);
+        assert!(simple.words[2].globs.is_empty());
+        // Only unquoted characters are globs.
+        let script = parse(r#"ls a?*\**'*'"#).unwrap();
+        let word = &script.commands[0].words[1];
+        assert_eq!(word.text, "a?****");
+        assert_eq!(word.glob_at, Some(1));
+        assert_eq!(word.globs, [1, 2, 4]);
         assert!(parse("'A=1' ls").unwrap().commands[0]
             .assignments
             .is_empty());
