@@ -2,8 +2,10 @@
 //! under `auto`, `diff` of workspace folders asks when a symlink inside
 //! them leads outside (and runs unasked when none does); under `yolo`, a
 //! deny rule from the config file whose pattern ends inside a word
-//! refuses the commands it names, alone or inside a compound line.
+//! refuses the commands it names, alone, inside a compound line or a
+//! shell it starts, with its options moved.
 
+use crate::support::client::no_requests;
 use crate::support::{run_prompt, temp_dir, write_file, Agent, Answer, Turn};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -28,6 +30,17 @@ impl Space {
 
     fn write(&self, rel: &str, contents: &str) -> PathBuf {
         write_file(&self.ws, rel, contents)
+    }
+
+    fn exists(&self, rel: &str) -> bool {
+        self.ws.join(rel).exists()
+    }
+
+    /// Writes the user's config file (outside the workspace); its path.
+    fn config(&self, value: Value) -> String {
+        let path = self.base.join("config.json");
+        std::fs::write(&path, value.to_string()).unwrap();
+        path.to_str().expect("UTF-8 path").to_string()
     }
 
     /// Starts `spindle acp --script` with the scripted `replies` and
@@ -112,4 +125,46 @@ fn auto_asks_before_diff_follows_a_folders_symlink_out_of_the_workspace() {
     );
     assert_eq!(turn.final_status("leaky"), "failed", "{}", turn.dump());
     assert_never_shown(&turn, secret);
+}
+
+#[test]
+fn yolo_refuses_what_a_deny_rule_with_a_star_inside_a_word_names() {
+    let space = Space::new("policy-deny-star");
+    space.write("precious.txt", "keep\n");
+    space.write("precious-2.txt", "keep\n");
+    let config = space.config(json!({"permissions": {"rules": [
+        {"tool": "run_command", "command": "touch build-*", "decision": "deny"},
+        {"tool": "run_command", "command": "rm -f precious*", "decision": "deny"},
+    ]}}));
+    let denied = [
+        ("d1", "touch build-1"),
+        ("d2", "true && touch build-2"),
+        ("d3", "sh -c 'touch build-3'"),
+        ("d4", "rm -f precious.txt"),
+        ("d5", "rm precious-2.txt -f"),
+        ("d6", "touch build-$(echo 4)"),
+    ];
+    let mut calls: Vec<Value> = denied.iter().map(|(id, line)| run(id, line)).collect();
+    calls.push(run("ok", "touch other-1"));
+    let (mut agent, session) = space.start(
+        vec![json!({ "tool_calls": calls }), json!({"text": "Tried."})],
+        &["--permissions", "yolo", "--config", &config],
+    );
+    let turn = run_prompt(&mut agent, &session, "build", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    for (id, line) in denied {
+        assert_eq!(turn.final_status(id), "failed", "{line}: {}", turn.dump());
+        assert!(
+            turn.final_text(id).contains("permission rule"),
+            "{line}: {}",
+            turn.dump()
+        );
+    }
+    for made in ["build-1", "build-2", "build-3", "build-4"] {
+        assert!(!space.exists(made), "{made} was made");
+    }
+    assert!(space.exists("precious.txt") && space.exists("precious-2.txt"));
+    // What no rule names runs, unasked.
+    assert_eq!(turn.final_status("ok"), "completed", "{}", turn.dump());
+    assert!(space.exists("other-1"));
 }
