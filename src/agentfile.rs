@@ -411,62 +411,16 @@ fn parse_limits(limits: &Map<String, Value>, at: &str) -> Result<Limits, Problem
     Ok(out)
 }
 
-/// A permission rule: the config's format (`tool`, `command` or `path`,
-/// `server`, `name`, `decision`), with `action` for `decision` and
-/// `match` for the command pattern or path glob.
+/// A permission rule, in the one format the config also reads
+/// (`Rule::from_json`: `match` and `action` are other names of fields),
+/// checked as the config checks its rules.
 fn rule(item: &Value) -> Result<Rule, Problem> {
-    let Some(object) = item.as_object() else {
-        return Err((String::new(), "a rule is a JSON object".into()));
-    };
-    if object.contains_key("action") && object.contains_key("decision") {
-        return Err((
-            "action".into(),
-            "give \"action\" or \"decision\", not both".into(),
-        ));
-    }
-    if object.contains_key("match")
-        && ["command", "path", "name"]
-            .iter()
-            .any(|k| object.contains_key(*k))
-    {
-        return Err((
-            "match".into(),
-            "give \"match\" or the field it stands for, not both".into(),
-        ));
-    }
-    let mut normal = Map::new();
-    for (key, value) in object {
-        match key.as_str() {
-            "action" => {
-                normal.insert("decision".into(), value.clone());
-            }
-            "match" => {
-                normal.insert("match".into(), value.clone());
-            }
-            _ => {
-                normal.insert(key.clone(), value.clone());
-            }
-        }
-    }
-    if let Some(pattern) = normal.remove("match") {
-        let Some(pattern) = pattern.as_str() else {
-            return Err(("match".into(), "must be a string".into()));
-        };
-        let field = match normal.get("tool").and_then(Value::as_str) {
-            Some("run_command") => "command",
-            Some("edit") | Some("read") => "path",
-            Some("mcp") => "name",
-            _ => {
-                return Err((
-                    "match".into(),
-                    "is for run_command, edit, read and mcp rules".into(),
-                ))
-            }
-        };
-        normal.insert(field.into(), Value::String(pattern.to_string()));
-    }
-    let rule: Rule = serde::Deserialize::deserialize(&Value::Object(normal))
-        .map_err(|error| (String::new(), error.to_string()))?;
+    let rule = Rule::from_json(item).map_err(|problem| {
+        (
+            problem.field.as_deref().map(escape).unwrap_or_default(),
+            problem.problem,
+        )
+    })?;
     rule.check().map_err(|problem| (String::new(), problem))?;
     Ok(rule)
 }
@@ -615,7 +569,7 @@ mod tests {
             ),
             (
                 r#"{"name": "a", "permissions": [{"tool": "edit", "action": "maybe"}]}"#,
-                "/permissions/0: unknown variant `maybe`",
+                "/permissions/0/action: takes allow, ask or deny, not \"maybe\"",
             ),
             (
                 r#"{"name": "a", "onReject": "retry"}"#,
@@ -647,7 +601,19 @@ mod tests {
             ),
             (
                 r#"{"name": "a", "permissions": [{"tool": "edit", "action": "deny", "decision": "allow"}]}"#,
-                "/permissions/0/action: give",
+                "/permissions/0/action: is another name for \"decision\"; give one of them",
+            ),
+            (
+                r#"{"name": "a", "permissions": [{"tool": "run_command", "match": "ls", "command": "rm", "action": "deny"}]}"#,
+                "/permissions/0/match: is another name for \"command\"",
+            ),
+            (
+                r#"{"name": "a", "permissions": [{"tool": "run_command", "match": "ls", "decision": "deny", "when": 1}]}"#,
+                "/permissions/0/when: is not a field of a rule",
+            ),
+            (
+                r#"{"name": "a", "permissions": [{"tool": "run_command", "command": "ls", "decision": "deny"}, 7]}"#,
+                "/permissions/1: a rule is a JSON object, not a number",
             ),
             (r#"[1]"#, "an agent is a JSON object"),
             (r#"{"name": "a",}"#, "not valid JSON (line 1"),

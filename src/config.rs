@@ -838,6 +838,64 @@ mod tests {
     }
 
     #[test]
+    fn rules_read_in_one_format_with_the_other_names() {
+        use crate::policy::rules::{Decision, Rule, ToolClass};
+        let text = r#"{"permissions": {
+            "rules": [
+                {"tool": "run_command", "match": "touch build-*", "action": "deny"},
+                {"tool": "edit", "path": "src/**", "decision": "allow"}
+            ],
+            "projects": {"/p": {"rules": [{"tool": "read", "match": "/etc/**", "action": "ask"}]}}
+        }}"#;
+        let config = Config::parse(text, Path::new("c.json")).unwrap();
+        assert_eq!(
+            config.permissions.rules,
+            [
+                Rule::command("touch build-*", Decision::Deny),
+                Rule::path(ToolClass::Edit, "src/**", Decision::Allow),
+            ]
+        );
+        assert_eq!(
+            config.permissions.projects["/p"].rules,
+            [Rule::path(ToolClass::Read, "/etc/**", Decision::Ask)]
+        );
+        // Saved with the first names.
+        let saved = serde_json::to_value(&config.permissions.rules[0]).unwrap();
+        assert_eq!(saved["command"], "touch build-*");
+        assert_eq!(saved["decision"], "deny");
+        for (rule, expected) in [
+            (
+                r#"{"tool": "run_command", "command": "rm", "decision": "deny", "action": "allow"}"#,
+                "\"action\": is another name for \"decision\"",
+            ),
+            (
+                r#"{"tool": "run_command", "command": "rm", "when": "always", "decision": "deny"}"#,
+                "\"when\": is not a field of a rule",
+            ),
+            (
+                r#"{"tool": "run_command", "command": "rm", "decision": "never"}"#,
+                "\"decision\": takes allow, ask or deny",
+            ),
+        ] {
+            let text = format!("{{\"permissions\": {{\"rules\": [\n{rule}]}}}}");
+            let err = Config::parse(&text, Path::new("c.json")).unwrap_err();
+            // The rule is on line 2.
+            assert!(
+                err.starts_with("c.json:2:") && err.contains(expected),
+                "{err}"
+            );
+        }
+        // A rule of the right shape that fails the check is named by its
+        // place.
+        let text = r#"{"permissions": {"rules": [{"tool": "run_command", "command": "ls ?", "decision": "deny"}]}}"#;
+        let err = Config::parse(text, Path::new("c.json")).unwrap_err();
+        assert!(
+            err.starts_with("c.json: permissions.rules[0]: \"command\" \"ls ?\""),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn key_files_must_be_private() {
         use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("spindle-key-{}", crate::util::random_hex()));

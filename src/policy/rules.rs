@@ -77,25 +77,198 @@ impl ToolClass {
     }
 }
 
-/// One rule, as written in `permissions.rules`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One rule, as written in `permissions.rules` or an agent file's
+/// `permissions` (read by `Rule::from_json`, which also takes the other
+/// names of its fields; written with these names).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct Rule {
     pub tool: ToolClass,
     /// `run_command`: the command's pattern of words (`*` a wildcard).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     /// `edit`, `read`: a glob; relative to the workspace root unless it
     /// starts with `/`. Absent: every path.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// `mcp`: the server's name as configured, or `*`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
     /// `mcp`: the tool's name on its server, or `*`. Absent: every tool.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     pub decision: Decision,
+}
+
+/// A rule's fields, as written.
+const FIELDS: &[&str] = &["tool", "command", "path", "server", "name", "decision"];
+
+/// Other names of fields: `action` is `decision`; `match` is the field
+/// that says what the tool call is about (`command`, `path`, `name`).
+const ACTION: &str = "action";
+const MATCH: &str = "match";
+
+/// What is wrong with a rule as written: the field at fault (spelled as
+/// the rule spells it), when one is, and the problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleProblem {
+    pub field: Option<String>,
+    pub problem: String,
+}
+
+impl RuleProblem {
+    fn at(field: &str, problem: impl Into<String>) -> RuleProblem {
+        RuleProblem {
+            field: Some(field.to_string()),
+            problem: problem.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for RuleProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.field {
+            Some(field) => write!(f, "\"{field}\": {}", self.problem),
+            None => f.write_str(&self.problem),
+        }
+    }
+}
+
+fn describe_value(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(text) => format!("{text:?}"),
+        serde_json::Value::Null => "null".into(),
+        serde_json::Value::Bool(_) => "a boolean".into(),
+        serde_json::Value::Number(_) => "a number".into(),
+        serde_json::Value::Array(_) => "an array".into(),
+        serde_json::Value::Object(_) => "an object".into(),
+    }
+}
+
+impl Rule {
+    /// Reads a rule in its one format: `tool`; then `command`
+    /// (`run_command`), `path` (`edit`, `read`) or `server` and `name`
+    /// (`mcp`); and `decision`. `action` is another name for `decision`,
+    /// and `match` for whichever of `command`, `path` or `name` the tool
+    /// takes. A field given under both names, a field no rule has, or a
+    /// value of the wrong kind is an error naming the field. The shape
+    /// only: `check` judges the rule.
+    pub fn from_json(value: &serde_json::Value) -> Result<Rule, RuleProblem> {
+        use serde_json::Value;
+        let Some(object) = value.as_object() else {
+            return Err(RuleProblem {
+                field: None,
+                problem: format!("a rule is a JSON object, not {}", describe_value(value)),
+            });
+        };
+        if let Some(unknown) = object
+            .keys()
+            .find(|key| !FIELDS.contains(&key.as_str()) && *key != ACTION && *key != MATCH)
+        {
+            return Err(RuleProblem::at(
+                unknown,
+                "is not a field of a rule; they are tool, command, path, server, name \
+                 and decision (match and action are other names)",
+            ));
+        }
+        let tool = match object.get("tool") {
+            None | Some(Value::Null) => {
+                return Err(RuleProblem::at(
+                    "tool",
+                    "is required: run_command, edit, read, mcp or any",
+                ))
+            }
+            Some(value) => match value.as_str() {
+                Some("run_command") => ToolClass::RunCommand,
+                Some("edit") => ToolClass::Edit,
+                Some("read") => ToolClass::Read,
+                Some("mcp") => ToolClass::Mcp,
+                Some("any") => ToolClass::Any,
+                _ => {
+                    return Err(RuleProblem::at(
+                        "tool",
+                        format!(
+                            "takes run_command, edit, read, mcp or any, not {}",
+                            describe_value(value)
+                        ),
+                    ))
+                }
+            },
+        };
+        let both = |one: &str, other: &str| {
+            RuleProblem::at(
+                one,
+                format!("is another name for \"{other}\"; give one of them"),
+            )
+        };
+        let decision_field = match (object.contains_key(ACTION), object.contains_key("decision")) {
+            (true, true) => return Err(both(ACTION, "decision")),
+            (true, false) => ACTION,
+            _ => "decision",
+        };
+        let decision = match object.get(decision_field) {
+            None | Some(Value::Null) => {
+                return Err(RuleProblem::at(
+                    decision_field,
+                    "is required: allow, ask or deny",
+                ))
+            }
+            Some(value) => match value.as_str() {
+                Some("allow") => Decision::Allow,
+                Some("ask") => Decision::Ask,
+                Some("deny") => Decision::Deny,
+                _ => {
+                    return Err(RuleProblem::at(
+                        decision_field,
+                        format!("takes allow, ask or deny, not {}", describe_value(value)),
+                    ))
+                }
+            },
+        };
+        let text = |field: &str| -> Result<Option<String>, RuleProblem> {
+            match object.get(field) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(text)) => Ok(Some(text.clone())),
+                Some(other) => Err(RuleProblem::at(
+                    field,
+                    format!("must be a string, not {}", describe_value(other)),
+                )),
+            }
+        };
+        let mut rule = Rule {
+            tool,
+            command: text("command")?,
+            path: text("path")?,
+            server: text("server")?,
+            name: text("name")?,
+            decision,
+        };
+        if let Some(pattern) = text(MATCH)? {
+            let slot = match tool {
+                ToolClass::RunCommand => ("command", &mut rule.command),
+                ToolClass::Edit | ToolClass::Read => ("path", &mut rule.path),
+                ToolClass::Mcp => ("name", &mut rule.name),
+                ToolClass::Any => {
+                    return Err(RuleProblem::at(
+                        MATCH,
+                        "is for run_command, edit, read and mcp rules, not any",
+                    ))
+                }
+            };
+            if slot.1.is_some() {
+                return Err(both(MATCH, slot.0));
+            }
+            *slot.1 = Some(pattern);
+        }
+        Ok(rule)
+    }
+}
+
+impl<'de> Deserialize<'de> for Rule {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Rule, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        Rule::from_json(&value)
+            .map_err(|problem| serde::de::Error::custom(format!("permission rule: {problem}")))
+    }
 }
 
 /// What is being judged. Paths are absolute (resolved by the caller; a
@@ -226,8 +399,8 @@ pub fn parse_rules(value: &serde_json::Value) -> Result<Vec<Rule>, String> {
     };
     let mut rules = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
-        let rule =
-            Rule::deserialize(item).map_err(|err| format!("permissions.rules[{index}]: {err}"))?;
+        let rule = Rule::from_json(item)
+            .map_err(|problem| format!("permissions.rules[{index}]: {problem}"))?;
         rule.check()
             .map_err(|problem| format!("permissions.rules[{index}]: {problem}"))?;
         rules.push(rule);
@@ -494,8 +667,8 @@ fn pattern_words(command: &str) -> Result<Vec<Pattern>, String> {
         {
             let c = &word.text[at..at + 1];
             return Err(format!(
-                "`{}` has `{c}`, but only `*` is a wildcard in a command pattern; \
-                 quote it to match it as written",
+                "`{}`: only `*` is a wildcard in a command pattern \
+                 (quote `{c}` to match it as written)",
                 word.text
             ));
         }
@@ -1046,16 +1219,21 @@ mod tests {
         );
         assert!(
             error(json!([{"tool": "edit", "path": "a", "decision": "allow", "x": 1}]))
-                .starts_with("permissions.rules[0]: unknown field `x`")
+                .starts_with("permissions.rules[0]: \"x\": is not a field of a rule")
         );
-        assert!(error(json!([{"tool": "write_file", "decision": "allow"}]))
-            .starts_with("permissions.rules[0]: unknown variant `write_file`"));
-        assert!(
-            error(json!([{"tool": "edit", "path": "a", "decision": "maybe"}]))
-                .starts_with("permissions.rules[0]: unknown variant `maybe`")
+        assert_eq!(
+            error(json!([{"tool": "write_file", "decision": "allow"}])),
+            "permissions.rules[0]: \"tool\": takes run_command, edit, read, mcp or any, \
+             not \"write_file\""
         );
-        assert!(error(json!([{"tool": "edit", "path": "a"}]))
-            .starts_with("permissions.rules[0]: missing field `decision`"));
+        assert_eq!(
+            error(json!([{"tool": "edit", "path": "a", "decision": "maybe"}])),
+            "permissions.rules[0]: \"decision\": takes allow, ask or deny, not \"maybe\""
+        );
+        assert_eq!(
+            error(json!([{"tool": "edit", "path": "a"}])),
+            "permissions.rules[0]: \"decision\": is required: allow, ask or deny"
+        );
         assert_eq!(
             error(json!({"tool": "edit"})),
             "permissions.rules: expected an array of rules"
@@ -1320,6 +1498,115 @@ mod tests {
         assert!(!strict_match(&pieces("a/*"), "a/.."));
         assert!(strict_match(&pieces("a/.."), "a/.."));
         assert!(strict_match(&pieces("*.txt"), ".txt"));
+    }
+
+    #[test]
+    fn one_format_with_other_names_for_two_fields() {
+        let read = |value: serde_json::Value| Rule::from_json(&value);
+        // `match` and `action`, as agent files write them, anywhere.
+        for (written, rule) in [
+            (
+                json!({"tool": "run_command", "match": "cargo test", "action": "allow"}),
+                Rule::command("cargo test", Decision::Allow),
+            ),
+            (
+                json!({"tool": "run_command", "command": "rm", "action": "deny"}),
+                Rule::command("rm", Decision::Deny),
+            ),
+            (
+                json!({"tool": "edit", "match": "src/**", "decision": "ask"}),
+                Rule::path(ToolClass::Edit, "src/**", Decision::Ask),
+            ),
+            (
+                json!({"tool": "read", "match": "/etc/**", "action": "deny"}),
+                Rule::path(ToolClass::Read, "/etc/**", Decision::Deny),
+            ),
+        ] {
+            assert_eq!(read(written.clone()).unwrap(), rule, "{written}");
+            // Through serde too (the config file's path), and written back
+            // with the first names.
+            let back: Rule = serde_json::from_value(written).unwrap();
+            assert_eq!(back, rule);
+        }
+        let mcp =
+            read(json!({"tool": "mcp", "server": "gh", "match": "x", "action": "ask"})).unwrap();
+        assert_eq!(mcp.name.as_deref(), Some("x"));
+        assert_eq!(
+            serde_json::to_value(Rule::command("ls", Decision::Ask)).unwrap(),
+            json!({"tool": "run_command", "command": "ls", "decision": "ask"})
+        );
+        // Null is an absent field, as before.
+        assert_eq!(
+            read(json!({"tool": "run_command", "command": "ls", "path": null, "decision": "ask"}))
+                .unwrap(),
+            Rule::command("ls", Decision::Ask)
+        );
+
+        let problem = |value: serde_json::Value| read(value).unwrap_err().to_string();
+        for (written, expected) in [
+            (
+                json!({"tool": "run_command", "command": "rm", "decision": "deny", "action": "allow"}),
+                "\"action\": is another name for \"decision\"; give one of them",
+            ),
+            (
+                json!({"tool": "run_command", "command": "rm", "decision": "deny", "action": "deny"}),
+                "\"action\": is another name for \"decision\"",
+            ),
+            (
+                json!({"tool": "run_command", "command": "rm", "match": "ls", "decision": "deny"}),
+                "\"match\": is another name for \"command\"; give one of them",
+            ),
+            (
+                json!({"tool": "edit", "path": "a", "match": "b", "decision": "deny"}),
+                "\"match\": is another name for \"path\"",
+            ),
+            (
+                json!({"tool": "mcp", "server": "s", "name": "a", "match": "b", "decision": "deny"}),
+                "\"match\": is another name for \"name\"",
+            ),
+            (
+                json!({"tool": "any", "match": "x", "decision": "deny"}),
+                "\"match\": is for run_command, edit, read and mcp rules, not any",
+            ),
+            (
+                json!({"tool": "run_command", "match": 3, "decision": "deny"}),
+                "\"match\": must be a string, not a number",
+            ),
+            (
+                json!({"tool": "run_command", "command": ["rm"], "decision": "deny"}),
+                "\"command\": must be a string, not an array",
+            ),
+            (
+                json!({"tool": "run_command", "command": "rm", "action": "never"}),
+                "\"action\": takes allow, ask or deny, not \"never\"",
+            ),
+            (
+                json!({"tool": "run_command", "command": "rm", "action": true}),
+                "\"action\": takes allow, ask or deny, not a boolean",
+            ),
+            (
+                json!({"command": "rm", "decision": "deny"}),
+                "\"tool\": is required",
+            ),
+            (
+                json!({"tool": "run_command", "command": "rm", "decison": "deny"}),
+                "\"decison\": is not a field of a rule",
+            ),
+            (
+                json!(["run_command"]),
+                "a rule is a JSON object, not an array",
+            ),
+        ] {
+            let message = problem(written.clone());
+            assert!(message.starts_with(expected), "{written}: {message}");
+        }
+        // Through serde, the message still names the field.
+        let error = serde_json::from_value::<Rule>(
+            json!({"tool": "edit", "path": "a", "decision": "allow", "action": "deny"}),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("\"action\": is another name"), "{error}");
     }
 
     #[test]

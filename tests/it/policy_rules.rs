@@ -134,7 +134,8 @@ fn yolo_refuses_what_a_deny_rule_with_a_star_inside_a_word_names() {
     space.write("precious-2.txt", "keep\n");
     let config = space.config(json!({"permissions": {"rules": [
         {"tool": "run_command", "command": "touch build-*", "decision": "deny"},
-        {"tool": "run_command", "command": "rm -f precious*", "decision": "deny"},
+        // The agent files' names of the fields work in the config too.
+        {"tool": "run_command", "match": "rm -f precious*", "action": "deny"},
     ]}}));
     let denied = [
         ("d1", "touch build-1"),
