@@ -803,74 +803,96 @@ fn option_of(pattern: &Pattern) -> Option<&str> {
         .filter(|text| text.len() > 1 && text.starts_with('-') && *text != "--")
 }
 
-/// Whether the option `option` of a deny rule is given among `words`:
-/// the same word, a long option by its name (abbreviated too: getopt
-/// takes any unambiguous prefix), each letter of a short cluster in some
-/// cluster of the line (`-rf` is given by `-fr` and `-r -f`), or a glob
-/// that could expand to it.
-fn option_given(option: &str, words: &[(String, bool)]) -> bool {
-    let glob_hits = |text: &str| {
-        words
-            .iter()
-            .any(|(w, glob)| *glob && crate::tools::ignore::glob_match(w, text))
-    };
-    if words.iter().any(|(w, _)| w == option) || glob_hits(option) {
-        return true;
-    }
+/// The last index of `words` from which on the option `option` of a deny
+/// rule is still given (`None`: nowhere): the same word, a long option by
+/// its name (abbreviated too: getopt takes any unambiguous prefix), each
+/// letter of a short cluster in some cluster of the line (`-rf` is given
+/// by `-fr` and by `-r -f`), or a glob that could expand to it.
+fn option_latest(option: &str, words: &[(String, bool)]) -> Option<usize> {
+    let last = |given: &dyn Fn(&str, bool) -> bool| words.iter().rposition(|(w, g)| given(w, *g));
+    let glob_hits =
+        |w: &str, glob: bool, text: &str| glob && crate::tools::ignore::glob_match(w, text);
+    let whole = last(&|w, glob| w == option || glob_hits(w, glob, option));
     if let Some(long) = option.strip_prefix("--") {
         if long.contains('=') {
-            return false;
+            return whole;
         }
-        return words.iter().any(|(w, _)| {
+        let named = last(&|w, _| {
             let name = w.split('=').next().unwrap_or("");
             name.len() > 2 && name.starts_with("--") && long.starts_with(&name[2..])
         });
+        return whole.max(named);
     }
-    option[1..].chars().all(|c| {
+    // Every letter from some word on: the earliest of their last places.
+    let mut letters: Option<usize> = Some(usize::MAX);
+    for c in option[1..].chars() {
         let short = format!("-{c}");
-        glob_hits(&short)
-            || words.iter().any(|(w, _)| {
-                w.len() > 1 && w.starts_with('-') && !w.starts_with("--") && w[1..].contains(c)
-            })
-    })
+        let at = last(&|w, glob| {
+            (w.len() > 1 && w.starts_with('-') && !w.starts_with("--") && w[1..].contains(c))
+                || glob_hits(w, glob, &short)
+        });
+        letters = letters.zip(at).map(|(a, b)| a.min(b));
+    }
+    whole.max(letters)
 }
 
-/// A deny or ask rule's pattern against one command's words, generously:
-/// the program matches the first word (unless the pattern starts with a
-/// lone `*`); each option of the pattern is given anywhere in the command
-/// (`option_given`); the other words of the pattern match words of the
-/// command in the same order, though other words may come between them
-/// (`rm -rf /` catches `rm -f -r x /`). A lone `*` adds nothing.
-fn command_hits(words: &[(String, bool)], pattern: &[Pattern]) -> bool {
-    let (rest, pattern) = match pattern.split_first() {
-        None => return true,
-        Some((Pattern::Rest, more)) => (words, more),
-        Some((Pattern::Word(pieces), more)) => {
-            let Some(((program, glob), after)) = words.split_first() else {
+/// The last index of `words` from which on the rest of a deny rule's
+/// pattern (after its program) is still met (`None`: nowhere): each
+/// option given anywhere there (`option_latest`); the other words of the
+/// pattern matching words there in the same order, though other words may
+/// come between them (`rm -rf /` is met by `-f -r x /`). A lone `*` adds
+/// nothing. Linear in the words, so a line of any length is judged fast.
+fn rest_latest(words: &[(String, bool)], pattern: &[Pattern]) -> Option<usize> {
+    let mut latest = words.len();
+    let mut operands = Vec::new();
+    for p in pattern {
+        match (p, option_of(p)) {
+            (Pattern::Rest, _) => {}
+            (_, Some(option)) => latest = latest.min(option_latest(option, words)?),
+            (Pattern::Word(pieces), None) => operands.push(pieces),
+        }
+    }
+    // The operands matched as late as they can be, from the end.
+    let mut wanted = operands.len();
+    let mut at = words.len();
+    while wanted > 0 {
+        at = words[..at]
+            .iter()
+            .rposition(|(word, glob)| word_hits(word, *glob, operands[wanted - 1], false))?;
+        wanted -= 1;
+    }
+    Some(latest.min(at))
+}
+
+/// A deny or ask rule's pattern against words, generously: the program
+/// matches a word (the first, or with `anywhere` any word; a pattern that
+/// starts with a lone `*` needs none) and the rest of the pattern is met
+/// by the words after it (`rest_latest`).
+fn hits(words: &[(String, bool)], pattern: &[Pattern], anywhere: bool) -> bool {
+    match pattern.split_first() {
+        None => true,
+        Some((Pattern::Rest, more)) => rest_latest(words, more).is_some(),
+        Some((Pattern::Word(program), more)) => {
+            let Some(latest) = rest_latest(words, more) else {
                 return false;
             };
-            if !word_hits(program, *glob, pieces, true) {
-                return false;
-            }
-            (after, more)
+            let starts = if anywhere { words.len() } else { 1 };
+            words
+                .iter()
+                .take(starts.min(latest))
+                .any(|(word, glob)| word_hits(word, *glob, program, true))
         }
-    };
-    let mut operands = rest.iter();
-    pattern.iter().all(|p| match (p, option_of(p)) {
-        (Pattern::Rest, _) => true,
-        (_, Some(option)) => option_given(option, rest),
-        (Pattern::Word(pieces), None) => {
-            operands.any(|(word, glob)| word_hits(word, *glob, pieces, false))
-        }
-    })
+    }
 }
 
-/// Whether the pattern hits a command starting at some word of `words`.
+/// One command's words: the pattern begins at its program.
+fn command_hits(words: &[(String, bool)], pattern: &[Pattern]) -> bool {
+    hits(words, pattern, false)
+}
+
+/// Loose words: the pattern may begin at any of them.
 fn hits_anywhere(words: &[(String, bool)], pattern: &[Pattern]) -> bool {
-    match pattern.first() {
-        None | Some(Pattern::Rest) => command_hits(words, pattern),
-        Some(_) => (0..words.len()).any(|start| command_hits(&words[start..], pattern)),
-    }
+    hits(words, pattern, true)
 }
 
 /// Characters that end a word when text is split loosely.
@@ -1607,6 +1629,20 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(error.contains("\"action\": is another name"), "{error}");
+    }
+
+    #[test]
+    fn a_long_line_is_judged_whole() {
+        // Past what the parser takes, the line's loose words are matched:
+        // padding does not hide the command, however much of it there is
+        // (and the matching stays linear in the words).
+        let set = user(vec![Rule::command("rm -rf /", Decision::Deny)]);
+        let padding = "rm -r x; echo -f; ".repeat(50_000);
+        let line = format!("{padding}rm -rf /");
+        assert!(line.len() > shell::MAX_LINE);
+        assert_eq!(decide_line(&set, &line), Some(Decision::Deny));
+        let harmless = format!("{padding}ls -rf");
+        assert_eq!(decide_line(&set, &harmless), None);
     }
 
     #[test]
