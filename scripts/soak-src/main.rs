@@ -2,8 +2,12 @@
 //! operations and seconds against a fake Chat Completions server on
 //! 127.0.0.1 that answers with text, tool calls and faults (429, 500, a cut
 //! stream, a stall, an endless line), while prompts are cancelled and the
-//! agent is killed with SIGKILL now and then. Invariants are checked all
-//! along and printed, one line each, with their counts.
+//! agent is killed with SIGKILL now and then. The workspace is hostile
+//! too: command files linked to `/proc/self/environ` and to a secret
+//! outside, a FIFO among them, an `AGENTS.md` link out, a `.git/config`
+//! that includes a FIFO; prompts type those commands and the model runs a
+//! command that reads the agent's own `/proc` files. Invariants are
+//! checked all along and printed, one line each, with their counts.
 //!
 //! Usage: `soak [BINARY] [OPERATIONS] [SECONDS] [SEED]` (defaults
 //! target/release/spindle, 200, 120, from the clock). Exit code 1 when an
@@ -21,6 +25,16 @@ use std::time::{Duration, Instant};
 
 /// The peak RSS the agent must stay under.
 const MEMORY_BOUND_MIB: f64 = 64.0;
+
+/// The provider key the agent is given, and a secret outside the
+/// workspace: neither may ever reach the model.
+const KEY: &str = "soak-provider-key-4242-value";
+const OUTSIDE_SECRET: &str = "SOAK-OUTSIDE-SECRET-9090";
+
+/// The running agent's pid, for the command that reads its `/proc` files.
+static AGENT_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// Requests that carried a secret.
+static LEAKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 struct Rng(u64);
 
@@ -95,6 +109,10 @@ fn serve(mut stream: TcpStream, rng: &Mutex<Rng>, faults: &Mutex<Faults>) {
         let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
         return;
     }
+    let text = String::from_utf8_lossy(&body);
+    if text.contains(KEY) || text.contains(OUTSIDE_SECRET) {
+        LEAKS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let after_tool = request["messages"]
         .as_array()
@@ -120,7 +138,20 @@ fn serve(mut stream: TcpStream, rng: &Mutex<Rng>, faults: &Mutex<Faults>) {
                 json!({"command": "echo pid $$; exec sleep 1"}),
             ))),
         ),
-        45..=59 => (
+        45..=49 => {
+            let pid = AGENT_PID.load(std::sync::atomic::Ordering::SeqCst);
+            (
+                "reads the agent's /proc",
+                Some(sse(&tool_events(
+                    &format!("p{counter:x}"),
+                    "run_command",
+                    json!({"command": format!(
+                        "tr '\\0' '\\n' < /proc/{pid}/environ; head -c 256 /proc/{pid}/mem | od -c | head -5"
+                    )}),
+                ))),
+            )
+        }
+        50..=59 => (
             "read_file",
             Some(sse(&tool_events(
                 &format!("r{counter:x}"),
@@ -204,11 +235,13 @@ impl Agent {
             .args(args)
             .env_remove("RUST_LOG")
             .env_remove("OPENAI_API_KEY")
+            .env("SOAK_PROVIDER_KEY", KEY)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("the agent starts");
+        AGENT_PID.store(child.id(), std::sync::atomic::Ordering::SeqCst);
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
         let (sender, messages) = crossbeam_channel::unbounded();
@@ -316,13 +349,15 @@ fn main() -> ExitCode {
     let work = std::env::temp_dir().join(format!("spindle-soak-{}", std::process::id()));
     let _ = std::fs::create_dir_all(work.join("ws"));
     let _ = std::fs::write(work.join("ws/notes.txt"), "some notes\nfor the soak\n");
+    hostile_workspace(&work);
     let rng = Arc::new(Mutex::new(Rng(seed.max(1))));
     let faults = Arc::new(Mutex::new(Faults::default()));
     let base = start_server(rng.clone(), faults.clone());
     let config = work.join("config.json");
     let _ = std::fs::write(
         &config,
-        json!({"providers": {"local": {"kind": "openai", "base_url": base, "requires_key": false}},
+        json!({"providers": {"local": {"kind": "openai", "base_url": base, "requires_key": false,
+                                       "api_key_env": "SOAK_PROVIDER_KEY"}},
                "limits": {"sse_line_bytes": 65536}})
         .to_string(),
     );
@@ -353,6 +388,7 @@ fn main() -> ExitCode {
     let mut integrity = Tally::default();
     let mut replays = Tally::default();
     let mut memory = Tally::default();
+    let mut no_git = Tally::default();
     let mut peak = 0.0f64;
     let (mut kills, mut cancels, mut prompts, mut slow_reads) = (0u64, 0u64, 0u64, 0u64);
     let started = Instant::now();
@@ -377,9 +413,15 @@ fn main() -> ExitCode {
         }
         let roll = rng.lock().map(|mut r| r.below(100)).unwrap_or(0);
         prompts += 1;
+        // Now and then the user types one of the workspace's commands.
+        let text = match rng.lock().map(|mut r| r.below(10)).unwrap_or(0) {
+            0 => "/env".to_string(),
+            1 => "/leak".to_string(),
+            _ => format!("step {operation}"),
+        };
         let id = agent.request(
             "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": format!("step {operation}")}]}),
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
         );
         if roll < 10 {
             // Kill the agent in the middle of the turn.
@@ -395,6 +437,10 @@ fn main() -> ExitCode {
             for pid in command_pids.drain(..) {
                 no_orphans.check(!alive(pid), || format!("process {pid} outlived the agent"));
             }
+            let left = processes_in(&workspace, "git");
+            no_git.check(left.is_empty(), || {
+                format!("git {left:?} outlived the agent")
+            });
             let ok = rusqlite::Connection::open(&db)
                 .and_then(|c| {
                     c.query_row("PRAGMA integrity_check", [], |row| row.get::<_, String>(0))
@@ -465,6 +511,18 @@ fn main() -> ExitCode {
     for pid in command_pids.drain(..) {
         no_orphans.check(!alive(pid), || format!("process {pid} outlived the agent"));
     }
+    let left = processes_in(&workspace, "git");
+    no_git.check(left.is_empty(), || {
+        format!("git {left:?} outlived the agent")
+    });
+    let mut secrets = Tally {
+        checked: prompts,
+        ..Tally::default()
+    };
+    secrets.broken = LEAKS.load(std::sync::atomic::Ordering::SeqCst);
+    if secrets.broken > 0 {
+        secrets.example = Some("a model request carried the key or the outside secret".into());
+    }
 
     let report = |name: &str, tally: &Tally| {
         println!(
@@ -495,6 +553,8 @@ fn main() -> ExitCode {
     );
     ok &= report("no command outlives the agent", &no_orphans);
     ok &= report("PRAGMA integrity_check ok after every kill", &integrity);
+    ok &= report("no key or outside file reaches the model", &secrets);
+    ok &= report("no git of Spindle's outlives the agent", &no_git);
     ok &= report("session/load replays what was shown live", &replays);
     ok &= report(
         &format!("peak RSS under {MEMORY_BOUND_MIB} MiB (max {peak:.1})"),
@@ -507,6 +567,59 @@ fn main() -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Seeds the workspace with what a hostile repository ships: command files
+/// linked to the agent's environment and to a secret outside, a FIFO among
+/// them, an `AGENTS.md` link out, and a git repository whose configuration
+/// includes a FIFO (git blocks opening it).
+fn hostile_workspace(work: &Path) {
+    let ws = work.join("ws");
+    let commands = ws.join(".spindle/commands");
+    let _ = std::fs::create_dir_all(&commands);
+    let _ = std::fs::write(work.join("secret.txt"), OUTSIDE_SECRET);
+    let _ = std::os::unix::fs::symlink("/proc/self/environ", commands.join("env.md"));
+    let _ = std::os::unix::fs::symlink(work.join("secret.txt"), commands.join("leak.md"));
+    let _ = std::os::unix::fs::symlink(work.join("secret.txt"), ws.join("AGENTS.md"));
+    let _ = Command::new("mkfifo")
+        .arg(commands.join("pipe.md"))
+        .status();
+    let fifo = work.join("git-config-fifo");
+    let _ = Command::new("mkfifo").arg(&fifo).status();
+    let git = |args: &[&str]| {
+        let _ = Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    };
+    git(&["init", "-q"]);
+    git(&["config", "include.path", fifo.to_str().unwrap_or_default()]);
+}
+
+/// Live processes named `name` working in `dir`.
+fn processes_in(dir: &Path, name: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"));
+        if comm.trim() == name && cwd.ok().as_deref() == Some(dir) && alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
 }
 
 /// The pids commands printed (`pid N`).
