@@ -4,9 +4,10 @@
 //!
 //! The order matters. no_new_privs comes first (Landlock and seccomp need
 //! it, and it stops set-uid programs from shedding the sandbox); the
-//! namespaces next, while mounting is still allowed; then Landlock, which
-//! from then on also forbids any change to the mounts; seccomp last, only
-//! when no network namespace turned the network off already.
+//! namespaces next, while mounting is still allowed; then Landlock,
+//! which from then on also forbids any change to the mounts; seccomp, on
+//! every command; descriptors beyond stdin, stdout and stderr closed at
+//! the exec.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -22,24 +23,42 @@ use super::namespaces::{self, Entered, Failure};
 use super::seccomp;
 use super::{Launch, ProbeReport, Profile};
 
+/// The exit code when the sandbox cannot be applied: the command never
+/// ran.
+const CANNOT_APPLY: u8 = 126;
+
+/// Says why the sandbox cannot be applied; returns the exit code to give.
+fn report_cannot_apply(message: &str) -> ExitCode {
+    eprintln!("spindle sandbox: cannot apply the sandbox, not running the command: {message}");
+    ExitCode::from(CANNOT_APPLY)
+}
+
 /// Applies `launch.profile` and execs the program; returns only on
 /// failure.
 pub(super) fn run(launch: Launch) -> ExitCode {
-    if let Err(message) = apply(&launch.profile, launch.namespaces) {
-        eprintln!("spindle sandbox: cannot apply the sandbox, not running the command: {message}");
-        return ExitCode::from(126);
+    let prepared = match prepare(&launch.profile, launch.namespaces) {
+        Ok(prepared) => prepared,
+        Err(message) => return report_cannot_apply(&message),
+    };
+    if let Err(message) = confine(&launch.profile, &prepared) {
+        return report_cannot_apply(&message);
     }
-    // execvp: the PATH lookup and the environment are the caller's.
+    ExitCode::from(exec_code(&launch))
+}
+
+/// Execs the program (execvp: the PATH lookup and the environment are
+/// the caller's); returns only on failure, with the exit code to give.
+fn exec_code(launch: &Launch) -> u8 {
     let error = Command::new(&launch.program).args(&launch.args).exec();
     eprintln!(
         "spindle sandbox: cannot run {}: {error}",
         launch.program.to_string_lossy()
     );
-    ExitCode::from(if missing(&launch.program, &error) {
+    if missing(&launch.program, &error) {
         127
     } else {
-        126
-    })
+        CANNOT_APPLY
+    }
 }
 
 /// Whether the exec failed because there is no such program. execvp says
@@ -56,7 +75,16 @@ fn missing(program: &OsStr, error: &io::Error) -> bool {
     }
 }
 
-fn apply(profile: &Profile, use_namespaces: bool) -> Result<(), String> {
+/// What is done before the program's process is confined.
+struct Prepared {
+    abi: u32,
+    writable: Vec<PathBuf>,
+    /// Read-only paths no mount protects, for Landlock to carve out.
+    carve_out: Vec<PathBuf>,
+}
+
+/// no_new_privs and the namespaces (with their mounts).
+fn prepare(profile: &Profile, use_namespaces: bool) -> Result<Prepared, String> {
     single_threaded()?;
     no_new_privs()?;
     let abi = landlock::abi()?;
@@ -91,21 +119,67 @@ fn apply(profile: &Profile, use_namespaces: bool) -> Result<(), String> {
             log::debug!("sandbox: read-only paths carved out by Landlock instead: {error}");
         }
     }
-    let carve_out: &[PathBuf] = if entered.mounted_read_only {
-        &[]
+    let carve_out = if entered.mounted_read_only {
+        Vec::new()
     } else {
-        &read_only
+        read_only
     };
-    landlock::restrict(
+    Ok(Prepared {
         abi,
+        writable,
+        carve_out,
+    })
+}
+
+/// Landlock, seccomp, no inherited descriptors but the standard three: what the program's process gets last, in this order.
+fn confine(profile: &Profile, prepared: &Prepared) -> Result<(), String> {
+    landlock::restrict(
+        prepared.abi,
         &Rules {
-            writable: &writable,
-            carve_out,
+            writable: &prepared.writable,
+            carve_out: &prepared.carve_out,
             network: profile.network,
         },
     )?;
-    if !profile.network && !entered.network_isolated {
-        seccomp::deny_network()?;
+    seccomp::install(profile.network)?;
+    close_inherited()
+}
+
+/// Marks every descriptor past stderr close-on-exec: one inherited from
+/// whoever started the launcher (a socket to a server outside, an open
+/// file the sandbox would refuse) does not reach the program.
+fn close_inherited() -> Result<(), String> {
+    // SAFETY: close_range takes plain integers; with CLOSE_RANGE_CLOEXEC
+    // it closes nothing, it only sets the flag.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if result == 0 {
+        return Ok(());
+    }
+    // Kernels before 5.11: each open descriptor, as /proc lists them.
+    let entries = std::fs::read_dir("/proc/self/fd")
+        .map_err(|error| format!("cannot list the open descriptors: {error}"))?;
+    let fds: Vec<libc::c_int> = entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: fcntl on a descriptor number; one that closed meanwhile
+        // (the listing's own) fails with EBADF, which is fine.
+        let result = unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        if result != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EBADF) {
+            return Err(format!(
+                "cannot close descriptor {fd}: {}",
+                io::Error::last_os_error()
+            ));
+        }
     }
     Ok(())
 }
@@ -177,7 +251,7 @@ pub(super) fn probe() -> ProbeReport {
     }
     let seccomp = in_child(|| {
         no_new_privs()?;
-        seccomp::deny_network()?;
+        seccomp::install(false)?;
         seccomp::check_filter()
     });
     match seccomp {

@@ -38,7 +38,8 @@ pub struct Profile {
     /// `.git`). Missing paths are ignored.
     pub read_only: Vec<PathBuf>,
     /// Whether the network may be used. false = no network at all (no TCP,
-    /// no UDP, not even 127.0.0.1); AF_UNIX sockets stay allowed.
+    /// no UDP, not even 127.0.0.1). Unix sockets are refused either way
+    /// (socket pairs, connected to each other only, are not).
     pub network: bool,
     /// Paths the command must not read (Spindle's key files, database and
     /// logs): covered by empty ones where namespaces are available. Missing
@@ -62,7 +63,8 @@ pub struct Support {
 
 impl Support {
     /// Whether a [`Profile`] can be enforced fully: writes limited to the
-    /// writable directories, the read-only carve-outs kept, the network off.
+    /// writable directories, the read-only carve-outs kept, the network and
+    /// Unix sockets off.
     pub fn available(&self) -> bool {
         self.reason.is_none()
     }
@@ -74,13 +76,13 @@ impl Support {
             return format!("unavailable: {reason}");
         }
         let abi = self.landlock.unwrap_or(0);
-        match (self.namespaces, self.seccomp) {
-            (true, true) => format!("Landlock ABI {abi}, namespaces, seccomp"),
-            (true, false) => format!("Landlock ABI {abi}, namespaces"),
-            _ => format!(
+        if self.namespaces {
+            format!("Landlock ABI {abi}, namespaces, seccomp")
+        } else {
+            format!(
                 "Landlock ABI {abi} and seccomp without namespaces: new files at the \
-                 workspace's top level are refused"
-            ),
+                 workspace's top level are refused, Spindle's files are not hidden"
+            )
         }
     }
 
@@ -116,10 +118,8 @@ impl Support {
                     .clone()
                     .unwrap_or_else(|| "Landlock does not work here".to_string()),
             ),
-            Some(_) if !report.namespaces && !report.seccomp => Some(format!(
-                "neither namespaces ({}) nor seccomp ({}) work here, so the network \
-                 cannot be turned off",
-                report.namespaces_error.as_deref().unwrap_or("failed"),
+            Some(_) if !report.seccomp => Some(format!(
+                "seccomp does not work here ({}), so Unix sockets cannot be refused",
                 report.seccomp_error.as_deref().unwrap_or("failed"),
             )),
             Some(_) => None,
@@ -466,10 +466,14 @@ mod tests {
             "unavailable: Landlock is not enabled in this kernel (needs Linux 5.13+)"
         );
 
-        let no_network_layer = Support::from_report(ProbeReport {
+        // Without seccomp nothing refuses Unix sockets: no sandbox, even
+        // with namespaces.
+        let no_seccomp = Support::from_report(ProbeReport {
             landlock: Some(7),
+            namespaces: true,
             ..ProbeReport::default()
         });
-        assert!(!no_network_layer.available());
+        assert!(!no_seccomp.available());
+        assert!(no_seccomp.describe().contains("Unix sockets"));
     }
 }

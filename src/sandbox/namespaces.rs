@@ -20,8 +20,6 @@ use std::ptr;
 /// What entering the namespaces achieved.
 #[derive(Debug, Default)]
 pub struct Entered {
-    /// The process is in a network namespace of its own.
-    pub network_isolated: bool,
     /// Every read-only path is now a read-only mount.
     pub mounted_read_only: bool,
     /// Why the read-only mounts failed, when they did.
@@ -59,10 +57,7 @@ pub fn enter(
         return Ok(Entered::default());
     }
     unshare_as_self(flags)?;
-    let mut entered = Entered {
-        network_isolated: isolate_network,
-        ..Entered::default()
-    };
+    let mut entered = Entered::default();
     if flags & libc::CLONE_NEWNS != 0 {
         // Nothing done here may reach the parent namespace.
         mount(None, Path::new("/"), libc::MS_REC | libc::MS_PRIVATE)
