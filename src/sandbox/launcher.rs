@@ -6,8 +6,8 @@
 //! it, and it stops set-uid programs from shedding the sandbox); the
 //! namespaces next, while mounting is still allowed; then Landlock,
 //! which from then on also forbids any change to the mounts; seccomp, on
-//! every command; descriptors beyond stdin, stdout and stderr closed at
-//! the exec.
+//! every command; the capabilities dropped, every one; descriptors beyond
+//! stdin, stdout and stderr closed at the exec.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -18,6 +18,7 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
+use super::capabilities;
 use super::landlock::{self, Rules};
 use super::namespaces::{self, Entered, Failure};
 use super::seccomp;
@@ -131,7 +132,8 @@ fn prepare(profile: &Profile, use_namespaces: bool) -> Result<Prepared, String> 
     })
 }
 
-/// Landlock, seccomp, no inherited descriptors but the standard three: what the program's process gets last, in this order.
+/// Landlock, seccomp, no capabilities, no inherited descriptors but the
+/// standard three: what the program's process gets last, in this order.
 fn confine(profile: &Profile, prepared: &Prepared) -> Result<(), String> {
     landlock::restrict(
         prepared.abi,
@@ -142,6 +144,7 @@ fn confine(profile: &Profile, prepared: &Prepared) -> Result<(), String> {
         },
     )?;
     seccomp::install(profile.network)?;
+    capabilities::drop_all()?;
     close_inherited()
 }
 
@@ -252,7 +255,8 @@ pub(super) fn probe() -> ProbeReport {
     let seccomp = in_child(|| {
         no_new_privs()?;
         seccomp::install(false)?;
-        seccomp::check_filter()
+        seccomp::check_filter()?;
+        capabilities::drop_all()
     });
     match seccomp {
         Ok(()) => report.seccomp = true,

@@ -19,6 +19,8 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 #[cfg(target_os = "linux")]
+mod capabilities;
+#[cfg(target_os = "linux")]
 mod landlock;
 #[cfg(target_os = "linux")]
 mod launcher;

@@ -365,6 +365,14 @@ fn the_command_cannot_gain_privileges_or_signal_outside() {
         "no_new_privs is not set: {}",
         stdout(&output)
     );
+    // Not one capability is left, root or not, in any set.
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(
+            stdout(&output).contains(&format!("{set}:\t0000000000000000")),
+            "{set} is not empty: {}",
+            stdout(&output)
+        );
+    }
     // Landlock ABI 6 scopes signals: the test process is outside.
     if probe().landlock >= 6 {
         let script = format!("kill -0 {}", std::process::id());
@@ -699,4 +707,77 @@ fn descriptors_inherited_from_outside_do_not_reach_the_command() {
         server.recv(&mut [0u8; 16]).is_err(),
         "a datagram got through"
     );
+}
+
+/// A secret in the environment of a process outside the sandbox (the
+/// agent's provider key), and the line that reads it through /proc.
+const OUTER_SECRET: &str = "sk-outer-process-secret-42";
+const READ_OUTER_ENVIRON: &str = "tr '\\0' '\\n' < /proc/$OUTER/environ";
+
+/// Runs `launcher` (or, when `None`, the script unconfined) under a shell
+/// holding [`OUTER_SECRET`] in its environment; the script finds that
+/// shell's pid in `$OUTER`.
+fn under_outer_process(launcher: Option<Command>, script: &str) -> Output {
+    let argv: Vec<OsString> = match &launcher {
+        Some(command) => std::iter::once(command.get_program().to_os_string())
+            .chain(command.get_args().map(OsStr::to_os_string))
+            .collect(),
+        None => vec!["bash".into(), "-c".into(), script.into()],
+    };
+    let mut outer = Command::new("bash");
+    // Not `exec`: the shell stays, an ancestor of the command.
+    outer
+        .args(["-c", "OUTER=$$ \"$@\"; exit $?", "outer"])
+        .args(argv)
+        .env("SPINDLE_TEST_OUTER_SECRET", OUTER_SECRET)
+        .stdin(Stdio::null());
+    if let Some(command) = &launcher {
+        if let Some(dir) = command.get_current_dir() {
+            outer.current_dir(dir);
+        }
+        for (name, value) in command.get_envs() {
+            if let Some(value) = value {
+                outer.env(name, value);
+            }
+        }
+    }
+    output_within(outer, DEADLINE)
+}
+
+#[test]
+fn the_command_cannot_read_the_environment_of_processes_outside() {
+    if !machine_has("other_processes_environment", false) {
+        return;
+    }
+    let scratch = Scratch::new("environ");
+    // Unconfined, the shell's environment is there to be read (as root,
+    // any process's is).
+    let open = under_outer_process(None, READ_OUTER_ENVIRON);
+    assert!(
+        stdout(&open).contains(OUTER_SECRET),
+        "the attack does not work unconfined: {}",
+        stderr(&open)
+    );
+    let profile = scratch.workspace_profile(false);
+    for flags in [&[][..], &["--no-namespaces"][..]] {
+        for script in [
+            READ_OUTER_ENVIRON.to_string(),
+            "head -c 64 /proc/$OUTER/mem".into(),
+            "ls -l /proc/$OUTER/fd/ && cat /proc/$OUTER/fd/0".into(),
+        ] {
+            let output =
+                under_outer_process(Some(scratch.command(&profile, flags, &script)), &script);
+            assert!(
+                !stdout(&output).contains(OUTER_SECRET),
+                "`{script}` {flags:?} read the environment outside: {}",
+                stdout(&output)
+            );
+            assert_eq!(
+                output.status.code(),
+                Some(1),
+                "`{script}` {flags:?} should fail with a clear error: {}",
+                stderr(&output)
+            );
+        }
+    }
 }
