@@ -4,10 +4,13 @@
 //!
 //! The order matters. no_new_privs comes first (Landlock and seccomp need
 //! it, and it stops set-uid programs from shedding the sandbox); the
-//! namespaces next, while mounting is still allowed; then Landlock,
-//! which from then on also forbids any change to the mounts; seccomp, on
-//! every command; the capabilities dropped, every one; descriptors beyond
-//! stdin, stdout and stderr closed at the exec.
+//! namespaces next, while mounting is still allowed. In a PID namespace
+//! the launcher then forks: it stays outside and waits, and its child, the
+//! namespace's first process, mounts its own `/proc` and runs the program
+//! as a child of its own (see [`init`]). Then Landlock, which from then on
+//! also forbids any change to the mounts; seccomp, on every command; the
+//! capabilities dropped, every one; descriptors beyond stdin, stdout and
+//! stderr closed at the exec.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -19,6 +22,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
 use super::capabilities;
+use super::init;
 use super::landlock::{self, Rules};
 use super::namespaces::{self, Entered, Failure};
 use super::seccomp;
@@ -29,18 +33,26 @@ use super::{Launch, ProbeReport, Profile};
 const CANNOT_APPLY: u8 = 126;
 
 /// Says why the sandbox cannot be applied; returns the exit code to give.
-fn report_cannot_apply(message: &str) -> ExitCode {
+pub(super) fn report_cannot_apply(message: &str) -> ExitCode {
     eprintln!("spindle sandbox: cannot apply the sandbox, not running the command: {message}");
     ExitCode::from(CANNOT_APPLY)
 }
 
+/// [`CANNOT_APPLY`], for a process that ends with `_exit`.
+pub(super) fn cannot_apply_code() -> libc::c_int {
+    libc::c_int::from(CANNOT_APPLY)
+}
+
 /// Applies `launch.profile` and execs the program; returns only on
-/// failure.
+/// failure (or, in a PID namespace, with the program's status).
 pub(super) fn run(launch: Launch) -> ExitCode {
     let prepared = match prepare(&launch.profile, launch.namespaces) {
         Ok(prepared) => prepared,
         Err(message) => return report_cannot_apply(&message),
     };
+    if prepared.entered.pid_namespace {
+        return init::start(|| confine(&launch.profile, &prepared), &launch);
+    }
     if let Err(message) = confine(&launch.profile, &prepared) {
         return report_cannot_apply(&message);
     }
@@ -49,7 +61,7 @@ pub(super) fn run(launch: Launch) -> ExitCode {
 
 /// Execs the program (execvp: the PATH lookup and the environment are
 /// the caller's); returns only on failure, with the exit code to give.
-fn exec_code(launch: &Launch) -> u8 {
+pub(super) fn exec_code(launch: &Launch) -> u8 {
     let error = Command::new(&launch.program).args(&launch.args).exec();
     eprintln!(
         "spindle sandbox: cannot run {}: {error}",
@@ -82,6 +94,7 @@ struct Prepared {
     writable: Vec<PathBuf>,
     /// Read-only paths no mount protects, for Landlock to carve out.
     carve_out: Vec<PathBuf>,
+    entered: Entered,
 }
 
 /// no_new_privs and the namespaces (with their mounts).
@@ -129,6 +142,7 @@ fn prepare(profile: &Profile, use_namespaces: bool) -> Result<Prepared, String> 
         abi,
         writable,
         carve_out,
+        entered,
     })
 }
 
@@ -248,8 +262,16 @@ pub(super) fn probe() -> ProbeReport {
         Ok(abi) => report.landlock = Some(abi),
         Err(error) => report.landlock_error = Some(error),
     }
-    match in_child(|| namespaces::probe(&dir)) {
-        Ok(()) => report.namespaces = true,
+    let namespaces = in_child(|| match namespaces::probe(&dir)? {
+        true => Ok(()),
+        false => Err(NO_PID_NAMESPACE.into()),
+    });
+    match namespaces {
+        Ok(()) => {
+            report.namespaces = true;
+            report.pid_namespace = true;
+        }
+        Err(error) if error == NO_PID_NAMESPACE => report.namespaces = true,
         Err(error) => report.namespaces_error = Some(error),
     }
     let seccomp = in_child(|| {
@@ -264,6 +286,10 @@ pub(super) fn probe() -> ProbeReport {
     }
     report
 }
+
+/// What the namespaces probe says when all but the PID namespace (with a
+/// `/proc` of its own) work.
+const NO_PID_NAMESPACE: &str = "no PID namespace with its own /proc";
 
 /// Runs `work` in a forked child and returns its result; the error text
 /// comes back through a pipe.

@@ -21,6 +21,8 @@ use serde::{Deserialize, Serialize};
 #[cfg(target_os = "linux")]
 mod capabilities;
 #[cfg(target_os = "linux")]
+mod init;
+#[cfg(target_os = "linux")]
 mod landlock;
 #[cfg(target_os = "linux")]
 mod launcher;
@@ -59,6 +61,8 @@ pub struct Support {
     namespaces: bool,
     /// Whether a seccomp filter can be installed.
     seccomp: bool,
+    /// Whether the launcher gets a PID namespace with its own `/proc`.
+    pid_namespace: bool,
     /// Why a profile cannot be enforced; `None` when it can.
     reason: Option<String>,
 }
@@ -78,13 +82,16 @@ impl Support {
             return format!("unavailable: {reason}");
         }
         let abi = self.landlock.unwrap_or(0);
-        if self.namespaces {
-            format!("Landlock ABI {abi}, namespaces, seccomp")
-        } else {
-            format!(
+        match (self.namespaces, self.pid_namespace) {
+            (true, true) => format!("Landlock ABI {abi}, namespaces, seccomp"),
+            (true, false) => format!(
+                "Landlock ABI {abi}, namespaces but no PID namespace (other processes are \
+                 listed in /proc), seccomp"
+            ),
+            (false, _) => format!(
                 "Landlock ABI {abi} and seccomp without namespaces: new files at the \
-                 workspace's top level are refused, Spindle's files are not hidden"
-            )
+                 workspace's top level are refused, Spindle's files and /dev are not hidden"
+            ),
         }
     }
 
@@ -108,6 +115,7 @@ impl Support {
             landlock: None,
             namespaces: false,
             seccomp: false,
+            pid_namespace: false,
             reason: Some(reason.to_string()),
         }
     }
@@ -130,6 +138,7 @@ impl Support {
             landlock: report.landlock.filter(|abi| *abi > 0),
             namespaces: report.namespaces,
             seccomp: report.seccomp,
+            pid_namespace: report.pid_namespace,
             reason,
         }
     }
@@ -142,6 +151,9 @@ struct ProbeReport {
     landlock: Option<u32>,
     namespaces: bool,
     seccomp: bool,
+    /// Whether the sandbox gets a PID namespace with a `/proc` of its own.
+    #[serde(default)]
+    pid_namespace: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     landlock_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -439,9 +451,10 @@ mod tests {
 
     #[test]
     fn support_from_probe_reports() {
-        let full: ProbeReport =
-            serde_json::from_str(r#"{"landlock":7,"namespaces":true,"seccomp":true}"#)
-                .expect("valid report");
+        let full: ProbeReport = serde_json::from_str(
+            r#"{"landlock":7,"namespaces":true,"seccomp":true,"pid_namespace":true}"#,
+        )
+        .expect("valid report");
         let full = Support::from_report(full);
         assert!(full.available());
         assert_eq!(full.describe(), "Landlock ABI 7, namespaces, seccomp");

@@ -1,8 +1,13 @@
 //! Namespaces: a network namespace of the command's own (no interface but
 //! a loopback that is down, so nothing connects anywhere, 127.0.0.1
-//! included) and a mount namespace where the read-only paths (the
+//! included); a mount namespace where the read-only paths (the
 //! workspace's `.git`) are bind-mounted read-only over themselves, which
-//! Landlock cannot express inside a writable directory.
+//! Landlock cannot express inside a writable directory, Spindle's secrets
+//! are covered by empty files, and `/dev` is a fresh folder holding only
+//! the harmless devices; a PID namespace, whose first process mounts a
+//! `/proc` of its own, so no process outside is even seen; and an IPC
+//! namespace, so no System V or POSIX message queue, semaphore or shared
+//! memory of the user's other programs is reached.
 //!
 //! A normal user needs a user namespace for both; its own uid and gid are
 //! mapped to themselves, so files keep their owner. Root enters the two
@@ -24,6 +29,9 @@ pub struct Entered {
     pub mounted_read_only: bool,
     /// Why the read-only mounts failed, when they did.
     pub mount_error: Option<String>,
+    /// The process is in a PID namespace of its own (for its children:
+    /// the next process it forks is that namespace's first).
+    pub pid_namespace: bool,
 }
 
 /// Why no namespaces were entered.
@@ -36,33 +44,39 @@ pub enum Failure {
     Broken(String),
 }
 
-/// Enters a network namespace when `isolate_network`, and a mount
-/// namespace with `read_only` (canonical paths) mounted read-only and
-/// `hidden` (canonical paths: Spindle's key files, database and logs)
-/// covered by something empty, when either is not empty. Hiding is not
-/// optional: a path that cannot be hidden makes the launch fail.
+/// Enters a network namespace when `isolate_network`, and mount, PID and
+/// IPC namespaces: in the mount namespace, `read_only` (canonical paths)
+/// mounted read-only, `hidden` (canonical paths: Spindle's key files,
+/// config, database and logs) covered by something empty, and a `/dev`
+/// of the harmless devices only. Hiding is not optional: a path that
+/// cannot be hidden, or a `/dev` that cannot be replaced, makes the launch
+/// fail. Where a PID namespace cannot be had, the rest is entered
+/// without it.
 pub fn enter(
     isolate_network: bool,
     read_only: &[PathBuf],
     hidden: &[PathBuf],
 ) -> Result<Entered, Failure> {
-    let mut flags = 0;
+    let mut flags = libc::CLONE_NEWNS;
     if isolate_network {
         flags |= libc::CLONE_NEWNET;
     }
-    if !read_only.is_empty() || !hidden.is_empty() {
-        flags |= libc::CLONE_NEWNS;
-    }
-    if flags == 0 {
-        return Ok(Entered::default());
-    }
-    unshare_as_self(flags)?;
-    let mut entered = Entered::default();
-    if flags & libc::CLONE_NEWNS != 0 {
-        // Nothing done here may reach the parent namespace.
-        mount(None, Path::new("/"), libc::MS_REC | libc::MS_PRIVATE)
-            .map_err(|error| Failure::Broken(format!("cannot make the mounts private: {error}")))?;
-    }
+    let pid_namespace = match unshare_as_self(flags | libc::CLONE_NEWPID | libc::CLONE_NEWIPC) {
+        Ok(()) => true,
+        Err(Failure::Unusable(reason)) => {
+            log::debug!("sandbox without a PID namespace: {reason}");
+            unshare_as_self(flags)?;
+            false
+        }
+        Err(broken) => return Err(broken),
+    };
+    let mut entered = Entered {
+        pid_namespace,
+        ..Entered::default()
+    };
+    // Nothing done here may reach the parent namespace.
+    mount(None, Path::new("/"), libc::MS_REC | libc::MS_PRIVATE)
+        .map_err(|error| Failure::Broken(format!("cannot make the mounts private: {error}")))?;
     if !read_only.is_empty() {
         match mount_read_only(read_only) {
             Ok(()) => entered.mounted_read_only = true,
@@ -73,39 +87,132 @@ pub fn enter(
         hide(path)
             .map_err(|error| Failure::Broken(format!("cannot hide {}: {error}", path.display())))?;
     }
+    replace_dev().map_err(|error| Failure::Broken(format!("cannot replace /dev: {error}")))?;
     Ok(entered)
+}
+
+/// The devices a command finds in its `/dev`: taken from the real one,
+/// bind-mounted (files) or mounted whole (`pts`, the pseudo-terminals, so
+/// the editor's terminal stays usable).
+const KEPT_DEVICES: [&str; 8] = [
+    "null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts",
+];
+
+/// The links every `/dev` has.
+const DEV_LINKS: [(&str, &str); 4] = [
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+];
+
+/// Mounts an empty tmpfs over `/dev` and brings back only
+/// [`KEPT_DEVICES`], [`DEV_LINKS`] and an empty `shm`, then makes it
+/// read-only. Disks, consoles, input devices, `kmsg`, `kvm`… are gone:
+/// even root could read a disk it owns, capabilities or not.
+fn replace_dev() -> io::Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let dev = Path::new("/dev");
+    // Opened before the tmpfs covers them; bound from their descriptors.
+    let mut kept = Vec::new();
+    for name in KEPT_DEVICES {
+        let path = c_path(&dev.join(name))?;
+        // SAFETY: `path` is NUL-terminated and alive for the call.
+        let raw = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+        if raw < 0 {
+            let error = io::Error::last_os_error();
+            if error.kind() == io::ErrorKind::NotFound {
+                continue;
+            }
+            return Err(io::Error::other(format!("/dev/{name}: {error}")));
+        }
+        // SAFETY: open just returned this descriptor, owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let is_dir = std::fs::File::from(fd.try_clone()?).metadata()?.is_dir();
+        kept.push((name, fd, is_dir));
+    }
+    tmpfs(dev, 0, "mode=0755,size=64k")?;
+    for (name, fd, is_dir) in &kept {
+        let target = dev.join(name);
+        if *is_dir {
+            std::fs::create_dir(&target)?;
+        } else {
+            std::fs::File::create(&target)?;
+        }
+        let source = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        mount(Some(&source), &target, libc::MS_BIND | libc::MS_REC)
+            .map_err(|error| io::Error::other(format!("/dev/{name}: {error}")))?;
+    }
+    std::fs::create_dir(dev.join("shm"))?;
+    for (name, target) in DEV_LINKS {
+        std::os::unix::fs::symlink(target, dev.join(name))?;
+    }
+    mount(
+        None,
+        dev,
+        libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+    )
+}
+
+/// Mounts a fresh `/proc`, of the PID namespace this process is the
+/// first of: only the sandbox's own processes are in it.
+pub fn mount_proc() -> io::Result<()> {
+    let proc = c_path(Path::new("/proc"))?;
+    let fstype = CString::new("proc").map_err(io::Error::other)?;
+    // SAFETY: every pointer is a NUL-terminated string alive for the
+    // call; no data is passed.
+    let result = unsafe {
+        libc::mount(
+            fstype.as_ptr(),
+            proc.as_ptr(),
+            fstype.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            ptr::null(),
+        )
+    };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Mounts an empty tmpfs at `target` with `flags` and `data`.
+fn tmpfs(target: &Path, flags: libc::c_ulong, data: &str) -> io::Result<()> {
+    let target = c_path(target)?;
+    let fstype = CString::new("tmpfs").map_err(io::Error::other)?;
+    let data = CString::new(data).map_err(io::Error::other)?;
+    // SAFETY: every pointer is a NUL-terminated string alive for the
+    // call; mount reads them only.
+    let result = unsafe {
+        libc::mount(
+            fstype.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | flags,
+            data.as_ptr().cast(),
+        )
+    };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Covers `path`: a folder with an empty read-only tmpfs, a file with
 /// `/dev/null`.
 fn hide(path: &Path) -> io::Result<()> {
     let meta = std::fs::symlink_metadata(path)?;
-    let target = c_path(path)?;
     if meta.is_dir() {
-        let fstype = CString::new("tmpfs").map_err(io::Error::other)?;
-        let data = CString::new("mode=0500,size=4k").map_err(io::Error::other)?;
-        // SAFETY: every pointer is a NUL-terminated string alive for the
-        // call; mount reads them only.
-        let result = unsafe {
-            libc::mount(
-                fstype.as_ptr(),
-                target.as_ptr(),
-                fstype.as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY,
-                data.as_ptr().cast(),
-            )
-        };
-        if result != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        return Ok(());
+        return tmpfs(path, libc::MS_RDONLY, "mode=0500,size=4k");
     }
     mount(Some(Path::new("/dev/null")), path, libc::MS_BIND)
 }
 
-/// What the probe checks, in a throwaway child: both namespaces can be
-/// entered, and `dir` can be made read-only in the mount namespace.
-pub fn probe(dir: &Path) -> Result<(), String> {
+/// What the probe checks, in a throwaway child: the namespaces can be
+/// entered, `dir` can be made read-only in the mount namespace and `/dev`
+/// replaced. Ok(true) when a PID namespace with a `/proc` of its own works
+/// too.
+pub fn probe(dir: &Path) -> Result<bool, String> {
     let dir = dir.to_path_buf();
     let entered = match enter(true, std::slice::from_ref(&dir), &[]) {
         Ok(entered) => entered,
@@ -121,13 +228,42 @@ pub fn probe(dir: &Path) -> Result<(), String> {
         .create_new(true)
         .open(&marker)
     {
-        Err(error) if error.raw_os_error() == Some(libc::EROFS) => Ok(()),
-        Err(error) => Err(format!("the read-only mount failed with {error}")),
+        Err(error) if error.raw_os_error() == Some(libc::EROFS) => {}
+        Err(error) => return Err(format!("the read-only mount failed with {error}")),
         Ok(_) => {
             let _ = std::fs::remove_file(&marker);
-            Err("a read-only bind mount still takes writes".into())
+            return Err("a read-only bind mount still takes writes".into());
         }
     }
+    if std::fs::symlink_metadata("/dev/kmsg").is_ok() {
+        return Err("/dev still holds more than the harmless devices".into());
+    }
+    Ok(entered.pid_namespace && own_proc_works())
+}
+
+/// Whether the first process of the new PID namespace can mount its own
+/// `/proc` (and then finds itself as process 1 there).
+fn own_proc_works() -> bool {
+    // SAFETY: the probe's process is single-threaded (the launcher checks
+    // it before probing), so the child may run ordinary code.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let works = mount_proc().is_ok()
+            && std::fs::read_link("/proc/self").is_ok_and(|link| link == Path::new("1"));
+        // SAFETY: _exit ends the child at once, running no exit handlers.
+        unsafe { libc::_exit(if works { 0 } else { 1 }) };
+    }
+    if pid < 0 {
+        return false;
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked, into a local.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return false;
+        }
+    }
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }
 
 /// `unshare(flags)`, adding a user namespace (with this uid and gid mapped

@@ -32,6 +32,7 @@ struct Probe {
     landlock: u64,
     namespaces: bool,
     seccomp: bool,
+    pid_namespace: bool,
     line: String,
 }
 
@@ -48,6 +49,7 @@ fn probe() -> Probe {
         landlock: report["landlock"].as_u64().unwrap_or(0),
         namespaces: report["namespaces"] == true,
         seccomp: report["seccomp"] == true,
+        pid_namespace: report["pid_namespace"] == true,
         line,
     }
 }
@@ -495,6 +497,13 @@ fn output_and_exit_status_pass_through() {
     assert_eq!(output.status.code(), Some(3));
     assert_eq!(stdout(&output), "out\n");
     assert_eq!(stderr(&output), "err\n");
+    // A signal comes out as the same signal, through the PID namespace's
+    // first process and the launcher.
+    use std::os::unix::process::ExitStatusExt;
+    for flags in [&[][..], &["--no-namespaces"][..]] {
+        let output = scratch.run_with(&scratch.workspace_profile(false), flags, "kill -TERM $$");
+        assert_eq!(output.status.signal(), Some(libc::SIGTERM), "{flags:?}");
+    }
 }
 
 #[test]
@@ -713,6 +722,8 @@ fn descriptors_inherited_from_outside_do_not_reach_the_command() {
 /// agent's provider key), and the line that reads it through /proc.
 const OUTER_SECRET: &str = "sk-outer-process-secret-42";
 const READ_OUTER_ENVIRON: &str = "tr '\\0' '\\n' < /proc/$OUTER/environ";
+/// The name in that shell's command line.
+const OUTER_NAME: &str = "spindle-test-outer-shell";
 
 /// Runs `launcher` (or, when `None`, the script unconfined) under a shell
 /// holding [`OUTER_SECRET`] in its environment; the script finds that
@@ -727,7 +738,7 @@ fn under_outer_process(launcher: Option<Command>, script: &str) -> Output {
     let mut outer = Command::new("bash");
     // Not `exec`: the shell stays, an ancestor of the command.
     outer
-        .args(["-c", "OUTER=$$ \"$@\"; exit $?", "outer"])
+        .args(["-c", "OUTER=$$ \"$@\"; exit $?", OUTER_NAME])
         .args(argv)
         .env("SPINDLE_TEST_OUTER_SECRET", OUTER_SECRET)
         .stdin(Stdio::null());
@@ -772,12 +783,147 @@ fn the_command_cannot_read_the_environment_of_processes_outside() {
                 "`{script}` {flags:?} read the environment outside: {}",
                 stdout(&output)
             );
-            assert_eq!(
-                output.status.code(),
-                Some(1),
+            assert!(
+                output.status.code().is_some_and(|code| code != 0),
                 "`{script}` {flags:?} should fail with a clear error: {}",
                 stderr(&output)
             );
         }
+    }
+}
+
+#[test]
+fn processes_outside_are_not_even_listed() {
+    if !machine_has("processes_outside", true) {
+        return;
+    }
+    if !probe().pid_namespace {
+        eprintln!("processes_outside: skipped, no PID namespace with its own /proc here");
+        return;
+    }
+    let scratch = Scratch::new("pid-namespace");
+    let script = "cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo; test ! -e /proc/$OUTER";
+    let open = under_outer_process(None, script);
+    assert!(
+        stdout(&open).contains(OUTER_NAME),
+        "the outer shell is not listed unconfined: {}",
+        stdout(&open)
+    );
+    let output = under_outer_process(
+        Some(scratch.command(&scratch.workspace_profile(false), &[], script)),
+        script,
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        !stdout(&output).contains(OUTER_NAME),
+        "a process outside is listed: {}",
+        stdout(&output)
+    );
+    // The command's own processes are there.
+    let own = scratch.run(&scratch.workspace_profile(false), "cat /proc/self/stat");
+    assert!(own.status.success(), "{}", stderr(&own));
+}
+
+#[test]
+fn nothing_the_command_started_outlives_it() {
+    if !machine_has("nothing_outlives", true) || !probe().pid_namespace {
+        eprintln!("nothing_outlives: skipped, no PID namespace here");
+        return;
+    }
+    let scratch = Scratch::new("outlive");
+    // A daemon that leaves the process group and holds the output open:
+    // the command's end takes it down (else this waits for the deadline).
+    let output = scratch.run(
+        &scratch.workspace_profile(false),
+        "setsid sleep 600 & echo started",
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "started\n");
+}
+
+#[test]
+fn dev_holds_only_the_harmless_devices() {
+    if !machine_has("dev_holds_only", true) {
+        return;
+    }
+    let scratch = Scratch::new("dev");
+    let allowed = [
+        "fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout", "tty",
+        "urandom", "zero",
+    ];
+    let output = scratch.run(
+        &scratch.workspace_profile(false),
+        "ls -A /dev; head -c 4 /dev/urandom | wc -c; echo x > /dev/null",
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.pop(), Some("4"), "{text}");
+    for name in &lines {
+        assert!(allowed.contains(name), "/dev/{name} is in the sandbox");
+    }
+    // Whatever else the machine's /dev holds (disks, consoles, kmsg) is
+    // out of reach.
+    let outside: Vec<String> = fs::read_dir("/dev")
+        .expect("cannot list /dev")
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| !allowed.contains(&name.as_str()))
+        .collect();
+    assert!(
+        !outside.is_empty(),
+        "this machine's /dev has nothing to hide"
+    );
+    let script = format!("test ! -e /dev/{}", outside[0]);
+    check_all(
+        &scratch,
+        &scratch.workspace_profile(false),
+        &[],
+        &[(&script, true)],
+    );
+}
+
+#[test]
+fn shared_memory_and_fifos_outside_are_out_of_reach() {
+    if !machine_has("shared_memory", true) {
+        return;
+    }
+    let scratch = Scratch::new("ipc");
+    // A System V shared memory segment of another program of the user.
+    let made = Command::new("ipcmk").args(["-M", "4096"]).output();
+    let Some(id) = made.ok().filter(|o| o.status.success()).and_then(|o| {
+        String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .last()
+            .map(str::to_string)
+    }) else {
+        eprintln!("shared_memory: skipped, ipcmk does not work here");
+        return;
+    };
+    let script = format!("ipcs -m | awk '{{print $2}}' | grep -qx {id}");
+    let open = Command::new("bash").args(["-c", &script]).output().unwrap();
+    let inside = scratch.run(&scratch.workspace_profile(false), &script);
+    let _ = Command::new("ipcrm").args(["-m", &id]).status();
+    assert!(open.status.success(), "{}", stderr(&open));
+    assert!(
+        !inside.status.success(),
+        "the segment is reachable: {}",
+        stdout(&inside)
+    );
+
+    // A FIFO outside is refused for writing at once (Landlock), never
+    // opened and left waiting for a reader.
+    let fifo = scratch.path("outside/fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    for flags in [&[][..], &["--no-namespaces"][..]] {
+        let script = format!("echo x > {}", fifo.display());
+        let output = scratch.run_with(&scratch.workspace_profile(false), flags, &script);
+        assert!(!output.status.success(), "{flags:?}");
+        assert!(
+            stderr(&output).contains("Permission denied"),
+            "{}",
+            stderr(&output)
+        );
     }
 }
