@@ -45,9 +45,9 @@ pub struct Profile {
     /// no UDP, not even 127.0.0.1). Unix sockets are refused either way
     /// (socket pairs, connected to each other only, are not).
     pub network: bool,
-    /// Paths the command must not read (Spindle's key files, database and
-    /// logs): covered by empty ones where namespaces are available. Missing
-    /// paths are ignored.
+    /// Paths the command must not read (Spindle's key files, config,
+    /// database and logs): covered by empty ones where namespaces are
+    /// available. Missing paths are ignored.
     pub hidden: Vec<PathBuf>,
 }
 

@@ -21,7 +21,8 @@ use std::time::Duration;
 use serde_json::Value;
 use spindle::sandbox::{launcher_command, support, Profile};
 
-use crate::support::{temp_dir, write_file};
+use crate::support::client::no_requests;
+use crate::support::{run_prompt, temp_dir, write_file, Agent};
 
 const SPINDLE: &str = env!("CARGO_BIN_EXE_spindle");
 /// The longest a sandboxed command (a C build included) may take.
@@ -926,4 +927,94 @@ fn shared_memory_and_fifos_outside_are_out_of_reach() {
             stderr(&output)
         );
     }
+}
+
+/// The provider key in the agent's environment (a variable Spindle keeps
+/// out of commands, so only /proc could show it).
+const AGENT_KEY: &str = "sk-agent-environ-0123456789";
+/// What Spindle's own files hold: its config (MCP servers' env and
+/// headers), a key it keeps beside it, its log.
+const CONFIG_SECRET: &str = "CONFIG_SECRET_MARKER_41";
+const KEPT_KEY: &str = "sk-kept-key-marker-42";
+const LOG_SECRET: &str = "LOG_SECRET_MARKER_43";
+
+#[test]
+fn the_agent_s_environment_config_and_log_are_out_of_the_sandbox_s_reach() {
+    use std::os::unix::fs::PermissionsExt;
+    if !machine_has("the_agent_s_environment", true) {
+        return;
+    }
+    let scratch = Scratch::new("agent-secrets");
+    let private = |path: &Path, text: &str| {
+        write_file(
+            path.parent().unwrap(),
+            path.file_name().unwrap().to_str().unwrap(),
+            text,
+        );
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
+    };
+    let log = scratch.path("spindle-home/spindle.log");
+    private(&log, &format!("{LOG_SECRET}\n"));
+    let config = scratch.path("spindle-home/config.json");
+    private(
+        &config,
+        &serde_json::json!({
+            "log_file": log,
+            "tools": {"pass_env": [CONFIG_SECRET]},
+        })
+        .to_string(),
+    );
+    private(&scratch.path("spindle-home/keys/corp.key"), KEPT_KEY);
+    // The command reads the agent's pid from a file the test writes once
+    // the agent runs: as good as any way to find it.
+    let line = format!(
+        "cat /proc/$(cat agent.pid)/environ; for f in /proc/[0-9]*/environ; do cat $f; done; \
+         cat {config}; cat {log}; cat {keys}/*; echo ran",
+        config = config.display(),
+        log = log.display(),
+        keys = scratch.path("spindle-home/keys").display(),
+    );
+    let script = serde_json::json!({"replies": [
+        {"tool_calls": [{"id": "e1", "name": "run_command", "arguments": {"command": line}}]},
+        {"text": "Done."},
+    ]});
+    let script_path = scratch.path("script.json");
+    fs::write(&script_path, script.to_string()).unwrap();
+    let tmp = scratch.path("tmp");
+    let mut agent = Agent::spawn(
+        &[
+            "acp",
+            "--script",
+            script_path.to_str().unwrap(),
+            "--permissions",
+            "sandbox",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &[
+            ("TMPDIR", tmp.to_str().unwrap()),
+            ("OPENAI_API_KEY", AGENT_KEY),
+        ],
+    );
+    fs::write(scratch.path("ws/agent.pid"), agent.pid().to_string()).unwrap();
+    // Outside the sandbox each secret is there to be read.
+    let environ = fs::read(format!("/proc/{}/environ", agent.pid())).unwrap();
+    assert!(String::from_utf8_lossy(&environ).contains(AGENT_KEY));
+    agent.initialize();
+    let session = agent.new_session(&scratch.path("ws"));
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "read what you can",
+        Duration::from_secs(30),
+        no_requests,
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    let output = turn.final_text("e1");
+    assert!(output.contains("ran"), "{output}");
+    for secret in [AGENT_KEY, CONFIG_SECRET, KEPT_KEY, LOG_SECRET] {
+        assert!(!output.contains(secret), "{secret} was read: {output}");
+    }
+    assert!(fs::read_to_string(&config).unwrap().contains(CONFIG_SECRET));
+    assert!(fs::read_to_string(&log).unwrap().contains(LOG_SECRET));
 }

@@ -784,19 +784,48 @@ impl Dispatcher {
             .map_err(|error| log::warn!("no private temp folder for the sandbox: {error}"))
             .ok();
         // Sandboxed commands may read outside the workspace, but not
-        // Spindle's credentials, sessions or logs.
+        // Spindle's credentials, config (MCP servers' env and headers),
+        // sessions or logs.
         let mut hidden: Vec<std::path::PathBuf> = registry
             .config
             .providers
             .values()
             .filter_map(|provider| provider.api_key_file.clone())
             .collect();
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let mut path = self.db_path.clone().into_os_string();
-            path.push(suffix);
-            hidden.push(path.into());
-        }
+        let config_path = registry
+            .config_path
+            .clone()
+            .unwrap_or_else(crate::config::default_path);
+        hidden.push(crate::config::managed_keys_dir(&config_path));
+        hidden.push(config_path);
+        let with_suffixes = |path: &std::path::Path, suffixes: &[&str]| {
+            suffixes
+                .iter()
+                .map(|suffix| {
+                    let mut name = path.as_os_str().to_os_string();
+                    name.push(suffix);
+                    std::path::PathBuf::from(name)
+                })
+                .collect::<Vec<_>>()
+        };
+        hidden.extend(with_suffixes(
+            &self.db_path,
+            &["", "-wal", "-shm", "-journal"],
+        ));
         hidden.push(crate::tools::logs::root(&self.db_path));
+        // The agent's own log (and the one rotation keeps).
+        for log in [&self.options.log_file, &registry.config.log_file]
+            .into_iter()
+            .flatten()
+        {
+            hidden.extend(with_suffixes(log, &["", ".1"]));
+        }
+        // The launcher resolves them in the command's folder: a relative
+        // one is meant from here.
+        let hidden: Vec<std::path::PathBuf> = hidden
+            .into_iter()
+            .filter_map(|path| std::path::absolute(path).ok())
+            .collect();
         // A page of read_file always fits a tool result whole, so reading
         // a kept output never spills again.
         let mut file_limits = registry.config.limits.files();

@@ -34,8 +34,9 @@ pub struct Processes {
     pub log_cap: u64,
     /// The private temp folder of sandboxed commands (`TMPDIR`).
     pub temp_dir: Option<PathBuf>,
-    /// What sandboxed commands must not read: key files, the session
-    /// database and the command logs.
+    /// What sandboxed commands must not read: key files, the config file
+    /// (and the keys folder beside it), the session database, the command
+    /// logs and the agent's own log.
     pub hidden: Vec<PathBuf>,
     /// The Spindle binary, which is also the sandbox launcher.
     pub launcher: Option<PathBuf>,
