@@ -4,6 +4,10 @@
 //! what the machine offers and, when a layer it needs is missing, says so
 //! on stderr and passes without checking anything.
 //!
+//! The attacks run as the user running the tests and, when that is root
+//! and `setpriv` is at hand, again as `nobody` (a user namespace instead
+//! of root's namespaces, against a shell or an agent of the same user).
+//!
 //! Every scenario gets a scratch tree: `ws/` (the workspace, with `.git/`
 //! and `src/`), `outside/` (a sibling that is never writable) and `tmp/`
 //! (a private temp dir). It is removed when the test passes and kept when
@@ -730,13 +734,26 @@ const OUTER_NAME: &str = "spindle-test-outer-shell";
 /// holding [`OUTER_SECRET`] in its environment; the script finds that
 /// shell's pid in `$OUTER`.
 fn under_outer_process(launcher: Option<Command>, script: &str) -> Output {
+    under_outer_process_as(&[], launcher, script)
+}
+
+/// [`under_outer_process`] with the shell started through `prefix`
+/// (`setpriv --reuid=…`), which then runs everything below it.
+fn under_outer_process_as(prefix: &[&str], launcher: Option<Command>, script: &str) -> Output {
     let argv: Vec<OsString> = match &launcher {
         Some(command) => std::iter::once(command.get_program().to_os_string())
             .chain(command.get_args().map(OsStr::to_os_string))
             .collect(),
         None => vec!["bash".into(), "-c".into(), script.into()],
     };
-    let mut outer = Command::new("bash");
+    let mut outer = match prefix.split_first() {
+        Some((program, args)) => {
+            let mut command = Command::new(program);
+            command.args(args).arg("bash");
+            command
+        }
+        None => Command::new("bash"),
+    };
     // Not `exec`: the shell stays, an ancestor of the command.
     outer
         .args(["-c", "OUTER=$$ \"$@\"; exit $?", OUTER_NAME])
@@ -940,11 +957,25 @@ const LOG_SECRET: &str = "LOG_SECRET_MARKER_43";
 
 #[test]
 fn the_agent_s_environment_config_and_log_are_out_of_the_sandbox_s_reach() {
-    use std::os::unix::fs::PermissionsExt;
     if !machine_has("the_agent_s_environment", true) {
         return;
     }
-    let scratch = Scratch::new("agent-secrets");
+    attack_the_agent_s_secrets(&Scratch::new("agent-secrets"), false);
+}
+
+#[test]
+fn an_unprivileged_agent_s_secrets_are_out_of_its_sandbox_s_reach() {
+    if !machine_has("an_unprivileged_agent", false) || !can_run_as_nobody("an_unprivileged_agent") {
+        return;
+    }
+    attack_the_agent_s_secrets(&Scratch::new("nobody-agent"), true);
+}
+
+/// A real agent (as `nobody` when `as_nobody`) under the `sandbox` policy
+/// whose model runs a command that reads the agent's environment through
+/// /proc, its config, its kept keys and its log.
+fn attack_the_agent_s_secrets(scratch: &Scratch, as_nobody: bool) {
+    use std::os::unix::fs::PermissionsExt;
     let private = |path: &Path, text: &str| {
         write_file(
             path.parent().unwrap(),
@@ -981,25 +1012,35 @@ fn the_agent_s_environment_config_and_log_are_out_of_the_sandbox_s_reach() {
     let script_path = scratch.path("script.json");
     fs::write(&script_path, script.to_string()).unwrap();
     let tmp = scratch.path("tmp");
-    let mut agent = Agent::spawn(
-        &[
-            "acp",
-            "--script",
-            script_path.to_str().unwrap(),
-            "--permissions",
-            "sandbox",
-            "--config",
-            config.to_str().unwrap(),
-        ],
-        &[
-            ("TMPDIR", tmp.to_str().unwrap()),
-            ("OPENAI_API_KEY", AGENT_KEY),
-        ],
-    );
+    let home = scratch.path("spindle-home");
+    let args = [
+        "acp",
+        "--script",
+        script_path.to_str().unwrap(),
+        "--permissions",
+        "sandbox",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let env = [
+        ("TMPDIR", tmp.to_str().unwrap()),
+        ("OPENAI_API_KEY", AGENT_KEY),
+        ("SPINDLE_HOME", home.to_str().unwrap()),
+        ("XDG_DATA_HOME", home.to_str().unwrap()),
+    ];
+    let mut agent = if as_nobody {
+        give_to_nobody(&scratch.root);
+        let mut all: Vec<&str> = AS_NOBODY[1..].to_vec();
+        all.push(SPINDLE);
+        all.extend(args);
+        Agent::spawn_program(Path::new(AS_NOBODY[0]), &all, &env)
+    } else {
+        Agent::spawn(&args, &env)
+    };
     fs::write(scratch.path("ws/agent.pid"), agent.pid().to_string()).unwrap();
-    // Outside the sandbox each secret is there to be read.
-    let environ = fs::read(format!("/proc/{}/environ", agent.pid())).unwrap();
-    assert!(String::from_utf8_lossy(&environ).contains(AGENT_KEY));
+    if as_nobody {
+        give_to_nobody(&scratch.root);
+    }
     agent.initialize();
     let session = agent.new_session(&scratch.path("ws"));
     let turn = run_prompt(
@@ -1015,6 +1056,137 @@ fn the_agent_s_environment_config_and_log_are_out_of_the_sandbox_s_reach() {
     for secret in [AGENT_KEY, CONFIG_SECRET, KEPT_KEY, LOG_SECRET] {
         assert!(!output.contains(secret), "{secret} was read: {output}");
     }
+    // Outside the sandbox each secret is there to be read.
+    let environ = fs::read(format!("/proc/{}/environ", agent.pid())).unwrap();
+    assert!(String::from_utf8_lossy(&environ).contains(AGENT_KEY));
     assert!(fs::read_to_string(&config).unwrap().contains(CONFIG_SECRET));
     assert!(fs::read_to_string(&log).unwrap().contains(LOG_SECRET));
+    if as_nobody {
+        let status = fs::read_to_string(format!("/proc/{}/status", agent.pid())).unwrap();
+        assert!(
+            status.contains(&format!("\nUid:\t{NOBODY}\t")),
+            "the agent does not run as nobody: {status}"
+        );
+    }
+}
+
+/// The user the unprivileged runs switch to.
+const NOBODY: u32 = 65534;
+const AS_NOBODY: [&str; 4] = [
+    "setpriv",
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+];
+
+/// Whether this test runs as root with `setpriv` at hand and the test
+/// binary within reach of `nobody`; says why not on stderr.
+fn can_run_as_nobody(test: &str) -> bool {
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("{test}: skipped, not root (the other tests run unprivileged already)");
+        return false;
+    }
+    let probe = Command::new(AS_NOBODY[0])
+        .args(&AS_NOBODY[1..])
+        .args([SPINDLE, "sandbox", "--probe"])
+        .output();
+    match probe {
+        Ok(output) if output.status.success() => {
+            eprintln!(
+                "{test}: the sandbox as nobody is {}",
+                String::from_utf8_lossy(&output.stdout).trim()
+            );
+            true
+        }
+        Ok(output) => {
+            eprintln!(
+                "{test}: skipped, spindle does not run as nobody: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+            false
+        }
+        Err(error) => {
+            eprintln!("{test}: skipped, no setpriv here: {error}");
+            false
+        }
+    }
+}
+
+/// Gives the scratch tree to `nobody`.
+fn give_to_nobody(root: &Path) {
+    std::os::unix::fs::chown(root, Some(NOBODY), Some(NOBODY)).expect("cannot chown");
+    for entry in fs::read_dir(root)
+        .expect("cannot list the scratch tree")
+        .flatten()
+    {
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            give_to_nobody(&path);
+        } else {
+            std::os::unix::fs::lchown(&path, Some(NOBODY), Some(NOBODY)).expect("cannot chown");
+        }
+    }
+}
+
+#[test]
+fn as_an_unprivileged_user_the_attacks_fail_too() {
+    if !machine_has("as_nobody", false)
+        || !can_run_as_nobody("as_nobody")
+        || !python_runs("as_nobody")
+    {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixListener;
+    let scratch = Scratch::new("nobody");
+    let socket = scratch.path("outside/user.sock");
+    let server = UnixListener::bind(&socket).expect("cannot bind");
+    server.set_nonblocking(true).unwrap();
+    fs::set_permissions(&socket, fs::Permissions::from_mode(0o777)).unwrap();
+    give_to_nobody(&scratch.root);
+    let outside = scratch.path("outside/written");
+    let attacks = [
+        READ_OUTER_ENVIRON.to_string(),
+        unix_connect(&socket),
+        format!("echo x > {}", outside.display()),
+    ];
+    // Unconfined, nobody's shell reaches each: its own process, a socket
+    // open to all, a folder of its own.
+    for script in &attacks {
+        let output = under_outer_process_as(&AS_NOBODY, None, script);
+        assert!(
+            output.status.success(),
+            "`{script}` as nobody: {}",
+            stderr(&output)
+        );
+    }
+    assert!(server.accept().is_ok());
+    fs::remove_file(&outside).unwrap();
+
+    let profile = scratch.workspace_profile(false);
+    for flags in [&[][..], &["--no-namespaces"][..]] {
+        for script in &attacks {
+            let command = scratch.command(&profile, flags, script);
+            let output = under_outer_process_as(&AS_NOBODY, Some(command), script);
+            assert!(
+                output.status.code().is_some_and(|code| code != 0),
+                "`{script}` {flags:?} got through as nobody: {}",
+                stderr(&output)
+            );
+            assert!(!stdout(&output).contains(OUTER_SECRET));
+        }
+        // What the sandbox allows still works, without a capability left
+        // (a user namespace gives them all; the bounding set stays full
+        // only where there is nothing to shrink it with, and no_new_privs
+        // keeps it from counting).
+        let script = "echo x > inside.txt && \
+                      grep -cE '^Cap(Inh|Prm|Eff|Amb):.0{16}$' /proc/self/status";
+        let command = scratch.command(&profile, flags, script);
+        let output = under_outer_process_as(&AS_NOBODY, Some(command), script);
+        assert!(output.status.success(), "{flags:?}: {}", stderr(&output));
+        assert_eq!(stdout(&output), "4\n", "{flags:?}");
+    }
+    assert!(server.accept().is_err(), "a connection got through");
+    assert!(!outside.exists());
 }
