@@ -168,7 +168,8 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-fn wait(pid: libc::pid_t) -> io::Result<libc::c_int> {
+/// Waits for `pid`, through interruptions; its raw wait status.
+pub(super) fn wait(pid: libc::pid_t) -> io::Result<libc::c_int> {
     let mut status = 0;
     loop {
         // SAFETY: `status` is a live integer waitpid writes into.

@@ -326,7 +326,7 @@ fn in_child(work: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
     drop(writer);
     let mut message = Vec::new();
     let _ = File::from(reader).read_to_end(&mut message);
-    let status = wait(pid).map_err(|error| format!("waitpid: {error}"))?;
+    let status = super::init::wait(pid).map_err(|error| format!("waitpid: {error}"))?;
     if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
         return Ok(());
     }
@@ -335,19 +335,5 @@ fn in_child(work: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
         Err(format!("the probe child ended with status {status}"))
     } else {
         Err(message)
-    }
-}
-
-fn wait(pid: libc::pid_t) -> io::Result<libc::c_int> {
-    let mut status = 0;
-    loop {
-        // SAFETY: `status` is a live integer waitpid writes into.
-        if unsafe { libc::waitpid(pid, &mut status, 0) } == pid {
-            return Ok(status);
-        }
-        let error = io::Error::last_os_error();
-        if error.kind() != io::ErrorKind::Interrupted {
-            return Err(error);
-        }
     }
 }
