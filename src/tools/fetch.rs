@@ -1,8 +1,12 @@
 //! `fetch_url`: one GET of a web page, within caps (time, bytes), turned
 //! into text the model can read (HTML without its tags, scripts and
 //! styles; links kept as `text <url>`). Only http and https; the answer's
-//! body must be text.
+//! body must be text. Bodies sent with `Content-Encoding` gzip or deflate
+//! are decoded (`inflate.rs`) within the same cap as a plain page; any
+//! other encoding is refused, since its bytes would mean nothing to the
+//! model.
 
+use super::inflate::Stop;
 use std::io::Read;
 use std::time::Duration;
 
@@ -85,6 +89,9 @@ pub fn fetch(url: &str, max_chars: usize) -> Result<String, String> {
                 "Accept",
                 "text/html, text/plain, application/json, */*;q=0.5",
             )
+            // The HTTP client is built without decoders and sends no
+            // Accept-Encoding of its own; these two are decoded below.
+            .header("Accept-Encoding", "gzip, deflate")
             .call()
             .map_err(|error| format!("cannot fetch {current}: {error}"))?;
         if !response.status().is_redirection() {
@@ -130,6 +137,7 @@ pub fn fetch(url: &str, max_chars: usize) -> Result<String, String> {
     if !textual {
         return Err(format!("{parsed} answered {kind}, which is not text"));
     }
+    let codings = content_codings(&response).map_err(|why| format!("{parsed} answered {why}"))?;
     let mut bytes = Vec::new();
     response
         .into_body()
@@ -137,12 +145,41 @@ pub fn fetch(url: &str, max_chars: usize) -> Result<String, String> {
         .take(DOWNLOAD_CAP + 1)
         .read_to_end(&mut bytes)
         .map_err(|error| format!("cannot read {parsed}: {error}"))?;
+    let mut cut_download = bytes.len() as u64 > DOWNLOAD_CAP;
+    bytes.truncate(DOWNLOAD_CAP as usize);
+    let mut cut_decoding = None;
+    // Decoded in the reverse of the order they were applied.
+    for coding in codings.iter().rev() {
+        if bytes.is_empty() {
+            break;
+        }
+        let decoded = match coding {
+            Coding::Gzip => super::inflate::gunzip(&bytes, DOWNLOAD_CAP as usize),
+            Coding::Deflate => super::inflate::zlib_or_raw(&bytes, DOWNLOAD_CAP as usize),
+        }
+        .map_err(|error| format!("cannot decode the body of {parsed}: {error}"))?;
+        match decoded.stop {
+            Stop::End => {}
+            Stop::Cap => {
+                // The next coding down then sees a cut stream, as after a
+                // cut download.
+                cut_decoding = Some(coding.name());
+                cut_download = true;
+            }
+            Stop::Truncated if cut_download => {}
+            Stop::Truncated => {
+                return Err(format!(
+                    "cannot decode the body of {parsed}: its {} data ends early",
+                    coding.name()
+                ))
+            }
+        }
+        bytes = decoded.bytes;
+    }
     // Without a type, a body with NUL bytes is binary, whatever it claims.
     if kind.is_empty() && bytes.iter().take(8192).any(|b| *b == 0) {
         return Err(format!("{parsed} answered binary data, which is not text"));
     }
-    let cut_download = bytes.len() as u64 > DOWNLOAD_CAP;
-    bytes.truncate(DOWNLOAD_CAP as usize);
     let body = String::from_utf8_lossy(&bytes);
     let text = if kind.contains("html") || (kind.is_empty() && body.trim_start().starts_with('<')) {
         html_to_text(&body)
@@ -157,7 +194,62 @@ pub fn fetch(url: &str, max_chars: usize) -> Result<String, String> {
             "\n\n[… cut: the page has more than {max_chars} characters shown here]"
         ));
     }
+    if let Some(coding) = cut_decoding {
+        out.push_str(&format!(
+            "\n[its {coding} body decodes to more than {DOWNLOAD_CAP} bytes; the rest was not decoded]"
+        ));
+    }
     Ok(out)
+}
+
+/// A content coding that fetch decodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Coding {
+    Gzip,
+    Deflate,
+}
+
+impl Coding {
+    fn name(self) -> &'static str {
+        match self {
+            Coding::Gzip => "gzip",
+            Coding::Deflate => "deflate",
+        }
+    }
+}
+
+/// The most codings one body may stack.
+const CODINGS: usize = 4;
+
+/// The codings of the answer's `Content-Encoding` headers, in the order
+/// they were applied (`identity` is none); `Err` says why not (the first
+/// coding not decoded here, or too many).
+fn content_codings(response: &ureq::http::Response<ureq::Body>) -> Result<Vec<Coding>, String> {
+    let mut codings = Vec::new();
+    for value in response.headers().get_all("content-encoding") {
+        let value = value
+            .to_str()
+            .map_err(|_| "a Content-Encoding that is not text".to_string())?;
+        for coding in value.split(',') {
+            let coding = coding.trim().to_ascii_lowercase();
+            match coding.as_str() {
+                "" | "identity" => continue,
+                "gzip" | "x-gzip" => codings.push(Coding::Gzip),
+                "deflate" => codings.push(Coding::Deflate),
+                _ => {
+                    let coding: String = coding.chars().take(40).collect();
+                    return Err(format!(
+                        "with Content-Encoding {coding:?}, which fetch_url cannot decode \
+                         (it decodes gzip and deflate only)"
+                    ));
+                }
+            }
+            if codings.len() > CODINGS {
+                return Err(format!("with more than {CODINGS} content codings"));
+            }
+        }
+    }
+    Ok(codings)
 }
 
 /// HTML as readable text: the tags go, `script`, `style` and comments with

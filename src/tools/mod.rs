@@ -8,6 +8,7 @@ pub mod fetch;
 pub mod files;
 pub mod guard;
 pub mod ignore;
+pub mod inflate;
 pub mod jobs;
 pub mod lines;
 pub mod logs;
