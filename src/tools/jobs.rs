@@ -96,8 +96,13 @@ struct Job {
     stdin: Option<ChildStdin>,
     /// Bytes of output seen (kept or not).
     seen: Arc<AtomicU64>,
+    /// Bytes of output the log did not keep (past its cap).
+    dropped: Arc<AtomicU64>,
     /// What `job_output` has shown the model so far.
     model_offset: u64,
+    /// `dropped` when `job_output` last read, so the model is told what
+    /// was lost since.
+    model_dropped: u64,
     killed: bool,
     /// For a job in the editor's terminal or an agent job: raised to stop
     /// it (whoever drives it ends it).
@@ -113,16 +118,18 @@ pub struct LogSink {
     kept: u64,
     marked: bool,
     seen: Arc<AtomicU64>,
+    dropped: Arc<AtomicU64>,
 }
 
 impl LogSink {
-    fn new(log: File, cap: u64, seen: Arc<AtomicU64>) -> LogSink {
+    fn new(log: File, cap: u64, counts: &Counts) -> LogSink {
         LogSink {
             log,
             cap,
             kept: 0,
             marked: false,
-            seen,
+            seen: counts.seen.clone(),
+            dropped: counts.dropped.clone(),
         }
     }
 
@@ -138,6 +145,10 @@ impl LogSink {
             let take = ((self.cap - self.kept) as usize).min(bytes.len());
             let _ = self.log.write_all(&bytes[..take]);
             self.kept += take as u64;
+            self.dropped
+                .fetch_add((bytes.len() - take) as u64, Ordering::SeqCst);
+        } else {
+            self.dropped.fetch_add(bytes.len() as u64, Ordering::SeqCst);
         }
         if self.kept >= self.cap && !self.marked && !bytes.is_empty() {
             self.marked = true;
@@ -148,6 +159,24 @@ impl LogSink {
             );
         }
     }
+}
+
+/// A job's counters of output, shared by its record and its log.
+#[derive(Default)]
+struct Counts {
+    seen: Arc<AtomicU64>,
+    dropped: Arc<AtomicU64>,
+}
+
+/// What `job_output` reads for the model.
+pub struct ModelRead {
+    pub text: String,
+    /// Bytes of the log passed over to keep within the read's limit.
+    pub skipped: u64,
+    /// Bytes of output since the last read that the log did not keep
+    /// (it was full).
+    pub not_kept: u64,
+    pub info: JobInfo,
 }
 
 /// A job that runs elsewhere (the editor's terminal): its driver feeds
@@ -238,7 +267,7 @@ impl Jobs {
         deliver: Option<Deliver>,
     ) -> Result<(JobInfo, External), String> {
         let (job_id, log_path, log) = new_log(spec)?;
-        let seen = Arc::new(AtomicU64::new(0));
+        let counts = Counts::default();
         let stop = CancelToken::new();
         let info = JobInfo {
             terminal_id: terminal_id.map(str::to_string),
@@ -248,8 +277,10 @@ impl Jobs {
         lock(&self.jobs).push(Job {
             info: info.clone(),
             stdin: None,
-            seen: seen.clone(),
+            seen: counts.seen.clone(),
+            dropped: counts.dropped.clone(),
             model_offset: 0,
+            model_dropped: 0,
             killed: false,
             stop: Some(stop.clone()),
             deliver,
@@ -260,7 +291,7 @@ impl Jobs {
         }
         let external = External {
             job_id,
-            sink: Arc::new(Mutex::new(LogSink::new(log, spec.log_cap, seen))),
+            sink: Arc::new(Mutex::new(LogSink::new(log, spec.log_cap, &counts))),
             stop,
             jobs: Arc::clone(self),
         };
@@ -299,18 +330,20 @@ impl Jobs {
         if let Some(stdin) = &stdin {
             set_nonblocking(stdin);
         }
-        let seen = Arc::new(AtomicU64::new(0));
+        let counts = Counts::default();
         let info = JobInfo::running(&job_id, &spec, pid, log_path.clone());
         lock(&self.jobs).push(Job {
             info: info.clone(),
             stdin,
-            seen: seen.clone(),
+            seen: counts.seen.clone(),
+            dropped: counts.dropped.clone(),
             model_offset: 0,
+            model_dropped: 0,
             killed: false,
             stop: None,
             deliver: None,
         });
-        let sink = LogSink::new(log, spec.log_cap, seen);
+        let sink = LogSink::new(log, spec.log_cap, &counts);
         let copier = thread::Builder::new()
             .name("spindle-job-output".into())
             .spawn(move || copy_output(reader, sink));
@@ -345,8 +378,8 @@ impl Jobs {
         detached: crate::tools::process::Detached,
     ) -> Result<JobInfo, String> {
         let (job_id, log_path, log) = new_log(spec)?;
-        let seen = Arc::new(AtomicU64::new(0));
-        let mut sink = LogSink::new(log, spec.log_cap, seen.clone());
+        let counts = Counts::default();
+        let mut sink = LogSink::new(log, spec.log_cap, &counts);
         sink.write(so_far.as_bytes());
         let info = JobInfo {
             output_bytes: so_far.len() as u64,
@@ -355,8 +388,10 @@ impl Jobs {
         lock(&self.jobs).push(Job {
             info: info.clone(),
             stdin: None,
-            seen: seen.clone(),
+            seen: counts.seen.clone(),
+            dropped: counts.dropped.clone(),
             model_offset: 0,
+            model_dropped: 0,
             killed: false,
             stop: None,
             deliver: None,
@@ -406,7 +441,9 @@ impl Jobs {
                 info,
                 stdin: None,
                 seen,
+                dropped: Arc::default(),
                 model_offset: 0,
+                model_dropped: 0,
                 killed: true,
                 stop: None,
                 deliver: None,
@@ -454,13 +491,14 @@ impl Jobs {
     }
 
     /// New output for the model since its last read, at most `limit`
-    /// bytes (from `offset` when given): (text, skipped bytes).
+    /// bytes (from `offset` when given), with what was skipped and what
+    /// the log did not keep.
     pub fn read_for_model(
         &self,
         id: &str,
         offset: Option<u64>,
         limit: usize,
-    ) -> Result<(String, u64, JobInfo), String> {
+    ) -> Result<ModelRead, String> {
         let (path, from, info) = {
             let jobs = lock(&self.jobs);
             let job = jobs
@@ -478,10 +516,19 @@ impl Jobs {
         let start = from.max(size.saturating_sub(limit as u64));
         let skipped = start.saturating_sub(from);
         let (text, end) = read_window(&path, start, limit)?;
+        let mut not_kept = 0;
         if let Some(job) = lock(&self.jobs).iter_mut().find(|j| j.info.job_id == id) {
             job.model_offset = end;
+            let dropped = job.dropped.load(Ordering::SeqCst);
+            not_kept = dropped.saturating_sub(job.model_dropped);
+            job.model_dropped = dropped;
         }
-        Ok((text, skipped, info))
+        Ok(ModelRead {
+            text,
+            skipped,
+            not_kept,
+            info,
+        })
     }
 
     /// Writes to the job's stdin.

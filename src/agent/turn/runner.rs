@@ -1178,22 +1178,32 @@ impl Runner<'_> {
                     .jobs
                     .read_for_model(&args.job_id, args.offset, JOB_READ)
                 {
-                    Ok((text, skipped, info)) => {
+                    Ok(read) => {
+                        let info = read.info;
                         // A subagent's updates, as readable text.
                         let text = if info.kind == "agent" {
-                            super::agent_log::render_updates(&text)
+                            super::agent_log::render_updates(&read.text)
                         } else {
-                            text
+                            read.text
                         };
                         let mut out = String::new();
-                        if skipped > 0 {
-                            out.push_str(&format!("[{skipped} bytes skipped]\n"));
+                        if read.skipped > 0 {
+                            out.push_str(&format!("[{} bytes skipped]\n", read.skipped));
                         }
-                        out.push_str(if text.is_empty() {
-                            "(no new output)"
-                        } else {
-                            &text
-                        });
+                        if !text.is_empty() {
+                            out.push_str(&text);
+                        } else if read.not_kept == 0 {
+                            out.push_str("(no new output)");
+                        }
+                        if read.not_kept > 0 {
+                            // The log is full: what came since was counted,
+                            // not kept.
+                            out.push_str(&format!(
+                                "{}[{} bytes of new output were not kept: the job's log is full]",
+                                if text.is_empty() { "" } else { "\n" },
+                                read.not_kept
+                            ));
+                        }
                         out.push_str(&format!(
                             "\n[job {}: {}{}]",
                             info.job_id,
@@ -1424,7 +1434,7 @@ impl Runner<'_> {
         let first = self
             .jobs
             .read_for_model(job_id, None, 2_048)
-            .map(|(text, _, _)| text)
+            .map(|read| read.text)
             .unwrap_or_default();
         Some(if first.is_empty() {
             "(none yet)".into()

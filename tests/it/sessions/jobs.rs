@@ -2,7 +2,7 @@
 //! started by the model, read, sent input, listed, cancelled and gone by
 //! pid; a job that ends while idle starts a `job` turn; cancel kills only
 //! the jobs of its turn, close the rest; windows of workspace files and
-//! job logs with their bounds.
+//! job logs with their bounds; what a full log did not keep is told.
 
 use super::{err, ok, text_prompt, Space, WAIT};
 use crate::support::fake_openai::{chat_text, chunk_content, chunk_role, chunk_tool_call};
@@ -652,4 +652,96 @@ fn cancelling_a_job_that_forked_kills_its_whole_group() {
         json!({"sessionId": session, "jobId": job}),
     );
     wait_until("the children to die", || !alive(a) && !alive(b));
+}
+
+/// A model reply that calls `name` with `args` as call `id`.
+fn tool_call(id: &str, name: &str, args: Value) -> Reply {
+    Reply::Sse(vec![
+        chunk_role(),
+        chunk_tool_call(0, Some(id), Some(name), &args.to_string()),
+        chunk_finish("tool_calls"),
+        done(),
+    ])
+}
+
+/// The result the model was given for tool call `id`.
+fn tool_result(server: &FakeServer, id: &str) -> String {
+    server
+        .requests()
+        .iter()
+        .flat_map(|r| r.body["messages"].as_array().cloned().unwrap_or_default())
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+        .and_then(|m| m["content"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no result for {id}"))
+}
+
+/// Once the job's log is full, what it prints later is not kept; the
+/// model's next `job_output` says how much, not "no new output".
+#[test]
+fn job_output_tells_how_much_output_a_full_log_did_not_keep() {
+    let space = Space::new("jobs-not-kept");
+    let server = FakeServer::start();
+    server.push(start_job(
+        "j1",
+        "head -c 1500 /dev/zero | tr '\\0' a; read go; head -c 3000 /dev/zero | tr '\\0' b",
+    ));
+    server.push(Reply::Sse(chat_text(&["Started."])));
+    let mut agent = configured(
+        &space,
+        &server,
+        json!({"tools": {"command_log_bytes": 1000}}),
+    );
+    let session = agent.new_session(&space.ws);
+    prompt(&mut agent, &session, "start it");
+    let job = jobs(&mut agent, &session)[0]["jobId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let item = |agent: &mut Agent| {
+        ok(
+            agent,
+            "_spindle/job",
+            json!({"sessionId": session, "jobId": job}),
+        )
+    };
+    wait_until("the first 1,500 bytes", || {
+        item(&mut agent)["outputBytes"] == 1500
+    });
+    // The model reads the full log: the first 1,000 bytes and the marker.
+    server.push(tool_call("o1", "job_output", json!({"jobId": job})));
+    server.push(Reply::Sse(chat_text(&["Read."])));
+    prompt(&mut agent, &session, "read it");
+    // 3,000 more bytes, none of them kept; the job's end starts a turn,
+    // in which the model reads again.
+    server.push(tool_call("o2", "job_output", json!({"jobId": job})));
+    server.push(Reply::Sse(chat_text(&["Read again."])));
+    ok(
+        &mut agent,
+        "_spindle/job/send",
+        json!({"sessionId": session, "jobId": job, "text": "go\n"}),
+    );
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let message = agent.recv(deadline - Instant::now()).expect("a job turn");
+        if message["method"] == "_spindle/event"
+            && message["params"]["kind"] == "turn"
+            && message["params"]["data"]["state"] == "idle"
+            && message["params"]["data"]["source"] == "job"
+        {
+            break;
+        }
+    }
+    assert_eq!(item(&mut agent)["outputBytes"], 4500);
+    let second = tool_result(&server, "o2");
+    assert!(
+        second.contains("[3000 bytes of new output were not kept: the job's log is full]"),
+        "{second}"
+    );
+    assert!(!second.contains("no new output"), "{second}");
+    // Nothing new since: now that is what it says.
+    server.push(tool_call("o3", "job_output", json!({"jobId": job})));
+    server.push(Reply::Sse(chat_text(&["Nothing."])));
+    prompt(&mut agent, &session, "and again");
+    let third = tool_result(&server, "o3");
+    assert!(third.starts_with("(no new output)"), "{third}");
 }
