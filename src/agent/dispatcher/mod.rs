@@ -218,16 +218,29 @@ impl Dispatcher {
 
     /// Sends the session's slash commands after the current answer.
     pub(in crate::agent) fn announce_commands(&mut self, session_id: &str) {
-        let Some(session) = self.sessions.get(session_id) else {
-            return;
-        };
+        if let Some(line) = self.commands_line(session_id) {
+            self.after_response.push(line);
+        }
+    }
+
+    /// Sends the session's slash commands now: where no answer of a
+    /// request follows (a turn's end, a command answered by a turn),
+    /// which would otherwise hold them until some later request.
+    pub(in crate::agent) fn send_commands(&mut self, session_id: &str) {
+        if let Some(line) = self.commands_line(session_id) {
+            self.send_line(line);
+        }
+    }
+
+    fn commands_line(&self, session_id: &str) -> Option<String> {
+        let session = self.sessions.get(session_id)?;
         let update = crate::agent::common::commands::update(
             &crate::agent::common::commands::available(&session.cwd),
         );
-        self.after_response.push(rpc::notification_line(
+        Some(rpc::notification_line(
             method::SESSION_UPDATE,
             &json!({"sessionId": session_id, "update": update}),
-        ));
+        ))
     }
 
     /// Sends an update outside any turn (a mode or config change) and keeps

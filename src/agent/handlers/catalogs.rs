@@ -209,12 +209,16 @@ impl Dispatcher {
             return Ok(json!({"queued": true}));
         }
         self.reload_now(&id)?;
+        // The commands follow the answer.
+        self.announce_commands(&id);
         Ok(json!({"reloaded": true}))
     }
 
     /// Rebuilds the registry (config, providers, models); a failure keeps
     /// the old one and names the problem. Commands and AGENTS.md are read
-    /// at each turn already; the client hears the commands again.
+    /// at each turn already. The runtime is the process's: the other open
+    /// sessions hear their commands again at once; the caller tells `id`'s
+    /// (after its answer, or at once where none follows).
     pub(in crate::agent) fn reload_now(&mut self, id: &str) -> Result<(), RpcError> {
         self.take_warm();
         let failed = |problem: String| {
@@ -234,7 +238,15 @@ impl Dispatcher {
             );
             self.options = fresh;
         }
-        self.announce_commands(id);
+        let others: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(other, session)| other.as_str() != id && !session.closed)
+            .map(|(other, _)| other.clone())
+            .collect();
+        for other in others {
+            self.send_commands(&other);
+        }
         Ok(())
     }
 
@@ -246,11 +258,12 @@ impl Dispatcher {
             .map(|s| std::mem::take(&mut s.reload_queued))
             .unwrap_or(false);
         if queued {
-            if let Err(error) = self.reload_now(id) {
-                log::warn!(
+            match self.reload_now(id) {
+                Ok(()) => self.send_commands(id),
+                Err(error) => log::warn!(
                     "the queued reload of session {id} failed: {}",
                     error.message
-                );
+                ),
             }
         }
     }

@@ -621,7 +621,12 @@ impl Dispatcher {
                 return Ok((TurnKind::Compact(arguments.to_string()), text.to_string()))
             }
             Builtin::Reload => match self.reload_now(session_id) {
-                Ok(()) => "Reloaded the configuration and the commands.".to_string(),
+                Ok(()) => {
+                    // The prompt's answer comes from a turn, later: the
+                    // commands go now.
+                    self.send_commands(session_id);
+                    "Reloaded the configuration and the commands.".to_string()
+                }
                 Err(error) => format!(
                     "The reload failed; the old settings stay. {}",
                     error.message

@@ -905,3 +905,58 @@ fn catalogs_invoke_and_reload() {
         "reloaded after the turn"
     );
 }
+
+/// Whether `messages` hold an `available_commands_update` of `session`
+/// naming `name`.
+fn announces_command(messages: &[Value], session: &str, name: &str) -> bool {
+    messages.iter().any(|m| {
+        m["params"]["sessionId"] == session
+            && m["params"]["update"]["sessionUpdate"] == "available_commands_update"
+            && m["params"]["update"]["availableCommands"]
+                .as_array()
+                .is_some_and(|list| list.iter().any(|c| c["name"] == name))
+    })
+}
+
+/// Every reload tells the editor the commands at once, without waiting
+/// for some later request's answer: `/reload` before its prompt's answer,
+/// a reload queued behind a turn when that turn ends; the other open
+/// sessions hear theirs too.
+#[test]
+fn every_reload_sends_the_commands_at_once() {
+    let space = Space::new("ext-reload-commands");
+    let server = FakeServer::start();
+    let config = write_config(&space, &server, json!({"fake/one": {}}));
+    let db = space.db.arg();
+    let mut agent = Agent::spawn(
+        &["acp", "--config", config.to_str().unwrap(), "--db", &db],
+        &[("K", "k")],
+    );
+    agent.initialize();
+    let session = agent.new_session(&space.ws);
+    let other = agent.new_session(&space.ws);
+    let commands = space.ws.join(".spindle").join("commands");
+    std::fs::create_dir_all(&commands).unwrap();
+    std::fs::write(commands.join("deploy.md"), "Deploy the site.\n").unwrap();
+    let id = agent.request("session/prompt", text_prompt(&session, "/reload"));
+    let (answer, seen) = agent.response(&id, WAIT);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(announces_command(&seen, &session, "deploy"), "{seen:#?}");
+    assert!(announces_command(&seen, &other, "deploy"), "{seen:#?}");
+
+    std::fs::write(commands.join("review.md"), "Review the diff.\n").unwrap();
+    server.push(slow("Busy", 500, " done."));
+    let prompt = agent.request("session/prompt", text_prompt(&session, "wait"));
+    wait_for(&mut agent, |m| {
+        m["params"]["update"]["content"]["text"] == "Busy"
+    });
+    let queued = ok(
+        &mut agent,
+        "_spindle/session/reload",
+        json!({"sessionId": session}),
+    );
+    assert_eq!(queued["queued"], true);
+    let (answer, seen) = agent.response(&prompt, WAIT);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(announces_command(&seen, &session, "review"), "{seen:#?}");
+}
