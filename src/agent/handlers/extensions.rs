@@ -49,10 +49,10 @@ pub const NOTIFICATIONS: [(&str, &str); 1] = [("event", "_spindle/event")];
 /// The most characters of one item, and pending items per session.
 const ITEM_CAP: usize = 262_144;
 const INBOX_CAP: usize = 64;
-/// The most bytes of a file a link is frozen with, and of all the files
-/// of one item.
+/// The most bytes of a file a link is frozen with. The frozen item as a
+/// whole stays within `ITEM_CAP` bytes of JSON too, so that `get` answers
+/// it within the bound of one result.
 const FROZEN_FILE_CAP: u64 = 256 * 1024;
-const FROZEN_ITEM_CAP: u64 = 1024 * 1024;
 
 /// `agentCapabilities._meta.spindle`, as discovery lists it.
 pub fn discovery() -> Value {
@@ -139,13 +139,16 @@ fn preview(blocks: &[Value]) -> String {
     text.chars().take(120).collect()
 }
 
-/// The item's blocks as it was sent, and frozen: each `resource_link` to
-/// a file inside the workspace becomes that file's text now, so the
-/// prompt means what the user saw when they sent it. A link outside the
-/// workspace stays a link (the model reads it with its tools, under the
-/// session's permissions); so does a file over the caps, or not text.
-fn freeze(blocks: &[Value], cwd: &std::path::Path) -> Vec<Value> {
-    let mut budget = FROZEN_ITEM_CAP;
+/// The item's blocks frozen: each `resource_link` to a text file inside
+/// the workspace (its folder or an extra root) becomes a `resource` block
+/// holding that file's text now, so the prompt means what the user saw
+/// when they sent it, whenever it runs. The frozen item stays within
+/// `ITEM_CAP` bytes of JSON: a link whose text does not fit stays a link,
+/// as does one outside the workspace (the model reads it with its tools,
+/// under the session's permissions) and one to a file that is not text.
+fn freeze(blocks: &[Value], roots: &[std::path::PathBuf]) -> Vec<Value> {
+    let size = |block: &Value| block.to_string().len() as u64;
+    let mut room = (ITEM_CAP as u64).saturating_sub(size(&Value::Array(blocks.to_vec())));
     blocks
         .iter()
         .map(|block| {
@@ -153,27 +156,51 @@ fn freeze(blocks: &[Value], cwd: &std::path::Path) -> Vec<Value> {
                 return block.clone();
             }
             let uri = block["uri"].as_str().unwrap_or_default();
-            let Some(path) = uri.strip_prefix("file://").and_then(percent_decode) else {
+            let Some(path) = file_path(uri) else {
                 return block.clone();
             };
-            let resolved = crate::tools::paths::resolve(cwd, &path);
-            if !resolved.inside || !std::path::Path::new(&path).is_absolute() {
+            let Some(resolved) = roots
+                .iter()
+                .map(|root| crate::tools::paths::resolve(root, &path))
+                .find(|resolved| resolved.inside)
+            else {
                 return block.clone();
-            }
-            let cap = FROZEN_FILE_CAP.min(budget);
+            };
+            let cap = FROZEN_FILE_CAP.min(room);
             let Ok(bytes) = crate::tools::bounded::read_capped(&resolved.path, cap) else {
                 return block.clone();
             };
             let Ok(text) = String::from_utf8(bytes) else {
                 return block.clone();
             };
-            budget -= text.len() as u64;
-            json!({"type": "resource", "resource": {
+            let frozen = json!({"type": "resource", "resource": {
                 "uri": uri, "text": text,
                 "mimeType": block.get("mimeType").cloned().unwrap_or(json!("text/plain")),
-            }})
+            }});
+            // Escapes make the JSON longer than the text: measured as sent.
+            let grows = size(&frozen).saturating_sub(size(block));
+            if grows > room {
+                return block.clone();
+            }
+            room -= grows;
+            frozen
         })
         .collect()
+}
+
+/// The absolute path a `file:` URI names (`file:///p`, `file://localhost/p`
+/// or `file:/p`, without its `?query` or `#fragment`, such as an editor's
+/// `#L10:20` selection), percent-decoded; `None` for any other URI.
+fn file_path(uri: &str) -> Option<String> {
+    let rest = uri.strip_prefix("file:")?;
+    let rest = match rest.strip_prefix("//") {
+        Some(after) if after.starts_with('/') => after,
+        Some(after) => after.strip_prefix("localhost")?,
+        None => rest,
+    };
+    let end = rest.find(['?', '#']).unwrap_or(rest.len());
+    let path = percent_decode(&rest[..end])?;
+    std::path::Path::new(&path).is_absolute().then_some(path)
 }
 
 /// `%XX` escapes of a URI's path decoded; `None` when malformed or not
@@ -200,7 +227,9 @@ fn item_json(item: &Item) -> Value {
         "itemId": item.item_id,
         "intent": item.intent,
         "state": item.state,
-        "prompt": item.prompt["blocks"],
+        // What will run: the blocks with their links frozen (older rows
+        // may have only the blocks).
+        "prompt": if item.prompt["frozen"].is_array() { &item.prompt["frozen"] } else { &item.prompt["blocks"] },
         "bytes": item.bytes,
         "createdAt": item.created_at,
         "idempotencyKey": item.idempotency_key,
@@ -261,6 +290,19 @@ impl Dispatcher {
         if let Some(line) = self.event_line(session_id, "mcp", json!({"servers": status})) {
             self.after_response.push(line);
         }
+    }
+
+    /// The folders a session's workspace is made of: its own, then the
+    /// extra roots it was given.
+    fn workspace_roots(&self, id: &str) -> Vec<std::path::PathBuf> {
+        self.sessions
+            .get(id)
+            .map(|session| {
+                std::iter::once(session.cwd.clone())
+                    .chain(session.extra_roots.iter().cloned())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     fn open_session(&self, params: &Value) -> Result<String, RpcError> {
@@ -502,6 +544,7 @@ impl Dispatcher {
         // The blocks must be a prompt the agent can run.
         let cwd = self.sessions[id].cwd.clone();
         crate::agent::common::content::read_prompt(blocks, &cwd)?;
+        let roots = self.workspace_roots(id);
         let waiting = self.store()?.inbox(id).map_err(store_error)?;
         if waiting.iter().filter(|i| i.state == "pending").count() >= INBOX_CAP {
             return Err(RpcError::invalid_request(format!(
@@ -513,7 +556,7 @@ impl Dispatcher {
             item_id: format!("item_{}", crate::util::random_hex()),
             intent: intent.to_string(),
             state: "pending".into(),
-            prompt: json!({"blocks": blocks, "frozen": freeze(blocks, &cwd)}),
+            prompt: json!({"blocks": blocks, "frozen": freeze(blocks, &roots)}),
             bytes: bytes.len() as i64,
             idempotency_key: key.map(str::to_string),
             created_at: crate::store::time::now_rfc3339(),
@@ -616,7 +659,8 @@ impl Dispatcher {
         }
         let cwd = self.sessions[&id].cwd.clone();
         crate::agent::common::content::read_prompt(&blocks, &cwd)?;
-        let prompt = json!({"blocks": blocks, "frozen": freeze(&blocks, &cwd)});
+        let prompt =
+            json!({"blocks": blocks, "frozen": freeze(&blocks, &self.workspace_roots(&id))});
         self.store()?
             .inbox_set_prompt(&id, &item.item_id, &prompt, bytes.len() as i64)
             .map_err(store_error)?;
@@ -724,8 +768,8 @@ impl Dispatcher {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let cwd = self.sessions[&id].cwd.clone();
-        let prompt = json!({"blocks": blocks, "frozen": freeze(&blocks, &cwd)});
+        let prompt =
+            json!({"blocks": blocks, "frozen": freeze(&blocks, &self.workspace_roots(&id))});
         self.store()?
             .inbox_set_prompt(&id, &item.item_id, &prompt, item.bytes)
             .map_err(store_error)?;
@@ -1623,37 +1667,56 @@ mod tests {
         let base =
             std::env::temp_dir().join(format!("spindle-freeze-{}", crate::util::random_hex()));
         let ws = base.join("ws");
+        let extra = base.join("extra");
         std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&extra).unwrap();
         std::fs::write(ws.join("a b.txt"), "inside").unwrap();
+        std::fs::write(extra.join("more.txt"), "another root").unwrap();
         std::fs::write(base.join("secret.txt"), "outside").unwrap();
+        std::fs::write(ws.join("binary.bin"), [0xff, 0xfe, 0x00]).unwrap();
         std::os::unix::fs::symlink(base.join("secret.txt"), ws.join("link.txt")).unwrap();
-        let big = "x".repeat(200 * 1024);
-        for i in 0..6 {
+        let big = "x".repeat(150 * 1024);
+        for i in 0..2 {
             std::fs::write(ws.join(format!("big{i}.txt")), &big).unwrap();
         }
         let ws_s = ws.display().to_string();
+        let roots = [ws.clone(), extra.clone()];
         let frozen = freeze(
             &[
                 link(&format!("{ws_s}/a%20b.txt")),
+                json!({"type": "resource_link", "uri": format!("file://localhost{ws_s}/a%20b.txt#L1:2"), "name": "f"}),
+                json!({"type": "resource_link", "uri": format!("file:{ws_s}/a%20b.txt?symbol=x"), "name": "f"}),
+                link(&format!("{}/more.txt", extra.display())),
                 link(&format!("{}/secret.txt", base.display())),
                 link(&format!("{ws_s}/../secret.txt")),
                 link(&format!("{ws_s}/link.txt")),
                 link(&format!("{ws_s}/bad%zz")),
+                link(&format!("{ws_s}/binary.bin")),
+                json!({"type": "resource_link", "uri": "file://elsewhere/a%20b.txt", "name": "f"}),
+                json!({"type": "resource_link", "uri": "https://example.com/a", "name": "f"}),
             ],
-            &ws,
+            &roots,
         );
-        assert_eq!(frozen[0]["resource"]["text"], "inside");
-        for block in &frozen[1..] {
+        for block in &frozen[..3] {
+            assert_eq!(block["resource"]["text"], "inside", "{block}");
+        }
+        assert_eq!(frozen[3]["resource"]["text"], "another root");
+        for block in &frozen[4..] {
             assert_eq!(block["type"], "resource_link", "{block}");
         }
-        // Five 200 KiB files fit in the item's 1 MiB, the sixth does not.
-        let links: Vec<Value> = (0..6)
+        // One 150 KiB file fits in the item's 262,144 bytes, the second
+        // does not.
+        let links: Vec<Value> = (0..2)
             .map(|i| link(&format!("{ws_s}/big{i}.txt")))
             .collect();
-        let frozen = freeze(&links, &ws);
-        let texts = frozen.iter().filter(|b| b["type"] == "resource").count();
-        assert_eq!(texts, 5);
-        assert_eq!(frozen[5]["type"], "resource_link");
+        let frozen = freeze(&links, &roots);
+        assert_eq!(frozen[0]["type"], "resource");
+        assert_eq!(frozen[1]["type"], "resource_link");
+        assert!(Value::Array(frozen).to_string().len() <= ITEM_CAP);
+        // Text that grows when escaped is measured as JSON.
+        std::fs::write(ws.join("lines.txt"), "\n".repeat(200 * 1024)).unwrap();
+        let frozen = freeze(&[link(&format!("{ws_s}/lines.txt"))], &roots);
+        assert_eq!(frozen[0]["type"], "resource_link");
         assert_eq!(percent_decode("/a%2Fb"), Some("/a/b".into()));
         assert_eq!(percent_decode("/a%00"), None);
         assert_eq!(percent_decode("/a%4"), None);

@@ -960,3 +960,92 @@ fn every_reload_sends_the_commands_at_once() {
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert!(announces_command(&seen, &session, "review"), "{seen:#?}");
 }
+
+/// The text of the `resource` an item's link was frozen into.
+fn frozen_text(agent: &mut Agent, session: &str, item: &Value) -> Value {
+    let got = ok(
+        agent,
+        "_spindle/session/inbox/get",
+        json!({"sessionId": session, "itemId": item["itemId"]}),
+    );
+    let block = &got["item"]["prompt"][1];
+    assert_eq!(block["type"], "resource", "{got}");
+    block["resource"]["text"].clone()
+}
+
+/// A queued item's resource links are frozen into it when it is
+/// enqueued: the item holds the file's text then, a later change of the
+/// file does not reach it (nor the model), and `refresh` reads it anew.
+#[test]
+fn queued_items_hold_their_links_frozen_at_enqueue() {
+    let space = Space::new("ext-freeze");
+    let server = FakeServer::start();
+    let notes = space.ws.join("notes.txt");
+    std::fs::write(&notes, "version one\n").unwrap();
+    server.push(slow("Busy", 500, " done."));
+    server.push(Reply::Sse(chat_text(&["Read the first."])));
+    server.push(slow("Busy again", 500, " done."));
+    server.push(Reply::Sse(chat_text(&["Read the second."])));
+    let mut agent = space.openai(&server);
+    let session = agent.new_session(&space.ws);
+    let enqueue = |agent: &mut Agent, text: &str| {
+        ok(
+            agent,
+            "_spindle/session/inbox/enqueue",
+            json!({"sessionId": session, "prompt": [
+                {"type": "text", "text": text},
+                {"type": "resource_link", "uri": format!("file://{}#L1", notes.display()),
+                 "name": "notes.txt"},
+            ]}),
+        )
+    };
+    let prompt = agent.request("session/prompt", text_prompt(&session, "wait"));
+    wait_for(&mut agent, |m| {
+        m["params"]["update"]["content"]["text"] == "Busy"
+    });
+    let first = enqueue(&mut agent, "read the notes");
+    assert_eq!(first["disposition"], "queued", "{first}");
+    assert_eq!(frozen_text(&mut agent, &session, &first), "version one\n");
+    std::fs::write(&notes, "version two\n").unwrap();
+    assert_eq!(frozen_text(&mut agent, &session, &first), "version one\n");
+    agent.response(&prompt, WAIT);
+    wait_for(&mut agent, |m| is_turn_event(m, "idle"));
+    let requests = server.wait_requests(2, WAIT);
+    let sent = last_user_text(&requests[1].body);
+    assert!(
+        sent.contains("version one") && !sent.contains("version two"),
+        "{sent}"
+    );
+    // Held in a paused inbox, an item keeps its text until refreshed.
+    let prompt = agent.request("session/prompt", text_prompt(&session, "wait more"));
+    wait_for(&mut agent, |m| {
+        m["params"]["update"]["content"]["text"] == "Busy again"
+    });
+    let second = enqueue(&mut agent, "read them again");
+    ok(
+        &mut agent,
+        "_spindle/session/inbox/setPaused",
+        json!({"sessionId": session, "paused": true}),
+    );
+    agent.response(&prompt, WAIT);
+    assert_eq!(frozen_text(&mut agent, &session, &second), "version two\n");
+    std::fs::write(&notes, "version three\n").unwrap();
+    assert_eq!(frozen_text(&mut agent, &session, &second), "version two\n");
+    let refreshed = ok(
+        &mut agent,
+        "_spindle/session/inbox/refresh",
+        json!({"sessionId": session, "itemId": second["itemId"]}),
+    );
+    assert_eq!(
+        refreshed["item"]["prompt"][1]["resource"]["text"],
+        "version three\n"
+    );
+    ok(
+        &mut agent,
+        "_spindle/session/inbox/setPaused",
+        json!({"sessionId": session, "paused": false}),
+    );
+    wait_for(&mut agent, |m| is_turn_event(m, "idle"));
+    let requests = server.wait_requests(4, WAIT);
+    assert!(last_user_text(&requests[3].body).contains("version three"));
+}
