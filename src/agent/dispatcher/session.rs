@@ -240,10 +240,25 @@ impl Session {
     }
 
     pub fn add_usage(&mut self, usage: &Usage) {
-        self.usage.input_tokens += usage.input_tokens;
-        self.usage.output_tokens += usage.output_tokens;
-        self.usage.cached_tokens += usage.cached_tokens;
-        self.usage.reasoning_tokens += usage.reasoning_tokens;
+        self.usage = sum(&self.usage, usage);
+    }
+
+    /// The session's tokens and cost so far: its finished turns, and the
+    /// running turn's model calls as it published them.
+    pub fn usage_so_far(&self) -> (Usage, f64) {
+        match (&self.running, self.live.lock()) {
+            (Some(_), Ok(live)) => (sum(&self.usage, &live.usage), self.cost + live.cost),
+            _ => (self.usage, self.cost),
+        }
+    }
+}
+
+fn sum(a: &Usage, b: &Usage) -> Usage {
+    Usage {
+        input_tokens: a.input_tokens + b.input_tokens,
+        output_tokens: a.output_tokens + b.output_tokens,
+        cached_tokens: a.cached_tokens + b.cached_tokens,
+        reasoning_tokens: a.reasoning_tokens + b.reasoning_tokens,
     }
 }
 

@@ -368,6 +368,8 @@ impl Dispatcher {
             .as_ref()
             .and_then(|r| r.model(&session.model).cloned());
         let price = entry.as_ref().and_then(|e| e.config.price.clone());
+        // The running turn's calls count as soon as each reported usage.
+        let (usage, spent) = session.usage_so_far();
         let (plan, health, health_error, live_goal) = match session.live.lock() {
             Ok(live) => (
                 live.plan.clone(),
@@ -381,11 +383,10 @@ impl Dispatcher {
             ),
             Err(_) => (Value::Null, "ok", None, None),
         };
-        let usage = session.usage;
         let cost = price
             .as_ref()
-            .map(|p| json!({"amount": round6(session.cost), "currency": p.currency}));
-        let quote = cost_quote(session, entry.as_ref(), registry.as_deref());
+            .map(|p| json!({"amount": round6(spent), "currency": p.currency}));
+        let quote = cost_quote(session, (usage, spent), entry.as_ref(), registry.as_deref());
         let mcp: Vec<Value> = session.mcp.as_ref().map(|m| m.status()).unwrap_or_default();
         let pending = waiting.iter().filter(|i| i.state == "pending").count();
         Ok(json!({
@@ -1595,10 +1596,12 @@ fn round6(value: f64) -> f64 {
     (value * 1e6).round() / 1e6
 }
 
-/// `usage.costQuote` (EXTENSIONS §6): the session's totals priced by the
-/// model's table; incomplete, never a silent 0, when a call had no price.
+/// `usage.costQuote` (EXTENSIONS §6): the session's totals (`usage` and
+/// the cost so far) priced by the model's table; incomplete, never a
+/// silent 0, when a call had no price.
 fn cost_quote(
     session: &crate::agent::dispatcher::session::Session,
+    (usage, spent): (crate::provider::Usage, f64),
     entry: Option<&crate::agent::common::models::ModelEntry>,
     registry: Option<&Registry>,
 ) -> Value {
@@ -1624,7 +1627,6 @@ fn cost_quote(
             "billingMode": billing,
         });
     };
-    let usage = session.usage;
     let cached = usage.cached_tokens.min(usage.input_tokens);
     let per = |tokens: u64, rate: f64| round6(tokens as f64 * rate / 1e6);
     let input = per(usage.input_tokens - cached, price.input);
@@ -1644,7 +1646,7 @@ fn cost_quote(
             "cachedInput": cached_input,
             "output": output,
             "reasoning": reasoning,
-            "total": round6(session.cost),
+            "total": round6(spent),
         },
         "valuation": "official_table",
         "costComplete": complete,

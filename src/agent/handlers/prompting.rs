@@ -455,9 +455,12 @@ impl Dispatcher {
                 session.goal_changed = true;
             }
             // Steers the turn never reached stay queued (they are still
-            // pending in the store), ahead of the follow-ups.
+            // pending in the store), ahead of the follow-ups. Its usage is
+            // the session's now.
             if let Ok(mut live) = session.live.lock() {
                 live.steers.clear();
+                live.usage = Default::default();
+                live.cost = 0.0;
             }
             settings = Some(session.settings_json());
             remove = session.closed;
@@ -668,7 +671,7 @@ impl Dispatcher {
             }
             Builtin::Cost => {
                 let session = &self.sessions[session_id];
-                let usage = session.usage;
+                let (usage, spent) = session.usage_so_far();
                 let mut reply = format!(
                     "Tokens so far: {} input ({} cached), {} output ({} reasoning).",
                     usage.input_tokens,
@@ -681,7 +684,7 @@ impl Dispatcher {
                     .and_then(|m| m.config.price.clone())
                 {
                     Some(price) => {
-                        reply.push_str(&format!(" Cost: {:.4} {}.", session.cost, price.currency))
+                        reply.push_str(&format!(" Cost: {spent:.4} {}.", price.currency))
                     }
                     None => reply.push_str(
                         " The model has no price configured, so there is no cost to show.",

@@ -696,6 +696,7 @@ fn steps(
                 state.cost += spent.cost;
                 state.model_calls += spent.model_calls;
                 state.usage_reports += spent.usage_reports;
+                publish_usage(turn, &state.usage, state.cost);
                 result
             } else {
                 runner.run(call)
@@ -1052,6 +1053,16 @@ fn add_call_usage(turn: &Turn, usage: Option<&Usage>, state: &mut State) {
         if let Some(price) = &turn.price {
             state.cost += cost_of(usage, price);
         }
+        publish_usage(turn, &state.usage, state.cost);
+    }
+}
+
+/// Publishes the turn's usage so far for status, which answers without
+/// waiting for the turn.
+fn publish_usage(turn: &Turn, usage: &Usage, cost: f64) {
+    if let Ok(mut live) = turn.live.lock() {
+        live.usage = *usage;
+        live.cost = cost;
     }
 }
 

@@ -115,6 +115,11 @@ pub struct Live {
     pub goal: Option<Value>,
     /// The user asked the goal to pause at its next boundary.
     pub goal_pause: bool,
+    /// The running turn's tokens and cost so far (after each model call
+    /// that reported usage, and each subagent it ran); the dispatcher adds
+    /// them to the session's when the turn ends, and zeroes them then.
+    pub usage: crate::provider::Usage,
+    pub cost: f64,
 }
 
 /// The handle both sides hold.

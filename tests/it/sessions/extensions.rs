@@ -8,7 +8,7 @@
 
 use super::{call, err, load, ok, text_prompt, Space, WAIT};
 use crate::support::fake_openai::{chat_text, chunk_content, chunk_role, chunk_tool_call};
-use crate::support::fake_openai::{chunk_finish, done};
+use crate::support::fake_openai::{chunk_finish, chunk_usage, done};
 use crate::support::{Agent, FakeServer, Reply, Step};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -1048,4 +1048,62 @@ fn queued_items_hold_their_links_frozen_at_enqueue() {
     wait_for(&mut agent, |m| is_turn_event(m, "idle"));
     let requests = server.wait_requests(4, WAIT);
     assert!(last_user_text(&requests[3].body).contains("version three"));
+}
+
+/// Status (and `/cost`) shows the usage of the running turn's model calls
+/// as each one reports it, not only once the turn has ended (and never
+/// twice after).
+#[test]
+fn status_shows_the_running_turns_usage() {
+    let space = Space::new("ext-live-usage");
+    let server = FakeServer::start();
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        chunk_tool_call(0, Some("l1"), Some("list_directory"), "{}"),
+        chunk_finish("tool_calls"),
+        chunk_usage(1200, 80),
+        done(),
+    ]));
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        chunk_content("Thinking"),
+        Step::Sleep(Duration::from_millis(500)),
+        chunk_content(" done."),
+        chunk_finish("stop"),
+        chunk_usage(1300, 20),
+        done(),
+    ]));
+    let mut agent = space.openai(&server);
+    let session = agent.new_session(&space.ws);
+    let tokens = |agent: &mut Agent| {
+        let status = ok(
+            agent,
+            "_spindle/session/status",
+            json!({"sessionId": session}),
+        );
+        (
+            status["usage"]["inputTokens"].clone(),
+            status["usage"]["outputTokens"].clone(),
+        )
+    };
+    let prompt = agent.request("session/prompt", text_prompt(&session, "look"));
+    wait_for(&mut agent, |m| {
+        m["params"]["update"]["content"]["text"] == "Thinking"
+    });
+    assert_eq!(tokens(&mut agent), (json!(1200), json!(80)), "mid-turn");
+    let cost = ok(
+        &mut agent,
+        "_spindle/invoke",
+        json!({"sessionId": session, "operation": "cost", "arguments": {}}),
+    );
+    assert!(
+        cost["text"]
+            .as_str()
+            .unwrap()
+            .contains("Tokens so far: 1200 input"),
+        "{cost}"
+    );
+    let (answer, _) = agent.response(&prompt, WAIT);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(tokens(&mut agent), (json!(2500), json!(100)), "after");
 }
