@@ -73,6 +73,58 @@ fn default_key_env(kind: ProviderKind) -> &'static str {
     }
 }
 
+/// Whether `key` can be an API key: one word, not too long.
+fn is_key(key: &str) -> bool {
+    !key.is_empty() && key.len() <= 4096 && !key.chars().any(char::is_whitespace)
+}
+
+/// The API key, one line. Typed or pasted on a terminal it is not echoed,
+/// and an empty or malformed answer is asked again (the end of input
+/// stops); from `--key-stdin` without a terminal a bad line is an error.
+fn read_key(
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+    interactive: bool,
+) -> Result<String, String> {
+    loop {
+        // The echo goes off before the prompt, so a key pasted the moment
+        // the prompt shows is never written back.
+        let echo = interactive.then(EchoOff::new).flatten();
+        if interactive {
+            let _ = write!(output, "API key (not shown): ");
+            let _ = output.flush();
+        }
+        let mut line = String::new();
+        let read = input.read_line(&mut line);
+        if echo.is_some() {
+            let _ = writeln!(output);
+        }
+        drop(echo);
+        let read = read.map_err(|err| format!("cannot read the key: {err}"))?;
+        if is_key(line.trim()) {
+            return Ok(line);
+        }
+        if !interactive {
+            return Err(
+                "--key-stdin reads one line holding the API key, and it was empty or not a key"
+                    .into(),
+            );
+        }
+        if read == 0 {
+            return Err("setup was aborted (end of input, no API key given)".into());
+        }
+        let _ = writeln!(
+            output,
+            "  {}; paste the key again",
+            if line.trim().is_empty() {
+                "that was empty"
+            } else {
+                "a key is one word (no spaces), at most 4,096 characters"
+            }
+        );
+    }
+}
+
 /// Asks one question on the terminal; an empty answer takes the default.
 fn ask(
     input: &mut dyn BufRead,
@@ -243,28 +295,8 @@ pub fn run(
         if args.key_env.is_some() || args.key_file.is_some() || args.no_key {
             return Err("--key-stdin takes the place of --key-env, --key-file and --no-key".into());
         }
-        // Typed or pasted on a terminal: not echoed. The echo goes off
-        // before the prompt, so a key pasted the moment the prompt shows
-        // is never written back.
-        let echo = interactive.then(EchoOff::new).flatten();
-        if interactive {
-            let _ = write!(output, "API key (not shown): ");
-            let _ = output.flush();
-        }
-        let mut line = String::new();
-        let read = input.read_line(&mut line);
-        if echo.is_some() {
-            let _ = writeln!(output);
-        }
-        drop(echo);
-        read.map_err(|err| format!("cannot read the key: {err}"))?;
+        let line = read_key(input, output, interactive)?;
         let key = line.trim();
-        if key.is_empty() || key.len() > 4096 || key.chars().any(char::is_whitespace) {
-            return Err(
-                "--key-stdin reads one line holding the API key, and it was empty or not a key"
-                    .into(),
-            );
-        }
         // Written beside the key it replaces, and put in its place only
         // once the test and the config write succeed.
         let file = crate::config::managed_keys_dir(&path).join(format!("{name}.key"));

@@ -234,6 +234,50 @@ fn setup_on_a_terminal_forgives_typos_lists_models_and_hides_the_key() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An empty or malformed pasted key is asked again on the terminal (the
+/// user never typed `--key-stdin`, so that flag is not what they hear of);
+/// the key then given is the one kept and sent.
+#[test]
+fn an_empty_pasted_key_is_asked_again() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["OK"])));
+    let dir = temp_dir("setup-pty-empty-key");
+    let home = dir.join("home");
+    let config = dir.join("config.json");
+    let mut pty = setup_on_a_terminal(&config, &home);
+    pty.expect("Provider kind");
+    pty.send("openai");
+    pty.expect("Base URL");
+    pty.send(&server.base_url());
+    pty.expect("The API key");
+    pty.send("1");
+    pty.expect("API key (not shown): ");
+    pty.send("");
+    pty.expect("that was empty; paste the key again");
+    pty.expect("API key (not shown): ");
+    pty.send("two words");
+    pty.expect("a key is one word");
+    pty.expect("API key (not shown): ");
+    pty.send("sk-second-try");
+    pty.expect("Model");
+    pty.send("test-model");
+    pty.expect("The model answered: OK");
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(!screen.contains("--key-stdin"), "{screen}");
+    assert!(
+        !screen.contains("sk-second-try"),
+        "the key was echoed:\n{screen}"
+    );
+    let chat = server
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/chat/completions"))
+        .expect("the test request");
+    assert_eq!(chat.header("authorization"), Some("Bearer sk-second-try"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// End of input on the terminal (Ctrl-D) stops the wizard without writing.
 #[test]
 fn setup_on_a_terminal_stops_cleanly_on_end_of_input() {
