@@ -118,8 +118,8 @@ fn load_file(file: &Path, dir: Option<&Path>, depth: usize) -> Result<AgentSpec,
         )
     })?;
     let base = file.parent().unwrap_or(Path::new("."));
-    let mut spec =
-        parse(&value, "", base, depth).map_err(|(pointer, problem)| fail(&pointer, problem))?;
+    let mut spec = parse(&value, "", base, depth, None)
+        .map_err(|(pointer, problem)| fail(&pointer, problem))?;
     spec.path = file.to_path_buf();
     if let Some(dir) = dir {
         if spec.instructions.is_none() {
@@ -158,7 +158,16 @@ fn read_capped(file: &Path) -> Result<String, String> {
 
 type Problem = (String, String);
 
-fn parse(value: &Value, at: &str, base: &Path, depth: usize) -> Result<AgentSpec, Problem> {
+/// An agent at JSON pointer `at`. An inline subagent (`key`: its key in
+/// `subagents`) is named by its key: a `name` of its own may repeat it,
+/// and one that differs is an error (which of the two would `task` use?).
+fn parse(
+    value: &Value,
+    at: &str,
+    base: &Path,
+    depth: usize,
+    key: Option<&str>,
+) -> Result<AgentSpec, Problem> {
     let Some(object) = value.as_object() else {
         return Err((at.to_string(), "an agent is a JSON object".into()));
     };
@@ -199,13 +208,33 @@ fn parse(value: &Value, at: &str, base: &Path, depth: usize) -> Result<AgentSpec
             )),
         }
     };
-    let name = text("name", 64)?.ok_or_else(|| (pointer("name"), "is required".to_string()))?;
+    let own = text("name", 64)?;
+    let name = match (key, own) {
+        (Some(key), Some(own)) if own != key => {
+            return Err((
+                pointer("name"),
+                format!("{own:?} is not this subagent's key {key:?}; an inline subagent is named by its key, so leave \"name\" out"),
+            ))
+        }
+        (Some(key), _) => {
+            if key.trim().is_empty() || key.chars().count() > 64 {
+                return Err((at.to_string(), "a subagent's name (its key) is 1 to 64 characters".into()));
+            }
+            key.to_string()
+        }
+        (None, Some(own)) => own,
+        (None, None) => return Err((pointer("name"), "is required".to_string())),
+    };
     if !name
         .chars()
         .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | ' '))
     {
         return Err((
-            pointer("name"),
+            if key.is_some() && !object.contains_key("name") {
+                at.to_string()
+            } else {
+                pointer("name")
+            },
             "use letters, digits, spaces, '-', '_' or '.'".into(),
         ));
     }
@@ -350,7 +379,7 @@ fn parse(value: &Value, at: &str, base: &Path, depth: usize) -> Result<AgentSpec
                             .map_err(|e| (here.clone(), e.0))?
                     }
                     Value::Object(_) => {
-                        let mut spec = parse(entry, &here, base, depth + 1)?;
+                        let mut spec = parse(entry, &here, base, depth + 1, Some(name))?;
                         spec.path = PathBuf::new();
                         spec
                     }
@@ -570,6 +599,14 @@ mod tests {
             (
                 r#"{"name": "a", "permissions": [{"tool": "edit", "action": "maybe"}]}"#,
                 "/permissions/0/action: takes allow, ask or deny, not \"maybe\"",
+            ),
+            (
+                r#"{"name": "a", "subagents": {"x": {"name": "y"}}}"#,
+                "/subagents/x/name: \"y\" is not this subagent's key \"x\"",
+            ),
+            (
+                r#"{"name": "a", "subagents": {"x/y": {"tools": []}}}"#,
+                "/subagents/x~1y: use letters",
             ),
             (
                 r#"{"name": "a", "onReject": "retry"}"#,

@@ -339,6 +339,14 @@ fn a_bad_agent_file_exits_1_with_one_line_before_any_protocol_output() {
         ),
         (r#"{"name": "a", "maxSteps": 5000}"#, "/maxSteps"),
         (
+            r#"{"name": "a", "permissions": [{"tool": "edit", "action": "maybe"}]}"#,
+            "/permissions/0/action: unknown variant `maybe`",
+        ),
+        (
+            r#"{"name": "a", "subagents": {"x": {"name": "y"}}}"#,
+            "/subagents/x/name: \"y\" is not this subagent's key",
+        ),
+        (
             r#"{"name": "a", "limits": {"cost": "lots"}}"#,
             "/limits/cost",
         ),
@@ -507,4 +515,38 @@ fn a_subagent_spends_from_its_parents_limits() {
     assert_eq!(answer["result"]["stopReason"], "max_tokens", "{answer}");
     // 15 tokens for the parent's call, 15 for the subagent's first: over.
     assert_eq!(bench.server.requests().len(), 2);
+}
+
+/// An inline subagent is named by its key in `subagents`: it needs no
+/// `name` of its own, and `task` finds it by that key.
+#[test]
+fn an_inline_subagent_is_named_by_its_key() {
+    let bench = Bench::new("agents-inline-sub");
+    let file = write_file(
+        &bench.base,
+        "agent.json",
+        json!({"name": "lead", "subagents": {
+            "reviewer": {"instructions": "You review diffs and nothing else.", "tools": ["read_file"]},
+        }})
+        .to_string(),
+    );
+    bench.server.push(Reply::Sse(chat_tool_calls(&[(
+        "task",
+        json!({"description": "review", "prompt": "review the diff", "agent": "reviewer"}),
+    )])));
+    bench.server.push(Reply::Sse(chat_text(&["Looks fine."])));
+    bench.server.push(Reply::Sse(chat_text(&["Reviewed."])));
+    let (mut agent, session) = bench.session(&file);
+    let (answer, messages) = prompt(&mut agent, &session, "get it reviewed");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(final_status(&messages, "call_1"), "completed");
+    let bodies = bench.bodies();
+    let system = bodies[1]["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        system.contains("You review diffs and nothing else."),
+        "{system}"
+    );
+    assert_eq!(tool_names(&bodies[1]), ["read_file"]);
 }
