@@ -254,11 +254,44 @@ impl Dispatcher {
                 "updatedAt": crate::store::time::now_rfc3339(),
             })
         });
-        if matches!(kind, TurnKind::Model) {
+        // An `ask_user` question the editor could not ask waits for the
+        // user's next prompt, which is the tool's result; anything else
+        // that sends the conversation to the model (a follow-up, a job's
+        // end, `/compact`) first closes it unanswered. Local commands and
+        // undo leave it waiting.
+        let before = session.messages.len();
+        let sends = matches!(kind, TurnKind::Model | TurnKind::Compact(_));
+        let plain_answer = start.source == "prompt"
+            && matches!(kind, TurnKind::Model)
+            && input.images.is_empty()
+            && model_text == input.text;
+        let answered = match open_question(&session.messages).filter(|_| sends) {
+            Some(calls) => {
+                let answer = if plain_answer {
+                    format!("The user answered: {model_text}")
+                } else {
+                    "The user did not answer; the conversation goes on below.".to_string()
+                };
+                for (index, call) in calls.iter().enumerate() {
+                    session.messages.push(Message::tool_result(
+                        call,
+                        if index == 0 {
+                            answer.as_str()
+                        } else {
+                            "Not run: the turn ended before it ran."
+                        },
+                    ));
+                }
+                plain_answer
+            }
+            None => false,
+        };
+        if matches!(kind, TurnKind::Model) && !answered {
             let mut user = Message::user(model_text);
             user.images = input.images;
             session.messages.push(user);
         }
+        let fresh = session.messages.len() - before;
         let mut notice_extra = None;
         // The sandbox policy without a sandbox says so once per session:
         // every command then asks.
@@ -398,6 +431,7 @@ impl Dispatcher {
             mcp: session.mcp.clone(),
             processes,
             notice,
+            fresh,
         };
         // The turn's `running` event goes out before any of its updates.
         self.event(
@@ -420,7 +454,8 @@ impl Dispatcher {
             }
             Err(err) => {
                 if let Some(session) = self.sessions.get_mut(&session_id) {
-                    session.messages.pop();
+                    let kept = session.messages.len().saturating_sub(fresh);
+                    session.messages.truncate(kept);
                 }
                 if let Ok(store) = self.store() {
                     let _ = store.release_lease(&session_id, me);
@@ -867,5 +902,78 @@ impl Dispatcher {
                 .map(|s| s.extra_roots.clone())
                 .unwrap_or_default(),
         }
+    }
+}
+
+/// The calls left without a result at the end of the conversation when an
+/// `ask_user` question is waiting for the user (the editor had no way to
+/// ask it): the question's call first, then the calls after it, which
+/// never ran. `None` when no question waits.
+fn open_question(messages: &[Message]) -> Option<Vec<String>> {
+    let at = messages
+        .iter()
+        .rposition(|m| m.role == crate::provider::Role::Assistant && !m.tool_calls.is_empty())?;
+    let after = &messages[at + 1..];
+    if after.iter().any(|m| m.role != crate::provider::Role::Tool) {
+        return None;
+    }
+    let open: Vec<&crate::provider::ToolCallRequest> = messages[at]
+        .tool_calls
+        .iter()
+        .filter(|call| {
+            !after
+                .iter()
+                .any(|m| m.tool_call_id.as_deref() == Some(call.id.as_str()))
+        })
+        .collect();
+    match open.first() {
+        Some(first) if first.name == "ask_user" => {
+            Some(open.iter().map(|call| call.id.clone()).collect())
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod question_tests {
+    use super::open_question;
+    use crate::provider::{Message, ToolCallRequest};
+
+    fn asking(calls: &[(&str, &str)]) -> Message {
+        let mut message = Message::assistant("", "");
+        message.tool_calls = calls
+            .iter()
+            .map(|(id, name)| ToolCallRequest {
+                id: id.to_string(),
+                name: name.to_string(),
+                arguments: "{}".into(),
+            })
+            .collect();
+        message
+    }
+
+    #[test]
+    fn a_question_waits_only_when_its_call_is_the_first_left_open() {
+        let user = Message::user("go");
+        let calls = [("r", "read_file"), ("q", "ask_user"), ("w", "write_file")];
+        let done = Message::tool_result("r", "text");
+        assert_eq!(
+            open_question(&[user.clone(), asking(&calls), done.clone()]),
+            Some(vec!["q".to_string(), "w".to_string()])
+        );
+        // Answered, or followed by anything but results: nothing waits.
+        let answer = Message::tool_result("q", "The user answered: x");
+        let rest = Message::tool_result("w", "Not run");
+        assert_eq!(
+            open_question(&[asking(&calls), done.clone(), answer, rest]),
+            None
+        );
+        assert_eq!(
+            open_question(&[asking(&calls), done, Message::user("later")]),
+            None
+        );
+        // The first open call is not the question.
+        assert_eq!(open_question(&[asking(&calls)]), None);
+        assert_eq!(open_question(&[user]), None);
     }
 }

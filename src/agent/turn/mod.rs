@@ -147,6 +147,10 @@ pub struct Turn {
     /// A message to show before anything else (once per session: the
     /// sandbox policy without a sandbox).
     pub notice: Option<String>,
+    /// How many of the last messages the turn's start adds to the stored
+    /// conversation: the user's prompt, or the answer of an `ask_user`
+    /// question that waited for it (with the calls after it, unrun).
+    pub fresh: usize,
 }
 
 /// What the turn accumulates; kept outside the unwinding code so a panic
@@ -232,11 +236,10 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                     "messageId": format!("notice_{}", crate::util::random_hex()),
                 }));
             }
-            // Only a model turn adds the prompt to the conversation.
-            let user: Vec<Message> = match turn.kind {
-                TurnKind::Model => turn.messages.last().cloned().into_iter().collect(),
-                _ => Vec::new(),
-            };
+            // Only a model turn adds the prompt to the conversation (or the
+            // answer of the question it waited for).
+            let user: Vec<Message> =
+                turn.messages[turn.messages.len().saturating_sub(turn.fresh)..].to_vec();
             let marks: Vec<(String, &str)> = turn
                 .inbox_item
                 .iter()
@@ -701,9 +704,13 @@ fn steps(
             } else {
                 runner.run(call)
             };
-            let mut message = Message::tool_result(&call.id, result.text);
-            context::spill(&mut message, turn.tool_output_cap, &keeper);
-            results.push(message);
+            // A question the editor could not ask gets its result from the
+            // user's next prompt (the dispatcher adds it then).
+            if result.question.is_none() {
+                let mut message = Message::tool_result(&call.id, result.text);
+                context::spill(&mut message, turn.tool_output_cap, &keeper);
+                results.push(message);
+            }
             if result.cancelled {
                 cancelled_at = Some(index + 1);
                 break;
@@ -716,7 +723,7 @@ fn steps(
                 switched = Some(new_policy);
             }
             if let Some(asked) = result.question {
-                question = Some((index + 1, asked));
+                question = Some(asked);
                 break;
             }
         }
@@ -747,9 +754,9 @@ fn steps(
             answer_unrun(&outcome.tool_calls[done..], messages, state);
             return Ok(StopReason::Cancelled);
         }
-        if let Some((done, asked)) = question {
-            // The question ends the turn; the user's next prompt answers.
-            answer_unrun(&outcome.tool_calls[done..], messages, state);
+        if let Some(asked) = question {
+            // The question ends the turn; the user's next prompt is its
+            // result, and the calls after it are answered then (in order).
             sink.begin_message();
             sink.updates
                 .borrow_mut()

@@ -1,7 +1,8 @@
 //! `ask_user`: through form elicitation when the client offers it, through
 //! a permission request whose options are the choices, and otherwise as
-//! the turn's last message, answered by the next prompt; a cancel while
-//! the question waits ends the turn cancelled.
+//! the turn's last message, answered by the next prompt (the tool's result
+//! for the model); a cancel while the question waits ends the turn
+//! cancelled.
 
 use super::{call, calls, say, script, Space, WAIT};
 use crate::support::client::no_requests;
@@ -173,4 +174,83 @@ fn bad_questions_fail_and_a_cancel_while_asking_ends_the_turn() {
     for id in ["b1", "b2", "b3"] {
         assert_eq!(turn.final_status(id), "failed", "{id}: {}", turn.dump());
     }
+}
+
+/// Without a way to ask, the user's next prompt reaches the model as the
+/// `ask_user` call's result (the calls after it answered unrun, in order),
+/// not as a user message after a placeholder.
+#[test]
+fn without_a_way_to_ask_the_next_prompt_is_the_tools_result() {
+    use crate::support::fake_openai::{chat_text, chat_tool_calls};
+    use crate::support::{Agent, FakeServer, Reply};
+    let space = Space::new("ask-result");
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_tool_calls(&[
+        (
+            "ask_user",
+            json!({"question": "What should the module be called?"}),
+        ),
+        ("list_directory", json!({})),
+    ])));
+    server.push(Reply::Sse(chat_text(&["Naming it billing."])));
+    server.push(Reply::Sse(chat_text(&["You are welcome."])));
+    let base = server.base_url();
+    let tmp = space.tmpdir();
+    let mut agent = Agent::spawn(
+        &["acp", "--model", "test-model"],
+        &[
+            ("OPENAI_BASE_URL", &base),
+            ("OPENAI_API_KEY", "sk-test"),
+            ("TMPDIR", &tmp),
+        ],
+    );
+    agent.initialize();
+    let session = agent.new_session(&space.ws);
+    let turn = run_prompt(&mut agent, &session, "make a module", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert!(turn.text().contains("What should the module be called?"));
+    let turn = run_prompt(&mut agent, &session, "billing", WAIT, no_requests);
+    assert!(turn.text().contains("Naming it billing"), "{}", turn.dump());
+    let requests = server.wait_requests(2, WAIT);
+    let messages = requests[1].body["messages"].as_array().unwrap().clone();
+    let tail: Vec<(Value, Value, Value)> = messages[messages.len() - 3..]
+        .iter()
+        .map(|m| {
+            (
+                m["role"].clone(),
+                m["tool_call_id"].clone(),
+                m["content"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(tail[0].0, "assistant", "{messages:#?}");
+    assert_eq!(
+        tail[1],
+        (
+            json!("tool"),
+            json!("call_1"),
+            json!("The user answered: billing")
+        ),
+        "{messages:#?}"
+    );
+    assert_eq!(
+        (tail[2].0.clone(), tail[2].1.clone()),
+        (json!("tool"), json!("call_2"))
+    );
+    assert!(
+        !messages
+            .iter()
+            .any(|m| m["role"] == "user" && m["content"] == "billing"),
+        "{messages:#?}"
+    );
+    // The answer stays the tool's result, once, in the conversation after.
+    run_prompt(&mut agent, &session, "thanks", WAIT, no_requests);
+    let later = server.wait_requests(3, WAIT)[2].body["messages"].clone();
+    let answers = later
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["tool_call_id"] == "call_1")
+        .count();
+    assert_eq!(answers, 1, "{later:#}");
 }
