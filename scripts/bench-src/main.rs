@@ -5,8 +5,9 @@
 //! is non-zero only when a figure could not be measured at all (the binary is
 //! missing, the agent crashed or timed out).
 //!
-//! Usage: `bench [PATH_TO_RELEASE_BINARY]` (default `target/release/spindle`).
-//! `scripts/bench` builds everything and runs it.
+//! Usage: `bench [PATH_TO_RELEASE_BINARY] [--figure N]...` (default
+//! `target/release/spindle`, every figure). `scripts/bench` builds
+//! everything and runs it; `scripts/bench --figure 9` runs figure 9 only.
 //!
 //! Figures:
 //! 1. `initialize` latency: spawn to the `initialize` response, fresh process.
@@ -99,12 +100,35 @@ const SUGGESTED: &str = "suggested; the issue sets none";
 
 const MIB: f64 = 1024.0 * 1024.0;
 
+const USAGE: &str = "usage: bench [PATH_TO_RELEASE_BINARY] [--figure N]...
+  PATH_TO_RELEASE_BINARY  the agent to measure (default target/release/spindle)
+  --figure N              run figure N only (1 to 13; repeat for several)";
+
 fn main() -> ExitCode {
-    let binary = PathBuf::from(
-        std::env::args_os()
-            .nth(1)
-            .unwrap_or_else(|| "target/release/spindle".into()),
-    );
+    let mut binary = PathBuf::from("target/release/spindle");
+    let mut figures: Vec<u32> = Vec::new();
+    let mut args = std::env::args_os().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.to_str() {
+            Some("--help" | "-h") => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            Some("--figure") => match args.next().and_then(|n| n.to_str()?.parse().ok()) {
+                Some(n @ 1..=13) => figures.push(n),
+                _ => {
+                    eprintln!("bench: --figure takes a number from 1 to 13\n{USAGE}");
+                    return ExitCode::FAILURE;
+                }
+            },
+            Some(flag) if flag.starts_with('-') => {
+                eprintln!("bench: unknown option {flag}\n{USAGE}");
+                return ExitCode::FAILURE;
+            }
+            _ => binary = PathBuf::from(arg),
+        }
+    }
+    let run = |n: u32| figures.is_empty() || figures.contains(&n);
     if !binary.is_file() {
         eprintln!(
             "bench: no agent binary at {} (build it with `cargo build --release`)",
@@ -136,52 +160,76 @@ fn main() -> ExitCode {
     let mut failed = false;
 
     // 1 and 2: start-up latencies.
-    startup::report_latencies(&bench, &mut rows, &mut failed);
-    println!();
+    if run(1) || run(2) {
+        startup::report_latencies(&bench, &mut rows, &mut failed);
+        println!();
+    }
 
     // 3: peak RSS.
-    startup::report_memory(&bench, &mut rows, &mut failed);
-    println!();
+    if run(3) {
+        startup::report_memory(&bench, &mut rows, &mut failed);
+        println!();
+    }
 
     // 4: streaming throughput.
-    stream::report_throughput(&bench, &mut rows, &mut failed);
-    println!();
+    if run(4) {
+        stream::report_throughput(&bench, &mut rows, &mut failed);
+        println!();
+    }
 
     // 5: binary size.
-    size::report_size(&bench, &mut rows, &mut failed);
-    println!();
+    if run(5) {
+        size::report_size(&bench, &mut rows, &mut failed);
+        println!();
+    }
 
     // 6: agent overhead per tool round trip.
-    tools::report_round_trips(&bench, &mut rows, &mut failed);
-    println!();
+    if run(6) {
+        tools::report_round_trips(&bench, &mut rows, &mut failed);
+        println!();
+    }
 
     // 7: search over a 10,000-file tree.
-    search::report_search(&bench, &mut rows, &mut failed);
-    println!();
+    if run(7) {
+        search::report_search(&bench, &mut rows, &mut failed);
+        println!();
+    }
 
     // 8: loading a session of 10,000 updates.
-    load::report_session_load(&bench, &mut rows, &mut failed);
-    println!();
+    if run(8) {
+        load::report_session_load(&bench, &mut rows, &mut failed);
+        println!();
+    }
 
     // 9: memory and cancel under hostile input.
-    hostile::report_hostile(&bench, &mut rows, &mut failed);
-    println!();
+    if run(9) {
+        hostile::report_hostile(&bench, &mut rows, &mut failed);
+        println!();
+    }
 
     // 10: a long session and automatic compaction.
-    context::report_context(&bench, &mut rows, &mut failed);
-    println!();
+    if run(10) {
+        context::report_context(&bench, &mut rows, &mut failed);
+        println!();
+    }
 
     // 11: status during a stream and the cost of a steer.
-    extensions::report_extensions(&bench, &mut rows, &mut failed);
-    println!();
+    if run(11) {
+        extensions::report_extensions(&bench, &mut rows, &mut failed);
+        println!();
+    }
 
     // 12: the agent's own time per goal continuation.
-    goals::report_goals(&bench, &mut rows, &mut failed);
-    println!();
+    if run(12) {
+        goals::report_goals(&bench, &mut rows, &mut failed);
+        println!();
+    }
 
     // 13: background jobs: memory under 1 GB of output, log windows.
-    jobs::report_jobs(&bench, &mut rows, &mut failed);
-    println!();
+    if run(13) {
+        jobs::report_jobs(&bench, &mut rows, &mut failed);
+        println!();
+    }
 
     report::print_summary(&rows);
 
