@@ -4,6 +4,7 @@
 //! time to answer `session/cancel` right after a 60 MB line.
 
 use crate::fake_server::FakeServer;
+use crate::flood::{flood_config, flood_server, Flood, Wire};
 use crate::report::Row;
 use crate::workspace::Bench;
 use crossbeam_channel::Receiver;
@@ -60,7 +61,7 @@ impl Raw {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { return };
                 // Chunks are many and uninteresting: only other lines.
-                if line.contains("agent_message_chunk") {
+                if line.contains("agent_message_chunk") || line.contains("agent_thought_chunk") {
                     continue;
                 }
                 if let Ok(value) = serde_json::from_str::<Value>(&line) {
@@ -193,6 +194,41 @@ fn giant_event(bench: &Bench) -> Result<(f64, String), String> {
     Ok((agent.hwm_mib()?, code))
 }
 
+/// An agent whose model server streams `flood` deltas of `text` in
+/// `wire`'s format forever: its peak RSS once the prompt is answered, and
+/// how the prompt ended (the error code, or the stop reason).
+fn flood(bench: &Bench, wire: Wire, flood: Flood, text: &str) -> Result<(f64, String), String> {
+    let base = flood_server(wire, flood, text)?;
+    let config = bench.work.dir.join("flood.config.json");
+    std::fs::write(&config, flood_config(wire, &base).to_string()).map_err(|e| e.to_string())?;
+    let config = config.to_string_lossy().into_owned();
+    let mut agent = Raw::spawn(
+        bench,
+        &[
+            "acp",
+            "--config",
+            &config,
+            "--model",
+            "flood/bench-model",
+            "--retries",
+            "0",
+        ],
+        &[("FLOOD_BENCH_KEY", "sk-bench".into())],
+    )?;
+    agent.start_reading();
+    let session = agent.open(&bench.work.dir)?;
+    agent.prompt(3, &session, "hello")?;
+    let answer = agent.answer(3, Duration::from_secs(600))?;
+    let ended = match answer["error"]["data"]["code"].as_str() {
+        Some(code) => code.to_string(),
+        None => format!(
+            "stop reason {}",
+            answer["result"]["stopReason"].as_str().unwrap_or("(none)")
+        ),
+    };
+    Ok((agent.hwm_mib()?, ended))
+}
+
 fn huge_file(bench: &Bench) -> Result<(f64, f64), String> {
     let path = bench.work.dir.join("huge.log");
     {
@@ -308,6 +344,33 @@ pub(crate) fn report_hostile(bench: &Bench, rows: &mut Vec<Row>, failed: &mut bo
     memory(
         "peak RSS, the model streams a 1 GB event",
         giant_event(bench).map(|(mib, code)| (mib, format!("the call failed with {code}"))),
+    );
+    // Small deltas of plain words, and deltas of control characters (each
+    // one written as six bytes of JSON wherever the text is stored).
+    let words = "lorem ipsum ".repeat(1000 / 12);
+    for wire in Wire::ALL {
+        for kind in Flood::ALL {
+            let figure = format!(
+                "peak RSS, endless {} deltas of 1,000 bytes, {}",
+                kind.name(),
+                wire.name()
+            );
+            memory(
+                &figure,
+                flood(bench, wire, kind, &words)
+                    .map(|(mib, ended)| (mib, format!("ended: {ended}"))),
+            );
+        }
+    }
+    memory(
+        "peak RSS, endless content deltas of 10 bytes, Chat Completions",
+        flood(bench, Wire::Chat, Flood::Content, "0123456789")
+            .map(|(mib, ended)| (mib, format!("ended: {ended}"))),
+    );
+    memory(
+        "peak RSS, endless content deltas of 1,000 control characters, Chat Completions",
+        flood(bench, Wire::Chat, Flood::Content, &"\u{1}".repeat(1000))
+            .map(|(mib, ended)| (mib, format!("ended: {ended}"))),
     );
     memory(
         "peak RSS, read_file scans a 4 GB file",

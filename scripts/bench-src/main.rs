@@ -26,7 +26,8 @@
 //!    thought chunks; fresh agents then time `session/load`, from writing
 //!    the request to reading its answer, all updates replayed before it.
 //! 9. Under hostile input: peak RSS while the model server streams a 1 GB
-//!    event, while `read_file` scans a 4 GB (sparse) file, and while the
+//!    event, while it streams endless small deltas of text, of reasoning
+//!    and of one tool call's arguments in each wire format, while `read_file` scans a 4 GB (sparse) file, and while the
 //!    client reads nothing for 10 s of a fast stream; and the time to
 //!    answer `session/cancel` written right after a 60 MB line.
 //! 10. A long session and automatic compaction: 200 prompts in one session,
@@ -65,6 +66,7 @@ mod context;
 mod cpu;
 mod extensions;
 mod fake_server;
+mod flood;
 mod goals;
 mod hostile;
 mod jobs;
