@@ -373,9 +373,13 @@ pub struct Limits {
     /// One SSE event (all its data lines).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sse_event_bytes: Option<u64>,
-    /// All the event data of one model response.
+    /// What one model response may make the agent hold: its text,
+    /// thoughts and tool calls, counted as JSON text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_bytes: Option<u64>,
+    /// All the event data one model response may send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_bytes: Option<u64>,
     /// Files `read_file` loads whole (larger ones are streamed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_whole_bytes: Option<u64>,
@@ -429,6 +433,7 @@ impl Limits {
             line: Limits::or(self.sse_line_bytes, defaults.line),
             event: Limits::or(self.sse_event_bytes, defaults.event),
             response: Limits::or(self.response_bytes, defaults.response),
+            stream: Limits::or(self.stream_bytes, defaults.stream),
         }
     }
 }

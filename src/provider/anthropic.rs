@@ -78,8 +78,7 @@ impl Provider for Messages {
             sink,
             whole_answer,
         )?;
-        let mut state = StreamState::default();
-        stream.drive(cancel, sink, &mut |event, sink| state.handle(event, sink))
+        stream.drive(cancel, sink, &mut StreamState::default())
     }
 }
 
@@ -525,5 +524,45 @@ mod tests {
         );
         assert_eq!(outcome.finish, Finish::ToolUse);
         assert_eq!(outcome.tool_calls[0].id, "toolu_1");
+    }
+
+    #[test]
+    fn responses_past_the_cap_are_cut_off_whatever_they_hold() {
+        use crate::provider::testing::{assert_cut_off, capped, flood, serve_once};
+        let piece = "x".repeat(100);
+        for (block, delta) in [
+            (
+                json!({"type": "text", "text": ""}),
+                json!({"type": "text_delta", "text": piece}),
+            ),
+            (
+                json!({"type": "thinking", "thinking": "", "signature": ""}),
+                json!({"type": "thinking_delta", "thinking": piece}),
+            ),
+            (
+                json!({"type": "tool_use", "id": "t", "name": "write_file", "input": {}}),
+                json!({"type": "input_json_delta", "partial_json": piece}),
+            ),
+            // Blocks that hold nothing but themselves count too.
+            (json!({"type": "text", "text": ""}), Value::Null),
+        ] {
+            let start = json!({"type": "content_block_start", "index": 0, "content_block": block});
+            let event = if delta.is_null() {
+                format!("data: {start}\n\n")
+            } else {
+                let delta = json!({"type": "content_block_delta", "index": 0, "delta": delta});
+                format!("data: {delta}\n\n")
+            };
+            let (base_url, _server) = serve_once(flood(&format!("data: {start}\n\n"), &event), "");
+            let provider = Messages {
+                base_url,
+                api_key: None,
+                timeouts: capped(5000),
+            };
+            let messages = [Message::user("go")];
+            let mut sink = Collect::default();
+            let result = provider.stream(&request(&messages, &[]), &mut sink, &CancelToken::new());
+            assert_cut_off(result, &sink, 5000);
+        }
     }
 }

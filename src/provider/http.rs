@@ -7,7 +7,7 @@
 //! with an error and ends, and the server sees the client go away.
 
 use super::sse::{Line, SseEvent, SseParser};
-use super::{ProviderError, Sink, StreamError};
+use super::{Outcome, ProviderError, Sink, StreamError};
 use crate::cancel::CancelToken;
 use crossbeam_channel::{select, Receiver};
 use std::cell::RefCell;
@@ -38,9 +38,15 @@ pub struct Timeouts {
 /// Size limits of one model stream, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamLimits {
+    /// One SSE line.
     pub line: usize,
+    /// One SSE event (all its data lines), and a whole JSON answer.
     pub event: usize,
+    /// What one response makes the agent hold: its text, thoughts, tool
+    /// calls and opaque reasoning, counted as JSON text.
     pub response: usize,
+    /// All the event data one response may send, held or not.
+    pub stream: usize,
 }
 
 impl Default for StreamLimits {
@@ -49,6 +55,7 @@ impl Default for StreamLimits {
             line: super::sse::LINE_CAP,
             event: super::sse::EVENT_CAP,
             response: RESPONSE_CAP,
+            stream: STREAM_CAP,
         }
     }
 }
@@ -99,20 +106,102 @@ pub struct EventStream {
     /// keep-alive comments show the server lives but not that it makes
     /// progress, so they do not move the stall deadline.
     progress: std::cell::Cell<std::time::Instant>,
-    /// Bytes of event data received so far: the text, thoughts and tool
-    /// arguments of one response are made of them, so capping them caps
-    /// what the response can make the agent hold.
+    /// Bytes of event data received so far, against `limits.stream`: a
+    /// server that streams events nobody keeps is given up on too.
     received: std::cell::Cell<usize>,
-    response_cap: usize,
+    limits: StreamLimits,
 }
 
-/// The most event data one model response may send.
-pub const RESPONSE_CAP: usize = 64 * 1024 * 1024;
+/// The most one model response may make the agent hold (`limits.response`),
+/// counted as JSON text. Far above what any model writes in one answer,
+/// and low enough that the copies the agent makes of a response (the
+/// message, the transcript, the lines to the editor and the store) keep
+/// the whole process within 64 MiB.
+pub const RESPONSE_CAP: usize = 4 * 1024 * 1024;
 
-/// Handles one event of a wire format: `Some` outcome at its terminal
-/// event.
-pub type EventHandler<'a> =
-    dyn FnMut(&SseEvent, &mut dyn Sink) -> Result<Option<super::Outcome>, ProviderError> + 'a;
+/// The most event data one model response may send (`limits.stream`).
+pub const STREAM_CAP: usize = 256 * 1024 * 1024;
+
+/// What each run of text or of thought costs beyond its bytes (the
+/// transcript keeps each run as an update of its own), so a response that
+/// alternates tiny pieces of both is bounded too.
+const RUN_BYTES: usize = 256;
+
+/// The parse of one wire format's stream, fed one event at a time.
+pub trait WireState {
+    /// Handles one event: `Some` outcome at the format's terminal event.
+    fn handle(
+        &mut self,
+        event: &SseEvent,
+        sink: &mut dyn Sink,
+    ) -> Result<Option<Outcome>, ProviderError>;
+
+    /// The bytes the parse holds so far (tool calls, opaque reasoning),
+    /// counted as JSON text. Kept as a running count: called after every
+    /// event.
+    fn held(&self) -> usize;
+
+    /// The outcome of a body that ended without the terminal event, when
+    /// the format allows that; `None`: the stream was cut short.
+    fn end(&mut self) -> Option<Outcome> {
+        None
+    }
+}
+
+/// The error of a response past its cap.
+pub fn response_too_large(cap: usize, what: &str) -> ProviderError {
+    ProviderError::new(
+        "provider_response_too_large",
+        format!("the model's response passed {cap} bytes{what}; it was cut off"),
+    )
+}
+
+/// The sink a stream's text and thoughts go through: counts them (as JSON
+/// text, plus `RUN_BYTES` per run) and passes on nothing past the cap.
+struct Held<'a> {
+    sink: &'a mut dyn Sink,
+    bytes: usize,
+    cap: usize,
+    over: bool,
+    /// Whether the last piece was a thought.
+    last: Option<bool>,
+}
+
+impl Held<'_> {
+    fn admit(&mut self, thought: bool, delta: &str) -> bool {
+        let mut cost = super::json_len(delta);
+        if self.last != Some(thought) {
+            cost += RUN_BYTES;
+        }
+        if self.over || self.bytes + cost > self.cap {
+            self.over = true;
+            return false;
+        }
+        self.last = Some(thought);
+        self.bytes += cost;
+        true
+    }
+}
+
+impl Sink for Held<'_> {
+    fn text(&mut self, delta: &str) {
+        if self.admit(false, delta) {
+            self.sink.text(delta);
+        }
+    }
+
+    fn thought(&mut self, delta: &str) {
+        if self.admit(true, delta) {
+            self.sink.thought(delta);
+        }
+    }
+
+    fn notice(&mut self, text: &str) {
+        if self.admit(true, text) {
+            self.sink.notice(text);
+        }
+    }
+}
 
 /// What waiting for the next item gave.
 pub enum Next {
@@ -246,7 +335,7 @@ impl EventStream {
                 ProviderError::new("provider_unreachable", format!("cannot start: {err}"))
             })?;
         Ok(EventStream {
-            response_cap: limits.response,
+            limits,
             items,
             agent,
             stall: timeouts.stall,
@@ -257,15 +346,28 @@ impl EventStream {
         })
     }
 
-    /// Feeds every event to `handle` until it returns the outcome (the
-    /// wire format's terminal event). A stream that ends before that is
-    /// truncated, never a success; a failure while cancelling is a cancel.
+    /// Feeds every event to `state` until it gives the outcome (the wire
+    /// format's terminal event). A stream that ends before that is
+    /// truncated, never a success, unless the format says otherwise
+    /// (`WireState::end`); a failure while cancelling is a cancel. What the
+    /// response makes the agent hold (its text and thoughts, as passed to
+    /// `sink`, and what `state` keeps) is checked after every event: past
+    /// `limits.response` the call ends with `provider_response_too_large`,
+    /// the text past the cap never reaching `sink`.
     pub fn drive(
         &self,
         cancel: &CancelToken,
         sink: &mut dyn Sink,
-        handle: &mut EventHandler<'_>,
-    ) -> Result<super::Outcome, StreamError> {
+        state: &mut dyn WireState,
+    ) -> Result<Outcome, StreamError> {
+        let cap = self.limits.response;
+        let mut held = Held {
+            sink,
+            bytes: 0,
+            cap,
+            over: false,
+            last: None,
+        };
         loop {
             let item = match self.next(cancel) {
                 Next::Cancelled => return Err(StreamError::Cancelled),
@@ -273,17 +375,25 @@ impl EventStream {
             };
             match item {
                 StreamItem::Event(event) => {
-                    if let Some(outcome) = handle(&event, sink)? {
+                    let outcome = state.handle(&event, &mut held)?;
+                    drop(event);
+                    if held.over || held.bytes + state.held() > cap {
+                        self.agent.clone().shutdown();
+                        return Err(response_too_large(cap, " of text and tool calls").into());
+                    }
+                    if let Some(outcome) = outcome {
                         return Ok(outcome);
                     }
                 }
                 StreamItem::Alive => {}
                 StreamItem::End => {
-                    return Err(ProviderError::new(
-                        "provider_stream_broken",
-                        "the provider stream ended before the model finished",
-                    )
-                    .into())
+                    return state.end().ok_or_else(|| {
+                        ProviderError::new(
+                            "provider_stream_broken",
+                            "the provider stream ended before the model finished",
+                        )
+                        .into()
+                    })
                 }
                 StreamItem::Failed(error) => {
                     return Err(if cancel.is_cancelled() {
@@ -313,14 +423,11 @@ impl EventStream {
                     if let StreamItem::Event(event) = &item {
                         let received = self.received.get() + event.data.len();
                         self.received.set(received);
-                        if received > self.response_cap {
+                        if received > self.limits.stream {
                             self.agent.clone().shutdown();
-                            return Next::Item(StreamItem::Failed(ProviderError::new(
-                                "provider_response_too_large",
-                                format!(
-                                    "the model's response passed {} bytes; it was cut off",
-                                    self.response_cap
-                                ),
+                            return Next::Item(StreamItem::Failed(response_too_large(
+                                self.limits.stream,
+                                " of events",
                             )));
                         }
                     }
@@ -386,10 +493,7 @@ fn read_whole(
         );
     }
     if bytes.len() as u64 > cap {
-        return StreamItem::Failed(ProviderError::new(
-            "provider_response_too_large",
-            format!("the model's response passed {cap} bytes; it was cut off"),
-        ));
+        return StreamItem::Failed(response_too_large(limits.response, " as one JSON answer"));
     }
     let value: serde_json::Value = match serde_json::from_slice(&bytes) {
         Ok(value) => value,
@@ -689,6 +793,31 @@ pub fn provider_message(bytes: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn held_text_counts_as_json_and_per_run_and_stops_at_the_cap() {
+        let mut collect = crate::provider::testing::Collect::default();
+        let mut held = Held {
+            sink: &mut collect,
+            bytes: 0,
+            cap: 2 * RUN_BYTES + 20,
+            over: false,
+            last: None,
+        };
+        held.text("abc");
+        held.text("\"\u{1}");
+        assert_eq!(held.bytes, RUN_BYTES + 3 + 2 + 6);
+        held.thought("d");
+        assert_eq!(held.bytes, 2 * RUN_BYTES + 12);
+        // A new run would pass the cap: nothing more gets through.
+        held.text("e");
+        held.thought("f");
+        assert!(held.over);
+        assert_eq!(
+            (collect.text.as_str(), collect.thought.as_str()),
+            ("abc\"\u{1}", "d")
+        );
+    }
 
     #[test]
     fn error_bodies_are_read_whatever_their_framing() {

@@ -184,6 +184,38 @@ pub trait Sink {
     }
 }
 
+/// The bytes `text` takes written as a JSON string's content, as the
+/// editor and the store get it: a quote, a backslash or a short-escaped
+/// control character counts 2, any other control character 6 (`\u0001`).
+/// What a response holds is counted this way, so every copy of it the agent
+/// writes out stays within the response cap.
+pub fn json_len(text: &str) -> usize {
+    text.len()
+        + text
+            .bytes()
+            .map(|byte| match byte {
+                b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+                0..=0x1f => 5,
+                _ => 0,
+            })
+            .sum::<usize>()
+}
+
+/// What a parsed JSON value costs to hold, roughly: its strings (as JSON)
+/// and keys, and a fixed cost per node.
+pub fn value_held(value: &Value) -> usize {
+    const NODE: usize = 32;
+    NODE + match value {
+        Value::String(text) => json_len(text),
+        Value::Array(items) => items.iter().map(value_held).sum(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(key, value)| json_len(key) + value_held(value))
+            .sum(),
+        _ => 0,
+    }
+}
+
 /// Why the model stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -2,10 +2,11 @@
 //! by most local and hosted compatible servers (Ollama, llama.cpp, vLLM,
 //! DeepSeek, OpenRouter...).
 
-use super::http::{EventStream, Next, StreamItem, Timeouts};
+use super::http::{EventStream, Timeouts, WireState};
+use super::sse::SseEvent;
 use super::{
-    Finish, Message, ModelRequest, Outcome, Provider, ProviderError, Role, Sink, StreamError,
-    ToolCallRequest, Usage,
+    json_len, value_held, Finish, Message, ModelRequest, Outcome, Provider, ProviderError, Role,
+    Sink, StreamError, ToolCallRequest, Usage,
 };
 use crate::cancel::CancelToken;
 use serde::Deserialize;
@@ -127,6 +128,8 @@ const OPAQUE_FIELDS: [&str; 2] = ["thinking_blocks", "reasoning_details"];
 pub(crate) struct Opaque {
     thinking_blocks: Vec<Value>,
     reasoning_details: Vec<Value>,
+    /// What the pieces folded in so far hold (an upper bound).
+    held: usize,
 }
 
 fn text_of<'a>(value: &'a Value, key: &str) -> &'a str {
@@ -134,13 +137,15 @@ fn text_of<'a>(value: &'a Value, key: &str) -> &'a str {
 }
 
 /// Appends `extra[key]` to `into[key]` when both are strings (or `into`
-/// has none yet).
+/// has none yet), in place: a long block grows without being copied.
 fn append_text(into: &mut Value, extra: &Value, key: &str) {
     let Some(more) = extra[key].as_str() else {
         return;
     };
-    let joined = format!("{}{more}", text_of(into, key));
-    into[key] = json!(joined);
+    match &mut into[key] {
+        Value::String(text) => text.push_str(more),
+        slot => *slot = json!(more),
+    }
 }
 
 impl Opaque {
@@ -152,6 +157,7 @@ impl Opaque {
         if !block.is_object() {
             return;
         }
+        self.held += value_held(&block);
         let kind = block["type"].as_str().unwrap_or("thinking");
         let last_thinking = self
             .thinking_blocks
@@ -182,6 +188,7 @@ impl Opaque {
         if !detail.is_object() {
             return;
         }
+        self.held += value_held(&detail);
         let same = detail["index"].as_u64().and_then(|index| {
             self.reasoning_details.iter_mut().find(|item| {
                 item["index"].as_u64() == Some(index) && item["type"] == detail["type"]
@@ -231,7 +238,12 @@ impl Opaque {
 #[derive(Default)]
 pub(crate) struct ToolCalls {
     calls: Vec<(Option<u64>, ToolCallRequest)>,
+    /// What the calls hold, as JSON text, plus a fixed cost per call.
+    held: usize,
 }
+
+/// What one call costs beyond its strings.
+const CALL_BYTES: usize = 128;
 
 impl ToolCalls {
     fn add(&mut self, delta: ToolCallDelta) {
@@ -249,11 +261,13 @@ impl ToolCalls {
                     arguments: String::new(),
                 },
             ));
+            self.held += CALL_BYTES;
             self.calls.len() - 1
         });
         let call = &mut self.calls[position].1;
         if let Some(id) = delta.id {
             if call.id.is_empty() {
+                self.held += json_len(&id);
                 call.id = id;
             }
         }
@@ -261,10 +275,12 @@ impl ToolCalls {
             if let Some(name) = function.name {
                 // Some servers repeat the name on every delta.
                 if call.name.is_empty() {
+                    self.held += json_len(&name);
                     call.name = name;
                 }
             }
             if let Some(arguments) = function.arguments {
+                self.held += json_len(&arguments);
                 call.arguments.push_str(&arguments);
             }
         }
@@ -458,110 +474,121 @@ impl Provider for ChatCompletions {
             sink,
             whole_answer,
         )?;
-        let mut finish: Option<Finish> = None;
-        let mut usage = None;
-        let mut refused = false;
-        let mut tool_calls = ToolCalls::default();
-        let mut opaque = Opaque::default();
-        loop {
-            let item = match stream.next(cancel) {
-                Next::Cancelled => return Err(StreamError::Cancelled),
-                Next::Item(item) => item,
-            };
-            let event = match item {
-                StreamItem::Event(event) => event,
-                StreamItem::Alive => continue,
-                StreamItem::End => break,
-                StreamItem::Failed(error) => {
-                    return Err(if cancel.is_cancelled() {
-                        StreamError::Cancelled
-                    } else {
-                        StreamError::Failed(error)
-                    })
-                }
-            };
-            if event.data == "[DONE]" {
-                return Ok(outcome(finish, refused, usage, tool_calls, opaque));
-            }
-            let chunk: Chunk = serde_json::from_str(&event.data).map_err(|err| {
-                ProviderError::new(
-                    "provider_bad_response",
-                    format!("the provider sent a chunk that is not valid JSON: {err}"),
-                )
-            })?;
-            if let Some(error) = chunk.error {
-                let message =
-                    super::http::provider_message(json!({ "error": error }).to_string().as_bytes())
-                        .unwrap_or_else(|| error.to_string());
-                return Err(ProviderError::new(
-                    "provider_stream_error",
-                    format!("the model provider reported an error mid-stream: {message}"),
-                )
-                .into());
-            }
-            if let Some(raw) = chunk.usage {
-                usage = Some(raw.into());
-            }
-            for choice in chunk.choices {
-                if let Some(delta) = choice.delta {
-                    let blocks = match delta.thinking_blocks {
-                        Value::Array(blocks) => blocks,
-                        _ => Vec::new(),
-                    };
-                    match delta.reasoning_content.or(delta.reasoning) {
-                        Some(text) if !text.is_empty() => sink.thought(&text),
-                        Some(_) => {}
-                        // A gateway that sends only the blocks: their text
-                        // is the thought.
-                        None => {
-                            for block in &blocks {
-                                let text = text_of(block, "thinking");
-                                if !text.is_empty() {
-                                    sink.thought(text);
-                                }
+        stream.drive(cancel, sink, &mut StreamState::default())
+    }
+}
+
+/// The parse of one streamed completion, fed one SSE event at a time.
+#[derive(Default)]
+pub(crate) struct StreamState {
+    finish: Option<Finish>,
+    usage: Option<Usage>,
+    refused: bool,
+    tool_calls: ToolCalls,
+    opaque: Opaque,
+}
+
+impl StreamState {
+    fn outcome(&mut self) -> Outcome {
+        let state = std::mem::take(self);
+        outcome(
+            state.finish,
+            state.refused,
+            state.usage,
+            state.tool_calls,
+            state.opaque,
+        )
+    }
+}
+
+impl WireState for StreamState {
+    /// Handles one chunk; the outcome comes with `[DONE]`.
+    fn handle(
+        &mut self,
+        event: &SseEvent,
+        sink: &mut dyn Sink,
+    ) -> Result<Option<Outcome>, ProviderError> {
+        if event.data == "[DONE]" {
+            return Ok(Some(self.outcome()));
+        }
+        let chunk: Chunk = serde_json::from_str(&event.data).map_err(|err| {
+            ProviderError::new(
+                "provider_bad_response",
+                format!("the provider sent a chunk that is not valid JSON: {err}"),
+            )
+        })?;
+        if let Some(error) = chunk.error {
+            let message =
+                super::http::provider_message(json!({ "error": error }).to_string().as_bytes())
+                    .unwrap_or_else(|| error.to_string());
+            return Err(ProviderError::new(
+                "provider_stream_error",
+                format!("the model provider reported an error mid-stream: {message}"),
+            ));
+        }
+        if let Some(raw) = chunk.usage {
+            self.usage = Some(raw.into());
+        }
+        for choice in chunk.choices {
+            if let Some(delta) = choice.delta {
+                let blocks = match delta.thinking_blocks {
+                    Value::Array(blocks) => blocks,
+                    _ => Vec::new(),
+                };
+                match delta.reasoning_content.or(delta.reasoning) {
+                    Some(text) if !text.is_empty() => sink.thought(&text),
+                    Some(_) => {}
+                    // A gateway that sends only the blocks: their text
+                    // is the thought.
+                    None => {
+                        for block in &blocks {
+                            let text = text_of(block, "thinking");
+                            if !text.is_empty() {
+                                sink.thought(text);
                             }
                         }
                     }
-                    for block in blocks {
-                        opaque.add_thinking_block(block);
-                    }
-                    let details = match delta.reasoning_details {
-                        Value::Array(details) => details,
-                        _ => Vec::new(),
-                    };
-                    for detail in details {
-                        opaque.add_reasoning_detail(detail);
-                    }
-                    if let Some(text) = delta.content {
-                        if !text.is_empty() {
-                            sink.text(&text);
-                        }
-                    }
-                    if let Some(text) = delta.refusal {
-                        refused = true;
-                        if !text.is_empty() {
-                            sink.text(&text);
-                        }
-                    }
-                    for call in delta.tool_calls.into_iter().flatten() {
-                        tool_calls.add(call);
+                }
+                for block in blocks {
+                    self.opaque.add_thinking_block(block);
+                }
+                let details = match delta.reasoning_details {
+                    Value::Array(details) => details,
+                    _ => Vec::new(),
+                };
+                for detail in details {
+                    self.opaque.add_reasoning_detail(detail);
+                }
+                if let Some(text) = delta.content {
+                    if !text.is_empty() {
+                        sink.text(&text);
                     }
                 }
-                if let Some(reason) = choice.finish_reason {
-                    finish = Some(finish_of(&reason));
+                if let Some(text) = delta.refusal {
+                    self.refused = true;
+                    if !text.is_empty() {
+                        sink.text(&text);
+                    }
+                }
+                for call in delta.tool_calls.into_iter().flatten() {
+                    self.tool_calls.add(call);
                 }
             }
+            if let Some(reason) = choice.finish_reason {
+                self.finish = Some(finish_of(&reason));
+            }
         }
-        // Some servers end without `[DONE]`: that is fine after a finish
-        // reason, and a truncated stream otherwise.
-        match finish {
-            Some(_) => Ok(outcome(finish, refused, usage, tool_calls, opaque)),
-            None => Err(ProviderError::new(
-                "provider_stream_broken",
-                "the provider stream ended before the model finished",
-            )
-            .into()),
-        }
+        Ok(None)
+    }
+
+    fn held(&self) -> usize {
+        self.tool_calls.held + self.opaque.held
+    }
+
+    /// Some servers end without `[DONE]`: that is fine after a finish
+    /// reason, and a truncated stream otherwise.
+    fn end(&mut self) -> Option<Outcome> {
+        self.finish.is_some().then(|| self.outcome())
     }
 }
 
@@ -717,5 +744,47 @@ mod tests {
         );
         assert!(value.get("reasoning_details").is_none());
         assert!(value.get("reasoning_content").is_none(), "no tool call");
+    }
+
+    #[test]
+    fn responses_past_the_cap_are_cut_off_whatever_they_hold() {
+        use crate::provider::testing::{assert_cut_off, capped, flood, serve_once, Collect};
+        let call = r#"data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"write_file","arguments":""}}]}}]}
+
+"#;
+        let piece = "x".repeat(100);
+        for (start, delta) in [
+            ("", json!({"content": piece})),
+            ("", json!({"reasoning_content": piece})),
+            (
+                call,
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
+            ),
+            (
+                "",
+                json!({"thinking_blocks": [{"type": "redacted_thinking", "data": piece}]}),
+            ),
+        ] {
+            let event = format!("data: {}\n\n", json!({"choices": [{"delta": delta}]}));
+            let (base_url, _server) = serve_once(flood(start, &event), "/v1");
+            let provider = ChatCompletions {
+                base_url,
+                api_key: None,
+                timeouts: capped(5000),
+            };
+            let messages = [Message::user("go")];
+            let request = ModelRequest {
+                session_id: "s",
+                model: "m",
+                system: "",
+                messages: &messages,
+                tools: &[],
+                effort: None,
+                max_output_tokens: None,
+            };
+            let mut sink = Collect::default();
+            let result = provider.stream(&request, &mut sink, &CancelToken::new());
+            assert_cut_off(result, &sink, 5000);
+        }
     }
 }

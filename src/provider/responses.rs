@@ -55,8 +55,7 @@ impl Provider for Responses {
             sink,
             whole_answer,
         )?;
-        let mut state = StreamState::default();
-        stream.drive(cancel, sink, &mut |event, sink| state.handle(event, sink))
+        stream.drive(cancel, sink, &mut StreamState::default())
     }
 }
 
@@ -308,5 +307,51 @@ mod tests {
         assert_eq!(outcome.finish, Finish::ToolUse);
         assert_eq!(outcome.tool_calls[0].id, "call_1");
         assert!(outcome.provider_data["responses"]["items"].is_array());
+    }
+
+    #[test]
+    fn responses_past_the_cap_are_cut_off_whatever_they_hold() {
+        use crate::provider::testing::{assert_cut_off, capped, flood, serve_once};
+        let piece = "x".repeat(100);
+        let call = json!({"type": "response.output_item.added", "output_index": 0,
+            "item": {"id": "fc_1", "type": "function_call", "call_id": "c", "name": "write_file",
+                     "arguments": ""}});
+        for (start, delta) in [
+            (
+                Value::Null,
+                json!({"type": "response.output_text.delta", "delta": piece}),
+            ),
+            (
+                Value::Null,
+                json!({"type": "response.reasoning_text.delta", "delta": piece}),
+            ),
+            (
+                call,
+                json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+                       "delta": piece}),
+            ),
+            (
+                Value::Null,
+                json!({"type": "response.output_item.done",
+                       "item": {"type": "reasoning", "encrypted_content": piece}}),
+            ),
+        ] {
+            let start = if start.is_null() {
+                String::new()
+            } else {
+                format!("data: {start}\n\n")
+            };
+            let (base_url, _server) =
+                serve_once(flood(&start, &format!("data: {delta}\n\n")), "/v1");
+            let provider = Responses {
+                base_url,
+                api_key: None,
+                timeouts: capped(5000),
+            };
+            let messages = [Message::user("go")];
+            let mut sink = Collect::default();
+            let result = provider.stream(&request(&messages, &[]), &mut sink, &CancelToken::new());
+            assert_cut_off(result, &sink, 5000);
+        }
     }
 }

@@ -50,3 +50,35 @@ pub fn serve_once(sse: &'static str, suffix: &str) -> (String, std::thread::Join
     });
     (format!("http://{address}{suffix}"), server)
 }
+
+/// Timeouts of one attempt whose responses may hold at most `cap` bytes.
+pub fn capped(cap: usize) -> super::http::Timeouts {
+    let mut timeouts = super::http::Timeouts {
+        attempts: 1,
+        ..Default::default()
+    };
+    timeouts.limits.response = cap;
+    timeouts
+}
+
+/// `start`, then `event` (an SSE event with its blank line) 500 times,
+/// and no terminal event: for `serve_once`.
+pub fn flood(start: &str, event: &str) -> &'static str {
+    Box::leak(format!("{start}{}", event.repeat(500)).into_boxed_str())
+}
+
+/// The call was cut off at the cap, and the sink got no more than the
+/// cap allows.
+pub fn assert_cut_off(
+    result: Result<super::Outcome, super::StreamError>,
+    sink: &Collect,
+    cap: usize,
+) {
+    match result {
+        Err(super::StreamError::Failed(error)) => {
+            assert_eq!(error.code, "provider_response_too_large", "{error}");
+        }
+        other => panic!("not cut off: {other:?}"),
+    }
+    assert!(sink.text.len() + sink.thought.len() <= cap);
+}

@@ -1,8 +1,11 @@
 //! The parse of an Anthropic Messages stream: a state machine fed one SSE
 //! event at a time, so it can be tested without a network.
 
+use crate::provider::http::WireState;
 use crate::provider::sse::SseEvent;
-use crate::provider::{Finish, Outcome, ProviderError, Sink, ToolCallRequest, Usage};
+use crate::provider::{
+    json_len, value_held, Finish, Outcome, ProviderError, Sink, ToolCallRequest, Usage,
+};
 use serde_json::{json, Value};
 
 /// One content block of the answer being streamed.
@@ -78,6 +81,26 @@ pub(crate) struct StreamState {
     blocks: Vec<Slot>,
     stop_reason: Option<String>,
     counts: Counts,
+    /// What the blocks hold (thinking, signatures, tool input), as JSON
+    /// text, plus a fixed cost per block.
+    held: usize,
+}
+
+/// What one content block costs beyond its strings.
+const BLOCK_BYTES: usize = 128;
+
+impl WireState for StreamState {
+    fn handle(
+        &mut self,
+        event: &SseEvent,
+        sink: &mut dyn Sink,
+    ) -> Result<Option<Outcome>, ProviderError> {
+        StreamState::handle(self, event, sink)
+    }
+
+    fn held(&self) -> usize {
+        self.held
+    }
 }
 
 impl StreamState {
@@ -140,6 +163,12 @@ impl StreamState {
             },
             _ => Block::Other,
         };
+        self.held += BLOCK_BYTES
+            + match &block {
+                Block::Thinking { start, .. } | Block::Redacted(start) => value_held(start),
+                Block::ToolUse { id, name, .. } => json_len(id) + json_len(name),
+                _ => 0,
+            };
         self.blocks.push(Slot {
             index,
             block,
@@ -159,6 +188,7 @@ impl StreamState {
     fn delta(&mut self, value: &Value, sink: &mut dyn Sink) {
         let delta = &value["delta"];
         let field = |name: &str| delta[name].as_str().unwrap_or("");
+        let mut held = 0;
         let block = self.slot(value).map(|slot| &mut slot.block);
         match (delta["type"].as_str().unwrap_or(""), block) {
             ("text_delta", _) => {
@@ -170,6 +200,7 @@ impl StreamState {
             ("thinking_delta", block) => {
                 let text = field("thinking");
                 if let Some(Block::Thinking { thinking, .. }) = block {
+                    held = json_len(text);
                     thinking.push_str(text);
                 }
                 if !text.is_empty() {
@@ -177,14 +208,17 @@ impl StreamState {
                 }
             }
             ("signature_delta", Some(Block::Thinking { signature, .. })) => {
+                held = json_len(field("signature"));
                 signature.push_str(field("signature"));
             }
             ("input_json_delta", Some(Block::ToolUse { json, .. })) => {
+                held = json_len(field("partial_json"));
                 json.push_str(field("partial_json"));
             }
             // Citations and delta types added later.
             _ => {}
         }
+        self.held += held;
     }
 
     /// The outcome of a stream that reached `message_stop`.

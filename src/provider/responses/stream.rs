@@ -1,8 +1,11 @@
 //! The parse of an OpenAI Responses stream: a state machine fed one SSE
 //! event at a time, so it can be tested without a network.
 
+use crate::provider::http::WireState;
 use crate::provider::sse::SseEvent;
-use crate::provider::{Finish, Outcome, ProviderError, Sink, ToolCallRequest, Usage};
+use crate::provider::{
+    json_len, value_held, Finish, Outcome, ProviderError, Sink, ToolCallRequest, Usage,
+};
 use serde_json::{json, Value};
 
 /// A function call being streamed, known by its item id (`fc_…`) in the
@@ -22,6 +25,26 @@ pub(crate) struct StreamState {
     calls: Vec<Call>,
     reasoning: Vec<Value>,
     refused: bool,
+    /// What the calls and reasoning items hold, as JSON text, plus a
+    /// fixed cost per call.
+    held: usize,
+}
+
+/// What one call costs beyond its strings.
+const CALL_BYTES: usize = 128;
+
+impl WireState for StreamState {
+    fn handle(
+        &mut self,
+        event: &SseEvent,
+        sink: &mut dyn Sink,
+    ) -> Result<Option<Outcome>, ProviderError> {
+        StreamState::handle(self, event, sink)
+    }
+
+    fn held(&self) -> usize {
+        self.held
+    }
 }
 
 impl StreamState {
@@ -63,19 +86,24 @@ impl StreamState {
             "response.output_item.added" => {
                 let item = &value["item"];
                 if item["type"] == "function_call" {
-                    self.call(item).arguments = text(&item["arguments"]);
+                    let at = self.call(item);
+                    self.set_arguments(at, item["arguments"].as_str().unwrap_or(""));
                 }
             }
             "response.function_call_arguments.delta" => {
-                self.call_by_item(&value).arguments.push_str(delta);
+                let at = self.call_by_item(&value);
+                self.held += json_len(delta);
+                self.calls[at].arguments.push_str(delta);
             }
             "response.function_call_arguments.done" => {
-                let call = self.call_by_item(&value);
+                let at = self.call_by_item(&value);
                 if let Some(arguments) = value["arguments"].as_str() {
-                    call.arguments = arguments.to_string();
+                    self.set_arguments(at, arguments);
                 }
-                if call.name.is_empty() {
-                    call.name = text(&value["name"]);
+                if self.calls[at].name.is_empty() {
+                    let name = text(&value["name"]);
+                    self.held += json_len(&name);
+                    self.calls[at].name = name;
                 }
             }
             "response.output_item.done" => self.item_done(&value["item"]),
@@ -108,60 +136,78 @@ impl StreamState {
     /// a function call gets its final name and arguments.
     fn item_done(&mut self, item: &Value) {
         match item["type"].as_str() {
-            Some("reasoning") => self.reasoning.push(item.clone()),
+            Some("reasoning") => {
+                self.held += value_held(item);
+                self.reasoning.push(item.clone());
+            }
             Some("function_call") => {
-                let call = self.call(item);
+                let at = self.call(item);
                 if let Some(arguments) = item["arguments"].as_str() {
-                    call.arguments = arguments.to_string();
+                    self.set_arguments(at, arguments);
                 }
-                call.done = true;
+                self.calls[at].done = true;
             }
             _ => {}
         }
     }
 
+    /// Replaces the arguments of the call at `at` (the finished value
+    /// wins over the streamed pieces).
+    fn set_arguments(&mut self, at: usize, arguments: &str) {
+        let call = &mut self.calls[at];
+        self.held = self.held.saturating_sub(json_len(&call.arguments)) + json_len(arguments);
+        call.arguments.clear();
+        call.arguments.push_str(arguments);
+    }
+
     /// The call an item describes, matched by item id, else by call id;
-    /// new when neither is known. Fills in the ids and the name.
-    fn call(&mut self, item: &Value) -> &mut Call {
+    /// new when neither is known. Fills in the ids and the name. Returns
+    /// its position.
+    fn call(&mut self, item: &Value) -> usize {
         let item_id = item["id"].as_str().unwrap_or("");
         let call_id = item["call_id"].as_str().unwrap_or("");
         let position = self.calls.iter().position(|call| {
             (!item_id.is_empty() && call.item_id == item_id)
                 || (!call_id.is_empty() && call.call_id == call_id)
         });
-        let call = self.entry(position, item_id);
-        if call.call_id.is_empty() {
+        let at = self.entry(position, item_id);
+        let call = &mut self.calls[at];
+        if call.call_id.is_empty() && !call_id.is_empty() {
+            self.held += json_len(call_id);
             call.call_id = call_id.to_string();
         }
         if call.name.is_empty() {
             call.name = text(&item["name"]);
+            self.held += json_len(&call.name);
         }
-        call
+        at
     }
 
     /// The call an argument event points at by `item_id`.
-    fn call_by_item(&mut self, value: &Value) -> &mut Call {
+    fn call_by_item(&mut self, value: &Value) -> usize {
         let item_id = value["item_id"].as_str().unwrap_or("");
         let position = self.calls.iter().position(|call| call.item_id == item_id);
         self.entry(position, item_id)
     }
 
-    fn entry(&mut self, position: Option<usize>, item_id: &str) -> &mut Call {
+    fn entry(&mut self, position: Option<usize>, item_id: &str) -> usize {
         let position = position.unwrap_or_else(|| {
             self.calls.push(Call {
-                item_id: item_id.to_string(),
+                item_id: String::new(),
                 call_id: String::new(),
                 name: String::new(),
                 arguments: String::new(),
                 done: false,
             });
+            self.held += CALL_BYTES;
             self.calls.len() - 1
         });
         let call = &mut self.calls[position];
-        if call.item_id.is_empty() {
+        if call.item_id.is_empty() && !item_id.is_empty() {
+            self.held += json_len(item_id);
             call.item_id = item_id.to_string();
         }
-        call
+        position
     }
 
     /// The outcome of a finished stream: `finish` is set for an incomplete
