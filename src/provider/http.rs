@@ -9,9 +9,11 @@
 use super::sse::{Line, SseEvent, SseParser};
 use super::{Outcome, ProviderError, Sink, StreamError};
 use crate::cancel::CancelToken;
-use crossbeam_channel::{select, Receiver};
+use crossbeam_channel::{select, Receiver, Sender};
 use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Read};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The User-Agent of every request Spindle makes to a model server.
@@ -110,6 +112,11 @@ pub struct EventStream {
     /// server that streams events nobody keeps is given up on too.
     received: std::cell::Cell<usize>,
     limits: StreamLimits,
+    /// Event data read by the helper thread and not taken here yet.
+    in_flight: Arc<AtomicUsize>,
+    /// Tells the helper thread that data was taken (it waits when too much
+    /// is in flight); dropped with the stream, which ends the helper.
+    taken: Sender<()>,
 }
 
 /// The most one model response may make the agent hold (`limits.response`),
@@ -121,6 +128,11 @@ pub const RESPONSE_CAP: usize = 4 * 1024 * 1024;
 
 /// The most event data one model response may send (`limits.stream`).
 pub const STREAM_CAP: usize = 256 * 1024 * 1024;
+
+/// The most event data waiting between the helper thread and the turn: a
+/// slow turn (a client that reads slowly) makes the helper wait instead of
+/// reading ahead, whatever the size of the events.
+const IN_FLIGHT_BYTES: usize = 1024 * 1024;
 
 /// What each run of text or of thought costs beyond its bytes (the
 /// transcript keeps each run as an update of its own), so a response that
@@ -305,9 +317,17 @@ impl EventStream {
             cancel.on_cancel(move || agent.shutdown());
         }
         // A small buffer is enough to decouple the socket from the worker
-        // and still lets a slow consumer push back on the server.
+        // and still lets a slow consumer push back on the server; the bytes
+        // in it are bounded as well as the events.
         let (sender, items) = crossbeam_channel::bounded(256);
+        let (taken, wake) = crossbeam_channel::bounded(1);
+        let in_flight = Arc::new(AtomicUsize::new(0));
         let url_owned = url.to_string();
+        let flow = Flow {
+            sender,
+            in_flight: in_flight.clone(),
+            wake,
+        };
         std::thread::Builder::new()
             .name("spindle-http".into())
             .spawn(move || {
@@ -322,20 +342,22 @@ impl EventStream {
                         } else if is_json(response.headers()) {
                             // A complete answer, not a stream: one read,
                             // never retried (it is a success).
-                            read_whole(response.into_body(), &sender, limits, whole)
+                            read_whole(response.into_body(), &flow, limits, whole)
                         } else {
                             let reader = response.into_body().into_reader();
-                            read_events(reader, &sender, limits)
+                            read_events(reader, &flow, limits)
                         }
                     }
                 };
-                let _ = sender.send(item);
+                let _ = flow.sender.send(item);
             })
             .map_err(|err| {
                 ProviderError::new("provider_unreachable", format!("cannot start: {err}"))
             })?;
         Ok(EventStream {
             limits,
+            in_flight,
+            taken,
             items,
             agent,
             stall: timeouts.stall,
@@ -421,6 +443,8 @@ impl EventStream {
                         self.progress.set(std::time::Instant::now());
                     }
                     if let StreamItem::Event(event) = &item {
+                        self.in_flight.fetch_sub(event.data.len(), Ordering::SeqCst);
+                        let _ = self.taken.try_send(());
                         let received = self.received.get() + event.data.len();
                         self.received.set(received);
                         if received > self.limits.stream {
@@ -473,16 +497,46 @@ fn is_json(headers: &ureq::http::HeaderMap) -> bool {
         })
 }
 
-/// Reads a complete JSON answer (within the response limit) and sends the
-/// events it stands for.
+/// The helper thread's side of the stream: events go out only while
+/// little enough data is in flight.
+struct Flow {
+    sender: Sender<StreamItem>,
+    in_flight: Arc<AtomicUsize>,
+    wake: Receiver<()>,
+}
+
+impl Flow {
+    /// Sends an item, first waiting (for an event) until the data in flight
+    /// is under `IN_FLIGHT_BYTES` or nothing: an event larger than that
+    /// goes alone. False once the stream is gone.
+    fn send(&self, item: StreamItem) -> bool {
+        if let StreamItem::Event(event) = &item {
+            let size = event.data.len();
+            loop {
+                let waiting = self.in_flight.load(Ordering::SeqCst);
+                if waiting == 0 || waiting + size <= IN_FLIGHT_BYTES {
+                    break;
+                }
+                if self.wake.recv().is_err() {
+                    return false;
+                }
+            }
+            self.in_flight.fetch_add(size, Ordering::SeqCst);
+        }
+        self.sender.send(item).is_ok()
+    }
+}
+
+/// Reads a complete JSON answer (at most `limits.event` bytes: it stands
+/// for the events of a stream) and sends the events it stands for.
 fn read_whole(
     body: ureq::Body,
-    sender: &crossbeam_channel::Sender<StreamItem>,
+    flow: &Flow,
     limits: StreamLimits,
     whole: WholeAnswer,
 ) -> StreamItem {
     let mut bytes = Vec::new();
-    let cap = limits.response as u64;
+    let cap = limits.event as u64;
     if let Err(err) = body.into_reader().take(cap + 1).read_to_end(&mut bytes) {
         return StreamItem::Failed(
             ProviderError::new(
@@ -493,9 +547,11 @@ fn read_whole(
         );
     }
     if bytes.len() as u64 > cap {
-        return StreamItem::Failed(response_too_large(limits.response, " as one JSON answer"));
+        return StreamItem::Failed(response_too_large(limits.event, " as one JSON answer"));
     }
-    let value: serde_json::Value = match serde_json::from_slice(&bytes) {
+    let parsed = serde_json::from_slice::<serde_json::Value>(&bytes);
+    drop(bytes);
+    let value = match parsed {
         Ok(value) => value,
         Err(err) => {
             return StreamItem::Failed(ProviderError::new(
@@ -504,23 +560,23 @@ fn read_whole(
             ))
         }
     };
-    if let Some(error) = error_event(&value.to_string()) {
+    if let Some(error) = error_value(&value) {
         return StreamItem::Failed(error);
     }
-    for data in whole(&value) {
-        let event = StreamItem::Event(SseEvent { event: None, data });
-        if sender.send(event).is_err() {
+    let events = whole(&value);
+    drop(value);
+    for data in events {
+        if !flow.send(StreamItem::Event(SseEvent { event: None, data })) {
             return StreamItem::End;
         }
     }
     StreamItem::End
 }
 
-fn read_events<R: Read>(
-    reader: R,
-    sender: &crossbeam_channel::Sender<StreamItem>,
-    limits: StreamLimits,
-) -> StreamItem {
+/// Line buffers that grew past this are given back after their line.
+const LINE_KEPT: usize = 64 * 1024;
+
+fn read_events<R: Read>(reader: R, flow: &Flow, limits: StreamLimits) -> StreamItem {
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let mut parser = SseParser::with_event_cap(limits.event);
     let mut line = Vec::with_capacity(1024);
@@ -569,9 +625,13 @@ fn read_events<R: Read>(
                     return too_large(&format!("an event over {} bytes", limits.event))
                 }
             };
-            if sender.send(item).is_err() {
+            if !flow.send(item) {
                 return StreamItem::End;
             }
+        }
+        // A long line is not held on to once parsed.
+        if line.capacity() > LINE_KEPT {
+            line = Vec::with_capacity(1024);
         }
     }
 }
@@ -592,11 +652,15 @@ fn error_event(data: &str) -> Option<ProviderError> {
     if !data.contains("error") {
         return None;
     }
-    let value: serde_json::Value = serde_json::from_str(data).ok()?;
+    error_value(&serde_json::from_str(data).ok()?)
+}
+
+/// `error_event` of parsed data.
+fn error_value(value: &serde_json::Value) -> Option<ProviderError> {
     let kind = value.get("type").and_then(|t| t.as_str()).unwrap_or("");
     let error = match kind {
         "response.failed" => value.get("response")?.get("error")?,
-        "error" => value.get("error").unwrap_or(&value),
+        "error" => value.get("error").unwrap_or(value),
         "" => value.get("error")?,
         _ => return None,
     };
@@ -816,6 +880,35 @@ mod tests {
         assert_eq!(
             (collect.text.as_str(), collect.thought.as_str()),
             ("abc\"\u{1}", "d")
+        );
+    }
+
+    #[test]
+    fn the_helper_waits_while_a_megabyte_is_in_flight() {
+        let (sender, items) = crossbeam_channel::bounded(256);
+        let (taken, wake) = crossbeam_channel::bounded(1);
+        let flow = Flow {
+            sender,
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            wake,
+        };
+        let event = |size: usize| {
+            StreamItem::Event(SseEvent {
+                event: None,
+                data: "x".repeat(size),
+            })
+        };
+        // Alone, an event goes whatever its size; small ones join it
+        // while the total stays under the budget.
+        assert!(flow.send(event(IN_FLIGHT_BYTES / 2)));
+        assert!(flow.send(event(IN_FLIGHT_BYTES / 4)));
+        // This one waits for room, until the stream is gone.
+        drop(taken);
+        assert!(!flow.send(event(IN_FLIGHT_BYTES / 2)));
+        assert_eq!(items.len(), 2);
+        assert_eq!(
+            flow.in_flight.load(Ordering::SeqCst),
+            IN_FLIGHT_BYTES * 3 / 4
         );
     }
 

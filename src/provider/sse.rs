@@ -24,10 +24,12 @@ pub enum Line {
     TooLarge,
 }
 
-/// The most bytes of one SSE line.
-pub const LINE_CAP: usize = 16 * 1024 * 1024;
+/// The most bytes of one SSE line. Real events are small (a few tokens);
+/// the largest are the Responses API's terminal events, which repeat the
+/// whole response (itself within `http::RESPONSE_CAP`).
+pub const LINE_CAP: usize = 8 * 1024 * 1024;
 /// The most bytes of data one event may carry (all its `data:` lines).
-pub const EVENT_CAP: usize = 32 * 1024 * 1024;
+pub const EVENT_CAP: usize = 8 * 1024 * 1024;
 
 #[derive(Debug, Default)]
 pub struct SseParser {
