@@ -25,6 +25,26 @@ enum Kept {
     Other(Value),
 }
 
+/// A kept chunk as stored: the fields of the update in the order a JSON
+/// tree of it would write them.
+#[derive(serde::Serialize)]
+struct StoredChunk<'a> {
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<Value>,
+    content: StoredText<'a>,
+    #[serde(rename = "messageId")]
+    message_id: &'a str,
+    #[serde(rename = "sessionUpdate")]
+    session_update: &'a str,
+}
+
+#[derive(serde::Serialize)]
+struct StoredText<'a> {
+    text: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+}
+
 pub struct Updates {
     session_id: String,
     writer: Sender<Queued>,
@@ -274,29 +294,31 @@ impl Updates {
     }
 
     /// Takes what was sent since the last call, as the JSON texts to store.
+    /// A chunk's text is written straight into its JSON (no tree of it is
+    /// built), and each kept update is let go as soon as it is written.
     pub fn take_kept(&mut self) -> Vec<String> {
-        self.kept
-            .drain(..)
-            .map(|kept| match kept {
+        let mut texts = Vec::with_capacity(self.kept.len());
+        for kept in std::mem::take(&mut self.kept) {
+            texts.push(match kept {
                 Kept::Chunk {
                     kind,
                     message_id,
                     text,
                     parent,
-                } => {
-                    let mut update = json!({
-                        "sessionUpdate": kind,
-                        "content": {"type": "text", "text": text},
-                        "messageId": message_id,
-                    });
-                    if let Some(parent) = parent {
-                        update["_meta"] = parent_meta(&parent);
-                    }
-                    update.to_string()
-                }
+                } => serde_json::to_string(&StoredChunk {
+                    meta: parent.as_deref().map(parent_meta),
+                    content: StoredText {
+                        text: &text,
+                        kind: "text",
+                    },
+                    message_id: &message_id,
+                    session_update: kind,
+                })
+                .unwrap_or_default(),
                 Kept::Other(value) => value.to_string(),
-            })
-            .collect()
+            });
+        }
+        texts
     }
 }
 
@@ -334,15 +356,18 @@ impl<'a> UpdateSink<'a> {
         self.thought_id = format!("thought_{id}");
     }
 
-    /// The assistant message streamed since `begin_message`, if any.
+    /// The assistant message streamed since `begin_message`, if any. Its
+    /// texts are trimmed to their length: the message lives on in the
+    /// conversation.
     pub fn take_message(&mut self) -> Option<Message> {
         if self.text.is_empty() && self.thought.is_empty() {
             None
         } else {
-            Some(Message::assistant(
-                std::mem::take(&mut self.text),
-                std::mem::take(&mut self.thought),
-            ))
+            let mut text = std::mem::take(&mut self.text);
+            let mut thought = std::mem::take(&mut self.thought);
+            text.shrink_to_fit();
+            thought.shrink_to_fit();
+            Some(Message::assistant(text, thought))
         }
     }
 }
@@ -412,6 +437,29 @@ mod tests {
         let parsed: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(parsed["params"]["sessionId"], "s\"x");
         assert_eq!(parsed["params"]["update"], kept[1]);
+    }
+
+    #[test]
+    fn kept_chunks_are_stored_as_their_json_tree_would_be() {
+        let (writer, _lines) = crossbeam_channel::unbounded();
+        let mut updates = Updates::new("s".into(), writer, CancelToken::new());
+        updates.chunk(false, "m1", "a \"quoted\"\n\u{1}");
+        updates.nest(Some("call_1"));
+        updates.chunk(true, "t1", "nested");
+        let kept = updates.take_kept();
+        assert_eq!(
+            kept[0],
+            json!({"sessionUpdate": "agent_message_chunk", "messageId": "m1",
+                   "content": {"type": "text", "text": "a \"quoted\"\n\u{1}"}})
+            .to_string()
+        );
+        assert_eq!(
+            kept[1],
+            json!({"sessionUpdate": "agent_thought_chunk", "messageId": "t1",
+                   "content": {"type": "text", "text": "nested"},
+                   "_meta": {"spindle": {"parentToolCallId": "call_1"}}})
+            .to_string()
+        );
     }
 
     #[test]
