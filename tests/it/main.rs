@@ -11,6 +11,7 @@ mod credentials;
 mod exec;
 mod help;
 mod mcp;
+mod memory;
 mod policy_rules;
 mod protocol;
 mod providers;
