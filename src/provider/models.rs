@@ -87,6 +87,7 @@ pub fn list(kind: ProviderKind, base: &str, key: Option<&str>) -> Result<Vec<Lis
         .user_agent(super::http::USER_AGENT)
         .build()
         .into();
+    super::http::map_large_buffers();
     let mut request = agent.get(&url);
     match (kind, key) {
         (ProviderKind::Anthropic, key) => {
