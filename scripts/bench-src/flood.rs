@@ -3,7 +3,7 @@
 //! each wire format, and the agent's peak RSS until it gives the response
 //! up (`provider_response_too_large`).
 
-use crate::chat_server::read_request;
+use crate::chat_server::{not_found, read_request};
 use serde_json::{json, Value};
 use std::io::{BufWriter, Write};
 use std::net::TcpListener;
@@ -159,8 +159,8 @@ fn stream_parts(wire: Wire, flood: Flood, text: &str) -> (String, String) {
     }
 }
 
-/// A model server that answers every model call with `wire`'s opening
-/// events and then the same delta event, again and again, until the client
+/// A model server that answers every model call (any POST) with `wire`'s
+/// opening events and then the same delta event, again and again, until the client
 /// goes away (or 4 GB were sent). Returns the base URL.
 pub(crate) fn flood_server(wire: Wire, flood: Flood, text: &str) -> Result<String, String> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot bind: {e}"))?;
@@ -171,7 +171,12 @@ pub(crate) fn flood_server(wire: Wire, flood: Flood, text: &str) -> Result<Strin
             let Ok(mut stream) = stream else { continue };
             let (start, delta) = (start.clone(), delta.clone());
             thread::spawn(move || {
-                if read_request(&mut stream, Duration::from_secs(120)).is_err() {
+                let Ok(request) = read_request(&mut stream, Duration::from_secs(120)) else {
+                    return;
+                };
+                // Only model calls are flooded: a model list is refused.
+                if !request.line.starts_with("POST ") {
+                    not_found(&mut stream);
                     return;
                 }
                 let mut out = BufWriter::with_capacity(64 * 1024, stream);

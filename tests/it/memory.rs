@@ -114,8 +114,8 @@ fn stream_parts(wire: Wire, flood: Flood, piece: &str) -> (String, String) {
     }
 }
 
-/// A model server on 127.0.0.1 that answers every request with the
-/// opening events and then the delta event forever, until the client goes
+/// A model server on 127.0.0.1 that answers every model call (any POST)
+/// with the opening events and then the delta event forever, until the client goes
 /// away (or 1 GB was sent, far past any cap). Returns its address.
 fn flood_server(start: String, delta: String) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -125,6 +125,8 @@ fn flood_server(start: String, delta: String) -> String {
             let (start, delta) = (start.clone(), delta.clone());
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut first = String::new();
+                let _ = reader.read_line(&mut first);
                 let mut length = 0;
                 let mut line = String::new();
                 while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
@@ -139,6 +141,13 @@ fn flood_server(start: String, delta: String) -> String {
                     return;
                 }
                 let mut out = std::io::BufWriter::new(stream);
+                // Only model calls are flooded: a model list is refused.
+                if !first.starts_with("POST ") {
+                    let _ = out.write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    );
+                    return;
+                }
                 let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
                 if out.write_all(head.as_bytes()).is_err()
                     || out.write_all(start.as_bytes()).is_err()
