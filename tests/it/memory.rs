@@ -166,6 +166,11 @@ fn flood_server(start: String, delta: String) -> String {
 
 /// An agent whose one model is served by `address` in `wire`'s format.
 fn agent_for(wire: Wire, address: &str) -> Agent {
+    agent_with_limits(wire, address, json!({}))
+}
+
+/// Like `agent_for`, with `limits` in the config file.
+fn agent_with_limits(wire: Wire, address: &str, limits: Value) -> Agent {
     let (kind, base_url) = match wire {
         Wire::Chat => ("openai", format!("http://{address}/v1")),
         Wire::Anthropic => ("anthropic", format!("http://{address}")),
@@ -174,6 +179,7 @@ fn agent_for(wire: Wire, address: &str) -> Agent {
     let config = json!({
         "providers": {"flood": {"kind": kind, "base_url": base_url, "api_key_env": "FLOOD_KEY"}},
         "models": {"flood/flood-model": {"context_window": 200000, "max_output_tokens": 16000}},
+        "limits": limits,
     });
     let config = write_file(
         &temp_dir("memory-config"),
@@ -289,4 +295,48 @@ fn endless_anthropic_deltas_end_at_the_cap_within_64_mib() {
 #[test]
 fn endless_responses_deltas_end_at_the_cap_within_64_mib() {
     each_flood(Wire::Responses);
+}
+
+/// Both response caps come from the config file: what a response holds
+/// (`limits.response_bytes`), and what it sends (`limits.stream_bytes`),
+/// which ends a stream of events that carry nothing to keep.
+#[test]
+fn the_response_caps_come_from_the_config() {
+    let (start, delta) = stream_parts(Wire::Chat, Flood::Text, &words());
+    let address = flood_server(start.clone(), delta);
+    let mut agent = agent_with_limits(Wire::Chat, &address, json!({"response_bytes": 20000}));
+    let session = agent.new_session(&temp_dir("memory-ws"));
+    let id = agent.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}),
+    );
+    let (answer, streamed) = agent.response(&id, WAIT);
+    assert_eq!(
+        answer["error"]["data"]["code"], "provider_response_too_large",
+        "{answer}"
+    );
+    let shown = updates_text(&streamed, "agent_message_chunk");
+    assert!(!shown.is_empty() && shown.len() <= 20000, "{}", shown.len());
+
+    // Empty deltas forever: nothing is held, the bytes received end it.
+    let empty = bytes(chunk(json!({"content": ""}), None));
+    let address = flood_server(start, empty);
+    let mut agent = agent_with_limits(Wire::Chat, &address, json!({"stream_bytes": 1_000_000}));
+    let session = agent.new_session(&temp_dir("memory-ws"));
+    let id = agent.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}),
+    );
+    let (answer, _) = agent.response(&id, WAIT);
+    assert_eq!(
+        answer["error"]["data"]["code"], "provider_response_too_large",
+        "{answer}"
+    );
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("1000000 bytes of events"),
+        "{answer}"
+    );
 }
