@@ -812,6 +812,8 @@ fn main() -> ExitCode {
     let command = parse_args();
     // While the process has one thread.
     guard_credentials(&command);
+    // Before anything large is allocated (a session loaded, a model list).
+    spindle::provider::http::map_large_buffers();
     init_logging(log_file_of(&command));
     match command {
         // First, while the process has a single thread: the launcher

@@ -147,7 +147,7 @@ const RUN_BYTES: usize = 256;
 /// which the heap keeps after the turn; the peak of a response at the cap
 /// is about a third higher, and the agent stays there. Once per process,
 /// before the first model call or model list.
-pub(crate) fn map_large_buffers() {
+pub fn map_large_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         static ONCE: std::sync::Once = std::sync::Once::new();
