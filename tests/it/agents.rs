@@ -340,7 +340,7 @@ fn a_bad_agent_file_exits_1_with_one_line_before_any_protocol_output() {
         (r#"{"name": "a", "maxSteps": 5000}"#, "/maxSteps"),
         (
             r#"{"name": "a", "permissions": [{"tool": "edit", "action": "maybe"}]}"#,
-            "/permissions/0/action: unknown variant `maybe`",
+            "/permissions/0/action: takes allow, ask or deny",
         ),
         (
             r#"{"name": "a", "subagents": {"x": {"name": "y"}}}"#,
