@@ -256,6 +256,28 @@ pub fn launcher_command(
     (exe.to_path_buf(), argv)
 }
 
+/// [`launcher_command`] as this machine can run it: with
+/// `--no-namespaces` when the probe found the namespaces unusable (say a
+/// `/dev` that cannot be replaced), so that every command does not fail at
+/// the launch for what the probe already knew.
+pub fn launcher_command_here(
+    exe: &Path,
+    profile: &Profile,
+    program: &OsStr,
+    args: &[OsString],
+) -> (PathBuf, Vec<OsString>) {
+    let (exe_path, argv) = launcher_command(exe, profile, program, args);
+    (exe_path, as_probed(argv, support(exe)))
+}
+
+/// A launcher command line adjusted to what `support` found.
+fn as_probed(mut argv: Vec<OsString>, support: &Support) -> Vec<OsString> {
+    if support.available() && !support.namespaces() {
+        argv.insert(1, "--no-namespaces".into());
+    }
+    argv
+}
+
 const USAGE: &str = "\
 usage: spindle sandbox [--write DIR]... [--read-only PATH]... [--hide PATH]... [--network] -- PROGRAM [ARGS...]
        spindle sandbox --probe";
@@ -427,6 +449,34 @@ mod tests {
                 args: strings(&["-c", "--network"]),
             }))
         );
+    }
+
+    #[test]
+    fn namespaces_the_probe_found_unusable_are_not_tried() {
+        let profile = Profile {
+            writable: vec!["/w".into()],
+            read_only: Vec::new(),
+            network: false,
+            hidden: Vec::new(),
+        };
+        let (_, argv) =
+            launcher_command(Path::new("/bin/spindle"), &profile, OsStr::new("sh"), &[]);
+        let report = |namespaces: bool| ProbeReport {
+            landlock: Some(7),
+            namespaces,
+            seccomp: true,
+            pid_namespace: namespaces,
+            landlock_error: None,
+            namespaces_error: None,
+            seccomp_error: None,
+        };
+        let without = as_probed(argv.clone(), &Support::from_report(report(false)));
+        let Ok(Request::Launch(launch)) = parse(without[1..].to_vec()) else {
+            panic!("not a launch: {without:?}");
+        };
+        assert!(!launch.namespaces);
+        let with = as_probed(argv.clone(), &Support::from_report(report(true)));
+        assert_eq!(with, argv);
     }
 
     #[test]

@@ -184,7 +184,7 @@ pub fn shell_command(
     let shell_args = [OsString::from("-c"), OsString::from(command_line)];
     match sandbox {
         Some((launcher, profile)) => {
-            let (program, args) = crate::sandbox::launcher_command(
+            let (program, args) = crate::sandbox::launcher_command_here(
                 launcher,
                 profile,
                 std::ffi::OsStr::new("sh"),

@@ -276,7 +276,7 @@ pub(super) fn terminal_args(command_line: &str, launch: &Launch) -> Vec<String> 
     let shell_args = [OsString::from("-c"), OsString::from(command_line)];
     match &launch.sandbox {
         Some((launcher, profile)) => {
-            let (program, launcher_args) = crate::sandbox::launcher_command(
+            let (program, launcher_args) = crate::sandbox::launcher_command_here(
                 launcher,
                 profile,
                 std::ffi::OsStr::new("sh"),
