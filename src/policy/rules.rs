@@ -1125,22 +1125,24 @@ pub fn describe(rule: &Rule) -> String {
             Some(command) => format!("`{} …`", command.trim()),
             None => "every command".into(),
         },
-        ToolClass::Edit => match &rule.path {
-            Some(pattern) => format!("edits in {pattern}"),
-            None => "every edit".into(),
+        // Patterns stand in backticks: a client that renders Markdown
+        // would take a bare `**` for emphasis and show nothing.
+        ToolClass::Edit => match rule.path.as_deref() {
+            None | Some("**") => "every edit".into(),
+            Some(pattern) => format!("edits in `{pattern}`"),
         },
-        ToolClass::Read => match &rule.path {
-            Some(pattern) => format!("reads in {pattern}"),
-            None => "every read".into(),
+        ToolClass::Read => match rule.path.as_deref() {
+            None | Some("**") => "every read".into(),
+            Some(pattern) => format!("reads in `{pattern}`"),
         },
         ToolClass::Mcp => {
             let server = match rule.server.as_deref() {
                 None | Some("*") => "any MCP server".to_string(),
-                Some(server) => format!("the MCP server {server}"),
+                Some(server) => format!("the MCP server `{server}`"),
             };
             match rule.name.as_deref() {
                 None | Some("*") => format!("every tool of {server}"),
-                Some(name) => format!("{name} of {server}"),
+                Some(name) => format!("`{name}` of {server}"),
             }
         }
         ToolClass::Any => "every tool call".into(),
@@ -2076,17 +2078,26 @@ mod tests {
         );
         assert_eq!(
             describe(&Rule::path(ToolClass::Edit, "src/**", Decision::Allow)),
-            "edits in src/**"
+            "edits in `src/**`"
         );
         assert_eq!(
             describe(&Rule::path(ToolClass::Read, "/etc/**", Decision::Deny)),
-            "reads in /etc/**"
+            "reads in `/etc/**`"
         );
         assert_eq!(
             describe(&mcp("github", Some("create_issue"))),
-            "create_issue of the MCP server github"
+            "`create_issue` of the MCP server `github`"
         );
         assert_eq!(describe(&mcp("*", None)), "every tool of any MCP server");
+        // No pattern is left bare for Markdown to swallow.
+        assert_eq!(
+            describe(&Rule::path(ToolClass::Edit, "**", Decision::Allow)),
+            "every edit"
+        );
+        for pattern in ["**/*.rs", "src/*"] {
+            let shown = describe(&Rule::path(ToolClass::Edit, pattern, Decision::Allow));
+            assert!(shown.contains(&format!("`{pattern}`")), "{shown}");
+        }
     }
 
     #[test]
