@@ -60,8 +60,8 @@ const BUILTINS: [(&str, &str, Option<&str>, Builtin); 11] = [
     ),
     (
         "mode",
-        "Switch the mode: normal or plan",
-        Some("normal | plan"),
+        "Switch the mode: normal, plan or goal",
+        Some("normal | plan | goal"),
         Builtin::Mode,
     ),
     (
