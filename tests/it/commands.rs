@@ -621,3 +621,24 @@ fn local_commands_leave_the_stored_conversation_alone() {
         "after loading the session in another process"
     );
 }
+
+/// `/mode` is described with all three modes, and `/mode goal` switches
+/// to goal mode as the config option does.
+#[test]
+fn mode_names_and_takes_goal() {
+    let bench = Bench::new("commands-mode-goal");
+    let mut agent = bench.agent(&[]);
+    let (session, commands) = open(&mut agent, &bench);
+    let mode = command(&commands, "mode");
+    assert!(
+        mode["description"].as_str().unwrap().contains("goal"),
+        "{mode}"
+    );
+    let turn = prompt(&mut agent, &session, "/mode goal");
+    let updates = turn.updates();
+    let change = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "config_option_update")
+        .unwrap_or_else(|| panic!("no config_option_update: {}", turn.dump()));
+    assert_eq!(option_value(&change["configOptions"], "mode"), "goal");
+}
