@@ -253,6 +253,9 @@ pub fn preview_write(
         Ok((_, size)) if size > limits.edit => {
             Some(format!("[the previous {size} bytes are not shown]\n"))
         }
+        // A file that is not on disk is new: the editor is not asked to
+        // read it (a client answers such a read with an error it shows).
+        Err(ReadError::Missing) if std::fs::symlink_metadata(path).is_err() => None,
         _ => match current(path, editor, limits.edit)? {
             Current::Missing => None,
             Current::Text(text) => Some(text),

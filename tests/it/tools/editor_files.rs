@@ -105,6 +105,14 @@ fn reads_edits_and_writes_go_through_the_editor() {
     );
     let reads = turn.requests("fs/read_text_file");
     assert!(reads.len() >= 2, "{}", turn.dump());
+    // A file not on disk is new: nobody asks the editor to read it.
+    assert!(
+        !reads
+            .iter()
+            .any(|r| r["params"]["path"] == space.abs("made.txt")),
+        "{}",
+        turn.dump()
+    );
     assert_eq!(reads[0]["params"]["sessionId"], session);
     assert_eq!(reads[0]["params"]["path"], space.abs("buf.txt"));
     // Each write came after the read of that call.
