@@ -58,6 +58,57 @@ pub struct ClientCapabilities {
     pub auth: AuthCapabilities,
     #[serde(default, deserialize_with = "lenient")]
     pub elicitation: ElicitationCapabilities,
+    #[serde(default, deserialize_with = "lenient")]
+    pub session: ClientSessionCapabilities,
+    /// Unstable: the client takes `plan_update` and `plan_removed`.
+    #[serde(default, deserialize_with = "present")]
+    pub plan: bool,
+    #[serde(default, rename = "_meta", deserialize_with = "lenient")]
+    pub meta: ClientMeta,
+}
+
+/// The session parts of the client's capabilities that Spindle uses.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ClientSessionCapabilities {
+    /// Unstable: the client takes `compaction_update` and
+    /// `compaction_summary_chunk`.
+    #[serde(default, deserialize_with = "present")]
+    pub compaction: bool,
+}
+
+/// `clientCapabilities._meta`: only Spindle's own key is read.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ClientMeta {
+    #[serde(default, deserialize_with = "lenient")]
+    pub spindle: SpindleOptIn,
+}
+
+/// What a client asked of Spindle beyond plain ACP
+/// (`clientCapabilities._meta.spindle`); everything is off unless asked
+/// for, so a client that knows nothing of Spindle sees pure ACP.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpindleOptIn {
+    /// `_spindle/event` notifications.
+    #[serde(default, deserialize_with = "lenient")]
+    pub events: bool,
+    /// Unstable `notice` updates for one-off notices.
+    #[serde(default, deserialize_with = "lenient")]
+    pub notices: bool,
+    /// The unstable tool call `name`.
+    #[serde(default, deserialize_with = "lenient")]
+    pub tool_call_name: bool,
+    /// The unstable end-of-turn `usage` on the prompt response.
+    #[serde(default, deserialize_with = "lenient")]
+    pub prompt_usage: bool,
+    /// The diff `deleted` flag (RFD "diff-delete") for removed files.
+    #[serde(default, deserialize_with = "lenient")]
+    pub diff_deleted: bool,
+    /// Permission requests may offer the broad scopes (every edit, this
+    /// project, saved) beside the narrow one: a client that shows every
+    /// option by its name.
+    #[serde(default, deserialize_with = "lenient")]
+    pub permission_scopes: bool,
 }
 
 /// Which `elicitation/create` modes the client takes: an object (even
@@ -66,6 +117,8 @@ pub struct ClientCapabilities {
 pub struct ElicitationCapabilities {
     #[serde(default, deserialize_with = "present")]
     pub form: bool,
+    #[serde(default, deserialize_with = "present")]
+    pub url: bool,
 }
 
 fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {

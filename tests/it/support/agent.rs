@@ -68,6 +68,21 @@ enum Incoming {
 struct Outstanding {
     /// Canonical JSON of the id → (method, answered yet).
     by_id: HashMap<String, (String, bool)>,
+    /// The client advertised an unstable part of ACP in `initialize`, so
+    /// messages are validated against the unstable edition of the schema.
+    unstable: bool,
+}
+
+/// Whether an `initialize` request advertises a part of ACP that only the
+/// unstable schema knows (or one of Spindle's opt-ins to such parts).
+fn advertises_unstable(message: &Value) -> bool {
+    let capabilities = &message["params"]["clientCapabilities"];
+    let spindle = &capabilities["_meta"]["spindle"];
+    capabilities["session"]["compaction"].is_object()
+        || capabilities["plan"].is_object()
+        || ["notices", "toolCallName", "promptUsage", "diffDeleted"]
+            .iter()
+            .any(|key| spindle[*key] == true)
 }
 
 /// A running `spindle` process. See the module documentation.
@@ -379,7 +394,11 @@ impl Agent {
             message.get("id"),
             message.get("method").and_then(Value::as_str),
         ) {
-            lock(&self.outstanding)
+            let mut outstanding = lock(&self.outstanding);
+            if method == "initialize" && advertises_unstable(message) {
+                outstanding.unstable = true;
+            }
+            outstanding
                 .by_id
                 .insert(id.to_string(), (method.to_string(), false));
         }
@@ -526,6 +545,7 @@ fn check_line(raw: &[u8], outstanding: &Mutex<Outstanding>) -> Incoming {
         Err(err) => return invalid(format!("the line is not JSON: {err}")),
     };
     let mut request_method = None;
+    let unstable = lock(outstanding).unstable;
     if message.get("method").is_none() {
         if let Some(id) = message.get("id") {
             let mut outstanding = lock(outstanding);
@@ -540,7 +560,10 @@ fn check_line(raw: &[u8], outstanding: &Mutex<Outstanding>) -> Incoming {
             }
         }
     }
-    match validate_agent_message(&message, request_method.as_deref()) {
+    let checked = super::schema::with_edition(unstable, || {
+        validate_agent_message(&message, request_method.as_deref())
+    });
+    match checked {
         Ok(()) => Incoming::Message(message),
         Err(problem) => invalid(problem),
     }

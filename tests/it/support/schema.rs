@@ -1,5 +1,7 @@
 //! Validation of every message the agent writes against the official ACP
-//! schema (`tests/data/acp-schema.json`).
+//! schema (`tests/data/acp-schema.json`), or against its unstable edition
+//! (`tests/data/acp-schema.unstable.json`) for a client that advertised
+//! an unstable part in `initialize`.
 //!
 //! The schema's envelopes (`AgentResponse`, `AgentNotification`,
 //! `AgentRequest`) accept any payload through their extension branches, so
@@ -19,6 +21,20 @@ use serde_json::{json, Map, Value};
 /// The pinned schema, embedded so that tests do not depend on the working
 /// directory.
 const SCHEMA_TEXT: &str = include_str!("../../data/acp-schema.json");
+const UNSTABLE_TEXT: &str = include_str!("../../data/acp-schema.unstable.json");
+
+thread_local! {
+    /// Whether this thread validates against the unstable edition.
+    static UNSTABLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the unstable edition of the schema (or the stable one).
+pub fn with_edition<T>(unstable: bool, f: impl FnOnce() -> T) -> T {
+    let before = UNSTABLE.with(|cell| cell.replace(unstable));
+    let result = f();
+    UNSTABLE.with(|cell| cell.set(before));
+    result
+}
 
 /// At most this many lines of validation errors go into one report.
 const MAX_REPORT_LINES: usize = 60;
@@ -31,15 +47,23 @@ struct Schema {
 }
 
 fn schema() -> &'static Schema {
-    static SCHEMA: OnceLock<Schema> = OnceLock::new();
-    SCHEMA.get_or_init(|| {
-        let root: Value =
-            serde_json::from_str(SCHEMA_TEXT).expect("tests/data/acp-schema.json is not JSON");
+    static STABLE: OnceLock<Schema> = OnceLock::new();
+    static UNSTABLE_SCHEMA: OnceLock<Schema> = OnceLock::new();
+    if UNSTABLE.with(std::cell::Cell::get) {
+        UNSTABLE_SCHEMA.get_or_init(|| load(UNSTABLE_TEXT))
+    } else {
+        STABLE.get_or_init(|| load(SCHEMA_TEXT))
+    }
+}
+
+fn load(text: &str) -> Schema {
+    {
+        let root: Value = serde_json::from_str(text).expect("a vendored ACP schema is not JSON");
         let defs = root
             .get("$defs")
             .and_then(Value::as_object)
             .cloned()
-            .expect("tests/data/acp-schema.json has no $defs");
+            .expect("a vendored ACP schema has no $defs");
         let mut by_method = HashMap::new();
         for (name, def) in &defs {
             let Some(method) = def.get("x-method").and_then(Value::as_str) else {
@@ -60,7 +84,7 @@ fn schema() -> &'static Schema {
             by_method,
             compiled: Mutex::new(HashMap::new()),
         }
-    })
+    }
 }
 
 /// The compiled validator for `$defs/<name>`, compiled on first use.

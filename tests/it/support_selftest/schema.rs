@@ -258,3 +258,24 @@ fn rejects_methods_the_agent_must_not_send() {
         json!({"jsonrpc": "2.0", "id": 4, "method": "_spindle/ask", "params": [1]});
     expect_valid(&extension_request, None);
 }
+
+#[test]
+fn unstable_updates_pass_only_the_unstable_edition() {
+    let notice = json!({
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": "s", "update": {
+            "sessionUpdate": "notice", "severity": "info", "title": "Sandbox on"}},
+    });
+    expect_invalid(&notice, None, &["\"notice\" is not one of the known tags"]);
+    crate::support::schema::with_edition(true, || expect_valid(&notice, None));
+    // The unstable edition still holds a notice to its shape.
+    let untitled = json!({
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": "s", "update": {"sessionUpdate": "notice", "severity": "info"}},
+    });
+    crate::support::schema::with_edition(true, || {
+        expect_invalid(&untitled, None, &["title"]);
+    });
+}
