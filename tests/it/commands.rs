@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-const BUILTINS: [&str; 11] = [
-    "init", "compact", "model", "mode", "clear", "cost", "undo", "rewind", "redo", "reload", "help",
+const BUILTINS: [&str; 12] = [
+    "init", "compact", "model", "mode", "clear", "cost", "undo", "rewind", "redo", "reload",
+    "allow", "help",
 ];
 
 const REVIEW: &str = "---\ndescription: Review a file carefully\nargument-hint: <path>\n---\nReview $ARGUMENTS and list every problem.\n";

@@ -19,6 +19,7 @@ pub enum Builtin {
     Rewind,
     Redo,
     Reload,
+    Allow,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -39,7 +40,7 @@ pub struct Command {
     pub kind: Kind,
 }
 
-const BUILTINS: [(&str, &str, Option<&str>, Builtin); 11] = [
+const BUILTINS: [(&str, &str, Option<&str>, Builtin); 12] = [
     (
         "init",
         "Write or update AGENTS.md: instructions for coding agents in this workspace",
@@ -99,6 +100,12 @@ const BUILTINS: [(&str, &str, Option<&str>, Builtin); 11] = [
         "Read the configuration, commands and AGENTS.md again",
         None,
         Builtin::Reload,
+    ),
+    (
+        "allow",
+        "Allow every edit, or commands starting with some words, for this session (--project saves it)",
+        Some("edits | command WORDS [--project]"),
+        Builtin::Allow,
     ),
     ("help", "List the commands", None, Builtin::Help),
 ];

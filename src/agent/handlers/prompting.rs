@@ -735,6 +735,7 @@ impl Dispatcher {
                 }
                 reply
             }
+            Builtin::Allow => self.allow_command(session_id, registry, arguments),
             Builtin::Model => self.command_option(session_id, registry, "model", arguments),
             Builtin::Mode => self.command_option(session_id, registry, "mode", arguments),
             Builtin::Clear => {
@@ -749,6 +750,75 @@ impl Dispatcher {
             }
         };
         Ok((TurnKind::Local(reply), text.to_string()))
+    }
+
+    /// `/allow edits` and `/allow command WORDS`: the broad answers a
+    /// permission request offers only to a client that asked for them,
+    /// given by the user in words. `--project` saves the rule for the
+    /// workspace in the user's config; without it, it lasts the session.
+    /// No argument lists what this session allows.
+    fn allow_command(&mut self, session_id: &str, registry: &Registry, arguments: &str) -> String {
+        use crate::policy::rules::{self, Decision, Rule, ToolClass};
+        const USAGE: &str = "Use `/allow edits` (every edit inside the workspace) or `/allow command WORDS` (commands starting with those words, e.g. `/allow command cargo test`); add `--project` to save it for this workspace.";
+        let mut words: Vec<&str> = arguments.split_whitespace().collect();
+        let project = words.last() == Some(&"--project");
+        if project {
+            words.pop();
+        }
+        let rule = match words.split_first() {
+            None => {
+                let session = &self.sessions[session_id];
+                let allowed: Vec<String> = session
+                    .approvals
+                    .rules
+                    .iter()
+                    .filter(|rule| rule.decision == Decision::Allow)
+                    .map(rules::describe)
+                    .collect();
+                let exact = session.approvals.allowed.len();
+                let listed = if allowed.is_empty() {
+                    "No rule of this session allows anything".to_string()
+                } else {
+                    format!("This session allows {}", allowed.join(", "))
+                };
+                return format!("{listed}; {exact} exact calls were allowed always. {USAGE}");
+            }
+            Some((&"edits", [])) => Rule::path(ToolClass::Edit, "**", Decision::Allow),
+            Some((&"command", prefix)) if !prefix.is_empty() => {
+                let rule = Rule::command(prefix.join(" "), Decision::Allow);
+                if let Err(problem) = rule.check() {
+                    return format!("That command pattern cannot be used: {problem}. {USAGE}");
+                }
+                rule
+            }
+            _ => return USAGE.to_string(),
+        };
+        let what = rules::describe(&rule);
+        let Some(session) = self.sessions.get_mut(session_id) else {
+            return USAGE.to_string();
+        };
+        let mut reply = format!("Allowed {what} for the rest of this session.");
+        if project {
+            let path = registry
+                .config_path
+                .clone()
+                .unwrap_or_else(crate::config::default_path);
+            let root = session.cwd.display().to_string();
+            match crate::config::add_project_rule(&path, &root, rule.clone()) {
+                Ok(()) => {
+                    reply = format!(
+                        "Allowed {what} in this workspace, saved in {}.",
+                        path.display()
+                    )
+                }
+                Err(error) => {
+                    reply = format!("{reply} It could not be saved for the project: {error}.")
+                }
+            }
+        }
+        session.approvals.rules.push(rule);
+        self.settings_changed(session_id);
+        reply
     }
 
     /// `/model NAME` and `/mode NAME`: the same change as the config option,

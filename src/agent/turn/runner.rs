@@ -938,33 +938,11 @@ impl Runner<'_> {
                 tool_call[key] = value.clone();
             }
         }
-        let mut options = vec![
-            json!({"optionId": "allow_once", "name": "Allow", "kind": "allow_once"}),
-            json!({"optionId": "allow_always", "name": format!("Always allow {scope}"), "kind": "allow_always"}),
-            json!({"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}),
-        ];
-        if self.client.capabilities.elicitation.form {
-            options.push(json!({"optionId": "reject_with_feedback",
-                                "name": "Reject, and say what to do instead…",
-                                "kind": "reject_once"}));
-        }
-        let broader = self.broader_rule(action);
-        if let Some(rule) = &broader {
-            options.insert(
-                2,
-                json!({"optionId": "allow_rule",
-                "name": format!("Always allow {} in this session", rules::describe(rule)),
-                "kind": "allow_always"}),
-            );
-            let saved = self
-                .config_path
-                .map(|path| path.display().to_string())
-                .unwrap_or_else(|| "your config file".into());
-            options.insert(3, json!({"optionId": "allow_project",
-                "name": format!("Always allow {} in this project (saved in {saved})", rules::describe(rule)),
-                "kind": "allow_always"}));
-        }
-        options.push(json!({"optionId": "reject_always", "name": format!("Always reject {scope}"), "kind": "reject_always"}));
+        let offered = self.options_for(action, &scope);
+        let options: Vec<Value> = offered
+            .iter()
+            .map(|(id, kind, name, _)| json!({"optionId": id, "name": name, "kind": kind}))
+            .collect();
         let params = json!({
             "sessionId": self.session_id,
             "toolCall": tool_call,
@@ -986,33 +964,38 @@ impl Runner<'_> {
         }
         let key = action.key();
         let feedback = feedback_of(&answer);
-        match outcome["optionId"].as_str() {
-            Some("allow_once") => Permit::Allowed(Confinement::None),
-            Some("allow_always") => {
+        // Only an option this request offered counts; anything else the
+        // client sends is a refusal.
+        let chosen = outcome["optionId"]
+            .as_str()
+            .and_then(|id| offered.into_iter().find(|(offered, ..)| *offered == id))
+            .map(|(.., grant)| grant);
+        match chosen {
+            Some(Grant::Once) => Permit::Allowed(Confinement::None),
+            Some(Grant::Exact) => {
                 if let Some(key) = key {
                     self.approvals.rejected.remove(&key);
                     self.approvals.allowed.insert(key);
                 }
                 Permit::Allowed(Confinement::None)
             }
-            Some("allow_rule") if broader.is_some() => {
-                self.approvals.rules.extend(broader);
+            Some(Grant::Session(rule)) => {
+                self.approvals.rules.push(rule);
                 Permit::Allowed(Confinement::None)
             }
-            Some("allow_project") if broader.is_some() => {
-                let rule = broader.expect("checked");
+            Some(Grant::Project(rule)) => {
                 self.save_project_rule(&rule);
                 self.approvals.rules.push(rule);
                 Permit::Allowed(Confinement::None)
             }
-            Some("reject_always") => {
+            Some(Grant::RejectAlways) => {
                 if let Some(key) = key {
                     self.approvals.allowed.remove(&key);
                     self.approvals.rejected.insert(key);
                 }
                 Permit::Rejected(Rejection::asked(feedback))
             }
-            Some("reject_with_feedback") if feedback.is_none() => {
+            Some(Grant::RejectWithFeedback) if feedback.is_none() => {
                 match self.ask_feedback(call, announce) {
                     Ok(feedback) => Permit::Rejected(Rejection::asked(feedback)),
                     Err(()) => Permit::Cancelled,
@@ -1020,6 +1003,92 @@ impl Runner<'_> {
             }
             _ => Permit::Rejected(Rejection::asked(feedback)),
         }
+    }
+
+    /// The options a permission request offers, each with what choosing
+    /// it grants. A client that binds one key per kind (the first or the
+    /// last option of a kind) must never grant more than the narrowest
+    /// lasting answer, so by default there is one option of each kind, the
+    /// "always" one scoped to this command's prefix (or this exact line)
+    /// or this file, for the session. The broader answers (every edit,
+    /// this project, saved) and the feedback form are for a client that
+    /// shows every option by its name and asked for them
+    /// (`_meta.spindle.permissionScopes`).
+    fn options_for(
+        &self,
+        action: &Action<'_>,
+        scope: &str,
+    ) -> Vec<(&'static str, &'static str, String, Grant)> {
+        let mut options = vec![("allow_once", "allow_once", "Allow".to_string(), Grant::Once)];
+        let broader = self.broader_rule(action);
+        if self.client.capabilities.meta.spindle.permission_scopes {
+            options.push((
+                "allow_always",
+                "allow_always",
+                format!("Always allow {scope}"),
+                Grant::Exact,
+            ));
+            if let Some(rule) = broader {
+                let saved = self
+                    .config_path
+                    .map(|path| path.display().to_string())
+                    .unwrap_or_else(|| "your config file".into());
+                let what = rules::describe(&rule);
+                options.push((
+                    "allow_rule",
+                    "allow_always",
+                    format!("Always allow {what} in this session"),
+                    Grant::Session(rule.clone()),
+                ));
+                options.push((
+                    "allow_project",
+                    "allow_always",
+                    format!("Always allow {what} in this project (saved in {saved})"),
+                    Grant::Project(rule),
+                ));
+            }
+            options.push((
+                "reject_once",
+                "reject_once",
+                "Reject".into(),
+                Grant::RejectOnce,
+            ));
+            if self.client.capabilities.elicitation.form {
+                options.push((
+                    "reject_with_feedback",
+                    "reject_once",
+                    "Reject, and say what to do instead…".into(),
+                    Grant::RejectWithFeedback,
+                ));
+            }
+        } else {
+            // A command's prefix is the one broader answer narrow enough
+            // to offer alone; "every edit" is not.
+            let always = match broader {
+                Some(rule) if matches!(action, Action::Command { .. }) => (
+                    format!("Always allow {} in this session", rules::describe(&rule)),
+                    Grant::Session(rule),
+                ),
+                _ => (
+                    format!("Always allow {scope} in this session"),
+                    Grant::Exact,
+                ),
+            };
+            options.push(("allow_always", "allow_always", always.0, always.1));
+            options.push((
+                "reject_once",
+                "reject_once",
+                "Reject".into(),
+                Grant::RejectOnce,
+            ));
+        }
+        options.push((
+            "reject_always",
+            "reject_always",
+            format!("Always reject {scope}"),
+            Grant::RejectAlways,
+        ));
+        options
     }
 
     /// What the lasting rules (with this session's) say of an action.
@@ -1463,6 +1532,21 @@ fn change_diff(change: &patch::FileChange) -> Option<Value> {
         diff["oldText"] = json!(old);
     }
     Some(diff)
+}
+
+/// What a permission option grants when the user picks it.
+enum Grant {
+    Once,
+    /// This exact call (its key) for the session.
+    Exact,
+    /// A rule for the session.
+    Session(Rule),
+    /// A rule for this workspace, saved in the user's config.
+    Project(Rule),
+    RejectOnce,
+    /// Reject and ask, through a form, what to do instead.
+    RejectWithFeedback,
+    RejectAlways,
 }
 
 enum Permit {

@@ -528,7 +528,7 @@ fn reject_with_feedback_asks_through_a_form() {
             say("Keeping x."),
         ]),
         &["--permissions", "ask"],
-        json!({"elicitation": {"form": {}}}),
+        json!({"elicitation": {"form": {}}, "_meta": {"spindle": {"permissionScopes": true}}}),
     );
     let answer = |request: &Value| match request["method"].as_str() {
         Some("session/request_permission") => {
@@ -646,4 +646,191 @@ fn exit_plan_switches_to_normal_mode_and_the_turn_goes_on() {
     // Out of plan mode, exit_plan is not offered; a call to it fails.
     let turn = run_prompt(&mut agent, &session, "again", WAIT, no_requests);
     assert_eq!(turn.final_status("x2"), "failed", "{}", turn.dump());
+}
+
+/// Picks, among the options of `kind`, the first or the last one, the way
+/// a client that binds one key per kind does.
+fn pick_by_kind(kind: &'static str, last: bool) -> impl FnMut(&Value) -> Answer {
+    move |request: &Value| {
+        assert_eq!(request["method"], "session/request_permission", "{request}");
+        let options: Vec<&Value> = request["params"]["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["kind"] == kind)
+            .collect();
+        let option = if last {
+            options.last()
+        } else {
+            options.first()
+        };
+        let id = option.unwrap_or_else(|| panic!("no {kind} option: {request}"))["optionId"]
+            .as_str()
+            .unwrap();
+        Answer::select(id)
+    }
+}
+
+/// A client that picks the first or the last "always allow" option of a
+/// request never grants more than that file, or that command's start, for
+/// the session: the next file and another command are asked again, and
+/// nothing is saved in the user's config.
+#[test]
+fn always_by_kind_never_grants_a_broad_or_saved_rule() {
+    for last in [false, true] {
+        let space = Space::new(if last {
+            "tools-pick-last"
+        } else {
+            "tools-pick-first"
+        });
+        let config = space.base.join("config.json");
+        std::fs::write(&config, "{}").unwrap();
+        let config = config.to_str().unwrap().to_string();
+        let (mut agent, session) = space.start(
+            &script(vec![
+                calls(vec![
+                    call(
+                        "e1",
+                        "write_file",
+                        json!({"path": "a.txt", "content": "1\n"}),
+                    ),
+                    call("c1", "run_command", json!({"command": "echo hi one"})),
+                    call("r1", "run_command", json!({"command": "ls"})),
+                ]),
+                say("Once."),
+                calls(vec![
+                    call(
+                        "e2",
+                        "write_file",
+                        json!({"path": "a.txt", "content": "2\n"}),
+                    ),
+                    call(
+                        "e3",
+                        "write_file",
+                        json!({"path": "b.txt", "content": "3\n"}),
+                    ),
+                    call("c2", "run_command", json!({"command": "echo hi two"})),
+                    call("c3", "run_command", json!({"command": "touch c.txt"})),
+                    call("r2", "run_command", json!({"command": "pwd"})),
+                ]),
+                say("Twice."),
+            ]),
+            &[
+                "--permissions",
+                "ask",
+                "--on-reject",
+                "continue",
+                "--config",
+                &config,
+            ],
+            json!({"elicitation": {"form": {}}}),
+        );
+        let turn = run_prompt(&mut agent, &session, "one", WAIT, |request: &Value| {
+            super::check_options(request);
+            let kinds: Vec<&str> = request["params"]["options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|o| o["kind"].as_str())
+                .collect();
+            let mut unique = kinds.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(unique.len(), kinds.len(), "one option per kind: {request}");
+            pick_by_kind("allow_always", last)(request)
+        });
+        assert_eq!(turn.permission_ids(), ["e1", "c1", "r1"], "{}", turn.dump());
+        let turn = run_prompt(
+            &mut agent,
+            &session,
+            "two",
+            WAIT,
+            pick_by_kind("reject_once", last),
+        );
+        // The same file and the same command start pass; the rest asks.
+        assert_eq!(
+            turn.permission_ids(),
+            ["e3", "c3", "r2"],
+            "last: {last}\n{}",
+            turn.dump()
+        );
+        assert_eq!(space.read("a.txt"), "2\n");
+        assert!(!space.exists("b.txt") && !space.exists("c.txt"));
+        assert_eq!(
+            std::fs::read_to_string(&config).unwrap(),
+            "{}",
+            "nothing saved"
+        );
+    }
+}
+
+/// A client that asked for the broad scopes gets them beside the narrow
+/// one, in plain words with the pattern in backticks.
+#[test]
+fn broad_scopes_are_offered_to_a_client_that_asks() {
+    let space = Space::new("tools-broad-scopes");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "e1",
+                "write_file",
+                json!({"path": "a.txt", "content": "1\n"}),
+            )]),
+            say("Done."),
+        ]),
+        &["--permissions", "ask"],
+        json!({"_meta": {"spindle": {"permissionScopes": true}}}),
+    );
+    let mut seen = Vec::new();
+    let turn = run_prompt(&mut agent, &session, "go", WAIT, |request: &Value| {
+        for option in request["params"]["options"].as_array().unwrap() {
+            seen.push((
+                option["optionId"].as_str().unwrap().to_string(),
+                option["name"].as_str().unwrap().to_string(),
+            ));
+        }
+        Answer::select("allow_once")
+    });
+    assert_eq!(turn.final_status("e1"), "completed", "{}", turn.dump());
+    let ids: Vec<&str> = seen.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "allow_once",
+            "allow_always",
+            "allow_rule",
+            "allow_project",
+            "reject_once",
+            "reject_always"
+        ]
+    );
+    assert_eq!(seen[2].1, "Always allow every edit in this session");
+}
+
+/// An answer naming an option the request did not offer (the saved rule,
+/// to a client that did not ask for it) is a refusal, and saves nothing.
+#[test]
+fn an_option_not_offered_is_a_refusal() {
+    let space = Space::new("tools-unoffered");
+    let config = space.base.join("config.json");
+    std::fs::write(&config, "{}").unwrap();
+    let config = config.to_str().unwrap().to_string();
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "c1",
+                "run_command",
+                json!({"command": "touch x.txt"}),
+            )]),
+            say("Stopped."),
+        ]),
+        &["--permissions", "ask", "--config", &config],
+        json!({}),
+    );
+    let turn = run_prompt(&mut agent, &session, "go", WAIT, |_: &Value| {
+        Answer::select("allow_project")
+    });
+    assert_eq!(turn.final_status("c1"), "failed", "{}", turn.dump());
+    assert!(!space.exists("x.txt"));
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), "{}");
 }

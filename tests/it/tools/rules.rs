@@ -48,7 +48,9 @@ fn a_prefix_allowed_for_the_session_covers_that_command_only() {
                 .any(|n| n.contains("`echo hi …` in this session")),
             "{names:?}"
         );
-        Answer::select("allow_rule")
+        // The one "always" answer a client sees by default is that
+        // command's start, for the session.
+        Answer::select("allow_always")
     };
     let turn = run_prompt(&mut agent, &session, "one", WAIT, answer);
     assert_eq!(turn.final_status("c1"), "completed", "{}", turn.dump());
@@ -224,7 +226,7 @@ fn an_answer_for_the_project_is_saved_in_the_users_config() {
     let (mut agent, session) = space.start(
         &replies(),
         &["--permissions", "ask", "--config", &path],
-        json!({}),
+        json!({"_meta": {"spindle": {"permissionScopes": true}}}),
     );
     let turn = run_prompt(
         &mut agent,
@@ -253,4 +255,87 @@ fn an_answer_for_the_project_is_saved_in_the_users_config() {
     );
     let turn = run_prompt(&mut agent, &session, "go", WAIT, no_requests);
     assert_eq!(turn.final_status("p1"), "completed", "{}", turn.dump());
+}
+
+/// The broad answers a default client's dialog leaves out are a command
+/// away: `/allow edits` and `/allow command WORDS` for the session, with
+/// `--project` saving the rule; anything else gets the usage.
+#[test]
+fn allow_gives_the_broad_answers_in_words() {
+    let space = Space::new("rules-allow-command");
+    let path = config(&space, json!({}));
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![
+                call(
+                    "e1",
+                    "write_file",
+                    json!({"path": "a.txt", "content": "a\n"}),
+                ),
+                call(
+                    "e2",
+                    "write_file",
+                    json!({"path": "b/c.txt", "content": "c\n"}),
+                ),
+                run("c1", "echo hi there"),
+                run("c2", "touch nope"),
+            ]),
+            say("Done."),
+        ]),
+        &[
+            "--permissions",
+            "ask",
+            "--on-reject",
+            "continue",
+            "--config",
+            &path,
+        ],
+        json!({}),
+    );
+    let turn = run_prompt(&mut agent, &session, "/allow everything", WAIT, no_requests);
+    assert!(turn.text().contains("`/allow edits`"), "{}", turn.dump());
+    let turn = run_prompt(&mut agent, &session, "/allow edits", WAIT, no_requests);
+    assert_eq!(
+        turn.text(),
+        "Allowed every edit for the rest of this session."
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "/allow command echo hi",
+        WAIT,
+        no_requests,
+    );
+    assert!(turn.text().contains("`echo hi …`"), "{}", turn.dump());
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "go",
+        WAIT,
+        permissions(vec![("c2", Answer::select("reject_once"))]),
+    );
+    assert_eq!(turn.permission_ids(), ["c2"], "{}", turn.dump());
+    assert_eq!(turn.final_status("c1"), "completed");
+    assert!(space.exists("b/c.txt") && !space.exists("nope"));
+    let turn = run_prompt(&mut agent, &session, "/allow", WAIT, no_requests);
+    assert!(turn.text().contains("every edit"), "{}", turn.dump());
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "{}",
+        "nothing saved"
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "/allow edits --project",
+        WAIT,
+        no_requests,
+    );
+    assert!(turn.text().contains("saved in"), "{}", turn.dump());
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let ws = space.ws.to_str().unwrap();
+    assert_eq!(
+        written["permissions"]["projects"][ws]["rules"],
+        json!([{"tool": "edit", "path": "**", "decision": "allow"}])
+    );
 }
