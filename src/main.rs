@@ -91,6 +91,8 @@ OPTIONS (acp):
     --stall-timeout SECS      longest silence of a model stream (default 120)
     --retries N               retries of a failed model call before its first
                               streamed byte (default 3; 0 to 10)
+    --setup                   (acp) run the setup wizard instead, with --config:
+                              what an editor's terminal sign-in starts
 
 OPTIONS (setup):
     --kind KIND               openai (Chat Completions: OpenAI, Ollama, llama.cpp,
@@ -457,8 +459,13 @@ fn parse_args() -> Result<Command, Usage> {
         signals: true,
         ..Options::default()
     };
+    // `--setup`: the terminal auth method. A client runs the agent's own
+    // command line with the method's arguments appended, so the wizard
+    // starts from `spindle acp … --setup`.
+    let mut setup = false;
     while let Some(arg) = parser.next().map_err(usage)? {
         match arg {
+            Long("setup") if exec.is_none() => setup = true,
             Long("model") => {
                 options.model = Some(parser.value().map_err(usage)?.string().map_err(usage)?)
             }
@@ -560,6 +567,12 @@ fn parse_args() -> Result<Command, Usage> {
             ));
         }
         return Ok(Command::Exec(Box::new(options), exec));
+    }
+    if setup {
+        return Ok(Command::Setup(spindle::setup::SetupArgs {
+            config: options.config,
+            ..Default::default()
+        }));
     }
     Ok(Command::Acp(options))
 }

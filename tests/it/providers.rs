@@ -1301,7 +1301,7 @@ fn no_provider_asks_for_setup_and_authenticate_reads_the_config_again() {
     assert!(methods[0].get("type").is_none() || methods[0]["type"] == "agent");
     assert_eq!(methods[1]["type"], "terminal");
     assert_eq!(methods[1]["id"], "spindle-setup");
-    assert_eq!(methods[1]["args"], json!(["setup"]));
+    assert_eq!(methods[1]["args"], json!(["--setup"]));
 
     let dir = temp_dir("no-provider");
     let error = new_session(&mut agent, &dir).unwrap_err();

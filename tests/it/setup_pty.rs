@@ -330,3 +330,55 @@ fn an_interrupt_at_the_key_prompt_leaves_the_echo_on() {
     assert!(!config.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The terminal auth method works the way the schema says a client runs
+/// it: the method's `args` appended to the agent's own command line
+/// (`spindle acp --model … --setup`) start the wizard, on that config.
+#[test]
+fn the_terminal_auth_method_starts_the_wizard() {
+    use crate::support::Agent;
+    let dir = temp_dir("setup-terminal-auth");
+    let home = dir.join("home");
+    let config = dir.join("config.json");
+    let mut agent = Agent::spawn(&["acp"], &[]);
+    let id = agent.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": true}}}),
+    );
+    let (response, _) = agent.response(&id, WAIT);
+    let methods = response["result"]["authMethods"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let terminal = methods
+        .iter()
+        .find(|m| m["type"] == "terminal")
+        .unwrap_or_else(|| panic!("no terminal method: {methods:?}"));
+    let args: Vec<String> = terminal["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    command
+        .args(["acp", "--model", "local/some-model", "--config"])
+        .arg(&config)
+        .args(&args);
+    fresh_machine(&mut command, &home);
+    command.env("TERM", "dumb");
+    let mut pty = Pty::spawn(command);
+    pty.expect("Provider kind");
+    pty.master.write_all(&[4]).unwrap();
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(1), "{screen}");
+    assert!(screen.contains("aborted"), "{screen}");
+    // A client that cannot run a terminal is not offered the method.
+    let mut agent = Agent::spawn(&["acp"], &[]);
+    let result = agent.initialize();
+    assert!(
+        !result["authMethods"].to_string().contains("terminal"),
+        "{result}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

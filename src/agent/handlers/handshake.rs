@@ -19,7 +19,9 @@ impl Dispatcher {
             );
         }
         // A client that can run our binary in a terminal gets the setup
-        // command as an auth method; every client can ask us to check again.
+        // wizard as an auth method (the client appends `args` to the
+        // command line it starts us with: `spindle acp … --setup`); every
+        // client can ask us to check again.
         let mut auth_methods = vec![json!({
             "id": "spindle-check",
             "name": "Check the model provider setup",
@@ -30,8 +32,8 @@ impl Dispatcher {
                 "type": "terminal",
                 "id": "spindle-setup",
                 "name": "Set up a model provider",
-                "description": "Runs `spindle setup`: choose a provider, its key and a model.",
-                "args": ["setup"],
+                "description": "Runs `spindle setup` in a terminal: choose a provider, its key and a model.",
+                "args": ["--setup"],
             }));
         }
         self.client = Some(request.client_capabilities);
