@@ -80,8 +80,7 @@ impl Client {
     fn marked(&self, method: &str, mut params: Value) -> Value {
         if let (Some(parent), "session/request_permission") = (&self.parent, method) {
             if params["toolCall"].is_object() {
-                params["toolCall"]["_meta"] =
-                    serde_json::json!({"spindle": {"parentToolCallId": parent}});
+                params["toolCall"]["_meta"] = super::updates::parent_meta(parent);
                 if let Some(id) = params["toolCall"]["toolCallId"].as_str() {
                     params["toolCall"]["toolCallId"] =
                         serde_json::json!(super::updates::nested_id(parent, id));

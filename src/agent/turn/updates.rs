@@ -74,8 +74,13 @@ pub fn nested_id(parent: &str, id: &str) -> String {
     format!("{parent}/{id}")
 }
 
-fn parent_meta(parent: &str) -> Value {
-    json!({"spindle": {"parentToolCallId": parent}})
+/// The mark of a subagent's update: Spindle's key, and the key clients
+/// already fold another agent's subagents under (`claudeCode`).
+pub fn parent_meta(parent: &str) -> Value {
+    json!({
+        "spindle": {"parentToolCallId": parent},
+        "claudeCode": {"parentToolUseId": parent},
+    })
 }
 
 /// How long, after a cancel, a line still waits for room in a full queue
@@ -457,7 +462,8 @@ mod tests {
             kept[1],
             json!({"sessionUpdate": "agent_thought_chunk", "messageId": "t1",
                    "content": {"type": "text", "text": "nested"},
-                   "_meta": {"spindle": {"parentToolCallId": "call_1"}}})
+                   "_meta": {"spindle": {"parentToolCallId": "call_1"},
+                             "claudeCode": {"parentToolUseId": "call_1"}}})
             .to_string()
         );
     }

@@ -9,8 +9,17 @@ use super::{call, calls, permissions, say, script, Space, WAIT};
 use crate::support::{run_prompt, Answer, Exchange};
 use serde_json::{json, Value};
 
+/// The parent a subagent's update names; it names it under both keys
+/// (Spindle's, and the one clients fold another agent's subagents under)
+/// or under neither.
 fn meta_parent(update: &Value) -> Option<&str> {
-    update["_meta"]["spindle"]["parentToolCallId"].as_str()
+    let parent = update["_meta"]["spindle"]["parentToolCallId"].as_str();
+    assert_eq!(
+        parent,
+        update["_meta"]["claudeCode"]["parentToolUseId"].as_str(),
+        "{update}"
+    );
+    parent
 }
 
 #[test]
