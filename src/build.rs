@@ -13,18 +13,28 @@ fn main() {
         return;
     }
     let root = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
-    let git = Path::new(&root).join(".git");
-    if !git.exists() {
+    if !Path::new(&root).join(".git").exists() {
         return;
     }
-    // A new commit or checkout changes one of these.
-    for watched in ["HEAD", "packed-refs"] {
-        println!("cargo:rerun-if-changed={}", git.join(watched).display());
+    // A new commit or checkout changes HEAD or its log, the branch's ref
+    // file, or packed-refs. Only paths that exist are watched: cargo
+    // reruns the script (and rebuilds the crate) on every build for a
+    // path that does not. `git rev-parse --git-path` finds them in a work
+    // tree of its own too.
+    let head = git_path(&root, "HEAD");
+    let mut watched = vec![
+        head.clone(),
+        git_path(&root, "logs/HEAD"),
+        git_path(&root, "packed-refs"),
+    ];
+    if let Some(reference) = std::fs::read_to_string(&head)
+        .ok()
+        .and_then(|text| text.trim().strip_prefix("ref: ").map(str::to_string))
+    {
+        watched.push(git_path(&root, &reference));
     }
-    if let Ok(head) = std::fs::read_to_string(git.join("HEAD")) {
-        if let Some(reference) = head.trim().strip_prefix("ref: ") {
-            println!("cargo:rerun-if-changed={}", git.join(reference).display());
-        }
+    for path in watched.iter().filter(|path| path.exists()) {
+        println!("cargo:rerun-if-changed={}", path.display());
     }
     let output = Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
@@ -37,6 +47,21 @@ fn main() {
             println!("cargo:rustc-env=SPINDLE_BUILD_COMMIT={commit}");
         }
     }
+}
+
+/// Where git keeps `name` for this checkout (resolved against `root`).
+fn git_path(root: &str, name: &str) -> std::path::PathBuf {
+    let output = Command::new("git")
+        .args(["rev-parse", "--git-path", name])
+        .current_dir(root)
+        .output();
+    let text = match output {
+        Ok(output) if output.status.success() => {
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        }
+        _ => format!(".git/{name}"),
+    };
+    Path::new(root).join(text.trim())
 }
 
 /// Hex digits only, at most 40.
