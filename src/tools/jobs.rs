@@ -217,15 +217,10 @@ fn set_nonblocking(stdin: &ChildStdin) {
     }
 }
 
+/// A job's command leads its own group: the one group kill, which
+/// refuses groups 0 and 1 (Spindle's own, and every process of the user).
 fn kill_group(pid: u32) {
-    extern "C" {
-        fn kill(pid: i32, signal: i32) -> i32;
-    }
-    // SAFETY: kill(2) with a negative pid signals the process group; it
-    // touches no memory of ours.
-    unsafe {
-        kill(-(pid as i32), 9);
-    }
+    crate::tools::process::kill_group(pid);
 }
 
 impl Job {

@@ -49,13 +49,9 @@ pub fn safe_name(id: &str) -> String {
     }
 }
 
-extern "C" {
-    fn geteuid() -> u32;
-}
-
 fn my_uid() -> u32 {
     // SAFETY: geteuid takes no arguments, cannot fail and touches no memory.
-    unsafe { geteuid() }
+    unsafe { libc::geteuid() }
 }
 
 /// Creates `dir` (mode 0700) unless it exists, and checks that it is a
@@ -123,14 +119,11 @@ pub fn create_file(path: &Path) -> io::Result<File> {
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .custom_flags(O_NOFOLLOW)
+        // From libc: the value differs between systems and between
+        // Linux's architectures (on aarch64 x86_64's value is O_LARGEFILE).
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
 }
-
-#[cfg(target_os = "linux")]
-const O_NOFOLLOW: i32 = 0o400000;
-#[cfg(not(target_os = "linux"))]
-const O_NOFOLLOW: i32 = 0x100;
 
 /// Removes a session's logs and temp folder (when the session is deleted).
 pub fn remove_session(db: &Path, session_id: &str) {

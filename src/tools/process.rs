@@ -118,11 +118,6 @@ const CHUNK: usize = 64 * 1024;
 /// command block on its writes, which keeps memory bounded.
 const CHUNK_QUEUE: usize = 16;
 
-const SIGKILL: i32 = 9;
-
-extern "C" {
-    fn kill(pid: i32, sig: i32) -> i32;
-}
 
 /// Sends SIGKILL to every process in the group `pgid`.
 ///
@@ -138,7 +133,7 @@ pub fn kill_group(pgid: u32) {
     // SAFETY: `kill` is the POSIX function from the C library that std
     // already links; it takes two plain integers, touches no memory of ours
     // and reports failure (such as an empty group) only through its result.
-    let result = unsafe { kill(-pgid, SIGKILL) };
+    let result = unsafe { libc::kill(-pgid, libc::SIGKILL) };
     if result != 0 {
         log::debug!(
             "kill of process group {pgid}: {}",
