@@ -79,9 +79,16 @@ pub fn run(options: Options, args: ExecArgs) -> u8 {
             return 1;
         }
     };
-    let agent = std::thread::spawn(move || {
-        crate::agent::serve(options, to_agent_reader, from_agent_writer)
-    });
+    let agent = std::thread::Builder::new()
+        .name("spindle-exec-agent".into())
+        .spawn(move || crate::agent::serve(options, to_agent_reader, from_agent_writer));
+    let agent = match agent {
+        Ok(agent) => agent,
+        Err(error) => {
+            eprintln!("spindle: cannot start the agent thread: {error}");
+            return 1;
+        }
+    };
     let mut printer = Printer::new(args.json, args.quiet);
     let code = drive(&mut to_agent, from_agent, &cwd, &prompt, &mut printer);
     drop(to_agent);
@@ -91,7 +98,10 @@ pub fn run(options: Options, args: ExecArgs) -> u8 {
             eprintln!("spindle: {message}");
             return 1;
         }
-        Err(_) => return 1,
+        Err(_) => {
+            eprintln!("spindle: the agent thread panicked");
+            return 1;
+        }
     }
     code
 }

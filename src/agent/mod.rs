@@ -88,12 +88,14 @@ where
     };
     let dispatcher_result = dispatcher.join();
     let _ = line_sender.send(Output::Close.queued());
-    let _ = writer.join();
+    if writer.join().is_err() {
+        log::error!("the writer thread panicked: output may have been cut short");
+    }
     // The reader has seen EOF (that is what ends the dispatcher), so this
     // join returns at once; after a signal it may still wait on stdin, and
     // is left to the process exit.
-    if !signalled.load(std::sync::atomic::Ordering::SeqCst) {
-        let _ = reader.join();
+    if !signalled.load(std::sync::atomic::Ordering::SeqCst) && reader.join().is_err() {
+        log::error!("the reader thread panicked");
     }
     if let Some(dir) = ephemeral {
         let _ = std::fs::remove_dir_all(dir);

@@ -118,7 +118,6 @@ const CHUNK: usize = 64 * 1024;
 /// command block on its writes, which keeps memory bounded.
 const CHUNK_QUEUE: usize = 16;
 
-
 /// Sends SIGKILL to every process in the group `pgid`.
 ///
 /// Ids 0 and 1 are refused: `kill(0, …)` would hit Spindle's own group and

@@ -387,23 +387,31 @@ fn search_ripgrep(
     let mut stderr = child.stderr.take().expect("stderr is piped");
     let mut guard = ChildGuard(child);
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
-    let reader = std::thread::spawn(move || {
-        let mut reader = BufReader::new(stdout);
-        loop {
-            let mut line = Vec::new();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) if tx.send(line).is_err() => break,
-                Ok(_) => {}
+    // Both helpers end when ripgrep's pipes close, which the guard's
+    // kill makes sure of on every path.
+    let reader = std::thread::Builder::new()
+        .name("spindle-rg-out".into())
+        .spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            loop {
+                let mut line = Vec::new();
+                match reader.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) if tx.send(line).is_err() => break,
+                    Ok(_) => {}
+                }
             }
-        }
-    });
-    let errors = std::thread::spawn(move || {
-        let mut text = Vec::new();
-        let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut text);
-        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
-        String::from_utf8_lossy(&text).trim().to_string()
-    });
+        })
+        .map_err(|e| format!("cannot start ripgrep's reader: {e}"))?;
+    let errors = std::thread::Builder::new()
+        .name("spindle-rg-err".into())
+        .spawn(move || {
+            let mut text = Vec::new();
+            let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut text);
+            let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+            String::from_utf8_lossy(&text).trim().to_string()
+        })
+        .map_err(|e| format!("cannot start ripgrep's reader: {e}"))?;
     let max = query.max_results.max(1);
     let mut hits = Vec::new();
     let mut stopped = false;
