@@ -102,9 +102,10 @@ class Wire:
             else:
                 model.model_validate(message.get("params"))
         elif method is not None and method.startswith("_"):
-            # An extension notification (`_spindle/event`): ACP lets agents
-            # send them, and clients that do not know them ignore them.
-            pass
+            # This client never asks for Spindle's notifications in
+            # `initialize`, so none may come (a vendor notification is
+            # what other clients print as an error).
+            self.violations.append(f"a vendor notification nobody asked for: {method}")
         elif method is not None:
             model = NOTIFICATION_MODELS.get(method)
             if model is None:

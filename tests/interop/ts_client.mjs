@@ -137,9 +137,10 @@ const wire = {
       payload = message.params;
       what = message.method;
     } else if ("method" in message && String(message.method).startsWith("_")) {
-      // An extension notification (`_spindle/event`): ACP lets agents send
-      // them, and clients that do not know them ignore them.
-      return null;
+      // This client never asks for Spindle's notifications in `initialize`,
+      // so none may come (a vendor notification is what other clients
+      // print as an error).
+      return `a vendor notification nobody asked for: ${message.method}`;
     } else if ("method" in message) {
       schema = NOTIFICATION_SCHEMAS[message.method];
       if (!schema) return `unexpected notification from the agent: ${message.method}`;

@@ -448,7 +448,8 @@ fn initialize_advertises_http_and_sse_mcp_servers() {
 #[test]
 fn stdio_tools_are_offered_namespaced_with_the_server_schemas() {
     let bench = Bench::new("mcp-list");
-    let mut agent = bench.agent("yolo", &[]);
+    let mut agent = bench.launch("yolo", &[]);
+    agent.initialize_with_events();
     let opened = open(&mut agent, &bench.ws, json!([stdio_server("local", &[])]));
     assert!(
         opened.notes_about("local").is_empty(),

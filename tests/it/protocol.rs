@@ -359,10 +359,11 @@ fn panics_become_internal_errors_and_the_agent_lives_on() {
 
 #[test]
 fn cancel_a_slow_scripted_stream() {
-    let mut agent = scripted(
+    let path = script(
         json!({"fallback": {"text": "one two three four five six seven eight nine ten", "chunk_delay_ms": 300}}),
-        &[],
     );
+    let mut agent = Agent::spawn(&["acp", "--script", path.to_str().unwrap()], &[]);
+    agent.initialize_with_events();
     let session = agent.new_session(&temp_dir("script-cancel"));
     let id = agent.request(
         "session/prompt",

@@ -260,13 +260,19 @@ impl Dispatcher {
     }
 
     /// The next event of a session as a line, numbered, to send now or
-    /// after an answer.
+    /// after an answer; `None` for a client that did not opt in to events
+    /// (`clientCapabilities._meta.spindle.events`), which sees pure ACP.
+    /// The number counts only events sent, so an opted-in client sees no
+    /// gap.
     pub(in crate::agent) fn event_line(
         &mut self,
         session_id: &str,
         kind: &str,
         data: Value,
     ) -> Option<String> {
+        if !self.wants_events() {
+            return None;
+        }
         let session = self.sessions.get_mut(session_id)?;
         session.event_seq += 1;
         let seq = session.event_seq;
@@ -274,6 +280,13 @@ impl Dispatcher {
             "_spindle/event",
             &json!({"sessionId": session_id, "seq": seq, "kind": kind, "data": data}),
         ))
+    }
+
+    /// Whether the client asked for vendor notifications in `initialize`.
+    pub(in crate::agent) fn wants_events(&self) -> bool {
+        self.client
+            .as_ref()
+            .is_some_and(|client| client.meta.spindle.events)
     }
 
     /// After a session opened: its MCP servers' state, as an `mcp` event

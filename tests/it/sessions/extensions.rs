@@ -155,7 +155,7 @@ fn events_are_numbered_and_ordered_with_the_updates_and_status_answers_during_a_
         chunk_content("Thinking"),
         Step::Stall,
     ]));
-    let mut agent = space.openai(&server);
+    let mut agent = space.openai_with_events(&server);
     let session = agent.new_session(&space.ws);
     let prompt = agent.request("session/prompt", text_prompt(&session, "stall please"));
     let mut seen = wait_for(&mut agent, |m| {
@@ -322,7 +322,7 @@ fn a_late_steer_is_the_next_turn_and_follow_ups_run_in_order() {
     server.push(Reply::Sse(chat_text(&["Steer handled."])));
     server.push(Reply::Sse(chat_text(&["First follow-up."])));
     server.push(Reply::Sse(chat_text(&["Second follow-up."])));
-    let mut agent = space.openai(&server);
+    let mut agent = space.openai_with_events(&server);
     let session = agent.new_session(&space.ws);
     let prompt = agent.request("session/prompt", text_prompt(&session, "start"));
     wait_for(&mut agent, |m| {
@@ -405,7 +405,7 @@ fn cancel_pauses_the_inbox_and_explicit_input_resumes_it() {
         Step::Stall,
     ]));
     server.push(Reply::Sse(chat_text(&["Queued one ran."])));
-    let mut agent = space.openai(&server);
+    let mut agent = space.openai_with_events(&server);
     let session = agent.new_session(&space.ws);
     let prompt = agent.request("session/prompt", text_prompt(&session, "go"));
     wait_for(&mut agent, |m| {
@@ -596,7 +596,7 @@ fn a_dispatched_item_is_uncertain_after_kill_9_and_the_inbox_comes_back_paused()
         chunk_content("Queued work"),
         Step::Stall,
     ]));
-    let mut agent = space.openai(&server);
+    let mut agent = space.openai_with_events(&server);
     let session = agent.new_session(&space.ws);
     // Idle: the item starts at once.
     let item = ok(
@@ -701,7 +701,7 @@ fn the_steering_convention_injects_or_starts_a_turn_and_health_follows_failures(
         "invalid_request_error",
         "gone",
     ));
-    let mut agent = space.openai(&server);
+    let mut agent = space.openai_with_events(&server);
     let session = agent.new_session(&space.ws);
     let prompt = agent.request("session/prompt", text_prompt(&session, "one"));
     wait_for(&mut agent, |m| {
@@ -774,7 +774,7 @@ fn catalogs_invoke_and_reload() {
         &["acp", "--config", config.to_str().unwrap(), "--db", &db],
         &[("K", "k")],
     );
-    agent.initialize();
+    agent.initialize_with_events();
     let session = agent.new_session(&space.ws);
     let settings = ok(
         &mut agent,
@@ -986,7 +986,7 @@ fn queued_items_hold_their_links_frozen_at_enqueue() {
     server.push(Reply::Sse(chat_text(&["Read the first."])));
     server.push(slow("Busy again", 500, " done."));
     server.push(Reply::Sse(chat_text(&["Read the second."])));
-    let mut agent = space.openai(&server);
+    let mut agent = space.openai_with_events(&server);
     let session = agent.new_session(&space.ws);
     let enqueue = |agent: &mut Agent, text: &str| {
         ok(

@@ -69,7 +69,7 @@ fn a_goal_continues_four_times_then_completes() {
         json!({"checkpoint": "All four steps delivered.",
                "todos": [{"content": "step 4", "status": "completed"}]}),
     ));
-    let mut agent = space.openai(&server);
+    let mut agent = space.openai_with_events(&server);
     let session = agent.new_session(&space.ws);
     goal_mode(&mut agent, &session);
     assert_eq!(status_goal(&mut agent, &session)["status"], "drafting");

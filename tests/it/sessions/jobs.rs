@@ -198,7 +198,7 @@ fn a_job_that_ends_while_idle_starts_a_job_turn() {
         "Running the tests in the background.",
     ])));
     server.push(Reply::Sse(chat_text(&["The tests passed."])));
-    let mut agent = space.openai(&server);
+    let mut agent = space.openai_with_events(&server);
     let session = agent.new_session(&space.ws);
     prompt(&mut agent, &session, "run the tests in the background");
     let deadline = Instant::now() + WAIT;
@@ -547,7 +547,8 @@ fn configured(space: &Space, server: &FakeServer, extra: Value) -> Agent {
         ],
         &[("TMPDIR", &tmp)],
     );
-    agent.initialize();
+    // The job tests watch `job` and `turn` events.
+    agent.initialize_with_events();
     agent
 }
 

@@ -23,6 +23,7 @@ mod goals;
 mod jobs;
 mod lifecycle;
 mod list;
+mod opt_in;
 mod processes;
 mod replay;
 
@@ -106,10 +107,16 @@ impl Space {
 
     /// Like `scripted`, on another database.
     fn scripted_on(&self, db: &Db, script: &Value) -> Agent {
+        let mut agent = self.spawn_scripted(db, script);
+        agent.initialize();
+        agent
+    }
+
+    fn spawn_scripted(&self, db: &Db, script: &Value) -> Agent {
         let script = self.script(script);
         let db = db.arg();
         let tmp = self.tmpdir();
-        let mut agent = Agent::spawn(
+        Agent::spawn(
             &[
                 "acp",
                 "--script",
@@ -120,9 +127,7 @@ impl Space {
                 "yolo",
             ],
             &[("TMPDIR", &tmp)],
-        );
-        agent.initialize();
-        agent
+        )
     }
 
     /// A scripted agent that is only used to list, load and inspect.
@@ -137,10 +142,23 @@ impl Space {
     }
 
     fn openai_on(&self, db: &Db, server: &FakeServer) -> Agent {
+        let mut agent = self.spawn_openai(db, server);
+        agent.initialize();
+        agent
+    }
+
+    /// Like `openai`, for a client that asks for `_spindle/event`s.
+    fn openai_with_events(&self, server: &FakeServer) -> Agent {
+        let mut agent = self.spawn_openai(&self.db, server);
+        agent.initialize_with_events();
+        agent
+    }
+
+    fn spawn_openai(&self, db: &Db, server: &FakeServer) -> Agent {
         let base = server.base_url();
         let db = db.arg();
         let tmp = self.tmpdir();
-        let mut agent = Agent::spawn(
+        Agent::spawn(
             &[
                 "acp",
                 "--model",
@@ -155,9 +173,7 @@ impl Space {
                 ("OPENAI_API_KEY", "sk-test"),
                 ("TMPDIR", &tmp),
             ],
-        );
-        agent.initialize();
-        agent
+        )
     }
 }
 

@@ -277,16 +277,27 @@ impl Agent {
     /// Sends a standard `initialize` (protocol version 1, no client
     /// capabilities) and returns its result; panics on an error response.
     pub fn initialize(&mut self) -> Value {
+        self.initialize_with(json!({}))
+    }
+
+    /// `initialize` with these client capabilities.
+    pub fn initialize_with(&mut self, capabilities: Value) -> Value {
         let id = self.request(
             "initialize",
             json!({
                 "protocolVersion": 1,
-                "clientCapabilities": {},
+                "clientCapabilities": capabilities,
                 "clientInfo": {"name": "spindle-tests", "version": "0.0.0"},
             }),
         );
         let (response, _) = self.response(&id, QUICK);
         self.result_of(response, "initialize")
+    }
+
+    /// `initialize` as a client that asks for Spindle's `_spindle/event`
+    /// notifications (`clientCapabilities._meta.spindle.events`).
+    pub fn initialize_with_events(&mut self) -> Value {
+        self.initialize_with(json!({"_meta": {"spindle": {"events": true}}}))
     }
 
     /// Opens a session in `cwd` with no MCP servers; returns its id.

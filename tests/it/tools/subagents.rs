@@ -299,7 +299,7 @@ fn a_background_task_is_an_agent_job_with_a_structured_transcript() {
         rule("background job", vec![say("The survey found 3 files.")]),
     ]});
     let mut agent = space.spawn(&script, &["--permissions", "yolo"]);
-    super::initialize(&mut agent, json!({}));
+    super::initialize(&mut agent, json!({"_meta": {"spindle": {"events": true}}}));
     let session = agent.new_session(&space.ws);
     let turn = run_prompt(
         &mut agent,

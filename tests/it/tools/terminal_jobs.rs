@@ -304,7 +304,7 @@ fn a_terminal_job_that_exits_reports_its_code_and_starts_a_job_turn() {
             say("The tests failed: 3 of them."),
         ]),
         &["--permissions", "yolo"],
-        json!({"terminal": true}),
+        json!({"terminal": true, "_meta": {"spindle": {"events": true}}}),
     );
     let mut host = Host::default();
     call_serving(
