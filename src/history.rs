@@ -6,16 +6,18 @@ use serde_json::Value;
 use std::fmt::Write;
 
 /// Every stored session, newest first (those of `cwd`, of the agent
-/// named `agent`).
+/// named `agent`); those the user never sent anything to only
+/// `with_unused`, as `session/list` does.
 fn rows(
     store: &Store,
     cwd: Option<&str>,
     agent: Option<&str>,
+    with_unused: bool,
 ) -> Result<Vec<crate::store::SessionRow>> {
     let mut all = Vec::new();
     let mut before = None;
     loop {
-        let page = store.list_sessions(cwd, before, 500)?;
+        let page = store.list_sessions(cwd, before, 500, with_unused)?;
         if page.is_empty() {
             break;
         }
@@ -32,7 +34,7 @@ fn rows(
 /// A table of sessions, newest first: id, last update (local time),
 /// title, folder, and the agent that served it.
 pub fn list(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Result<String> {
-    let rows = rows(store, cwd, agent)?;
+    let rows = rows(store, cwd, agent, false)?;
     if rows.is_empty() {
         return Ok("No sessions.\n".into());
     }
@@ -67,7 +69,7 @@ pub fn list(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Result<Str
 
 /// The sessions as a JSON array, for scripts.
 pub fn list_json(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Result<String> {
-    let items: Vec<Value> = rows(store, cwd, agent)?
+    let items: Vec<Value> = rows(store, cwd, agent, false)?
         .into_iter()
         .map(|row| {
             serde_json::json!({
@@ -96,7 +98,8 @@ pub fn resolve_id(store: &Store, given: &str) -> std::result::Result<Option<Stri
     if given.len() < 4 {
         return Ok(None);
     }
-    let matches: Vec<String> = rows(store, None, None)
+    // An id names any stored session, listed or not.
+    let matches: Vec<String> = rows(store, None, None, true)
         .map_err(|e| e.0)?
         .into_iter()
         .map(|row| row.id)

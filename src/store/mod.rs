@@ -177,6 +177,19 @@ const MIGRATIONS: &[&str] = &[
     );",
 ];
 
+/// Whether the session of the `sessions` row at hand holds anything the
+/// user sent or that came of it: a turn (every prompt, steer, follow-up
+/// and job turn has one), a message, an inbox item in any state, a goal
+/// or a job. Settings alone do not count: a session's choices are also
+/// the workspace's defaults, which the next new session starts from.
+/// Such a session is not listed; the dispatcher removes one it created
+/// when it is closed, unless a setting was changed in it.
+const USED: &str = "(EXISTS (SELECT 1 FROM turns WHERE turns.session_id = sessions.id)
+    OR EXISTS (SELECT 1 FROM messages WHERE messages.session_id = sessions.id)
+    OR EXISTS (SELECT 1 FROM inbox WHERE inbox.session_id = sessions.id)
+    OR EXISTS (SELECT 1 FROM goals WHERE goals.session_id = sessions.id)
+    OR EXISTS (SELECT 1 FROM jobs WHERE jobs.session_id = sessions.id))";
+
 pub struct Store {
     connection: Connection,
     path: PathBuf,
@@ -373,20 +386,27 @@ impl Store {
     }
 
     /// Sessions newest first, after the cursor position `before_order`
-    /// (exclusive), at most `limit`.
+    /// (exclusive), at most `limit`; only those the user sent something
+    /// to (see `USED`) unless `with_unused`. The filter is part of the
+    /// query, so a page boundary never falls on a hidden session.
     pub fn list_sessions(
         &self,
         cwd: Option<&str>,
         before_order: Option<i64>,
         limit: usize,
+        with_unused: bool,
     ) -> Result<Vec<SessionRow>> {
-        let mut statement = self.connection.prepare_cached(
+        let sql = format!(
             "SELECT id, cwd, title, created_at, updated_at, updated_order, settings, mcp_servers, lease_pid, lease_expires_ms
              FROM sessions
-             WHERE (?1 IS NULL OR cwd = ?1) AND (?2 IS NULL OR updated_order < ?2)
-             ORDER BY updated_order DESC LIMIT ?3",
+             WHERE (?1 IS NULL OR cwd = ?1) AND (?2 IS NULL OR updated_order < ?2) AND (?4 OR {USED})
+             ORDER BY updated_order DESC LIMIT ?3"
+        );
+        let mut statement = self.connection.prepare_cached(&sql)?;
+        let rows = statement.query_map(
+            params![cwd, before_order, limit as i64, with_unused],
+            row_to_session,
         )?;
-        let rows = statement.query_map(params![cwd, before_order, limit as i64], row_to_session)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
@@ -396,6 +416,14 @@ impl Store {
             .connection
             .execute("DELETE FROM sessions WHERE id = ?1", [id])?
             > 0)
+    }
+
+    /// Removes a session the user never sent anything to (see `USED`),
+    /// checked in the same statement, so a prompt that another process
+    /// commits meanwhile keeps it. Returns whether it was removed.
+    pub fn delete_if_unused(&self, id: &str) -> Result<bool> {
+        let sql = format!("DELETE FROM sessions WHERE id = ?1 AND NOT {USED}");
+        Ok(self.connection.execute(&sql, [id])? > 0)
     }
 
     pub fn set_title(&self, id: &str, title: &str) -> Result<()> {

@@ -39,17 +39,17 @@ fn sessions_turns_and_order() {
         )
         .unwrap();
     let listed: Vec<String> = store
-        .list_sessions(None, None, 10)
+        .list_sessions(None, None, 10, true)
         .unwrap()
         .into_iter()
         .map(|s| s.id)
         .collect();
     assert_eq!(listed, ["a", "b"]);
-    let only_v = store.list_sessions(Some("/v"), None, 10).unwrap();
+    let only_v = store.list_sessions(Some("/v"), None, 10, true).unwrap();
     assert_eq!(only_v.len(), 1);
-    let first = store.list_sessions(None, None, 1).unwrap();
+    let first = store.list_sessions(None, None, 1, true).unwrap();
     let next = store
-        .list_sessions(None, Some(first[0].updated_order), 1)
+        .list_sessions(None, Some(first[0].updated_order), 1, true)
         .unwrap();
     assert_eq!(next[0].id, "b");
     assert_eq!(store.events("a").unwrap().len(), 2);
@@ -179,4 +179,62 @@ fn inbox_reorder_takes_exactly_the_pending_items() {
     }
     store.inbox_reorder("a", &ids(&["i3", "i2"])).unwrap();
     assert_eq!(order(&store), ids(&["i3", "i2"]));
+}
+
+#[test]
+fn sessions_the_user_never_sent_anything_to_are_not_listed_nor_kept() {
+    let path = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    for id in ["empty", "prompted", "queued", "goal", "job", "settings"] {
+        store
+            .create_session(id, "/w", &json!({}), &json!([]))
+            .unwrap();
+    }
+    store
+        .begin_turn("prompted", &[], &[Message::user("hi")])
+        .unwrap();
+    let item = crate::store::inbox::Item {
+        item_id: "i1".into(),
+        intent: "followup".into(),
+        state: "deleted".into(),
+        prompt: json!({"blocks": []}),
+        bytes: 0,
+        idempotency_key: None,
+        created_at: "x".into(),
+        position: 0,
+    };
+    store.inbox_add("queued", &item).unwrap();
+    store.save_goal("goal", &json!({"objective": "x"})).unwrap();
+    store.save_job("job", "j1", &json!({})).unwrap();
+    // Settings and the transcript's updates outside turns do not count.
+    store
+        .save_settings("settings", &json!({"mode": "plan"}))
+        .unwrap();
+    store.append_events("settings", 0, &["{}".into()]).unwrap();
+    let listed = |store: &Store, with_unused: bool| -> Vec<String> {
+        store
+            .list_sessions(None, None, 10, with_unused)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.id)
+            .collect()
+    };
+    // A turn moves its session to the front.
+    let used = ["prompted", "job", "goal", "queued"];
+    assert_eq!(listed(&store, false), used);
+    assert_eq!(listed(&store, true).len(), 6);
+    // A page of one still steps over the hidden ones.
+    let first = store.list_sessions(None, None, 1, false).unwrap();
+    assert_eq!(first[0].id, "prompted");
+    let next = store
+        .list_sessions(None, Some(first[0].updated_order), 1, false)
+        .unwrap();
+    assert_eq!(next[0].id, "job");
+    for id in ["prompted", "queued", "goal", "job"] {
+        assert!(!store.delete_if_unused(id).unwrap(), "{id}");
+    }
+    assert!(store.delete_if_unused("empty").unwrap());
+    assert!(store.delete_if_unused("settings").unwrap());
+    assert!(!store.delete_if_unused("empty").unwrap());
+    assert_eq!(listed(&store, true), used);
 }

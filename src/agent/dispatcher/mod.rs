@@ -260,9 +260,11 @@ impl Dispatcher {
     /// Stores a session's settings and makes its choices the workspace's
     /// defaults for new sessions.
     pub(in crate::agent) fn settings_changed(&mut self, session_id: &str) {
-        let Some(session) = self.sessions.get(session_id) else {
+        let Some(session) = self.sessions.get_mut(session_id) else {
             return;
         };
+        // A choice made for this session is kept with it, used or not.
+        session.disposable = false;
         let summary = json!({
             "model": session.model, "mode": session.mode.id(), "effort": session.effort,
             "preset": session.preset.id(), "policy": session.policy,
@@ -366,6 +368,12 @@ impl Dispatcher {
                     let _ = running.handle.join();
                 }
             }
+        }
+        // Sessions created and never used leave nothing behind, as on close.
+        let open: Vec<session::Session> =
+            std::mem::take(&mut self.sessions).into_values().collect();
+        for session in &open {
+            self.remove_if_unused(session);
         }
     }
 

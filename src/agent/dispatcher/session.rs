@@ -38,6 +38,10 @@ pub struct Session {
     /// Closed by the client while a turn was still running: dropped once
     /// that turn has answered.
     pub closed: bool,
+    /// Created by this process (`session/new`) and no setting changed
+    /// since: if the store shows nothing the user sent either, closing it
+    /// (or the agent's exit) removes it (`Dispatcher::remove_if_unused`).
+    pub disposable: bool,
     /// The session's MCP servers, when the client gave any.
     pub mcp: Option<std::sync::Arc<crate::mcp::McpSession>>,
     /// A prompt that arrived while a cancelled turn was still winding down;
@@ -177,6 +181,7 @@ impl Session {
             turn_started_at: None,
             last_outcome: None,
             event_seq: 0,
+            disposable: false,
             live: Default::default(),
             inbox_paused: false,
             inbox_recovered: false,

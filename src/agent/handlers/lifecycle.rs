@@ -106,6 +106,7 @@ impl Dispatcher {
         }
         log::info!("session {session_id} opened in {cwd_text}");
         session.id = session_id.clone();
+        session.disposable = true;
         let (mcp, notes) = start_mcp(
             &session.id,
             &session.mcp_servers,
@@ -471,7 +472,7 @@ impl Dispatcher {
         };
         let mut rows = self
             .store()?
-            .list_sessions(request.cwd.as_deref(), before, PAGE_SIZE + 1)
+            .list_sessions(request.cwd.as_deref(), before, PAGE_SIZE + 1, false)
             .map_err(internal)?;
         let next = if rows.len() > PAGE_SIZE {
             rows.truncate(PAGE_SIZE);
@@ -543,8 +544,29 @@ impl Dispatcher {
             if let Some(session) = self.sessions.get_mut(id) {
                 session.closed = true;
             }
-        } else {
-            self.sessions.remove(id);
+        } else if let Some(session) = self.sessions.remove(id) {
+            self.remove_if_unused(&session);
+        }
+    }
+
+    /// A session this process created and the user never sent anything to
+    /// (a client that opens one per chat window, closed unused) leaves
+    /// nothing in the store: it was never listed, and nothing in it could
+    /// be wanted (`store::USED`). One whose settings were changed stays
+    /// (a load restores them), and so does one created by another
+    /// process, which may still have it open.
+    pub(in crate::agent) fn remove_if_unused(&mut self, session: &Session) {
+        if !session.disposable {
+            return;
+        }
+        let id = session.id.as_str();
+        let Ok(store) = self.store() else {
+            return;
+        };
+        match store.delete_if_unused(id) {
+            Ok(true) => log::info!("session {id} was never used; removed"),
+            Ok(false) => {}
+            Err(error) => log::warn!("cannot remove the unused session {id}: {error}"),
         }
     }
 }

@@ -104,6 +104,14 @@ impl Dispatcher {
             None => return Err(not_found(&session_id)),
         };
         let store = self.store()?;
+        // Another process may have deleted it (`session/delete`, or closed
+        // it unused) while it was open here.
+        if store.session(&session_id).map_err(internal)?.is_none() {
+            return Err(RpcError::invalid_request(format!(
+                "session {session_id} is no longer stored (another Spindle process deleted it); start a new session"
+            ))
+            .with_data(json!({"code": "session_deleted"})));
+        }
         if let Err(holder) = store.acquire_lease(&session_id, me).map_err(internal)? {
             return Err(RpcError::invalid_request(format!(
                 "session {session_id} is running a turn in another Spindle process (pid {holder}); wait for it to finish"

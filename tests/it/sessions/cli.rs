@@ -72,6 +72,17 @@ fn the_sessions_command_lists_shows_and_deletes() {
     let space = Space::new("cli");
     let (tools, plain, entries) = cli_fixture(&space);
     let db = space.db.arg();
+    // Stored (a setting was changed), never prompted: not listed, as in
+    // `session/list`, yet an id still names it.
+    let mut agent = space.reader();
+    let tuned = agent.new_session(&space.ws);
+    super::ok(
+        &mut agent,
+        "session/set_mode",
+        json!({"sessionId": tuned, "modeId": "plan"}),
+    );
+    finish(agent);
+    assert!(space.db.session_ids().contains(&tuned));
 
     for args in [
         vec!["sessions", "--db", db.as_str()],
@@ -79,6 +90,7 @@ fn the_sessions_command_lists_shows_and_deletes() {
     ] {
         let run = cli(&space, &args);
         assert_eq!(run.code, Some(0), "spindle {args:?}\n{run}");
+        assert!(!run.stdout.contains(&tuned), "never prompted\n{run}");
         for entry in &entries {
             let id = entry["sessionId"].as_str().unwrap_or_default();
             let lines: Vec<&str> = run.stdout.lines().filter(|l| l.contains(id)).collect();
@@ -109,6 +121,16 @@ fn the_sessions_command_lists_shows_and_deletes() {
         "another session's text\n{run}"
     );
 
+    let run = cli(&space, &["sessions", "--json", "--db", &db]);
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(
+        !run.stdout.contains(&tuned) && run.stdout.contains(&tools),
+        "{run}"
+    );
+    let run = cli(&space, &["sessions", "show", &tuned, "--db", &db]);
+    assert_eq!(run.code, Some(0), "{run}");
+    let run = cli(&space, &["sessions", "delete", &tuned, "--db", &db]);
+    assert_eq!(run.code, Some(0), "{run}");
     let run = cli(&space, &["sessions", "delete", &plain, "--db", &db]);
     assert_eq!(run.code, Some(0), "{run}");
     assert!(
