@@ -132,7 +132,9 @@ fn drive(
         to_agent,
         0,
         "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {},
+        // Notices are not the answer: they go to stderr.
+        json!({"protocolVersion": 1,
+               "clientCapabilities": {"_meta": {"spindle": {"notices": true}}},
                "clientInfo": {"name": "spindle-exec", "version": env!("CARGO_PKG_VERSION")}}),
     ) {
         return 1;
@@ -278,6 +280,17 @@ impl Printer {
                 let _ = std::io::stdout().flush();
                 if !text.is_empty() {
                     self.answer_open = !text.ends_with('\n');
+                }
+            }
+            "notice" if !self.quiet => {
+                self.end_thought();
+                let title =
+                    crate::util::visible(update["title"].as_str().unwrap_or_default(), true);
+                match update["description"].as_str() {
+                    Some(description) => {
+                        eprintln!("{title}: {}", crate::util::visible(description, true))
+                    }
+                    None => eprintln!("{title}"),
                 }
             }
             "agent_thought_chunk" if !self.quiet => {

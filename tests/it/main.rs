@@ -23,3 +23,4 @@ mod streaming;
 mod support;
 mod support_selftest;
 mod tools;
+mod unstable;

@@ -14,7 +14,9 @@ use crate::support::wire::{
     responses_answer, responses_completed, responses_created, responses_function_call,
     responses_incomplete, responses_message, responses_reasoning, responses_usage,
 };
-use crate::support::{temp_dir, updates_text, write_file, Agent, FakeServer, Reply, Step};
+use crate::support::{
+    notices_text, temp_dir, updates_text, write_file, Agent, FakeServer, Reply, Step,
+};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -605,7 +607,7 @@ fn anthropic_errors_carry_the_message_and_overloaded_is_retried() {
     let session = session["sessionId"].as_str().unwrap().to_string();
     let (result, messages) = prompt_ok(&mut agent, &session, "hi");
     assert_eq!(result["stopReason"], "end_turn");
-    assert!(updates_text(&messages, "agent_thought_chunk").contains("retrying"));
+    assert!(notices_text(&messages).contains("retrying"));
     assert_eq!(updates_text(&messages, "agent_message_chunk"), "Back.");
     let (error, messages) = prompt_err(&mut agent, &session, "again");
     assert_eq!(error["code"], -32603);
@@ -613,7 +615,7 @@ fn anthropic_errors_carry_the_message_and_overloaded_is_retried() {
     assert_eq!(error["data"]["providerCode"], "provider_http_400");
     assert!(message_of(&error).contains("prompt is too long"), "{error}");
     assert!(message_of(&error).contains("new session"), "{error}");
-    assert!(updates_text(&messages, "agent_message_chunk").contains("Context compacted"));
+    assert!(notices_text(&messages).contains("Context compacted"));
     let requests = server.requests();
     assert_eq!(requests.len(), 5);
     // The retry starts with the summary and keeps the current prompt.
@@ -643,7 +645,7 @@ fn an_overloaded_error_event_before_any_content_is_retried() {
         "an overloaded_error before any content must be retried: {response}"
     );
     assert_eq!(updates_text(&messages, "agent_message_chunk"), "Recovered.");
-    assert!(updates_text(&messages, "agent_thought_chunk").contains("retrying"));
+    assert!(notices_text(&messages).contains("retrying"));
     assert_eq!(server.requests().len(), 2);
 }
 
@@ -801,10 +803,13 @@ fn retry_session(server: &FakeServer, args: &[&str]) -> (Agent, String) {
     (agent, session)
 }
 
+/// The retry status lines: notices, not thoughts of the model.
 fn retry_lines(messages: &[Value]) -> usize {
-    updates_text(messages, "agent_thought_chunk")
-        .matches("retrying")
-        .count()
+    assert!(
+        !updates_text(messages, "agent_thought_chunk").contains("retrying"),
+        "a retry line among the thoughts"
+    );
+    notices_text(messages).matches("retrying").count()
 }
 
 /// Gives a wrongly retried request time to show up, then checks the count.
@@ -839,10 +844,10 @@ fn a_429_with_retry_after_is_retried_after_the_delay() {
     let elapsed = started.elapsed();
     assert_eq!(result["stopReason"], "end_turn");
     assert_eq!(updates_text(&messages, "agent_message_chunk"), "Recovered.");
-    let thoughts = updates_text(&messages, "agent_thought_chunk");
-    assert_eq!(retry_lines(&messages), 1, "{thoughts}");
-    assert!(thoughts.contains("429"), "{thoughts}");
-    assert!(thoughts.contains("1.0 s"), "{thoughts}");
+    let notices = notices_text(&messages);
+    assert_eq!(retry_lines(&messages), 1, "{notices}");
+    assert!(notices.contains("429"), "{notices}");
+    assert!(notices.contains("1.0 s"), "{notices}");
     assert!(elapsed >= Duration::from_millis(950), "{elapsed:?}");
     assert_eq!(server.requests().len(), 2);
     // Only the successful call counts.
@@ -874,10 +879,10 @@ fn a_500_is_retried_with_backoff_and_retry_after_ms_is_honoured() {
         updates_text(&messages, "agent_message_chunk"),
         "Third time lucky."
     );
-    let thoughts = updates_text(&messages, "agent_thought_chunk");
-    assert_eq!(retry_lines(&messages), 2, "{thoughts}");
-    assert!(thoughts.contains("The server had an error"), "{thoughts}");
-    assert!(thoughts.contains("retrying in 0.2 s"), "{thoughts}");
+    let notices = notices_text(&messages);
+    assert_eq!(retry_lines(&messages), 2, "{notices}");
+    assert!(notices.contains("The server had an error"), "{notices}");
+    assert!(notices.contains("retrying in 0.2 s"), "{notices}");
     assert_eq!(server.requests().len(), 3);
 }
 
@@ -895,9 +900,9 @@ fn a_gateway_prefixed_retry_hint_is_honoured() {
     let (mut agent, session) = retry_session(&server, &[]);
     let (result, messages) = prompt_ok(&mut agent, &session, "hello");
     assert_eq!(result["stopReason"], "end_turn");
-    let thoughts = updates_text(&messages, "agent_thought_chunk");
-    assert_eq!(retry_lines(&messages), 1, "{thoughts}");
-    assert!(thoughts.contains("retrying in 0.3 s"), "{thoughts}");
+    let notices = notices_text(&messages);
+    assert_eq!(retry_lines(&messages), 1, "{notices}");
+    assert!(notices.contains("retrying in 0.3 s"), "{notices}");
     assert_eq!(server.requests().len(), 2);
 }
 

@@ -391,6 +391,32 @@ impl Dispatcher {
         let _ = self.writer.send(Output::Line(line).queued());
     }
 
+    /// Replays a session's stored updates, each fitted to this client
+    /// (`acp::fit`: what it did not ask for is left out or rewritten).
+    pub(in crate::agent) fn replay(&self, session_id: &str, events: &[String]) {
+        let capabilities = self.client.clone().unwrap_or_default();
+        for body in events {
+            if let Some(line) = crate::acp::fit::replay_line(session_id, body, &capabilities) {
+                self.send_line(line);
+            }
+        }
+    }
+
+    /// Queues one-off notices to follow the current request's answer, as
+    /// this client takes them (`acp::Notice`): live only, never stored.
+    pub(in crate::agent) fn notices_after_response(
+        &mut self,
+        session_id: &str,
+        notices: Vec<crate::acp::Notice>,
+    ) {
+        let capabilities = self.client.clone().unwrap_or_default();
+        self.after_response.extend(
+            notices
+                .iter()
+                .map(|notice| notice.line(session_id, &capabilities)),
+        );
+    }
+
     pub(in crate::agent) fn respond(&self, id: &RequestId, result: Result<Value, RpcError>) {
         match result {
             Ok(value) => self.send_line(rpc::response_line(id, &value)),

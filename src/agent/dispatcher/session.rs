@@ -53,9 +53,9 @@ pub struct Session {
     /// The workspace files already named as refused (each is named once
     /// per session, in the first turn after it appears).
     pub refused_shown: Vec<std::path::PathBuf>,
-    /// Said once, in the first answer: a policy above `auto` that a flag
+    /// Said once, in the first turn: a policy above `auto` that a flag
     /// or the config chose.
-    pub start_notice: Option<String>,
+    pub start_notice: Option<crate::acp::Notice>,
     /// What the session's last checkpoint scan saw of the workspace.
     pub scan_cache: std::sync::Arc<std::sync::Mutex<crate::checkpoint::ScanCache>>,
     /// Turns counted since the session opened in this process, what

@@ -108,13 +108,12 @@ impl Dispatcher {
         session.id = session_id.clone();
         session.disposable = true;
         let (mcp, notes) = start_mcp(
-            &session.id,
             &session.mcp_servers,
             &self.tool_secrets(),
             self.mcp_message_cap(),
         );
         session.mcp = mcp;
-        self.after_response.extend(notes);
+        self.notices_after_response(&session.id, notes);
         let response = json!({
             "sessionId": session_id,
             "modes": modes(&session),
@@ -183,11 +182,13 @@ impl Dispatcher {
         };
         session.policy = policy;
         session.start_notice = match policy {
-            Policy::Yolo => Some(format!(
-                "_This session runs in `yolo`, chosen by {chosen_by}: no tool call asks for approval._\n\n"
+            Policy::Yolo => Some(acp::Notice::warning(
+                "This session runs in yolo",
+                format!("Chosen by {chosen_by}: no tool call asks for approval."),
             )),
-            Policy::Sandbox => Some(format!(
-                "_This session runs in `sandbox`, chosen by {chosen_by}: commands run in a sandbox without asking._\n\n"
+            Policy::Sandbox => Some(acp::Notice::info(
+                "This session runs in sandbox",
+                format!("Chosen by {chosen_by}: commands run in a sandbox without asking."),
             )),
             _ => None,
         };
@@ -231,10 +232,9 @@ impl Dispatcher {
                 if let Some(old) = session.mcp.take() {
                     old.shutdown();
                 }
-                let (mcp, notes) =
-                    start_mcp(&session.id, &session.mcp_servers, &secrets, message_cap);
+                let (mcp, notes) = start_mcp(&session.mcp_servers, &secrets, message_cap);
                 session.mcp = mcp;
-                self.after_response.extend(notes);
+                self.notices_after_response(&id, notes);
             }
             let Some(session) = self.sessions.get_mut(&id) else {
                 return Err(not_found(&id));
@@ -245,9 +245,7 @@ impl Dispatcher {
             });
             if replay {
                 let events = self.store()?.events(&id).map_err(internal)?;
-                for body in events {
-                    self.send_line(acp::replay_line(&id, &body));
-                }
+                self.replay(&id, &events);
             }
             self.announce_commands(&id);
             return Ok(response);
@@ -307,13 +305,12 @@ impl Dispatcher {
             }
         }
         let (mcp, notes) = start_mcp(
-            &session.id,
             &session.mcp_servers,
             &self.tool_secrets(),
             self.mcp_message_cap(),
         );
         session.mcp = mcp;
-        self.after_response.extend(notes);
+        self.notices_after_response(&session.id, notes);
         // A model that is no longer configured falls back to the default.
         if registry.model(&session.model).is_none() {
             session.model = registry.default_model.clone().unwrap_or_default();
@@ -324,9 +321,7 @@ impl Dispatcher {
         session.title = row.title;
         session.stored_messages = messages.len() as i64;
         session.messages = messages;
-        for body in events {
-            self.send_line(acp::replay_line(&id, &body));
-        }
+        self.replay(&id, &events);
         let response = json!({
             "modes": modes(&session),
             "configOptions": config_options(&session, &registry),
@@ -572,14 +567,13 @@ impl Dispatcher {
 }
 
 /// Starts a session's MCP servers (waiting a bounded time). Returns them
-/// and the notifications that name, after the answer, the servers that
-/// could not be used.
+/// and the notices that name, after the answer, the servers that could
+/// not be used.
 fn start_mcp(
-    session_id: &str,
     servers: &[Value],
     secrets: &crate::policy::secrets::Secrets,
     message_cap: Option<usize>,
-) -> (Option<Arc<McpSession>>, Vec<String>) {
+) -> (Option<Arc<McpSession>>, Vec<acp::Notice>) {
     let (mut configs, mut failures) = crate::mcp::parse_servers(servers);
     let env_remove: Vec<String> = secrets
         .to_remove_here()
@@ -600,15 +594,7 @@ fn start_mcp(
     let notes = failures
         .into_iter()
         .map(|(server, reason)| {
-            let update = json!({
-                "sessionUpdate": "agent_message_chunk",
-                "content": {"type": "text", "text": format!("_MCP server `{server}` is not available: {reason}._\n\n")},
-                "messageId": format!("mcp_{}", crate::util::random_hex()),
-            });
-            crate::rpc::notification_line(
-                crate::acp::method::SESSION_UPDATE,
-                &json!({"sessionId": session_id, "update": update}),
-            )
+            acp::Notice::warning(format!("MCP server `{server}` is not available"), reason)
         })
         .collect();
     (mcp, notes)

@@ -308,9 +308,9 @@ impl Dispatcher {
             && !session.sandbox_notice_shown
         {
             session.sandbox_notice_shown = true;
-            Some(format!(
-                "_No sandbox is available here ({}), so every command will ask for permission._\n\n",
-                sandbox_description
+            Some(acp::Notice::warning(
+                "No sandbox is available here, so every command asks",
+                format!("The sandbox: {sandbox_description}."),
             ))
         } else {
             None
@@ -329,9 +329,9 @@ impl Dispatcher {
             session
                 .refused_shown
                 .extend(refused.into_iter().map(|skipped| skipped.path));
-            format!(
-                "_Some of the workspace's files are left out:_\n\n{}\n\n",
-                lines.join("\n")
+            acp::Notice::warning(
+                "Some of the workspace's files are left out",
+                lines.join("\n"),
             )
         });
         // Lasting rules: the user's (with their answers for this project)
@@ -349,8 +349,9 @@ impl Dispatcher {
             Ok(rules) => rules,
             Err(problem) => {
                 log::warn!("{problem}");
-                notice_extra = Some(format!(
-                    "_The workspace's permission rules cannot be used and are ignored: {problem}_\n\n"
+                notice_extra = Some(acp::Notice::warning(
+                    "The workspace's permission rules are ignored",
+                    format!("They cannot be used: {problem}"),
                 ));
                 Vec::new()
             }
@@ -361,7 +362,7 @@ impl Dispatcher {
             mine.is_some_and(|p| p.trusted),
         );
         // A policy above `auto` chosen at start is said once, first.
-        let notice = [
+        let notices: Vec<acp::Notice> = [
             session.start_notice.take(),
             notice,
             refused_notice,
@@ -369,7 +370,7 @@ impl Dispatcher {
         ]
         .into_iter()
         .flatten()
-        .reduce(|a, b| format!("{a}{b}"));
+        .collect();
         let cancel = CancelToken::new();
         let client = Client::new(
             session.id.clone(),
@@ -438,7 +439,7 @@ impl Dispatcher {
             kind,
             mcp: session.mcp.clone(),
             processes,
-            notice,
+            notices,
             fresh,
         };
         // The turn's `running` event goes out before any of its updates.

@@ -10,7 +10,7 @@
 use super::context::{self, Keeper};
 use super::updates::UpdateSink;
 use super::{State, Turn};
-use crate::acp::StopReason;
+use crate::acp::{Notice, StopReason};
 use crate::provider::{Message, ModelRequest, Role, Sink, StreamError};
 use crate::rpc::RpcError;
 use serde_json::json;
@@ -39,7 +39,7 @@ pub(super) enum Fitted {
 }
 
 /// Collects a summary without showing it; status lines still reach the
-/// user as thoughts.
+/// user as notices.
 struct Quiet<'a, 'b> {
     text: String,
     shown: &'a mut UpdateSink<'b>,
@@ -51,7 +51,7 @@ impl Sink for Quiet<'_, '_> {
     }
     fn thought(&mut self, _: &str) {}
     fn notice(&mut self, text: &str) {
-        self.shown.thought(text);
+        self.shown.notice(text);
     }
 }
 
@@ -92,17 +92,7 @@ pub(super) fn fit(
     let saved = context::elide_old_results(messages, KEEP_STEPS, &keeper);
     let after = estimate(state, fixed, messages);
     if saved > 0 && pressure == Pressure::Threshold && after <= limit / 4 * 3 {
-        announce(
-            turn,
-            sink,
-            state,
-            &format!(
-                "Context: old tool outputs elided, {} → {} tokens.",
-                context::tokens_text(before),
-                context::tokens_text(after)
-            ),
-            after,
-        );
+        announce_elided(turn, sink, state, before, after, None);
         return Fitted::Smaller;
     }
     let keep_bytes = (window / KEEP_SHARE * 4) as usize;
@@ -150,11 +140,7 @@ pub(super) fn fit(
                 turn,
                 sink,
                 state,
-                &format!(
-                    "Context compacted: {} → {} tokens.",
-                    context::tokens_text(before),
-                    context::tokens_text(now)
-                ),
+                Notice::info("Context compacted", sizes(before, now)),
                 now,
             );
             Fitted::Smaller
@@ -181,28 +167,33 @@ fn announce_elided(
     now: u64,
     reason: Option<&str>,
 ) {
-    let text = match reason {
-        Some(reason) => format!(
-            "Context compaction failed ({reason}); old tool outputs were elided instead: {} → {} tokens.",
-            context::tokens_text(before),
-            context::tokens_text(now)
+    let notice = match reason {
+        Some(reason) => Notice::warning(
+            "Context compaction failed",
+            format!(
+                "{reason}. Old tool outputs were elided instead: {}",
+                sizes(before, now)
+            ),
         ),
-        None => format!(
-            "Context: old tool outputs elided, {} → {} tokens.",
-            context::tokens_text(before),
-            context::tokens_text(now)
-        ),
+        None => Notice::info("Old tool outputs elided", sizes(before, now)),
     };
-    announce(turn, sink, state, &text, now);
+    announce(turn, sink, state, notice, now);
+}
+
+/// `151k → 40k tokens.`
+fn sizes(before: u64, now: u64) -> String {
+    format!(
+        "{} → {} tokens.",
+        context::tokens_text(before),
+        context::tokens_text(now)
+    )
 }
 
 /// Shows a short notice and the new size.
-fn announce(turn: &Turn, sink: &mut UpdateSink, state: &mut State, text: &str, used: u64) {
+fn announce(turn: &Turn, sink: &mut UpdateSink, state: &mut State, notice: Notice, used: u64) {
     state.compacted = true;
-    sink.begin_message();
-    let id = sink.message_id.clone();
     let mut updates = sink.updates.borrow_mut();
-    updates.chunk(false, &id, &format!("_{text}_\n\n"));
+    updates.notice(&notice);
     updates.send_live(json!({
         "sessionUpdate": "usage_update",
         "used": used,
@@ -306,15 +297,9 @@ pub(super) fn compact_command(
             state.known = None;
             let now = estimate(state, fixed, &compacted);
             state.replaced = Some(compacted);
-            sink.updates.borrow_mut().chunk(
-                false,
-                &sink.message_id,
-                &format!(
-                    "\n\n_Context compacted: {} → {} tokens._",
-                    context::tokens_text(before),
-                    context::tokens_text(now)
-                ),
-            );
+            sink.updates
+                .borrow_mut()
+                .notice(&Notice::info("Context compacted", sizes(before, now)));
             sink.updates.borrow_mut().send_live(json!({
                 "sessionUpdate": "usage_update",
                 "used": now,

@@ -144,9 +144,9 @@ pub struct Turn {
     pub title_update: Option<Value>,
     /// How the session's commands start.
     pub processes: Arc<Processes>,
-    /// A message to show before anything else (once per session: the
-    /// sandbox policy without a sandbox).
-    pub notice: Option<String>,
+    /// Notices to show before anything else (each once per session: the
+    /// policy chosen at start, the sandbox policy without a sandbox, ...).
+    pub notices: Vec<crate::acp::Notice>,
     /// How many of the last messages the turn's start adds to the stored
     /// conversation: the user's prompt, or the answer of an `ask_user`
     /// question that waited for it (with the calls after it, unrun).
@@ -223,18 +223,15 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
             }
             let updates = RefCell::new(Updates::new(
                 turn.session_id.clone(),
+                turn.client.capabilities.clone(),
                 turn.writer.clone(),
                 turn.cancel.clone(),
             ));
             if let Some(title) = &turn.title_update {
                 updates.borrow_mut().send(title.clone());
             }
-            if let Some(notice) = &turn.notice {
-                updates.borrow_mut().send(serde_json::json!({
-                    "sessionUpdate": "agent_message_chunk",
-                    "content": {"type": "text", "text": notice},
-                    "messageId": format!("notice_{}", crate::util::random_hex()),
-                }));
+            for notice in &turn.notices {
+                updates.borrow_mut().notice(notice);
             }
             // Only a model turn adds the prompt to the conversation (or the
             // answer of the question it waited for).
@@ -426,13 +423,12 @@ fn steps(
         // Servers that failed since the last turn are named once, so the
         // user knows why their tools are missing.
         for (server, reason) in mcp.take_failures() {
-            sink.begin_message();
-            let note = format!(
-                "_MCP server `{server}` is not available: {reason}. Its tools are withdrawn._\n\n"
-            );
             sink.updates
                 .borrow_mut()
-                .chunk(false, &sink.message_id, &note);
+                .notice(&crate::acp::Notice::warning(
+                    format!("MCP server `{server}` is not available"),
+                    format!("{reason}. Its tools are withdrawn."),
+                ));
         }
     }
     // Plan mode may end during the turn (`exit_plan`): then the tools,

@@ -1151,11 +1151,12 @@ impl Runner<'_> {
         let project = self.root.display().to_string();
         if let Err(error) = crate::config::add_project_rule(path, &project, rule.clone()) {
             log::warn!("cannot save the permission rule: {error}");
-            self.update(json!({
-                "sessionUpdate": "agent_message_chunk",
-                "content": {"type": "text", "text": format!("_The rule could not be saved ({error}); it holds for this session._\n\n")},
-                "messageId": format!("notice_{}", crate::util::random_hex()),
-            }));
+            self.updates
+                .borrow_mut()
+                .notice(&crate::acp::Notice::warning(
+                    "The rule could not be saved",
+                    format!("{error}. It holds for this session."),
+                ));
         }
     }
 

@@ -233,7 +233,7 @@ fn child_turn(
     child.request_id = None;
     child.inbox_item = None;
     child.title_update = None;
-    child.notice = None;
+    child.notices = Vec::new();
     child.known = None;
     child.prompt_blocks = Vec::new();
     child.client.parent = Some(call.id.clone());
@@ -291,6 +291,7 @@ fn start_job(
         .spawn(move || {
             let updates = RefCell::new(super::updates::Updates::new(
                 child.session_id.clone(),
+                child.client.capabilities.clone(),
                 child.writer.clone(),
                 child.cancel.clone(),
             ));

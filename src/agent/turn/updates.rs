@@ -1,9 +1,11 @@
 //! The one path a turn's `session/update`s take: written to the client at
 //! once, and kept (chunks of one message merged) until the turn commits
 //! them to the store at its next step boundary; `UpdateSink` feeds it the
-//! provider's text and thought deltas.
+//! provider's text and thought deltas. Each update is kept in the one form
+//! the store holds and written fitted to the client (`acp::fit`); notices
+//! are written only.
 
-use crate::acp::{self, ContentBlock, SessionUpdate};
+use crate::acp::{self, ClientCapabilities, ContentBlock, Notice, SessionUpdate};
 use crate::cancel::CancelToken;
 use crate::provider::{Message, Sink};
 use crate::rpc::{self, stdio::Output, stdio::Queued};
@@ -47,6 +49,8 @@ struct StoredText<'a> {
 
 pub struct Updates {
     session_id: String,
+    /// What the client asked for: which unstable parts it gets.
+    capabilities: ClientCapabilities,
     writer: Sender<Queued>,
     cancel: CancelToken,
     kept: Vec<Kept>,
@@ -88,9 +92,15 @@ pub fn parent_meta(parent: &str) -> Value {
 const AFTER_CANCEL_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl Updates {
-    pub fn new(session_id: String, writer: Sender<Queued>, cancel: CancelToken) -> Updates {
+    pub fn new(
+        session_id: String,
+        capabilities: ClientCapabilities,
+        writer: Sender<Queued>,
+        cancel: CancelToken,
+    ) -> Updates {
         Updates {
             session_id,
+            capabilities,
             writer,
             cancel,
             kept: Vec::new(),
@@ -270,11 +280,7 @@ impl Updates {
     }
 
     fn send_now(&mut self, update: Value) {
-        let line = rpc::notification_line(
-            acp::method::SESSION_UPDATE,
-            &json!({"sessionId": self.session_id, "update": update}),
-        );
-        self.deliver(line);
+        self.write_fitted(update.clone());
         if self.nested.is_some() {
             self.mirrored(&update);
         }
@@ -285,11 +291,33 @@ impl Updates {
         self.kept.push(Kept::Other(update));
     }
 
+    /// Writes an update as this client gets it (`acp::fit`), if it gets it.
+    fn write_fitted(&self, mut update: Value) {
+        if !acp::fit::fit(&mut update, &self.capabilities) {
+            return;
+        }
+        let line = rpc::notification_line(
+            acp::method::SESSION_UPDATE,
+            &json!({"sessionId": self.session_id, "update": update}),
+        );
+        self.deliver(line);
+    }
+
     /// Sends a live-only update (usage): shown, never replayed. A
     /// subagent's are not sent: the session's meter is the parent's.
     pub fn send_live(&mut self, update: Value) {
         if self.nested.is_some() {
             return;
+        }
+        self.write_fitted(update);
+    }
+
+    /// Shows a one-off notice: live only, never kept, never part of the
+    /// answer. A subagent's is marked with the parent's tool call.
+    pub fn notice(&mut self, notice: &Notice) {
+        let mut update = notice.update(&self.capabilities);
+        if let Some(nested) = &self.nested {
+            update["_meta"] = parent_meta(&nested.parent);
         }
         let line = rpc::notification_line(
             acp::method::SESSION_UPDATE,
@@ -397,7 +425,13 @@ impl Sink for UpdateSink<'_> {
                 live.health_error = Some(text.trim().to_string());
             }
         }
-        self.thought(text);
+        if self.cancel.is_cancelled() {
+            return;
+        }
+        // Shown, but not part of the model's answer (nor of its thoughts).
+        self.updates
+            .borrow_mut()
+            .notice(&Notice::warning("Retrying the model request", text));
     }
 
     fn thought(&mut self, delta: &str) {
@@ -419,7 +453,12 @@ mod tests {
     #[test]
     fn chunks_of_one_message_are_kept_merged() {
         let (writer, lines) = crossbeam_channel::unbounded();
-        let mut updates = Updates::new("s".into(), writer, CancelToken::new());
+        let mut updates = Updates::new(
+            "s".into(),
+            ClientCapabilities::default(),
+            writer,
+            CancelToken::new(),
+        );
         updates.chunk(true, "t1", "Think ");
         updates.chunk(true, "t1", "hard");
         updates.chunk(false, "m1", "Hello");
@@ -447,7 +486,12 @@ mod tests {
     #[test]
     fn kept_chunks_are_stored_as_their_json_tree_would_be() {
         let (writer, _lines) = crossbeam_channel::unbounded();
-        let mut updates = Updates::new("s".into(), writer, CancelToken::new());
+        let mut updates = Updates::new(
+            "s".into(),
+            ClientCapabilities::default(),
+            writer,
+            CancelToken::new(),
+        );
         updates.chunk(false, "m1", "a \"quoted\"\n\u{1}");
         updates.nest(Some("call_1"));
         updates.chunk(true, "t1", "nested");
@@ -472,7 +516,12 @@ mod tests {
     fn a_full_queue_waits_but_not_past_a_cancel() {
         let (writer, lines) = crossbeam_channel::bounded(2);
         let cancel = CancelToken::new();
-        let mut updates = Updates::new("s".into(), writer, cancel.clone());
+        let mut updates = Updates::new(
+            "s".into(),
+            ClientCapabilities::default(),
+            writer,
+            cancel.clone(),
+        );
         updates.send(json!({"sessionUpdate": "plan", "entries": []}));
         updates.send(json!({"sessionUpdate": "plan", "entries": []}));
         let canceller = std::thread::spawn(move || {

@@ -386,9 +386,11 @@ fn is_interrupted_note(update: &Value) -> bool {
 
 /// Updates that describe the session's state rather than its history:
 /// shown live, never replayed (`available_commands_update` follows
-/// `session/new`, `load` and `resume`; `usage_update` follows model calls).
+/// `session/new`, `load` and `resume`; `usage_update` follows model calls;
+/// the agent's notices, such as the `yolo` these sessions start in).
 fn is_live_only(update: &Value) -> bool {
     matches!(kind(update), "usage_update" | "available_commands_update")
+        || crate::support::agent::is_notice(update)
 }
 
 /// A live turn's updates without the live-only ones.

@@ -672,14 +672,35 @@ pub fn updates_text(messages: &[Value], kind: &str) -> String {
 }
 
 /// Whether an update is one of the agent's own notices (a policy above
-/// `auto` at start, no sandbox available): message chunks whose
-/// `messageId` starts with `notice_`, shown before the model's answer.
-/// The text helpers leave them out: they collect what the model said.
+/// `auto` at start, no sandbox available, a retry, a compaction): the
+/// unstable `notice` update for a client that opted in, else a message
+/// chunk whose `messageId` starts with `notice_`. The text helpers leave
+/// them out: they collect what the model said.
 pub fn is_notice(update: &Value) -> bool {
-    update["sessionUpdate"] == "agent_message_chunk"
-        && update["messageId"]
+    update["sessionUpdate"] == "notice"
+        || (update["sessionUpdate"] == "agent_message_chunk"
+            && update["messageId"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("notice_")))
+}
+
+/// The text of a notice in either form: a chunk's text, or a `notice`'s
+/// title and description on a line each.
+pub fn notice_text(update: &Value) -> String {
+    if update["sessionUpdate"] == "notice" {
+        let mut text = update["title"].as_str().unwrap_or_default().to_string();
+        if let Some(description) = update["description"].as_str() {
+            text.push('\n');
+            text.push_str(description);
+        }
+        text.push('\n');
+        text
+    } else {
+        update["content"]["text"]
             .as_str()
-            .is_some_and(|id| id.starts_with("notice_"))
+            .unwrap_or_default()
+            .to_string()
+    }
 }
 
 /// The text of the agent's notices among `messages`.
@@ -689,6 +710,6 @@ pub fn notices_text(messages: &[Value]) -> String {
         .filter(|message| message.get("method").and_then(Value::as_str) == Some("session/update"))
         .filter_map(|message| message.pointer("/params/update"))
         .filter(|update| is_notice(update))
-        .filter_map(|update| update.pointer("/content/text").and_then(Value::as_str))
+        .map(notice_text)
         .collect()
 }

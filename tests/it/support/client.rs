@@ -257,7 +257,7 @@ impl Turn {
         self.updates()
             .iter()
             .filter(|u| super::agent::is_notice(u))
-            .filter_map(|u| u["content"]["text"].as_str())
+            .map(|u| super::agent::notice_text(u))
             .collect()
     }
 

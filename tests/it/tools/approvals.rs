@@ -568,7 +568,7 @@ fn a_session_started_in_yolo_says_so_once() {
     assert!(
         first
             .notices()
-            .contains("runs in `yolo`, chosen by the --permissions flag"),
+            .contains("runs in yolo._ Chosen by the --permissions flag"),
         "{}",
         first.dump()
     );

@@ -1,0 +1,219 @@
+//! What one client gets of an update. Spindle keeps every update in one
+//! form (the one it stores for replay) and fits it to the client at the
+//! moment it is written, live or replayed: the unstable parts of ACP go
+//! only to a client that asked for them. Notices are built here too: they
+//! are live only, as an unstable `notice` or as a separate text chunk.
+
+use super::ClientCapabilities;
+use serde_json::{json, Value};
+
+/// How much of a notice's description is shown: it may carry a
+/// provider's error message or a list of files.
+const DESCRIPTION_CAP: usize = 4096;
+
+/// How loud a notice is (the unstable `NoticeSeverity`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+/// A one-off notice for the user: never part of the answer, the
+/// conversation or the replay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub severity: Severity,
+    /// Short plain text that stands alone.
+    pub title: String,
+    pub description: Option<String>,
+}
+
+impl Notice {
+    pub fn new(
+        severity: Severity,
+        title: impl Into<String>,
+        description: Option<String>,
+    ) -> Notice {
+        let mut title: String = title.into().trim().to_string();
+        if title.is_empty() {
+            title = "Notice".into();
+        }
+        let description = description
+            .map(|text| capped(text.trim()))
+            .filter(|text| !text.is_empty());
+        Notice {
+            severity,
+            title,
+            description,
+        }
+    }
+
+    pub fn info(title: impl Into<String>, description: impl Into<String>) -> Notice {
+        Notice::new(Severity::Info, title, Some(description.into()))
+    }
+
+    pub fn warning(title: impl Into<String>, description: impl Into<String>) -> Notice {
+        Notice::new(Severity::Warning, title, Some(description.into()))
+    }
+
+    /// The text a client without notices reads: the title in italics, the
+    /// description after it (below it when it has several lines).
+    pub fn text(&self) -> String {
+        match &self.description {
+            None => format!("_{}._\n\n", self.title),
+            Some(description) if description.contains('\n') => {
+                format!("_{}:_\n\n{description}\n\n", self.title)
+            }
+            Some(description) => format!("_{}._ {description}\n\n", self.title),
+        }
+    }
+
+    /// The update this client gets: the unstable `notice` when it opted
+    /// in (`_meta.spindle.notices`), else an agent message chunk of its
+    /// own, whose `notice_` id keeps it apart from the answer.
+    pub fn update(&self, capabilities: &ClientCapabilities) -> Value {
+        if capabilities.meta.spindle.notices {
+            let mut update = json!({
+                "sessionUpdate": "notice",
+                "severity": self.severity.as_str(),
+                "title": self.title,
+            });
+            if let Some(description) = &self.description {
+                update["description"] = json!(description);
+            }
+            update
+        } else {
+            json!({
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": self.text()},
+                "messageId": format!("notice_{}", crate::util::random_hex()),
+            })
+        }
+    }
+
+    /// The whole `session/update` line of this notice for this client.
+    pub fn line(&self, session_id: &str, capabilities: &ClientCapabilities) -> String {
+        crate::rpc::notification_line(
+            super::method::SESSION_UPDATE,
+            &json!({"sessionId": session_id, "update": self.update(capabilities)}),
+        )
+    }
+}
+
+fn capped(text: &str) -> String {
+    if text.len() <= DESCRIPTION_CAP {
+        return text.to_string();
+    }
+    let mut end = DESCRIPTION_CAP;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Whether an update is a notice, in either form. Notices are never
+/// stored; a database written by an older Spindle holds its notices as
+/// chunks, which replay leaves out.
+pub fn is_notice(update: &Value) -> bool {
+    update["sessionUpdate"] == "notice"
+        || (update["sessionUpdate"] == "agent_message_chunk"
+            && update["messageId"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("notice_")))
+}
+
+/// Fits an update, as kept for the store, to this client; `false` when
+/// the client must not get it at all.
+pub fn fit(update: &mut Value, _capabilities: &ClientCapabilities) -> bool {
+    !is_notice(update)
+}
+
+/// Whether a stored update may need fitting: a cheap look at its text
+/// before it is parsed (most stored updates are chunks, written as is).
+fn may_need_fitting(body: &str) -> bool {
+    body.contains(r#""messageId":"notice_"#)
+}
+
+/// Renders a stored update as the `session/update` line that replays it
+/// to this client; `None` when this client does not get it.
+pub fn replay_line(
+    session_id: &str,
+    body: &str,
+    capabilities: &ClientCapabilities,
+) -> Option<String> {
+    if !may_need_fitting(body) {
+        return Some(super::replay_line(session_id, body));
+    }
+    let Ok(mut update) = serde_json::from_str::<Value>(body) else {
+        return Some(super::replay_line(session_id, body));
+    };
+    if !fit(&mut update, capabilities) {
+        return None;
+    }
+    Some(super::replay_line(session_id, &update.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opted_in() -> ClientCapabilities {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.meta.spindle.notices = true;
+        capabilities
+    }
+
+    #[test]
+    fn a_notice_is_an_update_or_a_chunk_of_its_own() {
+        let notice = Notice::warning("No sandbox is available", "Every command asks.");
+        let update = notice.update(&opted_in());
+        assert_eq!(
+            update,
+            json!({"sessionUpdate": "notice", "severity": "warning",
+                   "title": "No sandbox is available", "description": "Every command asks."})
+        );
+        let chunk = notice.update(&ClientCapabilities::default());
+        assert_eq!(chunk["sessionUpdate"], "agent_message_chunk");
+        assert_eq!(
+            chunk["content"]["text"],
+            "_No sandbox is available._ Every command asks.\n\n"
+        );
+        assert!(is_notice(&chunk) && is_notice(&update));
+    }
+
+    #[test]
+    fn a_notice_has_a_title_and_a_capped_description() {
+        let notice = Notice::new(Severity::Error, "  ", Some("x".repeat(10_000)));
+        assert_eq!(notice.title, "Notice");
+        assert!(notice.description.as_ref().unwrap().len() <= DESCRIPTION_CAP + 3);
+        let list = Notice::warning("Files left out", "- a\n- b");
+        assert_eq!(list.text(), "_Files left out:_\n\n- a\n- b\n\n");
+        assert_eq!(
+            Notice::new(Severity::Info, "t", Some(" ".into())).description,
+            None
+        );
+    }
+
+    #[test]
+    fn stored_notices_are_not_replayed() {
+        let old = json!({"sessionUpdate": "agent_message_chunk", "messageId": "notice_1",
+                         "content": {"type": "text", "text": "_yolo_"}})
+        .to_string();
+        assert_eq!(replay_line("s", &old, &opted_in()), None);
+        let answer = json!({"sessionUpdate": "agent_message_chunk", "messageId": "msg_1",
+                            "content": {"type": "text", "text": "\"messageId\":\"notice_"}})
+        .to_string();
+        assert!(replay_line("s", &answer, &opted_in()).is_some());
+    }
+}
