@@ -135,14 +135,18 @@ pub fn is_notice(update: &Value) -> bool {
 
 /// Fits an update, as kept for the store, to this client; `false` when
 /// the client must not get it at all.
-pub fn fit(update: &mut Value, _capabilities: &ClientCapabilities) -> bool {
-    !is_notice(update)
+pub fn fit(update: &mut Value, capabilities: &ClientCapabilities) -> bool {
+    match update["sessionUpdate"].as_str().unwrap_or_default() {
+        // Only for a client that advertised `session.compaction`.
+        "compaction_update" | "compaction_summary_chunk" => capabilities.session.compaction,
+        _ => !is_notice(update),
+    }
 }
 
 /// Whether a stored update may need fitting: a cheap look at its text
 /// before it is parsed (most stored updates are chunks, written as is).
 fn may_need_fitting(body: &str) -> bool {
-    body.contains(r#""messageId":"notice_"#)
+    body.contains(r#""messageId":"notice_"#) || body.contains(r#""sessionUpdate":"compaction_"#)
 }
 
 /// Renders a stored update as the `session/update` line that replays it
@@ -215,5 +219,21 @@ mod tests {
                             "content": {"type": "text", "text": "\"messageId\":\"notice_"}})
         .to_string();
         assert!(replay_line("s", &answer, &opted_in()).is_some());
+    }
+
+    #[test]
+    fn compaction_goes_only_to_a_client_that_takes_it() {
+        let stored = json!({"sessionUpdate": "compaction_update", "compactionId": "cmp_1",
+                            "status": "completed"})
+        .to_string();
+        assert_eq!(
+            replay_line("s", &stored, &ClientCapabilities::default()),
+            None
+        );
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.session.compaction = true;
+        let line = replay_line("s", &stored, &capabilities).unwrap();
+        let parsed: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(parsed["params"]["update"].to_string(), stored);
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::support::agent::is_notice;
 use crate::support::fake_openai::chat_text;
-use crate::support::{run_prompt, temp_dir, Agent, Answer, FakeServer, Reply, Turn};
+use crate::support::{run_prompt, temp_dir, Agent, Answer, Exchange, FakeServer, Reply, Turn};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -247,4 +247,218 @@ fn a_retry_notice_stays_out_of_the_conversation() {
     let all = Value::Array(replayed.clone()).to_string();
     assert!(!all.contains("retrying"), "{replayed:#?}");
     assert_eq!(text_chunks(&replayed), "Recovered.Second.");
+}
+
+// ----- compaction -----
+
+fn compaction() -> Value {
+    json!({"session": {"compaction": {}}})
+}
+
+fn is_compaction(update: &Value) -> bool {
+    matches!(
+        update["sessionUpdate"].as_str(),
+        Some("compaction_update" | "compaction_summary_chunk")
+    )
+}
+
+/// Checks one compaction's live updates (in progress, chunks, one
+/// terminal status) and returns the terminal one and the streamed text.
+fn one_compaction(updates: &[&Value]) -> (Value, String) {
+    let seen: Vec<&&Value> = updates.iter().filter(|u| is_compaction(u)).collect();
+    assert!(seen.len() >= 2, "{updates:#?}");
+    let first = seen[0];
+    assert_eq!(first["sessionUpdate"], "compaction_update", "{first}");
+    assert_eq!(first["status"], "in_progress", "{first}");
+    let id = first["compactionId"].as_str().expect("an id");
+    assert!(seen.iter().all(|u| u["compactionId"] == id), "{seen:#?}");
+    let last = seen[seen.len() - 1];
+    assert_eq!(last["sessionUpdate"], "compaction_update", "{last}");
+    let middle = &seen[1..seen.len() - 1];
+    assert!(
+        middle
+            .iter()
+            .all(|u| u["sessionUpdate"] == "compaction_summary_chunk"),
+        "{seen:#?}"
+    );
+    let streamed = middle
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    ((*last).clone(), streamed)
+}
+
+/// `/compact` to a client that takes compaction updates: one compaction,
+/// its summary streamed into it rather than into the answer, replayed as
+/// the terminal update it ended with; a client without the capability
+/// gets neither live nor on replay.
+#[test]
+fn compact_is_one_compaction_for_a_client_that_takes_it() {
+    let bench = Bench::new("unstable-compact");
+    let summary = "The user designs an API; nothing is decided yet.";
+    let script = json!({"replies": [say("First answer."), say(summary), say("After.")],
+                        "fallback": say("Again.")});
+    let mut agent = bench.scripted(&script, compaction());
+    let session = bench.session(&mut agent);
+    run_prompt(&mut agent, &session, "Design the API", WAIT, no_requests);
+    let turn = run_prompt(&mut agent, &session, "/compact", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    let (terminal, streamed) = one_compaction(&turn.updates());
+    assert_eq!(streamed, summary);
+    assert_eq!(terminal["status"], "completed");
+    assert_eq!(
+        terminal["summary"],
+        json!([{"type": "text", "text": summary}])
+    );
+    let meta = &terminal["_meta"]["spindle"];
+    assert!(
+        meta["tokensBefore"].as_u64().is_some() && meta["tokensAfter"].as_u64().is_some(),
+        "{terminal}"
+    );
+    // Neither the summary nor a notice is the answer.
+    assert!(
+        of_kind(&turn, "agent_message_chunk").is_empty(),
+        "{}",
+        turn.dump()
+    );
+    // The conversation goes on from the summary.
+    let next = run_prompt(&mut agent, &session, "and now?", WAIT, no_requests);
+    assert_eq!(next.text(), "After.");
+    drop(agent);
+
+    let mut again = bench.scripted(&script, compaction());
+    let replayed = bench.load(&mut again, &session);
+    let compactions: Vec<&Value> = replayed.iter().filter(|u| is_compaction(u)).collect();
+    assert_eq!(compactions, vec![&terminal], "{replayed:#?}");
+    drop(again);
+
+    // A client without the capability: none of it on replay, and its own
+    // /compact shows the summary as the answer and a notice.
+    let mut plain = bench.scripted(&script, json!({}));
+    let replayed = bench.load(&mut plain, &session);
+    assert!(!replayed.iter().any(is_compaction), "{replayed:#?}");
+    assert_eq!(text_chunks(&replayed), "First answer.After.");
+    let other = bench.session(&mut plain);
+    run_prompt(&mut plain, &other, "Design the API", WAIT, no_requests);
+    let turn = run_prompt(&mut plain, &other, "/compact", WAIT, no_requests);
+    assert!(
+        !turn.updates().iter().any(|u| is_compaction(u)),
+        "{}",
+        turn.dump()
+    );
+    assert_eq!(turn.text(), summary, "{}", turn.dump());
+    assert!(
+        turn.notices().contains("Context compacted"),
+        "{}",
+        turn.dump()
+    );
+}
+
+/// A summary that fails ends its compaction `failed`, with the error.
+#[test]
+fn a_failed_compact_ends_its_compaction_failed() {
+    let bench = Bench::new("unstable-compact-failed");
+    let script = json!({"replies": [
+        say("First answer."),
+        {"text": "Half a", "error": {"code": "provider_http_500", "message": "The server broke"}},
+    ], "fallback": say("Again.")});
+    let mut agent = bench.scripted(&script, compaction());
+    let session = bench.session(&mut agent);
+    run_prompt(&mut agent, &session, "Design the API", WAIT, no_requests);
+    let turn = run_prompt(&mut agent, &session, "/compact", WAIT, no_requests);
+    assert_eq!(turn.response["error"]["code"], -32603, "{}", turn.dump());
+    let (terminal, streamed) = one_compaction(&turn.updates());
+    assert_eq!(streamed, "Half a");
+    assert_eq!(terminal["status"], "failed");
+    assert_eq!(terminal["error"], "The server broke");
+    assert!(terminal.get("summary").is_none(), "{terminal}");
+    drop(agent);
+    let mut again = bench.scripted(&script, compaction());
+    let replayed = bench.load(&mut again, &session);
+    let compactions: Vec<&Value> = replayed.iter().filter(|u| is_compaction(u)).collect();
+    assert_eq!(compactions, vec![&terminal], "{replayed:#?}");
+}
+
+/// Automatic compaction past the threshold, to a client that takes
+/// compaction updates: one compaction instead of the notice.
+#[test]
+fn automatic_compaction_is_a_compaction_update() {
+    let bench = Bench::new("unstable-auto-compaction");
+    let server = FakeServer::start();
+    for _ in 0..6 {
+        server.push(Reply::Sse(chat_text(&["Noted."])));
+    }
+    let config = bench.path("config.json");
+    std::fs::write(
+        &config,
+        json!({
+            "providers": {"fake": {"kind": "openai", "base_url": server.base_url(),
+                                   "api_key_env": "FAKE_CTX_KEY"}},
+            "models": {"fake/ctx": {"context_window": 16000}},
+            "defaults": {"model": "fake/ctx"},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let mut agent = bench.agent(
+        &["--config", &config, "--permissions", "yolo"],
+        &[("FAKE_CTX_KEY", "k")],
+        compaction(),
+    );
+    let session = bench.session(&mut agent);
+    let mut compacted = Vec::new();
+    for n in 0..5 {
+        let text = format!("Prompt {n}: {}", "lorem ipsum ".repeat(850));
+        let turn = run_prompt(&mut agent, &session, &text, WAIT, no_requests);
+        assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+        assert!(!turn.notices().contains("compacted"), "{}", turn.dump());
+        if turn.updates().iter().any(|u| is_compaction(u)) {
+            compacted.push(one_compaction(&turn.updates()));
+        }
+    }
+    assert_eq!(compacted.len(), 1, "{compacted:#?}");
+    let (terminal, streamed) = compacted.remove(0);
+    assert_eq!(streamed, "Noted.");
+    assert_eq!(terminal["status"], "completed");
+    assert_eq!(terminal["summary"][0]["text"], "Noted.");
+    let meta = &terminal["_meta"]["spindle"];
+    assert!(
+        meta["tokensAfter"].as_u64() < meta["tokensBefore"].as_u64(),
+        "{terminal}"
+    );
+    drop(agent);
+    let mut again = bench.agent(
+        &["--config", &config, "--permissions", "yolo"],
+        &[("FAKE_CTX_KEY", "k")],
+        compaction(),
+    );
+    let replayed = bench.load(&mut again, &session);
+    let compactions: Vec<&Value> = replayed.iter().filter(|u| is_compaction(u)).collect();
+    assert_eq!(compactions, vec![&terminal], "{replayed:#?}");
+}
+
+/// A cancel during a compaction still ends it, `cancelled`.
+#[test]
+fn a_cancelled_compact_ends_its_compaction_cancelled() {
+    let bench = Bench::new("unstable-compact-cancel");
+    let script = json!({"replies": [
+        say("First answer."),
+        {"text": "one two three four five six seven eight", "chunk_delay_ms": 300},
+    ], "fallback": say("Again.")});
+    let mut agent = bench.scripted(&script, compaction());
+    let session = bench.session(&mut agent);
+    run_prompt(&mut agent, &session, "Design the API", WAIT, no_requests);
+    let mut exchange = Exchange::prompt(&mut agent, &session, "/compact");
+    let mut answer = no_requests;
+    let started = exchange.until(&mut agent, WAIT, &mut answer, &mut |e: &Exchange| {
+        e.messages
+            .iter()
+            .any(|m| m["params"]["update"]["sessionUpdate"] == "compaction_summary_chunk")
+    });
+    assert!(started, "the compaction did not stream");
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let turn = exchange.finish(&mut agent, WAIT, &mut answer);
+    assert_eq!(turn.stop_reason(), "cancelled", "{}", turn.dump());
+    let (terminal, _) = one_compaction(&turn.updates());
+    assert_eq!(terminal["status"], "cancelled", "{}", turn.dump());
 }

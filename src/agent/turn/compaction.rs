@@ -38,16 +38,23 @@ pub(super) enum Fitted {
     Cancelled,
 }
 
-/// Collects a summary without showing it; status lines still reach the
-/// user as notices.
+/// Collects a summary without showing it as the answer (a client that
+/// takes compaction updates sees it as the compaction's summary); status
+/// lines still reach the user as notices.
 struct Quiet<'a, 'b> {
     text: String,
     shown: &'a mut UpdateSink<'b>,
+    entity: Option<&'a Entity>,
 }
 
 impl Sink for Quiet<'_, '_> {
     fn text(&mut self, delta: &str) {
         self.text.push_str(delta);
+        if let Some(entity) = self.entity {
+            if !self.shown.cancel_raised() {
+                entity.chunk(self.shown, delta);
+            }
+        }
     }
     fn thought(&mut self, _: &str) {}
     fn notice(&mut self, text: &str) {
@@ -121,7 +128,16 @@ pub(super) fn fit(
         };
     };
     state.summaries += 1;
-    match summarise(turn, sink, state, &messages[..cut], "", window) {
+    let entity = Entity::start(turn, sink);
+    match summarise(
+        turn,
+        sink,
+        state,
+        &messages[..cut],
+        "",
+        window,
+        entity.as_ref(),
+    ) {
         Summary::Written(summary) => {
             // The current request, when the cut falls inside its turn, is
             // repeated verbatim after the summary.
@@ -136,26 +152,103 @@ pub(super) fn fit(
             state.known = None;
             state.compacted = true;
             let now = estimate(state, fixed, messages);
-            announce(
-                turn,
-                sink,
-                state,
-                Notice::info("Context compacted", sizes(before, now)),
-                now,
-            );
+            let notice = match entity {
+                Some(entity) => {
+                    entity.end(sink, Ended::Completed(&summary), before, now);
+                    None
+                }
+                None => Some(Notice::info("Context compacted", sizes(before, now))),
+            };
+            announce(turn, sink, state, notice, now);
             Fitted::Smaller
         }
-        Summary::Cancelled => Fitted::Cancelled,
+        Summary::Cancelled => {
+            if let Some(entity) = entity {
+                entity.end(sink, Ended::Cancelled, before, before);
+            }
+            Fitted::Cancelled
+        }
         Summary::Failed(reason) => {
             // Fall back to what needs no model: every old result elided.
             context::elide_old_results(messages, 1, &keeper);
             let now = estimate(state, fixed, messages);
+            let shown = entity.is_some();
+            if let Some(entity) = entity {
+                entity.end(sink, Ended::Failed(&reason), before, now.min(before));
+            }
             if now >= before {
                 return Fitted::Unchanged;
             }
-            announce_elided(turn, sink, state, before, now, Some(&reason));
+            // The compaction's failure is shown already to a client that
+            // saw the compaction.
+            let reason = (!shown).then_some(reason);
+            announce_elided(turn, sink, state, before, now, reason.as_deref());
             Fitted::Smaller
         }
+    }
+}
+
+/// One compaction as a client that takes compaction updates
+/// (`clientCapabilities.session.compaction`) sees it: `in_progress`, the
+/// summary streamed as it comes, then one terminal status. Only the
+/// terminal update is kept for replay, with the whole summary (the
+/// materialized form the RFD replays), so what a replay shows is what
+/// the live compaction ended as.
+struct Entity {
+    id: String,
+}
+
+/// How a compaction ended.
+enum Ended<'a> {
+    Completed(&'a str),
+    Failed(&'a str),
+    Cancelled,
+}
+
+impl Entity {
+    /// Starts one, when the client takes compaction updates.
+    fn start(turn: &Turn, sink: &UpdateSink) -> Option<Entity> {
+        if !turn.client.capabilities.session.compaction {
+            return None;
+        }
+        let entity = Entity {
+            id: format!("cmp_{}", crate::util::random_hex()),
+        };
+        sink.updates.borrow_mut().send_transient(json!({
+            "sessionUpdate": "compaction_update",
+            "compactionId": entity.id,
+            "status": "in_progress",
+        }));
+        Some(entity)
+    }
+
+    fn chunk(&self, sink: &UpdateSink, text: &str) {
+        sink.updates.borrow_mut().send_transient(json!({
+            "sessionUpdate": "compaction_summary_chunk",
+            "compactionId": self.id,
+            "content": {"type": "text", "text": text},
+        }));
+    }
+
+    /// The terminal update, with the sizes before and after.
+    fn end(&self, sink: &UpdateSink, ended: Ended, before: u64, after: u64) {
+        let mut update = json!({
+            "sessionUpdate": "compaction_update",
+            "compactionId": self.id,
+            "_meta": {"spindle": {"tokensBefore": before, "tokensAfter": after}},
+        });
+        match ended {
+            Ended::Completed(summary) => {
+                update["status"] = json!("completed");
+                update["summary"] = json!([{"type": "text", "text": summary}]);
+            }
+            Ended::Failed(error) => {
+                update["status"] = json!("failed");
+                update["error"] = json!(error);
+            }
+            Ended::Cancelled => update["status"] = json!("cancelled"),
+        }
+        sink.updates.borrow_mut().send(update);
     }
 }
 
@@ -177,7 +270,7 @@ fn announce_elided(
         ),
         None => Notice::info("Old tool outputs elided", sizes(before, now)),
     };
-    announce(turn, sink, state, notice, now);
+    announce(turn, sink, state, Some(notice), now);
 }
 
 /// `151k → 40k tokens.`
@@ -189,11 +282,20 @@ fn sizes(before: u64, now: u64) -> String {
     )
 }
 
-/// Shows a short notice and the new size.
-fn announce(turn: &Turn, sink: &mut UpdateSink, state: &mut State, notice: Notice, used: u64) {
+/// Shows a short notice (when the compaction was not shown otherwise) and
+/// the new size.
+fn announce(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    notice: Option<Notice>,
+    used: u64,
+) {
     state.compacted = true;
     let mut updates = sink.updates.borrow_mut();
-    updates.notice(&notice);
+    if let Some(notice) = notice {
+        updates.notice(&notice);
+    }
     updates.send_live(json!({
         "sessionUpdate": "usage_update",
         "used": used,
@@ -207,7 +309,8 @@ enum Summary {
     Failed(String),
 }
 
-/// Asks the model for a summary of `older`, without showing it.
+/// Asks the model for a summary of `older`, without showing it as the
+/// answer.
 fn summarise(
     turn: &Turn,
     sink: &mut UpdateSink,
@@ -215,6 +318,7 @@ fn summarise(
     older: &[Message],
     focus: &str,
     window: u64,
+    entity: Option<&Entity>,
 ) -> Summary {
     let max_bytes = (window * 3 / 5 * 4) as usize;
     let mut input = context::summary_input(older, max_bytes);
@@ -231,6 +335,7 @@ fn summarise(
     let mut quiet = Quiet {
         text: String::new(),
         shown: sink,
+        entity,
     };
     let streamed = turn.provider.stream(&request, &mut quiet, &turn.cancel);
     let text = std::mem::take(&mut quiet.text);
@@ -275,7 +380,6 @@ pub(super) fn compact_command(
     let before = estimate(state, fixed, messages);
     let mut input = context::summary_input(messages, (window * 3 / 5 * 4) as usize);
     input.push(Message::user(context::summary_instruction(focus)));
-    sink.begin_message();
     let request = ModelRequest {
         session_id: &turn.session_id,
         model: &turn.model,
@@ -285,21 +389,53 @@ pub(super) fn compact_command(
         effort: turn.effort.as_deref(),
         max_output_tokens: turn.max_output_tokens,
     };
-    let streamed = turn.provider.stream(&request, sink, &turn.cancel);
-    let summary = sink.take_message().map(|m| m.text).unwrap_or_default();
+    // The summary is the answer, or the compaction's own summary for a
+    // client that takes compaction updates.
+    let entity = Entity::start(turn, sink);
+    let (streamed, summary) = match &entity {
+        Some(entity) => {
+            let mut quiet = Quiet {
+                text: String::new(),
+                shown: sink,
+                entity: Some(entity),
+            };
+            let streamed = turn.provider.stream(&request, &mut quiet, &turn.cancel);
+            (streamed, quiet.text)
+        }
+        None => {
+            sink.begin_message();
+            let streamed = turn.provider.stream(&request, sink, &turn.cancel);
+            let summary = sink.take_message().map(|m| m.text).unwrap_or_default();
+            (streamed, summary)
+        }
+    };
+    let end = |sink: &UpdateSink, ended: Ended, after: u64| {
+        if let Some(entity) = &entity {
+            entity.end(sink, ended, before, after);
+        }
+    };
     match streamed {
         Ok(outcome) => {
             super::add_call_usage(turn, outcome.usage.as_ref(), state);
-            if summary.trim().is_empty() || turn.cancel.is_cancelled() {
+            if turn.cancel.is_cancelled() {
+                end(sink, Ended::Cancelled, before);
+                return Ok(StopReason::Cancelled);
+            }
+            if summary.trim().is_empty() {
+                end(sink, Ended::Failed("the summary came back empty"), before);
                 return Ok(StopReason::Cancelled);
             }
             let compacted = vec![context::summary_message(&summary, None)];
             state.known = None;
             let now = estimate(state, fixed, &compacted);
             state.replaced = Some(compacted);
-            sink.updates
-                .borrow_mut()
-                .notice(&Notice::info("Context compacted", sizes(before, now)));
+            if entity.is_some() {
+                end(sink, Ended::Completed(&summary), now);
+            } else {
+                sink.updates
+                    .borrow_mut()
+                    .notice(&Notice::info("Context compacted", sizes(before, now)));
+            }
             sink.updates.borrow_mut().send_live(json!({
                 "sessionUpdate": "usage_update",
                 "used": now,
@@ -307,8 +443,17 @@ pub(super) fn compact_command(
             }));
             Ok(StopReason::EndTurn)
         }
-        Err(StreamError::Cancelled) => Ok(StopReason::Cancelled),
-        Err(StreamError::Failed(_)) if turn.cancel.is_cancelled() => Ok(StopReason::Cancelled),
-        Err(StreamError::Failed(error)) => Err(super::provider_failure(&error)),
+        Err(StreamError::Cancelled) => {
+            end(sink, Ended::Cancelled, before);
+            Ok(StopReason::Cancelled)
+        }
+        Err(StreamError::Failed(_)) if turn.cancel.is_cancelled() => {
+            end(sink, Ended::Cancelled, before);
+            Ok(StopReason::Cancelled)
+        }
+        Err(StreamError::Failed(error)) => {
+            end(sink, Ended::Failed(&error.message), before);
+            Err(super::provider_failure(&error))
+        }
     }
 }

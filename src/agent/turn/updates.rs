@@ -312,6 +312,15 @@ impl Updates {
         self.write_fitted(update);
     }
 
+    /// Sends an update that is shown but not kept for replay (what a
+    /// later update replaces, such as a compaction in progress).
+    pub fn send_transient(&mut self, mut update: Value) {
+        if let Some(nested) = &self.nested {
+            update["_meta"] = parent_meta(&nested.parent);
+        }
+        self.write_fitted(update);
+    }
+
     /// Shows a one-off notice: live only, never kept, never part of the
     /// answer. A subagent's is marked with the parent's tool call.
     pub fn notice(&mut self, notice: &Notice) {
@@ -380,6 +389,11 @@ impl<'a> UpdateSink<'a> {
             thought: String::new(),
             live: None,
         }
+    }
+
+    /// Whether the turn was cancelled: nothing more of it is shown.
+    pub fn cancel_raised(&self) -> bool {
+        self.cancel.is_cancelled()
     }
 
     /// Starts a new assistant message (one per model call), with fresh ids.
