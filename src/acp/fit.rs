@@ -139,14 +139,37 @@ pub fn fit(update: &mut Value, capabilities: &ClientCapabilities) -> bool {
     match update["sessionUpdate"].as_str().unwrap_or_default() {
         // Only for a client that advertised `session.compaction`.
         "compaction_update" | "compaction_summary_chunk" => capabilities.session.compaction,
+        "tool_call" | "tool_call_update" => {
+            fit_tool_call(update, capabilities);
+            true
+        }
         _ => !is_notice(update),
+    }
+}
+
+/// Fits the fields of a tool call: in a `tool_call`, a `tool_call_update`
+/// or a permission request's `toolCall`. Spindle keeps the tool's `name`
+/// (as the model called it); only a client that opted in
+/// (`_meta.spindle.toolCallName`) gets it.
+pub fn fit_tool_call(tool_call: &mut Value, capabilities: &ClientCapabilities) {
+    let Some(fields) = tool_call.as_object_mut() else {
+        return;
+    };
+    if !capabilities.meta.spindle.tool_call_name {
+        fields.remove("name");
     }
 }
 
 /// Whether a stored update may need fitting: a cheap look at its text
 /// before it is parsed (most stored updates are chunks, written as is).
 fn may_need_fitting(body: &str) -> bool {
-    body.contains(r#""messageId":"notice_"#) || body.contains(r#""sessionUpdate":"compaction_"#)
+    [
+        r#""messageId":"notice_"#,
+        r#""sessionUpdate":"compaction_"#,
+        r#""sessionUpdate":"tool_call"#,
+    ]
+    .iter()
+    .any(|mark| body.contains(mark))
 }
 
 /// Renders a stored update as the `session/update` line that replays it
@@ -235,5 +258,22 @@ mod tests {
         let line = replay_line("s", &stored, &capabilities).unwrap();
         let parsed: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(parsed["params"]["update"].to_string(), stored);
+    }
+
+    #[test]
+    fn a_tool_name_goes_only_to_a_client_that_asked() {
+        let stored = json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "name": "read_file",
+                            "title": "Read a.rs", "kind": "read", "status": "pending"})
+        .to_string();
+        let replayed = |capabilities: &ClientCapabilities| -> Value {
+            let line = replay_line("s", &stored, capabilities).unwrap();
+            serde_json::from_str::<Value>(&line).unwrap()["params"]["update"].clone()
+        };
+        let plain = replayed(&ClientCapabilities::default());
+        assert!(plain.get("name").is_none(), "{plain}");
+        assert_eq!(plain["title"], "Read a.rs");
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.meta.spindle.tool_call_name = true;
+        assert_eq!(replayed(&capabilities).to_string(), stored);
     }
 }

@@ -462,3 +462,85 @@ fn a_cancelled_compact_ends_its_compaction_cancelled() {
     let (terminal, _) = one_compaction(&turn.updates());
     assert_eq!(terminal["status"], "cancelled", "{}", turn.dump());
 }
+
+// ----- tool call names -----
+
+/// The `tool_call` updates of these updates, by id.
+fn announced<'a>(updates: impl IntoIterator<Item = &'a Value>) -> Vec<&'a Value> {
+    updates
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .collect()
+}
+
+/// Whether any tool call report or permission request names its tool.
+fn names_a_tool(messages: &[Value]) -> bool {
+    messages.iter().any(|m| {
+        let update = &m["params"]["update"];
+        let reported = matches!(
+            update["sessionUpdate"].as_str(),
+            Some("tool_call" | "tool_call_update")
+        ) && update.get("name").is_some();
+        reported || m["params"]["toolCall"].get("name").is_some()
+    })
+}
+
+/// A client that set `toolCallName` sees each tool's name in its first
+/// report and in the permission request, live and replayed; any other
+/// client never does, even replaying a session recorded with names.
+#[test]
+fn tool_names_go_only_to_a_client_that_asked() {
+    let bench = Bench::new("unstable-tool-name");
+    std::fs::write(bench.ws.join("a.txt"), "alpha\n").unwrap();
+    let path = bench.path("script.json");
+    let script = json!({"replies": [
+        {"tool_calls": [
+            {"id": "read_1", "name": "read_file", "arguments": {"path": "a.txt"}},
+            {"id": "write_1", "name": "write_file", "arguments": {"path": "b.txt", "content": "x\n"}},
+        ]},
+        say("Done."),
+    ], "fallback": say("Again.")});
+    std::fs::write(&path, script.to_string()).unwrap();
+    let allow = |request: &Value| {
+        assert_eq!(request["method"], "session/request_permission", "{request}");
+        Answer::select("allow_once")
+    };
+    let mut opted = bench.agent(&["--script", &path], &[], opt_in("toolCallName"));
+    let session = bench.session(&mut opted);
+    let turn = run_prompt(&mut opted, &session, "read and write", WAIT, allow);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    let updates = turn.updates();
+    let live = announced(updates.iter().copied());
+    assert_eq!(live.len(), 2, "{}", turn.dump());
+    assert_eq!(live[0]["name"], "read_file");
+    assert_eq!(live[1]["name"], "write_file");
+    let asked = turn.requests("session/request_permission");
+    assert_eq!(asked.len(), 1, "{}", turn.dump());
+    assert_eq!(asked[0]["params"]["toolCall"]["name"], "write_file");
+    assert!(bench.ws.join("b.txt").exists());
+    drop(opted);
+
+    let mut again = bench.agent(&["--script", &path], &[], opt_in("toolCallName"));
+    let replayed = bench.load(&mut again, &session);
+    assert_eq!(announced(&replayed), live, "{replayed:#?}");
+    drop(again);
+
+    let mut plain = bench.agent(&["--script", &path], &[], json!({}));
+    let replayed = bench.load(&mut plain, &session);
+    let calls = announced(&replayed);
+    assert_eq!(calls.len(), 2, "{replayed:#?}");
+    assert_eq!(calls[0]["title"], live[0]["title"]);
+    assert!(!names_a_tool(
+        &replayed
+            .iter()
+            .map(|u| json!({"params": {"update": u}}))
+            .collect::<Vec<_>>()
+    ));
+    std::fs::remove_file(bench.ws.join("b.txt")).unwrap();
+    let other = bench.session(&mut plain);
+    let turn = run_prompt(&mut plain, &other, "read and write", WAIT, allow);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(announced(turn.updates()).len(), 2, "{}", turn.dump());
+    assert_eq!(turn.requests("session/request_permission").len(), 1);
+    assert!(!names_a_tool(&turn.messages), "{}", turn.dump());
+}

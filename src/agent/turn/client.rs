@@ -76,8 +76,12 @@ impl Client {
         }
     }
 
-    /// The parent's mark on a subagent's permission request.
+    /// A permission request's tool call as this client takes it
+    /// (`acp::fit`), with the parent's mark on a subagent's.
     fn marked(&self, method: &str, mut params: Value) -> Value {
+        if method == "session/request_permission" && params["toolCall"].is_object() {
+            crate::acp::fit::fit_tool_call(&mut params["toolCall"], &self.capabilities);
+        }
         if let (Some(parent), "session/request_permission") = (&self.parent, method) {
             if params["toolCall"].is_object() {
                 params["toolCall"]["_meta"] = super::updates::parent_meta(parent);

@@ -116,6 +116,7 @@ impl Runner<'_> {
             self.update(json!({
                 "sessionUpdate": "tool_call",
                 "toolCallId": call.id,
+                "name": call.name,
                 "title": format!("{} (not available)", call.name),
                 "kind": "other",
                 "status": "pending",
@@ -145,6 +146,7 @@ impl Runner<'_> {
                 self.update(json!({
                     "sessionUpdate": "tool_call",
                     "toolCallId": call.id,
+                    "name": call.name,
                     "title": format!("{} (not available)", call.name),
                     "kind": "other",
                     "status": "pending",
@@ -168,6 +170,7 @@ impl Runner<'_> {
                 self.update(json!({
                     "sessionUpdate": "tool_call",
                     "toolCallId": call.id,
+                    "name": call.name,
                     "title": format!("{} (invalid call)", call.name),
                     "kind": "other",
                     "status": "pending",
@@ -181,6 +184,7 @@ impl Runner<'_> {
             self.update(json!({
                 "sessionUpdate": "tool_call",
                 "toolCallId": call.id,
+                "name": call.name,
                 "title": tools::title(&tool, self.root),
                 "kind": tools::kind(&tool),
                 "status": "pending",
@@ -194,6 +198,7 @@ impl Runner<'_> {
         let mut announce = json!({
             "sessionUpdate": "tool_call",
             "toolCallId": call.id,
+            "name": call.name,
             "title": tools::title(&tool, self.root),
             "kind": tools::kind(&tool),
             "status": "pending",
@@ -252,6 +257,7 @@ impl Runner<'_> {
         let announce = json!({
             "sessionUpdate": "tool_call",
             "toolCallId": call.id,
+            "name": call.name,
             "title": format!("{}: {}", tool.server, tool.name),
             "kind": if tool.read_only { "read" } else { "other" },
             "status": "pending",
@@ -478,6 +484,7 @@ impl Runner<'_> {
                 "sessionId": self.session_id,
                 "toolCall": {
                     "toolCallId": call.id,
+                    "name": call.name,
                     "title": asked.question,
                     "kind": "other",
                     "status": "pending",
@@ -528,6 +535,7 @@ impl Runner<'_> {
             "sessionId": self.session_id,
             "toolCall": {
                 "toolCallId": call.id,
+                "name": call.name,
                 "title": announce["title"],
                 "kind": "switch_mode",
                 "status": "pending",
@@ -933,7 +941,7 @@ impl Runner<'_> {
             "status": "pending",
             "rawInput": announce["rawInput"],
         });
-        for key in ["locations", "content"] {
+        for key in ["name", "locations", "content"] {
             if let Some(value) = announce.get(key) {
                 tool_call[key] = value.clone();
             }

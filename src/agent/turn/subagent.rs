@@ -63,6 +63,7 @@ pub(super) fn run_task(
     updates.borrow_mut().send(json!({
         "sessionUpdate": "tool_call",
         "toolCallId": call.id,
+        "name": call.name,
         "title": title,
         "kind": "think",
         "status": "in_progress",
