@@ -33,6 +33,9 @@ pub mod method {
     pub const CANCEL_REQUEST: &str = "$/cancel_request";
     /// Agent to client.
     pub const SESSION_UPDATE: &str = "session/update";
+    pub const ELICITATION_CREATE: &str = "elicitation/create";
+    /// Agent to client: a URL elicitation's flow is over.
+    pub const ELICITATION_COMPLETE: &str = "elicitation/complete";
 }
 
 // ----- initialize -----

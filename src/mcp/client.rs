@@ -5,11 +5,14 @@
 //!
 //! A [`Client`] is used through `&self` from any number of threads: each
 //! request waits on its own one-shot channel, filled by the transport's
-//! reader thread.
+//! reader thread. A tool call given an [`Elicitor`] also takes the
+//! server's questions meanwhile, asks the user on the waiting thread and
+//! answers the server.
 
 use super::config::{ServerConfig, TransportConfig};
+use super::elicit::{self, ElicitAnswer, Elicitor};
 use super::http::HttpTransport;
-use super::rpc::{self, describe_error, wait_any, Answer, Router, Transport, Waited};
+use super::rpc::{self, describe_error, wait_until, Answer, Ask, Router, Transport, Waited};
 use super::sse::SseTransport;
 use super::stdio::StdioTransport;
 use super::{
@@ -21,7 +24,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A safety net against a server whose cursors never end.
 const MAX_PAGES: usize = 1000;
@@ -56,9 +59,14 @@ impl Client {
     ) -> Result<Client, McpError> {
         let name = config.name.as_str();
         let cap = config.message_cap.unwrap_or(super::stdio::MESSAGE_CAP);
+        let new_router = || {
+            Arc::new(
+                Router::with_message_cap(name, cap).with_elicitation(config.elicitation.clone()),
+            )
+        };
         match &config.transport {
             TransportConfig::Stdio { command, args, env } => {
-                let router = Arc::new(Router::with_message_cap(name, cap));
+                let router = new_router();
                 let transport = StdioTransport::spawn(
                     name,
                     command,
@@ -70,7 +78,7 @@ impl Client {
                 Client::handshake(name, Arc::new(transport), router, timeout, cancels)
             }
             TransportConfig::Http { url, headers } => {
-                let router = Arc::new(Router::with_message_cap(name, cap));
+                let router = new_router();
                 let transport = HttpTransport::new(name, url, headers, router.clone());
                 match Client::handshake(name, Arc::new(transport), router, timeout, cancels) {
                     // These statuses are what an old server gives a POST to
@@ -79,14 +87,14 @@ impl Client {
                         log::debug!(
                             "MCP server `{name}` refused Streamable HTTP ({err}); trying HTTP+SSE"
                         );
-                        Client::connect_sse(name, url, headers, cap, timeout, cancels)
+                        Client::connect_sse(name, url, headers, new_router(), timeout, cancels)
                             .map_err(|_| err)
                     }
                     outcome => outcome,
                 }
             }
             TransportConfig::Sse { url, headers } => {
-                Client::connect_sse(name, url, headers, cap, timeout, cancels)
+                Client::connect_sse(name, url, headers, new_router(), timeout, cancels)
             }
         }
     }
@@ -95,11 +103,10 @@ impl Client {
         name: &str,
         url: &str,
         headers: &[(String, String)],
-        cap: usize,
+        router: Arc<Router>,
         timeout: Duration,
         cancels: &[&CancelToken],
     ) -> Result<Client, McpError> {
-        let router = Arc::new(Router::with_message_cap(name, cap));
         let transport =
             SseTransport::connect(name, url, headers, router.clone(), timeout, cancels)?;
         Client::handshake(name, Arc::new(transport), router, timeout, cancels)
@@ -128,7 +135,7 @@ impl Client {
         };
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
+            "capabilities": client.router.client_capabilities(),
             "clientInfo": {"name": "spindle", "version": env!("CARGO_PKG_VERSION")},
         });
         let result = match client.request("initialize", params, timeout, cancels)? {
@@ -227,12 +234,27 @@ impl Client {
         cancel: &CancelToken,
         timeout: Duration,
     ) -> Result<CallResult, McpError> {
+        self.call_asking(tool_name, arguments, cancel, timeout, None)
+    }
+
+    /// `call`, with the server's questions during the call put to the
+    /// user through `elicitor` (refused without one). The wait for the
+    /// user counts in `timeout` and ends at `cancel`, which answers the
+    /// server `cancel`.
+    pub fn call_asking(
+        &self,
+        tool_name: &str,
+        arguments: Value,
+        cancel: &CancelToken,
+        timeout: Duration,
+        elicitor: Option<&dyn Elicitor>,
+    ) -> Result<CallResult, McpError> {
         let arguments = match arguments {
             Value::Null => Value::Object(Map::new()),
             other => other,
         };
         let params = json!({"name": tool_name, "arguments": arguments});
-        match self.request("tools/call", params, timeout, &[cancel])? {
+        match self.request_asking("tools/call", params, timeout, &[cancel], elicitor)? {
             Answer::Result(result) => Ok(call_result(result)),
             Answer::Error(error) => Ok(CallResult::error_text(describe_error(&error))),
         }
@@ -261,6 +283,19 @@ impl Client {
         timeout: Duration,
         cancels: &[&CancelToken],
     ) -> Result<Answer, McpError> {
+        self.request_asking(method, params, timeout, cancels, None)
+    }
+
+    /// `request`, taking the server's questions meanwhile when given an
+    /// elicitor (and the editor takes elicitation at all).
+    fn request_asking(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        cancels: &[&CancelToken],
+        elicitor: Option<&dyn Elicitor>,
+    ) -> Result<Answer, McpError> {
         let cancelled = || {
             McpError::new(format!(
                 "the call to MCP server `{}` was cancelled",
@@ -271,7 +306,14 @@ impl Client {
             return Err(cancelled());
         }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let answers = self.router.register(id)?;
+        let elicitor = elicitor.filter(|_| self.router.elicits());
+        let (answers, mut asks) = match elicitor {
+            Some(_) => {
+                let (answers, asks) = self.router.register_call(id)?;
+                (answers, Some(asks))
+            }
+            None => (self.router.register(id)?, None),
+        };
         if let Err(err) = self
             .transport
             .send(&rpc::request(id, method, params), Some(id))
@@ -279,22 +321,33 @@ impl Client {
             self.router.forget(id);
             return Err(err);
         }
-        let (error, reason) = match wait_any(&answers, cancels, timeout) {
-            Waited::Got(Ok(reply)) => return reply,
-            Waited::Got(Err(_)) => {
-                return Err(McpError::new(self.router.closed_reason().unwrap_or_else(
-                    || format!("MCP server `{}` did not answer", self.name),
-                )))
+        let deadline = rpc::deadline_after(timeout);
+        let (error, reason) = loop {
+            match wait_until(&answers, asks.as_ref(), cancels, deadline) {
+                Waited::Got(Ok(reply)) => return reply,
+                Waited::Got(Err(_)) => {
+                    return Err(McpError::new(self.router.closed_reason().unwrap_or_else(
+                        || format!("MCP server `{}` did not answer", self.name),
+                    )))
+                }
+                Waited::Asked(Ok(ask)) => {
+                    if let Some(elicitor) = elicitor {
+                        self.ask_user(id, ask, elicitor, cancels, deadline);
+                    }
+                }
+                Waited::Asked(Err(_)) => asks = None,
+                Waited::Cancelled => break (cancelled(), "cancelled by the user"),
+                Waited::TimedOut => {
+                    break (
+                        McpError::new(format!(
+                            "MCP server `{}` did not answer {method} within {} s",
+                            self.name,
+                            timeout.as_secs_f64()
+                        )),
+                        "timed out",
+                    )
+                }
             }
-            Waited::Cancelled => (cancelled(), "cancelled by the user"),
-            Waited::TimedOut => (
-                McpError::new(format!(
-                    "MCP server `{}` did not answer {method} within {} s",
-                    self.name,
-                    timeout.as_secs_f64()
-                )),
-                "timed out",
-            ),
         };
         self.router.forget(id);
         self.transport.abandon(id);
@@ -308,9 +361,52 @@ impl Client {
         Err(error)
     }
 
-    /// Sends a notification from a helper thread, so that a slow HTTP
-    /// server cannot delay the caller.
+    /// Puts a server's question to the user (during call `call`) and
+    /// answers the server, unless it withdrew the question. The wait
+    /// races the call's cancels, its deadline and the withdrawal; any of
+    /// them answers `cancel`.
+    fn ask_user(
+        &self,
+        call: u64,
+        ask: Ask,
+        elicitor: &dyn Elicitor,
+        cancels: &[&CancelToken],
+        deadline: Instant,
+    ) {
+        let mut stops = cancels.to_vec();
+        stops.push(&ask.withdrawn);
+        let answer = if stops.iter().any(|stop| stop.is_cancelled()) {
+            Ok(ElicitAnswer::Cancel)
+        } else {
+            elicitor.elicit(&ask.elicitation, &stops, deadline)
+        };
+        let accepted = matches!(answer, Ok(ElicitAnswer::Accept(_)));
+        let outcome = answer.and_then(|answer| elicit::result_for_server(&ask.elicitation, answer));
+        let reply = match outcome {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": ask.id, "result": result}),
+            Err(why) => {
+                log::info!("MCP server `{}`: the user was not asked: {why}", self.name);
+                json!({"jsonrpc": "2.0", "id": ask.id, "error": {
+                    "code": -32603,
+                    "message": format!("the user could not be asked: {why}"),
+                }})
+            }
+        };
+        if self.router.finish_ask(call, accepted) {
+            self.notify_detached(reply);
+        }
+    }
+
+    /// Sends a notification (or a reply) in order when the transport only
+    /// queues, else from a helper thread, so that a slow HTTP server
+    /// cannot delay the caller.
     fn notify_detached(&self, message: Value) {
+        if self.transport.queues() {
+            if let Err(err) = self.transport.send(&message, None) {
+                log::debug!("notifying MCP server `{}` failed: {err}", self.name);
+            }
+            return;
+        }
         let transport = self.transport.clone();
         let name = self.name.clone();
         let spawned = thread::Builder::new()

@@ -11,6 +11,7 @@
 //! Environment values and header values are secrets (API keys, bearer
 //! tokens), so the `Debug` output of a configuration shows their names only.
 
+use super::elicit::ElicitationSupport;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::fmt;
@@ -28,6 +29,9 @@ pub struct ServerConfig {
     /// The most bytes of one message from the server (config
     /// `limits.mcp_message_bytes`); `None` for the default.
     pub message_cap: Option<usize>,
+    /// The elicitation modes the editor takes (none by default): declared
+    /// to the server, whose questions during a tool call are forwarded.
+    pub elicitation: ElicitationSupport,
 }
 
 /// How to reach a server.
@@ -201,6 +205,7 @@ fn parse_one(value: &Value) -> Result<ServerConfig, String> {
         transport,
         env_remove: Vec::new(),
         message_cap: None,
+        elicitation: ElicitationSupport::default(),
     })
 }
 

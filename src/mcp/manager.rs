@@ -13,6 +13,7 @@
 
 use super::client::Client;
 use super::config::ServerConfig;
+use super::elicit::Elicitor;
 use super::{unique_name, CallResult, McpError, McpTool, CALL_TIMEOUT, INIT_TIMEOUT};
 use crate::cancel::{lock, CancelToken};
 use serde_json::Value;
@@ -247,6 +248,18 @@ impl McpSession {
         arguments: Value,
         cancel: &CancelToken,
     ) -> Result<CallResult, McpError> {
+        self.call_asking(exposed_name, arguments, cancel, None)
+    }
+
+    /// `call`, with the server's questions during the call put to the
+    /// user through `elicitor` (see [`Client::call_asking`]).
+    pub fn call_asking(
+        &self,
+        exposed_name: &str,
+        arguments: Value,
+        cancel: &CancelToken,
+        elicitor: Option<&dyn Elicitor>,
+    ) -> Result<CallResult, McpError> {
         let (index, tool) = self
             .lookup(exposed_name)
             .ok_or_else(|| McpError::new(format!("there is no MCP tool `{exposed_name}`")))?;
@@ -255,14 +268,15 @@ impl McpSession {
         let client = slot
             .client()
             .ok_or_else(|| McpError::new(format!("MCP server `{server}` is not available")))?;
-        let err = match client.call(&tool, arguments.clone(), cancel, CALL_TIMEOUT) {
+        let err = match client.call_asking(&tool, arguments.clone(), cancel, CALL_TIMEOUT, elicitor)
+        {
             Ok(result) => return Ok(result),
             Err(err) if cancel.is_cancelled() || client.is_alive() => return Err(err),
             Err(err) => err,
         };
         log::warn!("MCP server `{server}` crashed during a call: {err}");
         let fresh = self.revive(slot, &client, cancel, &err)?;
-        match fresh.call(&tool, arguments, cancel, CALL_TIMEOUT) {
+        match fresh.call_asking(&tool, arguments, cancel, CALL_TIMEOUT, elicitor) {
             Err(again) if !cancel.is_cancelled() && !fresh.is_alive() => {
                 if slot.withdraw() {
                     self.shared.report(

@@ -10,6 +10,8 @@
 //!   and answers the server's own requests.
 //! - `stdio`, `http` and `sse` are the three transports: a child process,
 //!   Streamable HTTP and the legacy HTTP+SSE transport.
+//! - `elicit` checks a server's questions to the user (form and URL
+//!   elicitation) before they are forwarded, and the answers after.
 //! - `client` is one connection to one server ([`Client`]): the handshake,
 //!   `tools/list`, `tools/call` and shutdown.
 //! - `manager` is the set of servers of one ACP session ([`McpSession`]):
@@ -19,6 +21,7 @@
 
 mod client;
 mod config;
+pub(crate) mod elicit;
 mod http;
 mod manager;
 mod rpc;
@@ -30,6 +33,9 @@ mod tests;
 
 pub use client::Client;
 pub use config::{parse_servers, ServerConfig, TransportConfig};
+pub use elicit::{
+    check_url, CompletionHook, ElicitAnswer, Elicitation, ElicitationSupport, Elicitor,
+};
 pub use manager::McpSession;
 
 use serde_json::Value;

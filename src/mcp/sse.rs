@@ -89,7 +89,9 @@ impl SseTransport {
         match wait_any(&ready, cancels, timeout) {
             Waited::Got(Ok(Ok(()))) => Ok(transport),
             Waited::Got(Ok(Err(err))) => Err(err),
-            Waited::Got(Err(_)) => Err(McpError::new(format!(
+            // No questions are taken here (`wait_any`), so `Asked` cannot
+            // come; it would mean the same as the stream ending.
+            Waited::Got(Err(_)) | Waited::Asked(_) => Err(McpError::new(format!(
                 "the event stream of MCP server `{name}` ended"
             ))),
             Waited::Cancelled => Err(McpError::new(format!(

@@ -210,6 +210,10 @@ impl Transport for StdioTransport {
     fn pid(&self) -> Option<u32> {
         Some(self.pid)
     }
+
+    fn queues(&self) -> bool {
+        true
+    }
 }
 
 impl Drop for StdioTransport {

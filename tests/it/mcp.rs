@@ -27,6 +27,8 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod elicitation;
+
 const WAIT: Duration = Duration::from_secs(30);
 
 /// Not a test: the stdio MCP server, when this binary is started again by

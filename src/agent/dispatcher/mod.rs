@@ -202,6 +202,33 @@ impl Dispatcher {
         }
     }
 
+    /// The elicitation modes the editor took in `initialize`, for the MCP
+    /// servers to use during their tool calls; a server's completion of a
+    /// URL elicitation becomes `elicitation/complete` to the editor,
+    /// written from the server's reader thread (like an index helper's
+    /// answer, through the dispatcher's queue).
+    pub(in crate::agent) fn mcp_elicitation(&self) -> crate::mcp::ElicitationSupport {
+        let modes = self
+            .client
+            .as_ref()
+            .map(|client| client.elicitation.clone())
+            .unwrap_or_default();
+        if !modes.form && !modes.url {
+            return crate::mcp::ElicitationSupport::default();
+        }
+        let writer = self.writer.clone();
+        let on_complete: crate::mcp::CompletionHook = Arc::new(move |id: &str| {
+            let line =
+                rpc::notification_line(method::ELICITATION_COMPLETE, &json!({"elicitationId": id}));
+            let _ = writer.send(Output::Line(line).queued());
+        });
+        crate::mcp::ElicitationSupport {
+            form: modes.form,
+            url: modes.url,
+            on_complete: Some(on_complete),
+        }
+    }
+
     /// The config's MCP message limit, if it sets one.
     pub(in crate::agent) fn mcp_message_cap(&mut self) -> Option<usize> {
         self.take_warm();

@@ -111,6 +111,7 @@ impl Dispatcher {
             &session.mcp_servers,
             &self.tool_secrets(),
             self.mcp_message_cap(),
+            self.mcp_elicitation(),
         );
         session.mcp = mcp;
         self.notices_after_response(&session.id, notes);
@@ -216,6 +217,7 @@ impl Dispatcher {
         let me = std::process::id();
         let secrets = self.tool_secrets();
         let message_cap = self.mcp_message_cap();
+        let elicitation = self.mcp_elicitation();
         if let Some(session) = self.sessions.get_mut(&id) {
             // Already live here: attach to it, without a second copy. A
             // session closed while its turn still winds down is opened
@@ -232,7 +234,8 @@ impl Dispatcher {
                 if let Some(old) = session.mcp.take() {
                     old.shutdown();
                 }
-                let (mcp, notes) = start_mcp(&session.mcp_servers, &secrets, message_cap);
+                let (mcp, notes) =
+                    start_mcp(&session.mcp_servers, &secrets, message_cap, elicitation);
                 session.mcp = mcp;
                 self.notices_after_response(&id, notes);
             }
@@ -308,6 +311,7 @@ impl Dispatcher {
             &session.mcp_servers,
             &self.tool_secrets(),
             self.mcp_message_cap(),
+            self.mcp_elicitation(),
         );
         session.mcp = mcp;
         self.notices_after_response(&session.id, notes);
@@ -573,6 +577,7 @@ fn start_mcp(
     servers: &[Value],
     secrets: &crate::policy::secrets::Secrets,
     message_cap: Option<usize>,
+    elicitation: crate::mcp::ElicitationSupport,
 ) -> (Option<Arc<McpSession>>, Vec<acp::Notice>) {
     let (mut configs, mut failures) = crate::mcp::parse_servers(servers);
     let env_remove: Vec<String> = secrets
@@ -583,6 +588,7 @@ fn start_mcp(
     for config in &mut configs {
         config.env_remove = env_remove.clone();
         config.message_cap = message_cap;
+        config.elicitation = elicitation.clone();
     }
     let mcp = if configs.is_empty() {
         None

@@ -77,10 +77,16 @@ impl Client {
     }
 
     /// A permission request's tool call as this client takes it
-    /// (`acp::fit`), with the parent's mark on a subagent's.
+    /// (`acp::fit`), with the parent's mark on a subagent's, and the
+    /// nested tool call id on a subagent's elicitation tied to a tool call.
     fn marked(&self, method: &str, mut params: Value) -> Value {
         if method == "session/request_permission" && params["toolCall"].is_object() {
             crate::acp::fit::fit_tool_call(&mut params["toolCall"], &self.capabilities);
+        }
+        if let (Some(parent), "elicitation/create") = (&self.parent, method) {
+            if let Some(id) = params["toolCallId"].as_str() {
+                params["toolCallId"] = serde_json::json!(super::updates::nested_id(parent, id));
+            }
         }
         if let (Some(parent), "session/request_permission") = (&self.parent, method) {
             if params["toolCall"].is_object() {
@@ -135,6 +141,58 @@ impl Client {
             },
             recv(cancel.signal()) -> _ => Err(ClientError::Cancelled),
         }
+    }
+
+    /// Like `request`, but also stops at any of `stops` or at `deadline`,
+    /// which give `Cancelled` too (an MCP server's question: its tool call
+    /// may be cancelled, withdrawn or time out).
+    pub fn request_until(
+        &self,
+        method: &'static str,
+        params: Value,
+        stops: &[&CancelToken],
+        deadline: std::time::Instant,
+    ) -> Result<Value, ClientError> {
+        if self.cancel.is_cancelled() || stops.iter().any(|stop| stop.is_cancelled()) {
+            return Err(ClientError::Cancelled);
+        }
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let request = OutgoingRequest {
+            session_id: self.session_id.clone(),
+            method,
+            params: self.marked(method, params),
+            reply,
+            lasting: self.lasting,
+        };
+        if !(self.outbox)(Report::Request(request)) {
+            return Err(ClientError::Gone);
+        }
+        let mut select = crossbeam_channel::Select::new();
+        select.recv(&answer);
+        select.recv(self.cancel.signal());
+        for stop in stops {
+            select.recv(stop.signal());
+        }
+        let outcome = match select.select_deadline(deadline) {
+            Ok(operation) if operation.index() == 0 => match operation.recv(&answer) {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(error)) => Err(ClientError::Rpc(error)),
+                Err(_) => Err(ClientError::Gone),
+            },
+            Ok(operation) => {
+                // A cancel channel only ever disconnects.
+                let index = operation.index();
+                let signal = if index == 1 {
+                    self.cancel.signal()
+                } else {
+                    stops[index - 2].signal()
+                };
+                let _ = operation.recv(signal);
+                Err(ClientError::Cancelled)
+            }
+            Err(_) => Err(ClientError::Cancelled),
+        };
+        outcome
     }
 
     /// Like `request`, but does not stop at the turn's cancel: for clean-up

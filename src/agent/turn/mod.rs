@@ -11,6 +11,7 @@ mod agent_log;
 pub mod client;
 mod compaction;
 mod context;
+mod elicitation;
 pub mod processes;
 mod record;
 pub mod report;

@@ -305,38 +305,45 @@ impl Runner<'_> {
         let Some(mcp) = self.mcp else {
             return self.finish(call, failed("Error: the MCP server is gone"));
         };
-        let ending = match mcp.call(&tool.exposed_name, arguments, self.cancel) {
-            Err(_) if self.cancel.is_cancelled() => Ending::Cancelled,
-            Err(error) => failed(format!("Error: {error}")),
-            Ok(result) => {
-                let mut content: Vec<Value> = Vec::new();
-                for block in &result.content {
-                    match block.get("type").and_then(Value::as_str) {
-                        Some("text") | Some("image") | Some("resource_link") => {
-                            content.push(json!({"type": "content", "content": block}));
+        // The server's questions during the call go to the editor, tied to
+        // this tool call.
+        let forward = super::elicitation::Forward {
+            client: self.client,
+            tool_call_id: &call.id,
+        };
+        let ending =
+            match mcp.call_asking(&tool.exposed_name, arguments, self.cancel, Some(&forward)) {
+                Err(_) if self.cancel.is_cancelled() => Ending::Cancelled,
+                Err(error) => failed(format!("Error: {error}")),
+                Ok(result) => {
+                    let mut content: Vec<Value> = Vec::new();
+                    for block in &result.content {
+                        match block.get("type").and_then(Value::as_str) {
+                            Some("text") | Some("image") | Some("resource_link") => {
+                                content.push(json!({"type": "content", "content": block}));
+                            }
+                            _ => {}
                         }
-                        _ => {}
+                    }
+                    if let Some(structured) = &result.structured {
+                        let pretty = serde_json::to_string_pretty(structured).unwrap_or_default();
+                        content.push(text_content(&fence(&pretty)));
+                    }
+                    let mut text = result.text();
+                    if result.is_error {
+                        // The model must know the tool failed, as for built-in tools.
+                        text.insert_str(0, "Error: ");
+                    }
+                    if content.is_empty() {
+                        content.push(text_content(&text));
+                    }
+                    if result.is_error {
+                        Ending::Failed { text, content }
+                    } else {
+                        Ending::Completed { text, content }
                     }
                 }
-                if let Some(structured) = &result.structured {
-                    let pretty = serde_json::to_string_pretty(structured).unwrap_or_default();
-                    content.push(text_content(&fence(&pretty)));
-                }
-                let mut text = result.text();
-                if result.is_error {
-                    // The model must know the tool failed, as for built-in tools.
-                    text.insert_str(0, "Error: ");
-                }
-                if content.is_empty() {
-                    content.push(text_content(&text));
-                }
-                if result.is_error {
-                    Ending::Failed { text, content }
-                } else {
-                    Ending::Completed { text, content }
-                }
-            }
-        };
+            };
         self.finish(call, ending)
     }
 

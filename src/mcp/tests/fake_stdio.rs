@@ -33,6 +33,7 @@ pub(crate) fn config(name: &str, env: &[(&str, &str)]) -> ServerConfig {
         },
         env_remove: Vec::new(),
         message_cap: None,
+        elicitation: Default::default(),
     }
 }
 

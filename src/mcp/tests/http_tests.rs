@@ -101,6 +101,7 @@ fn cancelling_an_http_call_tells_the_server() {
         },
         env_remove: Vec::new(),
         message_cap: None,
+        elicitation: Default::default(),
     };
     let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
     let cancel = CancelToken::new();
@@ -148,6 +149,7 @@ fn an_expired_session_ends_the_connection() {
         },
         env_remove: Vec::new(),
         message_cap: None,
+        elicitation: Default::default(),
     };
     let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
     assert!(client.is_alive());
@@ -212,6 +214,7 @@ fn http_falls_back_to_the_legacy_transport() {
         },
         env_remove: Vec::new(),
         message_cap: None,
+        elicitation: Default::default(),
     };
     let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
     assert_eq!(client.protocol_version(), "2024-11-05");
@@ -232,6 +235,7 @@ fn http_failures_are_reported_without_secrets() {
         },
         env_remove: Vec::new(),
         message_cap: None,
+        elicitation: Default::default(),
     };
     let error = Client::connect(&config, INIT_TIMEOUT).err().unwrap();
     assert!(error.message.contains("HTTP 401"), "{error}");
@@ -247,6 +251,7 @@ fn http_failures_are_reported_without_secrets() {
         },
         env_remove: Vec::new(),
         message_cap: None,
+        elicitation: Default::default(),
     };
     let error = Client::connect(&config, INIT_TIMEOUT).err().unwrap();
     assert!(

@@ -286,7 +286,11 @@ fn sessions_are_listed_from_their_first_prompt_and_unused_ones_go_on_close() {
         "{stored:?}"
     );
     let (all, _) = list_all(&mut agent, None);
-    assert_eq!(ids_of(&all), vec![used.clone()], "a setting is not a prompt");
+    assert_eq!(
+        ids_of(&all),
+        vec![used.clone()],
+        "a setting is not a prompt"
+    );
     let result = ok(
         &mut agent,
         "session/resume",

@@ -20,7 +20,14 @@
 //! (`isError`); the stdio server adds `env` (its PATH, a custom variable
 //! and its pid), `crash` (exits in the middle of the call, or only once
 //! with a marker file) and `slow` (sleeps on a helper thread, so the server
-//! keeps reading and can see `notifications/cancelled`).
+//! keeps reading and can see `notifications/cancelled`), and two that ask
+//! the user: `ask` sends `elicitation/create` with its `request` argument
+//! as the params, waits for the answer (logged as `elicitation answer
+//! {json}`) and returns it as its result; with `complete` and an accepted
+//! answer it first sends `notifications/elicitation/complete` for an id it
+//! never asked with and then for the request's own `elicitationId`.
+//! `late_ask` answers at once and only then asks (a question outside any
+//! call).
 //!
 //! Knobs of the stdio server (environment): `SPINDLE_IT_INIT_DELAY_MS`
 //! delays the `initialize` answer; `SPINDLE_IT_PID_FILE` gets the pid of
@@ -152,6 +159,16 @@ fn tool_list(full: bool) -> (Vec<Value>, Vec<Value>) {
                            "inputSchema": {"type": "object",
                                            "properties": {"ms": {"type": "integer"}}}}),
         );
+        second.push(
+            json!({"name": "ask", "description": "Asks the user, then answers",
+                   "inputSchema": {"type": "object",
+                                   "properties": {"request": {"type": "object"},
+                                                  "complete": {"type": "boolean"}}}}),
+        );
+        second.push(
+            json!({"name": "late_ask", "description": "Answers, then asks the user",
+                   "inputSchema": {"type": "object", "properties": {}}}),
+        );
     }
     (first, second)
 }
@@ -176,6 +193,10 @@ enum Outcome {
     Crash,
     /// The `slow` tool: answer after this long.
     Later(Duration, Value),
+    /// The `ask` tool (stdio only): ask the user, answer the call later.
+    Ask,
+    /// The `late_ask` tool: answer the call, then ask.
+    AskAfter(Value),
 }
 
 fn success(id: &Value, result: Value) -> Outcome {
@@ -270,6 +291,10 @@ fn react(label: &str, full: bool, message: &Value) -> Outcome {
                     }
                     None => Outcome::Crash,
                 },
+                "ask" => Outcome::Ask,
+                "late_ask" => Outcome::AskAfter(
+                    json!({"jsonrpc": "2.0", "id": id, "result": text_result("asked nothing yet")}),
+                ),
                 "slow" => {
                     let ms = arguments["ms"].as_u64().unwrap_or(1000);
                     Outcome::Later(
@@ -315,8 +340,38 @@ fn describe(message: &Value) -> String {
             message["params"]["name"].as_str().unwrap_or("")
         ),
         "notifications/cancelled" => format!("{method} {}", message["params"]["requestId"]),
+        "initialize" => format!("initialize {}", message["params"]["capabilities"]),
+        "(response)"
+            if message
+                .get("id")
+                .is_some_and(|id| id.as_str().is_some_and(|id| id.starts_with("elicit-"))) =>
+        {
+            let answer = message.get("result").or_else(|| message.get("error"));
+            format!("elicitation answer {}", answer.unwrap_or(&Value::Null))
+        }
         _ => method.to_string(),
     }
+}
+
+/// The answer to an `ask` question came: completes a URL elicitation if
+/// asked to (first for an id never asked with), then answers the call with
+/// the answer.
+fn answer_question(call: &Value, arguments: &Value, answer: &Value) {
+    let accepted = answer["result"]["action"] == "accept";
+    if arguments["complete"] == true && accepted {
+        for id in [
+            json!("never-asked"),
+            arguments["request"]["elicitationId"].clone(),
+        ] {
+            let done = json!({"jsonrpc": "2.0", "method": "notifications/elicitation/complete",
+                              "params": {"elicitationId": id}});
+            write_stdout(&done.to_string());
+        }
+    }
+    let shown = answer.get("result").or_else(|| answer.get("error"));
+    let text = format!("answer: {}", shown.unwrap_or(&Value::Null));
+    let reply = json!({"jsonrpc": "2.0", "id": call, "result": text_result(&text)});
+    write_stdout(&reply.to_string());
 }
 
 /// Serves MCP on stdin/stdout until stdin closes, then exits the process.
@@ -333,12 +388,22 @@ pub fn run_stdio_server() -> ! {
         .and_then(|ms| ms.parse().ok())
         .map(Duration::from_millis);
     let stdin = std::io::stdin();
+    // Questions out: our request id → (the tools/call id, its arguments).
+    let mut asking: HashMap<String, (Value, Value)> = HashMap::new();
+    let mut asked = 0;
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
         let Ok(message) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
         append_line(EVENTS_FILE_ENV, &describe(&message));
+        if message.get("method").is_none() {
+            let question = message["id"].as_str().and_then(|id| asking.remove(id));
+            if let Some((call, arguments)) = question {
+                answer_question(&call, &arguments, &message);
+            }
+            continue;
+        }
         if message["method"] == "initialize" {
             if let Some(delay) = delay {
                 thread::sleep(delay);
@@ -356,6 +421,24 @@ pub fn run_stdio_server() -> ! {
                     thread::sleep(pause);
                     write_stdout(&reply.to_string());
                 });
+            }
+            Outcome::Ask => {
+                asked += 1;
+                let id = format!("elicit-{asked}");
+                let arguments = message["params"]["arguments"].clone();
+                let question = json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create",
+                                      "params": arguments["request"]});
+                asking.insert(id, (message["id"].clone(), arguments));
+                write_stdout(&question.to_string());
+            }
+            Outcome::AskAfter(reply) => {
+                write_stdout(&reply.to_string());
+                asked += 1;
+                let question = json!({"jsonrpc": "2.0", "id": format!("elicit-{asked}"),
+                                      "method": "elicitation/create",
+                                      "params": {"message": "Too late?",
+                                                 "requestedSchema": {"type": "object", "properties": {}}}});
+                write_stdout(&question.to_string());
             }
         }
     }
@@ -686,9 +769,11 @@ fn streamable(
             &[("Content-Type", "application/json")],
             &reply.to_string(),
         ),
-        Outcome::Later(..) | Outcome::Crash | Outcome::Nothing => {
-            respond(stream, "202 Accepted", &[], "")
-        }
+        Outcome::Later(..)
+        | Outcome::Crash
+        | Outcome::Nothing
+        | Outcome::Ask
+        | Outcome::AskAfter(_) => respond(stream, "202 Accepted", &[], ""),
     }
 }
 
