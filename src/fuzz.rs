@@ -106,6 +106,10 @@ pub const TARGETS: &[Target] = &[
         name: "mcp elicitation",
         case: mcp_elicitation,
     },
+    Target {
+        name: "trace context",
+        case: trace_context,
+    },
 ];
 
 /// A failed case.
@@ -569,6 +573,60 @@ fn mcp_elicitation(rng: &mut Rng) -> Result<(), String> {
                 }
             }
         }
+    }
+    Ok(())
+}
+
+fn trace_context(rng: &mut Rng) -> Result<(), String> {
+    const PARTS: &[&str] = &[
+        "00",
+        "-",
+        "4bf92f3577b34da6",
+        "a3ce929d0e0e4736",
+        "00f067aa0ba902b7",
+        "01",
+        "0",
+        "f",
+        "A",
+        "\r\n",
+        "\n",
+        " ",
+        ",",
+        "=",
+        "rojo",
+        "@",
+        "é",
+        "ff",
+    ];
+    let traceparent = if rng.below(2) == 0 {
+        format!(
+            "00-{}{}-{}-{}",
+            rng.pick(&["4bf92f3577b34da6", "0000000000000000", "4BF92F3577B34DA6"]),
+            rng.pick(&["a3ce929d0e0e4736", "0000000000000000", "a3ce929d0e0e473"]),
+            rng.pick(&["00f067aa0ba902b7", "0000000000000000"]),
+            rng.pick(&["01", "00", "1", "01\r\nx: y"])
+        )
+    } else {
+        rng.text(PARTS, 12)
+    };
+    let tracestate = rng.text(
+        &["rojo", "=", "1", ",", " ", "\r\n", "@", "A", "é", "t"],
+        10,
+    );
+    let Ok(trace) = crate::provider::trace::TraceContext::parse(&traceparent, Some(&tracestate))
+    else {
+        return Ok(());
+    };
+    for (name, value) in trace.headers() {
+        if !value
+            .bytes()
+            .all(|b| (0x20..=0x7e).contains(&b) || b == b'\t')
+        {
+            return Err(format!("{name} {value:?} holds bytes a header cannot"));
+        }
+    }
+    if trace.traceparent().len() != 55 || trace.trace_id().bytes().all(|b| b == b'0') {
+        return Err(format!("{traceparent:?} was accepted"));
     }
     Ok(())
 }

@@ -544,6 +544,7 @@ fn test_connection(config: &Config, name: &str, model: &str) -> Result<String, S
         tools: &[],
         effort: None,
         max_output_tokens: Some(16),
+        trace: None,
     };
     let mut sink = Collect(String::new());
     match provider.stream(&request, &mut sink, &CancelToken::new()) {

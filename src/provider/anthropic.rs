@@ -69,9 +69,11 @@ impl Provider for Messages {
         cancel: &CancelToken,
     ) -> Result<Outcome, StreamError> {
         let body = body(request).to_string();
+        let mut headers = self.headers();
+        super::trace::add_headers(&mut headers, request.trace);
         let stream = EventStream::open(
             &self.url(),
-            &self.headers(),
+            &headers,
             body,
             self.timeouts,
             cancel,
@@ -351,6 +353,7 @@ mod tests {
             tools,
             effort: None,
             max_output_tokens: None,
+            trace: None,
         }
     }
 

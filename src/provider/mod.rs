@@ -15,6 +15,7 @@ pub mod script;
 pub mod sse;
 #[cfg(test)]
 mod testing;
+pub mod trace;
 
 use crate::cancel::CancelToken;
 use serde::{Deserialize, Serialize};
@@ -171,6 +172,8 @@ pub struct ModelRequest<'a> {
     pub effort: Option<&'a str>,
     /// Cap on the answer's tokens, when the model has one configured.
     pub max_output_tokens: Option<u32>,
+    /// The editor's trace context, sent as `traceparent`/`tracestate`.
+    pub trace: Option<&'a trace::TraceContext>,
 }
 
 /// Where a provider reports what it streams, as it arrives.

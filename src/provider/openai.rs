@@ -464,6 +464,7 @@ impl Provider for ChatCompletions {
         if let Some(key) = &self.api_key {
             headers.push(("Authorization", format!("Bearer {key}")));
         }
+        super::trace::add_headers(&mut headers, request.trace);
         let body = self.body(request).to_string();
         let stream = EventStream::open(
             &url,
@@ -781,6 +782,7 @@ mod tests {
                 tools: &[],
                 effort: None,
                 max_output_tokens: None,
+                trace: None,
             };
             let mut sink = Collect::default();
             let result = provider.stream(&request, &mut sink, &CancelToken::new());

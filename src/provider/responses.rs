@@ -46,9 +46,11 @@ impl Provider for Responses {
         cancel: &CancelToken,
     ) -> Result<Outcome, StreamError> {
         let body = body(request).to_string();
+        let mut headers = self.headers();
+        super::trace::add_headers(&mut headers, request.trace);
         let stream = EventStream::open(
             &self.url(),
-            &self.headers(),
+            &headers,
             body,
             self.timeouts,
             cancel,
@@ -212,6 +214,7 @@ mod tests {
             tools,
             effort: Some("medium"),
             max_output_tokens: Some(8000),
+            trace: None,
         }
     }
 

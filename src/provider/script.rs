@@ -351,6 +351,7 @@ mod tests {
                 tools: &[],
                 effort: None,
                 max_output_tokens: None,
+                trace: None,
             };
             let mut sink = Collect(String::new());
             provider.stream(&request, &mut sink, &cancel).unwrap();

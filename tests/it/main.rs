@@ -23,4 +23,5 @@ mod streaming;
 mod support;
 mod support_selftest;
 mod tools;
+mod trace_context;
 mod unstable;

@@ -17,10 +17,45 @@ use crate::agent::turn::processes::Processes;
 use crate::agent::turn::report::{Rewind, TurnEnd};
 use crate::agent::turn::{self, Turn, TurnKind};
 use crate::cancel::CancelToken;
+use crate::provider::trace::TraceContext;
 use crate::provider::Message;
 use crate::rpc::{RequestId, RpcError};
 use serde_json::{json, Value};
 use std::sync::Arc;
+
+/// The W3C trace context a prompt carries in `_meta` (root keys
+/// `traceparent` and `tracestate`, as ACP reserves them), when valid; an
+/// invalid one is ignored, said at debug level with the reason only
+/// (the value itself stays out of the log).
+fn trace_context(params: &Value, session_id: &str) -> Option<TraceContext> {
+    let meta = params.get("_meta")?;
+    let traceparent = meta.get("traceparent")?;
+    let Some(traceparent) = traceparent.as_str() else {
+        log::debug!("session {session_id}: the prompt's traceparent is not a string; ignored");
+        return None;
+    };
+    let tracestate = match meta.get("tracestate") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(state)) => Some(state.as_str()),
+        Some(_) => {
+            log::debug!("session {session_id}: the prompt's tracestate is not a string; left out");
+            None
+        }
+    };
+    match TraceContext::parse(traceparent, tracestate) {
+        Ok(trace) => {
+            log::info!(
+                "session {session_id}: the prompt carries trace {}; its model requests send it on",
+                trace.trace_id()
+            );
+            Some(trace)
+        }
+        Err(why) => {
+            log::debug!("session {session_id}: the prompt's traceparent is ignored: {why}");
+            None
+        }
+    }
+}
 
 /// How a turn starts: the prompt request it answers (none for the
 /// agent's own), its `source` for events and status, and the inbox item
@@ -74,7 +109,7 @@ impl Dispatcher {
         }
         // Explicit input: a paused inbox runs again after this turn.
         self.unpause_inbox(&session_id);
-        self.start_turn(
+        self.start_traced_turn(
             &session_id,
             &request.prompt,
             TurnStart {
@@ -82,6 +117,7 @@ impl Dispatcher {
                 source: "prompt",
                 item: None,
             },
+            trace_context(&params, &session_id),
         )
     }
 
@@ -92,6 +128,18 @@ impl Dispatcher {
         session_id: &str,
         blocks: &[Value],
         start: TurnStart,
+    ) -> Result<(), RpcError> {
+        self.start_traced_turn(session_id, blocks, start, None)
+    }
+
+    /// `start_turn`, with the trace context every model request of the
+    /// turn carries.
+    fn start_traced_turn(
+        &mut self,
+        session_id: &str,
+        blocks: &[Value],
+        start: TurnStart,
+        trace: Option<TraceContext>,
     ) -> Result<(), RpcError> {
         let session_id = session_id.to_string();
         let cwd = self.sessions[&session_id].cwd.clone();
@@ -441,6 +489,7 @@ impl Dispatcher {
             processes,
             notices,
             fresh,
+            trace,
         };
         // The turn's `running` event goes out before any of its updates.
         self.event(

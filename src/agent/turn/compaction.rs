@@ -331,6 +331,7 @@ fn summarise(
         tools: &[],
         effort: turn.effort.as_deref(),
         max_output_tokens: turn.max_output_tokens,
+        trace: turn.trace.as_ref(),
     };
     let mut quiet = Quiet {
         text: String::new(),
@@ -388,6 +389,7 @@ pub(super) fn compact_command(
         tools: &[],
         effort: turn.effort.as_deref(),
         max_output_tokens: turn.max_output_tokens,
+        trace: turn.trace.as_ref(),
     };
     // The summary is the answer, or the compaction's own summary for a
     // client that takes compaction updates.

@@ -152,6 +152,8 @@ pub struct Turn {
     /// conversation: the user's prompt, or the answer of an `ask_user`
     /// question that waited for it (with the calls after it, unrun).
     pub fresh: usize,
+    /// The prompt's trace context, sent with every model request.
+    pub trace: Option<crate::provider::trace::TraceContext>,
 }
 
 /// What the turn accumulates; kept outside the unwinding code so a panic
@@ -507,6 +509,7 @@ fn steps(
             tools: &tools,
             effort: turn.effort.as_deref(),
             max_output_tokens: turn.max_output_tokens,
+            trace: turn.trace.as_ref(),
         };
         let streamed = turn.provider.stream(&request, sink, &turn.cancel);
         let mut assistant = sink.take_message();
