@@ -72,7 +72,7 @@ fn initialize_answers_version_one_and_describes_the_agent() {
         .iter()
         .find(|m| m["type"] == "terminal")
         .expect("no terminal auth method");
-    assert_eq!(setup["args"], json!(["setup"]));
+    assert_eq!(setup["args"], json!(["--setup"]));
 }
 
 #[test]
