@@ -1,17 +1,16 @@
 //! Spindle: a coding agent that speaks the Agent Client Protocol over stdio.
 //!
-//! The binary (`src/main.rs`) parses flags and picks the exit code; this
-//! library does the work. See ARCHITECTURE.md for the map.
+//! The binary (`src/main.rs`) hands over to `cli::main`, which parses the
+//! command line and picks the exit code. See ARCHITECTURE.md for the map.
 
 pub mod acp;
 pub mod agent;
 pub mod agentfile;
 pub mod cancel;
 pub mod checkpoint;
+pub mod cli;
 pub mod config;
 pub mod credentials;
-pub mod doctor;
-pub mod exec;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod history;
@@ -20,7 +19,6 @@ pub mod policy;
 pub mod provider;
 pub mod rpc;
 pub mod sandbox;
-pub mod setup;
 pub mod store;
 pub mod tools;
 pub mod util;

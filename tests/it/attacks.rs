@@ -282,7 +282,7 @@ fn setup_key_stdin_never_writes_through_a_planted_symlink_or_out_of_keys() {
     std::fs::write(dir.join("victim"), "original\n").unwrap();
     std::os::unix::fs::symlink(dir.join("victim"), keys.join("local.key")).unwrap();
     let run = |name: Option<&str>, key: &str| {
-        let args = spindle::setup::SetupArgs {
+        let args = spindle::cli::setup::SetupArgs {
             name: name.map(str::to_string),
             kind: Some(ProviderKind::Openai),
             base_url: Some("http://127.0.0.1:9/v1".into()),
@@ -293,7 +293,7 @@ fn setup_key_stdin_never_writes_through_a_planted_symlink_or_out_of_keys() {
             ..Default::default()
         };
         let mut input = std::io::Cursor::new(format!("{key}\n").into_bytes());
-        spindle::setup::run(args, false, &mut input, &mut Vec::new())
+        spindle::cli::setup::run(args, false, &mut input, &mut Vec::new())
     };
     run(None, "sk-first").unwrap();
     assert_eq!(

@@ -1,0 +1,375 @@
+//! The command line: lexopt parsing into a `Command`, with usage errors
+//! that name the flag.
+
+use super::help::{command_help, help_instead, COMMANDS, HELP_REQUESTED};
+use crate::agent::controls::Preset;
+use crate::agent::permission::Policy;
+use crate::agent::Options;
+use std::time::Duration;
+
+/// A usage error: printed with a hint, exit code 2.
+pub struct Usage(pub String);
+
+pub enum Command {
+    Help(Option<String>),
+    Version,
+    Acp(Options),
+    Sessions(SessionsCommand),
+    Setup(crate::cli::setup::SetupArgs),
+    Sandbox(Vec<std::ffi::OsString>),
+    Guard(Vec<std::ffi::OsString>),
+    Completions(String),
+    Exec(Box<Options>, crate::cli::exec::ExecArgs),
+    Doctor(crate::cli::doctor::DoctorArgs),
+    McpList {
+        config: Option<std::path::PathBuf>,
+        cwd: Option<std::path::PathBuf>,
+    },
+}
+
+/// `spindle sessions …`.
+pub struct SessionsCommand {
+    pub action: SessionsAction,
+    pub db: Option<std::path::PathBuf>,
+    pub cwd: Option<String>,
+    /// `--agent PATH`: only the sessions that agent file's agent served.
+    pub agent: Option<String>,
+    /// `--json`: for scripts.
+    pub json: bool,
+}
+
+pub enum SessionsAction {
+    List,
+    Show(String),
+    Delete(String),
+    Export(String),
+}
+
+pub fn parse_args() -> Result<Command, Usage> {
+    use lexopt::prelude::*;
+    let mut parser = lexopt::Parser::from_env();
+    let usage = |err: lexopt::Error| Usage(err.to_string());
+    let mut exec: Option<crate::cli::exec::ExecArgs> = None;
+    let Some(first) = parser.next().map_err(usage)? else {
+        return Err(Usage("missing command; try 'spindle acp'".into()));
+    };
+    match first {
+        Short('h') | Long("help") => return Ok(Command::Help(None)),
+        Short('V') | Long("version") => return Ok(Command::Version),
+        Value(command) if command == "help" => {
+            let topic = match parser.next().map_err(usage)? {
+                Some(Value(topic)) => Some(topic.string().map_err(usage)?),
+                None => None,
+                Some(other) => return Err(usage(other.unexpected())),
+            };
+            if let Some(topic) = &topic {
+                if command_help(topic).is_none() {
+                    return Err(Usage(format!(
+                        "no help for '{topic}'; the commands are {}",
+                        COMMANDS.join(", ")
+                    )));
+                }
+            }
+            return Ok(Command::Help(topic));
+        }
+        Value(command) if command == "mcp" => {
+            let (mut config, mut cwd, mut listed) = (None, None, false);
+            while let Some(arg) = parser.next().map_err(usage)? {
+                match arg {
+                    Value(word) if word == "list" && !listed => listed = true,
+                    Long("config") => config = Some(parser.value().map_err(usage)?.into()),
+                    Long("cwd") => cwd = Some(parser.value().map_err(usage)?.into()),
+                    Short('h') | Long("help") => return Ok(Command::Help(Some("mcp".into()))),
+                    other => return Err(usage(other.unexpected())),
+                }
+            }
+            if !listed {
+                return Err(Usage("'spindle mcp' takes list".into()));
+            }
+            return Ok(Command::McpList { config, cwd });
+        }
+        Value(command) if command == "doctor" => {
+            let mut args = crate::cli::doctor::DoctorArgs::default();
+            while let Some(arg) = parser.next().map_err(usage)? {
+                match arg {
+                    Long("config") => args.config = Some(parser.value().map_err(usage)?.into()),
+                    Long("db") => args.db = Some(parser.value().map_err(usage)?.into()),
+                    Short('h') | Long("help") => return Ok(Command::Help(Some("doctor".into()))),
+                    other => return Err(usage(other.unexpected())),
+                }
+            }
+            return Ok(Command::Doctor(args));
+        }
+        Value(command) if command == "completions" => {
+            let shell = match parser.next().map_err(usage)? {
+                Some(Value(shell)) => shell.string().map_err(usage)?,
+                Some(Short('h') | Long("help")) => {
+                    return Ok(Command::Help(Some("completions".into())))
+                }
+                _ => {
+                    return Err(Usage(
+                        "'spindle completions' takes bash, zsh or fish".into(),
+                    ))
+                }
+            };
+            if !["bash", "zsh", "fish"].contains(&shell.as_str()) {
+                return Err(Usage(format!(
+                    "'spindle completions' takes bash, zsh or fish, got '{shell}'"
+                )));
+            }
+            return Ok(Command::Completions(shell));
+        }
+        Value(command) if command == "acp" => {}
+        Value(command) if command == "exec" => exec = Some(crate::cli::exec::ExecArgs::default()),
+        Value(command) if command == "sessions" => {
+            return parse_sessions(parser)
+                .map(Command::Sessions)
+                .or_else(|e| help_instead(e, "sessions"))
+        }
+        Value(command) if command == "setup" => {
+            return parse_setup(parser)
+                .map(Command::Setup)
+                .or_else(|e| help_instead(e, "setup"))
+        }
+        Value(command) if command == "sandbox" => {
+            let args = parser.raw_args().map_err(usage)?.collect();
+            return Ok(Command::Sandbox(args));
+        }
+        Value(command) if command == "guard" => {
+            let args = parser.raw_args().map_err(usage)?.collect();
+            return Ok(Command::Guard(args));
+        }
+        Value(command) => {
+            return Err(Usage(format!(
+                "unknown command '{}'",
+                command.to_string_lossy()
+            )))
+        }
+        other => return Err(usage(other.unexpected())),
+    }
+    let mut options = Options {
+        signals: true,
+        ..Options::default()
+    };
+    // `--setup`: the terminal auth method. A client runs the agent's own
+    // command line with the method's arguments appended, so the wizard
+    // starts from `spindle acp … --setup`.
+    let mut setup = false;
+    while let Some(arg) = parser.next().map_err(usage)? {
+        match arg {
+            Long("setup") if exec.is_none() => setup = true,
+            Long("model") => {
+                options.model = Some(parser.value().map_err(usage)?.string().map_err(usage)?)
+            }
+            Long("script") => options.script = Some(parser.value().map_err(usage)?.into()),
+            Long("drain") => options.drain = true,
+            Long("log-file") => options.log_file = Some(parser.value().map_err(usage)?.into()),
+            Long("db") => options.db = Some(parser.value().map_err(usage)?.into()),
+            Long("permissions") => {
+                let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+                options.permissions = Some(Policy::parse(&value).ok_or_else(|| {
+                    Usage(format!(
+                        "--permissions takes ask, auto, sandbox or yolo, got '{value}'"
+                    ))
+                })?);
+            }
+            Long("preset") | Long("profile") => {
+                let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+                options.preset = Some(Preset::parse(&value).ok_or_else(|| {
+                    Usage(format!(
+                        "--preset takes light, balanced or delivery, got '{value}'"
+                    ))
+                })?);
+            }
+            Long("config") => {
+                options.config = Some(parser.value().map_err(usage)?.into());
+            }
+            Long("max-steps") => {
+                let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+                options.max_steps = match value.parse::<usize>() {
+                    Ok(steps) if steps > 0 => steps,
+                    _ => {
+                        return Err(Usage(format!(
+                            "--max-steps takes a positive number, got '{value}'"
+                        )))
+                    }
+                };
+            }
+            Long("on-reject") => {
+                let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+                options.on_reject = Some(match value.as_str() {
+                    "stop" => crate::config::OnReject::Stop,
+                    "continue" => crate::config::OnReject::Continue,
+                    _ => {
+                        return Err(Usage(format!(
+                            "--on-reject takes stop or continue, got '{value}'"
+                        )))
+                    }
+                });
+            }
+            Long("connect-timeout") => {
+                options.timeouts.connect = seconds(&mut parser, "--connect-timeout")?
+            }
+            Long("stall-timeout") => {
+                options.timeouts.stall = seconds(&mut parser, "--stall-timeout")?
+            }
+            Long("retries") => {
+                let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+                options.timeouts.attempts = match value.parse::<u32>() {
+                    Ok(retries) if retries <= 10 => retries + 1,
+                    _ => {
+                        return Err(Usage(format!(
+                            "--retries takes a number from 0 to 10, got '{value}'"
+                        )))
+                    }
+                };
+            }
+            Short('h') | Long("help") if exec.is_some() => {
+                return Ok(Command::Help(Some("exec".into())))
+            }
+            Short('h') | Long("help") => return Ok(Command::Help(Some("acp".into()))),
+            Long("json") if exec.is_some() => {
+                if let Some(exec) = exec.as_mut() {
+                    exec.json = true;
+                }
+            }
+            Short('q') | Long("quiet") if exec.is_some() => {
+                if let Some(exec) = exec.as_mut() {
+                    exec.quiet = true;
+                }
+            }
+            Long("agent") if exec.is_some() => {
+                options.agent_path = Some(parser.value().map_err(usage)?.into());
+            }
+            Value(prompt) if exec.as_ref().is_some_and(|e| e.prompt.is_none()) => {
+                if let Some(exec) = exec.as_mut() {
+                    exec.prompt = Some(prompt.string().map_err(usage)?);
+                }
+            }
+            Value(path) if options.agent_path.is_none() && exec.is_none() => {
+                options.agent_path = Some(path.into());
+            }
+            other => return Err(usage(other.unexpected())),
+        }
+    }
+    if let Some(exec) = exec {
+        if exec.prompt.is_none() {
+            return Err(Usage(
+                "'spindle exec' needs a prompt: spindle exec \"what to do\" (or - to read it from stdin)".into(),
+            ));
+        }
+        return Ok(Command::Exec(Box::new(options), exec));
+    }
+    if setup {
+        return Ok(Command::Setup(crate::cli::setup::SetupArgs {
+            config: options.config,
+            ..Default::default()
+        }));
+    }
+    Ok(Command::Acp(options))
+}
+
+fn parse_setup(mut parser: lexopt::Parser) -> Result<crate::cli::setup::SetupArgs, Usage> {
+    use lexopt::prelude::*;
+    let usage = |err: lexopt::Error| Usage(err.to_string());
+    let mut args = crate::cli::setup::SetupArgs::default();
+    while let Some(arg) = parser.next().map_err(usage)? {
+        match arg {
+            Long("kind") => {
+                let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+                args.kind = Some(crate::cli::setup::parse_kind(&value).ok_or_else(|| {
+                    Usage(format!(
+                        "--kind takes openai, anthropic or responses, got '{value}'"
+                    ))
+                })?);
+            }
+            Long("name") => {
+                args.name = Some(parser.value().map_err(usage)?.string().map_err(usage)?)
+            }
+            Long("base-url") => {
+                args.base_url = Some(parser.value().map_err(usage)?.string().map_err(usage)?)
+            }
+            Long("key-env") => {
+                args.key_env = Some(parser.value().map_err(usage)?.string().map_err(usage)?)
+            }
+            Long("key-file") => args.key_file = Some(parser.value().map_err(usage)?.into()),
+            Long("key-stdin") => args.key_stdin = true,
+            Long("no-key") => args.no_key = true,
+            Long("model") => {
+                args.model = Some(parser.value().map_err(usage)?.string().map_err(usage)?)
+            }
+            Long("config") => args.config = Some(parser.value().map_err(usage)?.into()),
+            Long("no-test") => args.no_test = true,
+            Short('h') | Long("help") => return Err(Usage(HELP_REQUESTED.into())),
+            other => return Err(usage(other.unexpected())),
+        }
+    }
+    Ok(args)
+}
+
+fn parse_sessions(mut parser: lexopt::Parser) -> Result<SessionsCommand, Usage> {
+    use lexopt::prelude::*;
+    let usage = |err: lexopt::Error| Usage(err.to_string());
+    let mut words: Vec<String> = Vec::new();
+    let mut db = None;
+    let mut cwd = None;
+    let mut agent = None;
+    let mut json = false;
+    while let Some(arg) = parser.next().map_err(usage)? {
+        match arg {
+            Short('h') | Long("help") => return Err(Usage(HELP_REQUESTED.into())),
+            Long("json") => json = true,
+            Long("db") => db = Some(parser.value().map_err(usage)?.into()),
+            Long("cwd") => cwd = Some(parser.value().map_err(usage)?.string().map_err(usage)?),
+            Long("agent") => {
+                let path: std::path::PathBuf = parser.value().map_err(usage)?.into();
+                let spec = crate::agentfile::load(&path).map_err(|e| Usage(e.0))?;
+                agent = Some(spec.name);
+            }
+            Value(word) => words.push(word.string().map_err(usage)?),
+            other => return Err(usage(other.unexpected())),
+        }
+    }
+    let action = match words.as_slice() {
+        [] => SessionsAction::List,
+        [list] if list == "list" => SessionsAction::List,
+        [show, id] if show == "show" => SessionsAction::Show(id.clone()),
+        [delete, id] if delete == "delete" => SessionsAction::Delete(id.clone()),
+        [export, id] if export == "export" => SessionsAction::Export(id.clone()),
+        [verb] if verb == "show" || verb == "delete" || verb == "export" => {
+            return Err(Usage(format!(
+                "'spindle sessions {verb}' needs a session id"
+            )))
+        }
+        _ => {
+            return Err(Usage(format!(
+                "unknown sessions command '{}'; use list, show ID, export ID or delete ID",
+                words.join(" ")
+            )))
+        }
+    };
+    Ok(SessionsCommand {
+        action,
+        db,
+        cwd,
+        agent,
+        json,
+    })
+}
+
+fn seconds(parser: &mut lexopt::Parser, flag: &str) -> Result<Duration, Usage> {
+    use lexopt::ValueExt;
+    let value = parser
+        .value()
+        .map_err(|e| Usage(e.to_string()))?
+        .string()
+        .map_err(|e| Usage(e.to_string()))?;
+    match value.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs > 0.0 && secs < 1e6 => {
+            Ok(Duration::from_secs_f64(secs))
+        }
+        _ => Err(Usage(format!(
+            "{flag} takes a positive number of seconds, got '{value}'"
+        ))),
+    }
+}

@@ -1,0 +1,251 @@
+//! The help text, each command's part of it, and shell completions.
+
+use super::args::{Command, Usage};
+
+pub const HELP: &str = "\
+spindle — a coding agent for editors, speaking the Agent Client Protocol
+
+USAGE:
+    spindle acp [OPTIONS] [AGENT]
+                              serve ACP (JSON-RPC, one message per line) on stdin/stdout;
+                              AGENT: an agent file (agent.json) or a folder holding one
+                              (see docs/agents.md)
+    spindle exec [OPTIONS] PROMPT
+                              run one prompt here and print what happens: the
+                              answer on stdout; thoughts, tool calls and the plan
+                              on stderr (--quiet: answer only; --json: the raw
+                              updates as NDJSON); PROMPT - reads it from stdin;
+                              takes acp's options (--agent FILE for an agent
+                              file); exit 0 when the turn ends normally, 1 on an
+                              error, 3 on another stop reason (cancelled, a limit)
+    spindle mcp list [--cwd DIR] [--config PATH]
+                              the MCP servers of the config (mcp_servers) and of
+                              the project's .spindle/config.json (used only when
+                              the project is trusted); the editor's join them
+    spindle doctor [--config PATH] [--db PATH]
+                              check the config, each provider (key, reachable,
+                              models), the session database and the sandbox;
+                              exit 1 when something is broken, saying what to do
+    spindle sessions [list] [--cwd DIR] [--agent FILE] [--json] [--db PATH]
+                              list stored sessions, newest first, times local
+                              (--agent: those an agent file's agent served;
+                              --json: an array for scripts)
+    spindle sessions show ID [--db PATH]
+                              print a session's transcript as text (ID: the id,
+                              or a unique prefix of it, here and below)
+    spindle sessions export ID [--db PATH]
+                              print a session's transcript as NDJSON (one stored
+                              session/update a line, as a load replays it)
+    spindle sessions delete ID [--db PATH]
+                              delete a session and its history
+    spindle setup [OPTIONS]   add a model provider to the config file: asks on a
+                              terminal, or takes everything from flags; tests it
+                              with one small request before writing
+    spindle sandbox [OPTIONS] -- PROGRAM [ARGS...]
+                              run PROGRAM in the OS sandbox the agent uses for its
+                              commands (--write DIR, --read-only PATH, --network;
+                              --probe prints what this machine supports)
+    spindle completions bash|zsh|fish
+                              print a shell completion script
+    spindle help [COMMAND]    this help, or one command's (also COMMAND --help)
+    spindle --help            print this help
+    spindle --version         print the version
+
+OPTIONS (acp):
+    --model MODEL             the model to ask, as provider/model or a bare name
+                              (default: the config's default, else the first
+                              provider's usual model)
+    --preset PRESET           light, balanced (default) or delivery: step budget,
+                              default effort and how much the agent verifies
+                              (--profile economy|balanced|delivery also works)
+    --config PATH             the config file (default $SPINDLE_HOME/config.json,
+                              else $XDG_CONFIG_HOME/spindle/config.json)
+    --script FILE             play a JSON scenario instead of calling a model
+                              (see docs/scripted-provider.md)
+    --permissions POLICY      when tools ask first: ask (every edit and command),
+                              auto (edits in the workspace and read-only commands
+                              run freely), sandbox (edits in the workspace, and
+                              commands inside an OS sandbox: no network, nothing
+                              writable outside the workspace or in .git), yolo
+                              (nothing asks); default ask
+    --max-steps N             the most model calls one prompt may make (default:
+                              the preset's budget: 20, 50 or 100)
+    --on-reject WHAT          when the user declines a tool call: stop (end the
+                              turn; the default) or continue (the model is told
+                              and carries on)
+    --db PATH                 the session database (default $SPINDLE_HOME/spindle.db,
+                              else $XDG_DATA_HOME/spindle/spindle.db, else
+                              ~/.local/share/spindle/spindle.db; with --script and
+                              no --db, a temporary database removed at exit)
+    --log-file PATH           log to this file (info and up, or as RUST_LOG says;
+                              rotated at 10 MiB, one old file kept as PATH.1)
+                              instead of stderr; the config's log_file too
+    --drain                   on stdin EOF, let running turns finish before exiting
+                              (default: cancel them)
+    --connect-timeout SECS    longest wait to connect to the model server (default 10)
+    --stall-timeout SECS      longest silence of a model stream (default 120)
+    --retries N               retries of a failed model call before its first
+                              streamed byte (default 3; 0 to 10)
+    --setup                   (acp) run the setup wizard instead, with --config:
+                              what an editor's terminal sign-in starts
+
+OPTIONS (setup):
+    --kind KIND               openai (Chat Completions: OpenAI, Ollama, llama.cpp,
+                              vLLM, OpenRouter…), anthropic or responses
+    --name NAME               the provider's name in model ids (default: the kind,
+                              or local for another OpenAI-compatible server)
+    --base-url URL            the server (default: the kind's official API)
+    --key-env VAR             the environment variable holding the key
+    --key-file PATH           a file holding the key (mode 600)
+    --key-stdin               read the key itself from standard input; Spindle keeps
+                              it in keys/NAME.key beside the config (mode 600), and
+                              the ACP `logout` method forgets it
+    --no-key                  the server needs no key
+    --model MODEL             the default model
+    --config PATH             the config file to write
+    --no-test                 write without testing the connection
+
+ENVIRONMENT:
+    OPENAI_API_KEY            used when there is no config file: an OpenAI provider
+    OPENAI_BASE_URL           … at this base URL (any OpenAI-compatible server)
+    ANTHROPIC_API_KEY         … an Anthropic provider (ANTHROPIC_BASE_URL)
+    OLLAMA_HOST               … an Ollama server
+    SPINDLE_HOME              where Spindle keeps its database (see --db)
+    RUST_LOG                  log filter for stderr (error, warn, info, debug, trace)
+
+Exit codes: 0 normal end, 1 runtime failure, 2 usage error.
+";
+
+/// What a subcommand's parser answers for `--help`.
+pub const HELP_REQUESTED: &str = "\u{0}help";
+
+pub fn help_instead(error: Usage, topic: &str) -> Result<Command, Usage> {
+    if error.0 == HELP_REQUESTED {
+        Ok(Command::Help(Some(topic.into())))
+    } else {
+        Err(error)
+    }
+}
+
+/// The commands `spindle help` knows.
+pub const COMMANDS: [&str; 9] = [
+    "acp",
+    "exec",
+    "doctor",
+    "mcp",
+    "sessions",
+    "setup",
+    "sandbox",
+    "completions",
+    "help",
+];
+
+/// The part of the help about one command.
+pub fn command_help(topic: &str) -> Option<String> {
+    let section = |start: &str, end: &str| -> String {
+        let from = HELP.find(start).unwrap_or(0);
+        let to = HELP[from..].find(end).map_or(HELP.len(), |i| from + i);
+        HELP[from..to].trim_end().to_string()
+    };
+    let usage_lines = |prefix: &str| -> String {
+        let usage = section("USAGE:", "OPTIONS (acp):");
+        let mut out = String::from("USAGE:\n");
+        let mut keep = false;
+        for line in usage.lines().skip(1) {
+            if line.starts_with("    spindle ") {
+                keep = line.starts_with(&format!("    spindle {prefix}"));
+            }
+            if keep {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    };
+    let text = match topic {
+        "acp" => format!(
+            "{}\n{}\n\n{}\n",
+            usage_lines("acp"),
+            section("OPTIONS (acp):", "OPTIONS (setup):"),
+            section("ENVIRONMENT:", "Exit codes:")
+        ),
+        "exec" => format!(
+            "{}\n{}\n",
+            usage_lines("exec"),
+            section("OPTIONS (acp):", "OPTIONS (setup):")
+        ),
+        "setup" => format!(
+            "{}\n{}\n",
+            usage_lines("setup"),
+            section("OPTIONS (setup):", "ENVIRONMENT:")
+        ),
+        "sessions" | "sandbox" | "doctor" | "mcp" => usage_lines(topic),
+        "completions" => "USAGE:\n    spindle completions bash|zsh|fish\n                              print a shell completion script, e.g.\n                              spindle completions bash > ~/.local/share/bash-completion/completions/spindle\n".into(),
+        "help" => "USAGE:\n    spindle help [COMMAND]    this help, or one command's\n".into(),
+        _ => return None,
+    };
+    Some(text)
+}
+
+/// A completion script for `shell`: the commands and each one's flags.
+pub fn completions(shell: &str) -> String {
+    let flags = |topic: &str| -> Vec<String> {
+        let mut flags: Vec<String> = command_help(topic)
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter(|w| w.starts_with("--") && w.len() > 2)
+            .map(|w| w.trim_end_matches([',', ')', ';', '.']).to_string())
+            .filter(|w| {
+                w.chars()
+                    .skip(2)
+                    .all(|c| c.is_ascii_lowercase() || c == '-')
+            })
+            .collect();
+        flags.push("--help".into());
+        flags.sort();
+        flags.dedup();
+        flags
+    };
+    let commands = COMMANDS.join(" ");
+    match shell {
+        "bash" => {
+            let mut cases = String::new();
+            for topic in COMMANDS {
+                cases.push_str(&format!(
+                    "        {topic}) COMPREPLY=($(compgen -W \"{}\" -- \"$cur\")) ;;\n",
+                    flags(topic).join(" ")
+                ));
+            }
+            format!(
+                "# bash completion for spindle\n_spindle() {{\n    local cur=${{COMP_WORDS[COMP_CWORD]}}\n    if [ \"$COMP_CWORD\" -eq 1 ]; then\n        COMPREPLY=($(compgen -W \"{commands} --help --version\" -- \"$cur\"))\n        return\n    fi\n    case ${{COMP_WORDS[1]}} in\n{cases}    esac\n}}\ncomplete -o default -F _spindle spindle\n"
+            )
+        }
+        "zsh" => {
+            let mut cases = String::new();
+            for topic in COMMANDS {
+                cases.push_str(&format!(
+                    "    {topic}) compadd -- {} ;;\n",
+                    flags(topic).join(" ")
+                ));
+            }
+            format!(
+                "#compdef spindle\n_spindle() {{\n  if (( CURRENT == 2 )); then\n    compadd -- {commands} --help --version\n    return\n  fi\n  case $words[2] in\n{cases}  esac\n  _files\n}}\ncompdef _spindle spindle\n"
+            )
+        }
+        _ => {
+            let mut out = String::from("# fish completion for spindle\n");
+            out.push_str(&format!(
+                "complete -c spindle -n '__fish_use_subcommand' -f -a '{commands}'\n"
+            ));
+            for topic in COMMANDS {
+                for flag in flags(topic) {
+                    out.push_str(&format!(
+                        "complete -c spindle -n '__fish_seen_subcommand_from {topic}' -l {}\n",
+                        flag.trim_start_matches("--")
+                    ));
+                }
+            }
+            out
+        }
+    }
+}
