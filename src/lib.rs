@@ -16,6 +16,7 @@ pub mod fuzz;
 pub mod history;
 pub mod mcp;
 pub mod policy;
+pub mod process;
 pub mod provider;
 pub mod rpc;
 pub mod sandbox;

@@ -32,7 +32,7 @@ const LOG_JOB: &str =
 const BIG_LOG_CAP: u64 = 200_000_000;
 /// The small job of the warm-up prompt.
 const WARM_JOB: &str = "echo warm";
-/// The agent's default `tools.command_log_bytes` (src/tools/logs.rs).
+/// The agent's default `tools.command_log_bytes` (src/process/logs.rs).
 const DEFAULT_LOG_CAP: u64 = 4 * 1024 * 1024;
 
 /// The workspace files: 100 MB, and just under the agent's cap on the

@@ -54,7 +54,7 @@ pub fn main() -> ExitCode {
         // First, while the process has a single thread: the launcher
         // confines this very process and then execs the command.
         Ok(Command::Sandbox(args)) => crate::sandbox::launcher_main(args, &mut std::io::stdout()),
-        Ok(Command::Guard(args)) => crate::tools::guard::main(args),
+        Ok(Command::Guard(args)) => crate::process::guard::main(args),
         Err(Usage(message)) => {
             eprintln!("spindle: {message}\nRun 'spindle --help' for usage.");
             ExitCode::from(2)
@@ -134,7 +134,7 @@ pub fn main() -> ExitCode {
                 }
             }
             if let Ok(exe) = std::env::current_exe() {
-                crate::tools::guard::enable(exe);
+                crate::process::guard::enable(exe);
             }
             ExitCode::from(crate::cli::exec::run(options, args))
         }
@@ -171,7 +171,7 @@ pub fn main() -> ExitCode {
             // Every command and job runs under `spindle guard` (this very
             // binary), so none outlives the agent.
             if let Ok(exe) = std::env::current_exe() {
-                crate::tools::guard::enable(exe);
+                crate::process::guard::enable(exe);
             }
             match crate::agent::serve(options, std::io::stdin(), std::io::stdout()) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -35,7 +35,7 @@ pub fn run_sessions(command: SessionsCommand) -> Result<String, String> {
         SessionsAction::Delete(given) => {
             let id = find(&given)?;
             if store.delete_session(&id).map_err(|e| e.0)? {
-                crate::tools::logs::remove_session(&path, &id);
+                crate::process::logs::remove_session(&path, &id);
                 Ok(format!("Deleted session {id}.\n"))
             } else {
                 Err(format!("there is no session {id:?} in {}", path.display()))

@@ -100,12 +100,11 @@ impl StdioTransport {
             .stderr(Stdio::piped())
             .process_group(0);
         // Tied to the agent: a server dies with it, even under SIGKILL.
-        let mut child =
-            crate::tools::process::spawn_tied_to_agent(command_builder).map_err(|err| {
-                McpError::new(format!(
-                    "cannot start MCP server `{name}` (`{command}`): {err}"
-                ))
-            })?;
+        let mut child = crate::process::spawn_tied_to_agent(command_builder).map_err(|err| {
+            McpError::new(format!(
+                "cannot start MCP server `{name}` (`{command}`): {err}"
+            ))
+        })?;
         let pid = child.id();
         let secrets: Arc<Vec<String>> = Arc::new(env.iter().map(|(_, v)| v.clone()).collect());
         let (stdin, stdout, stderr) =

@@ -688,18 +688,18 @@ const GIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
 const GIT_OUTPUT_CAP: usize = 1024 * 1024;
 
 /// A git command started in `dir`, with the neutralising environment,
-/// bounded in time and output (see [`crate::tools::probe`]).
+/// bounded in time and output (see [`crate::process::probe`]).
 fn git_here(
     dir: &Path,
     args: &[&str],
     cancel: Option<&crossbeam_channel::Receiver<()>>,
-) -> Result<crate::tools::probe::ProbeOutput, String> {
+) -> Result<crate::process::probe::ProbeOutput, String> {
     let mut command = Command::new("git");
     command.arg("--no-pager").args(args).current_dir(dir);
     for (key, value) in neutralising_env() {
         command.env(key, value);
     }
-    crate::tools::probe::run(command, GIT_LIMIT, GIT_OUTPUT_CAP, cancel)
+    crate::process::probe::run(command, GIT_LIMIT, GIT_OUTPUT_CAP, cancel)
         .map_err(|error| format!("git cannot be run in {}: {error}", dir.display()))
 }
 

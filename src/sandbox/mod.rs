@@ -192,7 +192,7 @@ fn run_probe(exe: &Path) -> Support {
     let mut probe = std::process::Command::new(exe);
     probe.args(["sandbox", "--probe"]);
     let output =
-        crate::tools::probe::run(probe, std::time::Duration::from_secs(10), 64 * 1024, None);
+        crate::process::probe::run(probe, std::time::Duration::from_secs(10), 64 * 1024, None);
     let output = match output {
         Ok(output) => output,
         Err(error) => {
@@ -401,6 +401,25 @@ fn launch_program(launch: Launch) -> ExitCode {
 fn launch_program(_launch: Launch) -> ExitCode {
     eprintln!("spindle sandbox: {NO_SANDBOX}");
     ExitCode::from(126)
+}
+
+/// `sh -c LINE` as a program and its arguments, inside the sandbox
+/// launcher when there is one. The caller starts it under the guard
+/// ([`crate::process::guard::command`]).
+pub fn shell_argv(
+    command_line: &str,
+    sandbox: Option<&(std::path::PathBuf, Profile)>,
+) -> (std::path::PathBuf, Vec<std::ffi::OsString>) {
+    let shell_args = vec![
+        std::ffi::OsString::from("-c"),
+        std::ffi::OsString::from(command_line),
+    ];
+    match sandbox {
+        Some((launcher, profile)) => {
+            launcher_command_here(launcher, profile, std::ffi::OsStr::new("sh"), &shell_args)
+        }
+        None => (std::path::PathBuf::from("sh"), shell_args),
+    }
 }
 
 #[cfg(test)]

@@ -83,7 +83,7 @@ impl JobInfo {
 fn new_log(spec: &JobSpec) -> Result<(String, PathBuf, std::fs::File), String> {
     let job_id = format!("job_{}", crate::util::random_hex());
     let log_path = spec.log_dir.join(format!("{job_id}.log"));
-    let log = crate::tools::logs::create_file(&log_path)
+    let log = crate::process::logs::create_file(&log_path)
         .map_err(|e| format!("cannot create the job's log {}: {e}", log_path.display()))?;
     Ok((job_id, log_path, log))
 }
@@ -220,7 +220,7 @@ fn set_nonblocking(stdin: &ChildStdin) {
 /// A job's command leads its own group: the one group kill, which
 /// refuses groups 0 and 1 (Spindle's own, and every process of the user).
 fn kill_group(pid: u32) {
-    crate::tools::process::kill_group(pid);
+    crate::process::kill_group(pid);
 }
 
 impl Job {
@@ -300,8 +300,8 @@ impl Jobs {
     /// Starts a job; returns it as it is once started.
     pub fn start(self: &Arc<Self>, spec: JobSpec) -> Result<JobInfo, String> {
         let (job_id, log_path, log) = new_log(&spec)?;
-        let mut command =
-            crate::tools::process::shell_command(&spec.command_line, spec.sandbox.as_ref());
+        let (program, args) = crate::sandbox::shell_argv(&spec.command_line, spec.sandbox.as_ref());
+        let mut command = crate::process::guard::command(&program, &args);
         for name in &spec.env_remove {
             command.env_remove(name);
         }
@@ -317,7 +317,7 @@ impl Jobs {
                 .stderr(writer_err)
                 .process_group(0);
         }
-        let mut child = crate::tools::process::spawn_tied_to_agent(command)
+        let mut child = crate::process::spawn_tied_to_agent(command)
             .map_err(|e| format!("cannot start the job: {e}"))?;
         let pid = child.id();
         let stdin = child.stdin.take();
@@ -370,7 +370,7 @@ impl Jobs {
         self: &Arc<Self>,
         spec: &JobSpec,
         so_far: &str,
-        detached: crate::tools::process::Detached,
+        detached: crate::process::Detached,
     ) -> Result<JobInfo, String> {
         let (job_id, log_path, log) = new_log(spec)?;
         let counts = Counts::default();

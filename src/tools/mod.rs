@@ -6,16 +6,12 @@
 pub mod bounded;
 pub mod fetch;
 pub mod files;
-pub mod guard;
 pub mod ignore;
 pub mod inflate;
 pub mod jobs;
 pub mod lines;
-pub mod logs;
 pub mod patch;
 pub mod paths;
-pub mod probe;
-pub mod process;
 pub mod search;
 pub mod shipped;
 pub mod walk;

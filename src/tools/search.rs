@@ -79,7 +79,8 @@ pub fn ripgrep_available() -> bool {
         }
         let mut version = Command::new("rg");
         version.arg("--version");
-        let Ok(out) = crate::tools::probe::run(version, Duration::from_secs(3), 4096, None) else {
+        let Ok(out) = crate::process::probe::run(version, Duration::from_secs(3), 4096, None)
+        else {
             return false;
         };
         let version = String::from_utf8_lossy(&out.stdout);

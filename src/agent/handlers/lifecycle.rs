@@ -521,7 +521,7 @@ impl Dispatcher {
         }
         // Deleting what is not there succeeds quietly, as the protocol asks.
         self.store()?.delete_session(&id).map_err(internal)?;
-        crate::tools::logs::remove_session(&self.db_path, &id);
+        crate::process::logs::remove_session(&self.db_path, &id);
         log::info!("session {id} deleted");
         Ok(json!({}))
     }

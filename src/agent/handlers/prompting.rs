@@ -940,7 +940,8 @@ impl Dispatcher {
         session_id: &str,
         registry: &Registry,
     ) -> Processes {
-        let session_dir = match crate::tools::logs::prepare_session_dir(&self.db_path, session_id) {
+        let session_dir = match crate::process::logs::prepare_session_dir(&self.db_path, session_id)
+        {
             Ok(dir) => Some(dir),
             Err(error) => {
                 log::warn!("commands of session {session_id} run without logs: {error}");
@@ -951,7 +952,7 @@ impl Dispatcher {
         let sandbox = launcher
             .as_deref()
             .is_some_and(|exe| crate::sandbox::support(exe).available());
-        let temp_dir = crate::tools::logs::prepare_temp_dir(&self.db_path, session_id)
+        let temp_dir = crate::process::logs::prepare_temp_dir(&self.db_path, session_id)
             .map_err(|error| log::warn!("no private temp folder for the sandbox: {error}"))
             .ok();
         // Sandboxed commands may read outside the workspace, but not
@@ -983,7 +984,7 @@ impl Dispatcher {
             &self.db_path,
             &["", "-wal", "-shm", "-journal"],
         ));
-        hidden.push(crate::tools::logs::root(&self.db_path));
+        hidden.push(crate::process::logs::root(&self.db_path));
         // The agent's own log (and the one rotation keeps).
         for log in [&self.options.log_file, &registry.config.log_file]
             .into_iter()
@@ -1021,7 +1022,7 @@ impl Dispatcher {
                 .config
                 .tools
                 .command_log_bytes
-                .unwrap_or(crate::tools::logs::DEFAULT_LOG_CAP),
+                .unwrap_or(crate::process::logs::DEFAULT_LOG_CAP),
             launcher,
             sandbox,
             extra_roots: self

@@ -129,11 +129,11 @@ impl Keeper<'_> {
         let dir = self.dir?;
         let name = format!(
             "{}-{}.txt",
-            crate::tools::logs::safe_name(call_id),
+            crate::process::logs::safe_name(call_id),
             crate::util::random_hex()
         );
         let path = dir.join(name);
-        let written = crate::tools::logs::create_file(&path).and_then(|mut file| {
+        let written = crate::process::logs::create_file(&path).and_then(|mut file| {
             use std::io::Write;
             file.write_all(text.as_bytes())
         });

@@ -6,8 +6,8 @@ use super::client::ClientError;
 use super::processes::Launch;
 use super::runner::{failed, text_content, Ending, Runner};
 use crate::cancel::CancelToken;
+use crate::process::{self, logs};
 use crate::provider::ToolCallRequest;
-use crate::tools::{logs, process};
 use crate::util::fence;
 use serde_json::json;
 use std::ffi::OsString;
@@ -33,7 +33,10 @@ impl Runner<'_> {
         spec.log_cap = self.processes.log_cap;
         spec.env_remove = launch.env_remove;
         spec.env_set = launch.env_set;
-        spec.sandbox = launch.sandbox;
+        spec.program = launch
+            .sandbox
+            .as_ref()
+            .map(|sandbox| crate::sandbox::shell_argv(command_line, Some(sandbox)));
         // A slow build is never lost to its timeout: it goes on as a job.
         spec.detach_on_timeout = self.processes.session_dir.is_some();
         // The editor sees the tail of the output as it arrives.

@@ -44,7 +44,7 @@ pub fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    super::process::die_with_parent(&mut command);
+    super::die_with_parent(&mut command);
     let mut child = command.spawn()?;
     let group = Group(child.id());
     let stdout = child.stdout.take().map(|pipe| collect(pipe, cap));
@@ -97,7 +97,7 @@ struct Group(u32);
 
 impl Drop for Group {
     fn drop(&mut self) {
-        super::process::kill_group(self.0);
+        super::kill_group(self.0);
     }
 }
 

@@ -14,7 +14,11 @@
 //! signal and the deadline in one `select!`. Both end by themselves once the
 //! group is killed. A process that leaves the group (with `setsid`, say) is
 //! out of this reach; while the command runs, the guard (its subreaper)
-//! still takes it down with the agent (see [`crate::tools::guard`]).
+//! still takes it down with the agent (see [`crate::process::guard`]).
+
+pub mod guard;
+pub mod logs;
+pub mod probe;
 
 use crossbeam_channel::{after, bounded, never, select, Receiver, Sender};
 use std::ffi::OsString;
@@ -45,9 +49,9 @@ pub struct CommandSpec {
     pub env_remove: Vec<OsString>,
     /// Variables set for the command.
     pub env_set: Vec<(OsString, OsString)>,
-    /// Run inside the operating-system sandbox: the Spindle binary (the
-    /// launcher) and what the command may do.
-    pub sandbox: Option<(PathBuf, crate::sandbox::Profile)>,
+    /// The program and arguments to run instead of `sh -c LINE`: the
+    /// sandbox launcher's command line for it (`sandbox::shell_argv`).
+    pub program: Option<(PathBuf, Vec<OsString>)>,
     /// At its timeout the command is not killed but handed over, still
     /// running (`CommandResult::detached`), to become a background job.
     pub detach_on_timeout: bool,
@@ -63,7 +67,7 @@ pub struct Detached {
 }
 
 impl CommandSpec {
-    /// A command with no log, the inherited environment and no sandbox.
+    /// A command with no log, the inherited environment, as `sh -c LINE`.
     pub fn new(command_line: &str, cwd: &Path, timeout: Duration, output_cap: usize) -> Self {
         CommandSpec {
             command_line: command_line.to_string(),
@@ -71,10 +75,10 @@ impl CommandSpec {
             timeout,
             output_cap,
             log_path: None,
-            log_cap: super::logs::DEFAULT_LOG_CAP,
+            log_cap: logs::DEFAULT_LOG_CAP,
             env_remove: Vec::new(),
             env_set: Vec::new(),
-            sandbox: None,
+            program: None,
             detach_on_timeout: false,
         }
     }
@@ -167,28 +171,6 @@ pub(crate) fn die_with_parent(command: &mut Command) {
 
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn die_with_parent(_command: &mut Command) {}
-
-/// `sh -c LINE`, inside the sandbox launcher when there is one, under the
-/// guard that takes its whole group down with the agent (see
-/// [`crate::tools::guard`]).
-pub fn shell_command(
-    command_line: &str,
-    sandbox: Option<&(std::path::PathBuf, crate::sandbox::Profile)>,
-) -> Command {
-    let shell_args = [OsString::from("-c"), OsString::from(command_line)];
-    match sandbox {
-        Some((launcher, profile)) => {
-            let (program, args) = crate::sandbox::launcher_command_here(
-                launcher,
-                profile,
-                std::ffi::OsStr::new("sh"),
-                &shell_args,
-            );
-            crate::tools::guard::command(&program, &args)
-        }
-        None => crate::tools::guard::command(std::path::Path::new("sh"), &shell_args),
-    }
-}
 
 /// A spawn request for the long-lived spawner thread.
 type SpawnRequest = (Command, crossbeam_channel::Sender<io::Result<Child>>);
@@ -294,7 +276,13 @@ pub fn run(
         })?;
 
     let child = {
-        let mut command = shell_command(&spec.command_line, spec.sandbox.as_ref());
+        let mut command = match &spec.program {
+            Some((program, args)) => guard::command(program, args),
+            None => guard::command(
+                Path::new("sh"),
+                &[OsString::from("-c"), OsString::from(&spec.command_line)],
+            ),
+        };
         for name in &spec.env_remove {
             command.env_remove(name);
         }
@@ -570,7 +558,7 @@ impl Log {
 /// a log rather than not at all.
 fn open_log(path: Option<&Path>, cap: u64) -> Option<Log> {
     let path = path?;
-    match super::logs::create_file(path) {
+    match logs::create_file(path) {
         Ok(file) => Some(Log {
             file,
             path: path.to_path_buf(),
@@ -770,5 +758,4 @@ fn decode_into(bytes: &mut Vec<u8>, out: &mut String) {
 }
 
 #[cfg(test)]
-#[path = "process_tests.rs"]
 mod tests;
