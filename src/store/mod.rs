@@ -182,8 +182,8 @@ const MIGRATIONS: &[&str] = &[
 /// and job turn has one), a message, an inbox item in any state, a goal
 /// or a job. Settings alone do not count: a session's choices are also
 /// the workspace's defaults, which the next new session starts from.
-/// Such a session is not listed; the dispatcher removes one it created
-/// when it is closed, unless a setting was changed in it.
+/// Such a session is not listed; `session/close` removes one that its
+/// process created, unless a setting was changed in it.
 const USED: &str = "(EXISTS (SELECT 1 FROM turns WHERE turns.session_id = sessions.id)
     OR EXISTS (SELECT 1 FROM messages WHERE messages.session_id = sessions.id)
     OR EXISTS (SELECT 1 FROM inbox WHERE inbox.session_id = sessions.id)

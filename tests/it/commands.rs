@@ -284,8 +284,6 @@ fn commands_are_announced_after_new_load_and_resume() {
     assert_full_list(&next_commands(&mut agent, &session));
     ok(&mut agent, "session/resume", params.clone());
     assert_full_list(&next_commands(&mut agent, &session));
-    // Used (a session never used is gone when its process ends).
-    prompt(&mut agent, &session, "/help");
     agent.close_stdin();
     agent.wait_exit(Duration::from_secs(10));
 

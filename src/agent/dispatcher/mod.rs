@@ -396,12 +396,6 @@ impl Dispatcher {
                 }
             }
         }
-        // Sessions created and never used leave nothing behind, as on close.
-        let open: Vec<session::Session> =
-            std::mem::take(&mut self.sessions).into_values().collect();
-        for session in &open {
-            self.remove_if_unused(session);
-        }
     }
 
     fn any_running(&self) -> bool {

@@ -39,8 +39,8 @@ pub struct Session {
     /// that turn has answered.
     pub closed: bool,
     /// Created by this process (`session/new`) and no setting changed
-    /// since: if the store shows nothing the user sent either, closing it
-    /// (or the agent's exit) removes it (`Dispatcher::remove_if_unused`).
+    /// since: if the store shows nothing the user sent either,
+    /// `session/close` removes it (`Dispatcher::remove_if_unused`).
     pub disposable: bool,
     /// The session's MCP servers, when the client gave any.
     pub mcp: Option<std::sync::Arc<crate::mcp::McpSession>>,

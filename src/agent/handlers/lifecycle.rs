@@ -549,12 +549,13 @@ impl Dispatcher {
     }
 
     /// A session this process created and the user never sent anything to
-    /// (a client that opens one per chat window, closed unused) leaves
-    /// nothing in the store: it was never listed, and nothing in it could
-    /// be wanted (`store::USED`). One whose settings were changed stays
-    /// (a load restores them), and so does one created by another
-    /// process, which may still have it open.
-    pub(in crate::agent) fn remove_if_unused(&mut self, session: &Session) {
+    /// leaves nothing in the store once the client closes it: it was never
+    /// listed, and nothing in it could be wanted (`store::USED`). One whose
+    /// settings were changed stays (a load restores them), and so does one
+    /// created by another process, which may still have it open. The
+    /// agent's exit removes nothing: a client may create a session in one
+    /// process and prompt it from the next (acpx's named sessions do).
+    fn remove_if_unused(&mut self, session: &Session) {
         if !session.disposable {
             return;
         }

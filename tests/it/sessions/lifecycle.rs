@@ -421,15 +421,14 @@ fn the_first_prompt_titles_the_session_once() {
         "{third:#?}"
     );
     // A session opened in another process before its first prompt gets
-    // its title there (and is kept when the process that made it ends:
-    // it is used by then).
+    // its title there.
     let fresh = other.new_session(&space.ws);
+    finish(other);
     let mut third_process = space.scripted(&json!({"fallback": {"text": "Ok."}}));
     resume(&mut third_process, &fresh, space.ws());
     let updates = prompt_ok(&mut third_process, &fresh, "Named late");
     assert_eq!(updates[0]["title"], "Named late", "{updates:#?}");
     finish(third_process);
-    finish(other);
     assert_eq!(space.db.title(&fresh).as_deref(), Some("Named late"));
 }
 

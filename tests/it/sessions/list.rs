@@ -1,6 +1,6 @@
 //! `session/list`: pages newest first, cursors, the cwd filter, sessions
-//! never used left out (and gone when their process ends), and sessions
-//! created by two processes at once paging without gaps.
+//! never used left out (and removed when closed), and sessions created by
+//! two processes at once paging without gaps.
 
 use super::{
     err, finish, ids_of, list_all, list_page, looks_like_rfc3339, ok, prompt_ok, resume,
@@ -109,14 +109,12 @@ fn list_pages_newest_first_with_cursors_and_filters_by_cwd() {
     let mut other = space.reader();
     let (seen, _) = list_all(&mut other, None);
     assert_eq!(seen, now);
-    // The sessions never used are stored while their process runs, and
-    // go with it; the used ones stay.
-    let stored = space.db.session_ids();
-    assert!(unused.iter().all(|id| stored.contains(id)));
+    // The sessions never used stay stored when their process ends (a
+    // client may prompt one from the next process), and stay unlisted.
     finish(agent);
     let stored = space.db.session_ids();
-    assert!(unused.iter().all(|id| !stored.contains(id)), "{stored:?}");
-    assert_eq!(stored.len(), created.len() + 1);
+    assert!(unused.iter().all(|id| stored.contains(id)), "{stored:?}");
+    assert_eq!(stored.len(), created.len() + 1 + unused.len());
     let (after, _) = list_all(&mut other, None);
     assert_eq!(after, now);
     finish(other);
@@ -169,7 +167,7 @@ fn sessions_created_by_two_processes_at_once_page_without_gaps() {
     assert_eq!(created.len(), 2 * EACH);
     // Each as if prompted, without moving it in the list (a prompt would
     // give it a new position, and the race is over the ones given at
-    // creation): only used sessions are listed and kept.
+    // creation): only used sessions are listed.
     {
         let connection = space.db.connect();
         for id in &created {
@@ -246,9 +244,10 @@ fn sessions_created_by_two_processes_at_once_page_without_gaps() {
 }
 
 /// A session the user never sent anything to is not listed; its first
-/// prompt lists it (titled). Closed unused, it is gone; one whose settings
-/// were changed, or that is used, stays. Another process that deleted a
-/// session this one has open makes its next prompt a clear refusal.
+/// prompt lists it (titled), in this process or the next. Closed unused,
+/// it is gone; one whose settings were changed, or that is used, stays.
+/// Another process that deleted a session this one has open makes its
+/// next prompt a clear refusal.
 #[test]
 fn sessions_are_listed_from_their_first_prompt_and_unused_ones_go_on_close() {
     let space = Space::new("list-unused");
@@ -303,6 +302,9 @@ fn sessions_are_listed_from_their_first_prompt_and_unused_ones_go_on_close() {
     let mut other = space.reader();
     ok(&mut other, "session/delete", json!({"sessionId": open}));
     finish(other);
+    // Made here, prompted first by the next process (as acpx's named
+    // sessions are): the end of this one keeps it.
+    let named = agent.new_session(&space.ws);
     let error = err(
         &mut agent,
         "session/prompt",
@@ -311,10 +313,17 @@ fn sessions_are_listed_from_their_first_prompt_and_unused_ones_go_on_close() {
     assert_eq!(error["code"], INVALID_REQUEST, "{error}");
     assert_eq!(error["data"]["code"], "session_deleted", "{error}");
     finish(agent);
+    let mut next = space.scripted(&json!({"fallback": {"text": "Later."}}));
+    resume(&mut next, &named, space.ws());
+    prompt_ok(&mut next, &named, "named later");
+    let (all, _) = list_all(&mut next, None);
+    assert_eq!(all[0]["sessionId"], named.as_str());
+    assert_eq!(all[0]["title"], "named later");
+    finish(next);
     space.db.assert_sound();
     let mut stored = space.db.session_ids();
     stored.sort();
-    let mut expected = vec![used, tuned];
+    let mut expected = vec![used, tuned, named];
     expected.sort();
     assert_eq!(stored, expected);
 }
