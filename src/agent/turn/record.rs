@@ -37,13 +37,16 @@ impl Record {
                 return None;
             }
         };
+        // One prompt is one user message, whatever number of blocks it
+        // has: its chunks share one id, so a replay shows one message.
+        let message_id = format!("user_{}", crate::util::random_hex());
         let mut events: Vec<String> = prompt_blocks
             .iter()
             .map(|block| {
                 json!({
                     "sessionUpdate": "user_message_chunk",
                     "content": block,
-                    "messageId": format!("user_{}", crate::util::random_hex()),
+                    "messageId": message_id,
                 })
                 .to_string()
             })

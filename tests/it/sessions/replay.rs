@@ -251,3 +251,52 @@ fn resume_and_load_continue_the_conversation_as_the_same_process_would() {
         db.assert_sound();
     }
 }
+
+/// A prompt of several blocks is one user message: replayed in another
+/// process, its chunks share one `messageId` and carry the blocks in
+/// order; the next prompt is another message.
+#[test]
+fn a_prompt_of_several_blocks_replays_as_one_user_message() {
+    let space = Space::new("replay-blocks");
+    write_file(&space.ws, "notes.txt", "alpha\n");
+    let mut agent = space.scripted(&json!({"fallback": {"text": "Read both."}}));
+    let session = agent.new_session(&space.ws);
+    let blocks = json!([
+        {"type": "text", "text": "First part."},
+        {"type": "text", "text": "Second part."},
+        {"type": "resource_link", "uri": format!("file://{}/notes.txt", space.ws()), "name": "notes.txt"}
+    ]);
+    let id = agent.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": blocks}),
+    );
+    let (answer, _) = agent.response(&id, WAIT);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    prompt_ok(&mut agent, &session, "Another prompt.");
+    finish(agent);
+
+    let mut other = space.reader();
+    let replay = load(&mut other, &session, space.ws());
+    finish(other);
+    let user: Vec<&Value> = replay
+        .iter()
+        .filter(|u| kind(u) == "user_message_chunk")
+        .collect();
+    let contents: Vec<Value> = user.iter().map(|u| u["content"].clone()).collect();
+    assert_eq!(
+        contents,
+        [
+            blocks[0].clone(),
+            blocks[1].clone(),
+            blocks[2].clone(),
+            json!({"type": "text", "text": "Another prompt."}),
+        ],
+        "{replay:#?}"
+    );
+    let ids: Vec<&str> = user
+        .iter()
+        .map(|u| u["messageId"].as_str().expect("a messageId"))
+        .collect();
+    assert!(ids[..3].iter().all(|id| *id == ids[0]), "{ids:?}");
+    assert_ne!(ids[3], ids[0], "{ids:?}");
+}
