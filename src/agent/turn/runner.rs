@@ -487,16 +487,26 @@ impl Runner<'_> {
                 .collect();
             options
                 .push(json!({"optionId": "none", "name": "None of these", "kind": "reject_once"}));
+            // The title the tool call was shown with (the question's
+            // first line, shortened), so the editor sees one call; a
+            // question the title does not show whole is the content.
+            let mut tool_call = json!({
+                "toolCallId": call.id,
+                "name": call.name,
+                "title": announce["title"],
+                "kind": "other",
+                "status": "pending",
+                "rawInput": announce["rawInput"],
+            });
+            let whole = announce["title"]
+                .as_str()
+                .is_some_and(|title| title.ends_with(asked.question.as_str()));
+            if !whole {
+                tool_call["content"] = json!([text_content(&asked.question)]);
+            }
             let params = json!({
                 "sessionId": self.session_id,
-                "toolCall": {
-                    "toolCallId": call.id,
-                    "name": call.name,
-                    "title": asked.question,
-                    "kind": "other",
-                    "status": "pending",
-                    "rawInput": announce["rawInput"],
-                },
+                "toolCall": tool_call,
                 "options": options,
             });
             let ending = match self.client.request("session/request_permission", params) {

@@ -90,11 +90,17 @@ fn choices_without_a_form_are_permission_options() {
         json!({}),
     );
     let mut options = Value::Null;
+    let mut asked = Value::Null;
     let turn = run_prompt(&mut agent, &session, "branch", WAIT, |request: &Value| {
         assert_eq!(request["method"], "session/request_permission");
         options = request["params"]["options"].clone();
+        asked = request["params"]["toolCall"].clone();
         Answer::select("choice_2")
     });
+    // The request names the call as the call was shown.
+    assert_eq!(turn.tool_call("q1")["title"], "Question: Which branch?");
+    assert_eq!(asked["title"], turn.tool_call("q1")["title"], "{asked}");
+    assert!(asked.get("content").is_none(), "shown whole: {asked}");
     assert_eq!(
         options,
         json!([
@@ -113,6 +119,46 @@ fn choices_without_a_form_are_permission_options() {
     });
     assert!(
         turn.final_text("q1").contains("none of these"),
+        "{}",
+        turn.dump()
+    );
+}
+
+/// A long question of several lines: the call and its permission request
+/// carry one title, shortened the same way, and the request the whole
+/// question as its content.
+#[test]
+fn a_long_question_has_one_title_and_is_asked_whole() {
+    let long = format!(
+        "{} and which of them should stay?\nThe second line explains why.",
+        "Which of the three storage back ends should the importer write to".repeat(2)
+    );
+    let space = Space::new("ask-long");
+    let (mut agent, session) = space.start(
+        &script(vec![ask(&long, &["sqlite", "files"]), say("Files then.")]),
+        &["--permissions", "ask"],
+        json!({}),
+    );
+    let mut asked = Value::Null;
+    let turn = run_prompt(&mut agent, &session, "import", WAIT, |request: &Value| {
+        asked = request["params"]["toolCall"].clone();
+        Answer::select("choice_2")
+    });
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    let title = turn.tool_call("q1")["title"].as_str().unwrap().to_string();
+    assert_eq!(asked["title"], title.as_str(), "{asked}");
+    assert!(title.starts_with("Question: Which of the three"), "{title}");
+    assert!(
+        title.ends_with('…') && title.chars().count() < 100,
+        "{title}"
+    );
+    assert_eq!(
+        asked["content"],
+        json!([{"type": "content", "content": {"type": "text", "text": long}}]),
+        "{asked}"
+    );
+    assert!(
+        turn.final_text("q1").contains("chose: files"),
         "{}",
         turn.dump()
     );
