@@ -230,17 +230,118 @@ pub enum Finish {
     Refusal,
 }
 
-/// Token counts of one model call, when the provider reports them.
+/// Token counts of one model call (or a sum of them), when the provider
+/// reports them. Input counts every prompt token, cached or not; output
+/// counts reasoning too. The finer counts are 0 when a provider leaves
+/// them out, and `unreported` says so: unknown is never shown as 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "ReportedUsage")]
 pub struct Usage {
-    #[serde(default)]
     pub input_tokens: u64,
-    #[serde(default)]
     pub output_tokens: u64,
-    #[serde(default)]
+    /// Prompt tokens read from the provider's cache.
     pub cached_tokens: u64,
-    #[serde(default)]
     pub reasoning_tokens: u64,
+    /// Prompt tokens written to the provider's cache.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    #[serde(skip)]
+    pub unreported: Unreported,
+}
+
+/// How many of the model calls a usage sums left a finer count out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unreported {
+    pub cached: u32,
+    pub cache_write: u32,
+    pub reasoning: u32,
+}
+
+impl Unreported {
+    /// One call's: which of the three counts it gave.
+    pub fn of(cached: bool, cache_write: bool, reasoning: bool) -> Unreported {
+        Unreported {
+            cached: u32::from(!cached),
+            cache_write: u32::from(!cache_write),
+            reasoning: u32::from(!reasoning),
+        }
+    }
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
+}
+
+impl Usage {
+    /// Adds another call's (or sum's) counts.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cached_tokens += other.cached_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.unreported.cached += other.unreported.cached;
+        self.unreported.cache_write += other.unreported.cache_write;
+        self.unreported.reasoning += other.unreported.reasoning;
+    }
+
+    /// What was added since `before` (a sum this one started from).
+    pub fn since(&self, before: &Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_sub(before.input_tokens),
+            output_tokens: self.output_tokens.saturating_sub(before.output_tokens),
+            cached_tokens: self.cached_tokens.saturating_sub(before.cached_tokens),
+            reasoning_tokens: self
+                .reasoning_tokens
+                .saturating_sub(before.reasoning_tokens),
+            cache_write_tokens: self
+                .cache_write_tokens
+                .saturating_sub(before.cache_write_tokens),
+            unreported: Unreported {
+                cached: self
+                    .unreported
+                    .cached
+                    .saturating_sub(before.unreported.cached),
+                cache_write: self
+                    .unreported
+                    .cache_write
+                    .saturating_sub(before.unreported.cache_write),
+                reasoning: self
+                    .unreported
+                    .reasoning
+                    .saturating_sub(before.unreported.reasoning),
+            },
+        }
+    }
+}
+
+/// Usage as a script writes it: a count left out is unreported.
+#[derive(Deserialize)]
+struct ReportedUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    cached_tokens: Option<u64>,
+    reasoning_tokens: Option<u64>,
+    cache_write_tokens: Option<u64>,
+}
+
+impl From<ReportedUsage> for Usage {
+    fn from(raw: ReportedUsage) -> Usage {
+        Usage {
+            input_tokens: raw.input_tokens,
+            output_tokens: raw.output_tokens,
+            cached_tokens: raw.cached_tokens.unwrap_or(0),
+            reasoning_tokens: raw.reasoning_tokens.unwrap_or(0),
+            cache_write_tokens: raw.cache_write_tokens.unwrap_or(0),
+            unreported: Unreported::of(
+                raw.cached_tokens.is_some(),
+                raw.cache_write_tokens.is_some(),
+                raw.reasoning_tokens.is_some(),
+            ),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

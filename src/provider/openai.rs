@@ -421,24 +421,32 @@ struct RawUsage {
 #[derive(Deserialize)]
 struct PromptDetails {
     #[serde(default)]
-    cached_tokens: u64,
+    cached_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
 struct CompletionDetails {
     #[serde(default)]
-    reasoning_tokens: u64,
+    reasoning_tokens: Option<u64>,
 }
 
 impl From<RawUsage> for Usage {
     fn from(raw: RawUsage) -> Usage {
+        let cached = raw.prompt_tokens_details.and_then(|d| d.cached_tokens);
+        let reasoning = raw
+            .completion_tokens_details
+            .and_then(|d| d.reasoning_tokens);
         Usage {
             input_tokens: raw.prompt_tokens,
             output_tokens: raw.completion_tokens,
-            cached_tokens: raw.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
-            reasoning_tokens: raw
-                .completion_tokens_details
-                .map_or(0, |d| d.reasoning_tokens),
+            cached_tokens: cached.unwrap_or(0),
+            reasoning_tokens: reasoning.unwrap_or(0),
+            cache_write_tokens: 0,
+            unreported: crate::provider::Unreported::of(
+                cached.is_some(),
+                false,
+                reasoning.is_some(),
+            ),
         }
     }
 }

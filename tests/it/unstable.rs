@@ -544,3 +544,72 @@ fn tool_names_go_only_to_a_client_that_asked() {
     assert_eq!(turn.requests("session/request_permission").len(), 1);
     assert!(!names_a_tool(&turn.messages), "{}", turn.dump());
 }
+
+// ----- end-of-turn usage -----
+
+/// A scripted turn's answer, for a client with or without `promptUsage`.
+fn answered(bench: &Bench, replies: Value, capabilities: Value) -> Value {
+    let script = json!({"replies": replies, "fallback": say("Again.")});
+    let mut agent = bench.scripted(&script, capabilities);
+    let session = bench.session(&mut agent);
+    let turn = run_prompt(&mut agent, &session, "go", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    turn.response["result"].clone()
+}
+
+/// The prompt's answer carries the turn's `usage` for a client that set
+/// `promptUsage`: summed over its model calls, a count only when every
+/// call gave it, none at all when a call said nothing.
+#[test]
+fn the_turn_usage_is_on_the_answer_for_a_client_that_asked() {
+    let bench = Bench::new("unstable-usage");
+    std::fs::write(bench.ws.join("a.txt"), "alpha\n").unwrap();
+    let two_calls = json!([
+        {"tool_calls": [{"id": "read_1", "name": "read_file", "arguments": {"path": "a.txt"}}],
+         "usage": {"input_tokens": 100, "output_tokens": 10, "cached_tokens": 40,
+                   "reasoning_tokens": 3}},
+        {"text": "Done.", "usage": {"input_tokens": 150, "output_tokens": 5, "reasoning_tokens": 2}},
+    ]);
+    let result = answered(&bench, two_calls.clone(), opt_in("promptUsage"));
+    // Cache reads were reported by one call only: unknown, so left out.
+    assert_eq!(
+        result["usage"],
+        json!({"totalTokens": 265, "inputTokens": 250, "outputTokens": 15, "thoughtTokens": 5}),
+        "{result}"
+    );
+    // Spindle's own `_meta` usage is there for every client.
+    assert_eq!(result["_meta"]["spindle"]["usage"]["inputTokens"], 250);
+    let plain = answered(&bench, two_calls, json!({}));
+    assert!(plain.get("usage").is_none(), "{plain}");
+    assert_eq!(plain["_meta"]["spindle"]["usage"]["inputTokens"], 250);
+
+    // A call that said nothing: the turn's usage is not known.
+    let partly = json!([
+        {"tool_calls": [{"id": "read_1", "name": "read_file", "arguments": {"path": "a.txt"}}],
+         "usage": {"input_tokens": 100, "output_tokens": 10}},
+        say("Done."),
+    ]);
+    let result = answered(&bench, partly, opt_in("promptUsage"));
+    assert!(result.get("usage").is_none(), "{result}");
+    let silent = answered(&bench, json!([say("Done.")]), opt_in("promptUsage"));
+    assert!(silent.get("usage").is_none(), "{silent}");
+}
+
+/// Counts a provider reports as 0 are 0; what it never reports (cache
+/// writes, for Chat Completions) is left out.
+#[test]
+fn reported_zeros_are_kept_and_unreported_counts_left_out() {
+    let bench = Bench::new("unstable-usage-wire");
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["Hello."])));
+    let mut agent = bench.on_server(&server, opt_in("promptUsage"));
+    let session = bench.session(&mut agent);
+    let turn = run_prompt(&mut agent, &session, "hi", WAIT, no_requests);
+    let usage = &turn.response["result"]["usage"];
+    let input = usage["inputTokens"].as_u64().expect("input tokens");
+    let output = usage["outputTokens"].as_u64().expect("output tokens");
+    assert_eq!(usage["totalTokens"], input + output, "{usage}");
+    assert_eq!(usage["cachedReadTokens"], 0, "{usage}");
+    assert_eq!(usage["thoughtTokens"], 0, "{usage}");
+    assert!(usage.get("cachedWriteTokens").is_none(), "{usage}");
+}

@@ -259,12 +259,9 @@ impl Session {
 }
 
 fn sum(a: &Usage, b: &Usage) -> Usage {
-    Usage {
-        input_tokens: a.input_tokens + b.input_tokens,
-        output_tokens: a.output_tokens + b.output_tokens,
-        cached_tokens: a.cached_tokens + b.cached_tokens,
-        reasoning_tokens: a.reasoning_tokens + b.reasoning_tokens,
-    }
+    let mut total = *a;
+    total.add(b);
+    total
 }
 
 /// Checks a client-chosen session id: short and safe to show, log and use

@@ -610,10 +610,19 @@ impl Dispatcher {
             .sessions
             .get_mut(&end.session_id)
             .and_then(|session| session.queued.take());
+        let turn_usage = self
+            .client
+            .as_ref()
+            .is_some_and(|client| client.meta.spindle.prompt_usage)
+            .then(|| prompt_usage(&end.usage, end.usage_unknown, end.usage_whole))
+            .flatten();
         let result = end.result.map(|stop_reason| {
             let mut response =
                 serde_json::to_value(acp::PromptResponse { stop_reason }).unwrap_or_default();
             response["_meta"] = json!({"spindle": {"usage": usage}});
+            if let Some(turn_usage) = turn_usage {
+                response["usage"] = turn_usage;
+            }
             response
         });
         // The item this turn dispatched is applied (or failed), the inbox
@@ -1061,6 +1070,43 @@ fn open_question(messages: &[Message]) -> Option<Vec<String>> {
         }
         _ => None,
     }
+}
+
+/// The turn's usage in the unstable `Usage` shape of the prompt's answer
+/// (`_meta.spindle.promptUsage`): `None` unless every model call said
+/// what it used, and a finer count only when every call gave it.
+fn prompt_usage(usage: &crate::provider::Usage, unknown: bool, whole: bool) -> Option<Value> {
+    if unknown || !whole {
+        return None;
+    }
+    let mut shape = json!({
+        "totalTokens": usage.input_tokens + usage.output_tokens,
+        "inputTokens": usage.input_tokens,
+        "outputTokens": usage.output_tokens,
+    });
+    let finer = [
+        (
+            "thoughtTokens",
+            usage.reasoning_tokens,
+            usage.unreported.reasoning,
+        ),
+        (
+            "cachedReadTokens",
+            usage.cached_tokens,
+            usage.unreported.cached,
+        ),
+        (
+            "cachedWriteTokens",
+            usage.cache_write_tokens,
+            usage.unreported.cache_write,
+        ),
+    ];
+    for (key, count, unreported) in finer {
+        if unreported == 0 {
+            shape[key] = json!(count);
+        }
+    }
+    Some(shape)
 }
 
 #[cfg(test)]

@@ -344,6 +344,7 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 added: state.added,
                 usage: state.usage,
                 usage_unknown: state.model_calls > 0 && state.usage_reports == 0,
+                usage_whole: state.usage_reports == state.model_calls,
                 known: state.known,
                 applied: state.applied,
                 dispatched: turn.inbox_item.clone(),
@@ -355,13 +356,6 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 replaced: state.replaced,
             })));
         })
-}
-
-fn add_usage(total: &mut Usage, usage: &Usage) {
-    total.input_tokens += usage.input_tokens;
-    total.output_tokens += usage.output_tokens;
-    total.cached_tokens += usage.cached_tokens;
-    total.reasoning_tokens += usage.reasoning_tokens;
 }
 
 fn run(
@@ -695,7 +689,7 @@ fn steps(
                     call,
                     (&state.usage, state.cost),
                 );
-                add_usage(&mut state.usage, &spent.usage);
+                state.usage.add(&spent.usage);
                 state.cost += spent.cost;
                 state.model_calls += spent.model_calls;
                 state.usage_reports += spent.usage_reports;
@@ -1056,7 +1050,7 @@ fn add_call_usage(turn: &Turn, usage: Option<&Usage>, state: &mut State) {
     state.model_calls += 1;
     if let Some(usage) = usage {
         state.usage_reports += 1;
-        add_usage(&mut state.usage, usage);
+        state.usage.add(usage);
         if let Some(price) = &turn.price {
             state.cost += cost_of(usage, price);
         }

@@ -48,6 +48,9 @@ pub struct TurnEnd {
     /// The model answered but never said what it used: the counts are
     /// unknown, not zero.
     pub usage_unknown: bool,
+    /// Every model call of the turn said what it used: the counts are the
+    /// turn's whole usage, not a part of it.
+    pub usage_whole: bool,
     /// The conversation's size as the provider last reported it.
     pub known: Option<Known>,
     /// Inbox items applied during the turn (steers at boundaries).

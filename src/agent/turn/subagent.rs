@@ -159,21 +159,7 @@ pub(super) fn run_task(
     *approvals = state.approvals.clone();
     let before = spent_before.0;
     let spent = Spent {
-        usage: Usage {
-            input_tokens: state.usage.input_tokens.saturating_sub(before.input_tokens),
-            output_tokens: state
-                .usage
-                .output_tokens
-                .saturating_sub(before.output_tokens),
-            cached_tokens: state
-                .usage
-                .cached_tokens
-                .saturating_sub(before.cached_tokens),
-            reasoning_tokens: state
-                .usage
-                .reasoning_tokens
-                .saturating_sub(before.reasoning_tokens),
-        },
+        usage: state.usage.since(before),
         cost: state.cost - spent_before.1,
         model_calls: state.model_calls,
         usage_reports: state.usage_reports,

@@ -66,11 +66,19 @@ impl Counts {
             return None;
         }
         let cache_read = self.cache_read.unwrap_or(0);
+        let cache_write = self.cache_creation.unwrap_or(0);
         Some(Usage {
-            input_tokens: self.input.unwrap_or(0) + self.cache_creation.unwrap_or(0) + cache_read,
+            input_tokens: self.input.unwrap_or(0) + cache_write + cache_read,
             output_tokens: self.output.unwrap_or(0),
             cached_tokens: cache_read,
             reasoning_tokens: 0,
+            cache_write_tokens: cache_write,
+            // Thinking is counted in the output, never apart.
+            unreported: crate::provider::Unreported::of(
+                self.cache_read.is_some(),
+                self.cache_creation.is_some(),
+                false,
+            ),
         })
     }
 }
@@ -502,6 +510,8 @@ data: {"type":"message_stop"}
                 output_tokens: 7,
                 cached_tokens: 30,
                 reasoning_tokens: 0,
+                cache_write_tokens: 20,
+                unreported: crate::provider::Unreported::of(true, true, false),
             })
         );
         assert_eq!(outcome.tool_calls[0].arguments, "{}");

@@ -277,13 +277,17 @@ fn usage(usage: &Value) -> Option<Usage> {
         return None;
     }
     let count = |value: &Value| value.as_u64().unwrap_or(0);
+    let cached = &usage["input_tokens_details"]["cached_tokens"];
+    let reasoning = &usage["output_tokens_details"]["reasoning_tokens"];
     Some(Usage {
         // Unlike Anthropic's, this input count already includes the cached
         // tokens.
         input_tokens: count(&usage["input_tokens"]),
         output_tokens: count(&usage["output_tokens"]),
-        cached_tokens: count(&usage["input_tokens_details"]["cached_tokens"]),
-        reasoning_tokens: count(&usage["output_tokens_details"]["reasoning_tokens"]),
+        cached_tokens: count(cached),
+        reasoning_tokens: count(reasoning),
+        cache_write_tokens: 0,
+        unreported: crate::provider::Unreported::of(cached.is_u64(), false, reasoning.is_u64()),
     })
 }
 
@@ -410,6 +414,8 @@ data: {"type":"response.completed","response":{"id":"resp_1","status":"completed
                 output_tokens: 41,
                 cached_tokens: 512,
                 reasoning_tokens: 5,
+                cache_write_tokens: 0,
+                unreported: crate::provider::Unreported::of(true, false, true),
             })
         );
         assert_eq!(
