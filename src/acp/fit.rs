@@ -149,14 +149,25 @@ pub fn fit(update: &mut Value, capabilities: &ClientCapabilities) -> bool {
 
 /// Fits the fields of a tool call: in a `tool_call`, a `tool_call_update`
 /// or a permission request's `toolCall`. Spindle keeps the tool's `name`
-/// (as the model called it); only a client that opted in
-/// (`_meta.spindle.toolCallName`) gets it.
+/// (as the model called it) and a removed file's diff `deleted`; only a
+/// client that opted in (`_meta.spindle.toolCallName`, `diffDeleted`)
+/// gets them.
 pub fn fit_tool_call(tool_call: &mut Value, capabilities: &ClientCapabilities) {
     let Some(fields) = tool_call.as_object_mut() else {
         return;
     };
     if !capabilities.meta.spindle.tool_call_name {
         fields.remove("name");
+    }
+    if !capabilities.meta.spindle.diff_deleted {
+        let content = fields.get_mut("content").and_then(Value::as_array_mut);
+        for block in content.into_iter().flatten() {
+            if block["type"] == "diff" {
+                if let Some(diff) = block.as_object_mut() {
+                    diff.remove("deleted");
+                }
+            }
+        }
     }
 }
 
@@ -275,5 +286,22 @@ mod tests {
         let mut capabilities = ClientCapabilities::default();
         capabilities.meta.spindle.tool_call_name = true;
         assert_eq!(replayed(&capabilities).to_string(), stored);
+    }
+
+    #[test]
+    fn the_deleted_flag_goes_only_to_a_client_that_asked() {
+        let mut update = json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1",
+            "content": [{"type": "diff", "path": "/w/a", "oldText": "a", "newText": "",
+                         "deleted": true}, {"type": "content", "content": {"type": "text",
+                         "text": "deleted"}}]});
+        let stored = update.clone();
+        assert!(fit(&mut update, &ClientCapabilities::default()));
+        assert!(update["content"][0].get("deleted").is_none(), "{update}");
+        assert_eq!(update["content"][1], stored["content"][1]);
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.meta.spindle.diff_deleted = true;
+        let mut kept = stored.clone();
+        assert!(fit(&mut kept, &capabilities));
+        assert_eq!(kept, stored);
     }
 }

@@ -613,3 +613,78 @@ fn reported_zeros_are_kept_and_unreported_counts_left_out() {
     assert_eq!(usage["thoughtTokens"], 0, "{usage}");
     assert!(usage.get("cachedWriteTokens").is_none(), "{usage}");
 }
+
+// ----- the diff's deleted flag -----
+
+/// Every diff among these messages' tool calls and permission requests.
+fn diffs(messages: &[Value]) -> Vec<Value> {
+    messages
+        .iter()
+        .flat_map(|m| {
+            let update = m["params"]["update"]["content"].as_array().cloned();
+            let asked = m["params"]["toolCall"]["content"].as_array().cloned();
+            update.into_iter().chain(asked).flatten()
+        })
+        .filter(|block| block["type"] == "diff")
+        .collect()
+}
+
+fn as_messages(updates: &[Value]) -> Vec<Value> {
+    updates
+        .iter()
+        .map(|u| json!({"params": {"update": u}}))
+        .collect()
+}
+
+/// `delete_file`'s diff says `deleted: true` to a client that set
+/// `diffDeleted` (when asked and when done, live and replayed); any other
+/// client gets the plain diff.
+#[test]
+fn a_deleted_file_diff_is_flagged_for_a_client_that_asked() {
+    let bench = Bench::new("unstable-diff-deleted");
+    std::fs::write(bench.ws.join("a.txt"), "alpha\n").unwrap();
+    let path = bench.path("script.json");
+    let script = json!({"replies": [
+        {"tool_calls": [{"id": "del_1", "name": "delete_file", "arguments": {"path": "a.txt"}}]},
+        say("Deleted."),
+    ], "fallback": say("Again.")});
+    std::fs::write(&path, script.to_string()).unwrap();
+    let allow = |_: &Value| Answer::select("allow_once");
+    let mut opted = bench.agent(&["--script", &path], &[], opt_in("diffDeleted"));
+    let session = bench.session(&mut opted);
+    let turn = run_prompt(&mut opted, &session, "delete a.txt", WAIT, allow);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert!(!bench.ws.join("a.txt").exists());
+    assert_eq!(turn.requests("session/request_permission").len(), 1);
+    let live = diffs(&turn.messages);
+    assert!(live.len() >= 2, "{}", turn.dump());
+    let path_a = bench.ws.join("a.txt").to_str().unwrap().to_string();
+    for diff in &live {
+        assert_eq!(diff["deleted"], true, "{diff}");
+        assert_eq!(diff["oldText"], "alpha\n", "{diff}");
+        assert_eq!(diff["newText"], "", "{diff}");
+        assert_eq!(diff["path"], path_a.as_str(), "{diff}");
+    }
+    drop(opted);
+
+    let mut again = bench.agent(&["--script", &path], &[], opt_in("diffDeleted"));
+    let replayed = diffs(&as_messages(&bench.load(&mut again, &session)));
+    assert!(!replayed.is_empty() && replayed.iter().all(|d| d["deleted"] == true));
+    drop(again);
+
+    let mut plain = bench.agent(&["--script", &path], &[], json!({}));
+    let replayed = diffs(&as_messages(&bench.load(&mut plain, &session)));
+    assert!(!replayed.is_empty(), "no diff replayed");
+    assert!(
+        replayed.iter().all(|d| d.get("deleted").is_none()),
+        "{replayed:#?}"
+    );
+    std::fs::write(bench.ws.join("a.txt"), "alpha\n").unwrap();
+    let other = bench.session(&mut plain);
+    let turn = run_prompt(&mut plain, &other, "delete a.txt", WAIT, allow);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert!(!bench.ws.join("a.txt").exists());
+    let live = diffs(&turn.messages);
+    assert!(live.len() >= 2, "{}", turn.dump());
+    assert!(live.iter().all(|d| d.get("deleted").is_none()), "{live:#?}");
+}

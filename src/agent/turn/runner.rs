@@ -1540,7 +1540,9 @@ impl Runner<'_> {
 }
 
 /// The diff of one planned change: at the destination of a move, empty
-/// new text for a deletion, none for a file that is not text.
+/// new text and `deleted` for a deletion (RFD "diff-delete"; only a client
+/// that opted in gets the flag, `acp::fit`), none for a file that is not
+/// text.
 fn change_diff(change: &patch::FileChange) -> Option<Value> {
     let path = match &change.kind {
         patch::ChangeKind::Move { to } => to.as_path(),
@@ -1556,6 +1558,9 @@ fn change_diff(change: &patch::FileChange) -> Option<Value> {
     let mut diff = json!({"type": "diff", "path": path, "newText": new_text});
     if let Some(old) = &change.old_text {
         diff["oldText"] = json!(old);
+    }
+    if let patch::ChangeKind::Delete = change.kind {
+        diff["deleted"] = json!(true);
     }
     Some(diff)
 }
