@@ -143,8 +143,32 @@ pub fn fit(update: &mut Value, capabilities: &ClientCapabilities) -> bool {
             fit_tool_call(update, capabilities);
             true
         }
+        "plan" if capabilities.plan => {
+            *update = plan_update(std::mem::take(update));
+            true
+        }
         _ => !is_notice(update),
     }
+}
+
+/// The session's plan (`todo_write`'s) as an unstable `plan_update` for a
+/// client that advertised `plan`: the same entries, as the items of a
+/// plan with an id. A subagent's plan is one of its own, under its
+/// parent's tool call, rather than replacing the session's.
+fn plan_update(mut plan: Value) -> Value {
+    let entries = plan["entries"].take();
+    let plan_id = match plan["_meta"]["spindle"]["parentToolCallId"].as_str() {
+        Some(parent) => format!("todo/{parent}"),
+        None => "todo".to_string(),
+    };
+    let mut update = json!({
+        "sessionUpdate": "plan_update",
+        "plan": {"type": "items", "planId": plan_id, "entries": entries},
+    });
+    if let Some(meta) = plan.get_mut("_meta").map(Value::take) {
+        update["_meta"] = meta;
+    }
+    update
 }
 
 /// Fits the fields of a tool call: in a `tool_call`, a `tool_call_update`
@@ -178,6 +202,7 @@ fn may_need_fitting(body: &str) -> bool {
         r#""messageId":"notice_"#,
         r#""sessionUpdate":"compaction_"#,
         r#""sessionUpdate":"tool_call"#,
+        r#""sessionUpdate":"plan""#,
     ]
     .iter()
     .any(|mark| body.contains(mark))
@@ -303,5 +328,30 @@ mod tests {
         let mut kept = stored.clone();
         assert!(fit(&mut kept, &capabilities));
         assert_eq!(kept, stored);
+    }
+
+    #[test]
+    fn a_plan_is_a_plan_update_for_a_client_that_takes_them() {
+        let entries = json!([{"content": "Step", "priority": "high", "status": "pending"}]);
+        let stored = json!({"sessionUpdate": "plan", "entries": entries}).to_string();
+        let mut capabilities = ClientCapabilities::default();
+        let line = replay_line("s", &stored, &capabilities).unwrap();
+        assert!(
+            line.ends_with(&format!("\"update\":{stored}}}}}")),
+            "{line}"
+        );
+        capabilities.plan = true;
+        let line = replay_line("s", &stored, &capabilities).unwrap();
+        let update = serde_json::from_str::<Value>(&line).unwrap()["params"]["update"].clone();
+        assert_eq!(
+            update,
+            json!({"sessionUpdate": "plan_update",
+                   "plan": {"type": "items", "planId": "todo", "entries": entries}})
+        );
+        let mut nested = json!({"sessionUpdate": "plan", "entries": [],
+                                "_meta": {"spindle": {"parentToolCallId": "t1"}}});
+        assert!(fit(&mut nested, &capabilities));
+        assert_eq!(nested["plan"]["planId"], "todo/t1");
+        assert_eq!(nested["_meta"]["spindle"]["parentToolCallId"], "t1");
     }
 }

@@ -688,3 +688,70 @@ fn a_deleted_file_diff_is_flagged_for_a_client_that_asked() {
     assert!(live.len() >= 2, "{}", turn.dump());
     assert!(live.iter().all(|d| d.get("deleted").is_none()), "{live:#?}");
 }
+
+// ----- plan_update -----
+
+/// `todo_write`'s plan is a `plan_update` of items for a client that
+/// advertised `plan`, live and replayed; the same entries as `plan` for
+/// any other client.
+#[test]
+fn the_plan_is_a_plan_update_for_a_client_that_takes_them() {
+    let bench = Bench::new("unstable-plan");
+    let todos = json!([
+        {"content": "Write notes.txt", "status": "in_progress", "priority": "high"},
+        {"content": "Check it", "status": "pending", "priority": "medium"},
+    ]);
+    let script = json!({"replies": [
+        {"tool_calls": [{"id": "plan_1", "name": "todo_write", "arguments": {"todos": todos}}]},
+        say("Planned."),
+    ], "fallback": say("Again.")});
+    let mut opted = bench.scripted(&script, json!({"plan": {}}));
+    let session = bench.session(&mut opted);
+    let turn = run_prompt(&mut opted, &session, "plan it", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert!(of_kind(&turn, "plan").is_empty(), "{}", turn.dump());
+    let live: Vec<Value> = of_kind(&turn, "plan_update").into_iter().cloned().collect();
+    assert_eq!(live.len(), 1, "{}", turn.dump());
+    assert_eq!(live[0]["plan"]["type"], "items");
+    assert_eq!(live[0]["plan"]["planId"], "todo");
+    let entries = live[0]["plan"]["entries"].clone();
+    assert_eq!(entries.as_array().map(Vec::len), Some(2), "{}", live[0]);
+    assert_eq!(entries[0]["content"], "Write notes.txt");
+    assert_eq!(entries[0]["status"], "in_progress");
+    assert_eq!(entries[1]["priority"], "medium");
+    drop(opted);
+
+    let mut again = bench.scripted(&script, json!({"plan": {}}));
+    let replayed = bench.load(&mut again, &session);
+    let plans: Vec<Value> = replayed
+        .iter()
+        .filter(|u| {
+            u["sessionUpdate"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("plan"))
+        })
+        .cloned()
+        .collect();
+    assert_eq!(plans, live, "{replayed:#?}");
+    drop(again);
+
+    let mut plain = bench.scripted(&script, json!({}));
+    let replayed = bench.load(&mut plain, &session);
+    let plans: Vec<&Value> = replayed
+        .iter()
+        .filter(|u| {
+            u["sessionUpdate"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("plan"))
+        })
+        .collect();
+    assert_eq!(plans.len(), 1, "{replayed:#?}");
+    assert_eq!(plans[0]["sessionUpdate"], "plan");
+    assert_eq!(plans[0]["entries"], entries);
+    let other = bench.session(&mut plain);
+    let turn = run_prompt(&mut plain, &other, "plan it", WAIT, no_requests);
+    assert!(of_kind(&turn, "plan_update").is_empty(), "{}", turn.dump());
+    let plans = of_kind(&turn, "plan");
+    assert_eq!(plans.len(), 1, "{}", turn.dump());
+    assert_eq!(plans[0]["entries"], entries);
+}
