@@ -1326,8 +1326,9 @@ impl Dispatcher {
             let job_id = job.job_id.clone();
             move |_| RpcError::internal(format!("the log of job {job_id} cannot be read"))
         };
+        let capabilities = self.client.clone().unwrap_or_default();
         self.answer_when_indexed(request, indexes, path, unreadable.clone(), move |index| {
-            structured_updates(&job, index, offset, limit, unreadable)
+            structured_updates(&job, index, offset, limit, &capabilities, unreadable)
         })
     }
 
@@ -1516,11 +1517,15 @@ fn log_bytes(
 
 /// The updates of an agent job's log from `offset` (see
 /// `structured_transcript`).
+/// Each update is fitted to the client as a live one would be (the log
+/// holds the stored form), and one it must not get is left out; offsets
+/// count the log's updates either way.
 fn structured_updates(
     job: &crate::tools::jobs::JobInfo,
     index: &crate::tools::lines::FileIndex,
     offset: u64,
     limit: u64,
+    capabilities: &crate::acp::ClientCapabilities,
     unreadable: impl Fn(crate::tools::lines::LinesError) -> RpcError,
 ) -> Result<Value, RpcError> {
     let total = index.total_lines;
@@ -1541,14 +1546,19 @@ fn structured_updates(
     }
     let mut updates = Vec::new();
     let mut used = 0usize;
+    let mut read = 0u64;
     for line in &lines {
         if used + line.len() > WINDOW_CAP as usize {
             break;
         }
         used += line.len();
-        updates.push(serde_json::from_str::<Value>(line).unwrap_or(Value::Null));
+        read += 1;
+        let mut update = serde_json::from_str::<Value>(line).unwrap_or(Value::Null);
+        if crate::acp::fit::fit(&mut update, capabilities) {
+            updates.push(update);
+        }
     }
-    let next = offset + updates.len() as u64;
+    let next = offset + read;
     let complete = next >= total && job.state != "running";
     Ok(json!({
         "updates": updates,

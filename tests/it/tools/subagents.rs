@@ -347,6 +347,9 @@ fn a_background_task_is_an_agent_job_with_a_structured_transcript() {
     assert!(updates
         .iter()
         .any(|u| u["toolCallId"] == "t1/c1" && u["sessionUpdate"] == "tool_call"));
+    // The log keeps the stored form; this client did not ask for tool
+    // names, so the transcript has none, as a live update would.
+    assert!(updates.iter().all(|u| u.get("name").is_none()), "{page}");
     let last = updates.last().unwrap();
     assert_eq!(last["toolCallId"], "t1");
     assert_eq!(last["content"][0]["content"]["text"], "Survey: 3 files.");
