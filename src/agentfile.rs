@@ -246,7 +246,7 @@ fn parse(
     }
     let preset = text("preset", 20)?;
     if let Some(preset) = &preset {
-        if crate::agent::controls::Preset::parse(preset).is_none() {
+        if crate::modes::Preset::parse(preset).is_none() {
             return Err((
                 pointer("preset"),
                 "takes light, balanced or delivery".into(),

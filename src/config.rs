@@ -5,32 +5,12 @@
 //! environment. API keys come from environment variables or key files with
 //! 0600 permissions and are never logged or written anywhere.
 
-use crate::agent::permission::Policy;
+use crate::modes::Policy;
+pub use crate::provider::kind::{Price, ProviderKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// A provider's wire format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderKind {
-    /// OpenAI Chat Completions and every compatible server.
-    Openai,
-    /// Anthropic Messages.
-    Anthropic,
-    /// The OpenAI Responses API.
-    Responses,
-}
-
-impl ProviderKind {
-    pub fn default_base_url(self) -> &'static str {
-        match self {
-            ProviderKind::Openai | ProviderKind::Responses => "https://api.openai.com/v1",
-            ProviderKind::Anthropic => "https://api.anthropic.com",
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -55,25 +35,6 @@ fn yes() -> bool {
 
 fn is_true(value: &bool) -> bool {
     *value
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Price {
-    /// Per million input tokens.
-    pub input: f64,
-    /// Per million output tokens.
-    pub output: f64,
-    /// Per million cached input tokens (default: the input price).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cached_input: Option<f64>,
-    /// ISO 4217 (default USD).
-    #[serde(default = "usd")]
-    pub currency: String,
-}
-
-fn usd() -> String {
-    "USD".into()
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -475,6 +436,20 @@ pub fn default_path() -> PathBuf {
 }
 
 impl Config {
+    /// What tools must not get of this configuration: its key variables
+    /// and keys, past its `tools.pass_env`.
+    pub fn secrets(&self) -> crate::policy::secrets::Secrets {
+        let variables = self
+            .providers
+            .values()
+            .filter_map(|provider| provider.api_key_env.clone());
+        let keys = self
+            .providers
+            .keys()
+            .filter_map(|name| self.api_key(name).ok().flatten());
+        crate::policy::secrets::Secrets::new(variables, keys, self.tools.pass_env.iter().cloned())
+    }
+
     /// Parses a config file's text; errors name the file, line and column.
     pub fn parse(text: &str, path: &Path) -> Result<Config, String> {
         let config: Config = serde_json::from_str(text).map_err(|err| {

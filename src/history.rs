@@ -312,7 +312,7 @@ fn render(event: &Value, titles: &mut std::collections::HashMap<String, String>,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Message;
+    use crate::conversation::Message;
     use serde_json::json;
 
     #[test]

@@ -9,12 +9,15 @@ pub mod agentfile;
 pub mod cancel;
 pub mod checkpoint;
 pub mod cli;
+pub mod clock;
 pub mod config;
+pub mod conversation;
 pub mod credentials;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod history;
 pub mod mcp;
+pub mod modes;
 pub mod policy;
 pub mod process;
 pub mod provider;

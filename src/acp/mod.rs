@@ -6,7 +6,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub mod fit;
-pub use fit::{Notice, Severity};
 
 /// The protocol version we speak, whatever the client asks for.
 pub const PROTOCOL_VERSION: u16 = 1;

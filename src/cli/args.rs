@@ -1,11 +1,22 @@
 //! The command line: lexopt parsing into a `Command`, with usage errors
 //! that name the flag.
 
-use super::help::{command_help, help_instead, COMMANDS, HELP_REQUESTED};
-use crate::agent::controls::Preset;
-use crate::agent::permission::Policy;
+use super::help::{command_help, COMMANDS};
 use crate::agent::Options;
+use crate::modes::Policy;
+use crate::modes::Preset;
 use std::time::Duration;
+
+/// What a subcommand's parser answers for `--help`.
+const HELP_REQUESTED: &str = "\u{0}help";
+
+fn help_instead(error: Usage, topic: &str) -> Result<Command, Usage> {
+    if error.0 == HELP_REQUESTED {
+        Ok(Command::Help(Some(topic.into())))
+    } else {
+        Err(error)
+    }
+}
 
 /// A usage error: printed with a hint, exit code 2.
 pub struct Usage(pub String);

@@ -1,7 +1,5 @@
 //! The help text, each command's part of it, and shell completions.
 
-use super::args::{Command, Usage};
-
 pub const HELP: &str = "\
 spindle — a coding agent for editors, speaking the Agent Client Protocol
 
@@ -115,17 +113,6 @@ ENVIRONMENT:
 
 Exit codes: 0 normal end, 1 runtime failure, 2 usage error.
 ";
-
-/// What a subcommand's parser answers for `--help`.
-pub const HELP_REQUESTED: &str = "\u{0}help";
-
-pub fn help_instead(error: Usage, topic: &str) -> Result<Command, Usage> {
-    if error.0 == HELP_REQUESTED {
-        Ok(Command::Help(Some(topic.into())))
-    } else {
-        Err(error)
-    }
-}
 
 /// The commands `spindle help` knows.
 pub const COMMANDS: [&str; 9] = [

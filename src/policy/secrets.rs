@@ -9,7 +9,6 @@
 //! value equals a key Spindle knows; a user who wants one passed lists it in
 //! the config's `tools.pass_env`.
 
-use crate::config::Config;
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 
@@ -40,21 +39,23 @@ impl std::fmt::Debug for Secrets {
 }
 
 impl Secrets {
-    /// The credentials of `config` (its variables and key files) plus the
-    /// standard names.
-    pub fn from_config(config: &Config) -> Secrets {
+    /// The standard names plus the variables and keys given (a
+    /// configuration's `api_key_env` names and the keys it resolves), and
+    /// the names the user passes on anyway (`tools.pass_env`). The
+    /// configuration builds it (`Config::secrets`).
+    pub fn new(
+        variables: impl IntoIterator<Item = String>,
+        keys: impl IntoIterator<Item = String>,
+        pass: impl IntoIterator<Item = String>,
+    ) -> Secrets {
         let mut secrets = Secrets {
             names: STANDARD.iter().map(|s| s.to_string()).collect(),
             values: Vec::new(),
-            pass: config.tools.pass_env.iter().cloned().collect(),
+            pass: pass.into_iter().collect(),
         };
-        for (name, provider) in &config.providers {
-            if let Some(variable) = &provider.api_key_env {
-                secrets.names.insert(variable.clone());
-            }
-            if let Ok(Some(key)) = config.api_key(name) {
-                secrets.add_value(key);
-            }
+        secrets.names.extend(variables);
+        for key in keys {
+            secrets.add_value(key);
         }
         for name in STANDARD {
             if let Some(value) = crate::credentials::var(name) {
@@ -123,7 +124,8 @@ impl Secrets {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ProviderConfig, ProviderKind};
+    use crate::config::{Config, ProviderConfig};
+    use crate::provider::kind::ProviderKind;
 
     #[test]
     fn names_values_and_the_pass_list() {
@@ -139,7 +141,7 @@ mod tests {
             },
         );
         config.tools.pass_env = vec!["HF_TOKEN".into()];
-        let mut secrets = Secrets::from_config(&config);
+        let mut secrets = config.secrets();
         secrets.add_value("sk-test-1234567890".into());
         let env = vec![
             (

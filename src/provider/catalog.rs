@@ -161,9 +161,9 @@ pub fn known(id: &str) -> Option<&'static Known> {
 }
 
 /// The price of a well-known model, as published on [`PRICES_TAKEN`].
-pub fn known_price(id: &str) -> Option<crate::config::Price> {
+pub fn known_price(id: &str) -> Option<crate::provider::kind::Price> {
     let (input, cached, output) = known(id)?.price?;
-    Some(crate::config::Price {
+    Some(crate::provider::kind::Price {
         input,
         output,
         cached_input: cached,
@@ -179,8 +179,8 @@ pub fn known_limits(id: &str) -> Option<(u64, u64)> {
 /// The models offered for a provider's official endpoint (which is not
 /// asked for its list: the agent starts without a network call), its
 /// usual model first.
-pub fn official_models(kind: crate::config::ProviderKind) -> &'static [&'static str] {
-    use crate::config::ProviderKind;
+pub fn official_models(kind: crate::provider::kind::ProviderKind) -> &'static [&'static str] {
+    use crate::provider::kind::ProviderKind;
     match kind {
         ProviderKind::Openai => &[
             "gpt-4.1-mini",
@@ -287,7 +287,7 @@ mod tests {
 
     #[test]
     fn official_models_are_in_the_catalog() {
-        use crate::config::ProviderKind;
+        use crate::provider::kind::ProviderKind;
         for kind in [
             ProviderKind::Openai,
             ProviderKind::Responses,

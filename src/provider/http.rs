@@ -755,7 +755,7 @@ impl RetryAdvice {
                 Ok(secs) if secs.is_finite() && secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
                 Ok(_) => None,
                 Err(_) => parse_http_date(v).map(|at| {
-                    let now = crate::store::time::now_ms() / 1000;
+                    let now = crate::clock::now_ms() / 1000;
                     Duration::from_secs(at.saturating_sub(now).max(0) as u64)
                 }),
             }

@@ -8,6 +8,7 @@
 pub mod anthropic;
 pub mod catalog;
 pub mod http;
+pub mod kind;
 pub mod models;
 pub mod openai;
 pub mod responses;
@@ -22,73 +23,26 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::fmt;
 
-/// Who said a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    User,
-    Assistant,
-    /// The result of one tool call, answering the assistant's request.
-    Tool,
-}
-
-/// A tool call the model asked for, exactly as it asked: the arguments stay
-/// the raw string the model produced (it may not even be valid JSON).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolCallRequest {
-    pub id: String,
-    pub name: String,
-    pub arguments: String,
-}
-
-/// One message of the conversation, as the model sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Message {
-    pub role: Role,
-    pub text: String,
-    /// The model's reasoning that came with an assistant message, kept so
-    /// providers that need it echoed back can do so.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub thought: String,
-    /// The tool calls of an assistant message, in the order the model gave.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCallRequest>,
-    /// For a tool message: the call it answers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-    /// What a provider needs echoed back verbatim with this message, under
-    /// a key of its own (Anthropic's signed thinking blocks, the Responses
-    /// API's encrypted reasoning items). Other providers ignore it.
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub provider_data: Value,
-    /// Images of a user message, kept as files (never as base64 in the
-    /// store); providers read them when they build a request.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub images: Vec<Image>,
-    /// For a tool result cut to its head and tail, or elided: the file
-    /// that holds the whole output.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub full_output: Option<std::path::PathBuf>,
-}
-
-/// An image attached to a message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Image {
-    pub path: std::path::PathBuf,
-    pub mime_type: String,
-}
+pub use crate::conversation::{Image, Message, Role, ToolCallRequest, ToolSpec};
 
 /// The largest attachment sent to a model.
 const IMAGE_CAP: u64 = 64 * 1024 * 1024;
 
-impl Image {
+/// How a provider sends an image: read at the moment of the request,
+/// as a file the repository ships (see `tools::shipped`).
+pub trait ImageData {
+    fn data_url(&self) -> Option<String>;
+    fn base64(&self) -> Option<String>;
+}
+
+impl ImageData for Image {
     /// The image as a `data:` URL, or `None` when its file is gone.
-    pub fn data_url(&self) -> Option<String> {
+    fn data_url(&self) -> Option<String> {
         self.base64()
             .map(|data| format!("data:{};base64,{data}", self.mime_type))
     }
 
-    pub fn base64(&self) -> Option<String> {
+    fn base64(&self) -> Option<String> {
         // Saved by Spindle under `.spindle/attachments/`, which the
         // workspace can change since: read as a file the repository ships.
         let folder = self.path.parent().unwrap_or(std::path::Path::new("/"));
@@ -106,56 +60,6 @@ impl Image {
             }
         }
     }
-}
-
-impl Message {
-    pub fn user(text: impl Into<String>) -> Message {
-        Message {
-            role: Role::User,
-            text: text.into(),
-            thought: String::new(),
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            provider_data: Value::Null,
-            images: Vec::new(),
-            full_output: None,
-        }
-    }
-
-    pub fn assistant(text: impl Into<String>, thought: impl Into<String>) -> Message {
-        Message {
-            role: Role::Assistant,
-            text: text.into(),
-            thought: thought.into(),
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            provider_data: Value::Null,
-            images: Vec::new(),
-            full_output: None,
-        }
-    }
-
-    pub fn tool_result(call_id: impl Into<String>, text: impl Into<String>) -> Message {
-        Message {
-            role: Role::Tool,
-            text: text.into(),
-            thought: String::new(),
-            tool_calls: Vec::new(),
-            tool_call_id: Some(call_id.into()),
-            provider_data: Value::Null,
-            images: Vec::new(),
-            full_output: None,
-        }
-    }
-}
-
-/// A tool offered to the model: its name, a description written for the
-/// model, and the JSON schema of its arguments.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: Value,
 }
 
 /// Everything a provider needs for one model call.

@@ -6,7 +6,7 @@
 //! `GET {base}/v1/models` with `{"data": [{"id": …, "display_name": …}]}`
 //! and take the key as `x-api-key` with an `anthropic-version` header.
 
-use crate::config::ProviderKind;
+use crate::provider::kind::ProviderKind;
 use serde_json::Value;
 use std::io::Read;
 use std::time::Duration;

@@ -4,6 +4,7 @@
 
 use super::http::{EventStream, Timeouts, WireState};
 use super::sse::SseEvent;
+use super::ImageData;
 use super::{
     json_len, value_held, Finish, Message, ModelRequest, Outcome, Provider, ProviderError, Role,
     Sink, StreamError, ToolCallRequest, Usage,

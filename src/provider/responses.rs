@@ -9,6 +9,7 @@
 pub(crate) mod stream;
 
 use super::http::{EventStream, Timeouts};
+use super::ImageData;
 use super::{Message, ModelRequest, Outcome, Provider, Role, Sink, StreamError};
 use crate::cancel::CancelToken;
 use serde_json::{json, Value};

@@ -22,7 +22,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::ExitCode;
 
-use super::launcher::{cannot_apply_code, exec_code, report_cannot_apply};
+use super::exit::{cannot_apply_code, exec_code, report_cannot_apply};
 use super::namespaces;
 use super::Launch;
 

@@ -12,36 +12,19 @@
 //! capabilities dropped, every one; descriptors beyond stdin, stdout and
 //! stderr closed at the exec.
 
-use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 use super::capabilities;
+use super::exit::{exec_code, report_cannot_apply};
 use super::init;
 use super::landlock::{self, Rules};
 use super::namespaces::{self, Entered, Failure};
 use super::seccomp;
 use super::{Launch, ProbeReport, Profile};
-
-/// The exit code when the sandbox cannot be applied: the command never
-/// ran.
-const CANNOT_APPLY: u8 = 126;
-
-/// Says why the sandbox cannot be applied; returns the exit code to give.
-pub(super) fn report_cannot_apply(message: &str) -> ExitCode {
-    eprintln!("spindle sandbox: cannot apply the sandbox, not running the command: {message}");
-    ExitCode::from(CANNOT_APPLY)
-}
-
-/// [`CANNOT_APPLY`], for a process that ends with `_exit`.
-pub(super) fn cannot_apply_code() -> libc::c_int {
-    libc::c_int::from(CANNOT_APPLY)
-}
 
 /// Applies `launch.profile` and execs the program; returns only on
 /// failure (or, in a PID namespace, with the program's status).
@@ -57,35 +40,6 @@ pub(super) fn run(launch: Launch) -> ExitCode {
         return report_cannot_apply(&message);
     }
     ExitCode::from(exec_code(&launch))
-}
-
-/// Execs the program (execvp: the PATH lookup and the environment are
-/// the caller's); returns only on failure, with the exit code to give.
-pub(super) fn exec_code(launch: &Launch) -> u8 {
-    let error = Command::new(&launch.program).args(&launch.args).exec();
-    eprintln!(
-        "spindle sandbox: cannot run {}: {error}",
-        launch.program.to_string_lossy()
-    );
-    if missing(&launch.program, &error) {
-        127
-    } else {
-        CANNOT_APPLY
-    }
-}
-
-/// Whether the exec failed because there is no such program. execvp says
-/// EACCES when some directory of PATH cannot be searched, even if the
-/// program is nowhere; like a shell, call that "not found".
-fn missing(program: &OsStr, error: &io::Error) -> bool {
-    match error.kind() {
-        io::ErrorKind::NotFound => true,
-        io::ErrorKind::PermissionDenied if !program.as_bytes().contains(&b'/') => {
-            let path = std::env::var_os("PATH").unwrap_or_default();
-            !std::env::split_paths(&path).any(|dir| dir.join(program).exists())
-        }
-        _ => false,
-    }
 }
 
 /// What is done before the program's process is confined.

@@ -21,6 +21,8 @@ use serde::{Deserialize, Serialize};
 #[cfg(target_os = "linux")]
 mod capabilities;
 #[cfg(target_os = "linux")]
+mod exit;
+#[cfg(target_os = "linux")]
 mod init;
 #[cfg(target_os = "linux")]
 mod landlock;

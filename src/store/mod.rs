@@ -8,9 +8,8 @@
 
 pub mod checkpoints;
 pub mod inbox;
-pub mod time;
 
-use crate::provider::Message;
+use crate::conversation::Message;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::Value;
 use std::fmt;
@@ -309,7 +308,7 @@ impl Store {
         settings: &Value,
         mcp_servers: &Value,
     ) -> Result<()> {
-        let now = time::now_rfc3339();
+        let now = crate::clock::now_rfc3339();
         // One write transaction, so two processes never take the same
         // list position.
         let transaction = self
@@ -336,7 +335,7 @@ impl Store {
         cwd: &str,
         mcp_servers: &Value,
     ) -> Result<()> {
-        let now = time::now_rfc3339();
+        let now = crate::clock::now_rfc3339();
         let transaction = self
             .connection
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -463,7 +462,7 @@ impl Store {
                 |row| Ok((row.get(0)?, row.get(1)?)),
             )
             .optional()?;
-        let now = time::now_ms();
+        let now = crate::clock::now_ms();
         if let Some((Some(holder), Some(expires))) = holder {
             if holder != i64::from(pid) && expires > now && process_alive(holder) {
                 return Ok(Err(holder));
@@ -480,7 +479,7 @@ impl Store {
     pub fn refresh_lease(&self, id: &str, pid: u32) -> Result<()> {
         self.connection.execute(
             "UPDATE sessions SET lease_expires_ms = ?3 WHERE id = ?1 AND lease_pid = ?2",
-            params![id, pid, time::now_ms() + LEASE_TTL_MS],
+            params![id, pid, crate::clock::now_ms() + LEASE_TTL_MS],
         )?;
         Ok(())
     }
@@ -520,7 +519,7 @@ impl Store {
         )?;
         transaction.execute(
             "INSERT INTO turns (session_id, turn, state, started_at) VALUES (?1, ?2, 'running', ?3)",
-            params![id, turn, time::now_rfc3339()],
+            params![id, turn, crate::clock::now_rfc3339()],
         )?;
         append_in(&transaction, id, turn, events, messages)?;
         transaction.commit()?;
@@ -580,7 +579,7 @@ impl Store {
         transaction.execute(
             "UPDATE turns SET state = 'ended', stop_reason = ?3, error = ?4, usage = ?5, ended_at = ?6
              WHERE session_id = ?1 AND turn = ?2",
-            params![id, turn, stop_reason, error, usage.to_string(), time::now_rfc3339()],
+            params![id, turn, stop_reason, error, usage.to_string(), crate::clock::now_rfc3339()],
         )?;
         transaction.commit()?;
         Ok(())
@@ -664,7 +663,7 @@ impl Store {
         append_in(&transaction, id, turn, events, messages)?;
         transaction.execute(
             "UPDATE turns SET state = 'interrupted', ended_at = ?3 WHERE session_id = ?1 AND turn = ?2",
-            params![id, turn, time::now_rfc3339()],
+            params![id, turn, crate::clock::now_rfc3339()],
         )?;
         transaction.commit()?;
         Ok(())
@@ -738,7 +737,7 @@ fn append_in(
     let order = Store::next_order(transaction)?;
     transaction.execute(
         "UPDATE sessions SET updated_at = ?2, updated_order = ?3 WHERE id = ?1",
-        params![id, time::now_rfc3339(), order],
+        params![id, crate::clock::now_rfc3339(), order],
     )?;
     Ok(())
 }

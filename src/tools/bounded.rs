@@ -8,6 +8,10 @@ use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+/// Largest file `read_file` returns at once, in bytes (a window of a
+/// larger one is a page of this size).
+pub const READ_BYTE_CAP: usize = 100 * 1024;
+
 /// Files up to this size are read whole (and may come from the editor's
 /// buffer); larger ones are streamed from disk by `read_file`.
 pub const WHOLE_READ_CAP: u64 = 8 * 1024 * 1024;
@@ -30,7 +34,7 @@ impl Default for FileLimits {
         FileLimits {
             whole: WHOLE_READ_CAP,
             edit: EDIT_CAP,
-            page: super::files::READ_BYTE_CAP,
+            page: READ_BYTE_CAP,
         }
     }
 }

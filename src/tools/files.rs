@@ -6,8 +6,7 @@
 use super::bounded::{self, FileLimits, ReadError};
 use std::path::Path;
 
-/// Largest file `read_file` returns at once, in bytes.
-pub const READ_BYTE_CAP: usize = 100 * 1024;
+pub use super::bounded::READ_BYTE_CAP;
 /// Default number of lines `read_file` returns.
 pub const READ_LINE_DEFAULT: usize = 2000;
 

@@ -67,7 +67,7 @@ impl JobInfo {
             cwd: spec.cwd.clone(),
             state: "running".into(),
             exit_code: None,
-            started_at: crate::store::time::now_rfc3339(),
+            started_at: crate::clock::now_rfc3339(),
             ended_at: None,
             output_bytes: 0,
             pid,
@@ -428,8 +428,7 @@ impl Jobs {
             }
             if info.state == "running" {
                 info.state = "killed".into();
-                info.ended_at
-                    .get_or_insert_with(crate::store::time::now_rfc3339);
+                info.ended_at.get_or_insert_with(crate::clock::now_rfc3339);
             }
             let seen = Arc::new(AtomicU64::new(info.output_bytes));
             jobs.push(Job {
@@ -460,7 +459,7 @@ impl Jobs {
             } else {
                 "killed".into()
             };
-            job.info.ended_at = Some(crate::store::time::now_rfc3339());
+            job.info.ended_at = Some(crate::clock::now_rfc3339());
             job.info.output_bytes = job.seen.load(Ordering::SeqCst);
             job.stdin = None;
         }

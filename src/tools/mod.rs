@@ -16,7 +16,7 @@ pub mod search;
 pub mod shipped;
 pub mod walk;
 
-use crate::provider::ToolSpec;
+use crate::conversation::ToolSpec;
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::Path;

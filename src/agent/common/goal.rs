@@ -4,7 +4,7 @@
 //! the turn worker runs the continuation loop, the dispatcher owns the
 //! state between turns.
 
-use super::controls::Preset;
+use crate::modes::Preset;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -154,7 +154,7 @@ impl Goal {
             checkpoint: String::new(),
             question: None,
             started_at: None,
-            updated_at: crate::store::time::now_rfc3339(),
+            updated_at: crate::clock::now_rfc3339(),
             verified: false,
         }
     }
@@ -164,7 +164,7 @@ impl Goal {
     }
 
     pub fn touch(&mut self) {
-        self.updated_at = crate::store::time::now_rfc3339();
+        self.updated_at = crate::clock::now_rfc3339();
     }
 
     /// Whether `resume` applies.

@@ -4,7 +4,6 @@
 
 pub mod commands;
 pub mod content;
-pub mod controls;
 pub mod goal;
 pub mod models;
 pub mod options;

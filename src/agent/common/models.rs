@@ -120,7 +120,7 @@ impl Registry {
     /// read or parsed (the message names the file, line and reason).
     pub fn build(options: &Options) -> Result<Registry, String> {
         let (config, config_path) = Config::load(options.config.as_deref())?;
-        let secrets = Arc::new(crate::policy::secrets::Secrets::from_config(&config));
+        let secrets = Arc::new(config.secrets());
         let mut registry = Registry {
             secrets,
             config,

@@ -1,7 +1,7 @@
 //! The start-up choices of `spindle acp`, as the command line gives them.
 
-use super::controls::Preset;
 use super::permission::Policy;
+use crate::modes::Preset;
 use crate::provider::http::Timeouts;
 use std::path::PathBuf;
 

@@ -1,41 +1,10 @@
 //! Approval policy: which tool calls run freely and which ask the user,
 //! and what "always" answers are remembered.
 
+pub use crate::modes::Policy;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::Path;
-
-/// The session's approval policy.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Policy {
-    /// Ask before every edit, write and command; reads and searches inside
-    /// the workspace run freely.
-    #[default]
-    Ask,
-    /// Edits inside the workspace and read-only commands run freely; other
-    /// commands ask.
-    Auto,
-    /// Edits inside the workspace run freely, and so do commands, inside an
-    /// operating-system sandbox (the workspace writable except `.git/`,
-    /// nothing else, no network). Commands that need more, and every
-    /// command when no sandbox can be had, ask.
-    Sandbox,
-    /// Nothing asks.
-    Yolo,
-}
-
-impl Policy {
-    pub fn parse(text: &str) -> Option<Policy> {
-        match text {
-            "ask" => Some(Policy::Ask),
-            "auto" => Some(Policy::Auto),
-            "sandbox" => Some(Policy::Sandbox),
-            "yolo" => Some(Policy::Yolo),
-            _ => None,
-        }
-    }
-}
 
 /// What a tool call is about to do, as far as permission goes.
 #[derive(Debug, Clone)]

@@ -58,7 +58,7 @@ pub fn global_instructions_path() -> PathBuf {
 /// The date, the machine, the shell, and the repository's branch and
 /// state: taken once, at the start of a session.
 pub fn environment(cwd: &Path) -> String {
-    let date = crate::store::time::now_rfc3339();
+    let date = crate::clock::now_rfc3339();
     let shell = std::env::var("SHELL")
         .ok()
         .and_then(|s| s.rsplit('/').next().map(str::to_string))
@@ -286,7 +286,7 @@ mod tests {
         assert!(!text.contains("ignored"));
         let env = environment(&sub);
         assert!(env.contains("branch feature/x"), "{env}");
-        assert!(env.contains(&crate::store::time::now_rfc3339()[..10]));
+        assert!(env.contains(&crate::clock::now_rfc3339()[..10]));
         std::fs::remove_dir_all(&repo).unwrap();
     }
 

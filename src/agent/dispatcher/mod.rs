@@ -196,9 +196,7 @@ impl Dispatcher {
             .get_or_insert_with(|| Registry::build(options).map(Arc::new));
         match built {
             Ok(registry) => registry.secrets.clone(),
-            Err(_) => Arc::new(crate::policy::secrets::Secrets::from_config(
-                &crate::config::Config::default(),
-            )),
+            Err(_) => Arc::new(crate::config::Config::default().secrets()),
         }
     }
 
@@ -424,11 +422,11 @@ impl Dispatcher {
     }
 
     /// Queues one-off notices to follow the current request's answer, as
-    /// this client takes them (`acp::Notice`): live only, never stored.
+    /// this client takes them (`acp::fit::Notice`): live only, never stored.
     pub(in crate::agent) fn notices_after_response(
         &mut self,
         session_id: &str,
-        notices: Vec<crate::acp::Notice>,
+        notices: Vec<crate::acp::fit::Notice>,
     ) {
         let capabilities = self.client.clone().unwrap_or_default();
         self.after_response.extend(

@@ -1,8 +1,8 @@
 //! Session state, owned by the dispatcher alone.
 
-use crate::agent::common::controls::{Mode, Preset};
 use crate::agent::common::permission::{Approvals, Policy};
 use crate::cancel::CancelToken;
+use crate::modes::{Mode, Preset};
 use crate::provider::{Message, Usage};
 use crate::rpc::RequestId;
 use serde::{Deserialize, Serialize};
@@ -55,7 +55,7 @@ pub struct Session {
     pub refused_shown: Vec<std::path::PathBuf>,
     /// Said once, in the first turn: a policy above `auto` that a flag
     /// or the config chose.
-    pub start_notice: Option<crate::acp::Notice>,
+    pub start_notice: Option<crate::acp::fit::Notice>,
     /// What the session's last checkpoint scan saw of the workspace.
     pub scan_cache: std::sync::Arc<std::sync::Mutex<crate::checkpoint::ScanCache>>,
     /// Turns counted since the session opened in this process, what

@@ -3,12 +3,12 @@
 //! execution preset, tool approval and mode — always sent as the complete
 //! list, and how a change is applied.
 
-use crate::agent::common::controls::{Mode, Preset};
 use crate::agent::common::models::{ModelEntry, Registry};
-use crate::agent::common::permission::Policy;
 use crate::agent::dispatcher::params::{decode, not_found};
 use crate::agent::dispatcher::session::Session;
 use crate::agent::dispatcher::Dispatcher;
+use crate::modes::Policy;
+use crate::modes::{Mode, Preset};
 use crate::rpc::RpcError;
 use serde::Deserialize;
 use serde_json::{json, Value};

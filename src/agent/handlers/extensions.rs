@@ -573,7 +573,7 @@ impl Dispatcher {
             prompt: json!({"blocks": blocks, "frozen": freeze(blocks, &roots)}),
             bytes: bytes.len() as i64,
             idempotency_key: key.map(str::to_string),
-            created_at: crate::store::time::now_rfc3339(),
+            created_at: crate::clock::now_rfc3339(),
             position: 0,
         };
         let position = self.store()?.inbox_add(id, &item).map_err(store_error)?;
@@ -1027,8 +1027,8 @@ impl Dispatcher {
         goal.touch();
         let value = goal.json();
         session.goal_changed = true;
-        let mode_changed = session.mode != crate::agent::common::controls::Mode::Goal;
-        session.mode = crate::agent::common::controls::Mode::Goal;
+        let mode_changed = session.mode != crate::modes::Mode::Goal;
+        session.mode = crate::modes::Mode::Goal;
         if mode_changed {
             self.send_update(
                 &id,

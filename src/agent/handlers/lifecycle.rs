@@ -5,13 +5,13 @@ use super::close_interrupted_turn;
 use super::controls::{config_options, effort_values, modes};
 use crate::acp;
 use crate::agent::common::models::Registry;
-use crate::agent::common::permission::Policy;
 use crate::agent::dispatcher::params::{check_cwd, decode, internal, not_found};
 use crate::agent::dispatcher::session::{
     redact_mcp_servers, valid_client_session_id, Session, Settings, WorkspaceDefaults,
 };
 use crate::agent::dispatcher::Dispatcher;
 use crate::mcp::McpSession;
+use crate::modes::Policy;
 use crate::rpc::RpcError;
 use crate::store;
 use serde_json::{json, Value};
@@ -164,7 +164,7 @@ impl Dispatcher {
                 defaults
                     .preset
                     .as_deref()
-                    .and_then(crate::agent::common::controls::Preset::parse)
+                    .and_then(crate::modes::Preset::parse)
             })
             .unwrap_or_default();
         // A workspace's last choice carries over only up to `auto`: a
@@ -183,11 +183,11 @@ impl Dispatcher {
         };
         session.policy = policy;
         session.start_notice = match policy {
-            Policy::Yolo => Some(acp::Notice::warning(
+            Policy::Yolo => Some(acp::fit::Notice::warning(
                 "This session runs in yolo",
                 format!("Chosen by {chosen_by}: no tool call asks for approval."),
             )),
-            Policy::Sandbox => Some(acp::Notice::info(
+            Policy::Sandbox => Some(acp::fit::Notice::info(
                 "This session runs in sandbox",
                 format!("Chosen by {chosen_by}: commands run in a sandbox without asking."),
             )),
@@ -261,7 +261,9 @@ impl Dispatcher {
         // holds the session's lease.
         let held_elsewhere = match (row.lease_pid, row.lease_expires_ms) {
             (Some(pid), Some(expires)) => {
-                pid != i64::from(me) && expires > store::time::now_ms() && store::process_alive(pid)
+                pid != i64::from(me)
+                    && expires > crate::clock::now_ms()
+                    && store::process_alive(pid)
             }
             _ => false,
         };
@@ -579,7 +581,7 @@ fn start_mcp(
     secrets: &crate::policy::secrets::Secrets,
     message_cap: Option<usize>,
     elicitation: crate::mcp::ElicitationSupport,
-) -> (Option<Arc<McpSession>>, Vec<acp::Notice>) {
+) -> (Option<Arc<McpSession>>, Vec<acp::fit::Notice>) {
     let (mut configs, mut failures) = crate::mcp::parse_servers(servers);
     let env_remove: Vec<String> = secrets
         .to_remove_here()
@@ -601,7 +603,7 @@ fn start_mcp(
     let notes = failures
         .into_iter()
         .map(|(server, reason)| {
-            acp::Notice::warning(format!("MCP server `{server}` is not available"), reason)
+            acp::fit::Notice::warning(format!("MCP server `{server}` is not available"), reason)
         })
         .collect();
     (mcp, notes)

@@ -5,9 +5,7 @@ use super::close_interrupted_turn;
 use crate::acp;
 use crate::agent::common::commands::{self, Builtin, Kind};
 use crate::agent::common::content::read_prompt;
-use crate::agent::common::controls::Mode;
 use crate::agent::common::models::Registry;
-use crate::agent::common::permission::Policy;
 use crate::agent::common::prompt::system_prompt;
 use crate::agent::dispatcher::params::{decode, internal, not_found};
 use crate::agent::dispatcher::session::{title_from, RunningTurn};
@@ -17,6 +15,8 @@ use crate::agent::turn::processes::Processes;
 use crate::agent::turn::report::{Rewind, TurnEnd};
 use crate::agent::turn::{self, Turn, TurnKind};
 use crate::cancel::CancelToken;
+use crate::modes::Mode;
+use crate::modes::Policy;
 use crate::provider::trace::TraceContext;
 use crate::provider::Message;
 use crate::rpc::{RequestId, RpcError};
@@ -276,7 +276,7 @@ impl Dispatcher {
                     Status::Drafting => {
                         goal.objective = input.text.clone();
                         goal.status = Status::Running;
-                        goal.started_at = Some(crate::store::time::now_rfc3339());
+                        goal.started_at = Some(crate::clock::now_rfc3339());
                         Some(goal.clone())
                     }
                     Status::Running => Some(goal.clone()),
@@ -307,7 +307,7 @@ impl Dispatcher {
             json!({
                 "sessionUpdate": "session_info_update",
                 "title": title,
-                "updatedAt": crate::store::time::now_rfc3339(),
+                "updatedAt": crate::clock::now_rfc3339(),
             })
         });
         // An `ask_user` question the editor could not ask waits for the
@@ -356,7 +356,7 @@ impl Dispatcher {
             && !session.sandbox_notice_shown
         {
             session.sandbox_notice_shown = true;
-            Some(acp::Notice::warning(
+            Some(acp::fit::Notice::warning(
                 "No sandbox is available here, so every command asks",
                 format!("The sandbox: {sandbox_description}."),
             ))
@@ -377,7 +377,7 @@ impl Dispatcher {
             session
                 .refused_shown
                 .extend(refused.into_iter().map(|skipped| skipped.path));
-            acp::Notice::warning(
+            acp::fit::Notice::warning(
                 "Some of the workspace's files are left out",
                 lines.join("\n"),
             )
@@ -397,7 +397,7 @@ impl Dispatcher {
             Ok(rules) => rules,
             Err(problem) => {
                 log::warn!("{problem}");
-                notice_extra = Some(acp::Notice::warning(
+                notice_extra = Some(acp::fit::Notice::warning(
                     "The workspace's permission rules are ignored",
                     format!("They cannot be used: {problem}"),
                 ));
@@ -410,7 +410,7 @@ impl Dispatcher {
             mine.is_some_and(|p| p.trusted),
         );
         // A policy above `auto` chosen at start is said once, first.
-        let notices: Vec<acp::Notice> = [
+        let notices: Vec<acp::fit::Notice> = [
             session.start_notice.take(),
             notice,
             refused_notice,
@@ -428,7 +428,7 @@ impl Dispatcher {
         );
         session.epoch += 1;
         session.turn_source = start.source;
-        session.turn_started_at = Some(crate::store::time::now_rfc3339());
+        session.turn_started_at = Some(crate::clock::now_rfc3339());
         let live = session.live.clone();
         if let Ok(mut live) = live.lock() {
             live.health = "ok";
@@ -463,7 +463,7 @@ impl Dispatcher {
             known: session.known,
             on_reject: on_reject.unwrap_or_default(),
             checkpoints: registry.config.checkpoints.settings(),
-            delivery: session.preset == crate::agent::common::controls::Preset::Delivery,
+            delivery: session.preset == crate::modes::Preset::Delivery,
             goal_mode: session.mode == Mode::Goal,
             jobs: session.jobs.clone(),
             epoch,

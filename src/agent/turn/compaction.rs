@@ -10,7 +10,7 @@
 use super::context::{self, Keeper};
 use super::updates::UpdateSink;
 use super::{State, Turn};
-use crate::acp::{Notice, StopReason};
+use crate::acp::{fit::Notice, StopReason};
 use crate::provider::{Message, ModelRequest, Role, Sink, StreamError};
 use crate::rpc::RpcError;
 use serde_json::json;

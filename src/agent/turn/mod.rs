@@ -147,7 +147,7 @@ pub struct Turn {
     pub processes: Arc<Processes>,
     /// Notices to show before anything else (each once per session: the
     /// policy chosen at start, the sandbox policy without a sandbox, ...).
-    pub notices: Vec<crate::acp::Notice>,
+    pub notices: Vec<crate::acp::fit::Notice>,
     /// How many of the last messages the turn's start adds to the stored
     /// conversation: the user's prompt, or the answer of an `ask_user`
     /// question that waited for it (with the calls after it, unrun).
@@ -422,7 +422,7 @@ fn steps(
         for (server, reason) in mcp.take_failures() {
             sink.updates
                 .borrow_mut()
-                .notice(&crate::acp::Notice::warning(
+                .notice(&crate::acp::fit::Notice::warning(
                     format!("MCP server `{server}` is not available"),
                     format!("{reason}. Its tools are withdrawn."),
                 ));

@@ -26,7 +26,7 @@ pub enum Report {
     /// mode for normal mode with this approval policy.
     ModeChanged {
         session_id: String,
-        policy: crate::agent::common::permission::Policy,
+        policy: crate::modes::Policy,
     },
 }
 

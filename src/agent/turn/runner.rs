@@ -1178,7 +1178,7 @@ impl Runner<'_> {
             log::warn!("cannot save the permission rule: {error}");
             self.updates
                 .borrow_mut()
-                .notice(&crate::acp::Notice::warning(
+                .notice(&crate::acp::fit::Notice::warning(
                     "The rule could not be saved",
                     format!("{error}. It holds for this session."),
                 ));

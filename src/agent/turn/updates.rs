@@ -5,7 +5,7 @@
 //! the store holds and written fitted to the client (`acp::fit`); notices
 //! are written only.
 
-use crate::acp::{self, ClientCapabilities, ContentBlock, Notice, SessionUpdate};
+use crate::acp::{self, fit::Notice, ClientCapabilities, ContentBlock, SessionUpdate};
 use crate::cancel::CancelToken;
 use crate::provider::{Message, Sink};
 use crate::rpc::{self, stdio::Output, stdio::Queued};

@@ -1,5 +1,7 @@
-//! The session controls' values: modes and execution presets, and what each
-//! means for a turn. How they are shown and changed is `handlers/controls.rs`.
+//! The session's controls as values, with no dependencies: the mode, the
+//! execution preset and the approval policy, and what each means for a
+//! turn. How they are shown and changed is the agent's
+//! (`agent/handlers/controls.rs`).
 
 use serde::{Deserialize, Serialize};
 
@@ -80,6 +82,38 @@ impl Preset {
             Preset::Light => "Work economically: make the change asked for with as few steps as possible; verify only when it is cheap.",
             Preset::Balanced => "Verify your changes where it is reasonable (build or run the relevant tests) before you answer.",
             Preset::Delivery => "Deliver finished work: after changing code, build it and run the relevant tests, fix what fails, and only then answer, saying what you verified.",
+        }
+    }
+}
+
+/// The session's approval policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    /// Ask before every edit, write and command; reads and searches inside
+    /// the workspace run freely.
+    #[default]
+    Ask,
+    /// Edits inside the workspace and read-only commands run freely; other
+    /// commands ask.
+    Auto,
+    /// Edits inside the workspace run freely, and so do commands, inside an
+    /// operating-system sandbox (the workspace writable except `.git/`,
+    /// nothing else, no network). Commands that need more, and every
+    /// command when no sandbox can be had, ask.
+    Sandbox,
+    /// Nothing asks.
+    Yolo,
+}
+
+impl Policy {
+    pub fn parse(text: &str) -> Option<Policy> {
+        match text {
+            "ask" => Some(Policy::Ask),
+            "auto" => Some(Policy::Auto),
+            "sandbox" => Some(Policy::Sandbox),
+            "yolo" => Some(Policy::Yolo),
+            _ => None,
         }
     }
 }
