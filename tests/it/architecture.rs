@@ -1,7 +1,11 @@
-//! The agent's layout, checked: no import circle among the files of
-//! `src/agent/`, the turn worker never reaches into the dispatcher or its
-//! handlers, and the dispatcher side uses only the turn's public faces
-//! (`turn/mod.rs`, `report.rs`, `client.rs`, `processes.rs`).
+//! The crate's layout, checked. The top-level modules form tiers (the
+//! table [`TIERS`]); a module imports only from its own tier or below, a
+//! new module must be given a tier, no import circle exists among the
+//! crate's files or its top-level modules, and no file holds more than
+//! [`FILE_CAP`] lines of code before its tests. Inside the agent, the
+//! turn worker never reaches into the dispatcher or its handlers, and the
+//! dispatcher side uses only the turn's public faces (`turn/mod.rs`,
+//! `report.rs`, `client.rs`, `processes.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -10,13 +14,76 @@ use std::path::{Path, PathBuf};
 /// A module path inside the crate, such as `["agent", "turn", "runner"]`.
 type ModulePath = Vec<String>;
 
+/// The tiers, top to bottom: a module may import from its own tier and
+/// the ones below it, never from one above.
+const TIERS: &[(&str, &[&str])] = &[
+    ("front-ends", &["cli", "fuzz"]),
+    ("agent", &["agent"]),
+    ("configuration", &["config", "agentfile"]),
+    (
+        "domain",
+        &[
+            "acp",
+            "rpc",
+            "provider",
+            "tools",
+            "policy",
+            "sandbox",
+            "store",
+            "mcp",
+            "checkpoint",
+            "history",
+            "credentials",
+            "process",
+        ],
+    ),
+    (
+        "vocabulary",
+        &["cancel", "clock", "conversation", "modes", "util"],
+    ),
+];
+
+/// The most lines of code a file may hold before its test module.
+const FILE_CAP: usize = 800;
+
+/// Files still over [`FILE_CAP`], each with the most lines it may hold
+/// until it is split: none may grow, and one that shrinks under the cap
+/// must leave this list.
+const OVER_CAP: &[(&str, usize)] = &[
+    ("agent/turn/runner.rs", 1700),
+    ("agent/handlers/extensions.rs", 1681),
+    ("agent/handlers/prompting.rs", 1111),
+    ("agent/turn/mod.rs", 1109),
+    ("policy/rules.rs", 1151),
+    ("tools/patch.rs", 1113),
+    ("fuzz.rs", 900),
+    ("provider/http.rs", 879),
+    ("policy/mod.rs", 857),
+];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
 /// Every `.rs` file under `src/agent`, by module path.
 fn agent_modules() -> BTreeMap<ModulePath, PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    modules_under("agent")
+}
+
+/// Every module file of the library (not `lib.rs`, `main.rs` or the build
+/// script), by module path.
+fn crate_modules() -> BTreeMap<ModulePath, PathBuf> {
+    modules_under("")
+}
+
+/// Every `.rs` file under `src/<folder>` (`""`: all of them but the crate
+/// roots), by module path.
+fn modules_under(folder: &str) -> BTreeMap<ModulePath, PathBuf> {
+    let root = src();
     let mut modules = BTreeMap::new();
-    let mut stack = vec![root.join("agent")];
+    let mut stack = vec![root.join(folder)];
     while let Some(dir) = stack.pop() {
-        for entry in fs::read_dir(&dir).expect("src/agent is readable") {
+        for entry in fs::read_dir(&dir).expect("src is readable") {
             let path = entry.expect("a directory entry").path();
             if path.is_dir() {
                 stack.push(path);
@@ -33,19 +100,63 @@ fn agent_modules() -> BTreeMap<ModulePath, PathBuf> {
             if module.last().is_some_and(|m| m == "mod") {
                 module.pop();
             }
+            if matches!(module.as_slice(), [one] if ["lib", "main", "build"].contains(&one.as_str()))
+            {
+                continue;
+            }
             modules.insert(module, path);
         }
     }
     modules
 }
 
-/// The code of a file without its test module (tests may reach anywhere).
+/// The code of a file without its test module and its other test-only
+/// items (tests may reach anywhere).
 fn code_of(path: &Path) -> String {
     let text = fs::read_to_string(path).expect("a source file is readable");
-    match text.find("#[cfg(test)]\nmod tests") {
-        Some(at) => text[..at].to_string(),
-        None => text,
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(at) => &text[..at],
+        None => &text[..],
+    };
+    without_test_items(text)
+}
+
+/// `code` without each item marked `#[cfg(test)]`: from the attribute to
+/// the end of the item (its braces closed, or its `;`).
+fn without_test_items(code: &str) -> String {
+    let mut kept = String::new();
+    let mut lines = code.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() != "#[cfg(test)]" {
+            kept.push_str(line);
+            kept.push('\n');
+            continue;
+        }
+        let mut depth = 0i32;
+        let mut opened = false;
+        for item in lines.by_ref() {
+            depth += item.matches('{').count() as i32 - item.matches('}').count() as i32;
+            opened |= item.contains('{');
+            if (opened && depth <= 0) || (!opened && item.trim_end().ends_with(';')) {
+                break;
+            }
+        }
     }
+    kept
+}
+
+/// The lines of code of a file before its first `#[cfg(test)]`.
+fn code_lines(path: &Path) -> usize {
+    let text = fs::read_to_string(path).expect("a source file is readable");
+    text.lines()
+        .take_while(|line| !line.starts_with("#[cfg(test)]"))
+        .count()
+}
+
+/// The code with every `pub(in crate::…)` visibility taken out: it names
+/// a module, but imports nothing from it.
+fn without_visibility(code: &str) -> String {
+    code.replace("(in crate::", "(in ")
 }
 
 fn is_ident(c: char) -> bool {
@@ -118,22 +229,33 @@ fn resolve(
 
 /// Which agent modules each agent module uses.
 fn dependencies() -> BTreeMap<ModulePath, BTreeSet<ModulePath>> {
-    let modules = agent_modules();
+    file_graph(&agent_modules(), "crate::agent::", &["agent"])
+}
+
+/// Which of `modules` each of them uses: through `super::`, through
+/// `prefix` (resolved from `base`), and a folder's `mod.rs` through its
+/// own `use child::…`.
+fn file_graph(
+    modules: &BTreeMap<ModulePath, PathBuf>,
+    prefix: &str,
+    base: &[&str],
+) -> BTreeMap<ModulePath, BTreeSet<ModulePath>> {
+    let base: ModulePath = base.iter().map(|s| s.to_string()).collect();
     let mut graph = BTreeMap::new();
-    for (module, path) in &modules {
-        let code = code_of(path);
+    for (module, path) in modules {
+        let code = without_visibility(&code_of(path));
         let is_dir_module = path.ends_with("mod.rs");
         let mut uses = BTreeSet::new();
         // `super` of a file is its folder's module; of a folder's mod.rs,
         // the folder above.
         let parent: ModulePath = module[..module.len() - 1].to_vec();
         for segments in paths_after(&code, "super::") {
-            if let Some(target) = resolve(&modules, &parent, &segments) {
+            if let Some(target) = resolve(modules, &parent, &segments) {
                 uses.insert(target);
             }
         }
-        for segments in paths_after(&code, "crate::agent::") {
-            if let Some(target) = resolve(&modules, &["agent".to_string()], &segments) {
+        for segments in paths_after(&code, prefix) {
+            if let Some(target) = resolve(modules, &base, &segments) {
                 uses.insert(target);
             }
         }
@@ -147,7 +269,7 @@ fn dependencies() -> BTreeMap<ModulePath, BTreeSet<ModulePath>> {
                     continue;
                 };
                 for segments in paths_after(&format!(" {used}"), " ") {
-                    if let Some(target) = resolve(&modules, module, &segments) {
+                    if let Some(target) = resolve(modules, module, &segments) {
                         if target != *module {
                             uses.insert(target);
                         }
@@ -245,4 +367,143 @@ fn the_turn_and_the_dispatcher_keep_to_their_sides() {
             }
         }
     }
+}
+
+/// The tier of a top-level module: its index in [`TIERS`] (0 is the top).
+fn tier_of(module: &str) -> Option<usize> {
+    TIERS
+        .iter()
+        .position(|(_, members)| members.contains(&module))
+}
+
+/// The upward imports in `code`, the code of a file of top-level module
+/// `module`: each as `module -> imported`.
+fn upward_imports(module: &str, code: &str) -> Vec<String> {
+    let Some(own) = tier_of(module) else {
+        return vec![format!("{module} is in no tier of TIERS")];
+    };
+    let mut found = Vec::new();
+    for segments in paths_after(&without_visibility(code), "crate::") {
+        let target = &segments[0];
+        match tier_of(target) {
+            Some(tier) if tier >= own => {}
+            Some(tier) => found.push(format!(
+                "{module} ({}) imports {target} ({})",
+                TIERS[own].0, TIERS[tier].0
+            )),
+            None => found.push(format!("{module} imports {target}, which is in no tier")),
+        }
+    }
+    found
+}
+
+#[test]
+fn every_module_imports_only_from_its_tier_or_below() {
+    let modules = crate_modules();
+    let mut problems = BTreeSet::new();
+    for (module, path) in &modules {
+        for problem in upward_imports(&module[0], &code_of(path)) {
+            problems.insert(format!("{problem} (in {})", path.display()));
+        }
+    }
+    // Every top-level module of lib.rs is in the table.
+    let lib = fs::read_to_string(src().join("lib.rs")).unwrap();
+    for line in lib.lines() {
+        if let Some(name) = line.trim().strip_prefix("pub mod ") {
+            let name = name.trim_end_matches(';');
+            if tier_of(name).is_none() {
+                problems.insert(format!("lib.rs declares {name}, which is in no tier"));
+            }
+        }
+    }
+    // The binary only hands over to the front-ends.
+    let main = code_of(&src().join("main.rs"));
+    for segments in paths_after(&main, "spindle::") {
+        if segments[0] != "cli" {
+            problems.insert(format!("main.rs uses spindle::{}", segments.join("::")));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert!(
+        modules.len() > 100,
+        "too few modules found: {}",
+        modules.len()
+    );
+}
+
+#[test]
+fn the_tier_check_sees_an_upward_import() {
+    // The checker itself: an import from above is named, a sideways or
+    // downward one is not, a visibility is no import, and a module with
+    // no tier is reported.
+    assert_eq!(
+        upward_imports("store", "use crate::agent::Options;"),
+        ["store (domain) imports agent (agent)"]
+    );
+    assert_eq!(
+        upward_imports("modes", "fn f() { crate::tools::read(); }"),
+        ["modes (vocabulary) imports tools (domain)"]
+    );
+    assert!(upward_imports("tools", "use crate::{process, util::visible};").is_empty());
+    assert!(upward_imports("agent", "pub(in crate::cli) fn f() {}").is_empty());
+    assert_eq!(upward_imports("novel", "").len(), 1);
+}
+
+#[test]
+fn no_import_circle_among_the_crates_files_or_modules() {
+    let modules = crate_modules();
+    let files = file_graph(&modules, "crate::", &[]);
+    assert!(
+        files[&vec!["tools".to_string(), "files".to_string()]]
+            .contains(&vec!["tools".to_string(), "bounded".to_string()]),
+        "the checker sees real edges"
+    );
+    if let Some(cycle) = find_cycle(&files) {
+        panic!("import circle: {}", cycle.join(" -> "));
+    }
+    // The same among the top-level modules (sideways imports in a tier).
+    let mut tops: BTreeMap<ModulePath, BTreeSet<ModulePath>> = BTreeMap::new();
+    for (module, uses) in &files {
+        let entry = tops.entry(vec![module[0].clone()]).or_default();
+        entry.extend(
+            uses.iter()
+                .filter(|used| used[0] != module[0])
+                .map(|used| vec![used[0].clone()]),
+        );
+    }
+    if let Some(cycle) = find_cycle(&tops) {
+        panic!("import circle between modules: {}", cycle.join(" -> "));
+    }
+}
+
+#[test]
+fn no_file_holds_more_than_the_cap_before_its_tests() {
+    let root = src();
+    let mut problems = Vec::new();
+    let mut listed: BTreeMap<&str, usize> = OVER_CAP.iter().copied().collect();
+    for path in crate_modules().values() {
+        let relative = path
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let lines = code_lines(path);
+        match listed.remove(relative.as_str()) {
+            Some(ceiling) if lines > ceiling => problems.push(format!(
+                "{relative}: {lines} lines, more than its {ceiling}"
+            )),
+            Some(_) if lines <= FILE_CAP => problems.push(format!(
+                "{relative}: {lines} lines, under the cap: take it off OVER_CAP"
+            )),
+            Some(_) => {}
+            None if lines > FILE_CAP => {
+                problems.push(format!("{relative}: {lines} lines, over {FILE_CAP}"))
+            }
+            None => {}
+        }
+    }
+    for gone in listed.keys() {
+        problems.push(format!("{gone} is on OVER_CAP but does not exist"));
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
 }
