@@ -1,0 +1,349 @@
+//! Locating and applying the hunks of one file.
+//!
+//! # Applying hunks
+//!
+//! [`plan`](super::plan) applies the hunks of a file in order, each searched from the
+//! end of the previous one:
+//! - with `@@ text`, the line `text` is found first (searching forward,
+//!   with the fuzz below; failing that, the first line containing `text`),
+//!   then the hunk's old lines (context and removed) after it; when they
+//!   are not found after it, from that line itself (models often repeat
+//!   the `@@` line as the first context line);
+//! - the old lines are matched exactly, then ignoring trailing whitespace,
+//!   then ignoring leading and trailing whitespace, then also treating
+//!   typographic dashes, quotes and spaces as their ASCII forms; when they
+//!   occur more than once, **the first occurrence** after the search start
+//!   is taken (give more context, or an `@@` line, to pick another);
+//! - a hunk that still does not match is retried without trailing empty
+//!   context lines, then fails the whole plan;
+//! - `*** End of File` makes the hunk match at the very end of the file;
+//! - a hunk with no old lines (only `+` lines) inserts right after its
+//!   `@@` line, or at the end of the file without one.
+//!
+//! Matched context lines keep the file's own text (its whitespace, when the
+//! match was fuzzy); added lines take the file's line ending (that of its
+//! first line: LF or CRLF); the file keeps ending, or not ending, with a
+//! newline.
+
+use super::parse::END_OF_FILE;
+use super::{Hunk, HunkLine};
+
+/// How loosely a patch line may match a file line, tried in this order.
+#[derive(Debug, Clone, Copy)]
+enum Fuzz {
+    Exact,
+    TrimEnd,
+    Trim,
+    /// Trimmed, with typographic dashes, quotes and spaces as ASCII.
+    Normalised,
+}
+
+const FUZZ: [Fuzz; 4] = [Fuzz::Exact, Fuzz::TrimEnd, Fuzz::Trim, Fuzz::Normalised];
+
+fn ascii_punctuation(c: char) -> char {
+    match c {
+        '\u{2010}'..='\u{2015}' | '\u{2212}' => '-',
+        '\u{2018}'..='\u{201B}' => '\'',
+        '\u{201C}'..='\u{201F}' => '"',
+        '\u{00A0}' | '\u{2002}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}' => ' ',
+        other => other,
+    }
+}
+
+fn same(fuzz: Fuzz, file: &str, patch: &str) -> bool {
+    match fuzz {
+        Fuzz::Exact => file == patch,
+        Fuzz::TrimEnd => file.trim_end() == patch.trim_end(),
+        Fuzz::Trim => file.trim() == patch.trim(),
+        Fuzz::Normalised => file
+            .trim()
+            .chars()
+            .map(ascii_punctuation)
+            .eq(patch.trim().chars().map(ascii_punctuation)),
+    }
+}
+
+/// A file line: its text and its ending ("\n", "\r\n", or "" for a last
+/// line without one).
+type Line<'a> = (&'a str, &'a str);
+
+fn split_lines(text: &str) -> Vec<Line<'_>> {
+    text.split_inclusive('\n')
+        .map(|piece| {
+            if let Some(line) = piece.strip_suffix("\r\n") {
+                (line, "\r\n")
+            } else if let Some(line) = piece.strip_suffix('\n') {
+                (line, "\n")
+            } else {
+                (piece, "")
+            }
+        })
+        .collect()
+}
+
+/// The first position at or after `start` where `pattern` matches, trying
+/// each fuzz level over the whole range before the next; with `eof`, only
+/// the position that ends at the end of the file.
+fn find(lines: &[Line], pattern: &[&str], start: usize, eof: bool) -> Option<usize> {
+    if pattern.len() > lines.len() {
+        return None;
+    }
+    let last = lines.len() - pattern.len();
+    let first = if eof { last.max(start) } else { start };
+    if first > last {
+        return None;
+    }
+    FUZZ.iter().find_map(|&fuzz| {
+        (first..=last).find(|&at| {
+            pattern
+                .iter()
+                .zip(&lines[at..])
+                .all(|(patch, (file, _))| same(fuzz, file, patch))
+        })
+    })
+}
+
+fn old_side(lines: &[HunkLine]) -> Vec<&str> {
+    lines
+        .iter()
+        .filter_map(|line| match line {
+            HunkLine::Context(text) | HunkLine::Remove(text) => Some(text.as_str()),
+            HunkLine::Add(_) => None,
+        })
+        .collect()
+}
+
+/// Where a hunk applies: the first file line its old side covers, and
+/// its lines (without trailing empty context lines when those had to go).
+fn locate<'h>(
+    lines: &[Line],
+    hunk: &'h Hunk,
+    cursor: usize,
+    which: &str,
+) -> Result<(usize, &'h [HunkLine]), String> {
+    let after = if cursor > 0 {
+        format!(" after line {cursor} (where the previous hunk ended)")
+    } else {
+        String::new()
+    };
+    let mut start = cursor;
+    let mut context_at = None;
+    if let Some(context) = &hunk.context {
+        // A whole line first; else the first line containing the text
+        // (models abbreviate signatures).
+        let wanted = context.trim();
+        let found = find(lines, &[context.as_str()], cursor, false).or_else(|| {
+            lines[cursor..]
+                .iter()
+                .position(|(line, _)| !wanted.is_empty() && line.contains(wanted))
+                .map(|at| cursor + at)
+        });
+        match found {
+            Some(at) => {
+                context_at = Some(at);
+                start = at + 1;
+            }
+            None => {
+                return Err(format!(
+                    "{which}: its '@@ {context}' line was not found in the file{after}"
+                ))
+            }
+        }
+    }
+    let mut body = &hunk.lines[..];
+    loop {
+        let old = old_side(body);
+        if old.is_empty() {
+            // Only added lines: after the @@ line, or at the end.
+            let at = match context_at {
+                Some(_) if !hunk.end_of_file => start,
+                _ => lines.len(),
+            };
+            return Ok((at, body));
+        }
+        if let Some(at) = find(lines, &old, start, hunk.end_of_file) {
+            return Ok((at, body));
+        }
+        if let Some(at) = context_at.and_then(|c| find(lines, &old, c, hunk.end_of_file)) {
+            return Ok((at, body));
+        }
+        match body.last() {
+            Some(HunkLine::Context(text)) if text.trim().is_empty() => {
+                body = &body[..body.len() - 1];
+            }
+            _ => break,
+        }
+    }
+    let old = old_side(&hunk.lines);
+    let mut why = if hunk.end_of_file {
+        format!("{which} is marked '{END_OF_FILE}', but the file does not end with its context and removed lines")
+    } else {
+        format!("{which}: its context and removed lines were not found in the file{after}")
+    };
+    if context_at.is_some() {
+        why.push_str(" following its @@ line");
+    }
+    if let Some(earlier) = find(lines, &old, 0, false).filter(|&at| at < start) {
+        why.push_str(&format!(
+            "; they occur earlier, at line {}: hunks must be in file order",
+            earlier + 1
+        ));
+    }
+    why.push_str(". The lines it expects:\n");
+    for line in old.iter().take(12) {
+        why.push_str(&format!("  {line}\n"));
+    }
+    if old.len() > 12 {
+        why.push_str(&format!("  … ({} more)\n", old.len() - 12));
+    }
+    why.push_str("Read the file again and copy the context and removed lines exactly.");
+    Err(why)
+}
+
+/// Applies the hunks of one file to its text.
+pub(super) fn apply_hunks(text: &str, hunks: &[Hunk], shown: &str) -> Result<String, String> {
+    let lines = split_lines(text);
+    let ending = lines
+        .iter()
+        .map(|(_, ending)| *ending)
+        .find(|ending| !ending.is_empty())
+        .unwrap_or("\n");
+    let ends_with_newline = text.is_empty() || text.ends_with('\n');
+    let mut out: Vec<Line> = Vec::with_capacity(lines.len() + 16);
+    let mut cursor = 0;
+    for (n, hunk) in hunks.iter().enumerate() {
+        let which = format!(
+            "{shown}: hunk {} of {} (patch line {})",
+            n + 1,
+            hunks.len(),
+            hunk.line
+        );
+        let (at, body) = locate(&lines, hunk, cursor, &which)?;
+        out.extend_from_slice(&lines[cursor..at]);
+        let mut next = at;
+        for line in body {
+            match line {
+                HunkLine::Context(_) => {
+                    out.push(lines[next]);
+                    next += 1;
+                }
+                HunkLine::Remove(_) => next += 1,
+                HunkLine::Add(text) => out.push((text, ending)),
+            }
+        }
+        cursor = next;
+    }
+    out.extend_from_slice(&lines[cursor..]);
+    let mut result = String::with_capacity(text.len() + 256);
+    for (index, (line, own)) in out.iter().enumerate() {
+        result.push_str(line);
+        if index + 1 < out.len() || ends_with_newline {
+            result.push_str(if own.is_empty() { ending } else { own });
+        }
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::CAP;
+    use super::super::{parse, plan};
+    use std::path::Path;
+
+    /// Applies a one-file update to `text` in memory.
+    fn update(text: &str, hunks: &str) -> Result<String, String> {
+        let patch = parse(&format!(
+            "*** Begin Patch\n*** Update File: f\n{hunks}*** End Patch\n"
+        ))?;
+        let root = Path::new("/nonexistent-root");
+        let changes = plan(&patch, root, CAP, &|_| Ok(Some(text.to_string())))?;
+        Ok(changes[0].new_text.clone().unwrap())
+    }
+
+    #[test]
+    fn hunks_apply_in_order_located_by_context() {
+        let text = "fn one() {\n    x = 1;\n}\n\nfn two() {\n    x = 1;\n}\n\nfn three() {\n    x = 1;\n}\n";
+        // @@ picks the second function, although the first matches too.
+        let new = update(text, "@@ fn two() {\n-    x = 1;\n+    x = 2;\n").unwrap();
+        assert!(new.contains("fn one() {\n    x = 1;") && new.contains("fn two() {\n    x = 2;"));
+        // Without @@ the first occurrence is taken.
+        let new = update(text, "@@\n-    x = 1;\n+    x = 0;\n").unwrap();
+        assert!(new.starts_with("fn one() {\n    x = 0;\n}\n\nfn two() {\n    x = 1;"));
+        // Two hunks: the second is searched after the first.
+        let new = update(
+            text,
+            "@@\n-    x = 1;\n+    x = 10;\n@@\n-    x = 1;\n+    x = 20;\n",
+        )
+        .unwrap();
+        assert!(new.contains("one() {\n    x = 10;") && new.contains("two() {\n    x = 20;"));
+        assert!(new.contains("three() {\n    x = 1;"));
+        // An abbreviated @@ line.
+        let new = update(text, "@@ fn two\n-    x = 1;\n+    x = 2;\n").unwrap();
+        assert!(new.contains("fn one() {\n    x = 1;") && new.contains("fn two() {\n    x = 2;"));
+        // The @@ line repeated as the first context line.
+        let new = update(
+            text,
+            "@@ fn three() {\n fn three() {\n-    x = 1;\n+    x = 3;\n",
+        )
+        .unwrap();
+        assert!(new.contains("fn three() {\n    x = 3;\n}\n"));
+        // Out of order: named as such.
+        let err = update(
+            text,
+            "@@ fn three() {\n-    x = 1;\n+    x = 3;\n@@\n fn one() {\n-    x = 1;\n+    x = 9;\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("hunk 2 of 2") && err.contains("file order"),
+            "{err}"
+        );
+        let err = update(text, "@@ fn four() {\n-    x = 1;\n+    x = 4;\n").unwrap_err();
+        assert!(err.contains("'@@ fn four() {' line was not found"), "{err}");
+        // End of File and pure additions.
+        let new = update(text, "@@\n }\n+// end\n*** End of File\n").unwrap();
+        assert!(new.ends_with("    x = 1;\n}\n// end\n"), "{new:?}");
+        let new = update(text, "@@ fn two() {\n+    // first\n").unwrap();
+        assert!(new.contains("fn two() {\n    // first\n    x = 1;"));
+        let new = update("a\n", "@@\n+b\n").unwrap();
+        assert_eq!(new, "a\nb\n");
+        let err = update(text, "@@\n-fn one() {\n+fn uno() {\n*** End of File\n").unwrap_err();
+        assert!(err.contains("End of File"), "{err}");
+    }
+
+    #[test]
+    fn whitespace_fuzz_keeps_the_files_own_lines() {
+        let text = "if x {\n    call(a);   \n    call(b);\n}\n";
+        // Trailing whitespace differs: context keeps the file's spaces.
+        let new = update(text, "@@\n     call(a);\n-    call(b);\n+    call(c);\n").unwrap();
+        assert_eq!(new, "if x {\n    call(a);   \n    call(c);\n}\n");
+        // Indentation differs (tabs for spaces).
+        let new = update(text, "@@\n if x {\n-\tcall(a);\n+\tcall(z);\n").unwrap();
+        assert_eq!(new, "if x {\n\tcall(z);\n    call(b);\n}\n");
+        // Typographic quotes and dashes in the patch.
+        let new = update(
+            "say(\"hi\") - 1\n",
+            "@@\n-say(\u{201c}hi\u{201d}) \u{2013} 1\n+ok\n",
+        )
+        .unwrap();
+        assert_eq!(new, "ok\n");
+        // An empty line before the next header, read as empty context.
+        let new = update("a\nb\n", "@@\n a\n-b\n+c\n\n").unwrap();
+        assert_eq!(new, "a\nc\n");
+    }
+
+    #[test]
+    fn line_endings_and_the_last_newline_are_kept() {
+        let new = update("one\r\ntwo\r\nthree\r\n", "@@\n one\n-two\n+2\n+2.5\n").unwrap();
+        assert_eq!(new, "one\r\n2\r\n2.5\r\nthree\r\n");
+        let new = update("one\ntwo", "@@\n one\n-two\n+2\n").unwrap();
+        assert_eq!(new, "one\n2");
+        let new = update("one\ntwo", "@@\n two\n+three\n").unwrap();
+        assert_eq!(new, "one\ntwo\nthree");
+        let new = update("one\r\ntwo", "@@\n-one\n").unwrap();
+        assert_eq!(new, "two");
+        let new = update("", "@@\n+first\n").unwrap();
+        assert_eq!(new, "first\n");
+        let new = update("a\nb\n", "@@\n-a\n-b\n").unwrap();
+        assert_eq!(new, "");
+    }
+}

@@ -1,0 +1,278 @@
+//! `apply_patch`, `delete_file` and `move_file`: changes to whole files,
+//! planned first (every file read, every hunk located) and performed only
+//! when the whole plan holds, so a patch with one bad hunk changes nothing.
+//!
+//! This file holds the types a patch and a plan are made of; `parse.rs`
+//! reads the patch format, `hunks.rs` locates and applies the hunks of one
+//! file, `plan.rs` plans every change (and `delete_file`, `move_file`),
+//! `perform.rs` performs a plan on the local disk.
+//!
+//! # Using it
+//!
+//! ```text
+//! let patch = patch::parse(&text)?;                      // no file touched
+//! let changes = patch::plan(&patch, root, cap, &|p| patch::local_read(p, cap))?;
+//! // ... permission, diffs from old_text/new_text ...
+//! patch::apply(&changes, &mut patch::local_write, &mut patch::local_remove,
+//!              &mut patch::local_move)?;
+//! ```
+//!
+//! `delete_file` is [`delete_plan`] then [`local_remove`]; `move_file` is
+//! [`move_plan`] then [`local_move`]. Every plan resolves its paths with
+//! [`paths::resolve`](super::paths::resolve) and reports in
+//! [`FileChange::inside`] and [`FileChange::git_internal`] whether *all*
+//! paths the change touches are inside the workspace and whether any is
+//! inside a `.git` directory.
+
+mod hunks;
+mod parse;
+mod perform;
+mod plan;
+
+pub use parse::{parse, PATCH_CAP};
+pub use perform::{apply, local_move, local_read, local_remove, local_write};
+pub use plan::{delete_plan, move_plan, plan, summary};
+
+use std::path::{Path, PathBuf};
+
+/// A parsed patch: its file operations in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Patch {
+    pub operations: Vec<Operation>,
+}
+
+/// One `*** Add/Update/Delete File:` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operation {
+    /// The path as written in the patch.
+    pub path: String,
+    /// The 1-based patch line of its header.
+    pub line: usize,
+    pub kind: OperationKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperationKind {
+    /// The complete content of the new file (LF line endings).
+    Add {
+        content: String,
+    },
+    Delete,
+    Update {
+        move_to: Option<String>,
+        hunks: Vec<Hunk>,
+    },
+}
+
+/// One `@@` section of an update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hunk {
+    /// The 1-based patch line where it starts.
+    pub line: usize,
+    /// The text after `@@`, locating the hunk.
+    pub context: Option<String>,
+    pub lines: Vec<HunkLine>,
+    /// Marked `*** End of File`: the hunk is at the end of the file.
+    pub end_of_file: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HunkLine {
+    Context(String),
+    Remove(String),
+    Add(String),
+}
+
+/// One file changed by a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChange {
+    /// The file changed, resolved; for a move, the source.
+    pub path: PathBuf,
+    pub kind: ChangeKind,
+    /// The content before (`None` for an add, and where it is not text
+    /// within the cap: a symlink, a binary or very large file).
+    pub old_text: Option<String>,
+    /// The content after, at the destination for a move (`None` for a
+    /// delete, and where `old_text` is `None` for a move).
+    pub new_text: Option<String>,
+    /// Every path the change touches is inside the workspace.
+    pub inside: bool,
+    /// Some path the change touches is inside a `.git` directory.
+    pub git_internal: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChangeKind {
+    Add,
+    Update,
+    Delete,
+    /// `to` is resolved like `path`.
+    Move {
+        to: PathBuf,
+    },
+}
+
+impl FileChange {
+    /// The paths the change touches: the file, and a move's destination.
+    pub fn paths(&self) -> Vec<&Path> {
+        match &self.kind {
+            ChangeKind::Move { to } => vec![self.path.as_path(), to.as_path()],
+            _ => vec![self.path.as_path()],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    pub(super) const CAP: u64 = 1024 * 1024;
+
+    pub(super) struct Temp(pub(super) PathBuf);
+
+    impl Temp {
+        pub(super) fn new(name: &str) -> Temp {
+            let dir = std::env::temp_dir().join(format!(
+                "spindle-patch-{name}-{}",
+                crate::util::random_hex()
+            ));
+            fs::create_dir_all(&dir).unwrap();
+            Temp(fs::canonicalize(dir).unwrap())
+        }
+        pub(super) fn put(&self, path: &str, text: &str) {
+            let path = self.0.join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        }
+        pub(super) fn get(&self, path: &str) -> Option<String> {
+            fs::read_to_string(self.0.join(path)).ok()
+        }
+    }
+
+    impl Drop for Temp {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    pub(super) fn plan_local(text: &str, root: &Path) -> Result<Vec<FileChange>, String> {
+        plan(&parse(text)?, root, CAP, &|path| local_read(path, CAP))
+    }
+
+    fn apply_local(changes: &[FileChange]) -> Result<(), String> {
+        apply(
+            changes,
+            &mut local_write,
+            &mut local_remove,
+            &mut local_move,
+        )
+    }
+
+    fn run(text: &str, root: &Path) -> Result<Vec<FileChange>, String> {
+        let changes = plan_local(text, root)?;
+        apply_local(&changes)?;
+        Ok(changes)
+    }
+
+    #[test]
+    fn add_update_delete_and_move_in_one_patch() {
+        let temp = Temp::new("all");
+        let root = &temp.0;
+        temp.put("src/lib.rs", "fn a() {\n    1\n}\n");
+        temp.put("old.txt", "bye\n");
+        temp.put("src/mv.rs", "keep\nchange me\n");
+        let changes = run(
+            "*** Begin Patch
+*** Add File: new/dir/hello.txt
++hello
++world
+*** Update File: src/lib.rs
+@@ fn a() {
+-    1
++    2
+*** Delete File: old.txt
+*** Update File: src/mv.rs
+*** Move to: moved/renamed.rs
+@@
+ keep
+-change me
++changed
+*** End Patch
+",
+            root,
+        )
+        .unwrap();
+        assert_eq!(temp.get("new/dir/hello.txt").unwrap(), "hello\nworld\n");
+        assert_eq!(temp.get("src/lib.rs").unwrap(), "fn a() {\n    2\n}\n");
+        assert_eq!(temp.get("old.txt"), None);
+        assert_eq!(temp.get("src/mv.rs"), None);
+        assert_eq!(temp.get("moved/renamed.rs").unwrap(), "keep\nchanged\n");
+        assert_eq!(changes.len(), 4);
+        assert_eq!(changes[0].kind, ChangeKind::Add);
+        assert_eq!(changes[0].old_text, None);
+        assert_eq!(changes[2].old_text.as_deref(), Some("bye\n"));
+        assert_eq!(changes[2].new_text, None);
+        assert_eq!(
+            changes[3].kind,
+            ChangeKind::Move {
+                to: root.join("moved/renamed.rs")
+            }
+        );
+        assert!(changes.iter().all(|c| c.inside && !c.git_internal));
+        let text = summary(&changes, root);
+        assert!(text.contains("added new/dir/hello.txt (2 lines)"), "{text}");
+        assert!(text.contains("moved src/mv.rs → moved/renamed.rs (and updated it)"));
+        // A pure rename, and absolute paths.
+        let changes = run(
+            &format!(
+                "*** Begin Patch\n*** Update File: {}\n*** Move to: back.rs\n*** End Patch",
+                root.join("moved/renamed.rs").display()
+            ),
+            root,
+        )
+        .unwrap();
+        assert_eq!(changes[0].old_text, changes[0].new_text);
+        assert_eq!(temp.get("back.rs").unwrap(), "keep\nchanged\n");
+        assert!(!plan_local(
+            "*** Begin Patch\n*** Delete File: /etc/hostname\n*** End Patch",
+            root
+        )
+        .map(|c| c[0].inside)
+        .unwrap_or(false));
+    }
+
+    #[test]
+    fn a_bad_hunk_anywhere_changes_nothing() {
+        let temp = Temp::new("bad");
+        let root = &temp.0;
+        temp.put("a.txt", "1\n2\n3\n");
+        temp.put("b.txt", "x\ny\nz\n");
+        let err = run(
+            "*** Begin Patch
+*** Add File: c.txt
++new
+*** Update File: a.txt
+@@
+-1
++one
+*** Update File: b.txt
+@@
+-x
++ex
+@@
+-missing
++gone
+*** End Patch",
+            root,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("b.txt: hunk 2 of 2 (patch line 12)") && err.contains("  missing\n"),
+            "{err}"
+        );
+        assert_eq!(temp.get("a.txt").unwrap(), "1\n2\n3\n");
+        assert_eq!(temp.get("b.txt").unwrap(), "x\ny\nz\n");
+        assert_eq!(temp.get("c.txt"), None);
+    }
+}

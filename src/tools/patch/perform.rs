@@ -1,0 +1,268 @@
+//! Performing a plan: the changes made in order through callbacks, and
+//! the callbacks for the local disk (reads within a cap, atomic writes,
+//! removes and moves of files only).
+
+use super::plan::file_type;
+use super::{ChangeKind, FileChange};
+use crate::tools::bounded::{self, ReadError};
+use std::fs;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Performs planned changes in order: `write` for adds and updates,
+/// `remove` for deletes, `rename` then `write` (the new text, at the
+/// destination) for moves of a patch; a move without texts (from
+/// [`move_plan`] of a non-text file) is only renamed. On an error the
+/// changes before it stay made, and the message says which.
+pub fn apply(
+    changes: &[FileChange],
+    write: &mut dyn FnMut(&Path, &str) -> Result<(), String>,
+    remove: &mut dyn FnMut(&Path) -> Result<(), String>,
+    rename: &mut dyn FnMut(&Path, &Path) -> Result<(), String>,
+) -> Result<(), String> {
+    for (index, change) in changes.iter().enumerate() {
+        let path = change.path.as_path();
+        let text = change.new_text.as_deref();
+        let result = match (&change.kind, text) {
+            (ChangeKind::Add | ChangeKind::Update, Some(text)) => write(path, text),
+            (ChangeKind::Add | ChangeKind::Update, None) => {
+                Err("the change has no new text".to_string())
+            }
+            (ChangeKind::Delete, _) => remove(path),
+            (ChangeKind::Move { to }, text) => rename(path, to).and_then(|()| match text {
+                Some(text) if change.old_text.is_some() => write(to, text).map_err(|err| {
+                    format!(
+                        "{err} (it was moved to {} but its new text was not written)",
+                        to.display()
+                    )
+                }),
+                _ => Ok(()),
+            }),
+        };
+        if let Err(err) = result {
+            let before = if index == 0 {
+                "no other change was made".to_string()
+            } else {
+                format!(
+                    "the {index} change(s) before it were made ({})",
+                    changes[..index]
+                        .iter()
+                        .map(|c| c.path.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            return Err(format!(
+                "{}: {err}; {before}, the {} after it were not",
+                path.display(),
+                changes.len() - index - 1
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `read` for [`plan`] on the local disk: `None` for a missing file; an
+/// error for a directory, a pipe or device, a file over `cap` bytes or
+/// one that is not UTF-8.
+pub fn local_read(path: &Path, cap: u64) -> Result<Option<String>, String> {
+    match bounded::read_capped(path, cap) {
+        Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
+            "it is not UTF-8 text; apply_patch changes text files only (delete_file and move_file handle any file)".to_string()
+        }),
+        Err(ReadError::Missing) => Ok(None),
+        Err(ReadError::Directory) => Err("it is a directory".into()),
+        Err(ReadError::NotRegular) => {
+            Err("it is not a regular file (a pipe, socket or device)".into())
+        }
+        Err(ReadError::TooLarge(size)) => Err(format!(
+            "it is {size} bytes, more than the file tools change ({cap} bytes); change it with a command"
+        )),
+        Err(ReadError::Io(err)) => Err(format!("cannot read it: {err}")),
+    }
+}
+
+/// Writes `text` to `path` on the local disk, atomically: into a temporary
+/// file in the same directory, then renamed over it. Missing parent
+/// directories are created; an existing file keeps its permissions; a
+/// symlink is written through (the file it points to changes).
+pub fn local_write(path: &Path, text: &str) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let is_link = fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink());
+    let path = match is_link {
+        true => fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+        false => path.to_path_buf(),
+    };
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(format!("{} is not a file path", path.display()));
+    };
+    fs::create_dir_all(dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let existing = match fs::metadata(&path) {
+        Ok(meta) if meta.is_dir() => {
+            return Err(format!("{} is a directory", path.display()));
+        }
+        Ok(meta) => Some(meta.permissions()),
+        Err(_) => None,
+    };
+    let short: String = name.to_string_lossy().chars().take(64).collect();
+    let temp = dir.join(format!(".{short}.{}.tmp", crate::util::random_hex()));
+    let created = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o666)
+        .open(&temp);
+    let mut file = match created {
+        Ok(file) => file,
+        // A directory that takes no new files may still hold a writable
+        // file: written in place then.
+        Err(err) if err.kind() == io::ErrorKind::PermissionDenied && existing.is_some() => {
+            return fs::write(&path, text)
+                .map_err(|err| format!("cannot write {}: {err}", path.display()));
+        }
+        Err(err) => return Err(format!("cannot write {}: {err}", path.display())),
+    };
+    let written = (|| -> io::Result<()> {
+        file.write_all(text.as_bytes())?;
+        if let Some(permissions) = existing {
+            file.set_permissions(permissions)?;
+        }
+        drop(file);
+        fs::rename(&temp, &path)
+    })();
+    written.map_err(|err| {
+        let _ = fs::remove_file(&temp);
+        format!("cannot write {}: {err}", path.display())
+    })
+}
+
+/// Removes a file (a symlink as a link, never what it points to); refuses
+/// a directory.
+pub fn local_remove(path: &Path) -> Result<(), String> {
+    let kind = file_type(path, &path.display().to_string())?;
+    if kind.is_dir() {
+        return Err(format!(
+            "{} is a directory, not a file; it was not removed",
+            path.display()
+        ));
+    }
+    fs::remove_file(path).map_err(|err| format!("cannot delete {}: {err}", path.display()))
+}
+
+/// Renames `from` to `to`, creating the destination's parent directories;
+/// refuses a directory and an existing destination. Across file systems a
+/// regular file is copied (with its permissions) and the original removed.
+pub fn local_move(from: &Path, to: &Path) -> Result<(), String> {
+    let kind = file_type(from, &from.display().to_string())?;
+    if kind.is_dir() {
+        return Err(format!(
+            "{} is a directory, not a file; it was not moved",
+            from.display()
+        ));
+    }
+    if fs::symlink_metadata(to).is_ok() {
+        return Err(format!("{} already exists", to.display()));
+    }
+    if let Some(dir) = to.parent() {
+        fs::create_dir_all(dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    }
+    match fs::rename(from, to) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == io::ErrorKind::CrossesDevices && kind.is_file() => {
+            fs::copy(from, to)
+                .and_then(|_| fs::remove_file(from))
+                .map_err(|err| format!("cannot move {} to {}: {err}", from.display(), to.display()))
+        }
+        Err(err) => Err(format!(
+            "cannot move {} to {}: {err}",
+            from.display(),
+            to.display()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{Temp, CAP};
+    use super::super::{parse, plan};
+    use super::*;
+
+    #[test]
+    fn apply_uses_the_callbacks_in_order_and_names_what_was_done() {
+        let root = Path::new("/r");
+        let patch = parse(
+            "*** Begin Patch\n*** Add File: a\n+a\n*** Delete File: b\n*** Update File: c\n*** Move to: d\n*** Add File: e\n+e\n*** End Patch",
+        )
+        .unwrap();
+        let changes = plan(&patch, root, CAP, &|path| {
+            Ok((path.ends_with("b") || path.ends_with("c")).then(|| "x\n".to_string()))
+        })
+        .unwrap();
+        let log = std::cell::RefCell::new(Vec::new());
+        let err = apply(
+            &changes,
+            &mut |path, text| {
+                log.borrow_mut()
+                    .push(format!("write {} {text:?}", path.display()));
+                match path.ends_with("d") {
+                    true => Err("disk full".into()),
+                    false => Ok(()),
+                }
+            },
+            &mut |path| {
+                log.borrow_mut().push(format!("remove {}", path.display()));
+                Ok(())
+            },
+            &mut |from, to| {
+                log.borrow_mut()
+                    .push(format!("rename {} {}", from.display(), to.display()));
+                Ok(())
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            log.into_inner(),
+            [
+                "write /r/a \"a\\n\"",
+                "remove /r/b",
+                "rename /r/c /r/d",
+                "write /r/d \"x\\n\""
+            ]
+        );
+        assert!(
+            err.starts_with("/r/c: disk full (it was moved to /r/d but its new text was not written); the 2 change(s) before it were made (/r/a, /r/b), the 1 after it were not"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn local_write_is_atomic_keeps_modes_and_follows_links() {
+        let temp = Temp::new("write");
+        let root = &temp.0;
+        temp.put("run.sh", "old\n");
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(root.join("run.sh"), fs::Permissions::from_mode(0o750)).unwrap();
+        local_write(&root.join("run.sh"), "new\n").unwrap();
+        assert_eq!(temp.get("run.sh").unwrap(), "new\n");
+        let mode = fs::metadata(root.join("run.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o750);
+        std::os::unix::fs::symlink(root.join("run.sh"), root.join("link.sh")).unwrap();
+        local_write(&root.join("link.sh"), "through\n").unwrap();
+        assert!(fs::symlink_metadata(root.join("link.sh"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(temp.get("run.sh").unwrap(), "through\n");
+        local_write(&root.join("deep/er/file.txt"), "x").unwrap();
+        assert_eq!(temp.get("deep/er/file.txt").unwrap(), "x");
+        // No temporary files are left behind.
+        let names: Vec<String> = fs::read_dir(root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+        assert!(local_write(root, "x").is_err());
+    }
+}

@@ -1,0 +1,401 @@
+//! Planning: every change of a patch computed, every file read and every
+//! hunk located, before anything is written; the plans of `delete_file`
+//! and `move_file`; the summary of a plan for the model.
+
+use super::hunks::apply_hunks;
+use super::parse::{ADD, MOVE, UPDATE};
+use super::{ChangeKind, FileChange, OperationKind, Patch};
+use crate::tools::bounded;
+use crate::tools::paths;
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+fn too_large(text: &str, cap: u64) -> Option<String> {
+    (text.len() as u64 > cap).then(|| {
+        format!(
+            "it is {} bytes, more than the file tools change ({cap} bytes); change it with a command",
+            text.len()
+        )
+    })
+}
+
+/// Computes every change of `patch` without writing anything: every file
+/// read (through `read`, which returns `None` for a missing file) and every
+/// hunk located. Paths resolve against `root`; files over `cap` bytes are
+/// refused. Two operations on one path, an add of an existing file, an
+/// update or delete of a missing one and a move onto an existing file are
+/// errors.
+pub fn plan(
+    patch: &Patch,
+    root: &Path,
+    cap: u64,
+    read: &dyn Fn(&Path) -> Result<Option<String>, String>,
+) -> Result<Vec<FileChange>, String> {
+    let mut claimed: HashMap<PathBuf, usize> = HashMap::new();
+    let mut claim = |path: &Path, line: usize| -> Result<(), String> {
+        match claimed.insert(path.to_path_buf(), line) {
+            Some(first) => Err(format!(
+                "line {line}: {} is already changed by the operation at line {first}; give each file one operation",
+                paths::display(root, path)
+            )),
+            None => Ok(()),
+        }
+    };
+    let mut changes = Vec::with_capacity(patch.operations.len());
+    for operation in &patch.operations {
+        let line = operation.line;
+        let from = paths::resolve(root, &operation.path);
+        let shown = paths::display(root, &from.path);
+        if from.path == paths::normalise(root) {
+            return Err(format!(
+                "line {line}: {:?} is the workspace itself, not a file",
+                operation.path
+            ));
+        }
+        claim(&from.path, line)?;
+        let existing = |verb: &str| -> Result<Option<String>, String> {
+            let text = read(&from.path)
+                .map_err(|err| format!("line {line}: cannot {verb} {shown}: {err}"))?;
+            if let Some(err) = text.as_deref().and_then(|text| too_large(text, cap)) {
+                return Err(format!("line {line}: cannot {verb} {shown}: {err}"));
+            }
+            Ok(text)
+        };
+        let change = match &operation.kind {
+            OperationKind::Add { content } => {
+                if existing("add")?.is_some() {
+                    return Err(format!(
+                        "line {line}: cannot add {shown}: it already exists; use '{UPDATE} {}' to change it",
+                        operation.path
+                    ));
+                }
+                if let Some(err) = too_large(content, cap) {
+                    return Err(format!("line {line}: cannot add {shown}: {err}"));
+                }
+                FileChange {
+                    path: from.path.clone(),
+                    kind: ChangeKind::Add,
+                    old_text: None,
+                    new_text: Some(content.clone()),
+                    inside: from.inside,
+                    git_internal: from.git_internal,
+                }
+            }
+            OperationKind::Delete => {
+                let Some(old) = existing("delete")? else {
+                    return Err(format!(
+                        "line {line}: cannot delete {shown}: it does not exist"
+                    ));
+                };
+                FileChange {
+                    path: from.path.clone(),
+                    kind: ChangeKind::Delete,
+                    old_text: Some(old),
+                    new_text: None,
+                    inside: from.inside,
+                    git_internal: from.git_internal,
+                }
+            }
+            OperationKind::Update { move_to, hunks } => {
+                let Some(old) = existing("update")? else {
+                    return Err(format!(
+                        "line {line}: cannot update {shown}: it does not exist; use '{ADD} {}' to create it",
+                        operation.path
+                    ));
+                };
+                let new = apply_hunks(&old, hunks, &shown)?;
+                if let Some(err) = too_large(&new, cap) {
+                    return Err(format!(
+                        "line {line}: cannot update {shown}: the result is too large: {err}"
+                    ));
+                }
+                match move_to {
+                    None => FileChange {
+                        path: from.path.clone(),
+                        kind: ChangeKind::Update,
+                        old_text: Some(old),
+                        new_text: Some(new),
+                        inside: from.inside,
+                        git_internal: from.git_internal,
+                    },
+                    Some(to) => {
+                        let to = paths::resolve(root, to);
+                        let shown_to = paths::display(root, &to.path);
+                        if to.path == from.path {
+                            return Err(format!(
+                                "line {line}: '{MOVE}' names {shown} itself; leave the move out"
+                            ));
+                        }
+                        claim(&to.path, line)?;
+                        match read(&to.path) {
+                            Ok(None) => {}
+                            Ok(Some(_)) => {
+                                return Err(format!(
+                                    "line {line}: cannot move {shown} to {shown_to}: {shown_to} already exists"
+                                ))
+                            }
+                            Err(err) => {
+                                return Err(format!(
+                                    "line {line}: cannot move {shown} to {shown_to}: {err}"
+                                ))
+                            }
+                        }
+                        FileChange {
+                            path: from.path.clone(),
+                            kind: ChangeKind::Move {
+                                to: to.path.clone(),
+                            },
+                            old_text: Some(old),
+                            new_text: Some(new),
+                            inside: from.inside && to.inside,
+                            git_internal: from.git_internal || to.git_internal,
+                        }
+                    }
+                }
+            }
+        };
+        changes.push(change);
+    }
+    Ok(changes)
+}
+
+/// The text of a regular file within `cap` bytes, when it is UTF-8.
+fn text_within(path: &Path, cap: u64) -> Option<String> {
+    bounded::read_capped(path, cap)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+}
+
+/// What a file is, without following a symlink.
+pub(super) fn file_type(path: &Path, shown: &str) -> Result<fs::FileType, String> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) => Ok(meta.file_type()),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Err(format!("{shown} does not exist")),
+        Err(err) => Err(format!("cannot inspect {shown}: {err}")),
+    }
+}
+
+/// Plans `delete_file`: `given` must be a file or a symlink (removed as a
+/// link), not a directory. `old_text` is its text when it is a regular
+/// UTF-8 file within `cap`.
+pub fn delete_plan(root: &Path, given: &str, cap: u64) -> Result<FileChange, String> {
+    if given.trim().is_empty() {
+        return Err("the path is empty; name the file to delete".into());
+    }
+    let resolved = paths::resolve(root, given);
+    let shown = paths::display(root, &resolved.path);
+    let kind = file_type(&resolved.path, &shown)?;
+    if kind.is_dir() {
+        return Err(format!(
+            "{shown} is a directory; delete_file deletes files only (remove directories with run_command)"
+        ));
+    }
+    let old_text = if kind.is_file() {
+        text_within(&resolved.path, cap)
+    } else {
+        None
+    };
+    Ok(FileChange {
+        path: resolved.path,
+        kind: ChangeKind::Delete,
+        old_text,
+        new_text: None,
+        inside: resolved.inside,
+        git_internal: resolved.git_internal,
+    })
+}
+
+/// Plans `move_file`: `from` must exist and not be a directory, `to` must
+/// not exist. The texts are the file's when it is a regular UTF-8 file
+/// within `cap`.
+pub fn move_plan(root: &Path, from: &str, to: &str, cap: u64) -> Result<FileChange, String> {
+    if from.trim().is_empty() || to.trim().is_empty() {
+        return Err("name both the file to move (from) and its new path (to)".into());
+    }
+    let source = paths::resolve(root, from);
+    let target = paths::resolve(root, to);
+    let shown = paths::display(root, &source.path);
+    let shown_to = paths::display(root, &target.path);
+    let kind = file_type(&source.path, &shown)?;
+    if kind.is_dir() {
+        return Err(format!(
+            "{shown} is a directory; move_file moves files only (move directories with run_command)"
+        ));
+    }
+    if source.path == target.path {
+        return Err(format!("{shown} is already at that path"));
+    }
+    if fs::symlink_metadata(&target.path).is_ok() {
+        return Err(format!(
+            "{shown_to} already exists; move_file does not replace files (delete it first if that is intended)"
+        ));
+    }
+    let text = if kind.is_file() {
+        text_within(&source.path, cap)
+    } else {
+        None
+    };
+    Ok(FileChange {
+        path: source.path,
+        kind: ChangeKind::Move { to: target.path },
+        old_text: text.clone(),
+        new_text: text,
+        inside: source.inside && target.inside,
+        git_internal: source.git_internal || target.git_internal,
+    })
+}
+
+/// One line per change, for the model: "added a.txt", "moved a → b"…
+pub fn summary(changes: &[FileChange], root: &Path) -> String {
+    let mut lines = Vec::with_capacity(changes.len());
+    for change in changes {
+        let shown = paths::display(root, &change.path);
+        lines.push(match &change.kind {
+            ChangeKind::Add => format!(
+                "added {shown} ({} lines)",
+                change.new_text.as_deref().map_or(0, |t| t.lines().count())
+            ),
+            ChangeKind::Update => format!("updated {shown}"),
+            ChangeKind::Delete => format!("deleted {shown}"),
+            ChangeKind::Move { to } => {
+                let edited = change.old_text != change.new_text;
+                format!(
+                    "moved {shown} → {}{}",
+                    paths::display(root, to),
+                    if edited { " (and updated it)" } else { "" }
+                )
+            }
+        });
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{plan_local, Temp, CAP};
+    use super::super::{local_move, local_read, local_remove, parse};
+    use super::*;
+
+    #[test]
+    fn existence_and_duplicates_are_checked() {
+        let temp = Temp::new("exist");
+        let root = &temp.0;
+        temp.put("a.txt", "a\n");
+        temp.put("b.txt", "b\n");
+        let plan = |text: &str| plan_local(text, root).unwrap_err();
+        let err = plan("*** Begin Patch\n*** Add File: a.txt\n+x\n*** End Patch");
+        assert!(
+            err.starts_with("line 2: cannot add a.txt: it already exists"),
+            "{err}"
+        );
+        let err =
+            plan("*** Begin Patch\n*** Update File: a.txt\n*** Move to: b.txt\n*** End Patch");
+        assert!(err.contains("b.txt already exists"), "{err}");
+        let err = plan("*** Begin Patch\n*** Update File: nope.txt\n@@\n-a\n+b\n*** End Patch");
+        assert!(err.contains("nope.txt: it does not exist"), "{err}");
+        let err = plan("*** Begin Patch\n*** Delete File: nope.txt\n*** End Patch");
+        assert!(err.contains("cannot delete nope.txt"), "{err}");
+        let err = plan("*** Begin Patch\n*** Delete File: a.txt\n*** Add File: ./x/../a.txt\n+a\n*** End Patch");
+        assert!(
+            err.starts_with("line 3: a.txt is already changed by the operation at line 2"),
+            "{err}"
+        );
+        let err = plan("*** Begin Patch\n*** Update File: a.txt\n*** Move to: c.txt\n*** Add File: c.txt\n+c\n*** End Patch");
+        assert!(err.contains("c.txt is already changed"), "{err}");
+        fs::create_dir(root.join("dir")).unwrap();
+        let err = plan("*** Begin Patch\n*** Delete File: dir\n*** End Patch");
+        assert!(err.contains("directory"), "{err}");
+        fs::write(root.join("latin1.txt"), b"caf\xe9\n").unwrap();
+        let err = plan("*** Begin Patch\n*** Update File: latin1.txt\n@@\n-x\n+y\n*** End Patch");
+        assert!(err.contains("not UTF-8"), "{err}");
+        let big = "x".repeat(100);
+        temp.put("big.txt", &big);
+        let err = plan_with_cap(
+            root,
+            50,
+            "*** Begin Patch\n*** Update File: big.txt\n@@\n-x\n+y\n*** End Patch",
+        )
+        .unwrap_err();
+        assert!(err.contains("more than the file tools change"), "{err}");
+        assert_eq!(temp.get("a.txt").unwrap(), "a\n");
+    }
+
+    fn plan_with_cap(root: &Path, cap: u64, text: &str) -> Result<Vec<FileChange>, String> {
+        plan(&parse(text)?, root, cap, &|path| local_read(path, cap))
+    }
+
+    #[test]
+    fn delete_file_removes_files_and_links_only() {
+        let temp = Temp::new("delete");
+        let root = &temp.0;
+        temp.put("dir/inner.txt", "in\n");
+        let err = delete_plan(root, "dir", CAP).unwrap_err();
+        assert!(err.contains("is a directory"), "{err}");
+        assert!(local_remove(&root.join("dir")).is_err());
+        assert!(delete_plan(root, "missing", CAP)
+            .unwrap_err()
+            .contains("does not exist"));
+        std::os::unix::fs::symlink(root.join("dir/inner.txt"), root.join("link")).unwrap();
+        let change = delete_plan(root, "link", CAP).unwrap();
+        assert_eq!(change.old_text, None);
+        local_remove(&change.path).unwrap();
+        assert!(fs::symlink_metadata(root.join("link")).is_err());
+        assert_eq!(temp.get("dir/inner.txt").unwrap(), "in\n");
+        // A link to a directory is a link, removed as such.
+        std::os::unix::fs::symlink(root.join("dir"), root.join("dirlink")).unwrap();
+        let change = delete_plan(root, "dirlink", CAP).unwrap();
+        local_remove(&change.path).unwrap();
+        assert!(root.join("dir/inner.txt").exists());
+        let change = delete_plan(root, "dir/inner.txt", CAP).unwrap();
+        assert_eq!(change.old_text.as_deref(), Some("in\n"));
+        assert_eq!(change.kind, ChangeKind::Delete);
+        local_remove(&change.path).unwrap();
+        assert_eq!(temp.get("dir/inner.txt"), None);
+    }
+
+    #[test]
+    fn move_file_renames_without_replacing() {
+        let temp = Temp::new("move");
+        let root = &temp.0;
+        temp.put("a.sh", "#!/bin/sh\n");
+        temp.put("b.txt", "b\n");
+        fs::create_dir(root.join("dir")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(root.join("a.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(move_plan(root, "a.sh", "b.txt", CAP)
+            .unwrap_err()
+            .contains("already exists"));
+        assert!(move_plan(root, "dir", "dir2", CAP)
+            .unwrap_err()
+            .contains("directory"));
+        assert!(move_plan(root, "nope", "x", CAP)
+            .unwrap_err()
+            .contains("does not exist"));
+        assert!(local_move(&root.join("a.sh"), &root.join("b.txt")).is_err());
+        let change = move_plan(root, "a.sh", "bin/tools/a.sh", CAP).unwrap();
+        assert_eq!(change.old_text.as_deref(), Some("#!/bin/sh\n"));
+        let ChangeKind::Move { to } = &change.kind else {
+            panic!("not a move")
+        };
+        local_move(&change.path, to).unwrap();
+        assert_eq!(temp.get("a.sh"), None);
+        assert_eq!(temp.get("bin/tools/a.sh").unwrap(), "#!/bin/sh\n");
+        let mode = fs::metadata(root.join("bin/tools/a.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o755);
+        // Moving out of the workspace is reported.
+        let outside = Temp::new("move-out");
+        let change = move_plan(
+            root,
+            "b.txt",
+            &outside.0.join("b.txt").display().to_string(),
+            CAP,
+        )
+        .unwrap();
+        assert!(!change.inside);
+    }
+}
