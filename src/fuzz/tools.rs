@@ -1,0 +1,282 @@
+//! Targets of the tools: the glob matcher, ignore rules, the edit applier
+//! and inflate, with the small deflate encoder that feeds it.
+
+use super::Rng;
+
+const GLOB_TOKENS: &[&str] = &[
+    "*", "**", "?", "[", "]", "!", "^", "-", "/", "\\", "a", "b", ".", "{", "}", ",", "é",
+];
+
+pub(super) fn ignore_rules(rng: &mut Rng) -> Result<(), String> {
+    let mut text = String::new();
+    for _ in 0..rng.below(6) {
+        text.push_str(&rng.text(
+            &[
+                "!", "/", "*", "**", "a", "b", "#", "\\", " ", "?", "[a]", ".",
+            ],
+            5,
+        ));
+        text.push('\n');
+    }
+    let path = rng.text(&["a", "b", "/", ".", "c"], 8);
+    let _ = crate::tools::ignore::ignored_by(&text, &path, rng.below(2) == 0);
+    // A rule naming a file ignores it, and its negation after it does not.
+    // Only letters: the generator mixes in random characters, and a `/`,
+    // `*`, `!` or `#` makes the rule mean something else (`baa/` is a
+    // folder rule, which a file of that name rightly does not meet).
+    let name: String = rng
+        .text(&["a", "b", "c"], 4)
+        .chars()
+        .filter(|c| c.is_alphanumeric())
+        .collect();
+    if !name.is_empty() {
+        if !crate::tools::ignore::ignored_by(&name, &name, false) {
+            return Err(format!("{name:?} does not ignore itself"));
+        }
+        if crate::tools::ignore::ignored_by(&format!("{name}\n!{name}"), &name, false) {
+            return Err(format!("!{name} does not un-ignore it"));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn glob_matcher(rng: &mut Rng) -> Result<(), String> {
+    let pattern = rng.text(GLOB_TOKENS, 8);
+    let path = rng.text(&["a", "b", "/", ".", "é", "-", "c"], 10);
+    let _ = crate::tools::ignore::glob_match(&pattern, &path);
+    let _ = crate::tools::ignore::Glob::new(&pattern);
+    // A pattern without special characters matches exactly itself.
+    let literal: String = rng
+        .text(&["a", "b", "c", "é"], 6)
+        .chars()
+        .filter(|c| c.is_alphanumeric())
+        .collect();
+    if !literal.is_empty() && !crate::tools::ignore::glob_match(&literal, &literal) {
+        return Err(format!("{literal:?} does not match itself"));
+    }
+    Ok(())
+}
+
+pub(super) fn edit_applier(rng: &mut Rng) -> Result<(), String> {
+    let text = rng.text(&["a", "b", "\n", "é", " ", "ab"], 20);
+    let old = if rng.below(2) == 0 && !text.is_empty() {
+        let start = rng.below(text.len());
+        let end = (start + 1 + rng.below(4)).min(text.len());
+        match text.get(start..end) {
+            Some(slice) => slice.to_string(),
+            None => "a".into(),
+        }
+    } else {
+        rng.text(&["a", "b", "é"], 3)
+    };
+    let new = rng.text(&["x", "y", "\n"], 3);
+    let edit = crate::tools::files::Edit {
+        old: old.clone(),
+        new: new.clone(),
+        replace_all: rng.below(2) == 0,
+    };
+    if let Ok((result, _)) = crate::tools::files::apply_edits(&text, std::slice::from_ref(&edit)) {
+        let expected = if edit.replace_all {
+            text.replace(&old, &new)
+        } else {
+            text.replacen(&old, &new, 1)
+        };
+        if result != expected {
+            return Err(format!("{text:?} with {old:?} -> {new:?} gave {result:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// Deflate streams made by a small encoder (stored blocks and fixed
+/// Huffman blocks with back references) decode to what was encoded, under
+/// any cap; the same streams with bytes changed, cut or appended never
+/// panic and never give more than the cap. The gzip and zlib wrappers too.
+pub(super) fn inflate(rng: &mut Rng) -> Result<(), String> {
+    use crate::tools::inflate::{adler32, crc32, gunzip, zlib_or_raw, Stop};
+    let data = rng.text(&["a", "ab", "abc", "\n", "x", "\u{e9}", "aaaaaaaa"], 60);
+    let data = data.as_bytes();
+    let stream = deflate_for_tests(rng, data);
+    let cap = if rng.below(3) == 0 {
+        rng.below(data.len() + 1)
+    } else {
+        usize::MAX
+    };
+    let decoded = crate::tools::inflate::inflate(&stream, cap)
+        .map_err(|e| format!("{data:?} encoded as {stream:?}: {e}"))?;
+    let expected = &data[..data.len().min(cap)];
+    let stop_ok = match decoded.stop {
+        Stop::End => data.len() <= cap,
+        Stop::Cap => data.len() > cap,
+        Stop::Truncated => false,
+    };
+    if decoded.bytes != expected || !stop_ok {
+        return Err(format!(
+            "{data:?} (cap {cap}) encoded as {stream:?} decoded as {:?}, {:?}",
+            decoded.bytes, decoded.stop
+        ));
+    }
+    let mut gzip = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
+    gzip.extend_from_slice(&stream);
+    gzip.extend_from_slice(&crc32(data).to_le_bytes());
+    gzip.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    let mut zlib = vec![0x78, 0x9c];
+    zlib.extend_from_slice(&stream);
+    zlib.extend_from_slice(&adler32(data).to_be_bytes());
+    for (name, wrapped) in [
+        ("gzip", gunzip(&gzip, usize::MAX)),
+        ("zlib", zlib_or_raw(&zlib, usize::MAX)),
+    ] {
+        match wrapped {
+            Ok(inflated) if inflated.bytes == data && inflated.stop == Stop::End => {}
+            other => return Err(format!("{data:?} in {name} gave {other:?}")),
+        }
+    }
+    // Broken copies: whatever they decode to stays within the cap.
+    let mut broken = if rng.below(2) == 0 { gzip } else { stream };
+    for _ in 0..1 + rng.below(4) {
+        match rng.below(4) {
+            0 if !broken.is_empty() => {
+                let at = rng.below(broken.len());
+                broken[at] ^= 1 << rng.below(8);
+            }
+            1 => broken.truncate(rng.below(broken.len() + 1)),
+            2 => broken.push(rng.below(256) as u8),
+            _ if !broken.is_empty() => {
+                let at = rng.below(broken.len());
+                broken[at] = rng.below(256) as u8;
+            }
+            _ => {}
+        }
+    }
+    let cap = 1 + rng.below(200);
+    for inflated in [
+        crate::tools::inflate::inflate(&broken, cap),
+        gunzip(&broken, cap),
+        zlib_or_raw(&broken, cap),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if inflated.bytes.len() > cap {
+            return Err(format!(
+                "{broken:?} gave {} bytes over the cap {cap}",
+                inflated.bytes.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A raw deflate stream of `data` (RFC 1951): a run of blocks, each stored
+/// or of the fixed Huffman code with greedy back references (found in the
+/// last 300 bytes), so the decoder meets every length and distance path.
+pub fn deflate_for_tests(rng: &mut Rng, data: &[u8]) -> Vec<u8> {
+    use crate::tools::inflate::{DISTANCE_BASE, DISTANCE_EXTRA, LENGTH_BASE, LENGTH_EXTRA};
+    struct Writer {
+        out: Vec<u8>,
+        bits: u32,
+        count: u32,
+    }
+    impl Writer {
+        /// `value`'s `n` low bits, least significant first.
+        fn put(&mut self, value: u32, n: u32) {
+            for i in 0..n {
+                self.bits |= ((value >> i) & 1) << self.count;
+                self.count += 1;
+                if self.count == 8 {
+                    self.out.push(self.bits as u8);
+                    self.bits = 0;
+                    self.count = 0;
+                }
+            }
+        }
+        /// A Huffman code of `n` bits, most significant first.
+        fn code(&mut self, code: u32, n: u32) {
+            for i in (0..n).rev() {
+                self.put((code >> i) & 1, 1);
+            }
+        }
+        fn align(&mut self) {
+            if self.count > 0 {
+                self.put(0, 8 - self.count);
+            }
+        }
+        fn symbol(&mut self, symbol: u32) {
+            match symbol {
+                0..=143 => self.code(0x30 + symbol, 8),
+                144..=255 => self.code(0x190 + symbol - 144, 9),
+                256..=279 => self.code(symbol - 256, 7),
+                _ => self.code(0xc0 + symbol - 280, 8),
+            }
+        }
+    }
+    let mut writer = Writer {
+        out: Vec::new(),
+        bits: 0,
+        count: 0,
+    };
+    let mut at = 0;
+    loop {
+        let end = (at + 1 + rng.below(data.len() + 1)).min(data.len());
+        let last = end == data.len();
+        writer.put(u32::from(last), 1);
+        if rng.below(4) == 0 {
+            writer.put(0, 2);
+            writer.align();
+            let length = (end - at) as u16;
+            writer.out.extend_from_slice(&length.to_le_bytes());
+            writer.out.extend_from_slice(&(!length).to_le_bytes());
+            writer.out.extend_from_slice(&data[at..end]);
+        } else {
+            writer.put(1, 2);
+            let mut i = at;
+            while i < end {
+                let mut best = (0, 0);
+                for distance in 1..=i.min(300) {
+                    let mut length = 0;
+                    while length < 258
+                        && i + length < end
+                        && data[i + length - distance] == data[i + length]
+                    {
+                        length += 1;
+                    }
+                    if length > best.0 {
+                        best = (length, distance);
+                    }
+                }
+                if best.0 >= 3 {
+                    let (length, distance) = best;
+                    let index = LENGTH_BASE
+                        .iter()
+                        .rposition(|b| usize::from(*b) <= length)
+                        .unwrap_or(0);
+                    writer.symbol(257 + index as u32);
+                    writer.put(
+                        (length - usize::from(LENGTH_BASE[index])) as u32,
+                        u32::from(LENGTH_EXTRA[index]),
+                    );
+                    let code = DISTANCE_BASE
+                        .iter()
+                        .rposition(|b| usize::from(*b) <= distance)
+                        .unwrap_or(0);
+                    writer.code(code as u32, 5);
+                    writer.put(
+                        (distance - usize::from(DISTANCE_BASE[code])) as u32,
+                        u32::from(DISTANCE_EXTRA[code]),
+                    );
+                    i += length;
+                } else {
+                    writer.symbol(u32::from(data[i]));
+                    i += 1;
+                }
+            }
+            writer.symbol(256);
+        }
+        at = end;
+        if last {
+            writer.align();
+            return writer.out;
+        }
+    }
+}
