@@ -528,9 +528,10 @@ impl WireState for StreamState {
             )
         })?;
         if let Some(error) = chunk.error {
-            let message =
-                super::http::provider_message(json!({ "error": error }).to_string().as_bytes())
-                    .unwrap_or_else(|| error.to_string());
+            let message = super::http::errors::provider_message(
+                json!({ "error": error }).to_string().as_bytes(),
+            )
+            .unwrap_or_else(|| error.to_string());
             return Err(ProviderError::new(
                 "provider_stream_error",
                 format!("the model provider reported an error mid-stream: {message}"),

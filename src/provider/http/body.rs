@@ -1,0 +1,201 @@
+//! The helper thread's side of a call: the response body read into stream
+//! items (an SSE stream line by line within the line and event caps, or a
+//! whole JSON answer), sent on only while little enough data is in flight.
+
+use super::errors::error_value;
+use super::{response_too_large, StreamItem, StreamLimits, WholeAnswer};
+use crate::provider::sse::{Line, SseEvent, SseParser};
+use crate::provider::ProviderError;
+use crossbeam_channel::{Receiver, Sender};
+use std::io::{BufRead, BufReader, Read};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// The most event data waiting between the helper thread and the turn: a
+/// slow turn (a client that reads slowly) makes the helper wait instead of
+/// reading ahead, whatever the size of the events.
+const IN_FLIGHT_BYTES: usize = 1024 * 1024;
+
+pub(super) fn is_json(headers: &ureq::http::HeaderMap) -> bool {
+    headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        })
+}
+
+/// The helper thread's side of the stream: events go out only while
+/// little enough data is in flight.
+pub(super) struct Flow {
+    pub(super) sender: Sender<StreamItem>,
+    pub(super) in_flight: Arc<AtomicUsize>,
+    pub(super) wake: Receiver<()>,
+}
+
+impl Flow {
+    /// Sends an item, first waiting (for an event) until the data in flight
+    /// is under `IN_FLIGHT_BYTES` or nothing: an event larger than that
+    /// goes alone. False once the stream is gone.
+    pub(super) fn send(&self, item: StreamItem) -> bool {
+        if let StreamItem::Event(event) = &item {
+            let size = event.data.len();
+            loop {
+                let waiting = self.in_flight.load(Ordering::SeqCst);
+                if waiting == 0 || waiting + size <= IN_FLIGHT_BYTES {
+                    break;
+                }
+                if self.wake.recv().is_err() {
+                    return false;
+                }
+            }
+            self.in_flight.fetch_add(size, Ordering::SeqCst);
+        }
+        self.sender.send(item).is_ok()
+    }
+}
+
+/// Reads a complete JSON answer (at most `limits.event` bytes: it stands
+/// for the events of a stream) and sends the events it stands for.
+pub(super) fn read_whole(
+    body: ureq::Body,
+    flow: &Flow,
+    limits: StreamLimits,
+    whole: WholeAnswer,
+) -> StreamItem {
+    let mut bytes = Vec::new();
+    let cap = limits.event as u64;
+    if let Err(err) = body.into_reader().take(cap + 1).read_to_end(&mut bytes) {
+        return StreamItem::Failed(
+            ProviderError::new(
+                "provider_stream_broken",
+                format!("reading the provider's answer failed: {err}"),
+            )
+            .retryable(),
+        );
+    }
+    if bytes.len() as u64 > cap {
+        return StreamItem::Failed(response_too_large(limits.event, " as one JSON answer"));
+    }
+    let parsed = serde_json::from_slice::<serde_json::Value>(&bytes);
+    drop(bytes);
+    let value = match parsed {
+        Ok(value) => value,
+        Err(err) => {
+            return StreamItem::Failed(ProviderError::new(
+                "provider_bad_response",
+                format!("the provider answered with JSON that cannot be read: {err}"),
+            ))
+        }
+    };
+    if let Some(error) = error_value(&value) {
+        return StreamItem::Failed(error);
+    }
+    let events = whole(&value);
+    drop(value);
+    for data in events {
+        if !flow.send(StreamItem::Event(SseEvent { event: None, data })) {
+            return StreamItem::End;
+        }
+    }
+    StreamItem::End
+}
+
+/// Line buffers that grew past this are given back after their line.
+const LINE_KEPT: usize = 64 * 1024;
+
+pub(super) fn read_events<R: Read>(reader: R, flow: &Flow, limits: StreamLimits) -> StreamItem {
+    let mut reader = BufReader::with_capacity(64 * 1024, reader);
+    let mut parser = SseParser::with_event_cap(limits.event);
+    let mut line = Vec::with_capacity(1024);
+    let too_large = |what: &str| {
+        StreamItem::Failed(ProviderError::new(
+            "provider_stream_too_large",
+            format!("the provider sent {what}; the stream was refused"),
+        ))
+    };
+    loop {
+        line.clear();
+        let cap = limits.line as u64 + 1;
+        match (&mut reader).take(cap).read_until(b'\n', &mut line) {
+            Ok(0) => return StreamItem::End,
+            Ok(_) if line.len() as u64 >= cap && line.last() != Some(&b'\n') => {
+                return too_large(&format!("a line over {} bytes", limits.line));
+            }
+            Ok(_) => {}
+            Err(err) => {
+                // Retryable: `open` only retries before the first event,
+                // so nothing already shown is ever repeated.
+                return StreamItem::Failed(
+                    ProviderError::new(
+                        "provider_stream_broken",
+                        format!("the provider stream broke: {err}"),
+                    )
+                    .retryable(),
+                );
+            }
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+        } else if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        // A lone CR inside what LF-splitting gave us also ends a line.
+        for piece in line.split(|&b| b == b'\r') {
+            let item = match parser.line(piece) {
+                Line::Event(event) => StreamItem::Event(event),
+                Line::Comment => StreamItem::Alive,
+                Line::Pending => continue,
+                Line::TooLarge => {
+                    return too_large(&format!("an event over {} bytes", limits.event))
+                }
+            };
+            if !flow.send(item) {
+                return StreamItem::End;
+            }
+        }
+        // A long line is not held on to once parsed.
+        if line.capacity() > LINE_KEPT {
+            line = Vec::with_capacity(1024);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_helper_waits_while_a_megabyte_is_in_flight() {
+        let (sender, items) = crossbeam_channel::bounded(256);
+        let (taken, wake) = crossbeam_channel::bounded(1);
+        let flow = Flow {
+            sender,
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            wake,
+        };
+        let event = |size: usize| {
+            StreamItem::Event(SseEvent {
+                event: None,
+                data: "x".repeat(size),
+            })
+        };
+        // Alone, an event goes whatever its size; small ones join it
+        // while the total stays under the budget.
+        assert!(flow.send(event(IN_FLIGHT_BYTES / 2)));
+        assert!(flow.send(event(IN_FLIGHT_BYTES / 4)));
+        // This one waits for room, until the stream is gone.
+        drop(taken);
+        assert!(!flow.send(event(IN_FLIGHT_BYTES / 2)));
+        assert_eq!(items.len(), 2);
+        assert_eq!(
+            flow.in_flight.load(Ordering::SeqCst),
+            IN_FLIGHT_BYTES * 3 / 4
+        );
+    }
+}

@@ -1,0 +1,314 @@
+//! What a failed call says and whether it may pass: the errors of a
+//! connection, a non-2xx answer (with the provider's own message, from
+//! JSON, SSE-framed JSON or an HTML page) and an error event of any wire
+//! format; the server's retry hints and the backoff between attempts.
+
+use crate::provider::ProviderError;
+use std::io::Read;
+use std::time::Duration;
+
+/// The largest error body we read to find the provider's message.
+const ERROR_BODY_LIMIT: u64 = 64 * 1024;
+
+pub(super) fn connect_error(url: &str, err: ureq::Error) -> ProviderError {
+    ProviderError::new(
+        "provider_unreachable",
+        format!("cannot reach the model provider at {url}: {err}"),
+    )
+    .retryable()
+}
+
+/// An error sent as a stream's first event, in any of the three wire
+/// formats: Chat's `{"error": …}`, Anthropic's `{"type": "error", "error":
+/// …}`, the Responses API's `error` and `response.failed`. Overloaded,
+/// server and rate-limit errors may pass, so they are retryable.
+pub(super) fn error_event(data: &str) -> Option<ProviderError> {
+    if !data.contains("error") {
+        return None;
+    }
+    error_value(&serde_json::from_str(data).ok()?)
+}
+
+/// `error_event` of parsed data.
+pub(super) fn error_value(value: &serde_json::Value) -> Option<ProviderError> {
+    let kind = value.get("type").and_then(|t| t.as_str()).unwrap_or("");
+    let error = match kind {
+        "response.failed" => value.get("response")?.get("error")?,
+        "error" => value.get("error").unwrap_or(value),
+        "" => value.get("error")?,
+        _ => return None,
+    };
+    let message = error
+        .get("message")
+        .and_then(|m| m.as_str())
+        .unwrap_or("the provider reported an error");
+    let code = ["type", "code"]
+        .iter()
+        .filter_map(|key| error.get(*key).and_then(|c| c.as_str()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let retryable = ["overloaded", "server_error", "api_error", "rate_limit"]
+        .iter()
+        .any(|word| code.contains(word));
+    let error = ProviderError::new(
+        "provider_stream_error",
+        format!("the model provider reported an error: {message}"),
+    );
+    Some(if retryable { error.retryable() } else { error })
+}
+
+/// Exponential backoff: 0.5 s × 2ⁿ, at most 8 s, times a jitter factor in
+/// (0.75, 1] so that many clients do not retry in step.
+pub(super) fn backoff(attempt: u32) -> Duration {
+    let base = 0.5 * 2f64.powi(attempt.saturating_sub(1).min(8) as i32);
+    let random = u64::from_str_radix(&crate::util::random_hex(), 16).unwrap_or(0);
+    let jitter = 0.75 + 0.25 * ((random % 1000) as f64 + 1.0) / 1000.0;
+    Duration::from_secs_f64(base.min(8.0) * jitter)
+}
+
+/// What the response headers say about retrying.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct RetryAdvice {
+    delay: Option<Duration>,
+    /// `x-should-retry`, which overrides the status-code rules.
+    should_retry: Option<bool>,
+}
+
+impl RetryAdvice {
+    pub(super) fn from_headers(headers: &ureq::http::HeaderMap) -> RetryAdvice {
+        // Gateways (LiteLLM's proxy) forward the upstream's hints with an
+        // `llm_provider-` prefix; the gateway's own header wins.
+        let get = |name: &str| {
+            headers
+                .get(name)
+                .or_else(|| headers.get(format!("llm_provider-{name}").as_str()))
+                .and_then(|v| v.to_str().ok())
+        };
+        RetryAdvice::parse(
+            get("retry-after-ms"),
+            get("retry-after"),
+            get("x-should-retry"),
+        )
+    }
+
+    fn parse(
+        retry_after_ms: Option<&str>,
+        retry_after: Option<&str>,
+        should_retry: Option<&str>,
+    ) -> RetryAdvice {
+        let from_ms = retry_after_ms
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|ms| ms.is_finite() && *ms >= 0.0)
+            .map(|ms| Duration::from_secs_f64(ms / 1000.0));
+        let from_header = retry_after.and_then(|v| {
+            let v = v.trim();
+            match v.parse::<f64>() {
+                Ok(secs) if secs.is_finite() && secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
+                Ok(_) => None,
+                Err(_) => parse_http_date(v).map(|at| {
+                    let now = crate::clock::now_ms() / 1000;
+                    Duration::from_secs(at.saturating_sub(now).max(0) as u64)
+                }),
+            }
+        });
+        RetryAdvice {
+            delay: from_ms.or(from_header),
+            should_retry: should_retry.map(|v| v.trim().eq_ignore_ascii_case("true")),
+        }
+    }
+}
+
+/// Parses an IMF-fixdate such as `Wed, 21 Oct 2026 07:28:00 GMT` into
+/// seconds since the epoch.
+fn parse_http_date(text: &str) -> Option<i64> {
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    let [_, day, month, year, clock, zone] = parts.as_slice() else {
+        return None;
+    };
+    if *zone != "GMT" {
+        return None;
+    }
+    let months = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = months.iter().position(|m| m == month)? as i64 + 1;
+    let day: i64 = day.parse().ok()?;
+    let year: i64 = year.parse().ok()?;
+    let mut clock = clock.split(':').map(|p| p.parse::<i64>().ok());
+    let (hour, minute, second) = (clock.next()??, clock.next()??, clock.next()??);
+    // Days from the civil date (the inverse of the store's formatter).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    Some(days * 86_400 + hour * 3600 + minute * 60 + second)
+}
+
+/// Builds the error for a non-2xx answer, with the provider's own message
+/// when the body has one.
+pub(super) fn status_error(status: u16, advice: &RetryAdvice, body: ureq::Body) -> ProviderError {
+    let mut bytes = Vec::new();
+    let _ = body
+        .into_reader()
+        .take(ERROR_BODY_LIMIT)
+        .read_to_end(&mut bytes);
+    let message = provider_message(&bytes).unwrap_or_else(|| {
+        let text = visible_text(&String::from_utf8_lossy(&bytes));
+        if text.is_empty() {
+            "no details given".to_string()
+        } else {
+            text.chars().take(300).collect()
+        }
+    });
+    // Billing problems look like rate limits but waiting does not help.
+    let quota = String::from_utf8_lossy(&bytes).contains("insufficient_quota");
+    let by_status = matches!(status, 408 | 409 | 429) || status >= 500;
+    ProviderError {
+        code: format!("provider_http_{status}"),
+        message: format!("the model provider answered HTTP {status}: {message}"),
+        status: Some(status),
+        retryable: advice.should_retry.unwrap_or(by_status && !quota),
+        retry_after: advice.delay,
+    }
+}
+
+/// The readable text of an error body: an HTML page (a proxy's error page)
+/// loses its markup, scripts and styles, and white space is folded.
+fn visible_text(body: &str) -> String {
+    if !body.trim_start().starts_with('<') {
+        return body.split_whitespace().collect::<Vec<_>>().join(" ");
+    }
+    let mut text = String::new();
+    let mut rest = body;
+    while let Some(open) = rest.find('<') {
+        text.push_str(&rest[..open]);
+        text.push(' ');
+        let tag = &rest[open..];
+        let lower = tag.get(..8).unwrap_or(tag).to_ascii_lowercase();
+        let skip_to = if lower.starts_with("<script") {
+            tag.to_ascii_lowercase().find("</script>").map(|at| at + 9)
+        } else if lower.starts_with("<style") {
+            tag.to_ascii_lowercase().find("</style>").map(|at| at + 8)
+        } else {
+            tag.find('>').map(|at| at + 1)
+        };
+        match skip_to {
+            Some(end) => rest = &tag[end..],
+            None => {
+                rest = "";
+                break;
+            }
+        }
+    }
+    text.push_str(rest);
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Finds the message in an error body of any of the common shapes:
+/// `{"error":{"message":…}}`, `{"error":"…"}`, `{"message":…}`.
+pub fn provider_message(bytes: &[u8]) -> Option<String> {
+    // Some servers frame an error body as SSE: `data: {…}` lines and a
+    // `[DONE]`; the JSON is in the first data line that parses.
+    let value: serde_json::Value = serde_json::from_slice(bytes).ok().or_else(|| {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("data:"))
+            .find_map(|data| serde_json::from_str(data.trim()).ok())
+    })?;
+    let error = value.get("error").unwrap_or(&value);
+    if let Some(text) = error.as_str() {
+        return Some(text.to_string());
+    }
+    error
+        .get("message")
+        .and_then(|m| m.as_str())
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_are_read_whatever_their_framing() {
+        assert_eq!(
+            provider_message(
+                b"data: {\"error\": {\"message\": \"Key expired\"}}\n\ndata: [DONE]\n\n"
+            ),
+            Some("Key expired".to_string())
+        );
+        assert_eq!(
+            visible_text("<html><head><style>p{}</style><script>x()</script></head><body><h1>502 Bad Gateway</h1>\n<p>nginx</p></body></html>"),
+            "502 Bad Gateway nginx"
+        );
+        assert_eq!(visible_text("plain\n  words"), "plain words");
+    }
+
+    #[test]
+    fn gateway_prefixed_retry_hints_count() {
+        let mut headers = ureq::http::HeaderMap::new();
+        headers.insert("llm_provider-retry-after", "3".parse().unwrap());
+        assert_eq!(
+            RetryAdvice::from_headers(&headers).delay,
+            Some(Duration::from_secs(3))
+        );
+        headers.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(
+            RetryAdvice::from_headers(&headers).delay,
+            Some(Duration::from_millis(250))
+        );
+    }
+
+    #[test]
+    fn retry_advice_from_headers() {
+        let advice = RetryAdvice::parse(None, Some("2"), None);
+        assert_eq!(advice.delay, Some(Duration::from_secs(2)));
+        let advice = RetryAdvice::parse(Some("1500"), Some("9"), Some("false"));
+        assert_eq!(advice.delay, Some(Duration::from_millis(1500)));
+        assert_eq!(advice.should_retry, Some(false));
+        let past = RetryAdvice::parse(None, Some("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(past.delay, Some(Duration::ZERO));
+        assert_eq!(RetryAdvice::parse(None, Some("soon"), None).delay, None);
+    }
+
+    #[test]
+    fn error_events_of_each_wire_format() {
+        let anthropic = error_event(
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        )
+        .unwrap();
+        assert!(anthropic.retryable && anthropic.message.contains("Overloaded"));
+        let chat =
+            error_event(r#"{"error":{"message":"bad","type":"invalid_request_error"}}"#).unwrap();
+        assert!(!chat.retryable);
+        let failed = error_event(r#"{"type":"response.failed","response":{"error":{"code":"server_error","message":"oops"}}}"#).unwrap();
+        assert!(failed.retryable);
+        assert!(error_event(r#"{"type":"message_start","message":{}}"#).is_none());
+        assert!(error_event(r#"{"choices":[{"delta":{"content":"error"}}]}"#).is_none());
+    }
+
+    #[test]
+    fn http_dates() {
+        assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(
+            parse_http_date("Wed, 21 Oct 2026 07:28:00 GMT"),
+            Some(1_792_567_680)
+        );
+        assert_eq!(parse_http_date("Wed, 21 Oct 2026 07:28:00 CET"), None);
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        for attempt in 1..12 {
+            let delay = backoff(attempt).as_secs_f64();
+            let base = (0.5 * 2f64.powi(attempt as i32 - 1)).min(8.0);
+            assert!(
+                delay > base * 0.75 - 1e-9 && delay <= base + 1e-9,
+                "{attempt}: {delay}"
+            );
+        }
+    }
+}
