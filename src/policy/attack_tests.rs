@@ -3,6 +3,7 @@
 //! were once judged read-only and must ask; `refused()` holds attacks that
 //! were always asked about, and lines that look like attacks but are not.
 
+use super::reach::WALK_ENTRY_LIMIT;
 use super::tests::{verdict, workspace, Workspace, SYSTEM_PATH};
 use super::*;
 

@@ -720,27 +720,3 @@ fn random_input_never_panics() {
         let _ = verdict(root, root, SYSTEM_PATH, &line);
     }
 }
-
-#[test]
-fn commands_that_need_more_than_the_sandbox() {
-    for line in [
-        "curl https://example.invalid",
-        "cd x && git push",
-        "npm install",
-        "cargo install ripgrep",
-        "sudo make install",
-        "/usr/bin/wget x",
-        "pip install -r requirements.txt",
-    ] {
-        assert!(needs_more(line).is_some(), "{line}");
-    }
-    for line in [
-        "cargo build",
-        "make",
-        "npm test",
-        "git commit -m 'install'",
-        "ls",
-    ] {
-        assert!(needs_more(line).is_none(), "{line}");
-    }
-}

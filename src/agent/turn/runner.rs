@@ -926,7 +926,7 @@ impl Runner<'_> {
                 (verdict.is_read_only(), false)
             }
             Policy::Sandbox => {
-                let needs = crate::policy::needs_more(command_line);
+                let needs = crate::policy::needs::needs_more(command_line);
                 if let Some(reason) = &needs {
                     log::debug!("command asks in the sandbox: {reason}");
                 }
