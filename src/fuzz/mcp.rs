@@ -1,7 +1,7 @@
 //! Target of the MCP client: a server's elicitation, checked before it is
 //! shown.
 
-use super::Rng;
+use super::rng::Rng;
 
 /// A random JSON value built from the words an elicitation uses.
 fn elicitation_value(rng: &mut Rng, depth: usize) -> serde_json::Value {

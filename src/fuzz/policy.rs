@@ -1,6 +1,6 @@
 //! Target of the policy: the command classifier.
 
-use super::Rng;
+use super::rng::Rng;
 
 pub(super) fn command_classifier(rng: &mut Rng) -> Result<(), String> {
     const TOKENS: &[&str] = &[

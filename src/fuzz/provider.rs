@@ -1,8 +1,8 @@
 //! Targets of the provider layer: the SSE parser, the stream state
 //! machines of each wire format, and the trace context.
 
+use super::rng::Rng;
 use super::rpc::JSON_TOKENS;
-use super::Rng;
 use crate::provider::sse::{Line, SseParser, EVENT_CAP};
 use crate::provider::Sink;
 

@@ -1,7 +1,7 @@
 //! Targets of the JSON-RPC layer: the line classifier and the stdin line
 //! reader.
 
-use super::Rng;
+use super::rng::Rng;
 
 pub(super) const JSON_TOKENS: &[&str] = &[
     "{",

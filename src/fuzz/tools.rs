@@ -1,7 +1,7 @@
 //! Targets of the tools: the glob matcher, ignore rules, the edit applier
 //! and inflate, with the small deflate encoder that feeds it.
 
-use super::Rng;
+use super::rng::Rng;
 
 const GLOB_TOKENS: &[&str] = &[
     "*", "**", "?", "[", "]", "!", "^", "-", "/", "\\", "a", "b", ".", "{", "}", ",", "é",

@@ -25,7 +25,7 @@ pub mod shell;
 use crate::tools::paths;
 use options::refuse_denied;
 use programs::{Options, Reach};
-use reach::Checker;
+use reach::{Checker, Judged};
 use shell::{Operator, Redirect};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -91,8 +91,6 @@ pub fn judge_or_cancel(
     }
     verdict
 }
-
-type Judged<T> = Result<T, String>;
 
 fn classify_inner(line: &str, context: &Context) -> Judged<Vec<PathBuf>> {
     let script = shell::parse(line).map_err(|refusal| refusal.0.to_string())?;

@@ -3,10 +3,11 @@
 //! git subcommands, `find`'s expression and git's global options; option
 //! values that name files are checked where they lead.
 
-use super::programs::{self, Denied, Table};
+use super::git;
+use super::programs::{self, is_one_of, Denied, Table};
 use super::reach::Checker;
+use super::reach::Judged;
 use super::shell::Word;
-use super::{git, Judged};
 
 /// Refuses an option of `denied`, also when a long one is abbreviated
 /// (getopt takes any unambiguous prefix) or a short one is clustered.
@@ -17,20 +18,6 @@ pub(super) fn refuse_denied(program: &str, denied: &Denied, text: &str) -> Judge
         ));
     }
     Ok(())
-}
-
-/// Whether the word `text` gives an option of `set`: a long one, maybe
-/// abbreviated, or a short one, maybe in a cluster. Generous on purpose:
-/// a letter that is really the attached value of another option counts.
-pub(super) fn is_one_of(set: &Denied, text: &str) -> bool {
-    if text.len() < 2 || !text.starts_with('-') {
-        return false;
-    }
-    if let Some(long) = text.strip_prefix("--") {
-        let name = format!("--{}", long.split('=').next().unwrap_or(""));
-        return name.len() > 2 && set.long.iter().any(|d| d.starts_with(name.as_str()));
-    }
-    text[1..].chars().any(|c| set.short.contains(c))
 }
 
 /// Options of one program: a plain table or a git subcommand's groups.

@@ -455,3 +455,17 @@ pub const FIND_WITH_VALUE: &[(&str, bool)] = &[
     ("-cnewer", true),
     ("-samefile", true),
 ];
+
+/// Whether the word `text` gives an option of `set`: a long one, maybe
+/// abbreviated, or a short one, maybe in a cluster. Generous on purpose:
+/// a letter that is really the attached value of another option counts.
+pub(super) fn is_one_of(set: &Denied, text: &str) -> bool {
+    if text.len() < 2 || !text.starts_with('-') {
+        return false;
+    }
+    if let Some(long) = text.strip_prefix("--") {
+        let name = format!("--{}", long.split('=').next().unwrap_or(""));
+        return name.len() > 2 && set.long.iter().any(|d| d.starts_with(name.as_str()));
+    }
+    text[1..].chars().any(|c| set.short.contains(c))
+}

@@ -3,12 +3,13 @@
 //! to, the folders a program that opens their entries would walk, the
 //! program a name runs through PATH, and `cd`.
 
-use super::options::is_one_of;
-use super::programs::Denied;
+use super::programs::{is_one_of, Denied};
 use super::shell::Word;
-use super::Judged;
 use crate::tools::paths;
 use std::path::{Path, PathBuf};
+
+/// A judgement: `Err` says why a command is not proven read-only.
+pub(super) type Judged<T> = Result<T, String>;
 
 /// Most directory entries looked at to bound what a glob expands to.
 const GLOB_ENTRY_LIMIT: usize = 10_000;

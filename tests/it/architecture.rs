@@ -54,11 +54,6 @@ const OVER_CAP: &[(&str, usize)] = &[
     ("agent/handlers/extensions.rs", 1681),
     ("agent/handlers/prompting.rs", 1111),
     ("agent/turn/mod.rs", 1109),
-    ("policy/rules.rs", 1151),
-    ("tools/patch.rs", 1113),
-    ("fuzz.rs", 900),
-    ("provider/http.rs", 879),
-    ("policy/mod.rs", 857),
 ];
 
 fn src() -> PathBuf {

@@ -3,7 +3,7 @@
 //! whole JSON answer), sent on only while little enough data is in flight.
 
 use super::errors::error_value;
-use super::{response_too_large, StreamItem, StreamLimits, WholeAnswer};
+use super::stream::{response_too_large, StreamItem, StreamLimits, WholeAnswer};
 use crate::provider::sse::{Line, SseEvent, SseParser};
 use crate::provider::ProviderError;
 use crossbeam_channel::{Receiver, Sender};

@@ -13,6 +13,7 @@
 
 mod body;
 pub mod errors;
+mod stream;
 
 use super::sse::SseEvent;
 use super::{Outcome, ProviderError, Sink, StreamError};
@@ -24,6 +25,9 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+pub use stream::{
+    response_too_large, StreamItem, StreamLimits, WholeAnswer, RESPONSE_CAP, STREAM_CAP,
+};
 
 /// The User-Agent of every request Spindle makes to a model server.
 pub const USER_AGENT: &str = concat!("spindle/", env!("CARGO_PKG_VERSION"));
@@ -46,31 +50,6 @@ pub struct Timeouts {
     pub limits: StreamLimits,
 }
 
-/// Size limits of one model stream, in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StreamLimits {
-    /// One SSE line.
-    pub line: usize,
-    /// One SSE event (all its data lines), and a whole JSON answer.
-    pub event: usize,
-    /// What one response makes the agent hold: its text, thoughts, tool
-    /// calls and opaque reasoning, counted as JSON text.
-    pub response: usize,
-    /// All the event data one response may send, held or not.
-    pub stream: usize,
-}
-
-impl Default for StreamLimits {
-    fn default() -> Self {
-        StreamLimits {
-            line: super::sse::LINE_CAP,
-            event: super::sse::EVENT_CAP,
-            response: RESPONSE_CAP,
-            stream: STREAM_CAP,
-        }
-    }
-}
-
 impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {
@@ -83,24 +62,8 @@ impl Default for Timeouts {
     }
 }
 
-/// Turns a complete, non-streamed JSON answer (from a server that ignored
-/// `stream: true`) into the data of the events its wire format would have
-/// streamed, so the provider's own state machine reads it unchanged.
-pub type WholeAnswer = fn(&serde_json::Value) -> Vec<String>;
-
 /// The longest server-requested delay we honour before a retry.
 const MAX_SERVER_DELAY: Duration = Duration::from_secs(60);
-
-/// What the helper thread reports.
-#[derive(Debug)]
-pub enum StreamItem {
-    Event(SseEvent),
-    /// A comment line: no data, but the stream is alive.
-    Alive,
-    /// The body ended cleanly.
-    End,
-    Failed(ProviderError),
-}
 
 /// An SSE stream being read by a helper thread.
 pub struct EventStream {
@@ -124,16 +87,6 @@ pub struct EventStream {
     /// is in flight); dropped with the stream, which ends the helper.
     taken: Sender<()>,
 }
-
-/// The most one model response may make the agent hold (`limits.response`),
-/// counted as JSON text. Far above what any model writes in one answer,
-/// and low enough that the copies the agent makes of a response (the
-/// message, the transcript, the lines to the editor and the store) keep
-/// the whole process within 64 MiB.
-pub const RESPONSE_CAP: usize = 4 * 1024 * 1024;
-
-/// The most event data one model response may send (`limits.stream`).
-pub const STREAM_CAP: usize = 256 * 1024 * 1024;
 
 /// What each run of text or of thought costs beyond its bytes (the
 /// transcript keeps each run as an update of its own), so a response that
@@ -181,14 +134,6 @@ pub trait WireState {
     fn end(&mut self) -> Option<Outcome> {
         None
     }
-}
-
-/// The error of a response past its cap.
-pub fn response_too_large(cap: usize, what: &str) -> ProviderError {
-    ProviderError::new(
-        "provider_response_too_large",
-        format!("the model's response passed {cap} bytes{what}; it was cut off"),
-    )
 }
 
 /// The sink a stream's text and thoughts go through: counts them (as JSON

@@ -2,7 +2,7 @@
 //!
 //! # Applying hunks
 //!
-//! [`plan`](super::plan) applies the hunks of a file in order, each searched from the
+//! `plan` applies the hunks of a file in order, each searched from the
 //! end of the previous one:
 //! - with `@@ text`, the line `text` is found first (searching forward,
 //!   with the fuzz below; failing that, the first line containing `text`),
@@ -26,7 +26,7 @@
 //! newline.
 
 use super::parse::END_OF_FILE;
-use super::{Hunk, HunkLine};
+use super::types::{Hunk, HunkLine};
 
 /// How loosely a patch line may match a file line, tried in this order.
 #[derive(Debug, Clone, Copy)]

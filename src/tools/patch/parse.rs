@@ -26,7 +26,7 @@
 //! context line). A unified-diff range (`@@ -3,7 +3,8 @@ fn x()`) is
 //! accepted and only the text after it is used as context.
 
-use super::{Hunk, HunkLine, Operation, OperationKind, Patch};
+use super::types::{Hunk, HunkLine, Operation, OperationKind, Patch};
 
 /// The largest patch accepted, in bytes.
 pub const PATCH_CAP: usize = 4 * 1024 * 1024;

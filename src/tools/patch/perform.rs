@@ -3,7 +3,7 @@
 //! removes and moves of files only).
 
 use super::plan::file_type;
-use super::{ChangeKind, FileChange};
+use super::types::{ChangeKind, FileChange};
 use crate::tools::bounded::{self, ReadError};
 use std::fs;
 use std::io::{self, Write};

@@ -4,7 +4,7 @@
 
 use super::hunks::apply_hunks;
 use super::parse::{ADD, MOVE, UPDATE};
-use super::{ChangeKind, FileChange, OperationKind, Patch};
+use super::types::{ChangeKind, FileChange, OperationKind, Patch};
 use crate::tools::bounded;
 use crate::tools::paths;
 use std::collections::HashMap;
