@@ -1,21 +1,32 @@
 //! The requests the dispatcher answers, one file per area: the handshake
-//! (`initialize`, `authenticate`), the session lifecycle (new, load, resume,
-//! list, close, delete), the controls (modes and config options) and
-//! prompting (`session/prompt` and the answer when its turn reports).
+//! (`initialize`, `authenticate`; `handshake.rs`), the session lifecycle
+//! (new, load, resume, list, close, delete; `lifecycle.rs`), the controls
+//! (modes and config options; `controls.rs`) and prompting
+//! (`session/prompt` and the answer when its turn reports; `prompting.rs`).
 //! Every handler is a method of the `Dispatcher`, the only owner of session
 //! state; this file is the table from method name to handler.
 //!
-//! The vendor extensions of `shared/EXTENSIONS.md` get their own files
-//! here as they land: steering and the inbox (`inbox.rs`), turn events and
-//! the status snapshot (`status.rs`), goals (`goals.rs`), background jobs
-//! and resources (`jobs.rs`), catalogs, invoke and reload (`catalogs.rs`).
+//! The vendor extensions of `shared/EXTENSIONS.md`, one file per subject:
+//! discovery, turn events and the status snapshot (`status.rs`, with the
+//! cost quote in `cost.rs`), steering and the inbox (`inbox.rs`, an item's
+//! content in `items.rs`), goals (`goals.rs`), background jobs and their
+//! transcripts (`jobs.rs`), resource windows (`resources.rs`), catalogs,
+//! invoke and reload (`catalogs.rs`); their params are read by
+//! `ext_params.rs`.
 
 mod catalogs;
 mod controls;
-mod extensions;
+mod cost;
+mod ext_params;
+mod goals;
 mod handshake;
+mod inbox;
+mod items;
+mod jobs;
 mod lifecycle;
 mod prompting;
+mod resources;
+mod status;
 
 use crate::acp::{self, method};
 use crate::agent::dispatcher::params::{decode, internal};
@@ -23,7 +34,9 @@ use crate::agent::dispatcher::Dispatcher;
 use crate::provider::{Message, Role};
 use crate::rpc::{RequestId, RpcError};
 use crate::store::Store;
+use ext_params::bad;
 use serde_json::{json, Value};
+use status::discovery;
 use std::collections::HashSet;
 
 impl Dispatcher {
@@ -85,6 +98,47 @@ impl Dispatcher {
             "_spindle/test/panic" if self.test_hooks => panic!("test hook asked for a panic"),
             other => Some(Err(RpcError::method_not_found(other))),
         }
+    }
+
+    /// Every vendor method; `None` when the name is not one.
+    pub(in crate::agent) fn extension(
+        &mut self,
+        method: &str,
+        params: Value,
+    ) -> Option<Result<Value, RpcError>> {
+        let params = if params.is_null() { json!({}) } else { params };
+        if !params.is_object() {
+            return Some(Err(bad("params", "must be an object")));
+        }
+        let result = match method {
+            "_spindle/capabilities" => {
+                let mut value = discovery();
+                value["version"] = json!(env!("CARGO_PKG_VERSION"));
+                Ok(value)
+            }
+            "_spindle/session/status" => self.status(&params),
+            "_spindle/session/steer" => self
+                .steer(&params)
+                .map(|(item, disposition)| json!({"itemId": item, "disposition": disposition})),
+            "_session/steering" => self.steering(&params),
+            "_spindle/session/inbox/enqueue" => self.enqueue(&params),
+            "_spindle/session/inbox/list" => self.inbox_list(&params),
+            "_spindle/session/inbox/get" => self.inbox_get(&params),
+            "_spindle/session/inbox/update" => self.inbox_update(&params),
+            "_spindle/session/inbox/delete" => self.inbox_delete(&params),
+            "_spindle/session/inbox/move" => self.inbox_move(&params),
+            "_spindle/session/inbox/setPaused" => self.inbox_set_paused(&params),
+            "_spindle/session/inbox/retry" => self.inbox_retry(&params),
+            "_spindle/session/inbox/refresh" => self.inbox_refresh(&params),
+            "_spindle/session/goal/pause" => self.goal_pause(&params),
+            "_spindle/session/goal/resume" => self.goal_resume(&params),
+            "_spindle/jobs" => self.jobs_list(&params),
+            "_spindle/job" => self.job_item(&params),
+            "_spindle/job/send" => self.job_send(&params),
+            "_spindle/job/cancel" => self.job_cancel(&params),
+            other => return self.catalog(other, &params),
+        };
+        Some(result)
     }
 }
 

@@ -1,0 +1,70 @@
+//! The cost quote of a session's usage (EXTENSIONS.md §6): its totals
+//! priced by the model's table, incomplete (never a silent 0) when a call
+//! had no price.
+
+use crate::agent::common::models::Registry;
+use serde_json::{json, Value};
+
+pub(super) fn round6(value: f64) -> f64 {
+    (value * 1e6).round() / 1e6
+}
+
+/// `usage.costQuote` (EXTENSIONS §6): the session's totals (`usage` and
+/// the cost so far) priced by the model's table; incomplete, never a
+/// silent 0, when a call had no price.
+pub(super) fn cost_quote(
+    session: &crate::agent::dispatcher::session::Session,
+    (usage, spent): (crate::provider::Usage, f64),
+    entry: Option<&crate::agent::common::models::ModelEntry>,
+    registry: Option<&Registry>,
+) -> Value {
+    let price = entry.and_then(|e| e.config.price.as_ref());
+    let complete = price.is_some() && session.unpriced_calls == 0;
+    let local = entry
+        .and_then(|e| registry.and_then(|r| r.config.providers.get(&e.provider)))
+        .and_then(|p| p.base_url.as_deref())
+        .is_some_and(|url| url.contains("://127.0.0.1") || url.contains("://localhost"));
+    let billing = if price.is_none() && local {
+        "free"
+    } else {
+        "per_token"
+    };
+    let Some(price) = price else {
+        return json!({
+            "currency": null,
+            "originalTotals": null,
+            "valuation": "official_table",
+            "costComplete": false,
+            "displayComplete": false,
+            "displayStatus": "unknown",
+            "billingMode": billing,
+        });
+    };
+    let cached = usage.cached_tokens.min(usage.input_tokens);
+    let per = |tokens: u64, rate: f64| round6(tokens as f64 * rate / 1e6);
+    let input = per(usage.input_tokens - cached, price.input);
+    let cached_input = per(cached, price.cached_input.unwrap_or(price.input));
+    let reasoning = per(
+        usage.reasoning_tokens.min(usage.output_tokens),
+        price.output,
+    );
+    let output = per(
+        usage.output_tokens - usage.reasoning_tokens.min(usage.output_tokens),
+        price.output,
+    );
+    json!({
+        "currency": price.currency,
+        "originalTotals": {
+            "input": input,
+            "cachedInput": cached_input,
+            "output": output,
+            "reasoning": reasoning,
+            "total": round6(spent),
+        },
+        "valuation": "official_table",
+        "costComplete": complete,
+        "displayComplete": complete,
+        "displayStatus": if complete { "exact" } else { "estimate" },
+        "billingMode": billing,
+    })
+}

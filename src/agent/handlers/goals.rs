@@ -1,0 +1,115 @@
+//! Goals (EXTENSIONS.md §3): pausing and resuming a session's goal,
+//! committing it and telling the client when it changes, and bringing it
+//! back when a session is loaded.
+
+use crate::agent::dispatcher::Dispatcher;
+use crate::rpc::RpcError;
+use serde_json::{json, Value};
+
+impl Dispatcher {
+    /// Commits the session's goal and tells the client (`goal` event),
+    /// when it changed.
+    pub(in crate::agent) fn goal_changed(&mut self, id: &str) {
+        let Some(session) = self.sessions.get_mut(id) else {
+            return;
+        };
+        if !session.goal_changed {
+            return;
+        }
+        session.goal_changed = false;
+        let goal = session
+            .goal
+            .as_ref()
+            .map(|g| g.json())
+            .unwrap_or(Value::Null);
+        if let Ok(store) = self.store() {
+            if let Err(error) = store.save_goal(id, &goal) {
+                log::warn!("cannot store the goal of session {id}: {error}");
+            }
+        }
+        self.event(id, "goal", json!({"goal": goal}));
+    }
+
+    /// `_spindle/session/goal/pause`: the running goal stops at its next
+    /// continuation boundary (the step in flight finishes).
+    pub(super) fn goal_pause(&mut self, params: &Value) -> Result<Value, RpcError> {
+        use crate::agent::common::goal::Status;
+        let id = self.open_session(params)?;
+        let session = self.sessions.get_mut(&id).expect("checked");
+        let running = session
+            .goal
+            .as_ref()
+            .is_some_and(|g| g.status == Status::Running);
+        if !running {
+            return Err(RpcError::new(-32011, "no goal is running in this session")
+                .with_data(json!({"code": "no_running_goal"})));
+        }
+        if session.running.is_some() {
+            // The turn stops at the boundary and reports the paused goal.
+            if let Ok(mut live) = session.live.lock() {
+                live.goal_pause = true;
+            }
+        } else if let Some(goal) = session.goal.as_mut() {
+            goal.status = Status::Paused;
+            goal.touch();
+            session.goal_changed = true;
+        }
+        let goal = session.goal.as_ref().map(|g| g.json());
+        self.goal_changed(&id);
+        Ok(json!({"goal": goal, "pausing": self.sessions[&id].running.is_some()}))
+    }
+
+    /// `_spindle/session/goal/resume`: a paused, blocked, cancelled or
+    /// budget-exhausted goal runs again; the next prompt continues it.
+    pub(super) fn goal_resume(&mut self, params: &Value) -> Result<Value, RpcError> {
+        use crate::agent::common::goal::Status;
+        let id = self.open_session(params)?;
+        let session = self.sessions.get_mut(&id).expect("checked");
+        let Some(goal) = session.goal.as_mut().filter(|g| g.resumable()) else {
+            return Err(RpcError::new(
+                -32010,
+                "there is no paused, blocked, cancelled or budget-exhausted goal to resume",
+            )
+            .with_data(json!({"code": "no_resumable_goal"})));
+        };
+        goal.status = Status::Running;
+        goal.question = None;
+        goal.touch();
+        let value = goal.json();
+        session.goal_changed = true;
+        let mode_changed = session.mode != crate::modes::Mode::Goal;
+        session.mode = crate::modes::Mode::Goal;
+        if mode_changed {
+            self.send_update(
+                &id,
+                json!({"sessionUpdate": "current_mode_update", "currentModeId": "goal"}),
+            );
+        }
+        self.goal_changed(&id);
+        Ok(json!({"goal": value}))
+    }
+
+    /// On load or resume: the session's goal comes back; one that was
+    /// running when its process stopped is paused (the user looks first).
+    pub(super) fn recover_goal(&mut self, id: &str) {
+        use crate::agent::common::goal::{Goal, Status};
+        let stored = self
+            .store()
+            .ok()
+            .and_then(|store| store.goal(id).ok().flatten());
+        let Some(mut goal) = stored.and_then(|v| serde_json::from_value::<Goal>(v).ok()) else {
+            return;
+        };
+        let Some(session) = self.sessions.get_mut(id) else {
+            return;
+        };
+        if goal.status == Status::Running {
+            goal.status = Status::Paused;
+            session.goal_changed = true;
+        }
+        session.goal = Some(goal);
+        if session.goal_changed {
+            self.goal_changed(id);
+        }
+    }
+}

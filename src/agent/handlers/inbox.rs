@@ -1,0 +1,540 @@
+//! Steering (Spindle's `_spindle/session/steer` and the cross-agent
+//! `_session/steering`) and the durable inbox (EXTENSIONS.md §1): its
+//! items live in the store, each change committed before the answer; the
+//! dispatcher starts the next pending item when a session is idle, and the
+//! running turn only takes the steers handed to it.
+
+use super::ext_params::{bad, optional_string, store_error, string};
+use super::items::{freeze, item_json, prompt_of, summary_json, ITEM_CAP};
+use super::prompting::TurnStart;
+use crate::agent::dispatcher::Dispatcher;
+use crate::rpc::RpcError;
+use crate::store::inbox::{Flags, Item};
+use serde_json::{json, Value};
+
+const INBOX_CAP: usize = 64;
+
+impl Dispatcher {
+    /// The folders a session's workspace is made of: its own, then the
+    /// extra roots it was given.
+    fn workspace_roots(&self, id: &str) -> Vec<std::path::PathBuf> {
+        self.sessions
+            .get(id)
+            .map(|session| {
+                std::iter::once(session.cwd.clone())
+                    .chain(session.extra_roots.iter().cloned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    // -----------------------------------------------------------------
+    // Steering
+    // -----------------------------------------------------------------
+
+    /// A steer: committed as an inbox item first, then handed to the
+    /// running turn (applied at its next boundary) or, when idle, queued
+    /// ahead of the follow-ups (and dispatched at once when it can be).
+    pub(super) fn steer(&mut self, params: &Value) -> Result<(String, &'static str), RpcError> {
+        let id = self.open_session(params)?;
+        let blocks = prompt_of(params, false)?;
+        let key = optional_string(params, "idempotencyKey")?;
+        let (item, existing) = self.add_item(&id, &blocks, "steer", key)?;
+        self.unpause_inbox(&id);
+        let session = &self.sessions[&id];
+        let running = session
+            .running
+            .as_ref()
+            .is_some_and(|r| !r.cancel.is_cancelled());
+        if existing {
+            let disposition = if item.state == "pending" && running {
+                "steer_accepted"
+            } else {
+                "queued_followup"
+            };
+            return Ok((item.item_id, disposition));
+        }
+        if running {
+            if let Ok(mut live) = session.live.lock() {
+                let text = crate::agent::common::content::read_prompt(
+                    item.prompt["frozen"]
+                        .as_array()
+                        .map(Vec::as_slice)
+                        .unwrap_or(&[]),
+                    &session.cwd,
+                )
+                .map(|input| input.text)
+                .unwrap_or_default();
+                live.steers
+                    .push_back((item.item_id.clone(), text, blocks.clone()));
+            }
+            self.event(
+                &id,
+                "inbox",
+                json!({"itemId": item.item_id, "change": "steer"}),
+            );
+            return Ok((item.item_id, "steer_accepted"));
+        }
+        self.event(
+            &id,
+            "inbox",
+            json!({"itemId": item.item_id, "change": "queued"}),
+        );
+        self.dispatch_next(&id);
+        Ok((item.item_id, "queued_followup"))
+    }
+
+    /// `_session/steering`: the convention other agents' clients use.
+    pub(super) fn steering(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let idle = match params.pointer("/_meta/steering/idleBehavior") {
+            None | Some(Value::Null) => "startNewTurn",
+            Some(Value::String(value)) if value == "promptRequired" => "promptRequired",
+            Some(Value::String(value)) if value == "startNewTurn" => "startNewTurn",
+            Some(other) => {
+                return Err(bad(
+                    "_meta.steering.idleBehavior",
+                    &format!("must be startNewTurn or promptRequired, not {other}"),
+                ))
+            }
+        };
+        let running = self.sessions[&id].running.is_some();
+        if !running && idle == "promptRequired" {
+            prompt_of(params, false)?;
+            return Ok(json!({"outcome": "promptRequired", "reason": "noRunningTurn"}));
+        }
+        let (_, disposition) = self.steer(params)?;
+        Ok(
+            json!({"outcome": if disposition == "steer_accepted" { "injected" } else { "startedNewTurn" }}),
+        )
+    }
+
+    // -----------------------------------------------------------------
+    // The inbox
+    // -----------------------------------------------------------------
+
+    /// Commits a new item (or finds the one with the same idempotency
+    /// key): returns it and whether it existed.
+    fn add_item(
+        &mut self,
+        id: &str,
+        blocks: &[Value],
+        intent: &str,
+        key: Option<&str>,
+    ) -> Result<(Item, bool), RpcError> {
+        if let Some(key) = key {
+            if key.is_empty() || key.len() > 200 {
+                return Err(bad("idempotencyKey", "must be 1 to 200 characters"));
+            }
+            if let Some(item) = self.store()?.inbox_by_key(id, key).map_err(store_error)? {
+                return Ok((item, true));
+            }
+        }
+        let bytes = Value::Array(blocks.to_vec()).to_string();
+        if bytes.chars().count() > ITEM_CAP {
+            return Err(RpcError::invalid_params(format!(
+                "prompt: the item is {} characters; the most is {ITEM_CAP}",
+                bytes.chars().count()
+            ))
+            .with_data(json!({"code": "too_large"})));
+        }
+        // The blocks must be a prompt the agent can run.
+        let cwd = self.sessions[id].cwd.clone();
+        crate::agent::common::content::read_prompt(blocks, &cwd)?;
+        let roots = self.workspace_roots(id);
+        let waiting = self.store()?.inbox(id).map_err(store_error)?;
+        if waiting.iter().filter(|i| i.state == "pending").count() >= INBOX_CAP {
+            return Err(RpcError::invalid_request(format!(
+                "the inbox of session {id} is full ({INBOX_CAP} pending items); wait, or delete some"
+            ))
+            .with_data(json!({"code": "inbox_full"})));
+        }
+        let item = Item {
+            item_id: format!("item_{}", crate::util::random_hex()),
+            intent: intent.to_string(),
+            state: "pending".into(),
+            prompt: json!({"blocks": blocks, "frozen": freeze(blocks, &roots)}),
+            bytes: bytes.len() as i64,
+            idempotency_key: key.map(str::to_string),
+            created_at: crate::clock::now_rfc3339(),
+            position: 0,
+        };
+        let position = self.store()?.inbox_add(id, &item).map_err(store_error)?;
+        Ok((Item { position, ..item }, false))
+    }
+
+    pub(super) fn enqueue(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let blocks = prompt_of(params, true)?;
+        let intent = match optional_string(params, "intent")? {
+            None | Some("followup") => "followup",
+            Some("steer") => "steer",
+            Some(other) => {
+                return Err(bad(
+                    "intent",
+                    &format!("must be followup or steer, not {other:?}"),
+                ))
+            }
+        };
+        let key = optional_string(params, "idempotencyKey")?;
+        let (item, existing) = self.add_item(&id, &blocks, intent, key)?;
+        if !existing {
+            self.unpause_inbox(&id);
+            self.event(
+                &id,
+                "inbox",
+                json!({"itemId": item.item_id, "change": "queued"}),
+            );
+        }
+        let started =
+            !existing && self.dispatch_next(&id).as_deref() == Some(item.item_id.as_str());
+        let position = self
+            .store()?
+            .inbox(&id)
+            .map_err(store_error)?
+            .iter()
+            .filter(|i| i.state == "pending")
+            .position(|i| i.item_id == item.item_id);
+        Ok(json!({
+            "itemId": item.item_id,
+            "disposition": if started { "started" } else if existing { item.state.as_str() } else { "queued" },
+            "position": position,
+            "paused": self.sessions[&id].inbox_paused,
+            "idempotent": existing,
+        }))
+    }
+
+    pub(super) fn inbox_list(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let items = self.store()?.inbox(&id).map_err(store_error)?;
+        let session = &self.sessions[&id];
+        Ok(json!({
+            "items": items.iter().map(summary_json).collect::<Vec<_>>(),
+            "capacity": INBOX_CAP,
+            "paused": session.inbox_paused,
+            "recovered": session.inbox_recovered,
+        }))
+    }
+
+    fn item(&mut self, id: &str, params: &Value) -> Result<Item, RpcError> {
+        let item_id = string(params, "itemId")?;
+        match self.store()?.inbox_item(id, item_id).map_err(store_error)? {
+            Some(item) if item.state != "deleted" => Ok(item),
+            _ => Err(RpcError::invalid_params(format!(
+                "itemId: no item {item_id:?} in session {id}"
+            ))
+            .with_data(json!({"code": "unknown_item"}))),
+        }
+    }
+
+    fn pending_item(&mut self, id: &str, params: &Value) -> Result<Item, RpcError> {
+        let item = self.item(id, params)?;
+        if item.state != "pending" {
+            return Err(RpcError::invalid_request(format!(
+                "item {} is {}, not pending; only pending items change",
+                item.item_id, item.state
+            ))
+            .with_data(json!({"code": "not_pending"})));
+        }
+        Ok(item)
+    }
+
+    pub(super) fn inbox_get(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let item = self.item(&id, params)?;
+        Ok(json!({"item": item_json(&item)}))
+    }
+
+    pub(super) fn inbox_update(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let item = self.pending_item(&id, params)?;
+        let blocks = prompt_of(params, true)?;
+        let bytes = Value::Array(blocks.clone()).to_string();
+        if bytes.chars().count() > ITEM_CAP {
+            return Err(RpcError::invalid_params("prompt: the item is too large")
+                .with_data(json!({"code": "too_large"})));
+        }
+        let cwd = self.sessions[&id].cwd.clone();
+        crate::agent::common::content::read_prompt(&blocks, &cwd)?;
+        let prompt =
+            json!({"blocks": blocks, "frozen": freeze(&blocks, &self.workspace_roots(&id))});
+        self.store()?
+            .inbox_set_prompt(&id, &item.item_id, &prompt, bytes.len() as i64)
+            .map_err(store_error)?;
+        self.event(
+            &id,
+            "inbox",
+            json!({"itemId": item.item_id, "change": "updated"}),
+        );
+        let item = self.item(&id, params)?;
+        Ok(json!({"item": item_json(&item)}))
+    }
+
+    pub(super) fn inbox_delete(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let item = self.pending_item(&id, params)?;
+        self.store()?
+            .inbox_set_state(&id, &item.item_id, "deleted")
+            .map_err(store_error)?;
+        self.event(
+            &id,
+            "inbox",
+            json!({"itemId": item.item_id, "change": "deleted"}),
+        );
+        Ok(json!({"itemId": item.item_id, "state": "deleted"}))
+    }
+
+    pub(super) fn inbox_move(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let item = self.pending_item(&id, params)?;
+        let to = match params.get("toIndex") {
+            Some(value) => value
+                .as_u64()
+                .ok_or_else(|| bad("toIndex", "must be a number from 0"))?,
+            None => return Err(bad("toIndex", "is missing")),
+        } as usize;
+        let mut order: Vec<String> = self
+            .store()?
+            .inbox(&id)
+            .map_err(store_error)?
+            .into_iter()
+            .filter(|i| i.state == "pending")
+            .map(|i| i.item_id)
+            .collect();
+        if to >= order.len() {
+            return Err(RpcError::invalid_params(format!(
+                "toIndex: {to} is out of range (0 to {})",
+                order.len().saturating_sub(1)
+            ))
+            .with_data(json!({"code": "out_of_range"})));
+        }
+        order.retain(|i| *i != item.item_id);
+        order.insert(to, item.item_id.clone());
+        self.store()?
+            .inbox_reorder(&id, &order)
+            .map_err(store_error)?;
+        self.event(
+            &id,
+            "inbox",
+            json!({"itemId": item.item_id, "change": "moved"}),
+        );
+        Ok(json!({"itemId": item.item_id, "position": to}))
+    }
+
+    pub(super) fn inbox_set_paused(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let paused = params
+            .get("paused")
+            .ok_or_else(|| bad("paused", "is missing"))?
+            .as_bool()
+            .ok_or_else(|| bad("paused", "must be true or false"))?;
+        if paused {
+            self.pause_inbox(&id);
+        } else {
+            self.unpause_inbox(&id);
+            self.dispatch_next(&id);
+        }
+        Ok(json!({"paused": self.sessions[&id].inbox_paused}))
+    }
+
+    pub(super) fn inbox_retry(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let item = self.item(&id, params)?;
+        if !matches!(item.state.as_str(), "uncertain" | "failed") {
+            return Err(RpcError::invalid_request(format!(
+                "item {} is {}; only uncertain or failed items are retried",
+                item.item_id, item.state
+            ))
+            .with_data(json!({"code": "not_retryable"})));
+        }
+        self.store()?
+            .inbox_set_state(&id, &item.item_id, "pending")
+            .map_err(store_error)?;
+        self.event(
+            &id,
+            "inbox",
+            json!({"itemId": item.item_id, "change": "retried"}),
+        );
+        Ok(json!({"itemId": item.item_id, "state": "pending"}))
+    }
+
+    pub(super) fn inbox_refresh(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let item = self.pending_item(&id, params)?;
+        let blocks = item.prompt["blocks"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let prompt =
+            json!({"blocks": blocks, "frozen": freeze(&blocks, &self.workspace_roots(&id))});
+        self.store()?
+            .inbox_set_prompt(&id, &item.item_id, &prompt, item.bytes)
+            .map_err(store_error)?;
+        self.event(
+            &id,
+            "inbox",
+            json!({"itemId": item.item_id, "change": "refreshed"}),
+        );
+        let item = self.item(&id, params)?;
+        Ok(json!({"item": item_json(&item)}))
+    }
+
+    // -----------------------------------------------------------------
+    // Dispatch, pause, recovery
+    // -----------------------------------------------------------------
+
+    fn save_flags(&mut self, id: &str) {
+        let Some(session) = self.sessions.get(id) else {
+            return;
+        };
+        let flags = Flags {
+            paused: session.inbox_paused,
+            recovered: session.inbox_recovered,
+        };
+        if let Ok(store) = self.store() {
+            if let Err(error) = store.set_inbox_flags(id, flags) {
+                log::warn!("cannot store the inbox flags of session {id}: {error}");
+            }
+        }
+    }
+
+    pub(in crate::agent) fn pause_inbox(&mut self, id: &str) {
+        let Some(session) = self.sessions.get_mut(id) else {
+            return;
+        };
+        if session.inbox_paused {
+            return;
+        }
+        session.inbox_paused = true;
+        self.save_flags(id);
+        self.event(id, "inbox", json!({"change": "paused"}));
+    }
+
+    pub(in crate::agent) fn unpause_inbox(&mut self, id: &str) {
+        let Some(session) = self.sessions.get_mut(id) else {
+            return;
+        };
+        if !session.inbox_paused && !session.inbox_recovered {
+            return;
+        }
+        session.inbox_paused = false;
+        session.inbox_recovered = false;
+        self.save_flags(id);
+        self.event(id, "inbox", json!({"change": "resumed"}));
+    }
+
+    pub(in crate::agent) fn has_waiting_items(&mut self, id: &str) -> bool {
+        self.store()
+            .ok()
+            .and_then(|store| store.inbox(id).ok())
+            .is_some_and(|items| items.iter().any(|i| i.state == "pending"))
+    }
+
+    /// Starts the first pending item when the session is idle and its
+    /// inbox runs; returns the item started.
+    pub(in crate::agent) fn dispatch_next(&mut self, id: &str) -> Option<String> {
+        let session = self.sessions.get(id)?;
+        // After the end of input, only `--drain` lets queued work run.
+        let closing = self.closing.is_some() && !self.options.drain;
+        if session.running.is_some()
+            || session.closed
+            || session.inbox_paused
+            || session.queued.is_some()
+            || closing
+        {
+            return None;
+        }
+        let item = self
+            .store()
+            .ok()?
+            .inbox(id)
+            .ok()?
+            .into_iter()
+            .find(|i| i.state == "pending")?;
+        let blocks = item.prompt["frozen"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let source = if item.intent == "steer" {
+            "steer"
+        } else {
+            "queue"
+        };
+        let start = TurnStart {
+            request: None,
+            source,
+            item: Some(item.item_id.clone()),
+        };
+        match self.start_turn(id, &blocks, start) {
+            Ok(()) => {
+                self.event(
+                    id,
+                    "inbox",
+                    json!({"itemId": item.item_id, "change": "dispatched"}),
+                );
+                Some(item.item_id)
+            }
+            Err(error) => {
+                log::warn!(
+                    "cannot start inbox item {}: {}",
+                    item.item_id,
+                    error.message
+                );
+                if let Ok(store) = self.store() {
+                    let _ = store.inbox_set_state(id, &item.item_id, "failed");
+                }
+                self.pause_inbox(id);
+                self.event(
+                    id,
+                    "inbox",
+                    json!({"itemId": item.item_id, "change": "failed"}),
+                );
+                None
+            }
+        }
+    }
+
+    /// After a turn: its dispatched item is applied (failed on an error),
+    /// and the inbox hears of the steers it applied.
+    pub(in crate::agent) fn after_turn_inbox(
+        &mut self,
+        id: &str,
+        dispatched: Option<&str>,
+        applied: &[String],
+        outcome: &str,
+    ) {
+        if let Some(item) = dispatched {
+            let state = if outcome == "error" {
+                "failed"
+            } else {
+                "applied"
+            };
+            if let Ok(store) = self.store() {
+                if let Err(error) = store.inbox_set_state(id, item, state) {
+                    log::warn!("cannot mark inbox item {item}: {error}");
+                }
+            }
+            self.event(id, "inbox", json!({"itemId": item, "change": state}));
+        }
+        for item in applied {
+            self.event(id, "inbox", json!({"itemId": item, "change": "applied"}));
+        }
+    }
+
+    /// On load or resume: items left `dispatched` by a process that
+    /// stopped become `uncertain`; an inbox with waiting items comes back
+    /// paused and marked recovered, so the user looks first.
+    pub(in crate::agent) fn recover_inbox(&mut self, id: &str) {
+        self.recover_goal(id);
+        let Ok(store) = self.store() else { return };
+        let flags = store.inbox_flags(id).unwrap_or_default();
+        let waiting = store.recover_inbox(id).unwrap_or(0);
+        if let Some(session) = self.sessions.get_mut(id) {
+            session.inbox_paused = flags.paused || waiting > 0;
+            session.inbox_recovered = waiting > 0;
+        }
+        if waiting > 0 {
+            self.save_flags(id);
+        }
+    }
+}

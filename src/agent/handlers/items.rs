@@ -1,0 +1,239 @@
+//! An inbox item's content: the prompt a request gives, its links frozen
+//! to the text of the workspace files they name, and the item's JSON forms
+//! (whole for `get`, a preview for `list`).
+
+use super::ext_params::bad;
+use crate::rpc::RpcError;
+use crate::store::inbox::Item;
+use serde_json::{json, Value};
+
+/// The most characters of one item, and pending items per session.
+pub(super) const ITEM_CAP: usize = 262_144;
+
+/// The most bytes of a file a link is frozen with. The frozen item as a
+/// whole stays within `ITEM_CAP` bytes of JSON too, so that `get` answers
+/// it within the bound of one result.
+const FROZEN_FILE_CAP: u64 = 256 * 1024;
+
+/// The prompt of a request: `prompt` (content blocks) or `text`.
+pub(super) fn prompt_of(params: &Value, text_allowed: bool) -> Result<Vec<Value>, RpcError> {
+    let blocks = match (params.get("prompt"), params.get("text")) {
+        (Some(Value::Array(blocks)), _) => blocks.clone(),
+        (Some(_), _) => return Err(bad("prompt", "must be an array of content blocks")),
+        (None, Some(Value::String(text))) if text_allowed => {
+            vec![json!({"type": "text", "text": text})]
+        }
+        (None, Some(_)) if text_allowed => return Err(bad("text", "must be a string")),
+        _ => {
+            return Err(bad(
+                "prompt",
+                if text_allowed {
+                    "give prompt (content blocks) or text"
+                } else {
+                    "is missing"
+                },
+            ))
+        }
+    };
+    let has_content = blocks.iter().any(|block| match block["type"].as_str() {
+        Some("text") => block["text"].as_str().is_some_and(|t| !t.trim().is_empty()),
+        Some(_) => true,
+        None => false,
+    });
+    if !has_content {
+        return Err(bad("prompt", "is empty"));
+    }
+    Ok(blocks)
+}
+
+/// The first words of an item, for lists.
+fn preview(blocks: &[Value]) -> String {
+    let text: String = blocks
+        .iter()
+        .filter_map(|b| b["text"].as_str().or_else(|| b["uri"].as_str()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    text.chars().take(120).collect()
+}
+
+/// The item's blocks frozen: each `resource_link` to a text file inside
+/// the workspace (its folder or an extra root) becomes a `resource` block
+/// holding that file's text now, so the prompt means what the user saw
+/// when they sent it, whenever it runs. The frozen item stays within
+/// `ITEM_CAP` bytes of JSON: a link whose text does not fit stays a link,
+/// as does one outside the workspace (the model reads it with its tools,
+/// under the session's permissions) and one to a file that is not text.
+pub(super) fn freeze(blocks: &[Value], roots: &[std::path::PathBuf]) -> Vec<Value> {
+    let size = |block: &Value| block.to_string().len() as u64;
+    let mut room = (ITEM_CAP as u64).saturating_sub(size(&Value::Array(blocks.to_vec())));
+    blocks
+        .iter()
+        .map(|block| {
+            if block["type"] != "resource_link" {
+                return block.clone();
+            }
+            let uri = block["uri"].as_str().unwrap_or_default();
+            let Some(path) = file_path(uri) else {
+                return block.clone();
+            };
+            let Some(resolved) = roots
+                .iter()
+                .map(|root| crate::tools::paths::resolve(root, &path))
+                .find(|resolved| resolved.inside)
+            else {
+                return block.clone();
+            };
+            let cap = FROZEN_FILE_CAP.min(room);
+            let Ok(bytes) = crate::tools::bounded::read_capped(&resolved.path, cap) else {
+                return block.clone();
+            };
+            let Ok(text) = String::from_utf8(bytes) else {
+                return block.clone();
+            };
+            let frozen = json!({"type": "resource", "resource": {
+                "uri": uri, "text": text,
+                "mimeType": block.get("mimeType").cloned().unwrap_or(json!("text/plain")),
+            }});
+            // Escapes make the JSON longer than the text: measured as sent.
+            let grows = size(&frozen).saturating_sub(size(block));
+            if grows > room {
+                return block.clone();
+            }
+            room -= grows;
+            frozen
+        })
+        .collect()
+}
+
+/// The absolute path a `file:` URI names (`file:///p`, `file://localhost/p`
+/// or `file:/p`, without its `?query` or `#fragment`, such as an editor's
+/// `#L10:20` selection), percent-decoded; `None` for any other URI.
+fn file_path(uri: &str) -> Option<String> {
+    let rest = uri.strip_prefix("file:")?;
+    let rest = match rest.strip_prefix("//") {
+        Some(after) if after.starts_with('/') => after,
+        Some(after) => after.strip_prefix("localhost")?,
+        None => rest,
+    };
+    let end = rest.find(['?', '#']).unwrap_or(rest.len());
+    let path = percent_decode(&rest[..end])?;
+    std::path::Path::new(&path).is_absolute().then_some(path)
+}
+
+/// `%XX` escapes of a URI's path decoded; `None` when malformed or not
+/// UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok().filter(|s| !s.contains('\0'))
+}
+
+pub(super) fn item_json(item: &Item) -> Value {
+    json!({
+        "itemId": item.item_id,
+        "intent": item.intent,
+        "state": item.state,
+        // What will run: the blocks with their links frozen (older rows
+        // may have only the blocks).
+        "prompt": if item.prompt["frozen"].is_array() { &item.prompt["frozen"] } else { &item.prompt["blocks"] },
+        "bytes": item.bytes,
+        "createdAt": item.created_at,
+        "idempotencyKey": item.idempotency_key,
+    })
+}
+
+pub(super) fn summary_json(item: &Item) -> Value {
+    let blocks = item.prompt["blocks"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    json!({
+        "itemId": item.item_id,
+        "intent": item.intent,
+        "state": item.state,
+        "preview": preview(&blocks),
+        "bytes": item.bytes,
+        "createdAt": item.created_at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(super) fn link(path: &str) -> Value {
+        json!({"type": "resource_link", "uri": format!("file://{path}"), "name": "f"})
+    }
+
+    #[test]
+    pub(super) fn freezing_reads_only_workspace_files_within_the_caps() {
+        let base =
+            std::env::temp_dir().join(format!("spindle-freeze-{}", crate::util::random_hex()));
+        let ws = base.join("ws");
+        let extra = base.join("extra");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&extra).unwrap();
+        std::fs::write(ws.join("a b.txt"), "inside").unwrap();
+        std::fs::write(extra.join("more.txt"), "another root").unwrap();
+        std::fs::write(base.join("secret.txt"), "outside").unwrap();
+        std::fs::write(ws.join("binary.bin"), [0xff, 0xfe, 0x00]).unwrap();
+        std::os::unix::fs::symlink(base.join("secret.txt"), ws.join("link.txt")).unwrap();
+        let big = "x".repeat(150 * 1024);
+        for i in 0..2 {
+            std::fs::write(ws.join(format!("big{i}.txt")), &big).unwrap();
+        }
+        let ws_s = ws.display().to_string();
+        let roots = [ws.clone(), extra.clone()];
+        let frozen = freeze(
+            &[
+                link(&format!("{ws_s}/a%20b.txt")),
+                json!({"type": "resource_link", "uri": format!("file://localhost{ws_s}/a%20b.txt#L1:2"), "name": "f"}),
+                json!({"type": "resource_link", "uri": format!("file:{ws_s}/a%20b.txt?symbol=x"), "name": "f"}),
+                link(&format!("{}/more.txt", extra.display())),
+                link(&format!("{}/secret.txt", base.display())),
+                link(&format!("{ws_s}/../secret.txt")),
+                link(&format!("{ws_s}/link.txt")),
+                link(&format!("{ws_s}/bad%zz")),
+                link(&format!("{ws_s}/binary.bin")),
+                json!({"type": "resource_link", "uri": "file://elsewhere/a%20b.txt", "name": "f"}),
+                json!({"type": "resource_link", "uri": "https://example.com/a", "name": "f"}),
+            ],
+            &roots,
+        );
+        for block in &frozen[..3] {
+            assert_eq!(block["resource"]["text"], "inside", "{block}");
+        }
+        assert_eq!(frozen[3]["resource"]["text"], "another root");
+        for block in &frozen[4..] {
+            assert_eq!(block["type"], "resource_link", "{block}");
+        }
+        // One 150 KiB file fits in the item's 262,144 bytes, the second
+        // does not.
+        let links: Vec<Value> = (0..2)
+            .map(|i| link(&format!("{ws_s}/big{i}.txt")))
+            .collect();
+        let frozen = freeze(&links, &roots);
+        assert_eq!(frozen[0]["type"], "resource");
+        assert_eq!(frozen[1]["type"], "resource_link");
+        assert!(Value::Array(frozen).to_string().len() <= ITEM_CAP);
+        // Text that grows when escaped is measured as JSON.
+        std::fs::write(ws.join("lines.txt"), "\n".repeat(200 * 1024)).unwrap();
+        let frozen = freeze(&[link(&format!("{ws_s}/lines.txt"))], &roots);
+        assert_eq!(frozen[0]["type"], "resource_link");
+        assert_eq!(percent_decode("/a%2Fb"), Some("/a/b".into()));
+        assert_eq!(percent_decode("/a%00"), None);
+        assert_eq!(percent_decode("/a%4"), None);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}

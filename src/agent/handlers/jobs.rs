@@ -1,0 +1,345 @@
+//! Background jobs (EXTENSIONS.md §4): their records, the events and the
+//! turn a job's end starts, the `_spindle/job*` methods, and an agent
+//! job's transcript (its log's updates, fitted to the client).
+
+use super::ext_params::{bad, count, optional_string, string};
+use super::prompting::TurnStart;
+use super::resources::{log_bytes, WINDOW_CAP};
+use crate::agent::dispatcher::Dispatcher;
+use crate::rpc::RpcError;
+use serde_json::{json, Value};
+
+fn job_json(job: &crate::tools::jobs::JobInfo) -> Value {
+    let mut item = json!({
+        "jobId": job.job_id,
+        "kind": job.kind,
+        "title": job.command.chars().take(80).collect::<String>(),
+        "command": job.command,
+        "cwd": job.cwd,
+        "state": job.state,
+        "exitCode": job.exit_code,
+        "startedAt": job.started_at,
+        "endedAt": job.ended_at,
+        "outputBytes": job.output_bytes,
+    });
+    // Where the editor shows it (a job in its terminal).
+    if let Some(terminal) = &job.terminal_id {
+        item["terminalId"] = json!(terminal);
+    }
+    item
+}
+
+impl Dispatcher {
+    /// Makes the session's jobs tell the dispatcher when they end.
+    pub(in crate::agent) fn own_jobs(&mut self, id: &str) {
+        let Some(session) = self.sessions.get(id) else {
+            return;
+        };
+        let events = self.events.clone();
+        let session_id = id.to_string();
+        session
+            .jobs
+            .set_on_end(std::sync::Arc::new(move |job: &str, ended: bool| {
+                let _ = events.send(crate::agent::dispatcher::Event::JobChanged {
+                    session_id: session_id.clone(),
+                    job_id: job.to_string(),
+                    ended,
+                });
+            }));
+        // Jobs of an earlier process: their records, ended.
+        let records: Vec<crate::tools::jobs::JobInfo> = self
+            .store()
+            .ok()
+            .and_then(|store| store.jobs(id).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|v| serde_json::from_value(v).ok())
+            .collect();
+        if records.is_empty() {
+            return;
+        }
+        let jobs = self.sessions[id].jobs.clone();
+        jobs.adopt(records);
+        for job in jobs.list() {
+            if let Ok(store) = self.store() {
+                let record = serde_json::to_value(&job).unwrap_or_default();
+                let _ = store.save_job(id, &job.job_id, &record);
+            }
+        }
+    }
+
+    /// A job started or ended: its record is committed; an end is told.
+    pub(in crate::agent) fn job_changed(&mut self, id: &str, job_id: &str, ended: bool) {
+        let Some(job) = self.sessions.get(id).and_then(|s| s.jobs.get(job_id)) else {
+            return;
+        };
+        let record = serde_json::to_value(&job).unwrap_or_default();
+        if let Ok(store) = self.store() {
+            if let Err(error) = store.save_job(id, job_id, &record) {
+                log::warn!("cannot store job {job_id}: {error}");
+            }
+        }
+        if ended {
+            self.job_ended(id, job_id);
+        } else {
+            self.event(id, "job", job_json(&job));
+        }
+    }
+
+    /// A job ended: the client hears of it; in an idle session whose inbox
+    /// runs and whose last turn ended normally, the model is told (a turn
+    /// with source `job`).
+    fn job_ended(&mut self, id: &str, job_id: &str) {
+        let Some(session) = self.sessions.get(id) else {
+            return;
+        };
+        let Some(job) = session.jobs.get(job_id) else {
+            return;
+        };
+        self.event(id, "job", job_json(&job));
+        let session = &self.sessions[id];
+        let quiet = session.running.is_some()
+            || session.closed
+            || session.inbox_paused
+            || session.last_outcome.as_deref() != Some("end_turn")
+            || job.state == "killed";
+        if quiet || self.closing.is_some() {
+            return;
+        }
+        let size = std::fs::metadata(&job.log_path)
+            .map(|m| m.len())
+            .unwrap_or(0);
+        // An agent job's log ends with its answer (one JSON line).
+        let window: u64 = if job.kind == "agent" { 262_144 } else { 2_048 };
+        let tail = crate::tools::jobs::read_window(
+            &job.log_path,
+            size.saturating_sub(window),
+            window as usize,
+        )
+        .map(|(text, _)| text)
+        .unwrap_or_default();
+        let tail = if job.kind == "agent" {
+            crate::agent::turn::agent_answer(&tail)
+        } else {
+            tail
+        };
+        let text = format!(
+            "(The background job {} `{}` ended: {}.) The end of its output:\n{}",
+            job.job_id,
+            job.command,
+            job.exit_code
+                .map(|c| format!("exit code {c}"))
+                .unwrap_or_else(|| job.state.clone()),
+            if tail.is_empty() {
+                "(no output)"
+            } else {
+                &tail
+            }
+        );
+        let start = TurnStart {
+            request: None,
+            source: "job",
+            item: None,
+        };
+        if let Err(error) = self.start_turn(id, &[json!({"type": "text", "text": text})], start) {
+            log::warn!(
+                "cannot tell the model that job {job_id} ended: {}",
+                error.message
+            );
+        }
+    }
+
+    fn session_job(
+        &mut self,
+        params: &Value,
+    ) -> Result<(String, crate::tools::jobs::JobInfo), RpcError> {
+        let id = self.open_session(params)?;
+        let job_id = string(params, "jobId")?;
+        let job = self.sessions[&id].jobs.get(job_id).ok_or_else(|| {
+            RpcError::invalid_params(format!("jobId: no job {job_id:?} in session {id}"))
+                .with_data(json!({"code": "unknown_job"}))
+        })?;
+        Ok((id, job))
+    }
+
+    pub(super) fn jobs_list(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let jobs = self.sessions[&id].jobs.list();
+        let start = match params.get("cursor") {
+            None | Some(Value::Null) => 0,
+            Some(Value::String(cursor)) => cursor
+                .parse::<usize>()
+                .map_err(|_| bad("cursor", "is not a cursor this agent gave"))?,
+            Some(_) => return Err(bad("cursor", "must be a string")),
+        };
+        let limit = count(params, "limit", 100, 500)?.max(1) as usize;
+        let items: Vec<Value> = jobs.iter().skip(start).take(limit).map(job_json).collect();
+        let next = (start + items.len() < jobs.len()).then(|| (start + items.len()).to_string());
+        Ok(json!({"items": items, "nextCursor": next}))
+    }
+
+    pub(super) fn job_item(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let (_, job) = self.session_job(params)?;
+        Ok(job_json(&job))
+    }
+
+    /// `_spindle/job/transcript`; `None`: a thread indexing the log of an
+    /// agent job answers.
+    pub(in crate::agent) fn job_transcript(
+        &mut self,
+        request: &crate::rpc::RequestId,
+        params: &Value,
+    ) -> Option<Result<Value, RpcError>> {
+        self.transcript(request, params).transpose()
+    }
+
+    fn transcript(
+        &mut self,
+        request: &crate::rpc::RequestId,
+        params: &Value,
+    ) -> Result<Option<Value>, RpcError> {
+        let (id, job) = self.session_job(params)?;
+        let agent = job.kind == "agent";
+        match (optional_string(params, "output")?, agent) {
+            (None | Some("text"), false) => {}
+            (None | Some("structured"), true) => {
+                return self.structured_transcript(request, &id, job, params)
+            }
+            (Some(other), false) => {
+                return Err(bad(
+                    "output",
+                    &format!("{other:?} does not apply to a command job; use \"text\""),
+                ))
+            }
+            (Some(other), true) => {
+                return Err(bad(
+                    "output",
+                    &format!("{other:?} does not apply to an agent job; use \"structured\""),
+                ))
+            }
+        }
+        let offset = count(params, "offset", 0, u64::MAX >> 1)?;
+        let limit = count(params, "limit", 65_536, WINDOW_CAP)?;
+        let (text, next, total) = log_bytes(&job.log_path, offset, limit)?;
+        let complete = next >= total && job.state != "running";
+        Ok(Some(json!({
+            "text": text,
+            "offset": offset,
+            "nextOffset": if complete { Value::Null } else { json!(next) },
+            "total": total,
+            "complete": complete,
+        })))
+    }
+
+    /// An agent job's updates, from update `offset`: at most `limit`
+    /// (default 100, at most 200) and 262,144 bytes; an update larger
+    /// than that alone is -32600 `too_large`, without advancing.
+    fn structured_transcript(
+        &mut self,
+        request: &crate::rpc::RequestId,
+        id: &str,
+        job: crate::tools::jobs::JobInfo,
+        params: &Value,
+    ) -> Result<Option<Value>, RpcError> {
+        let offset = count(params, "offset", 0, u64::MAX >> 1)?;
+        let limit = count(params, "limit", 100, 200)?;
+        let indexes = self.sessions[id].line_indexes.clone();
+        let path = job.log_path.clone();
+        let unreadable = {
+            let job_id = job.job_id.clone();
+            move |_| RpcError::internal(format!("the log of job {job_id} cannot be read"))
+        };
+        let capabilities = self.client.clone().unwrap_or_default();
+        self.answer_when_indexed(request, indexes, path, unreadable.clone(), move |index| {
+            structured_updates(&job, index, offset, limit, &capabilities, unreadable)
+        })
+    }
+
+    pub(super) fn job_send(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let (id, job) = self.session_job(params)?;
+        let text = string(params, "text")?;
+        // Below a pipe's capacity, so a job that reads gets it whole.
+        if text.len() > 16 * 1024 {
+            return Err(bad("text", "is too long").with_data(json!({"code": "too_large"})));
+        }
+        self.sessions[&id]
+            .jobs
+            .send(&job.job_id, text)
+            .map_err(|problem| {
+                let code = if job.terminal_id.is_some() {
+                    "in_terminal"
+                } else if job.state != "running" {
+                    "not_running"
+                } else {
+                    "not_reading"
+                };
+                RpcError::invalid_request(problem).with_data(json!({"code": code}))
+            })?;
+        Ok(job_json(
+            &self.sessions[&id].jobs.get(&job.job_id).unwrap_or(job),
+        ))
+    }
+
+    pub(super) fn job_cancel(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let (id, job) = self.session_job(params)?;
+        let info = self.sessions[&id]
+            .jobs
+            .kill(&job.job_id)
+            .map_err(RpcError::internal)?;
+        Ok(job_json(&info))
+    }
+}
+
+/// The updates of an agent job's log from `offset` (see
+/// `structured_transcript`).
+/// Each update is fitted to the client as a live one would be (the log
+/// holds the stored form), and one it must not get is left out; offsets
+/// count the log's updates either way.
+fn structured_updates(
+    job: &crate::tools::jobs::JobInfo,
+    index: &crate::tools::lines::FileIndex,
+    offset: u64,
+    limit: u64,
+    capabilities: &crate::acp::ClientCapabilities,
+    unreadable: impl Fn(crate::tools::lines::LinesError) -> RpcError,
+) -> Result<Value, RpcError> {
+    let total = index.total_lines;
+    let lines = crate::tools::lines::window(
+        &job.log_path,
+        index,
+        offset + 1,
+        limit,
+        WINDOW_CAP as usize + 1,
+    )
+    .map_err(unreadable)?;
+    if lines.first().is_some_and(|l| l.len() > WINDOW_CAP as usize) {
+        return Err(RpcError::invalid_request(format!(
+            "update {offset} of job {} is over {WINDOW_CAP} bytes",
+            job.job_id
+        ))
+        .with_data(json!({"code": "too_large"})));
+    }
+    let mut updates = Vec::new();
+    let mut used = 0usize;
+    let mut read = 0u64;
+    for line in &lines {
+        if used + line.len() > WINDOW_CAP as usize {
+            break;
+        }
+        used += line.len();
+        read += 1;
+        let mut update = serde_json::from_str::<Value>(line).unwrap_or(Value::Null);
+        if crate::acp::fit::fit(&mut update, capabilities) {
+            updates.push(update);
+        }
+    }
+    let next = offset + read;
+    let complete = next >= total && job.state != "running";
+    Ok(json!({
+        "updates": updates,
+        "offset": offset,
+        "nextOffset": if complete { Value::Null } else { json!(next) },
+        "total": total,
+        "complete": complete,
+    }))
+}

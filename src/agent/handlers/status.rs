@@ -1,0 +1,189 @@
+//! Discovery, turn events and the status snapshot (`shared/EXTENSIONS.md`
+//! §0, 1, 2): what this build serves, the numbered `_spindle/event`
+//! notifications for clients that opted in, and `_spindle/session/status`.
+
+use super::cost::{cost_quote, round6};
+use super::ext_params::store_error;
+use crate::agent::dispatcher::Dispatcher;
+use crate::rpc::RpcError;
+use serde_json::{json, Map, Value};
+
+/// The methods this build serves, by discovery key.
+pub const METHODS: [(&str, &str); 27] = [
+    ("capabilities", "_spindle/capabilities"),
+    ("status", "_spindle/session/status"),
+    ("steer", "_spindle/session/steer"),
+    ("inbox.enqueue", "_spindle/session/inbox/enqueue"),
+    ("inbox.list", "_spindle/session/inbox/list"),
+    ("inbox.get", "_spindle/session/inbox/get"),
+    ("inbox.update", "_spindle/session/inbox/update"),
+    ("inbox.delete", "_spindle/session/inbox/delete"),
+    ("inbox.move", "_spindle/session/inbox/move"),
+    ("inbox.setPaused", "_spindle/session/inbox/setPaused"),
+    ("inbox.retry", "_spindle/session/inbox/retry"),
+    ("inbox.refresh", "_spindle/session/inbox/refresh"),
+    ("steering", "_session/steering"),
+    ("goal.pause", "_spindle/session/goal/pause"),
+    ("goal.resume", "_spindle/session/goal/resume"),
+    ("settings", "_spindle/settings"),
+    ("setting.set", "_spindle/setting/set"),
+    ("models", "_spindle/models"),
+    ("operations", "_spindle/operations"),
+    ("invoke", "_spindle/invoke"),
+    ("reload", "_spindle/session/reload"),
+    ("jobs", "_spindle/jobs"),
+    ("job", "_spindle/job"),
+    ("job.transcript", "_spindle/job/transcript"),
+    ("job.send", "_spindle/job/send"),
+    ("job.cancel", "_spindle/job/cancel"),
+    ("resource", "_spindle/resource"),
+];
+
+/// The notifications it sends.
+pub const NOTIFICATIONS: [(&str, &str); 1] = [("event", "_spindle/event")];
+
+/// `agentCapabilities._meta.spindle`, as discovery lists it.
+pub fn discovery() -> Value {
+    let methods: Map<String, Value> = METHODS
+        .iter()
+        .map(|(key, name)| (key.to_string(), json!(name)))
+        .collect();
+    let notifications: Map<String, Value> = NOTIFICATIONS
+        .iter()
+        .map(|(key, name)| (key.to_string(), json!(name)))
+        .collect();
+    json!({"schemaVersion": 1, "methods": methods, "notifications": notifications})
+}
+
+impl Dispatcher {
+    /// Sends `_spindle/event` for a session, numbered without gaps.
+    pub(in crate::agent) fn event(&mut self, session_id: &str, kind: &str, data: Value) {
+        if let Some(line) = self.event_line(session_id, kind, data) {
+            self.send_line(line);
+        }
+    }
+
+    /// The next event of a session as a line, numbered, to send now or
+    /// after an answer; `None` for a client that did not opt in to events
+    /// (`clientCapabilities._meta.spindle.events`), which sees pure ACP.
+    /// The number counts only events sent, so an opted-in client sees no
+    /// gap.
+    pub(in crate::agent) fn event_line(
+        &mut self,
+        session_id: &str,
+        kind: &str,
+        data: Value,
+    ) -> Option<String> {
+        if !self.wants_events() {
+            return None;
+        }
+        let session = self.sessions.get_mut(session_id)?;
+        session.event_seq += 1;
+        let seq = session.event_seq;
+        Some(crate::rpc::notification_line(
+            "_spindle/event",
+            &json!({"sessionId": session_id, "seq": seq, "kind": kind, "data": data}),
+        ))
+    }
+
+    /// Whether the client asked for vendor notifications in `initialize`.
+    pub(in crate::agent) fn wants_events(&self) -> bool {
+        self.client
+            .as_ref()
+            .is_some_and(|client| client.meta.spindle.events)
+    }
+
+    /// After a session opened: its MCP servers' state, as an `mcp` event
+    /// that follows the answer.
+    pub(in crate::agent) fn announce_mcp(&mut self, session_id: &str) {
+        let Some(status) = self
+            .sessions
+            .get(session_id)
+            .and_then(|s| s.mcp.as_ref())
+            .map(|m| m.status())
+        else {
+            return;
+        };
+        if let Some(line) = self.event_line(session_id, "mcp", json!({"servers": status})) {
+            self.after_response.push(line);
+        }
+    }
+
+    // -----------------------------------------------------------------
+    // Status
+    // -----------------------------------------------------------------
+
+    pub(super) fn status(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = self.open_session(params)?;
+        let registry = self.registry().ok();
+        let stored = self.store()?.session(&id).map_err(store_error)?;
+        let waiting = self.store()?.inbox(&id).map_err(store_error)?;
+        let session = &self.sessions[&id];
+        let entry = registry
+            .as_ref()
+            .and_then(|r| r.model(&session.model).cloned());
+        let price = entry.as_ref().and_then(|e| e.config.price.clone());
+        // The running turn's calls count as soon as each reported usage.
+        let (usage, spent) = session.usage_so_far();
+        let (plan, health, health_error, live_goal) = match session.live.lock() {
+            Ok(live) => (
+                live.plan.clone(),
+                if live.health.is_empty() {
+                    "ok"
+                } else {
+                    live.health
+                },
+                live.health_error.clone(),
+                live.goal.clone().filter(|_| session.running.is_some()),
+            ),
+            Err(_) => (Value::Null, "ok", None, None),
+        };
+        let cost = price
+            .as_ref()
+            .map(|p| json!({"amount": round6(spent), "currency": p.currency}));
+        let quote = cost_quote(session, (usage, spent), entry.as_ref(), registry.as_deref());
+        let mcp: Vec<Value> = session.mcp.as_ref().map(|m| m.status()).unwrap_or_default();
+        let pending = waiting.iter().filter(|i| i.state == "pending").count();
+        Ok(json!({
+            "session": {
+                "id": id,
+                "cwd": session.cwd,
+                "title": session.title,
+                "createdAt": stored.as_ref().map(|s| s.created_at.clone()),
+                "updatedAt": stored.as_ref().map(|s| s.updated_at.clone()),
+            },
+            "turn": {
+                "state": if session.running.is_some() { "running" } else { "idle" },
+                "epoch": session.epoch,
+                "source": if session.epoch == 0 { Value::Null } else { json!(session.turn_source) },
+                "startedAt": session.turn_started_at,
+                "outcome": session.last_outcome,
+            },
+            "model": session.model,
+            "mode": session.mode.id(),
+            "preset": session.preset.id(),
+            "approval": crate::agent::handlers::controls::policy_id(session.policy),
+            "usage": {
+                "inputTokens": usage.input_tokens,
+                "outputTokens": usage.output_tokens,
+                "cachedReadTokens": usage.cached_tokens,
+                "reasoningTokens": usage.reasoning_tokens,
+                "contextUsed": session.known.map(|k| k.tokens),
+                "contextSize": entry.as_ref().map(|e| e.context_window()),
+                "cost": cost,
+                "costQuote": quote,
+            },
+            "plan": {"entries": if plan.is_array() { plan } else { json!([]) }},
+            "inbox": {
+                "pending": pending,
+                "uncertain": waiting.iter().filter(|i| i.state == "uncertain").count(),
+                "paused": session.inbox_paused,
+                "recovered": session.inbox_recovered,
+            },
+            "goal": live_goal.or_else(|| session.goal.as_ref().map(|g| g.json())),
+            "jobs": {"running": 0, "total": 0},
+            "mcp": mcp,
+            "health": {"provider": health, "error": health_error},
+        }))
+    }
+}
