@@ -39,24 +39,6 @@ impl Dispatcher {
         }
     }
 
-    /// The catalogs' methods; `None` when the name is not one.
-    pub(in crate::agent) fn catalog(
-        &mut self,
-        method: &str,
-        params: &Value,
-    ) -> Option<Result<Value, RpcError>> {
-        let result = match method {
-            "_spindle/settings" => self.settings_catalog(params),
-            "_spindle/setting/set" => self.setting_set(params),
-            "_spindle/models" => self.models_catalog(params),
-            "_spindle/operations" => self.operations(params),
-            "_spindle/invoke" => self.invoke(params),
-            "_spindle/session/reload" => self.reload(params),
-            _ => return None,
-        };
-        Some(result)
-    }
-
     fn setting_rows(&mut self, id: &str) -> Result<Vec<Value>, RpcError> {
         let registry = self.registry()?;
         let options = config_options(&self.sessions[id], &registry);
@@ -81,14 +63,14 @@ impl Dispatcher {
             .collect())
     }
 
-    fn settings_catalog(&mut self, params: &Value) -> Result<Value, RpcError> {
+    pub(super) fn settings_catalog(&mut self, params: &Value) -> Result<Value, RpcError> {
         let id = self.catalog_session(params)?;
         Ok(json!({"items": self.setting_rows(&id)?}))
     }
 
     /// The same change as `session/set_config_option` (with its updates);
     /// answers the updated row.
-    fn setting_set(&mut self, params: &Value) -> Result<Value, RpcError> {
+    pub(super) fn setting_set(&mut self, params: &Value) -> Result<Value, RpcError> {
         let id = self.catalog_session(params)?;
         let name = params["name"]
             .as_str()
@@ -106,7 +88,7 @@ impl Dispatcher {
             .ok_or_else(|| RpcError::internal("the setting vanished"))
     }
 
-    fn models_catalog(&mut self, params: &Value) -> Result<Value, RpcError> {
+    pub(super) fn models_catalog(&mut self, params: &Value) -> Result<Value, RpcError> {
         self.catalog_session(params)?;
         let registry = self.registry()?;
         let items: Vec<Value> = registry
@@ -127,7 +109,7 @@ impl Dispatcher {
         Ok(json!({"items": items}))
     }
 
-    fn operations(&mut self, params: &Value) -> Result<Value, RpcError> {
+    pub(super) fn operations(&mut self, params: &Value) -> Result<Value, RpcError> {
         let id = self.catalog_session(params)?;
         let cwd = self.sessions[&id].cwd.clone();
         let items: Vec<Value> = commands::available(&cwd)
@@ -146,7 +128,7 @@ impl Dispatcher {
 
     /// `_spindle/invoke`: a local operation answers with its text; one that
     /// needs the model (or the workspace) runs as a turn of its own.
-    fn invoke(&mut self, params: &Value) -> Result<Value, RpcError> {
+    pub(super) fn invoke(&mut self, params: &Value) -> Result<Value, RpcError> {
         let id = self.catalog_session(params)?;
         let name = params["operation"]
             .as_str()
@@ -200,7 +182,7 @@ impl Dispatcher {
     /// `_spindle/session/reload`: builds a new runtime from the config
     /// file and swaps it in only if it builds; while a turn runs, one
     /// reload waits for it.
-    fn reload(&mut self, params: &Value) -> Result<Value, RpcError> {
+    pub(super) fn reload(&mut self, params: &Value) -> Result<Value, RpcError> {
         let id = self.catalog_session(params)?;
         if self.sessions[&id].running.is_some() {
             if let Some(session) = self.sessions.get_mut(&id) {

@@ -50,7 +50,7 @@ impl Dispatcher {
                 "auth": { "logout": {} },
                 // `fork` is unstable; the stable schema allows the field.
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}, "additionalDirectories": {}},
-                "_meta": { "spindle": super::status::discovery() }
+                "_meta": { "spindle": super::routes::discovery() }
             }),
             auth_methods,
             // An agent file's agent shows its own name.

@@ -4,7 +4,8 @@
 //! (modes and config options; `controls.rs`) and prompting
 //! (`session/prompt` and the answer when its turn reports; `prompting.rs`).
 //! Every handler is a method of the `Dispatcher`, the only owner of session
-//! state; this file is the table from method name to handler.
+//! state; `routes.rs` is the table from method name to handler, and this
+//! file sends each request there.
 //!
 //! The vendor extensions of `shared/EXTENSIONS.md`, one file per subject:
 //! discovery, turn events and the status snapshot (`status.rs`, with the
@@ -26,6 +27,7 @@ mod jobs;
 mod lifecycle;
 mod prompting;
 mod resources;
+mod routes;
 mod status;
 
 use crate::acp::{self, method};
@@ -35,8 +37,8 @@ use crate::provider::{Message, Role};
 use crate::rpc::{RequestId, RpcError};
 use crate::store::Store;
 use ext_params::bad;
+use routes::Handler;
 use serde_json::{json, Value};
-use status::discovery;
 use std::collections::HashSet;
 
 impl Dispatcher {
@@ -61,84 +63,30 @@ impl Dispatcher {
         method: &str,
         params: Value,
     ) -> Option<Result<Value, RpcError>> {
-        if method == method::INITIALIZE {
-            return Some(self.initialize(params));
-        }
-        if self.client.is_none() {
+        if method != method::INITIALIZE && self.client.is_none() {
             return Some(Err(RpcError::invalid_request(format!(
                 "{method} was sent before initialize; send initialize first"
             ))));
         }
-        // A file not indexed yet is read on a thread of its own.
-        if method == "_spindle/resource" {
-            return self.resource(id, &params);
-        }
-        if method == "_spindle/job/transcript" {
-            return self.job_transcript(id, &params);
-        }
-        if method.starts_with('_') {
-            if let Some(result) = self.extension(method, params.clone()) {
-                return Some(result);
+        let Some(route) = routes::route(method) else {
+            // A vendor-looking name with params that are not an object is
+            // refused for its params, as a vendor method's would be.
+            if method.starts_with('_') && !(params.is_null() || params.is_object()) {
+                return Some(Err(bad("params", "must be an object")));
             }
-        }
-        match method {
-            method::AUTHENTICATE => Some(self.authenticate(params)),
-            method::LOGOUT => Some(self.logout(params)),
-            method::SESSION_SET_MODE => Some(self.set_mode(params)),
-            method::SESSION_SET_CONFIG_OPTION => Some(self.set_config_option(params)),
-            method::SESSION_NEW => Some(self.new_session(params)),
-            method::SESSION_LOAD => Some(self.load_session(params, true)),
-            method::SESSION_RESUME => Some(self.load_session(params, false)),
-            method::SESSION_LIST => Some(self.list_sessions(params)),
-            method::SESSION_CLOSE => Some(self.close_session(params)),
-            method::SESSION_FORK => Some(self.fork_session(params)),
-            method::SESSION_SET_MODEL => Some(self.set_model(params)),
-            method::SESSION_DELETE => Some(self.delete_session(params)),
-            method::SESSION_PROMPT => self.prompt(id, params).err().map(Err),
-            "_spindle/test/panic" if self.test_hooks => panic!("test hook asked for a panic"),
-            other => Some(Err(RpcError::method_not_found(other))),
-        }
-    }
-
-    /// Every vendor method; `None` when the name is not one.
-    pub(in crate::agent) fn extension(
-        &mut self,
-        method: &str,
-        params: Value,
-    ) -> Option<Result<Value, RpcError>> {
-        let params = if params.is_null() { json!({}) } else { params };
-        if !params.is_object() {
-            return Some(Err(bad("params", "must be an object")));
-        }
-        let result = match method {
-            "_spindle/capabilities" => {
-                let mut value = discovery();
-                value["version"] = json!(env!("CARGO_PKG_VERSION"));
-                Ok(value)
-            }
-            "_spindle/session/status" => self.status(&params),
-            "_spindle/session/steer" => self
-                .steer(&params)
-                .map(|(item, disposition)| json!({"itemId": item, "disposition": disposition})),
-            "_session/steering" => self.steering(&params),
-            "_spindle/session/inbox/enqueue" => self.enqueue(&params),
-            "_spindle/session/inbox/list" => self.inbox_list(&params),
-            "_spindle/session/inbox/get" => self.inbox_get(&params),
-            "_spindle/session/inbox/update" => self.inbox_update(&params),
-            "_spindle/session/inbox/delete" => self.inbox_delete(&params),
-            "_spindle/session/inbox/move" => self.inbox_move(&params),
-            "_spindle/session/inbox/setPaused" => self.inbox_set_paused(&params),
-            "_spindle/session/inbox/retry" => self.inbox_retry(&params),
-            "_spindle/session/inbox/refresh" => self.inbox_refresh(&params),
-            "_spindle/session/goal/pause" => self.goal_pause(&params),
-            "_spindle/session/goal/resume" => self.goal_resume(&params),
-            "_spindle/jobs" => self.jobs_list(&params),
-            "_spindle/job" => self.job_item(&params),
-            "_spindle/job/send" => self.job_send(&params),
-            "_spindle/job/cancel" => self.job_cancel(&params),
-            other => return self.catalog(other, &params),
+            return Some(Err(RpcError::method_not_found(method)));
         };
-        Some(result)
+        match route.handler {
+            Handler::Now(handler) => Some(handler(self, params)),
+            Handler::Later(handler) => handler(self, id, params),
+            Handler::Vendor(handler) => {
+                let params = if params.is_null() { json!({}) } else { params };
+                if !params.is_object() {
+                    return Some(Err(bad("params", "must be an object")));
+                }
+                Some(handler(self, &params))
+            }
+        }
     }
 }
 

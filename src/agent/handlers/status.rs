@@ -1,59 +1,12 @@
-//! Discovery, turn events and the status snapshot (`shared/EXTENSIONS.md`
-//! §0, 1, 2): what this build serves, the numbered `_spindle/event`
-//! notifications for clients that opted in, and `_spindle/session/status`.
+//! Turn events and the status snapshot (`shared/EXTENSIONS.md` §1, 2):
+//! the numbered `_spindle/event` notifications for clients that opted in,
+//! and `_spindle/session/status`.
 
 use super::cost::{cost_quote, round6};
 use super::ext_params::store_error;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
-use serde_json::{json, Map, Value};
-
-/// The methods this build serves, by discovery key.
-pub const METHODS: [(&str, &str); 27] = [
-    ("capabilities", "_spindle/capabilities"),
-    ("status", "_spindle/session/status"),
-    ("steer", "_spindle/session/steer"),
-    ("inbox.enqueue", "_spindle/session/inbox/enqueue"),
-    ("inbox.list", "_spindle/session/inbox/list"),
-    ("inbox.get", "_spindle/session/inbox/get"),
-    ("inbox.update", "_spindle/session/inbox/update"),
-    ("inbox.delete", "_spindle/session/inbox/delete"),
-    ("inbox.move", "_spindle/session/inbox/move"),
-    ("inbox.setPaused", "_spindle/session/inbox/setPaused"),
-    ("inbox.retry", "_spindle/session/inbox/retry"),
-    ("inbox.refresh", "_spindle/session/inbox/refresh"),
-    ("steering", "_session/steering"),
-    ("goal.pause", "_spindle/session/goal/pause"),
-    ("goal.resume", "_spindle/session/goal/resume"),
-    ("settings", "_spindle/settings"),
-    ("setting.set", "_spindle/setting/set"),
-    ("models", "_spindle/models"),
-    ("operations", "_spindle/operations"),
-    ("invoke", "_spindle/invoke"),
-    ("reload", "_spindle/session/reload"),
-    ("jobs", "_spindle/jobs"),
-    ("job", "_spindle/job"),
-    ("job.transcript", "_spindle/job/transcript"),
-    ("job.send", "_spindle/job/send"),
-    ("job.cancel", "_spindle/job/cancel"),
-    ("resource", "_spindle/resource"),
-];
-
-/// The notifications it sends.
-pub const NOTIFICATIONS: [(&str, &str); 1] = [("event", "_spindle/event")];
-
-/// `agentCapabilities._meta.spindle`, as discovery lists it.
-pub fn discovery() -> Value {
-    let methods: Map<String, Value> = METHODS
-        .iter()
-        .map(|(key, name)| (key.to_string(), json!(name)))
-        .collect();
-    let notifications: Map<String, Value> = NOTIFICATIONS
-        .iter()
-        .map(|(key, name)| (key.to_string(), json!(name)))
-        .collect();
-    json!({"schemaVersion": 1, "methods": methods, "notifications": notifications})
-}
+use serde_json::{json, Value};
 
 impl Dispatcher {
     /// Sends `_spindle/event` for a session, numbered without gaps.
