@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 fn main() {
+    release_link_args();
     println!("cargo:rerun-if-env-changed=SPINDLE_BUILD_COMMIT");
     if let Ok(given) = std::env::var("SPINDLE_BUILD_COMMIT") {
         println!("cargo:rustc-env=SPINDLE_BUILD_COMMIT={}", clean(&given));
@@ -45,6 +46,52 @@ fn main() {
         let commit = clean(commit.trim());
         if output.status.success() && !commit.is_empty() {
             println!("cargo:rustc-env=SPINDLE_BUILD_COMMIT={commit}");
+        }
+    }
+}
+
+/// Smaller release binaries where the linker allows: identical functions
+/// folded into one (`--icf=all`), and relative relocations packed
+/// (`-z pack-relative-relocs`, DT_RELR: a PIE's table of them shrinks from
+/// 24 bytes a pointer to a few bits). Each flag is used only when a probe
+/// program links with it and runs, on a native Linux build: a linker or C
+/// library that lacks one simply goes without. `SPINDLE_PLAIN_LINK=1`
+/// turns both off.
+fn release_link_args() {
+    println!("cargo:rerun-if-env-changed=SPINDLE_PLAIN_LINK");
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let native = var("TARGET") == var("HOST");
+    if var("PROFILE") != "release"
+        || var("CARGO_CFG_TARGET_OS") != "linux"
+        || !native
+        || std::env::var_os("SPINDLE_PLAIN_LINK").is_some()
+    {
+        return;
+    }
+    let out = std::path::PathBuf::from(var("OUT_DIR"));
+    let source = out.join("probe.rs");
+    if std::fs::write(&source, "fn main() { println!(\"ok\"); }\n").is_err() {
+        return;
+    }
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    for (index, flag) in ["-Wl,--icf=all", "-Wl,-z,pack-relative-relocs"]
+        .iter()
+        .enumerate()
+    {
+        let binary = out.join(format!("probe-{index}"));
+        let linked = Command::new(&rustc)
+            .arg(&source)
+            .arg("-o")
+            .arg(&binary)
+            .arg(format!("-Clink-arg={flag}"))
+            .output()
+            .is_ok_and(|output| output.status.success());
+        let runs = linked
+            && Command::new(&binary)
+                .output()
+                .is_ok_and(|output| output.status.success() && output.stdout == b"ok\n");
+        if runs {
+            println!("cargo:rustc-link-arg-bins={flag}");
         }
     }
 }
