@@ -47,15 +47,19 @@ pub struct Limits {
     pub cost: Option<f64>,
 }
 
-/// A problem with an agent file: the file, the field and what is wrong.
+/// A problem with an agent file: the file, the field and what is wrong,
+/// as one message (`Display`). No caller branches on what kind of
+/// problem it is: each shows it and stops.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentFileError(pub String);
+pub struct AgentFileError(String);
 
 impl std::fmt::Display for AgentFileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
 }
+
+impl std::error::Error for AgentFileError {}
 
 /// Fields a subagent has no use for.
 const SUBAGENT_UNUSED: [&str; 7] = [
@@ -376,7 +380,7 @@ fn parse(
                             (path, None)
                         };
                         load_file(&file, dir.as_deref(), depth + 1)
-                            .map_err(|e| (here.clone(), e.0))?
+                            .map_err(|e| (here.clone(), e.to_string()))?
                     }
                     Value::Object(_) => {
                         let mut spec = parse(entry, &here, base, depth + 1, Some(name))?;
@@ -656,14 +660,14 @@ mod tests {
             (r#"{"name": "a",}"#, "not valid JSON (line 1"),
         ] {
             let file = write(&dir, "bad.json", text);
-            let error = load(&file).unwrap_err().0;
+            let error = load(&file).unwrap_err().to_string();
             assert!(
                 error.starts_with(&format!("agent file {}", file.display()))
                     && error.contains(expected),
                 "{text}: {error}"
             );
         }
-        let error = load(&dir.join("nope.json")).unwrap_err().0;
+        let error = load(&dir.join("nope.json")).unwrap_err().to_string();
         assert!(error.contains("cannot be read"), "{error}");
     }
 }

@@ -92,7 +92,7 @@ pub fn list_json(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Resul
 /// candidates when the prefix is ambiguous, `Ok(None)` when nothing
 /// matches.
 pub fn resolve_id(store: &Store, given: &str) -> std::result::Result<Option<String>, String> {
-    if store.session(given).map_err(|e| e.0)?.is_some() {
+    if store.session(given).map_err(|e| e.to_string())?.is_some() {
         return Ok(Some(given.to_string()));
     }
     if given.len() < 4 {
@@ -100,7 +100,7 @@ pub fn resolve_id(store: &Store, given: &str) -> std::result::Result<Option<Stri
     }
     // An id names any stored session, listed or not.
     let matches: Vec<String> = rows(store, None, None, true)
-        .map_err(|e| e.0)?
+        .map_err(|e| e.to_string())?
         .into_iter()
         .map(|row| row.id)
         .filter(|id| id.starts_with(given))

@@ -334,7 +334,7 @@ fn parse_sessions(mut parser: lexopt::Parser) -> Result<SessionsCommand, Usage> 
             Long("cwd") => cwd = Some(parser.value().map_err(usage)?.string().map_err(usage)?),
             Long("agent") => {
                 let path: std::path::PathBuf = parser.value().map_err(usage)?.into();
-                let spec = crate::agentfile::load(&path).map_err(|e| Usage(e.0))?;
+                let spec = crate::agentfile::load(&path).map_err(|e| Usage(e.to_string()))?;
                 agent = Some(spec.name);
             }
             Value(word) => words.push(word.string().map_err(usage)?),

@@ -7,6 +7,7 @@
 //! Permission requests are asked on the terminal (`/dev/tty`) when there
 //! is one, and rejected otherwise, so a script never hangs on a question.
 
+use super::failure::Failure;
 use crate::agent::Options;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
@@ -23,9 +24,9 @@ pub struct ExecArgs {
 /// The most bytes of a prompt read from standard input.
 const PROMPT_CAP: u64 = 1024 * 1024;
 
-/// Runs the prompt; returns the exit code: 0 after `end_turn`, 1 on an
-/// error, 3 on any other stop reason.
-pub fn run(options: Options, args: ExecArgs) -> u8 {
+/// Runs the prompt: `Ok` after `end_turn`, [`Failure::Stopped`] (exit
+/// code 3) on any other stop reason, another failure (1) on an error.
+pub fn run(options: Options, args: ExecArgs) -> Result<(), Failure> {
     let prompt = match args.prompt.as_deref() {
         Some("-") => {
             let mut bytes = Vec::new();
@@ -33,21 +34,19 @@ pub fn run(options: Options, args: ExecArgs) -> u8 {
                 .take(PROMPT_CAP + 1)
                 .read_to_end(&mut bytes)
             {
-                eprintln!("spindle: cannot read the prompt from stdin: {error}");
-                return 1;
+                return Err(Failure::Failed(format!(
+                    "cannot read the prompt from stdin: {error}"
+                )));
             }
             if bytes.len() as u64 > PROMPT_CAP {
-                eprintln!(
-                    "spindle: the prompt on stdin is over {} MiB; give a shorter one (or put the text in a file and name the file in the prompt)",
-                    PROMPT_CAP >> 20
-                );
-                return 1;
+                return Err(Failure::Failed(format!("the prompt on stdin is over {} MiB; give a shorter one (or put the text in a file and name the file in the prompt)", PROMPT_CAP >> 20)));
             }
             match String::from_utf8(bytes) {
                 Ok(text) => text,
                 Err(_) => {
-                    eprintln!("spindle: the prompt on stdin must be UTF-8 text");
-                    return 1;
+                    return Err(Failure::Failed(
+                        "the prompt on stdin must be UTF-8 text".into(),
+                    ));
                 }
             }
         }
@@ -55,55 +54,41 @@ pub fn run(options: Options, args: ExecArgs) -> u8 {
         None => String::new(),
     };
     if prompt.trim().is_empty() {
-        eprintln!("spindle: the prompt is empty");
-        return 1;
+        return Err(Failure::Failed("the prompt is empty".into()));
     }
     let cwd = match std::env::current_dir() {
         Ok(dir) => dir,
         Err(error) => {
-            eprintln!("spindle: cannot tell the current folder: {error}");
-            return 1;
+            return Err(Failure::Failed(format!(
+                "cannot tell the current folder: {error}"
+            )));
         }
     };
-    let (to_agent_reader, mut to_agent) = match std::io::pipe() {
-        Ok(pipe) => pipe,
-        Err(error) => {
-            eprintln!("spindle: {error}");
-            return 1;
-        }
-    };
-    let (from_agent, from_agent_writer) = match std::io::pipe() {
-        Ok(pipe) => pipe,
-        Err(error) => {
-            eprintln!("spindle: {error}");
-            return 1;
-        }
-    };
+    let pipe = || std::io::pipe().map_err(|error| Failure::Failed(error.to_string()));
+    let (to_agent_reader, mut to_agent) = pipe()?;
+    let (from_agent, from_agent_writer) = pipe()?;
     let agent = std::thread::Builder::new()
         .name("spindle-exec-agent".into())
         .spawn(move || crate::agent::serve(options, to_agent_reader, from_agent_writer));
     let agent = match agent {
         Ok(agent) => agent,
         Err(error) => {
-            eprintln!("spindle: cannot start the agent thread: {error}");
-            return 1;
+            return Err(Failure::Failed(format!(
+                "cannot start the agent thread: {error}"
+            )));
         }
     };
     let mut printer = Printer::new(args.json, args.quiet);
-    let code = drive(&mut to_agent, from_agent, &cwd, &prompt, &mut printer);
+    let ended = drive(&mut to_agent, from_agent, &cwd, &prompt, &mut printer);
     drop(to_agent);
     match agent.join() {
         Ok(Ok(())) => {}
-        Ok(Err(message)) => {
-            eprintln!("spindle: {message}");
-            return 1;
-        }
+        Ok(Err(message)) => return Err(Failure::Failed(message)),
         Err(_) => {
-            eprintln!("spindle: the agent thread panicked");
-            return 1;
+            return Err(Failure::Failed("the agent thread panicked".into()));
         }
     }
-    code
+    ended
 }
 
 fn send(to_agent: &mut impl Write, message: Value) -> bool {
@@ -120,7 +105,7 @@ fn drive(
     cwd: &std::path::Path,
     prompt: &str,
     printer: &mut Printer,
-) -> u8 {
+) -> Result<(), Failure> {
     let mut lines = BufReader::new(from_agent).lines();
     let request = |to: &mut dyn Write, id: u64, method: &str, params: Value| {
         let mut line =
@@ -137,7 +122,7 @@ fn drive(
                "clientCapabilities": {"_meta": {"spindle": {"notices": true}}},
                "clientInfo": {"name": "spindle-exec", "version": env!("CARGO_PKG_VERSION")}}),
     ) {
-        return 1;
+        return Err(Failure::Broken);
     }
     let mut session: Option<String> = None;
     while let Some(Ok(line)) = lines.next() {
@@ -153,7 +138,7 @@ fn drive(
                 json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("spindle exec does not offer {method}")}})
             };
             if !send(to_agent, answer) {
-                return 1;
+                return Err(Failure::Broken);
             }
             continue;
         }
@@ -173,7 +158,7 @@ fn drive(
                     true
                 )
             );
-            return 1;
+            return Err(Failure::Broken);
         }
         match message["id"].as_u64() {
             Some(0)
@@ -184,7 +169,7 @@ fn drive(
                     json!({"cwd": cwd, "mcpServers": []}),
                 ) =>
             {
-                return 1;
+                return Err(Failure::Broken);
             }
             Some(1) => {
                 let id = message["result"]["sessionId"]
@@ -194,7 +179,7 @@ fn drive(
                 let params = json!({"sessionId": id, "prompt": [{"type": "text", "text": prompt}]});
                 session = Some(id);
                 if !request(to_agent, 2, "session/prompt", params) {
-                    return 1;
+                    return Err(Failure::Broken);
                 }
             }
             Some(2) => {
@@ -208,14 +193,18 @@ fn drive(
                 } else if stop != "end_turn" {
                     eprintln!("(stopped: {})", crate::util::visible(stop, false));
                 }
-                return if stop == "end_turn" { 0 } else { 3 };
+                return if stop == "end_turn" {
+                    Ok(())
+                } else {
+                    Err(Failure::Stopped)
+                };
             }
             _ => {}
         }
     }
     printer.finish();
     eprintln!("spindle: the agent ended before answering");
-    1
+    Err(Failure::Broken)
 }
 
 /// How updates and questions reach the person (or script) at the other

@@ -1,11 +1,13 @@
 //! The front-ends: the command line (`args`), its help and completions,
 //! and the commands that are not the agent's protocol — `exec`, `doctor`,
-//! `setup`, `sessions`, `mcp list`. `main` here is the one place an exit
-//! code is chosen.
+//! `setup`, `sessions`, `mcp list`. Each command ends in `Ok` (what to
+//! print) or a [`Failure`]; `main` here is the one place an exit code is
+//! chosen, by [`Failure::exit_code`].
 
 pub mod args;
 pub mod doctor;
 pub mod exec;
+mod failure;
 mod help;
 mod logging;
 mod mcp_list;
@@ -13,6 +15,7 @@ mod sessions;
 pub mod setup;
 
 use args::{parse_args, Command, Usage};
+pub use failure::Failure;
 use help::{command_help, completions, HELP};
 use logging::{init_logging, log_file_of};
 use mcp_list::mcp_list;
@@ -50,113 +53,86 @@ pub fn main() -> ExitCode {
     // Before anything large is allocated (a session loaded, a model list).
     crate::provider::http::map_large_buffers();
     init_logging(log_file_of(&command));
-    match command {
+    let ended = match command {
         // First, while the process has a single thread: the launcher
-        // confines this very process and then execs the command.
-        Ok(Command::Sandbox(args)) => crate::sandbox::launcher_main(args, &mut std::io::stdout()),
-        Ok(Command::Guard(args)) => crate::process::guard::main(args),
-        Err(Usage(message)) => {
-            eprintln!("spindle: {message}\nRun 'spindle --help' for usage.");
-            ExitCode::from(2)
+        // confines this very process and then execs the command. It and
+        // the guard end as their child did, so they choose their own code.
+        Ok(Command::Sandbox(args)) => {
+            return crate::sandbox::launcher_main(args, &mut std::io::stdout())
         }
-        Ok(Command::Help(topic)) => {
-            match topic.as_deref().and_then(command_help) {
-                Some(text) => print!("{text}"),
-                None => print!("{HELP}"),
-            }
+        Ok(Command::Guard(args)) => return crate::process::guard::main(args),
+        Err(Usage(message)) => Err(Failure::Usage(message)),
+        Ok(command) => run(command),
+    };
+    match ended {
+        Ok(text) => {
+            print!("{text}");
             ExitCode::SUCCESS
         }
-        Ok(Command::McpList { config, cwd }) => match mcp_list(config, cwd) {
-            Ok(text) => {
-                print!("{text}");
-                ExitCode::SUCCESS
-            }
-            Err(message) => {
-                eprintln!("spindle: {message}");
-                ExitCode::from(1)
-            }
-        },
-        Ok(Command::Doctor(args)) => {
+        Err(failure) => {
+            failure.report();
+            ExitCode::from(failure.exit_code())
+        }
+    }
+}
+
+/// Runs one command: `Ok` with what stdout gets.
+fn run(command: Command) -> Result<String, Failure> {
+    match command {
+        Command::Sandbox(_) | Command::Guard(_) => unreachable!("handled in main"),
+        Command::Help(topic) => Ok(topic
+            .as_deref()
+            .and_then(command_help)
+            .unwrap_or_else(|| HELP.to_string())),
+        Command::McpList { config, cwd } => mcp_list(config, cwd).map_err(Failure::Failed),
+        Command::Doctor(args) => {
             let report = crate::cli::doctor::run(&args);
-            print!("{}", report.text);
             if report.broken {
-                ExitCode::from(1)
+                print!("{}", report.text);
+                Err(Failure::Broken)
             } else {
-                ExitCode::SUCCESS
+                Ok(report.text)
             }
         }
-        Ok(Command::Completions(shell)) => {
-            print!("{}", completions(&shell));
-            ExitCode::SUCCESS
-        }
-        Ok(Command::Version) => {
-            match option_env!("SPINDLE_BUILD_COMMIT") {
-                Some(commit) => println!("spindle {} (commit {commit})", env!("CARGO_PKG_VERSION")),
-                None => println!("spindle {}", env!("CARGO_PKG_VERSION")),
-            }
-            ExitCode::SUCCESS
-        }
-        Ok(Command::Setup(args)) => {
+        Command::Completions(shell) => Ok(completions(&shell)),
+        Command::Version => Ok(match option_env!("SPINDLE_BUILD_COMMIT") {
+            Some(commit) => format!("spindle {} (commit {commit})\n", env!("CARGO_PKG_VERSION")),
+            None => format!("spindle {}\n", env!("CARGO_PKG_VERSION")),
+        }),
+        Command::Setup(args) => {
             use std::io::IsTerminal;
             let interactive = std::io::stdin().is_terminal();
             let mut input = std::io::stdin().lock();
             let mut output = std::io::stdout();
-            match crate::cli::setup::run(args, interactive, &mut input, &mut output) {
-                Ok(summary) => {
-                    print!("{summary}");
-                    ExitCode::SUCCESS
-                }
-                Err(message) => {
-                    eprintln!("spindle setup: {message}");
-                    ExitCode::from(1)
-                }
-            }
+            crate::cli::setup::run(args, interactive, &mut input, &mut output)
+                .map_err(Failure::SetupFailed)
         }
-        Ok(Command::Sessions(command)) => match run_sessions(command) {
-            Ok(text) => {
-                print!("{text}");
-                ExitCode::SUCCESS
-            }
-            Err(message) => {
-                eprintln!("spindle: {message}");
-                ExitCode::from(1)
-            }
-        },
-        Ok(Command::Exec(options, args)) => {
+        Command::Sessions(command) => run_sessions(command).map_err(Failure::Failed),
+        Command::Exec(options, args) => {
             let mut options = *options;
             if let Some(path) = options.agent_path.clone() {
-                match crate::agentfile::load(&path) {
-                    Ok(spec) => options.adopt(spec),
-                    Err(error) => {
-                        eprintln!("spindle: {error}");
-                        return ExitCode::from(1);
-                    }
-                }
+                let spec = crate::agentfile::load(&path)
+                    .map_err(|error| Failure::Failed(error.to_string()))?;
+                options.adopt(spec);
             }
             if let Ok(exe) = std::env::current_exe() {
                 crate::process::guard::enable(exe);
             }
-            ExitCode::from(crate::cli::exec::run(options, args))
+            crate::cli::exec::run(options, args).map(|()| String::new())
         }
-        Ok(Command::Acp(mut options)) => {
+        Command::Acp(mut options) => {
             // An agent file: read and checked before any protocol output.
             if let Some(path) = options.agent_path.clone() {
-                match crate::agentfile::load(&path) {
-                    Ok(spec) => options.adopt(spec),
-                    Err(error) => {
-                        eprintln!("spindle: {error}");
-                        return ExitCode::from(1);
-                    }
-                }
+                let spec = crate::agentfile::load(&path)
+                    .map_err(|error| Failure::Failed(error.to_string()))?;
+                options.adopt(spec);
             }
             // A provider typo in --model stops here, before any protocol.
             if let Some(model) = &options.model {
                 if let Ok((config, _)) = crate::config::Config::load(options.config.as_deref()) {
                     let providers: Vec<String> = config.providers.keys().cloned().collect();
-                    if let Err(problem) = crate::config::check_model_provider(model, &providers) {
-                        eprintln!("spindle: {problem}");
-                        return ExitCode::from(2);
-                    }
+                    crate::config::check_model_provider(model, &providers)
+                        .map_err(Failure::Refused)?;
                 }
             }
             // Typed in a terminal: say what this is, once, on stderr.
@@ -173,13 +149,9 @@ pub fn main() -> ExitCode {
             if let Ok(exe) = std::env::current_exe() {
                 crate::process::guard::enable(exe);
             }
-            match crate::agent::serve(options, std::io::stdin(), std::io::stdout()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(message) => {
-                    eprintln!("spindle: {message}");
-                    ExitCode::from(1)
-                }
-            }
+            crate::agent::serve(options, std::io::stdin(), std::io::stdout())
+                .map_err(Failure::Failed)?;
+            Ok(String::new())
         }
     }
 }

@@ -79,8 +79,9 @@ impl Store {
                 }
             }
         }
-        Err(super::StoreError(
-            "too many different contents share one checkpoint key".into(),
+        Err(super::StoreError::new(
+            super::StoreErrorKind::Other,
+            "too many different contents share one checkpoint key",
         ))
     }
 

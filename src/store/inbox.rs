@@ -4,7 +4,7 @@
 //! happen in one transaction (`begin_turn_from`), so a crash can neither
 //! apply an item twice nor lose it.
 
-use super::{Result, Store, StoreError};
+use super::{Result, Store, StoreError, StoreErrorKind};
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
@@ -178,7 +178,10 @@ impl Store {
         let mut have: Vec<&str> = pending.iter().map(|(id, _)| id.as_str()).collect();
         have.sort_unstable();
         if given != have {
-            return Err(StoreError("the pending items changed meanwhile".into()));
+            return Err(StoreError::new(
+                StoreErrorKind::Conflict,
+                "the pending items changed meanwhile",
+            ));
         }
         let mut positions: Vec<i64> = pending.iter().map(|(_, position)| *position).collect();
         positions.sort_unstable();

@@ -7,12 +7,13 @@
 //! serialise writers, and a session running a turn is leased to its process.
 
 pub mod checkpoints;
+mod error;
 pub mod inbox;
 
 use crate::conversation::Message;
+pub use error::{StoreError, StoreErrorKind};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::Value;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,21 +23,6 @@ pub const SCHEMA_VERSION: i64 = 6;
 
 /// How long a lease lasts without a heartbeat.
 pub const LEASE_TTL_MS: i64 = 30_000;
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoreError(pub String);
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl From<rusqlite::Error> for StoreError {
-    fn from(error: rusqlite::Error) -> Self {
-        StoreError(format!("session database error: {error}"))
-    }
-}
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
@@ -200,17 +186,20 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|err| {
-                StoreError(format!(
-                    "cannot create the directory {} for the session database: {err}",
-                    parent.display()
-                ))
+                StoreError::new(
+                    StoreErrorKind::Io,
+                    format!(
+                        "cannot create the directory {} for the session database: {err}",
+                        parent.display()
+                    ),
+                )
             })?;
         }
         let connection = Connection::open(path).map_err(|err| {
-            StoreError(format!(
-                "cannot open the session database {}: {err}",
-                path.display()
-            ))
+            StoreError::sqlite(
+                format!("cannot open the session database {}: {err}", path.display()),
+                &err,
+            )
         })?;
         connection.busy_timeout(Duration::from_secs(10))?;
         let mut store = Store {
@@ -243,7 +232,7 @@ impl Store {
     }
 
     fn context(&self, what: &str, err: rusqlite::Error) -> StoreError {
-        StoreError(format!("{what} ({}): {err}", self.path.display()))
+        StoreError::sqlite(format!("{what} ({}): {err}", self.path.display()), &err)
     }
 
     fn check_version(&self) -> Result<i64> {
@@ -257,7 +246,7 @@ impl Store {
                 )
             })?;
         if version > SCHEMA_VERSION {
-            return Err(StoreError(format!(
+            return Err(StoreError::new(StoreErrorKind::Newer, format!(
                 "the session database {} was written by a newer Spindle (schema version {version}; this Spindle knows up to {SCHEMA_VERSION}). Upgrade Spindle, or use another database with --db; the file was not changed.",
                 self.path.display()
             )));
@@ -274,7 +263,7 @@ impl Store {
             // database migrate one after the other.
             let path = self.path.clone();
             let context = |what: &str, err: rusqlite::Error| {
-                StoreError(format!("{what} ({}): {err}", path.display()))
+                StoreError::sqlite(format!("{what} ({}): {err}", path.display()), &err)
             };
             let transaction = self
                 .connection
@@ -346,7 +335,10 @@ impl Store {
             params![from, to, cwd, now, order, mcp_servers.to_string()],
         )?;
         if copied != 1 {
-            return Err(StoreError(format!("there is no session {from}")));
+            return Err(StoreError::new(
+                StoreErrorKind::NotFound,
+                format!("there is no session {from}"),
+            ));
         }
         if transaction.query_row(
             "SELECT COUNT(*) FROM turns WHERE session_id = ?1 AND state = 'running'",
@@ -354,9 +346,10 @@ impl Store {
             |row| row.get::<_, i64>(0),
         )? > 0
         {
-            return Err(StoreError(format!(
-                "session {from} is in the middle of a turn"
-            )));
+            return Err(StoreError::new(
+                StoreErrorKind::Conflict,
+                format!("session {from} is in the middle of a turn"),
+            ));
         }
         for statement in [
             "INSERT INTO turns (session_id, turn, state, stop_reason, error, usage, started_at, ended_at)
@@ -729,8 +722,12 @@ fn append_in(
             .prepare_cached("INSERT INTO messages (session_id, seq, body) VALUES (?1, ?2, ?3)")?;
         for message in messages {
             seq += 1;
-            let body = serde_json::to_string(message)
-                .map_err(|err| StoreError(format!("cannot store a message: {err}")))?;
+            let body = serde_json::to_string(message).map_err(|err| {
+                StoreError::new(
+                    StoreErrorKind::Other,
+                    format!("cannot store a message: {err}"),
+                )
+            })?;
             insert.execute(params![id, seq, body])?;
         }
     }

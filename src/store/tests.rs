@@ -101,7 +101,8 @@ fn newer_schemas_are_refused_untouched() {
     drop(connection);
     let before = std::fs::read(&path).unwrap();
     let error = Store::open(&path).err().unwrap();
-    assert!(error.0.contains("newer Spindle"), "{error}");
+    assert_eq!(error.kind(), StoreErrorKind::Newer, "{error}");
+    assert!(error.to_string().contains("newer Spindle"), "{error}");
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 

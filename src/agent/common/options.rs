@@ -68,7 +68,7 @@ impl Options {
         let Some(path) = &self.agent_path else {
             return Ok(None);
         };
-        let spec = crate::agentfile::load(path).map_err(|e| e.0)?;
+        let spec = crate::agentfile::load(path).map_err(|e| e.to_string())?;
         let mut fresh = self
             .before_agent
             .as_deref()

@@ -129,7 +129,7 @@ impl Dispatcher {
         let spawned = std::thread::Builder::new()
             .name("spindle-warmup".into())
             .spawn(move || {
-                let store = Store::open(&db_path).map_err(|error| error.0);
+                let store = Store::open(&db_path).map_err(|error| error.to_string());
                 let registry = Registry::build(&options).map(Arc::new);
                 let _ = sender.send((store, registry));
             });
@@ -155,7 +155,7 @@ impl Dispatcher {
         let db_path = &self.db_path;
         let store = self
             .store
-            .get_or_insert_with(|| Store::open(db_path).map_err(|error| error.0));
+            .get_or_insert_with(|| Store::open(db_path).map_err(|error| error.to_string()));
         match store {
             Ok(store) => Ok(store),
             Err(message) => {

@@ -188,7 +188,7 @@ pub(in crate::agent) fn not_found(session_id: &str) -> RpcError {
 }
 
 pub(in crate::agent) fn internal(error: store::StoreError) -> RpcError {
-    RpcError::internal(error.0).with_data(json!({"code": "store_error"}))
+    RpcError::internal(error.to_string()).with_data(json!({"code": "store_error"}))
 }
 
 #[cfg(test)]

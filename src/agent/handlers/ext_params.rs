@@ -17,7 +17,7 @@ pub(super) fn bad(field: &str, why: &str) -> RpcError {
 }
 
 pub(super) fn store_error(error: crate::store::StoreError) -> RpcError {
-    RpcError::internal(error.0).with_data(json!({"code": "store_unavailable"}))
+    RpcError::internal(error.to_string()).with_data(json!({"code": "store_unavailable"}))
 }
 
 pub(super) fn string<'a>(params: &'a Value, field: &str) -> Result<&'a str, RpcError> {

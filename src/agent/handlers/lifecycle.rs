@@ -430,7 +430,7 @@ impl Dispatcher {
         let redacted = redact_mcp_servers(servers.as_array().map_or(&[][..], Vec::as_slice));
         self.store()?
             .fork_session(&source, &id, &cwd, &redacted)
-            .map_err(|error| RpcError::invalid_request(error.0))?;
+            .map_err(|error| RpcError::invalid_request(error.to_string()))?;
         log::info!("session {id} forked from {source}");
         let mut load = json!({"sessionId": id, "cwd": cwd, "mcpServers": servers});
         if let Some(roots) = params.get("additionalDirectories") {

@@ -45,7 +45,7 @@ pub(super) fn run(
     };
     let all = store
         .checkpoints(&turn.session_id)
-        .map_err(|e| RpcError::internal(e.0))?;
+        .map_err(|e| RpcError::internal(e.to_string()))?;
     let targets: Vec<CheckpointRow> = match rewind {
         Rewind::Undo(n) => all
             .iter()

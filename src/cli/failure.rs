@@ -1,0 +1,44 @@
+//! How a command falls short, and so the exit code it ends with.
+
+/// How a command fell short; it alone chooses the exit code (the help's
+/// "Exit codes" line, and `exec`'s 3).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The command line is wrong: said with a hint at the help; 2.
+    Usage(String),
+    /// The command line names what is not there (a provider in
+    /// `--model`): said without the hint; 2.
+    Refused(String),
+    /// The command could not do its work: `spindle: <message>`; 1.
+    Failed(String),
+    /// `spindle setup` could not: `spindle setup: <message>`; 1.
+    SetupFailed(String),
+    /// What is wrong was already said (the doctor's report, an error
+    /// `exec` printed as it came), or there is nothing to add; 1.
+    Broken,
+    /// `exec`'s turn stopped for another reason than its end, said
+    /// already; 3.
+    Stopped,
+}
+
+impl Failure {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Usage(_) | Failure::Refused(_) => 2,
+            Failure::Failed(_) | Failure::SetupFailed(_) | Failure::Broken => 1,
+            Failure::Stopped => 3,
+        }
+    }
+
+    /// What stderr gets, if anything.
+    pub(super) fn report(&self) {
+        match self {
+            Failure::Usage(message) => {
+                eprintln!("spindle: {message}\nRun 'spindle --help' for usage.")
+            }
+            Failure::Refused(message) | Failure::Failed(message) => eprintln!("spindle: {message}"),
+            Failure::SetupFailed(message) => eprintln!("spindle setup: {message}"),
+            Failure::Broken | Failure::Stopped => {}
+        }
+    }
+}
