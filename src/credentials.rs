@@ -39,6 +39,8 @@ pub const STANDARD: &[&str] = &[
 /// holding a copy of a key only when the key is at least this long.
 const MIN_KEY_LEN: usize = 8;
 
+// Global: what was taken out of the environment, which is the process's
+// too; set once while the process has one thread, read-only after.
 static WITHDRAWN: OnceLock<BTreeMap<String, String>> = OnceLock::new();
 
 /// Takes the credential variables — the standard names and `names` (the

@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// and unlikely to repeat across processes. Built from the standard
 /// library's randomly keyed hasher, so no extra dependency is needed.
 pub fn random_hex() -> String {
+    // Global: unique within the process whoever asks, so process-wide.
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut hasher = RandomState::new().build_hasher();
     hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));

@@ -37,7 +37,6 @@ where
         Script::load(path)?;
     }
     let mut options = options;
-    common::commands::set_agent_dir(options.agent.as_ref().and_then(|a| a.commands_dir.clone()));
     // A scripted run is a demo or a test: unless a database is named, its
     // sessions (and their command logs) live in a private temporary folder
     // removed at exit, so they neither clutter the user's history nor

@@ -214,7 +214,7 @@ fn check_workspace(lines: &mut Lines) {
     let Ok(cwd) = std::env::current_dir() else {
         return;
     };
-    let skipped = crate::agent::skipped_files(&cwd);
+    let skipped = crate::agent::skipped_files(&cwd, None);
     if skipped.is_empty() {
         return;
     }

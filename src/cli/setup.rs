@@ -576,6 +576,7 @@ struct EchoOff {
 }
 
 /// The terminal's settings before the echo went off, for the handler.
+// Global: the signal handler that restores the terminal sees only statics.
 static SAVED_TERMINAL: std::sync::OnceLock<libc::termios> = std::sync::OnceLock::new();
 
 extern "C" fn restore_and_die(signal: libc::c_int) {

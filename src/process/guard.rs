@@ -27,6 +27,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::OnceLock;
 
+// Global: written once at start (the binary's own path, a fact of the
+// process) and read by every place that starts a command.
 static GUARD: OnceLock<PathBuf> = OnceLock::new();
 
 /// Names the executable that serves `spindle guard` (the agent's own
@@ -94,6 +96,8 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         None => ExitCode::from(1),
     }
 }
+
+// Global, these three: a signal handler sees nothing but statics.
 
 /// The agent's pid, for the signal handler.
 #[cfg(target_os = "linux")]

@@ -182,6 +182,7 @@ type SpawnRequest = (Command, crossbeam_channel::Sender<io::Result<Child>>);
 /// forked by one thread that lives as long as the process: `spindle-spawner`,
 /// started on first use. It holds no state but its queue.
 pub fn spawn_tied_to_agent(mut command: Command) -> io::Result<Child> {
+    // Global: the one thread that lives as long as the process, for all.
     static SPAWNER: std::sync::OnceLock<Option<crossbeam_channel::Sender<SpawnRequest>>> =
         std::sync::OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {

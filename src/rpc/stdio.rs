@@ -174,6 +174,8 @@ pub enum Output {
 #[derive(Debug)]
 pub struct Queued(u64, Output);
 
+// Global: one order for every message queued, by any thread, to either
+// queue; an atomic counter and nothing else.
 static NEXT_STAMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Output {

@@ -181,6 +181,8 @@ pub fn support(exe: &Path) -> &'static Support {
 /// switch is looked at on every call, not cached, so turning the sandbox
 /// off never depends on who asked first.
 fn support_with(exe: &Path, switch: Option<&OsStr>) -> &'static Support {
+    // Global: what the kernel supports is a fact of the process, probed
+    // once (a fork and an exec) and never changed after.
     static DISABLED: OnceLock<Support> = OnceLock::new();
     static PROBED: OnceLock<Support> = OnceLock::new();
     if switch.is_some_and(|value| value == "off") {

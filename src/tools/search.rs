@@ -72,6 +72,7 @@ struct Hit {
 /// Whether ripgrep 11 or newer (the flags used here) can be run, checked
 /// once per process; `SPINDLE_SEARCH=builtin` forces false.
 pub fn ripgrep_available() -> bool {
+    // Global: whether ripgrep is installed is the machine's, checked once.
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
     *AVAILABLE.get_or_init(|| {
         if std::env::var("SPINDLE_SEARCH").is_ok_and(|v| v == "builtin") {

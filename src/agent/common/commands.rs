@@ -121,16 +121,6 @@ pub fn user_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("commands"))
 }
 
-/// The agent file's `commands/` folder, when `spindle acp PATH` serves
-/// an agent folder that has one (set at start and by reload).
-static AGENT_DIR: std::sync::RwLock<Option<PathBuf>> = std::sync::RwLock::new(None);
-
-pub fn set_agent_dir(dir: Option<PathBuf>) {
-    if let Ok(mut slot) = AGENT_DIR.write() {
-        *slot = dir;
-    }
-}
-
 /// The largest custom command file read.
 pub const COMMAND_FILE_CAP: u64 = 256 * 1024;
 /// The most command files read from one folder.
@@ -138,16 +128,18 @@ pub const COMMAND_FILES_MAX: usize = 500;
 
 /// Every command available in a workspace: the built-ins, then custom
 /// commands (the workspace's win over the agent file's, which win over the
-/// user's of the same name; none replaces a built-in).
-pub fn available(cwd: &Path) -> Vec<Command> {
-    available_and_skipped(cwd).0
+/// user's of the same name; none replaces a built-in). `agent_dir` is the
+/// agent file's `commands/` folder, when `spindle acp PATH` serves an
+/// agent folder that has one (`Options::commands_dir`).
+pub fn available(cwd: &Path, agent_dir: Option<&Path>) -> Vec<Command> {
+    available_and_skipped(cwd, agent_dir).0
 }
 
 /// [`available`], and the command files left out: the workspace's and the
 /// agent folder's are read only as [`crate::tools::shipped`] allows (no
 /// link out of their folder, regular files within a cap); the user's own
 /// may link anywhere but must be regular files within the cap too.
-pub fn available_and_skipped(cwd: &Path) -> (Vec<Command>, Vec<Skipped>) {
+pub fn available_and_skipped(cwd: &Path, agent_dir: Option<&Path>) -> (Vec<Command>, Vec<Skipped>) {
     let mut commands: Vec<Command> = BUILTINS
         .iter()
         .map(|(name, description, hint, builtin)| Command {
@@ -158,14 +150,13 @@ pub fn available_and_skipped(cwd: &Path) -> (Vec<Command>, Vec<Skipped>) {
         })
         .collect();
     let mut skipped = Vec::new();
-    let agent_dir = AGENT_DIR.read().ok().and_then(|dir| dir.clone());
     // The folder, and the folder it must lie in (none for the user's own).
     let dirs = [
         Some((
             cwd.join(".spindle").join("commands"),
             Some(cwd.to_path_buf()),
         )),
-        agent_dir.map(|dir| (dir.clone(), Some(dir))),
+        agent_dir.map(|dir| (dir.to_path_buf(), Some(dir.to_path_buf()))),
         Some((user_dir(), None)),
     ];
     for (dir, within) in dirs.iter().flatten() {
@@ -360,7 +351,7 @@ mod tests {
         std::fs::create_dir_all(dir.join(".spindle/commands")).unwrap();
         std::fs::write(dir.join(".spindle/commands/deploy.md"), "Deploy it").unwrap();
         std::fs::write(dir.join(".spindle/commands/help.md"), "not the real help").unwrap();
-        let commands = available(&dir);
+        let commands = available(&dir, None);
         assert_eq!(commands[0].name, "init");
         let deploy = commands.iter().find(|c| c.name == "deploy").unwrap();
         assert_eq!(deploy.description, "Deploy it");

@@ -41,6 +41,12 @@ pub struct Options {
 }
 
 impl Options {
+    /// The agent file's `commands/` folder, if it has one: its commands
+    /// join the workspace's and the user's.
+    pub fn commands_dir(&self) -> Option<&std::path::Path> {
+        self.agent.as_ref()?.commands_dir.as_deref()
+    }
+
     /// Takes an agent file's choices where the command line made none
     /// (`--model`, `--preset`, `--on-reject`, `--max-steps` still win).
     pub fn adopt(&mut self, spec: crate::agentfile::AgentSpec) {

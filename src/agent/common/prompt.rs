@@ -119,8 +119,9 @@ fn git_state(cwd: &Path) -> Option<String> {
 /// The files of the workspace Spindle would read on its own behalf but
 /// refuses (links out of their folder, FIFOs, devices, hard links, files
 /// over their cap): the project's instruction files, its commands and its
-/// `.spindle/config.json`. For a notice and `spindle doctor`.
-pub fn skipped_files(cwd: &Path) -> Vec<crate::tools::shipped::Skipped> {
+/// `.spindle/config.json`. For a notice and `spindle doctor`. `agent_dir`:
+/// the agent file's commands, as [`super::commands::available`] has it.
+pub fn skipped_files(cwd: &Path, agent_dir: Option<&Path>) -> Vec<crate::tools::shipped::Skipped> {
     use crate::tools::shipped::{self, Skipped};
     let mut skipped = Vec::new();
     for (_, path) in project_instruction_files(cwd) {
@@ -129,7 +130,7 @@ pub fn skipped_files(cwd: &Path) -> Vec<crate::tools::shipped::Skipped> {
             skipped.push(Skipped { path, why });
         }
     }
-    skipped.extend(super::commands::available_and_skipped(cwd).1);
+    skipped.extend(super::commands::available_and_skipped(cwd, agent_dir).1);
     let config = cwd.join(".spindle").join("config.json");
     if let Err(why) = shipped::read(&config, cwd, crate::config::PROJECT_CONFIG_CAP) {
         skipped.push(Skipped { path: config, why });

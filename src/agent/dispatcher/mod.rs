@@ -260,7 +260,7 @@ impl Dispatcher {
     fn commands_line(&self, session_id: &str) -> Option<String> {
         let session = self.sessions.get(session_id)?;
         let update = crate::agent::common::commands::update(
-            &crate::agent::common::commands::available(&session.cwd),
+            &crate::agent::common::commands::available(&session.cwd, self.options.commands_dir()),
         );
         Some(rpc::notification_line(
             method::SESSION_UPDATE,

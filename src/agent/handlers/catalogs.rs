@@ -112,7 +112,7 @@ impl Dispatcher {
     pub(super) fn operations(&mut self, params: &Value) -> Result<Value, RpcError> {
         let id = self.catalog_session(params)?;
         let cwd = self.sessions[&id].cwd.clone();
-        let items: Vec<Value> = commands::available(&cwd)
+        let items: Vec<Value> = commands::available(&cwd, self.options.commands_dir())
             .iter()
             .map(|command| {
                 json!({
@@ -144,7 +144,7 @@ impl Dispatcher {
             },
         };
         let cwd = self.sessions[&id].cwd.clone();
-        let available = commands::available(&cwd);
+        let available = commands::available(&cwd, self.options.commands_dir());
         let Some(command) = available.iter().find(|c| c.name == name) else {
             return Err(RpcError::invalid_params(format!(
                 "operation: there is no operation {name:?}; _spindle/operations lists them"
@@ -215,9 +215,6 @@ impl Dispatcher {
         let built = Registry::build(options).map_err(failed)?;
         self.registry = Some(Ok(Arc::new(built)));
         if let Some(fresh) = fresh {
-            crate::agent::common::commands::set_agent_dir(
-                fresh.agent.as_ref().and_then(|a| a.commands_dir.clone()),
-            );
             self.options = fresh;
         }
         let others: Vec<String> = self

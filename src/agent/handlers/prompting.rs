@@ -6,7 +6,7 @@ use crate::acp;
 use crate::agent::common::commands::{self, Builtin, Kind};
 use crate::agent::common::content::read_prompt;
 use crate::agent::common::models::Registry;
-use crate::agent::common::prompt::system_prompt;
+use crate::agent::common::prompt::{skipped_files, system_prompt};
 use crate::agent::dispatcher::params::{decode, internal, not_found};
 use crate::agent::dispatcher::session::{title_from, RunningTurn};
 use crate::agent::dispatcher::Dispatcher;
@@ -365,7 +365,7 @@ impl Dispatcher {
         };
         // Workspace files Spindle would read but refuses are named, each
         // once (the model's prompt names the instruction files itself).
-        let refused: Vec<_> = crate::agent::common::prompt::skipped_files(&session.cwd)
+        let refused: Vec<_> = skipped_files(&session.cwd, self.options.commands_dir())
             .into_iter()
             .filter(|skipped| !session.refused_shown.contains(&skipped.path))
             .collect();
@@ -703,7 +703,7 @@ impl Dispatcher {
             return Ok((TurnKind::Model, text.to_string()));
         };
         let cwd = self.sessions[session_id].cwd.clone();
-        let available = commands::available(&cwd);
+        let available = commands::available(&cwd, self.options.commands_dir());
         let Some(command) = available.iter().find(|c| c.name == name) else {
             return Ok((TurnKind::Model, text.to_string()));
         };

@@ -100,7 +100,7 @@ const RUN_BYTES: usize = 256;
 /// heap: each doubling leaves its old copy behind as resident free memory,
 /// which the heap keeps after the turn; the peak of a response at the cap
 /// is about a third higher, and the agent stays there. Once per process,
-/// before the first model call or model list.
+/// before the first model call or model list (a static: the setting is too).
 pub fn map_large_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
