@@ -16,6 +16,7 @@
 use super::rpc::{Router, Transport};
 use super::{redact, McpError};
 use crate::cancel::lock;
+use crate::process::signal_group;
 use crossbeam_channel::{unbounded, Sender};
 use serde_json::Value;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -34,35 +35,6 @@ const TERM_GRACE: Duration = Duration::from_millis(100);
 const REAP_WAIT: Duration = Duration::from_secs(1);
 /// The longest line of stderr or of skipped stdout that is logged.
 const LOG_LINE_CAP: usize = 2000;
-
-const SIGTERM: i32 = 15;
-const SIGKILL: i32 = 9;
-
-extern "C" {
-    fn kill(pid: i32, sig: i32) -> i32;
-}
-
-/// Sends `signal` to every process in the group `pgid`. Ids 0 and 1 are
-/// refused: they would hit Spindle's own group or every process the user
-/// owns.
-fn signal_group(pgid: u32, signal: i32) {
-    let Ok(pgid) = i32::try_from(pgid) else {
-        return;
-    };
-    if pgid <= 1 {
-        return;
-    }
-    // SAFETY: `kill` is the POSIX function from the C library that std
-    // already links; it takes two plain integers and touches no memory of
-    // ours. A failure (such as an empty group) only shows in its result.
-    let result = unsafe { kill(-pgid, signal) };
-    if result != 0 {
-        log::trace!(
-            "signal {signal} to process group {pgid}: {}",
-            io::Error::last_os_error()
-        );
-    }
-}
 
 /// A running stdio server.
 pub(crate) struct StdioTransport {
@@ -248,10 +220,10 @@ fn wait_for_exit(child: &mut Child, limit: Duration) -> bool {
 fn stop_child(child: &mut Child, pgid: u32, exited: bool) {
     let mut exited = exited;
     if !exited {
-        signal_group(pgid, SIGTERM);
+        signal_group(pgid, libc::SIGTERM);
         exited = wait_for_exit(child, TERM_GRACE);
     }
-    signal_group(pgid, SIGKILL);
+    signal_group(pgid, libc::SIGKILL);
     if !exited && !wait_for_exit(child, REAP_WAIT) {
         log::warn!("MCP server process {pgid} was not reaped after SIGKILL");
     }

@@ -122,11 +122,18 @@ const CHUNK: usize = 64 * 1024;
 /// command block on its writes, which keeps memory bounded.
 const CHUNK_QUEUE: usize = 16;
 
-/// Sends SIGKILL to every process in the group `pgid`.
+/// Sends SIGKILL to every process in the group `pgid`; see
+/// [`signal_group`].
+pub fn kill_group(pgid: u32) {
+    signal_group(pgid, libc::SIGKILL);
+}
+
+/// Sends `signal` (`libc::SIGTERM`, `libc::SIGKILL`, …) to every process
+/// in the group `pgid`.
 ///
 /// Ids 0 and 1 are refused: `kill(0, …)` would hit Spindle's own group and
 /// `kill(-1, …)` every process the user owns.
-pub fn kill_group(pgid: u32) {
+pub fn signal_group(pgid: u32, signal: libc::c_int) {
     let Ok(pgid) = i32::try_from(pgid) else {
         return;
     };
@@ -136,10 +143,10 @@ pub fn kill_group(pgid: u32) {
     // SAFETY: `kill` is the POSIX function from the C library that std
     // already links; it takes two plain integers, touches no memory of ours
     // and reports failure (such as an empty group) only through its result.
-    let result = unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    let result = unsafe { libc::kill(-pgid, signal) };
     if result != 0 {
         log::debug!(
-            "kill of process group {pgid}: {}",
+            "signal {signal} to process group {pgid}: {}",
             io::Error::last_os_error()
         );
     }

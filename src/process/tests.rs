@@ -270,4 +270,9 @@ fn refuses_group_ids_that_mean_more_than_one_group() {
     kill_group(0);
     kill_group(1);
     kill_group(u32::MAX);
+    for signal in [libc::SIGTERM, libc::SIGKILL] {
+        signal_group(0, signal);
+        signal_group(1, signal);
+        signal_group(u32::MAX, signal);
+    }
 }
