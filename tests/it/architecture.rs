@@ -50,9 +50,8 @@ const FILE_CAP: usize = 800;
 /// until it is split: none may grow, and one that shrinks under the cap
 /// must leave this list.
 const OVER_CAP: &[(&str, usize)] = &[
-    ("agent/turn/runner.rs", 1700),
     ("agent/handlers/prompting.rs", 1111),
-    ("agent/turn/mod.rs", 1109),
+    ("agent/turn/mod.rs", 1068),
 ];
 
 fn src() -> PathBuf {

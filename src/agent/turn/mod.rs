@@ -11,15 +11,22 @@ mod agent_log;
 pub mod client;
 mod compaction;
 mod context;
+mod edits;
 mod elicitation;
+mod execute;
+mod jobs;
+mod offered;
+mod permission;
 pub mod processes;
 mod record;
 pub mod report;
 pub use agent_log::agent_answer;
+mod questions;
 mod runner;
 mod shell;
 mod subagent;
 mod terminal_job;
+mod tool_call;
 mod undo;
 mod updates;
 
@@ -27,7 +34,7 @@ use crate::acp::StopReason;
 use crate::agent::common::permission::{Approvals, Policy};
 use crate::cancel::CancelToken;
 use crate::config::Price;
-use crate::provider::{Finish, Message, ModelRequest, Provider, StreamError, ToolSpec, Usage};
+use crate::provider::{Finish, Message, ModelRequest, Provider, StreamError, Usage};
 use crate::rpc::stdio::Queued;
 use crate::rpc::{RequestId, RpcError};
 use client::Client;
@@ -432,7 +439,7 @@ fn steps(
     // the policy and the read-only flag change for the steps that follow.
     let mut read_only = turn.read_only;
     let mut policy = turn.policy;
-    let mut tools = offered_tools(turn, read_only);
+    let mut tools = offered::offered_tools(turn, read_only);
     let mut fixed = context::fixed_bytes(&turn.system, &tools);
     let keeper = context::Keeper {
         dir: turn.processes.session_dir.as_deref(),
@@ -733,7 +740,7 @@ fn steps(
         if let Some(new_policy) = switched {
             read_only = false;
             policy = new_policy;
-            tools = offered_tools(turn, false);
+            tools = offered::offered_tools(turn, false);
             fixed = context::fixed_bytes(&turn.system, &tools);
             turn.client.report(report::Report::ModeChanged {
                 session_id: turn.session_id.clone(),
@@ -937,54 +944,6 @@ fn set_health(turn: &Turn, health: &'static str, error: Option<String>) {
         live.health = health;
         live.health_error = error;
     }
-}
-
-/// The tools a step offers: every built-in and MCP tool, or in plan mode
-/// the read-only ones and `exit_plan`.
-fn offered_tools(turn: &Turn, read_only: bool) -> Vec<ToolSpec> {
-    // Built here, not at start-up: finding out whether ripgrep is
-    // installed runs a process, which must not delay `initialize`.
-    let mut tools: Vec<ToolSpec> = crate::tools::specs(
-        crate::tools::search::ripgrep_available(),
-        turn.processes.output_cap,
-    );
-    for agent in turn.agent.iter().chain(&turn.subagent) {
-        tools.retain(|tool| agent.allows_tool(&tool.name));
-    }
-    // A subagent hands out no tasks, asks no one, and cannot change the
-    // session's mode.
-    if turn.client.parent.is_some() {
-        tools.retain(|tool| !crate::tools::NOT_FOR_SUBAGENTS.contains(&tool.name.as_str()));
-    }
-    if read_only {
-        tools.retain(|tool| crate::tools::READ_ONLY.contains(&tool.name.as_str()));
-    } else {
-        tools.retain(|tool| !crate::tools::PLAN_ONLY.contains(&tool.name.as_str()));
-    }
-    if !turn.goal_mode {
-        tools.retain(|tool| !crate::tools::GOAL_ONLY.contains(&tool.name.as_str()));
-    }
-    if let Some(mcp) = &turn.mcp {
-        for tool in mcp.tools() {
-            if read_only && !tool.read_only {
-                continue;
-            }
-            if turn
-                .agent
-                .iter()
-                .chain(&turn.subagent)
-                .any(|agent| !agent.allows_mcp(&tool.server, &tool.name))
-            {
-                continue;
-            }
-            tools.push(ToolSpec {
-                name: tool.exposed_name,
-                description: tool.description,
-                parameters: tool.input_schema,
-            });
-        }
-    }
-    tools
 }
 
 /// The answer for a failed model call: authentication problems (HTTP 401

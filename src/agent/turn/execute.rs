@@ -1,0 +1,214 @@
+//! Carrying out a permitted built-in tool call: reading, writing,
+//! searching, fetching, planning, and starting commands.
+
+use super::edits::{changed, EditorAccess};
+use super::processes::Confinement;
+use super::runner::{completed_text, failed, text_content, Ending, Runner};
+use crate::provider::ToolCallRequest;
+use crate::tools::{self, files, paths, search, walk, Tool};
+use crate::util::fence;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::Duration;
+
+impl Runner<'_> {
+    pub(super) fn execute(
+        &self,
+        call: &ToolCallRequest,
+        tool: &Tool,
+        target: Option<&paths::Resolved>,
+        confinement: Confinement,
+    ) -> Ending {
+        let editor = EditorAccess {
+            client: self.client,
+        };
+        let cancelled = || self.cancel.is_cancelled();
+        let path = target
+            .map(|t| t.path.clone())
+            .unwrap_or_else(|| self.root.to_path_buf());
+        match tool {
+            Tool::ApplyPatch(_) | Tool::DeleteFile(_) | Tool::MoveFile(_) => {
+                self.change_files(tool, &editor)
+            }
+            Tool::ExitPlan(_) => failed("Error: exit_plan is answered by the user"),
+            Tool::AskUser(_) => failed("Error: ask_user is answered by the user"),
+            Tool::Task(_) => {
+                failed("Error: a subagent cannot hand out tasks of its own; do the work yourself")
+            }
+            Tool::FetchUrl(args) => self.fetch(args),
+            Tool::JobOutput(args) => self.job_output(args),
+            Tool::JobStop(args) => match self.jobs.kill(&args.job_id) {
+                Ok(info) => {
+                    completed_text(format!("Stopped job {} (`{}`).", info.job_id, info.command))
+                }
+                Err(error) => failed(format!("Error: {error}")),
+            },
+            Tool::GoalUpdate(args) => {
+                if let Some(todos) = &args.todos {
+                    self.publish_plan(todos);
+                }
+                self.goal_updates.borrow_mut().push(args.clone());
+                completed_text("Goal update recorded.".into())
+            }
+            Tool::ReadFile(args) => {
+                match files::read_file(
+                    &path,
+                    args.start_line,
+                    args.line_count,
+                    &editor,
+                    self.processes.file_limits,
+                ) {
+                    Ok(result) => Ending::Completed {
+                        content: vec![text_content(&fence(&result.text))],
+                        text: result.text,
+                    },
+                    Err(error) => failed(format!("Error: {error}")),
+                }
+            }
+            Tool::WriteFile(args) => {
+                match files::write_file(&path, &args.content, &editor, self.processes.file_limits) {
+                    Ok(change) => changed(&path, change),
+                    Err(error) => failed(format!("Error: {error}")),
+                }
+            }
+            Tool::EditFile(args) => {
+                match files::edit_file(&path, &args.edits, &editor, self.processes.file_limits) {
+                    Ok((change, _line)) => changed(&path, change),
+                    Err(error) => failed(format!("Error: {error}")),
+                }
+            }
+            Tool::ListDirectory(_) => {
+                match walk::list_directory(self.root, &path, tools::LIST_LIMIT) {
+                    Ok(text) => completed_text(text),
+                    Err(error) => failed(format!("Error: {error}")),
+                }
+            }
+            Tool::Glob(args) => {
+                match walk::glob(
+                    self.root,
+                    &path,
+                    &args.pattern,
+                    tools::GLOB_LIMIT,
+                    &cancelled,
+                ) {
+                    Ok(result) => completed_text(walk::render_glob(self.root, &result)),
+                    Err(error) => failed(format!("Error: {error}")),
+                }
+            }
+            Tool::Search(args) => {
+                let query = search::SearchQuery {
+                    pattern: args.pattern.clone(),
+                    regex: args.regex,
+                    case_insensitive: args.case_insensitive,
+                    glob: args.glob.clone(),
+                    max_results: tools::SEARCH_LIMIT,
+                };
+                match search::search(self.root, &path, &query, &cancelled) {
+                    Ok(result) => completed_text(result.text),
+                    Err(error) => failed(format!("Error: {error}")),
+                }
+            }
+            Tool::RunCommand(args) => self.run_command(call, args, &path, confinement),
+            Tool::TodoWrite(args) => self.todo_write(args),
+        }
+    }
+
+    /// `fetch_url`: the request runs beside the turn, which waits for it
+    /// or for a cancel, whichever comes first.
+    fn fetch(&self, args: &tools::FetchUrlArgs) -> Ending {
+        let max = args
+            .max_chars
+            .unwrap_or(tools::fetch::TEXT_CAP)
+            .clamp(1, tools::fetch::TEXT_CAP);
+        let url = args.url.clone();
+        let (done, answer) = crossbeam_channel::bounded(1);
+        let spawned = std::thread::Builder::new()
+            .name("spindle-fetch".into())
+            .spawn(move || {
+                let _ = done.send(tools::fetch::fetch(&url, max));
+            });
+        if spawned.is_err() {
+            return failed("Error: cannot start the fetch");
+        }
+        crossbeam_channel::select! {
+            recv(answer) -> result => match result {
+                Ok(Ok(text)) => completed_text(text),
+                Ok(Err(error)) => failed(format!("Error: {error}")),
+                Err(_) => failed("Error: the fetch failed"),
+            },
+            recv(self.cancel.signal()) -> _ => Ending::Cancelled,
+        }
+    }
+
+    /// `run_command`: in the given folder, confined as permitted, with a
+    /// timeout; in the editor's terminal when it offers one, or as a
+    /// background job.
+    fn run_command(
+        &self,
+        call: &ToolCallRequest,
+        args: &tools::RunCommandArgs,
+        path: &Path,
+        confinement: Confinement,
+    ) -> Ending {
+        if !path.is_dir() {
+            return failed(format!(
+                "Error: the working directory {} does not exist",
+                path.display()
+            ));
+        }
+        let timeout = Duration::from_secs(
+            args.timeout_seconds
+                .unwrap_or(tools::COMMAND_TIMEOUT_DEFAULT)
+                .clamp(1, tools::COMMAND_TIMEOUT_MAX),
+        );
+        let launch = match self.processes.launch(self.root, path, confinement) {
+            Ok(launch) => launch,
+            Err(error) => return failed(format!("Error: {error}")),
+        };
+        if args.background {
+            // In the editor's terminal when it offers one: a dev
+            // server the user can watch there.
+            if self.client.capabilities.terminal {
+                return self.start_terminal_job(&args.command, path, &launch);
+            }
+            return self.start_job(&args.command, path, launch);
+        }
+        if self.client.capabilities.terminal {
+            self.run_in_terminal(call, &args.command, path, timeout, &launch)
+        } else {
+            self.run_locally(call, &args.command, path, timeout, launch)
+        }
+    }
+
+    /// `todo_write`: the list becomes the plan.
+    fn todo_write(&self, args: &tools::TodoWriteArgs) -> Ending {
+        self.publish_plan(&args.todos);
+        let done = args
+            .todos
+            .iter()
+            .filter(|t| t.status == tools::TodoStatus::Completed)
+            .count();
+        completed_text(format!(
+            "Plan updated: {} items, {done} completed.",
+            args.todos.len()
+        ))
+    }
+
+    /// Shows the todo list as the plan, and keeps it for status.
+    fn publish_plan(&self, todos: &[tools::Todo]) {
+        let entries: Vec<Value> = todos
+            .iter()
+            .map(|todo| {
+                json!({
+                    "content": todo.content,
+                    "priority": todo.priority.unwrap_or(tools::TodoPriority::Medium),
+                    "status": todo.status,
+                })
+            })
+            .collect();
+        if let Ok(mut live) = self.live.lock() {
+            live.plan = Value::Array(entries.clone());
+        }
+        self.update(json!({"sessionUpdate": "plan", "entries": entries}));
+    }
+}

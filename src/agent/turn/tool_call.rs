@@ -1,0 +1,302 @@
+//! One tool call from start to end: checked against what the session
+//! offers, shown to the editor, permitted, executed, and reported with
+//! its final status. Every call that is shown ends `completed` or
+//! `failed`, whatever happens (rejection, error, cancel).
+
+use super::permission::Permit;
+use super::runner::{failed, text_content, CallResult, Ending, Runner};
+use crate::agent::common::permission::Action;
+use crate::provider::ToolCallRequest;
+use crate::tools::{self, paths, Tool};
+use crate::util::fence;
+use serde_json::{json, Value};
+
+impl Runner<'_> {
+    /// Runs one call and returns what the model gets back.
+    pub fn run(&mut self, call: &ToolCallRequest) -> CallResult {
+        let raw_input = serde_json::from_str::<Value>(&call.arguments)
+            .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+        let builtin = tools::NAMES.contains(&call.name.as_str());
+        let mcp_tool = if builtin {
+            None
+        } else {
+            self.mcp.and_then(|mcp| mcp.find(&call.name))
+        };
+        if let Some(refused) = self.not_offered(call, builtin, mcp_tool.as_ref(), &raw_input) {
+            return refused;
+        }
+        if let Some(tool) = mcp_tool {
+            return self.run_mcp(call, &tool, raw_input);
+        }
+        let tool = match tools::parse(&call.name, &call.arguments) {
+            Ok(tool) => tool,
+            Err(error) => {
+                let title = json!(format!("{} (invalid call)", call.name));
+                return self.refuse(
+                    call,
+                    title,
+                    json!("other"),
+                    &raw_input,
+                    format!("Error: {error}"),
+                );
+            }
+        };
+        let target = tools::target(&tool, self.root).map(|t| self.widen(t));
+        if self.read_only && !tools::READ_ONLY.contains(&call.name.as_str()) {
+            return self.refuse(
+                call,
+                json!(tools::title(&tool, self.root)),
+                json!(tools::kind(&tool)),
+                &raw_input,
+                "Error: the session is in plan mode, where only read-only tools run. Write the plan with todo_write instead of changing anything.",
+            );
+        }
+        let announce = self.announce(call, &tool, target.as_ref(), raw_input);
+        if let Tool::ExitPlan(args) = &tool {
+            return self.exit_plan(call, &args.plan, &announce);
+        }
+        if let Tool::AskUser(args) = &tool {
+            return self.ask_user(call, args, &announce);
+        }
+        self.permit_and_execute(call, &tool, target.as_ref(), &announce)
+    }
+
+    /// A call the session does not offer: a tool a subagent may not use,
+    /// or one outside an agent file's allow-list (whatever the model
+    /// calls, a tool it was not offered is not run). Shown and failed.
+    fn not_offered(
+        &self,
+        call: &ToolCallRequest,
+        builtin: bool,
+        mcp_tool: Option<&crate::mcp::McpTool>,
+        raw_input: &Value,
+    ) -> Option<CallResult> {
+        let title = || json!(format!("{} (not available)", call.name));
+        if self.client.parent.is_some() && tools::NOT_FOR_SUBAGENTS.contains(&call.name.as_str()) {
+            let error = format!(
+                "Error: a subagent cannot use {}; finish the task with your answer",
+                call.name
+            );
+            return Some(self.refuse(call, title(), json!("other"), raw_input, error));
+        }
+        for agent in self.agent.into_iter().chain(self.subagent) {
+            let allowed = match mcp_tool {
+                Some(tool) => agent.allows_mcp(&tool.server, &tool.name),
+                None => !builtin || agent.allows_tool(&call.name),
+            };
+            if !allowed {
+                let error = format!(
+                    "Error: the agent {} may not use {}; use the tools you were given",
+                    agent.name, call.name
+                );
+                return Some(self.refuse(call, title(), json!("other"), raw_input, error));
+            }
+        }
+        None
+    }
+
+    /// Shows a call that is not run, and fails it with `error`.
+    fn refuse(
+        &self,
+        call: &ToolCallRequest,
+        title: Value,
+        kind: Value,
+        raw_input: &Value,
+        error: impl Into<String>,
+    ) -> CallResult {
+        self.update(json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": call.id,
+            "name": call.name,
+            "title": title,
+            "kind": kind,
+            "status": "pending",
+            "rawInput": raw_input,
+        }));
+        self.finish(call, failed(error))
+    }
+
+    /// Shows a built-in call to the editor (with its location), pending;
+    /// what was shown is what a permission request repeats.
+    fn announce(
+        &self,
+        call: &ToolCallRequest,
+        tool: &Tool,
+        target: Option<&paths::Resolved>,
+        raw_input: Value,
+    ) -> Value {
+        let mut announce = json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": call.id,
+            "name": call.name,
+            "title": tools::title(tool, self.root),
+            "kind": tools::kind(tool),
+            "status": "pending",
+            "rawInput": raw_input,
+        });
+        if let Some(location) = location(tool, target) {
+            announce["locations"] = json!([location]);
+        }
+        self.update(announce.clone());
+        announce
+    }
+
+    /// Asks permission (showing what the user approves: the diff of an
+    /// edit, the exact line and folder of a command), runs the call with
+    /// a checkpoint around it, and reports how it ended.
+    fn permit_and_execute(
+        &mut self,
+        call: &ToolCallRequest,
+        tool: &Tool,
+        target: Option<&paths::Resolved>,
+        announce: &Value,
+    ) -> CallResult {
+        let mut asked = announce.clone();
+        if let Some(content) = self.preview(tool, target) {
+            asked["content"] = json!(content);
+        }
+        let confinement = match self.permit(call, tool, target, &asked) {
+            Permit::Allowed(confinement) => confinement,
+            Permit::Rejected(rejection) => {
+                let title = announce["title"].as_str().unwrap_or(&call.name).to_string();
+                return self.rejected(call, rejection, title);
+            }
+            Permit::Cancelled => return self.finish(call, Ending::Cancelled),
+        };
+        self.mark_in_progress(call);
+        let capture = self.capture_before(tool, target);
+        let ending = self.execute(call, tool, target, confinement);
+        self.capture_after(capture);
+        let ending = if self.cancel.is_cancelled() {
+            Ending::Cancelled
+        } else {
+            ending
+        };
+        self.finish(call, ending)
+    }
+
+    fn mark_in_progress(&self, call: &ToolCallRequest) {
+        self.update(json!({
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": call.id,
+            "status": "in_progress",
+        }));
+    }
+
+    /// A call to an MCP server's tool: shown, judged by the policy (its
+    /// read-only annotation counts in auto), forwarded, and its result
+    /// shown as text, images and structured JSON.
+    fn run_mcp(
+        &mut self,
+        call: &ToolCallRequest,
+        tool: &crate::mcp::McpTool,
+        raw_input: Value,
+    ) -> CallResult {
+        let announce = json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": call.id,
+            "name": call.name,
+            "title": format!("{}: {}", tool.server, tool.name),
+            "kind": if tool.read_only { "read" } else { "other" },
+            "status": "pending",
+            "rawInput": raw_input,
+        });
+        self.update(announce.clone());
+        if self.read_only && !tool.read_only {
+            return self.finish(
+                call,
+                failed("Error: the session is in plan mode, where only read-only tools run."),
+            );
+        }
+        let arguments = match &raw_input {
+            Value::Object(_) => raw_input.clone(),
+            Value::String(text) if text.trim().is_empty() => json!({}),
+            _ => {
+                return self.finish(
+                    call,
+                    failed(format!(
+                        "Error: the arguments of {} must be a JSON object",
+                        call.name
+                    )),
+                )
+            }
+        };
+        let action = Action::Mcp {
+            exposed_name: &tool.exposed_name,
+            server: &tool.server,
+            tool: &tool.name,
+            read_only: tool.read_only,
+        };
+        match self.ask(call, &action, &announce) {
+            Permit::Allowed(_) => {}
+            Permit::Rejected(rejection) => {
+                let title = announce["title"].as_str().unwrap_or(&call.name).to_string();
+                return self.rejected(call, rejection, title);
+            }
+            Permit::Cancelled => return self.finish(call, Ending::Cancelled),
+        }
+        self.mark_in_progress(call);
+        let Some(mcp) = self.mcp else {
+            return self.finish(call, failed("Error: the MCP server is gone"));
+        };
+        // The server's questions during the call go to the editor, tied to
+        // this tool call.
+        let forward = super::elicitation::Forward {
+            client: self.client,
+            tool_call_id: &call.id,
+        };
+        let ending =
+            match mcp.call_asking(&tool.exposed_name, arguments, self.cancel, Some(&forward)) {
+                Err(_) if self.cancel.is_cancelled() => Ending::Cancelled,
+                Err(error) => failed(format!("Error: {error}")),
+                Ok(result) => mcp_ending(&result),
+            };
+        self.finish(call, ending)
+    }
+}
+
+/// What an MCP tool's result shows: its text, images and links, its
+/// structured JSON, and an error marked as one for the model.
+fn mcp_ending(result: &crate::mcp::CallResult) -> Ending {
+    let mut content: Vec<Value> = Vec::new();
+    for block in &result.content {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") | Some("image") | Some("resource_link") => {
+                content.push(json!({"type": "content", "content": block}));
+            }
+            _ => {}
+        }
+    }
+    if let Some(structured) = &result.structured {
+        let pretty = serde_json::to_string_pretty(structured).unwrap_or_default();
+        content.push(text_content(&fence(&pretty)));
+    }
+    let mut text = result.text();
+    if result.is_error {
+        // The model must know the tool failed, as for built-in tools.
+        text.insert_str(0, "Error: ");
+    }
+    if content.is_empty() {
+        content.push(text_content(&text));
+    }
+    if result.is_error {
+        Ending::Failed { text, content }
+    } else {
+        Ending::Completed { text, content }
+    }
+}
+
+/// The tool call's location: the file (with a line) or directory it works on.
+fn location(tool: &Tool, target: Option<&paths::Resolved>) -> Option<Value> {
+    let target = target?;
+    if matches!(tool, Tool::RunCommand(_) | Tool::ApplyPatch(_)) {
+        return None;
+    }
+    let mut location = json!({"path": target.path});
+    if let Tool::ReadFile(args) = tool {
+        if let Some(line) = args.start_line {
+            location["line"] = json!(line.max(1));
+        }
+    }
+    Some(location)
+}
