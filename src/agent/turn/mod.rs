@@ -14,6 +14,7 @@ mod context;
 mod edits;
 mod elicitation;
 mod execute;
+mod goals;
 mod jobs;
 mod offered;
 mod permission;
@@ -24,6 +25,7 @@ pub use agent_log::agent_answer;
 mod questions;
 mod runner;
 mod shell;
+mod step;
 mod subagent;
 mod terminal_job;
 mod tool_call;
@@ -34,7 +36,7 @@ use crate::acp::StopReason;
 use crate::agent::common::permission::{Approvals, Policy};
 use crate::cancel::CancelToken;
 use crate::config::Price;
-use crate::provider::{Finish, Message, ModelRequest, Provider, StreamError, Usage};
+use crate::provider::{Message, Provider, Usage};
 use crate::rpc::stdio::Queued;
 use crate::rpc::{RequestId, RpcError};
 use client::Client;
@@ -42,7 +44,6 @@ use crossbeam_channel::Sender;
 use processes::Processes;
 use record::Record;
 use report::{Outbox, Report, TurnEnd};
-use runner::Runner;
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -215,135 +216,15 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
         .spawn(move || {
             // Taken here, off the dispatcher (git may be slow), once.
             let mut turn = turn;
-            if turn.system.contains(ENVIRONMENT_MARK) {
-                // The workspace's files are read here (git's HEAD, …):
-                // whatever they hold, a failure costs the snapshot only.
-                let root = turn.root.clone();
-                let environment = turn
-                    .environment
-                    .get_or_init(|| {
-                        catch_unwind(|| crate::agent::common::prompt::environment(&root))
-                            .unwrap_or_else(|_| {
-                                log::error!("the environment snapshot failed");
-                                "Environment: not known.".into()
-                            })
-                    })
-                    .clone();
-                turn.system = turn.system.replacen(ENVIRONMENT_MARK, &environment, 1);
-            }
-            let updates = RefCell::new(Updates::new(
-                turn.session_id.clone(),
-                turn.client.capabilities.clone(),
-                turn.writer.clone(),
-                turn.cancel.clone(),
-            ));
-            if let Some(title) = &turn.title_update {
-                updates.borrow_mut().send(title.clone());
-            }
-            for notice in &turn.notices {
-                updates.borrow_mut().notice(notice);
-            }
-            // Only a model turn adds the prompt to the conversation (or the
-            // answer of the question it waited for).
-            let user: Vec<Message> =
-                turn.messages[turn.messages.len().saturating_sub(turn.fresh)..].to_vec();
-            let marks: Vec<(String, &str)> = turn
-                .inbox_item
-                .iter()
-                .map(|item| (item.clone(), "dispatched"))
-                .collect();
-            let mut record = Record::begin(
-                turn.db.as_deref(),
-                &turn.session_id,
-                &turn.prompt_blocks,
-                user,
-                &updates,
-                &marks,
-            );
+            take_environment(&mut turn);
+            let updates = open_updates(&turn);
+            let mut record = begin_record(&turn, &updates);
             let mut sink = UpdateSink::new(turn.cancel.clone(), &updates);
             sink.live = Some(turn.live.clone());
             let mut state = State::new(&turn);
-            let outcome = catch_unwind(AssertUnwindSafe(|| match &turn.kind {
-                TurnKind::Model => run(&turn, &mut sink, &mut state, &mut record),
-                TurnKind::Local(reply) => {
-                    sink.begin_message();
-                    sink.updates
-                        .borrow_mut()
-                        .chunk(false, &sink.message_id, reply.as_str());
-                    Ok(StopReason::EndTurn)
-                }
-                TurnKind::Compact(focus) => {
-                    compaction::compact_command(&turn, &mut sink, &mut state, focus)
-                }
-                TurnKind::Rewind(rewind) => undo::run(&turn, &mut sink, &mut state, *rewind),
-            }));
-            let result = match outcome {
-                Ok(result) => result,
-                Err(panic) => {
-                    let what = panic
-                        .downcast_ref::<String>()
-                        .map(String::as_str)
-                        .or_else(|| panic.downcast_ref::<&str>().copied())
-                        .unwrap_or("unknown cause");
-                    log::error!("turn in session {} panicked: {what}", turn.session_id);
-                    if let Some(partial) = sink.take_message() {
-                        state.added.push(partial);
-                    }
-                    Err(RpcError::internal(format!("the turn failed: {what}"))
-                        .with_data(serde_json::json!({ "code": "internal_panic" })))
-                }
-            };
-            if let Some(record) = &mut record {
-                let events = updates.borrow_mut().take_kept();
-                let (stop, error) = match &result {
-                    Ok(stop) => (serde_json::to_value(stop).ok(), None),
-                    Err(error) => (None, Some(error.message.as_str())),
-                };
-                let stop = stop.as_ref().and_then(Value::as_str);
-                let usage = serde_json::to_value(state.usage).unwrap_or_default();
-                // A replaced conversation holds the turn's messages too.
-                let mut tail = &state.added[record.committed..];
-                if let Some(messages) = &state.replaced {
-                    if let Err(error) = record.store.replace_messages(&turn.session_id, messages) {
-                        log::error!(
-                            "cannot store the compacted conversation of session {}: {error}",
-                            turn.session_id
-                        );
-                    }
-                    tail = &[];
-                }
-                if let Err(error) = record.store.end_turn(
-                    &turn.session_id,
-                    record.turn,
-                    &events,
-                    tail,
-                    stop,
-                    error,
-                    &usage,
-                ) {
-                    log::error!(
-                        "cannot store the end of the turn of session {}: {error}",
-                        turn.session_id
-                    );
-                }
-            }
-            let final_goal = state.goal.take().map(|mut goal| {
-                use crate::agent::common::goal::Status;
-                goal.last_turn = Some(match &result {
-                    Ok(stop) => serde_json::to_value(stop)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default(),
-                    Err(_) => "failed".into(),
-                });
-                // A cancel stops the goal (resumable); a failed turn
-                // leaves it running.
-                if goal.status == Status::Running && matches!(result, Ok(StopReason::Cancelled)) {
-                    goal.status = Status::Cancelled;
-                }
-                goal.touch();
-                goal
-            });
+            let result = run_guarded(&turn, &mut sink, &mut state, &mut record);
+            store_end(&turn, &state, &mut record, &updates, &result);
+            let final_goal = final_goal(&mut state, &result);
             outbox(Report::Ended(Box::new(TurnEnd {
                 session_id: turn.session_id,
                 request_id: turn.request_id,
@@ -363,6 +244,173 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 replaced: state.replaced,
             })));
         })
+}
+
+/// The session's environment in the system prompt, where it asks for it.
+fn take_environment(turn: &mut Turn) {
+    if turn.system.contains(ENVIRONMENT_MARK) {
+        // The workspace's files are read here (git's HEAD, …):
+        // whatever they hold, a failure costs the snapshot only.
+        let root = turn.root.clone();
+        let environment =
+            turn.environment
+                .get_or_init(|| {
+                    catch_unwind(|| crate::agent::common::prompt::environment(&root))
+                        .unwrap_or_else(|_| {
+                            log::error!("the environment snapshot failed");
+                            "Environment: not known.".into()
+                        })
+                })
+                .clone();
+        turn.system = turn.system.replacen(ENVIRONMENT_MARK, &environment, 1);
+    }
+}
+
+/// The turn's one path of updates, opened with the session's new title
+/// and the notices to show first.
+fn open_updates(turn: &Turn) -> RefCell<Updates> {
+    let updates = RefCell::new(Updates::new(
+        turn.session_id.clone(),
+        turn.client.capabilities.clone(),
+        turn.writer.clone(),
+        turn.cancel.clone(),
+    ));
+    if let Some(title) = &turn.title_update {
+        updates.borrow_mut().send(title.clone());
+    }
+    for notice in &turn.notices {
+        updates.borrow_mut().notice(notice);
+    }
+    updates
+}
+
+/// The turn begun in the store, with what it adds to the conversation.
+fn begin_record(turn: &Turn, updates: &RefCell<Updates>) -> Option<Record> {
+    // Only a model turn adds the prompt to the conversation (or the
+    // answer of the question it waited for).
+    let user: Vec<Message> =
+        turn.messages[turn.messages.len().saturating_sub(turn.fresh)..].to_vec();
+    let marks: Vec<(String, &str)> = turn
+        .inbox_item
+        .iter()
+        .map(|item| (item.clone(), "dispatched"))
+        .collect();
+    Record::begin(
+        turn.db.as_deref(),
+        &turn.session_id,
+        &turn.prompt_blocks,
+        user,
+        updates,
+        &marks,
+    )
+}
+
+/// Runs the turn's kind; a panic becomes a failed turn, keeping the
+/// message streamed so far.
+fn run_guarded(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    record: &mut Option<Record>,
+) -> Result<StopReason, RpcError> {
+    let outcome = catch_unwind(AssertUnwindSafe(|| match &turn.kind {
+        TurnKind::Model => run(turn, sink, state, record),
+        TurnKind::Local(reply) => {
+            sink.begin_message();
+            sink.updates
+                .borrow_mut()
+                .chunk(false, &sink.message_id, reply.as_str());
+            Ok(StopReason::EndTurn)
+        }
+        TurnKind::Compact(focus) => compaction::compact_command(turn, sink, state, focus),
+        TurnKind::Rewind(rewind) => undo::run(turn, sink, state, *rewind),
+    }));
+    match outcome {
+        Ok(result) => result,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown cause");
+            log::error!("turn in session {} panicked: {what}", turn.session_id);
+            if let Some(partial) = sink.take_message() {
+                state.added.push(partial);
+            }
+            Err(RpcError::internal(format!("the turn failed: {what}"))
+                .with_data(serde_json::json!({ "code": "internal_panic" })))
+        }
+    }
+}
+
+/// The turn's end in the store: its kept events, its last messages (or
+/// the compacted conversation), its stop reason and usage.
+fn store_end(
+    turn: &Turn,
+    state: &State,
+    record: &mut Option<Record>,
+    updates: &RefCell<Updates>,
+    result: &Result<StopReason, RpcError>,
+) {
+    if let Some(record) = record {
+        let events = updates.borrow_mut().take_kept();
+        let (stop, error) = match &result {
+            Ok(stop) => (serde_json::to_value(stop).ok(), None),
+            Err(error) => (None, Some(error.message.as_str())),
+        };
+        let stop = stop.as_ref().and_then(Value::as_str);
+        let usage = serde_json::to_value(state.usage).unwrap_or_default();
+        // A replaced conversation holds the turn's messages too.
+        let mut tail = &state.added[record.committed..];
+        if let Some(messages) = &state.replaced {
+            if let Err(error) = record.store.replace_messages(&turn.session_id, messages) {
+                log::error!(
+                    "cannot store the compacted conversation of session {}: {error}",
+                    turn.session_id
+                );
+            }
+            tail = &[];
+        }
+        if let Err(error) = record.store.end_turn(
+            &turn.session_id,
+            record.turn,
+            &events,
+            tail,
+            stop,
+            error,
+            &usage,
+        ) {
+            log::error!(
+                "cannot store the end of the turn of session {}: {error}",
+                turn.session_id
+            );
+        }
+    }
+}
+
+/// The goal as the turn leaves it: its last turn's outcome, and stopped
+/// by a cancel (resumable).
+fn final_goal(
+    state: &mut State,
+    result: &Result<StopReason, RpcError>,
+) -> Option<crate::agent::common::goal::Goal> {
+    state.goal.take().map(|mut goal| {
+        use crate::agent::common::goal::Status;
+        goal.last_turn = Some(match &result {
+            Ok(stop) => serde_json::to_value(stop)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            Err(_) => "failed".into(),
+        });
+        // A cancel stops the goal (resumable); a failed turn
+        // leaves it running.
+        if goal.status == Status::Running && matches!(result, Ok(StopReason::Cancelled)) {
+            goal.status = Status::Cancelled;
+        }
+        goal.touch();
+        goal
+    })
 }
 
 fn run(
@@ -401,7 +449,8 @@ fn run(
 }
 
 /// The model/tool loop over `messages`, the conversation as the model
-/// sees it.
+/// sees it: each step checks it may go on, asks the model, takes its
+/// answer, and runs the tools it called (the steps are in `step.rs`).
 fn steps(
     turn: &Turn,
     sink: &mut UpdateSink,
@@ -410,501 +459,32 @@ fn steps(
     messages: &mut Vec<Message>,
     checkpoints: Option<&RefCell<crate::checkpoint::Checkpoints>>,
 ) -> Result<StopReason, RpcError> {
-    if !turn.images {
-        for message in messages.iter_mut().filter(|m| !m.images.is_empty()) {
-            for image in std::mem::take(&mut message.images) {
-                message.text.push_str(&format!(
-                    "\n(The image {} cannot be shown to this model, which does not take images.)",
-                    image.path.display()
-                ));
-            }
-        }
-    }
-    // Built here, not at start-up: finding out whether ripgrep is installed
-    // runs a process, which must not delay `initialize`.
-    if let Some(mcp) = &turn.mcp {
-        mcp.begin_turn();
-        // Servers that failed since the last turn are named once, so the
-        // user knows why their tools are missing.
-        for (server, reason) in mcp.take_failures() {
-            sink.updates
-                .borrow_mut()
-                .notice(&crate::acp::fit::Notice::warning(
-                    format!("MCP server `{server}` is not available"),
-                    format!("{reason}. Its tools are withdrawn."),
-                ));
-        }
-    }
-    // Plan mode may end during the turn (`exit_plan`): then the tools,
-    // the policy and the read-only flag change for the steps that follow.
-    let mut read_only = turn.read_only;
-    let mut policy = turn.policy;
-    let mut tools = offered::offered_tools(turn, read_only);
-    let mut fixed = context::fixed_bytes(&turn.system, &tools);
-    let keeper = context::Keeper {
-        dir: turn.processes.session_dir.as_deref(),
-    };
-    let mut refused_as_too_long = false;
-    let mut steps = 0;
-    let started = std::time::Instant::now();
-    let elapsed_before = state.goal.as_ref().map_or(0, |g| g.counters.elapsed_ms);
-    let started = (started, elapsed_before);
+    step::prepare(turn, sink, messages);
+    let mut run = step::Loop::new(turn, state);
     loop {
-        if goal_running(state) {
-            if let Some(goal) = state.goal.as_mut() {
-                goal.counters.elapsed_ms = started.1 + started.0.elapsed().as_millis() as u64;
-                if let Some(what) = goal.budget.exhausted(&goal.counters) {
-                    log::info!("the goal of session {} ran out of {what}", turn.session_id);
-                    goal.status = crate::agent::common::goal::Status::BudgetExhausted;
-                    goal.checkpoint = format!(
-                        "{} (Stopped: the budget of {what} ran out.)",
-                        goal.checkpoint
-                    )
-                    .trim()
-                    .to_string();
-                    commit_goal(turn, state, record, sink.updates);
-                    return Ok(StopReason::MaxTurnRequests);
-                }
-            }
+        if let Some(stop) = step::before_request(turn, sink, state, record, messages, &mut run) {
+            return stop;
         }
-        if turn.cancel.is_cancelled() {
-            return Ok(StopReason::Cancelled);
-        }
-        if steps >= turn.max_steps {
-            return Ok(StopReason::MaxTurnRequests);
-        }
-        // A subagent may have spent the rest of the turn's limits.
-        if let Some(reached) = turn.agent.as_deref().and_then(|a| limit_reached(a, state)) {
-            sink.begin_message();
-            sink.updates.borrow_mut().chunk(
-                false,
-                &sink.message_id,
-                &format!("_This agent's limit of {reached} per turn is reached; I stopped here._"),
-            );
-            return Ok(StopReason::MaxTokens);
-        }
-        let pressure = compaction::Pressure::Threshold;
-        if let compaction::Fitted::Cancelled =
-            compaction::fit(turn, sink, state, messages, fixed, pressure)
-        {
-            return Ok(StopReason::Cancelled);
-        }
-        // Steers that arrived meanwhile join the conversation here, the
-        // safe boundary: after the step's tool results, before the next
-        // model request. The system prompt and tools stay as they were.
-        let applied = take_steers(turn, sink, state, messages);
-        // Every completed step is stored before the next provider request,
-        // with the steers it applied.
-        if steps > 0 || !applied.is_empty() {
-            if let Some(record) = record.as_mut() {
-                record.step_marking(&turn.session_id, sink.updates, &state.added, &applied);
-            }
-        }
-        steps += 1;
-        sink.begin_message();
-        let request = ModelRequest {
-            session_id: &turn.session_id,
-            model: &turn.model,
-            system: &turn.system,
-            messages,
-            tools: &tools,
-            effort: turn.effort.as_deref(),
-            max_output_tokens: turn.max_output_tokens,
-            trace: turn.trace.as_ref(),
+        let (outcome, assistant) = match step::call_model(turn, sink, state, messages, &mut run) {
+            step::Called::Answer(answer) => *answer,
+            step::Called::Retry => continue,
+            step::Called::Stop(stop) => return stop,
         };
-        let streamed = turn.provider.stream(&request, sink, &turn.cancel);
-        let mut assistant = sink.take_message();
-        match &streamed {
-            Ok(_) => set_health(turn, "ok", None),
-            Err(StreamError::Failed(error)) if !turn.cancel.is_cancelled() => {
-                set_health(turn, "failing", Some(error.message.clone()))
-            }
-            Err(_) => {}
+        let stop = step::take_answer(turn, sink, state, messages, &run, &outcome, assistant);
+        match step::after_answer(
+            turn, sink, state, record, messages, &mut run, &outcome, stop,
+        ) {
+            step::Flow::Go => {}
+            step::Flow::Again => continue,
+            step::Flow::Stop(stop) => return stop,
         }
-        let outcome = match streamed {
-            Ok(outcome) => outcome,
-            // Refused as longer than the window: compact and try once more.
-            Err(StreamError::Failed(error))
-                if assistant.is_none()
-                    && !turn.cancel.is_cancelled()
-                    && context::is_too_long(error.status, &error.code, &error.message) =>
-            {
-                if !refused_as_too_long {
-                    refused_as_too_long = true;
-                    let refused = compaction::Pressure::Refused;
-                    match compaction::fit(turn, sink, state, messages, fixed, refused) {
-                        compaction::Fitted::Smaller => {
-                            steps -= 1;
-                            continue;
-                        }
-                        compaction::Fitted::Cancelled => return Ok(StopReason::Cancelled),
-                        compaction::Fitted::Unchanged => {}
-                    }
-                }
-                log::warn!(
-                    "model call refused as too long in session {}: {error}",
-                    turn.session_id
-                );
-                return Err(too_long(&error, turn.compact_at.is_some()));
-            }
-            Err(error) => {
-                state.added.extend(assistant);
-                return match error {
-                    StreamError::Cancelled => Ok(StopReason::Cancelled),
-                    StreamError::Failed(_) if turn.cancel.is_cancelled() => {
-                        Ok(StopReason::Cancelled)
-                    }
-                    StreamError::Failed(error) => {
-                        log::warn!("model call failed in session {}: {error}", turn.session_id);
-                        Err(provider_failure(&error))
-                    }
-                };
-            }
-        };
-        add_call_usage(turn, outcome.usage.as_ref(), state);
-        if let Some(goal) = state.goal.as_mut() {
-            goal.counters.model_calls += 1;
-            if let Some(usage) = &outcome.usage {
-                goal.counters.input_tokens += usage.input_tokens;
-                goal.counters.output_tokens += usage.output_tokens;
-                if let Some(price) = &turn.price {
-                    goal.counters.cost += cost_of(usage, price);
-                }
-            }
-        }
-        let stop = match outcome.finish {
-            Finish::ToolUse => None,
-            Finish::EndTurn => Some(StopReason::EndTurn),
-            Finish::MaxTokens => Some(StopReason::MaxTokens),
-            Finish::Refusal => Some(StopReason::Refusal),
-        };
-        // An answer with nothing in it would end the turn with nothing
-        // shown: say so, in the transcript as well.
-        if assistant.is_none() && outcome.tool_calls.is_empty() && stop.is_some() {
-            sink.begin_message();
-            sink.updates.borrow_mut().chunk(
-                false,
-                &sink.message_id,
-                "_The model returned an empty answer._",
-            );
-        }
-        if !outcome.tool_calls.is_empty() || !outcome.provider_data.is_null() {
-            let message = assistant.get_or_insert_with(|| Message::assistant("", ""));
-            message.tool_calls = outcome.tool_calls.clone();
-            // Signed thinking and encrypted reasoning go back verbatim.
-            message.provider_data = outcome.provider_data.clone();
-        }
-        if let Some(message) = assistant {
-            messages.push(message.clone());
-            state.added.push(message);
-        }
-        if let Some(usage) = &outcome.usage {
-            // The next request sends this conversation, answer included.
-            let tokens = usage.input_tokens + usage.output_tokens;
-            let bytes = context::request_bytes(fixed, messages);
-            // A count far below what the bytes could be (some servers
-            // report zeros) would hide a full window: estimate instead.
-            state.known =
-                context::plausible(tokens, bytes).then_some(context::Known { tokens, bytes });
-            report_usage(turn, tokens, state, sink.updates);
-        }
-        if turn.cancel.is_cancelled() {
-            answer_unrun(&outcome.tool_calls, messages, state);
-            return Ok(StopReason::Cancelled);
-        }
-        if stop == Some(StopReason::EndTurn) && goal_running(state) {
-            // The model finished a step without finishing the goal: a
-            // continuation boundary. Pause and budgets take effect here;
-            // otherwise the goal goes on.
-            if let Some(end) = goal_boundary(turn, state, started) {
-                commit_goal(turn, state, record, sink.updates);
-                return Ok(end);
-            }
-            messages.push(Message::user(
-                state
-                    .goal
-                    .as_ref()
-                    .map(|g| g.continuation())
-                    .unwrap_or_default(),
-            ));
-            state
-                .added
-                .push(messages.last().cloned().expect("just pushed"));
-            commit_goal(turn, state, record, sink.updates);
-            steps = 0;
-            continue;
-        }
-        if let Some(stop) = stop {
-            // Calls made by a model that then ran out of tokens or refused
-            // do not run, but still need answers for the next request.
-            answer_unrun(&outcome.tool_calls, messages, state);
-            return Ok(stop);
-        }
-        // An agent file's per-turn limits: past either, the turn ends
-        // with `max_tokens` before the next step.
-        if let Some(reached) = turn.agent.as_deref().and_then(|a| limit_reached(a, state)) {
-            answer_unrun(&outcome.tool_calls, messages, state);
-            sink.begin_message();
-            sink.updates.borrow_mut().chunk(
-                false,
-                &sink.message_id,
-                &format!("_This agent's limit of {reached} per turn is reached; I stopped here._"),
-            );
-            return Ok(StopReason::MaxTokens);
-        }
-        let mut runner = Runner {
-            session_id: &turn.session_id,
-            root: &turn.root,
-            client: &turn.client,
-            updates: sink.updates,
-            cancel: &turn.cancel,
-            mcp: turn.mcp.as_deref(),
-            read_only,
-            policy,
-            approvals: &mut state.approvals,
-            processes: &turn.processes,
-            on_reject: turn.on_reject,
-            checkpoints,
-            rules: &turn.rules,
-            config_path: turn.config_path.as_deref(),
-            live: &turn.live,
-            goal_updates: RefCell::new(Vec::new()),
-            jobs: &turn.jobs,
-            epoch: turn.epoch,
-            agent: turn.agent.as_deref(),
-            subagent: turn.subagent.as_deref(),
-            extra_roots: &turn.extra_roots,
-        };
-        let mut results = Vec::new();
-        let mut cancelled_at = None;
-        let mut declined = None;
-        let mut switched = None;
-        let mut question = None;
-        if let Some(goal) = state.goal.as_mut() {
-            goal.counters.tool_calls += outcome.tool_calls.len() as u64;
-            if outcome.tool_calls.iter().any(|c| c.name == "run_command") {
-                goal.verified = true;
-            }
-        }
-        for (index, call) in outcome.tool_calls.iter().enumerate() {
-            let result = if call.name == "task" && turn.client.parent.is_none() {
-                let (result, spent) = subagent::run_task(
-                    turn,
-                    sink,
-                    runner.approvals,
-                    checkpoints,
-                    call,
-                    (&state.usage, state.cost),
-                );
-                state.usage.add(&spent.usage);
-                state.cost += spent.cost;
-                state.model_calls += spent.model_calls;
-                state.usage_reports += spent.usage_reports;
-                publish_usage(turn, &state.usage, state.cost);
-                result
-            } else {
-                runner.run(call)
-            };
-            // A question the editor could not ask gets its result from the
-            // user's next prompt (the dispatcher adds it then).
-            if result.question.is_none() {
-                let mut message = Message::tool_result(&call.id, result.text);
-                context::spill(&mut message, turn.tool_output_cap, &keeper);
-                results.push(message);
-            }
-            if result.cancelled {
-                cancelled_at = Some(index + 1);
-                break;
-            }
-            if let Some(what) = result.declined {
-                declined = Some((index + 1, what));
-                break;
-            }
-            if let Some(new_policy) = result.switched {
-                switched = Some(new_policy);
-            }
-            if let Some(asked) = result.question {
-                question = Some(asked);
-                break;
-            }
-        }
-        let reports = runner.goal_updates.take();
-        if let Some(end) = apply_goal_reports(turn, sink, state, reports) {
-            for message in results {
-                messages.push(message.clone());
-                state.added.push(message);
-            }
-            commit_goal(turn, state, record, sink.updates);
-            return Ok(end);
-        }
-        if let Some(new_policy) = switched {
-            read_only = false;
-            policy = new_policy;
-            tools = offered::offered_tools(turn, false);
-            fixed = context::fixed_bytes(&turn.system, &tools);
-            turn.client.report(report::Report::ModeChanged {
-                session_id: turn.session_id.clone(),
-                policy,
-            });
-        }
-        for message in results {
-            messages.push(message.clone());
-            state.added.push(message);
-        }
-        if let Some(done) = cancelled_at {
-            answer_unrun(&outcome.tool_calls[done..], messages, state);
-            return Ok(StopReason::Cancelled);
-        }
-        if let Some(asked) = question {
-            // The question ends the turn; the user's next prompt is its
-            // result, and the calls after it are answered then (in order).
-            sink.begin_message();
-            sink.updates
-                .borrow_mut()
-                .chunk(false, &sink.message_id, &asked);
-            return Ok(StopReason::EndTurn);
-        }
-        if let Some((done, what)) = declined {
-            // The user said no: the turn ends here, and says so.
-            answer_unrun(&outcome.tool_calls[done..], messages, state);
-            sink.begin_message();
-            let note = format!(
-                "_You declined: {}. I stopped here; tell me how you want to go on._",
-                what.replace('_', "\\_")
-            );
-            sink.updates
-                .borrow_mut()
-                .chunk(false, &sink.message_id, &note);
-            return Ok(StopReason::EndTurn);
+        let calls = step::run_calls(turn, sink, state, checkpoints, &run, &outcome.tool_calls);
+        if let Some(stop) = step::after_calls(
+            turn, sink, state, record, messages, &mut run, &outcome, calls,
+        ) {
+            return stop;
         }
     }
-}
-
-fn goal_running(state: &State) -> bool {
-    state
-        .goal
-        .as_ref()
-        .is_some_and(|g| g.status == crate::agent::common::goal::Status::Running)
-}
-
-/// At a continuation boundary: the stop reason when the goal stops here
-/// (paused by the user, or a budget ran out), else `None` (it goes on,
-/// counted).
-fn goal_boundary(
-    turn: &Turn,
-    state: &mut State,
-    started: (std::time::Instant, u64),
-) -> Option<StopReason> {
-    use crate::agent::common::goal::Status;
-    let pause = turn
-        .live
-        .lock()
-        .map(|mut live| std::mem::take(&mut live.goal_pause))
-        .unwrap_or(false);
-    let goal = state.goal.as_mut()?;
-    goal.counters.elapsed_ms = started.1 + started.0.elapsed().as_millis() as u64;
-    if pause {
-        goal.status = Status::Paused;
-        return Some(StopReason::EndTurn);
-    }
-    goal.counters.continuations += 1;
-    if let Some(what) = goal.budget.exhausted(&goal.counters) {
-        goal.status = Status::BudgetExhausted;
-        goal.checkpoint = format!(
-            "{} (Stopped: the budget of {what} ran out.)",
-            goal.checkpoint
-        )
-        .trim()
-        .to_string();
-        return Some(StopReason::MaxTurnRequests);
-    }
-    None
-}
-
-/// Applies the model's `goal_update` reports of a step; the stop reason
-/// when the goal is complete or blocked (the turn ends with the step).
-fn apply_goal_reports(
-    turn: &Turn,
-    sink: &mut UpdateSink,
-    state: &mut State,
-    reports: Vec<crate::tools::GoalUpdateArgs>,
-) -> Option<StopReason> {
-    use crate::agent::common::goal::Status;
-    use crate::tools::GoalReport;
-    let goal = state.goal.as_mut()?;
-    let mut end = None;
-    for report in reports {
-        if let Some(checkpoint) = report.checkpoint {
-            goal.checkpoint = checkpoint.chars().take(4_000).collect();
-        }
-        if let Some(todos) = report.todos {
-            goal.todos = serde_json::to_value(
-                todos
-                    .iter()
-                    .map(|t| json!({"content": t.content, "status": t.status}))
-                    .collect::<Vec<_>>(),
-            )
-            .unwrap_or_default();
-        }
-        match report.status {
-            GoalReport::Working => {}
-            GoalReport::Complete => {
-                goal.status = Status::Complete;
-                if turn.delivery && !goal.verified {
-                    goal.checkpoint.push_str(
-                        " (Declared complete without a verification step: no command ran during the goal.)",
-                    );
-                }
-                end = Some(StopReason::EndTurn);
-            }
-            GoalReport::Blocked => {
-                goal.status = Status::Blocked;
-                let question = report
-                    .question
-                    .unwrap_or_else(|| "The goal is blocked; what should I do?".into());
-                goal.question = Some(question.chars().take(4_000).collect());
-                // The question reaches the user as the agent's message.
-                sink.begin_message();
-                sink.updates
-                    .borrow_mut()
-                    .chunk(false, &sink.message_id, &question);
-                end = Some(StopReason::EndTurn);
-            }
-        }
-    }
-    goal.touch();
-    end
-}
-
-/// Commits the goal (its state at this boundary) and tells the
-/// dispatcher; the running turn's copy is what status shows.
-fn commit_goal(
-    turn: &Turn,
-    state: &mut State,
-    record: &mut Option<Record>,
-    updates: &RefCell<Updates>,
-) {
-    let Some(goal) = state.goal.as_mut() else {
-        return;
-    };
-    goal.touch();
-    let value = goal.json();
-    if let Some(record) = record.as_mut() {
-        record.step_marking(&turn.session_id, updates, &state.added, &[]);
-        if let Err(error) = record.store.save_goal(&turn.session_id, &value) {
-            log::warn!(
-                "cannot store the goal of session {}: {error}",
-                turn.session_id
-            );
-        }
-    }
-    if let Ok(mut live) = turn.live.lock() {
-        live.goal = Some(value);
-    }
-    turn.client.report(report::Report::GoalProgress {
-        session_id: turn.session_id.clone(),
-        goal: Box::new(goal.clone()),
-    });
 }
 
 /// Takes the steers handed over since the last boundary: each is shown as

@@ -1,0 +1,555 @@
+//! The steps of the model/tool loop (`steps` in `mod.rs` drives them):
+//! what a turn does once before its first request, the checks before
+//! each model request, the request and its failures, the answer taken
+//! into the conversation, and the tool calls it asked for with what
+//! they end.
+
+use super::context;
+use super::goals::{apply_goal_reports, commit_goal, goal_boundary, goal_running};
+use super::record::Record;
+use super::runner::{CallResult, Runner};
+use super::updates::UpdateSink;
+use super::{
+    add_call_usage, answer_unrun, cost_of, limit_reached, offered, provider_failure, report,
+    report_usage, set_health, subagent, take_steers, too_long, State, Turn,
+};
+use crate::acp::StopReason;
+use crate::agent::common::permission::Policy;
+use crate::provider::{Finish, Message, ModelRequest, Outcome, StreamError, ToolSpec};
+use crate::rpc::RpcError;
+use std::cell::RefCell;
+use std::time::Instant;
+
+/// What the loop carries from step to step. Plan mode may end during
+/// the turn (`exit_plan`): then the tools, the policy and the read-only
+/// flag change for the steps that follow.
+pub(super) struct Loop<'t> {
+    read_only: bool,
+    policy: Policy,
+    tools: Vec<ToolSpec>,
+    /// The bytes of the system prompt and the tools.
+    fixed: usize,
+    keeper: context::Keeper<'t>,
+    refused_as_too_long: bool,
+    /// Model calls since the turn (or the goal's last boundary) began.
+    steps: usize,
+    /// When the turn started, and the goal's time spent before it.
+    started: (Instant, u64),
+}
+
+impl<'t> Loop<'t> {
+    pub(super) fn new(turn: &'t Turn, state: &State) -> Loop<'t> {
+        let tools = offered::offered_tools(turn, turn.read_only);
+        let started = Instant::now();
+        let elapsed_before = state.goal.as_ref().map_or(0, |g| g.counters.elapsed_ms);
+        Loop {
+            read_only: turn.read_only,
+            policy: turn.policy,
+            fixed: context::fixed_bytes(&turn.system, &tools),
+            tools,
+            keeper: context::Keeper {
+                dir: turn.processes.session_dir.as_deref(),
+            },
+            refused_as_too_long: false,
+            steps: 0,
+            started: (started, elapsed_before),
+        }
+    }
+}
+
+/// How the loop goes on after a step.
+pub(super) enum Flow {
+    /// To the step's tool calls.
+    Go,
+    /// To the next model request.
+    Again,
+    /// The turn ends.
+    Stop(Result<StopReason, RpcError>),
+}
+
+/// What a model request gave.
+pub(super) enum Called {
+    /// The answer, and the assistant message streamed with it.
+    Answer(Box<(Outcome, Option<Message>)>),
+    /// Made smaller after a too-long refusal: ask again.
+    Retry,
+    Stop(Result<StopReason, RpcError>),
+}
+
+/// Before the first request: images the model does not take become
+/// notes, and the MCP servers that failed since the last turn are named.
+pub(super) fn prepare(turn: &Turn, sink: &mut UpdateSink, messages: &mut [Message]) {
+    if !turn.images {
+        for message in messages.iter_mut().filter(|m| !m.images.is_empty()) {
+            for image in std::mem::take(&mut message.images) {
+                message.text.push_str(&format!(
+                    "\n(The image {} cannot be shown to this model, which does not take images.)",
+                    image.path.display()
+                ));
+            }
+        }
+    }
+    // Built here, not at start-up: finding out whether ripgrep is installed
+    // runs a process, which must not delay `initialize`.
+    if let Some(mcp) = &turn.mcp {
+        mcp.begin_turn();
+        // Servers that failed since the last turn are named once, so the
+        // user knows why their tools are missing.
+        for (server, reason) in mcp.take_failures() {
+            sink.updates
+                .borrow_mut()
+                .notice(&crate::acp::fit::Notice::warning(
+                    format!("MCP server `{server}` is not available"),
+                    format!("{reason}. Its tools are withdrawn."),
+                ));
+        }
+    }
+}
+
+/// The checks before a model request (the goal's budget, a cancel, the
+/// step limit, an agent's limits), the conversation fitted to the
+/// window, the steers that arrived, and the last step stored. `Some`
+/// when the turn ends here.
+pub(super) fn before_request(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    record: &mut Option<Record>,
+    messages: &mut Vec<Message>,
+    run: &mut Loop,
+) -> Option<Result<StopReason, RpcError>> {
+    if goal_out_of_budget(turn, sink, state, record, run.started) {
+        return Some(Ok(StopReason::MaxTurnRequests));
+    }
+    if turn.cancel.is_cancelled() {
+        return Some(Ok(StopReason::Cancelled));
+    }
+    if run.steps >= turn.max_steps {
+        return Some(Ok(StopReason::MaxTurnRequests));
+    }
+    // A subagent may have spent the rest of the turn's limits.
+    if let Some(reached) = turn.agent.as_deref().and_then(|a| limit_reached(a, state)) {
+        say_limit_reached(sink, &reached);
+        return Some(Ok(StopReason::MaxTokens));
+    }
+    let pressure = super::compaction::Pressure::Threshold;
+    if let super::compaction::Fitted::Cancelled =
+        super::compaction::fit(turn, sink, state, messages, run.fixed, pressure)
+    {
+        return Some(Ok(StopReason::Cancelled));
+    }
+    // Steers that arrived meanwhile join the conversation here, the
+    // safe boundary: after the step's tool results, before the next
+    // model request. The system prompt and tools stay as they were.
+    let applied = take_steers(turn, sink, state, messages);
+    // Every completed step is stored before the next provider request,
+    // with the steers it applied.
+    if run.steps > 0 || !applied.is_empty() {
+        if let Some(record) = record.as_mut() {
+            record.step_marking(&turn.session_id, sink.updates, &state.added, &applied);
+        }
+    }
+    run.steps += 1;
+    None
+}
+
+/// A running goal's time is counted; past a budget it stops, marked so.
+fn goal_out_of_budget(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    record: &mut Option<Record>,
+    started: (Instant, u64),
+) -> bool {
+    if !goal_running(state) {
+        return false;
+    }
+    let Some(goal) = state.goal.as_mut() else {
+        return false;
+    };
+    goal.counters.elapsed_ms = started.1 + started.0.elapsed().as_millis() as u64;
+    let Some(what) = goal.budget.exhausted(&goal.counters) else {
+        return false;
+    };
+    log::info!("the goal of session {} ran out of {what}", turn.session_id);
+    goal.status = crate::agent::common::goal::Status::BudgetExhausted;
+    goal.checkpoint = format!(
+        "{} (Stopped: the budget of {what} ran out.)",
+        goal.checkpoint
+    )
+    .trim()
+    .to_string();
+    commit_goal(turn, state, record, sink.updates);
+    true
+}
+
+fn say_limit_reached(sink: &mut UpdateSink, reached: &str) {
+    sink.begin_message();
+    sink.updates.borrow_mut().chunk(
+        false,
+        &sink.message_id,
+        &format!("_This agent's limit of {reached} per turn is reached; I stopped here._"),
+    );
+}
+
+/// Asks the model, streaming its answer; the provider's health is
+/// published. A request refused as longer than the window is compacted
+/// and tried once more.
+pub(super) fn call_model(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    messages: &mut Vec<Message>,
+    run: &mut Loop,
+) -> Called {
+    sink.begin_message();
+    let request = ModelRequest {
+        session_id: &turn.session_id,
+        model: &turn.model,
+        system: &turn.system,
+        messages,
+        tools: &run.tools,
+        effort: turn.effort.as_deref(),
+        max_output_tokens: turn.max_output_tokens,
+        trace: turn.trace.as_ref(),
+    };
+    let streamed = turn.provider.stream(&request, sink, &turn.cancel);
+    let assistant = sink.take_message();
+    match &streamed {
+        Ok(_) => set_health(turn, "ok", None),
+        Err(StreamError::Failed(error)) if !turn.cancel.is_cancelled() => {
+            set_health(turn, "failing", Some(error.message.clone()))
+        }
+        Err(_) => {}
+    }
+    match streamed {
+        Ok(outcome) => Called::Answer(Box::new((outcome, assistant))),
+        // Refused as longer than the window: compact and try once more.
+        Err(StreamError::Failed(error))
+            if assistant.is_none()
+                && !turn.cancel.is_cancelled()
+                && context::is_too_long(error.status, &error.code, &error.message) =>
+        {
+            if !run.refused_as_too_long {
+                run.refused_as_too_long = true;
+                let refused = super::compaction::Pressure::Refused;
+                match super::compaction::fit(turn, sink, state, messages, run.fixed, refused) {
+                    super::compaction::Fitted::Smaller => {
+                        run.steps -= 1;
+                        return Called::Retry;
+                    }
+                    super::compaction::Fitted::Cancelled => {
+                        return Called::Stop(Ok(StopReason::Cancelled))
+                    }
+                    super::compaction::Fitted::Unchanged => {}
+                }
+            }
+            log::warn!(
+                "model call refused as too long in session {}: {error}",
+                turn.session_id
+            );
+            Called::Stop(Err(too_long(&error, turn.compact_at.is_some())))
+        }
+        Err(error) => {
+            state.added.extend(assistant);
+            Called::Stop(match error {
+                StreamError::Cancelled => Ok(StopReason::Cancelled),
+                StreamError::Failed(_) if turn.cancel.is_cancelled() => Ok(StopReason::Cancelled),
+                StreamError::Failed(error) => {
+                    log::warn!("model call failed in session {}: {error}", turn.session_id);
+                    Err(provider_failure(&error))
+                }
+            })
+        }
+    }
+}
+
+/// Takes the model's answer into the conversation (with its tool calls
+/// and what the provider wants back), counts its usage, and says so
+/// when it is empty. The stop reason when the model ended its turn.
+pub(super) fn take_answer(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    messages: &mut Vec<Message>,
+    run: &Loop,
+    outcome: &Outcome,
+    mut assistant: Option<Message>,
+) -> Option<StopReason> {
+    add_call_usage(turn, outcome.usage.as_ref(), state);
+    if let Some(goal) = state.goal.as_mut() {
+        goal.counters.model_calls += 1;
+        if let Some(usage) = &outcome.usage {
+            goal.counters.input_tokens += usage.input_tokens;
+            goal.counters.output_tokens += usage.output_tokens;
+            if let Some(price) = &turn.price {
+                goal.counters.cost += cost_of(usage, price);
+            }
+        }
+    }
+    let stop = match outcome.finish {
+        Finish::ToolUse => None,
+        Finish::EndTurn => Some(StopReason::EndTurn),
+        Finish::MaxTokens => Some(StopReason::MaxTokens),
+        Finish::Refusal => Some(StopReason::Refusal),
+    };
+    // An answer with nothing in it would end the turn with nothing
+    // shown: say so, in the transcript as well.
+    if assistant.is_none() && outcome.tool_calls.is_empty() && stop.is_some() {
+        sink.begin_message();
+        sink.updates.borrow_mut().chunk(
+            false,
+            &sink.message_id,
+            "_The model returned an empty answer._",
+        );
+    }
+    if !outcome.tool_calls.is_empty() || !outcome.provider_data.is_null() {
+        let message = assistant.get_or_insert_with(|| Message::assistant("", ""));
+        message.tool_calls = outcome.tool_calls.clone();
+        // Signed thinking and encrypted reasoning go back verbatim.
+        message.provider_data = outcome.provider_data.clone();
+    }
+    if let Some(message) = assistant {
+        messages.push(message.clone());
+        state.added.push(message);
+    }
+    if let Some(usage) = &outcome.usage {
+        // The next request sends this conversation, answer included.
+        let tokens = usage.input_tokens + usage.output_tokens;
+        let bytes = context::request_bytes(run.fixed, messages);
+        // A count far below what the bytes could be (some servers
+        // report zeros) would hide a full window: estimate instead.
+        state.known = context::plausible(tokens, bytes).then_some(context::Known { tokens, bytes });
+        report_usage(turn, tokens, state, sink.updates);
+    }
+    stop
+}
+
+/// After the answer, before its tool calls: a cancel, a goal's
+/// continuation boundary, the model's own stop, an agent's limits.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn after_answer(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    record: &mut Option<Record>,
+    messages: &mut Vec<Message>,
+    run: &mut Loop,
+    outcome: &Outcome,
+    stop: Option<StopReason>,
+) -> Flow {
+    if turn.cancel.is_cancelled() {
+        answer_unrun(&outcome.tool_calls, messages, state);
+        return Flow::Stop(Ok(StopReason::Cancelled));
+    }
+    if stop == Some(StopReason::EndTurn) && goal_running(state) {
+        // The model finished a step without finishing the goal: a
+        // continuation boundary. Pause and budgets take effect here;
+        // otherwise the goal goes on.
+        if let Some(end) = goal_boundary(turn, state, run.started) {
+            commit_goal(turn, state, record, sink.updates);
+            return Flow::Stop(Ok(end));
+        }
+        messages.push(Message::user(
+            state
+                .goal
+                .as_ref()
+                .map(|g| g.continuation())
+                .unwrap_or_default(),
+        ));
+        state
+            .added
+            .push(messages.last().cloned().expect("just pushed"));
+        commit_goal(turn, state, record, sink.updates);
+        run.steps = 0;
+        return Flow::Again;
+    }
+    if let Some(stop) = stop {
+        // Calls made by a model that then ran out of tokens or refused
+        // do not run, but still need answers for the next request.
+        answer_unrun(&outcome.tool_calls, messages, state);
+        return Flow::Stop(Ok(stop));
+    }
+    // An agent file's per-turn limits: past either, the turn ends
+    // with `max_tokens` before the next step.
+    if let Some(reached) = turn.agent.as_deref().and_then(|a| limit_reached(a, state)) {
+        answer_unrun(&outcome.tool_calls, messages, state);
+        say_limit_reached(sink, &reached);
+        return Flow::Stop(Ok(StopReason::MaxTokens));
+    }
+    Flow::Go
+}
+
+/// What a step's tool calls gave: their results, and what stopped them.
+pub(super) struct Calls {
+    results: Vec<Message>,
+    /// How many calls had run when the turn was cancelled.
+    cancelled_at: Option<usize>,
+    /// How many had run when the user declined one, and what.
+    declined: Option<(usize, String)>,
+    /// The policy the user picked leaving plan mode.
+    switched: Option<Policy>,
+    /// A question the editor could not ask: the turn ends with it.
+    question: Option<String>,
+    /// The model's goal reports of this step.
+    goal_reports: Vec<crate::tools::GoalUpdateArgs>,
+}
+
+/// Runs the step's tool calls in order (a `task` as a subagent), until
+/// one is cancelled, declined or asks the user.
+pub(super) fn run_calls(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    checkpoints: Option<&RefCell<crate::checkpoint::Checkpoints>>,
+    run: &Loop,
+    calls: &[crate::provider::ToolCallRequest],
+) -> Calls {
+    let mut runner = Runner {
+        session_id: &turn.session_id,
+        root: &turn.root,
+        client: &turn.client,
+        updates: sink.updates,
+        cancel: &turn.cancel,
+        mcp: turn.mcp.as_deref(),
+        read_only: run.read_only,
+        policy: run.policy,
+        approvals: &mut state.approvals,
+        processes: &turn.processes,
+        on_reject: turn.on_reject,
+        checkpoints,
+        rules: &turn.rules,
+        config_path: turn.config_path.as_deref(),
+        live: &turn.live,
+        goal_updates: RefCell::new(Vec::new()),
+        jobs: &turn.jobs,
+        epoch: turn.epoch,
+        agent: turn.agent.as_deref(),
+        subagent: turn.subagent.as_deref(),
+        extra_roots: &turn.extra_roots,
+    };
+    let mut done = Calls {
+        results: Vec::new(),
+        cancelled_at: None,
+        declined: None,
+        switched: None,
+        question: None,
+        goal_reports: Vec::new(),
+    };
+    if let Some(goal) = state.goal.as_mut() {
+        goal.counters.tool_calls += calls.len() as u64;
+        if calls.iter().any(|c| c.name == "run_command") {
+            goal.verified = true;
+        }
+    }
+    for (index, call) in calls.iter().enumerate() {
+        let result: CallResult = if call.name == "task" && turn.client.parent.is_none() {
+            let (result, spent) = subagent::run_task(
+                turn,
+                sink,
+                runner.approvals,
+                checkpoints,
+                call,
+                (&state.usage, state.cost),
+            );
+            state.usage.add(&spent.usage);
+            state.cost += spent.cost;
+            state.model_calls += spent.model_calls;
+            state.usage_reports += spent.usage_reports;
+            super::publish_usage(turn, &state.usage, state.cost);
+            result
+        } else {
+            runner.run(call)
+        };
+        // A question the editor could not ask gets its result from the
+        // user's next prompt (the dispatcher adds it then).
+        if result.question.is_none() {
+            let mut message = Message::tool_result(&call.id, result.text);
+            context::spill(&mut message, turn.tool_output_cap, &run.keeper);
+            done.results.push(message);
+        }
+        if result.cancelled {
+            done.cancelled_at = Some(index + 1);
+            break;
+        }
+        if let Some(what) = result.declined {
+            done.declined = Some((index + 1, what));
+            break;
+        }
+        if let Some(new_policy) = result.switched {
+            done.switched = Some(new_policy);
+        }
+        if let Some(asked) = result.question {
+            done.question = Some(asked);
+            break;
+        }
+    }
+    done.goal_reports = runner.goal_updates.take();
+    done
+}
+
+/// After the tool calls: the goal reports applied, plan mode left, the
+/// results added, and the turn ended by a cancel, a question or a
+/// rejection. `Some` when the turn ends here.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn after_calls(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    record: &mut Option<Record>,
+    messages: &mut Vec<Message>,
+    run: &mut Loop,
+    outcome: &Outcome,
+    calls: Calls,
+) -> Option<Result<StopReason, RpcError>> {
+    if let Some(end) = apply_goal_reports(turn, sink, state, calls.goal_reports) {
+        add_results(messages, state, calls.results);
+        commit_goal(turn, state, record, sink.updates);
+        return Some(Ok(end));
+    }
+    if let Some(new_policy) = calls.switched {
+        run.read_only = false;
+        run.policy = new_policy;
+        run.tools = offered::offered_tools(turn, false);
+        run.fixed = context::fixed_bytes(&turn.system, &run.tools);
+        turn.client.report(report::Report::ModeChanged {
+            session_id: turn.session_id.clone(),
+            policy: run.policy,
+        });
+    }
+    add_results(messages, state, calls.results);
+    if let Some(done) = calls.cancelled_at {
+        answer_unrun(&outcome.tool_calls[done..], messages, state);
+        return Some(Ok(StopReason::Cancelled));
+    }
+    if let Some(asked) = calls.question {
+        // The question ends the turn; the user's next prompt is its
+        // result, and the calls after it are answered then (in order).
+        sink.begin_message();
+        sink.updates
+            .borrow_mut()
+            .chunk(false, &sink.message_id, &asked);
+        return Some(Ok(StopReason::EndTurn));
+    }
+    if let Some((done, what)) = calls.declined {
+        // The user said no: the turn ends here, and says so.
+        answer_unrun(&outcome.tool_calls[done..], messages, state);
+        sink.begin_message();
+        let note = format!(
+            "_You declined: {}. I stopped here; tell me how you want to go on._",
+            what.replace('_', "\\_")
+        );
+        sink.updates
+            .borrow_mut()
+            .chunk(false, &sink.message_id, &note);
+        return Some(Ok(StopReason::EndTurn));
+    }
+    None
+}
+
+fn add_results(messages: &mut Vec<Message>, state: &mut State, results: Vec<Message>) {
+    for message in results {
+        messages.push(message.clone());
+        state.added.push(message);
+    }
+}
