@@ -1,0 +1,276 @@
+//! Slash commands in a prompt: what `/name` does (a custom command or
+//! `/init` for the model, `/compact`, or an answer Spindle gives itself),
+//! and the answers of the local ones.
+
+use crate::agent::common::commands::{self, Builtin, Kind};
+use crate::agent::common::models::Registry;
+use crate::agent::dispatcher::params::internal;
+use crate::agent::dispatcher::Dispatcher;
+use crate::agent::turn::report::Rewind;
+use crate::agent::turn::TurnKind;
+use crate::rpc::RpcError;
+
+impl Dispatcher {
+    /// The answer of a local command (`/help`, `/cost`, `/model`, `/mode`).
+    pub(in crate::agent) fn local_reply(
+        &mut self,
+        session_id: &str,
+        text: &str,
+        registry: &Registry,
+    ) -> Result<String, RpcError> {
+        match self.resolve_command(session_id, text, registry)? {
+            (TurnKind::Local(reply), _) => Ok(reply),
+            _ => Err(RpcError::internal("the operation is not a local one")),
+        }
+    }
+
+    /// What a prompt starting with `/name` does: a custom command or `/init`
+    /// becomes the model's prompt; `/compact` summarises; the others are
+    /// answered by Spindle itself. Anything else is an ordinary prompt.
+    pub(in crate::agent) fn resolve_command(
+        &mut self,
+        session_id: &str,
+        text: &str,
+        registry: &Registry,
+    ) -> Result<(TurnKind, String), RpcError> {
+        let Some((name, arguments)) = commands::invocation(text) else {
+            return Ok((TurnKind::Model, text.to_string()));
+        };
+        let cwd = self.sessions[session_id].cwd.clone();
+        let available = commands::available(&cwd, self.options.commands_dir());
+        let Some(command) = available.iter().find(|c| c.name == name) else {
+            return Ok((TurnKind::Model, text.to_string()));
+        };
+        let builtin = match &command.kind {
+            Kind::Custom { body, .. } => {
+                return Ok((TurnKind::Model, commands::expand(body, arguments)))
+            }
+            Kind::Builtin(builtin) => *builtin,
+        };
+        let reply = match builtin {
+            Builtin::Init => {
+                let mut prompt = commands::INIT_PROMPT.to_string();
+                if !arguments.is_empty() {
+                    prompt.push_str("\n\n");
+                    prompt.push_str(arguments);
+                }
+                return Ok((TurnKind::Model, prompt));
+            }
+            Builtin::Compact => {
+                return Ok((TurnKind::Compact(arguments.to_string()), text.to_string()))
+            }
+            Builtin::Reload => match self.reload_now(session_id) {
+                Ok(()) => {
+                    // The prompt's answer comes from a turn, later: the
+                    // commands go now.
+                    self.send_commands(session_id);
+                    "Reloaded the configuration and the commands.".to_string()
+                }
+                Err(error) => format!(
+                    "The reload failed; the old settings stay. {}",
+                    error.message
+                ),
+            },
+            Builtin::Undo => return Ok((TurnKind::Rewind(Rewind::Undo(1)), text.to_string())),
+            Builtin::Redo => return Ok((TurnKind::Rewind(Rewind::Redo), text.to_string())),
+            Builtin::Rewind => {
+                let steps = match arguments.trim() {
+                    "" => 1,
+                    number => match number.parse::<usize>() {
+                        Ok(steps) if (1..=1000).contains(&steps) => steps,
+                        _ => {
+                            return Ok((
+                                TurnKind::Local(format!(
+                                "`/rewind` takes a number of turns from 1 to 1000, not `{number}`."
+                            )),
+                                text.to_string(),
+                            ))
+                        }
+                    },
+                };
+                return Ok((TurnKind::Rewind(Rewind::Undo(steps)), text.to_string()));
+            }
+            Builtin::Help => {
+                let mut reply = String::from("Commands:\n");
+                for command in &available {
+                    let hint = command
+                        .hint
+                        .as_deref()
+                        .map(|h| format!(" {h}"))
+                        .unwrap_or_default();
+                    reply.push_str(&format!(
+                        "- `/{}{hint}` — {}\n",
+                        command.name, command.description
+                    ));
+                }
+                reply
+            }
+            Builtin::Cost => {
+                let session = &self.sessions[session_id];
+                let (usage, spent) = session.usage_so_far();
+                let mut reply = format!(
+                    "Tokens so far: {} input ({} cached), {} output ({} reasoning).",
+                    usage.input_tokens,
+                    usage.cached_tokens,
+                    usage.output_tokens,
+                    usage.reasoning_tokens
+                );
+                match registry
+                    .model(&session.model)
+                    .and_then(|m| m.config.price.clone())
+                {
+                    Some(price) => {
+                        reply.push_str(&format!(" Cost: {spent:.4} {}.", price.currency))
+                    }
+                    None => reply.push_str(
+                        " The model has no price configured, so there is no cost to show.",
+                    ),
+                }
+                let window = registry.model(&session.model).map(|m| m.context_window());
+                if let (Some(known), Some(window)) = (session.known, window) {
+                    let left = 100u64.saturating_sub(known.tokens * 100 / window.max(1));
+                    reply.push_str(&format!(
+                        " Context: about {} of {} tokens in use ({left}% left).",
+                        known.tokens, window
+                    ));
+                }
+                reply
+            }
+            Builtin::Allow => self.allow_command(session_id, registry, arguments),
+            Builtin::Model => self.command_option(session_id, registry, "model", arguments),
+            Builtin::Mode => self.command_option(session_id, registry, "mode", arguments),
+            Builtin::Clear => {
+                if let Some(session) = self.sessions.get_mut(session_id) {
+                    session.messages.clear();
+                    session.known = None;
+                }
+                self.store()?
+                    .replace_messages(session_id, &[])
+                    .map_err(internal)?;
+                "Started a fresh conversation: the model no longer sees the earlier messages (they stay in the transcript).".to_string()
+            }
+        };
+        Ok((TurnKind::Local(reply), text.to_string()))
+    }
+
+    /// `/allow edits` and `/allow command WORDS`: the broad answers a
+    /// permission request offers only to a client that asked for them,
+    /// given by the user in words. `--project` saves the rule for the
+    /// workspace in the user's config; without it, it lasts the session.
+    /// No argument lists what this session allows.
+    fn allow_command(&mut self, session_id: &str, registry: &Registry, arguments: &str) -> String {
+        use crate::policy::rules::{self, Decision, Rule, ToolClass};
+        const USAGE: &str = "Use `/allow edits` (every edit inside the workspace) or `/allow command WORDS` (commands starting with those words, e.g. `/allow command cargo test`); add `--project` to save it for this workspace.";
+        let mut words: Vec<&str> = arguments.split_whitespace().collect();
+        let project = words.last() == Some(&"--project");
+        if project {
+            words.pop();
+        }
+        let rule = match words.split_first() {
+            None => {
+                let session = &self.sessions[session_id];
+                let allowed: Vec<String> = session
+                    .approvals
+                    .rules
+                    .iter()
+                    .filter(|rule| rule.decision == Decision::Allow)
+                    .map(rules::describe)
+                    .collect();
+                let exact = session.approvals.allowed.len();
+                let listed = if allowed.is_empty() {
+                    "No rule of this session allows anything".to_string()
+                } else {
+                    format!("This session allows {}", allowed.join(", "))
+                };
+                return format!("{listed}; {exact} exact calls were allowed always. {USAGE}");
+            }
+            Some((&"edits", [])) => Rule::path(ToolClass::Edit, "**", Decision::Allow),
+            Some((&"command", prefix)) if !prefix.is_empty() => {
+                let rule = Rule::command(prefix.join(" "), Decision::Allow);
+                if let Err(problem) = rule.check() {
+                    return format!("That command pattern cannot be used: {problem}. {USAGE}");
+                }
+                rule
+            }
+            _ => return USAGE.to_string(),
+        };
+        let what = rules::describe(&rule);
+        let Some(session) = self.sessions.get_mut(session_id) else {
+            return USAGE.to_string();
+        };
+        let mut reply = format!("Allowed {what} for the rest of this session.");
+        if project {
+            let path = registry
+                .config_path
+                .clone()
+                .unwrap_or_else(crate::config::default_path);
+            let root = session.cwd.display().to_string();
+            match crate::config::add_project_rule(&path, &root, rule.clone()) {
+                Ok(()) => {
+                    reply = format!(
+                        "Allowed {what} in this workspace, saved in {}.",
+                        path.display()
+                    )
+                }
+                Err(error) => {
+                    reply = format!("{reply} It could not be saved for the project: {error}.")
+                }
+            }
+        }
+        session.approvals.rules.push(rule);
+        self.settings_changed(session_id);
+        reply
+    }
+
+    /// `/model NAME` and `/mode NAME`: the same change as the config option,
+    /// with its notifications; the reply says what happened.
+    fn command_option(
+        &mut self,
+        session_id: &str,
+        registry: &Registry,
+        id: &str,
+        value: &str,
+    ) -> String {
+        let value = if id == "model" {
+            registry
+                .models
+                .iter()
+                .find(|m| m.id == value || m.model == value)
+                .map(|m| m.id.clone())
+                .unwrap_or_else(|| value.to_string())
+        } else {
+            value.to_string()
+        };
+        if value.is_empty() {
+            let current = match id {
+                "model" => self.sessions[session_id].model.clone(),
+                _ => self.sessions[session_id].mode.id().to_string(),
+            };
+            return format!(
+                "The {id} is {current}. Give a new one after the command, e.g. `/{id} {}`.",
+                if id == "model" {
+                    "provider/model"
+                } else {
+                    "plan"
+                }
+            );
+        }
+        match self.change_option(session_id, registry, id, &value) {
+            Ok(()) => format!("The {id} is now {value}."),
+            Err(error) => {
+                let choices = if id == "model" {
+                    registry
+                        .models
+                        .iter()
+                        .map(|m| m.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                } else {
+                    "normal, plan".into()
+                };
+                let reason = error.message.trim_start_matches("Invalid params: ");
+                format!("{reason}. The choices are: {choices}.")
+            }
+        }
+    }
+}

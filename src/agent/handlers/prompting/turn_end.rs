@@ -1,0 +1,198 @@
+//! The end of a turn: the worker's report applied to the session (its
+//! messages, usage, goal, approvals), stored, and the prompt answered.
+
+use crate::acp;
+use crate::agent::dispatcher::Dispatcher;
+use crate::agent::turn::report::TurnEnd;
+use serde_json::{json, Value};
+
+impl Dispatcher {
+    pub(in crate::agent) fn on_turn_end(&mut self, end: TurnEnd) {
+        self.forget_requests_of(&end.session_id);
+        let mut settings = None;
+        let mut remove = false;
+        if let Some(session) = self.sessions.get_mut(&end.session_id) {
+            if let Some(running) = session.running.take() {
+                let _ = running.handle.join();
+            }
+            match end.replaced {
+                Some(messages) => session.messages = messages,
+                None => session.messages.extend(end.added),
+            }
+            session.known = end.known;
+            session.add_usage(&end.usage);
+            session.cost += end.cost;
+            session.model_calls += end.model_calls as u64;
+            if !end.priced {
+                session.unpriced_calls += end.model_calls as u64;
+            }
+            session.approvals = end.approvals;
+            if let Some(goal) = end.goal.clone() {
+                session.goal = Some(goal);
+                session.goal_changed = true;
+            }
+            // Steers the turn never reached stay queued (they are still
+            // pending in the store), ahead of the follow-ups. Its usage is
+            // the session's now.
+            if let Ok(mut live) = session.live.lock() {
+                live.steers.clear();
+                live.usage = Default::default();
+                live.cost = 0.0;
+            }
+            settings = Some(session.settings_json());
+            remove = session.closed;
+        }
+        if remove {
+            self.sessions.remove(&end.session_id);
+        }
+        if let Ok(store) = self.store() {
+            if let Ok(count) = store.message_count(&end.session_id) {
+                if let Some(session) = self.sessions.get_mut(&end.session_id) {
+                    session.stored_messages = count;
+                }
+            }
+        }
+        if let Ok(store) = self.store() {
+            if let Some(settings) = &settings {
+                if let Err(error) = store.save_settings(&end.session_id, settings) {
+                    log::warn!(
+                        "cannot store the settings of session {}: {error}",
+                        end.session_id
+                    );
+                }
+            }
+            if let Err(error) = store.release_lease(&end.session_id, std::process::id()) {
+                log::warn!(
+                    "cannot release the lease of session {}: {error}",
+                    end.session_id
+                );
+            }
+        }
+        // The turn's usage rides in `_meta`: the stable schema has no
+        // usage field on the prompt response.
+        let mut usage = json!({
+            "inputTokens": end.usage.input_tokens,
+            "outputTokens": end.usage.output_tokens,
+            "cachedReadTokens": end.usage.cached_tokens,
+            "thoughtTokens": end.usage.reasoning_tokens,
+            "totalTokens": end.usage.input_tokens + end.usage.output_tokens,
+            "cost": end.cost,
+        });
+        if end.usage_unknown {
+            // The provider never said: unknown is null, not zero.
+            for key in [
+                "inputTokens",
+                "outputTokens",
+                "cachedReadTokens",
+                "thoughtTokens",
+                "totalTokens",
+            ] {
+                usage[key] = Value::Null;
+            }
+        }
+        let queued = self
+            .sessions
+            .get_mut(&end.session_id)
+            .and_then(|session| session.queued.take());
+        let turn_usage = self
+            .client
+            .as_ref()
+            .is_some_and(|client| client.meta.spindle.prompt_usage)
+            .then(|| prompt_usage(&end.usage, end.usage_unknown, end.usage_whole))
+            .flatten();
+        let result = end.result.map(|stop_reason| {
+            let mut response =
+                serde_json::to_value(acp::PromptResponse { stop_reason }).unwrap_or_default();
+            response["_meta"] = json!({"spindle": {"usage": usage}});
+            if let Some(turn_usage) = turn_usage {
+                response["usage"] = turn_usage;
+            }
+            response
+        });
+        // The item this turn dispatched is applied (or failed), the inbox
+        // hears of it, then the turn's `idle` event, after its last update
+        // and before its answer.
+        let outcome = match &result {
+            Ok(response) => response["stopReason"]
+                .as_str()
+                .unwrap_or("end_turn")
+                .to_string(),
+            Err(_) => "error".to_string(),
+        };
+        self.after_turn_inbox(
+            &end.session_id,
+            end.dispatched.as_deref(),
+            &end.applied,
+            &outcome,
+        );
+        if let Some(session) = self.sessions.get_mut(&end.session_id) {
+            session.last_outcome = Some(outcome.clone());
+            let (epoch, source) = (session.epoch, session.turn_source);
+            self.event(
+                &end.session_id,
+                "usage",
+                json!({"inputTokens": usage["inputTokens"], "outputTokens": usage["outputTokens"]}),
+            );
+            self.event(
+                &end.session_id,
+                "turn",
+                json!({"state": "idle", "epoch": epoch, "source": source, "outcome": outcome}),
+            );
+        }
+        self.goal_changed(&end.session_id);
+        self.queued_reload(&end.session_id);
+        if let Some(request_id) = &end.request_id {
+            self.respond(request_id, result);
+        }
+        if let Some((id, params)) = queued {
+            if let Err(error) = self.prompt(&id, params) {
+                self.respond(&id, Err(error));
+            }
+            return;
+        }
+        // An ordinary end: the next follow-up starts at once; any other
+        // end pauses the inbox so the user looks first.
+        if outcome == "end_turn" {
+            self.dispatch_next(&end.session_id);
+        } else if outcome != "end_turn" && self.has_waiting_items(&end.session_id) {
+            self.pause_inbox(&end.session_id);
+        }
+    }
+}
+
+/// The turn's usage in the unstable `Usage` shape of the prompt's answer
+/// (`_meta.spindle.promptUsage`): `None` unless every model call said
+/// what it used, and a finer count only when every call gave it.
+fn prompt_usage(usage: &crate::provider::Usage, unknown: bool, whole: bool) -> Option<Value> {
+    if unknown || !whole {
+        return None;
+    }
+    let mut shape = json!({
+        "totalTokens": usage.input_tokens + usage.output_tokens,
+        "inputTokens": usage.input_tokens,
+        "outputTokens": usage.output_tokens,
+    });
+    let finer = [
+        (
+            "thoughtTokens",
+            usage.reasoning_tokens,
+            usage.unreported.reasoning,
+        ),
+        (
+            "cachedReadTokens",
+            usage.cached_tokens,
+            usage.unreported.cached,
+        ),
+        (
+            "cachedWriteTokens",
+            usage.cache_write_tokens,
+            usage.unreported.cache_write,
+        ),
+    ];
+    for (key, count, unreported) in finer {
+        if unreported == 0 {
+            shape[key] = json!(count);
+        }
+    }
+    Some(shape)
+}
