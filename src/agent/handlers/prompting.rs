@@ -5,18 +5,15 @@ mod slash;
 mod turn_end;
 mod turn_start;
 
-use super::close_interrupted_turn;
 use crate::acp;
-use crate::agent::common::content::read_prompt;
-use crate::agent::common::prompt::system_prompt;
+use crate::agent::common::content::{read_prompt, PromptInput};
 use crate::agent::dispatcher::params::{decode, internal, not_found};
-use crate::agent::dispatcher::session::{title_from, RunningTurn};
+use crate::agent::dispatcher::session::Session;
 use crate::agent::dispatcher::Dispatcher;
 use crate::agent::turn::client::Client;
-use crate::agent::turn::{self, Turn, TurnKind};
+use crate::agent::turn::{Turn, TurnKind};
 use crate::cancel::CancelToken;
 use crate::modes::Mode;
-use crate::modes::Policy;
 use crate::provider::trace::TraceContext;
 use crate::provider::Message;
 use crate::rpc::{RequestId, RpcError};
@@ -143,54 +140,10 @@ impl Dispatcher {
     ) -> Result<(), RpcError> {
         let session_id = session_id.to_string();
         let cwd = self.sessions[&session_id].cwd.clone();
-        let input = read_prompt(blocks, &cwd)?;
+        let mut input = read_prompt(blocks, &cwd)?;
         let text = input.text.clone();
         let registry = self.registry()?;
-        let me = std::process::id();
-        let (known_count, needs_title) = match self.sessions.get(&session_id) {
-            Some(session) => (session.stored_messages, session.title.is_none()),
-            None => return Err(not_found(&session_id)),
-        };
-        let store = self.store()?;
-        // Another process may have deleted it (`session/delete`, or closed
-        // it unused) while it was open here.
-        if store.session(&session_id).map_err(internal)?.is_none() {
-            return Err(RpcError::invalid_request(format!(
-                "session {session_id} is no longer stored (another Spindle process deleted it); start a new session"
-            ))
-            .with_data(json!({"code": "session_deleted"})));
-        }
-        if let Err(holder) = store.acquire_lease(&session_id, me).map_err(internal)? {
-            return Err(RpcError::invalid_request(format!(
-                "session {session_id} is running a turn in another Spindle process (pid {holder}); wait for it to finish"
-            ))
-            .with_data(json!({"code": "session_busy", "holderPid": holder})));
-        }
-        // Holding the lease now, any turn still marked running belongs to a
-        // process that died: it was cut off.
-        for turn in store.running_turns(&session_id).map_err(internal)? {
-            close_interrupted_turn(store, &session_id, turn)?;
-        }
-        // Another process may have added to the conversation meanwhile.
-        let stored_count = store.message_count(&session_id).map_err(internal)?;
-        let reloaded = if known_count != stored_count {
-            Some(store.messages(&session_id).map_err(internal)?)
-        } else {
-            None
-        };
-        let title_update = if needs_title {
-            let title = title_from(&text);
-            store.set_title(&session_id, &title).map_err(internal)?;
-            Some(title)
-        } else {
-            None
-        };
-        if let Some(messages) = reloaded {
-            if let Some(session) = self.sessions.get_mut(&session_id) {
-                session.messages = messages;
-                session.known = None;
-            }
-        }
+        let title_update = self.claim(&session_id, &text)?;
         let (kind, model_text) = self.resolve_command(&session_id, &input.text, &registry)?;
         let db = Some(self.db_path.clone());
         let capabilities = self.client.clone().unwrap_or_default();
@@ -210,98 +163,10 @@ impl Dispatcher {
         let Some(session) = self.sessions.get_mut(&session_id) else {
             return Err(not_found(&session_id));
         };
-        // The session's model, or the default when it is gone from the
-        // configuration.
-        let entry = match registry.model(&session.model) {
-            Some(entry) => entry.clone(),
-            None => {
-                let Some(entry) = registry
-                    .default_model
-                    .as_deref()
-                    .and_then(|id| registry.model(id))
-                else {
-                    return Err(RpcError::invalid_params("no model is available"));
-                };
-                log::warn!("model {} is gone; using {}", session.model, entry.id);
-                session.model = entry.id.clone();
-                entry.clone()
-            }
-        };
-        let Some(provider) = registry.provider(&entry.provider) else {
-            return Err(RpcError::failed(format!(
-                "The provider {} is not available: check its key and base URL (spindle setup, or the config file)",
-                entry.provider
-            )));
-        };
-        let effort = if session.effort == "auto" {
-            let wanted = session.preset.default_effort();
-            entry.efforts().iter().find(|e| *e == wanted).cloned()
-        } else {
-            Some(session.effort.clone())
-        };
-        let max_steps = if explicit_steps == 0 {
-            session.preset.step_budget()
-        } else {
-            explicit_steps
-        };
-        let mut system = system_prompt(&session.cwd, crate::agent::turn::ENVIRONMENT_MARK);
-        system.push_str("\n\n");
-        system.push_str(session.preset.instructions());
-        if !session.extra_roots.is_empty() {
-            let roots: Vec<String> = session
-                .extra_roots
-                .iter()
-                .map(|r| format!("- {}", r.display()))
-                .collect();
-            system.push_str(&format!(
-                "\n\nThese folders are part of the workspace too (use absolute paths for them):\n{}",
-                roots.join("\n")
-            ));
-        }
-        if let Some(instructions) = agent.as_ref().and_then(|a| a.instructions.as_deref()) {
-            system.push_str("\n\n");
-            system.push_str(instructions.trim());
-        }
-        if session.mode == Mode::Goal {
-            system.push_str("\n\n");
-            system.push_str(crate::agent::common::goal::INSTRUCTIONS);
-        }
-        // In goal mode a prompt drafts, continues, answers or resumes the
-        // goal; a finished, cancelled or exhausted goal takes an ordinary
-        // turn (resume it, or select goal again for a new one).
-        let goal = match (&kind, session.mode, session.goal.as_mut()) {
-            (TurnKind::Model, Mode::Goal, Some(goal)) => {
-                use crate::agent::common::goal::Status;
-                match goal.status {
-                    Status::Drafting => {
-                        goal.objective = input.text.clone();
-                        goal.status = Status::Running;
-                        goal.started_at = Some(crate::clock::now_rfc3339());
-                        Some(goal.clone())
-                    }
-                    Status::Running => Some(goal.clone()),
-                    Status::Paused | Status::Blocked => {
-                        goal.status = Status::Running;
-                        goal.question = None;
-                        Some(goal.clone())
-                    }
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
-        if goal.is_some() {
-            session.goal_changed = true;
-        }
-        if let Ok(mut live) = session.live.lock() {
-            live.goal = goal.as_ref().map(|g| g.json());
-            live.goal_pause = false;
-        }
-        if session.mode == Mode::Plan {
-            system.push_str(
-                "\n\nThe session is in plan mode: explore with the read-only tools and write a step-by-step plan with todo_write. Do not change any file or run commands that change anything; the user will switch modes to carry the plan out.",
-            );
-        }
+        let (entry, provider) = turn_start::model_of(&registry, session)?;
+        let (effort, max_steps) = turn_start::effort_and_steps(session, &entry, explicit_steps);
+        let system = turn_start::system_of(session, agent.as_deref());
+        let goal = turn_start::goal_of(session, &kind, &input.text);
         let title_update = title_update.map(|title| {
             session.title = Some(title.clone());
             json!({
@@ -310,116 +175,14 @@ impl Dispatcher {
                 "updatedAt": crate::clock::now_rfc3339(),
             })
         });
-        // An `ask_user` question the editor could not ask waits for the
-        // user's next prompt, which is the tool's result; anything else
-        // that sends the conversation to the model (a follow-up, a job's
-        // end, `/compact`) first closes it unanswered. Local commands and
-        // undo leave it waiting.
-        let before = session.messages.len();
-        let sends = matches!(kind, TurnKind::Model | TurnKind::Compact(_));
-        let plain_answer = start.source == "prompt"
-            && matches!(kind, TurnKind::Model)
-            && input.images.is_empty()
-            && model_text == input.text;
-        let answered = match open_question(&session.messages).filter(|_| sends) {
-            Some(calls) => {
-                let answer = if plain_answer {
-                    format!("The user answered: {model_text}")
-                } else {
-                    "The user did not answer; the conversation goes on below.".to_string()
-                };
-                for (index, call) in calls.iter().enumerate() {
-                    session.messages.push(Message::tool_result(
-                        call,
-                        if index == 0 {
-                            answer.as_str()
-                        } else {
-                            "Not run: the turn ended before it ran."
-                        },
-                    ));
-                }
-                plain_answer
-            }
-            None => false,
-        };
-        if matches!(kind, TurnKind::Model) && !answered {
-            let mut user = Message::user(model_text);
-            user.images = input.images;
-            session.messages.push(user);
-        }
-        let fresh = session.messages.len() - before;
-        let mut notice_extra = None;
-        // The sandbox policy without a sandbox says so once per session:
-        // every command then asks.
-        let notice = if session.policy == Policy::Sandbox
-            && !processes.sandbox_available()
-            && !session.sandbox_notice_shown
-        {
-            session.sandbox_notice_shown = true;
-            Some(acp::fit::Notice::warning(
-                "No sandbox is available here, so every command asks",
-                format!("The sandbox: {sandbox_description}."),
-            ))
-        } else {
-            None
-        };
-        // Workspace files Spindle would read but refuses are named, each
-        // once (the model's prompt names the instruction files itself).
-        let refused: Vec<_> =
-            crate::agent::common::prompt::skipped_files(&session.cwd, self.options.commands_dir())
-                .into_iter()
-                .filter(|skipped| !session.refused_shown.contains(&skipped.path))
-                .collect();
-        let refused_notice = (!refused.is_empty()).then(|| {
-            let lines: Vec<String> = refused
-                .iter()
-                .map(|skipped| format!("- {}", skipped.describe()))
-                .collect();
-            session
-                .refused_shown
-                .extend(refused.into_iter().map(|skipped| skipped.path));
-            acp::fit::Notice::warning(
-                "Some of the workspace's files are left out",
-                lines.join("\n"),
-            )
-        });
-        // Lasting rules: the user's (with their answers for this project)
-        // and the project's own, which only tighten unless trusted.
-        let project_key = session.cwd.display().to_string();
-        let mine = registry.config.permissions.projects.get(&project_key);
-        // The agent file's rules count as the user's (they chose the file).
-        let mut user_rules = agent
-            .as_ref()
-            .map(|a| a.permissions.clone())
-            .unwrap_or_default();
-        user_rules.extend(registry.config.permissions.rules.clone());
-        user_rules.extend(mine.map(|p| p.rules.clone()).unwrap_or_default());
-        let project_rules = match crate::config::project_rules(&session.cwd) {
-            Ok(rules) => rules,
-            Err(problem) => {
-                log::warn!("{problem}");
-                notice_extra = Some(acp::fit::Notice::warning(
-                    "The workspace's permission rules are ignored",
-                    format!("They cannot be used: {problem}"),
-                ));
-                Vec::new()
-            }
-        };
-        let rules = crate::policy::rules::RuleSet::new(
-            user_rules,
-            project_rules,
-            mine.is_some_and(|p| p.trusted),
+        let fresh = add_prompt(session, &kind, &mut input, model_text, start.source);
+        let (notices, rules) = turn_start::notices_and_rules(
+            session,
+            &registry,
+            agent.as_deref(),
+            &processes,
+            &sandbox_description,
         );
-        // A policy above `auto` chosen at start is said once, first.
-        let notices: Vec<acp::fit::Notice> = [
-            session.start_notice.take(),
-            notice,
-            refused_notice,
-            notice_extra,
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
         let cancel = CancelToken::new();
         let client = Client::new(
             session.id.clone(),
@@ -427,15 +190,7 @@ impl Dispatcher {
             outbox.clone(),
             cancel.clone(),
         );
-        session.epoch += 1;
-        session.turn_source = start.source;
-        session.turn_started_at = Some(crate::clock::now_rfc3339());
-        let live = session.live.clone();
-        if let Ok(mut live) = live.lock() {
-            live.health = "ok";
-            live.health_error = None;
-        }
-        let epoch = session.epoch;
+        let (live, epoch) = turn_start::begin(session, start.source);
         let turn = Turn {
             session_id: session.id.clone(),
             request_id: start.request.clone(),
@@ -492,37 +247,58 @@ impl Dispatcher {
             fresh,
             trace,
         };
-        // The turn's `running` event goes out before any of its updates.
-        self.event(
-            &session_id,
-            "turn",
-            json!({"state": "running", "epoch": epoch, "source": start.source, "outcome": null}),
-        );
-        self.goal_changed(&session_id);
-        let Some(session) = self.sessions.get_mut(&session_id) else {
-            return Err(not_found(&session_id));
-        };
-        match turn::spawn(turn, outbox) {
-            Ok(handle) => {
-                session.running = Some(RunningTurn {
-                    request_id: start.request.clone(),
-                    cancel,
-                    handle,
-                });
-                Ok(())
-            }
-            Err(err) => {
-                if let Some(session) = self.sessions.get_mut(&session_id) {
-                    let kept = session.messages.len().saturating_sub(fresh);
-                    session.messages.truncate(kept);
-                }
-                if let Ok(store) = self.store() {
-                    let _ = store.release_lease(&session_id, me);
-                }
-                Err(RpcError::internal(format!("cannot start the turn: {err}")))
-            }
-        }
+        self.launch(&session_id, turn, start, cancel, fresh, outbox)
     }
+}
+
+/// Adds the prompt to the conversation: as the answer of an `ask_user`
+/// question that waits for it, or as the user's message. How many
+/// messages it added.
+fn add_prompt(
+    session: &mut Session,
+    kind: &TurnKind,
+    input: &mut PromptInput,
+    model_text: String,
+    source: &str,
+) -> usize {
+    // An `ask_user` question the editor could not ask waits for the
+    // user's next prompt, which is the tool's result; anything else
+    // that sends the conversation to the model (a follow-up, a job's
+    // end, `/compact`) first closes it unanswered. Local commands and
+    // undo leave it waiting.
+    let before = session.messages.len();
+    let sends = matches!(kind, TurnKind::Model | TurnKind::Compact(_));
+    let plain_answer = source == "prompt"
+        && matches!(kind, TurnKind::Model)
+        && input.images.is_empty()
+        && model_text == input.text;
+    let answered = match open_question(&session.messages).filter(|_| sends) {
+        Some(calls) => {
+            let answer = if plain_answer {
+                format!("The user answered: {model_text}")
+            } else {
+                "The user did not answer; the conversation goes on below.".to_string()
+            };
+            for (index, call) in calls.iter().enumerate() {
+                session.messages.push(Message::tool_result(
+                    call,
+                    if index == 0 {
+                        answer.as_str()
+                    } else {
+                        "Not run: the turn ended before it ran."
+                    },
+                ));
+            }
+            plain_answer
+        }
+        None => false,
+    };
+    if matches!(kind, TurnKind::Model) && !answered {
+        let mut user = Message::user(model_text);
+        user.images = std::mem::take(&mut input.images);
+        session.messages.push(user);
+    }
+    session.messages.len() - before
 }
 
 /// The calls left without a result at the end of the conversation when an

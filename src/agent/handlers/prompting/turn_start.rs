@@ -1,9 +1,27 @@
-//! What a turn starts with, besides the prompt: how its commands start
-//! (the session's folder, credentials removed, the sandbox).
+//! The stages of a turn's start (`start_traced_turn` in `prompting.rs`
+//! runs them): the session claimed, its model, system prompt, goal,
+//! notices and rules, how its commands start, and the worker launched.
 
+use super::super::close_interrupted_turn;
+use super::TurnStart;
+use crate::acp;
 use crate::agent::common::models::Registry;
+use crate::agent::common::prompt::system_prompt;
+use crate::agent::dispatcher::params::{internal, not_found};
+use crate::agent::dispatcher::session::title_from;
+use crate::agent::dispatcher::session::RunningTurn;
+use crate::agent::dispatcher::session::Session;
 use crate::agent::dispatcher::Dispatcher;
 use crate::agent::turn::processes::Processes;
+use crate::agent::turn::report::Outbox;
+use crate::agent::turn::TurnKind;
+use crate::agent::turn::{self, Turn};
+use crate::cancel::CancelToken;
+use crate::modes::Mode;
+use crate::modes::Policy;
+use crate::rpc::RpcError;
+use serde_json::json;
+use std::sync::Arc;
 
 impl Dispatcher {
     /// How the commands of a session's next turn start: its private folder
@@ -105,4 +123,341 @@ impl Dispatcher {
                 .unwrap_or_default(),
         }
     }
+
+    /// Sends the turn's `running` event (before any of its updates) and
+    /// starts its worker; when the thread cannot start, the prompt leaves
+    /// the conversation and the lease is given back.
+    pub(super) fn launch(
+        &mut self,
+        session_id: &str,
+        turn: Turn,
+        start: TurnStart,
+        cancel: CancelToken,
+        fresh: usize,
+        outbox: Outbox,
+    ) -> Result<(), RpcError> {
+        let me = std::process::id();
+        // The turn's `running` event goes out before any of its updates.
+        self.event(
+            session_id,
+            "turn",
+            json!({"state": "running", "epoch": turn.epoch, "source": start.source, "outcome": null}),
+        );
+        self.goal_changed(session_id);
+        let Some(session) = self.sessions.get_mut(session_id) else {
+            return Err(not_found(session_id));
+        };
+        match turn::spawn(turn, outbox) {
+            Ok(handle) => {
+                session.running = Some(RunningTurn {
+                    request_id: start.request.clone(),
+                    cancel,
+                    handle,
+                });
+                Ok(())
+            }
+            Err(err) => {
+                if let Some(session) = self.sessions.get_mut(session_id) {
+                    let kept = session.messages.len().saturating_sub(fresh);
+                    session.messages.truncate(kept);
+                }
+                if let Ok(store) = self.store() {
+                    let _ = store.release_lease(session_id, me);
+                }
+                Err(RpcError::internal(format!("cannot start the turn: {err}")))
+            }
+        }
+    }
+
+    /// Takes the session for a turn: still stored, its lease held
+    /// (turns a dead process left running closed), the conversation
+    /// reloaded when another process added to it, and its title set from
+    /// the first prompt. The new title, to show.
+    pub(super) fn claim(
+        &mut self,
+        session_id: &str,
+        text: &str,
+    ) -> Result<Option<String>, RpcError> {
+        let session_id = session_id.to_string();
+        let me = std::process::id();
+        let (known_count, needs_title) = match self.sessions.get(&session_id) {
+            Some(session) => (session.stored_messages, session.title.is_none()),
+            None => return Err(not_found(&session_id)),
+        };
+        let store = self.store()?;
+        // Another process may have deleted it (`session/delete`, or closed
+        // it unused) while it was open here.
+        if store.session(&session_id).map_err(internal)?.is_none() {
+            return Err(RpcError::invalid_request(format!(
+                "session {session_id} is no longer stored (another Spindle process deleted it); start a new session"
+            ))
+            .with_data(json!({"code": "session_deleted"})));
+        }
+        if let Err(holder) = store.acquire_lease(&session_id, me).map_err(internal)? {
+            return Err(RpcError::invalid_request(format!(
+                "session {session_id} is running a turn in another Spindle process (pid {holder}); wait for it to finish"
+            ))
+            .with_data(json!({"code": "session_busy", "holderPid": holder})));
+        }
+        // Holding the lease now, any turn still marked running belongs to a
+        // process that died: it was cut off.
+        for turn in store.running_turns(&session_id).map_err(internal)? {
+            close_interrupted_turn(store, &session_id, turn)?;
+        }
+        // Another process may have added to the conversation meanwhile.
+        let stored_count = store.message_count(&session_id).map_err(internal)?;
+        let reloaded = if known_count != stored_count {
+            Some(store.messages(&session_id).map_err(internal)?)
+        } else {
+            None
+        };
+        let title_update = if needs_title {
+            let title = title_from(text);
+            store.set_title(&session_id, &title).map_err(internal)?;
+            Some(title)
+        } else {
+            None
+        };
+        if let Some(messages) = reloaded {
+            if let Some(session) = self.sessions.get_mut(&session_id) {
+                session.messages = messages;
+                session.known = None;
+            }
+        }
+        Ok(title_update)
+    }
+}
+
+/// The session's model (or the default when it is gone from the
+/// configuration) and its provider.
+pub(super) fn model_of(
+    registry: &Registry,
+    session: &mut Session,
+) -> Result<
+    (
+        crate::agent::common::models::ModelEntry,
+        Arc<dyn crate::provider::Provider>,
+    ),
+    RpcError,
+> {
+    // The session's model, or the default when it is gone from the
+    // configuration.
+    let entry = match registry.model(&session.model) {
+        Some(entry) => entry.clone(),
+        None => {
+            let Some(entry) = registry
+                .default_model
+                .as_deref()
+                .and_then(|id| registry.model(id))
+            else {
+                return Err(RpcError::invalid_params("no model is available"));
+            };
+            log::warn!("model {} is gone; using {}", session.model, entry.id);
+            session.model = entry.id.clone();
+            entry.clone()
+        }
+    };
+    let Some(provider) = registry.provider(&entry.provider) else {
+        return Err(RpcError::failed(format!(
+            "The provider {} is not available: check its key and base URL (spindle setup, or the config file)",
+            entry.provider
+        )));
+    };
+    Ok((entry, provider))
+}
+
+/// The turn's system prompt: the base with the environment's mark, the
+/// preset's instructions, the extra roots, the agent file's and the
+/// mode's instructions.
+pub(super) fn system_of(session: &Session, agent: Option<&crate::agentfile::AgentSpec>) -> String {
+    let mut system = system_prompt(&session.cwd, crate::agent::turn::ENVIRONMENT_MARK);
+    system.push_str("\n\n");
+    system.push_str(session.preset.instructions());
+    if !session.extra_roots.is_empty() {
+        let roots: Vec<String> = session
+            .extra_roots
+            .iter()
+            .map(|r| format!("- {}", r.display()))
+            .collect();
+        system.push_str(&format!(
+            "\n\nThese folders are part of the workspace too (use absolute paths for them):\n{}",
+            roots.join("\n")
+        ));
+    }
+    if let Some(instructions) = agent.and_then(|a| a.instructions.as_deref()) {
+        system.push_str("\n\n");
+        system.push_str(instructions.trim());
+    }
+    if session.mode == Mode::Goal {
+        system.push_str("\n\n");
+        system.push_str(crate::agent::common::goal::INSTRUCTIONS);
+    }
+    if session.mode == Mode::Plan {
+        system.push_str(
+            "\n\nThe session is in plan mode: explore with the read-only tools and write a step-by-step plan with todo_write. Do not change any file or run commands that change anything; the user will switch modes to carry the plan out.",
+        );
+    }
+    system
+}
+
+/// The goal a turn works on in goal mode: drafted from the prompt,
+/// continued, or resumed; shown live.
+pub(super) fn goal_of(
+    session: &mut Session,
+    kind: &TurnKind,
+    text: &str,
+) -> Option<crate::agent::common::goal::Goal> {
+    // In goal mode a prompt drafts, continues, answers or resumes the
+    // goal; a finished, cancelled or exhausted goal takes an ordinary
+    // turn (resume it, or select goal again for a new one).
+    let goal = match (kind, session.mode, session.goal.as_mut()) {
+        (TurnKind::Model, Mode::Goal, Some(goal)) => {
+            use crate::agent::common::goal::Status;
+            match goal.status {
+                Status::Drafting => {
+                    goal.objective = text.to_string();
+                    goal.status = Status::Running;
+                    goal.started_at = Some(crate::clock::now_rfc3339());
+                    Some(goal.clone())
+                }
+                Status::Running => Some(goal.clone()),
+                Status::Paused | Status::Blocked => {
+                    goal.status = Status::Running;
+                    goal.question = None;
+                    Some(goal.clone())
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    if goal.is_some() {
+        session.goal_changed = true;
+    }
+    if let Ok(mut live) = session.live.lock() {
+        live.goal = goal.as_ref().map(|g| g.json());
+        live.goal_pause = false;
+    }
+    goal
+}
+
+/// The notices a turn shows first (each once per session) and its
+/// lasting permission rules: the user's (with the agent file's and their
+/// answers for this project) and the project's own.
+pub(super) fn notices_and_rules(
+    session: &mut Session,
+    registry: &Registry,
+    agent: Option<&crate::agentfile::AgentSpec>,
+    processes: &Processes,
+    sandbox_description: &str,
+) -> (Vec<acp::fit::Notice>, crate::policy::rules::RuleSet) {
+    let mut notice_extra = None;
+    // The sandbox policy without a sandbox says so once per session:
+    // every command then asks.
+    let notice = if session.policy == Policy::Sandbox
+        && !processes.sandbox_available()
+        && !session.sandbox_notice_shown
+    {
+        session.sandbox_notice_shown = true;
+        Some(acp::fit::Notice::warning(
+            "No sandbox is available here, so every command asks",
+            format!("The sandbox: {sandbox_description}."),
+        ))
+    } else {
+        None
+    };
+    // Workspace files Spindle would read but refuses are named, each
+    // once (the model's prompt names the instruction files itself).
+    let commands_dir = agent.and_then(|agent| agent.commands_dir.as_deref());
+    let refused: Vec<_> = crate::agent::common::prompt::skipped_files(&session.cwd, commands_dir)
+        .into_iter()
+        .filter(|skipped| !session.refused_shown.contains(&skipped.path))
+        .collect();
+    let refused_notice = (!refused.is_empty()).then(|| {
+        let lines: Vec<String> = refused
+            .iter()
+            .map(|skipped| format!("- {}", skipped.describe()))
+            .collect();
+        session
+            .refused_shown
+            .extend(refused.into_iter().map(|skipped| skipped.path));
+        acp::fit::Notice::warning(
+            "Some of the workspace's files are left out",
+            lines.join("\n"),
+        )
+    });
+    // Lasting rules: the user's (with their answers for this project)
+    // and the project's own, which only tighten unless trusted.
+    let project_key = session.cwd.display().to_string();
+    let mine = registry.config.permissions.projects.get(&project_key);
+    // The agent file's rules count as the user's (they chose the file).
+    let mut user_rules = agent.map(|a| a.permissions.clone()).unwrap_or_default();
+    user_rules.extend(registry.config.permissions.rules.clone());
+    user_rules.extend(mine.map(|p| p.rules.clone()).unwrap_or_default());
+    let project_rules = match crate::config::project_rules(&session.cwd) {
+        Ok(rules) => rules,
+        Err(problem) => {
+            log::warn!("{problem}");
+            notice_extra = Some(acp::fit::Notice::warning(
+                "The workspace's permission rules are ignored",
+                format!("They cannot be used: {problem}"),
+            ));
+            Vec::new()
+        }
+    };
+    let rules = crate::policy::rules::RuleSet::new(
+        user_rules,
+        project_rules,
+        mine.is_some_and(|p| p.trusted),
+    );
+    // A policy above `auto` chosen at start is said once, first.
+    let notices: Vec<acp::fit::Notice> = [
+        session.start_notice.take(),
+        notice,
+        refused_notice,
+        notice_extra,
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (notices, rules)
+}
+
+/// The turn's reasoning effort (the preset's default under `auto`, when
+/// the model has it) and its step budget (the preset's unless given).
+pub(super) fn effort_and_steps(
+    session: &Session,
+    entry: &crate::agent::common::models::ModelEntry,
+    explicit_steps: usize,
+) -> (Option<String>, usize) {
+    let effort = if session.effort == "auto" {
+        let wanted = session.preset.default_effort();
+        entry.efforts().iter().find(|e| *e == wanted).cloned()
+    } else {
+        Some(session.effort.clone())
+    };
+    let max_steps = if explicit_steps == 0 {
+        session.preset.step_budget()
+    } else {
+        explicit_steps
+    };
+    (effort, max_steps)
+}
+
+/// The session marks its turn begun: a new epoch, its source and start,
+/// the provider's health fresh. Its live state and the epoch.
+pub(super) fn begin(
+    session: &mut Session,
+    source: &'static str,
+) -> (crate::agent::turn::report::SharedLive, u64) {
+    session.epoch += 1;
+    session.turn_source = source;
+    session.turn_started_at = Some(crate::clock::now_rfc3339());
+    let live = session.live.clone();
+    if let Ok(mut live) = live.lock() {
+        live.health = "ok";
+        live.health_error = None;
+    }
+    let epoch = session.epoch;
+    (live, epoch)
 }
