@@ -7,89 +7,11 @@ use crate::agent::turn::report::TurnEnd;
 use serde_json::{json, Value};
 
 impl Dispatcher {
-    pub(in crate::agent) fn on_turn_end(&mut self, end: TurnEnd) {
+    pub(in crate::agent) fn on_turn_end(&mut self, mut end: TurnEnd) {
         self.forget_requests_of(&end.session_id);
-        let mut settings = None;
-        let mut remove = false;
-        if let Some(session) = self.sessions.get_mut(&end.session_id) {
-            if let Some(running) = session.running.take() {
-                let _ = running.handle.join();
-            }
-            match end.replaced {
-                Some(messages) => session.messages = messages,
-                None => session.messages.extend(end.added),
-            }
-            session.known = end.known;
-            session.add_usage(&end.usage);
-            session.cost += end.cost;
-            session.model_calls += end.model_calls as u64;
-            if !end.priced {
-                session.unpriced_calls += end.model_calls as u64;
-            }
-            session.approvals = end.approvals;
-            if let Some(goal) = end.goal.clone() {
-                session.goal = Some(goal);
-                session.goal_changed = true;
-            }
-            // Steers the turn never reached stay queued (they are still
-            // pending in the store), ahead of the follow-ups. Its usage is
-            // the session's now.
-            if let Ok(mut live) = session.live.lock() {
-                live.steers.clear();
-                live.usage = Default::default();
-                live.cost = 0.0;
-            }
-            settings = Some(session.settings_json());
-            remove = session.closed;
-        }
-        if remove {
-            self.sessions.remove(&end.session_id);
-        }
-        if let Ok(store) = self.store() {
-            if let Ok(count) = store.message_count(&end.session_id) {
-                if let Some(session) = self.sessions.get_mut(&end.session_id) {
-                    session.stored_messages = count;
-                }
-            }
-        }
-        if let Ok(store) = self.store() {
-            if let Some(settings) = &settings {
-                if let Err(error) = store.save_settings(&end.session_id, settings) {
-                    log::warn!(
-                        "cannot store the settings of session {}: {error}",
-                        end.session_id
-                    );
-                }
-            }
-            if let Err(error) = store.release_lease(&end.session_id, std::process::id()) {
-                log::warn!(
-                    "cannot release the lease of session {}: {error}",
-                    end.session_id
-                );
-            }
-        }
-        // The turn's usage rides in `_meta`: the stable schema has no
-        // usage field on the prompt response.
-        let mut usage = json!({
-            "inputTokens": end.usage.input_tokens,
-            "outputTokens": end.usage.output_tokens,
-            "cachedReadTokens": end.usage.cached_tokens,
-            "thoughtTokens": end.usage.reasoning_tokens,
-            "totalTokens": end.usage.input_tokens + end.usage.output_tokens,
-            "cost": end.cost,
-        });
-        if end.usage_unknown {
-            // The provider never said: unknown is null, not zero.
-            for key in [
-                "inputTokens",
-                "outputTokens",
-                "cachedReadTokens",
-                "thoughtTokens",
-                "totalTokens",
-            ] {
-                usage[key] = Value::Null;
-            }
-        }
+        let settings = self.absorb(&mut end);
+        self.store_end(&end.session_id, settings.as_ref());
+        let usage = meta_usage(&end);
         let queued = self
             .sessions
             .get_mut(&end.session_id)
@@ -158,6 +80,106 @@ impl Dispatcher {
             self.pause_inbox(&end.session_id);
         }
     }
+
+    /// The turn's report applied to its session: the conversation, the
+    /// usage and cost, the approvals and goal; a closed session is
+    /// dropped. The settings to store.
+    fn absorb(&mut self, end: &mut TurnEnd) -> Option<Value> {
+        let mut settings = None;
+        let mut remove = false;
+        if let Some(session) = self.sessions.get_mut(&end.session_id) {
+            if let Some(running) = session.running.take() {
+                let _ = running.handle.join();
+            }
+            match end.replaced.take() {
+                Some(messages) => session.messages = messages,
+                None => session.messages.extend(std::mem::take(&mut end.added)),
+            }
+            session.known = end.known;
+            session.add_usage(&end.usage);
+            session.cost += end.cost;
+            session.model_calls += end.model_calls as u64;
+            if !end.priced {
+                session.unpriced_calls += end.model_calls as u64;
+            }
+            session.approvals = std::mem::take(&mut end.approvals);
+            if let Some(goal) = end.goal.clone() {
+                session.goal = Some(goal);
+                session.goal_changed = true;
+            }
+            // Steers the turn never reached stay queued (they are still
+            // pending in the store), ahead of the follow-ups. Its usage is
+            // the session's now.
+            if let Ok(mut live) = session.live.lock() {
+                live.steers.clear();
+                live.usage = Default::default();
+                live.cost = 0.0;
+            }
+            settings = Some(session.settings_json());
+            remove = session.closed;
+        }
+        if remove {
+            self.sessions.remove(&end.session_id);
+        }
+        settings
+    }
+
+    /// The session's stored message count, its settings, and its lease
+    /// given back.
+    fn store_end(&mut self, session_id: &str, settings: Option<&Value>) {
+        if let Ok(store) = self.store() {
+            if let Ok(count) = store.message_count(session_id) {
+                if let Some(session) = self.sessions.get_mut(session_id) {
+                    session.stored_messages = count;
+                }
+            }
+        }
+        if let Ok(store) = self.store() {
+            if let Some(settings) = settings {
+                if let Err(error) = store.save_settings(session_id, settings) {
+                    log::warn!(
+                        "cannot store the settings of session {}: {error}",
+                        session_id
+                    );
+                }
+            }
+            if let Err(error) = store.release_lease(session_id, std::process::id()) {
+                log::warn!(
+                    "cannot release the lease of session {}: {error}",
+                    session_id
+                );
+            }
+        }
+    }
+}
+
+/// The turn's usage as `_meta` carries it (the stable schema has no usage
+/// field on the prompt response); what the provider never said is null,
+/// not zero.
+fn meta_usage(end: &TurnEnd) -> Value {
+    // The turn's usage rides in `_meta`: the stable schema has no
+    // usage field on the prompt response.
+    let mut usage = json!({
+        "inputTokens": end.usage.input_tokens,
+        "outputTokens": end.usage.output_tokens,
+        "cachedReadTokens": end.usage.cached_tokens,
+        "thoughtTokens": end.usage.reasoning_tokens,
+        "totalTokens": end.usage.input_tokens + end.usage.output_tokens,
+        "cost": end.cost,
+    });
+    if end.usage_unknown {
+        // The provider never said: unknown is null, not zero.
+        for key in [
+            "inputTokens",
+            "outputTokens",
+            "cachedReadTokens",
+            "thoughtTokens",
+            "totalTokens",
+        ] {
+            usage[key] = Value::Null;
+        }
+    }
+    usage
 }
 
 /// The turn's usage in the unstable `Usage` shape of the prompt's answer
