@@ -107,6 +107,26 @@ impl Client {
         (self.outbox)(report)
     }
 
+    /// Hands a request to the dispatcher; the channel its answer comes on.
+    fn send(
+        &self,
+        method: &'static str,
+        params: Value,
+    ) -> Result<crossbeam_channel::Receiver<Result<Value, crate::rpc::RpcError>>, ClientError> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let request = OutgoingRequest {
+            session_id: self.session_id.clone(),
+            method,
+            params: self.marked(method, params),
+            reply,
+            lasting: self.lasting,
+        };
+        if !(self.outbox)(Report::Request(request)) {
+            return Err(ClientError::Gone);
+        }
+        Ok(answer)
+    }
+
     pub fn request(&self, method: &'static str, params: Value) -> Result<Value, ClientError> {
         self.request_with(method, params, &self.cancel)
     }
@@ -122,17 +142,7 @@ impl Client {
         if cancel.is_cancelled() {
             return Err(ClientError::Cancelled);
         }
-        let (reply, answer) = crossbeam_channel::bounded(1);
-        let request = OutgoingRequest {
-            session_id: self.session_id.clone(),
-            method,
-            params: self.marked(method, params),
-            reply,
-            lasting: self.lasting,
-        };
-        if !(self.outbox)(Report::Request(request)) {
-            return Err(ClientError::Gone);
-        }
+        let answer = self.send(method, params)?;
         select! {
             recv(answer) -> result => match result {
                 Ok(Ok(value)) => Ok(value),
@@ -156,17 +166,7 @@ impl Client {
         if self.cancel.is_cancelled() || stops.iter().any(|stop| stop.is_cancelled()) {
             return Err(ClientError::Cancelled);
         }
-        let (reply, answer) = crossbeam_channel::bounded(1);
-        let request = OutgoingRequest {
-            session_id: self.session_id.clone(),
-            method,
-            params: self.marked(method, params),
-            reply,
-            lasting: self.lasting,
-        };
-        if !(self.outbox)(Report::Request(request)) {
-            return Err(ClientError::Gone);
-        }
+        let answer = self.send(method, params)?;
         let mut select = crossbeam_channel::Select::new();
         select.recv(&answer);
         select.recv(self.cancel.signal());
