@@ -11,6 +11,19 @@ use std::time::Duration;
 
 use crate::support::Agent;
 
+/// The message `f` panics with; fails the test when it does not panic.
+/// The harness's checks are panics, so this is how their tests see them.
+pub fn panic_of(f: impl FnOnce()) -> String {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(()) => panic!("expected a panic, and none came"),
+        Err(payload) => payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default(),
+    }
+}
+
 // The harness against the real binary.
 #[test]
 fn agent_harness_initialize() {

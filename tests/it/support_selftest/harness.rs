@@ -54,53 +54,71 @@ fn isolates_the_environment() {
 
 #[cfg(unix)]
 #[test]
-#[should_panic(expected = "the line is not JSON")]
 fn rejects_stdout_that_is_not_json() {
-    let mut agent = scripted_agent("echo 'Starting spindle...'; cat >/dev/null", &[]);
-    agent.recv(Duration::from_secs(5));
+    let message = super::panic_of(|| {
+        let mut agent = scripted_agent("echo 'Starting spindle...'; cat >/dev/null", &[]);
+        agent.recv(Duration::from_secs(5));
+    });
+    assert!(message.contains("the line is not JSON"), "{message}");
 }
 
 #[cfg(unix)]
 #[test]
-#[should_panic(expected = "$defs/InitializeResponse")]
 fn validates_responses_against_their_method() {
-    let mut agent = scripted_agent(
-        r#"read line; printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"1"}}'; cat >/dev/null"#,
-        &[],
-    );
-    agent.initialize();
+    let message = super::panic_of(|| {
+        let mut agent = scripted_agent(
+            r#"read line; printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"1"}}'; cat >/dev/null"#,
+            &[],
+        );
+        agent.initialize();
+    });
+    assert!(message.contains("$defs/InitializeResponse"), "{message}");
 }
 
 #[cfg(unix)]
 #[test]
-#[should_panic(expected = "a second response to request 1")]
 fn rejects_a_second_response() {
-    let script =
-        format!("read line; printf '%s\\n%s\\n' '{INITIALIZED}' '{INITIALIZED}'; cat >/dev/null");
-    let mut agent = scripted_agent(&script, &[]);
-    agent.initialize();
-    agent.recv(Duration::from_secs(5));
+    let message = super::panic_of(|| {
+        let script = format!(
+            "read line; printf '%s\\n%s\\n' '{INITIALIZED}' '{INITIALIZED}'; cat >/dev/null"
+        );
+        let mut agent = scripted_agent(&script, &[]);
+        agent.initialize();
+        agent.recv(Duration::from_secs(5));
+    });
+    assert!(
+        message.contains("a second response to request 1"),
+        "{message}"
+    );
 }
 
 #[cfg(unix)]
 #[test]
-#[should_panic(expected = "no response to request 1 (initialize)")]
 fn reports_a_missing_response() {
-    let mut agent = scripted_agent("cat >/dev/null", &[]);
-    let id = agent.request("initialize", json!({"protocolVersion": 1}));
-    agent.response(&id, Duration::from_millis(200));
+    let message = super::panic_of(|| {
+        let mut agent = scripted_agent("cat >/dev/null", &[]);
+        let id = agent.request("initialize", json!({"protocolVersion": 1}));
+        agent.response(&id, Duration::from_millis(200));
+    });
+    assert!(
+        message.contains("no response to request 1 (initialize)"),
+        "{message}"
+    );
 }
 
 #[cfg(unix)]
 #[test]
-#[should_panic(expected = "not read by the test")]
 fn fails_on_an_unread_invalid_line() {
-    let script = format!("read line; printf '%s\\n%s\\n' '{INITIALIZED}' 'oops'; cat >/dev/null");
-    let mut agent = scripted_agent(&script, &[]);
-    agent.initialize();
-    // Let the second line reach the pipe before the harness kills the child.
-    std::thread::sleep(Duration::from_millis(200));
-    drop(agent);
+    let message = super::panic_of(|| {
+        let script =
+            format!("read line; printf '%s\\n%s\\n' '{INITIALIZED}' 'oops'; cat >/dev/null");
+        let mut agent = scripted_agent(&script, &[]);
+        agent.initialize();
+        // Let the second line reach the pipe before the harness kills the child.
+        std::thread::sleep(Duration::from_millis(200));
+        drop(agent);
+    });
+    assert!(message.contains("not read by the test"), "{message}");
 }
 
 #[cfg(unix)]
