@@ -53,6 +53,7 @@ pub fn install(events: Sender<Event>, stopped: Arc<AtomicBool>) -> io::Result<()
     if blocked != 0 {
         return Err(io::Error::from_raw_os_error(blocked));
     }
+    // Detached: it waits on signals for the life of the process.
     std::thread::Builder::new()
         .name("spindle-signals".into())
         .spawn(move || loop {
@@ -72,6 +73,8 @@ pub fn install(events: Sender<Event>, stopped: Arc<AtomicBool>) -> io::Result<()
                 std::process::exit(1);
             }
             log::info!("signal {signal}: stopping as at the end of input");
+            // Detached: a deadline that ends the process if the orderly
+            // stop hangs.
             let deadline = std::thread::Builder::new()
                 .name("spindle-signal-deadline".into())
                 .spawn(|| {

@@ -409,6 +409,8 @@ impl Client {
         }
         let transport = self.transport.clone();
         let name = self.name.clone();
+        // Detached: a notification has no answer to wait for; the
+        // transport's timeout bounds the send.
         let spawned = thread::Builder::new()
             .name("spindle-mcp-notify".into())
             .spawn(move || {

@@ -237,6 +237,9 @@ impl Transport for HttpTransport {
         let agent = agent(None);
         inner.inflight.add(id, agent.clone());
         let worker = inner.clone();
+        // Detached: the waiter gets the answer or the error on its own
+        // channel, racing cancel; a cancel or close aborts the exchange
+        // through its in-flight entry.
         let spawned = thread::Builder::new()
             .name("spindle-mcp-http".into())
             .spawn(move || {

@@ -72,6 +72,8 @@ impl SseTransport {
         };
         let (ready_sender, ready) = bounded::<Result<(), McpError>>(1);
         let reader = transport.inner.clone();
+        // Detached: it reads the event stream until it closes, which
+        // dropping the transport makes sure of.
         thread::Builder::new()
             .name("spindle-mcp-sse".into())
             .spawn(move || {
@@ -276,6 +278,8 @@ impl Inner {
             return;
         }
         let inner = self.clone();
+        // Detached: the reply's POST is bounded by SHORT_TIMEOUT and
+        // nothing waits for it.
         let spawned = thread::Builder::new()
             .name("spindle-mcp-post".into())
             .spawn(move || {

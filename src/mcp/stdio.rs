@@ -100,6 +100,8 @@ impl StdioTransport {
             closed: AtomicBool::new(false),
         };
         // From here on, dropping `transport` on an error kills the child.
+        // Detached (all three): each ends when its pipe or channel closes,
+        // which dropping the transport (it kills the server) makes sure of.
         let started = thread::Builder::new()
             .name("spindle-mcp-stdin".into())
             .spawn(move || write_lines(stdin, &lines))

@@ -270,6 +270,9 @@ pub fn run(
     // The helper threads start before the child, so that failing to start
     // them leaves no process behind.
     let (chunk_tx, chunk_rx) = bounded(CHUNK_QUEUE);
+    // Detached (both): they end when the command's pipe closes and its wait
+    // returns, which the group kill makes sure of; the caller waits on
+    // their channels.
     thread::Builder::new()
         .name("spindle-cmd-output".into())
         .spawn(move || read_chunks(reader, chunk_tx))?;

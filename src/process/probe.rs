@@ -104,6 +104,8 @@ impl Drop for Group {
 /// Reads `pipe` to its end on a helper thread, keeping `cap` bytes.
 fn collect(mut pipe: impl Read + Send + 'static, cap: usize) -> Receiver<Vec<u8>> {
     let (sender, receiver) = bounded(1);
+    // Detached: it ends at the pipe's end, which the probe's kill makes
+    // sure of; the caller waits on the channel with a deadline.
     let spawned = std::thread::Builder::new()
         .name("spindle-probe-output".into())
         .spawn(move || {

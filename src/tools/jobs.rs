@@ -344,6 +344,8 @@ impl Jobs {
             .spawn(move || copy_output(reader, sink));
         let jobs = Arc::clone(self);
         let id = job_id.clone();
+        // Detached: it lives as long as the job's process and records its
+        // end itself.
         let watcher = thread::Builder::new()
             .name("spindle-job-wait".into())
             .spawn(move || {
@@ -393,6 +395,8 @@ impl Jobs {
         });
         let jobs = Arc::clone(self);
         let id = job_id.clone();
+        // Detached: it lives as long as the adopted process and records its
+        // end itself.
         let spawned = thread::Builder::new()
             .name("spindle-job-adopted".into())
             .spawn(move || {

@@ -126,6 +126,8 @@ impl Dispatcher {
         let (sender, receiver) = crossbeam_channel::bounded(1);
         let db_path = self.db_path.clone();
         let options = self.options.clone();
+        // Detached: its result comes on the channel; if nothing asks for
+        // it, it finishes alone.
         let spawned = std::thread::Builder::new()
             .name("spindle-warmup".into())
             .spawn(move || {

@@ -297,6 +297,9 @@ impl EventStream {
             in_flight: in_flight.clone(),
             wake,
         };
+        // Detached: it ends when the server's answer is read or refused;
+        // cancel shuts the agent's connections down (above), so the turn
+        // never waits on it.
         std::thread::Builder::new()
             .name("spindle-http".into())
             .spawn(move || {
