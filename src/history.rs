@@ -163,31 +163,15 @@ pub fn local_time(utc: &str) -> String {
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146_097 + doe - 719_468;
     let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
-    // SAFETY: localtime_r fills the tm we own; time_t is a plain integer.
-    unsafe {
-        let time: libc::time_t = seconds as libc::time_t;
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&time, &mut tm).is_null() {
-            return fallback();
-        }
-        let zone = if tm.tm_zone.is_null() {
-            String::new()
-        } else {
-            std::ffi::CStr::from_ptr(tm.tm_zone)
-                .to_string_lossy()
-                .into_owned()
-        };
-        format!(
-            "{:04}-{:02}-{:02} {:02}:{:02} {zone}",
-            tm.tm_year + 1900,
-            tm.tm_mon + 1,
-            tm.tm_mday,
-            tm.tm_hour,
-            tm.tm_min
-        )
-        .trim_end()
-        .to_string()
-    }
+    let Some(time) = crate::os::local_time(seconds) else {
+        return fallback();
+    };
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02} {}",
+        time.year, time.month, time.day, time.hour, time.minute, time.zone
+    )
+    .trim_end()
+    .to_string()
 }
 
 /// The whole transcript of a session as text, or `None` when there is no

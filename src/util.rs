@@ -294,41 +294,27 @@ impl RotatingLog {
     /// path, only a regular file of the user's own, made private (0600)
     /// whatever mode it had; new folders are private too.
     pub fn open(path: &std::path::Path) -> std::io::Result<RotatingLog> {
-        use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(parent)?;
+            crate::os::create_private_dir_all(parent)?;
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(path)
-            .map_err(|error| {
-                if error.raw_os_error() == Some(libc::ELOOP) {
-                    std::io::Error::other(format!(
-                        "{} is a symbolic link; name the log file itself",
-                        path.display()
-                    ))
-                } else {
-                    error
-                }
-            })?;
+        let file = crate::os::open_private(path, crate::os::Private::Append).map_err(|error| {
+            if crate::os::is_link_refused(&error) {
+                std::io::Error::other(format!(
+                    "{} is a symbolic link; name the log file itself",
+                    path.display()
+                ))
+            } else {
+                error
+            }
+        })?;
         let meta = file.metadata()?;
-        // SAFETY: geteuid(2) takes no arguments and cannot fail.
-        let me = unsafe { libc::geteuid() };
-        if !meta.is_file() || meta.uid() != me {
+        if !meta.is_file() || !crate::os::owned_by_me(&meta) {
             return Err(std::io::Error::other(format!(
                 "{} is not a regular file of yours",
                 path.display()
             )));
         }
-        if meta.mode() & 0o077 != 0 {
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        }
+        crate::os::make_private(&file)?;
         let written = meta.len();
         Ok(RotatingLog {
             path: path.to_path_buf(),

@@ -47,13 +47,8 @@ where
             std::process::id(),
             crate::util::random_hex()
         ));
-        {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        }
+        crate::os::create_private_dir(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         options.db = Some(dir.join("spindle.db"));
         Some(dir)
     } else {

@@ -89,7 +89,7 @@ fn read_key(
     loop {
         // The echo goes off before the prompt, so a key pasted the moment
         // the prompt shows is never written back.
-        let echo = interactive.then(EchoOff::new).flatten();
+        let echo = interactive.then(crate::os::EchoOff::new).flatten();
         if interactive {
             let _ = write!(output, "API key (not shown): ");
             let _ = output.flush();
@@ -567,75 +567,6 @@ fn write_config(path: &Path, config: &Config) -> Result<(), String> {
     crate::config::save(path, config)
 }
 
-/// The terminal's echo off while it lives (a key being typed). An
-/// interrupt meanwhile (Ctrl-C) puts the echo back before the process
-/// ends, so the user's shell is not left typing blind.
-struct EchoOff {
-    saved: libc::termios,
-    handlers: Vec<(libc::c_int, libc::sigaction)>,
-}
-
-/// The terminal's settings before the echo went off, for the handler.
-// Global: the signal handler that restores the terminal sees only statics.
-static SAVED_TERMINAL: std::sync::OnceLock<libc::termios> = std::sync::OnceLock::new();
-
-extern "C" fn restore_and_die(signal: libc::c_int) {
-    // SAFETY: tcsetattr(2), signal(2) and raise(2) are async-signal-safe;
-    // the settings were stored before this handler was installed.
-    unsafe {
-        if let Some(saved) = SAVED_TERMINAL.get() {
-            libc::tcsetattr(0, libc::TCSANOW, saved);
-        }
-        libc::signal(signal, libc::SIG_DFL);
-        libc::raise(signal);
-    }
-}
-
-impl EchoOff {
-    fn new() -> Option<EchoOff> {
-        // SAFETY: tcgetattr/tcsetattr on standard input with a termios we
-        // own, and sigaction(2) with structures built here; nothing
-        // happens when stdin is not a terminal.
-        unsafe {
-            let mut saved = std::mem::zeroed::<libc::termios>();
-            if libc::tcgetattr(0, &mut saved) != 0 {
-                return None;
-            }
-            let _ = SAVED_TERMINAL.set(saved);
-            let mut handlers = Vec::new();
-            for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-                let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction =
-                    restore_and_die as extern "C" fn(libc::c_int) as libc::sighandler_t;
-                libc::sigemptyset(&mut action.sa_mask);
-                let mut old: libc::sigaction = std::mem::zeroed();
-                if libc::sigaction(signal, &action, &mut old) == 0 {
-                    handlers.push((signal, old));
-                }
-            }
-            let mut quiet = saved;
-            quiet.c_lflag &= !libc::ECHO;
-            let echo = EchoOff { saved, handlers };
-            if libc::tcsetattr(0, libc::TCSANOW, &quiet) != 0 {
-                return None;
-            }
-            Some(echo)
-        }
-    }
-}
-
-impl Drop for EchoOff {
-    fn drop(&mut self) {
-        // SAFETY: restores what `new` read and the handlers it replaced.
-        unsafe {
-            libc::tcsetattr(0, libc::TCSANOW, &self.saved);
-            for (signal, old) in &self.handlers {
-                libc::sigaction(*signal, old, std::ptr::null_mut());
-            }
-        }
-    }
-}
-
 /// A file to remove unless the setup gets to the end.
 struct Leftover(Option<PathBuf>);
 
@@ -660,19 +591,11 @@ impl Drop for Leftover {
 /// Writes a key file readable by its owner only (created so from the
 /// start, never world-readable for a moment).
 fn write_private(file: &Path, key: &str) -> Result<(), String> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = file.parent().ok_or("the key folder has no parent")?;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    crate::os::create_private_dir_all(dir)
         .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
     let temporary = file.with_extension(format!("tmp-{}", crate::util::random_hex()));
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temporary)
+    let mut out = crate::os::open_private(&temporary, crate::os::Private::CreateNew)
         .map_err(|err| format!("cannot write {}: {err}", temporary.display()))?;
     out.write_all(format!("{key}\n").as_bytes())
         .and_then(|()| out.sync_all())

@@ -7,9 +7,8 @@
 //! directory. A folder that already exists is used only when it is a real
 //! directory (not a symlink) owned by this user and closed to others.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The default of the config's `tools.command_log_bytes`.
@@ -49,15 +48,10 @@ pub fn safe_name(id: &str) -> String {
     }
 }
 
-fn my_uid() -> u32 {
-    // SAFETY: geteuid takes no arguments, cannot fail and touches no memory.
-    unsafe { libc::geteuid() }
-}
-
 /// Creates `dir` (mode 0700) unless it exists, and checks that it is a
 /// private directory of this user.
 fn private_dir(dir: &Path) -> io::Result<()> {
-    match fs::DirBuilder::new().mode(0o700).create(dir) {
+    match crate::os::create_private_dir(dir) {
         Ok(()) => {}
         Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
         Err(err) => return Err(err),
@@ -69,16 +63,13 @@ fn private_dir(dir: &Path) -> io::Result<()> {
             dir.display()
         )));
     }
-    if meta.uid() != my_uid() {
+    if !crate::os::owned_by_me(&meta) {
         return Err(io::Error::other(format!(
             "{} belongs to another user",
             dir.display()
         )));
     }
-    if meta.mode() & 0o077 != 0 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(())
+    crate::os::make_private_dir(dir, &meta)
 }
 
 /// Creates the session's private folder (and the logs folder above it).
@@ -114,15 +105,7 @@ pub fn prepare_temp_dir(db: &Path, session_id: &str) -> io::Result<PathBuf> {
 /// Creates (or truncates) a log file, mode 0600, refusing to follow a
 /// symlink planted at its name.
 pub fn create_file(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        // From libc: the value differs between systems and between
-        // Linux's architectures (on aarch64 x86_64's value is O_LARGEFILE).
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+    crate::os::open_private(path, crate::os::Private::Truncate)
 }
 
 /// Removes a session's logs and temp folder (when the session is deleted).
@@ -137,9 +120,10 @@ pub fn remove_session(db: &Path, session_id: &str) {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     #[test]
     fn folders_are_private_and_removed_with_the_session() {

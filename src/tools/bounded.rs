@@ -5,7 +5,6 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Largest file `read_file` returns at once, in bytes (a window of a
@@ -39,9 +38,6 @@ impl Default for FileLimits {
     }
 }
 
-const O_NONBLOCK: i32 = libc::O_NONBLOCK;
-const O_NOCTTY: i32 = libc::O_NOCTTY;
-
 /// Why a file could not be read.
 #[derive(Debug)]
 pub enum ReadError {
@@ -58,15 +54,11 @@ pub enum ReadError {
 /// (a FIFO swapped in after a check would), and the type is checked on the
 /// opened file itself.
 pub fn open_regular(path: &Path) -> Result<(File, u64), ReadError> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(O_NONBLOCK | O_NOCTTY)
-        .open(path)
-        .map_err(|err| match err.kind() {
-            io::ErrorKind::NotFound => ReadError::Missing,
-            io::ErrorKind::IsADirectory => ReadError::Directory,
-            _ => ReadError::Io(err),
-        })?;
+    let file = crate::os::open_read(path, true).map_err(|err| match err.kind() {
+        io::ErrorKind::NotFound => ReadError::Missing,
+        io::ErrorKind::IsADirectory => ReadError::Directory,
+        _ => ReadError::Io(err),
+    })?;
     let meta = file.metadata().map_err(ReadError::Io)?;
     if meta.is_dir() {
         return Err(ReadError::Directory);
@@ -79,14 +71,10 @@ pub fn open_regular(path: &Path) -> Result<(File, u64), ReadError> {
 
 /// [`read_capped`] of a file that is not a link itself (`O_NOFOLLOW`).
 pub fn read_capped_here(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(O_NONBLOCK | O_NOCTTY | libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|err| match err.kind() {
-            io::ErrorKind::NotFound => ReadError::Missing,
-            _ => ReadError::Io(err),
-        })?;
+    let file = crate::os::open_read(path, false).map_err(|err| match err.kind() {
+        io::ErrorKind::NotFound => ReadError::Missing,
+        _ => ReadError::Io(err),
+    })?;
     let meta = file.metadata().map_err(ReadError::Io)?;
     if !meta.is_file() {
         return Err(ReadError::NotRegular);

@@ -6,7 +6,6 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Lines between two marks.
@@ -35,14 +34,8 @@ fn stamp(path: &Path) -> Result<(u64, i64, u64), LinesError> {
     if !meta.is_file() {
         return Err(LinesError::Unreadable);
     }
-    Ok((
-        meta.len(),
-        // Any time a file may carry (an archive's far future included).
-        meta.mtime()
-            .saturating_mul(1_000_000_000)
-            .saturating_add(meta.mtime_nsec()),
-        meta.ino(),
-    ))
+    let (modified, identity) = crate::os::change_stamp(&meta);
+    Ok((meta.len(), modified, identity))
 }
 
 /// The files indexed for one session (a few, the newest kept).

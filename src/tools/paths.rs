@@ -53,8 +53,8 @@ pub fn resolve(root: &Path, given: &str) -> Resolved {
 /// (a hard link) may be outside the workspace or inside `.git/`, so a write
 /// through this one is judged as if it were there.
 pub fn hard_linked(path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.nlink() > 1)
+    std::fs::metadata(path).is_ok_and(|meta| meta.is_file())
+        && crate::os::link_count_at(path).is_ok_and(|links| links > 1)
 }
 
 /// Removes `.` and resolves `..` without touching the file system.

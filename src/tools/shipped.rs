@@ -104,11 +104,9 @@ pub fn read(path: &Path, within: &Path, cap: u64) -> Result<Option<Vec<u8>>, Ref
 /// Whether the file opened from `path` lies in the folder `path` names,
 /// that folder inside `within`, with no other name.
 fn check_place(file: &File, path: &Path, within: &Path) -> Result<(), Refused> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = file
-        .metadata()
-        .map_err(|error| Refused::Unreadable(error.to_string()))?;
-    if meta.nlink() > 1 {
+    let links =
+        crate::os::link_count(file).map_err(|error| Refused::Unreadable(error.to_string()))?;
+    if links > 1 {
         return Err(Refused::HardLink);
     }
     let folder = path
@@ -119,37 +117,10 @@ fn check_place(file: &File, path: &Path, within: &Path) -> Result<(), Refused> {
     if !folder.starts_with(&within) {
         return Err(Refused::Link);
     }
-    match real_path(file) {
+    match crate::os::real_path(file) {
         Some(real) if real.starts_with(&folder) => Ok(()),
         _ => Err(Refused::Link),
     }
-}
-
-/// The path an open file really has.
-#[cfg(target_os = "linux")]
-fn real_path(file: &File) -> Option<PathBuf> {
-    use std::os::fd::AsRawFd;
-    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
-}
-
-#[cfg(target_os = "macos")]
-fn real_path(file: &File) -> Option<PathBuf> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::ffi::OsStrExt;
-    let mut buffer = vec![0u8; libc::PATH_MAX as usize];
-    // SAFETY: F_GETPATH writes at most PATH_MAX bytes, a NUL-terminated
-    // path, into the buffer it is given, which is that long.
-    let done = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETPATH, buffer.as_mut_ptr()) };
-    if done == -1 {
-        return None;
-    }
-    let end = buffer.iter().position(|&b| b == 0)?;
-    Some(PathBuf::from(std::ffi::OsStr::from_bytes(&buffer[..end])))
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-fn real_path(_file: &File) -> Option<PathBuf> {
-    None
 }
 
 /// Writes `data` as a new file `name` in `folder` (made when missing),
@@ -158,7 +129,6 @@ fn real_path(_file: &File) -> Option<PathBuf> {
 /// content hashes).
 pub fn write_new(within: &Path, folder: &Path, name: &str, data: &[u8]) -> Result<PathBuf, String> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let real_within = std::fs::canonicalize(within)
         .map_err(|error| format!("cannot find {}: {error}", within.display()))?;
     let relative = folder
@@ -192,10 +162,11 @@ pub fn write_new(within: &Path, folder: &Path, name: &str, data: &[u8]) -> Resul
         }
         Err(_) => {}
     }
+    // Created new (never over a link planted meanwhile); anyone may read
+    // it, as a file in the workspace.
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(|error| format!("cannot save {}: {error}", path.display()))?;
     file.write_all(data)

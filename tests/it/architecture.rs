@@ -39,7 +39,7 @@ const TIERS: &[(&str, &[&str])] = &[
     ),
     (
         "vocabulary",
-        &["cancel", "clock", "conversation", "modes", "util"],
+        &["cancel", "clock", "conversation", "modes", "os", "util"],
     ),
 ];
 

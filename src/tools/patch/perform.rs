@@ -87,7 +87,6 @@ pub fn local_read(path: &Path, cap: u64) -> Result<Option<String>, String> {
 /// directories are created; an existing file keeps its permissions; a
 /// symlink is written through (the file it points to changes).
 pub fn local_write(path: &Path, text: &str) -> Result<(), String> {
-    use std::os::unix::fs::OpenOptionsExt;
     let is_link = fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink());
     let path = match is_link {
         true => fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
@@ -109,7 +108,6 @@ pub fn local_write(path: &Path, text: &str) -> Result<(), String> {
     let created = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o666)
         .open(&temp);
     let mut file = match created {
         Ok(file) => file,

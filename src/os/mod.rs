@@ -1,0 +1,35 @@
+//! What differs between operating systems outside processes and the
+//! sandbox: private files and folders, opening a file without following a
+//! link or blocking on it, a file's link count and change stamp, local
+//! time, and the terminal's echo. One implementation per system family
+//! (`unix.rs`, `windows.rs`) with the same functions, so nothing above
+//! this module names a system.
+
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+use unix as sys;
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows as sys;
+
+pub use sys::{
+    change_stamp, create_private_dir, create_private_dir_all, link_count, link_count_at,
+    local_time, make_private, make_private_dir, open_private, open_read, owned_by_me, real_path,
+    EchoOff,
+};
+
+mod shapes;
+pub use shapes::{LocalTime, Private};
+
+use std::io;
+
+/// Whether `error` is an open refused because the path is a symbolic link
+/// (the opens here never follow one at the file's own name).
+pub fn is_link_refused(error: &io::Error) -> bool {
+    sys::is_link_refused(error)
+}
+
+#[cfg(test)]
+mod tests;

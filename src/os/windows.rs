@@ -1,0 +1,238 @@
+//! Windows: files opened on the link itself (`FILE_FLAG_OPEN_REPARSE_POINT`)
+//! and refused when it is one; privacy from the folder's inherited access
+//! list (the user's profile folders, where Spindle keeps its files, admit
+//! only their owner, the system and administrators); the console's echo.
+
+use super::shapes::{LocalTime, Private};
+use std::fs::{self, File, Metadata, OpenOptions};
+use std::io;
+use std::os::windows::fs::OpenOptionsExt;
+use std::os::windows::io::AsRawHandle;
+use std::path::{Path, PathBuf};
+use windows_sys::Win32::Foundation::{ERROR_CANT_RESOLVE_FILENAME, FILETIME, SYSTEMTIME};
+use windows_sys::Win32::Storage::FileSystem::{
+    GetFileInformationByHandle, GetFinalPathNameByHandleW, BY_HANDLE_FILE_INFORMATION,
+    FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT,
+};
+use windows_sys::Win32::System::Console::{
+    GetConsoleMode, GetStdHandle, SetConsoleCtrlHandler, SetConsoleMode, ENABLE_ECHO_INPUT,
+    STD_INPUT_HANDLE,
+};
+use windows_sys::Win32::System::Time::{FileTimeToSystemTime, SystemTimeToTzSpecificLocalTime};
+
+/// Creates `dir`; it takes the access list of the folder it is in.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    fs::create_dir(dir)
+}
+
+/// Creates `dir` and any missing parents.
+pub fn create_private_dir_all(dir: &Path) -> io::Result<()> {
+    fs::create_dir_all(dir)
+}
+
+fn link_refused() -> io::Error {
+    io::Error::from_raw_os_error(ERROR_CANT_RESOLVE_FILENAME as i32)
+}
+
+/// Refuses `file` when what was opened is a link (a reparse point).
+fn not_a_link(file: File) -> io::Result<File> {
+    if file.metadata()?.file_type().is_symlink() {
+        return Err(link_refused());
+    }
+    Ok(file)
+}
+
+/// Opens a file for writing, never through a link at its name.
+pub fn open_private(path: &Path, how: Private) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    match how {
+        Private::Append => options.create(true).append(true),
+        Private::Truncate => options.create(true).write(true).truncate(true),
+        Private::CreateNew => options.create_new(true).write(true),
+    };
+    let file = options
+        .custom_flags(FILE_FLAG_OPEN_REPARSE_POINT)
+        .open(path)?;
+    not_a_link(file)
+}
+
+/// Opens a file for reading (Windows has no FIFOs in the file system, so
+/// the open cannot block); unless `follow` is set, refusing a link at its
+/// name.
+pub fn open_read(path: &Path, follow: bool) -> io::Result<File> {
+    if follow {
+        return OpenOptions::new().read(true).open(path);
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(FILE_FLAG_OPEN_REPARSE_POINT)
+        .open(path)?;
+    not_a_link(file)
+}
+
+pub(super) fn is_link_refused(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(ERROR_CANT_RESOLVE_FILENAME as i32)
+}
+
+/// Whether the file belongs to this user: the access list, not an owner
+/// id, decides on Windows, and Spindle's folders inherit their owner's.
+pub fn owned_by_me(_meta: &Metadata) -> bool {
+    true
+}
+
+/// Nothing to take away: access comes from the inherited access list.
+pub fn make_private(_file: &File) -> io::Result<()> {
+    Ok(())
+}
+
+/// Nothing to take away: access comes from the inherited access list.
+pub fn make_private_dir(_dir: &Path, _meta: &Metadata) -> io::Result<()> {
+    Ok(())
+}
+
+fn information(file: &File) -> io::Result<BY_HANDLE_FILE_INFORMATION> {
+    // SAFETY: the handle is the open file's for the length of the call,
+    // and the structure is ours to fill.
+    unsafe {
+        let mut info: BY_HANDLE_FILE_INFORMATION = std::mem::zeroed();
+        if GetFileInformationByHandle(file.as_raw_handle() as isize, &mut info) == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(info)
+    }
+}
+
+/// How many names the open file has.
+pub fn link_count(file: &File) -> io::Result<u64> {
+    Ok(u64::from(information(file)?.nNumberOfLinks))
+}
+
+/// How many names the file at `path` has (following links). Opening asks
+/// for no access, so nothing is read and nothing waits.
+pub fn link_count_at(path: &Path) -> io::Result<u64> {
+    let file = OpenOptions::new()
+        .access_mode(0)
+        .custom_flags(FILE_FLAG_BACKUP_SEMANTICS)
+        .open(path)?;
+    link_count(&file)
+}
+
+/// What changes when a file is written or replaced: its modification time
+/// in nanoseconds (the file's index would need an open handle; the size
+/// and the time tell a change here).
+pub fn change_stamp(meta: &Metadata) -> (i64, u64) {
+    let nanos = meta
+        .modified()
+        .ok()
+        .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |since| {
+            i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)
+        });
+    (nanos, 0)
+}
+
+/// The path an open file really has (in the `\\?\` form that
+/// `fs::canonicalize` gives too).
+pub fn real_path(file: &File) -> Option<PathBuf> {
+    use std::os::windows::ffi::OsStringExt;
+    let mut buffer = vec![0u16; 1024];
+    loop {
+        let size = u32::try_from(buffer.len()).ok()?;
+        // SAFETY: the handle is the open file's; the call writes at most
+        // `size` UTF-16 units into the buffer, which is that long, and
+        // returns the length it needs when it is too short.
+        let written = unsafe {
+            GetFinalPathNameByHandleW(file.as_raw_handle() as isize, buffer.as_mut_ptr(), size, 0)
+        } as usize;
+        match written {
+            0 => return None,
+            n if n < buffer.len() => {
+                return Some(PathBuf::from(std::ffi::OsString::from_wide(&buffer[..n])))
+            }
+            // Longer than any path the system takes: refused.
+            n if n > 32_768 => return None,
+            n => buffer.resize(n + 1, 0),
+        }
+    }
+}
+
+/// Seconds between 1601-01-01 (Windows' epoch) and 1970-01-01.
+const EPOCH_GAP: i64 = 11_644_473_600;
+
+/// `seconds` since 1970 as the local wall clock shows them.
+pub fn local_time(seconds: i64) -> Option<LocalTime> {
+    let ticks = u64::try_from(seconds.checked_add(EPOCH_GAP)?.checked_mul(10_000_000)?).ok()?;
+    let file_time = FILETIME {
+        dwLowDateTime: ticks as u32,
+        dwHighDateTime: (ticks >> 32) as u32,
+    };
+    // SAFETY: both calls read and fill structures we own; a null zone
+    // means the system's current one.
+    unsafe {
+        let mut utc: SYSTEMTIME = std::mem::zeroed();
+        let mut local: SYSTEMTIME = std::mem::zeroed();
+        if FileTimeToSystemTime(&file_time, &mut utc) == 0
+            || SystemTimeToTzSpecificLocalTime(std::ptr::null(), &utc, &mut local) == 0
+        {
+            return None;
+        }
+        Some(LocalTime {
+            year: i32::from(local.wYear),
+            month: u32::from(local.wMonth),
+            day: u32::from(local.wDay),
+            hour: u32::from(local.wHour),
+            minute: u32::from(local.wMinute),
+            zone: String::new(),
+        })
+    }
+}
+
+/// The console's input mode before the echo went off, for the handler.
+// Global: the console control handler sees only statics.
+static SAVED_MODE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+unsafe extern "system" fn restore_on_break(_kind: u32) -> i32 {
+    if let Some(mode) = SAVED_MODE.get() {
+        SetConsoleMode(GetStdHandle(STD_INPUT_HANDLE), *mode);
+    }
+    // Not handled: the default handler ends the process.
+    0
+}
+
+/// The console's echo off while it lives (a key being typed); Ctrl-C or
+/// Ctrl-Break meanwhile puts it back before the process ends.
+pub struct EchoOff {
+    saved: u32,
+}
+
+impl EchoOff {
+    /// Turns the console's echo off; `None` when input is not a console.
+    pub fn new() -> Option<EchoOff> {
+        // SAFETY: console calls on this process's standard input handle
+        // with a mode we own; they fail harmlessly when it is no console.
+        unsafe {
+            let input = GetStdHandle(STD_INPUT_HANDLE);
+            let mut saved = 0u32;
+            if GetConsoleMode(input, &mut saved) == 0 {
+                return None;
+            }
+            let _ = SAVED_MODE.set(saved);
+            SetConsoleCtrlHandler(Some(restore_on_break), 1);
+            if SetConsoleMode(input, saved & !ENABLE_ECHO_INPUT) == 0 {
+                SetConsoleCtrlHandler(Some(restore_on_break), 0);
+                return None;
+            }
+            Some(EchoOff { saved })
+        }
+    }
+}
+
+impl Drop for EchoOff {
+    fn drop(&mut self) {
+        // SAFETY: restores the mode `new` read and removes its handler.
+        unsafe {
+            SetConsoleMode(GetStdHandle(STD_INPUT_HANDLE), self.saved);
+            SetConsoleCtrlHandler(Some(restore_on_break), 0);
+        }
+    }
+}
