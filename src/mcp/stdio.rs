@@ -16,11 +16,10 @@
 use super::rpc::{Router, Transport};
 use super::{redact, McpError};
 use crate::cancel::lock;
-use crate::process::signal_group;
+use crate::process::Tree;
 use crossbeam_channel::{unbounded, Sender};
 use serde_json::Value;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,6 +39,8 @@ const LOG_LINE_CAP: usize = 2000;
 pub(crate) struct StdioTransport {
     name: String,
     pid: u32,
+    /// The server and every process it started.
+    tree: Tree,
     child: Mutex<Child>,
     /// The queue to the stdin writer; `None` once stdin is closed.
     writer: Arc<Mutex<Option<Sender<String>>>>,
@@ -69,8 +70,8 @@ impl StdioTransport {
             .envs(env.iter().map(|(key, value)| (key, value)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stderr(Stdio::piped());
+        Tree::prepare(&mut command_builder);
         // Tied to the agent: a server dies with it, even under SIGKILL.
         let mut child = crate::process::spawn_tied_to_agent(command_builder).map_err(|err| {
             McpError::new(format!(
@@ -78,12 +79,18 @@ impl StdioTransport {
             ))
         })?;
         let pid = child.id();
+        let tree = Tree::of(&child).map_err(|err| {
+            let _ = child.wait();
+            McpError::new(format!(
+                "cannot start MCP server `{name}` (`{command}`): {err}"
+            ))
+        })?;
         let secrets: Arc<Vec<String>> = Arc::new(env.iter().map(|(_, v)| v.clone()).collect());
         let (stdin, stdout, stderr) =
             match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
                 (Some(stdin), Some(stdout), Some(stderr)) => (stdin, stdout, stderr),
                 _ => {
-                    stop_child(&mut child, pid, false);
+                    stop_child(&mut child, &tree, false);
                     return Err(McpError::new(format!(
                         "cannot start MCP server `{name}`: its pipes are missing"
                     )));
@@ -93,6 +100,7 @@ impl StdioTransport {
         let transport = StdioTransport {
             name: name.to_string(),
             pid,
+            tree,
             child: Mutex::new(child),
             writer: Arc::new(Mutex::new(Some(line_sender))),
             stdout_open: Arc::new(AtomicBool::new(true)),
@@ -177,7 +185,7 @@ impl Transport for StdioTransport {
         drop(lock(&self.writer).take());
         let mut child = lock(&self.child);
         let exited = wait_for_exit(&mut child, EXIT_GRACE);
-        stop_child(&mut child, self.pid, exited);
+        stop_child(&mut child, &self.tree, exited);
     }
 
     fn pid(&self) -> Option<u32> {
@@ -219,15 +227,18 @@ fn wait_for_exit(child: &mut Child, limit: Duration) -> bool {
 /// SIGKILL, then reaps the child. When the child already exited, the group
 /// still gets SIGKILL to end whatever it left behind; its id cannot have
 /// been reused while any member of the group lives.
-fn stop_child(child: &mut Child, pgid: u32, exited: bool) {
+fn stop_child(child: &mut Child, tree: &Tree, exited: bool) {
     let mut exited = exited;
     if !exited {
-        signal_group(pgid, libc::SIGTERM);
+        tree.terminate();
         exited = wait_for_exit(child, TERM_GRACE);
     }
-    signal_group(pgid, libc::SIGKILL);
+    tree.kill();
     if !exited && !wait_for_exit(child, REAP_WAIT) {
-        log::warn!("MCP server process {pgid} was not reaped after SIGKILL");
+        log::warn!(
+            "MCP server process {} was not reaped after it was killed",
+            tree.leader()
+        );
     }
 }
 

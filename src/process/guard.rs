@@ -32,10 +32,15 @@ use std::sync::OnceLock;
 static GUARD: OnceLock<PathBuf> = OnceLock::new();
 
 /// Names the executable that serves `spindle guard` (the agent's own
-/// binary). Until it is set, commands run without a guard (the library's
-/// own tests, where the running executable is a test program).
+/// binary), and ties every process the agent starts to its life where the
+/// system does that for the whole agent (Windows' job object). Until it is
+/// called, commands run without a guard (the library's own tests, where
+/// the running executable is a test program).
 pub fn enable(exe: PathBuf) {
     let _ = GUARD.set(exe);
+    if let Err(error) = super::sys::tie_to_agent() {
+        log::warn!("cannot tie the agent's processes to its life: {error}");
+    }
 }
 
 /// `program args…` wrapped in the guard when it is enabled.
@@ -323,11 +328,11 @@ fn watch_parent(parent: i32) {
 fn watch_parent(_parent: i32) {}
 
 fn exit_like(status: std::process::ExitStatus) -> ExitCode {
-    use std::os::unix::process::ExitStatusExt;
     if let Some(code) = status.code() {
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
-    if let Some(signal) = status.signal() {
+    #[cfg(unix)]
+    if let Some(signal) = super::sys::exit_signal(&status) {
         // SAFETY: restores the default action and raises the signal on
         // this process, so the parent sees the same signal.
         unsafe {

@@ -19,12 +19,14 @@
 pub mod guard;
 pub mod logs;
 pub mod probe;
+mod sys;
+
+pub use sys::{exit_signal, on_termination, tie_to_agent, Input, Tree};
 
 use crossbeam_channel::{after, bounded, never, select, Receiver, Sender};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, PipeReader, Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
@@ -62,6 +64,8 @@ pub struct CommandSpec {
 #[derive(Debug, Clone)]
 pub struct Detached {
     pub pid: u32,
+    /// Every process it runs, to end together.
+    pub tree: std::sync::Arc<Tree>,
     pub chunks: Receiver<Vec<u8>>,
     pub statuses: Receiver<io::Result<ExitStatus>>,
 }
@@ -122,36 +126,6 @@ const CHUNK: usize = 64 * 1024;
 /// command block on its writes, which keeps memory bounded.
 const CHUNK_QUEUE: usize = 16;
 
-/// Sends SIGKILL to every process in the group `pgid`; see
-/// [`signal_group`].
-pub fn kill_group(pgid: u32) {
-    signal_group(pgid, libc::SIGKILL);
-}
-
-/// Sends `signal` (`libc::SIGTERM`, `libc::SIGKILL`, …) to every process
-/// in the group `pgid`.
-///
-/// Ids 0 and 1 are refused: `kill(0, …)` would hit Spindle's own group and
-/// `kill(-1, …)` every process the user owns.
-pub fn signal_group(pgid: u32, signal: libc::c_int) {
-    let Ok(pgid) = i32::try_from(pgid) else {
-        return;
-    };
-    if pgid <= 1 {
-        return;
-    }
-    // SAFETY: `kill` is the POSIX function from the C library that std
-    // already links; it takes two plain integers, touches no memory of ours
-    // and reports failure (such as an empty group) only through its result.
-    let result = unsafe { libc::kill(-pgid, signal) };
-    if result != 0 {
-        log::debug!(
-            "signal {signal} to process group {pgid}: {}",
-            io::Error::last_os_error()
-        );
-    }
-}
-
 /// On Linux, the command's shell gets SIGKILL if the agent dies without
 /// cleaning up (killed with SIGKILL itself): no command outlives it. The
 /// kernel sends it when the spawning thread ends; commands are spawned by
@@ -159,6 +133,7 @@ pub fn signal_group(pgid: u32, signal: libc::c_int) {
 /// ends anyway.
 #[cfg(target_os = "linux")]
 pub(crate) fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
     let parent = std::process::id();
     // SAFETY: the closure runs in the child between fork and exec and calls
     // only prctl and getppid, which are async-signal-safe system calls.
@@ -218,10 +193,10 @@ pub fn spawn_tied_to_agent(mut command: Command) -> io::Result<Child> {
         .unwrap_or_else(|_| Err(io::Error::other("the spawner thread is gone")))
 }
 
-/// Kills the process group when dropped, unless it was already killed on
+/// Kills the process tree when dropped, unless it was already killed on
 /// purpose; this is what ends the command if `on_output` panics.
 struct GroupGuard {
-    pgid: u32,
+    tree: std::sync::Arc<Tree>,
     armed: bool,
 }
 
@@ -229,7 +204,7 @@ impl GroupGuard {
     fn kill_now(&mut self) {
         if self.armed {
             self.armed = false;
-            kill_group(self.pgid);
+            self.tree.kill();
         }
     }
 }
@@ -302,8 +277,8 @@ pub fn run(
             .current_dir(&spec.cwd)
             .stdin(Stdio::null())
             .stdout(writer)
-            .stderr(writer_err)
-            .process_group(0);
+            .stderr(writer_err);
+        Tree::prepare(&mut command);
         if spec.detach_on_timeout {
             // It may outlive this thread as a job: tied to the agent's
             // long-lived spawner thread instead (the parent-death signal
@@ -317,8 +292,15 @@ pub fn run(
         // is dropped here; otherwise the pipe would never reach EOF.
     };
     let pid = child.id();
+    let tree = match Tree::of(&child) {
+        Ok(tree) => std::sync::Arc::new(tree),
+        Err(error) => {
+            let _ = child_tx.send(child);
+            return Err(error);
+        }
+    };
     let mut guard = GroupGuard {
-        pgid: pid,
+        tree: tree.clone(),
         armed: true,
     };
     // The wait thread is alive and waiting for exactly this message.
@@ -382,6 +364,7 @@ pub fn run(
             pid,
             detached: Some(Detached {
                 pid,
+                tree,
                 chunks: std::mem::replace(&mut state.chunks, never()),
                 statuses: std::mem::replace(&mut state.statuses, never()),
             }),
@@ -422,7 +405,7 @@ pub fn run(
         .finish(state.log.as_ref().map(|l| (l.path.as_path(), l.complete())));
     Ok(CommandResult {
         exit_code: state.status.and_then(|s| s.code()),
-        signal: state.status.and_then(|s| s.signal()),
+        signal: state.status.as_ref().and_then(exit_signal),
         timed_out: ending == Ending::TimedOut,
         cancelled: ending == Ending::Cancelled,
         output,

@@ -8,7 +8,6 @@
 
 use crossbeam_channel::{bounded, Receiver};
 use std::io::{self, Read};
-use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -42,11 +41,17 @@ pub fn run(
     command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
+    super::Tree::prepare(&mut command);
     super::die_with_parent(&mut command);
     let mut child = command.spawn()?;
-    let group = Group(child.id());
+    let group = match super::Tree::of(&child) {
+        Ok(tree) => Group(tree),
+        Err(error) => {
+            let _ = child.wait();
+            return Err(error);
+        }
+    };
     let stdout = child.stdout.take().map(|pipe| collect(pipe, cap));
     let stderr = child.stderr.take().map(|pipe| collect(pipe, cap));
     let deadline = Instant::now() + limit;
@@ -92,12 +97,12 @@ pub fn run(
     })
 }
 
-/// Kills the group when dropped (also when the caller panics).
-struct Group(u32);
+/// Kills the tree when dropped (also when the caller panics).
+struct Group(super::Tree);
 
 impl Drop for Group {
     fn drop(&mut self) {
-        super::kill_group(self.0);
+        self.0.kill();
     }
 }
 

@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -93,7 +93,9 @@ pub type Deliver = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
 
 struct Job {
     info: JobInfo,
-    stdin: Option<ChildStdin>,
+    stdin: Option<crate::process::Input>,
+    /// Every process of a job this process started, to end together.
+    tree: Option<Arc<crate::process::Tree>>,
     /// Bytes of output seen (kept or not).
     seen: Arc<AtomicU64>,
     /// Bytes of output the log did not keep (past its cap).
@@ -205,30 +207,13 @@ pub struct Jobs {
     on_end: Mutex<Option<OnEnd>>,
 }
 
-fn set_nonblocking(stdin: &ChildStdin) {
-    use std::os::fd::AsRawFd;
-    let fd = stdin.as_raw_fd();
-    // SAFETY: fcntl on a descriptor we own, with integer arguments only.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-        }
-    }
-}
-
-/// A job's command leads its own group: the one group kill, which
-/// refuses groups 0 and 1 (Spindle's own, and every process of the user).
-fn kill_group(pid: u32) {
-    crate::process::kill_group(pid);
-}
-
 impl Job {
     fn stop_it(&mut self) {
         self.killed = true;
-        match &self.stop {
-            Some(stop) => stop.cancel(),
-            None => kill_group(self.info.pid),
+        match (&self.stop, &self.tree) {
+            (Some(stop), _) => stop.cancel(),
+            (None, Some(tree)) => tree.kill(),
+            (None, None) => {}
         }
     }
 }
@@ -272,6 +257,7 @@ impl Jobs {
         lock(&self.jobs).push(Job {
             info: info.clone(),
             stdin: None,
+            tree: None,
             seen: counts.seen.clone(),
             dropped: counts.dropped.clone(),
             model_offset: 0,
@@ -307,29 +293,31 @@ impl Jobs {
         }
         let (reader, writer) = io::pipe().map_err(|e| e.to_string())?;
         let writer_err = writer.try_clone().map_err(|e| e.to_string())?;
-        {
-            use std::os::unix::process::CommandExt;
-            command
-                .envs(spec.env_set.iter().map(|(k, v)| (k, v)))
-                .current_dir(&spec.cwd)
-                .stdin(Stdio::piped())
-                .stdout(writer)
-                .stderr(writer_err)
-                .process_group(0);
-        }
+        command
+            .envs(spec.env_set.iter().map(|(k, v)| (k, v)))
+            .current_dir(&spec.cwd)
+            .stdin(Stdio::piped())
+            .stdout(writer)
+            .stderr(writer_err);
+        crate::process::Tree::prepare(&mut command);
         let mut child = crate::process::spawn_tied_to_agent(command)
             .map_err(|e| format!("cannot start the job: {e}"))?;
+        let tree = match crate::process::Tree::of(&child) {
+            Ok(tree) => Arc::new(tree),
+            Err(error) => {
+                let _ = child.wait();
+                return Err(format!("cannot start the job: {error}"));
+            }
+        };
         let pid = child.id();
-        let stdin = child.stdin.take();
         // Writes to a job that does not read must never block the agent.
-        if let Some(stdin) = &stdin {
-            set_nonblocking(stdin);
-        }
+        let stdin = child.stdin.take().map(crate::process::Input::new);
         let counts = Counts::default();
         let info = JobInfo::running(&job_id, &spec, pid, log_path.clone());
         lock(&self.jobs).push(Job {
             info: info.clone(),
             stdin,
+            tree: Some(tree.clone()),
             seen: counts.seen.clone(),
             dropped: counts.dropped.clone(),
             model_offset: 0,
@@ -356,7 +344,7 @@ impl Jobs {
                 jobs.ended(&id, status.ok().and_then(|s| s.code()));
             });
         if watcher.is_err() {
-            kill_group(pid);
+            tree.kill();
             return Err("cannot watch the job".into());
         }
         let on_change = lock(&self.on_end).clone();
@@ -382,9 +370,11 @@ impl Jobs {
             output_bytes: so_far.len() as u64,
             ..JobInfo::running(&job_id, spec, detached.pid, log_path)
         };
+        let tree = detached.tree.clone();
         lock(&self.jobs).push(Job {
             info: info.clone(),
             stdin: None,
+            tree: Some(tree.clone()),
             seen: counts.seen.clone(),
             dropped: counts.dropped.clone(),
             model_offset: 0,
@@ -412,7 +402,7 @@ impl Jobs {
                 jobs.ended(&id, code);
             });
         if spawned.is_err() {
-            kill_group(detached.pid);
+            tree.kill();
             return Err("cannot watch the job".into());
         }
         let on_change = lock(&self.on_end).clone();
@@ -438,6 +428,7 @@ impl Jobs {
             jobs.push(Job {
                 info,
                 stdin: None,
+                tree: None,
                 seen,
                 dropped: Arc::default(),
                 model_offset: 0,

@@ -1,0 +1,184 @@
+//! Unix: a command leads its own process group, which one signal ends.
+
+use std::io::{self, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, ChildStdin, Command, ExitStatus};
+
+/// Every process of a command: the process group it leads.
+#[derive(Debug)]
+pub struct Tree {
+    pgid: u32,
+}
+
+impl Tree {
+    /// Makes `command` lead a group of its own once spawned.
+    pub fn prepare(command: &mut Command) {
+        command.process_group(0);
+    }
+
+    /// The tree of a child spawned after [`Tree::prepare`].
+    pub fn of(child: &Child) -> io::Result<Tree> {
+        Ok(Tree { pgid: child.id() })
+    }
+
+    /// The leader's process id.
+    pub fn leader(&self) -> u32 {
+        self.pgid
+    }
+
+    /// Ends every process of the tree at once (SIGKILL).
+    pub fn kill(&self) {
+        signal_group(self.pgid, libc::SIGKILL);
+    }
+
+    /// Asks every process of the tree to end (SIGTERM).
+    pub fn terminate(&self) {
+        signal_group(self.pgid, libc::SIGTERM);
+    }
+}
+
+/// Sends `signal` to every process in the group `pgid`.
+///
+/// Ids 0 and 1 are refused: `kill(0, …)` would hit Spindle's own group and
+/// `kill(-1, …)` every process the user owns.
+fn signal_group(pgid: u32, signal: libc::c_int) {
+    let Ok(pgid) = i32::try_from(pgid) else {
+        return;
+    };
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: kill(2) takes two plain integers, touches no memory of ours
+    // and reports failure (such as an empty group) only through its result.
+    let result = unsafe { libc::kill(-pgid, signal) };
+    if result != 0 {
+        log::debug!(
+            "signal {signal} to process group {pgid}: {}",
+            io::Error::last_os_error()
+        );
+    }
+}
+
+/// The signal that ended a process, if one did.
+pub fn exit_signal(status: &ExitStatus) -> Option<i32> {
+    status.signal()
+}
+
+/// A child's stdin that takes writes without ever blocking the writer:
+/// what a full pipe cannot take is refused (`WouldBlock`).
+pub struct Input(ChildStdin);
+
+impl Input {
+    pub fn new(stdin: ChildStdin) -> Input {
+        use std::os::fd::AsRawFd;
+        let fd = stdin.as_raw_fd();
+        // SAFETY: fcntl(2) on a descriptor we own, with integer arguments
+        // only.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+            }
+        }
+        Input(stdin)
+    }
+}
+
+impl Write for Input {
+    /// Writes what the pipe takes now; `WouldBlock` when it takes nothing.
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0.write(bytes)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// Nothing to do at start on Unix: the guard and the parent-death signal
+/// tie each command to the agent.
+pub fn tie_to_agent() -> io::Result<()> {
+    Ok(())
+}
+
+/// The termination signals editors and users stop an agent with.
+const TERMINATION: [(libc::c_int, &str); 3] = [
+    (libc::SIGTERM, "SIGTERM"),
+    (libc::SIGINT, "SIGINT"),
+    (libc::SIGHUP, "SIGHUP"),
+];
+
+fn termination_set() -> io::Result<libc::sigset_t> {
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initialises the set it is given; sigaddset then
+    // only writes into that initialised set.
+    unsafe {
+        if libc::sigemptyset(set.as_mut_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        for (signal, _) in TERMINATION {
+            if libc::sigaddset(set.as_mut_ptr(), signal) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(set.assume_init())
+    }
+}
+
+/// Calls `handler` with the signal's name, on the `spindle-signals`
+/// thread, for each SIGTERM, SIGINT or SIGHUP. The signals are blocked in
+/// the calling thread, so call this before any other thread exists: every
+/// thread inherits the mask and only `spindle-signals` receives them, with
+/// `sigwait`. Child processes start with an empty mask (std resets it), so
+/// commands still die of them.
+pub fn on_termination(handler: impl Fn(&'static str) + Send + 'static) -> io::Result<()> {
+    let set = termination_set()?;
+    // SAFETY: `set` is an initialised signal set; the old mask is not
+    // wanted (null).
+    let blocked = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if blocked != 0 {
+        return Err(io::Error::from_raw_os_error(blocked));
+    }
+    // Detached: it waits on signals for the life of the process.
+    std::thread::Builder::new()
+        .name("spindle-signals".into())
+        .spawn(move || loop {
+            let mut signal: libc::c_int = 0;
+            // SAFETY: `set` and `signal` are live for the call; sigwait
+            // writes the signal number only.
+            let waited = unsafe { libc::sigwait(&set, &mut signal) };
+            if waited != 0 {
+                log::warn!(
+                    "waiting for signals failed: {}",
+                    io::Error::from_raw_os_error(waited)
+                );
+                return;
+            }
+            let name = TERMINATION
+                .iter()
+                .find(|(number, _)| *number == signal)
+                .map_or("a signal", |(_, name)| name);
+            handler(name);
+        })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_group_ids_that_mean_more_than_one_group() {
+        // Signalling "group" 0 or 1 would hit this test process or every
+        // process of the user; surviving the calls is the assertion.
+        for signal in [libc::SIGTERM, libc::SIGKILL] {
+            signal_group(0, signal);
+            signal_group(1, signal);
+            signal_group(u32::MAX, signal);
+        }
+        for pgid in [0, 1, u32::MAX] {
+            Tree { pgid }.kill();
+            Tree { pgid }.terminate();
+        }
+    }
+}
