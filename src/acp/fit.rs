@@ -4,30 +4,12 @@
 //! only to a client that asked for them. Notices are built here too: they
 //! are live only, as an unstable `notice` or as a separate text chunk.
 
-use super::ClientCapabilities;
-use serde_json::{json, Value};
+use super::{ClientCapabilities, ContentChunk, SessionUpdate, Severity};
+use serde_json::Value;
 
 /// How much of a notice's description is shown: it may carry a
 /// provider's error message or a list of files.
 const DESCRIPTION_CAP: usize = 4096;
-
-/// How loud a notice is (the unstable `NoticeSeverity`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Severity {
-    Info,
-    Warning,
-    Error,
-}
-
-impl Severity {
-    fn as_str(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-            Severity::Error => "error",
-        }
-    }
-}
 
 /// A one-off notice for the user: never part of the answer, the
 /// conversation or the replay.
@@ -82,32 +64,24 @@ impl Notice {
     /// The update this client gets: the unstable `notice` when it opted
     /// in (`_meta.spindle.notices`), else an agent message chunk of its
     /// own, whose `notice_` id keeps it apart from the answer.
-    pub fn update(&self, capabilities: &ClientCapabilities) -> Value {
+    pub fn update(&self, capabilities: &ClientCapabilities) -> SessionUpdate {
         if capabilities.meta.spindle.notices {
-            let mut update = json!({
-                "sessionUpdate": "notice",
-                "severity": self.severity.as_str(),
-                "title": self.title,
-            });
-            if let Some(description) = &self.description {
-                update["description"] = json!(description);
+            SessionUpdate::Notice {
+                severity: self.severity,
+                title: self.title.clone(),
+                description: self.description.clone(),
             }
-            update
         } else {
-            json!({
-                "sessionUpdate": "agent_message_chunk",
-                "content": {"type": "text", "text": self.text()},
-                "messageId": format!("notice_{}", crate::util::random_hex()),
-            })
+            SessionUpdate::AgentMessageChunk(ContentChunk::text(
+                &self.text(),
+                format!("notice_{}", crate::util::random_hex()),
+            ))
         }
     }
 
     /// The whole `session/update` line of this notice for this client.
     pub fn line(&self, session_id: &str, capabilities: &ClientCapabilities) -> String {
-        crate::rpc::notification_line(
-            super::method::SESSION_UPDATE,
-            &json!({"sessionId": session_id, "update": self.update(capabilities)}),
-        )
+        super::update_line(session_id, &self.update(capabilities).into_value())
     }
 }
 
@@ -161,14 +135,8 @@ fn plan_update(mut plan: Value) -> Value {
         Some(parent) => format!("todo/{parent}"),
         None => "todo".to_string(),
     };
-    let mut update = json!({
-        "sessionUpdate": "plan_update",
-        "plan": {"type": "items", "planId": plan_id, "entries": entries},
-    });
-    if let Some(meta) = plan.get_mut("_meta").map(Value::take) {
-        update["_meta"] = meta;
-    }
-    update
+    let meta = plan.get_mut("_meta").map(Value::take);
+    SessionUpdate::PlanUpdate { plan_id, entries }.into_value_with_meta(meta)
 }
 
 /// Fits the fields of a tool call: in a `tool_call`, a `tool_call_update`
@@ -230,6 +198,7 @@ pub fn replay_line(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn opted_in() -> ClientCapabilities {
         let mut capabilities = ClientCapabilities::default();
@@ -240,13 +209,13 @@ mod tests {
     #[test]
     fn a_notice_is_an_update_or_a_chunk_of_its_own() {
         let notice = Notice::warning("No sandbox is available", "Every command asks.");
-        let update = notice.update(&opted_in());
+        let update = notice.update(&opted_in()).into_value();
         assert_eq!(
             update,
             json!({"sessionUpdate": "notice", "severity": "warning",
                    "title": "No sandbox is available", "description": "Every command asks."})
         );
-        let chunk = notice.update(&ClientCapabilities::default());
+        let chunk = notice.update(&ClientCapabilities::default()).into_value();
         assert_eq!(chunk["sessionUpdate"], "agent_message_chunk");
         assert_eq!(
             chunk["content"]["text"],

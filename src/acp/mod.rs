@@ -6,6 +6,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub mod fit;
+pub mod update;
+
+pub use update::{
+    stored_chunk, text_block, CompactionStatus, ContentChunk, Cost, PlanEntry, PlanEntryPriority,
+    PlanEntryStatus, SessionUpdate, Severity, ToolCall, ToolCallStatus, ToolCallUpdate, ToolKind,
+};
 
 /// The protocol version we speak, whatever the client asks for.
 pub const PROTOCOL_VERSION: u16 = 1;
@@ -255,60 +261,40 @@ pub struct CancelRequestNotification {
     pub request_id: Value,
 }
 
-// ----- content -----
-
-/// A content block. Prompt blocks are decoded from raw JSON by the prompt
-/// handler (which gives better errors per block); this type is what we send.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum ContentBlock {
-    Text { text: String },
-}
-
-impl ContentBlock {
-    pub fn text(text: impl Into<String>) -> ContentBlock {
-        ContentBlock::Text { text: text.into() }
-    }
-}
-
 // ----- session/update -----
 
-#[derive(Debug, Serialize)]
+#[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SessionNotification<'a> {
-    pub session_id: &'a str,
-    pub update: SessionUpdate,
+struct SessionNotification<'a, U> {
+    session_id: &'a str,
+    update: &'a U,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(
-    tag = "sessionUpdate",
-    rename_all = "snake_case",
-    rename_all_fields = "camelCase"
-)]
-pub enum SessionUpdate {
-    UserMessageChunk {
-        content: ContentBlock,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        message_id: Option<String>,
-    },
-    AgentMessageChunk {
-        content: ContentBlock,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        message_id: Option<String>,
-    },
-    AgentThoughtChunk {
-        content: ContentBlock,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        message_id: Option<String>,
-    },
-}
-
-/// Renders one `session/update` notification line.
-pub fn update_line(session_id: &str, update: SessionUpdate) -> String {
+fn notification<U: Serialize>(session_id: &str, update: &U) -> String {
     crate::rpc::notification_line(
         method::SESSION_UPDATE,
         &SessionNotification { session_id, update },
+    )
+}
+
+/// Renders one `session/update` line of an update's JSON
+/// (`SessionUpdate::into_value`).
+pub fn update_line(session_id: &str, update: &Value) -> String {
+    notification(session_id, update)
+}
+
+/// The `session/update` line of an agent message (or thought) chunk, the
+/// hot path: written without a JSON tree; `meta` marks a subagent's.
+pub fn chunk_line(
+    session_id: &str,
+    thought: bool,
+    message_id: &str,
+    text: &str,
+    meta: Option<&Value>,
+) -> String {
+    notification(
+        session_id,
+        &update::ChunkRef::new(thought, message_id, text, meta),
     )
 }
 

@@ -16,6 +16,7 @@ pub mod search;
 pub mod shipped;
 pub mod walk;
 
+use crate::acp::ToolKind;
 use crate::conversation::ToolSpec;
 use serde::Deserialize;
 use serde_json::Value;
@@ -374,22 +375,22 @@ pub fn parse(name: &str, arguments: &str) -> Result<Tool, String> {
 }
 
 /// The ACP tool kind of a call.
-pub fn kind(tool: &Tool) -> &'static str {
+pub fn kind(tool: &Tool) -> ToolKind {
     match tool {
-        Tool::ReadFile(_) | Tool::ListDirectory(_) => "read",
-        Tool::WriteFile(_) | Tool::EditFile(_) | Tool::ApplyPatch(_) => "edit",
-        Tool::DeleteFile(_) => "delete",
-        Tool::MoveFile(_) => "move",
-        Tool::Glob(_) | Tool::Search(_) => "search",
-        Tool::RunCommand(_) => "execute",
-        Tool::TodoWrite(_) => "think",
-        Tool::ExitPlan(_) => "switch_mode",
-        Tool::GoalUpdate(_) => "think",
-        Tool::JobOutput(_) => "read",
-        Tool::JobStop(_) => "execute",
-        Tool::AskUser(_) => "other",
-        Tool::Task(_) => "think",
-        Tool::FetchUrl(_) => "fetch",
+        Tool::ReadFile(_) | Tool::ListDirectory(_) => ToolKind::Read,
+        Tool::WriteFile(_) | Tool::EditFile(_) | Tool::ApplyPatch(_) => ToolKind::Edit,
+        Tool::DeleteFile(_) => ToolKind::Delete,
+        Tool::MoveFile(_) => ToolKind::Move,
+        Tool::Glob(_) | Tool::Search(_) => ToolKind::Search,
+        Tool::RunCommand(_) => ToolKind::Execute,
+        Tool::TodoWrite(_) => ToolKind::Think,
+        Tool::ExitPlan(_) => ToolKind::SwitchMode,
+        Tool::GoalUpdate(_) => ToolKind::Think,
+        Tool::JobOutput(_) => ToolKind::Read,
+        Tool::JobStop(_) => ToolKind::Execute,
+        Tool::AskUser(_) => ToolKind::Other,
+        Tool::Task(_) => ToolKind::Think,
+        Tool::FetchUrl(_) => ToolKind::Fetch,
     }
 }
 
@@ -738,11 +739,11 @@ mod tests {
         assert_eq!(title(&tool, root), "Read src/main.rs (lines 3-7)");
         let tool = parse("run_command", r#"{"command":"cargo test\necho done"}"#).unwrap();
         assert_eq!(title(&tool, root), "Run cargo test…");
-        assert_eq!(kind(&tool), "execute");
+        assert_eq!(kind(&tool).as_str(), "execute");
         let patch = |text: &str| Tool::ApplyPatch(ApplyPatchArgs { patch: text.into() });
         let three = patch("*** Begin Patch\n*** Add File: a\n+x\n*** Delete File: /w/b\n*** Delete File: c\n*** End Patch\n");
         assert_eq!(title(&three, root), "Patch 3 files");
-        assert_eq!(kind(&three), "edit");
+        assert_eq!(kind(&three).as_str(), "edit");
         assert!(target(&three, root).is_none());
         let one =
             patch("*** Begin Patch\n*** Update File: /w/a.rs\n*** Move to: b.rs\n*** End Patch");
@@ -750,11 +751,11 @@ mod tests {
         assert_eq!(title(&patch("nonsense"), root), "Apply patch");
         let delete = parse("delete_file", r#"{"path":"/w/src/x.rs"}"#).unwrap();
         assert_eq!(title(&delete, root), "Delete src/x.rs");
-        assert_eq!(kind(&delete), "delete");
+        assert_eq!(kind(&delete).as_str(), "delete");
         assert_eq!(target(&delete, root).unwrap().path, root.join("src/x.rs"));
         let moved = parse("move_file", r#"{"from":"a.rs","to":"/w/b.rs"}"#).unwrap();
         assert_eq!(title(&moved, root), "Move a.rs → b.rs");
-        assert_eq!(kind(&moved), "move");
+        assert_eq!(kind(&moved).as_str(), "move");
         assert_eq!(target(&moved, root).unwrap().path, root.join("a.rs"));
     }
 }

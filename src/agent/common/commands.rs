@@ -2,6 +2,7 @@
 //! (`.spindle/commands/*.md` in the workspace and `commands/*.md` in the
 //! user's config directory), advertised with `available_commands_update`.
 
+use crate::acp::SessionUpdate;
 use crate::tools::shipped::Skipped;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -272,7 +273,7 @@ pub fn parse_custom(name: &str, text: &str, source: PathBuf) -> Command {
 }
 
 /// The `available_commands_update` payload.
-pub fn update(commands: &[Command]) -> Value {
+pub fn update(commands: &[Command]) -> SessionUpdate {
     let list: Vec<Value> = commands
         .iter()
         .map(|command| {
@@ -283,7 +284,9 @@ pub fn update(commands: &[Command]) -> Value {
             value
         })
         .collect();
-    json!({"sessionUpdate": "available_commands_update", "availableCommands": list})
+    SessionUpdate::AvailableCommandsUpdate {
+        available_commands: list,
+    }
 }
 
 /// `/name rest…` → (name, rest), for a prompt whose text starts with a
@@ -356,7 +359,7 @@ mod tests {
         let deploy = commands.iter().find(|c| c.name == "deploy").unwrap();
         assert_eq!(deploy.description, "Deploy it");
         assert_eq!(commands.iter().filter(|c| c.name == "help").count(), 1);
-        let update = update(&commands);
+        let update = update(&commands).into_value();
         assert_eq!(
             update["availableCommands"][2]["input"]["hint"],
             "provider/model"

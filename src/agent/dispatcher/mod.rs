@@ -10,7 +10,7 @@ mod outgoing;
 pub mod params;
 pub mod session;
 
-use crate::acp::{method, ClientCapabilities};
+use crate::acp::{method, ClientCapabilities, SessionUpdate};
 use crate::agent::common::models::Registry;
 use crate::agent::common::options::Options;
 use crate::agent::turn::report::{Outbox, OutgoingRequest, Report};
@@ -264,19 +264,14 @@ impl Dispatcher {
         let update = crate::agent::common::commands::update(
             &crate::agent::common::commands::available(&session.cwd, self.options.commands_dir()),
         );
-        Some(rpc::notification_line(
-            method::SESSION_UPDATE,
-            &json!({"sessionId": session_id, "update": update}),
-        ))
+        Some(crate::acp::update_line(session_id, &update.into_value()))
     }
 
     /// Sends an update outside any turn (a mode or config change) and keeps
     /// it in the session's transcript.
-    pub(in crate::agent) fn send_update(&mut self, session_id: &str, update: Value) {
-        self.send_line(rpc::notification_line(
-            method::SESSION_UPDATE,
-            &json!({"sessionId": session_id, "update": update}),
-        ));
+    pub(in crate::agent) fn send_update(&mut self, session_id: &str, update: SessionUpdate) {
+        let update = update.into_value();
+        self.send_line(crate::acp::update_line(session_id, &update));
         if let Ok(store) = self.store() {
             if let Err(error) = store.append_events(session_id, 0, &[update.to_string()]) {
                 log::warn!("cannot store an update of session {session_id}: {error}");

@@ -3,6 +3,7 @@
 //! execution preset, tool approval and mode — always sent as the complete
 //! list, and how a change is applied.
 
+use crate::acp::SessionUpdate;
 use crate::agent::common::models::{ModelEntry, Registry};
 use crate::agent::dispatcher::params::{decode, not_found};
 use crate::agent::dispatcher::session::Session;
@@ -306,7 +307,9 @@ impl Dispatcher {
         if mode_changed {
             self.send_update(
                 &session_id,
-                json!({"sessionUpdate": "current_mode_update", "currentModeId": value}),
+                SessionUpdate::CurrentModeUpdate {
+                    current_mode_id: value.to_string(),
+                },
             );
         }
         self.settings_changed(&session_id);
@@ -331,12 +334,16 @@ impl Dispatcher {
         if mode_changed {
             self.send_update(
                 session_id,
-                json!({"sessionUpdate": "current_mode_update", "currentModeId": value}),
+                SessionUpdate::CurrentModeUpdate {
+                    current_mode_id: value.to_string(),
+                },
             );
         }
         self.send_update(
             session_id,
-            json!({"sessionUpdate": "config_option_update", "configOptions": options}),
+            SessionUpdate::ConfigOptionUpdate {
+                config_options: options,
+            },
         );
         self.settings_changed(session_id);
         Ok(())
@@ -397,11 +404,15 @@ impl Dispatcher {
         let session_id = session.id.clone();
         self.send_update(
             &session_id,
-            json!({"sessionUpdate": "current_mode_update", "currentModeId": mode}),
+            SessionUpdate::CurrentModeUpdate {
+                current_mode_id: mode.to_string(),
+            },
         );
         self.send_update(
             &session_id,
-            json!({"sessionUpdate": "config_option_update", "configOptions": options}),
+            SessionUpdate::ConfigOptionUpdate {
+                config_options: options,
+            },
         );
         self.settings_changed(&session_id);
         Ok(json!({}))

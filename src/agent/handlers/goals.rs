@@ -82,7 +82,9 @@ impl Dispatcher {
         if mode_changed {
             self.send_update(
                 &id,
-                json!({"sessionUpdate": "current_mode_update", "currentModeId": "goal"}),
+                crate::acp::SessionUpdate::CurrentModeUpdate {
+                    current_mode_id: "goal".into(),
+                },
             );
         }
         self.goal_changed(&id);

@@ -30,7 +30,7 @@ mod resources;
 mod routes;
 mod status;
 
-use crate::acp::{self, method};
+use crate::acp::{self, method, ContentChunk, SessionUpdate, ToolCallStatus};
 use crate::agent::dispatcher::params::{decode, internal};
 use crate::agent::dispatcher::Dispatcher;
 use crate::provider::{Message, Role};
@@ -122,21 +122,18 @@ pub(in crate::agent) fn close_interrupted_turn(
         .iter()
         .filter(|call| !finished.contains(*call))
         .map(|call| {
-            json!({
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": call,
-                "status": "failed",
-                "content": [{"type": "content", "content": {"type": "text", "text": note}}],
-            })
-            .to_string()
+            let content = json!({"type": "content", "content": acp::text_block(note)});
+            SessionUpdate::tool_call_ended(call, ToolCallStatus::Failed, vec![content])
+                .into_value()
+                .to_string()
         })
         .collect();
     events.push(
-        json!({
-            "sessionUpdate": "agent_message_chunk",
-            "content": {"type": "text", "text": "\n\n_(This turn was interrupted: Spindle stopped before it finished.)_"},
-            "messageId": format!("interrupted_{turn}"),
-        })
+        SessionUpdate::AgentMessageChunk(ContentChunk::text(
+            "\n\n_(This turn was interrupted: Spindle stopped before it finished.)_",
+            format!("interrupted_{turn}"),
+        ))
+        .into_value()
         .to_string(),
     );
     let messages = store.messages(id).map_err(internal)?;

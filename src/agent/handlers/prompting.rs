@@ -17,7 +17,7 @@ use crate::modes::Mode;
 use crate::provider::trace::TraceContext;
 use crate::provider::Message;
 use crate::rpc::{RequestId, RpcError};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::Arc;
 
 /// The W3C trace context a prompt carries in `_meta` (root keys
@@ -169,11 +169,10 @@ impl Dispatcher {
         let goal = turn_start::goal_of(session, &kind, &input.text);
         let title_update = title_update.map(|title| {
             session.title = Some(title.clone());
-            json!({
-                "sessionUpdate": "session_info_update",
-                "title": title,
-                "updatedAt": crate::clock::now_rfc3339(),
-            })
+            crate::acp::SessionUpdate::SessionInfoUpdate {
+                title: Some(title),
+                updated_at: Some(crate::clock::now_rfc3339()),
+            }
         });
         let fresh = add_prompt(session, &kind, &mut input, model_text, start.source);
         let (notices, rules) = turn_start::notices_and_rules(

@@ -10,10 +10,9 @@
 use super::context::{self, Keeper};
 use super::updates::UpdateSink;
 use super::{State, Turn};
-use crate::acp::{fit::Notice, StopReason};
+use crate::acp::{fit::Notice, CompactionStatus, SessionUpdate, StopReason};
 use crate::provider::{Message, ModelRequest, Role, Sink, StreamError};
 use crate::rpc::RpcError;
-use serde_json::json;
 
 /// Steps whose tool results stay whole when old results are elided.
 const KEEP_STEPS: usize = 3;
@@ -214,40 +213,43 @@ impl Entity {
         let entity = Entity {
             id: format!("cmp_{}", crate::util::random_hex()),
         };
-        sink.updates.borrow_mut().send_transient(json!({
-            "sessionUpdate": "compaction_update",
-            "compactionId": entity.id,
-            "status": "in_progress",
-        }));
+        sink.updates
+            .borrow_mut()
+            .send_transient(SessionUpdate::CompactionUpdate {
+                compaction_id: entity.id.clone(),
+                status: CompactionStatus::InProgress,
+                summary: None,
+                error: None,
+                tokens: None,
+            });
         Some(entity)
     }
 
     fn chunk(&self, sink: &UpdateSink, text: &str) {
-        sink.updates.borrow_mut().send_transient(json!({
-            "sessionUpdate": "compaction_summary_chunk",
-            "compactionId": self.id,
-            "content": {"type": "text", "text": text},
-        }));
+        sink.updates
+            .borrow_mut()
+            .send_transient(SessionUpdate::CompactionSummaryChunk {
+                compaction_id: self.id.clone(),
+                text: text.to_string(),
+            });
     }
 
     /// The terminal update, with the sizes before and after.
     fn end(&self, sink: &UpdateSink, ended: Ended, before: u64, after: u64) {
-        let mut update = json!({
-            "sessionUpdate": "compaction_update",
-            "compactionId": self.id,
-            "_meta": {"spindle": {"tokensBefore": before, "tokensAfter": after}},
-        });
-        match ended {
+        let (status, summary, error) = match ended {
             Ended::Completed(summary) => {
-                update["status"] = json!("completed");
-                update["summary"] = json!([{"type": "text", "text": summary}]);
+                (CompactionStatus::Completed, Some(summary.to_string()), None)
             }
-            Ended::Failed(error) => {
-                update["status"] = json!("failed");
-                update["error"] = json!(error);
-            }
-            Ended::Cancelled => update["status"] = json!("cancelled"),
-        }
+            Ended::Failed(error) => (CompactionStatus::Failed, None, Some(error.to_string())),
+            Ended::Cancelled => (CompactionStatus::Cancelled, None, None),
+        };
+        let update = SessionUpdate::CompactionUpdate {
+            compaction_id: self.id.clone(),
+            status,
+            summary,
+            error,
+            tokens: Some((before, after)),
+        };
         sink.updates.borrow_mut().send(update);
     }
 }
@@ -296,11 +298,11 @@ fn announce(
     if let Some(notice) = notice {
         updates.notice(&notice);
     }
-    updates.send_live(json!({
-        "sessionUpdate": "usage_update",
-        "used": used,
-        "size": turn.context_window,
-    }));
+    updates.send_live(SessionUpdate::UsageUpdate {
+        used,
+        size: turn.context_window,
+        cost: None,
+    });
 }
 
 enum Summary {
@@ -438,11 +440,13 @@ pub(super) fn compact_command(
                     .borrow_mut()
                     .notice(&Notice::info("Context compacted", sizes(before, now)));
             }
-            sink.updates.borrow_mut().send_live(json!({
-                "sessionUpdate": "usage_update",
-                "used": now,
-                "size": turn.context_window,
-            }));
+            sink.updates
+                .borrow_mut()
+                .send_live(SessionUpdate::UsageUpdate {
+                    used: now,
+                    size: turn.context_window,
+                    cost: None,
+                });
             Ok(StopReason::EndTurn)
         }
         Err(StreamError::Cancelled) => {

@@ -4,10 +4,11 @@
 use super::edits::{changed, EditorAccess};
 use super::processes::Confinement;
 use super::runner::{completed_text, failed, text_content, Ending, Runner};
+use crate::acp::{PlanEntry, PlanEntryPriority, PlanEntryStatus, SessionUpdate};
 use crate::provider::ToolCallRequest;
 use crate::tools::{self, files, paths, search, walk, Tool};
 use crate::util::fence;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 
@@ -196,19 +197,25 @@ impl Runner<'_> {
 
     /// Shows the todo list as the plan, and keeps it for status.
     fn publish_plan(&self, todos: &[tools::Todo]) {
-        let entries: Vec<Value> = todos
+        let entries: Vec<PlanEntry> = todos
             .iter()
-            .map(|todo| {
-                json!({
-                    "content": todo.content,
-                    "priority": todo.priority.unwrap_or(tools::TodoPriority::Medium),
-                    "status": todo.status,
-                })
+            .map(|todo| PlanEntry {
+                content: todo.content.clone(),
+                priority: match todo.priority {
+                    Some(tools::TodoPriority::High) => PlanEntryPriority::High,
+                    Some(tools::TodoPriority::Medium) | None => PlanEntryPriority::Medium,
+                    Some(tools::TodoPriority::Low) => PlanEntryPriority::Low,
+                },
+                status: match todo.status {
+                    tools::TodoStatus::Pending => PlanEntryStatus::Pending,
+                    tools::TodoStatus::InProgress => PlanEntryStatus::InProgress,
+                    tools::TodoStatus::Completed => PlanEntryStatus::Completed,
+                },
             })
             .collect();
         if let Ok(mut live) = self.live.lock() {
-            live.plan = Value::Array(entries.clone());
+            live.plan = Value::Array(entries.iter().map(PlanEntry::to_value).collect());
         }
-        self.update(json!({"sessionUpdate": "plan", "entries": entries}));
+        self.update(SessionUpdate::Plan { entries });
     }
 }

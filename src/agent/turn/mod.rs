@@ -32,7 +32,7 @@ mod tool_call;
 mod undo;
 mod updates;
 
-use crate::acp::StopReason;
+use crate::acp::{ContentChunk, Cost, SessionUpdate, StopReason};
 use crate::agent::common::permission::{Approvals, Policy};
 use crate::cancel::CancelToken;
 use crate::config::Price;
@@ -150,7 +150,7 @@ pub struct Turn {
     pub prompt_blocks: Vec<Value>,
     /// A `session_info_update` to send (and keep) first, when the session
     /// just got its title.
-    pub title_update: Option<Value>,
+    pub title_update: Option<SessionUpdate>,
     /// How the session's commands start.
     pub processes: Arc<Processes>,
     /// Notices to show before anything else (each once per session: the
@@ -503,11 +503,12 @@ fn take_steers(
     let mut applied = Vec::new();
     for (item, text, blocks) in steers {
         for block in blocks {
-            sink.updates.borrow_mut().send(json!({
-                "sessionUpdate": "user_message_chunk",
-                "content": block,
-                "messageId": format!("steer_{item}"),
-            }));
+            sink.updates
+                .borrow_mut()
+                .send(SessionUpdate::UserMessageChunk(ContentChunk {
+                    content: block,
+                    message_id: Some(format!("steer_{item}")),
+                }));
         }
         let message = Message::user(text);
         messages.push(message.clone());
@@ -610,18 +611,15 @@ fn publish_usage(turn: &Turn, usage: &Usage, cost: f64) {
 /// conversation as the next request sends it), and what the session cost
 /// so far when the model has prices.
 fn report_usage(turn: &Turn, used: u64, state: &State, updates: &RefCell<Updates>) {
-    let mut update = json!({
-        "sessionUpdate": "usage_update",
-        "used": used,
-        "size": turn.context_window,
+    let cost = turn.price.as_ref().map(|price| Cost {
+        amount: ((turn.cost_before + state.cost) * 1e6).round() / 1e6,
+        currency: price.currency.clone(),
     });
-    if let Some(price) = &turn.price {
-        update["cost"] = json!({
-            "amount": ((turn.cost_before + state.cost) * 1e6).round() / 1e6,
-            "currency": price.currency,
-        });
-    }
-    updates.borrow_mut().send_live(update);
+    updates.borrow_mut().send_live(SessionUpdate::UsageUpdate {
+        used,
+        size: turn.context_window,
+        cost,
+    });
 }
 
 /// The price of one model call's tokens.

@@ -3,9 +3,10 @@
 //! the messages the conversation gained) before the next one.
 
 use super::updates::Updates;
+use crate::acp::{ContentChunk, SessionUpdate};
 use crate::provider::Message;
 use crate::store::Store;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::cell::RefCell;
 use std::path::Path;
 
@@ -43,11 +44,11 @@ impl Record {
         let mut events: Vec<String> = prompt_blocks
             .iter()
             .map(|block| {
-                json!({
-                    "sessionUpdate": "user_message_chunk",
-                    "content": block,
-                    "messageId": message_id,
+                SessionUpdate::UserMessageChunk(ContentChunk {
+                    content: block.clone(),
+                    message_id: Some(message_id.clone()),
                 })
+                .into_value()
                 .to_string()
             })
             .collect();

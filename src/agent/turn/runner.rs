@@ -9,6 +9,7 @@
 use super::client::Client;
 use super::processes::Processes;
 use super::updates::Updates;
+use crate::acp::{SessionUpdate, ToolCallStatus};
 use crate::agent::common::permission::{Approvals, Policy};
 use crate::cancel::CancelToken;
 use crate::policy::rules::RuleSet;
@@ -93,25 +94,27 @@ pub(in crate::agent) fn failed(text: impl Into<String>) -> Ending {
 }
 
 impl Runner<'_> {
-    pub(in crate::agent) fn update(&self, update: Value) {
+    pub(in crate::agent) fn update(&self, update: SessionUpdate) {
         self.updates.borrow_mut().send(update);
     }
 
     pub(super) fn finish(&self, call: &ToolCallRequest, ending: Ending) -> CallResult {
         let (status, content, text, cancelled) = match ending {
-            Ending::Completed { text, content } => ("completed", content, text, false),
-            Ending::Failed { text, content } => ("failed", content, text, false),
+            Ending::Completed { text, content } => {
+                (ToolCallStatus::Completed, content, text, false)
+            }
+            Ending::Failed { text, content } => (ToolCallStatus::Failed, content, text, false),
             Ending::Cancelled => {
                 let text = "Cancelled by the user.".to_string();
-                ("failed", vec![text_content(&text)], text, true)
+                (
+                    ToolCallStatus::Failed,
+                    vec![text_content(&text)],
+                    text,
+                    true,
+                )
             }
         };
-        self.update(json!({
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": call.id,
-            "status": status,
-            "content": content,
-        }));
+        self.update(SessionUpdate::tool_call_ended(&call.id, status, content));
         CallResult {
             text,
             cancelled,

@@ -5,6 +5,7 @@
 use super::client::ClientError;
 use super::processes::Launch;
 use super::runner::{failed, text_content, Ending, Runner};
+use crate::acp::{SessionUpdate, ToolCallUpdate};
 use crate::cancel::CancelToken;
 use crate::process::{self, logs};
 use crate::provider::ToolCallRequest;
@@ -50,10 +51,10 @@ impl Runner<'_> {
                 }
                 shown.drain(..cut);
             }
-            self.update(json!({
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": call.id,
-                "content": [text_content(&fence(&shown))],
+            self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+                tool_call_id: call.id.clone(),
+                status: None,
+                content: Some(vec![text_content(&fence(&shown))]),
             }));
         };
         let started = Instant::now();
@@ -154,10 +155,10 @@ impl Runner<'_> {
                 ))
             }
         };
-        self.update(json!({
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": call.id,
-            "content": [{"type": "terminal", "terminalId": terminal_id}],
+        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+            tool_call_id: call.id.clone(),
+            status: None,
+            content: Some(vec![json!({"type": "terminal", "terminalId": terminal_id})]),
         }));
         let id_params = json!({"sessionId": self.session_id, "terminalId": terminal_id});
         // Waiting ends at the exit, the timeout or the turn's cancel.

@@ -12,6 +12,7 @@ use super::report::Live;
 use super::runner::{text_content, CallResult};
 use super::updates::UpdateSink;
 use super::{steps, State, StopReason, Turn, TurnKind};
+use crate::acp::{SessionUpdate, ToolCallStatus, ToolKind};
 use crate::agent::common::permission::Approvals;
 use crate::provider::{Message, ToolCallRequest, Usage};
 use serde_json::json;
@@ -60,22 +61,23 @@ pub(super) fn run_task(
         Ok(tool) => crate::tools::title(tool, &turn.root),
         Err(_) => "task (invalid call)".to_string(),
     };
-    updates.borrow_mut().send(json!({
-        "sessionUpdate": "tool_call",
-        "toolCallId": call.id,
-        "name": call.name,
-        "title": title,
-        "kind": "think",
-        "status": "in_progress",
-        "rawInput": raw_input,
-    }));
-    let fail = |text: String| {
-        updates.borrow_mut().send(json!({
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": call.id,
-            "status": "failed",
-            "content": [text_content(&text)],
+    updates
+        .borrow_mut()
+        .send(SessionUpdate::ToolCall(crate::acp::ToolCall {
+            tool_call_id: call.id.clone(),
+            name: Some(call.name.clone()),
+            title,
+            kind: ToolKind::Think,
+            status: ToolCallStatus::InProgress,
+            locations: None,
+            raw_input: Some(raw_input),
         }));
+    let fail = |text: String| {
+        updates.borrow_mut().send(SessionUpdate::tool_call_ended(
+            &call.id,
+            ToolCallStatus::Failed,
+            vec![text_content(&text)],
+        ));
         (result(text, false), Spent::default())
     };
     let args = match parsed {
@@ -130,12 +132,11 @@ pub(super) fn run_task(
             Ok(text) => (text, true),
             Err(error) => (format!("Error: {error}"), false),
         };
-        updates.borrow_mut().send(json!({
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": call.id,
-            "status": if ok { "completed" } else { "failed" },
-            "content": [text_content(&text)],
-        }));
+        updates.borrow_mut().send(SessionUpdate::tool_call_ended(
+            &call.id,
+            ended_status(ok),
+            vec![text_content(&text)],
+        ));
         return (result(text, false), Spent::default());
     }
     let mut child = child_turn(turn, &args, subagent, call);
@@ -166,7 +167,11 @@ pub(super) fn run_task(
     };
     let answer = final_answer(&messages);
     let (status, text, cancelled) = match ended {
-        Ok(StopReason::Cancelled) => ("failed", "Cancelled by the user.".to_string(), true),
+        Ok(StopReason::Cancelled) => (
+            ToolCallStatus::Failed,
+            "Cancelled by the user.".to_string(),
+            true,
+        ),
         Ok(stop) => {
             let note = match stop {
                 StopReason::MaxTurnRequests => {
@@ -176,21 +181,28 @@ pub(super) fn run_task(
                 StopReason::Refusal => "\n\n(The model refused to go on.)",
                 _ => "",
             };
-            ("completed", format!("{answer}{note}"), false)
+            (ToolCallStatus::Completed, format!("{answer}{note}"), false)
         }
         Err(error) => (
-            "failed",
+            ToolCallStatus::Failed,
             format!("Error: the subagent failed: {}", error.message),
             false,
         ),
     };
-    updates.borrow_mut().send(json!({
-        "sessionUpdate": "tool_call_update",
-        "toolCallId": call.id,
-        "status": status,
-        "content": [text_content(&text)],
-    }));
+    updates.borrow_mut().send(SessionUpdate::tool_call_ended(
+        &call.id,
+        status,
+        vec![text_content(&text)],
+    ));
     (result(text, cancelled), spent)
+}
+
+fn ended_status(ok: bool) -> ToolCallStatus {
+    if ok {
+        ToolCallStatus::Completed
+    } else {
+        ToolCallStatus::Failed
+    }
 }
 
 /// The subagent's turn: the parent's, with its own prompt, conversation,
@@ -308,12 +320,12 @@ fn start_job(
             };
             // The transcript ends with the answer, as the parent's call.
             updates.borrow_mut().nest(None);
-            let last = json!({
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": parent,
-                "status": if code == Some(0) { "completed" } else { "failed" },
-                "content": [text_content(&text)],
-            });
+            let last = SessionUpdate::tool_call_ended(
+                &parent,
+                ended_status(code == Some(0)),
+                vec![text_content(&text)],
+            )
+            .into_value();
             let mut line = last.to_string();
             line.push('\n');
             // Past the log's cap too: the answer is what the job is for.

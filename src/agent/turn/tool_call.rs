@@ -5,6 +5,7 @@
 
 use super::permission::Permit;
 use super::runner::{failed, text_content, CallResult, Ending, Runner};
+use crate::acp::{SessionUpdate, ToolCall, ToolCallStatus, ToolCallUpdate, ToolKind};
 use crate::agent::common::permission::Action;
 use crate::provider::ToolCallRequest;
 use crate::tools::{self, paths, Tool};
@@ -31,11 +32,11 @@ impl Runner<'_> {
         let tool = match tools::parse(&call.name, &call.arguments) {
             Ok(tool) => tool,
             Err(error) => {
-                let title = json!(format!("{} (invalid call)", call.name));
+                let title = format!("{} (invalid call)", call.name);
                 return self.refuse(
                     call,
                     title,
-                    json!("other"),
+                    ToolKind::Other,
                     &raw_input,
                     format!("Error: {error}"),
                 );
@@ -45,8 +46,8 @@ impl Runner<'_> {
         if self.read_only && !tools::READ_ONLY.contains(&call.name.as_str()) {
             return self.refuse(
                 call,
-                json!(tools::title(&tool, self.root)),
-                json!(tools::kind(&tool)),
+                tools::title(&tool, self.root),
+                tools::kind(&tool),
                 &raw_input,
                 "Error: the session is in plan mode, where only read-only tools run. Write the plan with todo_write instead of changing anything.",
             );
@@ -71,13 +72,13 @@ impl Runner<'_> {
         mcp_tool: Option<&crate::mcp::McpTool>,
         raw_input: &Value,
     ) -> Option<CallResult> {
-        let title = || json!(format!("{} (not available)", call.name));
+        let title = || format!("{} (not available)", call.name);
         if self.client.parent.is_some() && tools::NOT_FOR_SUBAGENTS.contains(&call.name.as_str()) {
             let error = format!(
                 "Error: a subagent cannot use {}; finish the task with your answer",
                 call.name
             );
-            return Some(self.refuse(call, title(), json!("other"), raw_input, error));
+            return Some(self.refuse(call, title(), ToolKind::Other, raw_input, error));
         }
         for agent in self.agent.into_iter().chain(self.subagent) {
             let allowed = match mcp_tool {
@@ -89,7 +90,7 @@ impl Runner<'_> {
                     "Error: the agent {} may not use {}; use the tools you were given",
                     agent.name, call.name
                 );
-                return Some(self.refuse(call, title(), json!("other"), raw_input, error));
+                return Some(self.refuse(call, title(), ToolKind::Other, raw_input, error));
             }
         }
         None
@@ -99,20 +100,17 @@ impl Runner<'_> {
     fn refuse(
         &self,
         call: &ToolCallRequest,
-        title: Value,
-        kind: Value,
+        title: String,
+        kind: ToolKind,
         raw_input: &Value,
         error: impl Into<String>,
     ) -> CallResult {
-        self.update(json!({
-            "sessionUpdate": "tool_call",
-            "toolCallId": call.id,
-            "name": call.name,
-            "title": title,
-            "kind": kind,
-            "status": "pending",
-            "rawInput": raw_input,
-        }));
+        self.update(SessionUpdate::ToolCall(pending(
+            call,
+            title,
+            kind,
+            raw_input.clone(),
+        )));
         self.finish(call, failed(error))
     }
 
@@ -125,20 +123,15 @@ impl Runner<'_> {
         target: Option<&paths::Resolved>,
         raw_input: Value,
     ) -> Value {
-        let mut announce = json!({
-            "sessionUpdate": "tool_call",
-            "toolCallId": call.id,
-            "name": call.name,
-            "title": tools::title(tool, self.root),
-            "kind": tools::kind(tool),
-            "status": "pending",
-            "rawInput": raw_input,
-        });
-        if let Some(location) = location(tool, target) {
-            announce["locations"] = json!([location]);
-        }
-        self.update(announce.clone());
-        announce
+        let mut announce = pending(
+            call,
+            tools::title(tool, self.root),
+            tools::kind(tool),
+            raw_input,
+        );
+        announce.locations = location(tool, target).map(|location| vec![location]);
+        self.update(SessionUpdate::ToolCall(announce.clone()));
+        SessionUpdate::ToolCall(announce).into_value()
     }
 
     /// Asks permission (showing what the user approves: the diff of an
@@ -176,10 +169,10 @@ impl Runner<'_> {
     }
 
     fn mark_in_progress(&self, call: &ToolCallRequest) {
-        self.update(json!({
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": call.id,
-            "status": "in_progress",
+        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+            tool_call_id: call.id.clone(),
+            status: Some(ToolCallStatus::InProgress),
+            content: None,
         }));
     }
 
@@ -192,16 +185,15 @@ impl Runner<'_> {
         tool: &crate::mcp::McpTool,
         raw_input: Value,
     ) -> CallResult {
-        let announce = json!({
-            "sessionUpdate": "tool_call",
-            "toolCallId": call.id,
-            "name": call.name,
-            "title": format!("{}: {}", tool.server, tool.name),
-            "kind": if tool.read_only { "read" } else { "other" },
-            "status": "pending",
-            "rawInput": raw_input,
-        });
-        self.update(announce.clone());
+        let kind = if tool.read_only {
+            ToolKind::Read
+        } else {
+            ToolKind::Other
+        };
+        let title = format!("{}: {}", tool.server, tool.name);
+        let shown = pending(call, title, kind, raw_input.clone());
+        self.update(SessionUpdate::ToolCall(shown.clone()));
+        let announce = SessionUpdate::ToolCall(shown).into_value();
         if self.read_only && !tool.read_only {
             return self.finish(
                 call,
@@ -283,6 +275,19 @@ fn mcp_ending(result: &crate::mcp::CallResult) -> Ending {
         Ending::Failed { text, content }
     } else {
         Ending::Completed { text, content }
+    }
+}
+
+/// A call as first shown: pending, with the model's name and input.
+fn pending(call: &ToolCallRequest, title: String, kind: ToolKind, raw_input: Value) -> ToolCall {
+    ToolCall {
+        tool_call_id: call.id.clone(),
+        name: Some(call.name.clone()),
+        title,
+        kind,
+        status: ToolCallStatus::Pending,
+        locations: None,
+        raw_input: Some(raw_input),
     }
 }
 

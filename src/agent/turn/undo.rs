@@ -8,7 +8,7 @@ use super::client::ClientError;
 use super::runner::text_content;
 use super::updates::UpdateSink;
 use super::{State, Turn};
-use crate::acp::StopReason;
+use crate::acp::{SessionUpdate, StopReason, ToolCall, ToolCallStatus, ToolKind};
 use crate::provider::Message;
 use crate::rpc::RpcError;
 use crate::store::checkpoints::{CheckpointRow, FileRecord};
@@ -79,14 +79,21 @@ pub(super) fn run(
     };
     let files: usize = targets.iter().map(|c| c.files.len()).sum();
     let title = format!("{verb}: {files} file(s) of {} turn(s)", targets.len());
-    sink.updates.borrow_mut().send(json!({
-        "sessionUpdate": "tool_call",
-        "toolCallId": call_id,
-        "title": title,
-        "kind": "edit",
-        "status": "in_progress",
-        "locations": targets.iter().flat_map(|c| &c.files).map(|f| json!({"path": f.path})).collect::<Vec<_>>(),
-    }));
+    let locations = targets
+        .iter()
+        .flat_map(|c| &c.files)
+        .map(|f| json!({"path": f.path}));
+    sink.updates
+        .borrow_mut()
+        .send(SessionUpdate::ToolCall(ToolCall {
+            tool_call_id: call_id.clone(),
+            name: None,
+            title,
+            kind: ToolKind::Edit,
+            status: ToolCallStatus::InProgress,
+            locations: Some(locations.collect()),
+            raw_input: None,
+        }));
     let mut diffs = Vec::new();
     let mut lines = Vec::new();
     for checkpoint in &targets {
@@ -108,7 +115,7 @@ pub(super) fn run(
                     lines.push(outcome.line);
                 }
                 Err(()) => {
-                    finish(sink, &call_id, "failed", diffs, "Cancelled.");
+                    finish(sink, &call_id, ToolCallStatus::Failed, diffs, "Cancelled.");
                     return Ok(StopReason::Cancelled);
                 }
             }
@@ -122,7 +129,7 @@ pub(super) fn run(
         }
     }
     let summary = lines.join("\n");
-    finish(sink, &call_id, "completed", diffs, &summary);
+    finish(sink, &call_id, ToolCallStatus::Completed, diffs, &summary);
     say(sink, &format!("{verb} done:\n{summary}"));
     // The model must know its earlier changes are gone (or back).
     state.added.push(Message::user(format!(
@@ -132,14 +139,17 @@ pub(super) fn run(
     Ok(StopReason::EndTurn)
 }
 
-fn finish(sink: &mut UpdateSink, call_id: &str, status: &str, mut content: Vec<Value>, text: &str) {
+fn finish(
+    sink: &mut UpdateSink,
+    call_id: &str,
+    status: ToolCallStatus,
+    mut content: Vec<Value>,
+    text: &str,
+) {
     content.push(text_content(text));
-    sink.updates.borrow_mut().send(json!({
-        "sessionUpdate": "tool_call_update",
-        "toolCallId": call_id,
-        "status": status,
-        "content": content,
-    }));
+    sink.updates
+        .borrow_mut()
+        .send(SessionUpdate::tool_call_ended(call_id, status, content));
 }
 
 /// The file's content now, as the user sees it (`Ok(None)`: absent;

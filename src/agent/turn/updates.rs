@@ -5,10 +5,10 @@
 //! the store holds and written fitted to the client (`acp::fit`); notices
 //! are written only.
 
-use crate::acp::{self, fit::Notice, ClientCapabilities, ContentBlock, SessionUpdate};
+use crate::acp::{self, fit::Notice, ClientCapabilities, SessionUpdate, ToolCallUpdate};
 use crate::cancel::CancelToken;
 use crate::provider::{Message, Sink};
-use crate::rpc::{self, stdio::Output, stdio::Queued};
+use crate::rpc::{stdio::Output, stdio::Queued};
 use crossbeam_channel::Sender;
 use serde_json::{json, Value};
 use std::cell::RefCell;
@@ -18,33 +18,13 @@ use std::sync::{Arc, Mutex};
 enum Kept {
     /// Consecutive chunks of one message, merged into one text.
     Chunk {
-        kind: &'static str,
+        thought: bool,
         message_id: String,
         text: String,
         /// A subagent's chunk: the parent's tool call.
         parent: Option<String>,
     },
     Other(Value),
-}
-
-/// A kept chunk as stored: the fields of the update in the order a JSON
-/// tree of it would write them.
-#[derive(serde::Serialize)]
-struct StoredChunk<'a> {
-    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
-    meta: Option<Value>,
-    content: StoredText<'a>,
-    #[serde(rename = "messageId")]
-    message_id: &'a str,
-    #[serde(rename = "sessionUpdate")]
-    session_update: &'a str,
-}
-
-#[derive(serde::Serialize)]
-struct StoredText<'a> {
-    text: &'a str,
-    #[serde(rename = "type")]
-    kind: &'a str,
 }
 
 pub struct Updates {
@@ -115,8 +95,13 @@ impl Updates {
     }
 
     fn mirrored(&self, update: &Value) {
+        if self.mirror.is_some() {
+            self.mirror_line(update.to_string());
+        }
+    }
+
+    fn mirror_line(&self, mut line: String) {
         if let Some(sink) = &self.mirror {
-            let mut line = update.to_string();
             line.push('\n');
             crate::cancel::lock(sink).write(line.as_bytes());
         }
@@ -166,115 +151,71 @@ impl Updates {
             .send_timeout(Output::Line(line).queued(), AFTER_CANCEL_WAIT);
     }
 
-    /// Sends a message or thought chunk (the hot path: typed, no JSON tree).
+    /// Sends a message or thought chunk (the hot path: no JSON tree).
     pub fn chunk(&mut self, thought: bool, message_id: &str, text: &str) {
-        if let Some(parent) = self.nested.as_ref().map(|n| n.parent.clone()) {
-            return self.nested_chunk(thought, message_id, text, parent);
+        let parent = self.nested.as_ref().map(|n| n.parent.clone());
+        let meta = parent.as_deref().map(parent_meta);
+        let line = acp::chunk_line(&self.session_id, thought, message_id, text, meta.as_ref());
+        self.deliver(line);
+        if let (Some(meta), Some(_)) = (&meta, &self.mirror) {
+            self.mirror_line(acp::stored_chunk(thought, message_id, text, Some(meta)));
         }
-        let content = ContentBlock::text(text);
-        let message_id_owned = Some(message_id.to_string());
-        let update = if thought {
-            SessionUpdate::AgentThoughtChunk {
-                content,
-                message_id: message_id_owned,
-            }
-        } else {
-            SessionUpdate::AgentMessageChunk {
-                content,
-                message_id: message_id_owned,
-            }
-        };
-        self.deliver(acp::update_line(&self.session_id, update));
-        let kind = if thought {
-            "agent_thought_chunk"
-        } else {
-            "agent_message_chunk"
-        };
-        self.keep_chunk(kind, message_id, text, None);
+        self.keep_chunk(thought, message_id, text, parent);
     }
 
-    fn keep_chunk(
-        &mut self,
-        kind: &'static str,
-        message_id: &str,
-        text: &str,
-        parent: Option<String>,
-    ) {
+    fn keep_chunk(&mut self, thought: bool, message_id: &str, text: &str, parent: Option<String>) {
         if self.mirror.is_some() {
             return;
         }
         if let Some(Kept::Chunk {
-            kind: last_kind,
+            thought: last_thought,
             message_id: last_id,
             text: last_text,
             parent: last_parent,
         }) = self.kept.last_mut()
         {
-            if *last_kind == kind && last_id == message_id && *last_parent == parent {
+            if *last_thought == thought && last_id == message_id && *last_parent == parent {
                 last_text.push_str(text);
                 return;
             }
         }
         self.kept.push(Kept::Chunk {
-            kind,
+            thought,
             message_id: message_id.to_string(),
             text: text.to_string(),
             parent,
         });
     }
 
-    /// A subagent's chunk: marked with the parent's tool call.
-    fn nested_chunk(&mut self, thought: bool, message_id: &str, text: &str, parent: String) {
-        let kind = if thought {
-            "agent_thought_chunk"
-        } else {
-            "agent_message_chunk"
-        };
-        let update = json!({
-            "sessionUpdate": kind,
-            "content": {"type": "text", "text": text},
-            "messageId": message_id,
-            "_meta": parent_meta(&parent),
-        });
-        let line = rpc::notification_line(
-            acp::method::SESSION_UPDATE,
-            &json!({"sessionId": self.session_id, "update": update}),
-        );
-        self.deliver(line);
-        self.mirrored(&update);
-        self.keep_chunk(kind, message_id, text, Some(parent));
-    }
-
     /// Sends any other update (tool calls, plans, ...).
-    pub fn send(&mut self, mut update: Value) {
+    pub fn send(&mut self, mut update: SessionUpdate) {
         let mut progress = None;
+        let mut meta = None;
         if let Some(nested) = self.nested.as_mut() {
-            update["_meta"] = parent_meta(&nested.parent);
+            meta = Some(parent_meta(&nested.parent));
             // The subagent's call ids are its model's: under the parent's,
             // so they never clash with the session's own.
-            if let Some(id) = update["toolCallId"].as_str() {
-                update["toolCallId"] = json!(nested_id(&nested.parent, id));
+            if let Some(id) = update.tool_call_id_mut() {
+                *id = nested_id(&nested.parent, id);
             }
-            if let (true, Some(lines)) = (
-                update["sessionUpdate"] == "tool_call",
-                nested.progress.as_mut(),
-            ) {
-                let title = update["title"].as_str().unwrap_or("a tool call");
-                lines.push(format!("- {title}"));
+            if let (SessionUpdate::ToolCall(call), Some(lines)) =
+                (&update, nested.progress.as_mut())
+            {
+                lines.push(format!("- {}", call.title));
                 let start = lines.len().saturating_sub(PROGRESS_LINES);
-                progress = Some(json!({
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": nested.parent,
-                    "content": [{"type": "content", "content": {"type": "text",
-                        "text": lines[start..].join("\n")}}],
+                progress = Some(SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+                    tool_call_id: nested.parent.clone(),
+                    status: None,
+                    content: Some(vec![json!({"type": "content",
+                        "content": acp::text_block(&lines[start..].join("\n"))})]),
                 }));
             }
         }
-        self.send_now(update);
+        self.send_now(update.into_value_with_meta(meta));
         // The parent's tool call streams the subagent's progress.
         if let Some(progress) = progress {
             let nested = self.nested.take();
-            self.send_now(progress);
+            self.send_now(progress.into_value());
             self.nested = nested;
         }
     }
@@ -296,43 +237,38 @@ impl Updates {
         if !acp::fit::fit(&mut update, &self.capabilities) {
             return;
         }
-        let line = rpc::notification_line(
-            acp::method::SESSION_UPDATE,
-            &json!({"sessionId": self.session_id, "update": update}),
-        );
-        self.deliver(line);
+        self.deliver(acp::update_line(&self.session_id, &update));
+    }
+
+    /// The `_meta` of a subagent's update.
+    fn nested_meta(&self) -> Option<Value> {
+        self.nested
+            .as_ref()
+            .map(|nested| parent_meta(&nested.parent))
     }
 
     /// Sends a live-only update (usage): shown, never replayed. A
     /// subagent's are not sent: the session's meter is the parent's.
-    pub fn send_live(&mut self, update: Value) {
+    pub fn send_live(&mut self, update: SessionUpdate) {
         if self.nested.is_some() {
             return;
         }
-        self.write_fitted(update);
+        self.write_fitted(update.into_value());
     }
 
     /// Sends an update that is shown but not kept for replay (what a
     /// later update replaces, such as a compaction in progress).
-    pub fn send_transient(&mut self, mut update: Value) {
-        if let Some(nested) = &self.nested {
-            update["_meta"] = parent_meta(&nested.parent);
-        }
-        self.write_fitted(update);
+    pub fn send_transient(&mut self, update: SessionUpdate) {
+        self.write_fitted(update.into_value_with_meta(self.nested_meta()));
     }
 
     /// Shows a one-off notice: live only, never kept, never part of the
     /// answer. A subagent's is marked with the parent's tool call.
     pub fn notice(&mut self, notice: &Notice) {
-        let mut update = notice.update(&self.capabilities);
-        if let Some(nested) = &self.nested {
-            update["_meta"] = parent_meta(&nested.parent);
-        }
-        let line = rpc::notification_line(
-            acp::method::SESSION_UPDATE,
-            &json!({"sessionId": self.session_id, "update": update}),
-        );
-        self.deliver(line);
+        let update = notice
+            .update(&self.capabilities)
+            .into_value_with_meta(self.nested_meta());
+        self.deliver(acp::update_line(&self.session_id, &update));
     }
 
     /// Takes what was sent since the last call, as the JSON texts to store.
@@ -343,20 +279,14 @@ impl Updates {
         for kept in std::mem::take(&mut self.kept) {
             texts.push(match kept {
                 Kept::Chunk {
-                    kind,
+                    thought,
                     message_id,
                     text,
                     parent,
-                } => serde_json::to_string(&StoredChunk {
-                    meta: parent.as_deref().map(parent_meta),
-                    content: StoredText {
-                        text: &text,
-                        kind: "text",
-                    },
-                    message_id: &message_id,
-                    session_update: kind,
-                })
-                .unwrap_or_default(),
+                } => {
+                    let meta = parent.as_deref().map(parent_meta);
+                    acp::stored_chunk(thought, &message_id, &text, meta.as_ref())
+                }
                 Kept::Other(value) => value.to_string(),
             });
         }
@@ -477,7 +407,7 @@ mod tests {
         updates.chunk(true, "t1", "hard");
         updates.chunk(false, "m1", "Hello");
         updates.chunk(false, "m1", ", world");
-        updates.send(json!({"sessionUpdate": "plan", "entries": []}));
+        updates.send(SessionUpdate::Plan { entries: vec![] });
         updates.chunk(false, "m1", "!");
         assert_eq!(lines.len(), 6);
         let kept: Vec<Value> = updates
@@ -536,15 +466,15 @@ mod tests {
             writer,
             cancel.clone(),
         );
-        updates.send(json!({"sessionUpdate": "plan", "entries": []}));
-        updates.send(json!({"sessionUpdate": "plan", "entries": []}));
+        updates.send(SessionUpdate::Plan { entries: vec![] });
+        updates.send(SessionUpdate::Plan { entries: vec![] });
         let canceller = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(100));
             cancel.cancel();
         });
         // The queue is full and nobody reads it: this returns once the
         // cancel comes (and its short grace for room has passed).
-        updates.send(json!({"sessionUpdate": "plan", "entries": []}));
+        updates.send(SessionUpdate::Plan { entries: vec![] });
         canceller.join().unwrap();
         assert_eq!(lines.len(), 2);
         // Kept for the store all the same.
