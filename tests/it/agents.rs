@@ -7,13 +7,12 @@
 //! with exit code 1 and one line naming the file and the field.
 
 use crate::support::fake_openai::{chat_text, chat_tool_calls};
+use crate::support::prelude::WAIT;
 use crate::support::{temp_dir, write_file, Agent, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-const WAIT: Duration = Duration::from_secs(20);
 
 struct Bench {
     server: FakeServer,

@@ -8,6 +8,7 @@
 
 use crate::support::agent::fresh_machine;
 use crate::support::fake_openai::chat_text;
+use crate::support::prelude::WAIT;
 use crate::support::web::{http_server, ok_text};
 use crate::support::{run_prompt, temp_dir, Agent, Answer, FakeServer, Reply};
 use serde_json::{json, Value};
@@ -20,8 +21,6 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-const QUICK: Duration = Duration::from_secs(20);
 
 /// A fresh canonical directory (so paths compare as the agent sees them).
 fn space(name: &str) -> PathBuf {
@@ -62,7 +61,7 @@ fn fetch_html_with_many_ampersands_converts_in_linear_time() {
     std::thread::spawn(move || {
         let _ = done.send(spindle::tools::fetch::html_to_text(&html).len());
     });
-    let result = finished.recv_timeout(QUICK);
+    let result = finished.recv_timeout(WAIT);
     assert!(
         result.is_ok(),
         "html_to_text of 1 MB of '&' still runs after {:?}",
@@ -146,7 +145,7 @@ fn always_allowing_a_site_does_not_cover_its_redirects_to_another_site() {
     agent.initialize();
     let session = agent.new_session(&ws);
     let mut asked = 0;
-    let turn = run_prompt(&mut agent, &session, "read", QUICK, |request| {
+    let turn = run_prompt(&mut agent, &session, "read", WAIT, |request| {
         assert_eq!(request["method"], "session/request_permission", "{request}");
         asked += 1;
         // The user always allows the first site; anything else is refused.
@@ -184,11 +183,11 @@ fn system_prompt_sent(ws: &Path) -> String {
     server.push(Reply::Sse(chat_text(&["ok"])));
     let mut agent = fake_model_agent(&server);
     let session = agent.new_session(ws);
-    let turn = run_prompt(&mut agent, &session, "hi", QUICK, |r| {
+    let turn = run_prompt(&mut agent, &session, "hi", WAIT, |r| {
         panic!("unexpected request {r}")
     });
     assert_eq!(turn.stop_reason(), "end_turn");
-    let requests = server.wait_requests(1, QUICK);
+    let requests = server.wait_requests(1, WAIT);
     requests[0].body["messages"][0].to_string()
 }
 
@@ -248,7 +247,7 @@ fn a_git_head_with_multibyte_text_does_not_hang_the_session() {
         "session/prompt",
         json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
     );
-    let deadline = Instant::now() + QUICK;
+    let deadline = Instant::now() + WAIT;
     let mut answer = None;
     while answer.is_none() && Instant::now() < deadline {
         if let Some(message) = agent.recv(Duration::from_millis(50)) {
@@ -444,7 +443,7 @@ fn exec_permission_question_shows_no_terminal_control_characters_from_the_model(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let (mut pty, child) = spawn_with_controlling_pty(command);
-    let deadline = Instant::now() + QUICK;
+    let deadline = Instant::now() + WAIT;
     let question = loop {
         let screen = String::from_utf8_lossy(&pty.screen.lock().unwrap()).into_owned();
         if let Some(end) = screen.find("[N]o: ") {
@@ -483,7 +482,7 @@ fn an_existing_world_readable_log_file_is_made_private() {
     let mut agent = Agent::spawn(&["acp", "--log-file", log.to_str().unwrap()], &[]);
     agent.initialize();
     agent.close_stdin();
-    assert!(agent.wait_exit(QUICK).is_some());
+    assert!(agent.wait_exit(WAIT).is_some());
     let mode = std::fs::metadata(&log).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "the log is mode {mode:o}");
 }
@@ -553,7 +552,7 @@ fn an_untrusted_projects_mcp_servers_never_start() {
         json!({"permissions": {"projects": {ws.display().to_string(): {"trusted": true}}}});
     std::fs::write(&config, trusted.to_string()).unwrap();
     run(&["doctor"]);
-    let deadline = Instant::now() + QUICK;
+    let deadline = Instant::now() + WAIT;
     while !marker.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }

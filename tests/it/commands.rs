@@ -10,14 +10,13 @@
 
 use crate::support::client::no_requests;
 use crate::support::fake_openai::chat_text;
+use crate::support::prelude::{ok_with, WAIT};
 use crate::support::{run_prompt, temp_dir, write_file, Agent, FakeServer, Reply, Turn};
 use serde_json::{json, Value};
 use std::fs;
 use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
-
-const WAIT: Duration = Duration::from_secs(30);
 
 const BUILTINS: [&str; 12] = [
     "init", "compact", "model", "mode", "clear", "cost", "undo", "rewind", "redo", "reload",
@@ -146,21 +145,10 @@ fn next_commands(agent: &mut Agent, session: &str) -> Vec<Value> {
     }
 }
 
-/// Sends a request; panics unless it succeeds; returns the result and the
-/// messages before it.
-fn ok(agent: &mut Agent, method: &str, params: Value) -> (Value, Vec<Value>) {
-    let id = agent.request(method, params.clone());
-    let (response, before) = agent.response(&id, WAIT);
-    match response.get("result") {
-        Some(result) => (result.clone(), before),
-        None => panic!("{method} {params} failed: {response}"),
-    }
-}
-
 /// Opens a session; returns its id and the commands announced after the
 /// answer (none may come before it: the client learns the id from it).
 fn open(agent: &mut Agent, bench: &Bench) -> (String, Vec<Value>) {
-    let (result, before) = ok(
+    let (result, before) = ok_with(
         agent,
         "session/new",
         json!({"cwd": bench.cwd(), "mcpServers": []}),
@@ -277,19 +265,19 @@ fn commands_are_announced_after_new_load_and_resume() {
 
     // The same process: load and resume of a live session.
     let params = json!({"sessionId": session, "cwd": bench.cwd(), "mcpServers": []});
-    let (_, before) = ok(&mut agent, "session/load", params.clone());
+    let (_, before) = ok_with(&mut agent, "session/load", params.clone());
     assert!(!before
         .iter()
         .any(|m| is_update(m, &session, "available_commands_update")));
     assert_full_list(&next_commands(&mut agent, &session));
-    ok(&mut agent, "session/resume", params.clone());
+    ok_with(&mut agent, "session/resume", params.clone());
     assert_full_list(&next_commands(&mut agent, &session));
     agent.close_stdin();
     agent.wait_exit(Duration::from_secs(10));
 
     // Another process: load and resume from the database.
     let mut agent = bench.agent(&[]);
-    let (_, before) = ok(&mut agent, "session/load", params.clone());
+    let (_, before) = ok_with(&mut agent, "session/load", params.clone());
     assert!(!before
         .iter()
         .any(|m| is_update(m, &session, "available_commands_update")));
@@ -297,7 +285,7 @@ fn commands_are_announced_after_new_load_and_resume() {
     agent.close_stdin();
     agent.wait_exit(Duration::from_secs(10));
     let mut agent = bench.agent(&[]);
-    ok(&mut agent, "session/resume", params);
+    ok_with(&mut agent, "session/resume", params);
     assert_full_list(&next_commands(&mut agent, &session));
 }
 
@@ -452,7 +440,7 @@ fn clear_starts_a_fresh_context_and_the_transcript_keeps_the_past() {
     agent.wait_exit(Duration::from_secs(10));
 
     let mut agent = bench.agent(&[]);
-    let (_, replayed) = ok(
+    let (_, replayed) = ok_with(
         &mut agent,
         "session/load",
         json!({"sessionId": session, "cwd": bench.cwd(), "mcpServers": []}),
@@ -511,7 +499,7 @@ fn compact_replaces_the_conversation_with_the_model_summary() {
     agent.wait_exit(Duration::from_secs(10));
 
     let mut agent = bench.agent(&[]);
-    ok(
+    ok_with(
         &mut agent,
         "session/load",
         json!({"sessionId": session, "cwd": bench.cwd(), "mcpServers": []}),
@@ -604,7 +592,7 @@ fn local_commands_leave_the_stored_conversation_alone() {
     agent.wait_exit(Duration::from_secs(10));
 
     let mut agent = bench.agent(&[]);
-    ok(
+    ok_with(
         &mut agent,
         "session/load",
         json!({"sessionId": session, "cwd": bench.cwd(), "mcpServers": []}),

@@ -12,14 +12,13 @@
 use crate::support::client::no_requests;
 use crate::support::fake_openai::chat_text;
 use crate::support::media::{base64, png};
+use crate::support::prelude::WAIT;
 use crate::support::{temp_dir, Agent, Exchange, FakeServer, Reply, Turn};
 use serde_json::{json, Value};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
-
-const WAIT: Duration = Duration::from_secs(30);
 
 struct Bench {
     model: FakeServer,

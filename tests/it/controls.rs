@@ -6,13 +6,11 @@
 
 use crate::support::client::no_requests;
 use crate::support::fake_openai::{chat_text, chunk_finish, chunk_role, chunk_tool_call, done};
+use crate::support::prelude::{call, ok_with, WAIT};
 use crate::support::wire::chat_usage;
 use crate::support::{run_prompt, temp_dir, updates_text, Agent, Answer, FakeServer, Reply, Step};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-const WAIT: Duration = Duration::from_secs(20);
 
 /// The option ids, in the order the agent lists them.
 const IDS: [&str; 5] = ["mode", "model", "effort", "agent_preset", "tool_approval"];
@@ -97,28 +95,8 @@ impl Drop for Bench {
     }
 }
 
-/// Sends a request; returns its result or error and the notifications
-/// that came before the answer.
-fn call(agent: &mut Agent, method: &str, params: Value) -> (Result<Value, Value>, Vec<Value>) {
-    let id = agent.request(method, params);
-    let (response, others) = agent.response(&id, WAIT);
-    let outcome = match (response.get("result"), response.get("error")) {
-        (Some(result), None) => Ok(result.clone()),
-        (None, Some(error)) => Err(error.clone()),
-        _ => panic!("neither result nor error: {response}"),
-    };
-    (outcome, others)
-}
-
-fn ok(agent: &mut Agent, method: &str, params: Value) -> (Value, Vec<Value>) {
-    match call(agent, method, params) {
-        (Ok(result), others) => (result, others),
-        (Err(error), _) => panic!("{method} failed: {error}"),
-    }
-}
-
 fn new_session(agent: &mut Agent, cwd: &Path) -> (String, Value) {
-    let (result, _) = ok(
+    let (result, _) = ok_with(
         agent,
         "session/new",
         json!({"cwd": cwd.to_str().unwrap(), "mcpServers": []}),
@@ -130,7 +108,7 @@ fn new_session(agent: &mut Agent, cwd: &Path) -> (String, Value) {
 /// `session/set_config_option`; the result's option list (checked to be
 /// complete) and the notifications sent before the answer.
 fn set(agent: &mut Agent, session: &str, id: &str, value: &str) -> (Value, Vec<Value>) {
-    let (result, others) = ok(
+    let (result, others) = ok_with(
         agent,
         "session/set_config_option",
         json!({"sessionId": session, "configId": id, "value": value}),
@@ -686,14 +664,14 @@ fn choices_come_back_on_load_and_resume_in_a_new_process() {
 
     let params = json!({"sessionId": session, "cwd": ws.to_str().unwrap(), "mcpServers": []});
     let mut agent = bench.agent(&[]);
-    let (result, _) = ok(&mut agent, "session/load", params.clone());
+    let (result, _) = ok_with(&mut agent, "session/load", params.clone());
     assert_eq!(result["modes"]["currentModeId"], "plan");
     assert_complete(&result["configOptions"]);
     assert_eq!(currents(&result["configOptions"]), expected);
     close(agent);
 
     let mut agent = bench.agent(&[]);
-    let (result, _) = ok(&mut agent, "session/resume", params);
+    let (result, _) = ok_with(&mut agent, "session/resume", params);
     assert_eq!(result["modes"]["currentModeId"], "plan");
     assert_eq!(currents(&result["configOptions"]), expected);
     // And they take effect.
@@ -863,7 +841,7 @@ fn usage_updates_and_the_prompt_meta_carry_tokens_and_cost() {
 
     // The session's cost is stored with it.
     let mut agent = bench.agent(&[]);
-    ok(
+    ok_with(
         &mut agent,
         "session/resume",
         json!({"sessionId": session, "cwd": ws.to_str().unwrap()}),

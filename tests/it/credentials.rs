@@ -5,13 +5,12 @@
 //! process of the same user reads neither its `environ` nor its memory.
 
 use crate::support::fake_openai::{chat_text, chat_tool_calls};
+use crate::support::prelude::WAIT;
 use crate::support::{run_prompt, temp_dir, Agent, FakeServer, Reply};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-const QUICK: Duration = Duration::from_secs(20);
 const KEY: &str = "sk-test-environ-key-8841";
 const NAMED_KEY: &str = "corp-token-value-5512";
 
@@ -63,7 +62,7 @@ fn what_a_command_reads_of_the_agent(program: &Path, prefix: &[&str], dir: &Path
         json!({"command": line}),
     )])));
     server.push(Reply::Sse(chat_text(&["done"])));
-    let turn = run_prompt(&mut agent, &session, "look", QUICK, |r| {
+    let turn = run_prompt(&mut agent, &session, "look", WAIT, |r| {
         panic!("unexpected request {r}")
     });
     assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
@@ -74,7 +73,7 @@ fn what_a_command_reads_of_the_agent(program: &Path, prefix: &[&str], dir: &Path
         "the command did not run: {output}"
     );
     // The key still works for the model calls.
-    let requests = server.wait_requests(1, QUICK);
+    let requests = server.wait_requests(1, WAIT);
     assert_eq!(
         requests[0].header("authorization"),
         Some(format!("Bearer {NAMED_KEY}").as_str())

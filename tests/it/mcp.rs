@@ -20,6 +20,7 @@ use crate::support::mcp_server::{
     SERVER_ENV, TOKEN_ENV,
 };
 use crate::support::media::base64;
+use crate::support::prelude::WAIT;
 use crate::support::{run_prompt, temp_dir, Agent, Answer, Exchange, FakeServer, Reply, Turn};
 use serde_json::{json, Value};
 use std::fs;
@@ -28,8 +29,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 mod elicitation;
-
-const WAIT: Duration = Duration::from_secs(30);
 
 /// Not a test: the stdio MCP server, when this binary is started again by
 /// the agent with `SPINDLE_IT_MCP_SERVER` set (see `support::mcp_server`).

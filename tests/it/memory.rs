@@ -7,20 +7,18 @@
 //! the bound is the design's own 64 MiB.
 
 use crate::support::fake_openai::{chunk, Step};
+use crate::support::prelude::SLOW_WAIT;
 use crate::support::wire::named_event;
 use crate::support::{temp_dir, updates_text, write_file, Agent};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::time::Duration;
 
 /// The bound on the agent's peak RSS, in KiB.
 const PEAK_KIB: u64 = 64 * 1024;
 /// The default response cap (`limits.response_bytes`).
 const CAP: usize = 4 * 1024 * 1024;
-/// A flood to the cap takes a few seconds of a debug build.
-const WAIT: Duration = Duration::from_secs(120);
 
 #[derive(Clone, Copy, Debug)]
 enum Wire {
@@ -224,7 +222,7 @@ fn flood(wire: Wire, kind: Flood, piece: &str) -> Vec<Value> {
         "session/prompt",
         json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}),
     );
-    let (answer, streamed) = agent.response(&id, WAIT);
+    let (answer, streamed) = agent.response(&id, SLOW_WAIT);
     assert_eq!(
         answer["error"]["data"]["code"], "provider_response_too_large",
         "{wire:?} {kind:?}: {answer}"
@@ -236,7 +234,7 @@ fn flood(wire: Wire, kind: Flood, piece: &str) -> Vec<Value> {
     );
     // The agent goes on: it answers the next request.
     let listed = agent.request("session/list", json!({"cwd": dir_str(&dir)}));
-    let (list, _) = agent.response(&listed, WAIT);
+    let (list, _) = agent.response(&listed, SLOW_WAIT);
     assert!(list["result"]["sessions"].is_array(), "{list}");
     streamed
 }
@@ -310,7 +308,7 @@ fn the_response_caps_come_from_the_config() {
         "session/prompt",
         json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}),
     );
-    let (answer, streamed) = agent.response(&id, WAIT);
+    let (answer, streamed) = agent.response(&id, SLOW_WAIT);
     assert_eq!(
         answer["error"]["data"]["code"], "provider_response_too_large",
         "{answer}"
@@ -327,7 +325,7 @@ fn the_response_caps_come_from_the_config() {
         "session/prompt",
         json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}),
     );
-    let (answer, _) = agent.response(&id, WAIT);
+    let (answer, _) = agent.response(&id, SLOW_WAIT);
     assert_eq!(
         answer["error"]["data"]["code"], "provider_response_too_large",
         "{answer}"

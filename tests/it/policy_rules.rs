@@ -6,12 +6,10 @@
 //! shell it starts, with its options moved.
 
 use crate::support::client::no_requests;
+use crate::support::prelude::WAIT;
 use crate::support::{run_prompt, temp_dir, write_file, Agent, Answer, Turn};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::time::Duration;
-
-const WAIT: Duration = Duration::from_secs(20);
 
 /// A test's directory: `ws/` is the workspace, the rest is outside it.
 struct Space {

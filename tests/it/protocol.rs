@@ -1,14 +1,13 @@
 //! The protocol surface with the scripted provider: the handshake, sessions,
 //! every error path, panics, piped NDJSON files, and the command line.
 
+use crate::support::prelude::WAIT;
 use crate::support::{temp_dir, updates_text, write_file, Agent};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-const WAIT: Duration = Duration::from_secs(20);
 
 fn script(contents: Value) -> PathBuf {
     write_file(&temp_dir("script"), "script.json", contents.to_string())

@@ -8,6 +8,7 @@ use crate::support::fake_openai::{
     chat_text, chunk, chunk_content, chunk_finish, chunk_reasoning, chunk_role, chunk_tool_call,
     done,
 };
+use crate::support::prelude::{self, WAIT};
 use crate::support::wire::{
     anthropic_answer, anthropic_end, anthropic_error_body, anthropic_ping, anthropic_start,
     anthropic_stream_error, anthropic_text, anthropic_thinking, anthropic_tool_use, chat_usage,
@@ -21,8 +22,6 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-const WAIT: Duration = Duration::from_secs(20);
 
 // ---------------------------------------------------------------------
 // Helpers
@@ -93,13 +92,7 @@ fn prompt_err(agent: &mut Agent, session: &str, text: &str) -> (Value, Vec<Value
 
 /// Sends a request and returns its result or its error.
 fn call(agent: &mut Agent, method: &str, params: Value) -> Result<Value, Value> {
-    let id = agent.request(method, params);
-    let (response, _) = agent.response(&id, WAIT);
-    match (response.get("result"), response.get("error")) {
-        (Some(result), None) => Ok(result.clone()),
-        (None, Some(error)) => Err(error.clone()),
-        _ => panic!("neither result nor error: {response}"),
-    }
+    prelude::call(agent, method, params).0
 }
 
 fn new_session(agent: &mut Agent, cwd: &Path) -> Result<Value, Value> {

@@ -5,13 +5,13 @@
 //! hang. Each attack runs through the real binary.
 
 use crate::support::fake_openai::chat_text;
+use crate::support::prelude::WAIT;
 use crate::support::{run_prompt, temp_dir, Agent, Answer, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const QUICK: Duration = Duration::from_secs(20);
 const MARKER: &str = "marker-env-5521";
 
 fn space(name: &str) -> PathBuf {
@@ -44,13 +44,13 @@ fn session_with_commands(agent: &mut Agent, ws: &Path) -> (String, Vec<String>) 
         "session/new",
         json!({"cwd": ws.to_str().unwrap(), "mcpServers": []}),
     );
-    let (response, mut seen) = agent.response(&id, QUICK);
+    let (response, mut seen) = agent.response(&id, WAIT);
     let session = response["result"]["sessionId"]
         .as_str()
         .unwrap_or_else(|| panic!("session/new failed: {response}"))
         .to_string();
     // The commands follow the answer.
-    let deadline = Instant::now() + QUICK;
+    let deadline = Instant::now() + WAIT;
     let find = |seen: &[Value]| {
         seen.iter()
             .filter_map(|m| m.pointer("/params/update"))
@@ -100,7 +100,7 @@ fn command_files_that_are_links_fifos_or_devices_are_refused() {
             "{refused} offered: {names:?}"
         );
     }
-    let turn = run_prompt(&mut agent, &session, "/env", QUICK, |r| {
+    let turn = run_prompt(&mut agent, &session, "/env", WAIT, |r| {
         panic!("unexpected request {r}")
     });
     assert_eq!(turn.stop_reason(), "end_turn");
@@ -114,11 +114,11 @@ fn command_files_that_are_links_fifos_or_devices_are_refused() {
     );
     assert!(notices.contains("not a regular file"), "{notices}");
     // Named once: the next turn is quiet.
-    let turn = run_prompt(&mut agent, &session, "/leak", QUICK, |r| {
+    let turn = run_prompt(&mut agent, &session, "/leak", WAIT, |r| {
         panic!("unexpected request {r}")
     });
     assert!(turn.notices().is_empty(), "{}", turn.notices());
-    let requests = server.wait_requests(2, QUICK);
+    let requests = server.wait_requests(2, WAIT);
     for request in &requests {
         let body = request.body.to_string();
         assert!(
@@ -134,7 +134,7 @@ fn command_files_that_are_links_fifos_or_devices_are_refused() {
     assert!(requests[0].body.to_string().contains("/env"));
     // SIGTERM is still handled (a FIFO once blocked the dispatcher).
     unsafe { libc::kill(agent.pid() as i32, libc::SIGTERM) };
-    assert!(agent.wait_exit(QUICK).is_some_and(|s| s.success()));
+    assert!(agent.wait_exit(WAIT).is_some_and(|s| s.success()));
 }
 
 /// `spindle doctor`, run in the workspace, names the refused files.
@@ -181,7 +181,7 @@ fn attachments_are_never_written_through_a_link_out_of_the_workspace() {
             {"type": "image", "mimeType": "image/png", "data": png},
         ]}),
     );
-    let (response, _) = agent.response(&id, QUICK);
+    let (response, _) = agent.response(&id, WAIT);
     let message = response["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("outside the workspace"), "{response}");
     assert!(
@@ -223,7 +223,7 @@ fn a_git_config_that_includes_a_fifo_neither_hangs_a_prompt_nor_leaves_git_behin
     let mut agent = fake_model_agent(&server, &["--permissions", "auto"]);
     let session = agent.new_session(&ws);
     let mut asked = 0;
-    let turn = run_prompt(&mut agent, &session, "log", QUICK, |request| {
+    let turn = run_prompt(&mut agent, &session, "log", WAIT, |request| {
         assert_eq!(request["method"], "session/request_permission", "{request}");
         asked += 1;
         Answer::select("reject_once")
@@ -237,12 +237,12 @@ fn a_git_config_that_includes_a_fifo_neither_hangs_a_prompt_nor_leaves_git_behin
     // A cancel while git hangs answers at once.
     let exchange = crate::support::Exchange::prompt(&mut agent, &session, "status");
     let id = exchange.id.clone();
-    server.wait_requests(2, QUICK);
+    server.wait_requests(2, WAIT);
     std::thread::sleep(Duration::from_millis(300));
     let sent = Instant::now();
     agent.notify("session/cancel", json!({"sessionId": session}));
     let mut answer = None;
-    while answer.is_none() && sent.elapsed() < QUICK {
+    while answer.is_none() && sent.elapsed() < WAIT {
         if let Some(message) = agent.recv(Duration::from_millis(50)) {
             if message.get("id") == Some(&id) && message.get("method").is_none() {
                 answer = Some(message);
@@ -255,7 +255,7 @@ fn a_git_config_that_includes_a_fifo_neither_hangs_a_prompt_nor_leaves_git_behin
     let answer = answer.expect("the cancelled prompt was not answered");
     assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
     agent.close_stdin();
-    assert!(agent.wait_exit(QUICK).is_some());
+    assert!(agent.wait_exit(WAIT).is_some());
     // No git is left running in the workspace.
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut left = git_processes_in(&ws);

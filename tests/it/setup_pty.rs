@@ -5,6 +5,7 @@
 
 use crate::support::agent::fresh_machine;
 use crate::support::fake_openai::chat_text;
+use crate::support::prelude::WAIT;
 use crate::support::{temp_dir, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::fs::File;
@@ -13,8 +14,6 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-const WAIT: Duration = Duration::from_secs(20);
 
 /// A program running on the slave side of a fresh pseudo-terminal; the
 /// test holds the master: what it writes is typed, what it reads is the

@@ -5,11 +5,10 @@ use crate::support::fake_openai::{
     chat_text, chunk_content, chunk_error, chunk_finish, chunk_reasoning, chunk_role, chunk_usage,
     done,
 };
+use crate::support::prelude::WAIT;
 use crate::support::{temp_dir, updates_text, write_file, Agent, FakeServer, Reply, Step};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-
-const WAIT: Duration = Duration::from_secs(20);
 
 fn start(server: &FakeServer, extra_args: &[&str]) -> Agent {
     let mut args = vec!["acp", "--model", "test-model"];

@@ -5,13 +5,12 @@
 //! tries to smuggle in a header of its own.
 
 use crate::support::fake_openai::{chat_text, chunk_finish, chunk_role, chunk_tool_call, done};
+use crate::support::prelude::WAIT;
 use crate::support::wire::{anthropic_answer, responses_answer};
 use crate::support::{temp_dir, write_file, Agent, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::time::Duration;
 
-const WAIT: Duration = Duration::from_secs(20);
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const TRACESTATE: &str = "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE";

@@ -7,12 +7,10 @@
 
 use crate::support::agent::is_notice;
 use crate::support::fake_openai::chat_text;
+use crate::support::prelude::WAIT;
 use crate::support::{run_prompt, temp_dir, Agent, Answer, Exchange, FakeServer, Reply, Turn};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::time::Duration;
-
-const WAIT: Duration = Duration::from_secs(20);
 
 /// A test's folder: a workspace, a database shared by the agents it
 /// starts one after the other, and their temp folder.

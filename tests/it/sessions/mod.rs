@@ -30,6 +30,7 @@ mod replay;
 use crate::support::fake_openai::{
     chunk_content, chunk_finish, chunk_role, chunk_tool_call, chunk_usage, done,
 };
+use crate::support::prelude::{call, err, ok, WAIT};
 use crate::support::store::{merge_chunks, session_updates, Db};
 use crate::support::{temp_dir, Agent, FakeServer, Reply, Step};
 use serde_json::{json, Value};
@@ -40,8 +41,6 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
-
-const WAIT: Duration = Duration::from_secs(20);
 
 /// -32002, "resource not found" (an unknown session id).
 const NOT_FOUND: i64 = -32002;
@@ -189,35 +188,6 @@ impl Drop for Space {
 
 // ---------------------------------------------------------------------------
 // Small protocol helpers.
-
-/// Sends a request and waits for its answer: `Ok(result)` or `Err(error)`,
-/// with everything received meanwhile.
-fn call(agent: &mut Agent, method: &str, params: Value) -> (Result<Value, Value>, Vec<Value>) {
-    let id = agent.request(method, params);
-    let (response, others) = agent.response(&id, WAIT);
-    let outcome = match (response.get("result"), response.get("error")) {
-        (Some(result), _) => Ok(result.clone()),
-        (None, Some(error)) => Err(error.clone()),
-        _ => panic!("a response with neither result nor error: {response}"),
-    };
-    (outcome, others)
-}
-
-/// The result of a request that must succeed.
-fn ok(agent: &mut Agent, method: &str, params: Value) -> Value {
-    match call(agent, method, params.clone()).0 {
-        Ok(result) => result,
-        Err(error) => panic!("{method} {params} failed: {error}"),
-    }
-}
-
-/// The error of a request that must fail.
-fn err(agent: &mut Agent, method: &str, params: Value) -> Value {
-    match call(agent, method, params.clone()).0 {
-        Ok(result) => panic!("{method} {params} succeeded with {result}, expected an error"),
-        Err(error) => error,
-    }
-}
 
 fn message(error: &Value) -> String {
     error["message"].as_str().unwrap_or_default().to_string()

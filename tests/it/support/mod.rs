@@ -11,6 +11,7 @@ pub mod client;
 pub mod fake_openai;
 pub mod mcp_server;
 pub mod media;
+pub mod prelude;
 pub mod pty;
 pub mod schema;
 pub mod store;

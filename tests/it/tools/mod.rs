@@ -33,14 +33,13 @@ mod subagents;
 mod terminal_jobs;
 mod workspace;
 
+use crate::support::prelude::WAIT;
 use crate::support::{temp_dir, write_file, Agent, Answer, Turn};
 use serde_json::{json, Value};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
-
-const WAIT: Duration = Duration::from_secs(20);
 
 /// The four permission options, whose ids are also their kinds.
 const OPTIONS: [&str; 4] = ["allow_once", "allow_always", "reject_once", "reject_always"];
