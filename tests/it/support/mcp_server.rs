@@ -1,12 +1,11 @@
 //! Small MCP servers of the tests' own, one per transport:
 //!
 //! - **stdio**: this integration-test binary started again with
-//!   `SPINDLE_IT_MCP_SERVER=1` and the arguments of [`stdio_args`], which
-//!   select only the `mcp::stdio_server_entry` test; that test then runs
-//!   [`run_stdio_server`] and exits. It speaks newline-delimited JSON-RPC
-//!   on stdin/stdout until stdin closes. libtest writes its own lines to
-//!   stdout before the server starts, and the server adds a banner of its
-//!   own: none is JSON, which a client must skip (MCP.md §1).
+//!   `SPINDLE_IT_MCP_SERVER=1`; on Linux a constructor (see
+//!   `STDIO_SERVER_ENTRY`) then runs [`run_stdio_server`] before the test
+//!   harness starts, so the server is no test. It speaks newline-delimited
+//!   JSON-RPC on stdin/stdout until stdin closes, after a blank line and a
+//!   banner: neither is JSON, which a client must skip (MCP.md §1).
 //! - **Streamable HTTP** ([`HttpMcp::streamable`]): one endpoint `/mcp`;
 //!   requires an `Authorization` header, issues an `Mcp-Session-Id` and
 //!   requires it back, answers some requests as JSON and others as an SSE
@@ -62,8 +61,32 @@ pub const EVENTS_FILE_ENV: &str = "SPINDLE_IT_EVENTS_FILE";
 /// Makes the stdio server stay after its stdin closed.
 pub const IGNORE_EOF_ENV: &str = "SPINDLE_IT_IGNORE_EOF";
 
-/// The test (module path in the `it` binary) that becomes the server.
+/// What the harness is asked to run in the server's process: on Linux a
+/// name no test has, so that should the constructor not take over, the
+/// binary runs nothing rather than the whole suite again; elsewhere the
+/// test that becomes the server.
+#[cfg(target_os = "linux")]
+const ENTRY: &str = "mcp::no_test_is_the_stdio_server";
+#[cfg(not(target_os = "linux"))]
 const ENTRY: &str = "mcp::stdio_server_entry";
+
+/// Runs the stdio server instead of the test harness when this binary is
+/// started with `SERVER_ENV` set. The loader calls the functions of
+/// `.init_array` before `main`, so the server is not a test libtest lists
+/// and counts, and libtest writes nothing on its stdout first. Linux only
+/// for now (other systems come later, with their own section; until then
+/// they keep the `mcp::stdio_server_entry` test).
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".init_array"]
+static STDIO_SERVER_ENTRY: extern "C" fn() = {
+    extern "C" fn stdio_server_entry() {
+        if std::env::var_os(SERVER_ENV).is_some() {
+            run_stdio_server();
+        }
+    }
+    stdio_server_entry
+};
 
 /// The path of this test binary: the stdio server's command.
 pub fn stdio_command() -> String {
@@ -74,7 +97,7 @@ pub fn stdio_command() -> String {
         .to_string()
 }
 
-/// The arguments that make the test binary run only the server.
+/// The arguments for the test binary as the server.
 pub fn stdio_args() -> Vec<String> {
     ["--exact", ENTRY, "--nocapture", "--test-threads=1"]
         .map(str::to_string)
@@ -376,7 +399,7 @@ fn answer_question(call: &Value, arguments: &Value, answer: &Value) {
 
 /// Serves MCP on stdin/stdout until stdin closes, then exits the process.
 pub fn run_stdio_server() -> ! {
-    // Ends the line libtest left open ("test … ... ") and is no JSON.
+    // Two lines that are no JSON (a blank one and a banner) come first.
     write_stdout("\nspindle-it MCP server starting (this line is not JSON)");
     if let Ok(token) = std::env::var(TOKEN_ENV) {
         eprintln!("loaded token={token}");
