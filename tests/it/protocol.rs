@@ -1,8 +1,12 @@
 //! The protocol surface with the scripted provider: the handshake, sessions,
 //! every error path, panics, piped NDJSON files, and the command line.
+//!
+//! The handshake and the dispatcher's answers to bad input run on the
+//! in-process tier (`support::in_process`); what needs the agent's stderr,
+//! an environment variable, a turn, or the binary itself spawns it.
 
 use crate::support::prelude::WAIT;
-use crate::support::{temp_dir, updates_text, write_file, Agent};
+use crate::support::{in_process, temp_dir, updates_text, write_file, Agent};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
@@ -20,6 +24,13 @@ fn scripted(contents: Value, env: &[(&str, &str)]) -> Agent {
     agent
 }
 
+/// `scripted`, in process.
+fn scripted_in_process(contents: Value) -> Agent {
+    let mut agent = in_process::scripted(&script(contents));
+    agent.initialize();
+    agent
+}
+
 fn error_of(agent: &mut Agent, method: &str, params: Value) -> Value {
     let id = agent.request(method, params);
     let (response, _) = agent.response(&id, WAIT);
@@ -33,7 +44,7 @@ fn message(error: &Value) -> &str {
 
 #[test]
 fn initialize_answers_version_one_and_describes_the_agent() {
-    let mut agent = Agent::spawn(&["acp"], &[]);
+    let mut agent = in_process::agent();
     let id = agent.request(
         "initialize",
         json!({"protocolVersion": 2, "clientCapabilities": {"fs": {"readTextFile": true}, "terminal": "yes", "future": {}}}),
@@ -57,7 +68,7 @@ fn initialize_answers_version_one_and_describes_the_agent() {
     // offered; the terminal method (`spindle setup`) needs it.
     assert_eq!(result["authMethods"][0]["id"], "spindle-check");
     assert_eq!(result["authMethods"].as_array().unwrap().len(), 1);
-    let mut agent = Agent::spawn(&["acp"], &[]);
+    let mut agent = in_process::agent();
     let id = agent.request(
         "initialize",
         json!({"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": true}}}),
@@ -76,7 +87,7 @@ fn initialize_answers_version_one_and_describes_the_agent() {
 
 #[test]
 fn requests_before_initialize_are_refused_clearly() {
-    let mut agent = Agent::spawn(&["acp"], &[]);
+    let mut agent = in_process::agent();
     let error = error_of(
         &mut agent,
         "session/new",
@@ -89,7 +100,7 @@ fn requests_before_initialize_are_refused_clearly() {
 
 #[test]
 fn lines_that_are_not_messages_get_errors_and_the_agent_keeps_reading() {
-    let mut agent = Agent::spawn(&["acp"], &[]);
+    let mut agent = in_process::agent();
     let cases = [
         ("this is not json", -32700),
         ("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":", -32700),
@@ -148,8 +159,9 @@ fn unknown_methods_and_notifications() {
 
 #[test]
 fn session_new_checks_its_params() {
-    let mut agent = Agent::spawn(&["acp"], &[("OPENAI_API_KEY", "sk-test")]);
-    agent.initialize();
+    // A script stands for the model (session/new needs one); the
+    // environment's keys are the test process's here.
+    let mut agent = scripted_in_process(json!({"fallback": {"text": "ok"}}));
     let file = write_file(&temp_dir("cwd"), "file.txt", "x");
     let cases = [
         (
@@ -196,7 +208,7 @@ fn session_new_checks_its_params() {
 
 #[test]
 fn session_prompt_checks_its_params() {
-    let mut agent = scripted(json!({"fallback": {"text": "ok"}}), &[]);
+    let mut agent = scripted_in_process(json!({"fallback": {"text": "ok"}}));
     let session = agent.new_session(&temp_dir("prompt-params"));
     let cases = [
         (

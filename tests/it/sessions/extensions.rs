@@ -91,7 +91,7 @@ fn prefix_of(raw: &str) -> (String, String) {
 #[test]
 fn discovery_lists_exactly_what_is_served() {
     let space = Space::new("ext-discovery");
-    let mut agent = space.reader();
+    let mut agent = space.reader_in_process();
     let session = agent.new_session(&space.ws);
     let id = agent.request("initialize", json!({"protocolVersion": 1}));
     let (init, _) = agent.response(&id, WAIT);

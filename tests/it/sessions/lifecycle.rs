@@ -11,7 +11,7 @@ use super::{
 };
 use crate::support::fake_openai::{chat_text, chunk_content, chunk_role};
 use crate::support::store::{assert_same_updates, merge_chunks, session_updates};
-use crate::support::{Agent, FakeServer, Reply, Step};
+use crate::support::{in_process, Agent, FakeServer, Reply, Step};
 use serde_json::{json, Value};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -23,8 +23,11 @@ use std::time::{Duration, Instant};
 fn initialize_advertises_load_and_the_session_capabilities() {
     let space = Space::new("caps");
     let script = space.script(&json!({"replies": []}));
-    let db = space.db.arg();
-    let mut agent = Agent::spawn(&["acp", "--script", &script, "--db", &db], &[]);
+    let db = space.db.path().to_path_buf();
+    let mut agent = in_process::with_options(|options| {
+        options.script = Some(script.into());
+        options.db = Some(db);
+    });
     let result = agent.initialize();
     let capabilities = &result["agentCapabilities"];
     assert_eq!(capabilities["loadSession"], true, "{result}");

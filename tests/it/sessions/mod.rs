@@ -32,7 +32,7 @@ use crate::support::fake_openai::{
 };
 use crate::support::prelude::{call, err, ok, WAIT};
 use crate::support::store::{merge_chunks, session_updates, Db};
-use crate::support::{temp_dir, Agent, FakeServer, Reply, Step};
+use crate::support::{in_process, temp_dir, Agent, FakeServer, Reply, Step};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -132,6 +132,20 @@ impl Space {
     /// A scripted agent that is only used to list, load and inspect.
     fn reader(&self) -> Agent {
         self.scripted(&json!({"replies": []}))
+    }
+
+    /// `reader`, in process (`support::in_process`), initialized: for the
+    /// dispatcher's answers, which need no environment of their own.
+    fn reader_in_process(&self) -> Agent {
+        let script = self.script(&json!({"replies": []}));
+        let db = self.db.path().to_path_buf();
+        let mut agent = in_process::with_options(|options| {
+            options.script = Some(script.into());
+            options.db = Some(db);
+            options.permissions = Some(spindle::modes::Policy::Yolo);
+        });
+        agent.initialize();
+        agent
     }
 
     /// `spindle acp --model test-model --db <db> --permissions yolo`

@@ -1,4 +1,6 @@
-//! Drives the real `spindle` binary over stdio, the way an editor does.
+//! Drives the real `spindle` binary over stdio, the way an editor does
+//! (or, for `support::in_process`, `spindle::agent::serve` on a thread over
+//! pipes: the same client side, the same checks).
 //!
 //! A reader thread takes the child's stdout line by line. Every line must be
 //! one JSON-RPC message that passes `validate_agent_message` (responses are
@@ -17,9 +19,9 @@
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -85,10 +87,19 @@ fn advertises_unstable(message: &Value) -> bool {
             .any(|key| spindle[*key] == true)
 }
 
-/// A running `spindle` process. See the module documentation.
+/// What runs the agent.
+pub(super) enum Runner {
+    /// A `spindle` process.
+    Child(Child),
+    /// `spindle::agent::serve` on a thread of the test process; `None`
+    /// once joined.
+    Thread(Option<thread::JoinHandle<Result<(), String>>>),
+}
+
+/// A running agent. See the module documentation.
 pub struct Agent {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    runner: Runner,
+    stdin: Option<Box<dyn Write + Send>>,
     incoming: Receiver<Incoming>,
     /// Messages read but not yet returned by `recv` (collected while
     /// waiting for the process to exit).
@@ -101,7 +112,8 @@ pub struct Agent {
     killed: bool,
     scratch: PathBuf,
     home: PathBuf,
-    stderr_path: PathBuf,
+    /// `None` for an in-process agent.
+    stderr_path: Option<PathBuf>,
     /// A panic message already carried the stderr, so `Drop` need not
     /// print it again.
     stderr_shown: Cell<bool>,
@@ -122,9 +134,8 @@ impl Agent {
     /// Like `spawn`, for another program standing in for the agent (used to
     /// test the harness itself).
     pub fn spawn_program(program: &Path, args: &[&str], env: &[(&str, &str)]) -> Agent {
-        let scratch = temp_dir("agent");
+        let scratch = new_scratch();
         let home = scratch.join("home");
-        std::fs::create_dir_all(&home).expect("cannot create the agent's home directory");
         let stderr_path = scratch.join("stderr.log");
         let stderr_file = File::create(&stderr_path).expect("cannot create the stderr log");
 
@@ -147,9 +158,28 @@ impl Agent {
         let mut child = command
             .spawn()
             .unwrap_or_else(|err| panic!("cannot start {} {args:?}: {err}", program.display()));
-        let stdin = child.stdin.take();
+        let stdin = child.stdin.take().expect("child stdin is piped");
         let stdout = child.stdout.take().expect("child stdout is piped");
+        Agent::start(
+            Runner::Child(child),
+            stdin,
+            stdout,
+            scratch,
+            Some(stderr_path),
+        )
+    }
 
+    /// Takes over a started agent: reads (and validates) `stdout` on a
+    /// thread, writes requests to `stdin`. `scratch` holds its `home` and
+    /// is removed with it after a passing test.
+    pub(super) fn start(
+        runner: Runner,
+        stdin: impl Write + Send + 'static,
+        stdout: impl Read + Send + 'static,
+        scratch: PathBuf,
+        stderr_path: Option<PathBuf>,
+    ) -> Agent {
+        let home = scratch.join("home");
         let outstanding = Arc::new(Mutex::new(Outstanding::default()));
         let (sender, incoming) = mpsc::channel();
         let reader_outstanding = Arc::clone(&outstanding);
@@ -159,8 +189,8 @@ impl Agent {
             .expect("cannot spawn the stdout reader thread");
 
         Agent {
-            child,
-            stdin,
+            runner,
+            stdin: Some(Box::new(stdin)),
             incoming,
             backlog: VecDeque::new(),
             received: Vec::new(),
@@ -182,16 +212,29 @@ impl Agent {
 
     /// The agent's process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child().id()
+    }
+
+    /// The agent's process; panics for an in-process agent, which has none
+    /// of its own.
+    fn child(&self) -> &Child {
+        match &self.runner {
+            Runner::Child(child) => child,
+            Runner::Thread(_) => panic!("an in-process agent has no process of its own"),
+        }
     }
 
     /// Kills the agent with SIGKILL (a crash: no cleanup runs), reaps it
     /// so its pid no longer names a process, and keeps what it wrote
-    /// before for `recv` (a cut-off last line is dropped).
+    /// before for `recv` (a cut-off last line is dropped). Only for a
+    /// process: a thread cannot be killed.
     pub fn kill(&mut self) {
+        let Runner::Child(child) = &mut self.runner else {
+            panic!("an in-process agent cannot be killed");
+        };
         self.killed = true;
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = child.kill();
+        let _ = child.wait();
         self.drain(Duration::from_secs(5));
     }
 
@@ -322,28 +365,40 @@ impl Agent {
     /// Waits for the process to exit. On timeout kills it and returns `None`.
     /// After an exit, everything left on stdout is read (and validated) into
     /// the backlog that `recv` returns first; panics if any of it is invalid.
+    /// An in-process agent "exits" when `serve` returns: status 0 for `Ok`,
+    /// 1 for an error; on timeout its thread is left running.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + timeout;
-        let status = loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => break Some(status),
-                Ok(None) if Instant::now() >= deadline => break None,
-                Ok(None) => thread::sleep(Duration::from_millis(10)),
-                Err(err) => panic!("cannot wait for the agent: {err}"),
+        let status = match &mut self.runner {
+            Runner::Child(child) => {
+                let status = loop {
+                    match child.try_wait() {
+                        Ok(Some(status)) => break Some(status),
+                        Ok(None) if Instant::now() >= deadline => break None,
+                        Ok(None) => thread::sleep(Duration::from_millis(10)),
+                        Err(err) => panic!("cannot wait for the agent: {err}"),
+                    }
+                };
+                if status.is_none() {
+                    self.killed = true;
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                status
             }
+            Runner::Thread(handle) => join_by(handle, deadline),
         };
-        if status.is_none() {
-            self.killed = true;
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
         self.drain(Duration::from_secs(5));
         status
     }
 
-    /// Everything the agent wrote to stderr so far.
+    /// Everything the agent wrote to stderr so far (nothing for an
+    /// in-process agent: its log is the test process's).
     pub fn stderr(&self) -> String {
-        std::fs::read(&self.stderr_path)
+        let Some(path) = &self.stderr_path else {
+            return String::new();
+        };
+        std::fs::read(path)
             .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
             .unwrap_or_default()
     }
@@ -449,6 +504,9 @@ impl Agent {
     /// The tail of stderr, framed for a panic message.
     fn stderr_report(&self) -> String {
         self.stderr_shown.set(true);
+        let Some(path) = &self.stderr_path else {
+            return "--- an in-process agent: its log is not captured ---".to_string();
+        };
         let text = self.stderr();
         let tail = if text.len() > STDERR_TAIL {
             let mut start = text.len() - STDERR_TAIL;
@@ -461,7 +519,7 @@ impl Agent {
         };
         format!(
             "--- agent stderr ({}) ---\n{tail}\n--- end of agent stderr ---",
-            self.stderr_path.display()
+            path.display()
         )
     }
 }
@@ -469,11 +527,20 @@ impl Agent {
 impl Drop for Agent {
     fn drop(&mut self) {
         self.stdin.take();
-        if let Ok(None) = self.child.try_wait() {
-            self.killed = true;
-            let _ = self.child.kill();
+        match &mut self.runner {
+            Runner::Child(child) => {
+                if let Ok(None) = child.try_wait() {
+                    self.killed = true;
+                    let _ = child.kill();
+                }
+                let _ = child.wait();
+            }
+            // The end of its input ends the agent; one that does not end
+            // is left to the process exit rather than hang the test.
+            Runner::Thread(handle) => {
+                join_by(handle, Instant::now() + Duration::from_secs(10));
+            }
         }
-        let _ = self.child.wait();
         if thread::panicking() {
             if !self.stderr_shown.get() {
                 eprintln!("{}", self.stderr_report());
@@ -506,12 +573,35 @@ impl Drop for Agent {
     }
 }
 
+/// Joins an in-process agent's thread if it ends by `deadline`: the exit
+/// status `wait_exit` reports for it (0 when `serve` returned `Ok`, else 1).
+fn join_by(
+    handle: &mut Option<thread::JoinHandle<Result<(), String>>>,
+    deadline: Instant,
+) -> Option<ExitStatus> {
+    use std::os::unix::process::ExitStatusExt;
+    while !handle.as_ref()?.is_finished() {
+        if Instant::now() >= deadline {
+            return None;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let code = match handle.take()?.join() {
+        Ok(Ok(())) => 0,
+        Ok(Err(error)) => {
+            eprintln!("the in-process agent failed: {error}");
+            1
+        }
+        Err(_) => {
+            eprintln!("the in-process agent panicked");
+            1
+        }
+    };
+    Some(ExitStatus::from_raw(code << 8))
+}
+
 /// The reader thread: one line, one message, validated.
-fn read_stdout(
-    stdout: ChildStdout,
-    sender: Sender<Incoming>,
-    outstanding: Arc<Mutex<Outstanding>>,
-) {
+fn read_stdout(stdout: impl Read, sender: Sender<Incoming>, outstanding: Arc<Mutex<Outstanding>>) {
     let mut reader = BufReader::new(stdout);
     let mut buffer = Vec::new();
     loop {
@@ -625,6 +715,14 @@ pub fn fresh_machine(command: &mut std::process::Command, home: &Path) {
     command
         .env("SPINDLE_HOME", home)
         .env("XDG_CONFIG_HOME", home.join("config"));
+}
+
+/// A fresh scratch directory for an agent, with its empty `home` in it.
+pub(super) fn new_scratch() -> PathBuf {
+    let scratch = temp_dir("agent");
+    std::fs::create_dir_all(scratch.join("home"))
+        .expect("cannot create the agent's home directory");
+    scratch
 }
 
 /// A fresh, empty directory under the system temp directory, unique within

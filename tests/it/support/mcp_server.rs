@@ -2,7 +2,7 @@
 //!
 //! - **stdio**: this integration-test binary started again with
 //!   `SPINDLE_IT_MCP_SERVER=1`; on Linux a constructor (see
-//!   `STDIO_SERVER_ENTRY`) then runs [`run_stdio_server`] before the test
+//!   `support::reexec`) then runs [`run_stdio_server`] before the test
 //!   harness starts, so the server is no test. It speaks newline-delimited
 //!   JSON-RPC on stdin/stdout until stdin closes, after a blank line and a
 //!   banner: neither is JSON, which a client must skip (MCP.md §1).
@@ -69,24 +69,6 @@ pub const IGNORE_EOF_ENV: &str = "SPINDLE_IT_IGNORE_EOF";
 const ENTRY: &str = "mcp::no_test_is_the_stdio_server";
 #[cfg(not(target_os = "linux"))]
 const ENTRY: &str = "mcp::stdio_server_entry";
-
-/// Runs the stdio server instead of the test harness when this binary is
-/// started with `SERVER_ENV` set. The loader calls the functions of
-/// `.init_array` before `main`, so the server is not a test libtest lists
-/// and counts, and libtest writes nothing on its stdout first. Linux only
-/// for now (other systems come later, with their own section; until then
-/// they keep the `mcp::stdio_server_entry` test).
-#[cfg(target_os = "linux")]
-#[used]
-#[link_section = ".init_array"]
-static STDIO_SERVER_ENTRY: extern "C" fn() = {
-    extern "C" fn stdio_server_entry() {
-        if std::env::var_os(SERVER_ENV).is_some() {
-            run_stdio_server();
-        }
-    }
-    stdio_server_entry
-};
 
 /// The path of this test binary: the stdio server's command.
 pub fn stdio_command() -> String {

@@ -9,10 +9,12 @@
 pub mod agent;
 pub mod client;
 pub mod fake_openai;
+pub mod in_process;
 pub mod mcp_server;
 pub mod media;
 pub mod prelude;
 pub mod pty;
+pub mod reexec;
 pub mod schema;
 pub mod store;
 pub mod web;

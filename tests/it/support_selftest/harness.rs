@@ -38,6 +38,20 @@ fn runs_a_conversation_and_captures_stderr() {
     assert!(agent.stderr().contains("starting"), "{}", agent.stderr());
 }
 
+/// The in-process tier: `serve` on a thread, its lines checked like a
+/// process's, its end of input its exit.
+#[test]
+fn serves_in_process_until_the_input_ends() {
+    let mut agent = crate::support::in_process::agent();
+    assert_eq!(agent.initialize()["protocolVersion"], 1);
+    assert_eq!(agent.received().len(), 1);
+    assert!(agent.home().join("config.json").is_file());
+    agent.close_stdin();
+    let status = agent.wait_exit(Duration::from_secs(10));
+    assert!(status.is_some_and(|status| status.success()), "{status:?}");
+    assert_eq!(agent.stderr(), "");
+}
+
 #[cfg(unix)]
 #[test]
 fn isolates_the_environment() {

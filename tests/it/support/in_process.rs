@@ -1,0 +1,70 @@
+//! The in-process tier: `spindle::agent::serve` on a thread of the test
+//! process, over a pair of pipes — the seam `spindle exec` drives — behind
+//! the same `Agent` as the subprocess harness, so every line the agent
+//! writes is validated against the ACP schema just the same.
+//!
+//! No process starts, so these agents are cheap; the price is that they
+//! share the test process: its environment (which a test cannot change for
+//! itself), its working directory and its log. So the tests here are the
+//! ones about the protocol's shape and the dispatcher's answers, which
+//! depend on none of those. Everything Spindle reads from a path it is
+//! given explicitly: a private database and config file (see `options`).
+//! A test that needs an environment variable, the agent's stderr, signals,
+//! an exit code, or a file found through `$SPINDLE_HOME` (the user's
+//! `AGENTS.md` or commands) spawns the binary with `Agent::spawn` instead.
+//!
+//! The agent's own executable is the test binary here; when the agent runs
+//! it again for the sandbox, `support::reexec` hands that run to the real
+//! `spindle` (Linux).
+
+use std::path::Path;
+use std::thread;
+
+use spindle::agent::Options;
+
+use super::agent::{new_scratch, Agent, Runner};
+use super::write_file;
+
+/// The options of a plain `spindle acp` whose state lives under `home`: its
+/// own database and an empty config file there, and no signal handlers
+/// (the test process's signals are not the agent's).
+pub fn options(home: &Path) -> Options {
+    let config = write_file(home, "config.json", "{}");
+    Options {
+        db: Some(home.join("spindle.db")),
+        config: Some(config),
+        signals: false,
+        ..Options::default()
+    }
+}
+
+/// An in-process `spindle acp`.
+pub fn agent() -> Agent {
+    with_options(|_| {})
+}
+
+/// An in-process `spindle acp --script SCRIPT`.
+pub fn scripted(script: &Path) -> Agent {
+    with_options(|options| options.script = Some(script.to_path_buf()))
+}
+
+/// An in-process agent with `options(home)` changed by `configure`.
+pub fn with_options(configure: impl FnOnce(&mut Options)) -> Agent {
+    let scratch = new_scratch();
+    let mut options = options(&scratch.join("home"));
+    configure(&mut options);
+    let pipe = || std::io::pipe().expect("cannot create a pipe");
+    let (to_agent_reader, to_agent) = pipe();
+    let (from_agent, from_agent_writer) = pipe();
+    let handle = thread::Builder::new()
+        .name("in-process-agent".into())
+        .spawn(move || spindle::agent::serve(options, to_agent_reader, from_agent_writer))
+        .expect("cannot start the agent thread");
+    Agent::start(
+        Runner::Thread(Some(handle)),
+        to_agent,
+        from_agent,
+        scratch,
+        None,
+    )
+}
