@@ -130,8 +130,7 @@ fn lines_that_are_not_messages_get_errors_and_the_agent_keeps_reading() {
 
 #[test]
 fn unknown_methods_and_notifications() {
-    let mut agent = Agent::spawn(&["acp"], &[("OPENAI_API_KEY", "sk-test")]);
-    agent.initialize();
+    let mut agent = scripted_in_process(json!({"fallback": {"text": "ok"}}));
     for method in [
         "session/fly",
         "_vendor.example/thing",
@@ -148,6 +147,21 @@ fn unknown_methods_and_notifications() {
     agent.send(json!({"jsonrpc": "2.0", "id": 991, "result": {}}));
     agent.send(json!({"jsonrpc": "2.0", "id": "nope", "error": {"code": 1, "message": "m"}}));
     assert!(agent.recv(Duration::from_millis(300)).is_none());
+    let id = agent.request("session/new", json!({"cwd": "/", "mcpServers": []}));
+    let (response, others) = agent.response(&id, WAIT);
+    assert!(response["result"]["sessionId"].is_string());
+    assert!(others.is_empty(), "{others:?}");
+}
+
+/// The dropped responses of `unknown_methods_and_notifications` are
+/// logged (on stderr, so with the binary).
+#[test]
+fn responses_to_unknown_ids_are_logged() {
+    let mut agent = Agent::spawn(&["acp"], &[("OPENAI_API_KEY", "sk-test")]);
+    agent.initialize();
+    agent.send(json!({"jsonrpc": "2.0", "id": 991, "result": {}}));
+    agent.send(json!({"jsonrpc": "2.0", "id": "nope", "error": {"code": 1, "message": "m"}}));
+    // The agent reads in order: by this answer it has seen both.
     let id = agent.request("session/new", json!({"cwd": "/", "mcpServers": []}));
     let (response, others) = agent.response(&id, WAIT);
     assert!(response["result"]["sessionId"].is_string());
