@@ -1130,6 +1130,9 @@ fn a_slow_server_does_not_hold_up_session_new_and_joins_later() {
         assert!(Instant::now() < deadline, "{:?}", events(&events_file));
         thread::sleep(Duration::from_millis(50));
     }
+    // The agent takes the page in and adds the tools on its own threads,
+    // and nothing tells the client when it has; a prompt is the first to
+    // see them, and the next one must.
     thread::sleep(Duration::from_millis(500));
 
     bench.model.push(call_tools(&[(

@@ -807,6 +807,8 @@ fn retry_lines(messages: &[Value]) -> usize {
 
 /// Gives a wrongly retried request time to show up, then checks the count.
 fn assert_request_count(server: &FakeServer, expected: usize) {
+    // Waiting to see nothing happen: a retry that should not be would come
+    // after a backoff, and no event marks one that was never scheduled.
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(
         server.requests().len(),

@@ -238,7 +238,12 @@ fn a_git_config_that_includes_a_fifo_neither_hangs_a_prompt_nor_leaves_git_behin
     let exchange = crate::support::Exchange::prompt(&mut agent, &session, "status");
     let id = exchange.id.clone();
     server.wait_requests(2, WAIT);
-    std::thread::sleep(Duration::from_millis(300));
+    // git hangs once it is running in the workspace (on the FIFO).
+    let deadline = Instant::now() + WAIT;
+    while git_processes_in(&ws).is_empty() {
+        assert!(Instant::now() < deadline, "git never ran in the workspace");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let sent = Instant::now();
     agent.notify("session/cancel", json!({"sessionId": session}));
     let mut answer = None;

@@ -24,6 +24,9 @@ struct Pty {
     /// How much of the screen `expect` has consumed.
     seen: usize,
     child: Child,
+    /// The thread copying the master to `screen`; it ends at the EIO that
+    /// follows the close of the last slave descriptor.
+    reader: std::thread::JoinHandle<()>,
 }
 
 impl Pty {
@@ -39,7 +42,7 @@ impl Pty {
         let screen = Arc::new(Mutex::new(String::new()));
         let mut reader = master.try_clone().unwrap();
         let sink = Arc::clone(&screen);
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             // Ends with EIO once the last slave descriptor closes.
             while let Ok(n @ 1..) = reader.read(&mut buf) {
@@ -53,6 +56,7 @@ impl Pty {
             screen,
             seen: 0,
             child,
+            reader,
         }
     }
 
@@ -98,8 +102,11 @@ impl Pty {
             }
             std::thread::sleep(Duration::from_millis(10));
         };
-        // What the program wrote last reaches the master shortly after.
-        std::thread::sleep(Duration::from_millis(100));
+        // What the program wrote last is on the screen once the reader
+        // has seen the terminal close.
+        while !self.reader.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         (status.code(), self.screen())
     }
 }

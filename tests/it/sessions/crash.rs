@@ -256,6 +256,8 @@ fn kill_at_any_moment_leaves_a_loadable_database() {
         let mut agent = space.scripted(&script);
         let session = agent.new_session(&space.ws);
         let _prompt = agent.request("session/prompt", text_prompt(&session, "stress test"));
+        // The delay is the point: the kill lands at a different moment of
+        // the turn each time.
         thread::sleep(Duration::from_millis(delay));
         agent.kill();
         space.db.assert_sound();

@@ -426,6 +426,9 @@ fn cancel_pauses_the_inbox_and_explicit_input_resumes_it() {
     );
     assert_eq!(status["inbox"]["paused"], true);
     assert_eq!(status["inbox"]["pending"], 1);
+    // Waiting to see nothing happen: a turn the paused inbox wrongly
+    // started would reach the model on its own thread, with no answer to
+    // wait for; the status above is the last thing the agent must answer.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(server.requests().len(), 1, "nothing ran while paused");
     // The item can still change while it waits.

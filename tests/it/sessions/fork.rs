@@ -132,8 +132,10 @@ fn forking_an_unknown_or_busy_session_is_refused() {
     assert_eq!(error["code"], -32602, "{error}");
     // Busy: a stream that is slow to come.
     server.push(Reply::Sse(vec![crate::support::Step::Stall]));
+    let before = server.requests().len();
     let id = agent.request("session/prompt", text_prompt(&session, "slow"));
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // The turn runs once its request reaches the model.
+    server.wait_requests(before + 1, WAIT);
     let error = err(
         &mut agent,
         "session/fork",

@@ -316,6 +316,9 @@ fn a_session_loaded_right_after_close_keeps_its_cancelled_turn() {
         "session/load",
         json!({"sessionId": session, "cwd": space.ws(), "mcpServers": []}),
     );
+    // No event tells that the close has reached the database and waits on
+    // the lock (the load's answer may itself wait on it), so the lock is
+    // held long enough for both requests to get there.
     thread::sleep(Duration::from_millis(500));
     blocker
         .execute_batch("COMMIT")

@@ -518,6 +518,8 @@ fn wait_requests_returns_once_enough_arrived() {
     server.push(Reply::status(200, "{}"));
     let address = server.address();
     let client = std::thread::spawn(move || {
+        // The delay is the point: the request comes while `wait_requests`
+        // is already waiting.
         std::thread::sleep(Duration::from_millis(100));
         let mut stream = TcpStream::connect(address).unwrap();
         stream

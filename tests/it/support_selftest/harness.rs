@@ -124,12 +124,19 @@ fn reports_a_missing_response() {
 #[test]
 fn fails_on_an_unread_invalid_line() {
     let message = super::panic_of(|| {
-        let script =
-            format!("read line; printf '%s\\n%s\\n' '{INITIALIZED}' 'oops'; cat >/dev/null");
+        let written = temp_dir("unread-invalid").join("written");
+        let script = format!(
+            "read line; printf '%s\\n%s\\n' '{INITIALIZED}' 'oops'; : > '{}'; cat >/dev/null",
+            written.display()
+        );
         let mut agent = scripted_agent(&script, &[]);
         agent.initialize();
-        // Let the second line reach the pipe before the harness kills the child.
-        std::thread::sleep(Duration::from_millis(200));
+        // The second line is in the pipe once the script goes on to mark it
+        // written, before the harness kills the child.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !written.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         drop(agent);
     });
     assert!(message.contains("not read by the test"), "{message}");

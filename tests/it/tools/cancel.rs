@@ -351,6 +351,8 @@ fn a_detached_chain_of_short_lived_processes_dies_with_the_agent() {
     // Once the sweep is over, the chain grows no more.
     let settled = waits_until(WAIT, || {
         let before = count();
+        // Settled means no new hop within a while: there is no event for
+        // a chain that has stopped.
         std::thread::sleep(Duration::from_millis(500));
         count() == before
     });
@@ -427,6 +429,8 @@ fn a_termination_signal_ends_the_agent_even_when_the_editor_stopped_reading() {
                 break;
             }
         }
+        // Nothing outside the agent shows its writer blocked on the full
+        // pipe; the answers above fill it well within this time.
         std::thread::sleep(Duration::from_millis(500));
         for _ in 0..signals {
             unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };

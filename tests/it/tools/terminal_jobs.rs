@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 struct Term {
     child: Child,
     output: Arc<Mutex<Vec<u8>>>,
+    /// The thread copying the command's stdout to `output`: done at its
+    /// end of file.
+    reader: std::thread::JoinHandle<()>,
     exit: Option<Value>,
     released: bool,
 }
@@ -59,7 +62,7 @@ impl Host {
                 let output = Arc::new(Mutex::new(Vec::new()));
                 let mut stdout = child.stdout.take().unwrap();
                 let sink = output.clone();
-                std::thread::spawn(move || {
+                let reader = std::thread::spawn(move || {
                     let mut buffer = [0u8; 4096];
                     while let Ok(n) = stdout.read(&mut buffer) {
                         if n == 0 {
@@ -74,6 +77,7 @@ impl Host {
                     Term {
                         child,
                         output,
+                        reader,
                         exit: None,
                         released: false,
                     },
@@ -87,8 +91,13 @@ impl Host {
                 if term.exit.is_none() {
                     if let Ok(Some(status)) = term.child.try_wait() {
                         use std::os::unix::process::ExitStatusExt;
-                        // Let the reader catch the last bytes.
-                        std::thread::sleep(Duration::from_millis(50));
+                        // The last bytes are in once the reader sees the
+                        // end of file (or, should a process the command
+                        // left behind keep the pipe open, after a while).
+                        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+                        while !term.reader.is_finished() && std::time::Instant::now() < deadline {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
                         term.exit = Some(json!({
                             "exitCode": status.code(),
                             "signal": status.signal().map(|s| s.to_string()),
