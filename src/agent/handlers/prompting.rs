@@ -11,7 +11,7 @@ use crate::agent::dispatcher::params::{decode, internal, not_found};
 use crate::agent::dispatcher::session::Session;
 use crate::agent::dispatcher::Dispatcher;
 use crate::agent::turn::client::Client;
-use crate::agent::turn::{Turn, TurnKind};
+use crate::agent::turn::{Io, Rights, Start, Turn, TurnKind, TurnModel, Workspace};
 use crate::cancel::CancelToken;
 use crate::modes::Mode;
 use crate::provider::trace::TraceContext;
@@ -191,60 +191,70 @@ impl Dispatcher {
         );
         let (live, epoch) = turn_start::begin(session, start.source);
         let turn = Turn {
-            session_id: session.id.clone(),
-            request_id: start.request.clone(),
-            inbox_item: start.item.clone(),
-            live,
-            root: session.cwd.clone(),
-            system,
-            messages: session.messages.clone(),
-            provider,
-            cancel: cancel.clone(),
-            writer: self.stream_writer.clone(),
-            client,
-            policy: session.policy,
-            approvals: session.approvals.clone(),
-            max_steps,
-            db,
-            prompt_blocks: input.stored_blocks,
-            title_update,
-            model: entry.model.clone(),
-            effort,
-            max_output_tokens: entry.config.max_output_tokens,
-            context_window: entry.context_window(),
-            compact_at: registry.config.context.compact_at(),
-            output_reserve: entry.output_limit().min(entry.context_window() / 4),
-            tool_output_cap: registry.config.context.tool_output_bytes(),
-            known: session.known,
-            on_reject: on_reject.unwrap_or_default(),
-            checkpoints: registry.config.checkpoints.settings(),
-            delivery: session.preset == crate::modes::Preset::Delivery,
-            goal_mode: session.mode == Mode::Goal,
-            jobs: session.jobs.clone(),
-            epoch,
-            goal,
-            rules: Arc::new(rules),
-            agent,
-            subagent: None,
-            extra_roots: session.extra_roots.clone(),
-            environment: session.environment.clone(),
-            config_path: Some(
-                registry
-                    .config_path
-                    .clone()
-                    .unwrap_or_else(crate::config::default_path),
-            ),
-            scan_cache: session.scan_cache.clone(),
-            price: entry.config.price.clone(),
-            cost_before: session.cost,
-            read_only: session.mode == Mode::Plan,
-            images: entry.images(),
-            kind,
-            mcp: session.mcp.clone(),
-            processes,
-            notices,
-            fresh,
-            trace,
+            io: Io {
+                session_id: session.id.clone(),
+                request_id: start.request.clone(),
+                inbox_item: start.item.clone(),
+                live,
+                cancel: cancel.clone(),
+                writer: self.stream_writer.clone(),
+                client,
+                epoch,
+                trace,
+            },
+            model: TurnModel {
+                provider,
+                max_steps,
+                name: entry.model.clone(),
+                effort,
+                max_output_tokens: entry.config.max_output_tokens,
+                context_window: entry.context_window(),
+                compact_at: registry.config.context.compact_at(),
+                output_reserve: entry.output_limit().min(entry.context_window() / 4),
+                tool_output_cap: registry.config.context.tool_output_bytes(),
+                price: entry.config.price.clone(),
+                images: entry.images(),
+            },
+            rights: Rights {
+                policy: session.policy,
+                approvals: session.approvals.clone(),
+                on_reject: on_reject.unwrap_or_default(),
+                rules: Arc::new(rules),
+                agent,
+                subagent: None,
+                read_only: session.mode == Mode::Plan,
+            },
+            workspace: Workspace {
+                root: session.cwd.clone(),
+                db,
+                checkpoints: registry.config.checkpoints.settings(),
+                jobs: session.jobs.clone(),
+                extra_roots: session.extra_roots.clone(),
+                environment: session.environment.clone(),
+                config_path: Some(
+                    registry
+                        .config_path
+                        .clone()
+                        .unwrap_or_else(crate::config::default_path),
+                ),
+                scan_cache: session.scan_cache.clone(),
+                mcp: session.mcp.clone(),
+                processes,
+            },
+            start: Start {
+                system,
+                messages: session.messages.clone(),
+                prompt_blocks: input.stored_blocks,
+                title_update,
+                known: session.known,
+                delivery: session.preset == crate::modes::Preset::Delivery,
+                goal_mode: session.mode == Mode::Goal,
+                goal,
+                cost_before: session.cost,
+                kind,
+                notices,
+                fresh,
+            },
         };
         self.launch(&session_id, turn, start, cancel, fresh, outbox)
     }

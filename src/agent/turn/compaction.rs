@@ -75,21 +75,22 @@ pub(super) fn fit(
     fixed: usize,
     pressure: Pressure,
 ) -> Fitted {
-    let Some(share) = turn.compact_at else {
+    let Some(share) = turn.model.compact_at else {
         return Fitted::Unchanged;
     };
-    let window = turn.context_window.max(1);
-    let limit = ((window as f64 * share) as u64).min(window.saturating_sub(turn.output_reserve));
+    let window = turn.model.context_window.max(1);
+    let limit =
+        ((window as f64 * share) as u64).min(window.saturating_sub(turn.model.output_reserve));
     let before = estimate(state, fixed, messages);
     log::debug!(
         "context of session {}: about {before} tokens, compaction past {limit} (window {window})",
-        turn.session_id
+        turn.io.session_id
     );
     if pressure == Pressure::Threshold && before <= limit {
         return Fitted::Unchanged;
     }
     let keeper = Keeper {
-        dir: turn.processes.session_dir.as_deref(),
+        dir: turn.workspace.processes.session_dir.as_deref(),
     };
     // Old tool results first: cheap, and often enough — when it leaves
     // room for a while (a quarter of the limit), so that the conversation
@@ -207,7 +208,7 @@ enum Ended<'a> {
 impl Entity {
     /// Starts one, when the client takes compaction updates.
     fn start(turn: &Turn, sink: &UpdateSink) -> Option<Entity> {
-        if !turn.client.capabilities.session.compaction {
+        if !turn.io.client.capabilities.session.compaction {
             return None;
         }
         let entity = Entity {
@@ -300,7 +301,7 @@ fn announce(
     }
     updates.send_live(SessionUpdate::UsageUpdate {
         used,
-        size: turn.context_window,
+        size: turn.model.context_window,
         cost: None,
     });
 }
@@ -326,24 +327,27 @@ fn summarise(
     let mut input = context::summary_input(older, max_bytes);
     input.push(Message::user(context::summary_instruction(focus)));
     let request = ModelRequest {
-        session_id: &turn.session_id,
-        model: &turn.model,
-        system: &turn.system,
+        session_id: &turn.io.session_id,
+        model: &turn.model.name,
+        system: &turn.start.system,
         messages: &input,
         tools: &[],
-        effort: turn.effort.as_deref(),
-        max_output_tokens: turn.max_output_tokens,
-        trace: turn.trace.as_ref(),
+        effort: turn.model.effort.as_deref(),
+        max_output_tokens: turn.model.max_output_tokens,
+        trace: turn.io.trace.as_ref(),
     };
     let mut quiet = Quiet {
         text: String::new(),
         shown: sink,
         entity,
     };
-    let streamed = turn.provider.stream(&request, &mut quiet, &turn.cancel);
+    let streamed = turn
+        .model
+        .provider
+        .stream(&request, &mut quiet, &turn.io.cancel);
     let text = std::mem::take(&mut quiet.text);
     match streamed {
-        _ if turn.cancel.is_cancelled() => Summary::Cancelled,
+        _ if turn.io.cancel.is_cancelled() => Summary::Cancelled,
         Ok(outcome) => {
             super::add_call_usage(turn, outcome.usage.as_ref(), state);
             if text.trim().is_empty() {
@@ -354,7 +358,10 @@ fn summarise(
         }
         Err(StreamError::Cancelled) => Summary::Cancelled,
         Err(StreamError::Failed(error)) => {
-            log::warn!("compaction failed in session {}: {error}", turn.session_id);
+            log::warn!(
+                "compaction failed in session {}: {error}",
+                turn.io.session_id
+            );
             Summary::Failed(error.message)
         }
     }
@@ -368,7 +375,7 @@ pub(super) fn compact_command(
     state: &mut State,
     focus: &str,
 ) -> Result<StopReason, RpcError> {
-    let messages = &turn.messages;
+    let messages = &turn.start.messages;
     if messages.is_empty() {
         sink.begin_message();
         sink.updates.borrow_mut().chunk(
@@ -378,20 +385,20 @@ pub(super) fn compact_command(
         );
         return Ok(StopReason::EndTurn);
     }
-    let window = turn.context_window.max(1);
-    let fixed = context::fixed_bytes(&turn.system, &[]);
+    let window = turn.model.context_window.max(1);
+    let fixed = context::fixed_bytes(&turn.start.system, &[]);
     let before = estimate(state, fixed, messages);
     let mut input = context::summary_input(messages, (window * 3 / 5 * 4) as usize);
     input.push(Message::user(context::summary_instruction(focus)));
     let request = ModelRequest {
-        session_id: &turn.session_id,
-        model: &turn.model,
-        system: &turn.system,
+        session_id: &turn.io.session_id,
+        model: &turn.model.name,
+        system: &turn.start.system,
         messages: &input,
         tools: &[],
-        effort: turn.effort.as_deref(),
-        max_output_tokens: turn.max_output_tokens,
-        trace: turn.trace.as_ref(),
+        effort: turn.model.effort.as_deref(),
+        max_output_tokens: turn.model.max_output_tokens,
+        trace: turn.io.trace.as_ref(),
     };
     // The summary is the answer, or the compaction's own summary for a
     // client that takes compaction updates.
@@ -403,12 +410,15 @@ pub(super) fn compact_command(
                 shown: sink,
                 entity: Some(entity),
             };
-            let streamed = turn.provider.stream(&request, &mut quiet, &turn.cancel);
+            let streamed = turn
+                .model
+                .provider
+                .stream(&request, &mut quiet, &turn.io.cancel);
             (streamed, quiet.text)
         }
         None => {
             sink.begin_message();
-            let streamed = turn.provider.stream(&request, sink, &turn.cancel);
+            let streamed = turn.model.provider.stream(&request, sink, &turn.io.cancel);
             let summary = sink.take_message().map(|m| m.text).unwrap_or_default();
             (streamed, summary)
         }
@@ -421,7 +431,7 @@ pub(super) fn compact_command(
     match streamed {
         Ok(outcome) => {
             super::add_call_usage(turn, outcome.usage.as_ref(), state);
-            if turn.cancel.is_cancelled() {
+            if turn.io.cancel.is_cancelled() {
                 end(sink, Ended::Cancelled, before);
                 return Ok(StopReason::Cancelled);
             }
@@ -444,7 +454,7 @@ pub(super) fn compact_command(
                 .borrow_mut()
                 .send_live(SessionUpdate::UsageUpdate {
                     used: now,
-                    size: turn.context_window,
+                    size: turn.model.context_window,
                     cost: None,
                 });
             Ok(StopReason::EndTurn)
@@ -453,7 +463,7 @@ pub(super) fn compact_command(
             end(sink, Ended::Cancelled, before);
             Ok(StopReason::Cancelled)
         }
-        Err(StreamError::Failed(_)) if turn.cancel.is_cancelled() => {
+        Err(StreamError::Failed(_)) if turn.io.cancel.is_cancelled() => {
             end(sink, Ended::Cancelled, before);
             Ok(StopReason::Cancelled)
         }

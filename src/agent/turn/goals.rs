@@ -26,6 +26,7 @@ pub(super) fn goal_boundary(
 ) -> Option<StopReason> {
     use crate::agent::common::goal::Status;
     let pause = turn
+        .io
         .live
         .lock()
         .map(|mut live| std::mem::take(&mut live.goal_pause))
@@ -79,7 +80,7 @@ pub(super) fn apply_goal_reports(
             GoalReport::Working => {}
             GoalReport::Complete => {
                 goal.status = Status::Complete;
-                if turn.delivery && !goal.verified {
+                if turn.start.delivery && !goal.verified {
                     goal.checkpoint.push_str(
                         " (Declared complete without a verification step: no command ran during the goal.)",
                     );
@@ -119,19 +120,19 @@ pub(super) fn commit_goal(
     goal.touch();
     let value = goal.json();
     if let Some(record) = record.as_mut() {
-        record.step_marking(&turn.session_id, updates, &state.added, &[]);
-        if let Err(error) = record.store.save_goal(&turn.session_id, &value) {
+        record.step_marking(&turn.io.session_id, updates, &state.added, &[]);
+        if let Err(error) = record.store.save_goal(&turn.io.session_id, &value) {
             log::warn!(
                 "cannot store the goal of session {}: {error}",
-                turn.session_id
+                turn.io.session_id
             );
         }
     }
-    if let Ok(mut live) = turn.live.lock() {
+    if let Ok(mut live) = turn.io.live.lock() {
         live.goal = Some(value);
     }
-    turn.client.report(report::Report::GoalProgress {
-        session_id: turn.session_id.clone(),
+    turn.io.client.report(report::Report::GoalProgress {
+        session_id: turn.io.session_id.clone(),
         goal: Box::new(goal.clone()),
     });
 }

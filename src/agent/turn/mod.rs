@@ -25,6 +25,7 @@ pub use agent_log::agent_answer;
 mod questions;
 mod runner;
 mod shell;
+mod spec;
 mod step;
 mod subagent;
 mod terminal_job;
@@ -33,136 +34,19 @@ mod undo;
 mod updates;
 
 use crate::acp::{ContentChunk, Cost, SessionUpdate, StopReason};
-use crate::agent::common::permission::{Approvals, Policy};
-use crate::cancel::CancelToken;
+use crate::agent::common::permission::Approvals;
 use crate::config::Price;
-use crate::provider::{Message, Provider, Usage};
-use crate::rpc::stdio::Queued;
-use crate::rpc::{RequestId, RpcError};
-use client::Client;
-use crossbeam_channel::Sender;
-use processes::Processes;
+use crate::provider::{Message, Usage};
+use crate::rpc::RpcError;
 use record::Record;
 use report::{Outbox, Report, TurnEnd};
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::thread::JoinHandle;
 use updates::{UpdateSink, Updates};
 
-/// What a turn does.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TurnKind {
-    /// The model/tool loop.
-    Model,
-    /// Spindle answers by itself (a slash command such as /help); the
-    /// conversation is untouched.
-    Local(String),
-    /// The model summarises the conversation, which is then replaced by
-    /// the summary (`/compact`, with what to focus on).
-    Compact(String),
-    /// `/undo`, `/rewind N`, `/redo`: files put back from checkpoints.
-    Rewind(report::Rewind),
-}
-
-/// Everything a turn needs, handed over by the dispatcher.
-#[derive(Clone)]
-pub struct Turn {
-    pub session_id: String,
-    /// The prompt request to answer; `None` for a turn the agent started
-    /// itself (an inbox follow-up).
-    pub request_id: Option<RequestId>,
-    /// The inbox item this turn dispatches, marked `dispatched` with its
-    /// user message.
-    pub inbox_item: Option<String>,
-    /// What the dispatcher reads while the turn runs, and the steers it
-    /// hands over.
-    pub live: report::SharedLive,
-    pub root: PathBuf,
-    pub system: String,
-    /// The conversation so far, ending with this turn's user message.
-    pub messages: Vec<Message>,
-    pub provider: Arc<dyn Provider>,
-    pub cancel: CancelToken,
-    pub writer: Sender<Queued>,
-    pub client: Client,
-    pub policy: Policy,
-    pub approvals: Approvals,
-    /// The most model calls one turn may make.
-    pub max_steps: usize,
-    /// The model's name at its provider, and how to call it.
-    pub model: String,
-    pub effort: Option<String>,
-    pub max_output_tokens: Option<u32>,
-    pub context_window: u64,
-    /// The share of the window past which the conversation is compacted
-    /// (`None`: never automatically).
-    pub compact_at: Option<f64>,
-    /// Room kept for the model's answer inside the window.
-    pub output_reserve: u64,
-    /// The largest tool result the model gets whole.
-    pub tool_output_cap: usize,
-    /// The conversation's size as the provider last reported it.
-    pub known: Option<context::Known>,
-    /// Whether a rejected tool call ends the turn.
-    pub on_reject: crate::config::OnReject,
-    /// The goal this turn works on (goal mode, running), and whether the
-    /// preset asks for verification before completion.
-    pub goal: Option<crate::agent::common::goal::Goal>,
-    pub delivery: bool,
-    /// Goal mode: `goal_update` is offered.
-    pub goal_mode: bool,
-    /// The session's background jobs, and the turn's epoch.
-    pub jobs: Arc<crate::tools::jobs::Jobs>,
-    pub epoch: u64,
-    /// Checkpoints: their settings, and what the session's last workspace
-    /// scan saw.
-    pub checkpoints: crate::checkpoint::Settings,
-    pub scan_cache: Arc<std::sync::Mutex<crate::checkpoint::ScanCache>>,
-    /// Lasting permission rules, and where project answers are saved.
-    pub rules: Arc<crate::policy::rules::RuleSet>,
-    /// The agent file's agent: its tool allow-list and per-turn limits.
-    pub agent: Option<Arc<crate::agentfile::AgentSpec>>,
-    /// `additionalDirectories`: more roots the tools use as the workspace.
-    pub extra_roots: Vec<PathBuf>,
-    /// The session's environment snapshot, for the system prompt's
-    /// `{ENVIRONMENT}` mark: taken by the first turn that needs it.
-    pub environment: Arc<std::sync::OnceLock<String>>,
-    /// A subagent's own spec (a `task` naming one): its allow-list narrows
-    /// the agent's further.
-    pub subagent: Option<Arc<crate::agentfile::AgentSpec>>,
-    pub config_path: Option<PathBuf>,
-    pub price: Option<Price>,
-    /// What the session cost before this turn.
-    pub cost_before: f64,
-    /// Plan mode: only read-only tools.
-    pub read_only: bool,
-    /// Whether the model takes images; if not, it gets a note instead.
-    pub images: bool,
-    pub kind: TurnKind,
-    /// The session's MCP servers.
-    pub mcp: Option<Arc<crate::mcp::McpSession>>,
-    /// The session database; the worker commits each step there.
-    pub db: Option<PathBuf>,
-    /// How the user's prompt is replayed: its blocks as sent.
-    pub prompt_blocks: Vec<Value>,
-    /// A `session_info_update` to send (and keep) first, when the session
-    /// just got its title.
-    pub title_update: Option<SessionUpdate>,
-    /// How the session's commands start.
-    pub processes: Arc<Processes>,
-    /// Notices to show before anything else (each once per session: the
-    /// policy chosen at start, the sandbox policy without a sandbox, ...).
-    pub notices: Vec<crate::acp::fit::Notice>,
-    /// How many of the last messages the turn's start adds to the stored
-    /// conversation: the user's prompt, or the answer of an `ask_user`
-    /// question that waited for it (with the calls after it, unrun).
-    pub fresh: usize,
-    /// The prompt's trace context, sent with every model request.
-    pub trace: Option<crate::provider::trace::TraceContext>,
-}
+pub use spec::{Io, Rights, Start, Turn, TurnKind, TurnModel, Workspace};
 
 /// What the turn accumulates; kept outside the unwinding code so a panic
 /// loses nothing that was already said.
@@ -193,16 +77,16 @@ impl State {
         State {
             added: Vec::new(),
             usage: Usage::default(),
-            approvals: turn.approvals.clone(),
+            approvals: turn.rights.approvals.clone(),
             cost: 0.0,
             replaced: None,
             model_calls: 0,
             usage_reports: 0,
-            known: turn.known,
+            known: turn.start.known,
             compacted: false,
             summaries: 0,
             applied: Vec::new(),
-            goal: turn.goal.clone(),
+            goal: turn.start.goal.clone(),
         }
     }
 }
@@ -212,22 +96,22 @@ pub const ENVIRONMENT_MARK: &str = "{ENVIRONMENT}";
 
 pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
-        .name(format!("spindle-turn-{}", turn.session_id))
+        .name(format!("spindle-turn-{}", turn.io.session_id))
         .spawn(move || {
             // Taken here, off the dispatcher (git may be slow), once.
             let mut turn = turn;
             take_environment(&mut turn);
             let updates = open_updates(&turn);
             let mut record = begin_record(&turn, &updates);
-            let mut sink = UpdateSink::new(turn.cancel.clone(), &updates);
-            sink.live = Some(turn.live.clone());
+            let mut sink = UpdateSink::new(turn.io.cancel.clone(), &updates);
+            sink.live = Some(turn.io.live.clone());
             let mut state = State::new(&turn);
             let result = run_guarded(&turn, &mut sink, &mut state, &mut record);
             store_end(&turn, &state, &mut record, &updates, &result);
             let final_goal = final_goal(&mut state, &result);
             outbox(Report::Ended(Box::new(TurnEnd {
-                session_id: turn.session_id,
-                request_id: turn.request_id,
+                session_id: turn.io.session_id,
+                request_id: turn.io.request_id,
                 result,
                 added: state.added,
                 usage: state.usage,
@@ -235,10 +119,10 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 usage_whole: state.usage_reports == state.model_calls,
                 known: state.known,
                 applied: state.applied,
-                dispatched: turn.inbox_item.clone(),
+                dispatched: turn.io.inbox_item.clone(),
                 goal: final_goal,
                 model_calls: state.model_calls,
-                priced: turn.price.is_some(),
+                priced: turn.model.price.is_some(),
                 approvals: state.approvals,
                 cost: state.cost,
                 replaced: state.replaced,
@@ -248,12 +132,13 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
 
 /// The session's environment in the system prompt, where it asks for it.
 fn take_environment(turn: &mut Turn) {
-    if turn.system.contains(ENVIRONMENT_MARK) {
+    if turn.start.system.contains(ENVIRONMENT_MARK) {
         // The workspace's files are read here (git's HEAD, …):
         // whatever they hold, a failure costs the snapshot only.
-        let root = turn.root.clone();
+        let root = turn.workspace.root.clone();
         let environment =
-            turn.environment
+            turn.workspace
+                .environment
                 .get_or_init(|| {
                     catch_unwind(|| crate::agent::common::prompt::environment(&root))
                         .unwrap_or_else(|_| {
@@ -262,7 +147,10 @@ fn take_environment(turn: &mut Turn) {
                         })
                 })
                 .clone();
-        turn.system = turn.system.replacen(ENVIRONMENT_MARK, &environment, 1);
+        turn.start.system = turn
+            .start
+            .system
+            .replacen(ENVIRONMENT_MARK, &environment, 1);
     }
 }
 
@@ -270,15 +158,15 @@ fn take_environment(turn: &mut Turn) {
 /// and the notices to show first.
 fn open_updates(turn: &Turn) -> RefCell<Updates> {
     let updates = RefCell::new(Updates::new(
-        turn.session_id.clone(),
-        turn.client.capabilities.clone(),
-        turn.writer.clone(),
-        turn.cancel.clone(),
+        turn.io.session_id.clone(),
+        turn.io.client.capabilities.clone(),
+        turn.io.writer.clone(),
+        turn.io.cancel.clone(),
     ));
-    if let Some(title) = &turn.title_update {
+    if let Some(title) = &turn.start.title_update {
         updates.borrow_mut().send(title.clone());
     }
-    for notice in &turn.notices {
+    for notice in &turn.start.notices {
         updates.borrow_mut().notice(notice);
     }
     updates
@@ -289,16 +177,17 @@ fn begin_record(turn: &Turn, updates: &RefCell<Updates>) -> Option<Record> {
     // Only a model turn adds the prompt to the conversation (or the
     // answer of the question it waited for).
     let user: Vec<Message> =
-        turn.messages[turn.messages.len().saturating_sub(turn.fresh)..].to_vec();
+        turn.start.messages[turn.start.messages.len().saturating_sub(turn.start.fresh)..].to_vec();
     let marks: Vec<(String, &str)> = turn
+        .io
         .inbox_item
         .iter()
         .map(|item| (item.clone(), "dispatched"))
         .collect();
     Record::begin(
-        turn.db.as_deref(),
-        &turn.session_id,
-        &turn.prompt_blocks,
+        turn.workspace.db.as_deref(),
+        &turn.io.session_id,
+        &turn.start.prompt_blocks,
         user,
         updates,
         &marks,
@@ -313,7 +202,7 @@ fn run_guarded(
     state: &mut State,
     record: &mut Option<Record>,
 ) -> Result<StopReason, RpcError> {
-    let outcome = catch_unwind(AssertUnwindSafe(|| match &turn.kind {
+    let outcome = catch_unwind(AssertUnwindSafe(|| match &turn.start.kind {
         TurnKind::Model => run(turn, sink, state, record),
         TurnKind::Local(reply) => {
             sink.begin_message();
@@ -333,7 +222,7 @@ fn run_guarded(
                 .map(String::as_str)
                 .or_else(|| panic.downcast_ref::<&str>().copied())
                 .unwrap_or("unknown cause");
-            log::error!("turn in session {} panicked: {what}", turn.session_id);
+            log::error!("turn in session {} panicked: {what}", turn.io.session_id);
             if let Some(partial) = sink.take_message() {
                 state.added.push(partial);
             }
@@ -363,16 +252,16 @@ fn store_end(
         // A replaced conversation holds the turn's messages too.
         let mut tail = &state.added[record.committed..];
         if let Some(messages) = &state.replaced {
-            if let Err(error) = record.store.replace_messages(&turn.session_id, messages) {
+            if let Err(error) = record.store.replace_messages(&turn.io.session_id, messages) {
                 log::error!(
                     "cannot store the compacted conversation of session {}: {error}",
-                    turn.session_id
+                    turn.io.session_id
                 );
             }
             tail = &[];
         }
         if let Err(error) = record.store.end_turn(
-            &turn.session_id,
+            &turn.io.session_id,
             record.turn,
             &events,
             tail,
@@ -382,7 +271,7 @@ fn store_end(
         ) {
             log::error!(
                 "cannot store the end of the turn of session {}: {error}",
-                turn.session_id
+                turn.io.session_id
             );
         }
     }
@@ -419,14 +308,14 @@ fn run(
     state: &mut State,
     record: &mut Option<Record>,
 ) -> Result<StopReason, RpcError> {
-    let mut messages = turn.messages.clone();
-    let checkpoints = match (turn.db.as_deref(), record.as_ref()) {
+    let mut messages = turn.start.messages.clone();
+    let checkpoints = match (turn.workspace.db.as_deref(), record.as_ref()) {
         (Some(db), Some(record)) => crate::checkpoint::Checkpoints::open(
             db,
-            &turn.session_id,
+            &turn.io.session_id,
             record.turn,
-            turn.scan_cache.clone(),
-            turn.checkpoints,
+            turn.workspace.scan_cache.clone(),
+            turn.workspace.checkpoints,
         )
         .map(RefCell::new),
         _ => None,
@@ -496,7 +385,7 @@ fn take_steers(
     state: &mut State,
     messages: &mut Vec<Message>,
 ) -> Vec<String> {
-    let steers: Vec<(String, String, Vec<Value>)> = match turn.live.lock() {
+    let steers: Vec<(String, String, Vec<Value>)> = match turn.io.live.lock() {
         Ok(mut live) => live.steers.drain(..).collect(),
         Err(_) => Vec::new(),
     };
@@ -521,7 +410,7 @@ fn take_steers(
 
 /// Publishes the provider's health for status.
 fn set_health(turn: &Turn, health: &'static str, error: Option<String>) {
-    if let Ok(mut live) = turn.live.lock() {
+    if let Ok(mut live) = turn.io.live.lock() {
         live.health = health;
         live.health_error = error;
     }
@@ -591,7 +480,7 @@ fn add_call_usage(turn: &Turn, usage: Option<&Usage>, state: &mut State) {
     if let Some(usage) = usage {
         state.usage_reports += 1;
         state.usage.add(usage);
-        if let Some(price) = &turn.price {
+        if let Some(price) = &turn.model.price {
             state.cost += cost_of(usage, price);
         }
         publish_usage(turn, &state.usage, state.cost);
@@ -601,7 +490,7 @@ fn add_call_usage(turn: &Turn, usage: Option<&Usage>, state: &mut State) {
 /// Publishes the turn's usage so far for status, which answers without
 /// waiting for the turn.
 fn publish_usage(turn: &Turn, usage: &Usage, cost: f64) {
-    if let Ok(mut live) = turn.live.lock() {
+    if let Ok(mut live) = turn.io.live.lock() {
         live.usage = *usage;
         live.cost = cost;
     }
@@ -611,13 +500,13 @@ fn publish_usage(turn: &Turn, usage: &Usage, cost: f64) {
 /// conversation as the next request sends it), and what the session cost
 /// so far when the model has prices.
 fn report_usage(turn: &Turn, used: u64, state: &State, updates: &RefCell<Updates>) {
-    let cost = turn.price.as_ref().map(|price| Cost {
-        amount: ((turn.cost_before + state.cost) * 1e6).round() / 1e6,
+    let cost = turn.model.price.as_ref().map(|price| Cost {
+        amount: ((turn.start.cost_before + state.cost) * 1e6).round() / 1e6,
         currency: price.currency.clone(),
     });
     updates.borrow_mut().send_live(SessionUpdate::UsageUpdate {
         used,
-        size: turn.context_window,
+        size: turn.model.context_window,
         cost,
     });
 }

@@ -12,14 +12,14 @@ pub(super) fn offered_tools(turn: &Turn, read_only: bool) -> Vec<ToolSpec> {
     // installed runs a process, which must not delay `initialize`.
     let mut tools: Vec<ToolSpec> = crate::tools::specs(
         crate::tools::search::ripgrep_available(),
-        turn.processes.output_cap,
+        turn.workspace.processes.output_cap,
     );
-    for agent in turn.agent.iter().chain(&turn.subagent) {
+    for agent in turn.rights.agent.iter().chain(&turn.rights.subagent) {
         tools.retain(|tool| agent.allows_tool(&tool.name));
     }
     // A subagent hands out no tasks, asks no one, and cannot change the
     // session's mode.
-    if turn.client.parent.is_some() {
+    if turn.io.client.parent.is_some() {
         tools.retain(|tool| !crate::tools::NOT_FOR_SUBAGENTS.contains(&tool.name.as_str()));
     }
     if read_only {
@@ -27,18 +27,19 @@ pub(super) fn offered_tools(turn: &Turn, read_only: bool) -> Vec<ToolSpec> {
     } else {
         tools.retain(|tool| !crate::tools::PLAN_ONLY.contains(&tool.name.as_str()));
     }
-    if !turn.goal_mode {
+    if !turn.start.goal_mode {
         tools.retain(|tool| !crate::tools::GOAL_ONLY.contains(&tool.name.as_str()));
     }
-    if let Some(mcp) = &turn.mcp {
+    if let Some(mcp) = &turn.workspace.mcp {
         for tool in mcp.tools() {
             if read_only && !tool.read_only {
                 continue;
             }
             if turn
+                .rights
                 .agent
                 .iter()
-                .chain(&turn.subagent)
+                .chain(&turn.rights.subagent)
                 .any(|agent| !agent.allows_mcp(&tool.server, &tool.name))
             {
                 continue;

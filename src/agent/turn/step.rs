@@ -39,16 +39,16 @@ pub(super) struct Loop<'t> {
 
 impl<'t> Loop<'t> {
     pub(super) fn new(turn: &'t Turn, state: &State) -> Loop<'t> {
-        let tools = offered::offered_tools(turn, turn.read_only);
+        let tools = offered::offered_tools(turn, turn.rights.read_only);
         let started = Instant::now();
         let elapsed_before = state.goal.as_ref().map_or(0, |g| g.counters.elapsed_ms);
         Loop {
-            read_only: turn.read_only,
-            policy: turn.policy,
-            fixed: context::fixed_bytes(&turn.system, &tools),
+            read_only: turn.rights.read_only,
+            policy: turn.rights.policy,
+            fixed: context::fixed_bytes(&turn.start.system, &tools),
             tools,
             keeper: context::Keeper {
-                dir: turn.processes.session_dir.as_deref(),
+                dir: turn.workspace.processes.session_dir.as_deref(),
             },
             refused_as_too_long: false,
             steps: 0,
@@ -79,7 +79,7 @@ pub(super) enum Called {
 /// Before the first request: images the model does not take become
 /// notes, and the MCP servers that failed since the last turn are named.
 pub(super) fn prepare(turn: &Turn, sink: &mut UpdateSink, messages: &mut [Message]) {
-    if !turn.images {
+    if !turn.model.images {
         for message in messages.iter_mut().filter(|m| !m.images.is_empty()) {
             for image in std::mem::take(&mut message.images) {
                 message.text.push_str(&format!(
@@ -91,7 +91,7 @@ pub(super) fn prepare(turn: &Turn, sink: &mut UpdateSink, messages: &mut [Messag
     }
     // Built here, not at start-up: finding out whether ripgrep is installed
     // runs a process, which must not delay `initialize`.
-    if let Some(mcp) = &turn.mcp {
+    if let Some(mcp) = &turn.workspace.mcp {
         mcp.begin_turn();
         // Servers that failed since the last turn are named once, so the
         // user knows why their tools are missing.
@@ -121,14 +121,19 @@ pub(super) fn before_request(
     if goal_out_of_budget(turn, sink, state, record, run.started) {
         return Some(Ok(StopReason::MaxTurnRequests));
     }
-    if turn.cancel.is_cancelled() {
+    if turn.io.cancel.is_cancelled() {
         return Some(Ok(StopReason::Cancelled));
     }
-    if run.steps >= turn.max_steps {
+    if run.steps >= turn.model.max_steps {
         return Some(Ok(StopReason::MaxTurnRequests));
     }
     // A subagent may have spent the rest of the turn's limits.
-    if let Some(reached) = turn.agent.as_deref().and_then(|a| limit_reached(a, state)) {
+    if let Some(reached) = turn
+        .rights
+        .agent
+        .as_deref()
+        .and_then(|a| limit_reached(a, state))
+    {
         say_limit_reached(sink, &reached);
         return Some(Ok(StopReason::MaxTokens));
     }
@@ -146,7 +151,7 @@ pub(super) fn before_request(
     // with the steers it applied.
     if run.steps > 0 || !applied.is_empty() {
         if let Some(record) = record.as_mut() {
-            record.step_marking(&turn.session_id, sink.updates, &state.added, &applied);
+            record.step_marking(&turn.io.session_id, sink.updates, &state.added, &applied);
         }
     }
     run.steps += 1;
@@ -171,7 +176,10 @@ fn goal_out_of_budget(
     let Some(what) = goal.budget.exhausted(&goal.counters) else {
         return false;
     };
-    log::info!("the goal of session {} ran out of {what}", turn.session_id);
+    log::info!(
+        "the goal of session {} ran out of {what}",
+        turn.io.session_id
+    );
     goal.status = crate::agent::common::goal::Status::BudgetExhausted;
     goal.checkpoint = format!(
         "{} (Stopped: the budget of {what} ran out.)",
@@ -204,20 +212,20 @@ pub(super) fn call_model(
 ) -> Called {
     sink.begin_message();
     let request = ModelRequest {
-        session_id: &turn.session_id,
-        model: &turn.model,
-        system: &turn.system,
+        session_id: &turn.io.session_id,
+        model: &turn.model.name,
+        system: &turn.start.system,
         messages,
         tools: &run.tools,
-        effort: turn.effort.as_deref(),
-        max_output_tokens: turn.max_output_tokens,
-        trace: turn.trace.as_ref(),
+        effort: turn.model.effort.as_deref(),
+        max_output_tokens: turn.model.max_output_tokens,
+        trace: turn.io.trace.as_ref(),
     };
-    let streamed = turn.provider.stream(&request, sink, &turn.cancel);
+    let streamed = turn.model.provider.stream(&request, sink, &turn.io.cancel);
     let assistant = sink.take_message();
     match &streamed {
         Ok(_) => set_health(turn, "ok", None),
-        Err(StreamError::Failed(error)) if !turn.cancel.is_cancelled() => {
+        Err(StreamError::Failed(error)) if !turn.io.cancel.is_cancelled() => {
             set_health(turn, "failing", Some(error.message.clone()))
         }
         Err(_) => {}
@@ -227,7 +235,7 @@ pub(super) fn call_model(
         // Refused as longer than the window: compact and try once more.
         Err(StreamError::Failed(error))
             if assistant.is_none()
-                && !turn.cancel.is_cancelled()
+                && !turn.io.cancel.is_cancelled()
                 && context::is_too_long(error.status, &error.code, &error.message) =>
         {
             if !run.refused_as_too_long {
@@ -246,17 +254,22 @@ pub(super) fn call_model(
             }
             log::warn!(
                 "model call refused as too long in session {}: {error}",
-                turn.session_id
+                turn.io.session_id
             );
-            Called::Stop(Err(too_long(&error, turn.compact_at.is_some())))
+            Called::Stop(Err(too_long(&error, turn.model.compact_at.is_some())))
         }
         Err(error) => {
             state.added.extend(assistant);
             Called::Stop(match error {
                 StreamError::Cancelled => Ok(StopReason::Cancelled),
-                StreamError::Failed(_) if turn.cancel.is_cancelled() => Ok(StopReason::Cancelled),
+                StreamError::Failed(_) if turn.io.cancel.is_cancelled() => {
+                    Ok(StopReason::Cancelled)
+                }
                 StreamError::Failed(error) => {
-                    log::warn!("model call failed in session {}: {error}", turn.session_id);
+                    log::warn!(
+                        "model call failed in session {}: {error}",
+                        turn.io.session_id
+                    );
                     Err(provider_failure(&error))
                 }
             })
@@ -282,7 +295,7 @@ pub(super) fn take_answer(
         if let Some(usage) = &outcome.usage {
             goal.counters.input_tokens += usage.input_tokens;
             goal.counters.output_tokens += usage.output_tokens;
-            if let Some(price) = &turn.price {
+            if let Some(price) = &turn.model.price {
                 goal.counters.cost += cost_of(usage, price);
             }
         }
@@ -338,7 +351,7 @@ pub(super) fn after_answer(
     outcome: &Outcome,
     stop: Option<StopReason>,
 ) -> Flow {
-    if turn.cancel.is_cancelled() {
+    if turn.io.cancel.is_cancelled() {
         answer_unrun(&outcome.tool_calls, messages, state);
         return Flow::Stop(Ok(StopReason::Cancelled));
     }
@@ -372,7 +385,12 @@ pub(super) fn after_answer(
     }
     // An agent file's per-turn limits: past either, the turn ends
     // with `max_tokens` before the next step.
-    if let Some(reached) = turn.agent.as_deref().and_then(|a| limit_reached(a, state)) {
+    if let Some(reached) = turn
+        .rights
+        .agent
+        .as_deref()
+        .and_then(|a| limit_reached(a, state))
+    {
         answer_unrun(&outcome.tool_calls, messages, state);
         say_limit_reached(sink, &reached);
         return Flow::Stop(Ok(StopReason::MaxTokens));
@@ -406,27 +424,27 @@ pub(super) fn run_calls(
     calls: &[crate::provider::ToolCallRequest],
 ) -> Calls {
     let mut runner = Runner {
-        session_id: &turn.session_id,
-        root: &turn.root,
-        client: &turn.client,
+        session_id: &turn.io.session_id,
+        root: &turn.workspace.root,
+        client: &turn.io.client,
         updates: sink.updates,
-        cancel: &turn.cancel,
-        mcp: turn.mcp.as_deref(),
+        cancel: &turn.io.cancel,
+        mcp: turn.workspace.mcp.as_deref(),
         read_only: run.read_only,
         policy: run.policy,
         approvals: &mut state.approvals,
-        processes: &turn.processes,
-        on_reject: turn.on_reject,
+        processes: &turn.workspace.processes,
+        on_reject: turn.rights.on_reject,
         checkpoints,
-        rules: &turn.rules,
-        config_path: turn.config_path.as_deref(),
-        live: &turn.live,
+        rules: &turn.rights.rules,
+        config_path: turn.workspace.config_path.as_deref(),
+        live: &turn.io.live,
         goal_updates: RefCell::new(Vec::new()),
-        jobs: &turn.jobs,
-        epoch: turn.epoch,
-        agent: turn.agent.as_deref(),
-        subagent: turn.subagent.as_deref(),
-        extra_roots: &turn.extra_roots,
+        jobs: &turn.workspace.jobs,
+        epoch: turn.io.epoch,
+        agent: turn.rights.agent.as_deref(),
+        subagent: turn.rights.subagent.as_deref(),
+        extra_roots: &turn.workspace.extra_roots,
     };
     let mut done = Calls {
         results: Vec::new(),
@@ -443,7 +461,7 @@ pub(super) fn run_calls(
         }
     }
     for (index, call) in calls.iter().enumerate() {
-        let result: CallResult = if call.name == "task" && turn.client.parent.is_none() {
+        let result: CallResult = if call.name == "task" && turn.io.client.parent.is_none() {
             let (result, spent) = subagent::run_task(
                 turn,
                 sink,
@@ -465,7 +483,7 @@ pub(super) fn run_calls(
         // user's next prompt (the dispatcher adds it then).
         if result.question.is_none() {
             let mut message = Message::tool_result(&call.id, result.text);
-            context::spill(&mut message, turn.tool_output_cap, &run.keeper);
+            context::spill(&mut message, turn.model.tool_output_cap, &run.keeper);
             done.results.push(message);
         }
         if result.cancelled {
@@ -511,9 +529,9 @@ pub(super) fn after_calls(
         run.read_only = false;
         run.policy = new_policy;
         run.tools = offered::offered_tools(turn, false);
-        run.fixed = context::fixed_bytes(&turn.system, &run.tools);
-        turn.client.report(report::Report::ModeChanged {
-            session_id: turn.session_id.clone(),
+        run.fixed = context::fixed_bytes(&turn.start.system, &run.tools);
+        turn.io.client.report(report::Report::ModeChanged {
+            session_id: turn.io.session_id.clone(),
             policy: run.policy,
         });
     }

@@ -58,7 +58,7 @@ pub(super) fn run_task(
         .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
     let parsed = crate::tools::parse(&call.name, &call.arguments);
     let title = match &parsed {
-        Ok(tool) => crate::tools::title(tool, &turn.root),
+        Ok(tool) => crate::tools::title(tool, &turn.workspace.root),
         Err(_) => "task (invalid call)".to_string(),
     };
     updates
@@ -85,16 +85,17 @@ pub(super) fn run_task(
         Ok(_) => return fail("Error: not a task".into()),
         Err(error) => return fail(format!("Error: {error}")),
     };
-    if turn.client.parent.is_some() {
+    if turn.io.client.parent.is_some() {
         return fail(
             "Error: a subagent cannot hand out tasks of its own; do the work yourself".into(),
         );
     }
     // The agent file's allow-list holds for `task` as for any tool.
     if let Some(agent) = turn
+        .rights
         .agent
         .iter()
-        .chain(&turn.subagent)
+        .chain(&turn.rights.subagent)
         .find(|a| !a.allows_tool("task"))
     {
         return fail(format!(
@@ -105,7 +106,7 @@ pub(super) fn run_task(
     let subagent = match &args.agent {
         None => None,
         Some(name) => {
-            let known = turn.agent.as_ref().map(|a| &a.subagents);
+            let known = turn.rights.agent.as_ref().map(|a| &a.subagents);
             match known.and_then(|subagents| subagents.get(name)) {
                 Some(spec) => Some(Arc::new(spec.clone())),
                 None => {
@@ -140,13 +141,13 @@ pub(super) fn run_task(
         return (result(text, false), Spent::default());
     }
     let mut child = child_turn(turn, &args, subagent, call);
-    child.approvals = approvals.clone();
+    child.rights.approvals = approvals.clone();
     let mut state = State::new(&child);
     // The agent file's per-turn limits count the parent's spending too.
     state.usage = *spent_before.0;
     state.cost = spent_before.1;
-    let mut messages = child.messages.clone();
-    let mut child_sink = UpdateSink::new(turn.cancel.clone(), updates);
+    let mut messages = child.start.messages.clone();
+    let mut child_sink = UpdateSink::new(turn.io.cancel.clone(), updates);
     updates.borrow_mut().nest(Some(&call.id));
     let ended = steps(
         &child,
@@ -214,30 +215,30 @@ fn child_turn(
     call: &ToolCallRequest,
 ) -> Turn {
     let mut child = turn.clone();
-    let mut system = format!("{}\n\n{NOTE}", turn.system);
+    let mut system = format!("{}\n\n{NOTE}", turn.start.system);
     if let Some(instructions) = subagent.as_ref().and_then(|s| s.instructions.as_deref()) {
         system.push_str("\n\n");
         system.push_str(instructions.trim());
     }
-    child.system = system;
-    child.messages = vec![Message::user(args.prompt.clone())];
-    child.max_steps = subagent
+    child.start.system = system;
+    child.start.messages = vec![Message::user(args.prompt.clone())];
+    child.model.max_steps = subagent
         .as_ref()
         .and_then(|s| s.max_steps)
-        .unwrap_or(turn.max_steps.min(DEFAULT_STEPS));
-    child.subagent = subagent;
-    child.goal = None;
-    child.goal_mode = false;
-    child.kind = TurnKind::Model;
-    child.request_id = None;
-    child.inbox_item = None;
-    child.title_update = None;
-    child.notices = Vec::new();
-    child.known = None;
-    child.prompt_blocks = Vec::new();
-    child.client.parent = Some(call.id.clone());
+        .unwrap_or(turn.model.max_steps.min(DEFAULT_STEPS));
+    child.rights.subagent = subagent;
+    child.start.goal = None;
+    child.start.goal_mode = false;
+    child.start.kind = TurnKind::Model;
+    child.io.request_id = None;
+    child.io.inbox_item = None;
+    child.start.title_update = None;
+    child.start.notices = Vec::new();
+    child.start.known = None;
+    child.start.prompt_blocks = Vec::new();
+    child.io.client.parent = Some(call.id.clone());
     // Steers are the parent's: the subagent's boundaries do not take them.
-    child.live = Arc::new(std::sync::Mutex::new(Live::default()));
+    child.io.live = Arc::new(std::sync::Mutex::new(Live::default()));
 
     child
 }
@@ -253,12 +254,13 @@ fn start_job(
     call: &ToolCallRequest,
 ) -> Result<String, String> {
     let log_dir = turn
+        .workspace
         .processes
         .session_dir
         .clone()
         .ok_or("background tasks need the session's folder, which is not available")?;
     let mut child = child_turn(turn, args, subagent, call);
-    let live = child.live.clone();
+    let live = child.io.live.clone();
     let deliver: crate::tools::jobs::Deliver = Arc::new(move |text: &str| {
         let mut live = crate::cancel::lock(&live);
         let item = format!("send_{}", crate::util::random_hex());
@@ -271,34 +273,34 @@ fn start_job(
     });
     let spec = crate::tools::jobs::JobSpec {
         command_line: format!("task: {}", args.description),
-        cwd: turn.root.clone(),
+        cwd: turn.workspace.root.clone(),
         env_remove: Vec::new(),
         env_set: Vec::new(),
         sandbox: None,
         log_dir,
-        log_cap: turn.processes.log_cap,
-        epoch: turn.epoch,
+        log_cap: turn.workspace.processes.log_cap,
+        epoch: turn.io.epoch,
     };
-    let (info, job) = turn.jobs.start_agent(&spec, deliver)?;
-    child.cancel = job.stop.clone();
+    let (info, job) = turn.workspace.jobs.start_agent(&spec, deliver)?;
+    child.io.cancel = job.stop.clone();
     // Its requests (permissions, files) outlive the turn that started it.
-    child.client = child.client.with_cancel(job.stop.clone());
-    child.client.lasting = true;
+    child.io.client = child.io.client.with_cancel(job.stop.clone());
+    child.io.client.lasting = true;
     let parent = call.id.clone();
     let spawned = std::thread::Builder::new()
         .name("spindle-subagent".into())
         .spawn(move || {
             let updates = RefCell::new(super::updates::Updates::new(
-                child.session_id.clone(),
-                child.client.capabilities.clone(),
-                child.writer.clone(),
-                child.cancel.clone(),
+                child.io.session_id.clone(),
+                child.io.client.capabilities.clone(),
+                child.io.writer.clone(),
+                child.io.cancel.clone(),
             ));
             updates.borrow_mut().nest_quietly(&parent);
             updates.borrow_mut().mirror(job.sink.clone());
-            let mut sink = UpdateSink::new(child.cancel.clone(), &updates);
+            let mut sink = UpdateSink::new(child.io.cancel.clone(), &updates);
             let mut state = State::new(&child);
-            let mut messages = child.messages.clone();
+            let mut messages = child.start.messages.clone();
             let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 steps(
                     &child,
@@ -333,7 +335,7 @@ fn start_job(
             job.finish(code);
         });
     if spawned.is_err() {
-        let _ = turn.jobs.kill(&info.job_id);
+        let _ = turn.workspace.jobs.kill(&info.job_id);
         return Err("cannot start the subagent's thread".into());
     }
     Ok(format!(

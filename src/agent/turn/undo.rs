@@ -36,7 +36,12 @@ pub(super) fn run(
             .borrow_mut()
             .chunk(false, &sink.message_id, text);
     };
-    let Some(store) = turn.db.as_deref().and_then(|db| Store::open(db).ok()) else {
+    let Some(store) = turn
+        .workspace
+        .db
+        .as_deref()
+        .and_then(|db| Store::open(db).ok())
+    else {
         say(
             sink,
             "Checkpoints need the session database, which is not available.",
@@ -44,7 +49,7 @@ pub(super) fn run(
         return Ok(StopReason::EndTurn);
     };
     let all = store
-        .checkpoints(&turn.session_id)
+        .checkpoints(&turn.io.session_id)
         .map_err(|e| RpcError::internal(e.to_string()))?;
     let targets: Vec<CheckpointRow> = match rewind {
         Rewind::Undo(n) => all
@@ -124,7 +129,7 @@ pub(super) fn run(
             Rewind::Undo(_) => "undone",
             Rewind::Redo => "applied",
         };
-        if let Err(error) = store.set_checkpoint_state(&turn.session_id, checkpoint.turn, next) {
+        if let Err(error) = store.set_checkpoint_state(&turn.io.session_id, checkpoint.turn, next) {
             log::warn!("cannot mark the checkpoint: {error}");
         }
     }
@@ -156,7 +161,7 @@ fn finish(
 /// `Err`: there is a file, too large or unreadable to compare).
 fn current(turn: &Turn, path: &Path, via_editor: bool) -> Result<Option<Vec<u8>>, ()> {
     use crate::checkpoint::Contents;
-    let disk = match crate::checkpoint::read_disk(path, turn.checkpoints.max_file_bytes) {
+    let disk = match crate::checkpoint::read_disk(path, turn.workspace.checkpoints.max_file_bytes) {
         Contents::Absent => None,
         Contents::Data(data) => Some(data),
         Contents::Unkept => return Err(()),
@@ -164,8 +169,8 @@ fn current(turn: &Turn, path: &Path, via_editor: bool) -> Result<Option<Vec<u8>>
     let text = disk
         .as_deref()
         .is_some_and(|b| std::str::from_utf8(b).is_ok());
-    if via_editor && text && turn.client.capabilities.fs.read_text_file {
-        if let Ok(text) = turn.client.read_text_file(path) {
+    if via_editor && text && turn.io.client.capabilities.fs.read_text_file {
+        if let Ok(text) = turn.io.client.read_text_file(path) {
             return Ok(Some(text.into_bytes()));
         }
     }
@@ -193,7 +198,9 @@ fn restore(
     let shown = path.display().to_string();
     // A folder replaced by a symlink since must not carry the restore out
     // of the workspace.
-    if path.starts_with(&turn.root) && !crate::tools::paths::resolve(&turn.root, &shown).inside {
+    if path.starts_with(&turn.workspace.root)
+        && !crate::tools::paths::resolve(&turn.workspace.root, &shown).inside
+    {
         return Ok(Outcome {
             diff: None,
             line: format!("- {shown}: not restored (its folder now leads outside the workspace)"),
@@ -204,7 +211,7 @@ fn restore(
             None => Ok(None),
             // Existed but was not kept: never restored, never deleted.
             Some(crate::checkpoint::UNKEPT) => Err(()),
-            Some(key) => match store.blob(&turn.session_id, key) {
+            Some(key) => match store.blob(&turn.io.session_id, key) {
                 Ok(Some(data)) => Ok(Some(data)),
                 _ => Err(()),
             },
@@ -242,7 +249,7 @@ fn restore(
         // Changed since the agent's turn (by the user, or another tool):
         // only with their word.
         let params = json!({
-            "sessionId": turn.session_id,
+            "sessionId": turn.io.session_id,
             "toolCall": {
                 "toolCallId": call_id,
                 "title": format!("{shown} changed since; restore it anyway?"),
@@ -256,7 +263,7 @@ fn restore(
                 {"optionId": "reject_once", "name": "Keep my version", "kind": "reject_once"},
             ],
         });
-        match turn.client.request("session/request_permission", params) {
+        match turn.io.client.request("session/request_permission", params) {
             Ok(answer) if answer["outcome"]["optionId"] == "allow_once" => {}
             Ok(answer) if answer["outcome"]["outcome"] == "cancelled" => return Err(()),
             Ok(_) | Err(ClientError::Rpc(_)) => {
@@ -277,7 +284,8 @@ fn restore(
             }
         }),
         Some(data) => match std::str::from_utf8(data) {
-            Ok(text) if file.via_editor && turn.client.capabilities.fs.write_text_file => turn
+            Ok(text) if file.via_editor && turn.io.client.capabilities.fs.write_text_file => turn
+                .io
                 .client
                 .write_text_file(path, text)
                 .map_err(|e| e.to_string()),

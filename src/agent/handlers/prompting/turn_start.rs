@@ -141,7 +141,7 @@ impl Dispatcher {
         self.event(
             session_id,
             "turn",
-            json!({"state": "running", "epoch": turn.epoch, "source": start.source, "outcome": null}),
+            json!({"state": "running", "epoch": turn.io.epoch, "source": start.source, "outcome": null}),
         );
         self.goal_changed(session_id);
         let Some(session) = self.sessions.get_mut(session_id) else {

@@ -1,0 +1,163 @@
+//! What the dispatcher hands a turn worker, in five parts: whom it
+//! answers and how it talks to the client ([`Io`]), the model it calls
+//! ([`TurnModel`]), what the model may do ([`Rights`]), where its tools
+//! work ([`Workspace`]) and what it starts from ([`Start`]).
+
+use super::client::Client;
+use super::processes::Processes;
+use super::report::{Rewind, SharedLive};
+use crate::agent::common::goal::Goal;
+use crate::agent::common::permission::{Approvals, Policy};
+use crate::cancel::CancelToken;
+use crate::config::Price;
+use crate::provider::{Message, Provider};
+use crate::rpc::stdio::Queued;
+use crate::rpc::RequestId;
+use crossbeam_channel::Sender;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What a turn does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnKind {
+    /// The model/tool loop.
+    Model,
+    /// Spindle answers by itself (a slash command such as /help); the
+    /// conversation is untouched.
+    Local(String),
+    /// The model summarises the conversation, which is then replaced by
+    /// the summary (`/compact`, with what to focus on).
+    Compact(String),
+    /// `/undo`, `/rewind N`, `/redo`: files put back from checkpoints.
+    Rewind(Rewind),
+}
+
+/// Everything a turn needs, handed over by the dispatcher.
+#[derive(Clone)]
+pub struct Turn {
+    pub io: Io,
+    pub model: TurnModel,
+    pub rights: Rights,
+    pub workspace: Workspace,
+    pub start: Start,
+}
+
+/// Whom the turn answers, and how it talks to the client.
+#[derive(Clone)]
+pub struct Io {
+    pub session_id: String,
+    /// The prompt request to answer; `None` for a turn the agent started
+    /// itself (an inbox follow-up).
+    pub request_id: Option<RequestId>,
+    /// The inbox item this turn dispatches, marked `dispatched` with its
+    /// user message.
+    pub inbox_item: Option<String>,
+    /// What the dispatcher reads while the turn runs, and the steers it
+    /// hands over.
+    pub live: SharedLive,
+    pub cancel: CancelToken,
+    pub writer: Sender<Queued>,
+    pub client: Client,
+    /// The session's turn count, this turn's.
+    pub epoch: u64,
+    /// The prompt's trace context, sent with every model request.
+    pub trace: Option<crate::provider::trace::TraceContext>,
+}
+
+/// The model the turn calls, and the limits of the conversation with it.
+#[derive(Clone)]
+pub struct TurnModel {
+    pub provider: Arc<dyn Provider>,
+    /// The model's name at its provider.
+    pub name: String,
+    pub effort: Option<String>,
+    pub max_output_tokens: Option<u32>,
+    pub context_window: u64,
+    /// The share of the window past which the conversation is compacted
+    /// (`None`: never automatically).
+    pub compact_at: Option<f64>,
+    /// Room kept for the model's answer inside the window.
+    pub output_reserve: u64,
+    /// The largest tool result the model gets whole.
+    pub tool_output_cap: usize,
+    /// The most model calls one turn may make.
+    pub max_steps: usize,
+    pub price: Option<Price>,
+    /// Whether the model takes images; if not, it gets a note instead.
+    pub images: bool,
+}
+
+/// What the model may do without asking, and what ends the turn.
+#[derive(Clone)]
+pub struct Rights {
+    pub policy: Policy,
+    pub approvals: Approvals,
+    /// Lasting permission rules, and where project answers are saved.
+    pub rules: Arc<crate::policy::rules::RuleSet>,
+    /// Whether a rejected tool call ends the turn.
+    pub on_reject: crate::config::OnReject,
+    /// Plan mode: only read-only tools.
+    pub read_only: bool,
+    /// The agent file's agent: its tool allow-list and per-turn limits.
+    pub agent: Option<Arc<crate::agentfile::AgentSpec>>,
+    /// A subagent's own spec (a `task` naming one): its allow-list narrows
+    /// the agent's further.
+    pub subagent: Option<Arc<crate::agentfile::AgentSpec>>,
+}
+
+/// Where the turn's tools work, and what they share with the session.
+#[derive(Clone)]
+pub struct Workspace {
+    pub root: PathBuf,
+    /// `additionalDirectories`: more roots the tools use as the workspace.
+    pub extra_roots: Vec<PathBuf>,
+    /// The session's environment snapshot, for the system prompt's
+    /// `{ENVIRONMENT}` mark: taken by the first turn that needs it.
+    pub environment: Arc<std::sync::OnceLock<String>>,
+    /// Checkpoints: their settings, and what the session's last workspace
+    /// scan saw.
+    pub checkpoints: crate::checkpoint::Settings,
+    pub scan_cache: Arc<std::sync::Mutex<crate::checkpoint::ScanCache>>,
+    /// How the session's commands start.
+    pub processes: Arc<Processes>,
+    /// The session's background jobs.
+    pub jobs: Arc<crate::tools::jobs::Jobs>,
+    /// The session's MCP servers.
+    pub mcp: Option<Arc<crate::mcp::McpSession>>,
+    /// The session database; the worker commits each step there.
+    pub db: Option<PathBuf>,
+    pub config_path: Option<PathBuf>,
+}
+
+/// What the turn starts from: its kind, the conversation, the goal, and
+/// what is said first.
+#[derive(Clone)]
+pub struct Start {
+    pub kind: TurnKind,
+    pub system: String,
+    /// The conversation so far, ending with this turn's user message.
+    pub messages: Vec<Message>,
+    /// The conversation's size as the provider last reported it.
+    pub known: Option<super::context::Known>,
+    /// How many of the last messages the turn's start adds to the stored
+    /// conversation: the user's prompt, or the answer of an `ask_user`
+    /// question that waited for it (with the calls after it, unrun).
+    pub fresh: usize,
+    /// How the user's prompt is replayed: its blocks as sent.
+    pub prompt_blocks: Vec<Value>,
+    /// A `session_info_update` to send (and keep) first, when the session
+    /// just got its title.
+    pub title_update: Option<crate::acp::SessionUpdate>,
+    /// Notices to show before anything else (each once per session: the
+    /// policy chosen at start, the sandbox policy without a sandbox, ...).
+    pub notices: Vec<crate::acp::fit::Notice>,
+    /// What the session cost before this turn.
+    pub cost_before: f64,
+    /// The goal this turn works on (goal mode, running), and whether the
+    /// preset asks for verification before completion.
+    pub goal: Option<Goal>,
+    pub delivery: bool,
+    /// Goal mode: `goal_update` is offered.
+    pub goal_mode: bool,
+}
