@@ -497,3 +497,50 @@ fn no_file_holds_more_than_the_cap_before_its_tests() {
     }
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+/// Every text file of the project under `dir` (recursively), skipping
+/// build output and test data.
+fn project_text_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || name == "target" || name == "data" {
+            continue;
+        }
+        if path.is_dir() {
+            project_text_files(&path, out);
+        } else if [".rs", ".md", ".toml", ".sh", ".mjs", ".py"]
+            .iter()
+            .any(|ext| name.ends_with(ext))
+        {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn no_file_holds_a_merge_conflict() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    for dir in ["src", "tests", "docs", "scripts", "examples"] {
+        project_text_files(&root.join(dir), &mut files);
+    }
+    assert!(files.len() > 100, "too few files found: {}", files.len());
+    // Built here, so this file does not hold the markers itself.
+    let markers = ["<".repeat(7) + " ", ">".repeat(7) + " "];
+    for file in &files {
+        let text = fs::read_to_string(file).unwrap_or_default();
+        for line in text.lines() {
+            assert!(
+                !markers
+                    .iter()
+                    .any(|marker| line.starts_with(marker.as_str())),
+                "{} holds a merge conflict marker: {line}",
+                file.display()
+            );
+        }
+    }
+}
