@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub mod fit;
+pub mod spindle;
 pub mod update;
 
 pub use update::{

@@ -5,6 +5,9 @@
 
 use super::controls::config_options;
 use super::prompting::TurnStart;
+use crate::acp::spindle::{
+    InvokeParams, ModelsParams, OperationsParams, ReloadParams, SettingSetParams, SettingsParams,
+};
 use crate::agent::common::commands::{self, Builtin, Kind};
 use crate::agent::common::models::Registry;
 use crate::agent::dispatcher::Dispatcher;
@@ -21,24 +24,7 @@ fn admission(kind: &Kind) -> &'static str {
     }
 }
 
-fn bad(field: &str, why: &str) -> RpcError {
-    RpcError::invalid_params(format!("{field}: {why}")).with_data(json!({"code": "invalid_params"}))
-}
-
 impl Dispatcher {
-    fn catalog_session(&self, params: &Value) -> Result<String, RpcError> {
-        let id = params["sessionId"]
-            .as_str()
-            .ok_or_else(|| bad("sessionId", "is missing or not a string"))?;
-        match self.sessions.get(id) {
-            Some(session) if !session.closed => Ok(id.to_string()),
-            _ => Err(RpcError::invalid_params(format!(
-                "session {id:?} is not open in this process"
-            ))
-            .with_data(json!({"code": "unknown_session"}))),
-        }
-    }
-
     fn setting_rows(&mut self, id: &str) -> Result<Vec<Value>, RpcError> {
         let registry = self.registry()?;
         let options = config_options(&self.sessions[id], &registry);
@@ -63,33 +49,27 @@ impl Dispatcher {
             .collect())
     }
 
-    pub(super) fn settings_catalog(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.catalog_session(params)?;
-        Ok(json!({"items": self.setting_rows(&id)?}))
+    pub(super) fn settings_catalog(&mut self, params: SettingsParams) -> Result<Value, RpcError> {
+        Ok(json!({"items": self.setting_rows(params.session_id)?}))
     }
 
     /// The same change as `session/set_config_option` (with its updates);
     /// answers the updated row.
-    pub(super) fn setting_set(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.catalog_session(params)?;
-        let name = params["name"]
-            .as_str()
-            .ok_or_else(|| bad("name", "is missing or not a string"))?
-            .to_string();
-        let value = params["value"]
-            .as_str()
-            .ok_or_else(|| bad("value", "is missing or not a string"))?
-            .to_string();
+    pub(super) fn setting_set(&mut self, params: SettingSetParams) -> Result<Value, RpcError> {
+        let SettingSetParams {
+            session_id: id,
+            name,
+            value,
+        } = params;
         let registry = self.registry()?;
-        self.change_option(&id, &registry, &name, &value)?;
-        self.setting_rows(&id)?
+        self.change_option(id, &registry, name, value)?;
+        self.setting_rows(id)?
             .into_iter()
-            .find(|row| row["name"] == name.as_str())
+            .find(|row| row["name"] == name)
             .ok_or_else(|| RpcError::internal("the setting vanished"))
     }
 
-    pub(super) fn models_catalog(&mut self, params: &Value) -> Result<Value, RpcError> {
-        self.catalog_session(params)?;
+    pub(super) fn models_catalog(&mut self, _: ModelsParams) -> Result<Value, RpcError> {
         let registry = self.registry()?;
         let items: Vec<Value> = registry
             .models
@@ -109,9 +89,8 @@ impl Dispatcher {
         Ok(json!({"items": items}))
     }
 
-    pub(super) fn operations(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.catalog_session(params)?;
-        let cwd = self.sessions[&id].cwd.clone();
+    pub(super) fn operations(&mut self, params: OperationsParams) -> Result<Value, RpcError> {
+        let cwd = self.sessions[params.session_id].cwd.clone();
         let items: Vec<Value> = commands::available(&cwd, self.options.commands_dir())
             .iter()
             .map(|command| {
@@ -128,22 +107,13 @@ impl Dispatcher {
 
     /// `_spindle/invoke`: a local operation answers with its text; one that
     /// needs the model (or the workspace) runs as a turn of its own.
-    pub(super) fn invoke(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.catalog_session(params)?;
-        let name = params["operation"]
-            .as_str()
-            .ok_or_else(|| bad("operation", "is missing or not a string"))?
-            .trim_start_matches('/')
-            .to_string();
-        let input = match params.get("arguments") {
-            None | Some(Value::Null) => String::new(),
-            Some(arguments) => match arguments.get("input").or_else(|| arguments.get("text")) {
-                None | Some(Value::Null) => String::new(),
-                Some(Value::String(text)) => text.clone(),
-                Some(_) => return Err(bad("arguments.input", "must be a string")),
-            },
-        };
-        let cwd = self.sessions[&id].cwd.clone();
+    pub(super) fn invoke(&mut self, params: InvokeParams) -> Result<Value, RpcError> {
+        let InvokeParams {
+            session_id: id,
+            operation: name,
+            input,
+        } = params;
+        let cwd = self.sessions[id].cwd.clone();
         let available = commands::available(&cwd, self.options.commands_dir());
         let Some(command) = available.iter().find(|c| c.name == name) else {
             return Err(RpcError::invalid_params(format!(
@@ -158,17 +128,17 @@ impl Dispatcher {
         };
         if admission(&command.kind) == "now" {
             let registry = self.registry()?;
-            let reply = self.local_reply(&id, &text, &registry)?;
+            let reply = self.local_reply(id, &text, &registry)?;
             return Ok(json!({"text": reply, "delivery": "immediate"}));
         }
-        if self.sessions[&id].running.is_some() {
+        if self.sessions[id].running.is_some() {
             return Err(RpcError::invalid_request(format!(
                 "operation {name:?} runs a turn, and session {id} is busy; try again when it is idle"
             ))
             .with_data(json!({"code": "busy"})));
         }
         self.start_turn(
-            &id,
+            id,
             &[json!({"type": "text", "text": text})],
             TurnStart {
                 request: None,
@@ -182,17 +152,17 @@ impl Dispatcher {
     /// `_spindle/session/reload`: builds a new runtime from the config
     /// file and swaps it in only if it builds; while a turn runs, one
     /// reload waits for it.
-    pub(super) fn reload(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.catalog_session(params)?;
-        if self.sessions[&id].running.is_some() {
-            if let Some(session) = self.sessions.get_mut(&id) {
+    pub(super) fn reload(&mut self, params: ReloadParams) -> Result<Value, RpcError> {
+        let id = params.session_id;
+        if self.sessions[id].running.is_some() {
+            if let Some(session) = self.sessions.get_mut(id) {
                 session.reload_queued = true;
             }
             return Ok(json!({"queued": true}));
         }
-        self.reload_now(&id)?;
+        self.reload_now(id)?;
         // The commands follow the answer.
-        self.announce_commands(&id);
+        self.announce_commands(id);
         Ok(json!({"reloaded": true}))
     }
 

@@ -1,63 +1,39 @@
-//! The params of the vendor methods, read field by field, and the errors
-//! they answer with (`data.code` names the class, EXTENSIONS.md §0).
+//! The params of the vendor methods, decoded once by the router into each
+//! method's type (`acp::spindle`), and the errors the handlers answer
+//! with (`data.code` names the class, EXTENSIONS.md §0).
 
+use crate::acp::spindle::{FromParams, SessionCheck};
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use serde_json::{json, Value};
 
-pub(super) fn unknown_session(id: &str) -> RpcError {
-    RpcError::invalid_params(format!(
-        "session {id:?} is not open in this process; open it with session/new, session/load or session/resume"
-    ))
-    .with_data(json!({"code": "unknown_session"}))
-}
-
-pub(super) fn bad(field: &str, why: &str) -> RpcError {
-    RpcError::invalid_params(format!("{field}: {why}")).with_data(json!({"code": "invalid_params"}))
-}
+pub(super) use crate::acp::spindle::bad;
 
 pub(super) fn store_error(error: crate::store::StoreError) -> RpcError {
     RpcError::internal(error.to_string()).with_data(json!({"code": "store_unavailable"}))
 }
 
-pub(super) fn string<'a>(params: &'a Value, field: &str) -> Result<&'a str, RpcError> {
-    match params.get(field) {
-        Some(Value::String(text)) => Ok(text),
-        Some(_) => Err(bad(field, "must be a string")),
-        None => Err(bad(field, "is missing")),
-    }
-}
-
-pub(super) fn optional_string<'a>(
+/// A vendor method's params as its type: the session is read and found
+/// open first (-32602 `unknown_session` when it is not), then every
+/// other field is read and checked (-32602 `invalid_params` naming it).
+pub(super) fn decode<'a, T: FromParams<'a>>(
+    dispatcher: &Dispatcher,
     params: &'a Value,
-    field: &str,
-) -> Result<Option<&'a str>, RpcError> {
-    match params.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text)),
-        Some(_) => Err(bad(field, "must be a string")),
-    }
-}
-
-pub(super) fn count(params: &Value, field: &str, default: u64, max: u64) -> Result<u64, RpcError> {
-    match params.get(field) {
-        None | Some(Value::Null) => Ok(default),
-        Some(value) => match value.as_u64() {
-            Some(n) if n <= max => Ok(n),
-            _ => Err(bad(
-                field,
-                &format!("must be a whole number from 0 to {max}"),
-            )),
-        },
-    }
+) -> Result<T, RpcError> {
+    let session_id = dispatcher.check_session(T::SESSION, params)?;
+    T::read(session_id, params)
 }
 
 impl Dispatcher {
-    pub(super) fn open_session(&self, params: &Value) -> Result<String, RpcError> {
-        let id = string(params, "sessionId")?;
+    fn check_session<'a>(
+        &self,
+        check: SessionCheck,
+        params: &'a Value,
+    ) -> Result<&'a str, RpcError> {
+        let id = check.session_id(params)?;
         match self.sessions.get(id) {
-            Some(session) if !session.closed => Ok(id.to_string()),
-            _ => Err(unknown_session(id)),
+            Some(session) if !session.closed => Ok(id),
+            _ => Err(check.not_open(id)),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! committing it and telling the client when it changes, and bringing it
 //! back when a session is loaded.
 
+use crate::acp::spindle::{GoalPauseParams, GoalResumeParams};
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use serde_json::{json, Value};
@@ -32,10 +33,10 @@ impl Dispatcher {
 
     /// `_spindle/session/goal/pause`: the running goal stops at its next
     /// continuation boundary (the step in flight finishes).
-    pub(super) fn goal_pause(&mut self, params: &Value) -> Result<Value, RpcError> {
+    pub(super) fn goal_pause(&mut self, params: GoalPauseParams) -> Result<Value, RpcError> {
         use crate::agent::common::goal::Status;
-        let id = self.open_session(params)?;
-        let session = self.sessions.get_mut(&id).expect("checked");
+        let id = params.session_id;
+        let session = self.sessions.get_mut(id).expect("checked");
         let running = session
             .goal
             .as_ref()
@@ -55,15 +56,15 @@ impl Dispatcher {
             session.goal_changed = true;
         }
         let goal = session.goal.as_ref().map(|g| g.json());
-        self.goal_changed(&id);
-        Ok(json!({"goal": goal, "pausing": self.sessions[&id].running.is_some()}))
+        self.goal_changed(id);
+        Ok(json!({"goal": goal, "pausing": self.sessions[id].running.is_some()}))
     }
 
     /// `_spindle/session/goal/resume`: a paused, blocked, cancelled or
     /// budget-exhausted goal runs again; the next prompt continues it.
-    pub(super) fn goal_resume(&mut self, params: &Value) -> Result<Value, RpcError> {
+    pub(super) fn goal_resume(&mut self, params: GoalResumeParams) -> Result<Value, RpcError> {
         use crate::agent::common::goal::Status;
-        let id = self.open_session(params)?;
+        let id = params.session_id.to_string();
         let session = self.sessions.get_mut(&id).expect("checked");
         let Some(goal) = session.goal.as_mut().filter(|g| g.resumable()) else {
             return Err(RpcError::new(

@@ -4,9 +4,13 @@
 //! dispatcher starts the next pending item when a session is idle, and the
 //! running turn only takes the steers handed to it.
 
-use super::ext_params::{bad, optional_string, store_error, string};
-use super::items::{freeze, item_json, prompt_of, summary_json, ITEM_CAP};
+use super::ext_params::store_error;
+use super::items::{freeze, item_json, summary_json, ITEM_CAP};
 use super::prompting::TurnStart;
+use crate::acp::spindle::{
+    EnqueueParams, IdleBehavior, InboxListParams, InboxMoveParams, InboxSetPausedParams,
+    InboxUpdateParams, ItemParams, SteerParams, SteeringParams,
+};
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use crate::store::inbox::{Flags, Item};
@@ -35,13 +39,18 @@ impl Dispatcher {
     /// A steer: committed as an inbox item first, then handed to the
     /// running turn (applied at its next boundary) or, when idle, queued
     /// ahead of the follow-ups (and dispatched at once when it can be).
-    pub(super) fn steer(&mut self, params: &Value) -> Result<(String, &'static str), RpcError> {
-        let id = self.open_session(params)?;
-        let blocks = prompt_of(params, false)?;
-        let key = optional_string(params, "idempotencyKey")?;
-        let (item, existing) = self.add_item(&id, &blocks, "steer", key)?;
-        self.unpause_inbox(&id);
-        let session = &self.sessions[&id];
+    pub(super) fn steer(
+        &mut self,
+        params: SteerParams,
+    ) -> Result<(String, &'static str), RpcError> {
+        let SteerParams {
+            session_id: id,
+            prompt: blocks,
+            idempotency_key: key,
+        } = params;
+        let (item, existing) = self.add_item(id, &blocks, "steer", key)?;
+        self.unpause_inbox(id);
+        let session = &self.sessions[id];
         let running = session
             .running
             .as_ref()
@@ -69,41 +78,28 @@ impl Dispatcher {
                     .push_back((item.item_id.clone(), text, blocks.clone()));
             }
             self.event(
-                &id,
+                id,
                 "inbox",
                 json!({"itemId": item.item_id, "change": "steer"}),
             );
             return Ok((item.item_id, "steer_accepted"));
         }
         self.event(
-            &id,
+            id,
             "inbox",
             json!({"itemId": item.item_id, "change": "queued"}),
         );
-        self.dispatch_next(&id);
+        self.dispatch_next(id);
         Ok((item.item_id, "queued_followup"))
     }
 
     /// `_session/steering`: the convention other agents' clients use.
-    pub(super) fn steering(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.open_session(params)?;
-        let idle = match params.pointer("/_meta/steering/idleBehavior") {
-            None | Some(Value::Null) => "startNewTurn",
-            Some(Value::String(value)) if value == "promptRequired" => "promptRequired",
-            Some(Value::String(value)) if value == "startNewTurn" => "startNewTurn",
-            Some(other) => {
-                return Err(bad(
-                    "_meta.steering.idleBehavior",
-                    &format!("must be startNewTurn or promptRequired, not {other}"),
-                ))
-            }
-        };
-        let running = self.sessions[&id].running.is_some();
-        if !running && idle == "promptRequired" {
-            prompt_of(params, false)?;
+    pub(super) fn steering(&mut self, params: SteeringParams) -> Result<Value, RpcError> {
+        let running = self.sessions[params.steer.session_id].running.is_some();
+        if !running && params.idle == IdleBehavior::PromptRequired {
             return Ok(json!({"outcome": "promptRequired", "reason": "noRunningTurn"}));
         }
-        let (_, disposition) = self.steer(params)?;
+        let (_, disposition) = self.steer(params.steer)?;
         Ok(
             json!({"outcome": if disposition == "steer_accepted" { "injected" } else { "startedNewTurn" }}),
         )
@@ -123,9 +119,7 @@ impl Dispatcher {
         key: Option<&str>,
     ) -> Result<(Item, bool), RpcError> {
         if let Some(key) = key {
-            if key.is_empty() || key.len() > 200 {
-                return Err(bad("idempotencyKey", "must be 1 to 200 characters"));
-            }
+            // Its length was checked with the params.
             if let Some(item) = self.store()?.inbox_by_key(id, key).map_err(store_error)? {
                 return Ok((item, true));
             }
@@ -163,34 +157,22 @@ impl Dispatcher {
         Ok((Item { position, ..item }, false))
     }
 
-    pub(super) fn enqueue(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.open_session(params)?;
-        let blocks = prompt_of(params, true)?;
-        let intent = match optional_string(params, "intent")? {
-            None | Some("followup") => "followup",
-            Some("steer") => "steer",
-            Some(other) => {
-                return Err(bad(
-                    "intent",
-                    &format!("must be followup or steer, not {other:?}"),
-                ))
-            }
-        };
-        let key = optional_string(params, "idempotencyKey")?;
-        let (item, existing) = self.add_item(&id, &blocks, intent, key)?;
+    pub(super) fn enqueue(&mut self, params: EnqueueParams) -> Result<Value, RpcError> {
+        let id = params.session_id;
+        let key = params.idempotency_key;
+        let (item, existing) = self.add_item(id, &params.prompt, params.intent.id(), key)?;
         if !existing {
-            self.unpause_inbox(&id);
+            self.unpause_inbox(id);
             self.event(
-                &id,
+                id,
                 "inbox",
                 json!({"itemId": item.item_id, "change": "queued"}),
             );
         }
-        let started =
-            !existing && self.dispatch_next(&id).as_deref() == Some(item.item_id.as_str());
+        let started = !existing && self.dispatch_next(id).as_deref() == Some(item.item_id.as_str());
         let position = self
             .store()?
-            .inbox(&id)
+            .inbox(id)
             .map_err(store_error)?
             .iter()
             .filter(|i| i.state == "pending")
@@ -199,15 +181,15 @@ impl Dispatcher {
             "itemId": item.item_id,
             "disposition": if started { "started" } else if existing { item.state.as_str() } else { "queued" },
             "position": position,
-            "paused": self.sessions[&id].inbox_paused,
+            "paused": self.sessions[id].inbox_paused,
             "idempotent": existing,
         }))
     }
 
-    pub(super) fn inbox_list(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.open_session(params)?;
-        let items = self.store()?.inbox(&id).map_err(store_error)?;
-        let session = &self.sessions[&id];
+    pub(super) fn inbox_list(&mut self, params: InboxListParams) -> Result<Value, RpcError> {
+        let id = params.session_id;
+        let items = self.store()?.inbox(id).map_err(store_error)?;
+        let session = &self.sessions[id];
         Ok(json!({
             "items": items.iter().map(summary_json).collect::<Vec<_>>(),
             "capacity": INBOX_CAP,
@@ -216,8 +198,7 @@ impl Dispatcher {
         }))
     }
 
-    fn item(&mut self, id: &str, params: &Value) -> Result<Item, RpcError> {
-        let item_id = string(params, "itemId")?;
+    fn item(&mut self, id: &str, item_id: &str) -> Result<Item, RpcError> {
         match self.store()?.inbox_item(id, item_id).map_err(store_error)? {
             Some(item) if item.state != "deleted" => Ok(item),
             _ => Err(RpcError::invalid_params(format!(
@@ -227,8 +208,8 @@ impl Dispatcher {
         }
     }
 
-    fn pending_item(&mut self, id: &str, params: &Value) -> Result<Item, RpcError> {
-        let item = self.item(id, params)?;
+    fn pending_item(&mut self, id: &str, item_id: &str) -> Result<Item, RpcError> {
+        let item = self.item(id, item_id)?;
         if item.state != "pending" {
             return Err(RpcError::invalid_request(format!(
                 "item {} is {}, not pending; only pending items change",
@@ -239,63 +220,63 @@ impl Dispatcher {
         Ok(item)
     }
 
-    pub(super) fn inbox_get(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.open_session(params)?;
-        let item = self.item(&id, params)?;
+    pub(super) fn inbox_get(&mut self, params: ItemParams) -> Result<Value, RpcError> {
+        let item = self.item(params.session_id, params.item_id)?;
         Ok(json!({"item": item_json(&item)}))
     }
 
-    pub(super) fn inbox_update(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.open_session(params)?;
-        let item = self.pending_item(&id, params)?;
-        let blocks = prompt_of(params, true)?;
+    pub(super) fn inbox_update(&mut self, params: InboxUpdateParams) -> Result<Value, RpcError> {
+        let InboxUpdateParams {
+            item:
+                ItemParams {
+                    session_id: id,
+                    item_id,
+                },
+            prompt: blocks,
+        } = params;
+        let item = self.pending_item(id, item_id)?;
         let bytes = Value::Array(blocks.clone()).to_string();
         if bytes.chars().count() > ITEM_CAP {
             return Err(RpcError::invalid_params("prompt: the item is too large")
                 .with_data(json!({"code": "too_large"})));
         }
-        let cwd = self.sessions[&id].cwd.clone();
+        let cwd = self.sessions[id].cwd.clone();
         crate::agent::common::content::read_prompt(&blocks, &cwd)?;
         let prompt =
-            json!({"blocks": blocks, "frozen": freeze(&blocks, &self.workspace_roots(&id))});
+            json!({"blocks": blocks, "frozen": freeze(&blocks, &self.workspace_roots(id))});
         self.store()?
-            .inbox_set_prompt(&id, &item.item_id, &prompt, bytes.len() as i64)
+            .inbox_set_prompt(id, &item.item_id, &prompt, bytes.len() as i64)
             .map_err(store_error)?;
         self.event(
-            &id,
+            id,
             "inbox",
             json!({"itemId": item.item_id, "change": "updated"}),
         );
-        let item = self.item(&id, params)?;
+        let item = self.item(id, item_id)?;
         Ok(json!({"item": item_json(&item)}))
     }
 
-    pub(super) fn inbox_delete(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.open_session(params)?;
-        let item = self.pending_item(&id, params)?;
+    pub(super) fn inbox_delete(&mut self, params: ItemParams) -> Result<Value, RpcError> {
+        let id = params.session_id;
+        let item = self.pending_item(id, params.item_id)?;
         self.store()?
-            .inbox_set_state(&id, &item.item_id, "deleted")
+            .inbox_set_state(id, &item.item_id, "deleted")
             .map_err(store_error)?;
         self.event(
-            &id,
+            id,
             "inbox",
             json!({"itemId": item.item_id, "change": "deleted"}),
         );
         Ok(json!({"itemId": item.item_id, "state": "deleted"}))
     }
 
-    pub(super) fn inbox_move(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.open_session(params)?;
-        let item = self.pending_item(&id, params)?;
-        let to = match params.get("toIndex") {
-            Some(value) => value
-                .as_u64()
-                .ok_or_else(|| bad("toIndex", "must be a number from 0"))?,
-            None => return Err(bad("toIndex", "is missing")),
-        } as usize;
+    pub(super) fn inbox_move(&mut self, params: InboxMoveParams) -> Result<Value, RpcError> {
+        let id = params.item.session_id;
+        let item = self.pending_item(id, params.item.item_id)?;
+        let to = params.to_index as usize;
         let mut order: Vec<String> = self
             .store()?
-            .inbox(&id)
+            .inbox(id)
             .map_err(store_error)?
             .into_iter()
             .filter(|i| i.state == "pending")
@@ -311,35 +292,33 @@ impl Dispatcher {
         order.retain(|i| *i != item.item_id);
         order.insert(to, item.item_id.clone());
         self.store()?
-            .inbox_reorder(&id, &order)
+            .inbox_reorder(id, &order)
             .map_err(store_error)?;
         self.event(
-            &id,
+            id,
             "inbox",
             json!({"itemId": item.item_id, "change": "moved"}),
         );
         Ok(json!({"itemId": item.item_id, "position": to}))
     }
 
-    pub(super) fn inbox_set_paused(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.open_session(params)?;
-        let paused = params
-            .get("paused")
-            .ok_or_else(|| bad("paused", "is missing"))?
-            .as_bool()
-            .ok_or_else(|| bad("paused", "must be true or false"))?;
-        if paused {
-            self.pause_inbox(&id);
+    pub(super) fn inbox_set_paused(
+        &mut self,
+        params: InboxSetPausedParams,
+    ) -> Result<Value, RpcError> {
+        let id = params.session_id;
+        if params.paused {
+            self.pause_inbox(id);
         } else {
-            self.unpause_inbox(&id);
-            self.dispatch_next(&id);
+            self.unpause_inbox(id);
+            self.dispatch_next(id);
         }
-        Ok(json!({"paused": self.sessions[&id].inbox_paused}))
+        Ok(json!({"paused": self.sessions[id].inbox_paused}))
     }
 
-    pub(super) fn inbox_retry(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.open_session(params)?;
-        let item = self.item(&id, params)?;
+    pub(super) fn inbox_retry(&mut self, params: ItemParams) -> Result<Value, RpcError> {
+        let id = params.session_id;
+        let item = self.item(id, params.item_id)?;
         if !matches!(item.state.as_str(), "uncertain" | "failed") {
             return Err(RpcError::invalid_request(format!(
                 "item {} is {}; only uncertain or failed items are retried",
@@ -348,34 +327,34 @@ impl Dispatcher {
             .with_data(json!({"code": "not_retryable"})));
         }
         self.store()?
-            .inbox_set_state(&id, &item.item_id, "pending")
+            .inbox_set_state(id, &item.item_id, "pending")
             .map_err(store_error)?;
         self.event(
-            &id,
+            id,
             "inbox",
             json!({"itemId": item.item_id, "change": "retried"}),
         );
         Ok(json!({"itemId": item.item_id, "state": "pending"}))
     }
 
-    pub(super) fn inbox_refresh(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.open_session(params)?;
-        let item = self.pending_item(&id, params)?;
+    pub(super) fn inbox_refresh(&mut self, params: ItemParams) -> Result<Value, RpcError> {
+        let id = params.session_id;
+        let item = self.pending_item(id, params.item_id)?;
         let blocks = item.prompt["blocks"]
             .as_array()
             .cloned()
             .unwrap_or_default();
         let prompt =
-            json!({"blocks": blocks, "frozen": freeze(&blocks, &self.workspace_roots(&id))});
+            json!({"blocks": blocks, "frozen": freeze(&blocks, &self.workspace_roots(id))});
         self.store()?
-            .inbox_set_prompt(&id, &item.item_id, &prompt, item.bytes)
+            .inbox_set_prompt(id, &item.item_id, &prompt, item.bytes)
             .map_err(store_error)?;
         self.event(
-            &id,
+            id,
             "inbox",
             json!({"itemId": item.item_id, "change": "refreshed"}),
         );
-        let item = self.item(&id, params)?;
+        let item = self.item(id, params.item_id)?;
         Ok(json!({"item": item_json(&item)}))
     }
 

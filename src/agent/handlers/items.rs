@@ -2,8 +2,6 @@
 //! to the text of the workspace files they name, and the item's JSON forms
 //! (whole for `get`, a preview for `list`).
 
-use super::ext_params::bad;
-use crate::rpc::RpcError;
 use crate::store::inbox::Item;
 use serde_json::{json, Value};
 
@@ -14,37 +12,6 @@ pub(super) const ITEM_CAP: usize = 262_144;
 /// whole stays within `ITEM_CAP` bytes of JSON too, so that `get` answers
 /// it within the bound of one result.
 const FROZEN_FILE_CAP: u64 = 256 * 1024;
-
-/// The prompt of a request: `prompt` (content blocks) or `text`.
-pub(super) fn prompt_of(params: &Value, text_allowed: bool) -> Result<Vec<Value>, RpcError> {
-    let blocks = match (params.get("prompt"), params.get("text")) {
-        (Some(Value::Array(blocks)), _) => blocks.clone(),
-        (Some(_), _) => return Err(bad("prompt", "must be an array of content blocks")),
-        (None, Some(Value::String(text))) if text_allowed => {
-            vec![json!({"type": "text", "text": text})]
-        }
-        (None, Some(_)) if text_allowed => return Err(bad("text", "must be a string")),
-        _ => {
-            return Err(bad(
-                "prompt",
-                if text_allowed {
-                    "give prompt (content blocks) or text"
-                } else {
-                    "is missing"
-                },
-            ))
-        }
-    };
-    let has_content = blocks.iter().any(|block| match block["type"].as_str() {
-        Some("text") => block["text"].as_str().is_some_and(|t| !t.trim().is_empty()),
-        Some(_) => true,
-        None => false,
-    });
-    if !has_content {
-        return Err(bad("prompt", "is empty"));
-    }
-    Ok(blocks)
-}
 
 /// The first words of an item, for lists.
 fn preview(blocks: &[Value]) -> String {

@@ -2,9 +2,10 @@
 //! turn a job's end starts, the `_spindle/job*` methods, and an agent
 //! job's transcript (its log's updates, fitted to the client).
 
-use super::ext_params::{bad, count, optional_string, string};
+use super::ext_params::bad;
 use super::prompting::TurnStart;
-use super::resources::{log_bytes, WINDOW_CAP};
+use super::resources::log_bytes;
+use crate::acp::spindle::{JobParams, JobSendParams, JobTranscriptParams, JobsParams, WINDOW_CAP};
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use serde_json::{json, Value};
@@ -149,37 +150,28 @@ impl Dispatcher {
         }
     }
 
-    fn session_job(
-        &mut self,
-        params: &Value,
-    ) -> Result<(String, crate::tools::jobs::JobInfo), RpcError> {
-        let id = self.open_session(params)?;
-        let job_id = string(params, "jobId")?;
-        let job = self.sessions[&id].jobs.get(job_id).ok_or_else(|| {
-            RpcError::invalid_params(format!("jobId: no job {job_id:?} in session {id}"))
+    fn session_job(&mut self, params: &JobParams) -> Result<crate::tools::jobs::JobInfo, RpcError> {
+        let JobParams { session_id, job_id } = params;
+        self.sessions[*session_id].jobs.get(job_id).ok_or_else(|| {
+            RpcError::invalid_params(format!("jobId: no job {job_id:?} in session {session_id}"))
                 .with_data(json!({"code": "unknown_job"}))
-        })?;
-        Ok((id, job))
+        })
     }
 
-    pub(super) fn jobs_list(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.open_session(params)?;
-        let jobs = self.sessions[&id].jobs.list();
-        let start = match params.get("cursor") {
-            None | Some(Value::Null) => 0,
-            Some(Value::String(cursor)) => cursor
-                .parse::<usize>()
-                .map_err(|_| bad("cursor", "is not a cursor this agent gave"))?,
-            Some(_) => return Err(bad("cursor", "must be a string")),
-        };
-        let limit = count(params, "limit", 100, 500)?.max(1) as usize;
+    pub(super) fn jobs_list(&mut self, params: JobsParams) -> Result<Value, RpcError> {
+        let JobsParams {
+            session_id: id,
+            start,
+            limit,
+        } = params;
+        let jobs = self.sessions[id].jobs.list();
         let items: Vec<Value> = jobs.iter().skip(start).take(limit).map(job_json).collect();
         let next = (start + items.len() < jobs.len()).then(|| (start + items.len()).to_string());
         Ok(json!({"items": items, "nextCursor": next}))
     }
 
-    pub(super) fn job_item(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let (_, job) = self.session_job(params)?;
+    pub(super) fn job_item(&mut self, params: JobParams) -> Result<Value, RpcError> {
+        let job = self.session_job(&params)?;
         Ok(job_json(&job))
     }
 
@@ -188,7 +180,7 @@ impl Dispatcher {
     pub(in crate::agent) fn job_transcript(
         &mut self,
         request: &crate::rpc::RequestId,
-        params: &Value,
+        params: JobTranscriptParams,
     ) -> Option<Result<Value, RpcError>> {
         self.transcript(request, params).transpose()
     }
@@ -196,14 +188,14 @@ impl Dispatcher {
     fn transcript(
         &mut self,
         request: &crate::rpc::RequestId,
-        params: &Value,
+        params: JobTranscriptParams,
     ) -> Result<Option<Value>, RpcError> {
-        let (id, job) = self.session_job(params)?;
+        let job = self.session_job(&params.job)?;
         let agent = job.kind == "agent";
-        match (optional_string(params, "output")?, agent) {
+        match (params.output, agent) {
             (None | Some("text"), false) => {}
             (None | Some("structured"), true) => {
-                return self.structured_transcript(request, &id, job, params)
+                return self.structured_transcript(request, job, params)
             }
             (Some(other), false) => {
                 return Err(bad(
@@ -218,8 +210,8 @@ impl Dispatcher {
                 ))
             }
         }
-        let offset = count(params, "offset", 0, u64::MAX >> 1)?;
-        let limit = count(params, "limit", 65_536, WINDOW_CAP)?;
+        let offset = params.offset;
+        let limit = params.limit.within(65_536, WINDOW_CAP)?;
         let (text, next, total) = log_bytes(&job.log_path, offset, limit)?;
         let complete = next >= total && job.state != "running";
         Ok(Some(json!({
@@ -237,13 +229,12 @@ impl Dispatcher {
     fn structured_transcript(
         &mut self,
         request: &crate::rpc::RequestId,
-        id: &str,
         job: crate::tools::jobs::JobInfo,
-        params: &Value,
+        params: JobTranscriptParams,
     ) -> Result<Option<Value>, RpcError> {
-        let offset = count(params, "offset", 0, u64::MAX >> 1)?;
-        let limit = count(params, "limit", 100, 200)?;
-        let indexes = self.sessions[id].line_indexes.clone();
+        let offset = params.offset;
+        let limit = params.limit.within(100, 200)?;
+        let indexes = self.sessions[params.job.session_id].line_indexes.clone();
         let path = job.log_path.clone();
         let unreadable = {
             let job_id = job.job_id.clone();
@@ -255,16 +246,13 @@ impl Dispatcher {
         })
     }
 
-    pub(super) fn job_send(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let (id, job) = self.session_job(params)?;
-        let text = string(params, "text")?;
-        // Below a pipe's capacity, so a job that reads gets it whole.
-        if text.len() > 16 * 1024 {
-            return Err(bad("text", "is too long").with_data(json!({"code": "too_large"})));
-        }
-        self.sessions[&id]
+    pub(super) fn job_send(&mut self, params: JobSendParams) -> Result<Value, RpcError> {
+        let job = self.session_job(&params.job)?;
+        let id = params.job.session_id;
+        // The text's size was checked with the params.
+        self.sessions[id]
             .jobs
-            .send(&job.job_id, text)
+            .send(&job.job_id, params.text)
             .map_err(|problem| {
                 let code = if job.terminal_id.is_some() {
                     "in_terminal"
@@ -276,13 +264,13 @@ impl Dispatcher {
                 RpcError::invalid_request(problem).with_data(json!({"code": code}))
             })?;
         Ok(job_json(
-            &self.sessions[&id].jobs.get(&job.job_id).unwrap_or(job),
+            &self.sessions[id].jobs.get(&job.job_id).unwrap_or(job),
         ))
     }
 
-    pub(super) fn job_cancel(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let (id, job) = self.session_job(params)?;
-        let info = self.sessions[&id]
+    pub(super) fn job_cancel(&mut self, params: JobParams) -> Result<Value, RpcError> {
+        let job = self.session_job(&params)?;
+        let info = self.sessions[params.session_id]
             .jobs
             .kill(&job.job_id)
             .map_err(RpcError::internal)?;

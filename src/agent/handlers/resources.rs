@@ -3,13 +3,10 @@
 //! line indexes they are read through, made on a thread of their own so a
 //! long pass never holds the dispatcher.
 
-use super::ext_params::{bad, count, string};
+use crate::acp::spindle::{ResourceParams, Window, WINDOW_CAP};
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use serde_json::{json, Value};
-
-/// The most characters of one text window.
-pub(super) const WINDOW_CAP: u64 = 262_144;
 
 /// The largest workspace file a `resource` window reads (it is indexed in
 /// one streaming pass, never held).
@@ -90,7 +87,7 @@ impl Dispatcher {
     pub(in crate::agent) fn resource(
         &mut self,
         request: &crate::rpc::RequestId,
-        params: &Value,
+        params: ResourceParams,
     ) -> Option<Result<Value, RpcError>> {
         match self.workspace_window(request, params) {
             Ok(Some(answer)) => Some(Ok(answer)),
@@ -102,17 +99,26 @@ impl Dispatcher {
     fn workspace_window(
         &mut self,
         request: &crate::rpc::RequestId,
-        params: &Value,
+        params: ResourceParams,
     ) -> Result<Option<Value>, RpcError> {
-        let id = self.open_session(params)?;
-        let uri = string(params, "uri")?;
-        if let Some(job_id) = uri.strip_prefix("shell-log:") {
-            return self.log_window(&id, job_id, params).map(Some);
-        }
-        let Some(path) = uri.strip_prefix("workspace:") else {
-            return Err(bad("uri", "must start with workspace: or shell-log:"));
+        let id = params.session_id;
+        let (path, start, lines) = match params.window {
+            Window::Log {
+                job_id,
+                byte_offset,
+                byte_count,
+            } => {
+                return self
+                    .log_window(id, job_id, byte_offset, byte_count)
+                    .map(Some)
+            }
+            Window::File {
+                path,
+                start_line,
+                line_count,
+            } => (path, start_line, line_count),
         };
-        let root = self.sessions[&id].cwd.clone();
+        let root = self.sessions[id].cwd.clone();
         let resolved = crate::tools::paths::resolve(&root, path);
         if !resolved.inside {
             return Err(
@@ -120,9 +126,7 @@ impl Dispatcher {
                     .with_data(json!({"code": "outside_workspace"})),
             );
         }
-        let start = count(params, "startLine", 1, u64::MAX >> 1)?.max(1);
-        let lines = count(params, "lineCount", 200, 2_000)?;
-        let indexes = self.sessions[&id].line_indexes.clone();
+        let indexes = self.sessions[id].line_indexes.clone();
         let shown = path.to_string();
         let file = resolved.path.clone();
         let failure = {
@@ -135,13 +139,17 @@ impl Dispatcher {
     }
 
     /// A window of a job's log, by bytes.
-    fn log_window(&mut self, id: &str, job_id: &str, params: &Value) -> Result<Value, RpcError> {
+    fn log_window(
+        &mut self,
+        id: &str,
+        job_id: &str,
+        offset: u64,
+        wanted: u64,
+    ) -> Result<Value, RpcError> {
         let job = self.sessions[id].jobs.get(job_id).ok_or_else(|| {
             RpcError::invalid_params(format!("uri: no job {job_id:?}"))
                 .with_data(json!({"code": "unknown_job"}))
         })?;
-        let offset = count(params, "byteOffset", 0, u64::MAX >> 1)?;
-        let wanted = count(params, "byteCount", 65_536, WINDOW_CAP)?;
         let (text, next, total) = log_bytes(&job.log_path, offset, wanted)?;
         Ok(
             json!({"text": text, "byteOffset": offset, "byteCount": next - offset, "totalBytes": total}),

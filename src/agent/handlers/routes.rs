@@ -4,6 +4,7 @@
 //! `_spindle/capabilities`): a vendor method is advertised exactly when
 //! it is served.
 
+use super::ext_params::decode;
 use crate::acp::method;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::{RequestId, RpcError};
@@ -14,7 +15,8 @@ pub(super) enum Handler {
     /// Now, from the params as sent (the stable methods).
     Now(fn(&mut Dispatcher, Value) -> Result<Value, RpcError>),
     /// Now, a vendor method: missing params read as `{}`, and params that
-    /// are not an object are refused before the handler runs.
+    /// are not an object are refused before the handler runs. The handler
+    /// decodes them into its method's type (`ext_params::decode`).
     Vendor(fn(&mut Dispatcher, &Value) -> Result<Value, RpcError>),
     /// Now, or later by a thread or a turn (`None`: the answer comes
     /// later, for the request's id).
@@ -98,133 +100,143 @@ pub(super) const ROUTES: &[Route] = &[
     vendor(
         "status",
         "_spindle/session/status",
-        Handler::Vendor(Dispatcher::status),
+        Handler::Vendor(|d, params| d.status(decode(d, params)?)),
     ),
     vendor(
         "steer",
         "_spindle/session/steer",
         Handler::Vendor(|d, params| {
-            d.steer(params)
+            d.steer(decode(d, params)?)
                 .map(|(item, disposition)| json!({"itemId": item, "disposition": disposition}))
         }),
     ),
     vendor(
         "inbox.enqueue",
         "_spindle/session/inbox/enqueue",
-        Handler::Vendor(Dispatcher::enqueue),
+        Handler::Vendor(|d, params| d.enqueue(decode(d, params)?)),
     ),
     vendor(
         "inbox.list",
         "_spindle/session/inbox/list",
-        Handler::Vendor(Dispatcher::inbox_list),
+        Handler::Vendor(|d, params| d.inbox_list(decode(d, params)?)),
     ),
     vendor(
         "inbox.get",
         "_spindle/session/inbox/get",
-        Handler::Vendor(Dispatcher::inbox_get),
+        Handler::Vendor(|d, params| d.inbox_get(decode(d, params)?)),
     ),
     vendor(
         "inbox.update",
         "_spindle/session/inbox/update",
-        Handler::Vendor(Dispatcher::inbox_update),
+        Handler::Vendor(|d, params| d.inbox_update(decode(d, params)?)),
     ),
     vendor(
         "inbox.delete",
         "_spindle/session/inbox/delete",
-        Handler::Vendor(Dispatcher::inbox_delete),
+        Handler::Vendor(|d, params| d.inbox_delete(decode(d, params)?)),
     ),
     vendor(
         "inbox.move",
         "_spindle/session/inbox/move",
-        Handler::Vendor(Dispatcher::inbox_move),
+        Handler::Vendor(|d, params| d.inbox_move(decode(d, params)?)),
     ),
     vendor(
         "inbox.setPaused",
         "_spindle/session/inbox/setPaused",
-        Handler::Vendor(Dispatcher::inbox_set_paused),
+        Handler::Vendor(|d, params| d.inbox_set_paused(decode(d, params)?)),
     ),
     vendor(
         "inbox.retry",
         "_spindle/session/inbox/retry",
-        Handler::Vendor(Dispatcher::inbox_retry),
+        Handler::Vendor(|d, params| d.inbox_retry(decode(d, params)?)),
     ),
     vendor(
         "inbox.refresh",
         "_spindle/session/inbox/refresh",
-        Handler::Vendor(Dispatcher::inbox_refresh),
+        Handler::Vendor(|d, params| d.inbox_refresh(decode(d, params)?)),
     ),
     vendor(
         "steering",
         "_session/steering",
-        Handler::Vendor(Dispatcher::steering),
+        Handler::Vendor(|d, params| d.steering(decode(d, params)?)),
     ),
     vendor(
         "goal.pause",
         "_spindle/session/goal/pause",
-        Handler::Vendor(Dispatcher::goal_pause),
+        Handler::Vendor(|d, params| d.goal_pause(decode(d, params)?)),
     ),
     vendor(
         "goal.resume",
         "_spindle/session/goal/resume",
-        Handler::Vendor(Dispatcher::goal_resume),
+        Handler::Vendor(|d, params| d.goal_resume(decode(d, params)?)),
     ),
     vendor(
         "settings",
         "_spindle/settings",
-        Handler::Vendor(Dispatcher::settings_catalog),
+        Handler::Vendor(|d, params| d.settings_catalog(decode(d, params)?)),
     ),
     vendor(
         "setting.set",
         "_spindle/setting/set",
-        Handler::Vendor(Dispatcher::setting_set),
+        Handler::Vendor(|d, params| d.setting_set(decode(d, params)?)),
     ),
     vendor(
         "models",
         "_spindle/models",
-        Handler::Vendor(Dispatcher::models_catalog),
+        Handler::Vendor(|d, params| d.models_catalog(decode(d, params)?)),
     ),
     vendor(
         "operations",
         "_spindle/operations",
-        Handler::Vendor(Dispatcher::operations),
+        Handler::Vendor(|d, params| d.operations(decode(d, params)?)),
     ),
     vendor(
         "invoke",
         "_spindle/invoke",
-        Handler::Vendor(Dispatcher::invoke),
+        Handler::Vendor(|d, params| d.invoke(decode(d, params)?)),
     ),
     vendor(
         "reload",
         "_spindle/session/reload",
-        Handler::Vendor(Dispatcher::reload),
+        Handler::Vendor(|d, params| d.reload(decode(d, params)?)),
     ),
     vendor(
         "jobs",
         "_spindle/jobs",
-        Handler::Vendor(Dispatcher::jobs_list),
+        Handler::Vendor(|d, params| d.jobs_list(decode(d, params)?)),
     ),
-    vendor("job", "_spindle/job", Handler::Vendor(Dispatcher::job_item)),
+    vendor(
+        "job",
+        "_spindle/job",
+        Handler::Vendor(|d, params| d.job_item(decode(d, params)?)),
+    ),
     // An agent job's log not indexed yet is read on a thread of its own.
     vendor(
         "job.transcript",
         "_spindle/job/transcript",
-        Handler::Later(|d, id, params| d.job_transcript(id, &params)),
+        Handler::Later(|d, id, params| match decode(d, &params) {
+            Ok(params) => d.job_transcript(id, params),
+            Err(error) => Some(Err(error)),
+        }),
     ),
     vendor(
         "job.send",
         "_spindle/job/send",
-        Handler::Vendor(Dispatcher::job_send),
+        Handler::Vendor(|d, params| d.job_send(decode(d, params)?)),
     ),
     vendor(
         "job.cancel",
         "_spindle/job/cancel",
-        Handler::Vendor(Dispatcher::job_cancel),
+        Handler::Vendor(|d, params| d.job_cancel(decode(d, params)?)),
     ),
     // A file not indexed yet is read on a thread of its own.
     vendor(
         "resource",
         "_spindle/resource",
-        Handler::Later(|d, id, params| d.resource(id, &params)),
+        Handler::Later(|d, id, params| match decode(d, &params) {
+            Ok(params) => d.resource(id, params),
+            Err(error) => Some(Err(error)),
+        }),
     ),
     Route {
         method: TEST_PANIC,

@@ -4,6 +4,7 @@
 
 use super::cost::{cost_quote, round6};
 use super::ext_params::store_error;
+use crate::acp::spindle::StatusParams;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use serde_json::{json, Value};
@@ -66,12 +67,12 @@ impl Dispatcher {
     // Status
     // -----------------------------------------------------------------
 
-    pub(super) fn status(&mut self, params: &Value) -> Result<Value, RpcError> {
-        let id = self.open_session(params)?;
+    pub(super) fn status(&mut self, params: StatusParams) -> Result<Value, RpcError> {
+        let id = params.session_id;
         let registry = self.registry().ok();
-        let stored = self.store()?.session(&id).map_err(store_error)?;
-        let waiting = self.store()?.inbox(&id).map_err(store_error)?;
-        let session = &self.sessions[&id];
+        let stored = self.store()?.session(id).map_err(store_error)?;
+        let waiting = self.store()?.inbox(id).map_err(store_error)?;
+        let session = &self.sessions[id];
         let entry = registry
             .as_ref()
             .and_then(|r| r.model(&session.model).cloned());
