@@ -10,6 +10,8 @@
 use crate::rpc::RpcError;
 use serde_json::{json, Value};
 
+pub mod results;
+
 /// A bad field: -32602 `"{field}: {why}"`, `data.code: "invalid_params"`.
 pub fn bad(field: &str, why: &str) -> RpcError {
     RpcError::invalid_params(format!("{field}: {why}")).with_data(json!({"code": "invalid_params"}))

@@ -6,6 +6,7 @@
 use super::controls::config_options;
 use super::prompting::TurnStart;
 use crate::acp::spindle::{
+    results::{to_json, CatalogResult, InvokeResult, ReloadResult},
     InvokeParams, ModelsParams, OperationsParams, ReloadParams, SettingSetParams, SettingsParams,
 };
 use crate::agent::common::commands::{self, Builtin, Kind};
@@ -50,7 +51,9 @@ impl Dispatcher {
     }
 
     pub(super) fn settings_catalog(&mut self, params: SettingsParams) -> Result<Value, RpcError> {
-        Ok(json!({"items": self.setting_rows(params.session_id)?}))
+        Ok(to_json(CatalogResult {
+            items: self.setting_rows(params.session_id)?,
+        }))
     }
 
     /// The same change as `session/set_config_option` (with its updates);
@@ -86,7 +89,7 @@ impl Dispatcher {
                 })
             })
             .collect();
-        Ok(json!({"items": items}))
+        Ok(to_json(CatalogResult { items }))
     }
 
     pub(super) fn operations(&mut self, params: OperationsParams) -> Result<Value, RpcError> {
@@ -102,7 +105,7 @@ impl Dispatcher {
                 })
             })
             .collect();
-        Ok(json!({"items": items}))
+        Ok(to_json(CatalogResult { items }))
     }
 
     /// `_spindle/invoke`: a local operation answers with its text; one that
@@ -129,7 +132,10 @@ impl Dispatcher {
         if admission(&command.kind) == "now" {
             let registry = self.registry()?;
             let reply = self.local_reply(id, &text, &registry)?;
-            return Ok(json!({"text": reply, "delivery": "immediate"}));
+            return Ok(to_json(InvokeResult {
+                text: reply,
+                delivery: "immediate",
+            }));
         }
         if self.sessions[id].running.is_some() {
             return Err(RpcError::invalid_request(format!(
@@ -146,7 +152,10 @@ impl Dispatcher {
                 item: None,
             },
         )?;
-        Ok(json!({"text": format!("/{name} is running as a turn."), "delivery": "scheduled"}))
+        Ok(to_json(InvokeResult {
+            text: format!("/{name} is running as a turn."),
+            delivery: "scheduled",
+        }))
     }
 
     /// `_spindle/session/reload`: builds a new runtime from the config
@@ -158,12 +167,18 @@ impl Dispatcher {
             if let Some(session) = self.sessions.get_mut(id) {
                 session.reload_queued = true;
             }
-            return Ok(json!({"queued": true}));
+            return Ok(to_json(ReloadResult {
+                queued: true,
+                reloaded: false,
+            }));
         }
         self.reload_now(id)?;
         // The commands follow the answer.
         self.announce_commands(id);
-        Ok(json!({"reloaded": true}))
+        Ok(to_json(ReloadResult {
+            queued: false,
+            reloaded: true,
+        }))
     }
 
     /// Rebuilds the registry (config, providers, models); a failure keeps

@@ -2,7 +2,10 @@
 //! committing it and telling the client when it changes, and bringing it
 //! back when a session is loaded.
 
-use crate::acp::spindle::{GoalPauseParams, GoalResumeParams};
+use crate::acp::spindle::{
+    results::{to_json, GoalPauseResult, GoalResumeResult},
+    GoalPauseParams, GoalResumeParams,
+};
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use serde_json::{json, Value};
@@ -57,7 +60,10 @@ impl Dispatcher {
         }
         let goal = session.goal.as_ref().map(|g| g.json());
         self.goal_changed(id);
-        Ok(json!({"goal": goal, "pausing": self.sessions[id].running.is_some()}))
+        Ok(to_json(GoalPauseResult {
+            goal,
+            pausing: self.sessions[id].running.is_some(),
+        }))
     }
 
     /// `_spindle/session/goal/resume`: a paused, blocked, cancelled or
@@ -89,7 +95,7 @@ impl Dispatcher {
             );
         }
         self.goal_changed(&id);
-        Ok(json!({"goal": value}))
+        Ok(to_json(GoalResumeResult { goal: value }))
     }
 
     /// On load or resume: the session's goal comes back; one that was

@@ -8,6 +8,10 @@ use super::ext_params::store_error;
 use super::items::{freeze, item_json, summary_json, ITEM_CAP};
 use super::prompting::TurnStart;
 use crate::acp::spindle::{
+    results::{
+        to_json, EnqueueResult, InboxItemResult, InboxListResult, InboxMoveResult,
+        InboxPausedResult, ItemStateResult, SteeringResult,
+    },
     EnqueueParams, IdleBehavior, InboxListParams, InboxMoveParams, InboxSetPausedParams,
     InboxUpdateParams, ItemParams, SteerParams, SteeringParams,
 };
@@ -97,12 +101,21 @@ impl Dispatcher {
     pub(super) fn steering(&mut self, params: SteeringParams) -> Result<Value, RpcError> {
         let running = self.sessions[params.steer.session_id].running.is_some();
         if !running && params.idle == IdleBehavior::PromptRequired {
-            return Ok(json!({"outcome": "promptRequired", "reason": "noRunningTurn"}));
+            return Ok(to_json(SteeringResult {
+                outcome: "promptRequired",
+                reason: Some("noRunningTurn"),
+            }));
         }
         let (_, disposition) = self.steer(params.steer)?;
-        Ok(
-            json!({"outcome": if disposition == "steer_accepted" { "injected" } else { "startedNewTurn" }}),
-        )
+        let outcome = if disposition == "steer_accepted" {
+            "injected"
+        } else {
+            "startedNewTurn"
+        };
+        Ok(to_json(SteeringResult {
+            outcome,
+            reason: None,
+        }))
     }
 
     // -----------------------------------------------------------------
@@ -177,12 +190,18 @@ impl Dispatcher {
             .iter()
             .filter(|i| i.state == "pending")
             .position(|i| i.item_id == item.item_id);
-        Ok(json!({
-            "itemId": item.item_id,
-            "disposition": if started { "started" } else if existing { item.state.as_str() } else { "queued" },
-            "position": position,
-            "paused": self.sessions[id].inbox_paused,
-            "idempotent": existing,
+        Ok(to_json(EnqueueResult {
+            item_id: &item.item_id,
+            disposition: if started {
+                "started"
+            } else if existing {
+                &item.state
+            } else {
+                "queued"
+            },
+            position,
+            paused: self.sessions[id].inbox_paused,
+            idempotent: existing,
         }))
     }
 
@@ -190,11 +209,11 @@ impl Dispatcher {
         let id = params.session_id;
         let items = self.store()?.inbox(id).map_err(store_error)?;
         let session = &self.sessions[id];
-        Ok(json!({
-            "items": items.iter().map(summary_json).collect::<Vec<_>>(),
-            "capacity": INBOX_CAP,
-            "paused": session.inbox_paused,
-            "recovered": session.inbox_recovered,
+        Ok(to_json(InboxListResult {
+            items: items.iter().map(summary_json).collect(),
+            capacity: INBOX_CAP,
+            paused: session.inbox_paused,
+            recovered: session.inbox_recovered,
         }))
     }
 
@@ -222,7 +241,9 @@ impl Dispatcher {
 
     pub(super) fn inbox_get(&mut self, params: ItemParams) -> Result<Value, RpcError> {
         let item = self.item(params.session_id, params.item_id)?;
-        Ok(json!({"item": item_json(&item)}))
+        Ok(to_json(InboxItemResult {
+            item: item_json(&item),
+        }))
     }
 
     pub(super) fn inbox_update(&mut self, params: InboxUpdateParams) -> Result<Value, RpcError> {
@@ -253,7 +274,9 @@ impl Dispatcher {
             json!({"itemId": item.item_id, "change": "updated"}),
         );
         let item = self.item(id, item_id)?;
-        Ok(json!({"item": item_json(&item)}))
+        Ok(to_json(InboxItemResult {
+            item: item_json(&item),
+        }))
     }
 
     pub(super) fn inbox_delete(&mut self, params: ItemParams) -> Result<Value, RpcError> {
@@ -267,7 +290,10 @@ impl Dispatcher {
             "inbox",
             json!({"itemId": item.item_id, "change": "deleted"}),
         );
-        Ok(json!({"itemId": item.item_id, "state": "deleted"}))
+        Ok(to_json(ItemStateResult {
+            item_id: &item.item_id,
+            state: "deleted",
+        }))
     }
 
     pub(super) fn inbox_move(&mut self, params: InboxMoveParams) -> Result<Value, RpcError> {
@@ -299,7 +325,10 @@ impl Dispatcher {
             "inbox",
             json!({"itemId": item.item_id, "change": "moved"}),
         );
-        Ok(json!({"itemId": item.item_id, "position": to}))
+        Ok(to_json(InboxMoveResult {
+            item_id: &item.item_id,
+            position: to,
+        }))
     }
 
     pub(super) fn inbox_set_paused(
@@ -313,7 +342,9 @@ impl Dispatcher {
             self.unpause_inbox(id);
             self.dispatch_next(id);
         }
-        Ok(json!({"paused": self.sessions[id].inbox_paused}))
+        Ok(to_json(InboxPausedResult {
+            paused: self.sessions[id].inbox_paused,
+        }))
     }
 
     pub(super) fn inbox_retry(&mut self, params: ItemParams) -> Result<Value, RpcError> {
@@ -334,7 +365,10 @@ impl Dispatcher {
             "inbox",
             json!({"itemId": item.item_id, "change": "retried"}),
         );
-        Ok(json!({"itemId": item.item_id, "state": "pending"}))
+        Ok(to_json(ItemStateResult {
+            item_id: &item.item_id,
+            state: "pending",
+        }))
     }
 
     pub(super) fn inbox_refresh(&mut self, params: ItemParams) -> Result<Value, RpcError> {
@@ -355,7 +389,9 @@ impl Dispatcher {
             json!({"itemId": item.item_id, "change": "refreshed"}),
         );
         let item = self.item(id, params.item_id)?;
-        Ok(json!({"item": item_json(&item)}))
+        Ok(to_json(InboxItemResult {
+            item: item_json(&item),
+        }))
     }
 
     // -----------------------------------------------------------------

@@ -5,29 +5,29 @@
 use super::ext_params::bad;
 use super::prompting::TurnStart;
 use super::resources::log_bytes;
+use crate::acp::spindle::results::{
+    to_json, JobResult, JobsResult, TextTranscriptResult, UpdatesTranscriptResult,
+};
 use crate::acp::spindle::{JobParams, JobSendParams, JobTranscriptParams, JobsParams, WINDOW_CAP};
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use serde_json::{json, Value};
 
 fn job_json(job: &crate::tools::jobs::JobInfo) -> Value {
-    let mut item = json!({
-        "jobId": job.job_id,
-        "kind": job.kind,
-        "title": job.command.chars().take(80).collect::<String>(),
-        "command": job.command,
-        "cwd": job.cwd,
-        "state": job.state,
-        "exitCode": job.exit_code,
-        "startedAt": job.started_at,
-        "endedAt": job.ended_at,
-        "outputBytes": job.output_bytes,
-    });
-    // Where the editor shows it (a job in its terminal).
-    if let Some(terminal) = &job.terminal_id {
-        item["terminalId"] = json!(terminal);
-    }
-    item
+    to_json(JobResult {
+        job_id: &job.job_id,
+        kind: &job.kind,
+        title: job.command.chars().take(80).collect(),
+        command: &job.command,
+        cwd: &job.cwd,
+        state: &job.state,
+        exit_code: job.exit_code,
+        started_at: &job.started_at,
+        ended_at: job.ended_at.as_deref(),
+        output_bytes: job.output_bytes,
+        // Where the editor shows it (a job in its terminal).
+        terminal_id: job.terminal_id.as_deref(),
+    })
 }
 
 impl Dispatcher {
@@ -167,7 +167,10 @@ impl Dispatcher {
         let jobs = self.sessions[id].jobs.list();
         let items: Vec<Value> = jobs.iter().skip(start).take(limit).map(job_json).collect();
         let next = (start + items.len() < jobs.len()).then(|| (start + items.len()).to_string());
-        Ok(json!({"items": items, "nextCursor": next}))
+        Ok(to_json(JobsResult {
+            items,
+            next_cursor: next,
+        }))
     }
 
     pub(super) fn job_item(&mut self, params: JobParams) -> Result<Value, RpcError> {
@@ -214,12 +217,12 @@ impl Dispatcher {
         let limit = params.limit.within(65_536, WINDOW_CAP)?;
         let (text, next, total) = log_bytes(&job.log_path, offset, limit)?;
         let complete = next >= total && job.state != "running";
-        Ok(Some(json!({
-            "text": text,
-            "offset": offset,
-            "nextOffset": if complete { Value::Null } else { json!(next) },
-            "total": total,
-            "complete": complete,
+        Ok(Some(to_json(TextTranscriptResult {
+            text,
+            offset,
+            next_offset: (!complete).then_some(next),
+            total,
+            complete,
         })))
     }
 
@@ -323,11 +326,11 @@ fn structured_updates(
     }
     let next = offset + read;
     let complete = next >= total && job.state != "running";
-    Ok(json!({
-        "updates": updates,
-        "offset": offset,
-        "nextOffset": if complete { Value::Null } else { json!(next) },
-        "total": total,
-        "complete": complete,
+    Ok(to_json(UpdatesTranscriptResult {
+        updates,
+        offset,
+        next_offset: (!complete).then_some(next),
+        total,
+        complete,
     }))
 }

@@ -3,6 +3,7 @@
 //! line indexes they are read through, made on a thread of their own so a
 //! long pass never holds the dispatcher.
 
+use crate::acp::spindle::results::{to_json, FileWindowResult, LogWindowResult};
 use crate::acp::spindle::{ResourceParams, Window, WINDOW_CAP};
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
@@ -151,9 +152,12 @@ impl Dispatcher {
                 .with_data(json!({"code": "unknown_job"}))
         })?;
         let (text, next, total) = log_bytes(&job.log_path, offset, wanted)?;
-        Ok(
-            json!({"text": text, "byteOffset": offset, "byteCount": next - offset, "totalBytes": total}),
-        )
+        Ok(to_json(LogWindowResult {
+            text,
+            byte_offset: offset,
+            byte_count: next - offset,
+            total_bytes: total,
+        }))
     }
 }
 
@@ -210,11 +214,11 @@ fn file_window(
         }
         text.truncate(end);
     }
-    Ok(json!({
-        "text": text,
-        "startLine": start,
-        "lineCount": window.len(),
-        "totalLines": index.total_lines,
-        "revision": index.revision,
+    Ok(to_json(FileWindowResult {
+        text,
+        start_line: start,
+        line_count: window.len(),
+        total_lines: index.total_lines,
+        revision: &index.revision,
     }))
 }

@@ -6,6 +6,7 @@
 
 use super::ext_params::decode;
 use crate::acp::method;
+use crate::acp::spindle::results::{to_json, SteerResult};
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::{RequestId, RpcError};
 use serde_json::{json, Map, Value};
@@ -106,8 +107,12 @@ pub(super) const ROUTES: &[Route] = &[
         "steer",
         "_spindle/session/steer",
         Handler::Vendor(|d, params| {
-            d.steer(decode(d, params)?)
-                .map(|(item, disposition)| json!({"itemId": item, "disposition": disposition}))
+            d.steer(decode(d, params)?).map(|(item_id, disposition)| {
+                to_json(SteerResult {
+                    item_id,
+                    disposition,
+                })
+            })
         }),
     ),
     vendor(

@@ -1,0 +1,226 @@
+//! The results of the vendor methods whose shape is fixed, one type per
+//! answer (camelCase on the wire). The big free-form ones (the status
+//! snapshot, an inbox item, a job, catalog rows) stay JSON values inside
+//! them.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// A result as the JSON it is sent as.
+pub fn to_json(result: impl Serialize) -> Value {
+    serde_json::to_value(result).unwrap_or_default()
+}
+
+/// `_spindle/session/steer`: the item and what became of it
+/// (`steer_accepted` or `queued_followup`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SteerResult {
+    pub item_id: String,
+    pub disposition: &'static str,
+}
+
+/// `_session/steering`: `injected`, `startedNewTurn`, or
+/// `promptRequired` (with the reason).
+#[derive(Serialize)]
+pub struct SteeringResult {
+    pub outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+}
+
+/// `_spindle/session/inbox/enqueue`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnqueueResult<'a> {
+    pub item_id: &'a str,
+    /// `started`, `queued`, or the state of the item an idempotency key
+    /// found.
+    pub disposition: &'a str,
+    /// Its place among the pending items; `null` when it is not pending.
+    pub position: Option<usize>,
+    pub paused: bool,
+    pub idempotent: bool,
+}
+
+/// `_spindle/session/inbox/list`.
+#[derive(Serialize)]
+pub struct InboxListResult {
+    pub items: Vec<Value>,
+    pub capacity: usize,
+    pub paused: bool,
+    pub recovered: bool,
+}
+
+/// `_spindle/session/inbox/get`, `update` and `refresh`: the item whole.
+#[derive(Serialize)]
+pub struct InboxItemResult {
+    pub item: Value,
+}
+
+/// `_spindle/session/inbox/delete` and `retry`: the item's new state.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemStateResult<'a> {
+    pub item_id: &'a str,
+    pub state: &'static str,
+}
+
+/// `_spindle/session/inbox/move`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InboxMoveResult<'a> {
+    pub item_id: &'a str,
+    pub position: usize,
+}
+
+/// `_spindle/session/inbox/setPaused`.
+#[derive(Serialize)]
+pub struct InboxPausedResult {
+    pub paused: bool,
+}
+
+/// `_spindle/session/goal/pause`.
+#[derive(Serialize)]
+pub struct GoalPauseResult {
+    pub goal: Option<Value>,
+    /// Whether a running turn stops at its next boundary.
+    pub pausing: bool,
+}
+
+/// `_spindle/session/goal/resume`.
+#[derive(Serialize)]
+pub struct GoalResumeResult {
+    pub goal: Value,
+}
+
+/// `_spindle/settings`, `_spindle/models` and `_spindle/operations`: the
+/// catalog's rows.
+#[derive(Serialize)]
+pub struct CatalogResult {
+    pub items: Vec<Value>,
+}
+
+/// `_spindle/invoke`: the operation's text, `immediate` or `scheduled`
+/// (it runs as a turn).
+#[derive(Serialize)]
+pub struct InvokeResult {
+    pub text: String,
+    pub delivery: &'static str,
+}
+
+/// `_spindle/session/reload`: `{"reloaded": true}`, or `{"queued": true}`
+/// while a turn runs.
+#[derive(Serialize)]
+pub struct ReloadResult {
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub queued: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reloaded: bool,
+}
+
+/// A job as `_spindle/job`, `job/send`, `job/cancel`, the pages of
+/// `_spindle/jobs` and the `job` events show it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobResult<'a> {
+    pub job_id: &'a str,
+    /// `command` or `agent`.
+    pub kind: &'a str,
+    /// The command's first 80 characters.
+    pub title: String,
+    pub command: &'a str,
+    pub cwd: &'a std::path::Path,
+    pub state: &'a str,
+    pub exit_code: Option<i32>,
+    pub started_at: &'a str,
+    pub ended_at: Option<&'a str>,
+    pub output_bytes: u64,
+    /// The editor's terminal the job runs in, when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal_id: Option<&'a str>,
+}
+
+/// `_spindle/jobs`: a page of jobs.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobsResult {
+    pub items: Vec<Value>,
+    pub next_cursor: Option<String>,
+}
+
+/// `_spindle/job/transcript` of a command job: bytes of its log.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TextTranscriptResult {
+    pub text: String,
+    pub offset: u64,
+    /// `null` once the log is complete.
+    pub next_offset: Option<u64>,
+    pub total: u64,
+    pub complete: bool,
+}
+
+/// `_spindle/job/transcript` of an agent job: its updates.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdatesTranscriptResult {
+    pub updates: Vec<Value>,
+    pub offset: u64,
+    /// `null` once the log is complete.
+    pub next_offset: Option<u64>,
+    pub total: u64,
+    pub complete: bool,
+}
+
+/// `_spindle/resource` of a job's log.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogWindowResult {
+    pub text: String,
+    pub byte_offset: u64,
+    pub byte_count: u64,
+    pub total_bytes: u64,
+}
+
+/// `_spindle/resource` of a workspace file.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileWindowResult<'a> {
+    pub text: String,
+    pub start_line: u64,
+    pub line_count: usize,
+    pub total_lines: u64,
+    pub revision: &'a str,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn results_are_camel_case_with_nulls_kept() {
+        let value = to_json(TextTranscriptResult {
+            text: "x".into(),
+            offset: 0,
+            next_offset: None,
+            total: 1,
+            complete: true,
+        });
+        assert_eq!(
+            value,
+            json!({"text": "x", "offset": 0, "nextOffset": null, "total": 1, "complete": true})
+        );
+        let value = to_json(SteeringResult {
+            outcome: "injected",
+            reason: None,
+        });
+        assert_eq!(value, json!({"outcome": "injected"}));
+        let queued = ReloadResult {
+            queued: true,
+            reloaded: false,
+        };
+        assert_eq!(to_json(queued), json!({"queued": true}));
+    }
+}
