@@ -1,7 +1,7 @@
 //! The results of the vendor methods whose shape is fixed, one type per
-//! answer (camelCase on the wire). The big free-form ones (the status
-//! snapshot, an inbox item, a job, catalog rows) stay JSON values inside
-//! them.
+//! answer (camelCase on the wire). The free-form parts (an inbox item, a
+//! catalog row, a job's update, a plan, a goal, an MCP server's state)
+//! stay JSON values inside them.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -9,6 +9,129 @@ use serde_json::Value;
 /// A result as the JSON it is sent as.
 pub fn to_json(result: impl Serialize) -> Value {
     serde_json::to_value(result).unwrap_or_default()
+}
+
+/// `_spindle/session/status`: one snapshot of a session.
+#[derive(Serialize)]
+pub struct StatusResult<'a> {
+    pub session: StatusSession<'a>,
+    pub turn: StatusTurn<'a>,
+    pub model: &'a str,
+    pub mode: &'a str,
+    pub preset: &'a str,
+    pub approval: &'a str,
+    pub usage: StatusUsage<'a>,
+    pub plan: StatusPlan,
+    pub inbox: StatusInbox,
+    pub goal: Option<Value>,
+    pub jobs: StatusJobs,
+    pub mcp: Vec<Value>,
+    pub health: StatusHealth<'a>,
+}
+
+/// The session of a status snapshot.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusSession<'a> {
+    pub id: &'a str,
+    pub cwd: &'a std::path::Path,
+    pub title: Option<&'a str>,
+    pub created_at: Option<&'a str>,
+    pub updated_at: Option<&'a str>,
+}
+
+/// The running or last turn of a status snapshot.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusTurn<'a> {
+    /// `running` or `idle`.
+    pub state: &'static str,
+    pub epoch: u64,
+    /// What started the turn; `null` before the first.
+    pub source: Option<&'a str>,
+    pub started_at: Option<&'a str>,
+    /// The last turn's outcome.
+    pub outcome: Option<&'a str>,
+}
+
+/// The usage of a status snapshot: the session's totals so far.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusUsage<'a> {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_read_tokens: u64,
+    pub reasoning_tokens: u64,
+    pub context_used: Option<u64>,
+    pub context_size: Option<u64>,
+    /// `null` when the model has no price.
+    pub cost: Option<Cost<'a>>,
+    pub cost_quote: CostQuote<'a>,
+}
+
+/// `usage.costQuote` (EXTENSIONS.md §6): the totals priced by the
+/// model's table; incomplete, never a silent 0, when a call had no price.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CostQuote<'a> {
+    /// `null` when the model has no price.
+    pub currency: Option<&'a str>,
+    pub original_totals: Option<CostTotals>,
+    /// `official_table`.
+    pub valuation: &'static str,
+    pub cost_complete: bool,
+    pub display_complete: bool,
+    /// `exact`, `estimate` or `unknown`.
+    pub display_status: &'static str,
+    /// `per_token`, or `free` (a local model without a price).
+    pub billing_mode: &'static str,
+}
+
+/// The parts of a cost quote.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CostTotals {
+    pub input: f64,
+    pub cached_input: f64,
+    pub output: f64,
+    pub reasoning: f64,
+    pub total: f64,
+}
+
+/// An amount of money.
+#[derive(Serialize)]
+pub struct Cost<'a> {
+    pub amount: f64,
+    pub currency: &'a str,
+}
+
+/// The plan of a status snapshot.
+#[derive(Serialize)]
+pub struct StatusPlan {
+    pub entries: Value,
+}
+
+/// The inbox of a status snapshot.
+#[derive(Serialize)]
+pub struct StatusInbox {
+    pub pending: usize,
+    pub uncertain: usize,
+    pub paused: bool,
+    pub recovered: bool,
+}
+
+/// The jobs of a status snapshot.
+#[derive(Serialize)]
+pub struct StatusJobs {
+    pub running: u64,
+    pub total: u64,
+}
+
+/// The health of a status snapshot: the provider's, with its last error.
+#[derive(Serialize)]
+pub struct StatusHealth<'a> {
+    pub provider: &'a str,
+    pub error: Option<String>,
 }
 
 /// `_spindle/session/steer`: the item and what became of it

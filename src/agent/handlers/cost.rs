@@ -2,8 +2,8 @@
 //! priced by the model's table, incomplete (never a silent 0) when a call
 //! had no price.
 
+use crate::acp::spindle::results::{CostQuote, CostTotals};
 use crate::agent::common::models::Registry;
-use serde_json::{json, Value};
 
 pub(super) fn round6(value: f64) -> f64 {
     (value * 1e6).round() / 1e6
@@ -12,12 +12,12 @@ pub(super) fn round6(value: f64) -> f64 {
 /// `usage.costQuote` (EXTENSIONS §6): the session's totals (`usage` and
 /// the cost so far) priced by the model's table; incomplete, never a
 /// silent 0, when a call had no price.
-pub(super) fn cost_quote(
+pub(super) fn cost_quote<'a>(
     session: &crate::agent::dispatcher::session::Session,
     (usage, spent): (crate::provider::Usage, f64),
-    entry: Option<&crate::agent::common::models::ModelEntry>,
+    entry: Option<&'a crate::agent::common::models::ModelEntry>,
     registry: Option<&Registry>,
-) -> Value {
+) -> CostQuote<'a> {
     let price = entry.and_then(|e| e.config.price.as_ref());
     let complete = price.is_some() && session.unpriced_calls == 0;
     let local = entry
@@ -30,15 +30,15 @@ pub(super) fn cost_quote(
         "per_token"
     };
     let Some(price) = price else {
-        return json!({
-            "currency": null,
-            "originalTotals": null,
-            "valuation": "official_table",
-            "costComplete": false,
-            "displayComplete": false,
-            "displayStatus": "unknown",
-            "billingMode": billing,
-        });
+        return CostQuote {
+            currency: None,
+            original_totals: None,
+            valuation: "official_table",
+            cost_complete: false,
+            display_complete: false,
+            display_status: "unknown",
+            billing_mode: billing,
+        };
     };
     let cached = usage.cached_tokens.min(usage.input_tokens);
     let per = |tokens: u64, rate: f64| round6(tokens as f64 * rate / 1e6);
@@ -52,19 +52,19 @@ pub(super) fn cost_quote(
         usage.output_tokens - usage.reasoning_tokens.min(usage.output_tokens),
         price.output,
     );
-    json!({
-        "currency": price.currency,
-        "originalTotals": {
-            "input": input,
-            "cachedInput": cached_input,
-            "output": output,
-            "reasoning": reasoning,
-            "total": round6(spent),
-        },
-        "valuation": "official_table",
-        "costComplete": complete,
-        "displayComplete": complete,
-        "displayStatus": if complete { "exact" } else { "estimate" },
-        "billingMode": billing,
-    })
+    CostQuote {
+        currency: Some(&price.currency),
+        original_totals: Some(CostTotals {
+            input,
+            cached_input,
+            output,
+            reasoning,
+            total: round6(spent),
+        }),
+        valuation: "official_table",
+        cost_complete: complete,
+        display_complete: complete,
+        display_status: if complete { "exact" } else { "estimate" },
+        billing_mode: billing,
+    }
 }

@@ -4,6 +4,10 @@
 
 use super::cost::{cost_quote, round6};
 use super::ext_params::store_error;
+use crate::acp::spindle::results::{
+    to_json, Cost, StatusHealth, StatusInbox, StatusJobs, StatusPlan, StatusResult, StatusSession,
+    StatusTurn, StatusUsage,
+};
 use crate::acp::spindle::StatusParams;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
@@ -92,52 +96,65 @@ impl Dispatcher {
             ),
             Err(_) => (Value::Null, "ok", None, None),
         };
-        let cost = price
-            .as_ref()
-            .map(|p| json!({"amount": round6(spent), "currency": p.currency}));
+        let cost = price.as_ref().map(|p| Cost {
+            amount: round6(spent),
+            currency: &p.currency,
+        });
         let quote = cost_quote(session, (usage, spent), entry.as_ref(), registry.as_deref());
         let mcp: Vec<Value> = session.mcp.as_ref().map(|m| m.status()).unwrap_or_default();
-        let pending = waiting.iter().filter(|i| i.state == "pending").count();
-        Ok(json!({
-            "session": {
-                "id": id,
-                "cwd": session.cwd,
-                "title": session.title,
-                "createdAt": stored.as_ref().map(|s| s.created_at.clone()),
-                "updatedAt": stored.as_ref().map(|s| s.updated_at.clone()),
+        let count = |state: &str| waiting.iter().filter(|i| i.state == state).count();
+        Ok(to_json(StatusResult {
+            session: StatusSession {
+                id,
+                cwd: &session.cwd,
+                title: session.title.as_deref(),
+                created_at: stored.as_ref().map(|s| s.created_at.as_str()),
+                updated_at: stored.as_ref().map(|s| s.updated_at.as_str()),
             },
-            "turn": {
-                "state": if session.running.is_some() { "running" } else { "idle" },
-                "epoch": session.epoch,
-                "source": if session.epoch == 0 { Value::Null } else { json!(session.turn_source) },
-                "startedAt": session.turn_started_at,
-                "outcome": session.last_outcome,
+            turn: StatusTurn {
+                state: if session.running.is_some() {
+                    "running"
+                } else {
+                    "idle"
+                },
+                epoch: session.epoch,
+                source: (session.epoch != 0).then_some(session.turn_source),
+                started_at: session.turn_started_at.as_deref(),
+                outcome: session.last_outcome.as_deref(),
             },
-            "model": session.model,
-            "mode": session.mode.id(),
-            "preset": session.preset.id(),
-            "approval": crate::agent::handlers::controls::policy_id(session.policy),
-            "usage": {
-                "inputTokens": usage.input_tokens,
-                "outputTokens": usage.output_tokens,
-                "cachedReadTokens": usage.cached_tokens,
-                "reasoningTokens": usage.reasoning_tokens,
-                "contextUsed": session.known.map(|k| k.tokens),
-                "contextSize": entry.as_ref().map(|e| e.context_window()),
-                "cost": cost,
-                "costQuote": quote,
+            model: &session.model,
+            mode: session.mode.id(),
+            preset: session.preset.id(),
+            approval: crate::agent::handlers::controls::policy_id(session.policy),
+            usage: StatusUsage {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+                cached_read_tokens: usage.cached_tokens,
+                reasoning_tokens: usage.reasoning_tokens,
+                context_used: session.known.map(|k| k.tokens),
+                context_size: entry.as_ref().map(|e| e.context_window()),
+                cost,
+                cost_quote: quote,
             },
-            "plan": {"entries": if plan.is_array() { plan } else { json!([]) }},
-            "inbox": {
-                "pending": pending,
-                "uncertain": waiting.iter().filter(|i| i.state == "uncertain").count(),
-                "paused": session.inbox_paused,
-                "recovered": session.inbox_recovered,
+            plan: StatusPlan {
+                entries: if plan.is_array() { plan } else { json!([]) },
             },
-            "goal": live_goal.or_else(|| session.goal.as_ref().map(|g| g.json())),
-            "jobs": {"running": 0, "total": 0},
-            "mcp": mcp,
-            "health": {"provider": health, "error": health_error},
+            inbox: StatusInbox {
+                pending: count("pending"),
+                uncertain: count("uncertain"),
+                paused: session.inbox_paused,
+                recovered: session.inbox_recovered,
+            },
+            goal: live_goal.or_else(|| session.goal.as_ref().map(|g| g.json())),
+            jobs: StatusJobs {
+                running: 0,
+                total: 0,
+            },
+            mcp,
+            health: StatusHealth {
+                provider: health,
+                error: health_error,
+            },
         }))
     }
 }
