@@ -288,8 +288,8 @@ impl Dispatcher {
         // A choice made for this session is kept with it, used or not.
         session.disposable = false;
         let summary = json!({
-            "model": session.model, "mode": session.mode.id(), "effort": session.effort,
-            "preset": session.preset.id(), "policy": session.policy,
+            "model": session.settings.model, "mode": session.settings.mode.id(), "effort": session.settings.effort,
+            "preset": session.settings.preset.id(), "policy": session.settings.policy,
         });
         self.event(session_id, "settings", summary);
         self.goal_changed(session_id);

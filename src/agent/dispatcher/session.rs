@@ -20,17 +20,8 @@ pub struct Session {
     /// The conversation's size as the provider last reported it.
     pub known: Option<crate::agent::turn::report::Known>,
     pub running: Option<RunningTurn>,
-    pub usage: Usage,
-    pub policy: Policy,
-    pub approvals: Approvals,
-    /// The model, as `provider/model`.
-    pub model: String,
-    /// `auto` or one of the model's effort levels.
-    pub effort: String,
-    pub preset: Preset,
-    pub mode: Mode,
-    /// What the session's model calls cost so far, when prices are known.
-    pub cost: f64,
+    /// The choices the session keeps across reloads (stored as they are).
+    pub settings: Settings,
     pub title: Option<String>,
     /// How many conversation messages the store held when this process
     /// last synchronised; another process may have added more.
@@ -82,10 +73,6 @@ pub struct Session {
     pub reload_queued: bool,
     /// The session's background jobs.
     pub jobs: std::sync::Arc<crate::tools::jobs::Jobs>,
-    /// The agent file's agent that serves it (its name), if any.
-    pub agent: Option<String>,
-    /// `additionalDirectories`: more workspace roots (absolute, real).
-    pub extra_roots: Vec<PathBuf>,
     /// The system prompt's environment (date, git state), taken by the
     /// first turn's worker and kept: the prompt stays the same bytes.
     pub environment: std::sync::Arc<std::sync::OnceLock<String>>,
@@ -102,8 +89,10 @@ pub struct Settings {
     pub policy: Policy,
     #[serde(default)]
     pub approvals: Approvals,
+    /// The model, as `provider/model`.
     #[serde(default)]
     pub model: String,
+    /// `auto` or one of the model's effort levels.
     #[serde(default = "auto")]
     pub effort: String,
     #[serde(default)]
@@ -112,12 +101,13 @@ pub struct Settings {
     pub mode: Mode,
     #[serde(default)]
     pub usage: Usage,
+    /// What the session's model calls cost so far, when prices are known.
     #[serde(default)]
     pub cost: f64,
-    /// The name of the agent file's agent that served it.
+    /// The name of the agent file's agent that serves it, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
-    /// Its additional workspace roots.
+    /// `additionalDirectories`: more workspace roots (absolute, real).
     #[serde(
         default,
         rename = "additionalDirectories",
@@ -159,14 +149,18 @@ impl Session {
             messages: Vec::new(),
             known: None,
             running: None,
-            usage: Usage::default(),
-            policy,
-            approvals: Approvals::default(),
-            model: String::new(),
-            effort: "auto".into(),
-            preset: Preset::default(),
-            mode: Mode::default(),
-            cost: 0.0,
+            settings: Settings {
+                policy,
+                approvals: Approvals::default(),
+                model: String::new(),
+                effort: auto(),
+                preset: Preset::default(),
+                mode: Mode::default(),
+                usage: Usage::default(),
+                cost: 0.0,
+                agent: None,
+                extra_roots: Vec::new(),
+            },
             title: None,
             stored_messages: 0,
             closed: false,
@@ -192,68 +186,48 @@ impl Session {
             reload_queued: false,
             jobs: Default::default(),
             line_indexes: Default::default(),
-            agent: None,
-            extra_roots: Vec::new(),
             environment: Default::default(),
         }
     }
 
-    pub fn settings(&self) -> Settings {
-        Settings {
-            policy: self.policy,
-            approvals: self.approvals.clone(),
-            model: self.model.clone(),
-            effort: self.effort.clone(),
-            preset: self.preset,
-            mode: self.mode,
-            usage: self.usage,
-            cost: self.cost,
-            agent: self.agent.clone(),
-            extra_roots: self.extra_roots.clone(),
+    /// Takes stored settings back (on load and resume): a stored model or
+    /// agent that is missing leaves the one chosen at open.
+    pub fn restore(&mut self, mut settings: Settings) {
+        if settings.model.is_empty() {
+            settings.model = std::mem::take(&mut self.settings.model);
         }
-    }
-
-    /// Takes stored settings back (on load and resume).
-    pub fn restore(&mut self, settings: Settings) {
-        self.policy = settings.policy;
-        self.approvals = settings.approvals;
-        if !settings.model.is_empty() {
-            self.model = settings.model;
+        if settings.agent.is_none() {
+            settings.agent = self.settings.agent.take();
         }
-        self.effort = settings.effort;
-        self.preset = settings.preset;
-        self.mode = settings.mode;
-        self.usage = settings.usage;
-        self.cost = settings.cost;
-        if settings.agent.is_some() {
-            self.agent = settings.agent;
-        }
-        self.extra_roots = settings.extra_roots;
+        self.settings = settings;
     }
 
     pub fn workspace_defaults(&self) -> WorkspaceDefaults {
         WorkspaceDefaults {
-            model: Some(self.model.clone()),
-            effort: Some(self.effort.clone()),
-            preset: Some(self.preset),
-            policy: Some(self.policy),
+            model: Some(self.settings.model.clone()),
+            effort: Some(self.settings.effort.clone()),
+            preset: Some(self.settings.preset),
+            policy: Some(self.settings.policy),
         }
     }
 
     pub fn settings_json(&self) -> Value {
-        serde_json::to_value(self.settings()).unwrap_or_default()
+        serde_json::to_value(&self.settings).unwrap_or_default()
     }
 
     pub fn add_usage(&mut self, usage: &Usage) {
-        self.usage = sum(&self.usage, usage);
+        self.settings.usage = sum(&self.settings.usage, usage);
     }
 
     /// The session's tokens and cost so far: its finished turns, and the
     /// running turn's model calls as it published them.
     pub fn usage_so_far(&self) -> (Usage, f64) {
         match (&self.running, self.live.lock()) {
-            (Some(_), Ok(live)) => (sum(&self.usage, &live.usage), self.cost + live.cost),
-            _ => (self.usage, self.cost),
+            (Some(_), Ok(live)) => (
+                sum(&self.settings.usage, &live.usage),
+                self.settings.cost + live.cost,
+            ),
+            _ => (self.settings.usage, self.settings.cost),
         }
     }
 }

@@ -60,7 +60,7 @@ pub fn config_options(session: &Session, registry: &Registry) -> Value {
         .iter()
         .map(|m| choice(&m.id, &m.display_name(), None))
         .collect();
-    let efforts: Vec<Value> = effort_values(registry.model(&session.model))
+    let efforts: Vec<Value> = effort_values(registry.model(&session.settings.model))
         .iter()
         .map(|e| {
             if e == "auto" {
@@ -86,7 +86,7 @@ pub fn config_options(session: &Session, registry: &Registry) -> Value {
             "Mode",
             "Normal work, plan only (read-only tools), or a goal worked on until it is done",
             Some("mode"),
-            session.mode.id(),
+            session.settings.mode.id(),
             vec![
                 choice("normal", "Normal", Some("Full tools")),
                 choice(
@@ -106,7 +106,7 @@ pub fn config_options(session: &Session, registry: &Registry) -> Value {
             "Model",
             &model_description,
             Some("model"),
-            &session.model,
+            &session.settings.model,
             models
         ),
         option(
@@ -114,7 +114,7 @@ pub fn config_options(session: &Session, registry: &Registry) -> Value {
             "Effort",
             "How hard the model thinks",
             Some("thought_level"),
-            &session.effort,
+            &session.settings.effort,
             efforts
         ),
         option(
@@ -122,7 +122,7 @@ pub fn config_options(session: &Session, registry: &Registry) -> Value {
             "Preset",
             "Step budget, default effort and how much the agent verifies",
             None,
-            session.preset.id(),
+            session.settings.preset.id(),
             vec![
                 choice(
                     "light",
@@ -142,7 +142,7 @@ pub fn config_options(session: &Session, registry: &Registry) -> Value {
             "Tool approval",
             "When tools ask before they act",
             None,
-            policy_id(session.policy),
+            policy_id(session.settings.policy),
             vec![
                 choice("ask", "Ask", Some("Ask before every edit and command")),
                 choice(
@@ -188,7 +188,7 @@ pub fn policy_id(policy: Policy) -> &'static str {
 /// The `modes` object of session responses.
 pub fn modes(session: &Session) -> Value {
     json!({
-        "currentModeId": session.mode.id(),
+        "currentModeId": session.settings.mode.id(),
         "availableModes": [
             {"id": "normal", "name": "Normal", "description": "Full tools"},
             {"id": "plan", "name": "Plan", "description": "Read-only tools: explore and write a plan, change nothing"},
@@ -233,13 +233,13 @@ fn apply(
                 "goal" => Mode::Goal,
                 _ => return Err(bad_value()),
             };
-            let changed = session.mode != mode;
-            session.mode = mode;
+            let changed = session.settings.mode != mode;
+            session.settings.mode = mode;
             // Selecting goal drafts a new goal: the next prompt is its
             // objective, the counters start at zero.
             if mode == Mode::Goal {
                 let budget = crate::agent::common::goal::Budget::configured(
-                    session.preset,
+                    session.settings.preset,
                     &registry.config.goal,
                 );
                 session.goal = Some(crate::agent::common::goal::Goal::draft(budget));
@@ -251,31 +251,31 @@ fn apply(
             let Some(model) = registry.model(value) else {
                 return Err(bad_value());
             };
-            session.model = model.id.clone();
+            session.settings.model = model.id.clone();
             // An effort the new model does not take falls back to auto.
-            if !effort_values(Some(model)).contains(&session.effort) {
-                session.effort = "auto".into();
+            if !effort_values(Some(model)).contains(&session.settings.effort) {
+                session.settings.effort = "auto".into();
             }
             Ok(false)
         }
         "effort" => {
-            if !effort_values(registry.model(&session.model)).iter().any(|e| e == value) {
+            if !effort_values(registry.model(&session.settings.model)).iter().any(|e| e == value) {
                 return Err(bad_value());
             }
-            session.effort = value.to_string();
+            session.settings.effort = value.to_string();
             Ok(false)
         }
         "agent_preset" | "work_mode" => {
-            session.preset = Preset::parse(value).ok_or_else(bad_value)?;
+            session.settings.preset = Preset::parse(value).ok_or_else(bad_value)?;
             Ok(false)
         }
         "tool_approval" => {
             let policy = Policy::parse(value).ok_or_else(bad_value)?;
-            if policy != session.policy {
+            if policy != session.settings.policy {
                 // Remembered answers were given under the old policy.
-                session.approvals = Default::default();
+                session.settings.approvals = Default::default();
             }
-            session.policy = policy;
+            session.settings.policy = policy;
             Ok(false)
         }
         other => Err(RpcError::invalid_params(format!(

@@ -84,8 +84,8 @@ impl Dispatcher {
         goal.touch();
         let value = goal.json();
         session.goal_changed = true;
-        let mode_changed = session.mode != crate::modes::Mode::Goal;
-        session.mode = crate::modes::Mode::Goal;
+        let mode_changed = session.settings.mode != crate::modes::Mode::Goal;
+        session.settings.mode = crate::modes::Mode::Goal;
         if mode_changed {
             self.send_update(
                 &id,

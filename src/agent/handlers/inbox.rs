@@ -30,7 +30,7 @@ impl Dispatcher {
             .get(id)
             .map(|session| {
                 std::iter::once(session.cwd.clone())
-                    .chain(session.extra_roots.iter().cloned())
+                    .chain(session.settings.extra_roots.iter().cloned())
                     .collect()
             })
             .unwrap_or_default()

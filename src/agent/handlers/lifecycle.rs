@@ -53,8 +53,8 @@ impl Dispatcher {
         let registry = self.registry()?;
         let servers = self.with_agent_servers(request.mcp_servers, &cwd);
         let mut session = Session::new(String::new(), cwd, servers, Policy::Ask);
-        session.agent = self.options.agent.as_ref().map(|a| a.name.clone());
-        session.extra_roots = roots.unwrap_or_default();
+        session.settings.agent = self.options.agent.as_ref().map(|a| a.name.clone());
+        session.settings.extra_roots = roots.unwrap_or_default();
         let cwd_key = session.cwd.display().to_string();
         let remembered = self
             .store()?
@@ -146,17 +146,18 @@ impl Dispatcher {
             .filter(|m| registry.model(m).is_some())
             .or_else(|| registry.default_model.clone())
             .unwrap_or_default();
-        session.model = model;
+        session.settings.model = model;
         let effort = remembered
             .effort
             .or_else(|| defaults.effort.clone())
             .unwrap_or_else(|| "auto".into());
-        session.effort = if effort_values(registry.model(&session.model)).contains(&effort) {
-            effort
-        } else {
-            "auto".into()
-        };
-        session.preset = self
+        session.settings.effort =
+            if effort_values(registry.model(&session.settings.model)).contains(&effort) {
+                effort
+            } else {
+                "auto".into()
+            };
+        session.settings.preset = self
             .options
             .preset
             .or(remembered.preset)
@@ -181,7 +182,7 @@ impl Dispatcher {
             (None, None, Some(policy)) => (policy, "the config file's defaults.approval"),
             (None, None, None) => (Policy::default(), ""),
         };
-        session.policy = policy;
+        session.settings.policy = policy;
         session.start_notice = match policy {
             Policy::Yolo => Some(acp::fit::Notice::warning(
                 "This session runs in yolo",
@@ -224,7 +225,7 @@ impl Dispatcher {
             // again (that turn ends normally, as cancelled).
             session.closed = false;
             if let Some(roots) = roots {
-                session.extra_roots = roots;
+                session.settings.extra_roots = roots;
             }
             let restart = merged.is_some();
             if let Some(servers) = merged {
@@ -293,14 +294,15 @@ impl Dispatcher {
         // Given: the whole list from now on; absent: the stored one, each
         // checked again (a folder may be gone, or now hold Spindle's own).
         match roots {
-            Some(roots) => session.extra_roots = roots,
+            Some(roots) => session.settings.extra_roots = roots,
             None => {
                 let stored: Vec<String> = session
+                    .settings
                     .extra_roots
                     .iter()
                     .map(|r| r.display().to_string())
                     .collect();
-                session.extra_roots = crate::agent::dispatcher::params::extra_roots(
+                session.settings.extra_roots = crate::agent::dispatcher::params::extra_roots(
                     &json!({"additionalDirectories": stored}),
                     &self.protected_dirs(),
                 )
@@ -318,11 +320,13 @@ impl Dispatcher {
         session.mcp = mcp;
         self.notices_after_response(&session.id, notes);
         // A model that is no longer configured falls back to the default.
-        if registry.model(&session.model).is_none() {
-            session.model = registry.default_model.clone().unwrap_or_default();
+        if registry.model(&session.settings.model).is_none() {
+            session.settings.model = registry.default_model.clone().unwrap_or_default();
         }
-        if !effort_values(registry.model(&session.model)).contains(&session.effort) {
-            session.effort = "auto".into();
+        if !effort_values(registry.model(&session.settings.model))
+            .contains(&session.settings.effort)
+        {
+            session.settings.effort = "auto".into();
         }
         session.title = row.title;
         session.stored_messages = messages.len() as i64;

@@ -79,7 +79,7 @@ impl Dispatcher {
         let session = &self.sessions[id];
         let entry = registry
             .as_ref()
-            .and_then(|r| r.model(&session.model).cloned());
+            .and_then(|r| r.model(&session.settings.model).cloned());
         let price = entry.as_ref().and_then(|e| e.config.price.clone());
         // The running turn's calls count as soon as each reported usage.
         let (usage, spent) = session.usage_so_far();
@@ -122,10 +122,10 @@ impl Dispatcher {
                 started_at: session.turn_started_at.as_deref(),
                 outcome: session.last_outcome.as_deref(),
             },
-            model: &session.model,
-            mode: session.mode.id(),
-            preset: session.preset.id(),
-            approval: crate::agent::handlers::controls::policy_id(session.policy),
+            model: &session.settings.model,
+            mode: session.settings.mode.id(),
+            preset: session.settings.preset.id(),
+            approval: crate::agent::handlers::controls::policy_id(session.settings.policy),
             usage: StatusUsage {
                 input_tokens: usage.input_tokens,
                 output_tokens: usage.output_tokens,

@@ -116,7 +116,7 @@ impl Dispatcher {
                     usage.reasoning_tokens
                 );
                 match registry
-                    .model(&session.model)
+                    .model(&session.settings.model)
                     .and_then(|m| m.config.price.clone())
                 {
                     Some(price) => {
@@ -126,7 +126,9 @@ impl Dispatcher {
                         " The model has no price configured, so there is no cost to show.",
                     ),
                 }
-                let window = registry.model(&session.model).map(|m| m.context_window());
+                let window = registry
+                    .model(&session.settings.model)
+                    .map(|m| m.context_window());
                 if let (Some(known), Some(window)) = (session.known, window) {
                     let left = 100u64.saturating_sub(known.tokens * 100 / window.max(1));
                     reply.push_str(&format!(
@@ -170,13 +172,14 @@ impl Dispatcher {
             None => {
                 let session = &self.sessions[session_id];
                 let allowed: Vec<String> = session
+                    .settings
                     .approvals
                     .rules
                     .iter()
                     .filter(|rule| rule.decision == Decision::Allow)
                     .map(rules::describe)
                     .collect();
-                let exact = session.approvals.allowed.len();
+                let exact = session.settings.approvals.allowed.len();
                 let listed = if allowed.is_empty() {
                     "No rule of this session allows anything".to_string()
                 } else {
@@ -217,7 +220,7 @@ impl Dispatcher {
                 }
             }
         }
-        session.approvals.rules.push(rule);
+        session.settings.approvals.rules.push(rule);
         self.settings_changed(session_id);
         reply
     }
@@ -243,8 +246,8 @@ impl Dispatcher {
         };
         if value.is_empty() {
             let current = match id {
-                "model" => self.sessions[session_id].model.clone(),
-                _ => self.sessions[session_id].mode.id().to_string(),
+                "model" => self.sessions[session_id].settings.model.clone(),
+                _ => self.sessions[session_id].settings.mode.id().to_string(),
             };
             return format!(
                 "The {id} is {current}. Give a new one after the command, e.g. `/{id} {}`.",

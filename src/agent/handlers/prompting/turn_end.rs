@@ -97,12 +97,12 @@ impl Dispatcher {
             }
             session.known = end.known;
             session.add_usage(&end.usage);
-            session.cost += end.cost;
+            session.settings.cost += end.cost;
             session.model_calls += end.model_calls as u64;
             if !end.priced {
                 session.unpriced_calls += end.model_calls as u64;
             }
-            session.approvals = std::mem::take(&mut end.approvals);
+            session.settings.approvals = std::mem::take(&mut end.approvals);
             if let Some(goal) = end.goal.clone() {
                 session.goal = Some(goal);
                 session.goal_changed = true;

@@ -119,7 +119,7 @@ impl Dispatcher {
             extra_roots: self
                 .sessions
                 .get(session_id)
-                .map(|s| s.extra_roots.clone())
+                .map(|s| s.settings.extra_roots.clone())
                 .unwrap_or_default(),
         }
     }
@@ -242,7 +242,7 @@ pub(super) fn model_of(
 > {
     // The session's model, or the default when it is gone from the
     // configuration.
-    let entry = match registry.model(&session.model) {
+    let entry = match registry.model(&session.settings.model) {
         Some(entry) => entry.clone(),
         None => {
             let Some(entry) = registry
@@ -252,8 +252,12 @@ pub(super) fn model_of(
             else {
                 return Err(RpcError::invalid_params("no model is available"));
             };
-            log::warn!("model {} is gone; using {}", session.model, entry.id);
-            session.model = entry.id.clone();
+            log::warn!(
+                "model {} is gone; using {}",
+                session.settings.model,
+                entry.id
+            );
+            session.settings.model = entry.id.clone();
             entry.clone()
         }
     };
@@ -272,9 +276,10 @@ pub(super) fn model_of(
 pub(super) fn system_of(session: &Session, agent: Option<&crate::agentfile::AgentSpec>) -> String {
     let mut system = system_prompt(&session.cwd, crate::agent::turn::ENVIRONMENT_MARK);
     system.push_str("\n\n");
-    system.push_str(session.preset.instructions());
-    if !session.extra_roots.is_empty() {
+    system.push_str(session.settings.preset.instructions());
+    if !session.settings.extra_roots.is_empty() {
         let roots: Vec<String> = session
+            .settings
             .extra_roots
             .iter()
             .map(|r| format!("- {}", r.display()))
@@ -288,11 +293,11 @@ pub(super) fn system_of(session: &Session, agent: Option<&crate::agentfile::Agen
         system.push_str("\n\n");
         system.push_str(instructions.trim());
     }
-    if session.mode == Mode::Goal {
+    if session.settings.mode == Mode::Goal {
         system.push_str("\n\n");
         system.push_str(crate::agent::common::goal::INSTRUCTIONS);
     }
-    if session.mode == Mode::Plan {
+    if session.settings.mode == Mode::Plan {
         system.push_str(
             "\n\nThe session is in plan mode: explore with the read-only tools and write a step-by-step plan with todo_write. Do not change any file or run commands that change anything; the user will switch modes to carry the plan out.",
         );
@@ -310,7 +315,7 @@ pub(super) fn goal_of(
     // In goal mode a prompt drafts, continues, answers or resumes the
     // goal; a finished, cancelled or exhausted goal takes an ordinary
     // turn (resume it, or select goal again for a new one).
-    let goal = match (kind, session.mode, session.goal.as_mut()) {
+    let goal = match (kind, session.settings.mode, session.goal.as_mut()) {
         (TurnKind::Model, Mode::Goal, Some(goal)) => {
             use crate::agent::common::goal::Status;
             match goal.status {
@@ -354,7 +359,7 @@ pub(super) fn notices_and_rules(
     let mut notice_extra = None;
     // The sandbox policy without a sandbox says so once per session:
     // every command then asks.
-    let notice = if session.policy == Policy::Sandbox
+    let notice = if session.settings.policy == Policy::Sandbox
         && !processes.sandbox_available()
         && !session.sandbox_notice_shown
     {
@@ -430,14 +435,14 @@ pub(super) fn effort_and_steps(
     entry: &crate::agent::common::models::ModelEntry,
     explicit_steps: usize,
 ) -> (Option<String>, usize) {
-    let effort = if session.effort == "auto" {
-        let wanted = session.preset.default_effort();
+    let effort = if session.settings.effort == "auto" {
+        let wanted = session.settings.preset.default_effort();
         entry.efforts().iter().find(|e| *e == wanted).cloned()
     } else {
-        Some(session.effort.clone())
+        Some(session.settings.effort.clone())
     };
     let max_steps = if explicit_steps == 0 {
-        session.preset.step_budget()
+        session.settings.preset.step_budget()
     } else {
         explicit_steps
     };
