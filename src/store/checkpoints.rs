@@ -3,6 +3,7 @@
 //! once per session (by content hash, compared byte for byte), so `/undo`,
 //! `/rewind` and `/redo` work after a reload and in another process.
 
+use super::words::stored_words;
 use super::{Result, Store};
 use rusqlite::{params, OptionalExtension};
 use std::path::PathBuf;
@@ -18,12 +19,23 @@ pub struct FileRecord {
     pub via_editor: bool,
 }
 
+/// Whether a turn's changes are in the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointState {
+    Applied,
+    Undone,
+}
+
+stored_words!(CheckpointState {
+    Applied => "applied",
+    Undone => "undone",
+});
+
 /// A turn's checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckpointRow {
     pub turn: i64,
-    /// `applied` (its changes are in the workspace) or `undone`.
-    pub state: String,
+    pub state: CheckpointState,
     pub created_ms: i64,
     pub files: Vec<FileRecord>,
 }
@@ -195,7 +207,12 @@ impl Store {
         Ok(())
     }
 
-    pub fn set_checkpoint_state(&self, session: &str, turn: i64, state: &str) -> Result<()> {
+    pub fn set_checkpoint_state(
+        &self,
+        session: &str,
+        turn: i64,
+        state: CheckpointState,
+    ) -> Result<()> {
         self.connection.execute(
             "UPDATE checkpoints SET state = ?3 WHERE session_id = ?1 AND turn = ?2",
             params![session, turn, state],
@@ -292,7 +309,7 @@ mod tests {
             .unwrap();
         let all = store.checkpoints("s").unwrap();
         assert_eq!(all.len(), 1);
-        assert_eq!(all[0].state, "applied");
+        assert_eq!(all[0].state, CheckpointState::Applied);
         assert_eq!(all[0].files[0].before.as_deref(), Some(a.as_str()));
         assert_eq!(all[0].files[0].after.as_deref(), Some(c.as_str()));
         assert!(all[0].files[0].via_editor);

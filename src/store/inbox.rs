@@ -4,18 +4,52 @@
 //! happen in one transaction (`begin_turn_from`), so a crash can neither
 //! apply an item twice nor lose it.
 
+use super::words::stored_words;
 use super::{Result, Store, StoreError, StoreErrorKind};
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
+
+/// What an item asks for (EXTENSIONS.md §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Intent {
+    /// Guidance for the running turn, applied at its next boundary.
+    Steer,
+    /// A prompt for a turn of its own, after the running one.
+    Followup,
+}
+
+/// Where an item is: `pending` → `dispatched` → `applied`, or
+/// `uncertain` (dispatched when a process stopped), `failed`, `deleted`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemState {
+    Pending,
+    Dispatched,
+    Applied,
+    Uncertain,
+    Failed,
+    Deleted,
+}
+
+stored_words!(Intent {
+    Steer => "steer",
+    Followup => "followup",
+});
+
+stored_words!(ItemState {
+    Pending => "pending",
+    Dispatched => "dispatched",
+    Applied => "applied",
+    Uncertain => "uncertain",
+    Failed => "failed",
+    Deleted => "deleted",
+});
 
 /// One item.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Item {
     pub item_id: String,
-    /// `steer` or `followup`.
-    pub intent: String,
-    /// `pending`, `dispatched`, `applied`, `uncertain`, `failed`, `deleted`.
-    pub state: String,
+    pub intent: Intent,
+    pub state: ItemState,
     /// The prompt's content blocks, as sent (links frozen into text).
     pub prompt: Value,
     pub bytes: i64,
@@ -90,7 +124,7 @@ impl Store {
         let transaction = self
             .connection
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let position: i64 = if item.intent == "steer" {
+        let position: i64 = if item.intent == Intent::Steer {
             // Just before the first pending follow-up: shift those down.
             let first: Option<i64> = transaction
                 .query_row(
@@ -135,7 +169,7 @@ impl Store {
         Ok(position)
     }
 
-    pub fn inbox_set_state(&self, session: &str, item_id: &str, state: &str) -> Result<()> {
+    pub fn inbox_set_state(&self, session: &str, item_id: &str, state: ItemState) -> Result<()> {
         self.connection.execute(
             "UPDATE inbox SET state = ?3 WHERE session_id = ?1 AND item_id = ?2",
             params![session, item_id, state],

@@ -9,6 +9,7 @@
 pub mod checkpoints;
 mod error;
 pub mod inbox;
+mod words;
 
 use crate::conversation::Message;
 pub use error::{StoreError, StoreErrorKind};
@@ -499,7 +500,7 @@ impl Store {
         id: &str,
         events: &[String],
         messages: &[Message],
-        marks: &[(String, &str)],
+        marks: &[(String, inbox::ItemState)],
     ) -> Result<i64> {
         let transaction = self
             .connection
@@ -538,7 +539,7 @@ impl Store {
         turn: i64,
         events: &[String],
         messages: &[Message],
-        marks: &[(String, &str)],
+        marks: &[(String, inbox::ItemState)],
     ) -> Result<()> {
         if events.is_empty() && messages.is_empty() && marks.is_empty() {
             return Ok(());
@@ -815,7 +816,7 @@ impl Store {
 fn mark_in(
     transaction: &rusqlite::Transaction<'_>,
     id: &str,
-    marks: &[(String, &str)],
+    marks: &[(String, inbox::ItemState)],
 ) -> Result<()> {
     for (item, state) in marks {
         transaction.execute(

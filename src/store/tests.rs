@@ -143,8 +143,8 @@ fn inbox_reorder_takes_exactly_the_pending_items() {
         .unwrap();
     let item = |id: &str| crate::store::inbox::Item {
         item_id: id.into(),
-        intent: "followup".into(),
-        state: "pending".into(),
+        intent: crate::store::inbox::Intent::Followup,
+        state: crate::store::inbox::ItemState::Pending,
         prompt: json!({"blocks": []}),
         bytes: 0,
         idempotency_key: None,
@@ -154,10 +154,12 @@ fn inbox_reorder_takes_exactly_the_pending_items() {
     for id in ["i1", "i2", "i3"] {
         store.inbox_add("a", &item(id)).unwrap();
     }
-    store.inbox_set_state("a", "i1", "applied").unwrap();
+    store
+        .inbox_set_state("a", "i1", crate::store::inbox::ItemState::Applied)
+        .unwrap();
     let order = |store: &Store| -> Vec<String> {
         let mut items = store.inbox("a").unwrap();
-        items.retain(|i| i.state == "pending");
+        items.retain(|i| i.state == crate::store::inbox::ItemState::Pending);
         items.sort_by_key(|i| i.position);
         items.into_iter().map(|i| i.item_id).collect()
     };
@@ -196,8 +198,8 @@ fn sessions_the_user_never_sent_anything_to_are_not_listed_nor_kept() {
         .unwrap();
     let item = crate::store::inbox::Item {
         item_id: "i1".into(),
-        intent: "followup".into(),
-        state: "deleted".into(),
+        intent: crate::store::inbox::Intent::Followup,
+        state: crate::store::inbox::ItemState::Deleted,
         prompt: json!({"blocks": []}),
         bytes: 0,
         idempotency_key: None,
@@ -238,4 +240,47 @@ fn sessions_the_user_never_sent_anything_to_are_not_listed_nor_kept() {
     assert!(store.delete_if_unused("settings").unwrap());
     assert!(!store.delete_if_unused("empty").unwrap());
     assert_eq!(listed(&store, true), used);
+}
+
+#[test]
+fn inbox_words_read_back_as_written_and_others_are_refused() {
+    use crate::store::inbox::{Intent, ItemState};
+    let states = [
+        ItemState::Pending,
+        ItemState::Dispatched,
+        ItemState::Applied,
+        ItemState::Uncertain,
+        ItemState::Failed,
+        ItemState::Deleted,
+    ];
+    for state in states {
+        assert_eq!(ItemState::parse(state.as_str()), Some(state));
+    }
+    for intent in [Intent::Steer, Intent::Followup] {
+        assert_eq!(Intent::parse(intent.as_str()), Some(intent));
+    }
+    assert_eq!(ItemState::parse("Pending"), None);
+    // A word the store never writes is an error, not a silent state.
+    let path = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    store
+        .create_session("a", "/w", &json!({}), &json!([]))
+        .unwrap();
+    let item = crate::store::inbox::Item {
+        item_id: "i1".into(),
+        intent: Intent::Followup,
+        state: ItemState::Pending,
+        prompt: json!({"blocks": []}),
+        bytes: 0,
+        idempotency_key: None,
+        created_at: "x".into(),
+        position: 0,
+    };
+    store.inbox_add("a", &item).unwrap();
+    assert_eq!(store.inbox("a").unwrap()[0].state, ItemState::Pending);
+    store
+        .connection
+        .execute("UPDATE inbox SET state = 'bogus'", [])
+        .unwrap();
+    assert!(store.inbox("a").is_err());
 }

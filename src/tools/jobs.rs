@@ -36,8 +36,7 @@ pub struct JobInfo {
     pub job_id: String,
     pub command: String,
     pub cwd: PathBuf,
-    /// `running`, `exited`, `killed` or `failed`.
-    pub state: String,
+    pub state: JobState,
     pub exit_code: Option<i32>,
     pub started_at: String,
     pub ended_at: Option<String>,
@@ -48,14 +47,59 @@ pub struct JobInfo {
     /// The editor's terminal the job runs in (then `pid` is 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminal_id: Option<String>,
-    /// `command`, or `agent` (a subagent; its log holds its updates, one
-    /// JSON object a line).
-    #[serde(default = "command_kind")]
-    pub kind: String,
+    #[serde(default)]
+    pub kind: JobKind,
 }
 
-fn command_kind() -> String {
-    "command".into()
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    Running,
+    /// It ended by itself (with a code).
+    Exited,
+    /// It was ended: by a kill, a cancel, or the end of the agent that ran it.
+    Killed,
+    /// It could not go on: a state the contract (EXTENSIONS.md §5) names,
+    /// which Spindle does not set today.
+    Failed,
+}
+
+impl JobState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Running => "running",
+            JobState::Exited => "exited",
+            JobState::Killed => "killed",
+            JobState::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a job runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobKind {
+    /// A command (Spindle's, or in the editor's terminal).
+    #[default]
+    Command,
+    /// A subagent: its log holds its updates, one JSON object a line.
+    Agent,
+}
+
+impl JobKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Command => "command",
+            JobKind::Agent => "agent",
+        }
+    }
 }
 
 impl JobInfo {
@@ -65,7 +109,7 @@ impl JobInfo {
             job_id: job_id.to_string(),
             command: spec.command_line.clone(),
             cwd: spec.cwd.clone(),
-            state: "running".into(),
+            state: JobState::Running,
             exit_code: None,
             started_at: crate::clock::now_rfc3339(),
             ended_at: None,
@@ -74,7 +118,7 @@ impl JobInfo {
             epoch: spec.epoch,
             log_path,
             terminal_id: None,
-            kind: command_kind(),
+            kind: JobKind::Command,
         }
     }
 }
@@ -226,7 +270,7 @@ impl Jobs {
         spec: &JobSpec,
         terminal_id: &str,
     ) -> Result<(JobInfo, External), String> {
-        self.register_external(spec, Some(terminal_id), "command", None)
+        self.register_external(spec, Some(terminal_id), JobKind::Command, None)
     }
 
     /// Registers a subagent running as a job; `deliver` gives it a
@@ -236,14 +280,14 @@ impl Jobs {
         spec: &JobSpec,
         deliver: Deliver,
     ) -> Result<(JobInfo, External), String> {
-        self.register_external(spec, None, "agent", Some(deliver))
+        self.register_external(spec, None, JobKind::Agent, Some(deliver))
     }
 
     fn register_external(
         self: &Arc<Self>,
         spec: &JobSpec,
         terminal_id: Option<&str>,
-        kind: &str,
+        kind: JobKind,
         deliver: Option<Deliver>,
     ) -> Result<(JobInfo, External), String> {
         let (job_id, log_path, log) = new_log(spec)?;
@@ -251,7 +295,7 @@ impl Jobs {
         let stop = CancelToken::new();
         let info = JobInfo {
             terminal_id: terminal_id.map(str::to_string),
-            kind: kind.to_string(),
+            kind,
             ..JobInfo::running(&job_id, spec, 0, log_path)
         };
         lock(&self.jobs).push(Job {
@@ -420,8 +464,8 @@ impl Jobs {
             if jobs.iter().any(|j| j.info.job_id == info.job_id) {
                 continue;
             }
-            if info.state == "running" {
-                info.state = "killed".into();
+            if info.state == JobState::Running {
+                info.state = JobState::Killed;
                 info.ended_at.get_or_insert_with(crate::clock::now_rfc3339);
             }
             let seen = Arc::new(AtomicU64::new(info.output_bytes));
@@ -447,12 +491,10 @@ impl Jobs {
                 return;
             };
             job.info.exit_code = code;
-            job.info.state = if job.killed {
-                "killed".into()
-            } else if code.is_some() {
-                "exited".into()
+            job.info.state = if job.killed || code.is_none() {
+                JobState::Killed
             } else {
-                "killed".into()
+                JobState::Exited
             };
             job.info.ended_at = Some(crate::clock::now_rfc3339());
             job.info.output_bytes = job.seen.load(Ordering::SeqCst);
@@ -527,7 +569,7 @@ impl Jobs {
             .iter_mut()
             .find(|j| j.info.job_id == id)
             .ok_or_else(|| format!("there is no job {id:?}"))?;
-        if job.info.state != "running" {
+        if job.info.state != JobState::Running {
             return Err(format!(
                 "job {id} has {}; it takes no input",
                 job.info.state
@@ -562,7 +604,7 @@ impl Jobs {
             .iter_mut()
             .find(|j| j.info.job_id == id)
             .ok_or_else(|| format!("there is no job {id:?}"))?;
-        if job.info.state == "running" {
+        if job.info.state == JobState::Running {
             job.stop_it();
         }
         Ok(job.info.clone())
@@ -571,7 +613,7 @@ impl Jobs {
     /// Kills every running job (or those of one turn).
     pub fn kill_all(&self, epoch: Option<u64>) {
         for job in lock(&self.jobs).iter_mut() {
-            if job.info.state == "running" && epoch.is_none_or(|e| e == job.info.epoch) {
+            if job.info.state == JobState::Running && epoch.is_none_or(|e| e == job.info.epoch) {
                 job.stop_it();
             }
         }

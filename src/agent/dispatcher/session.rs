@@ -52,7 +52,7 @@ pub struct Session {
     /// Turns counted since the session opened in this process, what
     /// started the last one, when, and how it ended.
     pub epoch: u64,
-    pub turn_source: &'static str,
+    pub turn_source: TurnSource,
     pub turn_started_at: Option<String>,
     pub last_outcome: Option<String>,
     /// The last `_spindle/event` number of the session.
@@ -133,6 +133,33 @@ pub struct WorkspaceDefaults {
     pub policy: Option<Policy>,
 }
 
+/// What started a turn (EXTENSIONS.md §1's `source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnSource {
+    /// `session/prompt`.
+    Prompt,
+    /// An inbox follow-up.
+    Queue,
+    /// A steer that arrived while idle.
+    Steer,
+    /// A background job that finished while idle.
+    Job,
+    /// `_spindle/session/invoke`.
+    Invoke,
+}
+
+impl TurnSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnSource::Prompt => "prompt",
+            TurnSource::Queue => "queue",
+            TurnSource::Steer => "steer",
+            TurnSource::Job => "job",
+            TurnSource::Invoke => "invoke",
+        }
+    }
+}
+
 pub struct RunningTurn {
     /// The prompt it answers (`None`: the agent's own turn).
     pub request_id: Option<RequestId>,
@@ -171,7 +198,7 @@ impl Session {
             start_notice: None,
             scan_cache: Default::default(),
             epoch: 0,
-            turn_source: "prompt",
+            turn_source: TurnSource::Prompt,
             turn_started_at: None,
             last_outcome: None,
             event_seq: 0,

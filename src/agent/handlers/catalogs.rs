@@ -148,7 +148,7 @@ impl Dispatcher {
             &[json!({"type": "text", "text": text})],
             TurnStart {
                 request: None,
-                source: "invoke",
+                source: crate::agent::dispatcher::session::TurnSource::Invoke,
                 item: None,
             },
         )?;

@@ -17,7 +17,7 @@ use crate::acp::spindle::{
 };
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
-use crate::store::inbox::{Flags, Item};
+use crate::store::inbox::{Flags, Intent, Item, ItemState};
 use serde_json::{json, Value};
 
 const INBOX_CAP: usize = 64;
@@ -52,7 +52,7 @@ impl Dispatcher {
             prompt: blocks,
             idempotency_key: key,
         } = params;
-        let (item, existing) = self.add_item(id, &blocks, "steer", key)?;
+        let (item, existing) = self.add_item(id, &blocks, Intent::Steer, key)?;
         self.unpause_inbox(id);
         let session = &self.sessions[id];
         let running = session
@@ -60,7 +60,7 @@ impl Dispatcher {
             .as_ref()
             .is_some_and(|r| !r.cancel.is_cancelled());
         if existing {
-            let disposition = if item.state == "pending" && running {
+            let disposition = if item.state == ItemState::Pending && running {
                 "steer_accepted"
             } else {
                 "queued_followup"
@@ -128,7 +128,7 @@ impl Dispatcher {
         &mut self,
         id: &str,
         blocks: &[Value],
-        intent: &str,
+        intent: Intent,
         key: Option<&str>,
     ) -> Result<(Item, bool), RpcError> {
         if let Some(key) = key {
@@ -150,7 +150,12 @@ impl Dispatcher {
         crate::agent::common::content::read_prompt(blocks, &cwd)?;
         let roots = self.workspace_roots(id);
         let waiting = self.store()?.inbox(id).map_err(store_error)?;
-        if waiting.iter().filter(|i| i.state == "pending").count() >= INBOX_CAP {
+        if waiting
+            .iter()
+            .filter(|i| i.state == ItemState::Pending)
+            .count()
+            >= INBOX_CAP
+        {
             return Err(RpcError::invalid_request(format!(
                 "the inbox of session {id} is full ({INBOX_CAP} pending items); wait, or delete some"
             ))
@@ -158,8 +163,8 @@ impl Dispatcher {
         }
         let item = Item {
             item_id: format!("item_{}", crate::util::random_hex()),
-            intent: intent.to_string(),
-            state: "pending".into(),
+            intent,
+            state: ItemState::Pending,
             prompt: json!({"blocks": blocks, "frozen": freeze(blocks, &roots)}),
             bytes: bytes.len() as i64,
             idempotency_key: key.map(str::to_string),
@@ -173,7 +178,7 @@ impl Dispatcher {
     pub(super) fn enqueue(&mut self, params: EnqueueParams) -> Result<Value, RpcError> {
         let id = params.session_id;
         let key = params.idempotency_key;
-        let (item, existing) = self.add_item(id, &params.prompt, params.intent.id(), key)?;
+        let (item, existing) = self.add_item(id, &params.prompt, params.intent.into(), key)?;
         if !existing {
             self.unpause_inbox(id);
             self.event(
@@ -188,14 +193,14 @@ impl Dispatcher {
             .inbox(id)
             .map_err(store_error)?
             .iter()
-            .filter(|i| i.state == "pending")
+            .filter(|i| i.state == ItemState::Pending)
             .position(|i| i.item_id == item.item_id);
         Ok(to_json(EnqueueResult {
             item_id: &item.item_id,
             disposition: if started {
                 "started"
             } else if existing {
-                &item.state
+                item.state.as_str()
             } else {
                 "queued"
             },
@@ -219,7 +224,7 @@ impl Dispatcher {
 
     fn item(&mut self, id: &str, item_id: &str) -> Result<Item, RpcError> {
         match self.store()?.inbox_item(id, item_id).map_err(store_error)? {
-            Some(item) if item.state != "deleted" => Ok(item),
+            Some(item) if item.state != ItemState::Deleted => Ok(item),
             _ => Err(RpcError::invalid_params(format!(
                 "itemId: no item {item_id:?} in session {id}"
             ))
@@ -229,7 +234,7 @@ impl Dispatcher {
 
     fn pending_item(&mut self, id: &str, item_id: &str) -> Result<Item, RpcError> {
         let item = self.item(id, item_id)?;
-        if item.state != "pending" {
+        if item.state != ItemState::Pending {
             return Err(RpcError::invalid_request(format!(
                 "item {} is {}, not pending; only pending items change",
                 item.item_id, item.state
@@ -283,7 +288,7 @@ impl Dispatcher {
         let id = params.session_id;
         let item = self.pending_item(id, params.item_id)?;
         self.store()?
-            .inbox_set_state(id, &item.item_id, "deleted")
+            .inbox_set_state(id, &item.item_id, ItemState::Deleted)
             .map_err(store_error)?;
         self.event(
             id,
@@ -305,7 +310,7 @@ impl Dispatcher {
             .inbox(id)
             .map_err(store_error)?
             .into_iter()
-            .filter(|i| i.state == "pending")
+            .filter(|i| i.state == ItemState::Pending)
             .map(|i| i.item_id)
             .collect();
         if to >= order.len() {
@@ -350,7 +355,7 @@ impl Dispatcher {
     pub(super) fn inbox_retry(&mut self, params: ItemParams) -> Result<Value, RpcError> {
         let id = params.session_id;
         let item = self.item(id, params.item_id)?;
-        if !matches!(item.state.as_str(), "uncertain" | "failed") {
+        if !matches!(item.state, ItemState::Uncertain | ItemState::Failed) {
             return Err(RpcError::invalid_request(format!(
                 "item {} is {}; only uncertain or failed items are retried",
                 item.item_id, item.state
@@ -358,7 +363,7 @@ impl Dispatcher {
             .with_data(json!({"code": "not_retryable"})));
         }
         self.store()?
-            .inbox_set_state(id, &item.item_id, "pending")
+            .inbox_set_state(id, &item.item_id, ItemState::Pending)
             .map_err(store_error)?;
         self.event(
             id,
@@ -442,7 +447,7 @@ impl Dispatcher {
         self.store()
             .ok()
             .and_then(|store| store.inbox(id).ok())
-            .is_some_and(|items| items.iter().any(|i| i.state == "pending"))
+            .is_some_and(|items| items.iter().any(|i| i.state == ItemState::Pending))
     }
 
     /// Starts the first pending item when the session is idle and its
@@ -465,15 +470,15 @@ impl Dispatcher {
             .inbox(id)
             .ok()?
             .into_iter()
-            .find(|i| i.state == "pending")?;
+            .find(|i| i.state == ItemState::Pending)?;
         let blocks = item.prompt["frozen"]
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let source = if item.intent == "steer" {
-            "steer"
+        let source = if item.intent == Intent::Steer {
+            crate::agent::dispatcher::session::TurnSource::Steer
         } else {
-            "queue"
+            crate::agent::dispatcher::session::TurnSource::Queue
         };
         let start = TurnStart {
             request: None,
@@ -496,7 +501,7 @@ impl Dispatcher {
                     error.message
                 );
                 if let Ok(store) = self.store() {
-                    let _ = store.inbox_set_state(id, &item.item_id, "failed");
+                    let _ = store.inbox_set_state(id, &item.item_id, ItemState::Failed);
                 }
                 self.pause_inbox(id);
                 self.event(
@@ -520,16 +525,20 @@ impl Dispatcher {
     ) {
         if let Some(item) = dispatched {
             let state = if outcome == "error" {
-                "failed"
+                ItemState::Failed
             } else {
-                "applied"
+                ItemState::Applied
             };
             if let Ok(store) = self.store() {
                 if let Err(error) = store.inbox_set_state(id, item, state) {
                     log::warn!("cannot mark inbox item {item}: {error}");
                 }
             }
-            self.event(id, "inbox", json!({"itemId": item, "change": state}));
+            self.event(
+                id,
+                "inbox",
+                json!({"itemId": item, "change": state.as_str()}),
+            );
         }
         for item in applied {
             self.event(id, "inbox", json!({"itemId": item, "change": "applied"}));
@@ -550,6 +559,15 @@ impl Dispatcher {
         }
         if waiting > 0 {
             self.save_flags(id);
+        }
+    }
+}
+
+impl From<crate::acp::spindle::Intent> for Intent {
+    fn from(intent: crate::acp::spindle::Intent) -> Intent {
+        match intent {
+            crate::acp::spindle::Intent::Steer => Intent::Steer,
+            crate::acp::spindle::Intent::Followup => Intent::Followup,
         }
     }
 }

@@ -109,8 +109,8 @@ fn percent_decode(text: &str) -> Option<String> {
 pub(super) fn item_json(item: &Item) -> Value {
     json!({
         "itemId": item.item_id,
-        "intent": item.intent,
-        "state": item.state,
+        "intent": item.intent.as_str(),
+        "state": item.state.as_str(),
         // What will run: the blocks with their links frozen (older rows
         // may have only the blocks).
         "prompt": if item.prompt["frozen"].is_array() { &item.prompt["frozen"] } else { &item.prompt["blocks"] },
@@ -127,8 +127,8 @@ pub(super) fn summary_json(item: &Item) -> Value {
         .unwrap_or_default();
     json!({
         "itemId": item.item_id,
-        "intent": item.intent,
-        "state": item.state,
+        "intent": item.intent.as_str(),
+        "state": item.state.as_str(),
         "preview": preview(&blocks),
         "bytes": item.bytes,
         "createdAt": item.created_at,

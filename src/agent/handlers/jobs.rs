@@ -11,16 +11,17 @@ use crate::acp::spindle::results::{
 use crate::acp::spindle::{JobParams, JobSendParams, JobTranscriptParams, JobsParams, WINDOW_CAP};
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
+use crate::tools::jobs::{JobKind, JobState};
 use serde_json::{json, Value};
 
 fn job_json(job: &crate::tools::jobs::JobInfo) -> Value {
     to_json(JobResult {
         job_id: &job.job_id,
-        kind: &job.kind,
+        kind: job.kind.as_str(),
         title: job.command.chars().take(80).collect(),
         command: &job.command,
         cwd: &job.cwd,
-        state: &job.state,
+        state: job.state.as_str(),
         exit_code: job.exit_code,
         started_at: &job.started_at,
         ended_at: job.ended_at.as_deref(),
@@ -103,7 +104,7 @@ impl Dispatcher {
             || session.closed
             || session.inbox_paused
             || session.last_outcome.as_deref() != Some("end_turn")
-            || job.state == "killed";
+            || job.state == JobState::Killed;
         if quiet || self.closing.is_some() {
             return;
         }
@@ -111,7 +112,11 @@ impl Dispatcher {
             .map(|m| m.len())
             .unwrap_or(0);
         // An agent job's log ends with its answer (one JSON line).
-        let window: u64 = if job.kind == "agent" { 262_144 } else { 2_048 };
+        let window: u64 = if job.kind == JobKind::Agent {
+            262_144
+        } else {
+            2_048
+        };
         let tail = crate::tools::jobs::read_window(
             &job.log_path,
             size.saturating_sub(window),
@@ -119,7 +124,7 @@ impl Dispatcher {
         )
         .map(|(text, _)| text)
         .unwrap_or_default();
-        let tail = if job.kind == "agent" {
+        let tail = if job.kind == JobKind::Agent {
             crate::agent::turn::agent_answer(&tail)
         } else {
             tail
@@ -130,7 +135,7 @@ impl Dispatcher {
             job.command,
             job.exit_code
                 .map(|c| format!("exit code {c}"))
-                .unwrap_or_else(|| job.state.clone()),
+                .unwrap_or_else(|| job.state.to_string()),
             if tail.is_empty() {
                 "(no output)"
             } else {
@@ -139,7 +144,7 @@ impl Dispatcher {
         );
         let start = TurnStart {
             request: None,
-            source: "job",
+            source: crate::agent::dispatcher::session::TurnSource::Job,
             item: None,
         };
         if let Err(error) = self.start_turn(id, &[json!({"type": "text", "text": text})], start) {
@@ -194,7 +199,7 @@ impl Dispatcher {
         params: JobTranscriptParams,
     ) -> Result<Option<Value>, RpcError> {
         let job = self.session_job(&params.job)?;
-        let agent = job.kind == "agent";
+        let agent = job.kind == JobKind::Agent;
         match (params.output, agent) {
             (None | Some("text"), false) => {}
             (None | Some("structured"), true) => {
@@ -216,7 +221,7 @@ impl Dispatcher {
         let offset = params.offset;
         let limit = params.limit.within(65_536, WINDOW_CAP)?;
         let (text, next, total) = log_bytes(&job.log_path, offset, limit)?;
-        let complete = next >= total && job.state != "running";
+        let complete = next >= total && job.state != JobState::Running;
         Ok(Some(to_json(TextTranscriptResult {
             text,
             offset,
@@ -259,7 +264,7 @@ impl Dispatcher {
             .map_err(|problem| {
                 let code = if job.terminal_id.is_some() {
                     "in_terminal"
-                } else if job.state != "running" {
+                } else if job.state != JobState::Running {
                     "not_running"
                 } else {
                     "not_reading"
@@ -325,7 +330,7 @@ fn structured_updates(
         }
     }
     let next = offset + read;
-    let complete = next >= total && job.state != "running";
+    let complete = next >= total && job.state != JobState::Running;
     Ok(to_json(UpdatesTranscriptResult {
         updates,
         offset,

@@ -8,7 +8,7 @@ mod turn_start;
 use crate::acp;
 use crate::agent::common::content::{read_prompt, PromptInput};
 use crate::agent::dispatcher::params::{decode, internal, not_found};
-use crate::agent::dispatcher::session::Session;
+use crate::agent::dispatcher::session::{Session, TurnSource};
 use crate::agent::dispatcher::Dispatcher;
 use crate::agent::turn::client::Client;
 use crate::agent::turn::{Io, Rights, Start, Turn, TurnKind, TurnModel, Workspace};
@@ -59,7 +59,7 @@ fn trace_context(params: &Value, session_id: &str) -> Option<TraceContext> {
 /// it dispatches.
 pub(in crate::agent) struct TurnStart {
     pub request: Option<RequestId>,
-    pub source: &'static str,
+    pub source: TurnSource,
     pub item: Option<String>,
 }
 
@@ -111,7 +111,7 @@ impl Dispatcher {
             &request.prompt,
             TurnStart {
                 request: Some(id.clone()),
-                source: "prompt",
+                source: TurnSource::Prompt,
                 item: None,
             },
             trace_context(&params, &session_id),
@@ -268,7 +268,7 @@ fn add_prompt(
     kind: &TurnKind,
     input: &mut PromptInput,
     model_text: String,
-    source: &str,
+    source: TurnSource,
 ) -> usize {
     // An `ask_user` question the editor could not ask waits for the
     // user's next prompt, which is the tool's result; anything else
@@ -277,7 +277,7 @@ fn add_prompt(
     // undo leave it waiting.
     let before = session.messages.len();
     let sends = matches!(kind, TurnKind::Model | TurnKind::Compact(_));
-    let plain_answer = source == "prompt"
+    let plain_answer = source == TurnSource::Prompt
         && matches!(kind, TurnKind::Model)
         && input.images.is_empty()
         && model_text == input.text;

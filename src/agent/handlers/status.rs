@@ -11,6 +11,7 @@ use crate::acp::spindle::results::{
 use crate::acp::spindle::StatusParams;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
+use crate::store::inbox::ItemState;
 use serde_json::{json, Value};
 
 impl Dispatcher {
@@ -86,11 +87,7 @@ impl Dispatcher {
         let (plan, health, health_error, live_goal) = match session.live.lock() {
             Ok(live) => (
                 live.plan.clone(),
-                if live.health.is_empty() {
-                    "ok"
-                } else {
-                    live.health
-                },
+                live.health.as_str(),
                 live.health_error.clone(),
                 live.goal.clone().filter(|_| session.running.is_some()),
             ),
@@ -102,7 +99,7 @@ impl Dispatcher {
         });
         let quote = cost_quote(session, (usage, spent), entry.as_ref(), registry.as_deref());
         let mcp: Vec<Value> = session.mcp.as_ref().map(|m| m.status()).unwrap_or_default();
-        let count = |state: &str| waiting.iter().filter(|i| i.state == state).count();
+        let count = |state: ItemState| waiting.iter().filter(|i| i.state == state).count();
         Ok(to_json(StatusResult {
             session: StatusSession {
                 id,
@@ -118,7 +115,7 @@ impl Dispatcher {
                     "idle"
                 },
                 epoch: session.epoch,
-                source: (session.epoch != 0).then_some(session.turn_source),
+                source: (session.epoch != 0).then_some(session.turn_source.as_str()),
                 started_at: session.turn_started_at.as_deref(),
                 outcome: session.last_outcome.as_deref(),
             },
@@ -140,8 +137,8 @@ impl Dispatcher {
                 entries: if plan.is_array() { plan } else { json!([]) },
             },
             inbox: StatusInbox {
-                pending: count("pending"),
-                uncertain: count("uncertain"),
+                pending: count(ItemState::Pending),
+                uncertain: count(ItemState::Uncertain),
                 paused: session.inbox_paused,
                 recovered: session.inbox_recovered,
             },

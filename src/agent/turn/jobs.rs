@@ -80,7 +80,7 @@ impl Runner<'_> {
             Ok(read) => {
                 let info = read.info;
                 // A subagent's updates, as readable text.
-                let text = if info.kind == "agent" {
+                let text = if info.kind == crate::tools::jobs::JobKind::Agent {
                     super::agent_log::render_updates(&read.text)
                 } else {
                     read.text

@@ -178,11 +178,11 @@ fn begin_record(turn: &Turn, updates: &RefCell<Updates>) -> Option<Record> {
     // answer of the question it waited for).
     let user: Vec<Message> =
         turn.start.messages[turn.start.messages.len().saturating_sub(turn.start.fresh)..].to_vec();
-    let marks: Vec<(String, &str)> = turn
+    let marks: Vec<(String, crate::store::inbox::ItemState)> = turn
         .io
         .inbox_item
         .iter()
-        .map(|item| (item.clone(), "dispatched"))
+        .map(|item| (item.clone(), crate::store::inbox::ItemState::Dispatched))
         .collect();
     Record::begin(
         turn.workspace.db.as_deref(),
@@ -409,7 +409,7 @@ fn take_steers(
 }
 
 /// Publishes the provider's health for status.
-fn set_health(turn: &Turn, health: &'static str, error: Option<String>) {
+fn set_health(turn: &Turn, health: report::Health, error: Option<String>) {
     if let Ok(mut live) = turn.io.live.lock() {
         live.health = health;
         live.health_error = error;

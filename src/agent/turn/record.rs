@@ -5,6 +5,7 @@
 use super::updates::Updates;
 use crate::acp::{ContentChunk, SessionUpdate};
 use crate::provider::Message;
+use crate::store::inbox::ItemState;
 use crate::store::Store;
 use serde_json::Value;
 use std::cell::RefCell;
@@ -28,7 +29,7 @@ impl Record {
         prompt_blocks: &[Value],
         user: Vec<Message>,
         updates: &RefCell<Updates>,
-        marks: &[(String, &str)],
+        marks: &[(String, ItemState)],
     ) -> Option<Record> {
         let path = db?;
         let mut store = match Store::open(path) {
@@ -77,7 +78,10 @@ impl Record {
         applied: &[String],
     ) {
         let events = updates.borrow_mut().take_kept();
-        let marks: Vec<(String, &str)> = applied.iter().map(|id| (id.clone(), "applied")).collect();
+        let marks: Vec<(String, ItemState)> = applied
+            .iter()
+            .map(|id| (id.clone(), ItemState::Applied))
+            .collect();
         if let Err(error) = self.store.append_marking(
             session_id,
             self.turn,

@@ -99,6 +99,29 @@ pub enum Rewind {
     Redo,
 }
 
+/// How the model provider answers in the current turn (status's
+/// `health.provider`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Health {
+    /// Answering, or not asked yet.
+    #[default]
+    Ok,
+    /// An answer failed and the request is being retried.
+    Retrying,
+    /// The last request failed for good.
+    Failing,
+}
+
+impl Health {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Ok => "ok",
+            Health::Retrying => "retrying",
+            Health::Failing => "failing",
+        }
+    }
+}
+
 /// What a running turn publishes for the dispatcher to read at any time
 /// (status answers without waiting for the turn), and the steers the
 /// dispatcher hands it. One per session; the dispatcher owns it, the turn
@@ -110,9 +133,9 @@ pub struct Live {
     pub steers: std::collections::VecDeque<(String, String, Vec<Value>)>,
     /// The last plan (`todo_write` entries).
     pub plan: Value,
-    /// The model provider's health in the current turn: `ok`,
-    /// `retrying` or `failing`, with the last problem.
-    pub health: &'static str,
+    /// The model provider's health in the current turn, with the last
+    /// problem.
+    pub health: Health,
     pub health_error: Option<String>,
     /// The running goal as the turn last committed it.
     pub goal: Option<Value>,

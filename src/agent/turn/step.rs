@@ -7,6 +7,7 @@
 use super::context;
 use super::goals::{apply_goal_reports, commit_goal, goal_boundary, goal_running};
 use super::record::Record;
+use super::report::Health;
 use super::runner::{CallResult, Runner};
 use super::updates::UpdateSink;
 use super::{
@@ -224,9 +225,9 @@ pub(super) fn call_model(
     let streamed = turn.model.provider.stream(&request, sink, &turn.io.cancel);
     let assistant = sink.take_message();
     match &streamed {
-        Ok(_) => set_health(turn, "ok", None),
+        Ok(_) => set_health(turn, Health::Ok, None),
         Err(StreamError::Failed(error)) if !turn.io.cancel.is_cancelled() => {
-            set_health(turn, "failing", Some(error.message.clone()))
+            set_health(turn, Health::Failing, Some(error.message.clone()))
         }
         Err(_) => {}
     }

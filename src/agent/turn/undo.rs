@@ -11,6 +11,7 @@ use super::{State, Turn};
 use crate::acp::{SessionUpdate, StopReason, ToolCall, ToolCallStatus, ToolKind};
 use crate::provider::Message;
 use crate::rpc::RpcError;
+use crate::store::checkpoints::CheckpointState;
 use crate::store::checkpoints::{CheckpointRow, FileRecord};
 use crate::store::Store;
 use serde_json::{json, Value};
@@ -55,7 +56,7 @@ pub(super) fn run(
         Rewind::Undo(n) => all
             .iter()
             .rev()
-            .filter(|c| c.state == "applied")
+            .filter(|c| c.state == CheckpointState::Applied)
             .take(n.max(1))
             .cloned()
             .collect(),
@@ -64,7 +65,7 @@ pub(super) fn run(
             let undone: Vec<&CheckpointRow> = all
                 .iter()
                 .rev()
-                .take_while(|c| c.state == "undone")
+                .take_while(|c| c.state == CheckpointState::Undone)
                 .collect();
             undone.last().map(|c| (*c).clone()).into_iter().collect()
         }
@@ -126,8 +127,8 @@ pub(super) fn run(
             }
         }
         let next = match rewind {
-            Rewind::Undo(_) => "undone",
-            Rewind::Redo => "applied",
+            Rewind::Undo(_) => CheckpointState::Undone,
+            Rewind::Redo => CheckpointState::Applied,
         };
         if let Err(error) = store.set_checkpoint_state(&turn.io.session_id, checkpoint.turn, next) {
             log::warn!("cannot mark the checkpoint: {error}");

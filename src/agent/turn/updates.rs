@@ -365,7 +365,7 @@ impl Sink for UpdateSink<'_> {
         // Status lines are retries and waits: the provider is struggling.
         if let Some(live) = &self.live {
             if let Ok(mut live) = live.lock() {
-                live.health = "retrying";
+                live.health = super::report::Health::Retrying;
                 live.health_error = Some(text.trim().to_string());
             }
         }

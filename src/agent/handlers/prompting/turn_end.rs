@@ -49,7 +49,7 @@ impl Dispatcher {
         );
         if let Some(session) = self.sessions.get_mut(&end.session_id) {
             session.last_outcome = Some(outcome.clone());
-            let (epoch, source) = (session.epoch, session.turn_source);
+            let (epoch, source) = (session.epoch, session.turn_source.as_str());
             self.event(
                 &end.session_id,
                 "usage",

@@ -141,7 +141,7 @@ impl Dispatcher {
         self.event(
             session_id,
             "turn",
-            json!({"state": "running", "epoch": turn.io.epoch, "source": start.source, "outcome": null}),
+            json!({"state": "running", "epoch": turn.io.epoch, "source": start.source.as_str(), "outcome": null}),
         );
         self.goal_changed(session_id);
         let Some(session) = self.sessions.get_mut(session_id) else {
@@ -453,14 +453,14 @@ pub(super) fn effort_and_steps(
 /// the provider's health fresh. Its live state and the epoch.
 pub(super) fn begin(
     session: &mut Session,
-    source: &'static str,
+    source: crate::agent::dispatcher::session::TurnSource,
 ) -> (crate::agent::turn::report::SharedLive, u64) {
     session.epoch += 1;
     session.turn_source = source;
     session.turn_started_at = Some(crate::clock::now_rfc3339());
     let live = session.live.clone();
     if let Ok(mut live) = live.lock() {
-        live.health = "ok";
+        live.health = crate::agent::turn::report::Health::Ok;
         live.health_error = None;
     }
     let epoch = session.epoch;
