@@ -1,6 +1,9 @@
 //! A fake stdio MCP server: this test binary started again with
-//! `SPINDLE_MCP_FAKE_SERVER` set runs only `fake_stdio_server`, which then
-//! serves MCP on stdin/stdout until stdin closes.
+//! `SPINDLE_MCP_FAKE_SERVER` set serves MCP on stdin/stdout until stdin
+//! closes. On Linux a constructor in `.init_array` (run by the loader
+//! before `main`) becomes the server, so it is no test the harness lists
+//! or counts; other systems keep the `fake_stdio_server` entry test until
+//! they get a constructor of their own.
 //!
 //! Knobs (environment): `FAKE_DELAY_MS` delays the `initialize` answer,
 //! `FAKE_VERSION` replaces the protocol version it answers with,
@@ -37,23 +40,40 @@ pub(crate) fn config(name: &str, env: &[(&str, &str)]) -> ServerConfig {
     }
 }
 
-/// The arguments that make the test binary run only the server.
+/// The arguments that make the test binary run only the server: on
+/// Linux they name no test (the constructor serves before the harness
+/// would run anything), elsewhere the entry test.
 pub(crate) fn server_args() -> Vec<String> {
-    [
-        "--exact",
-        "mcp::tests::fake_stdio::fake_stdio_server",
-        "--nocapture",
-        "--test-threads=1",
-    ]
-    .map(str::to_string)
-    .to_vec()
+    let entry = if cfg!(target_os = "linux") {
+        "no test: the fake MCP server"
+    } else {
+        "mcp::tests::fake_stdio::fake_stdio_server"
+    };
+    ["--exact", entry, "--nocapture", "--test-threads=1"]
+        .map(str::to_string)
+        .to_vec()
 }
 
 pub(crate) fn server_env_name() -> &'static str {
     SERVER_ENV
 }
 
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".init_array"]
+static ENTRY: extern "C" fn() = entry;
+
+/// Becomes the server, before the harness starts, when started by a test.
+#[cfg(target_os = "linux")]
+extern "C" fn entry() {
+    if std::env::var_os(SERVER_ENV).is_some() {
+        serve();
+        std::process::exit(0);
+    }
+}
+
 /// Does nothing in a normal test run; is the server when started by a test.
+#[cfg(not(target_os = "linux"))]
 #[test]
 fn fake_stdio_server() {
     if std::env::var_os(SERVER_ENV).is_none() {
