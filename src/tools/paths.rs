@@ -20,6 +20,16 @@ pub struct Resolved {
     pub git_internal: bool,
 }
 
+/// Whether the path component `part` may name the folder `name` on some
+/// file system: letters in any case (macOS's and Windows' default file
+/// systems ignore it, so `.GIT/hooks` is `.git/hooks` there) and trailing
+/// dots and spaces ignored (Windows drops them: `.git.` is `.git`). On a
+/// file system where they differ this only makes an edit ask.
+fn names(part: &std::ffi::OsStr, name: &str) -> bool {
+    part.to_str()
+        .is_some_and(|part| part.trim_end_matches(['.', ' ']).eq_ignore_ascii_case(name))
+}
+
 /// Resolves `given` (relative to `root`, or absolute) and judges it.
 pub fn resolve(root: &Path, given: &str) -> Resolved {
     let joined = if Path::new(given).is_absolute() {
@@ -35,11 +45,11 @@ pub fn resolve(root: &Path, given: &str) -> Resolved {
         && real
             .strip_prefix(&real_root)
             .map(|rest| {
-                rest.components().any(|c| c.as_os_str() == ".git")
+                rest.components().any(|c| names(c.as_os_str(), ".git"))
                     || rest
                         .components()
                         .next()
-                        .is_some_and(|c| c.as_os_str() == ".spindle")
+                        .is_some_and(|c| names(c.as_os_str(), ".spindle"))
             })
             .unwrap_or(false);
     Resolved {
@@ -136,6 +146,25 @@ mod tests {
         assert!(resolve(&root, ".spindle/config.json").git_internal);
         assert!(resolve(&root, "./x/../.spindle/commands/a.md").git_internal);
         assert!(!resolve(&root, "sub/.spindle/notes").git_internal);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn the_protected_folders_are_known_in_any_case_and_with_trailing_dots() {
+        let root = temp("case");
+        for given in [
+            ".GIT/hooks/pre-commit",
+            "sub/.Git/config",
+            ".git./hooks/post-checkout",
+            ".git . /config",
+            ".SPINDLE/config.json",
+            ".spindle../commands/a.md",
+        ] {
+            assert!(resolve(&root, given).git_internal, "{given}");
+        }
+        for given in [".gitx/config", ".GITIGNORE", "git/config", "sub/.SPINDLE/x"] {
+            assert!(!resolve(&root, given).git_internal, "{given}");
+        }
         std::fs::remove_dir_all(root).unwrap();
     }
 

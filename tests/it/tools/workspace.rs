@@ -221,3 +221,56 @@ fn auto_policy_asks_before_a_command_reads_outside_the_workspace() {
         );
     }
 }
+
+#[test]
+fn git_internals_ask_in_any_case_and_with_trailing_dots() {
+    // On macOS's and Windows' default file systems `.GIT/hooks` is the
+    // repository's hooks folder, and Windows drops trailing dots: each
+    // spelling asks, as `.git` does.
+    let space = Space::new("tools-git-case");
+    space.write(".git/config", "[core]\n");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![
+                call(
+                    "c1",
+                    "write_file",
+                    json!({"path": ".GIT/hooks/pre-commit", "content": "#!/bin/sh\n"}),
+                ),
+                call(
+                    "c2",
+                    "write_file",
+                    json!({"path": ".git./hooks/post-checkout", "content": "#!/bin/sh\n"}),
+                ),
+                call(
+                    "c3",
+                    "write_file",
+                    json!({"path": ".Spindle/config.json", "content": "{}\n"}),
+                ),
+                // A control: a look-alike name is an ordinary file.
+                call(
+                    "i1",
+                    "write_file",
+                    json!({"path": ".gitx", "content": "x\n"}),
+                ),
+            ]),
+            say("Done."),
+        ]),
+        &["--permissions", "auto", "--on-reject", "continue"],
+        json!({}),
+    );
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "go",
+        WAIT,
+        always_answer("reject_once"),
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    turn.assert_every_tool_call_finished();
+    assert_eq!(turn.permission_ids(), ["c1", "c2", "c3"], "{}", turn.dump());
+    for path in [".GIT", ".git./hooks", ".Spindle"] {
+        assert!(!space.exists(path), "{path} exists");
+    }
+    assert!(space.exists(".gitx"));
+}
