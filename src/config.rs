@@ -100,6 +100,8 @@ pub struct Config {
     pub checkpoints: CheckpointSettings,
     #[serde(default, skip_serializing_if = "GoalSettings::is_default")]
     pub goal: GoalSettings,
+    #[serde(default, skip_serializing_if = "TlsSettings::is_default")]
+    pub tls: TlsSettings,
     /// Where `spindle acp` logs instead of stderr (`--log-file` wins).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_file: Option<PathBuf>,
@@ -166,6 +168,24 @@ pub fn project_trusted(config: &Config, cwd: &Path) -> bool {
         .projects
         .get(&cwd.display().to_string())
         .is_some_and(|p| p.trusted)
+}
+
+/// What HTTPS trusts besides the bundled roots, the environment's
+/// `SSL_CERT_FILE`/`SSL_CERT_DIR` and the system's store (`tls` in
+/// config.json).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSettings {
+    /// A PEM file of certificate authorities to trust (a relative path
+    /// is taken from the config file's folder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+}
+
+impl TlsSettings {
+    fn is_default(&self) -> bool {
+        *self == TlsSettings::default()
+    }
 }
 
 /// Goal budgets overriding the preset's (`goal` in config.json).
@@ -503,6 +523,11 @@ impl Config {
         match std::fs::read_to_string(&path) {
             Ok(text) => {
                 let mut config = Config::parse(&text, &path)?;
+                // Every HTTP client of the process trusts it from now on.
+                let folder = path.parent().unwrap_or(Path::new("."));
+                crate::net::tls::use_ca_file(
+                    config.tls.ca_file.as_ref().map(|file| folder.join(file)),
+                );
                 // The environment's providers join the file's; the file
                 // wins on a name both use.
                 for (name, provider) in Config::from_env().providers {
@@ -511,6 +536,7 @@ impl Config {
                 Ok((config, Some(path)))
             }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
+                crate::net::tls::use_ca_file(None);
                 Ok((Config::from_env(), None))
             }
             Err(err) => Err(format!("cannot read {}: {err}", path.display())),

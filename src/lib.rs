@@ -18,6 +18,7 @@ pub mod fuzz;
 pub mod history;
 pub mod mcp;
 pub mod modes;
+pub mod net;
 pub mod os;
 pub mod policy;
 pub mod process;

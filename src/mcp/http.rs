@@ -43,11 +43,10 @@ const ERROR_BODY_LIMIT: u64 = 4 * 1024;
 /// the whole exchange; `None` leaves a streamed answer unbounded (the
 /// caller's own timeout applies instead).
 pub(crate) fn agent(timeout: Option<Duration>) -> ureq::Agent {
-    ureq::Agent::config_builder()
+    crate::net::agent_config()
         .http_status_as_error(false)
         .timeout_connect(Some(CONNECT_TIMEOUT))
         .timeout_global(timeout)
-        .user_agent(concat!("spindle/", env!("CARGO_PKG_VERSION")))
         .build()
         .into()
 }

@@ -81,10 +81,9 @@ pub fn list_url(kind: ProviderKind, base: &str) -> String {
 /// chat models only. An error says why in words a person can act on.
 pub fn list(kind: ProviderKind, base: &str, key: Option<&str>) -> Result<Vec<Listed>, String> {
     let url = list_url(kind, base);
-    let agent: ureq::Agent = ureq::Agent::config_builder()
+    let agent: ureq::Agent = super::http::agent_config()
         .timeout_global(Some(LIST_TIMEOUT))
         .http_status_as_error(false)
-        .user_agent(super::http::USER_AGENT)
         .build()
         .into();
     super::http::map_large_buffers();

@@ -68,11 +68,10 @@ pub fn fetch(url: &str, max_chars: usize) -> Result<String, String> {
     if parsed.len() > 4096 {
         return Err("the URL is over 4,096 characters".into());
     }
-    let agent: ureq::Agent = ureq::Agent::config_builder()
+    let agent: ureq::Agent = crate::net::agent_config()
         .timeout_global(Some(TIMEOUT))
         .http_status_as_error(false)
         .max_redirects(0)
-        .user_agent(concat!("spindle/", env!("CARGO_PKG_VERSION")))
         .build()
         .into();
     let deadline = std::time::Instant::now() + TIMEOUT;

@@ -35,6 +35,7 @@ const TIERS: &[(&str, &[&str])] = &[
             "history",
             "credentials",
             "process",
+            "net",
         ],
     ),
     (

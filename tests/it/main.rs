@@ -12,6 +12,7 @@ mod exec;
 mod help;
 mod mcp;
 mod memory;
+mod network;
 mod policy_rules;
 mod protocol;
 mod providers;

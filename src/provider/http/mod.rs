@@ -29,8 +29,7 @@ pub use stream::{
     response_too_large, StreamItem, StreamLimits, WholeAnswer, RESPONSE_CAP, STREAM_CAP,
 };
 
-/// The User-Agent of every request Spindle makes to a model server.
-pub const USER_AGENT: &str = concat!("spindle/", env!("CARGO_PKG_VERSION"));
+pub use crate::net::{agent_config, USER_AGENT};
 
 /// Timeouts of provider calls.
 #[derive(Debug, Clone, Copy)]
@@ -270,10 +269,9 @@ impl EventStream {
         whole: WholeAnswer,
     ) -> Result<EventStream, ProviderError> {
         map_large_buffers();
-        let config = ureq::Agent::config_builder()
+        let config = agent_config()
             .http_status_as_error(false)
             .timeout_connect(Some(timeouts.connect))
-            .user_agent(USER_AGENT)
             .build();
         let agent: ureq::Agent = config.into();
         let limits = timeouts.limits;

@@ -1,0 +1,367 @@
+//! Which certificate authorities HTTPS trusts, for every `ureq` agent
+//! Spindle makes (model calls, model lists, MCP over HTTP, `fetch_url`).
+//!
+//! Always the Mozilla roots compiled in; besides them the certificates of
+//! `SSL_CERT_FILE` (a PEM bundle), of the PEM files in each folder of
+//! `SSL_CERT_DIR` (`:`-separated, `;` on Windows), of the config's
+//! `tls.ca_file`, and of the operating system's store: on Linux and the
+//! other Unix systems the distribution's bundle file, on macOS and Windows
+//! the system's store (read through `rustls-native-certs`). So a corporate
+//! TLS-inspecting proxy or a self-hosted server with an internal CA works
+//! the way it does for the system's own tools.
+//!
+//! A file that cannot be read, is too large or holds no certificate is
+//! skipped with a warning naming it; nothing here fails a request.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
+
+/// The largest certificate file read (a distribution's whole bundle is
+/// about 200 KiB).
+const FILE_CAP: u64 = 4 * 1024 * 1024;
+
+/// The most files read from one `SSL_CERT_DIR` folder (hashed links
+/// included: a folder like `/etc/ssl/certs` holds a few hundred).
+const DIR_FILES: usize = 2_000;
+
+/// Where distributions keep their bundle of trusted certificates; the
+/// first one present is read.
+#[cfg(all(unix, not(target_os = "macos")))]
+const SYSTEM_BUNDLES: [&str; 6] = [
+    "/etc/ssl/certs/ca-certificates.crt", // Debian, Ubuntu, Arch, Alpine, Gentoo
+    "/etc/pki/tls/certs/ca-bundle.crt",   // Fedora, RHEL, CentOS
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", // newer RHEL
+    "/etc/ssl/ca-bundle.pem",             // openSUSE
+    "/etc/ssl/cert.pem",                  // Alpine, the BSDs
+    "/etc/pki/tls/cacert.pem",            // OpenELEC
+];
+
+/// The trust of the last `config()`, with the `tls.ca_file` it was built
+/// for. A static because every agent of the process shares it and
+/// building it reads files: it is built once and again only when the
+/// config's `ca_file` changes (`Config::load` sets it, below).
+static TRUST: Mutex<Option<(Option<PathBuf>, TlsConfig)>> = Mutex::new(None);
+
+/// The config's `tls.ca_file`, as the last loaded config says (a fact of
+/// the process, like the environment the other sources come from).
+static CA_FILE: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Records the config's `tls.ca_file` (already made absolute).
+pub fn use_ca_file(path: Option<PathBuf>) {
+    *crate::cancel::lock(&CA_FILE) = path;
+}
+
+/// The TLS settings of every agent: the bundled roots and whatever the
+/// environment, the config and the system add. With nothing added it is
+/// ureq's own default (the bundled roots), exactly as before.
+pub fn config() -> TlsConfig {
+    let ca_file = crate::cancel::lock(&CA_FILE).clone();
+    let mut trust = crate::cancel::lock(&TRUST);
+    if let Some((built_for, config)) = trust.as_ref() {
+        if *built_for == ca_file {
+            return config.clone();
+        }
+    }
+    let extra = extra_certificates(ca_file.as_deref());
+    let config = if extra.is_empty() {
+        TlsConfig::default()
+    } else {
+        log::debug!(
+            "trusting {} certificates besides the bundled roots",
+            extra.len()
+        );
+        let mut all = bundled_roots();
+        all.extend(extra);
+        TlsConfig::builder()
+            .root_certs(RootCerts::Specific(Arc::new(all)))
+            .build()
+    };
+    *trust = Some((ca_file, config.clone()));
+    config
+}
+
+/// The certificates every source adds, in order: `SSL_CERT_FILE`,
+/// `SSL_CERT_DIR`, the config's `ca_file`, the system's store.
+fn extra_certificates(ca_file: Option<&Path>) -> Vec<Certificate<'static>> {
+    let mut certs = Vec::new();
+    let env = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
+    let cert_file = env("SSL_CERT_FILE");
+    let cert_dir = env("SSL_CERT_DIR");
+    if let Some(file) = &cert_file {
+        read_file(Path::new(file), "SSL_CERT_FILE", &mut certs);
+    }
+    if let Some(dirs) = &cert_dir {
+        for dir in std::env::split_paths(dirs).filter(|dir| !dir.as_os_str().is_empty()) {
+            read_dir(&dir, &mut certs);
+        }
+    }
+    if let Some(file) = ca_file {
+        read_file(file, "tls.ca_file", &mut certs);
+    }
+    system_certificates(cert_file.is_some() || cert_dir.is_some(), &mut certs);
+    certs
+}
+
+/// The distribution's bundle: the first of the usual files present.
+#[cfg(all(unix, not(target_os = "macos")))]
+fn system_certificates(_env_given: bool, certs: &mut Vec<Certificate<'static>>) {
+    if let Some(bundle) = SYSTEM_BUNDLES.iter().map(Path::new).find(|p| p.is_file()) {
+        read_file(bundle, "the system's certificate bundle", certs);
+    }
+}
+
+/// The system's store. `rustls-native-certs` reads `SSL_CERT_FILE` and
+/// `SSL_CERT_DIR` instead of the store when either is set (as OpenSSL
+/// does); those were read already, so the store is then left out.
+#[cfg(any(target_os = "macos", windows))]
+fn system_certificates(env_given: bool, certs: &mut Vec<Certificate<'static>>) {
+    if env_given {
+        return;
+    }
+    let found = rustls_native_certs::load_native_certs();
+    for error in &found.errors {
+        log::warn!("reading the system's certificate store: {error}");
+    }
+    certs.extend(
+        found
+            .certs
+            .iter()
+            .map(|der| Certificate::from_der(der.as_ref()).to_owned()),
+    );
+}
+
+#[cfg(not(any(unix, windows)))]
+fn system_certificates(_env_given: bool, _certs: &mut Vec<Certificate<'static>>) {}
+
+/// Reads every regular file of `dir` that holds PEM certificates (files
+/// that hold none, such as revocation lists, are passed over quietly).
+fn read_dir(dir: &Path, certs: &mut Vec<Certificate<'static>>) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) => {
+            log::warn!("cannot read SSL_CERT_DIR folder {}: {err}", dir.display());
+            return;
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.is_file())
+        .take(DIR_FILES + 1)
+        .collect();
+    if paths.len() > DIR_FILES {
+        log::warn!(
+            "SSL_CERT_DIR folder {} has more than {DIR_FILES} files; only {DIR_FILES} are read",
+            dir.display()
+        );
+        paths.truncate(DIR_FILES);
+    }
+    paths.sort();
+    for path in paths {
+        if let Some(text) = read_capped(&path, "SSL_CERT_DIR") {
+            parse_into(&text, &path, "SSL_CERT_DIR", false, certs);
+        }
+    }
+}
+
+/// Reads one PEM bundle named by `source`.
+fn read_file(path: &Path, source: &str, certs: &mut Vec<Certificate<'static>>) {
+    if let Some(text) = read_capped(path, source) {
+        parse_into(&text, path, source, true, certs);
+    }
+}
+
+/// A file's bytes, at most `FILE_CAP` of them; `None` (with a warning)
+/// when it cannot be read or is larger.
+fn read_capped(path: &Path, source: &str) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let read =
+        std::fs::File::open(path).and_then(|file| file.take(FILE_CAP + 1).read_to_end(&mut bytes));
+    match read {
+        Err(err) => {
+            log::warn!(
+                "cannot read certificates from {} ({source}): {err}",
+                path.display()
+            );
+            None
+        }
+        Ok(_) if bytes.len() as u64 > FILE_CAP => {
+            log::warn!(
+                "{} ({source}) is larger than {} MiB; its certificates are not read",
+                path.display(),
+                FILE_CAP >> 20
+            );
+            None
+        }
+        Ok(_) => Some(bytes),
+    }
+}
+
+/// Adds the PEM certificates of `text` (keys and other sections are
+/// passed over). A malformed section ends the file with a warning; what
+/// came before it is kept. `want` says whether a file with no
+/// certificate deserves a warning.
+fn parse_into(
+    text: &[u8],
+    path: &Path,
+    source: &str,
+    want: bool,
+    certs: &mut Vec<Certificate<'static>>,
+) {
+    let before = certs.len();
+    for item in ureq::tls::parse_pem(text) {
+        match item {
+            Ok(PemItem::Certificate(cert)) => certs.push(cert),
+            Ok(_) => {}
+            Err(err) => {
+                log::warn!(
+                    "{} ({source}) is not a valid PEM file: {err}; certificates after that are not read",
+                    path.display()
+                );
+                break;
+            }
+        }
+    }
+    if want && certs.len() == before {
+        log::warn!("{} ({source}) holds no PEM certificate", path.display());
+    }
+}
+
+/// The bundled Mozilla roots, as certificates. ureq takes added roots
+/// only as certificates, and the bundle holds trust anchors (a subject, a
+/// key, name constraints), so each anchor is wrapped in the smallest
+/// certificate that the verifier reads back as the very same anchor: no
+/// signature, no validity (an anchor has neither).
+fn bundled_roots() -> Vec<Certificate<'static>> {
+    webpki_roots::TLS_SERVER_ROOTS
+        .iter()
+        .map(|anchor| {
+            let der = anchor_certificate(
+                &anchor.subject,
+                &anchor.subject_public_key_info,
+                anchor.name_constraints.as_deref(),
+            );
+            Certificate::from_der(&der).to_owned()
+        })
+        .collect()
+}
+
+/// A DER-encoded X.509 v3 certificate holding `subject` and `spki` (the
+/// contents of their SEQUENCEs) and, when given, the name constraints
+/// extension with `constraints` (the contents of its SEQUENCE).
+fn anchor_certificate(subject: &[u8], spki: &[u8], constraints: Option<&[u8]>) -> Vec<u8> {
+    const EMPTY_SEQUENCE: [u8; 2] = [0x30, 0x00];
+    let mut tbs = vec![
+        0xa0, 0x03, 0x02, 0x01, 0x02, // [0] version: v3
+        0x02, 0x01, 0x01, // serial number 1
+    ];
+    tbs.extend(EMPTY_SEQUENCE); // signature algorithm
+    tbs.extend(EMPTY_SEQUENCE); // issuer
+    tbs.extend(EMPTY_SEQUENCE); // validity
+    tbs.extend(der(0x30, subject));
+    tbs.extend(der(0x30, spki));
+    if let Some(constraints) = constraints {
+        // id-ce-nameConstraints, 2.5.29.30
+        let mut extension = vec![0x06, 0x03, 0x55, 0x1d, 0x1e];
+        extension.extend(der(0x04, &der(0x30, constraints)));
+        tbs.extend(der(0xa3, &der(0x30, &der(0x30, &extension))));
+    }
+    let mut certificate = der(0x30, &tbs);
+    certificate.extend(EMPTY_SEQUENCE); // signature algorithm
+    certificate.extend([0x03, 0x01, 0x00]); // empty signature
+    der(0x30, &certificate)
+}
+
+/// One DER value: `tag`, the definite length, `content`.
+fn der(tag: u8, content: &[u8]) -> Vec<u8> {
+    let len = content.len();
+    let mut out = vec![tag];
+    if len < 0x80 {
+        out.push(len as u8);
+    } else if len < 0x100 {
+        out.extend([0x81, len as u8]);
+    } else {
+        out.extend([0x82, (len >> 8) as u8, len as u8]);
+    }
+    out.extend_from_slice(content);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_bundled_root_reads_back_as_the_same_trust_anchor() {
+        let certs = bundled_roots();
+        let mut store = rustls::RootCertStore::empty();
+        let (added, ignored) = store.add_parsable_certificates(
+            certs
+                .iter()
+                .map(|cert| rustls::pki_types::CertificateDer::from(cert.der().to_vec())),
+        );
+        assert_eq!(ignored, 0);
+        assert_eq!(added, webpki_roots::TLS_SERVER_ROOTS.len());
+        assert_eq!(store.roots, webpki_roots::TLS_SERVER_ROOTS);
+        // The one name-constrained root keeps its constraints.
+        assert!(store
+            .roots
+            .iter()
+            .any(|root| root.name_constraints.is_some()));
+    }
+
+    #[test]
+    fn der_lengths_take_one_two_or_three_bytes() {
+        assert_eq!(der(0x04, &[1, 2]), [0x04, 2, 1, 2]);
+        assert_eq!(der(0x04, &[0; 200])[..3], [0x04, 0x81, 200]);
+        assert_eq!(der(0x04, &[0; 300])[..4], [0x04, 0x82, 1, 44]);
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("spindle-tls-{name}-{}", crate::util::random_hex()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    const CA: &str = include_str!("../../tests/data/tls/ca.pem");
+
+    #[test]
+    fn pem_files_give_their_certificates_and_bad_ones_are_skipped() {
+        let dir = scratch("pem");
+        let good = dir.join("good.pem");
+        std::fs::write(&good, format!("junk before\n{CA}{CA}")).unwrap();
+        let mut certs = Vec::new();
+        read_file(&good, "test", &mut certs);
+        assert_eq!(certs.len(), 2);
+
+        // A broken section: what came before it is kept, nothing panics.
+        let broken = dir.join("broken.pem");
+        std::fs::write(&broken, format!("{CA}-----BEGIN CERTIFICATE-----\n!!!\n")).unwrap();
+        let mut certs = Vec::new();
+        read_file(&broken, "test", &mut certs);
+        assert_eq!(certs.len(), 1);
+
+        // Missing, not PEM, too large: nothing, and no panic.
+        let mut certs = Vec::new();
+        read_file(&dir.join("missing.pem"), "test", &mut certs);
+        let binary = dir.join("binary");
+        std::fs::write(&binary, [0u8, 159, 146, 150]).unwrap();
+        read_file(&binary, "test", &mut certs);
+        let large = dir.join("large.pem");
+        std::fs::write(&large, vec![b'a'; FILE_CAP as usize + 1]).unwrap();
+        read_file(&large, "test", &mut certs);
+        read_file(&dir, "a folder", &mut certs);
+        assert!(certs.is_empty());
+
+        // A folder: its PEM files, in name order; others passed over.
+        let mut certs = Vec::new();
+        read_dir(&dir, &mut certs);
+        assert_eq!(certs.len(), 3);
+        read_dir(&dir.join("missing"), &mut certs);
+        assert_eq!(certs.len(), 3);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

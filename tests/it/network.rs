@@ -1,0 +1,256 @@
+//! Trust and proxies over loopback: an HTTPS model server whose
+//! certificate an internal test CA signed (`tests/data/tls`), trusted only
+//! through `SSL_CERT_FILE`, `SSL_CERT_DIR` or the config's `tls.ca_file`
+//! and refused otherwise; a proxy that records what it is asked
+//! (`CONNECT` or an absolute-form request) and tunnels; `NO_PROXY`; and
+//! the error of a proxy that is not there.
+
+use crate::support::prelude::WAIT;
+use crate::support::{temp_dir, updates_text, write_file, Agent};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread;
+
+// ---------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------
+
+fn tls_data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/tls")
+        .join(name)
+}
+
+/// The proxy and trust variables of the test process's environment, made
+/// empty, so that only what a test sets counts.
+const QUIET: [(&str, &str); 10] = [
+    ("HTTPS_PROXY", ""),
+    ("https_proxy", ""),
+    ("HTTP_PROXY", ""),
+    ("http_proxy", ""),
+    ("ALL_PROXY", ""),
+    ("all_proxy", ""),
+    ("NO_PROXY", ""),
+    ("no_proxy", ""),
+    ("SSL_CERT_FILE", ""),
+    ("SSL_CERT_DIR", ""),
+];
+
+/// `spindle acp --model test-model --retries 0` against `base`, with the
+/// quiet environment and then `env` on top; initialized.
+fn agent_for(base: &str, env: &[(&str, &str)]) -> Agent {
+    let mut all: Vec<(&str, &str)> = QUIET.to_vec();
+    all.extend([("OPENAI_BASE_URL", base), ("OPENAI_API_KEY", "sk-test")]);
+    all.extend_from_slice(env);
+    let mut agent = Agent::spawn(&["acp", "--model", "test-model", "--retries", "0"], &all);
+    agent.initialize();
+    agent
+}
+
+/// Sends one prompt in a new session; the answer and the turn's messages.
+fn prompt(agent: &mut Agent, name: &str) -> (Value, Vec<Value>) {
+    let session = agent.new_session(&temp_dir(name));
+    let id = agent.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "hello"}]}),
+    );
+    agent.response(&id, WAIT)
+}
+
+fn error_message(response: &Value) -> &str {
+    response["error"]["message"].as_str().unwrap_or_default()
+}
+
+/// Reads an HTTP head (through the blank line) byte by byte, so nothing
+/// past it is taken from the stream.
+fn read_head(stream: &mut impl Read) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).ok()? == 0 || head.len() > 64 * 1024 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    String::from_utf8(head).ok()
+}
+
+/// An HTTPS server on 127.0.0.1 with the test CA's `localhost`
+/// certificate: every POST gets one streamed Chat Completions answer,
+/// every GET an empty model list; one request per connection.
+struct TlsServer {
+    port: u16,
+}
+
+impl TlsServer {
+    fn start() -> TlsServer {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs = CertificateDer::pem_file_iter(tls_data("server.pem"))
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_file(tls_data("server.key")).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap();
+        let config = Arc::new(config);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let config = config.clone();
+                thread::spawn(move || {
+                    let connection = rustls::ServerConnection::new(config).unwrap();
+                    let mut tls = rustls::StreamOwned::new(connection, stream);
+                    // A refused handshake ends here.
+                    let Some(head) = read_head(&mut tls) else {
+                        return;
+                    };
+                    let length = head
+                        .lines()
+                        .find_map(|line| {
+                            let (name, value) = line.split_once(':')?;
+                            name.eq_ignore_ascii_case("content-length")
+                                .then(|| value.trim().parse::<usize>().ok())?
+                        })
+                        .unwrap_or(0);
+                    let mut body = vec![0u8; length];
+                    if tls.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let (kind, answer) = if head.starts_with("POST") {
+                        ("text/event-stream", chat_stream("hello over tls"))
+                    } else {
+                        (
+                            "application/json",
+                            r#"{"object":"list","data":[]}"#.to_string(),
+                        )
+                    };
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                        answer.len()
+                    );
+                    let _ = tls.write_all(reply.as_bytes());
+                    tls.conn.send_close_notify();
+                    let _ = tls.flush();
+                });
+            }
+        });
+        TlsServer { port }
+    }
+
+    fn base_url(&self) -> String {
+        format!("https://localhost:{}/v1", self.port)
+    }
+}
+
+/// A whole Chat Completions stream saying `text`.
+fn chat_stream(text: &str) -> String {
+    let chunk = |delta: Value, finish: Value| {
+        let value = json!({
+            "id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "test-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        });
+        format!("data: {value}\n\n")
+    };
+    format!(
+        "{}{}data: [DONE]\n\n",
+        chunk(json!({"role": "assistant", "content": text}), Value::Null),
+        chunk(json!({}), json!("stop")),
+    )
+}
+
+// ---------------------------------------------------------------------
+// Trust
+// ---------------------------------------------------------------------
+
+#[test]
+fn an_internal_ca_is_refused_unless_it_is_trusted() {
+    let server = TlsServer::start();
+    let mut agent = agent_for(&server.base_url(), &[]);
+    let (response, _) = prompt(&mut agent, "tls-refused");
+    assert_eq!(response["error"]["data"]["code"], "provider_unreachable");
+    assert!(
+        error_message(&response).contains("UnknownIssuer"),
+        "{response}"
+    );
+}
+
+#[test]
+fn ssl_cert_file_adds_a_trusted_ca() {
+    let server = TlsServer::start();
+    let ca = tls_data("ca.pem");
+    let mut agent = agent_for(
+        &server.base_url(),
+        &[("SSL_CERT_FILE", ca.to_str().unwrap())],
+    );
+    let (response, messages) = prompt(&mut agent, "tls-file");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        updates_text(&messages, "agent_message_chunk"),
+        "hello over tls"
+    );
+}
+
+#[test]
+fn ssl_cert_dir_adds_its_cas_and_a_bad_file_is_only_warned_about() {
+    let server = TlsServer::start();
+    let dir = temp_dir("tls-dir");
+    let certs = dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    std::fs::copy(tls_data("ca.pem"), certs.join("test-ca.pem")).unwrap();
+    write_file(&certs, "notes.txt", "not a certificate");
+    let garbage = write_file(&dir, "garbage.pem", "-----BEGIN CERTIFICATE-----\n!!!\n");
+    // A list of folders: the missing one is passed over with a warning.
+    let list = std::env::join_paths([dir.join("missing"), certs]).unwrap();
+    let mut agent = agent_for(
+        &server.base_url(),
+        &[
+            ("SSL_CERT_DIR", list.to_str().unwrap()),
+            ("SSL_CERT_FILE", garbage.to_str().unwrap()),
+        ],
+    );
+    let (response, _) = prompt(&mut agent, "tls-dir");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let stderr = agent.stderr();
+    assert!(stderr.contains("garbage.pem"), "{stderr}");
+    assert!(stderr.contains("missing"), "{stderr}");
+}
+
+#[test]
+fn the_config_ca_file_adds_a_trusted_ca_from_the_config_folder() {
+    let server = TlsServer::start();
+    let dir = temp_dir("tls-config");
+    std::fs::copy(tls_data("ca.pem"), dir.join("internal-ca.pem")).unwrap();
+    let config = json!({
+        "providers": {"internal": {"kind": "openai", "base_url": server.base_url(), "requires_key": false}},
+        "defaults": {"model": "internal/test-model"},
+        "tls": {"ca_file": "internal-ca.pem"},
+    });
+    let config = write_file(&dir, "config.json", config.to_string());
+    let mut agent = Agent::spawn(
+        &[
+            "acp",
+            "--config",
+            config.to_str().unwrap(),
+            "--retries",
+            "0",
+        ],
+        &QUIET,
+    );
+    agent.initialize();
+    let (response, messages) = prompt(&mut agent, "tls-config");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        updates_text(&messages, "agent_message_chunk"),
+        "hello over tls"
+    );
+}
