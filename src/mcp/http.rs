@@ -39,11 +39,12 @@ const BODY_LIMIT: u64 = 64 * 1024 * 1024;
 /// The largest error body read for a message.
 const ERROR_BODY_LIMIT: u64 = 4 * 1024;
 
-/// Builds an agent that reports HTTP errors as responses. `timeout` bounds
-/// the whole exchange; `None` leaves a streamed answer unbounded (the
-/// caller's own timeout applies instead).
-pub(crate) fn agent(timeout: Option<Duration>) -> ureq::Agent {
-    crate::net::agent_config()
+/// Builds an agent for requests to `url` (the server's URL, which decides
+/// the proxy) that reports HTTP errors as responses. `timeout` bounds the
+/// whole exchange; `None` leaves a streamed answer unbounded (the caller's
+/// own timeout applies instead).
+pub(crate) fn agent(url: &str, timeout: Option<Duration>) -> ureq::Agent {
+    crate::net::agent_config(url)
         .http_status_as_error(false)
         .timeout_connect(Some(CONNECT_TIMEOUT))
         .timeout_global(timeout)
@@ -112,9 +113,13 @@ pub(crate) fn status_error(server: &str, status: u16, body: ureq::Body) -> McpEr
     McpError::http(status, message)
 }
 
-/// The error for a request that never got an answer.
-pub(crate) fn connect_error(server: &str, err: &ureq::Error) -> McpError {
-    McpError::new(format!("cannot reach MCP server `{server}`: {err}"))
+/// The error for a request to `url` that never got an answer (naming the
+/// proxy when the proxy is what failed).
+pub(crate) fn connect_error(server: &str, url: &str, err: &ureq::Error) -> McpError {
+    match crate::net::proxy::failure(url, err) {
+        Some(failure) => McpError::new(format!("cannot reach MCP server `{server}`: {failure}")),
+        None => McpError::new(format!("cannot reach MCP server `{server}`: {err}")),
+    }
 }
 
 /// Reads an SSE body and hands each event to `on_event` until it breaks or
@@ -233,7 +238,7 @@ impl Transport for HttpTransport {
         let Some(id) = request_id else {
             return inner.post_plain(body);
         };
-        let agent = agent(None);
+        let agent = agent(&inner.url, None);
         inner.inflight.add(id, agent.clone());
         let worker = inner.clone();
         // Detached: the waiter gets the answer or the error on its own
@@ -285,7 +290,7 @@ impl Transport for HttpTransport {
         if let (Some(session), false) = (session, inner.expired.load(Ordering::SeqCst)) {
             // Ending the session is a courtesy: a 405 (not allowed) or a
             // failure changes nothing for us.
-            let mut request = agent(Some(DELETE_TIMEOUT))
+            let mut request = agent(&inner.url, Some(DELETE_TIMEOUT))
                 .delete(&inner.url)
                 .header("Mcp-Session-Id", &session);
             for (name, value) in inner.extra_headers() {
@@ -338,7 +343,7 @@ impl Inner {
         }
         let response = request
             .send(body)
-            .map_err(|err| connect_error(&self.name, &err))?;
+            .map_err(|err| connect_error(&self.name, &self.url, &err))?;
         if session.is_none() {
             let issued = response
                 .headers()
@@ -361,7 +366,7 @@ impl Inner {
 
     /// POSTs a notification or a reply and expects 2xx.
     fn post_plain(&self, body: String) -> Result<(), McpError> {
-        let (response, _) = self.post(&agent(Some(SHORT_TIMEOUT)), body)?;
+        let (response, _) = self.post(&agent(&self.url, Some(SHORT_TIMEOUT)), body)?;
         let status = response.status().as_u16();
         if (200..300).contains(&status) {
             Ok(())

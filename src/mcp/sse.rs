@@ -63,7 +63,7 @@ impl SseTransport {
                     .cloned()
                     .collect(),
                 router,
-                stream_agent: agent(None),
+                stream_agent: agent(url, None),
                 endpoint: OnceLock::new(),
                 stream_open: AtomicBool::new(true),
                 inflight: Inflight::default(),
@@ -118,11 +118,11 @@ impl Transport for SseTransport {
         }
         let body = message.to_string();
         let Some(id) = request_id else {
-            return inner.post(&agent(Some(SHORT_TIMEOUT)), body);
+            return inner.post(&agent(&inner.url, Some(SHORT_TIMEOUT)), body);
         };
         // Requests are POSTed on a helper thread, so that a slow
         // acknowledgement cannot hold up a cancel.
-        let agent = agent(Some(SHORT_TIMEOUT));
+        let agent = agent(&inner.url, Some(SHORT_TIMEOUT));
         inner.inflight.add(id, agent.clone());
         let worker = inner.clone();
         let spawned = thread::Builder::new()
@@ -182,7 +182,7 @@ impl Inner {
         }
         let response = request
             .send(body)
-            .map_err(|err| connect_error(&self.name, &err))?;
+            .map_err(|err| connect_error(&self.name, endpoint, &err))?;
         let status = response.status().as_u16();
         if (200..300).contains(&status) {
             Ok(())
@@ -204,7 +204,7 @@ impl Inner {
         }
         let response = match request.call() {
             Ok(response) => response,
-            Err(err) => return connect_error(&self.name, &err),
+            Err(err) => return connect_error(&self.name, &self.url, &err),
         };
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {
@@ -284,7 +284,9 @@ impl Inner {
             .name("spindle-mcp-post".into())
             .spawn(move || {
                 for reply in replies {
-                    if let Err(err) = inner.post(&agent(Some(SHORT_TIMEOUT)), reply.to_string()) {
+                    if let Err(err) =
+                        inner.post(&agent(&inner.url, Some(SHORT_TIMEOUT)), reply.to_string())
+                    {
                         log::debug!("answering MCP server `{}` failed: {err}", inner.name);
                     }
                 }

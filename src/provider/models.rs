@@ -81,7 +81,7 @@ pub fn list_url(kind: ProviderKind, base: &str) -> String {
 /// chat models only. An error says why in words a person can act on.
 pub fn list(kind: ProviderKind, base: &str, key: Option<&str>) -> Result<Vec<Listed>, String> {
     let url = list_url(kind, base);
-    let agent: ureq::Agent = super::http::agent_config()
+    let agent: ureq::Agent = super::http::agent_config(&url)
         .timeout_global(Some(LIST_TIMEOUT))
         .http_status_as_error(false)
         .build()
@@ -98,9 +98,9 @@ pub fn list(kind: ProviderKind, base: &str, key: Option<&str>) -> Result<Vec<Lis
         (_, Some(key)) => request = request.header("Authorization", format!("Bearer {key}")),
         (_, None) => {}
     }
-    let response = request
-        .call()
-        .map_err(|err| format!("GET {url} failed: {err}"))?;
+    let response = request.call().map_err(|err| {
+        crate::net::proxy::failure(&url, &err).unwrap_or_else(|| format!("GET {url} failed: {err}"))
+    })?;
     let status = response.status().as_u16();
     let mut bytes = Vec::new();
     response

@@ -68,7 +68,8 @@ pub fn fetch(url: &str, max_chars: usize) -> Result<String, String> {
     if parsed.len() > 4096 {
         return Err("the URL is over 4,096 characters".into());
     }
-    let agent: ureq::Agent = crate::net::agent_config()
+    // Redirects stay within the site (scheme and host): one proxy choice.
+    let agent: ureq::Agent = crate::net::agent_config(parsed)
         .timeout_global(Some(TIMEOUT))
         .http_status_as_error(false)
         .max_redirects(0)
@@ -92,7 +93,10 @@ pub fn fetch(url: &str, max_chars: usize) -> Result<String, String> {
             // Accept-Encoding of its own; these two are decoded below.
             .header("Accept-Encoding", "gzip, deflate")
             .call()
-            .map_err(|error| format!("cannot fetch {current}: {error}"))?;
+            .map_err(|error| {
+                crate::net::proxy::failure(&current, &error)
+                    .unwrap_or_else(|| format!("cannot fetch {current}: {error}"))
+            })?;
         if !response.status().is_redirection() {
             break response;
         }

@@ -5,13 +5,14 @@
 //! (`CONNECT` or an absolute-form request) and tunnels; `NO_PROXY`; and
 //! the error of a proxy that is not there.
 
+use crate::support::fake_openai::chat_text;
 use crate::support::prelude::WAIT;
-use crate::support::{temp_dir, updates_text, write_file, Agent};
+use crate::support::{temp_dir, updates_text, write_file, Agent, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 
 // ---------------------------------------------------------------------
@@ -62,6 +63,71 @@ fn prompt(agent: &mut Agent, name: &str) -> (Value, Vec<Value>) {
 
 fn error_message(response: &Value) -> &str {
     response["error"]["message"].as_str().unwrap_or_default()
+}
+
+/// A port nothing listens on (it was free a moment ago).
+fn dead_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A proxy on 127.0.0.1 that records the request line of each connection
+/// and tunnels `CONNECT`s to their target; any other request (an
+/// absolute-form `GET http://…`) is answered 502.
+struct FakeProxy {
+    port: u16,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl FakeProxy {
+    fn start() -> FakeProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        thread::spawn(move || {
+            for mut client in listener.incoming().flatten() {
+                let record = record.clone();
+                thread::spawn(move || {
+                    let Some(head) = read_head(&mut client) else {
+                        return;
+                    };
+                    let line = head.lines().next().unwrap_or_default().to_string();
+                    record.lock().unwrap().push(line.clone());
+                    let target = line
+                        .strip_prefix("CONNECT ")
+                        .and_then(|rest| rest.split(' ').next());
+                    let Some(upstream) = target.and_then(|t| TcpStream::connect(t).ok()) else {
+                        let _ = client
+                            .write_all(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n");
+                        return;
+                    };
+                    let _ = client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+                    let (mut from_client, mut to_upstream) =
+                        (client.try_clone().unwrap(), upstream.try_clone().unwrap());
+                    thread::spawn(move || {
+                        let _ = std::io::copy(&mut from_client, &mut to_upstream);
+                        let _ = to_upstream.shutdown(std::net::Shutdown::Write);
+                    });
+                    let (mut from_upstream, mut to_client) = (upstream, client);
+                    let _ = std::io::copy(&mut from_upstream, &mut to_client);
+                    let _ = to_client.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        FakeProxy { port, seen }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
 }
 
 /// Reads an HTTP head (through the blank line) byte by byte, so nothing
@@ -253,4 +319,99 @@ fn the_config_ca_file_adds_a_trusted_ca_from_the_config_folder() {
         updates_text(&messages, "agent_message_chunk"),
         "hello over tls"
     );
+}
+
+// ---------------------------------------------------------------------
+// Proxies
+// ---------------------------------------------------------------------
+
+#[test]
+fn requests_go_through_the_proxy_of_their_scheme() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["through the proxy"])));
+    let proxy = FakeProxy::start();
+    let port = server
+        .base_url()
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    // HTTPS_PROXY is not for an http URL: a dead one is never tried.
+    let dead = format!("http://127.0.0.1:{}", dead_port());
+    let mut agent = agent_for(
+        &server.base_url(),
+        &[("HTTP_PROXY", &proxy.url()), ("HTTPS_PROXY", &dead)],
+    );
+    let (response, messages) = prompt(&mut agent, "proxy-connect");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        updates_text(&messages, "agent_message_chunk"),
+        "through the proxy"
+    );
+    // ureq 3.5.2 tunnels plain HTTP too (no absolute-form requests).
+    let seen = proxy.seen();
+    assert!(!seen.is_empty());
+    assert!(
+        seen.iter()
+            .all(|line| *line == format!("CONNECT 127.0.0.1:{port} HTTP/1.1")),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn https_through_a_proxy_trusts_the_same_cas() {
+    let server = TlsServer::start();
+    let proxy = FakeProxy::start();
+    let ca = tls_data("ca.pem");
+    let mut agent = agent_for(
+        &server.base_url(),
+        &[
+            ("ALL_PROXY", &proxy.url()),
+            ("SSL_CERT_FILE", ca.to_str().unwrap()),
+        ],
+    );
+    let (response, _) = prompt(&mut agent, "proxy-tls");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(proxy
+        .seen()
+        .contains(&format!("CONNECT localhost:{} HTTP/1.1", server.port)));
+}
+
+#[test]
+fn no_proxy_with_spaces_and_ranges_goes_direct() {
+    let dead = format!("http://127.0.0.1:{}", dead_port());
+    for no_proxy in [" example.com , 127.0.0.0/8 ", "localhost,\t127.0.0.1 ", "*"] {
+        let server = FakeServer::start();
+        server.push(Reply::Sse(chat_text(&["direct"])));
+        let mut agent = agent_for(
+            &server.base_url(),
+            &[("HTTP_PROXY", &dead), ("NO_PROXY", no_proxy)],
+        );
+        let (response, _) = prompt(&mut agent, "no-proxy");
+        assert_eq!(
+            response["result"]["stopReason"], "end_turn",
+            "NO_PROXY={no_proxy:?}: {response}"
+        );
+    }
+}
+
+#[test]
+fn a_dead_proxy_is_named_in_the_error() {
+    let server = FakeServer::start();
+    let dead = format!("http://127.0.0.1:{}", dead_port());
+    let mut agent = agent_for(&server.base_url(), &[("http_proxy", &dead)]);
+    let (response, _) = prompt(&mut agent, "dead-proxy");
+    assert_eq!(response["error"]["data"]["code"], "provider_unreachable");
+    let message = error_message(&response);
+    assert!(
+        message.contains(&format!(
+            "cannot connect to the proxy {dead} (from http_proxy)"
+        )),
+        "{message}"
+    );
+    assert!(!message.contains(&server.base_url()), "{message}");
+    assert!(server.requests().is_empty());
 }

@@ -13,7 +13,7 @@ const ERROR_BODY_LIMIT: u64 = 64 * 1024;
 pub(super) fn connect_error(url: &str, err: ureq::Error) -> ProviderError {
     ProviderError::new(
         "provider_unreachable",
-        format!("cannot reach the model provider at {url}: {err}"),
+        crate::net::unreachable("the model provider", url, &err),
     )
     .retryable()
 }

@@ -269,7 +269,7 @@ impl EventStream {
         whole: WholeAnswer,
     ) -> Result<EventStream, ProviderError> {
         map_large_buffers();
-        let config = agent_config()
+        let config = agent_config(url)
             .http_status_as_error(false)
             .timeout_connect(Some(timeouts.connect))
             .build();
