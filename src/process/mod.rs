@@ -21,7 +21,7 @@ pub mod logs;
 pub mod probe;
 mod sys;
 
-pub use sys::{exit_signal, on_termination, tie_to_agent, Input, Tree};
+pub use sys::{alive, exit_signal, on_termination, tie_to_agent, Input, Tree};
 
 use crossbeam_channel::{after, bounded, never, select, Receiver, Sender};
 use std::ffi::OsString;

@@ -756,9 +756,10 @@ fn row_to_session(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     })
 }
 
-/// Whether a process with this id exists on this machine.
+/// Whether a process with this id exists on this machine (asked of the
+/// system, which needs no `/proc`: macOS has none).
 pub fn process_alive(pid: i64) -> bool {
-    pid > 0 && Path::new(&format!("/proc/{pid}")).exists()
+    crate::process::alive(pid)
 }
 
 #[cfg(test)]

@@ -59,6 +59,25 @@ fn signal_group(pgid: u32, signal: libc::c_int) {
     }
 }
 
+/// Whether a process with id `pid` exists on this machine: `kill(pid, 0)`
+/// delivers nothing and only checks, and a process of another user
+/// (`EPERM`) exists too. A zombie counts until it is reaped, as
+/// `/proc/PID` does on Linux.
+pub fn alive(pid: i64) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill(2) with signal 0 sends nothing; it takes two plain
+    // integers and reports only through its result and errno.
+    if unsafe { libc::kill(pid, 0) } == 0 {
+        return true;
+    }
+    io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 /// The signal that ended a process, if one did.
 pub fn exit_signal(status: &ExitStatus) -> Option<i32> {
     status.signal()
@@ -166,6 +185,23 @@ pub fn on_termination(handler: impl Fn(&'static str) + Send + 'static) -> io::Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_is_alive_until_it_is_reaped() {
+        assert!(alive(i64::from(std::process::id())));
+        // PID 1 always runs; for a user other than root it is another
+        // user's process (EPERM), alive all the same.
+        assert!(alive(1));
+        for pid in [0, -1, i64::from(i32::MAX) + 1, i64::MAX] {
+            assert!(!alive(pid), "{pid}");
+        }
+        let mut child = Command::new("sleep").arg("30").spawn().expect("sleep");
+        let pid = i64::from(child.id());
+        assert!(alive(pid));
+        child.kill().expect("kill");
+        child.wait().expect("wait");
+        assert!(!alive(pid));
+    }
 
     #[test]
     fn refuses_group_ids_that_mean_more_than_one_group() {

@@ -167,6 +167,39 @@ fn resume(pid: u32) -> io::Result<()> {
     }
 }
 
+/// Whether a process with id `pid` exists and has not ended on this
+/// machine: a handle to it opens and its exit code is still "active" (a
+/// process that exited with that very code reads as alive; its id is then
+/// soon reused or gone). A process the user may not open at all (another
+/// user's, access denied) exists too.
+pub fn alive(pid: i64) -> bool {
+    use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, STILL_ACTIVE};
+    use windows_sys::Win32::System::Threading::{
+        GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+    };
+    let Ok(pid) = u32::try_from(pid) else {
+        return false;
+    };
+    if pid == 0 {
+        return false;
+    }
+    // SAFETY: OpenProcess takes plain integers; the handle it returns is
+    // checked and owned (closed on drop); GetExitCodeProcess writes only
+    // into the local `code`.
+    unsafe {
+        let process = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
+        if process == 0 {
+            return io::Error::last_os_error().raw_os_error() == Some(ERROR_ACCESS_DENIED as i32);
+        }
+        let process = Owned(process);
+        let mut code = 0u32;
+        if GetExitCodeProcess(process.0, &mut code) == 0 {
+            return true;
+        }
+        code == STILL_ACTIVE as u32
+    }
+}
+
 /// A process on Windows ends with a code, never a signal.
 pub fn exit_signal(_status: &ExitStatus) -> Option<i32> {
     None
