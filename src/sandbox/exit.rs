@@ -19,6 +19,7 @@ pub(super) fn report_cannot_apply(message: &str) -> ExitCode {
 }
 
 /// [`CANNOT_APPLY`], for a process that ends with `_exit`.
+#[cfg(target_os = "linux")]
 pub(super) fn cannot_apply_code() -> libc::c_int {
     libc::c_int::from(CANNOT_APPLY)
 }

@@ -10,6 +10,10 @@
 //! What the machine offers is found once per process by running
 //! `spindle sandbox --probe`, which tries each layer in a throwaway child
 //! and prints one line of JSON ([`support`]).
+//!
+//! On macOS the launcher instead writes a Seatbelt profile with the same
+//! promises and execs the program through `sandbox-exec` (`seatbelt.rs`);
+//! its probe applies such a profile to a program that does nothing.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -20,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(target_os = "linux")]
 mod capabilities;
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", target_os = "macos"))]
 mod exit;
 #[cfg(target_os = "linux")]
 mod init;
@@ -32,6 +36,10 @@ mod launcher;
 mod namespaces;
 #[cfg(target_os = "linux")]
 mod seccomp;
+// The profile's generator is tested everywhere; only macOS runs it.
+#[cfg(any(target_os = "macos", test))]
+#[cfg_attr(not(target_os = "macos"), allow(dead_code))]
+mod seatbelt;
 
 /// What a sandboxed command may do.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,6 +73,9 @@ pub struct Support {
     seccomp: bool,
     /// Whether the launcher gets a PID namespace with its own `/proc`.
     pid_namespace: bool,
+    /// Whether the sandbox is Seatbelt (macOS) rather than the Linux
+    /// layers.
+    seatbelt: bool,
     /// Why a profile cannot be enforced; `None` when it can.
     reason: Option<String>,
 }
@@ -82,6 +93,9 @@ impl Support {
     pub fn describe(&self) -> String {
         if let Some(reason) = &self.reason {
             return format!("unavailable: {reason}");
+        }
+        if self.seatbelt {
+            return "Seatbelt (sandbox-exec)".to_string();
         }
         let abi = self.landlock.unwrap_or(0);
         match (self.namespaces, self.pid_namespace) {
@@ -118,11 +132,19 @@ impl Support {
             namespaces: false,
             seccomp: false,
             pid_namespace: false,
+            seatbelt: false,
             reason: Some(reason.to_string()),
         }
     }
 
     fn from_report(report: ProbeReport) -> Support {
+        if report.seatbelt || report.seatbelt_error.is_some() {
+            return Support {
+                seatbelt: report.seatbelt,
+                reason: report.seatbelt_error,
+                ..Support::unavailable("")
+            };
+        }
         let reason = match report.landlock {
             None | Some(0) => Some(
                 report
@@ -141,6 +163,7 @@ impl Support {
             namespaces: report.namespaces,
             seccomp: report.seccomp,
             pid_namespace: report.pid_namespace,
+            seatbelt: false,
             reason,
         }
     }
@@ -162,6 +185,11 @@ struct ProbeReport {
     namespaces_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     seccomp_error: Option<String>,
+    /// macOS: whether a Seatbelt profile could be applied.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    seatbelt: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seatbelt_error: Option<String>,
 }
 
 /// The environment variable that turns the sandbox off when it is `off`.
@@ -226,7 +254,7 @@ fn run_probe(_exe: &Path) -> Support {
     Support::from_report(probe_report())
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 const NO_SANDBOX: &str = "no sandbox on this operating system";
 
 /// The command line that starts `program args` inside the sandbox through
@@ -276,7 +304,7 @@ pub fn launcher_command_here(
 
 /// A launcher command line adjusted to what `support` found.
 fn as_probed(mut argv: Vec<OsString>, support: &Support) -> Vec<OsString> {
-    if support.available() && !support.namespaces() {
+    if support.available() && !support.seatbelt && !support.namespaces() {
         argv.insert(1, "--no-namespaces".into());
     }
     argv
@@ -388,7 +416,12 @@ fn probe_report() -> ProbeReport {
     launcher::probe()
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
+fn probe_report() -> ProbeReport {
+    seatbelt::probe()
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 fn probe_report() -> ProbeReport {
     ProbeReport {
         landlock_error: Some(NO_SANDBOX.to_string()),
@@ -401,7 +434,12 @@ fn launch_program(launch: Launch) -> ExitCode {
     launcher::run(launch)
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
+fn launch_program(launch: Launch) -> ExitCode {
+    seatbelt::run(launch)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 fn launch_program(_launch: Launch) -> ExitCode {
     eprintln!("spindle sandbox: {NO_SANDBOX}");
     ExitCode::from(126)
@@ -492,6 +530,8 @@ mod tests {
             landlock_error: None,
             namespaces_error: None,
             seccomp_error: None,
+            seatbelt: false,
+            seatbelt_error: None,
         };
         let without = as_probed(argv.clone(), &Support::from_report(report(false)));
         let Ok(Request::Launch(launch)) = parse(without[1..].to_vec()) else {
@@ -563,5 +603,44 @@ mod tests {
         });
         assert!(!no_seccomp.available());
         assert!(no_seccomp.describe().contains("Unix sockets"));
+    }
+
+    #[test]
+    fn seatbelt_reports_its_mechanism_and_needs_no_namespaces_flag() {
+        let line = serde_json::to_string(&ProbeReport {
+            seatbelt: true,
+            ..ProbeReport::default()
+        })
+        .expect("serialises");
+        let report: ProbeReport = serde_json::from_str(&line).expect("valid report");
+        let seatbelt = Support::from_report(report);
+        assert!(seatbelt.available());
+        assert_eq!(seatbelt.describe(), "Seatbelt (sandbox-exec)");
+        let (_, argv) = launcher_command(
+            Path::new("/bin/spindle"),
+            &Profile::default(),
+            OsStr::new("sh"),
+            &[],
+        );
+        assert_eq!(as_probed(argv.clone(), &seatbelt), argv);
+
+        let nested = Support::from_report(ProbeReport {
+            seatbelt_error: Some("sandbox_apply: Operation not permitted".into()),
+            ..ProbeReport::default()
+        });
+        assert!(!nested.available());
+        assert_eq!(
+            nested.describe(),
+            "unavailable: sandbox_apply: Operation not permitted"
+        );
+        // A Linux report never reads as Seatbelt.
+        let linux: ProbeReport = serde_json::from_str(
+            r#"{"landlock":7,"namespaces":true,"seccomp":true,"pid_namespace":true}"#,
+        )
+        .expect("valid report");
+        assert_eq!(
+            Support::from_report(linux).describe(),
+            "Landlock ABI 7, namespaces, seccomp"
+        );
     }
 }

@@ -1191,3 +1191,154 @@ fn as_an_unprivileged_user_the_attacks_fail_too() {
     assert!(server.accept().is_err(), "a connection got through");
     assert!(!outside.exists());
 }
+
+/// macOS: Seatbelt through the same launcher. These run on a Mac only;
+/// the profile itself is checked on every system by the library's unit
+/// tests.
+#[cfg(target_os = "macos")]
+mod seatbelt {
+    use super::*;
+
+    /// Whether the probe found Seatbelt working; says why not on stderr.
+    fn seatbelt_works(test: &str) -> bool {
+        let found = probe();
+        let report: Value = serde_json::from_str(&found.line).expect("JSON");
+        let ok = report["seatbelt"] == true;
+        if !ok {
+            eprintln!("{test}: skipped, the sandbox here is {}", found.line);
+        }
+        ok
+    }
+
+    #[test]
+    fn the_probe_and_the_library_name_seatbelt() {
+        if !seatbelt_works("the_probe_and_the_library_name_seatbelt") {
+            return;
+        }
+        let support = support(Path::new(SPINDLE));
+        assert!(support.available(), "{}", support.describe());
+        assert_eq!(support.describe(), "Seatbelt (sandbox-exec)");
+    }
+
+    #[test]
+    fn writes_stay_in_the_workspace_and_git_stays_read_only() {
+        if !seatbelt_works("seatbelt writes_stay_in_the_workspace") {
+            return;
+        }
+        let scratch = Scratch::new("seatbelt-writes");
+        let mut profile = scratch.workspace_profile(false);
+        write_file(&scratch.root, "ws/.spindle/config.toml", "x = 1\n");
+        profile.read_only.push(scratch.path("ws/.spindle"));
+        let outside = scratch.path("outside");
+        check_all(
+            &scratch,
+            &profile,
+            &[],
+            &[
+                ("echo changed > src/a.txt", true),
+                ("mkdir target && echo built > target/out", true),
+                ("echo new > top-level.txt && rm top-level.txt", true),
+                ("echo scratch > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"", true),
+                ("echo quiet > /dev/null", true),
+                ("cat src/lib.txt /etc/hosts > /dev/null", true),
+                (&format!("echo x > {}/b.txt", outside.display()), false),
+                ("echo x > \"$HOME/spindle-seatbelt-test\"", false),
+                ("echo x > /tmp/spindle-seatbelt-test", false),
+                ("echo x >> .git/config", false),
+                ("touch .git/hooks/x", false),
+                ("rm .git/config", false),
+                ("mv .git git-moved", false),
+                ("echo x >> .spindle/config.toml", false),
+            ],
+        );
+        assert_eq!(
+            fs::read_to_string(scratch.path("ws/src/a.txt"))
+                .ok()
+                .as_deref(),
+            Some("changed\n")
+        );
+        assert_eq!(
+            fs::read_to_string(scratch.path("ws/.git/config"))
+                .ok()
+                .as_deref(),
+            Some("[core]\n")
+        );
+        assert!(!scratch.path("ws/.git/hooks/x").exists());
+        assert!(!outside.join("b.txt").exists());
+    }
+
+    #[test]
+    fn hidden_paths_cannot_be_read() {
+        if !seatbelt_works("seatbelt hidden_paths_cannot_be_read") {
+            return;
+        }
+        let scratch = Scratch::new("seatbelt-hidden");
+        write_file(&scratch.root, "secret-dir/key", "SECRET\n");
+        write_file(&scratch.root, "secret.key", "SECRET\n");
+        let profile = scratch.workspace_profile(false);
+        for script in [
+            format!("cat {}", scratch.path("secret.key").display()),
+            format!("cat {}/key", scratch.path("secret-dir").display()),
+            format!("ls {}", scratch.path("secret-dir").display()),
+        ] {
+            let output = scratch.run(&profile, &script);
+            assert!(!output.status.success(), "`{script}` got through");
+            assert!(!stdout(&output).contains("SECRET"), "`{script}`");
+        }
+    }
+
+    #[test]
+    fn the_network_is_off_unless_allowed() {
+        if !seatbelt_works("seatbelt the_network_is_off") {
+            return;
+        }
+        let scratch = Scratch::new("seatbelt-network");
+        let servers = Servers::new();
+        check_all(
+            &scratch,
+            &scratch.workspace_profile(false),
+            &[],
+            &[(&servers.tcp_connect(), false)],
+        );
+        assert!(!servers.connection_arrived(), "a connection got through");
+        check_all(
+            &scratch,
+            &scratch.workspace_profile(true),
+            &[],
+            &[(&servers.tcp_connect(), true)],
+        );
+        assert!(servers.connection_arrived(), "the connection never arrived");
+    }
+
+    #[test]
+    fn unix_sockets_stay_out_of_reach_even_with_the_network() {
+        if !seatbelt_works("seatbelt unix_sockets") || !python_runs("seatbelt unix_sockets") {
+            return;
+        }
+        let scratch = Scratch::new("seatbelt-unix");
+        let path = scratch.path("outside/s");
+        let server = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+        server.set_nonblocking(true).expect("non-blocking");
+        for network in [false, true] {
+            let script = unix_connect(&path);
+            let output = scratch.run(&scratch.workspace_profile(network), &script);
+            assert!(!output.status.success(), "`{script}` got through");
+        }
+        assert!(server.accept().is_err(), "a connection got through");
+    }
+
+    #[test]
+    fn output_and_exit_status_pass_through() {
+        if !seatbelt_works("seatbelt output_and_exit_status") {
+            return;
+        }
+        let scratch = Scratch::new("seatbelt-status");
+        let output = scratch.run(
+            &scratch.workspace_profile(false),
+            "echo out; echo err >&2; exit 7",
+        );
+        assert_eq!(output.status.code(), Some(7));
+        assert_eq!(stdout(&output), "out\n");
+        assert_eq!(stderr(&output), "err\n");
+    }
+}
