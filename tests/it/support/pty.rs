@@ -16,11 +16,16 @@ pub fn open() -> (File, File) {
         assert_eq!(libc::grantpt(fd), 0, "grantpt failed");
         assert_eq!(libc::unlockpt(fd), 0, "unlockpt failed");
         let mut name = [0 as libc::c_char; 128];
-        assert_eq!(
-            libc::ptsname_r(fd, name.as_mut_ptr(), name.len()),
-            0,
-            "ptsname_r failed"
+        #[cfg(not(target_os = "macos"))]
+        let named = libc::ptsname_r(fd, name.as_mut_ptr(), name.len());
+        // macOS's ptsname_r is this ioctl, into a buffer of 128 bytes.
+        #[cfg(target_os = "macos")]
+        let named = libc::ioctl(
+            fd,
+            libc::c_ulong::from(libc::TIOCPTYGNAME),
+            name.as_mut_ptr(),
         );
+        assert_eq!(named, 0, "cannot name the pty's slave side");
         let slave = libc::open(
             name.as_ptr(),
             libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
