@@ -6,7 +6,7 @@
 //! agent. The guard learns when the agent dies, runs the command in its
 //! own group, and then kills the whole group. How it learns, and how it
 //! finds the processes that left the group, differ per system
-//! (`guard/linux.rs`); elsewhere the guard is not used.
+//! (`guard/linux.rs`, `guard/macos.rs`); elsewhere the guard is not used.
 //!
 //! Linux: the guard asks for SIGTERM when the agent dies and is the job's
 //! *subreaper*: a process of the job whose parent ends is re-parented to
@@ -17,6 +17,14 @@
 //! round after round until none runs (a fork racing the sweep is caught
 //! in the next round, and a stopped process forks no more), kills them
 //! all, then its whole group.
+//!
+//! macOS has neither the parent-death signal nor subreapers: the guard
+//! watches the agent's exit with kqueue, and when it comes stops the
+//! command first (so that its children keep their parent), then, round
+//! after round, every descendant and group member the system's process
+//! list shows, and kills them all. A process that left the group *and*
+//! whose parent ended before the agent died is re-parented to launchd,
+//! out of the guard's sight.
 //!
 //! The guard exits with the command's status (a signal re-raised), so
 //! whoever waits for the guard sees what it would have seen of the
@@ -51,7 +59,7 @@ pub fn enable(exe: PathBuf) {
 /// `program args…` wrapped in the guard when it is enabled.
 pub fn command(program: &Path, args: &[OsString]) -> Command {
     match GUARD.get() {
-        Some(exe) if cfg!(target_os = "linux") => {
+        Some(exe) if cfg!(any(target_os = "linux", target_os = "macos")) => {
             let mut command = Command::new(exe);
             command
                 .arg("guard")
@@ -75,12 +83,17 @@ mod linux;
 #[cfg(target_os = "linux")]
 use linux::{agent_gone, sweep, wait_for, watch_parent};
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
+mod macos;
+#[cfg(target_os = "macos")]
+use macos::{agent_gone, sweep, wait_for, watch_parent};
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 use elsewhere::{agent_gone, sweep, wait_for, watch_parent};
 
 /// Systems without a guard: the command runs as a plain child (and
 /// nothing calls the guard there).
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 mod elsewhere {
     pub(super) fn wait_for(mut child: std::process::Child) -> Option<std::process::ExitStatus> {
         child.wait().ok()

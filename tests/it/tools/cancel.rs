@@ -3,9 +3,11 @@
 //! is pending answers promptly, and EOF during a long command or a pending
 //! permission request (with or without `--drain`) still exits 0.
 
-use super::{
-    assert_group_gone, call, calls, group_of, read_pid, say, script, waits_until, Space, WAIT,
-};
+#[cfg(target_os = "linux")]
+use super::group_of;
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+use super::waits_until;
+use super::{assert_group_gone, call, calls, read_pid, say, script, Space, WAIT};
 use crate::support::client::no_requests;
 use crate::support::{run_prompt, Answer, Exchange, Turn};
 use serde_json::{json, Value};
@@ -357,6 +359,58 @@ fn a_detached_chain_of_short_lived_processes_dies_with_the_agent() {
         count() == before
     });
     assert!(settled, "the chain outlived the agent ({} hops)", count());
+}
+
+/// macOS has no parent-death signal nor subreaper: the guard watches the
+/// agent's exit and takes the job down from the top, so a grandchild in
+/// the group and a process that left it (its parent still running) die
+/// with an agent killed with SIGKILL.
+#[cfg(target_os = "macos")]
+#[test]
+fn a_command_s_whole_tree_dies_with_an_agent_killed_with_sigkill_on_macos() {
+    let perl = std::process::Command::new("perl")
+        .args(["-e", "use POSIX;"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !perl {
+        eprintln!("a_command_s_whole_tree_dies_on_macos: skipped, no perl to call setsid");
+        return;
+    }
+    let alive = |pid: u32| {
+        // SAFETY: kill(2) with signal 0 sends nothing, it only checks.
+        unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+    };
+    let space = Space::new("tools-sigkill-macos");
+    let (mut agent, _exchange, pid) = with_a_long_command(
+        &space,
+        "(sleep 61 & echo $! > grandchild; wait) & \
+         perl -e 'use POSIX; POSIX::setsid(); open(F, \">escaped\"); print F \"$$\\n\"; \
+         close F; sleep 62' & \
+         echo $$ > pidfile; wait",
+        &["--permissions", "yolo"],
+    );
+    let pid_in = |name: &str| {
+        let path = space.path(name);
+        assert!(
+            waits_until(WAIT, || read_pid(&path).is_some()),
+            "no pid in {name}"
+        );
+        read_pid(&path).unwrap()
+    };
+    let grandchild = pid_in("grandchild");
+    let escaped = pid_in("escaped");
+    assert!(alive(grandchild) && alive(escaped));
+    agent.kill();
+    for (name, pid) in [
+        ("shell", pid),
+        ("grandchild", grandchild),
+        ("process that left the group", escaped),
+    ] {
+        assert!(
+            waits_until(Duration::from_secs(3), || !alive(pid)),
+            "the {name} ({pid}) outlived the agent"
+        );
+    }
 }
 
 /// Starts an agent whose prompt runs `command` (which writes its shell's
