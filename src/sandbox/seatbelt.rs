@@ -84,13 +84,17 @@ const BASE: &str = r#"(version 1)
   (global-name "com.apple.system.notification_center"))
 (allow ipc-posix-sem ipc-posix-shm*)
 
-; Terminals, and writes to the devices every program may write to.
+; Terminals, and writes to the devices every program may write to
+; (the descriptor names reach only descriptors the command holds).
 (allow pseudo-tty)
 (allow file-write-data file-ioctl
   (literal "/dev/null")
   (literal "/dev/zero")
   (literal "/dev/tty")
   (literal "/dev/ptmx")
+  (literal "/dev/stdout")
+  (literal "/dev/stderr")
+  (regex #"^/dev/fd/[0-9]+$")
   (regex #"^/dev/ttys[0-9]+$"))
 "#;
 

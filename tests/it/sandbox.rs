@@ -1240,6 +1240,7 @@ mod seatbelt {
                 ("echo new > top-level.txt && rm top-level.txt", true),
                 ("echo scratch > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"", true),
                 ("echo quiet > /dev/null", true),
+                ("echo shown > /dev/stderr", true),
                 ("cat src/lib.txt /etc/hosts > /dev/null", true),
                 (&format!("echo x > {}/b.txt", outside.display()), false),
                 ("echo x > \"$HOME/spindle-seatbelt-test\"", false),
