@@ -424,7 +424,7 @@ fn cancel_a_slow_scripted_stream() {
 
 /// Runs the binary with a whole NDJSON file on stdin, like a shell pipe.
 fn pipe(args: &[&str], input: &str) -> (std::process::ExitStatus, Vec<Value>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let mut child = Command::new(crate::support::agent::spindle_binary())
         .args(args)
         .env_remove("RUST_LOG")
         .stdin(Stdio::piped())
@@ -538,7 +538,7 @@ fn without_drain_a_piped_file_ends_with_a_cancelled_turn() {
 #[test]
 fn command_line_help_version_and_usage_errors() {
     let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_spindle"))
+        Command::new(crate::support::agent::spindle_binary())
             .args(args)
             .stdin(Stdio::null())
             .output()
@@ -608,7 +608,7 @@ fn a_batch_gets_an_array_of_answers() {
     ]
     .join("\n")
         + "\n";
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let mut child = Command::new(crate::support::agent::spindle_binary())
         .args(["acp", "--script", &repo_file("examples/hello.script.json")])
         .env_remove("RUST_LOG")
         .stdin(Stdio::piped())

@@ -32,6 +32,21 @@ use serde_json::{json, Value};
 
 use super::schema::validate_agent_message;
 
+/// The `spindle` binary the tests start: the one cargo built for this test
+/// run, or the one the environment variable `SPINDLE_TEST_BINARY` names
+/// (a cross-built binary, run through qemu's binfmt_misc registration, say).
+/// With the variable set, `support::in_process::agent` and
+/// `scripted` start that binary too, so the protocol tests run against it.
+pub fn spindle_binary() -> PathBuf {
+    match std::env::var_os(TEST_BINARY) {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => PathBuf::from(env!("CARGO_BIN_EXE_spindle")),
+    }
+}
+
+/// Names the binary the tests start instead of cargo's (`spindle_binary`).
+pub const TEST_BINARY: &str = "SPINDLE_TEST_BINARY";
+
 /// Default deadline for the convenience calls (`initialize`, `new_session`).
 const QUICK: Duration = Duration::from_secs(10);
 /// Provider credentials and endpoints that must not leak into a test from
@@ -128,7 +143,7 @@ impl Agent {
     /// (`home()`); then `env` is applied on top, so a test can override any
     /// of these.
     pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Agent {
-        Agent::spawn_program(Path::new(env!("CARGO_BIN_EXE_spindle")), args, env)
+        Agent::spawn_program(&spindle_binary(), args, env)
     }
 
     /// Like `spawn`, for another program standing in for the agent (used to

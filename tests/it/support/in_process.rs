@@ -22,7 +22,7 @@ use std::thread;
 
 use spindle::agent::Options;
 
-use super::agent::{new_scratch, Agent, Runner};
+use super::agent::{new_scratch, Agent, Runner, TEST_BINARY};
 use super::write_file;
 
 /// The options of a plain `spindle acp` whose state lives under `home`: its
@@ -38,14 +38,29 @@ pub fn options(home: &Path) -> Options {
     }
 }
 
-/// An in-process `spindle acp`.
+/// An in-process `spindle acp` (a spawned one when `SPINDLE_TEST_BINARY`
+/// names another binary to test: see `agent::spindle_binary`).
 pub fn agent() -> Agent {
+    if other_binary() {
+        return Agent::spawn(&["acp"], &[]);
+    }
     with_options(|_| {})
 }
 
-/// An in-process `spindle acp --script SCRIPT`.
+/// An in-process `spindle acp --script SCRIPT` (or a spawned one, as for
+/// `agent`).
 pub fn scripted(script: &Path) -> Agent {
+    if other_binary() {
+        let script = script.to_str().expect("the script's path is UTF-8");
+        return Agent::spawn(&["acp", "--script", script], &[]);
+    }
     with_options(|options| options.script = Some(script.to_path_buf()))
+}
+
+/// Whether the tests are pointed at a binary other than cargo's, whose
+/// code is not the one linked into this test process.
+fn other_binary() -> bool {
+    std::env::var_os(TEST_BINARY).is_some_and(|path| !path.is_empty())
 }
 
 /// An in-process agent with `options(home)` changed by `configure`.
