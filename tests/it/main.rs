@@ -16,6 +16,9 @@ mod network;
 mod policy_rules;
 mod protocol;
 mod providers;
+// The release script is bash, run where Unix shells are.
+#[cfg(unix)]
+mod release;
 mod repository;
 mod sandbox;
 mod sessions;
