@@ -129,6 +129,10 @@ pub fn real_path(_file: &File) -> Option<PathBuf> {
 
 /// `seconds` since 1970 as the local wall clock shows them.
 pub fn local_time(seconds: i64) -> Option<LocalTime> {
+    // libc marks musl's `time_t` deprecated (its width changed in musl
+    // 1.2, to 64 bits, which the target's libc has); it is still the type
+    // localtime_r takes.
+    #[allow(deprecated)]
     let time = libc::time_t::try_from(seconds).ok()?;
     // SAFETY: localtime_r fills the tm we own and returns it or null;
     // tm_zone, when set, points at a NUL-terminated name the C library
