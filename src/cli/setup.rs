@@ -3,7 +3,7 @@
 //! request. A config file that cannot be parsed is never overwritten.
 
 use crate::cancel::CancelToken;
-use crate::config::{Config, ModelConfig, ProviderConfig, ProviderKind};
+use crate::config::{Config, ProviderConfig, ProviderKind};
 use crate::provider::http::Timeouts;
 use crate::provider::{Message, ModelRequest, Provider, Sink};
 use std::io::{BufRead, Write};
@@ -165,106 +165,218 @@ pub fn run(
         .config
         .clone()
         .unwrap_or_else(crate::config::default_path);
-    // Read the existing file first: a file we cannot parse stops us
-    // before any question.
-    let mut config = match std::fs::read_to_string(&path) {
-        Ok(text) => Config::parse(&text, &path).map_err(|err| {
-            format!("{err}\nFix or move the file first; setup does not overwrite a file it cannot read.")
-        })?,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Config::default(),
-        Err(err) => return Err(format!("cannot read {}: {err}", path.display())),
-    };
+    let mut config = read_config(&path)?;
     if interactive {
         let _ = writeln!(
             output,
             "Spindle setup — adds a model provider to {}",
             path.display()
         );
-        // A bad answer is asked again, with what was wrong.
-        while args.kind.is_none() {
-            let answer = ask(input, output, "Provider kind: openai (Chat Completions, also Ollama, llama.cpp, vLLM, OpenRouter…), anthropic, responses", "openai")?;
-            match parse_kind(&answer) {
-                Some(kind) => args.kind = Some(kind),
-                None => {
-                    let _ = writeln!(
-                        output,
-                        "  {answer:?} is not a kind: answer openai, anthropic or responses."
-                    );
-                }
+        ask_missing(&mut args, &config, input, output)?;
+    }
+    let (kind, base_url, name) = checked_provider(&args)?;
+    // Removed on every way out but success.
+    let mut leftover = Leftover(None);
+    let written_key = if args.key_stdin {
+        let key = keep_stdin_key(&mut args, &path, &name, interactive, input, output)?;
+        leftover.arm(key.0.clone());
+        Some(key)
+    } else {
+        None
+    };
+    let key_env = add_provider(&mut config, &args, kind, &name, &base_url);
+    let (model, id) = set_default_model(
+        &mut config,
+        &args,
+        interactive,
+        &name,
+        &base_url,
+        input,
+        output,
+    )?;
+
+    let mut summary = String::new();
+    if !args.no_test {
+        let answer = test_connection(&config, &name, &model).inspect_err(|_| {
+            // Nothing stays behind when the test fails, and an earlier key
+            // is untouched.
+            if let Some((fresh, _)) = &written_key {
+                let _ = std::fs::remove_file(fresh);
             }
+        })?;
+        summary.push_str(&format!("The model answered: {answer}\n"));
+    }
+    save(
+        &path,
+        &mut config,
+        &name,
+        written_key.as_ref(),
+        &mut leftover,
+    )?;
+    summary.push_str(&format!(
+        "Wrote {}: provider {name} ({}, {base_url}{}), default model {id}.\n",
+        path.display(),
+        kind_name(kind),
+        match &key_env {
+            Some(var) => format!(", key from ${var}"),
+            None if args.key_file.is_some() => ", key from a file".into(),
+            None => ", no key".into(),
         }
-        let kind = args.kind.unwrap_or(ProviderKind::Openai);
-        while args.base_url.is_none() {
-            let answer = ask(input, output, "Base URL", kind.default_base_url())?;
-            if answer.starts_with("http://") || answer.starts_with("https://") {
-                args.base_url = Some(answer);
-            } else {
-                let _ = writeln!(output, "  the base URL starts with http:// or https:// (for example http://localhost:11434/v1)");
-            }
-        }
-        let base = args.base_url.clone().unwrap_or_default();
-        // A provider of that name is replaced only when the user says so.
-        loop {
-            let default = args
-                .name
-                .clone()
-                .unwrap_or_else(|| default_name(kind, &base));
-            let Some(existing) = config.providers.get(&default) else {
-                args.name = Some(default);
-                break;
-            };
-            let _ = writeln!(
-                output,
-                "  A provider named {default:?} exists ({}).",
-                existing
-                    .base_url
-                    .as_deref()
-                    .unwrap_or(existing.kind.default_base_url())
-            );
-            let mut answer = ask(input, output, "Replace it (y), or give another name", "y")?;
-            if answer.eq_ignore_ascii_case("y") || answer.eq_ignore_ascii_case("yes") {
-                args.name = Some(default);
-                break;
-            }
-            if answer.eq_ignore_ascii_case("n") || answer.eq_ignore_ascii_case("no") {
-                answer = ask(input, output, "Another name", &format!("{default}2"))?;
-            }
-            if answer.is_empty() || answer.contains('/') {
-                let _ = writeln!(output, "  a name is non-empty and without '/'");
-                continue;
-            }
-            args.name = Some(answer);
-        }
-        if args.key_env.is_none() && args.key_file.is_none() && !args.no_key && !args.key_stdin {
-            let variable = default_key_env(kind);
-            let default = if crate::credentials::var(variable).is_some() {
-                "2"
-            } else {
-                "1"
-            };
-            loop {
-                let answer = ask(
-                    input,
+    ));
+    Ok(summary)
+}
+
+/// The config file as it is, or an empty one where none exists; a file
+/// that cannot be parsed stops the setup before any question.
+fn read_config(path: &Path) -> Result<Config, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Config::parse(&text, path).map_err(|err| {
+            format!("{err}\nFix or move the file first; setup does not overwrite a file it cannot read.")
+        }),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+        Err(err) => Err(format!("cannot read {}: {err}", path.display())),
+    }
+}
+
+/// On a terminal: asks for what the flags left out, in order — kind,
+/// base URL, name, where the key comes from.
+fn ask_missing(
+    args: &mut SetupArgs,
+    config: &Config,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> Result<(), String> {
+    ask_kind(args, input, output)?;
+    let kind = args.kind.unwrap_or(ProviderKind::Openai);
+    ask_base_url(args, kind, input, output)?;
+    ask_name(args, config, kind, input, output)?;
+    if args.key_env.is_none() && args.key_file.is_none() && !args.no_key && !args.key_stdin {
+        ask_key_source(args, kind, input, output)?;
+    }
+    Ok(())
+}
+
+/// Asks for the provider kind until the answer is one.
+fn ask_kind(
+    args: &mut SetupArgs,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> Result<(), String> {
+    // A bad answer is asked again, with what was wrong.
+    while args.kind.is_none() {
+        let answer = ask(input, output, "Provider kind: openai (Chat Completions, also Ollama, llama.cpp, vLLM, OpenRouter…), anthropic, responses", "openai")?;
+        match parse_kind(&answer) {
+            Some(kind) => args.kind = Some(kind),
+            None => {
+                let _ = writeln!(
                     output,
-                    &format!("The API key: 1) paste it now (kept in a private file), 2) from an environment variable (like {variable}), 3) the server needs none"),
-                    default,
-                )?;
-                match answer.as_str() {
-                    "1" => args.key_stdin = true,
-                    "2" => {
-                        let name = ask(input, output, "The variable", variable)?;
-                        args.key_env = Some(name);
-                    }
-                    "3" | "-" => args.no_key = true,
-                    _ => {
-                        let _ = writeln!(output, "  answer 1, 2 or 3");
-                        continue;
-                    }
-                }
-                break;
+                    "  {answer:?} is not a kind: answer openai, anthropic or responses."
+                );
             }
         }
     }
+    Ok(())
+}
+
+/// Asks for the base URL until it is an http(s) one.
+fn ask_base_url(
+    args: &mut SetupArgs,
+    kind: ProviderKind,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> Result<(), String> {
+    while args.base_url.is_none() {
+        let answer = ask(input, output, "Base URL", kind.default_base_url())?;
+        if answer.starts_with("http://") || answer.starts_with("https://") {
+            args.base_url = Some(answer);
+        } else {
+            let _ = writeln!(output, "  the base URL starts with http:// or https:// (for example http://localhost:11434/v1)");
+        }
+    }
+    Ok(())
+}
+
+/// Settles the provider's name; one that exists is replaced only when the
+/// user says so.
+fn ask_name(
+    args: &mut SetupArgs,
+    config: &Config,
+    kind: ProviderKind,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> Result<(), String> {
+    let base = args.base_url.clone().unwrap_or_default();
+    loop {
+        let default = args
+            .name
+            .clone()
+            .unwrap_or_else(|| default_name(kind, &base));
+        let Some(existing) = config.providers.get(&default) else {
+            args.name = Some(default);
+            return Ok(());
+        };
+        let _ = writeln!(
+            output,
+            "  A provider named {default:?} exists ({}).",
+            existing
+                .base_url
+                .as_deref()
+                .unwrap_or(existing.kind.default_base_url())
+        );
+        let mut answer = ask(input, output, "Replace it (y), or give another name", "y")?;
+        if answer.eq_ignore_ascii_case("y") || answer.eq_ignore_ascii_case("yes") {
+            args.name = Some(default);
+            return Ok(());
+        }
+        if answer.eq_ignore_ascii_case("n") || answer.eq_ignore_ascii_case("no") {
+            answer = ask(input, output, "Another name", &format!("{default}2"))?;
+        }
+        if answer.is_empty() || answer.contains('/') {
+            let _ = writeln!(output, "  a name is non-empty and without '/'");
+            continue;
+        }
+        args.name = Some(answer);
+    }
+}
+
+/// Asks where the API key comes from: pasted now, a variable, or none.
+fn ask_key_source(
+    args: &mut SetupArgs,
+    kind: ProviderKind,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> Result<(), String> {
+    let variable = default_key_env(kind);
+    let default = if crate::credentials::var(variable).is_some() {
+        "2"
+    } else {
+        "1"
+    };
+    loop {
+        let answer = ask(
+            input,
+            output,
+            &format!("The API key: 1) paste it now (kept in a private file), 2) from an environment variable (like {variable}), 3) the server needs none"),
+            default,
+        )?;
+        match answer.as_str() {
+            "1" => args.key_stdin = true,
+            "2" => {
+                let name = ask(input, output, "The variable", variable)?;
+                args.key_env = Some(name);
+            }
+            "3" | "-" => args.no_key = true,
+            _ => {
+                let _ = writeln!(output, "  answer 1, 2 or 3");
+                continue;
+            }
+        }
+        return Ok(());
+    }
+}
+
+/// The kind, base URL and name the provider gets, each checked.
+fn checked_provider(args: &SetupArgs) -> Result<(ProviderKind, String, String), String> {
     let kind = args.kind.ok_or(
         "--kind is required when setup does not run on a terminal (openai, anthropic or responses)",
     )?;
@@ -287,25 +399,42 @@ pub fn run(
             "the provider name {name:?} must be non-empty and without '/'"
         ));
     }
-    // A key given on stdin: kept in Spindle's own key folder.
-    let mut written_key = None;
-    // Removed on every way out but success.
-    let mut leftover = Leftover(None);
-    if args.key_stdin {
-        if args.key_env.is_some() || args.key_file.is_some() || args.no_key {
-            return Err("--key-stdin takes the place of --key-env, --key-file and --no-key".into());
-        }
-        let line = read_key(input, output, interactive)?;
-        let key = line.trim();
-        // Written beside the key it replaces, and put in its place only
-        // once the test and the config write succeed.
-        let file = crate::config::managed_keys_dir(&path).join(format!("{name}.key"));
-        let fresh = file.with_extension(format!("key.new-{}", crate::util::random_hex()));
-        write_private(&fresh, key)?;
-        args.key_file = Some(fresh.clone());
-        leftover.arm(fresh.clone());
-        written_key = Some((fresh, file));
+    Ok((kind, base_url, name))
+}
+
+/// Reads the key from stdin into a fresh private file in Spindle's own key
+/// folder; returns that file and the one it will replace.
+fn keep_stdin_key(
+    args: &mut SetupArgs,
+    path: &Path,
+    name: &str,
+    interactive: bool,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> Result<(PathBuf, PathBuf), String> {
+    if args.key_env.is_some() || args.key_file.is_some() || args.no_key {
+        return Err("--key-stdin takes the place of --key-env, --key-file and --no-key".into());
     }
+    let line = read_key(input, output, interactive)?;
+    let key = line.trim();
+    // Written beside the key it replaces, and put in its place only
+    // once the test and the config write succeed.
+    let file = crate::config::managed_keys_dir(path).join(format!("{name}.key"));
+    let fresh = file.with_extension(format!("key.new-{}", crate::util::random_hex()));
+    write_private(&fresh, key)?;
+    args.key_file = Some(fresh.clone());
+    Ok((fresh, file))
+}
+
+/// Puts the provider in the config; returns the variable its key is read
+/// from, if any.
+fn add_provider(
+    config: &mut Config,
+    args: &SetupArgs,
+    kind: ProviderKind,
+    name: &str,
+    base_url: &str,
+) -> Option<String> {
     let key_env = if args.no_key || args.key_file.is_some() {
         args.key_env.clone()
     } else {
@@ -317,18 +446,32 @@ pub fn run(
     };
     let provider = ProviderConfig {
         kind,
-        base_url: Some(base_url.clone()),
+        base_url: Some(base_url.to_string()),
         api_key_env: key_env.clone(),
         api_key_file: args.key_file.clone(),
         requires_key: !args.no_key,
     };
-    config.providers.insert(name.clone(), provider);
+    config.providers.insert(name.to_string(), provider);
+    key_env
+}
+
+/// Picks the model (the flag's, asked, or suggested) and makes it the
+/// default; returns the model and its `provider/model` id.
+fn set_default_model(
+    config: &mut Config,
+    args: &SetupArgs,
+    interactive: bool,
+    name: &str,
+    base_url: &str,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> Result<(String, String), String> {
     // What the server serves (not asked of an official endpoint).
-    let listed = listed_models(&config, &name, &base_url);
+    let listed = listed_models(config, name, base_url);
     let model = match args.model.clone() {
         Some(model) => model,
-        None if interactive => choose_model(input, output, &config, &name, &base_url, &listed)?,
-        None => suggested_model(&config, &name, &base_url)?,
+        None if interactive => choose_model(input, output, config, name, base_url, &listed)?,
+        None => suggested_model(config, name, base_url)?,
     };
     if model.trim().is_empty() {
         return Err("a model is needed: name one with --model".into());
@@ -338,10 +481,7 @@ pub fn run(
         .unwrap_or(&model)
         .to_string();
     let id = format!("{name}/{model}");
-    let entry = config
-        .models
-        .entry(id.clone())
-        .or_insert_with(ModelConfig::default);
+    let entry = config.models.entry(id.clone()).or_default();
     // The window the server reports, kept: the meter and compaction use it.
     if entry.context_window.is_none() {
         entry.context_window = listed
@@ -351,43 +491,32 @@ pub fn run(
             .and_then(|m| m.context_window);
     }
     config.defaults.model = Some(id.clone());
+    Ok((model, id))
+}
 
-    let mut summary = String::new();
-    if !args.no_test {
-        let answer = test_connection(&config, &name, &model).inspect_err(|_| {
-            // Nothing stays behind when the test fails, and an earlier key
-            // is untouched.
-            if let Some((fresh, _)) = &written_key {
-                let _ = std::fs::remove_file(fresh);
-            }
-        })?;
-        summary.push_str(&format!("The model answered: {answer}\n"));
+/// Writes the config and, for a key given on stdin, puts the fresh key
+/// file in its place.
+fn save(
+    path: &Path,
+    config: &mut Config,
+    name: &str,
+    written_key: Option<&(PathBuf, PathBuf)>,
+    leftover: &mut Leftover,
+) -> Result<(), String> {
+    let Some((fresh, file)) = written_key else {
+        return write_config(path, config);
+    };
+    if let Some(provider) = config.providers.get_mut(name) {
+        provider.api_key_file = Some(file.clone());
     }
-    if let Some((fresh, file)) = &written_key {
-        if let Some(provider) = config.providers.get_mut(&name) {
-            provider.api_key_file = Some(file.clone());
-        }
-        if let Err(error) = write_config(&path, &config) {
-            let _ = std::fs::remove_file(fresh);
-            return Err(error);
-        }
-        std::fs::rename(fresh, file)
-            .map_err(|err| format!("cannot put the key in {}: {err}", file.display()))?;
-        leftover.disarm();
-    } else {
-        write_config(&path, &config)?;
+    if let Err(error) = write_config(path, config) {
+        let _ = std::fs::remove_file(fresh);
+        return Err(error);
     }
-    summary.push_str(&format!(
-        "Wrote {}: provider {name} ({}, {base_url}{}), default model {id}.\n",
-        path.display(),
-        kind_name(kind),
-        match &key_env {
-            Some(var) => format!(", key from ${var}"),
-            None if args.key_file.is_some() => ", key from a file".into(),
-            None => ", no key".into(),
-        }
-    ));
-    Ok(summary)
+    std::fs::rename(fresh, file)
+        .map_err(|err| format!("cannot put the key in {}: {err}", file.display()))?;
+    leftover.disarm();
+    Ok(())
 }
 
 /// The chat models a server lists (not asked of an official endpoint:
