@@ -26,7 +26,7 @@ pub use sys::{alive, exit_signal, on_termination, tie_to_agent, Input, Tree};
 use crossbeam_channel::{after, bounded, never, select, Receiver, Sender};
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{self, PipeReader, Read, Write};
+use std::io::{self, PipeReader, PipeWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
@@ -241,56 +241,10 @@ pub fn run(
     let log = open_log(spec.log_path.as_deref(), spec.log_cap);
     let (reader, writer) = io::pipe()?;
     let writer_err = writer.try_clone()?;
-
     // The helper threads start before the child, so that failing to start
     // them leaves no process behind.
-    let (chunk_tx, chunk_rx) = bounded(CHUNK_QUEUE);
-    // Detached (both): they end when the command's pipe closes and its wait
-    // returns, which the group kill makes sure of; the caller waits on
-    // their channels.
-    thread::Builder::new()
-        .name("spindle-cmd-output".into())
-        .spawn(move || read_chunks(reader, chunk_tx))?;
-    let (child_tx, child_rx) = bounded::<Child>(1);
-    let (status_tx, status_rx) = bounded(1);
-    thread::Builder::new()
-        .name("spindle-cmd-wait".into())
-        .spawn(move || {
-            if let Ok(mut child) = child_rx.recv() {
-                let _ = status_tx.send(child.wait());
-            }
-        })?;
-
-    let child = {
-        let mut command = match &spec.program {
-            Some((program, args)) => guard::command(program, args),
-            None => guard::command(
-                Path::new("sh"),
-                &[OsString::from("-c"), OsString::from(&spec.command_line)],
-            ),
-        };
-        for name in &spec.env_remove {
-            command.env_remove(name);
-        }
-        command
-            .envs(spec.env_set.iter().map(|(k, v)| (k, v)))
-            .current_dir(&spec.cwd)
-            .stdin(Stdio::null())
-            .stdout(writer)
-            .stderr(writer_err);
-        Tree::prepare(&mut command);
-        if spec.detach_on_timeout {
-            // It may outlive this thread as a job: tied to the agent's
-            // long-lived spawner thread instead (the parent-death signal
-            // follows the thread that spawned).
-            spawn_tied_to_agent(command)?
-        } else {
-            die_with_parent(&mut command);
-            command.spawn()?
-        }
-        // The command, and with it the parent's copies of the write end,
-        // is dropped here; otherwise the pipe would never reach EOF.
-    };
+    let (chunk_rx, child_tx, status_rx) = start_helpers(reader)?;
+    let child = spawn_child(spec, writer, writer_err)?;
     let pid = child.id();
     let tree = match Tree::of(&child) {
         Ok(tree) => std::sync::Arc::new(tree),
@@ -318,57 +272,12 @@ pub fn run(
         stream: Stream::new(on_output),
     };
     let started = Instant::now();
-    let deadline = started.checked_add(spec.timeout);
-    let ending = loop {
-        if state.eof && state.shell_done {
-            break Ending::Finished;
-        }
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
-            break Ending::TimedOut;
-        }
-        let grace_end = state.exited_at.map(|t| t + EXIT_GRACE);
-        if grace_end.is_some_and(|g| now >= g) {
-            break Ending::Lingering;
-        }
-        state.stream.flush_if_due(now);
-        let wake = [deadline, grace_end, state.stream.due_at(now)]
-            .into_iter()
-            .flatten()
-            .min();
-        let timer = wake.map_or_else(never, |w| after(w.saturating_duration_since(now)));
-        if state.step(Some(cancel), &timer) {
-            break Ending::Cancelled;
-        }
-    };
-
+    let ending = state.wait_for_end(started.checked_add(spec.timeout), cancel);
     if ending == Ending::TimedOut && spec.detach_on_timeout && !state.shell_done {
         // Handed over alive: the job keeps reading its output and waits
         // for its exit.
         guard.armed = false;
-        state.stream.finish();
-        if let Some(log) = &mut state.log {
-            let _ = log.finish();
-        }
-        let (output, truncated) = state
-            .buffer
-            .finish(state.log.as_ref().map(|l| (l.path.as_path(), l.complete())));
-        return Ok(CommandResult {
-            exit_code: None,
-            signal: None,
-            timed_out: true,
-            cancelled: false,
-            output,
-            total_bytes: state.buffer.total,
-            truncated,
-            pid,
-            detached: Some(Detached {
-                pid,
-                tree,
-                chunks: std::mem::replace(&mut state.chunks, never()),
-                statuses: std::mem::replace(&mut state.statuses, never()),
-            }),
-        });
+        return Ok(state.hand_over(pid, tree));
     }
     // Every path kills the group: on timeout and cancel to stop the command,
     // otherwise to end background jobs it left behind. If the shell is
@@ -377,43 +286,74 @@ pub fn run(
     // id being reused within this instant.
     guard.kill_now();
     if ending != Ending::Finished {
-        let settle_end = Instant::now() + SETTLE;
-        while !(state.eof && state.shell_done) {
-            let left = settle_end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            state.step(None, &after(left));
-        }
-        if !state.shell_done {
-            match state.statuses.recv_timeout(REAP_WAIT) {
-                Ok(status) => state.status = status.ok(),
-                Err(_) => log::warn!("process {pid} was not reaped in time after SIGKILL"),
-            }
-        }
+        state.settle(pid);
     }
-    state.stream.finish();
-    if let Some(log) = &mut state.log {
-        if let Err(err) = log.finish() {
-            log::warn!("cannot write command log {}: {err}", log.path.display());
-            state.log = None;
-        }
-    }
+    Ok(state.ended(ending, pid))
+}
 
-    let (output, truncated) = state
-        .buffer
-        .finish(state.log.as_ref().map(|l| (l.path.as_path(), l.complete())));
-    Ok(CommandResult {
-        exit_code: state.status.and_then(|s| s.code()),
-        signal: state.status.as_ref().and_then(exit_signal),
-        timed_out: ending == Ending::TimedOut,
-        cancelled: ending == Ending::Cancelled,
-        output,
-        total_bytes: state.buffer.total,
-        truncated,
-        pid,
-        detached: None,
-    })
+/// Starts the two detached helper threads: one reads the pipe, one reaps
+/// the child it is sent. Returns their channels.
+#[allow(clippy::type_complexity)]
+fn start_helpers(
+    reader: PipeReader,
+) -> io::Result<(
+    Receiver<Vec<u8>>,
+    Sender<Child>,
+    Receiver<io::Result<ExitStatus>>,
+)> {
+    let (chunk_tx, chunk_rx) = bounded(CHUNK_QUEUE);
+    // Detached (both): they end when the command's pipe closes and its wait
+    // returns, which the group kill makes sure of; the caller waits on
+    // their channels.
+    thread::Builder::new()
+        .name("spindle-cmd-output".into())
+        .spawn(move || read_chunks(reader, chunk_tx))?;
+    let (child_tx, child_rx) = bounded::<Child>(1);
+    let (status_tx, status_rx) = bounded(1);
+    thread::Builder::new()
+        .name("spindle-cmd-wait".into())
+        .spawn(move || {
+            if let Ok(mut child) = child_rx.recv() {
+                let _ = status_tx.send(child.wait());
+            }
+        })?;
+    Ok((chunk_rx, child_tx, status_rx))
+}
+
+/// Spawns the command in its own process group, its output into the pipe.
+fn spawn_child(
+    spec: &CommandSpec,
+    writer: PipeWriter,
+    writer_err: PipeWriter,
+) -> io::Result<Child> {
+    let mut command = match &spec.program {
+        Some((program, args)) => guard::command(program, args),
+        None => guard::command(
+            Path::new("sh"),
+            &[OsString::from("-c"), OsString::from(&spec.command_line)],
+        ),
+    };
+    for name in &spec.env_remove {
+        command.env_remove(name);
+    }
+    command
+        .envs(spec.env_set.iter().map(|(k, v)| (k, v)))
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(writer_err);
+    Tree::prepare(&mut command);
+    if spec.detach_on_timeout {
+        // It may outlive this thread as a job: tied to the agent's
+        // long-lived spawner thread instead (the parent-death signal
+        // follows the thread that spawned).
+        spawn_tied_to_agent(command)
+    } else {
+        die_with_parent(&mut command);
+        command.spawn()
+    }
+    // The command, and with it the parent's copies of the write end,
+    // is dropped here; otherwise the pipe would never reach EOF.
 }
 
 /// The calling thread's view of a running command.
@@ -431,6 +371,105 @@ struct State<'a> {
 }
 
 impl State<'_> {
+    /// Handles events until the command ends, times out, keeps its pipe
+    /// open past the exit grace, or is cancelled.
+    fn wait_for_end(&mut self, deadline: Option<Instant>, cancel: &Receiver<()>) -> Ending {
+        loop {
+            if self.eof && self.shell_done {
+                return Ending::Finished;
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ending::TimedOut;
+            }
+            let grace_end = self.exited_at.map(|t| t + EXIT_GRACE);
+            if grace_end.is_some_and(|g| now >= g) {
+                return Ending::Lingering;
+            }
+            self.stream.flush_if_due(now);
+            let wake = [deadline, grace_end, self.stream.due_at(now)]
+                .into_iter()
+                .flatten()
+                .min();
+            let timer = wake.map_or_else(never, |w| after(w.saturating_duration_since(now)));
+            if self.step(Some(cancel), &timer) {
+                return Ending::Cancelled;
+            }
+        }
+    }
+
+    /// The result of a command handed over alive as a job: the output so
+    /// far, and the channels its job goes on reading.
+    fn hand_over(mut self, pid: u32, tree: std::sync::Arc<Tree>) -> CommandResult {
+        self.stream.finish();
+        if let Some(log) = &mut self.log {
+            let _ = log.finish();
+        }
+        let (output, truncated) = self
+            .buffer
+            .finish(self.log.as_ref().map(|l| (l.path.as_path(), l.complete())));
+        CommandResult {
+            exit_code: None,
+            signal: None,
+            timed_out: true,
+            cancelled: false,
+            output,
+            total_bytes: self.buffer.total,
+            truncated,
+            pid,
+            detached: Some(Detached {
+                pid,
+                tree,
+                chunks: std::mem::replace(&mut self.chunks, never()),
+                statuses: std::mem::replace(&mut self.statuses, never()),
+            }),
+        }
+    }
+
+    /// After the kill of a command that did not finish: waits a little for
+    /// the last output and the shell's exit status.
+    fn settle(&mut self, pid: u32) {
+        let settle_end = Instant::now() + SETTLE;
+        while !(self.eof && self.shell_done) {
+            let left = settle_end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            self.step(None, &after(left));
+        }
+        if !self.shell_done {
+            match self.statuses.recv_timeout(REAP_WAIT) {
+                Ok(status) => self.status = status.ok(),
+                Err(_) => log::warn!("process {pid} was not reaped in time after SIGKILL"),
+            }
+        }
+    }
+
+    /// Finishes the stream and the log; the result of a command that ended.
+    fn ended(mut self, ending: Ending, pid: u32) -> CommandResult {
+        self.stream.finish();
+        if let Some(log) = &mut self.log {
+            if let Err(err) = log.finish() {
+                log::warn!("cannot write command log {}: {err}", log.path.display());
+                self.log = None;
+            }
+        }
+        let (output, truncated) = self
+            .buffer
+            .finish(self.log.as_ref().map(|l| (l.path.as_path(), l.complete())));
+        CommandResult {
+            exit_code: self.status.and_then(|s| s.code()),
+            signal: self.status.as_ref().and_then(exit_signal),
+            timed_out: ending == Ending::TimedOut,
+            cancelled: ending == Ending::Cancelled,
+            output,
+            total_bytes: self.buffer.total,
+            truncated,
+            pid,
+            detached: None,
+        }
+    }
+
     /// Waits for one event (output, the shell's exit, a cancel, or the
     /// timer) and handles it. Returns true when the command was cancelled.
     fn step(&mut self, cancel: Option<&Receiver<()>>, timer: &Receiver<Instant>) -> bool {
