@@ -11,7 +11,7 @@ use crate::provider::openai::ChatCompletions;
 use crate::provider::script::{Script, ScriptProvider};
 use crate::provider::Provider;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The scripted provider's one model.
@@ -134,42 +134,9 @@ impl Registry {
             listed: Vec::new(),
         };
         if let Some(path) = &options.script {
-            let script = Script::load(path)?;
-            registry
-                .providers
-                .insert("script".into(), Arc::new(ScriptProvider::new(script)));
-            registry.models.push(ModelEntry {
-                id: SCRIPT_MODEL.into(),
-                provider: "script".into(),
-                model: "scenario".into(),
-                config: ModelConfig {
-                    name: Some("Scripted scenario".into()),
-                    ..ModelConfig::default()
-                },
-                listed_window: None,
-                listed_output: None,
-            });
-            registry.default_model = Some(SCRIPT_MODEL.into());
+            registry.add_script(path)?;
         }
-        let names: Vec<String> = registry.config.providers.keys().cloned().collect();
-        for name in names {
-            if !registry.config.usable(&name) {
-                let hint = match registry.config.api_key(&name) {
-                    Err(problem) => problem,
-                    Ok(_) => format!(
-                        "provider {name:?} has no API key (set {})",
-                        registry.config.providers[&name]
-                            .api_key_env
-                            .clone()
-                            .unwrap_or_else(|| "its api_key_env variable".into())
-                    ),
-                };
-                registry.problems.push(hint);
-                continue;
-            }
-            let provider = registry.make_provider(&name, options.timeouts)?;
-            registry.providers.insert(name, provider);
-        }
+        registry.start_providers(options.timeouts)?;
         let configured: Vec<(String, ModelConfig)> = registry
             .config
             .models
@@ -183,28 +150,80 @@ impl Registry {
             .model
             .clone()
             .or_else(|| registry.config.defaults.model.clone());
+        registry.add_offered(wanted.as_deref());
+        registry.choose_default(wanted);
+        registry.add_limits_and_prices();
+        Ok(registry)
+    }
+
+    /// Adds the scripted scenario's provider and model, the default.
+    fn add_script(&mut self, path: &Path) -> Result<(), String> {
+        let script = Script::load(path)?;
+        self.providers
+            .insert("script".into(), Arc::new(ScriptProvider::new(script)));
+        self.models.push(ModelEntry {
+            id: SCRIPT_MODEL.into(),
+            provider: "script".into(),
+            model: "scenario".into(),
+            config: ModelConfig {
+                name: Some("Scripted scenario".into()),
+                ..ModelConfig::default()
+            },
+            listed_window: None,
+            listed_output: None,
+        });
+        self.default_model = Some(SCRIPT_MODEL.into());
+        Ok(())
+    }
+
+    /// Makes a provider of every usable one in the config; of the others,
+    /// notes why not.
+    fn start_providers(&mut self, timeouts: Timeouts) -> Result<(), String> {
+        let names: Vec<String> = self.config.providers.keys().cloned().collect();
+        for name in names {
+            if !self.config.usable(&name) {
+                let hint = match self.config.api_key(&name) {
+                    Err(problem) => problem,
+                    Ok(_) => format!(
+                        "provider {name:?} has no API key (set {})",
+                        self.config.providers[&name]
+                            .api_key_env
+                            .clone()
+                            .unwrap_or_else(|| "its api_key_env variable".into())
+                    ),
+                };
+                self.problems.push(hint);
+                continue;
+            }
+            let provider = self.make_provider(&name, timeouts)?;
+            self.providers.insert(name, provider);
+        }
+        Ok(())
+    }
+
+    /// Adds the models each provider offers beyond the configured ones.
+    fn add_offered(&mut self, wanted: Option<&str>) {
         // An official endpoint nobody listed models for gets the catalog's
         // current models of its kind; any other server (a local one, a
         // gateway) is asked what it serves, beside what the config names,
         // and never offered an official model it may not have.
-        let bare: Vec<String> = registry
+        let bare: Vec<String> = self
             .providers
             .keys()
             .filter(|name| *name != "script")
             .cloned()
             .collect();
         let named_provider = wanted
-            .as_deref()
-            .and_then(|wanted| registry.qualify(wanted))
+            .and_then(|wanted| self.qualify(wanted))
             .and_then(|id| id.split_once('/').map(|(p, _)| p.to_string()));
         for name in bare {
-            let config = &registry.config.providers[&name];
+            let config = &self.config.providers[&name];
             let kind = config.kind;
             let official = config
                 .base_url
                 .as_deref()
                 .is_none_or(|base| base.trim_end_matches('/') == kind.default_base_url());
-            let configured = registry.models.iter().any(|m| m.provider == name);
+            let configured = self.models.iter().any(|m| m.provider == name);
             if official {
                 if configured {
                     continue;
@@ -212,63 +231,85 @@ impl Registry {
                 // The catalog's current models, the usual one first: an
                 // official endpoint is not asked (no network call at start).
                 for model in crate::provider::catalog::official_models(kind) {
-                    registry.add(&format!("{name}/{model}"), ModelConfig::default());
+                    self.add(&format!("{name}/{model}"), ModelConfig::default());
                 }
                 continue;
             }
-            match registry.discover(&name) {
-                Ok(listed) => {
-                    registry
-                        .listed
-                        .extend(listed.iter().map(|l| (name.clone(), l.clone())));
-                    let extra = listed.len().saturating_sub(DISCOVERED_CAP);
-                    registry.more_models += extra;
-                    let mut kept: Vec<Listed> = listed.into_iter().take(DISCOVERED_CAP).collect();
-                    // The server's first chat model is the default when
-                    // nobody named one (and the config names none of its).
-                    if let Some(first) = kept.first().filter(|_| !configured) {
-                        registry
-                            .first_listed
-                            .get_or_insert_with(|| format!("{name}/{}", first.id));
-                    }
-                    kept.sort_by(|a, b| a.id.cmp(&b.id));
-                    for model in kept {
-                        let config = ModelConfig {
-                            name: model.name.clone(),
-                            ..ModelConfig::default()
-                        };
-                        let id = format!("{name}/{}", model.id);
-                        registry.add(&id, config);
-                    }
-                }
-                Err(problem) if configured => {
-                    log::info!(
-                        "provider {name:?} lists no models beyond its configured ones: {problem}"
-                    );
-                }
-                Err(problem) if named_provider.as_deref() != Some(name.as_str()) => {
-                    registry.problems.push(format!(
-                        "provider {name:?} offers no model: {problem}; name one with --model or under \"models\" in the config file"
-                    ));
-                }
-                Err(problem) => log::info!("provider {name:?} lists no models: {problem}"),
-            }
+            let named = named_provider.as_deref() == Some(name.as_str());
+            self.add_discovered(&name, configured, named);
         }
-        if let Some(wanted) = wanted {
-            match registry.qualify(&wanted) {
-                Some(id) => {
-                    if registry.model(&id).is_none() {
-                        registry.add(&id, ModelConfig::default());
-                    }
-                    registry.default_model = Some(id);
+    }
+
+    /// Asks a server what it serves and adds that (up to
+    /// [`DISCOVERED_CAP`]); a failure is a problem only when nothing else
+    /// offers the provider a model.
+    fn add_discovered(&mut self, name: &str, configured: bool, named: bool) {
+        match self.discover(name) {
+            Ok(listed) => {
+                self.listed
+                    .extend(listed.iter().map(|l| (name.to_string(), l.clone())));
+                let extra = listed.len().saturating_sub(DISCOVERED_CAP);
+                self.more_models += extra;
+                let mut kept: Vec<Listed> = listed.into_iter().take(DISCOVERED_CAP).collect();
+                // The server's first chat model is the default when
+                // nobody named one (and the config names none of its).
+                if let Some(first) = kept.first().filter(|_| !configured) {
+                    self.first_listed
+                        .get_or_insert_with(|| format!("{name}/{}", first.id));
                 }
-                None => registry
+                kept.sort_by(|a, b| a.id.cmp(&b.id));
+                for model in kept {
+                    let config = ModelConfig {
+                        name: model.name.clone(),
+                        ..ModelConfig::default()
+                    };
+                    let id = format!("{name}/{}", model.id);
+                    self.add(&id, config);
+                }
+            }
+            Err(problem) if configured => {
+                log::info!(
+                    "provider {name:?} lists no models beyond its configured ones: {problem}"
+                );
+            }
+            Err(problem) if !named => {
+                self.problems.push(format!(
+                    "provider {name:?} offers no model: {problem}; name one with --model or under \"models\" in the config file"
+                ));
+            }
+            Err(problem) => log::info!("provider {name:?} lists no models: {problem}"),
+        }
+    }
+
+    /// The default model: the one wanted, else the first a server listed,
+    /// else the first there is.
+    fn choose_default(&mut self, wanted: Option<String>) {
+        if let Some(wanted) = wanted {
+            match self.qualify(&wanted) {
+                Some(id) => {
+                    if self.model(&id).is_none() {
+                        self.add(&id, ModelConfig::default());
+                    }
+                    self.default_model = Some(id);
+                }
+                None => self
                     .problems
                     .push(format!("model {wanted:?} names no usable provider")),
             }
         }
-        for entry in &mut registry.models {
-            let listed = registry
+        if self.default_model.is_none() {
+            self.default_model = self
+                .first_listed
+                .clone()
+                .or_else(|| self.models.first().map(|m| m.id.clone()));
+        }
+    }
+
+    /// Gives each model the limits its server listed and, when well known
+    /// and unpriced, its price.
+    fn add_limits_and_prices(&mut self) {
+        for entry in &mut self.models {
+            let listed = self
                 .listed
                 .iter()
                 .find(|(provider, l)| *provider == entry.provider && l.id == entry.model);
@@ -277,19 +318,12 @@ impl Registry {
                 entry.listed_output = listed.max_output;
             }
         }
-        if registry.default_model.is_none() {
-            registry.default_model = registry
-                .first_listed
-                .clone()
-                .or_else(|| registry.models.first().map(|m| m.id.clone()));
-        }
         // Well-known models are priced without configuration.
-        for entry in &mut registry.models {
+        for entry in &mut self.models {
             if entry.config.price.is_none() {
                 entry.config.price = crate::provider::models::known_price(&entry.model);
             }
         }
-        Ok(registry)
     }
 
     fn make_provider(&self, name: &str, timeouts: Timeouts) -> Result<Arc<dyn Provider>, String> {
