@@ -10,7 +10,7 @@
 
 use super::report::Live;
 use super::runner::{text_content, CallResult};
-use super::updates::UpdateSink;
+use super::updates::{UpdateSink, Updates};
 use super::{steps, State, StopReason, Turn, TurnKind};
 use crate::acp::{SessionUpdate, ToolCallStatus, ToolKind};
 use crate::agent::common::permission::Approvals;
@@ -54,90 +54,28 @@ pub(super) fn run_task(
     spent_before: (&Usage, f64),
 ) -> (CallResult, Spent) {
     let updates = sink.updates;
-    let raw_input = serde_json::from_str::<serde_json::Value>(&call.arguments)
-        .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
     let parsed = crate::tools::parse(&call.name, &call.arguments);
-    let title = match &parsed {
-        Ok(tool) => crate::tools::title(tool, &turn.workspace.root),
-        Err(_) => "task (invalid call)".to_string(),
-    };
-    updates
-        .borrow_mut()
-        .send(SessionUpdate::ToolCall(crate::acp::ToolCall {
-            tool_call_id: call.id.clone(),
-            name: Some(call.name.clone()),
-            title,
-            kind: ToolKind::Think,
-            status: ToolCallStatus::InProgress,
-            locations: None,
-            raw_input: Some(raw_input),
-        }));
-    let fail = |text: String| {
+    announce(turn, updates, call, &parsed);
+    let end = |status: ToolCallStatus, text: &str| {
         updates.borrow_mut().send(SessionUpdate::tool_call_ended(
             &call.id,
-            ToolCallStatus::Failed,
-            vec![text_content(&text)],
+            status,
+            vec![text_content(text)],
         ));
-        (result(text, false), Spent::default())
     };
-    let args = match parsed {
-        Ok(crate::tools::Tool::Task(args)) => args,
-        Ok(_) => return fail("Error: not a task".into()),
-        Err(error) => return fail(format!("Error: {error}")),
-    };
-    if turn.io.client.parent.is_some() {
-        return fail(
-            "Error: a subagent cannot hand out tasks of its own; do the work yourself".into(),
-        );
-    }
-    // The agent file's allow-list holds for `task` as for any tool.
-    if let Some(agent) = turn
-        .rights
-        .agent
-        .iter()
-        .chain(&turn.rights.subagent)
-        .find(|a| !a.allows_tool("task"))
-    {
-        return fail(format!(
-            "Error: the agent {} may not use task; use the tools you were given",
-            agent.name
-        ));
-    }
-    let subagent = match &args.agent {
-        None => None,
-        Some(name) => {
-            let known = turn.rights.agent.as_ref().map(|a| &a.subagents);
-            match known.and_then(|subagents| subagents.get(name)) {
-                Some(spec) => Some(Arc::new(spec.clone())),
-                None => {
-                    let names: Vec<&String> = known.map(|s| s.keys().collect()).unwrap_or_default();
-                    return fail(if names.is_empty() {
-                        format!("Error: there is no subagent {name:?}; leave `agent` out")
-                    } else {
-                        format!(
-                            "Error: there is no subagent {name:?}; the subagents are {}",
-                            names
-                                .iter()
-                                .map(|n| n.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )
-                    });
-                }
-            }
+    let (args, subagent) = match checked_task(turn, parsed) {
+        Ok(task) => task,
+        Err(text) => {
+            end(ToolCallStatus::Failed, &text);
+            return (result(text, false), Spent::default());
         }
     };
-
     if args.background {
         let (text, ok) = match start_job(turn, &args, subagent, call) {
             Ok(text) => (text, true),
             Err(error) => (format!("Error: {error}"), false),
         };
-        updates.borrow_mut().send(SessionUpdate::tool_call_ended(
-            &call.id,
-            ended_status(ok),
-            vec![text_content(&text)],
-        ));
+        end(ended_status(ok), &text);
         return (result(text, false), Spent::default());
     }
     let mut child = child_turn(turn, &args, subagent, call);
@@ -166,8 +104,111 @@ pub(super) fn run_task(
         model_calls: state.model_calls,
         usage_reports: state.usage_reports,
     };
-    let answer = final_answer(&messages);
-    let (status, text, cancelled) = match ended {
+    let (status, text, cancelled) = outcome(ended, &messages);
+    end(status, &text);
+    (result(text, cancelled), spent)
+}
+
+/// Tells the client the `task` call started.
+fn announce(
+    turn: &Turn,
+    updates: &RefCell<Updates>,
+    call: &ToolCallRequest,
+    parsed: &Result<crate::tools::Tool, String>,
+) {
+    let raw_input = serde_json::from_str::<serde_json::Value>(&call.arguments)
+        .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
+    let title = match parsed {
+        Ok(tool) => crate::tools::title(tool, &turn.workspace.root),
+        Err(_) => "task (invalid call)".to_string(),
+    };
+    updates
+        .borrow_mut()
+        .send(SessionUpdate::ToolCall(crate::acp::ToolCall {
+            tool_call_id: call.id.clone(),
+            name: Some(call.name.clone()),
+            title,
+            kind: ToolKind::Think,
+            status: ToolCallStatus::InProgress,
+            locations: None,
+            raw_input: Some(raw_input),
+        }));
+}
+
+/// The task's arguments and subagent, or the error text when this turn
+/// may not hand out the task.
+fn checked_task(
+    turn: &Turn,
+    parsed: Result<crate::tools::Tool, String>,
+) -> Result<
+    (
+        crate::tools::TaskArgs,
+        Option<Arc<crate::agentfile::AgentSpec>>,
+    ),
+    String,
+> {
+    let args = match parsed {
+        Ok(crate::tools::Tool::Task(args)) => args,
+        Ok(_) => return Err("Error: not a task".into()),
+        Err(error) => return Err(format!("Error: {error}")),
+    };
+    if turn.io.client.parent.is_some() {
+        return Err(
+            "Error: a subagent cannot hand out tasks of its own; do the work yourself".into(),
+        );
+    }
+    // The agent file's allow-list holds for `task` as for any tool.
+    if let Some(agent) = turn
+        .rights
+        .agent
+        .iter()
+        .chain(&turn.rights.subagent)
+        .find(|a| !a.allows_tool("task"))
+    {
+        return Err(format!(
+            "Error: the agent {} may not use task; use the tools you were given",
+            agent.name
+        ));
+    }
+    let subagent = match &args.agent {
+        None => None,
+        Some(name) => Some(named_subagent(turn, name)?),
+    };
+    Ok((args, subagent))
+}
+
+/// The subagent the agent file names `name`, or the error text listing
+/// the ones it has.
+fn named_subagent(turn: &Turn, name: &str) -> Result<Arc<crate::agentfile::AgentSpec>, String> {
+    let known = turn.rights.agent.as_ref().map(|a| &a.subagents);
+    match known.and_then(|subagents| subagents.get(name)) {
+        Some(spec) => Ok(Arc::new(spec.clone())),
+        None => {
+            let names: Vec<&String> = known.map(|s| s.keys().collect()).unwrap_or_default();
+            Err(if names.is_empty() {
+                format!("Error: there is no subagent {name:?}; leave `agent` out")
+            } else {
+                format!(
+                    "Error: there is no subagent {name:?}; the subagents are {}",
+                    names
+                        .iter()
+                        .map(|n| n.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+        }
+    }
+}
+
+/// How the subagent's run ended, for the client and the model: the
+/// status, the text and whether it was cancelled.
+fn outcome(
+    ended: Result<StopReason, crate::rpc::RpcError>,
+    messages: &[Message],
+) -> (ToolCallStatus, String, bool) {
+    let answer = final_answer(messages);
+    match ended {
         Ok(StopReason::Cancelled) => (
             ToolCallStatus::Failed,
             "Cancelled by the user.".to_string(),
@@ -189,13 +230,7 @@ pub(super) fn run_task(
             format!("Error: the subagent failed: {}", error.message),
             false,
         ),
-    };
-    updates.borrow_mut().send(SessionUpdate::tool_call_ended(
-        &call.id,
-        status,
-        vec![text_content(&text)],
-    ));
-    (result(text, cancelled), spent)
+    }
 }
 
 fn ended_status(ok: bool) -> ToolCallStatus {
