@@ -215,65 +215,11 @@ impl Dispatcher {
             .map(|s| self.with_agent_servers(s, &cwd));
         // A resume without the editor's servers still gets the configured.
         let configured = self.with_agent_servers(Vec::new(), &cwd);
-        let me = std::process::id();
-        let secrets = self.tool_secrets();
-        let message_cap = self.mcp_message_cap();
-        let elicitation = self.mcp_elicitation();
-        if let Some(session) = self.sessions.get_mut(&id) {
-            // Already live here: attach to it, without a second copy. A
-            // session closed while its turn still winds down is opened
-            // again (that turn ends normally, as cancelled).
-            session.closed = false;
-            if let Some(roots) = roots {
-                session.settings.extra_roots = roots;
-            }
-            let restart = merged.is_some();
-            if let Some(servers) = merged {
-                session.mcp_servers = servers;
-            }
-            if restart {
-                if let Some(old) = session.mcp.take() {
-                    old.shutdown();
-                }
-                let (mcp, notes) =
-                    start_mcp(&session.mcp_servers, &secrets, message_cap, elicitation);
-                session.mcp = mcp;
-                self.notices_after_response(&id, notes);
-            }
-            let Some(session) = self.sessions.get_mut(&id) else {
-                return Err(not_found(&id));
-            };
-            let response = json!({
-                "modes": modes(session),
-                "configOptions": config_options(session, &registry),
-            });
-            if replay {
-                let events = self.store()?.events(&id).map_err(internal)?;
-                self.replay(&id, &events);
-            }
-            self.announce_commands(&id);
-            return Ok(response);
+        if self.sessions.contains_key(&id) {
+            return self.attach_live(&id, roots, merged, replay, &registry);
         }
+        let (row, messages) = self.read_stored(&id)?;
         let store = self.store()?;
-        let Some(row) = store.session(&id).map_err(internal)? else {
-            return Err(not_found(&id));
-        };
-        // A turn still marked running was cut off, unless a live process
-        // holds the session's lease.
-        let held_elsewhere = match (row.lease_pid, row.lease_expires_ms) {
-            (Some(pid), Some(expires)) => {
-                pid != i64::from(me)
-                    && expires > crate::clock::now_ms()
-                    && store::process_alive(pid)
-            }
-            _ => false,
-        };
-        if !held_elsewhere {
-            for turn in store.running_turns(&id).map_err(internal)? {
-                close_interrupted_turn(store, &id, turn)?;
-            }
-        }
-        let messages = store.messages(&id).map_err(internal)?;
         let settings: Settings = serde_json::from_value(row.settings.clone()).unwrap_or_default();
         let servers = match merged {
             Some(servers) => {
@@ -291,8 +237,114 @@ impl Dispatcher {
         };
         let mut session = Session::new(id.clone(), cwd, servers, settings.policy);
         session.restore(settings);
-        // Given: the whole list from now on; absent: the stored one, each
-        // checked again (a folder may be gone, or now hold Spindle's own).
+        self.restore_roots(&mut session, roots);
+        let (mcp, notes) = start_mcp(
+            &session.mcp_servers,
+            &self.tool_secrets(),
+            self.mcp_message_cap(),
+            self.mcp_elicitation(),
+        );
+        session.mcp = mcp;
+        self.notices_after_response(&session.id, notes);
+        fit_to_registry(&mut session, &registry);
+        session.title = row.title;
+        session.stored_messages = messages.len() as i64;
+        session.messages = messages;
+        self.replay(&id, &events);
+        let response = json!({
+            "modes": modes(&session),
+            "configOptions": config_options(&session, &registry),
+        });
+        self.sessions.insert(id.clone(), session);
+        self.own_jobs(&id);
+        self.recover_inbox(&id);
+        self.announce_commands(&id);
+        self.announce_mcp(&id);
+        Ok(response)
+    }
+
+    /// Attaches to a session already live here, without a second copy: new
+    /// roots and servers (whose MCP restarts) replace the old.
+    fn attach_live(
+        &mut self,
+        id: &str,
+        roots: Option<Vec<std::path::PathBuf>>,
+        merged: Option<Vec<Value>>,
+        replay: bool,
+        registry: &Registry,
+    ) -> Result<Value, RpcError> {
+        let secrets = self.tool_secrets();
+        let message_cap = self.mcp_message_cap();
+        let elicitation = self.mcp_elicitation();
+        let Some(session) = self.sessions.get_mut(id) else {
+            return Err(not_found(id));
+        };
+        // A session closed while its turn still winds down is opened
+        // again (that turn ends normally, as cancelled).
+        session.closed = false;
+        if let Some(roots) = roots {
+            session.settings.extra_roots = roots;
+        }
+        let restart = merged.is_some();
+        if let Some(servers) = merged {
+            session.mcp_servers = servers;
+        }
+        if restart {
+            if let Some(old) = session.mcp.take() {
+                old.shutdown();
+            }
+            let (mcp, notes) = start_mcp(&session.mcp_servers, &secrets, message_cap, elicitation);
+            session.mcp = mcp;
+            self.notices_after_response(id, notes);
+        }
+        let Some(session) = self.sessions.get_mut(id) else {
+            return Err(not_found(id));
+        };
+        let response = json!({
+            "modes": modes(session),
+            "configOptions": config_options(session, registry),
+        });
+        if replay {
+            let events = self.store()?.events(id).map_err(internal)?;
+            self.replay(id, &events);
+        }
+        self.announce_commands(id);
+        Ok(response)
+    }
+
+    /// The stored session and its messages; a turn it left running is
+    /// closed as interrupted unless a live process holds its lease.
+    fn read_stored(
+        &mut self,
+        id: &str,
+    ) -> Result<(store::SessionRow, Vec<crate::provider::Message>), RpcError> {
+        let me = std::process::id();
+        let store = self.store()?;
+        let Some(row) = store.session(id).map_err(internal)? else {
+            return Err(not_found(id));
+        };
+        // A turn still marked running was cut off, unless a live process
+        // holds the session's lease.
+        let held_elsewhere = match (row.lease_pid, row.lease_expires_ms) {
+            (Some(pid), Some(expires)) => {
+                pid != i64::from(me)
+                    && expires > crate::clock::now_ms()
+                    && store::process_alive(pid)
+            }
+            _ => false,
+        };
+        if !held_elsewhere {
+            for turn in store.running_turns(id).map_err(internal)? {
+                close_interrupted_turn(store, id, turn)?;
+            }
+        }
+        let messages = store.messages(id).map_err(internal)?;
+        Ok((row, messages))
+    }
+
+    /// The session's extra roots: the given list, or else the stored one,
+    /// each checked again (a folder may be gone, or now hold Spindle's own).
+    fn restore_roots(&self, session: &mut Session, roots: Option<Vec<std::path::PathBuf>>) {
         match roots {
             Some(roots) => session.settings.extra_roots = roots,
             None => {
@@ -311,37 +363,6 @@ impl Dispatcher {
                 .unwrap_or_default();
             }
         }
-        let (mcp, notes) = start_mcp(
-            &session.mcp_servers,
-            &self.tool_secrets(),
-            self.mcp_message_cap(),
-            self.mcp_elicitation(),
-        );
-        session.mcp = mcp;
-        self.notices_after_response(&session.id, notes);
-        // A model that is no longer configured falls back to the default.
-        if registry.model(&session.settings.model).is_none() {
-            session.settings.model = registry.default_model.clone().unwrap_or_default();
-        }
-        if !effort_values(registry.model(&session.settings.model))
-            .contains(&session.settings.effort)
-        {
-            session.settings.effort = "auto".into();
-        }
-        session.title = row.title;
-        session.stored_messages = messages.len() as i64;
-        session.messages = messages;
-        self.replay(&id, &events);
-        let response = json!({
-            "modes": modes(&session),
-            "configOptions": config_options(&session, &registry),
-        });
-        self.sessions.insert(id.clone(), session);
-        self.own_jobs(&id);
-        self.recover_inbox(&id);
-        self.announce_commands(&id);
-        self.announce_mcp(&id);
-        Ok(response)
     }
 
     fn protected_dirs(&self) -> Vec<std::path::PathBuf> {
@@ -574,6 +595,17 @@ impl Dispatcher {
             Ok(false) => {}
             Err(error) => log::warn!("cannot remove the unused session {id}: {error}"),
         }
+    }
+}
+
+/// A stored session's model and effort, fitted to the registry: a model no
+/// longer configured falls back to the default, an effort it lacks to auto.
+fn fit_to_registry(session: &mut Session, registry: &Registry) {
+    if registry.model(&session.settings.model).is_none() {
+        session.settings.model = registry.default_model.clone().unwrap_or_default();
+    }
+    if !effort_values(registry.model(&session.settings.model)).contains(&session.settings.effort) {
+        session.settings.effort = "auto".into();
     }
 }
 
