@@ -124,6 +124,8 @@ impl Runner<'_> {
         }
     }
 
+    /// Runs the command in the editor's terminal: creates it, shows it on
+    /// the call, waits for the exit, then reads the output and releases it.
     pub(in crate::agent) fn run_in_terminal(
         &self,
         call: &ToolCallRequest,
@@ -132,6 +134,53 @@ impl Runner<'_> {
         timeout: Duration,
         launch: &Launch,
     ) -> Ending {
+        let terminal_id = match self.create_terminal(command_line, cwd, launch) {
+            Ok(id) => id,
+            Err(ending) => return ending,
+        };
+        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+            tool_call_id: call.id.clone(),
+            status: None,
+            content: Some(vec![json!({"type": "terminal", "terminalId": terminal_id})]),
+        }));
+        let id_params = json!({"sessionId": self.session_id, "terminalId": terminal_id});
+        let (exit, killed) = match self.wait_for_exit(&id_params, timeout) {
+            Ok(exit) => (Some(exit), false),
+            Err(ClientError::Cancelled) => {
+                let _ = self
+                    .client
+                    .request_cleanup("terminal/kill", id_params.clone());
+                (None, true)
+            }
+            Err(error) => {
+                let _ = self.client.request_cleanup("terminal/release", id_params);
+                return failed(format!("Error: the terminal failed: {error}"));
+            }
+        };
+        let output = self
+            .client
+            .request_cleanup("terminal/output", id_params.clone());
+        let _ = self.client.request_cleanup("terminal/release", id_params);
+        if self.cancel.is_cancelled() {
+            return Ending::Cancelled;
+        }
+        terminal_ending(
+            &terminal_id,
+            exit.as_ref(),
+            killed,
+            output.as_ref().ok(),
+            timeout,
+        )
+    }
+
+    /// Asks the editor for a terminal running the command; its id, or how
+    /// the call ends when there is none.
+    fn create_terminal(
+        &self,
+        command_line: &str,
+        cwd: &Path,
+        launch: &Launch,
+    ) -> Result<String, Ending> {
         let args = terminal_args(command_line, launch);
         let created = self.client.request(
             "terminal/create",
@@ -143,25 +192,25 @@ impl Runner<'_> {
                 "outputByteLimit": self.processes.output_cap,
             }),
         );
-        let terminal_id = match created {
+        match created {
             Ok(answer) => match answer["terminalId"].as_str() {
-                Some(id) => id.to_string(),
-                None => return failed("Error: the editor did not return a terminal id"),
+                Some(id) => Ok(id.to_string()),
+                None => Err(failed("Error: the editor did not return a terminal id")),
             },
-            Err(ClientError::Cancelled) => return Ending::Cancelled,
-            Err(error) => {
-                return failed(format!(
-                    "Error: the editor could not start a terminal: {error}"
-                ))
-            }
-        };
-        self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate {
-            tool_call_id: call.id.clone(),
-            status: None,
-            content: Some(vec![json!({"type": "terminal", "terminalId": terminal_id})]),
-        }));
-        let id_params = json!({"sessionId": self.session_id, "terminalId": terminal_id});
-        // Waiting ends at the exit, the timeout or the turn's cancel.
+            Err(ClientError::Cancelled) => Err(Ending::Cancelled),
+            Err(error) => Err(failed(format!(
+                "Error: the editor could not start a terminal: {error}"
+            ))),
+        }
+    }
+
+    /// Waits for the terminal's exit; the wait ends at the exit, the
+    /// timeout or the turn's cancel (both `Cancelled`).
+    fn wait_for_exit(
+        &self,
+        id_params: &serde_json::Value,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, ClientError> {
         let wait_cancel = CancelToken::new();
         {
             let wait_cancel = wait_cancel.clone();
@@ -184,79 +233,69 @@ impl Runner<'_> {
         if let Ok(timer) = timer {
             let _ = timer.join();
         }
-        let (exit, killed) = match waited {
-            Ok(exit) => (Some(exit), false),
-            Err(ClientError::Cancelled) => {
-                let _ = self
-                    .client
-                    .request_cleanup("terminal/kill", id_params.clone());
-                (None, true)
-            }
-            Err(error) => {
-                let _ = self.client.request_cleanup("terminal/release", id_params);
-                return failed(format!("Error: the terminal failed: {error}"));
-            }
-        };
-        let output = self
-            .client
-            .request_cleanup("terminal/output", id_params.clone());
-        let _ = self.client.request_cleanup("terminal/release", id_params);
-        if self.cancel.is_cancelled() {
-            return Ending::Cancelled;
+        waited
+    }
+}
+
+/// How a command in the editor's terminal ended: its status, its output
+/// as text, and the terminal block so the editor keeps showing it.
+fn terminal_ending(
+    terminal_id: &str,
+    exit: Option<&serde_json::Value>,
+    killed: bool,
+    output: Option<&serde_json::Value>,
+    timeout: Duration,
+) -> Ending {
+    let (text, truncated) = match output {
+        Some(answer) => (
+            answer["output"].as_str().unwrap_or("").to_string(),
+            answer["truncated"].as_bool().unwrap_or(false),
+        ),
+        None => (String::new(), false),
+    };
+    let exit_code = exit.and_then(|e| e["exitCode"].as_i64());
+    let status = if killed {
+        format!(
+            "Timed out after {} s; the command was killed.",
+            timeout.as_secs()
+        )
+    } else if let Some(code) = exit_code {
+        format!("Exit code: {code}")
+    } else {
+        format!(
+            "Killed by signal {}",
+            exit.and_then(|e| e["signal"].as_str()).unwrap_or("?")
+        )
+    };
+    let note = if truncated {
+        "[The beginning of the output was dropped by the editor's output limit.]\n"
+    } else {
+        ""
+    };
+    let body = format!(
+        "{status}\n{note}{}",
+        if text.is_empty() {
+            "(no output)"
+        } else {
+            &text
         }
-        let (text, truncated) = match &output {
-            Ok(answer) => (
-                answer["output"].as_str().unwrap_or("").to_string(),
-                answer["truncated"].as_bool().unwrap_or(false),
-            ),
-            Err(_) => (String::new(), false),
-        };
-        let exit_code = exit.as_ref().and_then(|e| e["exitCode"].as_i64());
-        let status = if killed {
-            format!(
-                "Timed out after {} s; the command was killed.",
-                timeout.as_secs()
-            )
-        } else if let Some(code) = exit_code {
-            format!("Exit code: {code}")
-        } else {
-            format!(
-                "Killed by signal {}",
-                exit.as_ref()
-                    .and_then(|e| e["signal"].as_str())
-                    .unwrap_or("?")
-            )
-        };
-        let note = if truncated {
-            "[The beginning of the output was dropped by the editor's output limit.]\n"
-        } else {
-            ""
-        };
-        let body = format!(
-            "{status}\n{note}{}",
-            if text.is_empty() {
-                "(no output)"
-            } else {
-                &text
-            }
-        );
-        // The terminal block stays, so the editor keeps showing the output;
-        // the output is kept as text too, for a replay (the terminal is gone
-        // by then) and `spindle sessions show`.
-        let content = vec![
-            json!({"type": "terminal", "terminalId": terminal_id}),
-            text_content(&format!("{status}\n{note}{}", fence(&text))),
-        ];
-        if exit_code == Some(0) && !killed {
-            Ending::Completed {
-                text: body,
-                content,
-            }
-        } else {
-            Ending::Failed {
-                text: body,
-                content,
-            }
+    );
+    // The terminal block stays, so the editor keeps showing the output;
+    // the output is kept as text too, for a replay (the terminal is gone
+    // by then) and `spindle sessions show`.
+    let content = vec![
+        json!({"type": "terminal", "terminalId": terminal_id}),
+        text_content(&format!("{status}\n{note}{}", fence(&text))),
+    ];
+    if exit_code == Some(0) && !killed {
+        Ending::Completed {
+            text: body,
+            content,
+        }
+    } else {
+        Ending::Failed {
+            text: body,
+            content,
         }
     }
 }
