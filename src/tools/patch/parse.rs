@@ -94,21 +94,7 @@ pub fn parse(text: &str) -> Result<Patch, String> {
     let count = lines.len();
     // `at(i)` is line i (0-based); numbers shown are 1-based.
     let at = |i: usize| lines.get(i).copied();
-    let mut i = 0;
-    while at(i).is_some_and(|line| line.trim().is_empty()) {
-        i += 1;
-    }
-    match at(i) {
-        Some(line) if line.trim() == BEGIN => i += 1,
-        Some(line) => {
-            return Err(format!(
-                "line {}: the patch must start with '{BEGIN}', found {}",
-                i + 1,
-                quoted(line)
-            ))
-        }
-        None => return Err(format!("the patch is empty; it must start with '{BEGIN}'")),
-    }
+    let mut i = after_begin(&lines)?;
     let mut operations = Vec::new();
     loop {
         let Some(raw) = at(i) else {
@@ -128,79 +114,28 @@ pub fn parse(text: &str) -> Result<Patch, String> {
             i += 1;
             break;
         }
-        if let Some(rest) = line.strip_prefix(ADD) {
+        let (path, kind) = if let Some(rest) = line.strip_prefix(ADD) {
             let path = header_path(rest, number, ADD)?;
             i += 1;
-            let mut content = String::new();
-            while let Some(raw) = at(i) {
-                if let Some(added) = raw.strip_prefix('+') {
-                    content.push_str(added);
-                    content.push('\n');
-                    i += 1;
-                } else if raw.starts_with("***") {
-                    break;
-                } else if raw.trim().is_empty() && next_is_header(&lines, i) {
-                    // Blank lines between sections separate them.
-                    i += 1;
-                } else {
-                    return Err(format!(
-                        "line {}: expected a line starting with '+' (the content of the added file {path}) or the next '*** ' header, found {}",
-                        i + 1,
-                        quoted(raw)
-                    ));
-                }
-            }
-            operations.push(Operation {
-                path,
-                line: number,
-                kind: OperationKind::Add { content },
-            });
+            let content = added_content(&lines, &mut i, &path)?;
+            (path, OperationKind::Add { content })
         } else if let Some(rest) = line.strip_prefix(DELETE) {
             let path = header_path(rest, number, DELETE)?;
             i += 1;
-            operations.push(Operation {
-                path,
-                line: number,
-                kind: OperationKind::Delete,
-            });
+            (path, OperationKind::Delete)
         } else if let Some(rest) = line.strip_prefix(UPDATE) {
             let path = header_path(rest, number, UPDATE)?;
             i += 1;
-            let mut move_to = None;
-            if let Some(rest) = at(i).and_then(|l| l.trim_end().strip_prefix(MOVE)) {
-                move_to = Some(header_path(rest, i + 1, MOVE)?);
-                i += 1;
-            }
-            let hunks = parse_hunks(&lines, &mut i, &path)?;
-            if hunks.is_empty() && move_to.is_none() {
-                return Err(format!(
-                    "line {number}: '{UPDATE} {path}' has no hunks; start each hunk with '@@' (an update without hunks is only valid with '{MOVE}')"
-                ));
-            }
-            operations.push(Operation {
-                path,
-                line: number,
-                kind: OperationKind::Update { move_to, hunks },
-            });
-        } else if line.starts_with(MOVE) {
-            return Err(format!(
-                "line {number}: '{MOVE}' must come right after its '{UPDATE}' line"
-            ));
-        } else if line.starts_with(END_OF_FILE) {
-            return Err(format!(
-                "line {number}: '{END_OF_FILE}' must end a hunk of an '{UPDATE}' section"
-            ));
-        } else if line.starts_with("***") {
-            return Err(format!(
-                "line {number}: unknown header {}; expected '{ADD} ', '{UPDATE} ', '{DELETE} ' or '{END}'",
-                quoted(line)
-            ));
+            let kind = update(&lines, &mut i, number, &path)?;
+            (path, kind)
         } else {
-            return Err(format!(
-                "line {number}: expected a file header ('{ADD} ', '{UPDATE} ', '{DELETE} ') or '{END}', found {}",
-                quoted(raw)
-            ));
-        }
+            return Err(not_a_header(line, raw, number));
+        };
+        operations.push(Operation {
+            path,
+            line: number,
+            kind,
+        });
     }
     while let Some(raw) = at(i) {
         if !raw.trim().is_empty() {
@@ -216,6 +151,90 @@ pub fn parse(text: &str) -> Result<Patch, String> {
         return Err("the patch changes no file: add '*** Add File:', '*** Update File:' or '*** Delete File:' sections".into());
     }
     Ok(Patch { operations })
+}
+
+/// The index of the line after `*** Begin Patch` (blank lines before it
+/// are skipped).
+fn after_begin(lines: &[&str]) -> Result<usize, String> {
+    let at = |i: usize| lines.get(i).copied();
+    let mut i = 0;
+    while at(i).is_some_and(|line| line.trim().is_empty()) {
+        i += 1;
+    }
+    match at(i) {
+        Some(line) if line.trim() == BEGIN => Ok(i + 1),
+        Some(line) => Err(format!(
+            "line {}: the patch must start with '{BEGIN}', found {}",
+            i + 1,
+            quoted(line)
+        )),
+        None => Err(format!("the patch is empty; it must start with '{BEGIN}'")),
+    }
+}
+
+/// The content of an added file: its `+` lines from `i` up to the next
+/// header.
+fn added_content(lines: &[&str], i: &mut usize, path: &str) -> Result<String, String> {
+    let mut content = String::new();
+    while let Some(raw) = lines.get(*i).copied() {
+        if let Some(added) = raw.strip_prefix('+') {
+            content.push_str(added);
+            content.push('\n');
+            *i += 1;
+        } else if raw.starts_with("***") {
+            break;
+        } else if raw.trim().is_empty() && next_is_header(lines, *i) {
+            // Blank lines between sections separate them.
+            *i += 1;
+        } else {
+            return Err(format!(
+                "line {}: expected a line starting with '+' (the content of the added file {path}) or the next '*** ' header, found {}",
+                *i + 1,
+                quoted(raw)
+            ));
+        }
+    }
+    Ok(content)
+}
+
+/// An update section from `i`: its optional `*** Move to:` and its hunks.
+fn update(
+    lines: &[&str],
+    i: &mut usize,
+    number: usize,
+    path: &str,
+) -> Result<OperationKind, String> {
+    let mut move_to = None;
+    if let Some(rest) = lines.get(*i).and_then(|l| l.trim_end().strip_prefix(MOVE)) {
+        move_to = Some(header_path(rest, *i + 1, MOVE)?);
+        *i += 1;
+    }
+    let hunks = parse_hunks(lines, i, path)?;
+    if hunks.is_empty() && move_to.is_none() {
+        return Err(format!(
+            "line {number}: '{UPDATE} {path}' has no hunks; start each hunk with '@@' (an update without hunks is only valid with '{MOVE}')"
+        ));
+    }
+    Ok(OperationKind::Update { move_to, hunks })
+}
+
+/// The error for a line where a file header or `*** End Patch` belongs.
+fn not_a_header(line: &str, raw: &str, number: usize) -> String {
+    if line.starts_with(MOVE) {
+        format!("line {number}: '{MOVE}' must come right after its '{UPDATE}' line")
+    } else if line.starts_with(END_OF_FILE) {
+        format!("line {number}: '{END_OF_FILE}' must end a hunk of an '{UPDATE}' section")
+    } else if line.starts_with("***") {
+        format!(
+            "line {number}: unknown header {}; expected '{ADD} ', '{UPDATE} ', '{DELETE} ' or '{END}'",
+            quoted(line)
+        )
+    } else {
+        format!(
+            "line {number}: expected a file header ('{ADD} ', '{UPDATE} ', '{DELETE} ') or '{END}', found {}",
+            quoted(raw)
+        )
+    }
 }
 
 /// Whether the lines from `i` on are blank up to a `***` header (or the
