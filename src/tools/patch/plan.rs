@@ -4,7 +4,7 @@
 
 use super::hunks::apply_hunks;
 use super::parse::{ADD, MOVE, UPDATE};
-use super::types::{ChangeKind, FileChange, OperationKind, Patch};
+use super::types::{ChangeKind, FileChange, Operation, OperationKind, Patch};
 use crate::tools::bounded;
 use crate::tools::paths;
 use std::collections::HashMap;
@@ -33,132 +33,163 @@ pub fn plan(
     cap: u64,
     read: &dyn Fn(&Path) -> Result<Option<String>, String>,
 ) -> Result<Vec<FileChange>, String> {
-    let mut claimed: HashMap<PathBuf, usize> = HashMap::new();
-    let mut claim = |path: &Path, line: usize| -> Result<(), String> {
-        match claimed.insert(path.to_path_buf(), line) {
-            Some(first) => Err(format!(
-                "line {line}: {} is already changed by the operation at line {first}; give each file one operation",
-                paths::display(root, path)
-            )),
-            None => Ok(()),
-        }
+    let mut planner = Planner {
+        root,
+        cap,
+        read,
+        claimed: HashMap::new(),
     };
     let mut changes = Vec::with_capacity(patch.operations.len());
     for operation in &patch.operations {
+        changes.push(planner.change(operation)?);
+    }
+    Ok(changes)
+}
+
+/// What planning one patch needs: where paths resolve, the size cap, how
+/// files are read, and which paths an earlier operation already changes.
+struct Planner<'a> {
+    root: &'a Path,
+    cap: u64,
+    read: &'a dyn Fn(&Path) -> Result<Option<String>, String>,
+    claimed: HashMap<PathBuf, usize>,
+}
+
+impl Planner<'_> {
+    /// Marks `path` as changed by the operation at `line`; a second
+    /// operation on it is an error.
+    fn claim(&mut self, path: &Path, line: usize) -> Result<(), String> {
+        match self.claimed.insert(path.to_path_buf(), line) {
+            Some(first) => Err(format!(
+                "line {line}: {} is already changed by the operation at line {first}; give each file one operation",
+                paths::display(self.root, path)
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The text of the file the operation names (`None`: missing), refused
+    /// over the cap.
+    fn existing(
+        &self,
+        from: &paths::Resolved,
+        line: usize,
+        verb: &str,
+    ) -> Result<Option<String>, String> {
+        let shown = paths::display(self.root, &from.path);
+        let text = (self.read)(&from.path)
+            .map_err(|err| format!("line {line}: cannot {verb} {shown}: {err}"))?;
+        if let Some(err) = text.as_deref().and_then(|text| too_large(text, self.cap)) {
+            return Err(format!("line {line}: cannot {verb} {shown}: {err}"));
+        }
+        Ok(text)
+    }
+
+    /// The change one operation makes, checked against the files as they are.
+    fn change(&mut self, operation: &Operation) -> Result<FileChange, String> {
         let line = operation.line;
-        let from = paths::resolve(root, &operation.path);
-        let shown = paths::display(root, &from.path);
-        if from.path == paths::normalise(root) {
+        let from = paths::resolve(self.root, &operation.path);
+        let shown = paths::display(self.root, &from.path);
+        if from.path == paths::normalise(self.root) {
             return Err(format!(
                 "line {line}: {:?} is the workspace itself, not a file",
                 operation.path
             ));
         }
-        claim(&from.path, line)?;
-        let existing = |verb: &str| -> Result<Option<String>, String> {
-            let text = read(&from.path)
-                .map_err(|err| format!("line {line}: cannot {verb} {shown}: {err}"))?;
-            if let Some(err) = text.as_deref().and_then(|text| too_large(text, cap)) {
-                return Err(format!("line {line}: cannot {verb} {shown}: {err}"));
-            }
-            Ok(text)
+        self.claim(&from.path, line)?;
+        let change = |kind, old_text, new_text| FileChange {
+            path: from.path.clone(),
+            kind,
+            old_text,
+            new_text,
+            inside: from.inside,
+            git_internal: from.git_internal,
         };
-        let change = match &operation.kind {
+        match &operation.kind {
             OperationKind::Add { content } => {
-                if existing("add")?.is_some() {
+                if self.existing(&from, line, "add")?.is_some() {
                     return Err(format!(
                         "line {line}: cannot add {shown}: it already exists; use '{UPDATE} {}' to change it",
                         operation.path
                     ));
                 }
-                if let Some(err) = too_large(content, cap) {
+                if let Some(err) = too_large(content, self.cap) {
                     return Err(format!("line {line}: cannot add {shown}: {err}"));
                 }
-                FileChange {
-                    path: from.path.clone(),
-                    kind: ChangeKind::Add,
-                    old_text: None,
-                    new_text: Some(content.clone()),
-                    inside: from.inside,
-                    git_internal: from.git_internal,
-                }
+                Ok(change(ChangeKind::Add, None, Some(content.clone())))
             }
             OperationKind::Delete => {
-                let Some(old) = existing("delete")? else {
+                let Some(old) = self.existing(&from, line, "delete")? else {
                     return Err(format!(
                         "line {line}: cannot delete {shown}: it does not exist"
                     ));
                 };
-                FileChange {
-                    path: from.path.clone(),
-                    kind: ChangeKind::Delete,
-                    old_text: Some(old),
-                    new_text: None,
-                    inside: from.inside,
-                    git_internal: from.git_internal,
-                }
+                Ok(change(ChangeKind::Delete, Some(old), None))
             }
             OperationKind::Update { move_to, hunks } => {
-                let Some(old) = existing("update")? else {
+                let Some(old) = self.existing(&from, line, "update")? else {
                     return Err(format!(
                         "line {line}: cannot update {shown}: it does not exist; use '{ADD} {}' to create it",
                         operation.path
                     ));
                 };
                 let new = apply_hunks(&old, hunks, &shown)?;
-                if let Some(err) = too_large(&new, cap) {
+                if let Some(err) = too_large(&new, self.cap) {
                     return Err(format!(
                         "line {line}: cannot update {shown}: the result is too large: {err}"
                     ));
                 }
                 match move_to {
-                    None => FileChange {
-                        path: from.path.clone(),
-                        kind: ChangeKind::Update,
-                        old_text: Some(old),
-                        new_text: Some(new),
-                        inside: from.inside,
-                        git_internal: from.git_internal,
-                    },
-                    Some(to) => {
-                        let to = paths::resolve(root, to);
-                        let shown_to = paths::display(root, &to.path);
-                        if to.path == from.path {
-                            return Err(format!(
-                                "line {line}: '{MOVE}' names {shown} itself; leave the move out"
-                            ));
-                        }
-                        claim(&to.path, line)?;
-                        match read(&to.path) {
-                            Ok(None) => {}
-                            Ok(Some(_)) => {
-                                return Err(format!(
-                                    "line {line}: cannot move {shown} to {shown_to}: {shown_to} already exists"
-                                ))
-                            }
-                            Err(err) => {
-                                return Err(format!(
-                                    "line {line}: cannot move {shown} to {shown_to}: {err}"
-                                ))
-                            }
-                        }
-                        FileChange {
-                            path: from.path.clone(),
-                            kind: ChangeKind::Move {
-                                to: to.path.clone(),
-                            },
-                            old_text: Some(old),
-                            new_text: Some(new),
-                            inside: from.inside && to.inside,
-                            git_internal: from.git_internal || to.git_internal,
-                        }
-                    }
+                    None => Ok(change(ChangeKind::Update, Some(old), Some(new))),
+                    Some(to) => self.moved(&from, to, line, old, new),
                 }
             }
-        };
-        changes.push(change);
+        }
     }
-    Ok(changes)
+
+    /// An update that also moves the file: the target must be free and
+    /// not the file itself.
+    fn moved(
+        &mut self,
+        from: &paths::Resolved,
+        to: &str,
+        line: usize,
+        old: String,
+        new: String,
+    ) -> Result<FileChange, String> {
+        let shown = paths::display(self.root, &from.path);
+        let to = paths::resolve(self.root, to);
+        let shown_to = paths::display(self.root, &to.path);
+        if to.path == from.path {
+            return Err(format!(
+                "line {line}: '{MOVE}' names {shown} itself; leave the move out"
+            ));
+        }
+        self.claim(&to.path, line)?;
+        match (self.read)(&to.path) {
+            Ok(None) => {}
+            Ok(Some(_)) => {
+                return Err(format!(
+                    "line {line}: cannot move {shown} to {shown_to}: {shown_to} already exists"
+                ))
+            }
+            Err(err) => {
+                return Err(format!(
+                    "line {line}: cannot move {shown} to {shown_to}: {err}"
+                ))
+            }
+        }
+        Ok(FileChange {
+            path: from.path.clone(),
+            kind: ChangeKind::Move {
+                to: to.path.clone(),
+            },
+            old_text: Some(old),
+            new_text: Some(new),
+            inside: from.inside && to.inside,
+            git_internal: from.git_internal || to.git_internal,
+        })
+    }
 }
 
 /// The text of a regular file within `cap` bytes, when it is UTF-8.
