@@ -14,7 +14,7 @@ use super::walk::{self, Control, EntryKind, Glob, WalkEnd, WalkOptions};
 use std::borrow::Cow;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
 use std::sync::{mpsc, OnceLock};
 use std::time::Duration;
 
@@ -352,6 +352,50 @@ fn search_ripgrep(
     cancelled: &dyn Fn() -> bool,
 ) -> Result<SearchResult, String> {
     check_query(root, base, query)?;
+    let (mut cmd, filter) = rg_command(root, base, query);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run ripgrep (rg): {e}"))?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let mut guard = ChildGuard(child);
+    let (rx, reader, errors) = start_rg_readers(stdout, stderr)?;
+    let max = query.max_results.max(1);
+    let found = Found {
+        root,
+        base,
+        filter: filter.as_ref(),
+        max,
+    };
+    let (hits, stopped) = found.collect(&rx, cancelled);
+    if stopped {
+        let _ = guard.0.kill();
+    }
+    let status = guard.0.wait().map_err(|e| format!("ripgrep failed: {e}"))?;
+    drop(rx);
+    let _ = reader.join();
+    let stderr_text = errors.join().unwrap_or_default();
+    if cancelled() {
+        return Err("the search was cancelled".to_string());
+    }
+    if !stopped && !matches!(status.code(), Some(0 | 1)) {
+        // rg also exits with 2 when some file could not be read; the matches
+        // it found are still worth showing.
+        if hits.is_empty() {
+            return Err(if stderr_text.is_empty() {
+                format!("ripgrep failed ({status})")
+            } else {
+                format!("ripgrep failed: {stderr_text}")
+            });
+        }
+        log::warn!("search: ripgrep reported errors: {stderr_text}");
+    }
+    Ok(render(hits, query, max, "ripgrep"))
+}
+
+/// The rg command for the query, and the glob its output is matched
+/// against again (when a folder is searched with one).
+fn rg_command(root: &Path, base: &Path, query: &SearchQuery) -> (Command, Option<Glob>) {
     let base_is_dir = base.is_dir();
     let mut cmd = Command::new("rg");
     cmd.args(RG_FLAGS.split_whitespace());
@@ -382,12 +426,23 @@ fn search_ripgrep(
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run ripgrep (rg): {e}"))?;
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let mut stderr = child.stderr.take().expect("stderr is piped");
-    let mut guard = ChildGuard(child);
+    (cmd, filter)
+}
+
+/// Starts the helper threads reading rg's output (line by line, into the
+/// channel) and its errors (the first 64 KiB, as text).
+#[allow(clippy::type_complexity)]
+fn start_rg_readers(
+    stdout: ChildStdout,
+    mut stderr: ChildStderr,
+) -> Result<
+    (
+        mpsc::Receiver<Vec<u8>>,
+        std::thread::JoinHandle<()>,
+        std::thread::JoinHandle<String>,
+    ),
+    String,
+> {
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
     // Both helpers end when ripgrep's pipes close, which the guard's
     // kill makes sure of on every path.
@@ -414,65 +469,59 @@ fn search_ripgrep(
             String::from_utf8_lossy(&text).trim().to_string()
         })
         .map_err(|e| format!("cannot start ripgrep's reader: {e}"))?;
-    let max = query.max_results.max(1);
-    let mut hits = Vec::new();
-    let mut stopped = false;
-    loop {
-        if cancelled() {
-            stopped = true;
-            break;
-        }
-        let raw = match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(raw) => raw,
-            Err(mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        };
-        let Some((path, line, text)) = parse_rg_line(&raw) else {
-            continue;
-        };
-        let path = Path::new(&path);
-        if let Some(filter) = &filter {
-            let rel = path
-                .strip_prefix(base)
-                .map(|r| r.to_string_lossy())
-                .unwrap_or_default();
-            if !filter.is_match(&rel) {
+    Ok((rx, reader, errors))
+}
+
+/// Where rg's matches are taken to: the paths they are shown against, the
+/// glob they must match again, and the cap.
+struct Found<'a> {
+    root: &'a Path,
+    base: &'a Path,
+    filter: Option<&'a Glob>,
+    max: usize,
+}
+
+impl Found<'_> {
+    /// Takes rg's lines as hits until its output ends, one more than the cap
+    /// arrived, or the search is cancelled (then `true`: rg is to be killed).
+    fn collect(
+        &self,
+        rx: &mpsc::Receiver<Vec<u8>>,
+        cancelled: &dyn Fn() -> bool,
+    ) -> (Vec<Hit>, bool) {
+        let mut hits = Vec::new();
+        loop {
+            if cancelled() {
+                return (hits, true);
+            }
+            let raw = match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok(raw) => raw,
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return (hits, false),
+            };
+            let Some((path, line, text)) = parse_rg_line(&raw) else {
                 continue;
+            };
+            let path = Path::new(&path);
+            if let Some(filter) = self.filter {
+                let rel = path
+                    .strip_prefix(self.base)
+                    .map(|r| r.to_string_lossy())
+                    .unwrap_or_default();
+                if !filter.is_match(&rel) {
+                    continue;
+                }
+            }
+            hits.push(Hit {
+                path: walk::display_path(self.root, path),
+                line,
+                text,
+            });
+            if hits.len() > self.max {
+                return (hits, true);
             }
         }
-        hits.push(Hit {
-            path: walk::display_path(root, path),
-            line,
-            text,
-        });
-        if hits.len() > max {
-            stopped = true;
-            break;
-        }
     }
-    if stopped {
-        let _ = guard.0.kill();
-    }
-    let status = guard.0.wait().map_err(|e| format!("ripgrep failed: {e}"))?;
-    drop(rx);
-    let _ = reader.join();
-    let stderr_text = errors.join().unwrap_or_default();
-    if cancelled() {
-        return Err("the search was cancelled".to_string());
-    }
-    if !stopped && !matches!(status.code(), Some(0 | 1)) {
-        // rg also exits with 2 when some file could not be read; the matches
-        // it found are still worth showing.
-        if hits.is_empty() {
-            return Err(if stderr_text.is_empty() {
-                format!("ripgrep failed ({status})")
-            } else {
-                format!("ripgrep failed: {stderr_text}")
-            });
-        }
-        log::warn!("search: ripgrep reported errors: {stderr_text}");
-    }
-    Ok(render(hits, query, max, "ripgrep"))
 }
 
 /// Formats the hits, sorted by path (component by component, as the walk
