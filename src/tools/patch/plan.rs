@@ -97,14 +97,6 @@ impl Planner<'_> {
             ));
         }
         self.claim(&from.path, line)?;
-        let change = |kind, old_text, new_text| FileChange {
-            path: from.path.clone(),
-            kind,
-            old_text,
-            new_text,
-            inside: from.inside,
-            git_internal: from.git_internal,
-        };
         match &operation.kind {
             OperationKind::Add { content } => {
                 if self.existing(&from, line, "add")?.is_some() {
@@ -116,7 +108,14 @@ impl Planner<'_> {
                 if let Some(err) = too_large(content, self.cap) {
                     return Err(format!("line {line}: cannot add {shown}: {err}"));
                 }
-                Ok(change(ChangeKind::Add, None, Some(content.clone())))
+                Ok(FileChange {
+                    path: from.path.clone(),
+                    kind: ChangeKind::Add,
+                    old_text: None,
+                    new_text: Some(content.clone()),
+                    inside: from.inside,
+                    git_internal: from.git_internal,
+                })
             }
             OperationKind::Delete => {
                 let Some(old) = self.existing(&from, line, "delete")? else {
@@ -124,7 +123,14 @@ impl Planner<'_> {
                         "line {line}: cannot delete {shown}: it does not exist"
                     ));
                 };
-                Ok(change(ChangeKind::Delete, Some(old), None))
+                Ok(FileChange {
+                    path: from.path.clone(),
+                    kind: ChangeKind::Delete,
+                    old_text: Some(old),
+                    new_text: None,
+                    inside: from.inside,
+                    git_internal: from.git_internal,
+                })
             }
             OperationKind::Update { move_to, hunks } => {
                 let Some(old) = self.existing(&from, line, "update")? else {
@@ -140,7 +146,14 @@ impl Planner<'_> {
                     ));
                 }
                 match move_to {
-                    None => Ok(change(ChangeKind::Update, Some(old), Some(new))),
+                    None => Ok(FileChange {
+                        path: from.path.clone(),
+                        kind: ChangeKind::Update,
+                        old_text: Some(old),
+                        new_text: Some(new),
+                        inside: from.inside,
+                        git_internal: from.git_internal,
+                    }),
                     Some(to) => self.moved(&from, to, line, old, new),
                 }
             }
