@@ -59,100 +59,77 @@ impl Dispatcher {
             Builtin::Compact => {
                 return Ok((TurnKind::Compact(arguments.to_string()), text.to_string()))
             }
-            Builtin::Reload => match self.reload_now(session_id) {
-                Ok(()) => {
-                    // The prompt's answer comes from a turn, later: the
-                    // commands go now.
-                    self.send_commands(session_id);
-                    "Reloaded the configuration and the commands.".to_string()
-                }
-                Err(error) => format!(
-                    "The reload failed; the old settings stay. {}",
-                    error.message
-                ),
-            },
+            Builtin::Reload => self.reload_reply(session_id),
             Builtin::Undo => return Ok((TurnKind::Rewind(Rewind::Undo(1)), text.to_string())),
             Builtin::Redo => return Ok((TurnKind::Rewind(Rewind::Redo), text.to_string())),
-            Builtin::Rewind => {
-                let steps = match arguments.trim() {
-                    "" => 1,
-                    number => match number.parse::<usize>() {
-                        Ok(steps) if (1..=1000).contains(&steps) => steps,
-                        _ => {
-                            return Ok((
-                                TurnKind::Local(format!(
-                                "`/rewind` takes a number of turns from 1 to 1000, not `{number}`."
-                            )),
-                                text.to_string(),
-                            ))
-                        }
-                    },
-                };
-                return Ok((TurnKind::Rewind(Rewind::Undo(steps)), text.to_string()));
-            }
-            Builtin::Help => {
-                let mut reply = String::from("Commands:\n");
-                for command in &available {
-                    let hint = command
-                        .hint
-                        .as_deref()
-                        .map(|h| format!(" {h}"))
-                        .unwrap_or_default();
-                    reply.push_str(&format!(
-                        "- `/{}{hint}` — {}\n",
-                        command.name, command.description
-                    ));
-                }
-                reply
-            }
-            Builtin::Cost => {
-                let session = &self.sessions[session_id];
-                let (usage, spent) = session.usage_so_far();
-                let mut reply = format!(
-                    "Tokens so far: {} input ({} cached), {} output ({} reasoning).",
-                    usage.input_tokens,
-                    usage.cached_tokens,
-                    usage.output_tokens,
-                    usage.reasoning_tokens
-                );
-                match registry
-                    .model(&session.settings.model)
-                    .and_then(|m| m.config.price.clone())
-                {
-                    Some(price) => {
-                        reply.push_str(&format!(" Cost: {spent:.4} {}.", price.currency))
-                    }
-                    None => reply.push_str(
-                        " The model has no price configured, so there is no cost to show.",
-                    ),
-                }
-                let window = registry
-                    .model(&session.settings.model)
-                    .map(|m| m.context_window());
-                if let (Some(known), Some(window)) = (session.known, window) {
-                    let left = 100u64.saturating_sub(known.tokens * 100 / window.max(1));
-                    reply.push_str(&format!(
-                        " Context: about {} of {} tokens in use ({left}% left).",
-                        known.tokens, window
-                    ));
-                }
-                reply
-            }
+            Builtin::Rewind => return Ok((rewind(arguments), text.to_string())),
+            Builtin::Help => help_reply(&available),
+            Builtin::Cost => self.cost_reply(session_id, registry),
             Builtin::Allow => self.allow_command(session_id, registry, arguments),
             Builtin::Model => self.command_option(session_id, registry, "model", arguments),
             Builtin::Mode => self.command_option(session_id, registry, "mode", arguments),
-            Builtin::Clear => {
-                if let Some(session) = self.sessions.get_mut(session_id) {
-                    session.messages.clear();
-                    session.known = None;
-                }
-                self.store()?
-                    .replace_messages(session_id, &[])
-                    .map_err(internal)?;
-                "Started a fresh conversation: the model no longer sees the earlier messages (they stay in the transcript).".to_string()
-            }
+            Builtin::Clear => self.clear_conversation(session_id)?,
         };
         Ok((TurnKind::Local(reply), text.to_string()))
+    }
+
+    /// `/reload`: reloads the configuration and sends the commands again.
+    fn reload_reply(&mut self, session_id: &str) -> String {
+        match self.reload_now(session_id) {
+            Ok(()) => {
+                // The prompt's answer comes from a turn, later: the
+                // commands go now.
+                self.send_commands(session_id);
+                "Reloaded the configuration and the commands.".to_string()
+            }
+            Err(error) => format!(
+                "The reload failed; the old settings stay. {}",
+                error.message
+            ),
+        }
+    }
+
+    /// `/cost`: the tokens so far, their cost, and the context in use.
+    fn cost_reply(&self, session_id: &str, registry: &Registry) -> String {
+        let session = &self.sessions[session_id];
+        let (usage, spent) = session.usage_so_far();
+        let mut reply = format!(
+            "Tokens so far: {} input ({} cached), {} output ({} reasoning).",
+            usage.input_tokens, usage.cached_tokens, usage.output_tokens, usage.reasoning_tokens
+        );
+        match registry
+            .model(&session.settings.model)
+            .and_then(|m| m.config.price.clone())
+        {
+            Some(price) => reply.push_str(&format!(" Cost: {spent:.4} {}.", price.currency)),
+            None => {
+                reply.push_str(" The model has no price configured, so there is no cost to show.")
+            }
+        }
+        let window = registry
+            .model(&session.settings.model)
+            .map(|m| m.context_window());
+        if let (Some(known), Some(window)) = (session.known, window) {
+            let left = 100u64.saturating_sub(known.tokens * 100 / window.max(1));
+            reply.push_str(&format!(
+                " Context: about {} of {} tokens in use ({left}% left).",
+                known.tokens, window
+            ));
+        }
+        reply
+    }
+
+    /// `/clear`: forgets the conversation the model sees (the transcript
+    /// stays).
+    fn clear_conversation(&mut self, session_id: &str) -> Result<String, RpcError> {
+        if let Some(session) = self.sessions.get_mut(session_id) {
+            session.messages.clear();
+            session.known = None;
+        }
+        self.store()?
+            .replace_messages(session_id, &[])
+            .map_err(internal)?;
+        Ok("Started a fresh conversation: the model no longer sees the earlier messages (they stay in the transcript).".to_string())
     }
 
     /// `/allow edits` and `/allow command WORDS`: the broad answers a
@@ -276,4 +253,38 @@ impl Dispatcher {
             }
         }
     }
+}
+
+/// `/rewind [N]`: undoes N turns (1 to 1000, one when left out), or says
+/// what it takes.
+fn rewind(arguments: &str) -> TurnKind {
+    let steps = match arguments.trim() {
+        "" => 1,
+        number => match number.parse::<usize>() {
+            Ok(steps) if (1..=1000).contains(&steps) => steps,
+            _ => {
+                return TurnKind::Local(format!(
+                    "`/rewind` takes a number of turns from 1 to 1000, not `{number}`."
+                ))
+            }
+        },
+    };
+    TurnKind::Rewind(Rewind::Undo(steps))
+}
+
+/// `/help`: the commands there are, each with its hint and description.
+fn help_reply(available: &[commands::Command]) -> String {
+    let mut reply = String::from("Commands:\n");
+    for command in available {
+        let hint = command
+            .hint
+            .as_deref()
+            .map(|h| format!(" {h}"))
+            .unwrap_or_default();
+        reply.push_str(&format!(
+            "- `/{}{hint}` — {}\n",
+            command.name, command.description
+        ));
+    }
+    reply
 }
