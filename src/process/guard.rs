@@ -80,6 +80,8 @@ pub fn command(program: &Path, args: &[OsString]) -> Command {
 
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+mod termination;
 #[cfg(target_os = "linux")]
 use linux::{agent_gone, sweep, wait_for, watch_parent};
 

@@ -174,25 +174,9 @@ pub(super) fn watch_parent(parent: i32) {
     // SAFETY: plain system calls with integer arguments and a sigaction
     // built here; the handler only calls getppid(2) and kill(2).
     unsafe {
-        // Only ever its own group: run by hand, it must not kill the
-        // shell that started it.
-        if libc::getpgrp() != libc::getpid() {
-            libc::setpgid(0, 0);
-        }
+        super::termination::own_group_and_termination(agent_died);
         // Orphans of the job come to the guard, not to init.
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = agent_died as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
-        libc::sigaction(libc::SIGHUP, &action, std::ptr::null_mut());
-        // The agent's threads block the termination signals (one thread
-        // takes them); a mask survives exec, so unblock them here.
-        let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-        libc::sigemptyset(set.as_mut_ptr());
-        libc::sigaddset(set.as_mut_ptr(), libc::SIGTERM);
-        libc::sigaddset(set.as_mut_ptr(), libc::SIGHUP);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, set.as_ptr(), std::ptr::null_mut());
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
         // The agent may have died before the prctl.
         if libc::getppid() != parent {

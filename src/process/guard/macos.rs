@@ -30,23 +30,7 @@ pub(super) fn watch_parent(parent: i32) {
     // SAFETY: plain system calls with integer arguments and a sigaction
     // built here, whose handler does nothing.
     unsafe {
-        // Only ever its own group: run by hand, it must not kill the
-        // shell that started it.
-        if libc::getpgrp() != libc::getpid() {
-            libc::setpgid(0, 0);
-        }
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = let_pass as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
-        libc::sigaction(libc::SIGHUP, &action, std::ptr::null_mut());
-        // The agent's threads block the termination signals (one thread
-        // takes them); a mask survives exec, so unblock them here.
-        let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-        libc::sigemptyset(set.as_mut_ptr());
-        libc::sigaddset(set.as_mut_ptr(), libc::SIGTERM);
-        libc::sigaddset(set.as_mut_ptr(), libc::SIGHUP);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, set.as_ptr(), std::ptr::null_mut());
+        super::termination::own_group_and_termination(let_pass);
     }
     let exits = match exit_queue(parent) {
         Ok(queue) => Some(queue),
