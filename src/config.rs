@@ -1,7 +1,7 @@
 //! Configuration: which model providers exist, which models they offer,
 //! and the defaults for new sessions. Read from `config.json`
-//! (`$SPINDLE_HOME/config.json`, else `$XDG_CONFIG_HOME/spindle/config.json`,
-//! or `--config PATH`); without a file, providers are found from the
+//! (`$SPINDLE_HOME/config.json`, else the system's config folder,
+//! `crate::os::folders`, or `--config PATH`); without a file, providers are found from the
 //! environment. API keys come from environment variables or key files with
 //! 0600 permissions and are never logged or written anywhere.
 
@@ -440,19 +440,14 @@ impl ToolSettings {
     }
 }
 
-/// Where the config file lives when no `--config` is given.
+/// Where the config file lives when no `--config` is given:
+/// `$SPINDLE_HOME/config.json`, else `config.json` in the system's config
+/// folder ([`crate::os::folders`]).
 pub fn default_path() -> PathBuf {
-    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    if let Some(home) = env("SPINDLE_HOME") {
-        return PathBuf::from(home).join("config.json");
+    match std::env::var_os("SPINDLE_HOME").filter(|v| !v.is_empty()) {
+        Some(home) => PathBuf::from(home).join("config.json"),
+        None => crate::os::folders::config_dir().join("config.json"),
     }
-    if let Some(config) = env("XDG_CONFIG_HOME") {
-        return PathBuf::from(config).join("spindle").join("config.json");
-    }
-    let home = env("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."));
-    home.join(".config/spindle/config.json")
 }
 
 impl Config {

@@ -57,7 +57,8 @@ OPTIONS (acp):
                               default effort and how much the agent verifies
                               (--profile economy|balanced|delivery also works)
     --config PATH             the config file (default $SPINDLE_HOME/config.json,
-                              else $XDG_CONFIG_HOME/spindle/config.json)
+                              else $XDG_CONFIG_HOME/spindle/config.json, else
+                              ~/.config/spindle (%APPDATA%\\spindle on Windows))
     --script FILE             play a JSON scenario instead of calling a model
                               (see docs/scripted-provider.md)
     --permissions POLICY      when tools ask first: ask (every edit and command),
@@ -73,7 +74,8 @@ OPTIONS (acp):
                               and carries on)
     --db PATH                 the session database (default $SPINDLE_HOME/spindle.db,
                               else $XDG_DATA_HOME/spindle/spindle.db, else
-                              ~/.local/share/spindle/spindle.db; with --script and
+                              ~/.local/share/spindle/spindle.db (on Windows
+                              %LOCALAPPDATA%\\spindle\\spindle.db); with --script and
                               no --db, a temporary database removed at exit)
     --log-file PATH           log to this file (info and up, or as RUST_LOG says;
                               rotated at 10 MiB, one old file kept as PATH.1)

@@ -1,7 +1,7 @@
 //! What differs between operating systems outside processes and the
 //! sandbox: private files and folders, opening a file without following a
 //! link or blocking on it, a file's link count and change stamp, local
-//! time, and the terminal's echo. One implementation per system family
+//! time, the terminal's echo, and where the user's folders are. One implementation per system family
 //! (`unix.rs`, `windows.rs`) with the same functions, so nothing above
 //! this module names a system.
 
@@ -20,6 +20,7 @@ pub use sys::{
     EchoOff,
 };
 
+pub mod folders;
 mod shapes;
 pub use shapes::{LocalTime, Private};
 

@@ -43,20 +43,12 @@ pub struct SessionRow {
 }
 
 /// Where the database lives when no `--db` is given: `$SPINDLE_HOME/spindle.db`,
-/// else `$XDG_DATA_HOME/spindle/spindle.db`, else
-/// `~/.local/share/spindle/spindle.db`.
+/// else `spindle.db` in the system's data folder ([`crate::os::folders`]).
 pub fn default_path() -> PathBuf {
-    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    if let Some(home) = env("SPINDLE_HOME") {
-        return PathBuf::from(home).join("spindle.db");
+    match std::env::var_os("SPINDLE_HOME").filter(|v| !v.is_empty()) {
+        Some(home) => PathBuf::from(home).join("spindle.db"),
+        None => crate::os::folders::data_dir().join("spindle.db"),
     }
-    if let Some(data) = env("XDG_DATA_HOME") {
-        return PathBuf::from(data).join("spindle").join("spindle.db");
-    }
-    let home = env("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."));
-    home.join(".local/share/spindle/spindle.db")
 }
 
 const MIGRATIONS: &[&str] = &[

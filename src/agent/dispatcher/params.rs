@@ -111,8 +111,8 @@ pub(in crate::agent) fn protected_dirs(config: Option<&Path>, db: &Path) -> Vec<
         .flatten()
         .map(Path::to_path_buf)
         .collect();
-    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        dirs.push(PathBuf::from(home));
+    if let Some(home) = crate::os::folders::home() {
+        dirs.push(home);
     }
     dirs.into_iter()
         .map(|dir| std::fs::canonicalize(&dir).unwrap_or(dir))
