@@ -5,8 +5,10 @@
 //! `SSL_CERT_FILE` (a PEM bundle), of the PEM files in each folder of
 //! `SSL_CERT_DIR` (`:`-separated, `;` on Windows), of the config's
 //! `tls.ca_file`, and of the operating system's store: on Linux and the
-//! other Unix systems the distribution's bundle file, on macOS and Windows
-//! the system's store (read through `rustls-native-certs`). So a corporate
+//! other Unix systems the distribution's bundle file, on macOS the system
+//! bundle and the certificates of the System and login keychains (exported
+//! by `/usr/bin/security`, so no SDK framework is linked), on Windows the
+//! system's store (read through `rustls-native-certs`). So a corporate
 //! TLS-inspecting proxy or a self-hosted server with an internal CA works
 //! the way it does for the system's own tools.
 //!
@@ -114,7 +116,7 @@ fn system_certificates(_env_given: bool, certs: &mut Vec<Certificate<'static>>) 
 /// The system's store. `rustls-native-certs` reads `SSL_CERT_FILE` and
 /// `SSL_CERT_DIR` instead of the store when either is set (as OpenSSL
 /// does); those were read already, so the store is then left out.
-#[cfg(any(target_os = "macos", windows))]
+#[cfg(windows)]
 fn system_certificates(env_given: bool, certs: &mut Vec<Certificate<'static>>) {
     if env_given {
         return;
@@ -129,6 +131,69 @@ fn system_certificates(env_given: bool, certs: &mut Vec<Certificate<'static>>) {
             .iter()
             .map(|der| Certificate::from_der(der.as_ref()).to_owned()),
     );
+}
+
+/// macOS: `/etc/ssl/cert.pem` (the system's bundle), then what an
+/// administrator or the user added to the System and login keychains (a
+/// corporate CA lands there), as PEM from `security find-certificate`,
+/// which is given a few seconds. Left out when `SSL_CERT_FILE` or
+/// `SSL_CERT_DIR` is set, as on Windows.
+#[cfg(target_os = "macos")]
+fn system_certificates(env_given: bool, certs: &mut Vec<Certificate<'static>>) {
+    if env_given {
+        return;
+    }
+    let bundle = Path::new("/etc/ssl/cert.pem");
+    if bundle.is_file() {
+        read_file(bundle, "the system's certificate bundle", certs);
+    }
+    let mut keychains = vec![PathBuf::from("/Library/Keychains/System.keychain")];
+    if let Some(home) = crate::os::folders::home() {
+        keychains.push(home.join("Library/Keychains/login.keychain-db"));
+    }
+    for keychain in keychains.iter().filter(|k| k.is_file()) {
+        match keychain_pem(keychain) {
+            Ok(pem) => parse_into(&pem, keychain, "a keychain", false, certs),
+            Err(err) => log::warn!("reading {}: {err}", keychain.display()),
+        }
+    }
+}
+
+/// The certificates of `keychain` as PEM, from `/usr/bin/security`,
+/// killed after five seconds; its output capped like a file.
+#[cfg(target_os = "macos")]
+fn keychain_pem(keychain: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("/usr/bin/security")
+        .args(["find-certificate", "-a", "-p"])
+        .arg(keychain)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|err| format!("cannot run /usr/bin/security: {err}"))?;
+    let stdout = child.stdout.take().ok_or("no output pipe")?;
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = stdout.take(FILE_CAP).read_to_end(&mut out);
+        out
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("/usr/bin/security did not answer in 5 s".into());
+            }
+        }
+    }
+    reader.join().map_err(|_| "the reader failed".to_string())
 }
 
 #[cfg(not(any(unix, windows)))]
