@@ -61,7 +61,10 @@ impl StdioTransport {
         env_remove: &[String],
         router: Arc<Router>,
     ) -> Result<StdioTransport, McpError> {
-        let mut command_builder = Command::new(command);
+        // `npx` is `npx.cmd` on Windows: found as a shell would find it.
+        let resolved = crate::process::program::resolve(command);
+        let mut command_builder = Command::new(&resolved.program);
+        command_builder.args(&resolved.leading);
         for name in env_remove {
             command_builder.env_remove(name);
         }

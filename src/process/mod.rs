@@ -19,6 +19,7 @@
 pub mod guard;
 pub mod logs;
 pub mod probe;
+pub mod program;
 mod sys;
 
 pub use sys::{alive, exit_signal, on_termination, tie_to_agent, Input, Tree};
