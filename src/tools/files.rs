@@ -4,6 +4,7 @@
 //! not UTF-8 stay on the local path and keep their bytes exactly.
 
 use super::bounded::{self, FileLimits, ReadError};
+use super::endings::{self, Endings};
 use std::path::Path;
 
 pub use super::bounded::READ_BYTE_CAP;
@@ -248,6 +249,7 @@ pub fn preview_write(
     editor: &dyn EditorFiles,
     limits: FileLimits,
 ) -> Result<Change, String> {
+    let mut new_text = content.to_string();
     let old_text = match bounded::open_regular(path) {
         Ok((_, size)) if size > limits.edit => {
             Some(format!("[the previous {size} bytes are not shown]\n"))
@@ -257,13 +259,17 @@ pub fn preview_write(
         Err(ReadError::Missing) if std::fs::symlink_metadata(path).is_err() => None,
         _ => match current(path, editor, limits.edit)? {
             Current::Missing => None,
-            Current::Text(text) => Some(text),
+            Current::Text(text) => {
+                // An existing file keeps its CRLF endings and its BOM.
+                new_text = endings::conform(&text, content);
+                Some(text)
+            }
             Current::Bytes(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
         },
     };
     Ok(Change {
         old_text,
-        new_text: content.to_string(),
+        new_text,
         summary: String::new(),
     })
 }
@@ -314,7 +320,7 @@ pub fn write_file(
     // A file too large to load is overwritten without its old content in
     // the diff.
     let mut change = preview_write(path, content, editor, limits)?;
-    write(path, content, editor)?;
+    write(path, &change.new_text, editor)?;
     let lines = content.lines().count();
     change.summary = match &change.old_text {
         None => format!("Created {} ({lines} lines).", path.display()),
@@ -403,6 +409,40 @@ fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
     found
 }
 
+/// Where one edit's `old` text occurs, with the bytes it matched and the
+/// bytes that replace them. The text as given is tried first; in a file
+/// with CRLF endings, `old` written with bare `\n` is then tried with
+/// `\r\n` (and `new` written with them). A match without line breaks in
+/// a mostly-CRLF file gets CRLF in the lines `new` adds. Only the matched
+/// bytes change: the other lines keep their endings, mixed or not.
+fn locate_edit(content: &[u8], edit: &Edit) -> (Vec<u8>, Vec<u8>, Vec<usize>) {
+    let (old, new) = (edit.old.as_bytes(), edit.new.as_bytes());
+    let bare = |text: &[u8]| Endings::of(text).crlf == 0;
+    let file = Endings::of(content);
+    let found = find_all(content, old);
+    if !found.is_empty() {
+        let new = if !old.contains(&b'\n') && file.crlf_dominant() && bare(new) {
+            endings::to_crlf(new)
+        } else {
+            new.to_vec()
+        };
+        return (old.to_vec(), new, found);
+    }
+    if file.crlf > 0 && old.contains(&b'\n') && bare(old) {
+        let crlf_old = endings::to_crlf(old);
+        let found = find_all(content, &crlf_old);
+        if !found.is_empty() {
+            let new = if bare(new) {
+                endings::to_crlf(new)
+            } else {
+                new.to_vec()
+            };
+            return (crlf_old, new, found);
+        }
+    }
+    (old.to_vec(), new.to_vec(), Vec::new())
+}
+
 pub(crate) fn apply_edits(text: &str, edits: &[Edit]) -> Result<(String, usize), String> {
     let (bytes, line) = apply_byte_edits(text.as_bytes(), edits)?;
     // Replacing valid UTF-8 with valid UTF-8 at UTF-8 match positions keeps
@@ -431,7 +471,7 @@ fn apply_byte_edits(original: &[u8], edits: &[Edit]) -> Result<(Vec<u8>, usize),
                 "{which}\"old\" and \"new\" are the same; nothing would change"
             ));
         }
-        let found = find_all(&content, edit.old.as_bytes());
+        let (old, new, found) = locate_edit(&content, edit);
         match found.len() {
             0 => {
                 let mut why = format!(
@@ -439,7 +479,7 @@ fn apply_byte_edits(original: &[u8], edits: &[Edit]) -> Result<(Vec<u8>, usize),
                     if number > 0 { " (after the earlier edits)" } else { "" }
                 );
                 if content.windows(2).any(|w| w == b"\r\n") && !edit.old.contains('\r') {
-                    why.push_str(" Note: the file uses CRLF line endings.");
+                    why.push_str(" Note: the file uses CRLF line endings (the text was tried with them too).");
                 }
                 return Err(why);
             }
@@ -462,8 +502,8 @@ fn apply_byte_edits(original: &[u8], edits: &[Edit]) -> Result<(Vec<u8>, usize),
         let mut last = 0;
         for &offset in &found {
             next.extend_from_slice(&content[last..offset]);
-            next.extend_from_slice(edit.new.as_bytes());
-            last = offset + edit.old.len();
+            next.extend_from_slice(&new);
+            last = offset + old.len();
         }
         next.extend_from_slice(&content[last..]);
         content = next;
@@ -508,8 +548,44 @@ mod tests {
             "{err}"
         );
         assert!(apply_edits("abc", &[edit("", "q")]).is_err());
-        let crlf = apply_edits("a\r\nb\r\n", &[edit("a\nb", "x")]).unwrap_err();
-        assert!(crlf.contains("CRLF"));
+        let crlf = apply_edits("a\r\nb\r\n", &[edit("a\nc", "x")]).unwrap_err();
+        assert!(crlf.contains("CRLF"), "{crlf}");
+    }
+
+    #[test]
+    fn edits_keep_crlf_endings_and_the_bom() {
+        // `old` with bare `\n` matches CRLF lines; `new` gets CRLF.
+        let (text, line) = apply_edits(
+            "\u{feff}a\r\nb\r\nc\r\nd\r\n",
+            &[edit("b\nc\n", "B\nC\nC2\n")],
+        )
+        .unwrap();
+        assert_eq!(text, "\u{feff}a\r\nB\r\nC\r\nC2\r\nd\r\n");
+        assert_eq!(line, 2);
+        // One line changed into two in a CRLF file.
+        let (text, _) = apply_edits("a\r\nb\r\n", &[edit("a", "a\nx")]).unwrap();
+        assert_eq!(text, "a\r\nx\r\nb\r\n");
+        // Mixed endings: the LF part matches as given and stays LF; the
+        // CRLF part matches in its CRLF form; other lines are untouched.
+        let mixed = "l1\nl2\nc1\r\nc2\r\nl3\n";
+        let (text, _) = apply_edits(mixed, &[edit("l1\nl2", "L1\nL2")]).unwrap();
+        assert_eq!(text, "L1\nL2\nc1\r\nc2\r\nl3\n");
+        let (text, _) = apply_edits(mixed, &[edit("c1\nc2\n", "C1\nC2\n")]).unwrap();
+        assert_eq!(text, "l1\nl2\nC1\r\nC2\r\nl3\n");
+        // replace_all over the CRLF form.
+        let all = Edit {
+            replace_all: true,
+            ..edit("x\ny", "z")
+        };
+        let (text, _) = apply_edits("x\r\ny\r\nx\r\ny\r\n", &[all]).unwrap();
+        assert_eq!(text, "z\r\nz\r\n");
+        // An edit that spells out `\r\n` itself is taken as given.
+        let (text, _) = apply_edits("a\r\nb\r\n", &[edit("a\r\nb", "x\r\ny")]).unwrap();
+        assert_eq!(text, "x\r\ny\r\n");
+        // Bytes that are not UTF-8 take the same way.
+        let (bytes, _) =
+            apply_byte_edits(b"caf\xe9\r\nold\r\nend\r\n", &[edit("old\nend", "n\ne")]).unwrap();
+        assert_eq!(bytes, b"caf\xe9\r\nn\r\ne\r\n");
     }
 
     #[test]

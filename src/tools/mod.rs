@@ -4,6 +4,7 @@
 //! (`agent/runner.rs`), because it involves permissions and the editor.
 
 pub mod bounded;
+pub mod endings;
 pub mod fetch;
 pub mod files;
 pub mod ignore;
