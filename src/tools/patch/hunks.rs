@@ -21,12 +21,15 @@
 //!   `@@` line, or at the end of the file without one.
 //!
 //! Matched context lines keep the file's own text (its whitespace, when the
-//! match was fuzzy); added lines take the file's line ending (that of its
-//! first line: LF or CRLF); the file keeps ending, or not ending, with a
+//! match was fuzzy) and its own ending; lines are compared without their
+//! `\r\n` or `\n`; added lines take the file's line ending (CRLF when
+//! most of its lines end so, else LF); a byte-order mark stays and is no
+//! part of the first line; the file keeps ending, or not ending, with a
 //! newline.
 
 use super::parse::END_OF_FILE;
 use super::types::{Hunk, HunkLine};
+use crate::tools::endings::{Endings, BOM};
 
 /// How loosely a patch line may match a file line, tried in this order.
 #[derive(Debug, Clone, Copy)]
@@ -201,13 +204,18 @@ fn locate<'h>(
 }
 
 /// Applies the hunks of one file to its text.
-pub(super) fn apply_hunks(text: &str, hunks: &[Hunk], shown: &str) -> Result<String, String> {
+pub(super) fn apply_hunks(whole: &str, hunks: &[Hunk], shown: &str) -> Result<String, String> {
+    // A byte-order mark is no part of the first line's text.
+    let (bom, text) = match whole.strip_prefix(BOM) {
+        Some(rest) => (&whole[..BOM.len_utf8()], rest),
+        None => ("", whole),
+    };
     let lines = split_lines(text);
-    let ending = lines
-        .iter()
-        .map(|(_, ending)| *ending)
-        .find(|ending| !ending.is_empty())
-        .unwrap_or("\n");
+    let ending = if Endings::of(text.as_bytes()).crlf_dominant() {
+        "\r\n"
+    } else {
+        "\n"
+    };
     let ends_with_newline = text.is_empty() || text.ends_with('\n');
     let mut out: Vec<Line> = Vec::with_capacity(lines.len() + 16);
     let mut cursor = 0;
@@ -234,7 +242,8 @@ pub(super) fn apply_hunks(text: &str, hunks: &[Hunk], shown: &str) -> Result<Str
         cursor = next;
     }
     out.extend_from_slice(&lines[cursor..]);
-    let mut result = String::with_capacity(text.len() + 256);
+    let mut result = String::with_capacity(whole.len() + 256);
+    result.push_str(bom);
     for (index, (line, own)) in out.iter().enumerate() {
         result.push_str(line);
         if index + 1 < out.len() || ends_with_newline {
@@ -345,5 +354,22 @@ mod tests {
         assert_eq!(new, "first\n");
         let new = update("a\nb\n", "@@\n-a\n-b\n").unwrap();
         assert_eq!(new, "");
+    }
+
+    #[test]
+    fn crlf_files_and_the_bom_are_kept() {
+        // The BOM is no part of the first line, and stays.
+        let new = update("\u{feff}one\r\ntwo\r\n", "@@\n-one\n+1\n two\n").unwrap();
+        assert_eq!(new, "\u{feff}1\r\ntwo\r\n");
+        // Added lines take the ending most lines have, not the first's;
+        // the other lines keep their own.
+        let mixed = "a\nb\r\nc\r\nd\r\n";
+        let new = update(mixed, "@@\n a\n-b\n+B\n+B2\n").unwrap();
+        assert_eq!(new, "a\nB\r\nB2\r\nc\r\nd\r\n");
+        let new = update("a\nb\nc\r\n", "@@\n c\n+d\n").unwrap();
+        assert_eq!(new, "a\nb\nc\r\nd\n");
+        // A patch written with CRLF itself still matches and adds CRLF.
+        let new = update("x\r\ny\r\n", "@@\r\n x\r\n-y\r\n+z\r\n").unwrap();
+        assert_eq!(new, "x\r\nz\r\n");
     }
 }
