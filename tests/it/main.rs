@@ -10,6 +10,7 @@ mod controls;
 mod credentials;
 mod exec;
 mod help;
+mod line_endings;
 mod mcp;
 mod memory;
 mod network;

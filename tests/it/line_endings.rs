@@ -1,0 +1,208 @@
+//! Line endings and byte-order marks through the real binary: a file a
+//! Windows editor saved with CRLF (and perhaps a BOM) keeps them when the
+//! scripted model, writing `\n`, changes it with edit_file, write_file or
+//! apply_patch; a file with mixed endings changes only where edited; and
+//! the diffs shown hold only the real change.
+
+use crate::support::agent::{temp_dir, write_file, Agent};
+use crate::support::client::{no_requests, run_prompt, Turn};
+use crate::support::prelude::WAIT;
+use serde_json::{json, Value};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// A workspace of its own, removed when the test passes.
+struct Workspace(PathBuf);
+
+impl Workspace {
+    fn new(name: &str) -> Workspace {
+        let base = fs::canonicalize(temp_dir(name)).expect("a canonical temp dir");
+        fs::create_dir_all(base.join("ws")).unwrap();
+        fs::create_dir_all(base.join("tmp")).unwrap();
+        Workspace(base)
+    }
+
+    fn ws(&self) -> PathBuf {
+        self.0.join("ws")
+    }
+
+    fn put(&self, rel: &str, bytes: &[u8]) {
+        write_file(&self.ws(), rel, bytes);
+    }
+
+    fn bytes(&self, rel: &str) -> Vec<u8> {
+        fs::read(self.ws().join(rel)).expect("the file is there")
+    }
+
+    fn abs(&self, rel: &str) -> String {
+        self.ws().join(rel).to_str().expect("UTF-8").to_string()
+    }
+
+    /// Runs one turn in which the scripted model makes `calls`, then
+    /// answers, with every tool allowed.
+    fn run(&self, calls: Vec<Value>) -> Turn {
+        let script = self.0.join("script.json");
+        let replies = json!({"replies": [{"tool_calls": calls}, {"text": "Done."}]});
+        fs::write(&script, replies.to_string()).unwrap();
+        let script = script.to_str().unwrap().to_string();
+        let tmp = self.0.join("tmp").to_str().unwrap().to_string();
+        let mut agent = Agent::spawn(
+            &["acp", "--script", &script, "--permissions", "yolo"],
+            &[("TMPDIR", &tmp)],
+        );
+        initialize(&mut agent);
+        let session = agent.new_session(Path::new(&self.ws()));
+        let turn = run_prompt(&mut agent, &session, "change the files", WAIT, no_requests);
+        assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+        turn.assert_every_tool_call_finished();
+        turn
+    }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn initialize(agent: &mut Agent) {
+    let id = agent.request(
+        "initialize",
+        json!({
+            "protocolVersion": 1,
+            "clientCapabilities": {},
+            "clientInfo": {"name": "spindle-line-ending-tests", "version": "0.0.0"},
+        }),
+    );
+    let (response, _) = agent.response(&id, WAIT);
+    assert!(response.get("result").is_some(), "{response}");
+}
+
+fn call(id: &str, name: &str, arguments: Value) -> Value {
+    json!({"id": id, "name": name, "arguments": arguments})
+}
+
+/// The diff blocks of the final update of `id`.
+fn diffs(turn: &Turn, id: &str) -> Vec<Value> {
+    let content = turn.final_content(id);
+    assert!(
+        !content.is_empty() && content.iter().all(|c| c["type"] == "diff"),
+        "{id}: {content:?}"
+    );
+    content
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).expect("UTF-8")
+}
+
+#[test]
+fn edit_file_keeps_crlf_the_bom_and_mixed_endings() {
+    let space = Workspace::new("endings-edit");
+    let crlf = b"\xef\xbb\xbf[section]\r\nname = old\r\nsize = 1\r\n\r\nend\r\n";
+    space.put("win.ini", crlf);
+    let mixed = b"lf one\nlf two\ncrlf one\r\ncrlf two\r\ntail\n";
+    space.put("mixed.txt", mixed);
+    let turn = space.run(vec![
+        call(
+            "e1",
+            "edit_file",
+            json!({"path": "win.ini", "edits": [
+                {"old": "name = old\nsize = 1\n", "new": "name = new\nsize = 2\ncolour = red\n"},
+                {"old": "end", "new": "end\n; done"}
+            ]}),
+        ),
+        call(
+            "e2",
+            "edit_file",
+            json!({"path": "mixed.txt", "edits": [
+                {"old": "lf one\nlf two", "new": "LF ONE\nLF TWO"},
+                {"old": "crlf one\ncrlf two", "new": "CRLF ONE\nCRLF TWO"}
+            ]}),
+        ),
+    ]);
+    let expected =
+        b"\xef\xbb\xbf[section]\r\nname = new\r\nsize = 2\r\ncolour = red\r\n\r\nend\r\n; done\r\n";
+    assert_eq!(text(&space.bytes("win.ini")), text(expected));
+    assert_eq!(
+        text(&space.bytes("mixed.txt")),
+        "LF ONE\nLF TWO\nCRLF ONE\r\nCRLF TWO\r\ntail\n"
+    );
+    // The diff is old and new as they are on disk: no line but the edited
+    // ones differs.
+    let diff = &diffs(&turn, "e1")[0];
+    assert_eq!(diff["oldText"], text(crlf));
+    assert_eq!(diff["newText"], text(expected));
+}
+
+#[test]
+fn write_file_over_a_crlf_file_writes_crlf_and_keeps_the_bom() {
+    let space = Workspace::new("endings-write");
+    space.put("win.txt", b"\xef\xbb\xbfone\r\ntwo\r\n");
+    space.put("unix.txt", b"one\ntwo\n");
+    let turn = space.run(vec![
+        call(
+            "w1",
+            "write_file",
+            json!({"path": "win.txt", "content": "uno\ndos\ntres\n"}),
+        ),
+        call(
+            "w2",
+            "write_file",
+            json!({"path": "unix.txt", "content": "uno\ndos\n"}),
+        ),
+        call(
+            "w3",
+            "write_file",
+            json!({"path": "new.txt", "content": "a\r\nb\n"}),
+        ),
+    ]);
+    let win = "\u{feff}uno\r\ndos\r\ntres\r\n";
+    assert_eq!(text(&space.bytes("win.txt")), win);
+    assert_eq!(text(&space.bytes("unix.txt")), "uno\ndos\n");
+    // A new file is written as given.
+    assert_eq!(text(&space.bytes("new.txt")), "a\r\nb\n");
+    let diff = &diffs(&turn, "w1")[0];
+    assert_eq!(diff["oldText"], "\u{feff}one\r\ntwo\r\n");
+    assert_eq!(diff["newText"], win, "the diff shows what was written");
+    assert_eq!(diff["path"], space.abs("win.txt"));
+}
+
+#[test]
+fn apply_patch_matches_and_keeps_crlf_and_the_bom() {
+    let space = Workspace::new("endings-patch");
+    let before = "\u{feff}fn main() {\r\n    let x = 1;\r\n    println!(\"{x}\");\r\n}\r\n";
+    space.put("src/main.rs", before.as_bytes());
+    space.put("mixed.txt", b"first\nsecond\r\nthird\r\nfourth\r\n");
+    let patch = "*** Begin Patch
+*** Update File: src/main.rs
+@@
+ fn main() {
+-    let x = 1;
++    let x = 2;
++    let y = 3;
+     println!(\"{x}\");
+*** Update File: mixed.txt
+@@
+ first
+-second
++2nd
+*** End Patch";
+    let turn = space.run(vec![call("p1", "apply_patch", json!({"patch": patch}))]);
+    let after =
+        "\u{feff}fn main() {\r\n    let x = 2;\r\n    let y = 3;\r\n    println!(\"{x}\");\r\n}\r\n";
+    assert_eq!(text(&space.bytes("src/main.rs")), after);
+    assert_eq!(
+        text(&space.bytes("mixed.txt")),
+        "first\n2nd\r\nthird\r\nfourth\r\n"
+    );
+    let shown = diffs(&turn, "p1");
+    let main = shown
+        .iter()
+        .find(|d| d["path"] == space.abs("src/main.rs"))
+        .expect("a diff for main.rs");
+    assert_eq!(main["oldText"], before);
+    assert_eq!(main["newText"], after);
+}
