@@ -5,9 +5,10 @@
 //! the diffs shown hold only the real change.
 
 use crate::support::agent::{temp_dir, write_file, Agent};
-use crate::support::client::{no_requests, run_prompt, Turn};
+use crate::support::client::{no_requests, run_prompt, Answer, Turn};
 use crate::support::prelude::WAIT;
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -41,6 +42,17 @@ impl Workspace {
     /// Runs one turn in which the scripted model makes `calls`, then
     /// answers, with every tool allowed.
     fn run(&self, calls: Vec<Value>) -> Turn {
+        self.run_with(calls, json!({}), no_requests)
+    }
+
+    /// `run` with these client capabilities, answering the agent's
+    /// requests with `answer`.
+    fn run_with(
+        &self,
+        calls: Vec<Value>,
+        capabilities: Value,
+        answer: impl FnMut(&Value) -> Answer,
+    ) -> Turn {
         let script = self.0.join("script.json");
         let replies = json!({"replies": [{"tool_calls": calls}, {"text": "Done."}]});
         fs::write(&script, replies.to_string()).unwrap();
@@ -50,9 +62,9 @@ impl Workspace {
             &["acp", "--script", &script, "--permissions", "yolo"],
             &[("TMPDIR", &tmp)],
         );
-        initialize(&mut agent);
+        initialize(&mut agent, capabilities);
         let session = agent.new_session(Path::new(&self.ws()));
-        let turn = run_prompt(&mut agent, &session, "change the files", WAIT, no_requests);
+        let turn = run_prompt(&mut agent, &session, "change the files", WAIT, answer);
         assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
         turn.assert_every_tool_call_finished();
         turn
@@ -67,12 +79,12 @@ impl Drop for Workspace {
     }
 }
 
-fn initialize(agent: &mut Agent) {
+fn initialize(agent: &mut Agent, capabilities: Value) {
     let id = agent.request(
         "initialize",
         json!({
             "protocolVersion": 1,
-            "clientCapabilities": {},
+            "clientCapabilities": capabilities,
             "clientInfo": {"name": "spindle-line-ending-tests", "version": "0.0.0"},
         }),
     );
@@ -205,4 +217,42 @@ fn apply_patch_matches_and_keeps_crlf_and_the_bom() {
         .expect("a diff for main.rs");
     assert_eq!(main["oldText"], before);
     assert_eq!(main["newText"], after);
+}
+
+#[test]
+fn edits_through_the_editor_keep_its_buffers_crlf() {
+    let space = Workspace::new("endings-editor");
+    space.put("buf.txt", b"on disk\n");
+    let buffer = "\u{feff}one\r\ntwo\r\nthree\r\n";
+    let mut buffers = HashMap::from([(space.abs("buf.txt"), buffer.to_string())]);
+    let editor = |request: &Value| {
+        let path = request["params"]["path"].as_str().unwrap_or_default();
+        match request["method"].as_str().unwrap_or_default() {
+            "fs/read_text_file" => match buffers.get(path) {
+                Some(text) => Answer::Result(json!({"content": text})),
+                None => Answer::error(-32002, "Resource not found"),
+            },
+            "fs/write_text_file" => {
+                let content = request["params"]["content"].as_str().unwrap_or_default();
+                buffers.insert(path.to_string(), content.to_string());
+                Answer::Result(json!({}))
+            }
+            _ => panic!("unexpected request: {request}"),
+        }
+    };
+    let turn = space.run_with(
+        vec![call(
+            "e1",
+            "edit_file",
+            json!({"path": "buf.txt", "edits": [{"old": "one\ntwo", "new": "1\n2"}]}),
+        )],
+        json!({"fs": {"readTextFile": true, "writeTextFile": true}}),
+        editor,
+    );
+    let edited = "\u{feff}1\r\n2\r\nthree\r\n";
+    let writes = turn.requests("fs/write_text_file");
+    assert_eq!(writes.len(), 1, "{}", turn.dump());
+    assert_eq!(writes[0]["params"]["content"], edited);
+    assert_eq!(diffs(&turn, "e1")[0]["oldText"], buffer);
+    assert_eq!(text(&space.bytes("buf.txt")), "on disk\n");
 }
