@@ -110,6 +110,10 @@ pub struct Config {
     /// win on a name both use.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<Value>,
+    /// The shell commands run under (a name or a path; the default is
+    /// `sh` on Unix, PowerShell or `cmd` on Windows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
 }
 
 /// Checks MCP server entries in the ACP shape; the message names the
@@ -465,6 +469,11 @@ impl Config {
         crate::policy::secrets::Secrets::new(variables, keys, self.tools.pass_env.iter().cloned())
     }
 
+    /// The shell commands run under.
+    pub fn shell(&self) -> crate::process::shell::Shell {
+        crate::process::shell::Shell::configured(self.shell.as_deref())
+    }
+
     /// Parses a config file's text; errors name the file, line and column.
     pub fn parse(text: &str, path: &Path) -> Result<Config, String> {
         let config: Config = serde_json::from_str(text).map_err(|err| {
@@ -480,6 +489,10 @@ impl Config {
             &config.mcp_servers,
             &format!("{}: mcp_servers", path.display()),
         )?;
+        if let Some(shell) = &config.shell {
+            crate::process::shell::Shell::named(shell)
+                .map_err(|problem| format!("{}: shell: {problem}", path.display()))?;
+        }
         for id in config.models.keys() {
             let Some((provider, model)) = id.split_once('/') else {
                 return Err(format!(

@@ -16,6 +16,7 @@ pub(super) fn command_classifier(rng: &mut Rng) -> Result<(), String> {
             root: &root,
             cwd: &root,
             path_var: None,
+            shell: crate::process::shell::ShellKind::Posix,
         },
     );
     // Whatever writes with `>` (outside quotes it would be an operator) or

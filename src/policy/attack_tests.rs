@@ -151,6 +151,7 @@ fn judged(root: &Path, cwd: &Path, line: &str) -> bool {
             root,
             cwd,
             path_var: Some(SYSTEM_PATH.into()),
+            shell: crate::process::shell::ShellKind::Posix,
         },
     )
     .is_read_only()

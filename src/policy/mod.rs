@@ -38,6 +38,8 @@ pub struct Context<'a> {
     pub cwd: &'a Path,
     /// The `PATH` the command gets, for finding which program a name runs.
     pub path_var: Option<OsString>,
+    /// The kind of shell the line runs under: only POSIX sh is parsed.
+    pub shell: crate::process::shell::ShellKind,
 }
 
 /// The judgement of one command line.
@@ -93,6 +95,9 @@ pub fn judge_or_cancel(
 }
 
 fn classify_inner(line: &str, context: &Context) -> Judged<Vec<PathBuf>> {
+    if context.shell != crate::process::shell::ShellKind::Posix {
+        return Err("commands run under a shell that is not sh, which is not parsed".into());
+    }
     let script = shell::parse(line).map_err(|refusal| refusal.0.to_string())?;
     let root = std::fs::canonicalize(context.root).unwrap_or_else(|_| context.root.to_path_buf());
     let mut check = Checker {

@@ -52,6 +52,7 @@ pub(super) fn verdict(root: &Path, cwd: &Path, path_var: &str, line: &str) -> Ve
             root,
             cwd,
             path_var: Some(path_var.into()),
+            shell: crate::process::shell::ShellKind::Posix,
         },
     )
 }
@@ -562,6 +563,7 @@ fn repository_configuration_is_checked() {
         root,
         cwd: root,
         path_var: Some(SYSTEM_PATH.into()),
+        shell: crate::process::shell::ShellKind::Posix,
     };
     assert!(judge("git status", &context).is_read_only());
     for (key, value) in [
@@ -599,6 +601,7 @@ fn repository_configuration_is_checked() {
         root,
         cwd: &bare,
         path_var: Some(SYSTEM_PATH.into()),
+        shell: crate::process::shell::ShellKind::Posix,
     };
     assert!(judge("git status", &context).is_read_only());
 }
@@ -718,5 +721,25 @@ fn random_input_never_panics() {
             .map(|_| alphabet[(rng.next() % alphabet.len() as u64) as usize])
             .collect();
         let _ = verdict(root, root, SYSTEM_PATH, &line);
+    }
+}
+
+#[test]
+fn no_line_is_read_only_under_a_shell_that_is_not_sh() {
+    let ws = workspace();
+    for shell in [
+        crate::process::shell::ShellKind::PowerShell,
+        crate::process::shell::ShellKind::Cmd,
+    ] {
+        let context = Context {
+            root: &ws.root,
+            cwd: &ws.root,
+            path_var: Some(SYSTEM_PATH.into()),
+            shell,
+        };
+        match classify("ls", &context) {
+            Verdict::Ask(reason) => assert!(reason.contains("not sh"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -20,6 +20,7 @@ pub mod guard;
 pub mod logs;
 pub mod probe;
 pub mod program;
+pub mod shell;
 mod sys;
 
 pub use sys::{alive, exit_signal, on_termination, tie_to_agent, Input, Tree};
@@ -36,8 +37,9 @@ use std::time::{Duration, Instant};
 /// What to run and how to keep its output.
 #[derive(Debug, Clone)]
 pub struct CommandSpec {
-    /// Run as `sh -c <command_line>`.
+    /// Run under `shell` (`sh -c <command_line>` by default on Unix).
     pub command_line: String,
+    pub shell: shell::Shell,
     pub cwd: PathBuf,
     pub timeout: Duration,
     /// Bytes of output kept for the model (e.g. 30_000).
@@ -52,7 +54,7 @@ pub struct CommandSpec {
     pub env_remove: Vec<OsString>,
     /// Variables set for the command.
     pub env_set: Vec<(OsString, OsString)>,
-    /// The program and arguments to run instead of `sh -c LINE`: the
+    /// The program and arguments to run instead of the shell's line: the
     /// sandbox launcher's command line for it (`sandbox::shell_argv`).
     pub program: Option<(PathBuf, Vec<OsString>)>,
     /// At its timeout the command is not killed but handed over, still
@@ -72,10 +74,12 @@ pub struct Detached {
 }
 
 impl CommandSpec {
-    /// A command with no log, the inherited environment, as `sh -c LINE`.
+    /// A command with no log, the inherited environment, under the
+    /// system's default shell (`sh -c LINE` on Unix).
     pub fn new(command_line: &str, cwd: &Path, timeout: Duration, output_cap: usize) -> Self {
         CommandSpec {
             command_line: command_line.to_string(),
+            shell: shell::Shell::default_here(),
             cwd: cwd.to_path_buf(),
             timeout,
             output_cap,
@@ -329,10 +333,7 @@ fn spawn_child(
 ) -> io::Result<Child> {
     let mut command = match &spec.program {
         Some((program, args)) => guard::command(program, args),
-        None => guard::command(
-            Path::new("sh"),
-            &[OsString::from("-c"), OsString::from(&spec.command_line)],
-        ),
+        None => spec.shell.command(&spec.command_line),
     };
     for name in &spec.env_remove {
         command.env_remove(name);

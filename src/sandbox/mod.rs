@@ -255,7 +255,11 @@ fn run_probe(_exe: &Path) -> Support {
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
-const NO_SANDBOX: &str = "no sandbox on this operating system";
+const NO_SANDBOX: &str = if cfg!(windows) {
+    "there is no sandbox on Windows yet"
+} else {
+    "no sandbox on this operating system"
+};
 
 /// The command line that starts `program args` inside the sandbox through
 /// the launcher: `exe sandbox --write DIR… --read-only PATH… [--network] --
@@ -445,22 +449,20 @@ fn launch_program(_launch: Launch) -> ExitCode {
     ExitCode::from(126)
 }
 
-/// `sh -c LINE` as a program and its arguments, inside the sandbox
-/// launcher when there is one. The caller starts it under the guard
-/// ([`crate::process::guard::command`]).
+/// `LINE` under `shell` (`sh -c LINE`) as a program and its arguments,
+/// inside the sandbox launcher when there is one. The caller starts it
+/// under the guard ([`crate::process::guard::command`]).
 pub fn shell_argv(
     command_line: &str,
     sandbox: Option<&(std::path::PathBuf, Profile)>,
+    shell: &crate::process::shell::Shell,
 ) -> (std::path::PathBuf, Vec<std::ffi::OsString>) {
-    let shell_args = vec![
-        std::ffi::OsString::from("-c"),
-        std::ffi::OsString::from(command_line),
-    ];
+    let shell_args = shell.argv(command_line);
     match sandbox {
         Some((launcher, profile)) => {
-            launcher_command_here(launcher, profile, std::ffi::OsStr::new("sh"), &shell_args)
+            launcher_command_here(launcher, profile, shell.program.as_os_str(), &shell_args)
         }
-        None => (std::path::PathBuf::from("sh"), shell_args),
+        None => (shell.program.clone(), shell_args),
     }
 }
 

@@ -22,6 +22,8 @@ pub struct JobSpec {
     pub env_remove: Vec<OsString>,
     pub env_set: Vec<(OsString, OsString)>,
     pub sandbox: Option<(PathBuf, crate::sandbox::Profile)>,
+    /// The shell the line runs under.
+    pub shell: crate::process::shell::Shell,
     /// The folder of the session's logs.
     pub log_dir: PathBuf,
     /// The most bytes of output kept in the log.
@@ -330,8 +332,14 @@ impl Jobs {
     /// Starts a job; returns it as it is once started.
     pub fn start(self: &Arc<Self>, spec: JobSpec) -> Result<JobInfo, String> {
         let (job_id, log_path, log) = new_log(&spec)?;
-        let (program, args) = crate::sandbox::shell_argv(&spec.command_line, spec.sandbox.as_ref());
-        let mut command = crate::process::guard::command(&program, &args);
+        let mut command = match &spec.sandbox {
+            Some(sandbox) => {
+                let (program, args) =
+                    crate::sandbox::shell_argv(&spec.command_line, Some(sandbox), &spec.shell);
+                crate::process::guard::command(&program, &args)
+            }
+            None => spec.shell.command(&spec.command_line),
+        };
         for name in &spec.env_remove {
             command.env_remove(name);
         }

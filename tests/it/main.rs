@@ -24,6 +24,7 @@ mod repository;
 mod sandbox;
 mod sessions;
 mod setup_pty;
+mod shell_choice;
 mod streaming;
 mod support;
 mod support_selftest;

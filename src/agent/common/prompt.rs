@@ -55,20 +55,17 @@ pub fn global_instructions_path() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("AGENTS.md"))
 }
 
-/// The date, the machine, the shell, and the repository's branch and
-/// state: taken once, at the start of a session.
-pub fn environment(cwd: &Path) -> String {
+/// The date, the machine, the shell commands run under, and the
+/// repository's branch and state: taken once, at the start of a session.
+pub fn environment(cwd: &Path, shell: &crate::process::shell::Shell) -> String {
     let date = crate::clock::now_rfc3339();
-    let shell = std::env::var("SHELL")
-        .ok()
-        .and_then(|s| s.rsplit('/').next().map(str::to_string))
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "sh".into());
     let mut out = format!(
-        "Environment (at the start of this session):\n- Date: {} (UTC)\n- System: {} {}\n- Shell: {shell} (commands run with sh -c)\n- Working folder: {}",
+        "Environment (at the start of this session):\n- Date: {} (UTC)\n- System: {} {}\n- Shell: {} (commands run with {})\n- Working folder: {}",
         &date[..date.len().min(10)],
         std::env::consts::OS,
         std::env::consts::ARCH,
+        shell.name(),
+        shell.describe(),
         cwd.display()
     );
     if let Some(git) = git_state(cwd) {
@@ -285,7 +282,7 @@ mod tests {
             .collect();
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{text}");
         assert!(!text.contains("ignored"));
-        let env = environment(&sub);
+        let env = environment(&sub, &crate::process::shell::Shell::sh());
         assert!(env.contains("branch feature/x"), "{env}");
         assert!(env.contains(&crate::clock::now_rfc3339()[..10]));
         std::fs::remove_dir_all(&repo).unwrap();

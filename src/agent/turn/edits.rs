@@ -133,6 +133,7 @@ impl Runner<'_> {
             root: self.root,
             cwd: &cwd.path,
             path_var: std::env::var_os("PATH"),
+            shell: self.processes.shell.kind,
         };
         let cancel = Some(self.cancel.signal());
         !crate::policy::judge_or_cancel(command_line, &context, cancel).is_read_only()

@@ -28,6 +28,7 @@ impl Runner<'_> {
             env_remove: launch.env_remove,
             env_set: launch.env_set,
             sandbox: launch.sandbox,
+            shell: launch.shell,
             log_dir,
             log_cap: self.processes.log_cap,
             epoch: self.epoch,

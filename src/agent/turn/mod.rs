@@ -136,17 +136,18 @@ fn take_environment(turn: &mut Turn) {
         // The workspace's files are read here (git's HEAD, …):
         // whatever they hold, a failure costs the snapshot only.
         let root = turn.workspace.root.clone();
-        let environment =
-            turn.workspace
-                .environment
-                .get_or_init(|| {
-                    catch_unwind(|| crate::agent::common::prompt::environment(&root))
-                        .unwrap_or_else(|_| {
-                            log::error!("the environment snapshot failed");
-                            "Environment: not known.".into()
-                        })
-                })
-                .clone();
+        let shell = turn.workspace.processes.shell.clone();
+        let environment = turn
+            .workspace
+            .environment
+            .get_or_init(|| {
+                catch_unwind(|| crate::agent::common::prompt::environment(&root, &shell))
+                    .unwrap_or_else(|_| {
+                        log::error!("the environment snapshot failed");
+                        "Environment: not known.".into()
+                    })
+            })
+            .clone();
         turn.start.system = turn
             .start
             .system

@@ -49,6 +49,8 @@ pub struct Processes {
     /// The session's additional workspace roots: writable in the sandbox
     /// as the workspace is (their `.git` read-only).
     pub extra_roots: Vec<PathBuf>,
+    /// The shell commands run under (the config's `shell`).
+    pub shell: crate::process::shell::Shell,
 }
 
 /// A command runs with nobody at a terminal: pagers print, editors
@@ -70,6 +72,7 @@ pub struct Launch {
     pub env_remove: Vec<OsString>,
     pub env_set: Vec<(OsString, OsString)>,
     pub sandbox: Option<(PathBuf, Profile)>,
+    pub shell: crate::process::shell::Shell,
 }
 
 impl Processes {
@@ -91,6 +94,7 @@ impl Processes {
                 .map(|(k, v)| (OsString::from(k), OsString::from(v)))
                 .collect(),
             sandbox: None,
+            shell: self.shell.clone(),
         };
         let profile = match confinement {
             Confinement::None => return Ok(launch),

@@ -7,6 +7,7 @@ use super::processes::Launch;
 use super::runner::{failed, text_content, Ending, Runner};
 use crate::acp::{SessionUpdate, ToolCallUpdate};
 use crate::cancel::CancelToken;
+use crate::process::shell::ShellKind;
 use crate::process::{self, logs};
 use crate::provider::ToolCallRequest;
 use crate::util::fence;
@@ -37,7 +38,8 @@ impl Runner<'_> {
         spec.program = launch
             .sandbox
             .as_ref()
-            .map(|sandbox| crate::sandbox::shell_argv(command_line, Some(sandbox)));
+            .map(|sandbox| crate::sandbox::shell_argv(command_line, Some(sandbox), &launch.shell));
+        spec.shell = launch.shell.clone();
         // A slow build is never lost to its timeout: it goes on as a job.
         spec.detach_on_timeout = self.processes.session_dir.is_some();
         // The editor sees the tail of the output as it arrives.
@@ -72,6 +74,7 @@ impl Runner<'_> {
                 env_remove: Vec::new(),
                 env_set: Vec::new(),
                 sandbox: None,
+                shell: self.processes.shell.clone(),
                 log_dir: log_dir.clone(),
                 log_cap: self.processes.log_cap,
                 epoch: self.epoch,
@@ -181,17 +184,13 @@ impl Runner<'_> {
         cwd: &Path,
         launch: &Launch,
     ) -> Result<String, Ending> {
-        let args = terminal_args(command_line, launch);
-        let created = self.client.request(
-            "terminal/create",
-            json!({
-                "sessionId": self.session_id,
-                "command": "env",
-                "args": args,
-                "cwd": cwd,
-                "outputByteLimit": self.processes.output_cap,
-            }),
-        );
+        let mut params = terminal_request(command_line, launch);
+        params.insert("sessionId".into(), json!(self.session_id));
+        params.insert("cwd".into(), json!(cwd));
+        params.insert("outputByteLimit".into(), json!(self.processes.output_cap));
+        let created = self
+            .client
+            .request("terminal/create", serde_json::Value::Object(params));
         match created {
             Ok(answer) => match answer["terminalId"].as_str() {
                 Some(id) => Ok(id.to_string()),
@@ -300,11 +299,37 @@ fn terminal_ending(
     }
 }
 
-/// The arguments of `env` for a command in the editor's terminal. The
-/// editor's environment is not ours to clean, so the command is started
-/// through `env -u NAME …`, which removes the credentials (and sets the
-/// confinement's variables) in the terminal's process.
-pub(super) fn terminal_args(command_line: &str, launch: &Launch) -> Vec<String> {
+/// The `command`, `args` (and `env`) of a `terminal/create` request for
+/// a command in the editor's terminal. The editor's environment is not
+/// ours to clean, so under a POSIX shell the command is started through
+/// `env -u NAME …`, which removes the credentials (and sets the
+/// confinement's variables) in the terminal's process. Other shells run
+/// on Windows, which has no `env`: the request's `env` sets the variables
+/// there and blanks the credentials.
+pub(super) fn terminal_request(
+    command_line: &str,
+    launch: &Launch,
+) -> serde_json::Map<String, serde_json::Value> {
+    let shell = &launch.shell;
+    let lossy = |args: &[OsString]| -> Vec<String> {
+        args.iter()
+            .map(|arg| arg.to_string_lossy().into_owned())
+            .collect()
+    };
+    let mut request = serde_json::Map::new();
+    if shell.kind != ShellKind::Posix {
+        let blank = OsString::new();
+        let env: Vec<serde_json::Value> = (launch.env_remove.iter().map(|name| (name, &blank)))
+            .chain(launch.env_set.iter().map(|(name, value)| (name, value)))
+            .map(|(name, value)| {
+                json!({"name": name.to_string_lossy(), "value": value.to_string_lossy()})
+            })
+            .collect();
+        request.insert("command".into(), json!(shell.program.to_string_lossy()));
+        request.insert("args".into(), json!(lossy(&shell.argv(command_line))));
+        request.insert("env".into(), json!(env));
+        return request;
+    }
     let mut args: Vec<OsString> = Vec::new();
     for name in &launch.env_remove {
         args.push("-u".into());
@@ -316,24 +341,24 @@ pub(super) fn terminal_args(command_line: &str, launch: &Launch) -> Vec<String> 
         pair.push(value);
         args.push(pair);
     }
-    let shell_args = [OsString::from("-c"), OsString::from(command_line)];
+    let shell_args = shell.argv(command_line);
     match &launch.sandbox {
         Some((launcher, profile)) => {
             let (program, launcher_args) = crate::sandbox::launcher_command_here(
                 launcher,
                 profile,
-                std::ffi::OsStr::new("sh"),
+                shell.program.as_os_str(),
                 &shell_args,
             );
             args.push(program.into_os_string());
             args.extend(launcher_args);
         }
         None => {
-            args.push("sh".into());
+            args.push(shell.program.clone().into_os_string());
             args.extend(shell_args);
         }
     }
-    args.iter()
-        .map(|arg| arg.to_string_lossy().into_owned())
-        .collect()
+    request.insert("command".into(), json!("env"));
+    request.insert("args".into(), json!(lossy(&args)));
+    request
 }

@@ -312,6 +312,7 @@ fn start_job(
         env_remove: Vec::new(),
         env_set: Vec::new(),
         sandbox: None,
+        shell: turn.workspace.processes.shell.clone(),
         log_dir,
         log_cap: turn.workspace.processes.log_cap,
         epoch: turn.io.epoch,

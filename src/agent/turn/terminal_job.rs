@@ -38,16 +38,13 @@ impl Runner<'_> {
                 "Error: background jobs need the session's folder, which is not available",
             );
         };
-        let created = self.client.request(
-            "terminal/create",
-            json!({
-                "sessionId": self.session_id,
-                "command": "env",
-                "args": super::shell::terminal_args(command_line, launch),
-                "cwd": cwd,
-                "outputByteLimit": TERMINAL_WINDOW,
-            }),
-        );
+        let mut params = super::shell::terminal_request(command_line, launch);
+        params.insert("sessionId".into(), json!(self.session_id));
+        params.insert("cwd".into(), json!(cwd));
+        params.insert("outputByteLimit".into(), json!(TERMINAL_WINDOW));
+        let created = self
+            .client
+            .request("terminal/create", serde_json::Value::Object(params));
         let terminal_id = match created {
             Ok(answer) => match answer["terminalId"].as_str() {
                 Some(id) => id.to_string(),
@@ -66,6 +63,7 @@ impl Runner<'_> {
             env_remove: Vec::new(),
             env_set: Vec::new(),
             sandbox: None,
+            shell: self.processes.shell.clone(),
             log_dir,
             log_cap: self.processes.log_cap,
             epoch: self.epoch,

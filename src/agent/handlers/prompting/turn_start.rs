@@ -121,6 +121,7 @@ impl Dispatcher {
                 .get(session_id)
                 .map(|s| s.settings.extra_roots.clone())
                 .unwrap_or_default(),
+            shell: registry.config.shell(),
         }
     }
 
