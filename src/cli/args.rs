@@ -178,11 +178,17 @@ pub fn parse_args() -> Result<Command, Usage> {
             Long("db") => options.db = Some(parser.value().map_err(usage)?.into()),
             Long("permissions") => {
                 let value = parser.value().map_err(usage)?.string().map_err(usage)?;
-                options.permissions = Some(Policy::parse(&value).ok_or_else(|| {
+                let policy = Policy::parse(&value).ok_or_else(|| {
                     Usage(format!(
                         "--permissions takes ask, auto, sandbox or yolo, got '{value}'"
                     ))
-                })?);
+                })?;
+                if cfg!(windows) && policy == Policy::Sandbox {
+                    return Err(Usage(
+                        "--permissions sandbox: there is no sandbox on Windows yet; use ask, auto or yolo".into(),
+                    ));
+                }
+                options.permissions = Some(policy);
             }
             Long("preset") | Long("profile") => {
                 let value = parser.value().map_err(usage)?.string().map_err(usage)?;

@@ -294,13 +294,12 @@ fn check_sandbox(lines: &mut Lines) {
             if support.available() {
                 lines.ok("sandbox", &support.describe());
             } else {
-                lines.warn(
-                    "sandbox",
-                    &format!(
-                        "{}: under --permissions sandbox every command asks",
-                        support.describe()
-                    ),
-                );
+                let consequence = if cfg!(windows) {
+                    "--permissions sandbox is refused"
+                } else {
+                    "under --permissions sandbox every command asks"
+                };
+                lines.warn("sandbox", &format!("{}: {consequence}", support.describe()));
             }
         }
         Err(error) => lines.warn("sandbox", &format!("cannot find Spindle's binary: {error}")),
