@@ -11,7 +11,7 @@ pub fn mcp_list(
         Some(cwd) => cwd,
         None => std::env::current_dir().map_err(|e| e.to_string())?,
     };
-    let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    let cwd = crate::os::canonical(&cwd).unwrap_or(cwd);
     let describe = |server: &serde_json::Value| -> String {
         match (server["command"].as_str(), server["url"].as_str()) {
             (Some(command), _) => {

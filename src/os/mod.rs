@@ -16,15 +16,26 @@ use windows as sys;
 
 pub use sys::{
     change_stamp, create_private_dir, create_private_dir_all, link_count, link_count_at,
-    local_time, make_private, make_private_dir, open_private, open_read, owned_by_me, real_path,
-    EchoOff,
+    local_time, make_private, make_private_dir, open_private, open_read, owned_by_me, EchoOff,
 };
 
 pub mod folders;
+pub mod paths;
+pub use paths::canonical;
 mod shapes;
 pub use shapes::{LocalTime, Private};
 
 use std::io;
+
+/// The path an open file really has, links resolved, in the form
+/// [`canonical`] gives (so the two compare).
+pub fn real_path(file: &std::fs::File) -> Option<std::path::PathBuf> {
+    let real = sys::real_path(file)?;
+    match real.to_str() {
+        Some(text) if paths::NATIVE == paths::Style::Windows => Some(paths::plain(text).into()),
+        _ => Some(real),
+    }
+}
 
 /// Whether `error` is an open refused because the path is a symbolic link
 /// (the opens here never follow one at the file's own name).

@@ -726,7 +726,7 @@ pub fn plain_repository_config_or_cancel(
     if !dir.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
     }
-    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let root = crate::os::canonical(root).unwrap_or_else(|_| root.to_path_buf());
     let located = git_here(
         dir,
         &[
@@ -743,7 +743,7 @@ pub fn plain_repository_config_or_cancel(
             .lines()
             .map(|line| {
                 let path = dir.join(line);
-                std::fs::canonicalize(&path).unwrap_or(path)
+                crate::os::canonical(&path).unwrap_or(path)
             })
             .collect();
         if places.len() != 3 {

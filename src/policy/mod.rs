@@ -99,7 +99,7 @@ fn classify_inner(line: &str, context: &Context) -> Judged<Vec<PathBuf>> {
         return Err("commands run under a shell that is not sh, which is not parsed".into());
     }
     let script = shell::parse(line).map_err(|refusal| refusal.0.to_string())?;
-    let root = std::fs::canonicalize(context.root).unwrap_or_else(|_| context.root.to_path_buf());
+    let root = crate::os::canonical(context.root).unwrap_or_else(|_| context.root.to_path_buf());
     let mut check = Checker {
         root,
         cwd: paths::normalise(context.cwd),

@@ -239,13 +239,12 @@ impl Checker {
                 );
             }
             let candidate = dir.join(name);
-            let listed_inside =
-                std::fs::canonicalize(&dir).is_ok_and(|d| d.starts_with(&self.root));
+            let listed_inside = crate::os::canonical(&dir).is_ok_and(|d| d.starts_with(&self.root));
             if listed_inside && candidate.symlink_metadata().is_ok() {
                 return Err(format!("`{name}` is found in a folder of the workspace"));
             }
             if candidate.is_file() {
-                let real = std::fs::canonicalize(&candidate).unwrap_or(candidate);
+                let real = crate::os::canonical(&candidate).unwrap_or(candidate);
                 if real.starts_with(&self.root) {
                     return Err(format!("`{name}` is a program inside the workspace"));
                 }
@@ -297,7 +296,7 @@ pub(super) fn physical(path: &Path) -> Option<PathBuf> {
                 }
                 match out.symlink_metadata() {
                     Ok(meta) if meta.file_type().is_symlink() => {
-                        out = std::fs::canonicalize(&out).ok()?;
+                        out = crate::os::canonical(&out).ok()?;
                     }
                     Ok(_) => {}
                     Err(_) => missing = true,

@@ -38,7 +38,7 @@ pub fn resolve(root: &Path, given: &str) -> Resolved {
         root.join(given)
     };
     let path = normalise(&joined);
-    let real_root = std::fs::canonicalize(root).unwrap_or_else(|_| normalise(root));
+    let real_root = crate::os::canonical(root).unwrap_or_else(|_| normalise(root));
     let real = real_path(&path);
     let inside = real.starts_with(&real_root);
     let git_internal = inside
@@ -89,7 +89,7 @@ fn real_path(path: &Path) -> PathBuf {
     let mut existing = path.to_path_buf();
     let mut rest = Vec::new();
     loop {
-        if let Ok(real) = std::fs::canonicalize(&existing) {
+        if let Ok(real) = crate::os::canonical(&existing) {
             let mut real = real;
             for part in rest.iter().rev() {
                 real.push(part);

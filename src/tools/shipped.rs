@@ -111,9 +111,9 @@ fn check_place(file: &File, path: &Path, within: &Path) -> Result<(), Refused> {
     }
     let folder = path
         .parent()
-        .and_then(|dir| std::fs::canonicalize(dir).ok())
+        .and_then(|dir| crate::os::canonical(dir).ok())
         .ok_or(Refused::Link)?;
-    let within = std::fs::canonicalize(within).map_err(|_| Refused::Link)?;
+    let within = crate::os::canonical(within).map_err(|_| Refused::Link)?;
     if !folder.starts_with(&within) {
         return Err(Refused::Link);
     }
@@ -129,7 +129,7 @@ fn check_place(file: &File, path: &Path, within: &Path) -> Result<(), Refused> {
 /// content hashes).
 pub fn write_new(within: &Path, folder: &Path, name: &str, data: &[u8]) -> Result<PathBuf, String> {
     use std::io::Write;
-    let real_within = std::fs::canonicalize(within)
+    let real_within = crate::os::canonical(within)
         .map_err(|error| format!("cannot find {}: {error}", within.display()))?;
     let relative = folder
         .strip_prefix(within)

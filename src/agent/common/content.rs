@@ -155,7 +155,7 @@ fn save(cwd: &Path, data: &[u8], extension: &str) -> Result<PathBuf, RpcError> {
 }
 
 fn file_uri(path: &Path) -> String {
-    format!("file://{}", path.display())
+    crate::os::paths::to_file_uri(&path.to_string_lossy(), crate::os::paths::NATIVE)
 }
 
 /// Checks every block, then saves attachments and builds the prompt.

@@ -115,7 +115,7 @@ pub(in crate::agent) fn protected_dirs(config: Option<&Path>, db: &Path) -> Vec<
         dirs.push(home);
     }
     dirs.into_iter()
-        .map(|dir| std::fs::canonicalize(&dir).unwrap_or(dir))
+        .map(|dir| crate::os::canonical(&dir).unwrap_or(dir))
         .collect()
 }
 
@@ -159,7 +159,7 @@ pub(in crate::agent) fn extra_roots(
                     .replacen("cwd", "the folder", 1)
             ))
         })?;
-        let real = std::fs::canonicalize(&dir).unwrap_or(dir);
+        let real = crate::os::canonical(&dir).unwrap_or(dir);
         if real == Path::new("/") {
             return Err(RpcError::invalid_params(format!(
                 "additionalDirectories[{index}]: the whole file system cannot be a workspace root"

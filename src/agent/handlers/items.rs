@@ -72,38 +72,10 @@ pub(super) fn freeze(blocks: &[Value], roots: &[std::path::PathBuf]) -> Vec<Valu
         .collect()
 }
 
-/// The absolute path a `file:` URI names (`file:///p`, `file://localhost/p`
-/// or `file:/p`, without its `?query` or `#fragment`, such as an editor's
-/// `#L10:20` selection), percent-decoded; `None` for any other URI.
+/// The absolute path a `file:` URI names on this system (see
+/// [`crate::os::paths::from_file_uri`]).
 fn file_path(uri: &str) -> Option<String> {
-    let rest = uri.strip_prefix("file:")?;
-    let rest = match rest.strip_prefix("//") {
-        Some(after) if after.starts_with('/') => after,
-        Some(after) => after.strip_prefix("localhost")?,
-        None => rest,
-    };
-    let end = rest.find(['?', '#']).unwrap_or(rest.len());
-    let path = percent_decode(&rest[..end])?;
-    std::path::Path::new(&path).is_absolute().then_some(path)
-}
-
-/// `%XX` escapes of a URI's path decoded; `None` when malformed or not
-/// UTF-8.
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok().filter(|s| !s.contains('\0'))
+    crate::os::paths::from_file_uri(uri, crate::os::paths::NATIVE)
 }
 
 pub(super) fn item_json(item: &Item) -> Value {
@@ -198,9 +170,6 @@ mod tests {
         std::fs::write(ws.join("lines.txt"), "\n".repeat(200 * 1024)).unwrap();
         let frozen = freeze(&[link(&format!("{ws_s}/lines.txt"))], &roots);
         assert_eq!(frozen[0]["type"], "resource_link");
-        assert_eq!(percent_decode("/a%2Fb"), Some("/a/b".into()));
-        assert_eq!(percent_decode("/a%00"), None);
-        assert_eq!(percent_decode("/a%4"), None);
         let _ = std::fs::remove_dir_all(&base);
     }
 }

@@ -89,7 +89,7 @@ pub fn local_read(path: &Path, cap: u64) -> Result<Option<String>, String> {
 pub fn local_write(path: &Path, text: &str) -> Result<(), String> {
     let is_link = fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink());
     let path = match is_link {
-        true => fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+        true => crate::os::canonical(path).unwrap_or_else(|_| path.to_path_buf()),
         false => path.to_path_buf(),
     };
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
