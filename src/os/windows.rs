@@ -182,9 +182,28 @@ pub fn local_time(seconds: i64) -> Option<LocalTime> {
             day: u32::from(local.wDay),
             hour: u32::from(local.wHour),
             minute: u32::from(local.wMinute),
-            zone: String::new(),
+            zone: offset_name(&utc, &local),
         })
     }
+}
+
+/// The zone as its offset from UTC (`UTC`, `UTC+02:00`): Windows' own
+/// zone names are long phrases, not abbreviations.
+fn offset_name(utc: &SYSTEMTIME, local: &SYSTEMTIME) -> String {
+    // Days between the two dates are at most one; the day of the month
+    // tells which way across a month's end.
+    let day_shift = match (i32::from(local.wDay) - i32::from(utc.wDay)).signum() {
+        0 => 0,
+        sign if local.wMonth == utc.wMonth => sign,
+        sign => -sign,
+    };
+    let minutes = |t: &SYSTEMTIME| i32::from(t.wHour) * 60 + i32::from(t.wMinute);
+    let offset = day_shift * 1440 + minutes(local) - minutes(utc);
+    if offset == 0 {
+        return "UTC".into();
+    }
+    let sign = if offset < 0 { '-' } else { '+' };
+    format!("UTC{sign}{:02}:{:02}", offset.abs() / 60, offset.abs() % 60)
 }
 
 /// The console's input mode before the echo went off, for the handler.
