@@ -57,6 +57,10 @@ pub fn open_regular(path: &Path) -> Result<(File, u64), ReadError> {
     let file = crate::os::open_read(path, true).map_err(|err| match err.kind() {
         io::ErrorKind::NotFound => ReadError::Missing,
         io::ErrorKind::IsADirectory => ReadError::Directory,
+        // Windows refuses to open a folder as a file ("access denied").
+        io::ErrorKind::PermissionDenied if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) => {
+            ReadError::Directory
+        }
         _ => ReadError::Io(err),
     })?;
     let meta = file.metadata().map_err(ReadError::Io)?;
@@ -215,6 +219,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(windows, ignore = "FIFOs, /proc and /dev")]
     fn pipes_and_devices_are_refused_without_blocking() {
         let dir = scratch();
         let fifo = dir.join("fifo");
