@@ -910,15 +910,16 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(windows, ignore = "Unix file modes")]
     fn key_files_must_be_private() {
-        use std::os::unix::fs::PermissionsExt;
+        use crate::os::testing::set_mode;
         let dir = std::env::temp_dir().join(format!("spindle-key-{}", crate::util::random_hex()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("key");
         std::fs::write(&path, "sk-secret\n").unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        set_mode(&path, 0o644).unwrap();
         assert!(read_key_file(&path).unwrap_err().contains("chmod 600"));
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        set_mode(&path, 0o600).unwrap();
         assert_eq!(read_key_file(&path).unwrap(), "sk-secret");
         std::fs::remove_dir_all(dir).unwrap();
     }

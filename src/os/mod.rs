@@ -45,3 +45,7 @@ pub fn is_link_refused(error: &io::Error) -> bool {
 
 #[cfg(test)]
 mod tests;
+// The tests' words for links and modes on every system (also used by the
+// integration tests, so not test-only; the linker drops it elsewhere).
+#[doc(hidden)]
+pub mod testing;

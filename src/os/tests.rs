@@ -56,6 +56,8 @@ fn private_files_are_private_and_counted() {
         let mode = std::fs::metadata(&folder).unwrap().permissions().mode();
         assert_eq!(mode & 0o077, 0, "{mode:o}");
     }
+    // An open file cannot be removed on Windows.
+    drop(file);
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -93,5 +95,6 @@ fn a_stamp_changes_with_a_write_and_local_time_reads_back() {
     assert_eq!((time.year, time.month), (2026, 6));
     assert!((14..=16).contains(&time.day), "{time:?}");
     assert!(time.hour < 24 && time.minute < 60);
+    drop(file);
     std::fs::remove_dir_all(dir).unwrap();
 }

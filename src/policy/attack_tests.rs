@@ -108,6 +108,7 @@ const HOLES: &[&str] = &[
 ];
 
 #[test]
+#[cfg_attr(windows, ignore = "POSIX shell lines and PATH")]
 fn former_holes_are_refused() {
     let w = workspace();
     let root = &w.root;
@@ -132,7 +133,7 @@ fn former_holes_are_refused() {
     // program outside it (`/bin/sh`): `cat evil.txt` runs a shell script.
     let pbin = root.join("pbin");
     std::fs::create_dir_all(&pbin).unwrap();
-    std::os::unix::fs::symlink("/bin/sh", pbin.join("cat")).unwrap();
+    crate::os::testing::symlink("/bin/sh", pbin.join("cat")).unwrap();
     let path = format!("{}:{SYSTEM_PATH}", pbin.display());
     if verdict(root, root, &path, "cat evil.txt").is_read_only() {
         wrong.push("(PATH=<ws>/pbin with cat -> /bin/sh) cat evil.txt".into());
@@ -363,6 +364,7 @@ const HARMLESS: &[&str] = &[
 ];
 
 #[test]
+#[cfg_attr(windows, ignore = "POSIX shell lines and PATH")]
 fn refused() {
     let w = workspace();
     let root = &w.root;
@@ -415,7 +417,8 @@ fn folders() -> (Workspace, PathBuf) {
     ] {
         std::fs::write(root.join(file), "plain\n").unwrap();
     }
-    let link = |target: &Path, at: &str| std::os::unix::fs::symlink(target, root.join(at)).unwrap();
+    let link =
+        |target: &Path, at: &str| crate::os::testing::symlink(target, root.join(at)).unwrap();
     link(&secret, "left/leak");
     link(&secret, "deep/l/inner/leak");
     link(&secret, "globbed/one/leak");
@@ -436,6 +439,7 @@ fn output_of(dir: &Path, line: &str) -> Option<String> {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "POSIX shell lines and PATH")]
 fn folders_compared_through_symlinks_that_lead_out_ask() {
     let (_base, root) = folders();
     let root = root.as_path();
@@ -488,6 +492,7 @@ fn folders_compared_through_symlinks_that_lead_out_ask() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "POSIX shell lines and PATH")]
 fn a_folder_too_large_to_walk_asks() {
     let ws = temp_dir("large");
     let root = ws.root.as_path();

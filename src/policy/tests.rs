@@ -33,12 +33,11 @@ pub(super) fn workspace() -> Workspace {
     ] {
         std::fs::write(root.join(file), "x\n").unwrap();
     }
-    std::os::unix::fs::symlink("/etc", root.join("b/link")).unwrap();
+    crate::os::testing::symlink("/etc", root.join("b/link")).unwrap();
     std::fs::write(root.join("bin/cat"), "#!/bin/sh\n").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(root.join("bin/cat"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::os::unix::fs::symlink("/etc", root.join("link")).unwrap();
-    std::os::unix::fs::symlink("/etc/hostname", root.join("sub/secret")).unwrap();
+    crate::os::testing::set_mode(root.join("bin/cat"), 0o755).unwrap();
+    crate::os::testing::symlink("/etc", root.join("link")).unwrap();
+    crate::os::testing::symlink("/etc/hostname", root.join("sub/secret")).unwrap();
     let root = std::fs::canonicalize(root).unwrap();
     Workspace { root }
 }
@@ -498,6 +497,7 @@ fn lines_that_must_ask() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "POSIX shell lines and PATH")]
 fn lines_that_may_run() {
     let workspace = workspace();
     let root = &workspace.root;
@@ -524,6 +524,7 @@ fn programs_are_found_outside_the_workspace() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "POSIX shell lines and PATH")]
 fn git_commands_name_their_directories() {
     let workspace = workspace();
     let root = &workspace.root;

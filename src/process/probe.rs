@@ -152,6 +152,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(windows, ignore = "sh command lines")]
     fn output_is_capped_and_the_status_kept() {
         let out = run(
             sh("head -c 100000 /dev/zero; echo oops >&2; exit 3"),
@@ -166,6 +167,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(windows, ignore = "sh command lines")]
     fn a_hanging_program_is_stopped_with_its_group() {
         let dir = std::env::temp_dir().join(format!("spindle-probe-{}", crate::util::random_hex()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -202,6 +204,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(windows, ignore = "sh command lines")]
     fn a_cancel_stops_the_program() {
         let (trigger, cancel) = bounded::<()>(0);
         let waiter = std::thread::spawn(move || {

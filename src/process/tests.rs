@@ -61,6 +61,7 @@ fn first_pid(output: &str) -> u32 {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn interleaves_streams_and_reports_how_the_shell_ended() {
     let result = run_plain(&spec("echo a; echo b >&2; echo c"));
     assert_eq!(result.output, "a\nb\nc\n");
@@ -79,6 +80,7 @@ fn interleaves_streams_and_reports_how_the_shell_ended() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn runs_in_the_given_directory() {
     let dir = scratch_dir();
     std::fs::create_dir_all(&dir).unwrap();
@@ -93,6 +95,7 @@ fn runs_in_the_given_directory() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn times_out() {
     let mut spec = spec("echo before; sleep 30");
     spec.timeout = Duration::from_millis(300);
@@ -109,6 +112,7 @@ fn times_out() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn cancels_promptly() {
     let cancel = cancel_after(Duration::from_millis(200));
     let started = Instant::now();
@@ -132,6 +136,7 @@ fn cancels_promptly() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn cancel_kills_the_whole_group() {
     let cancel = cancel_after(Duration::from_millis(300));
     let result = run(&spec("sleep 60 & echo $!; wait"), &cancel, &mut |_| {}).unwrap();
@@ -140,6 +145,7 @@ fn cancel_kills_the_whole_group() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn background_jobs_do_not_hold_the_call_or_survive_it() {
     let started = Instant::now();
     let result = run_plain(&spec("sleep 60 & echo $!; echo started"));
@@ -157,6 +163,7 @@ fn background_jobs_do_not_hold_the_call_or_survive_it() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn a_panicking_callback_still_kills_the_group() {
     let pid = AtomicU32::new(0);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -170,6 +177,7 @@ fn a_panicking_callback_still_kills_the_group() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn caps_the_output_and_logs_all_of_it() {
     let dir = scratch_dir();
     std::fs::create_dir_all(&dir).unwrap();
@@ -188,11 +196,8 @@ fn caps_the_output_and_logs_all_of_it() {
     assert_eq!(result.output.len(), 1000 + marker.len());
     assert!(result.output.starts_with("x\nx\n") && result.output.ends_with("x\nx\n"));
     assert_eq!(std::fs::metadata(&log).unwrap().len(), 1_000_000);
-    use std::os::unix::fs::PermissionsExt;
-    assert_eq!(
-        std::fs::metadata(&log).unwrap().permissions().mode() & 0o777,
-        0o600
-    );
+    #[cfg(unix)]
+    assert_eq!(crate::os::testing::mode(&log), 0o600);
 
     // Over the log's cap, its head and tail are kept with a marker, and the
     // model is told the log is not complete.
@@ -238,6 +243,7 @@ fn cuts_and_decodes_on_character_boundaries() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn throttles_on_output_but_sends_everything() {
     let mut calls = Vec::new();
     let command = "for i in 1 2 3; do echo $i; sleep 0.2; done";
@@ -252,6 +258,7 @@ fn throttles_on_output_but_sends_everything() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn invalid_utf8_is_replaced() {
     let mut streamed = String::new();
     let command = r"printf 'ok\377\376 then\n'";
@@ -262,3 +269,7 @@ fn invalid_utf8_is_replaced() {
     assert_eq!(result.output, "ok\u{FFFD}\u{FFFD} then\n");
     assert_eq!((streamed, result.total_bytes), (result.output, 10));
 }
+
+// The same promises in cmd's words.
+#[cfg(windows)]
+mod windows;

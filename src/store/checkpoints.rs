@@ -330,6 +330,8 @@ mod tests {
             .unwrap();
         store.drop_unchanged("s", 3).unwrap();
         assert_eq!(store.checkpoints("s").unwrap().len(), 1);
+        // An open database cannot be removed on Windows.
+        drop(store);
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -115,12 +115,25 @@ fn leases_belong_to_live_processes() {
         .unwrap();
     let me = std::process::id();
     assert_eq!(store.acquire_lease("s", me).unwrap(), Ok(()));
-    // PID 1 is alive: a lease it holds is respected.
+    // A live process's lease is respected, and taken over once it died.
+    let mut holder = if cfg!(windows) {
+        std::process::Command::new("ping")
+            .args(["-n", "60", "127.0.0.1"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+    } else {
+        std::process::Command::new("sleep").arg("60").spawn()
+    }
+    .unwrap();
+    let pid = holder.id();
     store
         .connection
-        .execute("UPDATE sessions SET lease_pid = 1 WHERE id = 's'", [])
+        .execute("UPDATE sessions SET lease_pid = ?1 WHERE id = 's'", [pid])
         .unwrap();
-    assert_eq!(store.acquire_lease("s", me).unwrap(), Err(1));
+    assert_eq!(store.acquire_lease("s", me).unwrap(), Err(i64::from(pid)));
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert_eq!(store.acquire_lease("s", me).unwrap(), Ok(()));
     // A dead holder's lease is taken over.
     store
         .connection

@@ -172,7 +172,7 @@ mod tests {
     fn symlinks_out_of_the_workspace_are_outside() {
         let root = temp("link");
         let outside = temp("outside");
-        std::os::unix::fs::symlink(&outside, root.join("escape")).unwrap();
+        crate::os::testing::symlink(&outside, root.join("escape")).unwrap();
         let resolved = resolve(&root, "escape/secret.txt");
         assert_eq!(resolved.path, root.join("escape/secret.txt"));
         assert!(!resolved.inside);

@@ -187,6 +187,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(windows, ignore = "FIFOs, /proc and /dev")]
     fn links_specials_hard_links_and_large_files_are_refused() {
         let dir = scratch();
         let repo = dir.join("repo");
@@ -194,10 +195,10 @@ mod tests {
         std::fs::write(dir.join("outside/secret"), "key").unwrap();
         std::fs::write(commands.join("ok.md"), "fine").unwrap();
         std::fs::write(commands.join("big.md"), "x".repeat(100)).unwrap();
-        std::os::unix::fs::symlink(dir.join("outside/secret"), commands.join("out.md")).unwrap();
-        std::os::unix::fs::symlink("/proc/self/environ", commands.join("env.md")).unwrap();
-        std::os::unix::fs::symlink("ok.md", commands.join("alias.md")).unwrap();
-        std::os::unix::fs::symlink(dir.join("nowhere"), commands.join("dangling.md")).unwrap();
+        crate::os::testing::symlink(dir.join("outside/secret"), commands.join("out.md")).unwrap();
+        crate::os::testing::symlink("/proc/self/environ", commands.join("env.md")).unwrap();
+        crate::os::testing::symlink("ok.md", commands.join("alias.md")).unwrap();
+        crate::os::testing::symlink(dir.join("nowhere"), commands.join("dangling.md")).unwrap();
         std::fs::write(dir.join("outside/other"), "key").unwrap();
         std::fs::hard_link(dir.join("outside/other"), commands.join("hard.md")).unwrap();
         let fifo = commands.join("fifo.md");
@@ -233,7 +234,7 @@ mod tests {
         let dir = scratch();
         let repo = dir.join("repo");
         std::fs::write(dir.join("outside/x.md"), "elsewhere").unwrap();
-        std::os::unix::fs::symlink(dir.join("outside"), repo.join(".spindle/linked")).unwrap();
+        crate::os::testing::symlink(dir.join("outside"), repo.join(".spindle/linked")).unwrap();
         assert_eq!(
             read(&repo.join(".spindle/linked/x.md"), &repo, 50),
             Err(Refused::Link)
@@ -244,7 +245,7 @@ mod tests {
         // A link planted at the name is never written through.
         let own = repo.join(".spindle/attachments");
         std::fs::create_dir_all(&own).unwrap();
-        std::os::unix::fs::symlink(dir.join("outside/target"), own.join("b.png")).unwrap();
+        crate::os::testing::symlink(dir.join("outside/target"), own.join("b.png")).unwrap();
         assert!(write_new(&repo, &own, "b.png", b"data").is_err());
         assert!(!dir.join("outside/target").exists());
         let saved = write_new(&repo, &own, "c.png", b"data").unwrap();

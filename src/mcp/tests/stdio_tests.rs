@@ -195,6 +195,7 @@ fn a_slow_initialize_times_out() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn shutdown_leaves_no_process_behind() {
     let client = connect(&[]);
     let pid = client.pid().expect("a stdio server has a pid");

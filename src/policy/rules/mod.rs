@@ -328,9 +328,8 @@ mod tests {
 
     #[test]
     fn non_utf8_paths_are_never_allowed_but_can_be_denied() {
-        use std::ffi::OsStr;
-        use std::os::unix::ffi::OsStrExt;
-        let path = Path::new(OsStr::from_bytes(b"/work/project/src/\xff.rs"));
+        let name = crate::os::testing::not_unicode("/work/project/src/", ".rs");
+        let path = Path::new(&name);
         let allow = user(vec![Rule::path(ToolClass::Edit, "src/**", Decision::Allow)]);
         assert_eq!(allow.decide(&Subject::Edit { path }, root()), None);
         let deny = user(vec![Rule::path(
