@@ -64,6 +64,7 @@ pub fn run(args: &DoctorArgs) -> Report {
     }
     check_database(&mut lines, args.db.as_deref());
     check_sandbox(&mut lines);
+    check_shell(&mut lines, config.as_ref());
     check_workspace(&mut lines);
     lines.section("Logs");
     match config.as_ref().and_then(|c| c.log_file.clone()) {
@@ -284,6 +285,18 @@ fn check_database(lines: &mut Lines, explicit: Option<&Path>) {
             "check that it is a Spindle database, or use another one with --db",
         ),
     }
+}
+
+/// The shell commands run under, and what that means for `auto`.
+fn check_shell(lines: &mut Lines, config: Option<&Config>) {
+    use crate::process::shell::{Shell, ShellKind};
+    lines.section("Commands");
+    let shell = config.map_or_else(|| Shell::configured(None), Config::shell);
+    let mut text = format!("{} (commands run with {})", shell.name(), shell.describe());
+    if shell.kind != ShellKind::Posix {
+        text.push_str("; under auto every command asks (its read-only proofs read sh lines only)");
+    }
+    lines.ok("shell", &text);
 }
 
 fn check_sandbox(lines: &mut Lines) {

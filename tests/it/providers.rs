@@ -2200,6 +2200,14 @@ fn doctor_reports_a_healthy_and_a_broken_setup() {
     };
     let out = doctor(&config);
     let report = text(&out.stdout);
+    if cfg!(unix) {
+        assert!(
+            report.contains("shell") && report.contains("sh (commands run with sh -c)"),
+            "{report}"
+        );
+    } else {
+        assert!(report.contains("under auto every command asks"), "{report}");
+    }
     assert_eq!(out.status.code(), Some(0), "{report}");
     assert!(report.contains("2 models listed"), "{report}");
     assert!(report.contains("does not exist yet"), "{report}");
