@@ -25,7 +25,7 @@ struct Bench {
 impl Bench {
     fn new(name: &str) -> Bench {
         let server = FakeServer::start();
-        let base = std::fs::canonicalize(temp_dir(name)).unwrap();
+        let base = spindle::os::canonical(temp_dir(name)).unwrap();
         let ws = base.join("ws");
         std::fs::create_dir_all(&ws).unwrap();
         let config = base.join("config.json");

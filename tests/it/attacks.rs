@@ -14,8 +14,8 @@ use crate::support::{run_prompt, temp_dir, Agent, Answer, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::fs::File;
 use std::io::{Read, Write};
+#[cfg(unix)]
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 /// A fresh canonical directory (so paths compare as the agent sees them).
 fn space(name: &str) -> PathBuf {
-    std::fs::canonicalize(temp_dir(name)).unwrap()
+    spindle::os::canonical(temp_dir(name)).unwrap()
 }
 
 fn write_script(dir: &Path, replies: Value) -> String {
@@ -201,7 +201,7 @@ fn an_agents_md_symlink_to_a_file_outside_the_workspace_is_not_sent_to_the_model
     std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
     std::fs::write(dir.join("id_rsa"), "PRIVATE-KEY-7731\n").unwrap();
     // As a cloned repository can carry it: a relative symlink out.
-    std::os::unix::fs::symlink("../id_rsa", ws.join("AGENTS.md")).unwrap();
+    spindle::os::testing::symlink("../id_rsa", ws.join("AGENTS.md")).unwrap();
     let system = system_prompt_sent(&ws);
     assert!(
         !system.contains("PRIVATE-KEY-7731"),
@@ -279,7 +279,7 @@ fn setup_key_stdin_never_writes_through_a_planted_symlink_or_out_of_keys() {
     let keys = dir.join("cfg").join("keys");
     std::fs::create_dir_all(&keys).unwrap();
     std::fs::write(dir.join("victim"), "original\n").unwrap();
-    std::os::unix::fs::symlink(dir.join("victim"), keys.join("local.key")).unwrap();
+    spindle::os::testing::symlink(dir.join("victim"), keys.join("local.key")).unwrap();
     let run = |name: Option<&str>, key: &str| {
         let args = spindle::cli::setup::SetupArgs {
             name: name.map(str::to_string),
@@ -301,7 +301,8 @@ fn setup_key_stdin_never_writes_through_a_planted_symlink_or_out_of_keys() {
     );
     let meta = std::fs::symlink_metadata(keys.join("local.key")).unwrap();
     assert!(meta.file_type().is_file(), "{meta:?}");
-    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    #[cfg(unix)]
+    assert_eq!(spindle::os::testing::mode(keys.join("local.key")), 0o600);
     assert_eq!(
         std::fs::read_to_string(keys.join("local.key")).unwrap(),
         "sk-first\n"
@@ -380,6 +381,7 @@ fn exec_does_not_silently_truncate_a_long_prompt_from_stdin() {
 
 /// A pseudo-terminal that becomes the controlling terminal of the child
 /// (`/dev/tty`), while the child's stdin, stdout and stderr stay pipes.
+#[cfg(unix)]
 struct ControllingPty {
     master: File,
     /// Held open so the terminal lives while the child opens and closes
@@ -388,6 +390,7 @@ struct ControllingPty {
     screen: Arc<Mutex<Vec<u8>>>,
 }
 
+#[cfg(unix)]
 fn spawn_with_controlling_pty(mut command: Command) -> (ControllingPty, std::process::Child) {
     let (master, slave) = crate::support::pty::open();
     let slave_fd = slave.as_raw_fd();
@@ -424,6 +427,8 @@ fn spawn_with_controlling_pty(mut command: Command) -> (ControllingPty, std::pro
 
 /// The model's control characters in a command are written out in the
 /// question on the terminal: they cannot rewrite what the user is asked.
+// A controlling terminal is a Unix pty; Windows has consoles instead.
+#[cfg(unix)]
 #[test]
 fn exec_permission_question_shows_no_terminal_control_characters_from_the_model() {
     let dir = space("review-exec-tty");
@@ -474,16 +479,17 @@ fn exec_permission_question_shows_no_terminal_control_characters_from_the_model(
 
 /// An existing world-readable log file is made private (0600).
 #[test]
+#[cfg_attr(windows, ignore = "Unix file modes")]
 fn an_existing_world_readable_log_file_is_made_private() {
     let dir = space("review-log");
     let log = dir.join("spindle.log");
     std::fs::write(&log, "").unwrap();
-    std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o644)).unwrap();
+    spindle::os::testing::set_mode(&log, 0o644).unwrap();
     let mut agent = Agent::spawn(&["acp", "--log-file", log.to_str().unwrap()], &[]);
     agent.initialize();
     agent.close_stdin();
     assert!(agent.wait_exit(WAIT).is_some());
-    let mode = std::fs::metadata(&log).unwrap().permissions().mode() & 0o777;
+    let mode = spindle::os::testing::mode(&log);
     assert_eq!(mode, 0o600, "the log is mode {mode:o}");
 }
 
@@ -495,6 +501,7 @@ fn an_existing_world_readable_log_file_is_made_private() {
 /// no server, through `doctor`, `mcp list` or a session; once the project
 /// is trusted, `doctor` does start it (the probe works).
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn an_untrusted_projects_mcp_servers_never_start() {
     let dir = space("review-mcp");
     let ws = dir.join("ws");
@@ -699,7 +706,7 @@ fn a_plain_folder_under_a_home_repository_cannot_link_its_agents_md_to_the_home(
     let ws = home.join("Downloads").join("project");
     std::fs::create_dir_all(&ws).unwrap();
     // As an unpacked tarball carries it.
-    std::os::unix::fs::symlink("../../.ssh/id_rsa", ws.join("AGENTS.md")).unwrap();
+    spindle::os::testing::symlink("../../.ssh/id_rsa", ws.join("AGENTS.md")).unwrap();
     let system = system_prompt_sent(&ws);
     assert!(
         !system.contains("PRIVATE-KEY-9902"),

@@ -36,7 +36,8 @@ struct Bench {
 impl Bench {
     fn new(name: &str) -> Bench {
         let model = FakeServer::start();
-        let base = fs::canonicalize(temp_dir(name)).expect("cannot canonicalize the temp dir");
+        let base =
+            spindle::os::canonical(temp_dir(name)).expect("cannot canonicalize the temp dir");
         let ws = base.join("ws");
         fs::create_dir_all(&ws).expect("cannot create the workspace");
         let config = base.join("config.json");

@@ -31,7 +31,8 @@ struct Bench {
 impl Bench {
     fn new(name: &str) -> Bench {
         let model = FakeServer::start();
-        let base = fs::canonicalize(temp_dir(name)).expect("cannot canonicalize the temp dir");
+        let base =
+            spindle::os::canonical(temp_dir(name)).expect("cannot canonicalize the temp dir");
         let ws = base.join("ws");
         fs::create_dir_all(&ws).expect("cannot create the workspace");
         let config = base.join("config.json");
@@ -513,7 +514,7 @@ fn replay_in_another_process_shows_the_blocks_as_sent_with_files_by_reference() 
     assert_eq!(image["type"], "resource_link", "{image}");
     assert_eq!(
         image["uri"],
-        format!("file://{}", image_path.display()),
+        spindle::os::paths::to_file_uri(image_path.to_str().unwrap(), spindle::os::paths::NATIVE),
         "{image}"
     );
     assert_eq!(image["mimeType"], "image/png", "{image}");
@@ -522,7 +523,7 @@ fn replay_in_another_process_shows_the_blocks_as_sent_with_files_by_reference() 
     assert_eq!(blob_link["type"], "resource_link", "{blob_link}");
     assert_eq!(
         blob_link["uri"],
-        format!("file://{}", blob_path.display()),
+        spindle::os::paths::to_file_uri(blob_path.to_str().unwrap(), spindle::os::paths::NATIVE),
         "{blob_link}"
     );
     assert_eq!(blob_link["size"], blob.len(), "{blob_link}");
@@ -560,7 +561,7 @@ fn an_attachment_swapped_for_a_link_is_not_sent_again() {
     let secret = bench.base.join("secret.txt");
     fs::write(&secret, "OUTSIDE-SECRET-4417").unwrap();
     fs::remove_file(&saved[0]).unwrap();
-    std::os::unix::fs::symlink(&secret, &saved[0]).unwrap();
+    spindle::os::testing::symlink(&secret, &saved[0]).unwrap();
     bench.model.push(say("Again."));
     let turn = prompt(&mut agent, &session, json!([text_block("And now?")]));
     assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());

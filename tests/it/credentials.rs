@@ -8,7 +8,6 @@ use crate::support::fake_openai::{chat_text, chat_tool_calls};
 use crate::support::prelude::WAIT;
 use crate::support::{run_prompt, temp_dir, Agent, FakeServer, Reply};
 use serde_json::json;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 const KEY: &str = "sk-test-environ-key-8841";
@@ -21,7 +20,7 @@ fn what_a_command_reads_of_the_agent(program: &Path, prefix: &[&str], dir: &Path
     let home = dir.join("home");
     for folder in [&ws, &home, &home.join("config"), &home.join("data")] {
         std::fs::create_dir_all(folder).unwrap();
-        std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o777)).unwrap();
+        spindle::os::testing::set_mode(folder, 0o777).unwrap();
     }
     let server = FakeServer::start();
     // A provider whose key variable only the config names.
@@ -82,17 +81,17 @@ fn what_a_command_reads_of_the_agent(program: &Path, prefix: &[&str], dir: &Path
 }
 
 fn space(name: &str) -> PathBuf {
-    let dir = std::fs::canonicalize(temp_dir(name)).unwrap();
+    let dir = spindle::os::canonical(temp_dir(name)).unwrap();
     // Another user must reach it.
     let mut up = dir.as_path();
     while let Some(parent) = up.parent() {
         if parent == std::env::temp_dir() || parent == Path::new("/") {
             break;
         }
-        let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755));
+        let _ = spindle::os::testing::set_mode(parent, 0o755);
         up = parent;
     }
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    spindle::os::testing::set_mode(&dir, 0o755).unwrap();
     dir
 }
 

@@ -79,6 +79,7 @@ fn exec_rejects_permission_requests_without_a_terminal_and_reports_stops() {
     let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
     // No controlling terminal, whatever runs the tests: a new session.
     // SAFETY: setsid(2) between fork and exec, nothing else.
+    #[cfg(unix)]
     unsafe {
         use std::os::unix::process::CommandExt;
         command.pre_exec(|| {

@@ -89,6 +89,7 @@ fn completion_scripts_parse_in_their_shells() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "Unix file modes")]
 fn a_log_file_takes_the_log_instead_of_stderr() {
     let dir = std::env::temp_dir().join(format!("spindle-logfile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -104,8 +105,7 @@ fn a_log_file_takes_the_log_instead_of_stderr() {
     // line), and the file exists, private.
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("script"));
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&log).unwrap().permissions().mode() & 0o777;
+    let mode = spindle::os::testing::mode(&log);
     assert_eq!(mode, 0o600);
     // A session writes info lines there, and nothing to stderr.
     let out = Command::new(env!("CARGO_BIN_EXE_spindle"))

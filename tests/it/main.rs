@@ -1,12 +1,17 @@
 //! The single integration-test binary: every test module lives under
 //! `tests/it/`, sharing the helpers in `support`.
 
+// Imports used only by the tests of Unix-only behaviour.
+#![cfg_attr(windows, allow(unused_imports))]
+
 mod agents;
 mod architecture;
 mod attacks;
 mod commands;
 mod content;
 mod controls;
+// What a command can read of the agent through /proc (Linux and Unix).
+#[cfg(unix)]
 mod credentials;
 mod exec;
 mod help;
@@ -21,8 +26,12 @@ mod providers;
 #[cfg(unix)]
 mod release;
 mod repository;
+// The Linux and macOS sandboxes; Windows has none (refused at start).
+#[cfg(unix)]
 mod sandbox;
 mod sessions;
+// Terminals (ptys) are a Unix thing; the Windows console is not tested.
+#[cfg(unix)]
 mod setup_pty;
 mod shell_choice;
 mod streaming;

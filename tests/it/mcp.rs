@@ -54,7 +54,8 @@ struct Bench {
 
 impl Bench {
     fn new(name: &str) -> Bench {
-        let base = fs::canonicalize(temp_dir(name)).expect("cannot canonicalize the temp dir");
+        let base =
+            spindle::os::canonical(temp_dir(name)).expect("cannot canonicalize the temp dir");
         let ws = base.join("ws");
         fs::create_dir_all(&ws).expect("cannot create the workspace");
         fs::create_dir_all(base.join("tmp")).expect("cannot create the agent's TMPDIR");
@@ -1067,6 +1068,7 @@ fn a_second_crash_in_the_same_turn_withdraws_the_server() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "reads /proc")]
 fn a_server_that_crashes_again_right_after_its_restart_is_withdrawn() {
     let bench = Bench::new("mcp-crash-twice");
     let pid_file = bench.file("pids");
@@ -1086,6 +1088,7 @@ fn a_server_that_crashes_again_right_after_its_restart_is_withdrawn() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "reads /proc")]
 fn a_slow_server_does_not_hold_up_session_new_and_joins_later() {
     let bench = Bench::new("mcp-slow");
     let events_file = bench.file("events.log");
@@ -1285,6 +1288,7 @@ fn secrets_stay_out_of_output_logs_database_and_model_requests() {
 // The server's life.
 
 #[test]
+#[cfg_attr(windows, ignore = "reads /proc")]
 fn close_delete_and_stdin_eof_stop_the_servers() {
     let bench = Bench::new("mcp-stop");
     let remote = HttpMcp::streamable("Bearer it-token");
@@ -1366,6 +1370,7 @@ fn close_delete_and_stdin_eof_stop_the_servers() {
 /// A server still in its (slow) handshake is stopped too: by
 /// `session/close`, and by stdin EOF, long before it would have answered.
 #[test]
+#[cfg_attr(windows, ignore = "reads /proc")]
 fn servers_still_starting_are_stopped_with_their_session_or_the_agent() {
     let bench = Bench::new("mcp-stop-starting");
     let (pid_a, pid_b) = (bench.file("a.pid"), bench.file("b.pid"));

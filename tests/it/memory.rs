@@ -273,6 +273,7 @@ fn each_flood(wire: Wire) {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "reads /proc")]
 fn endless_chat_completions_deltas_end_at_the_cap_within_64_mib() {
     each_flood(Wire::Chat);
     // Control characters: six bytes each wherever the text is JSON.
@@ -286,11 +287,13 @@ fn endless_chat_completions_deltas_end_at_the_cap_within_64_mib() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "reads /proc")]
 fn endless_anthropic_deltas_end_at_the_cap_within_64_mib() {
     each_flood(Wire::Anthropic);
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "reads /proc")]
 fn endless_responses_deltas_end_at_the_cap_within_64_mib() {
     each_flood(Wire::Responses);
 }

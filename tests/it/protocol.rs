@@ -129,6 +129,7 @@ fn lines_that_are_not_messages_get_errors_and_the_agent_keeps_reading() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "requests name Unix paths (/tmp, /)")]
 fn unknown_methods_and_notifications() {
     let mut agent = scripted_in_process(json!({"fallback": {"text": "ok"}}));
     for method in [
@@ -156,6 +157,7 @@ fn unknown_methods_and_notifications() {
 /// The dropped responses of `unknown_methods_and_notifications` are
 /// logged (on stderr, so with the binary).
 #[test]
+#[cfg_attr(windows, ignore = "requests name Unix paths (/tmp, /)")]
 fn responses_to_unknown_ids_are_logged() {
     let mut agent = Agent::spawn(&["acp"], &[("OPENAI_API_KEY", "sk-test")]);
     agent.initialize();
@@ -172,6 +174,7 @@ fn responses_to_unknown_ids_are_logged() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "requests name Unix paths (/tmp, /)")]
 fn session_new_checks_its_params() {
     // A script stands for the model (session/new needs one); the
     // environment's keys are the test process's here.
@@ -475,6 +478,7 @@ fn repo_file(path: &str) -> String {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "requests name Unix paths (/tmp, /)")]
 fn the_readme_demo_pipes_an_ndjson_file_with_a_chosen_session_id() {
     let input = std::fs::read_to_string(repo_file("examples/hello.ndjson")).unwrap();
     let script = repo_file("examples/hello.script.json");
@@ -495,6 +499,7 @@ fn the_readme_demo_pipes_an_ndjson_file_with_a_chosen_session_id() {
 /// The steering example: the steer reaches the turn, the queued
 /// follow-up runs by itself after it (under `--drain`).
 #[test]
+#[cfg_attr(windows, ignore = "requests name Unix paths (/tmp, /)")]
 fn the_steering_example_steers_then_runs_the_queued_follow_up() {
     let input = std::fs::read_to_string(repo_file("examples/steer.ndjson")).unwrap();
     let script = repo_file("examples/steer.script.json");
@@ -518,6 +523,7 @@ fn the_steering_example_steers_then_runs_the_queued_follow_up() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "requests name Unix paths (/tmp, /)")]
 fn without_drain_a_piped_file_ends_with_a_cancelled_turn() {
     let dir = temp_dir("pipe");
     let script = write_file(

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 const MARKER: &str = "marker-env-5521";
 
 fn space(name: &str) -> PathBuf {
-    std::fs::canonicalize(temp_dir(name)).unwrap()
+    spindle::os::canonical(temp_dir(name)).unwrap()
 }
 
 fn mkfifo(path: &Path) {
@@ -77,6 +77,7 @@ fn session_with_commands(agent: &mut Agent, ws: &Path) -> (String, Vec<String>) 
 /// neither offered nor sent to the model; the session opens at once, the
 /// user is told which files were left out, and SIGTERM still works.
 #[test]
+#[cfg_attr(windows, ignore = "FIFOs and devices are Unix files")]
 fn command_files_that_are_links_fifos_or_devices_are_refused() {
     let dir = space("repo-commands");
     let ws = dir.join("ws");
@@ -84,9 +85,9 @@ fn command_files_that_are_links_fifos_or_devices_are_refused() {
     std::fs::create_dir_all(&commands).unwrap();
     std::fs::write(dir.join("secret.txt"), "OUTSIDE-SECRET-7731\nmore").unwrap();
     std::fs::write(commands.join("fine.md"), "Say fine.").unwrap();
-    std::os::unix::fs::symlink("../../../secret.txt", commands.join("leak.md")).unwrap();
-    std::os::unix::fs::symlink("/proc/self/environ", commands.join("env.md")).unwrap();
-    std::os::unix::fs::symlink("/dev/zero", commands.join("zero.md")).unwrap();
+    spindle::os::testing::symlink("../../../secret.txt", commands.join("leak.md")).unwrap();
+    spindle::os::testing::symlink("/proc/self/environ", commands.join("env.md")).unwrap();
+    spindle::os::testing::symlink("/dev/zero", commands.join("zero.md")).unwrap();
     mkfifo(&commands.join("pipe.md"));
     let server = FakeServer::start();
     server.push(Reply::Sse(chat_text(&["ok"])));
@@ -133,19 +134,23 @@ fn command_files_that_are_links_fifos_or_devices_are_refused() {
     // The typed text goes to the model as it was typed.
     assert!(requests[0].body.to_string().contains("/env"));
     // SIGTERM is still handled (a FIFO once blocked the dispatcher).
-    unsafe { libc::kill(agent.pid() as i32, libc::SIGTERM) };
-    assert!(agent.wait_exit(WAIT).is_some_and(|s| s.success()));
+    #[cfg(unix)]
+    {
+        unsafe { libc::kill(agent.pid() as i32, libc::SIGTERM) };
+        assert!(agent.wait_exit(WAIT).is_some_and(|s| s.success()));
+    }
 }
 
 /// `spindle doctor`, run in the workspace, names the refused files.
 #[test]
+#[cfg_attr(windows, ignore = "FIFOs and devices are Unix files")]
 fn doctor_names_the_workspace_files_it_refuses() {
     let dir = space("repo-doctor");
     let ws = dir.join("ws");
     std::fs::create_dir_all(ws.join(".spindle/commands")).unwrap();
-    std::os::unix::fs::symlink("/etc/passwd", ws.join("AGENTS.md")).unwrap();
+    spindle::os::testing::symlink("/etc/passwd", ws.join("AGENTS.md")).unwrap();
     mkfifo(&ws.join(".spindle/config.json"));
-    std::os::unix::fs::symlink("/etc/hostname", ws.join(".spindle/commands/host.md")).unwrap();
+    spindle::os::testing::symlink("/etc/hostname", ws.join(".spindle/commands/host.md")).unwrap();
     let home = dir.join("home");
     let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
     command.arg("doctor").current_dir(&ws);
@@ -167,7 +172,7 @@ fn attachments_are_never_written_through_a_link_out_of_the_workspace() {
     let outside = dir.join("outside");
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::create_dir_all(&outside).unwrap();
-    std::os::unix::fs::symlink(&outside, ws.join(".spindle")).unwrap();
+    spindle::os::testing::symlink(&outside, ws.join(".spindle")).unwrap();
     let server = FakeServer::start();
     server.push(Reply::Sse(chat_text(&["ok"])));
     let mut agent = fake_model_agent(&server, &[]);
@@ -195,6 +200,7 @@ fn attachments_are_never_written_through_a_link_out_of_the_workspace() {
 /// answers, so the check stops at its time limit (the command then asks)
 /// or at a cancel, and leaves no git behind.
 #[test]
+#[cfg_attr(windows, ignore = "FIFOs and devices are Unix files")]
 fn a_git_config_that_includes_a_fifo_neither_hangs_a_prompt_nor_leaves_git_behind() {
     let dir = space("repo-git-fifo");
     let ws = dir.join("ws");

@@ -77,7 +77,7 @@ struct Scratch {
 
 impl Scratch {
     fn new(name: &str) -> Scratch {
-        let root = fs::canonicalize(temp_dir(&format!("sandbox-{name}")))
+        let root = spindle::os::canonical(temp_dir(&format!("sandbox-{name}")))
             .expect("cannot canonicalize the scratch dir");
         write_file(&root, "ws/.git/config", "[core]\n");
         write_file(&root, "ws/.git/hooks/README", "hooks\n");
@@ -975,14 +975,13 @@ fn an_unprivileged_agent_s_secrets_are_out_of_its_sandbox_s_reach() {
 /// whose model runs a command that reads the agent's environment through
 /// /proc, its config, its kept keys and its log.
 fn attack_the_agent_s_secrets(scratch: &Scratch, as_nobody: bool) {
-    use std::os::unix::fs::PermissionsExt;
     let private = |path: &Path, text: &str| {
         write_file(
             path.parent().unwrap(),
             path.file_name().unwrap().to_str().unwrap(),
             text,
         );
-        fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
+        spindle::os::testing::set_mode(path, 0o600).unwrap();
     };
     let log = scratch.path("spindle-home/spindle.log");
     private(&log, &format!("{LOG_SECRET}\n"));
@@ -1138,13 +1137,12 @@ fn as_an_unprivileged_user_the_attacks_fail_too() {
     {
         return;
     }
-    use std::os::unix::fs::PermissionsExt;
     use std::os::unix::net::UnixListener;
     let scratch = Scratch::new("nobody");
     let socket = scratch.path("outside/user.sock");
     let server = UnixListener::bind(&socket).expect("cannot bind");
     server.set_nonblocking(true).unwrap();
-    fs::set_permissions(&socket, fs::Permissions::from_mode(0o777)).unwrap();
+    spindle::os::testing::set_mode(&socket, 0o777).unwrap();
     give_to_nobody(&scratch.root);
     let outside = scratch.path("outside/written");
     let attacks = [

@@ -121,7 +121,6 @@ fn setup_on_a_terminal(config: &Path, home: &Path) -> Pty {
 
 #[test]
 fn setup_on_a_terminal_forgives_typos_lists_models_and_hides_the_key() {
-    use std::os::unix::fs::PermissionsExt;
     let server = FakeServer::start();
     server.serve_models(json!({"data": [
         {"id": "qwen-coder-32k", "context_length": 32768},
@@ -196,10 +195,7 @@ fn setup_on_a_terminal_forgives_typos_lists_models_and_hides_the_key() {
         std::fs::read_to_string(&key).unwrap().trim(),
         "sk-pasted-secret-42"
     );
-    assert_eq!(
-        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
-        0o600
-    );
+    assert_eq!(spindle::os::testing::mode(&key), 0o600);
     // The first provider stayed; the new one is the default, its window
     // recorded from the list.
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();

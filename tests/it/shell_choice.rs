@@ -3,12 +3,10 @@
 //! names it, and a shell Spindle cannot hand a line to is refused at
 //! load.
 
-use crate::support::fake_openai::{chat_text, chat_tool_calls};
-use crate::support::{temp_dir, FakeServer, Reply};
+use crate::support::{temp_dir, FakeServer};
 use serde_json::json;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Duration;
 
 fn write_config(dir: &Path, model: &FakeServer, shell: &str) -> std::path::PathBuf {
     let config = dir.join("config.json");
@@ -39,6 +37,9 @@ fn exec(dir: &Path, config: &Path, prompt: &str) -> Output {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_configured_bash_runs_the_commands_and_is_named_in_the_prompt() {
+    use crate::support::fake_openai::{chat_text, chat_tool_calls};
+    use crate::support::Reply;
+    use std::time::Duration;
     let dir = temp_dir("shell-bash");
     let model = FakeServer::start();
     let config = write_config(&dir, &model, "bash");

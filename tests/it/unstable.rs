@@ -21,7 +21,7 @@ struct Bench {
 
 impl Bench {
     fn new(name: &str) -> Bench {
-        let base = std::fs::canonicalize(temp_dir(name)).expect("the temp dir");
+        let base = spindle::os::canonical(temp_dir(name)).expect("the temp dir");
         let ws = base.join("ws");
         std::fs::create_dir_all(&ws).expect("the workspace");
         std::fs::create_dir_all(base.join("tmp")).expect("the agent's TMPDIR");

@@ -311,6 +311,7 @@ fn a_failing_summary_falls_back_to_eliding_old_outputs() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn a_megabyte_of_tool_output_reaches_the_model_as_head_and_tail() {
     let space = Space::new("ctx-spill");
     let server = FakeServer::start();

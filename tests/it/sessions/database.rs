@@ -113,6 +113,7 @@ fn a_file_that_is_not_a_database_is_reported_and_left_alone() {
 // Where the database lives without --db.
 
 #[test]
+#[cfg_attr(windows, ignore = "TMPDIR is Unix's (Windows reads TMP and TEMP)")]
 fn without_db_scripted_runs_use_a_temporary_database_and_others_spindle_home() {
     let space = Space::new("default-db");
     let script = space.script(&json!({"fallback": {"text": "Hi."}}));

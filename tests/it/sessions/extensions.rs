@@ -997,7 +997,7 @@ fn queued_items_hold_their_links_frozen_at_enqueue() {
             "_spindle/session/inbox/enqueue",
             json!({"sessionId": session, "prompt": [
                 {"type": "text", "text": text},
-                {"type": "resource_link", "uri": format!("file://{}#L1", notes.display()),
+                {"type": "resource_link", "uri": format!("{}#L1", spindle::os::paths::to_file_uri(notes.to_str().unwrap(), spindle::os::paths::NATIVE)),
                  "name": "notes.txt"},
             ]}),
         )

@@ -72,6 +72,7 @@ fn jobs(agent: &mut Agent, session: &str) -> Vec<Value> {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn a_background_job_is_read_fed_listed_and_cancelled() {
     let space = Space::new("jobs-basic");
     let (server, mut agent, session, answer) = with_a_job(
@@ -190,6 +191,7 @@ fn a_background_job_is_read_fed_listed_and_cancelled() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn a_job_that_ends_while_idle_starts_a_job_turn() {
     let space = Space::new("jobs-idle");
     let server = FakeServer::start();
@@ -227,6 +229,7 @@ fn a_job_that_ends_while_idle_starts_a_job_turn() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn cancel_kills_the_jobs_of_its_turn_and_close_kills_the_rest() {
     let space = Space::new("jobs-owner");
     let server = FakeServer::start();
@@ -269,13 +272,15 @@ fn cancel_kills_the_jobs_of_its_turn_and_close_kills_the_rest() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "FIFOs and devices are Unix files")]
 fn workspace_windows_have_bounds_and_a_revision() {
     let space = Space::new("jobs-resource");
     let lines: String = (1..=10).map(|n| format!("line {n}\n")).collect();
     std::fs::write(space.ws.join("ten.txt"), &lines).unwrap();
     std::fs::write(space.base.join("outside.txt"), "secret").unwrap();
     std::fs::write(space.ws.join("bin.dat"), [0xff, 0xfe, 0x00]).unwrap();
-    std::os::unix::fs::symlink(space.base.join("outside.txt"), space.ws.join("link.txt")).unwrap();
+    spindle::os::testing::symlink(space.base.join("outside.txt"), space.ws.join("link.txt"))
+        .unwrap();
     let mut agent = space.reader();
     let session = agent.new_session(&space.ws);
     let window = ok(
@@ -425,6 +430,7 @@ fn large_workspace_files_are_indexed_without_holding_the_agent() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn job_records_and_logs_survive_kill_9_and_reload() {
     let space = Space::new("jobs-durable");
     let (server, mut agent, session, _) = with_a_job(
@@ -478,6 +484,7 @@ fn job_records_and_logs_survive_kill_9_and_reload() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn input_to_a_job_that_does_not_read_never_stalls_the_agent() {
     // Review finding: a blocking write to a full pipe froze the dispatcher.
     let space = Space::new("jobs-stdin");
@@ -562,6 +569,7 @@ fn vm_hwm_kib(pid: u32) -> u64 {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn a_job_that_floods_its_output_keeps_a_capped_log_and_bounded_memory() {
     let space = Space::new("jobs-flood");
     let server = FakeServer::start();
@@ -625,6 +633,7 @@ fn a_job_that_floods_its_output_keeps_a_capped_log_and_bounded_memory() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn cancelling_a_job_that_forked_kills_its_whole_group() {
     let space = Space::new("jobs-fork");
     let (_server, mut agent, session, _) = with_a_job(
@@ -679,6 +688,7 @@ fn tool_result(server: &FakeServer, id: &str) -> String {
 /// Once the job's log is full, what it prints later is not kept; the
 /// model's next `job_output` says how much, not "no new output".
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn job_output_tells_how_much_output_a_full_log_did_not_keep() {
     let space = Space::new("jobs-not-kept");
     let server = FakeServer::start();

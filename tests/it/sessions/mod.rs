@@ -60,7 +60,8 @@ struct Space {
 
 impl Space {
     fn new(name: &str) -> Space {
-        let base = fs::canonicalize(temp_dir(name)).expect("cannot canonicalize the temp dir");
+        let base =
+            spindle::os::canonical(temp_dir(name)).expect("cannot canonicalize the temp dir");
         let ws = base.join("ws");
         fs::create_dir_all(&ws).expect("cannot create the workspace");
         fs::create_dir_all(base.join("tmp")).expect("cannot create the agents' TMPDIR");

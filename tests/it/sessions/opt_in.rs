@@ -109,6 +109,7 @@ fn texts(messages: &[Value]) -> String {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn a_client_that_did_not_opt_in_gets_no_vendor_notification() {
     let space = Space::new("opt-in-none");
     let server = FakeServer::start();
@@ -143,6 +144,7 @@ fn a_client_that_did_not_opt_in_gets_no_vendor_notification() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn a_client_that_opted_in_gets_every_kind_numbered_without_gaps() {
     let space = Space::new("opt-in-events");
     let server = FakeServer::start();

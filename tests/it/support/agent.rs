@@ -170,8 +170,17 @@ impl Agent {
         for (name, value) in env {
             command.env(name, value);
         }
+        // Wine now and then fails a start under load (error 1359): once
+        // more after a pause.
         let mut child = command
             .spawn()
+            .or_else(|err| match err.raw_os_error() {
+                Some(1359) if cfg!(windows) => {
+                    thread::sleep(Duration::from_millis(200));
+                    command.spawn()
+                }
+                _ => Err(err),
+            })
             .unwrap_or_else(|err| panic!("cannot start {} {args:?}: {err}", program.display()));
         let stdin = child.stdin.take().expect("child stdin is piped");
         let stdout = child.stdout.take().expect("child stdout is piped");
@@ -594,7 +603,6 @@ fn join_by(
     handle: &mut Option<thread::JoinHandle<Result<(), String>>>,
     deadline: Instant,
 ) -> Option<ExitStatus> {
-    use std::os::unix::process::ExitStatusExt;
     while !handle.as_ref()?.is_finished() {
         if Instant::now() >= deadline {
             return None;
@@ -612,7 +620,12 @@ fn join_by(
             1
         }
     };
-    Some(ExitStatus::from_raw(code << 8))
+    #[cfg(unix)]
+    return Some(std::os::unix::process::ExitStatusExt::from_raw(code << 8));
+    #[cfg(windows)]
+    return Some(std::os::windows::process::ExitStatusExt::from_raw(
+        code as u32,
+    ));
 }
 
 /// The reader thread: one line, one message, validated.

@@ -13,6 +13,7 @@ pub mod in_process;
 pub mod mcp_server;
 pub mod media;
 pub mod prelude;
+#[cfg(unix)]
 pub mod pty;
 pub mod reexec;
 pub mod schema;

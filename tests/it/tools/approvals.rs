@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use std::fs;
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn ask_policy_is_the_default_and_asks_for_edits_writes_and_commands() {
     let space = Space::new("tools-ask");
     space.write("a.txt", "hello\n");
@@ -76,6 +77,7 @@ fn ask_policy_is_the_default_and_asks_for_edits_writes_and_commands() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "auto asks for every command under cmd")]
 fn auto_policy_runs_edits_and_read_only_commands_and_asks_for_others() {
     let space = Space::new("tools-auto");
     space.write("a.txt", "hello\n");
@@ -125,6 +127,7 @@ fn auto_policy_runs_edits_and_read_only_commands_and_asks_for_others() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn yolo_policy_never_asks() {
     let space = Space::new("tools-yolo");
     space.write("a.txt", "hello\n");
@@ -221,6 +224,7 @@ fn reject_once_fails_the_call_and_is_not_remembered() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn allow_always_is_remembered_for_the_exact_command_and_cwd_and_the_file() {
     let space = Space::new("tools-allow-always");
     fs::create_dir_all(space.path("sub")).unwrap();

@@ -10,6 +10,7 @@ use std::fs;
 use std::io::Write;
 
 #[test]
+#[cfg_attr(windows, ignore = "FIFOs and devices are Unix files")]
 fn pipes_large_files_and_large_edits() {
     let space = Space::new("bounds");
     let fifo = space.path("pipe");
@@ -18,7 +19,7 @@ fn pipes_large_files_and_large_edits() {
         .status()
         .expect("mkfifo runs");
     assert!(made.success());
-    std::os::unix::fs::symlink(&fifo, space.path("pipe-link.txt")).unwrap();
+    spindle::os::testing::symlink(&fifo, space.path("pipe-link.txt")).unwrap();
     // A text file over the whole-read cap (8 MiB): 200,000 lines.
     {
         let mut file = fs::File::create(space.path("big.log")).unwrap();
@@ -125,6 +126,7 @@ fn file_limits_come_from_the_config() {
 
 /// The command output kept for the model comes from the config too.
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn command_output_limit_comes_from_the_config() {
     let space = Space::new("bounds-output");
     let config = space.base.join("config.json");

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 // ---------------------------------------------------------------------------
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn cancel_during_a_local_command_kills_it_and_ends_every_tool_call() {
     let space = Space::new("tools-cancel-cmd");
     let (mut agent, session) = space.start(
@@ -122,6 +123,7 @@ fn cancel_while_a_permission_request_is_pending_answers_promptly() {
 // ---------------------------------------------------------------------------
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn eof_during_a_long_command_kills_it_and_exits_zero() {
     let space = Space::new("tools-eof");
     let (mut agent, exchange, pid) = with_a_long_command(
@@ -232,6 +234,7 @@ fn eof_with_drain_while_a_permission_request_is_pending_still_exits() {
 /// command's group is killed, the prompt answered `cancelled`, and the
 /// agent exits 0 — even with `--drain`, which only EOF honours.
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn a_termination_signal_during_a_long_command_ends_like_eof() {
     for signal in ["TERM", "INT", "HUP"] {
         let space = Space::new("tools-signal");
@@ -444,6 +447,8 @@ fn with_a_long_command(
 /// An editor that stopped reading stdout (the agent's writes block) and
 /// then sends SIGTERM: the agent does not wait for it for ever; it ends
 /// within its grace, and a second signal ends it at once.
+// Windows has no SIGTERM; its console events are not sent to a pipe child.
+#[cfg(unix)]
 #[test]
 fn a_termination_signal_ends_the_agent_even_when_the_editor_stopped_reading() {
     use std::io::Write;

@@ -105,6 +105,7 @@ fn chat_completions_tool_errors_go_back_to_the_model() {
 // ---------------------------------------------------------------------------
 
 #[test]
+#[cfg_attr(windows, ignore = "expects / in shown paths")]
 fn chat_completions_parallel_tool_calls_run_in_order_and_go_back() {
     let space = Space::new("tools-chat");
     let server = FakeServer::start();
@@ -262,6 +263,7 @@ fn chat_completions_a_rejection_with_feedback_goes_on() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn chat_completions_every_call_of_a_cancelled_turn_is_answered_next_time() {
     let space = Space::new("tools-chat-cancel");
     let server = FakeServer::start();

@@ -10,6 +10,7 @@ use std::fs;
 use std::time::{Duration, Instant};
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn run_command_reports_exit_code_output_cap_and_timeout() {
     let space = Space::new("tools-run");
     fs::create_dir_all(space.path("sub")).unwrap();
@@ -117,6 +118,7 @@ fn run_command_reports_exit_code_output_cap_and_timeout() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn a_command_that_signals_its_own_group_is_not_hard_killed() {
     // The guard takes SIGTERM as the agent's death only when the agent is
     // really gone.
@@ -140,6 +142,7 @@ fn a_command_that_signals_its_own_group_is_not_hard_killed() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn commands_run_with_a_non_interactive_environment() {
     let space = Space::new("tools-pager");
     let (mut agent, session) = space.start(

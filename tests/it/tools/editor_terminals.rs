@@ -57,6 +57,7 @@ fn terminals(results: Vec<(&'static str, i64, &'static str)>) -> impl FnMut(&Val
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn run_command_uses_the_editors_terminal() {
     let space = Space::new("tools-term");
     fs::create_dir_all(space.path("sub")).unwrap();

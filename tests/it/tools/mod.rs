@@ -30,7 +30,12 @@ mod questions;
 mod roots;
 mod rules;
 mod subagents;
+// The test client's terminals are Unix process groups.
+#[cfg(unix)]
 mod terminal_jobs;
+// Commands, trees and paths on Windows (under Wine in CI).
+#[cfg(windows)]
+mod windows;
 mod workspace;
 
 use crate::support::prelude::WAIT;
@@ -53,7 +58,8 @@ struct Space {
 
 impl Space {
     fn new(name: &str) -> Space {
-        let base = fs::canonicalize(temp_dir(name)).expect("cannot canonicalize the temp dir");
+        let base =
+            spindle::os::canonical(temp_dir(name)).expect("cannot canonicalize the temp dir");
         let ws = base.join("ws");
         fs::create_dir_all(&ws).expect("cannot create the workspace");
         fs::create_dir_all(base.join("tmp")).expect("cannot create the agent's TMPDIR");

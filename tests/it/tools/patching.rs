@@ -103,6 +103,7 @@ fn a_bad_hunk_leaves_every_file_untouched() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "expects / in shown paths")]
 fn delete_and_move_show_their_diffs() {
     let space = Space::new("tools-delete-move");
     space.write("gone.txt", "bye\n");

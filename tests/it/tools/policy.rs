@@ -12,7 +12,6 @@ use serde_json::{json, Value};
 use std::fs;
 use std::io::ErrorKind;
 use std::net::TcpListener;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -42,11 +41,12 @@ fn sandbox_available() -> bool {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn auto_asks_for_every_class_of_hostile_command() {
     let space = Space::new("policy-auto");
     space.write("data.txt", "b\na\n");
     space.write("evil.sh", "#!/bin/sh\ntouch pwned-by-script\n");
-    fs::set_permissions(space.path("evil.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    spindle::os::testing::set_mode(space.path("evil.sh"), 0o755).unwrap();
     git(&space.ws, &["init", "-q"]);
     let config_before = space.read(".git/config");
     // A nested repository whose own configuration runs a program on
@@ -61,7 +61,7 @@ fn auto_asks_for_every_class_of_hostile_command() {
             "touch ../pwned-by-fsmonitor; false",
         ],
     );
-    std::os::unix::fs::symlink("/etc", space.path("link")).unwrap();
+    spindle::os::testing::symlink("/etc", space.path("link")).unwrap();
     let hostile = [
         ("a1", "sort -uo .git/hooks/pre-commit data.txt", "."),
         ("a2", "sort --output=.git/config data.txt", "."),
@@ -143,6 +143,7 @@ fn assert_no_secret(text: &str, what: &str) {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn commands_never_see_the_provider_keys_and_their_logs_are_private() {
     let space = Space::new("policy-secrets");
     let config = corp_config(&space, json!({"command_log_bytes": 10000}));
@@ -194,7 +195,7 @@ fn commands_never_see_the_provider_keys_and_their_logs_are_private() {
     // The logs: a private folder beside the database, one 0600 file per
     // command, capped with head and tail kept.
     let dir = db.parent().unwrap().join("logs").join(&session);
-    let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    let mode = |path: &Path| spindle::os::testing::mode(path);
     assert_eq!(mode(&db.parent().unwrap().join("logs")), 0o700);
     assert_eq!(mode(&dir), 0o700);
     let env_log = dir.join("e1.log");
@@ -267,6 +268,7 @@ fn real_terminals(seen: Arc<Mutex<Vec<String>>>) -> impl FnMut(&Value) -> Answer
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn editor_terminals_start_without_the_provider_keys() {
     let space = Space::new("policy-terminal");
     let (mut agent, session) = space.start(
@@ -437,6 +439,10 @@ fn the_sandbox_policy_confines_commands_without_asking() {
 }
 
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "Windows has no sandbox: the agent refuses to start (see windows::)"
+)]
 fn without_a_sandbox_the_sandbox_policy_says_so_and_every_command_asks() {
     let space = Space::new("policy-no-sandbox");
     let mut agent = space.spawn_with_env(
@@ -536,7 +542,7 @@ fn sandboxed_commands_cannot_read_key_files_or_the_session_database() {
     let space = Space::new("policy-hidden");
     let key_file = space.base.join("provider.key");
     fs::write(&key_file, format!("{KEY}\n")).unwrap();
-    fs::set_permissions(&key_file, fs::Permissions::from_mode(0o600)).unwrap();
+    spindle::os::testing::set_mode(&key_file, 0o600).unwrap();
     let config = space.base.join("config.json");
     fs::write(
         &config,

@@ -146,6 +146,7 @@ fn globs_allow_edits_and_deny_beats_yolo() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn project_rules_only_tighten_unless_trusted() {
     let space = Space::new("rules-project");
     space.write(

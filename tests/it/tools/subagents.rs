@@ -137,6 +137,7 @@ fn a_subagent_reads_and_edits_and_its_updates_carry_the_parent() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn a_subagent_cannot_nest_or_ask_and_a_cancel_stops_both() {
     let space = Space::new("subagent-cancel");
     let (mut agent, session) = space.start(
@@ -370,6 +371,7 @@ fn a_background_task_is_an_agent_job_with_a_structured_transcript() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn an_agent_job_takes_a_message_and_stops_when_cancelled() {
     let space = Space::new("subagent-job-send");
     let script = json!({"rules": [

@@ -9,13 +9,14 @@ use serde_json::json;
 use std::fs;
 
 #[test]
+#[cfg_attr(windows, ignore = "auto asks for every command under cmd")]
 fn paths_outside_the_workspace_and_git_internals_ask_in_auto() {
     let space = Space::new("tools-boundary");
     fs::write(space.base.join("outside.txt"), "outside text\n").unwrap();
     fs::create_dir_all(space.base.join("outdir")).unwrap();
     fs::write(space.base.join("outdir/secret.txt"), "secret text\n").unwrap();
-    std::os::unix::fs::symlink(space.base.join("outdir"), space.path("link")).unwrap();
-    std::os::unix::fs::symlink(space.base.join("outside.txt"), space.path("alias.txt")).unwrap();
+    spindle::os::testing::symlink(space.base.join("outdir"), space.path("link")).unwrap();
+    spindle::os::testing::symlink(space.base.join("outside.txt"), space.path("alias.txt")).unwrap();
     space.write(".git/config", "[core]\n");
     space.write("inside.txt", "inside\n");
     let absolute = space.base.join("outside.txt").to_str().unwrap().to_string();
@@ -173,7 +174,7 @@ fn auto_policy_asks_before_a_command_reads_outside_the_workspace() {
     fs::write(space.base.join("outside.txt"), "outside text\n").unwrap();
     fs::create_dir_all(space.base.join("outdir")).unwrap();
     fs::write(space.base.join("outdir/secret.txt"), "secret text\n").unwrap();
-    std::os::unix::fs::symlink(space.base.join("outdir"), space.path("link")).unwrap();
+    spindle::os::testing::symlink(space.base.join("outdir"), space.path("link")).unwrap();
     let absolute = space.base.join("outside.txt").to_str().unwrap().to_string();
     let commands = [
         ("o1", "cat ../outside.txt".to_string()),
@@ -223,6 +224,7 @@ fn auto_policy_asks_before_a_command_reads_outside_the_workspace() {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "expects a case-sensitive file system")]
 fn git_internals_ask_in_any_case_and_with_trailing_dots() {
     // On macOS's and Windows' default file systems `.GIT/hooks` is the
     // repository's hooks folder, and Windows drops trailing dots: each
