@@ -98,3 +98,34 @@ fn a_stamp_changes_with_a_write_and_local_time_reads_back() {
     drop(file);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Private files and folders admit the current user alone (a protected
+/// access list), whether made so at creation or afterwards.
+#[cfg(windows)]
+#[test]
+fn private_files_and_folders_admit_only_their_user() {
+    use std::os::windows::fs::OpenOptionsExt;
+    let dir = scratch("acl");
+    let created = open_private(&dir.join("new"), Private::CreateNew).unwrap();
+    assert!(sys::is_private(&created).unwrap());
+    std::fs::write(dir.join("plain"), "x").unwrap();
+    let plain = std::fs::File::open(dir.join("plain")).unwrap();
+    assert!(
+        !sys::is_private(&plain).unwrap(),
+        "inherits the folder's list"
+    );
+    make_private(&plain).unwrap();
+    assert!(sys::is_private(&plain).unwrap());
+    let folder = dir.join("a/b");
+    create_private_dir_all(&folder).unwrap();
+    for made in [dir.join("a"), folder] {
+        let handle = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(0x0200_0000) // FILE_FLAG_BACKUP_SEMANTICS: a folder
+            .open(&made)
+            .unwrap();
+        assert!(sys::is_private(&handle).unwrap(), "{}", made.display());
+    }
+    drop((created, plain));
+    std::fs::remove_dir_all(dir).unwrap();
+}

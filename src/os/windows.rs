@@ -1,7 +1,9 @@
 //! Windows: files opened on the link itself (`FILE_FLAG_OPEN_REPARSE_POINT`)
-//! and refused when it is one; privacy from the folder's inherited access
-//! list (the user's profile folders, where Spindle keeps its files, admit
-//! only their owner, the system and administrators); the console's echo.
+//! and refused when it is one; private files and folders as a protected
+//! access list that admits the current user alone (`acl.rs`); the
+//! console's echo.
+
+mod acl;
 
 use super::shapes::{LocalTime, Private};
 use std::fs::{self, File, Metadata, OpenOptions};
@@ -12,7 +14,7 @@ use std::path::{Path, PathBuf};
 use windows_sys::Win32::Foundation::{ERROR_CANT_RESOLVE_FILENAME, FILETIME, SYSTEMTIME};
 use windows_sys::Win32::Storage::FileSystem::{
     GetFileInformationByHandle, GetFinalPathNameByHandleW, BY_HANDLE_FILE_INFORMATION,
-    FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT,
+    FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT, READ_CONTROL, WRITE_DAC,
 };
 use windows_sys::Win32::System::Console::{
     GetConsoleMode, GetStdHandle, SetConsoleCtrlHandler, SetConsoleMode, ENABLE_ECHO_INPUT,
@@ -22,12 +24,25 @@ use windows_sys::Win32::System::Time::{FileTimeToSystemTime, SystemTimeToTzSpeci
 
 /// Creates `dir`; it takes the access list of the folder it is in.
 pub fn create_private_dir(dir: &Path) -> io::Result<()> {
-    fs::create_dir(dir)
+    fs::create_dir(dir)?;
+    protect_dir(dir)
 }
 
-/// Creates `dir` and any missing parents.
+/// Creates `dir` and any missing parents, each one it creates private.
 pub fn create_private_dir_all(dir: &Path) -> io::Result<()> {
-    fs::create_dir_all(dir)
+    let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.exists()).collect();
+    fs::create_dir_all(dir)?;
+    missing.into_iter().rev().try_for_each(protect_dir)
+}
+
+/// Opens a folder itself (not a link's target) to change its access list.
+fn protect_dir(dir: &Path) -> io::Result<()> {
+    let folder = OpenOptions::new()
+        .access_mode(WRITE_DAC | READ_CONTROL)
+        .custom_flags(FILE_FLAG_BACKUP_SEMANTICS | FILE_FLAG_OPEN_REPARSE_POINT)
+        .open(dir)?;
+    let folder = not_a_link(folder)?;
+    acl::protect(folder.as_raw_handle() as isize, true)
 }
 
 fn link_refused() -> io::Error {
@@ -53,7 +68,13 @@ pub fn open_private(path: &Path, how: Private) -> io::Result<File> {
     let file = options
         .custom_flags(FILE_FLAG_OPEN_REPARSE_POINT)
         .open(path)?;
-    not_a_link(file)
+    let file = not_a_link(file)?;
+    // As mode 0600 on Unix, an existing file included. A file system with
+    // no access lists (FAT, some shares) keeps what it has.
+    if let Err(error) = make_private(&file) {
+        log::debug!("cannot make {} private: {error}", path.display());
+    }
+    Ok(file)
 }
 
 /// Opens a file for reading (Windows has no FIFOs in the file system, so
@@ -80,14 +101,54 @@ pub fn owned_by_me(_meta: &Metadata) -> bool {
     true
 }
 
-/// Nothing to take away: access comes from the inherited access list.
-pub fn make_private(_file: &File) -> io::Result<()> {
-    Ok(())
+/// Gives an open file an access list that admits the current user alone
+/// (through a second handle on the same file, opened to change it).
+pub fn make_private(file: &File) -> io::Result<()> {
+    acl::protect(with_access(file, WRITE_DAC | READ_CONTROL)?.0, false)
 }
 
-/// Nothing to take away: access comes from the inherited access list.
-pub fn make_private_dir(_dir: &Path, _meta: &Metadata) -> io::Result<()> {
-    Ok(())
+/// Gives a folder an access list that admits the current user alone,
+/// inherited by what it holds.
+pub fn make_private_dir(dir: &Path, _meta: &Metadata) -> io::Result<()> {
+    protect_dir(dir)
+}
+
+#[cfg(test)]
+/// Whether an open file's access list admits the current user alone.
+pub fn is_private(file: &File) -> io::Result<bool> {
+    acl::is_private(with_access(file, READ_CONTROL)?.0)
+}
+
+/// A handle closed when dropped.
+struct Reopened(isize);
+
+impl Drop for Reopened {
+    fn drop(&mut self) {
+        // SAFETY: the handle is ours and closed once.
+        unsafe { windows_sys::Win32::Foundation::CloseHandle(self.0) };
+    }
+}
+
+/// A second handle on the file `file` is open on, with `access`.
+fn with_access(file: &File, access: u32) -> io::Result<Reopened> {
+    use windows_sys::Win32::Foundation::INVALID_HANDLE_VALUE;
+    use windows_sys::Win32::Storage::FileSystem::{
+        ReOpenFile, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
+    };
+    // SAFETY: the original handle is the open file's for the call; the
+    // new one is checked and owned.
+    let handle = unsafe {
+        ReOpenFile(
+            file.as_raw_handle() as isize,
+            access,
+            FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+            FILE_FLAG_OPEN_REPARSE_POINT,
+        )
+    };
+    if handle == INVALID_HANDLE_VALUE {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Reopened(handle))
 }
 
 fn information(file: &File) -> io::Result<BY_HANDLE_FILE_INFORMATION> {
