@@ -20,7 +20,7 @@ use crate::process::Tree;
 use crossbeam_channel::{unbounded, Sender};
 use serde_json::Value;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -63,13 +63,13 @@ impl StdioTransport {
     ) -> Result<StdioTransport, McpError> {
         // `npx` is `npx.cmd` on Windows: found as a shell would find it.
         let resolved = crate::process::program::resolve(command);
-        let mut command_builder = Command::new(&resolved.program);
-        command_builder.args(&resolved.leading);
+        let mut argv = resolved.leading.clone();
+        argv.extend(args.iter().map(std::ffi::OsString::from));
+        let mut command_builder = crate::process::guard::server(&resolved.program, &argv);
         for name in env_remove {
             command_builder.env_remove(name);
         }
         command_builder
-            .args(args)
             .envs(env.iter().map(|(key, value)| (key, value)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -56,6 +56,20 @@ pub fn enable(exe: PathBuf) {
     }
 }
 
+/// A long-lived server the agent starts (an MCP server) as a command:
+/// under the guard where nothing else ties it to the agent's life (macOS,
+/// which has no parent-death signal: the guard's kqueue watch takes the
+/// server's group down with the agent); elsewhere as it is (Linux has the
+/// parent-death signal, Windows the agent's job object).
+pub fn server(program: &Path, args: &[OsString]) -> Command {
+    if cfg!(target_os = "macos") {
+        return command(program, args);
+    }
+    let mut command = Command::new(program);
+    command.args(args);
+    command
+}
+
 /// `program args…` wrapped in the guard when it is enabled.
 pub fn command(program: &Path, args: &[OsString]) -> Command {
     match GUARD.get() {
