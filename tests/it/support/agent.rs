@@ -155,6 +155,13 @@ impl Agent {
         let stderr_file = File::create(&stderr_path).expect("cannot create the stderr log");
 
         let mut command = Command::new(program);
+        // Its own console group on Windows, as an editor starts it, so
+        // that a test's Ctrl-Break reaches the agent alone.
+        #[cfg(windows)]
+        std::os::windows::process::CommandExt::creation_flags(
+            &mut command,
+            windows_sys::Win32::System::Threading::CREATE_NEW_PROCESS_GROUP,
+        );
         command
             .args(args)
             .stdin(Stdio::piped())

@@ -93,6 +93,29 @@ fn a_killed_agent_takes_its_commands_with_it() {
     assert_stops_growing(&file);
 }
 
+/// Ctrl-Break (and Ctrl-C, console close) ends the agent as SIGTERM does
+/// on Unix: the turn is cancelled, the agent exits, the tree is gone.
+#[test]
+fn ctrl_break_ends_the_agent_and_the_commands_tree() {
+    use windows_sys::Win32::System::Console::{
+        AllocConsole, GenerateConsoleCtrlEvent, CTRL_BREAK_EVENT,
+    };
+    // Console events travel through a console the agent shares with the
+    // test: one is made when the tests run without (as under CI).
+    // SAFETY: no arguments; fails harmlessly when there is one already.
+    unsafe { AllocConsole() };
+    let space = Space::new("win-break");
+    let (mut agent, _session, _exchange, file) = with_a_growing_tree(&space);
+    // SAFETY: a plain call with integers; the group is the agent's own.
+    let sent = unsafe { GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, agent.pid()) };
+    assert_ne!(sent, 0, "{}", std::io::Error::last_os_error());
+    let status = agent
+        .wait_exit(Duration::from_secs(15))
+        .expect("the agent did not exit after Ctrl-Break");
+    eprintln!("exit after Ctrl-Break: {status:?}");
+    assert_stops_growing(&file);
+}
+
 /// Drive-letter paths, with either slash, and `file:///C:/` links reach
 /// the files; a path on another drive is outside the workspace.
 #[test]
