@@ -61,6 +61,12 @@ impl Sink for Quiet<'_, '_> {
     }
 }
 
+/// The window compaction fits: the configured one, or the smaller one a
+/// server named when it refused a request as too long.
+fn window(turn: &Turn, state: &State) -> u64 {
+    state.window.unwrap_or(turn.model.context_window).max(1)
+}
+
 /// The turn's estimate of the next request.
 pub(super) fn estimate(state: &State, fixed: usize, messages: &[Message]) -> u64 {
     context::estimate(state.known, context::request_bytes(fixed, messages))
@@ -78,7 +84,7 @@ pub(super) fn fit(
     let Some(share) = turn.model.compact_at else {
         return Fitted::Unchanged;
     };
-    let window = turn.model.context_window.max(1);
+    let window = window(turn, state);
     let limit =
         ((window as f64 * share) as u64).min(window.saturating_sub(turn.model.output_reserve));
     let before = estimate(state, fixed, messages);
@@ -301,7 +307,7 @@ fn announce(
     }
     updates.send_live(SessionUpdate::UsageUpdate {
         used,
-        size: turn.model.context_window,
+        size: window(turn, state),
         cost: None,
     });
 }
@@ -385,7 +391,7 @@ pub(super) fn compact_command(
         );
         return Ok(StopReason::EndTurn);
     }
-    let window = turn.model.context_window.max(1);
+    let window = window(turn, state);
     let fixed = context::fixed_bytes(&turn.start.system, &[]);
     let before = estimate(state, fixed, messages);
     let mut input = context::summary_input(messages, (window * 3 / 5 * 4) as usize);
@@ -454,7 +460,7 @@ pub(super) fn compact_command(
                 .borrow_mut()
                 .send_live(SessionUpdate::UsageUpdate {
                     used: now,
-                    size: turn.model.context_window,
+                    size: window,
                     cost: None,
                 });
             Ok(StopReason::EndTurn)

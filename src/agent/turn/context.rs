@@ -373,12 +373,45 @@ pub fn is_too_long(status: Option<u16>, code: &str, message: &str) -> bool {
         "too many tokens",
         "input is too long",
         "exceeds the context",
+        // llama.cpp: `exceed_context_size_error`, "request (8445 tokens)
+        // exceeds the available context size (8192 tokens)".
+        "exceed_context_size",
+        "available context size",
+        // LM Studio: "… greater than the context length"; vLLM and Ollama
+        // say "context length" too.
+        "context overflow",
         "request too large",
         "reduce the length",
         "string_above_max_length",
     ]
     .iter()
     .any(|needle| text.contains(needle))
+}
+
+/// The window, in tokens, that a "too long" refusal names, where it
+/// names one: llama.cpp's "available context size (8192 tokens)", the
+/// OpenAI and vLLM "maximum context length is 4096 tokens", Anthropic's
+/// "… tokens > 200000 maximum".
+pub fn window_named(message: &str) -> Option<u64> {
+    let text = message.to_ascii_lowercase();
+    let number_after = |marker: &str| -> Option<u64> {
+        let at = text.find(marker)? + marker.len();
+        let digits: String = text[at..]
+            .trim_start_matches(['(', ' '])
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == ',')
+            .filter(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok().filter(|n| *n > 0)
+    };
+    number_after("available context size")
+        .or_else(|| number_after("maximum context length is"))
+        .or_else(|| number_after("context length of"))
+        .or_else(|| {
+            let before = text.find(" maximum")?;
+            let start = text[..before].rfind("> ")? + 2;
+            text[start..before].trim().parse().ok()
+        })
 }
 
 #[cfg(test)]
@@ -537,5 +570,28 @@ mod tests {
             "Unknown model"
         ));
         assert!(!is_too_long(Some(500), "", "context length"));
+        // The local servers, in their own words.
+        for (code, message) in [
+            ("exceed_context_size_error", "request (8445 tokens) exceeds the available context size (8192 tokens), try increasing it"),
+            ("BadRequestError", "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, 1000 in the completion)."),
+            ("", "the input length exceeds the context length"),
+            ("", "The number of tokens to keep from the initial prompt is greater than the context length"),
+        ] {
+            assert!(is_too_long(Some(400), code, message), "{message}");
+        }
+    }
+
+    #[test]
+    fn the_window_a_refusal_names_is_read() {
+        let cases = [
+            ("request (8445 tokens) exceeds the available context size (8192 tokens), try increasing it", Some(8192)),
+            ("This model's maximum context length is 4,096 tokens. However, you requested 5000", Some(4096)),
+            ("prompt is too long: 210000 tokens > 200000 maximum", Some(200_000)),
+            ("the input length exceeds the context length", None),
+            ("maximum context length is zero tokens", None),
+        ];
+        for (message, window) in cases {
+            assert_eq!(window_named(message), window, "{message}");
+        }
     }
 }

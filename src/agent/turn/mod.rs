@@ -70,6 +70,9 @@ struct State {
     applied: Vec<String>,
     /// The goal the turn works on, as it goes.
     goal: Option<crate::agent::common::goal::Goal>,
+    /// The window a server named when it refused a request as too long,
+    /// when smaller than the configured one: compaction fits it.
+    window: Option<u64>,
 }
 
 impl State {
@@ -87,6 +90,7 @@ impl State {
             summaries: 0,
             applied: Vec::new(),
             goal: turn.start.goal.clone(),
+            window: None,
         }
     }
 }

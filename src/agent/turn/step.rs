@@ -241,6 +241,7 @@ pub(super) fn call_model(
         {
             if !run.refused_as_too_long {
                 run.refused_as_too_long = true;
+                learn_window(turn, sink, state, &error.message);
                 let refused = super::compaction::Pressure::Refused;
                 match super::compaction::fit(turn, sink, state, messages, run.fixed, refused) {
                     super::compaction::Fitted::Smaller => {
@@ -281,6 +282,22 @@ pub(super) fn call_model(
 /// Takes the model's answer into the conversation (with its tool calls
 /// and what the provider wants back), counts its usage, and says so
 /// when it is empty. The stop reason when the model ended its turn.
+/// Believes the window a "too long" refusal names when it is smaller than
+/// the configured one (a server started with a smaller context than the
+/// config says), and says so.
+fn learn_window(turn: &Turn, sink: &mut UpdateSink, state: &mut State, message: &str) {
+    let configured = state.window.unwrap_or(turn.model.context_window);
+    if let Some(named) = context::window_named(message).filter(|named| *named < configured) {
+        state.window = Some(named);
+        sink.updates.borrow_mut().notice(&crate::acp::fit::Notice::info(
+            "Smaller window",
+            format!(
+                "the server's window is {named} tokens, not the {configured} configured; the conversation is compacted to fit"
+            ),
+        ));
+    }
+}
+
 pub(super) fn take_answer(
     turn: &Turn,
     sink: &mut UpdateSink,

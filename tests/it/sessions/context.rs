@@ -516,6 +516,53 @@ fn a_tight_window_asks_for_at_most_one_summary_per_turn() {
     assert_eq!(server.pending_replies(), 0);
 }
 
+/// llama.cpp started with a smaller context than the config says: its
+/// refusal (`exceed_context_size_error`, with the counts) is taken as
+/// "too long", the window it names is believed, and the conversation is
+/// compacted to fit it and sent again, once.
+#[test]
+fn a_local_servers_too_long_refusal_compacts_to_the_window_it_names() {
+    let space = Space::new("ctx-llama");
+    let server = FakeServer::start();
+    server.push(plain("Noted."));
+    server.push(plain("Noted again."));
+    server.push(Reply::status(
+        400,
+        json!({"error": {"code": 400, "type": "exceed_context_size_error",
+                         "message": "request (9120 tokens) exceeds the available context size (8192 tokens), try increasing it",
+                         "n_prompt_tokens": 9120, "n_ctx": 8192}})
+        .to_string(),
+    ));
+    server.push(plain("The user sent two long prompts; both were noted."));
+    server.push(plain("Done."));
+    let mut agent = configured(&space, &server, json!({"context_window": 64000}), json!({}));
+    let session = agent.new_session(&space.ws);
+    for n in 0..2 {
+        let text = format!("Prompt {n}: {}", "lorem ipsum ".repeat(1500));
+        let (response, _) = run(&mut agent, &session, &text);
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    }
+    let (response, messages) = run(&mut agent, &session, "and the third?");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let said = message_text(&messages);
+    assert!(said.contains("8192 tokens"), "the user is told: {said}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 5);
+    assert!(is_summary_request(&requests[3].body));
+    assert!(
+        requests[4].raw.len() < requests[2].raw.len() / 2,
+        "the request sent again is not smaller: {} vs {}",
+        requests[4].raw.len(),
+        requests[2].raw.len()
+    );
+    let sent = requests[4].body["messages"].as_array().unwrap();
+    assert_eq!(content(sent.last().unwrap()), "and the third?");
+    // The editor's meter shows the window the server has.
+    assert!(updates(&messages, "usage_update")
+        .iter()
+        .any(|u| u["size"] == 8192));
+}
+
 #[test]
 fn the_system_prompt_knows_the_date_the_repository_and_nested_instructions() {
     let space = Space::new("prompt-env");
