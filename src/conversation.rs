@@ -111,3 +111,64 @@ pub struct ToolSpec {
     pub description: String,
     pub parameters: Value,
 }
+
+/// The conversation with no two user messages in a row: each run of them
+/// joined into one (texts with a blank line between, images in order).
+/// Strict chat templates (Mistral's, and others llama.cpp and vLLM apply)
+/// refuse a user message after a user message, which a compaction
+/// summary, a cancelled turn or a queued follow-up can leave; borrowed as
+/// it is when there is none.
+pub fn alternating(messages: &[Message]) -> std::borrow::Cow<'_, [Message]> {
+    let consecutive = messages
+        .windows(2)
+        .any(|pair| pair[0].role == Role::User && pair[1].role == Role::User);
+    if !consecutive {
+        return std::borrow::Cow::Borrowed(messages);
+    }
+    let mut joined: Vec<Message> = Vec::with_capacity(messages.len());
+    for message in messages {
+        match joined.last_mut() {
+            Some(last) if last.role == Role::User && message.role == Role::User => {
+                if !last.text.is_empty() && !message.text.is_empty() {
+                    last.text.push_str("\n\n");
+                }
+                last.text.push_str(&message.text);
+                last.images.extend(message.images.iter().cloned());
+            }
+            _ => joined.push(message.clone()),
+        }
+    }
+    std::borrow::Cow::Owned(joined)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_of_user_messages_are_joined_and_the_rest_kept() {
+        let plain = [
+            Message::user("a"),
+            Message::assistant("b", ""),
+            Message::user("c"),
+        ];
+        assert!(matches!(alternating(&plain), std::borrow::Cow::Borrowed(_)));
+        let runs = [
+            Message::user("summary"),
+            Message::user("prompt"),
+            Message::assistant("answer", ""),
+            Message::user(""),
+            Message::user("next"),
+        ];
+        let joined = alternating(&runs);
+        let texts: Vec<(&str, Role)> = joined.iter().map(|m| (m.text.as_str(), m.role)).collect();
+        assert_eq!(
+            texts,
+            [
+                ("summary\n\nprompt", Role::User),
+                ("answer", Role::Assistant),
+                ("next", Role::User)
+            ]
+        );
+    }
+}

@@ -25,7 +25,8 @@ impl ChatCompletions {
     fn body(&self, request: &ModelRequest<'_>) -> Value {
         let mut messages = Vec::with_capacity(request.messages.len() + 1);
         messages.push(json!({ "role": "system", "content": request.system }));
-        for message in request.messages {
+        // Strict chat templates take no user message after a user message.
+        for message in crate::conversation::alternating(request.messages).iter() {
             messages.push(message_json(message));
         }
         let mut body = json!({

@@ -86,14 +86,11 @@ fn kill_before_the_provider_answers() {
     prompt_ok(&mut next, &session, "Are you there?");
     let body = server.wait_requests(2, WAIT)[1].body.clone();
     let messages = conversation(&body);
+    // The unanswered prompt and the new one are one user message: strict
+    // chat templates take no user message after a user message.
     assert_eq!(
-        messages.first(),
-        Some(&json!({"role": "user", "content": "Before the answer"})),
-        "{messages:#?}"
-    );
-    assert_eq!(
-        messages.last(),
-        Some(&json!({"role": "user", "content": "Are you there?"})),
+        messages,
+        [json!({"role": "user", "content": "Before the answer\n\nAre you there?"})],
         "{messages:#?}"
     );
     assert_tool_calls_answered(&messages);
@@ -136,9 +133,11 @@ fn kill_in_the_middle_of_a_stream() {
     prompt_ok(&mut next, &session, "Again");
     let body = server.wait_requests(2, WAIT)[1].body.clone();
     let messages = conversation(&body);
-    assert_eq!(
-        messages.last(),
-        Some(&json!({"role": "user", "content": "Again"}))
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "user");
+    assert!(
+        last["content"].as_str().unwrap().ends_with("Again"),
+        "{messages:#?}"
     );
     assert_tool_calls_answered(&messages);
     finish(next);

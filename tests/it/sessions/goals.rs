@@ -321,7 +321,7 @@ fn a_running_goal_is_steered_and_comes_back_paused_after_kill_9() {
         .filter_map(|m| m["content"].as_str().map(str::to_string))
         .collect();
     assert!(
-        texts.iter().any(|t| t == "skip the tests folder"),
+        texts.iter().any(|t| t.ends_with("skip the tests folder")),
         "{texts:?}"
     );
     agent.kill();
