@@ -914,6 +914,41 @@ fn a_stream_that_ends_before_its_first_event_is_retried() {
     assert_eq!(server.requests().len(), 2);
 }
 
+/// A gateway's upstream timeout: a 200, an empty first chunk, then an
+/// error event with code 408. Nothing was shown, so it is retried as a
+/// 408 would be; an error event after text is not.
+#[test]
+fn a_408_error_event_after_an_empty_chunk_is_retried() {
+    use crate::support::fake_openai::{chunk_content, chunk_role, Step};
+    let timeout = r#"{"error":{"message":"Request timed out","type":"timeout","code":408}}"#;
+    let server = FakeServer::start();
+    server.push(Reply::Sse(vec![chunk_role(), Step::Event(timeout.into())]));
+    server.push(Reply::Sse(chat_text(&["After the timeout."])));
+    let (mut agent, session) = retry_session(&server, &[]);
+    let (result, messages) = prompt_ok(&mut agent, &session, "hello");
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(
+        updates_text(&messages, "agent_message_chunk"),
+        "After the timeout."
+    );
+    assert_eq!(retry_lines(&messages), 1);
+    assert_eq!(server.requests().len(), 2);
+
+    // After visible text the same event ends the turn: nothing is repeated.
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        chunk_content("Half"),
+        Step::Event(timeout.into()),
+    ]));
+    let id = agent.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "again"}]}),
+    );
+    let (response, _) = agent.response(&id, WAIT);
+    assert!(response.get("error").is_some(), "{response}");
+    assert_request_count(&server, 3);
+}
+
 #[test]
 fn a_connection_cut_before_the_first_event_is_retried() {
     let server = FakeServer::start();

@@ -47,14 +47,72 @@ pub(super) fn error_value(value: &serde_json::Value) -> Option<ProviderError> {
         .filter_map(|key| error.get(*key).and_then(|c| c.as_str()))
         .collect::<Vec<_>>()
         .join(" ");
-    let retryable = ["overloaded", "server_error", "api_error", "rate_limit"]
-        .iter()
-        .any(|word| code.contains(word));
-    let error = ProviderError::new(
+    // A status in the event (a gateway's `"code": 408` for its upstream's
+    // timeout) is retried as the same HTTP status would be.
+    let status = ["code", "status"].iter().find_map(|key| {
+        let value = error.get(*key)?;
+        let number = value.as_u64().or_else(|| value.as_str()?.parse().ok())?;
+        u16::try_from(number)
+            .ok()
+            .filter(|n| (100..600).contains(n))
+    });
+    let retryable = [
+        "overloaded",
+        "server_error",
+        "api_error",
+        "rate_limit",
+        "timeout",
+    ]
+    .iter()
+    .any(|word| code.contains(word))
+        || status.is_some_and(|status| matches!(status, 408 | 409 | 429) || status >= 500);
+    let mut error = ProviderError::new(
         "provider_stream_error",
         format!("the model provider reported an error: {message}"),
     );
+    error.status = status;
     Some(if retryable { error.retryable() } else { error })
+}
+
+/// Whether an event's data shows nothing of an answer yet: no text,
+/// reasoning, tool call or end in it (a role, a stream's start, an empty
+/// delta, a keep-alive), in any of the three formats. Such events before
+/// an error leave it an error before any output.
+pub(super) fn shows_nothing(data: &str) -> bool {
+    const SHOWN: [&str; 12] = [
+        "text",
+        "content",
+        "delta",
+        "arguments",
+        "partial_json",
+        "thinking",
+        "reasoning",
+        "reasoning_content",
+        "refusal",
+        "tool_calls",
+        "finish_reason",
+        "stop_reason",
+    ];
+    fn shows(value: &serde_json::Value, depth: usize) -> bool {
+        use serde_json::Value;
+        match value {
+            _ if depth > 8 => true,
+            Value::Object(map) => map.iter().any(|(key, value)| {
+                let filled = match value {
+                    Value::Null | Value::Bool(false) => false,
+                    Value::String(text) => !text.is_empty(),
+                    Value::Array(items) => !items.is_empty(),
+                    _ => true,
+                };
+                (SHOWN.contains(&key.as_str()) && filled && !value.is_object())
+                    || shows(value, depth + 1)
+            }),
+            Value::Array(items) => items.iter().any(|item| shows(item, depth + 1)),
+            _ => false,
+        }
+    }
+    data.len() <= 64 * 1024
+        && serde_json::from_str::<serde_json::Value>(data).is_ok_and(|value| !shows(&value, 0))
 }
 
 /// Exponential backoff: 0.5 s × 2ⁿ, at most 8 s, times a jitter factor in
@@ -226,6 +284,45 @@ pub fn provider_message(bytes: &[u8]) -> Option<String> {
         .get("message")
         .and_then(|m| m.as_str())
         .map(str::to_string)
+}
+
+#[cfg(test)]
+mod blank_tests {
+    use super::*;
+
+    #[test]
+    fn events_that_show_nothing_are_told_apart() {
+        for blank in [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+            r#"{"choices":[]}"#,
+            r#"{"type":"message_start","message":{"id":"m","role":"assistant","content":[],"usage":{"input_tokens":3}}}"#,
+            r#"{"type":"ping"}"#,
+            r#"{"type":"response.created","response":{"id":"r","output":[],"instructions":"be brief"}}"#,
+        ] {
+            assert!(shows_nothing(blank), "{blank}");
+        }
+        for shown in [
+            r#"{"choices":[{"delta":{"content":"Hi"}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f"}}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+            r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"x"}}"#,
+            r#"{"type":"response.output_text.delta","delta":"x"}"#,
+            "not json",
+        ] {
+            assert!(!shows_nothing(shown), "{shown}");
+        }
+    }
+
+    #[test]
+    fn a_status_in_an_error_event_is_retried_as_that_status() {
+        let timeout =
+            error_event(r#"{"error":{"message":"upstream timed out","code":408}}"#).unwrap();
+        assert!(timeout.retryable && timeout.status == Some(408));
+        let bad = error_event(r#"{"error":{"message":"bad tool schema","code":"400"}}"#).unwrap();
+        assert!(!bad.retryable && bad.status == Some(400));
+        let unavailable = error_event(r#"{"error":{"message":"no","status":503}}"#).unwrap();
+        assert!(unavailable.retryable);
+    }
 }
 
 #[cfg(test)]

@@ -61,6 +61,10 @@ impl Default for Timeouts {
     }
 }
 
+/// How many events that show nothing `open` holds before it hands the
+/// stream on (a server that sends only those is read as it comes).
+const HELD_BLANK_EVENTS: usize = 16;
+
 /// The longest server-requested delay we honour before a retry.
 const MAX_SERVER_DELAY: Duration = Duration::from_secs(60);
 
@@ -70,8 +74,9 @@ pub struct EventStream {
     agent: ureq::Agent,
     stall: Duration,
     url: String,
-    /// The first item, read by `open` to decide about a retry.
-    peeked: RefCell<Option<StreamItem>>,
+    /// The first items, read by `open` to decide about a retry: events
+    /// that show nothing yet, and the first that does.
+    peeked: RefCell<std::collections::VecDeque<StreamItem>>,
     /// When the stream last gave something real (an event, or its start):
     /// keep-alive comments show the server lives but not that it makes
     /// progress, so they do not move the stall deadline.
@@ -210,7 +215,7 @@ impl EventStream {
         loop {
             let stream = EventStream::post(url, headers, body.clone(), timeouts, cancel, whole)?;
             let error = loop {
-                match stream.next(cancel) {
+                match stream.receive(cancel) {
                     Next::Cancelled => return Err(StreamError::Cancelled),
                     Next::Item(StreamItem::Alive) => continue,
                     Next::Item(StreamItem::End) => {
@@ -226,8 +231,20 @@ impl EventStream {
                             ProviderError::new("provider_stream_error", "error event")
                         })
                     }
+                    // Events that show nothing yet (a role, a start, an
+                    // empty delta) are held: an error after them is still
+                    // an error before any output, and retried as such.
+                    Next::Item(StreamItem::Event(event))
+                        if stream.peeked.borrow().len() < HELD_BLANK_EVENTS
+                            && errors::shows_nothing(&event.data) =>
+                    {
+                        stream
+                            .peeked
+                            .borrow_mut()
+                            .push_back(StreamItem::Event(event));
+                    }
                     Next::Item(first) => {
-                        *stream.peeked.borrow_mut() = Some(first);
+                        stream.peeked.borrow_mut().push_back(first);
                         return Ok(stream);
                     }
                 }
@@ -332,7 +349,7 @@ impl EventStream {
             agent,
             stall: timeouts.stall,
             url: url.to_string(),
-            peeked: RefCell::new(None),
+            peeked: RefCell::new(std::collections::VecDeque::new()),
             progress: std::cell::Cell::new(std::time::Instant::now()),
             received: std::cell::Cell::new(0),
         })
@@ -401,9 +418,14 @@ impl EventStream {
     /// Waits for the next item, a cancel, or the stall timeout (which shuts
     /// the connection and reports `provider_stalled`).
     pub fn next(&self, cancel: &CancelToken) -> Next {
-        if let Some(item) = self.peeked.borrow_mut().take() {
+        if let Some(item) = self.peeked.borrow_mut().pop_front() {
             return Next::Item(item);
         }
+        self.receive(cancel)
+    }
+
+    /// `next` from the connection itself, past the items `open` holds.
+    fn receive(&self, cancel: &CancelToken) -> Next {
         let deadline = self.progress.get() + self.stall;
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         select! {
