@@ -6,6 +6,7 @@
 //! A server that ignores `stream: true` answers 200 with a JSON body; that
 //! body has no events, so such a call ends as `provider_stream_broken`.
 
+mod raw;
 pub(crate) mod stream;
 
 use super::http::{EventStream, Timeouts};
@@ -13,7 +14,7 @@ use super::ImageData;
 use super::{Message, ModelRequest, Outcome, Provider, Role, Sink, StreamError};
 use crate::cancel::CancelToken;
 use serde_json::{json, Value};
-use stream::StreamState;
+use stream::{replayable, StreamState};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -46,7 +47,7 @@ impl Provider for Responses {
         sink: &mut dyn Sink,
         cancel: &CancelToken,
     ) -> Result<Outcome, StreamError> {
-        let body = body(request).to_string();
+        let body = body(request);
         let mut headers = self.headers();
         super::trace::add_headers(&mut headers, request.trace);
         let stream = EventStream::open(
@@ -94,12 +95,12 @@ fn whole_answer(body: &Value) -> Vec<String> {
     events.iter().map(Value::to_string).collect()
 }
 
-/// The JSON body of one request.
-fn body(request: &ModelRequest<'_>) -> Value {
+/// The JSON text of one request. The input goes last, spliced in as text:
+/// replayed reasoning items are the server's own bytes.
+fn body(request: &ModelRequest<'_>) -> String {
     let mut body = json!({
         "model": request.model,
         "stream": true,
-        "input": input_json(request.messages),
         // Stateless: nothing is kept on the server, so the reasoning must
         // come back encrypted for us to replay.
         "store": false,
@@ -133,21 +134,41 @@ fn body(request: &ModelRequest<'_>) -> Value {
         // Summaries stream only when asked for.
         body["reasoning"] = json!({ "effort": effort, "summary": "auto" });
     }
-    body
+    let mut text = body.to_string();
+    // `body` is an object with members, so it ends in `}`.
+    text.pop();
+    text.push_str(",\"input\":[");
+    for (at, item) in input_json(request.messages).iter().enumerate() {
+        if at > 0 {
+            text.push(',');
+        }
+        match item {
+            Item::Built(value) => text.push_str(&value.to_string()),
+            Item::Kept(raw) => text.push_str(raw),
+        }
+    }
+    text.push_str("]}");
+    text
+}
+
+/// One input item: built here, or kept from an answer as its text.
+enum Item<'a> {
+    Built(Value),
+    Kept(std::borrow::Cow<'a, str>),
 }
 
 /// The conversation as input items. Replayed items carry no `id` (with
 /// `store: false` an id names server state that does not exist), except the
 /// reasoning items, which go back exactly as received.
-fn input_json(messages: &[Message]) -> Vec<Value> {
+fn input_json(messages: &[Message]) -> Vec<Item<'_>> {
     let mut items = Vec::with_capacity(messages.len());
     for message in messages {
         match message.role {
-            Role::User if message.images.is_empty() => items.push(json!({
+            Role::User if message.images.is_empty() => items.push(Item::Built(json!({
                 "type": "message",
                 "role": "user",
                 "content": message.text,
-            })),
+            }))),
             Role::User => {
                 let mut parts = vec![json!({"type": "input_text", "text": message.text})];
                 for image in &message.images {
@@ -155,49 +176,57 @@ fn input_json(messages: &[Message]) -> Vec<Value> {
                         parts.push(json!({"type": "input_image", "image_url": url}));
                     }
                 }
-                items.push(json!({"type": "message", "role": "user", "content": parts}));
+                items.push(Item::Built(
+                    json!({"type": "message", "role": "user", "content": parts}),
+                ));
             }
             Role::Assistant => {
-                items.extend(kept_reasoning(message).cloned());
+                items.extend(kept_reasoning(message));
                 if !message.text.is_empty() {
-                    items.push(json!({
+                    items.push(Item::Built(json!({
                         "type": "message",
                         "role": "assistant",
                         "content": [{ "type": "output_text", "text": message.text }],
-                    }));
+                    })));
                 }
                 for call in &message.tool_calls {
-                    items.push(json!({
+                    items.push(Item::Built(json!({
                         "type": "function_call",
                         "call_id": call.id,
                         "name": call.name,
                         "arguments": call.arguments,
-                    }));
+                    })));
                 }
             }
-            Role::Tool => items.push(json!({
+            Role::Tool => items.push(Item::Built(json!({
                 "type": "function_call_output",
                 "call_id": message.tool_call_id.as_deref().unwrap_or(""),
                 "output": message.text,
-            })),
+            }))),
         }
     }
     items
 }
 
-/// The reasoning items kept with an assistant message. Only those with
-/// their encrypted content can be replayed: without it the API looks the
-/// item up by id and fails with a 404.
-fn kept_reasoning(message: &Message) -> impl Iterator<Item = &Value> {
-    message.provider_data["responses"]["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
+/// The reasoning items kept with an assistant message, as the server
+/// wrote them (`raw_items`; sessions stored before kept their values as
+/// `items`). Only those with their encrypted content can be replayed:
+/// without it the API looks the item up by id and fails with a 404. A
+/// kept text that is not one such item (a store edited by hand) is left
+/// out rather than spliced into the request.
+fn kept_reasoning(message: &Message) -> impl Iterator<Item = Item<'_>> {
+    let kept = &message.provider_data["responses"];
+    let raw = kept["raw_items"].as_array().into_iter().flatten();
+    let raw = raw.filter_map(|text| {
+        let text = text.as_str()?;
+        let item = serde_json::from_str::<Value>(text).ok()?;
+        replayable(&item).then_some(Item::Kept(text.into()))
+    });
+    let items = kept["items"].as_array().into_iter().flatten();
+    let items = items
         .filter(|item| replayable(item))
-}
-
-fn replayable(item: &Value) -> bool {
-    item["type"] == "reasoning" && item["encrypted_content"].is_string()
+        .map(|item| Item::Kept(item.to_string().into()));
+    raw.chain(items)
 }
 
 #[cfg(test)]
@@ -244,7 +273,7 @@ mod tests {
             description: "Read a file".into(),
             parameters: json!({ "type": "object" }),
         }];
-        let body = body(&request(&messages, &tools));
+        let body: Value = serde_json::from_str(&body(&request(&messages, &tools))).unwrap();
         assert_eq!(
             body,
             json!({
@@ -274,10 +303,32 @@ mod tests {
         let mut request = request(&plain, &[]);
         request.effort = Some("auto");
         request.max_output_tokens = None;
-        let body = super::body(&request);
+        let body: Value = serde_json::from_str(&super::body(&request)).unwrap();
         for absent in ["reasoning", "tools", "tool_choice", "max_output_tokens"] {
             assert!(body.get(absent).is_none(), "{absent}");
         }
+    }
+
+    #[test]
+    fn kept_reasoning_goes_back_byte_for_byte() {
+        // Key order, spacing and number spelling as the server wrote them.
+        let raw = r#"{"type":"reasoning", "id":"rs_7","summary":[],"encrypted_content":"sig\u002Bx","n":1.50}"#;
+        let mut assistant = Message::assistant("", "");
+        assistant.provider_data = json!({ "responses": { "raw_items": [
+            raw,
+            // Not an item that can go back: left out.
+            r#"{"type":"reasoning","id":"rs_8","summary":[]}"#,
+            r#"{"type":"reasoning","encrypted_content":"x"} trailing"#,
+            "not json",
+            7,
+        ] } });
+        let messages = [Message::user("go"), assistant];
+        let text = body(&request(&messages, &[]));
+        assert!(text.contains(&format!(",{raw}]")), "{text}");
+        let body: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(body["input"].as_array().unwrap().len(), 2, "{text}");
+        assert_eq!(body["input"][1]["encrypted_content"], "sig+x");
+        assert_eq!(body["model"], "gpt-test");
     }
 
     #[test]
@@ -310,7 +361,7 @@ mod tests {
         );
         assert_eq!(outcome.finish, Finish::ToolUse);
         assert_eq!(outcome.tool_calls[0].id, "call_1");
-        assert!(outcome.provider_data["responses"]["items"].is_array());
+        assert!(outcome.provider_data["responses"]["raw_items"].is_array());
     }
 
     #[test]
@@ -334,16 +385,24 @@ mod tests {
                 json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
                        "delta": piece}),
             ),
+            // Copies of one item are kept once: distinct items fill up.
             (
-                Value::Null,
-                json!({"type": "response.output_item.done",
-                       "item": {"type": "reasoning", "encrypted_content": piece}}),
+                Value::Array(
+                    (0..100)
+                        .map(|n| {
+                            json!({"type": "response.output_item.done",
+                            "item": {"id": format!("rs_{n}"), "type": "reasoning",
+                                     "encrypted_content": piece}})
+                        })
+                        .collect(),
+                ),
+                json!({"type": "response.in_progress"}),
             ),
         ] {
-            let start = if start.is_null() {
-                String::new()
-            } else {
-                format!("data: {start}\n\n")
+            let start = match start {
+                Value::Null => String::new(),
+                Value::Array(events) => events.iter().map(|e| format!("data: {e}\n\n")).collect(),
+                start => format!("data: {start}\n\n"),
             };
             let (base_url, _server) =
                 serve_once(flood(&start, &format!("data: {delta}\n\n")), "/v1");

@@ -1,6 +1,7 @@
 //! The parse of an OpenAI Responses stream: a state machine fed one SSE
 //! event at a time, so it can be tested without a network.
 
+use super::raw;
 use crate::provider::http::WireState;
 use crate::provider::sse::SseEvent;
 use crate::provider::{
@@ -19,11 +20,30 @@ struct Call {
     done: bool,
 }
 
+/// A reasoning item as the server sent it: its text, byte for byte, for
+/// replay, and its value, to match copies of it.
+struct Reasoning {
+    value: Value,
+    raw: String,
+}
+
+impl Reasoning {
+    fn cost(&self) -> usize {
+        value_held(&self.value) + self.raw.len()
+    }
+}
+
+/// Whether a reasoning item can go back: without its encrypted content
+/// the API looks it up by id and fails with a 404.
+pub(crate) fn replayable(item: &Value) -> bool {
+    item["type"] == "reasoning" && item["encrypted_content"].is_string()
+}
+
 /// The parse of one streamed answer, fed one SSE event at a time.
 #[derive(Default)]
 pub(crate) struct StreamState {
     calls: Vec<Call>,
-    reasoning: Vec<Value>,
+    reasoning: Vec<Reasoning>,
     refused: bool,
     /// What the calls and reasoning items hold, as JSON text, plus a
     /// fixed cost per call.
@@ -89,6 +109,9 @@ impl StreamState {
                     let at = self.call(item);
                     self.set_arguments(at, item["arguments"].as_str().unwrap_or(""));
                 }
+                // Usually a bare start, replaced by the finished item; a
+                // bridge may put the whole item here instead.
+                self.keep_reasoning(item, raw::member(&event.data, "item"));
             }
             "response.function_call_arguments.delta" => {
                 let at = self.call_by_item(&value);
@@ -106,8 +129,15 @@ impl StreamState {
                     self.calls[at].name = name;
                 }
             }
-            "response.output_item.done" => self.item_done(&value["item"]),
-            "response.completed" => return Ok(Some(self.outcome(&value["response"], None))),
+            "response.output_item.done" => {
+                let item = &value["item"];
+                self.keep_reasoning(item, raw::member(&event.data, "item"));
+                self.item_done(item);
+            }
+            "response.completed" => {
+                self.keep_final_reasoning(&value["response"], &event.data);
+                return Ok(Some(self.outcome(&value["response"], None)));
+            }
             "response.incomplete" => {
                 let response = &value["response"];
                 let finish = match response["incomplete_details"]["reason"].as_str() {
@@ -116,6 +146,7 @@ impl StreamState {
                     // answer was cut short.
                     _ => Finish::MaxTokens,
                 };
+                self.keep_final_reasoning(response, &event.data);
                 return Ok(Some(self.outcome(response, Some(finish))));
             }
             "response.failed" => return Err(stream_error(&value["response"]["error"])),
@@ -132,22 +163,86 @@ impl StreamState {
         Ok(None)
     }
 
-    /// Takes a finished item: reasoning is kept verbatim for replay, and
-    /// a function call gets its final name and arguments.
+    /// Takes a finished item: a function call gets its final name and
+    /// arguments.
     fn item_done(&mut self, item: &Value) {
-        match item["type"].as_str() {
-            Some("reasoning") => {
-                self.held += value_held(item);
-                self.reasoning.push(item.clone());
+        if item["type"] == "function_call" {
+            let at = self.call(item);
+            if let Some(arguments) = item["arguments"].as_str() {
+                self.set_arguments(at, arguments);
             }
-            Some("function_call") => {
-                let at = self.call(item);
-                if let Some(arguments) = item["arguments"].as_str() {
-                    self.set_arguments(at, arguments);
+            self.calls[at].done = true;
+        }
+    }
+
+    /// Keeps a reasoning item (anything else is passed over) as the
+    /// server wrote it: `raw` is its text in the event, when found. A copy
+    /// of an item already kept (the same id, or the same content when it
+    /// has none) is kept once: a later copy replaces an earlier one that
+    /// could not be replayed, never one that could.
+    fn keep_reasoning(&mut self, item: &Value, raw: Option<&str>) {
+        if item["type"] != "reasoning" {
+            return;
+        }
+        let kept = Reasoning {
+            raw: raw.map_or_else(|| item.to_string(), str::to_string),
+            value: item.clone(),
+        };
+        let id = item["id"].as_str().filter(|id| !id.is_empty());
+        let same = self.reasoning.iter().position(|old| match id {
+            Some(id) => old.value["id"] == id,
+            None => old.value == *item,
+        });
+        match same {
+            Some(at) if !replayable(&self.reasoning[at].value) => {
+                self.held = self.held.saturating_sub(self.reasoning[at].cost()) + kept.cost();
+                self.reasoning[at] = kept;
+            }
+            Some(_) => {}
+            None => {
+                self.held += kept.cost();
+                self.reasoning.push(kept);
+            }
+        }
+    }
+
+    /// Keeps the reasoning items of the finished response's `output`
+    /// (some bridges send a signed item only there), in its order: the
+    /// items it lists first, then those only the events brought.
+    fn keep_final_reasoning(&mut self, response: &Value, data: &str) {
+        let Some(output) = response["output"].as_array() else {
+            return;
+        };
+        let texts = raw::member(data, "response")
+            .and_then(|response| raw::member(response, "output"))
+            .map(raw::elements)
+            .filter(|texts| texts.len() == output.len());
+        let streamed = std::mem::take(&mut self.reasoning);
+        let streamed_cost: usize = streamed.iter().map(Reasoning::cost).sum();
+        self.held = self.held.saturating_sub(streamed_cost);
+        for (at, item) in output.iter().enumerate() {
+            let text = texts.as_ref().map(|texts| texts[at]);
+            self.keep_reasoning(item, text);
+        }
+        for item in streamed {
+            let id = item.value["id"].as_str().filter(|id| !id.is_empty());
+            let listed = self.reasoning.iter_mut().find(|new| match id {
+                Some(id) => new.value["id"] == id,
+                None => new.value == item.value,
+            });
+            match listed {
+                // The streamed copy stands unless only the final one can
+                // be replayed.
+                Some(new) if replayable(&item.value) || !replayable(&new.value) => {
+                    self.held = self.held.saturating_sub(new.cost()) + item.cost();
+                    *new = item;
                 }
-                self.calls[at].done = true;
+                Some(_) => {}
+                None => {
+                    self.held += item.cost();
+                    self.reasoning.push(item);
+                }
             }
-            _ => {}
         }
     }
 
@@ -216,10 +311,6 @@ impl StreamState {
         // The finished response lists every output item: a proxy that
         // dropped the item events still gets its calls and reasoning through.
         let output = response["output"].as_array().map_or(&[][..], Vec::as_slice);
-        if self.reasoning.is_empty() {
-            let reasoning = output.iter().filter(|item| item["type"] == "reasoning");
-            self.reasoning = reasoning.cloned().collect();
-        }
         let complete = finish.is_none();
         if complete {
             for item in output.iter().filter(|item| item["type"] == "function_call") {
@@ -254,7 +345,11 @@ impl StreamState {
         } else {
             Finish::ToolUse
         };
-        let reasoning: Vec<Value> = std::mem::take(&mut self.reasoning);
+        // Kept as text: what goes back is what came.
+        let reasoning: Vec<String> = std::mem::take(&mut self.reasoning)
+            .into_iter()
+            .map(|item| item.raw)
+            .collect();
         Outcome {
             finish,
             usage: usage(&response["usage"]),
@@ -262,7 +357,7 @@ impl StreamState {
             provider_data: if reasoning.is_empty() {
                 Value::Null
             } else {
-                json!({ "responses": { "items": reasoning } })
+                json!({ "responses": { "raw_items": reasoning } })
             },
         }
     }
@@ -383,6 +478,16 @@ data: {"type":"response.completed","response":{"id":"resp_1","status":"completed
             .expect("the stream reaches its terminal event")
     }
 
+    /// The reasoning items kept for replay, as text.
+    fn kept(outcome: &Outcome) -> Vec<&str> {
+        let items = outcome.provider_data["responses"]["raw_items"].as_array();
+        items
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect()
+    }
+
     /// A stream of text that ends with `terminal` (the data of the last
     /// event).
     fn ending(terminal: &str) -> String {
@@ -419,12 +524,10 @@ data: {"type":"response.completed","response":{"id":"resp_1","status":"completed
             })
         );
         assert_eq!(
-            outcome.provider_data,
-            json!({ "responses": { "items": [{
-                "id": "rs_1", "type": "reasoning",
-                "summary": [{ "type": "summary_text", "text": "Need the file." }],
-                "encrypted_content": "gAAAA",
-            }] } })
+            kept(&outcome),
+            [
+                r#"{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":"Need the file."}],"encrypted_content":"gAAAA"}"#
+            ]
         );
     }
 
@@ -463,7 +566,7 @@ data: {"type":"response.completed","response":{"id":"resp_1","status":"completed
         let outcome = outcome(&cut);
         assert_eq!(outcome.finish, Finish::MaxTokens);
         assert!(outcome.tool_calls.is_empty());
-        assert!(outcome.provider_data["responses"]["items"][0]["encrypted_content"].is_string());
+        assert!(kept(&outcome)[0].contains(r#""encrypted_content":"gAAAA""#));
     }
 
     #[test]
@@ -476,7 +579,55 @@ data: {"type":"response.completed","response":{"id":"resp_1","status":"completed
         assert_eq!(outcome.finish, Finish::ToolUse);
         assert_eq!(outcome.tool_calls[0].id, "call_9");
         assert_eq!(outcome.tool_calls[0].arguments, "{}");
-        assert_eq!(outcome.provider_data["responses"]["items"][0]["id"], "rs_9");
+        assert_eq!(
+            kept(&outcome),
+            [r#"{"id":"rs_9","type":"reasoning","summary":[],"encrypted_content":"enc"}"#]
+        );
+    }
+
+    #[test]
+    fn signed_reasoning_only_in_the_completed_response_is_kept_as_written() {
+        // A bridge streams a bare reasoning item, then puts the signed one
+        // in the finished response only, in its own key order.
+        let signed = r#"{"type":"reasoning","id":"rs_c","encrypted_content":"EqQB+sig=","summary":[{"text":"Hm.","type":"summary_text"}]}"#;
+        let sse = format!(
+            "data: {{\"type\":\"response.output_item.added\",\"item\":{{\"id\":\"rs_c\",\"type\":\"reasoning\",\"summary\":[]}}}}\n\n\
+             data: {{\"type\":\"response.reasoning_text.delta\",\"item_id\":\"rs_c\",\"delta\":\"Hm.\"}}\n\n\
+             data: {{\"type\":\"response.output_item.done\",\"item\":{{\"id\":\"rs_c\",\"type\":\"reasoning\",\"summary\":[]}}}}\n\n\
+             data: {{\"type\":\"response.completed\",\"response\":{{\"output\": [ {signed} ,\
+             {{\"type\":\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_1\",\"name\":\"f\",\"arguments\":\"{{}}\"}}]}}}}\n\n"
+        );
+        let (sink, result) = run(&sse);
+        let outcome = result.unwrap().unwrap();
+        assert_eq!(sink.thought, "Hm.");
+        assert_eq!(outcome.finish, Finish::ToolUse);
+        assert_eq!(kept(&outcome), [signed]);
+    }
+
+    #[test]
+    fn an_item_streamed_and_completed_is_kept_once_in_output_order() {
+        let streamed = r#"{"id":"rs_1","type":"reasoning","summary":[],"encrypted_content":"one"}"#;
+        let bare = r#"{"type":"reasoning","summary":[],"encrypted_content":"no id"}"#;
+        let first = r#"{"id":"rs_0","type":"reasoning","summary":[],"encrypted_content":"zero"}"#;
+        let done = |item: &str| {
+            format!("data: {{\"type\":\"response.output_item.done\",\"item\":{item}}}\n\n")
+        };
+        // The completed copies differ in spacing only (and rs_0 is new).
+        let completed = format!(
+            "data: {{\"type\":\"response.completed\",\"response\":{{\"output\":[{first},{},{}]}}}}\n\n",
+            streamed.replace(',', ", "),
+            bare.replace(':', ": "),
+        );
+        let both = outcome(&format!("{}{}{completed}", done(streamed), done(bare)));
+        assert_eq!(kept(&both), [first, streamed, bare]);
+        // The same in an incomplete response, and a repeated event.
+        let incomplete = completed.replace("response.completed", "response.incomplete");
+        let outcome = outcome(&format!("{}{}{incomplete}", done(streamed), done(streamed)));
+        assert_eq!(outcome.finish, Finish::MaxTokens);
+        assert_eq!(
+            kept(&outcome),
+            [first, streamed, &bare.replace(':', ": ")[..]]
+        );
     }
 
     #[test]
