@@ -12,7 +12,7 @@ use crate::support::prelude::{self, WAIT};
 use crate::support::wire::{
     anthropic_answer, anthropic_end, anthropic_error_body, anthropic_ping, anthropic_start,
     anthropic_stream_error, anthropic_text, anthropic_thinking, anthropic_tool_use, chat_usage,
-    responses_answer, responses_completed, responses_created, responses_function_call,
+    named_event, responses_answer, responses_completed, responses_created, responses_function_call,
     responses_incomplete, responses_message, responses_reasoning, responses_usage,
 };
 use crate::support::{
@@ -782,6 +782,144 @@ fn responses_incomplete_answers_map_to_stop_reasons() {
         assert_eq!(result["stopReason"], expected);
         assert_eq!(updates_text(&messages, "agent_message_chunk"), "Cut sho");
     }
+}
+
+/// The reasoning items of a request's input.
+fn reasoning_items(body: &Value) -> Vec<&Value> {
+    let input = body["input"].as_array().expect("an input array");
+    input
+        .iter()
+        .filter(|item| item["type"] == "reasoning")
+        .collect()
+}
+
+/// `response.completed` whose `output` is the given JSON text, as written.
+fn completed_with_output(output: &str) -> Step {
+    Step::Raw(format!(
+        "event: response.completed\ndata: {{\"type\":\"response.completed\",\
+         \"response\":{{\"id\":\"resp_fake\",\"status\":\"completed\",\"output\":{output},\
+         \"usage\":{}}}}}\n\n",
+        responses_usage(20, 0, 5, 2)
+    ))
+}
+
+#[test]
+fn responses_signed_reasoning_only_in_completed_goes_back_exactly() {
+    let server = FakeServer::start();
+    // A bridge to a Claude model: the streamed reasoning item is bare, the
+    // signed one comes only in the finished response, in its own key
+    // order and spacing.
+    let signed = concat!(
+        r#"{"type": "reasoning", "id": "rs_1", "summary": [], "#,
+        r#""encrypted_content": "EqQBCkYIBxgCKkD+/sig==", "status": "completed"}"#
+    );
+    let call = r#"{"type":"function_call","id":"fc_1","call_id":"call_1","name":"list_directory","arguments":"{\"path\":\".\"}","status":"completed"}"#;
+    let bare = json!({"id": "rs_1", "type": "reasoning", "summary": []});
+    let mut first = vec![
+        responses_created(),
+        named_event(
+            json!({"type": "response.output_item.added", "output_index": 0,
+                           "item": bare}),
+        ),
+        named_event(
+            json!({"type": "response.reasoning_text.delta", "item_id": "rs_1",
+                           "output_index": 0, "delta": "Look first."}),
+        ),
+        named_event(
+            json!({"type": "response.output_item.done", "output_index": 0,
+                           "item": bare}),
+        ),
+    ];
+    first.extend(responses_function_call(
+        1,
+        "fc_1",
+        "call_1",
+        "list_directory",
+        &["{\"path\":\".\"}"],
+    ));
+    first.push(completed_with_output(&format!("[ {signed}, {call} ]")));
+    server.push(Reply::Sse(first));
+    server.push(Reply::Sse(responses_answer("Done.")));
+    server.push(Reply::Sse(responses_answer("Again.")));
+    let mut agent = responses_agent(&server);
+    let session = new_session(&mut agent, &workspace("responses-signed")).unwrap();
+    let session = session["sessionId"].as_str().unwrap().to_string();
+    let (result, messages) = prompt_ok(&mut agent, &session, "List the files");
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(
+        updates_text(&messages, "agent_thought_chunk"),
+        "Look first."
+    );
+    assert_eq!(tool_call_outcome(&messages, "call_1").1, "completed");
+    prompt_ok(&mut agent, &session, "Once more");
+
+    let requests = server.wait_requests(3, WAIT);
+    assert!(reasoning_items(&requests[0].body).is_empty());
+    // The tool follow-up, and the next turn, carry the signed item once,
+    // byte for byte, just before its call.
+    for request in &requests[1..] {
+        assert_eq!(request.raw.matches(signed).count(), 1, "{}", request.raw);
+        assert_eq!(
+            request.raw.matches("\"rs_1\"").count(),
+            1,
+            "{}",
+            request.raw
+        );
+        let input = request.body["input"].as_array().unwrap();
+        let at = input.iter().position(|i| i["type"] == "reasoning").unwrap();
+        assert_eq!(input[at]["encrypted_content"], "EqQBCkYIBxgCKkD+/sig==");
+        assert_eq!(input[at + 1]["type"], "function_call");
+        assert_eq!(input[at + 1]["call_id"], "call_1");
+    }
+}
+
+#[test]
+fn responses_reasoning_streamed_and_completed_goes_back_once() {
+    let server = FakeServer::start();
+    let (reasoning_steps, streamed) =
+        responses_reasoning(0, "rs_1", &["Thinking."], "enc-streamed");
+    // An item without an id, streamed and then listed again.
+    let anonymous = json!({"type": "reasoning", "summary": [], "encrypted_content": "enc-anon"});
+    let mut first = vec![responses_created()];
+    first.extend(reasoning_steps);
+    first.push(named_event(json!({"type": "response.output_item.done",
+                                  "output_index": 1, "item": anonymous})));
+    first.extend(responses_function_call(
+        2,
+        "fc_1",
+        "call_1",
+        "list_directory",
+        &["{}"],
+    ));
+    // The finished response lists both again, keys in another order.
+    let output = format!(
+        concat!(
+            r#"[{{"type":"reasoning","id":"rs_1","encrypted_content":"enc-streamed","summary":{}}}, "#,
+            r#"{{"encrypted_content":"enc-anon","type":"reasoning","summary":[]}}, "#,
+            r#"{{"type":"function_call","id":"fc_1","call_id":"call_1","name":"list_directory","arguments":"{{}}"}}]"#
+        ),
+        streamed["summary"]
+    );
+    first.push(completed_with_output(&output));
+    server.push(Reply::Sse(first));
+    server.push(Reply::Sse(responses_answer("Done.")));
+    let mut agent = responses_agent(&server);
+    let session = new_session(&mut agent, &workspace("responses-once")).unwrap();
+    let session = session["sessionId"].as_str().unwrap().to_string();
+    let (result, _) = prompt_ok(&mut agent, &session, "List the files");
+    assert_eq!(result["stopReason"], "end_turn");
+
+    let requests = server.wait_requests(2, WAIT);
+    let follow_up = &requests[1];
+    assert_eq!(
+        reasoning_items(&follow_up.body),
+        [&streamed, &anonymous],
+        "{}",
+        follow_up.raw
+    );
+    // The streamed copies are the ones sent, as they were written.
+    assert_eq!(follow_up.raw.matches(&streamed.to_string()).count(), 1);
+    assert_eq!(follow_up.raw.matches(&anonymous.to_string()).count(), 1);
 }
 
 // ---------------------------------------------------------------------
