@@ -96,8 +96,13 @@ fn message_json(message: &Message) -> Value {
                     .collect();
                 // Servers that stream reasoning (DeepSeek, vLLM, llama.cpp)
                 // want it back on assistant messages that call tools.
+                // Under the name it came in (newer vLLM reads `reasoning`).
                 if !message.thought.is_empty() {
-                    value["reasoning_content"] = json!(message.thought);
+                    let field = match message.provider_data["chat"]["reasoning_field"].as_str() {
+                        Some("reasoning") => "reasoning",
+                        _ => "reasoning_content",
+                    };
+                    value[field] = json!(message.thought);
                 }
             }
             // Signed or encrypted reasoning a gateway handed over goes back
@@ -130,6 +135,9 @@ const OPAQUE_FIELDS: [&str; 2] = ["thinking_blocks", "reasoning_details"];
 pub(crate) struct Opaque {
     thinking_blocks: Vec<Value>,
     reasoning_details: Vec<Value>,
+    /// Whether the reasoning text came as `reasoning` rather than
+    /// `reasoning_content`.
+    reasoning_field: bool,
     /// What the pieces folded in so far hold (an upper bound).
     held: usize,
 }
@@ -225,6 +233,9 @@ impl Opaque {
                 "reasoning_details".into(),
                 Value::Array(self.reasoning_details),
             );
+        }
+        if self.reasoning_field {
+            chat.insert("reasoning_field".into(), json!("reasoning"));
         }
         if chat.is_empty() {
             Value::Null
@@ -547,8 +558,12 @@ impl WireState for StreamState {
                     Value::Array(blocks) => blocks,
                     _ => Vec::new(),
                 };
+                let named = delta.reasoning_content.is_none() && delta.reasoning.is_some();
                 match delta.reasoning_content.or(delta.reasoning) {
-                    Some(text) if !text.is_empty() => sink.thought(&text),
+                    Some(text) if !text.is_empty() => {
+                        sink.thought(&text);
+                        self.opaque.reasoning_field |= named;
+                    }
                     Some(_) => {}
                     // A gateway that sends only the blocks: their text
                     // is the thought.
@@ -756,6 +771,51 @@ mod tests {
         );
         assert!(value.get("reasoning_details").is_none());
         assert!(value.get("reasoning_content").is_none(), "no tool call");
+    }
+
+    #[test]
+    fn reasoning_goes_back_under_the_name_it_came_in() {
+        use crate::provider::testing::Collect;
+        for (field, kept) in [
+            (
+                "reasoning",
+                json!({"chat": {"reasoning_field": "reasoning"}}),
+            ),
+            ("reasoning_content", Value::Null),
+        ] {
+            let mut state = StreamState::default();
+            let mut sink = Collect::default();
+            for data in [
+                json!({"choices": [{"delta": {field: "Look."}}]}).to_string(),
+                json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "call_1",
+                    "function": {"name": "list_directory", "arguments": "{}"}}]},
+                    "finish_reason": "tool_calls"}]})
+                .to_string(),
+            ] {
+                let event = SseEvent { event: None, data };
+                assert!(state.handle(&event, &mut sink).unwrap().is_none());
+            }
+            let event = SseEvent {
+                event: None,
+                data: "[DONE]".into(),
+            };
+            let outcome = state.handle(&event, &mut sink).unwrap().unwrap();
+            assert_eq!(
+                (sink.thought.as_str(), &outcome.provider_data),
+                ("Look.", &kept)
+            );
+            let mut message = Message::assistant("", "Look.");
+            message.tool_calls = outcome.tool_calls;
+            message.provider_data = outcome.provider_data;
+            let value = message_json(&message);
+            assert_eq!(value[field], "Look.", "{value}");
+            let other = if field == "reasoning" {
+                "reasoning_content"
+            } else {
+                "reasoning"
+            };
+            assert!(value.get(other).is_none(), "{value}");
+        }
     }
 
     #[test]
