@@ -219,6 +219,22 @@ impl Usage {
     }
 }
 
+/// The most one model call may report costing (USD): a larger or
+/// negative or non-numeric figure is taken for a broken report and
+/// ignored, never summed.
+pub const MAX_REPORTED_COST: f64 = 100_000.0;
+
+/// A provider-reported cost (a JSON number, or a string holding one, as
+/// headers and some gateways give it), when it is believable.
+pub fn reported_cost(value: &Value) -> Option<f64> {
+    let cost = match value {
+        Value::Number(number) => number.as_f64()?,
+        Value::String(text) => text.trim().parse::<f64>().ok()?,
+        _ => return None,
+    };
+    (cost.is_finite() && (0.0..=MAX_REPORTED_COST).contains(&cost)).then_some(cost)
+}
+
 /// Usage as a script writes it: a count left out is unreported.
 #[derive(Deserialize)]
 struct ReportedUsage {
@@ -252,6 +268,10 @@ impl From<ReportedUsage> for Usage {
 pub struct Outcome {
     pub finish: Finish,
     pub usage: Option<Usage>,
+    /// What the call cost in USD, when the provider (a gateway such as
+    /// LiteLLM) said so in its usage or a response header; it wins over
+    /// any price Spindle knows.
+    pub cost: Option<f64>,
     /// The tool calls the model asked for, in order.
     pub tool_calls: Vec<ToolCallRequest>,
     /// Kept with the assistant message (see `Message::provider_data`).
@@ -327,4 +347,27 @@ pub trait Provider: Send + Sync {
         sink: &mut dyn Sink,
         cancel: &CancelToken,
     ) -> Result<Outcome, StreamError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reported_cost_is_taken_only_when_believable() {
+        assert_eq!(reported_cost(&json!(0.0031)), Some(0.0031));
+        assert_eq!(reported_cost(&json!(" 1.5 ")), Some(1.5));
+        assert_eq!(reported_cost(&json!(0)), Some(0.0), "free is known");
+        for bad in [
+            json!(-0.01),
+            json!("NaN"),
+            json!("inf"),
+            json!("lots"),
+            json!(MAX_REPORTED_COST * 2.0),
+            json!(null),
+            json!({"amount": 1}),
+        ] {
+            assert_eq!(reported_cost(&bad), None, "{bad}");
+        }
+    }
 }

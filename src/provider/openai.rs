@@ -429,6 +429,9 @@ struct RawUsage {
     prompt_tokens_details: Option<PromptDetails>,
     #[serde(default)]
     completion_tokens_details: Option<CompletionDetails>,
+    /// A gateway's cost of the call (LiteLLM's `usage.cost`, USD).
+    #[serde(default)]
+    cost: Value,
 }
 
 #[derive(Deserialize)]
@@ -505,6 +508,7 @@ impl Provider for ChatCompletions {
 pub(crate) struct StreamState {
     finish: Option<Finish>,
     usage: Option<Usage>,
+    cost: Option<f64>,
     refused: bool,
     tool_calls: ToolCalls,
     opaque: Opaque,
@@ -513,13 +517,15 @@ pub(crate) struct StreamState {
 impl StreamState {
     fn outcome(&mut self) -> Outcome {
         let state = std::mem::take(self);
-        outcome(
+        let mut outcome = outcome(
             state.finish,
             state.refused,
             state.usage,
             state.tool_calls,
             state.opaque,
-        )
+        );
+        outcome.cost = state.cost;
+        outcome
     }
 }
 
@@ -550,6 +556,9 @@ impl WireState for StreamState {
             ));
         }
         if let Some(raw) = chunk.usage {
+            if let Some(cost) = super::reported_cost(&raw.cost) {
+                self.cost = Some(cost);
+            }
             self.usage = Some(raw.into());
         }
         for choice in chunk.choices {
@@ -643,6 +652,7 @@ fn outcome(
     Outcome {
         finish,
         usage,
+        cost: None,
         tool_calls,
         provider_data: opaque.into_provider_data(),
     }
@@ -859,5 +869,40 @@ mod tests {
             let result = provider.stream(&request, &mut sink, &CancelToken::new());
             assert_cut_off(result, &sink, 5000);
         }
+    }
+
+    #[test]
+    fn a_gateway_cost_in_the_final_usage_is_the_calls() {
+        let mut state = StreamState::default();
+        let mut sink = crate::provider::testing::Collect::default();
+        let mut feed = |data: &str| {
+            let event = crate::provider::sse::SseEvent {
+                event: None,
+                data: data.into(),
+            };
+            state.handle(&event, &mut sink).unwrap()
+        };
+        feed(r#"{"choices":[{"delta":{"content":"Hi"},"finish_reason":"stop"}]}"#);
+        feed(r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"cost":0.00042}}"#);
+        let outcome = feed("[DONE]").unwrap();
+        assert_eq!(outcome.cost, Some(0.00042));
+        assert_eq!(outcome.usage.unwrap().input_tokens, 7);
+        // Without a figure (or with a broken one) the call has no cost.
+        let mut state = StreamState::default();
+        let event = |data: &str| crate::provider::sse::SseEvent {
+            event: None,
+            data: data.into(),
+        };
+        let usage =
+            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"cost":"free"}}"#;
+        state.handle(&event(usage), &mut sink).unwrap();
+        assert_eq!(
+            state
+                .handle(&event("[DONE]"), &mut sink)
+                .unwrap()
+                .unwrap()
+                .cost,
+            None
+        );
     }
 }

@@ -298,6 +298,7 @@ impl Provider for ScriptProvider {
         Ok(Outcome {
             finish,
             usage: reply.usage,
+            cost: None,
             tool_calls,
             provider_data: serde_json::Value::Null,
         })

@@ -41,6 +41,8 @@ struct Counts {
     cache_creation: Option<u64>,
     cache_read: Option<u64>,
     output: Option<u64>,
+    /// A gateway's cost of the call (`usage.cost`, USD), if it gave one.
+    cost: Option<f64>,
 }
 
 impl Counts {
@@ -55,6 +57,9 @@ impl Counts {
             if let Some(count) = usage[name].as_u64() {
                 *slot = Some(count);
             }
+        }
+        if let Some(cost) = crate::provider::reported_cost(&usage["cost"]) {
+            self.cost = Some(cost);
         }
     }
 
@@ -296,6 +301,7 @@ impl StreamState {
         Outcome {
             finish,
             usage: self.counts.usage(),
+            cost: self.counts.cost,
             tool_calls,
             provider_data: if thinking.is_empty() {
                 Value::Null
@@ -552,5 +558,16 @@ data: {"type":"message_stop"}
         // Without `message_stop` nothing is finished.
         let truncated = ending("end_turn").replace("data: {\"type\":\"message_stop\"}\n\n", "");
         assert_eq!(run(&truncated).1, Ok(None));
+    }
+
+    #[test]
+    fn a_gateway_cost_in_the_usage_is_the_calls() {
+        let plain = outcome(&ending("end_turn"));
+        assert_eq!(plain.cost, None, "no report, no cost");
+        let priced = ending("end_turn").replace(
+            "\"usage\":{\"output_tokens\":3}",
+            "\"usage\":{\"output_tokens\":3,\"cost\":0.0125}",
+        );
+        assert_eq!(outcome(&priced).cost, Some(0.0125));
     }
 }

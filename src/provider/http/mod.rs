@@ -90,7 +90,14 @@ pub struct EventStream {
     /// Tells the helper thread that data was taken (it waits when too much
     /// is in flight); dropped with the stream, which ends the helper.
     taken: Sender<()>,
+    /// The cost the response's headers reported (`COST_HEADER`), set by
+    /// the helper thread before it sends the first item.
+    header_cost: Arc<std::sync::OnceLock<f64>>,
 }
+
+/// The response header in which a gateway (LiteLLM) reports what the
+/// call cost, in USD.
+pub const COST_HEADER: &str = "x-litellm-response-cost";
 
 /// What each run of text or of thought costs beyond its bytes (the
 /// transcript keeps each run as an update of its own), so a response that
@@ -306,6 +313,8 @@ impl EventStream {
         let (sender, items) = crossbeam_channel::bounded(256);
         let (taken, wake) = crossbeam_channel::bounded(1);
         let in_flight = Arc::new(AtomicUsize::new(0));
+        let header_cost = Arc::new(std::sync::OnceLock::new());
+        let cost_slot = header_cost.clone();
         let url_owned = url.to_string();
         let flow = Flow {
             sender,
@@ -323,6 +332,9 @@ impl EventStream {
                     Err(err) => StreamItem::Failed(connect_error(&url_owned, err)),
                     Ok(response) => {
                         let status = response.status().as_u16();
+                        if let Some(cost) = cost_of_headers(response.headers()) {
+                            let _ = cost_slot.set(cost);
+                        }
                         if !(200..300).contains(&status) {
                             let retry = RetryAdvice::from_headers(response.headers());
                             StreamItem::Failed(status_error(status, &retry, response.into_body()))
@@ -352,6 +364,7 @@ impl EventStream {
             peeked: RefCell::new(std::collections::VecDeque::new()),
             progress: std::cell::Cell::new(std::time::Instant::now()),
             received: std::cell::Cell::new(0),
+            header_cost,
         })
     }
 
@@ -391,18 +404,21 @@ impl EventStream {
                         return Err(response_too_large(cap, " of text and tool calls").into());
                     }
                     if let Some(outcome) = outcome {
-                        return Ok(outcome);
+                        return Ok(self.with_header_cost(outcome));
                     }
                 }
                 StreamItem::Alive => {}
                 StreamItem::End => {
-                    return state.end().ok_or_else(|| {
-                        ProviderError::new(
-                            "provider_stream_broken",
-                            "the provider stream ended before the model finished",
-                        )
-                        .into()
-                    })
+                    return state
+                        .end()
+                        .map(|o| self.with_header_cost(o))
+                        .ok_or_else(|| {
+                            ProviderError::new(
+                                "provider_stream_broken",
+                                "the provider stream ended before the model finished",
+                            )
+                            .into()
+                        })
                 }
                 StreamItem::Failed(error) => {
                     return Err(if cancel.is_cancelled() {
@@ -413,6 +429,15 @@ impl EventStream {
                 }
             }
         }
+    }
+
+    /// The outcome with the headers' cost when the stream reported none:
+    /// the stream's own figure is the call's, the header the fallback.
+    fn with_header_cost(&self, mut outcome: Outcome) -> Outcome {
+        if outcome.cost.is_none() {
+            outcome.cost = self.header_cost.get().copied();
+        }
+        outcome
     }
 
     /// Waits for the next item, a cancel, or the stall timeout (which shuts
@@ -468,6 +493,13 @@ impl EventStream {
             }
         }
     }
+}
+
+/// The cost a response's headers report (`COST_HEADER`), when it is
+/// believable.
+fn cost_of_headers(headers: &ureq::http::HeaderMap) -> Option<f64> {
+    let value = headers.get(COST_HEADER)?.to_str().ok()?;
+    super::reported_cost(&serde_json::Value::String(value.into()))
 }
 
 impl Drop for EventStream {

@@ -353,6 +353,7 @@ impl StreamState {
         Outcome {
             finish,
             usage: usage(&response["usage"]),
+            cost: crate::provider::reported_cost(&response["usage"]["cost"]),
             tool_calls,
             provider_data: if reasoning.is_empty() {
                 Value::Null
@@ -658,5 +659,13 @@ data: {"type":"response.completed","response":{"id":"resp_1","status":"completed
         assert!(!run(&format!("{invalid}\n\n")).1.unwrap_err().retryable);
         let bad = run("data: not json\n\n").1.unwrap_err();
         assert_eq!(bad.code, "provider_bad_response");
+    }
+
+    #[test]
+    fn a_gateway_cost_in_the_usage_is_the_calls() {
+        let completed = r#"{"type":"response.completed","response":{"status":"completed","output":[],"usage":{"input_tokens":3,"output_tokens":9,"cost":"0.25"}}}"#;
+        assert_eq!(outcome(&ending(completed)).cost, Some(0.25));
+        let broken = completed.replace("\"0.25\"", "-1");
+        assert_eq!(outcome(&ending(&broken)).cost, None);
     }
 }
