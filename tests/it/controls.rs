@@ -835,20 +835,28 @@ fn usage_updates_and_the_prompt_meta_carry_tokens_and_cost() {
         (&json!(320), &json!(32000))
     );
     assert!(usage[0].get("cost").is_none(), "{:?}", usage[0]);
-    approx(&result["_meta"]["spindle"]["usage"]["cost"], 0.0);
+    // Unknown, not free.
+    assert_eq!(result["_meta"]["spindle"]["usage"]["cost"], Value::Null);
     set(&mut agent, &session, "model", "fake/alpha");
     close(agent);
 
-    // The session's cost is stored with it.
+    // The session's cost is stored with it, the unknown call too: its
+    // total stays unknown, and /cost says what the priced calls came to.
     let mut agent = bench.agent(&[]);
     ok_with(
         &mut agent,
         "session/resume",
         json!({"sessionId": session, "cwd": ws.to_str().unwrap()}),
     );
-    let (_, messages) = prompt_ok(&mut agent, &session, "after reload");
+    let (result, messages) = prompt_ok(&mut agent, &session, "after reload");
     let usage = updates_of(&messages, "usage_update");
     assert_eq!(usage.len(), 1);
-    // + 100 × 2 + 10 × 8 = 280
-    approx(&usage[0]["cost"]["amount"], 0.00636);
+    assert!(usage[0].get("cost").is_none(), "{:?}", usage[0]);
+    // The turn's own calls are priced: + 100 × 2 + 10 × 8 = 280
+    approx(&result["_meta"]["spindle"]["usage"]["cost"], 0.00028);
+    let (_, messages) = prompt_ok(&mut agent, &session, "/cost");
+    let text = updates_text(&messages, "agent_message_chunk");
+    assert!(text.contains("no price for 1 of 5 model calls"), "{text}");
+    assert!(text.contains("the other calls cost 0.0064 EUR"), "{text}");
+    assert!(!text.contains("0.0000"), "{text}");
 }

@@ -10,6 +10,7 @@ mod attacks;
 mod commands;
 mod content;
 mod controls;
+mod cost;
 // What a command can read of the agent through /proc (Linux and Unix).
 #[cfg(unix)]
 mod credentials;

@@ -1,6 +1,7 @@
 //! What the dispatcher side and the turn side both use: the start-up
 //! options, the model registry, the session controls' values, the approval
-//! policy, slash commands, prompt content and the system prompt.
+//! policy, slash commands, prompt content and the system prompt, and what model
+//! calls cost.
 
 pub mod commands;
 pub mod content;
@@ -9,3 +10,4 @@ pub mod models;
 pub mod options;
 pub mod permission;
 pub mod prompt;
+pub mod spend;

@@ -1,6 +1,7 @@
 //! Session state, owned by the dispatcher alone.
 
 use crate::agent::common::permission::{Approvals, Policy};
+use crate::agent::common::spend::Spend;
 use crate::cancel::CancelToken;
 use crate::modes::{Mode, Preset};
 use crate::provider::{Message, Usage};
@@ -62,9 +63,8 @@ pub struct Session {
     /// The inbox's flags (its items are in the store).
     pub inbox_paused: bool,
     pub inbox_recovered: bool,
-    /// Model calls of the session, and those whose model had no price.
+    /// Model calls of the session.
     pub model_calls: u64,
-    pub unpriced_calls: u64,
     /// The session's goal (goal mode), and whether it changed since the
     /// last `goal` event.
     pub goal: Option<crate::agent::common::goal::Goal>,
@@ -101,9 +101,10 @@ pub struct Settings {
     pub mode: Mode,
     #[serde(default)]
     pub usage: Usage,
-    /// What the session's model calls cost so far, when prices are known.
-    #[serde(default)]
-    pub cost: f64,
+    /// What the session's model calls cost so far, as far as it is known
+    /// (`cost`, with the calls of known and unknown cost).
+    #[serde(flatten)]
+    pub spend: Spend,
     /// The name of the agent file's agent that serves it, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
@@ -184,7 +185,7 @@ impl Session {
                 preset: Preset::default(),
                 mode: Mode::default(),
                 usage: Usage::default(),
-                cost: 0.0,
+                spend: Spend::default(),
                 agent: None,
                 extra_roots: Vec::new(),
             },
@@ -207,7 +208,6 @@ impl Session {
             inbox_paused: false,
             inbox_recovered: false,
             model_calls: 0,
-            unpriced_calls: 0,
             goal: None,
             goal_changed: false,
             reload_queued: false,
@@ -248,13 +248,14 @@ impl Session {
 
     /// The session's tokens and cost so far: its finished turns, and the
     /// running turn's model calls as it published them.
-    pub fn usage_so_far(&self) -> (Usage, f64) {
+    pub fn usage_so_far(&self) -> (Usage, Spend) {
         match (&self.running, self.live.lock()) {
-            (Some(_), Ok(live)) => (
-                sum(&self.settings.usage, &live.usage),
-                self.settings.cost + live.cost,
-            ),
-            _ => (self.settings.usage, self.settings.cost),
+            (Some(_), Ok(live)) => {
+                let mut spend = self.settings.spend;
+                spend.add(&live.spend);
+                (sum(&self.settings.usage, &live.usage), spend)
+            }
+            _ => (self.settings.usage, self.settings.spend),
         }
     }
 }

@@ -4,22 +4,18 @@
 
 use crate::acp::spindle::results::{CostQuote, CostTotals};
 use crate::agent::common::models::Registry;
-
-pub(super) fn round6(value: f64) -> f64 {
-    (value * 1e6).round() / 1e6
-}
+use crate::agent::common::spend::{round6, Spend};
 
 /// `usage.costQuote` (EXTENSIONS §6): the session's totals (`usage` and
 /// the cost so far) priced by the model's table; incomplete, never a
 /// silent 0, when a call had no price.
 pub(super) fn cost_quote<'a>(
-    session: &crate::agent::dispatcher::session::Session,
-    (usage, spent): (crate::provider::Usage, f64),
+    (usage, spent): (crate::provider::Usage, Spend),
     entry: Option<&'a crate::agent::common::models::ModelEntry>,
     registry: Option<&Registry>,
 ) -> CostQuote<'a> {
     let price = entry.and_then(|e| e.config.price.as_ref());
-    let complete = price.is_some() && session.unpriced_calls == 0;
+    let complete = price.is_some() && spent.unpriced_calls == 0;
     let local = entry
         .and_then(|e| registry.and_then(|r| r.config.providers.get(&e.provider)))
         .and_then(|p| p.base_url.as_deref())
@@ -59,7 +55,7 @@ pub(super) fn cost_quote<'a>(
             cached_input,
             output,
             reasoning,
-            total: round6(spent),
+            total: round6(spent.cost),
         }),
         valuation: "official_table",
         cost_complete: complete,

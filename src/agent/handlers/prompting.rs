@@ -250,7 +250,7 @@ impl Dispatcher {
                 delivery: session.settings.preset == crate::modes::Preset::Delivery,
                 goal_mode: session.settings.mode == Mode::Goal,
                 goal,
-                cost_before: session.settings.cost,
+                spend_before: session.settings.spend,
                 kind,
                 notices,
                 fresh,

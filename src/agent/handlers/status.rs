@@ -2,13 +2,14 @@
 //! the numbered `_spindle/event` notifications for clients that opted in,
 //! and `_spindle/session/status`.
 
-use super::cost::{cost_quote, round6};
+use super::cost::cost_quote;
 use super::ext_params::store_error;
 use crate::acp::spindle::results::{
     to_json, Cost, StatusHealth, StatusInbox, StatusJobs, StatusPlan, StatusResult, StatusSession,
     StatusTurn, StatusUsage,
 };
 use crate::acp::spindle::StatusParams;
+use crate::agent::common::spend::currency;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use crate::store::inbox::ItemState;
@@ -93,11 +94,12 @@ impl Dispatcher {
             ),
             Err(_) => (Value::Null, "ok", None, None),
         };
-        let cost = price.as_ref().map(|p| Cost {
-            amount: round6(spent),
-            currency: &p.currency,
+        // Known only when every call's cost is (EXTENSIONS §6).
+        let cost = spent.total().map(|amount| Cost {
+            amount,
+            currency: currency(price.as_ref()),
         });
-        let quote = cost_quote(session, (usage, spent), entry.as_ref(), registry.as_deref());
+        let quote = cost_quote((usage, spent), entry.as_ref(), registry.as_deref());
         let mcp: Vec<Value> = session.mcp.as_ref().map(|m| m.status()).unwrap_or_default();
         let count = |state: ItemState| waiting.iter().filter(|i| i.state == state).count();
         Ok(to_json(StatusResult {

@@ -355,7 +355,7 @@ fn summarise(
     match streamed {
         _ if turn.io.cancel.is_cancelled() => Summary::Cancelled,
         Ok(outcome) => {
-            super::add_call_usage(turn, outcome.usage.as_ref(), state);
+            super::add_call_usage(turn, &outcome, state);
             if text.trim().is_empty() {
                 Summary::Failed("the summary came back empty".into())
             } else {
@@ -436,7 +436,7 @@ pub(super) fn compact_command(
     };
     match streamed {
         Ok(outcome) => {
-            super::add_call_usage(turn, outcome.usage.as_ref(), state);
+            super::add_call_usage(turn, &outcome, state);
             if turn.io.cancel.is_cancelled() {
                 end(sink, Ended::Cancelled, before);
                 return Ok(StopReason::Cancelled);

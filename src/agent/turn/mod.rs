@@ -35,8 +35,8 @@ mod updates;
 
 use crate::acp::{ContentChunk, Cost, SessionUpdate, StopReason};
 use crate::agent::common::permission::Approvals;
-use crate::config::Price;
-use crate::provider::{Message, Usage};
+use crate::agent::common::spend::{call_cost, currency, Spend};
+use crate::provider::{Message, Outcome, Usage};
 use crate::rpc::RpcError;
 use record::Record;
 use report::{Outbox, Report, TurnEnd};
@@ -54,7 +54,8 @@ struct State {
     added: Vec<Message>,
     usage: Usage,
     approvals: Approvals,
-    cost: f64,
+    /// What the turn's model calls cost (its subagents' included).
+    spend: Spend,
     replaced: Option<Vec<Message>>,
     /// Model calls that finished, and how many of them reported usage.
     model_calls: usize,
@@ -81,7 +82,7 @@ impl State {
             added: Vec::new(),
             usage: Usage::default(),
             approvals: turn.rights.approvals.clone(),
-            cost: 0.0,
+            spend: Spend::default(),
             replaced: None,
             model_calls: 0,
             usage_reports: 0,
@@ -126,9 +127,8 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 dispatched: turn.io.inbox_item.clone(),
                 goal: final_goal,
                 model_calls: state.model_calls,
-                priced: turn.model.price.is_some(),
                 approvals: state.approvals,
-                cost: state.cost,
+                spend: state.spend,
                 replaced: state.replaced,
             })));
         })
@@ -474,55 +474,50 @@ fn limit_reached(agent: &crate::agentfile::AgentSpec, state: &State) -> Option<S
     agent
         .limits
         .cost
-        .filter(|limit| state.cost >= *limit)
+        .filter(|limit| state.spend.cost >= *limit)
         .map(|limit| format!("{limit} in cost"))
 }
 
-/// Adds a finished model call's usage and cost to the turn's; a call
-/// without usage counts as unknown.
-fn add_call_usage(turn: &Turn, usage: Option<&Usage>, state: &mut State) {
+/// Adds a finished model call's usage and cost to the turn's: a call
+/// without usage has unknown counts, and one with neither a reported cost
+/// nor a price (nor usage to price) an unknown cost. The call's cost.
+fn add_call_usage(turn: &Turn, outcome: &Outcome, state: &mut State) -> Option<f64> {
     state.model_calls += 1;
+    let usage = outcome.usage.as_ref();
+    let cost = call_cost(outcome.cost, usage, turn.model.price.as_ref());
+    state.spend.add_call(cost);
     if let Some(usage) = usage {
         state.usage_reports += 1;
         state.usage.add(usage);
-        if let Some(price) = &turn.model.price {
-            state.cost += cost_of(usage, price);
-        }
-        publish_usage(turn, &state.usage, state.cost);
     }
+    publish_usage(turn, &state.usage, state.spend);
+    cost
 }
 
 /// Publishes the turn's usage so far for status, which answers without
 /// waiting for the turn.
-fn publish_usage(turn: &Turn, usage: &Usage, cost: f64) {
+fn publish_usage(turn: &Turn, usage: &Usage, spend: Spend) {
     if let Ok(mut live) = turn.io.live.lock() {
         live.usage = *usage;
-        live.cost = cost;
+        live.spend = spend;
     }
 }
 
 /// Sends `usage_update`: how full the context is (`used`, the size of the
 /// conversation as the next request sends it), and what the session cost
-/// so far when the model has prices.
+/// so far when every call's cost is known (none is, when one is not).
 fn report_usage(turn: &Turn, used: u64, state: &State, updates: &RefCell<Updates>) {
-    let cost = turn.model.price.as_ref().map(|price| Cost {
-        amount: ((turn.start.cost_before + state.cost) * 1e6).round() / 1e6,
-        currency: price.currency.clone(),
+    let mut session = turn.start.spend_before;
+    session.add(&state.spend);
+    let cost = session.total().map(|amount| Cost {
+        amount,
+        currency: currency(turn.model.price.as_ref()).to_string(),
     });
     updates.borrow_mut().send_live(SessionUpdate::UsageUpdate {
         used,
         size: turn.model.context_window,
         cost,
     });
-}
-
-/// The price of one model call's tokens.
-pub fn cost_of(usage: &Usage, price: &Price) -> f64 {
-    let cached = usage.cached_tokens.min(usage.input_tokens) as f64;
-    let fresh = usage.input_tokens as f64 - cached;
-    let cached_price = price.cached_input.unwrap_or(price.input);
-    (fresh * price.input + cached * cached_price + usage.output_tokens as f64 * price.output)
-        / 1_000_000.0
 }
 
 /// Every tool call the model made needs an answer in the conversation, even

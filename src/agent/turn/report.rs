@@ -59,13 +59,12 @@ pub struct TurnEnd {
     pub dispatched: Option<String>,
     /// The goal as the turn left it.
     pub goal: Option<crate::agent::common::goal::Goal>,
-    /// Model calls made, and whether the model had a price.
+    /// Model calls made.
     pub model_calls: usize,
-    pub priced: bool,
     /// The session's remembered approvals, with this turn's answers.
     pub approvals: Approvals,
-    /// What this turn's model calls cost, when prices are known.
-    pub cost: f64,
+    /// What this turn's model calls cost, as far as it is known.
+    pub spend: crate::agent::common::spend::Spend,
     /// The conversation's replacement, when the turn compacted it.
     pub replaced: Option<Vec<Message>>,
 }
@@ -145,7 +144,7 @@ pub struct Live {
     /// that reported usage, and each subagent it ran); the dispatcher adds
     /// them to the session's when the turn ends, and zeroes them then.
     pub usage: crate::provider::Usage,
-    pub cost: f64,
+    pub spend: crate::agent::common::spend::Spend,
 }
 
 /// The handle both sides hold.

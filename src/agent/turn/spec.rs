@@ -153,7 +153,7 @@ pub struct Start {
     /// policy chosen at start, the sandbox policy without a sandbox, ...).
     pub notices: Vec<crate::acp::fit::Notice>,
     /// What the session cost before this turn.
-    pub cost_before: f64,
+    pub spend_before: crate::agent::common::spend::Spend,
     /// The goal this turn works on (goal mode, running), and whether the
     /// preset asks for verification before completion.
     pub goal: Option<Goal>,

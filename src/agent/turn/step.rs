@@ -11,8 +11,8 @@ use super::report::Health;
 use super::runner::{CallResult, Runner};
 use super::updates::UpdateSink;
 use super::{
-    add_call_usage, answer_unrun, cost_of, limit_reached, offered, provider_failure, report,
-    report_usage, set_health, subagent, take_steers, too_long, State, Turn,
+    add_call_usage, answer_unrun, limit_reached, offered, provider_failure, report, report_usage,
+    set_health, subagent, take_steers, too_long, State, Turn,
 };
 use crate::acp::StopReason;
 use crate::agent::common::permission::Policy;
@@ -307,15 +307,14 @@ pub(super) fn take_answer(
     outcome: &Outcome,
     mut assistant: Option<Message>,
 ) -> Option<StopReason> {
-    add_call_usage(turn, outcome.usage.as_ref(), state);
+    let cost = add_call_usage(turn, outcome, state);
     if let Some(goal) = state.goal.as_mut() {
         goal.counters.model_calls += 1;
+        // A budget counts what is known to have been spent.
+        goal.counters.cost += cost.unwrap_or(0.0);
         if let Some(usage) = &outcome.usage {
             goal.counters.input_tokens += usage.input_tokens;
             goal.counters.output_tokens += usage.output_tokens;
-            if let Some(price) = &turn.model.price {
-                goal.counters.cost += cost_of(usage, price);
-            }
         }
     }
     let stop = match outcome.finish {
@@ -486,13 +485,13 @@ pub(super) fn run_calls(
                 runner.approvals,
                 checkpoints,
                 call,
-                (&state.usage, state.cost),
+                (&state.usage, state.spend),
             );
             state.usage.add(&spent.usage);
-            state.cost += spent.cost;
+            state.spend.add(&spent.spend);
             state.model_calls += spent.model_calls;
             state.usage_reports += spent.usage_reports;
-            super::publish_usage(turn, &state.usage, state.cost);
+            super::publish_usage(turn, &state.usage, state.spend);
             result
         } else {
             runner.run(call)

@@ -14,6 +14,7 @@ use super::updates::{UpdateSink, Updates};
 use super::{steps, State, StopReason, Turn, TurnKind};
 use crate::acp::{SessionUpdate, ToolCallStatus, ToolKind};
 use crate::agent::common::permission::Approvals;
+use crate::agent::common::spend::Spend;
 use crate::provider::{Message, ToolCallRequest, Usage};
 use serde_json::json;
 use std::cell::RefCell;
@@ -29,7 +30,7 @@ const DEFAULT_STEPS: usize = 25;
 #[derive(Default)]
 pub(super) struct Spent {
     pub usage: Usage,
-    pub cost: f64,
+    pub spend: Spend,
     pub model_calls: usize,
     pub usage_reports: usize,
 }
@@ -51,7 +52,7 @@ pub(super) fn run_task(
     approvals: &mut Approvals,
     checkpoints: Option<&RefCell<crate::checkpoint::Checkpoints>>,
     call: &ToolCallRequest,
-    spent_before: (&Usage, f64),
+    spent_before: (&Usage, Spend),
 ) -> (CallResult, Spent) {
     let updates = sink.updates;
     let parsed = crate::tools::parse(&call.name, &call.arguments);
@@ -83,7 +84,7 @@ pub(super) fn run_task(
     let mut state = State::new(&child);
     // The agent file's per-turn limits count the parent's spending too.
     state.usage = *spent_before.0;
-    state.cost = spent_before.1;
+    state.spend = spent_before.1;
     let mut messages = child.start.messages.clone();
     let mut child_sink = UpdateSink::new(turn.io.cancel.clone(), updates);
     updates.borrow_mut().nest(Some(&call.id));
@@ -100,7 +101,7 @@ pub(super) fn run_task(
     let before = spent_before.0;
     let spent = Spent {
         usage: state.usage.since(before),
-        cost: state.cost - spent_before.1,
+        spend: state.spend.since(&spent_before.1),
         model_calls: state.model_calls,
         usage_reports: state.usage_reports,
     };

@@ -4,6 +4,7 @@
 
 use crate::agent::common::commands::{self, Builtin, Kind};
 use crate::agent::common::models::Registry;
+use crate::agent::common::spend::{currency, Spend};
 use crate::agent::dispatcher::params::internal;
 use crate::agent::dispatcher::Dispatcher;
 use crate::agent::turn::report::Rewind;
@@ -97,15 +98,10 @@ impl Dispatcher {
             "Tokens so far: {} input ({} cached), {} output ({} reasoning).",
             usage.input_tokens, usage.cached_tokens, usage.output_tokens, usage.reasoning_tokens
         );
-        match registry
+        let price = registry
             .model(&session.settings.model)
-            .and_then(|m| m.config.price.clone())
-        {
-            Some(price) => reply.push_str(&format!(" Cost: {spent:.4} {}.", price.currency)),
-            None => {
-                reply.push_str(" The model has no price configured, so there is no cost to show.")
-            }
-        }
+            .and_then(|m| m.config.price.clone());
+        reply.push_str(&cost_words(&spent, price.as_ref()));
         let window = registry
             .model(&session.settings.model)
             .map(|m| m.context_window());
@@ -287,4 +283,31 @@ fn help_reply(available: &[commands::Command]) -> String {
         ));
     }
     reply
+}
+
+/// `/cost`'s words for what the session cost: the total when every model
+/// call's cost is known; else how many calls had no price, and what the
+/// others came to (a floor, not the total); "no price" when nothing is
+/// known at all, never a cost of 0.
+fn cost_words(spent: &Spend, price: Option<&crate::config::Price>) -> String {
+    let currency = currency(price);
+    if spent.unpriced_calls > 0 {
+        let calls = spent.unpriced_calls + spent.priced_calls;
+        let mut words = format!(
+            " Cost: unknown — no price for {} of {calls} model calls (the provider reported no cost and the model has no price configured)",
+            spent.unpriced_calls
+        );
+        if spent.priced_calls > 0 {
+            words.push_str(&format!(
+                "; the other calls cost {:.4} {currency}",
+                spent.cost
+            ));
+        }
+        words.push('.');
+        words
+    } else if spent.priced_calls == 0 && spent.cost == 0.0 && price.is_none() {
+        " Cost: no price — the model has no price configured and the provider reported no cost, so there is no cost to show.".into()
+    } else {
+        format!(" Cost: {:.4} {currency}.", spent.cost)
+    }
 }

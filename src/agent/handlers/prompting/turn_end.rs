@@ -97,11 +97,8 @@ impl Dispatcher {
             }
             session.known = end.known;
             session.add_usage(&end.usage);
-            session.settings.cost += end.cost;
+            session.settings.spend.add(&end.spend);
             session.model_calls += end.model_calls as u64;
-            if !end.priced {
-                session.unpriced_calls += end.model_calls as u64;
-            }
             session.settings.approvals = std::mem::take(&mut end.approvals);
             if let Some(goal) = end.goal.clone() {
                 session.goal = Some(goal);
@@ -113,7 +110,7 @@ impl Dispatcher {
             if let Ok(mut live) = session.live.lock() {
                 live.steers.clear();
                 live.usage = Default::default();
-                live.cost = 0.0;
+                live.spend = Default::default();
             }
             settings = Some(session.settings_json());
             remove = session.closed;
@@ -165,7 +162,8 @@ fn meta_usage(end: &TurnEnd) -> Value {
         "cachedReadTokens": end.usage.cached_tokens,
         "thoughtTokens": end.usage.reasoning_tokens,
         "totalTokens": end.usage.input_tokens + end.usage.output_tokens,
-        "cost": end.cost,
+        // Unknown (null) when a call's cost was: never a silent 0.
+        "cost": end.spend.total(),
     });
     if end.usage_unknown {
         // The provider never said: unknown is null, not zero.

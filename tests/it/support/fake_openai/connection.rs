@@ -160,7 +160,8 @@ impl Connection {
             }
         };
         match reply {
-            Ok(Reply::Sse(steps)) => self.stream_steps(&steps),
+            Ok(Reply::Sse(steps)) => self.stream_steps(&[], &steps),
+            Ok(Reply::SseWithHeaders { headers, steps }) => self.stream_steps(&headers, &steps),
             Ok(Reply::Status {
                 code,
                 body,
@@ -174,15 +175,20 @@ impl Connection {
         }
     }
 
-    fn stream_steps(&mut self, steps: &[Step]) -> Result<(), Ended> {
-        self.write(
-            b"HTTP/1.1 200 OK\r\n\
-              Content-Type: text/event-stream\r\n\
-              Cache-Control: no-cache\r\n\
-              Transfer-Encoding: chunked\r\n\
-              x-request-id: req_fake\r\n\r\n",
-        )
-        .map_err(|ended| self.note(ended))?;
+    fn stream_steps(&mut self, headers: &[(String, String)], steps: &[Step]) -> Result<(), Ended> {
+        let mut head = String::from(
+            "HTTP/1.1 200 OK\r\n\
+             Content-Type: text/event-stream\r\n\
+             Cache-Control: no-cache\r\n\
+             Transfer-Encoding: chunked\r\n\
+             x-request-id: req_fake\r\n",
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        self.write(head.as_bytes())
+            .map_err(|ended| self.note(ended))?;
         for step in steps {
             let result = match step {
                 Step::Event(payload) => self.write_chunk(format!("data: {payload}\n\n").as_bytes()),

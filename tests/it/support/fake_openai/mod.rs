@@ -46,6 +46,11 @@ pub enum Reply {
     /// played in order and the body ends with the terminating chunk unless a
     /// `Step::Cut` (or a vanished client) ends it first.
     Sse(Vec<Step>),
+    /// `Sse` with more response headers (a gateway's cost header, say).
+    SseWithHeaders {
+        headers: Vec<(String, String)>,
+        steps: Vec<Step>,
+    },
     /// Any status with a fixed body (`Content-Type: application/json` unless
     /// `headers` names another), sent with `Content-Length`.
     Status {
