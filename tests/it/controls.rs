@@ -6,7 +6,7 @@
 
 use crate::support::client::no_requests;
 use crate::support::fake_openai::{chat_text, chunk_finish, chunk_role, chunk_tool_call, done};
-use crate::support::prelude::{call, ok_with, WAIT};
+use crate::support::prelude::{approx, call, ok_with, WAIT};
 use crate::support::wire::chat_usage;
 use crate::support::{run_prompt, temp_dir, updates_text, Agent, Answer, FakeServer, Reply, Step};
 use serde_json::{json, Value};
@@ -255,16 +255,6 @@ fn close(mut agent: Agent) {
     agent.close_stdin();
     let status = agent.wait_exit(WAIT).expect("the agent did not exit");
     assert!(status.success(), "{status:?}");
-}
-
-fn approx(actual: &Value, expected: f64) {
-    let actual = actual
-        .as_f64()
-        .unwrap_or_else(|| panic!("not a number: {actual}"));
-    assert!(
-        (actual - expected).abs() < 1e-9,
-        "expected {expected}, got {actual}"
-    );
 }
 
 // ---------------------------------------------------------------------

@@ -5,7 +5,7 @@
 //! the prompt's `_meta`, "no price" in `/cost` — never 0.
 
 use crate::support::fake_openai::{chunk_content, chunk_finish, chunk_role, done};
-use crate::support::prelude::{ok, ok_with};
+use crate::support::prelude::{approx, ok, ok_with};
 use crate::support::{temp_dir, updates_text, Agent, FakeServer, Reply, Step};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -109,16 +109,6 @@ fn cost_command(agent: &mut Agent, session: &str) -> String {
 
 fn turn_cost(result: &Value) -> &Value {
     &result["_meta"]["spindle"]["usage"]["cost"]
-}
-
-fn approx(actual: &Value, expected: f64) {
-    let actual = actual
-        .as_f64()
-        .unwrap_or_else(|| panic!("not a number: {actual}"));
-    assert!(
-        (actual - expected).abs() < 1e-9,
-        "expected {expected}, got {actual}"
-    );
 }
 
 #[test]

@@ -54,3 +54,14 @@ pub fn err(agent: &mut Agent, method: &str, params: Value) -> Value {
         Err(error) => error,
     }
 }
+
+/// Asserts that a JSON number is `expected` (costs: within 1e-9).
+pub fn approx(actual: &Value, expected: f64) {
+    let actual = actual
+        .as_f64()
+        .unwrap_or_else(|| panic!("not a number: {actual}"));
+    assert!(
+        (actual - expected).abs() < 1e-9,
+        "expected {expected}, got {actual}"
+    );
+}
