@@ -597,8 +597,9 @@ fn choose_model(
 }
 
 /// The model to suggest when none was named: the kind's usual model on
-/// its official endpoint; on any other server, the first chat model that
-/// server lists (an official model name means nothing to a gateway).
+/// its official endpoint; on any other server, the listed model the
+/// agent's own default rule picks (an official model name means nothing
+/// to a gateway).
 fn suggested_model(config: &Config, name: &str, base_url: &str) -> Result<String, String> {
     let kind = config.providers[name].kind;
     if base_url.trim_end_matches('/') == kind.default_base_url() {
@@ -608,11 +609,11 @@ fn suggested_model(config: &Config, name: &str, base_url: &str) -> Result<String
     let listed = crate::provider::models::list(kind, base_url, key.as_deref()).map_err(|why| {
         format!("the server did not list its models: {why}; name one with --model")
     })?;
-    listed
-        .into_iter()
-        .next()
-        .map(|model| model.id)
-        .ok_or_else(|| "the server lists no chat model; name one with --model".into())
+    crate::provider::models::pick_default(kind, &listed)
+        .map(|model| model.id.clone())
+        .ok_or_else(|| {
+            "the server lists no chat model that takes tools; name one with --model".into()
+        })
 }
 
 struct Collect(String);

@@ -28,6 +28,8 @@ pub struct Listed {
     pub context_window: Option<u64>,
     /// The most output tokens, when the server says.
     pub max_output: Option<u64>,
+    /// Whether it takes tools, when the server says (see [`tools_of`]).
+    pub tools: Option<bool>,
 }
 
 /// Where servers put a model's context window in their list entries:
@@ -35,8 +37,8 @@ pub struct Listed {
 /// `top_provider`, Groq and others (`context_window`), vLLM
 /// (`max_model_len`), LM Studio's native list (`max_context_length`),
 /// llama.cpp (`meta.n_ctx_train`, or `n_ctx`), gateways' model info
-/// (`max_input_tokens`).
-const WINDOW_FIELDS: [&[&str]; 8] = [
+/// (`max_input_tokens`, at the top or under LiteLLM's `model_info`).
+const WINDOW_FIELDS: [&[&str]; 9] = [
     &["context_length"],
     &["top_provider", "context_length"],
     &["context_window"],
@@ -45,14 +47,53 @@ const WINDOW_FIELDS: [&[&str]; 8] = [
     &["meta", "n_ctx"],
     &["meta", "n_ctx_train"],
     &["max_input_tokens"],
+    &["model_info", "max_input_tokens"],
 ];
 
-/// Where they put the output limit.
-const OUTPUT_FIELDS: [&[&str]; 3] = [
+/// Where they put the output limit. LiteLLM's `model_info.max_tokens` is
+/// its older name for the output limit (the window is `max_input_tokens`);
+/// a bare `max_tokens` elsewhere is not read, as servers mean either.
+const OUTPUT_FIELDS: [&[&str]; 5] = [
     &["top_provider", "max_completion_tokens"],
     &["max_output_tokens"],
     &["max_completion_tokens"],
+    &["model_info", "max_output_tokens"],
+    &["model_info", "max_tokens"],
 ];
+
+/// Whether an entry says it takes tools: LiteLLM's
+/// `supports_function_calling` (at the top or under `model_info`),
+/// OpenRouter's `supported_parameters` (`tools` among them or not), a
+/// `capabilities` list (`tools`, `tool_use`, `function_calling`) or object
+/// (Mistral's `function_calling`). `None` when it says nothing.
+pub fn tools_of(entry: &Value) -> Option<bool> {
+    let flag = entry["supports_function_calling"]
+        .as_bool()
+        .or_else(|| entry["model_info"]["supports_function_calling"].as_bool())
+        .or_else(|| entry["capabilities"]["function_calling"].as_bool());
+    if flag.is_some() {
+        return flag;
+    }
+    let names = |list: &Value| -> Option<bool> {
+        let list = list.as_array().filter(|list| !list.is_empty())?;
+        Some(list.iter().filter_map(Value::as_str).any(|name| {
+            matches!(
+                name,
+                "tools" | "tool_use" | "tool_choice" | "function_calling"
+            )
+        }))
+    };
+    names(&entry["supported_parameters"]).or_else(|| names(&entry["capabilities"]))
+}
+
+/// Whether an entry's `mode` (LiteLLM's model info: `chat`, `embedding`,
+/// `image_generation`, `audio_speech`, `rerank`, …) says it does not chat.
+fn mode_is_not_chat(entry: &Value) -> bool {
+    let mode = entry["mode"]
+        .as_str()
+        .or_else(|| entry["model_info"]["mode"].as_str());
+    mode.is_some_and(|mode| !matches!(mode, "chat" | "responses"))
+}
 
 /// The first plausible token count at one of `fields`.
 fn limit_of(entry: &Value, fields: &[&[&str]]) -> Option<u64> {
@@ -127,13 +168,17 @@ pub fn parse(value: &Value) -> Vec<Listed> {
         .as_array()
         .or_else(|| value["models"].as_array());
     for entry in entries.into_iter().flatten() {
-        let Some(id) = entry["id"].as_str().or_else(|| entry["name"].as_str()) else {
+        let Some(id) = entry["id"]
+            .as_str()
+            .or_else(|| entry["name"].as_str())
+            .or_else(|| entry["model_name"].as_str())
+        else {
             continue;
         };
         if id.is_empty() || id.len() > 200 || id.chars().any(char::is_control) {
             continue;
         }
-        if !is_chat_model(id) || listed.iter().any(|l| l.id == id) {
+        if !is_chat_model(id) || mode_is_not_chat(entry) || listed.iter().any(|l| l.id == id) {
             continue;
         }
         let name = entry["display_name"]
@@ -145,6 +190,7 @@ pub fn parse(value: &Value) -> Vec<Listed> {
             name,
             context_window: limit_of(entry, &WINDOW_FIELDS),
             max_output: limit_of(entry, &OUTPUT_FIELDS),
+            tools: tools_of(entry),
         });
     }
     listed
@@ -189,6 +235,69 @@ pub fn is_chat_model(id: &str) -> bool {
     !lower.split('/').any(|segment| {
         matches!(segment, "hd" | "standard" | "low" | "medium" | "high") || is_size(segment)
     })
+}
+
+/// Words that mark a model that chats but takes no tools: search-only
+/// models (`gpt-4o-search-preview`, Perplexity's `sonar`), deep research
+/// and computer use (they need their own built-in tools), and ChatGPT's
+/// own `chatgpt-4o-latest`.
+const NO_TOOLS: [&str; 5] = [
+    "search",
+    "sonar",
+    "deep-research",
+    "computer-use",
+    "chatgpt-",
+];
+
+/// Whether a model may be the default: a chat model whose id does not
+/// mark it as taking no tools, and whose list entry does not say so.
+pub fn takes_tools(id: &str, tools: Option<bool>) -> bool {
+    let lower = id.to_ascii_lowercase();
+    is_chat_model(id) && tools != Some(false) && !NO_TOOLS.iter().any(|word| lower.contains(word))
+}
+
+/// How good a default a model is, lowest first, so the same ids give the
+/// same default whatever order a server lists them in: the catalog's
+/// usual models of the provider's kind (in that order), then those of the
+/// other kinds, then a model the list says takes tools, then one the
+/// catalog knows, then by id.
+pub fn default_rank(
+    kind: ProviderKind,
+    id: &str,
+    tools: Option<bool>,
+) -> (usize, bool, bool, String) {
+    use super::catalog::official_models;
+    let name = id.rsplit('/').next().unwrap_or(id);
+    let others = [
+        ProviderKind::Openai,
+        ProviderKind::Responses,
+        ProviderKind::Anthropic,
+    ]
+    .into_iter()
+    .filter(|other| *other != kind);
+    let usual = std::iter::once(kind)
+        .chain(others)
+        .enumerate()
+        .find_map(|(at, kind)| {
+            let place = official_models(kind).iter().position(|m| *m == name)?;
+            Some(at * 100 + place)
+        })
+        .unwrap_or(usize::MAX);
+    (
+        usual,
+        tools != Some(true),
+        super::catalog::known(id).is_none(),
+        id.to_string(),
+    )
+}
+
+/// The default among the models a server lists: the best by
+/// [`default_rank`] of those that [`takes_tools`]; `None` when none does.
+pub fn pick_default(kind: ProviderKind, listed: &[Listed]) -> Option<&Listed> {
+    listed
+        .iter()
+        .filter(|l| takes_tools(&l.id, l.tools))
+        .min_by_key(|l| default_rank(kind, &l.id, l.tools))
 }
 
 /// `1024-x-1024`, `512x512`, `1792-x-1024`.
@@ -307,5 +416,101 @@ mod tests {
             Some((200_000, 64_000))
         );
         assert_eq!(known_limits("some-private-model"), None);
+    }
+
+    #[test]
+    fn capability_info_and_litellm_model_info_are_read() {
+        let list = json!({"data": [
+            {"model_name": "gw-chat", "model_info": {"mode": "chat", "max_input_tokens": 128000,
+             "max_output_tokens": 16384, "supports_function_calling": true}},
+            {"model_name": "old-info", "model_info": {"mode": "chat", "max_tokens": 4096}},
+            {"model_name": "gw-embed", "model_info": {"mode": "embedding"}},
+            {"id": "router/x", "supported_parameters": ["temperature", "tools"]},
+            {"id": "router/y", "supported_parameters": ["temperature"]},
+            {"id": "mistral-z", "capabilities": {"completion_chat": true, "function_calling": false}},
+            {"id": "plain"}
+        ]});
+        let parsed = parse(&list);
+        let ids: Vec<&str> = parsed.iter().map(|l| l.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "gw-chat",
+                "old-info",
+                "router/x",
+                "router/y",
+                "mistral-z",
+                "plain"
+            ]
+        );
+        assert_eq!(
+            (
+                parsed[0].context_window,
+                parsed[0].max_output,
+                parsed[0].tools
+            ),
+            (Some(128000), Some(16384), Some(true))
+        );
+        assert_eq!(parsed[1].max_output, Some(4096));
+        let tools: Vec<Option<bool>> = parsed.iter().map(|l| l.tools).collect();
+        assert_eq!(
+            tools,
+            [Some(true), None, Some(true), Some(false), Some(false), None]
+        );
+    }
+
+    #[test]
+    fn the_default_is_stable_and_takes_tools() {
+        let listed = |ids: &[&str]| -> Vec<Listed> {
+            ids.iter()
+                .map(|id| Listed {
+                    id: id.to_string(),
+                    ..Listed::default()
+                })
+                .collect()
+        };
+        let pick =
+            |ids: &[&str]| pick_default(ProviderKind::Openai, &listed(ids)).map(|l| l.id.clone());
+        // The same ids in any order give the same default.
+        let ids = [
+            "zeta-chat",
+            "gpt-4o-search-preview",
+            "alpha-chat",
+            "gpt-3.5-turbo",
+            "gpt-4.1-mini",
+        ];
+        let mut reversed = ids;
+        reversed.reverse();
+        assert_eq!(pick(&ids).as_deref(), Some("gpt-4.1-mini"));
+        assert_eq!(pick(&reversed).as_deref(), Some("gpt-4.1-mini"));
+        // A catalog model before an unknown one; unknown ones by id.
+        assert_eq!(
+            pick(&["zeta-chat", "qwen3:8b", "alpha"]).as_deref(),
+            Some("qwen3:8b")
+        );
+        assert_eq!(pick(&["zeta-chat", "alpha"]).as_deref(), Some("alpha"));
+        // A vendor prefix still finds the usual model.
+        assert_eq!(
+            pick(&["openai/gpt-4o", "openai/gpt-4.1-mini"]).as_deref(),
+            Some("openai/gpt-4.1-mini")
+        );
+        // Never a model that takes no tools.
+        for id in [
+            "gpt-4o-search-preview",
+            "perplexity/sonar-pro",
+            "o3-deep-research",
+            "chatgpt-4o-latest",
+            "text-embedding-3-small",
+        ] {
+            assert!(!takes_tools(id, None), "{id}");
+            assert_eq!(pick(&[id]), None, "{id}");
+        }
+        assert!(!takes_tools("house-model", Some(false)));
+        let mut with_info = listed(&["a-model", "b-model"]);
+        with_info[0].tools = Some(false);
+        assert_eq!(
+            pick_default(ProviderKind::Openai, &with_info).unwrap().id,
+            "b-model"
+        );
     }
 }

@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod defaults;
+
 // ---------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------
@@ -1892,8 +1894,9 @@ fn anthropic_style_servers_are_asked_for_their_models() {
         option_values(options, "model"),
         ["gw/claude-gw-a", "gw/claude-gw-b"]
     );
-    // The server's first model is the default, not the alphabetical first.
-    assert_eq!(current_value(options, "model"), "gw/claude-gw-b");
+    // The default follows a stable rule (here: by id), not the server's
+    // order.
+    assert_eq!(current_value(options, "model"), "gw/claude-gw-a");
     let model = options
         .as_array()
         .unwrap()
@@ -1916,7 +1919,7 @@ fn anthropic_style_servers_are_asked_for_their_models() {
     prompt_ok(&mut agent, &id, "hi");
     let requests = server.wait_requests(1, WAIT);
     assert_eq!(requests[0].header("user-agent"), Some(agent_header));
-    assert_eq!(requests[0].body["model"], "claude-gw-b");
+    assert_eq!(requests[0].body["model"], "claude-gw-a");
 }
 
 /// A gateway's list of hundreds of ids: image, speech, embedding,
@@ -1995,11 +1998,13 @@ fn a_long_gateway_list_is_filtered_capped_and_keeps_the_named_model() {
         Some("Bearer sk-gw")
     );
 
-    // Without a named model, the server's first chat model is the default.
+    // Without a named model, the default is the first chat model by id,
+    // offered even when the cap left it out.
     let mut agent = Agent::spawn(&["acp"], &env);
     agent.initialize();
-    let (_, current, _) = model_picker(&mut agent, "gateway-default");
-    assert_eq!(current, "openai/chat-239");
+    let (values, current, _) = model_picker(&mut agent, "gateway-default");
+    assert_eq!(current, "openai/chat-000");
+    assert!(values.contains(&current), "{values:?}");
 }
 
 /// A custom server that lists nothing, with no model named: no official
@@ -2051,15 +2056,16 @@ fn no_list_and_no_name_is_refused_and_official_endpoints_need_no_list() {
     assert_eq!(current, "openai/gpt-4.1-mini");
 }
 
-/// Setup against a gateway without `--model`: the first chat model the
-/// server lists is taken (never an official model name), and a server
-/// that answers the streaming test request with a complete JSON answer is
-/// accepted.
+/// Setup against a gateway without `--model`: the listed chat model the
+/// agent's default rule picks (by id, never a search-only one; never an
+/// official model name) is taken, and a server that answers the streaming
+/// test request with a complete JSON answer is accepted.
 #[test]
 fn setup_takes_a_listed_model_and_accepts_a_whole_json_answer() {
     let server = FakeServer::start();
     server.serve_models(json!({"data": [{"id": "text-embedding-3-small"},
-                                        {"id": "gw-chat"}, {"id": "another"}]}));
+                                        {"id": "zz-another"}, {"id": "gpt-4o-search-preview"},
+                                        {"id": "gw-chat"}]}));
     server.push(Reply::status(
         200,
         json!({"choices": [{"message": {"role": "assistant", "content": "OK"},
@@ -2438,7 +2444,7 @@ fn catalog_models_are_priced_without_config() {
     assert!((cost - 1.20).abs() < 1e-6, "{answer}");
 }
 
-/// Setup takes the first model a server lists and records the context
+/// Setup takes the listed model the catalog knows and records the context
 /// window the server reports for it.
 #[test]
 fn setup_records_the_listed_models_context_window() {

@@ -106,8 +106,6 @@ pub struct Registry {
     pub secrets: Arc<crate::policy::secrets::Secrets>,
     /// Chat models servers listed beyond [`DISCOVERED_CAP`], not offered.
     pub more_models: usize,
-    /// The first chat model a server listed (`provider/model`).
-    first_listed: Option<String>,
     /// What servers listed, with the limits they gave.
     listed: Vec<(String, Listed)>,
 }
@@ -130,7 +128,6 @@ impl Registry {
             default_model: None,
             problems: Vec::new(),
             more_models: 0,
-            first_listed: None,
             listed: Vec::new(),
         };
         if let Some(path) = &options.script {
@@ -207,12 +204,13 @@ impl Registry {
         // current models of its kind; any other server (a local one, a
         // gateway) is asked what it serves, beside what the config names,
         // and never offered an official model it may not have.
-        let bare: Vec<String> = self
+        let mut bare: Vec<String> = self
             .providers
             .keys()
             .filter(|name| *name != "script")
             .cloned()
             .collect();
+        bare.sort();
         let named_provider = wanted
             .and_then(|wanted| self.qualify(wanted))
             .and_then(|id| id.split_once('/').map(|(p, _)| p.to_string()));
@@ -251,12 +249,6 @@ impl Registry {
                 let extra = listed.len().saturating_sub(DISCOVERED_CAP);
                 self.more_models += extra;
                 let mut kept: Vec<Listed> = listed.into_iter().take(DISCOVERED_CAP).collect();
-                // The server's first chat model is the default when
-                // nobody named one (and the config names none of its).
-                if let Some(first) = kept.first().filter(|_| !configured) {
-                    self.first_listed
-                        .get_or_insert_with(|| format!("{name}/{}", first.id));
-                }
                 kept.sort_by(|a, b| a.id.cmp(&b.id));
                 for model in kept {
                     let config = ModelConfig {
@@ -281,8 +273,12 @@ impl Registry {
         }
     }
 
-    /// The default model: the one wanted, else the first a server listed,
-    /// else the first there is.
+    /// The default model: the one wanted, else the best one that takes
+    /// tools by a rule that does not depend on a server's order: a model
+    /// the config file names first, then the providers in the order
+    /// [`Registry::qualify`] uses, then
+    /// [`crate::provider::models::default_rank`]. A listed model beyond the
+    /// cap can still be the default (it is then offered too).
     fn choose_default(&mut self, wanted: Option<String>) {
         if let Some(wanted) = wanted {
             match self.qualify(&wanted) {
@@ -297,12 +293,64 @@ impl Registry {
                     .push(format!("model {wanted:?} names no usable provider")),
             }
         }
-        if self.default_model.is_none() {
-            self.default_model = self
-                .first_listed
-                .clone()
-                .or_else(|| self.models.first().map(|m| m.id.clone()));
+        if self.default_model.is_some() {
+            return;
         }
+        let mut pool: Vec<(String, String, Option<bool>)> = self
+            .models
+            .iter()
+            .map(|m| {
+                (
+                    m.provider.clone(),
+                    m.model.clone(),
+                    self.listed_tools(&m.provider, &m.model),
+                )
+            })
+            .collect();
+        pool.extend(
+            self.listed
+                .iter()
+                .map(|(p, l)| (p.clone(), l.id.clone(), l.tools)),
+        );
+        let best = pool
+            .into_iter()
+            .filter(|(_, model, tools)| crate::provider::models::takes_tools(model, *tools))
+            .min_by_key(|(provider, model, tools)| {
+                let configured = self
+                    .config
+                    .models
+                    .contains_key(&format!("{provider}/{model}"));
+                let kind = self.config.providers.get(provider).map(|p| p.kind);
+                let rank = crate::provider::models::default_rank(
+                    kind.unwrap_or(ProviderKind::Openai),
+                    model,
+                    *tools,
+                );
+                (!configured, provider != "openai", provider.clone(), rank)
+            });
+        match best {
+            Some((provider, model, _)) => {
+                let id = format!("{provider}/{model}");
+                if self.model(&id).is_none() {
+                    let name = self.listed.iter().find(|(p, l)| *p == provider && l.id == model);
+                    let name = name.and_then(|(_, l)| l.name.clone());
+                    self.add(&id, ModelConfig { name, ..ModelConfig::default() });
+                }
+                self.default_model = Some(id);
+            }
+            None if !self.models.is_empty() => self.problems.push(
+                "none of the models offered takes tools (search-only, embedding, image and audio models are never a default); name one with --model or defaults.model in the config file".into(),
+            ),
+            None => {}
+        }
+    }
+
+    /// Whether a server's list says a model takes tools.
+    fn listed_tools(&self, provider: &str, model: &str) -> Option<bool> {
+        self.listed
+            .iter()
+            .find(|(p, l)| p == provider && l.id == model)
+            .and_then(|(_, l)| l.tools)
     }
 
     /// Gives each model the limits its server listed and, when well known
@@ -396,8 +444,10 @@ impl Registry {
         names.first().map(|provider| format!("{provider}/{name}"))
     }
 
+    /// Whether a session can start: some model is offered and one is the
+    /// default.
     pub fn usable(&self) -> bool {
-        !self.models.is_empty()
+        !self.models.is_empty() && self.default_model.is_some()
     }
 
     pub fn model(&self, id: &str) -> Option<&ModelEntry> {

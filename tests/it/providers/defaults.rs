@@ -1,0 +1,115 @@
+//! The default model against fake servers: a stable choice whatever
+//! order a gateway lists its models in, and never a model that takes no
+//! tools.
+
+use super::{model_picker, new_session, prompt_ok};
+use crate::support::fake_openai::chat_text;
+use crate::support::prelude::WAIT;
+use crate::support::{temp_dir, Agent, FakeServer, Reply};
+use serde_json::{json, Value};
+
+/// What a wildcard gateway lists, in some order: search-only, embedding,
+/// image and speech routes beside chat models, one of which the list
+/// says takes no tools.
+fn gateway_entries() -> Vec<Value> {
+    vec![
+        json!({"id": "gpt-4o-search-preview"}),
+        json!({"id": "perplexity/sonar-pro"}),
+        json!({"id": "text-embedding-3-large"}),
+        json!({"id": "house-a", "supports_function_calling": false}),
+        json!({"id": "house-c"}),
+        json!({"id": "dall-e-3"}),
+        json!({"id": "house-b"}),
+        json!({"id": "tts-1"}),
+    ]
+}
+
+/// `spindle acp` against `server` as the environment's provider, no
+/// model named.
+fn gateway_agent(server: &FakeServer) -> Agent {
+    let base = server.base_url();
+    let mut agent = Agent::spawn(
+        &["acp"],
+        &[("OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "sk-gw")],
+    );
+    agent.initialize();
+    agent
+}
+
+/// Two gateways that list the same ids in different orders give the same
+/// default, and that default takes tools: the first prompt goes to it.
+#[test]
+fn the_default_is_the_same_over_a_shuffled_list_and_takes_tools() {
+    let mut orders = vec![gateway_entries()];
+    let mut reversed = gateway_entries();
+    reversed.reverse();
+    orders.push(reversed);
+    let mut rotated = gateway_entries();
+    rotated.rotate_left(3);
+    orders.push(rotated);
+    for (n, entries) in orders.into_iter().enumerate() {
+        let server = FakeServer::start();
+        server.serve_models(json!({"object": "list", "data": entries}));
+        server.push(Reply::Sse(chat_text(&["Hi."])));
+        let mut agent = gateway_agent(&server);
+        let ws = temp_dir(&format!("stable-default-{n}"));
+        let session = new_session(&mut agent, &ws).unwrap();
+        let options = &session["configOptions"];
+        let model = options
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["id"] == "model")
+            .unwrap();
+        // house-a says it takes no tools; the search-only models chat but
+        // take none; embeddings, images and speech are not offered at all.
+        assert_eq!(model["currentValue"], "openai/house-b", "order {n}");
+        let offered: Vec<&str> = model["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["value"].as_str().unwrap())
+            .collect();
+        assert!(
+            offered.contains(&"openai/gpt-4o-search-preview"),
+            "{offered:?}"
+        );
+        assert!(!offered
+            .iter()
+            .any(|id| id.contains("embedding") || id.contains("tts")));
+        let id = session["sessionId"].as_str().unwrap().to_string();
+        prompt_ok(&mut agent, &id, "hi");
+        let sent = server.wait_requests(1, WAIT);
+        assert_eq!(sent[0].body["model"], "house-b", "order {n}");
+        assert!(sent[0].body["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()));
+    }
+}
+
+/// A gateway that lists only models that take no tools has no default:
+/// the session is refused with what to do, not started on a search
+/// model. Naming one still works.
+#[test]
+fn search_and_embedding_models_are_never_the_default() {
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [
+        {"id": "text-embedding-3-small"},
+        {"id": "gpt-4o-mini-search-preview"},
+        {"id": "o3-deep-research"},
+        {"model_name": "gw-ranker", "model_info": {"mode": "rerank"}},
+    ]}));
+    let mut agent = gateway_agent(&server);
+    let error = new_session(&mut agent, &temp_dir("no-tool-default")).unwrap_err();
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains("takes tools"), "{error}");
+    assert!(message.contains("--model"), "{error}");
+    let base = server.base_url();
+    let mut agent = Agent::spawn(
+        &["acp", "--model", "gpt-4o-mini-search-preview"],
+        &[("OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "sk-gw")],
+    );
+    agent.initialize();
+    let (_, current, _) = model_picker(&mut agent, "named-search");
+    assert_eq!(current, "openai/gpt-4o-mini-search-preview");
+}
