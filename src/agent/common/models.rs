@@ -53,6 +53,16 @@ impl ModelEntry {
             .unwrap_or(DEFAULT_CONTEXT_WINDOW)
     }
 
+    /// The output cap sent with each request: configured, else as the
+    /// provider listed it (the catalog's and the fallback limit only size
+    /// the reserve; a request without a cap leaves it to the server).
+    pub fn request_output_cap(&self) -> Option<u32> {
+        self.config.max_output_tokens.or_else(|| {
+            self.listed_output
+                .map(|tokens| u32::try_from(tokens).unwrap_or(u32::MAX))
+        })
+    }
+
     /// The output limit, found the same way.
     pub fn output_limit(&self) -> u64 {
         self.config

@@ -207,7 +207,7 @@ impl Dispatcher {
                 max_steps,
                 name: entry.model.clone(),
                 effort,
-                max_output_tokens: entry.config.max_output_tokens,
+                max_output_tokens: entry.request_output_cap(),
                 context_window: entry.context_window(),
                 compact_at: registry.config.context.compact_at(),
                 output_reserve: entry.output_limit().min(entry.context_window() / 4),

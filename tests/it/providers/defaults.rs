@@ -1,8 +1,9 @@
 //! The default model against fake servers: a stable choice whatever
-//! order a gateway lists its models in, and never a model that takes no
-//! tools.
+//! order a gateway lists its models in, never a model that takes no
+//! tools, and the output limit a list gives sent as the request's output
+//! cap.
 
-use super::{model_picker, new_session, prompt_ok};
+use super::{agent_with_config, model_picker, new_session, prompt_ok, write_config};
 use crate::support::fake_openai::chat_text;
 use crate::support::prelude::WAIT;
 use crate::support::{temp_dir, Agent, FakeServer, Reply};
@@ -112,4 +113,35 @@ fn search_and_embedding_models_are_never_the_default() {
     agent.initialize();
     let (_, current, _) = model_picker(&mut agent, "named-search");
     assert_eq!(current, "openai/gpt-4o-mini-search-preview");
+}
+
+/// The output limit a list gives is the request's output cap when the
+/// config sets none; the config's own limit wins over it.
+#[test]
+fn the_listed_output_limit_is_the_requests_output_cap() {
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [
+        {"id": "capped", "max_input_tokens": 100000, "max_output_tokens": 12345},
+        {"id": "configured", "max_output_tokens": 12345},
+    ]}));
+    server.push(Reply::Sse(chat_text(&["One."])));
+    server.push(Reply::Sse(chat_text(&["Two."])));
+    let base = server.base_url();
+    let dir = temp_dir("listed-output");
+    let config = write_config(
+        &dir,
+        &json!({"providers": {"gw": {"kind": "openai", "base_url": base, "requires_key": false}},
+                "models": {"gw/configured": {"max_output_tokens": 3000}}}),
+    );
+    for (n, (model, cap)) in [("gw/capped", 12345), ("gw/configured", 3000)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut agent = agent_with_config(&config, &["--model", model], &[]);
+        let session = new_session(&mut agent, &temp_dir(&format!("listed-output-{n}"))).unwrap();
+        let id = session["sessionId"].as_str().unwrap().to_string();
+        prompt_ok(&mut agent, &id, "hi");
+        let sent = server.wait_requests(n + 1, WAIT);
+        assert_eq!(sent[n].body["max_completion_tokens"], cap, "{model}");
+    }
 }
