@@ -161,10 +161,13 @@ fn check_providers(lines: &mut Lines, config: &Config) {
             .clone()
             .unwrap_or_else(|| provider.kind.default_base_url().to_string());
         match crate::provider::models::list(provider.kind, &base, key.as_deref()) {
-            Ok(models) => lines.ok(
-                name,
-                &format!("{base} answers; {} models listed", models.len()),
-            ),
+            Ok(models) => {
+                lines.ok(
+                    name,
+                    &format!("{base} answers; {} models listed", models.len()),
+                );
+                check_default(lines, config, name, &models);
+            }
             Err(problem) => lines.bad(
                 name,
                 &format!("{base} does not list its models: {problem}"),
@@ -172,6 +175,63 @@ fn check_providers(lines: &mut Lines, config: &Config) {
             ),
         }
     }
+}
+
+/// The provider and model `defaults.model` names: `provider/model`, or a
+/// bare name on the first provider as the agent qualifies it.
+fn default_of(config: &Config) -> Option<(String, String)> {
+    let wanted = config.defaults.model.as_deref()?;
+    if let Some((provider, model)) = wanted.split_once('/') {
+        if config.providers.contains_key(provider) {
+            return Some((provider.to_string(), model.to_string()));
+        }
+    }
+    let provider = config
+        .providers
+        .keys()
+        .min_by_key(|name| (name.as_str() != "openai", name.as_str()))?;
+    Some((provider.clone(), wanted.to_string()))
+}
+
+/// A provider that lists its models must list the default model, or the
+/// first prompt fails; says which listed ones would do.
+fn check_default(
+    lines: &mut Lines,
+    config: &Config,
+    name: &str,
+    models: &[crate::provider::models::Listed],
+) {
+    let Some((provider, model)) = default_of(config) else {
+        return;
+    };
+    if provider != name || models.is_empty() || models.iter().any(|m| m.id == model) {
+        return;
+    }
+    let kind = config.providers[name].kind;
+    let mut usable: Vec<&crate::provider::models::Listed> = models
+        .iter()
+        .filter(|m| crate::provider::models::takes_tools(&m.id, m.tools))
+        .collect();
+    usable.sort_by_key(|m| crate::provider::models::default_rank(kind, &m.id, m.tools));
+    let names: Vec<String> = usable
+        .iter()
+        .take(3)
+        .map(|m| format!("{name}/{}", m.id))
+        .collect();
+    let fix = match names.is_empty() {
+        true => "set defaults.model to a model the server serves".to_string(),
+        false => format!(
+            "set defaults.model to one it lists, such as {}",
+            names.join(", ")
+        ),
+    };
+    lines.bad(
+        "default model",
+        &format!(
+            "{name} does not list {model:?} (defaults.model), so requests for it will be refused"
+        ),
+        &fix,
+    );
 }
 
 /// Starts the config's MCP servers (and a trusted project's, here), lists

@@ -1,13 +1,17 @@
 //! The default model against fake servers: a stable choice whatever
 //! order a gateway lists its models in, never a model that takes no
-//! tools, and the output limit a list gives sent as the request's output
-//! cap.
+//! tools, `doctor` on a default the server does not list, and the output
+//! limit a list gives sent as the request's output cap.
 
-use super::{agent_with_config, model_picker, new_session, prompt_ok, write_config};
+use super::{
+    agent_with_config, model_picker, new_session, path_str, prompt_ok, text, write_config,
+};
 use crate::support::fake_openai::chat_text;
 use crate::support::prelude::WAIT;
 use crate::support::{temp_dir, Agent, FakeServer, Reply};
 use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
 
 /// What a wildcard gateway lists, in some order: search-only, embedding,
 /// image and speech routes beside chat models, one of which the list
@@ -113,6 +117,57 @@ fn search_and_embedding_models_are_never_the_default() {
     agent.initialize();
     let (_, current, _) = model_picker(&mut agent, "named-search");
     assert_eq!(current, "openai/gpt-4o-mini-search-preview");
+}
+
+fn doctor(config: &Path, dir: &Path) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["doctor", "--config", path_str(config), "--db"])
+        .arg(dir.join("none.db"))
+        .env("SPINDLE_HOME", dir.join("home"))
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OLLAMA_HOST")
+        .env_remove("OPENAI_BASE_URL")
+        .output()
+        .unwrap();
+    (out.status.code(), text(&out.stdout))
+}
+
+/// `doctor` fails a default model the provider's list does not have and
+/// names listed ones to set instead (those that take tools, best first);
+/// a listed default, or a bare name qualified as the agent does, passes.
+#[test]
+fn doctor_fails_a_default_model_the_server_does_not_list() {
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [
+        {"id": "gpt-4o-search-preview"}, {"id": "zeta"}, {"id": "alpha"}, {"id": "mid"},
+        {"id": "omega"},
+    ]}));
+    let base = server.base_url();
+    let dir = temp_dir("doctor-default");
+    let with_default = |model: &str| {
+        write_config(
+            &dir,
+            &json!({"providers": {"gw": {"kind": "openai", "base_url": base, "requires_key": false}},
+                    "defaults": {"model": model}}),
+        )
+    };
+    let (code, report) = doctor(&with_default("gw/gone-model"), &dir);
+    assert_eq!(code, Some(1), "{report}");
+    assert!(report.contains("FAIL  default model"), "{report}");
+    assert!(report.contains("\"gone-model\""), "{report}");
+    assert!(
+        report.contains("set defaults.model to one it lists, such as gw/alpha, gw/mid, gw/omega"),
+        "{report}"
+    );
+    assert!(!report.contains("gw/gpt-4o-search-preview"), "{report}");
+    assert!(!report.contains("Everything Spindle needs"), "{report}");
+
+    for listed in ["gw/zeta", "zeta"] {
+        let (code, report) = doctor(&with_default(listed), &dir);
+        assert_eq!(code, Some(0), "{listed}: {report}");
+        assert!(!report.contains("default model"), "{report}");
+    }
 }
 
 /// The output limit a list gives is the request's output cap when the
