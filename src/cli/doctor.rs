@@ -1,7 +1,8 @@
 //! `spindle doctor`: what this machine's Spindle would use, checked, with
 //! what to do about each problem. It changes nothing: the config is only
 //! read, the database is opened read-only, the providers are asked for
-//! their model lists.
+//! their model lists (and an OpenAI-compatible one's default model one
+//! tiny question with a tool).
 
 use crate::config::Config;
 use std::fmt::Write;
@@ -167,6 +168,9 @@ fn check_providers(lines: &mut Lines, config: &Config) {
                     &format!("{base} answers; {} models listed", models.len()),
                 );
                 check_default(lines, config, name, &models);
+                if provider.kind == crate::config::ProviderKind::Openai {
+                    check_tools(lines, config, name, &base, key, &models);
+                }
             }
             Err(problem) => lines.bad(
                 name,
@@ -232,6 +236,61 @@ fn check_default(
         ),
         &fix,
     );
+}
+
+/// Asks an OpenAI-compatible provider's default model one tiny question
+/// with one tool: a llama.cpp server without `--jinja`, or a model
+/// without tool support, refuses every request Spindle makes.
+fn check_tools(
+    lines: &mut Lines,
+    config: &Config,
+    name: &str,
+    base: &str,
+    api_key: Option<String>,
+    listed: &[crate::provider::models::Listed],
+) {
+    use crate::provider::probe::{self, ToolsProbe};
+    let prefix = format!("{name}/");
+    let model = config
+        .defaults
+        .model
+        .iter()
+        .chain(config.models.keys())
+        .find_map(|id| id.strip_prefix(&prefix).map(str::to_string))
+        .or_else(|| {
+            // As the agent would choose: by the stable rule, not the
+            // server's order.
+            let kind = config.providers.get(name)?.kind;
+            listed
+                .iter()
+                .filter(|m| crate::provider::models::takes_tools(&m.id, m.tools))
+                .min_by_key(|m| crate::provider::models::default_rank(kind, &m.id, m.tools))
+                .map(|m| m.id.clone())
+        });
+    let Some(model) = model else {
+        return;
+    };
+    let provider = crate::provider::openai::ChatCompletions {
+        base_url: base.to_string(),
+        api_key,
+        timeouts: crate::provider::http::Timeouts {
+            connect: probe::PROBE_CONNECT,
+            stall: probe::PROBE_STALL,
+            attempts: 1,
+            ..Default::default()
+        },
+    };
+    let what = format!("{name} tools");
+    match probe::tools(&provider, &model) {
+        ToolsProbe::Takes => lines.ok(&what, &format!("{model} answers a request with a tool")),
+        ToolsProbe::Refused { said, fix } => {
+            lines.bad(&what, &format!("{model} refuses tools: {said}"), &fix)
+        }
+        ToolsProbe::Failed(why) => lines.warn(
+            &what,
+            &format!("a test request with a tool to {model} failed: {why}"),
+        ),
+    }
 }
 
 /// Starts the config's MCP servers (and a trusted project's, here), lists

@@ -666,12 +666,15 @@ fn test_connection(config: &Config, name: &str, model: &str) -> Result<String, S
         }),
     };
     let messages = [Message::user("Reply with the single word OK.")];
+    // One tool, as every session sends: a server that refuses tools
+    // (llama.cpp without --jinja) fails here, with what to do.
+    let tools = [crate::provider::probe::probe_tool()];
     let request = ModelRequest {
         session_id: "setup",
         model,
         system: "You are a connection test. Reply with the single word OK.",
         messages: &messages,
-        tools: &[],
+        tools: &tools,
         effort: None,
         max_output_tokens: Some(16),
         trace: None,

@@ -11,6 +11,7 @@ pub mod http;
 pub mod kind;
 pub mod models;
 pub mod openai;
+pub mod probe;
 pub mod responses;
 pub mod script;
 pub mod sse;

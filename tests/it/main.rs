@@ -17,6 +17,7 @@ mod credentials;
 mod exec;
 mod help;
 mod line_endings;
+mod local_servers;
 mod mcp;
 mod memory;
 mod network;

@@ -66,12 +66,53 @@ pub(super) fn error_value(value: &serde_json::Value) -> Option<ProviderError> {
     .iter()
     .any(|word| code.contains(word))
         || status.is_some_and(|status| matches!(status, 408 | 409 | 429) || status >= 500);
+    if let Some(hint) = tools_refused(message) {
+        let mut error = ProviderError::new(
+            TOOLS_UNSUPPORTED,
+            format!("the model provider reported an error: {message} — {hint}"),
+        );
+        error.status = status;
+        return Some(error);
+    }
     let mut error = ProviderError::new(
         "provider_stream_error",
         format!("the model provider reported an error: {message}"),
     );
     error.status = status;
     Some(if retryable { error.retryable() } else { error })
+}
+
+/// The code of a refusal of the request's tools (by the server or the
+/// model): never retried, since the same request fails the same way.
+pub const TOOLS_UNSUPPORTED: &str = "provider_tools_unsupported";
+
+/// What to do when a provider's message says it cannot take tools:
+/// llama.cpp's server started without `--jinja` ("tools param requires
+/// --jinja flag"), Ollama's "registry.ollama.ai/library/x does not support
+/// tools", and the "tool use is not supported" of other servers.
+pub fn tools_refused(message: &str) -> Option<&'static str> {
+    let lower = message.to_ascii_lowercase();
+    if lower.contains("--jinja") || lower.contains("requires jinja") {
+        return Some(
+            "this llama.cpp server takes no tools: restart it with --jinja \
+             (llama-server --jinja …), or use a model that takes tools",
+        );
+    }
+    let refusals = [
+        "does not support tools",
+        "doesn't support tools",
+        "does not support tool",
+        "tool use is not supported",
+        "tools are not supported",
+        "tool calling is not supported",
+        "tool calls are not supported",
+        "does not support function calling",
+        "function calling is not supported",
+    ];
+    refusals.iter().any(|r| lower.contains(r)).then_some(
+        "this model takes no tools, which Spindle needs: pick a model that supports \
+         tool calls (in Ollama, one tagged \"tools\" on ollama.com)",
+    )
 }
 
 /// Whether an event's data shows nothing of an answer yet: no text,
@@ -221,6 +262,14 @@ pub(super) fn status_error(status: u16, advice: &RetryAdvice, body: ureq::Body) 
             text.chars().take(300).collect()
         }
     });
+    if let Some(hint) = tools_refused(&message) {
+        let mut error = ProviderError::new(
+            TOOLS_UNSUPPORTED,
+            format!("the model provider answered HTTP {status}: {message} — {hint}"),
+        );
+        error.status = Some(status);
+        return error;
+    }
     // Billing problems look like rate limits but waiting does not help.
     let quota = String::from_utf8_lossy(&bytes).contains("insufficient_quota");
     let by_status = matches!(status, 408 | 409 | 429) || status >= 500;
@@ -289,6 +338,27 @@ pub fn provider_message(bytes: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod blank_tests {
     use super::*;
+
+    #[test]
+    fn refusals_of_tools_are_named_and_not_retried() {
+        let jinja = error_event(
+            r#"{"error":{"code":500,"message":"tools param requires --jinja flag","type":"server_error"}}"#,
+        )
+        .unwrap();
+        assert!(!jinja.retryable, "{jinja:?}");
+        assert_eq!(jinja.code, TOOLS_UNSUPPORTED);
+        assert!(
+            jinja.message.contains("restart it with --jinja"),
+            "{}",
+            jinja.message
+        );
+        let ollama =
+            tools_refused("registry.ollama.ai/library/gemma:2b does not support tools").unwrap();
+        assert!(ollama.contains("pick a model"), "{ollama}");
+        assert!(tools_refused("Tool use is not supported for this model").is_some());
+        assert!(tools_refused("the server is overloaded").is_none());
+        assert!(tools_refused("unknown tool: read_file").is_none());
+    }
 
     #[test]
     fn events_that_show_nothing_are_told_apart() {

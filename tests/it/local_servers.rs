@@ -1,0 +1,148 @@
+//! What a real local server (llama.cpp, Ollama) does that others do not:
+//! refusing every request with tools, reporting no reasoning count,
+//! needing an output limit sent; and how `spindle exec` and `spindle
+//! doctor` show it.
+
+use crate::support::fake_openai::chat_text;
+use crate::support::prelude::WAIT;
+use crate::support::{notices_text, temp_dir, write_file, Agent, FakeServer, Reply};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+/// llama.cpp's answer to tools when its server was started without
+/// `--jinja`.
+const NO_JINJA: &str =
+    r#"{"error":{"code":500,"message":"tools param requires --jinja flag","type":"server_error"}}"#;
+
+fn config_for(dir: &Path, server: &FakeServer, models: Value) -> PathBuf {
+    let config = json!({
+        "providers": {"local": {"kind": "openai", "base_url": server.base_url(), "requires_key": false}},
+        "models": models,
+        "defaults": {"model": "local/tiny"},
+    });
+    write_file(dir, "config.json", config.to_string())
+}
+
+/// An agent on `local/tiny` at the fake server, with a session.
+fn session(server: &FakeServer, models: Value) -> (Agent, String) {
+    let dir = temp_dir("local");
+    let config = config_for(&dir, server, models);
+    let mut agent = Agent::spawn(&["acp", "--config", config.to_str().unwrap()], &[]);
+    agent.initialize();
+    let id = agent.request(
+        "session/new",
+        json!({"cwd": dir.to_str().unwrap(), "mcpServers": []}),
+    );
+    let (answer, _) = agent.response(&id, WAIT);
+    let session = answer["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no session: {answer}"))
+        .to_string();
+    (agent, session)
+}
+
+fn prompt(agent: &mut Agent, session: &str) -> (Value, Vec<Value>) {
+    let id = agent.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
+    );
+    agent.response(&id, WAIT)
+}
+
+#[test]
+fn a_server_without_jinja_is_not_retried_and_the_error_says_what_to_do() {
+    let server = FakeServer::start();
+    server.push(Reply::status(500, NO_JINJA));
+    server.push(Reply::Sse(chat_text(&["never reached"])));
+    let (mut agent, session) = session(&server, json!({}));
+    let (answer, messages) = prompt(&mut agent, &session);
+    let error = &answer["error"];
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains("restart it with --jinja"), "{answer}");
+    assert_eq!(
+        error["data"]["code"], "provider_tools_unsupported",
+        "{answer}"
+    );
+    assert!(
+        !notices_text(&messages).contains("retrying"),
+        "{messages:#?}"
+    );
+    // A retry would come after its backoff (0.5 s at least).
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(server.requests().len(), 1);
+    assert_eq!(server.pending_replies(), 1);
+
+    // Ollama's wording for a model without tools.
+    let server = FakeServer::start();
+    server.push(Reply::openai_error(
+        400,
+        "registry.ollama.ai/library/gemma:2b does not support tools",
+        "api_error",
+        "",
+    ));
+    let (mut agent, session) = self::session(&server, json!({}));
+    let (answer, _) = prompt(&mut agent, &session);
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("pick a model that supports"), "{answer}");
+}
+
+fn spindle(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(args)
+        .current_dir(dir)
+        .env("SPINDLE_HOME", dir.join("home"))
+        .env_remove("RUST_LOG")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OLLAMA_HOST")
+        .env_remove("OPENAI_BASE_URL")
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn doctor_sends_one_tool_and_names_a_server_without_jinja() {
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [{"id": "listed-first"}, {"id": "tiny"}]}));
+    server.push(Reply::status(500, NO_JINJA));
+    let dir = temp_dir("doctor-tools");
+    let config = config_for(&dir, &server, json!({}));
+    let db = dir.join("none.db");
+    let args = [
+        "doctor",
+        "--config",
+        config.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+    ];
+    let out = spindle(&dir, &args);
+    let report = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("FAIL  local tools: tiny refuses tools"),
+        "{report}"
+    );
+    assert!(
+        report.contains("→ this llama.cpp server takes no tools: restart it with --jinja"),
+        "{report}"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "not retried");
+    assert_eq!(requests[0].body["model"], "tiny");
+    assert_eq!(requests[0].body["tools"].as_array().map(Vec::len), Some(1));
+
+    server.push(Reply::Sse(chat_text(&["OK"])));
+    let out = spindle(&dir, &args);
+    let report = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert!(
+        report.contains("ok    local tools: tiny answers a request with a tool"),
+        "{report}"
+    );
+}
