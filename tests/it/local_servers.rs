@@ -88,6 +88,33 @@ fn a_server_without_jinja_is_not_retried_and_the_error_says_what_to_do() {
     assert!(message.contains("pick a model that supports"), "{answer}");
 }
 
+#[test]
+fn the_documented_output_limit_is_sent_when_nothing_else_gives_one() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["one"])));
+    let (mut agent, session) = session(&server, json!({}));
+    let (answer, _) = prompt(&mut agent, &session);
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert_eq!(server.requests()[0].body["max_completion_tokens"], 8192);
+
+    // A configured limit is sent instead.
+    server.push(Reply::Sse(chat_text(&["two"])));
+    let (mut agent, session) =
+        self::session(&server, json!({"local/tiny": {"max_output_tokens": 1000}}));
+    let (answer, _) = prompt(&mut agent, &session);
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert_eq!(server.requests()[1].body["max_completion_tokens"], 1000);
+
+    // A limit the server's list gives is sent as the cap.
+    server.serve_models(json!({"data": [{"id": "tiny", "max_output_tokens": 4000}]}));
+    server.push(Reply::Sse(chat_text(&["three"])));
+    let (mut agent, session) = self::session(&server, json!({}));
+    let (answer, _) = prompt(&mut agent, &session);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let body = &server.requests()[2].body;
+    assert_eq!(body["max_completion_tokens"], 4000, "{body}");
+}
+
 fn spindle(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_spindle"))
         .args(args)

@@ -73,6 +73,18 @@ impl ModelEntry {
             .unwrap_or(DEFAULT_OUTPUT_LIMIT)
     }
 
+    /// The output limit a request carries: [`Self::request_output_cap`];
+    /// else, for Chat Completions when the catalog does not know the
+    /// model's either, [`DEFAULT_OUTPUT_LIMIT`], so a model that loops
+    /// stops there; else none (the server's own applies). Other kinds keep
+    /// their own rule (Anthropic always sends a limit).
+    pub fn sent_output_limit(&self, kind: Option<ProviderKind>) -> Option<u32> {
+        self.request_output_cap().or_else(|| {
+            let unknown = known_limits(&self.model).is_none();
+            (unknown && kind == Some(ProviderKind::Openai)).then_some(DEFAULT_OUTPUT_LIMIT as u32)
+        })
+    }
+
     /// Whether the model reasons: configured, else as the catalog knows it.
     pub fn reasoning(&self) -> bool {
         self.config

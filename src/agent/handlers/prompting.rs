@@ -207,7 +207,13 @@ impl Dispatcher {
                 max_steps,
                 name: entry.model.clone(),
                 effort,
-                max_output_tokens: entry.request_output_cap(),
+                max_output_tokens: entry.sent_output_limit(
+                    registry
+                        .config
+                        .providers
+                        .get(&entry.provider)
+                        .map(|p| p.kind),
+                ),
                 context_window: entry.context_window(),
                 compact_at: registry.config.context.compact_at(),
                 output_reserve: entry.output_limit().min(entry.context_window() / 4),
