@@ -3,9 +3,10 @@
 //! needing an output limit sent; and how `spindle exec` and `spindle
 //! doctor` show it.
 
-use crate::support::fake_openai::chat_text;
+use crate::support::fake_openai::{chat_text, chunk_content, chunk_finish, chunk_role, done};
 use crate::support::prelude::WAIT;
-use crate::support::{notices_text, temp_dir, write_file, Agent, FakeServer, Reply};
+use crate::support::wire::chat_usage;
+use crate::support::{notices_text, temp_dir, write_file, Agent, FakeServer, Reply, Step};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -113,6 +114,37 @@ fn the_documented_output_limit_is_sent_when_nothing_else_gives_one() {
     assert!(answer.get("result").is_some(), "{answer}");
     let body = &server.requests()[2].body;
     assert_eq!(body["max_completion_tokens"], 4000, "{body}");
+}
+
+fn answer_with_usage(usage: Step) -> Reply {
+    Reply::Sse(vec![
+        chunk_role(),
+        chunk_content("Hi."),
+        chunk_finish("stop"),
+        usage,
+        done(),
+    ])
+}
+
+#[test]
+fn thought_tokens_are_null_unless_the_server_counts_them() {
+    let server = FakeServer::start();
+    // llama.cpp: no completion_tokens_details at all.
+    server.push(answer_with_usage(Step::Event(
+        json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "tiny",
+               "choices": [],
+               "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}})
+        .to_string(),
+    )));
+    server.push(answer_with_usage(chat_usage(12, 9, 0, 7)));
+    let (mut agent, session) = session(&server, json!({}));
+    let (silent, _) = prompt(&mut agent, &session);
+    let usage = &silent["result"]["_meta"]["spindle"]["usage"];
+    assert_eq!(usage["outputTokens"], 3, "{silent}");
+    assert!(usage["thoughtTokens"].is_null(), "{silent}");
+    let (counted, _) = prompt(&mut agent, &session);
+    let usage = &counted["result"]["_meta"]["spindle"]["usage"];
+    assert_eq!(usage["thoughtTokens"], 7, "{counted}");
 }
 
 fn spindle(dir: &Path, args: &[&str]) -> Output {

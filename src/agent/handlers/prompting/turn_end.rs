@@ -160,7 +160,10 @@ fn meta_usage(end: &TurnEnd) -> Value {
         "inputTokens": end.usage.input_tokens,
         "outputTokens": end.usage.output_tokens,
         "cachedReadTokens": end.usage.cached_tokens,
-        "thoughtTokens": end.usage.reasoning_tokens,
+        // Unknown (null) unless every call counted its reasoning: a
+        // server that never says (llama.cpp, Ollama) is not a 0.
+        "thoughtTokens": (end.usage.unreported.reasoning == 0)
+            .then_some(end.usage.reasoning_tokens),
         "totalTokens": end.usage.input_tokens + end.usage.output_tokens,
         // Unknown (null) when a call's cost was: never a silent 0.
         "cost": end.spend.total(),
