@@ -3,8 +3,10 @@
 use super::args::{Command, Usage};
 
 /// Sets up logging: stderr, or the log file (`--log-file`, else the
-/// config's `log_file`) rotated by size.
-pub fn init_logging(log_file: Option<std::path::PathBuf>) {
+/// config's `log_file`) rotated by size. `shows_retries`: the command
+/// prints each retry to stderr itself (`spindle exec`), so the log there
+/// leaves them out unless `RUST_LOG` asks for them.
+pub fn init_logging(log_file: Option<std::path::PathBuf>, shows_retries: bool) {
     // The HTTP and TLS libraries log only when RUST_LOG names them, and
     // never above debug: at trace they dump raw requests, API keys in
     // their headers included.
@@ -53,7 +55,12 @@ pub fn init_logging(log_file: Option<std::path::PathBuf>) {
             }
             builder.target(env_logger::Target::Pipe(Box::new(file)))
         }
-        None => builder.target(env_logger::Target::Stderr),
+        None => {
+            if shows_retries && !asked.contains("retry") {
+                builder.filter_module(crate::provider::http::RETRY_LOG, log::LevelFilter::Off);
+            }
+            builder.target(env_logger::Target::Stderr)
+        }
     };
     builder.init();
 }

@@ -52,7 +52,9 @@ pub fn main() -> ExitCode {
     guard_credentials(&command);
     // Before anything large is allocated (a session loaded, a model list).
     crate::provider::http::map_large_buffers();
-    init_logging(log_file_of(&command));
+    // `exec` shows each retry itself: its stderr log leaves them out.
+    let shows_retries = matches!(command, Ok(Command::Exec(..)));
+    init_logging(log_file_of(&command), shows_retries);
     let ended = match command {
         // First, while the process has a single thread: the launcher
         // confines this very process and then execs the command. It and

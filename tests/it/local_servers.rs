@@ -166,6 +166,27 @@ fn text(bytes: &[u8]) -> String {
 }
 
 #[test]
+fn exec_shows_each_retry_once() {
+    let server = FakeServer::start();
+    server.push(Reply::openai_error(
+        500,
+        "The server had an error",
+        "server_error",
+        "server_error",
+    ));
+    server.push(Reply::Sse(chat_text(&["Recovered."])));
+    let dir = temp_dir("exec-retry");
+    let config = config_for(&dir, &server, json!({}));
+    let out = spindle(&dir, &["exec", "--config", config.to_str().unwrap(), "hi"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stdout, "Recovered.\n");
+    let all = format!("{stdout}{stderr}");
+    assert_eq!(all.matches("retrying in").count(), 1, "{all}");
+    assert_eq!(all.matches("The server had an error").count(), 1, "{all}");
+}
+
+#[test]
 fn doctor_sends_one_tool_and_names_a_server_without_jinja() {
     let server = FakeServer::start();
     server.serve_models(json!({"data": [{"id": "listed-first"}, {"id": "tiny"}]}));

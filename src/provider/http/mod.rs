@@ -65,6 +65,10 @@ impl Default for Timeouts {
 /// stream on (a server that sends only those is read as it comes).
 const HELD_BLANK_EVENTS: usize = 16;
 
+/// The log target of the retry lines, which are also told to the user
+/// (`spindle exec` leaves them out of its stderr log for that reason).
+pub const RETRY_LOG: &str = "spindle::retry";
+
 /// The longest server-requested delay we honour before a retry.
 const MAX_SERVER_DELAY: Duration = Duration::from_secs(60);
 
@@ -275,7 +279,7 @@ impl EventStream {
                 delay.as_secs_f64(),
                 timeouts.attempts
             );
-            log::warn!("{note}");
+            log::warn!(target: RETRY_LOG, "{note}");
             sink.notice(&format!("\n{note}\n"));
             if cancel.sleep(delay) {
                 return Err(StreamError::Cancelled);
