@@ -2,10 +2,9 @@
 //! terminal, or entirely from flags — after testing it with one small
 //! request. A config file that cannot be parsed is never overwritten.
 
-use crate::cancel::CancelToken;
 use crate::config::{Config, ProviderConfig, ProviderKind};
 use crate::provider::http::Timeouts;
-use crate::provider::{Message, ModelRequest, Provider, Sink};
+use crate::provider::{Provider, Sink};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
@@ -665,22 +664,10 @@ fn test_connection(config: &Config, name: &str, model: &str) -> Result<String, S
             timeouts,
         }),
     };
-    let messages = [Message::user("Reply with the single word OK.")];
     // One tool, as every session sends: a server that refuses tools
     // (llama.cpp without --jinja) fails here, with what to do.
-    let tools = [crate::provider::probe::probe_tool()];
-    let request = ModelRequest {
-        session_id: "setup",
-        model,
-        system: "You are a connection test. Reply with the single word OK.",
-        messages: &messages,
-        tools: &tools,
-        effort: None,
-        max_output_tokens: Some(16),
-        trace: None,
-    };
     let mut sink = Collect(String::new());
-    match provider.stream(&request, &mut sink, &CancelToken::new()) {
+    match crate::provider::probe::ask(provider.as_ref(), model, &mut sink) {
         Ok(_) => Ok(if sink.0.trim().is_empty() {
             "(an empty answer, but the connection works)".into()
         } else {

@@ -29,7 +29,7 @@ pub enum ToolsProbe {
 }
 
 /// The one tool the probe offers.
-pub fn probe_tool() -> ToolSpec {
+fn probe_tool() -> ToolSpec {
     ToolSpec {
         name: "get_time".into(),
         description: "Tells the current time.".into(),
@@ -45,9 +45,13 @@ impl Sink for Quiet {
     fn notice(&mut self, _: &str) {}
 }
 
-/// Sends `model` one short request with [`probe_tool`] through `provider`
-/// (made with `attempts: 1` and the probe's timeouts by the caller).
-pub fn tools(provider: &dyn Provider, model: &str) -> ToolsProbe {
+/// Sends `model` one short test request with [`probe_tool`] through
+/// `provider`, its answer into `sink` (`spindle setup` shows it).
+pub fn ask(
+    provider: &dyn Provider,
+    model: &str,
+    sink: &mut dyn Sink,
+) -> Result<super::Outcome, StreamError> {
     let messages = [Message::user("Reply with the single word OK.")];
     let tools = [probe_tool()];
     let request = ModelRequest {
@@ -60,7 +64,13 @@ pub fn tools(provider: &dyn Provider, model: &str) -> ToolsProbe {
         max_output_tokens: Some(16),
         trace: None,
     };
-    match provider.stream(&request, &mut Quiet, &CancelToken::new()) {
+    provider.stream(&request, sink, &CancelToken::new())
+}
+
+/// [`ask`], to learn whether the model takes tools (`provider` made with
+/// `attempts: 1` and the probe's timeouts by the caller).
+pub fn tools(provider: &dyn Provider, model: &str) -> ToolsProbe {
+    match ask(provider, model, &mut Quiet) {
         Ok(_) => ToolsProbe::Takes,
         Err(StreamError::Failed(error)) => match tools_refused(&error.message) {
             Some(fix) => ToolsProbe::Refused {
