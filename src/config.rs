@@ -27,6 +27,9 @@ pub struct ProviderConfig {
     /// Servers that need no key (local ones) set this to false.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub requires_key: bool,
+    /// A gateway that retries by itself: Spindle retries a call once at most.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub gateway: bool,
 }
 
 fn yes() -> bool {
@@ -116,8 +119,7 @@ pub struct Config {
     pub shell: Option<String>,
 }
 
-/// Checks MCP server entries in the ACP shape; the message names the
-/// entry.
+/// Checks MCP server entries in the ACP shape, naming a bad entry.
 pub fn check_mcp_servers(servers: &[Value], what: &str) -> Result<(), String> {
     for (index, server) in servers.iter().enumerate() {
         let here = format!("{what}[{index}]");
@@ -567,6 +569,7 @@ impl Config {
                     api_key_file: None,
                     // A custom base URL is often a local server without keys.
                     requires_key: env("OPENAI_BASE_URL").is_none(),
+                    gateway: false,
                 },
             );
         }
@@ -579,6 +582,7 @@ impl Config {
                     api_key_env: Some("ANTHROPIC_API_KEY".into()),
                     api_key_file: None,
                     requires_key: true,
+                    gateway: false,
                 },
             );
         }
@@ -596,6 +600,7 @@ impl Config {
                     api_key_env: None,
                     api_key_file: None,
                     requires_key: false,
+                    gateway: false,
                 },
             );
         }

@@ -449,6 +449,7 @@ fn add_provider(
         api_key_env: key_env.clone(),
         api_key_file: args.key_file.clone(),
         requires_key: !args.no_key,
+        gateway: false,
     };
     config.providers.insert(name.to_string(), provider);
     key_env

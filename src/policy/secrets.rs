@@ -138,6 +138,7 @@ mod tests {
                 api_key_env: Some("CORP_LLM_TOKEN".into()),
                 api_key_file: None,
                 requires_key: true,
+                gateway: false,
             },
         );
         config.tools.pass_env = vec!["HF_TOKEN".into()];

@@ -291,6 +291,9 @@ pub struct ProviderError {
     pub retryable: bool,
     /// How long the server asked us to wait before retrying.
     pub retry_after: Option<std::time::Duration>,
+    /// A gateway in front said it already retried the call upstream
+    /// (LiteLLM's `x-litellm-attempted-retries`): ours are fewer.
+    pub upstream_retried: bool,
 }
 
 impl ProviderError {
@@ -301,6 +304,7 @@ impl ProviderError {
             status: None,
             retryable: false,
             retry_after: None,
+            upstream_retried: false,
         }
     }
 

@@ -1089,6 +1089,51 @@ fn a_408_error_event_after_an_empty_chunk_is_retried() {
     assert_request_count(&server, 3);
 }
 
+/// A gateway that retried upstream already (LiteLLM says so in
+/// `x-litellm-attempted-retries`), or one configured `gateway: true`,
+/// gets one retry of ours at most: the two kinds of retries multiply.
+#[test]
+fn a_gateway_that_retried_gets_at_most_one_retry_of_ours() {
+    let failed = |headers: Vec<(String, String)>| Reply::Status {
+        code: 500,
+        body: json!({"error": {"message": "upstream failed", "type": "server_error"}}).to_string(),
+        headers,
+    };
+    let said = vec![
+        ("x-litellm-attempted-retries".to_string(), "2".to_string()),
+        ("retry-after-ms".to_string(), "10".to_string()),
+    ];
+    let server = FakeServer::start();
+    for _ in 0..4 {
+        server.push(failed(said.clone()));
+    }
+    let (mut agent, session) = retry_session(&server, &[]);
+    let (response, _) = prompt(&mut agent, &session, "hello");
+    assert!(response.get("error").is_some(), "{response}");
+    assert_request_count(&server, 2);
+
+    let server = FakeServer::start();
+    for _ in 0..4 {
+        server.push(failed(vec![(
+            "retry-after-ms".to_string(),
+            "10".to_string(),
+        )]));
+    }
+    let dir = temp_dir("gateway-config");
+    let config = write_config(
+        &dir,
+        &json!({"providers": {"gw": {"kind": "openai", "base_url": server.base_url(),
+                                     "requires_key": false, "gateway": true}},
+                "defaults": {"model": "gw/m"}}),
+    );
+    let mut agent = agent_with_config(&config, &[], &[]);
+    let session = new_session(&mut agent, &dir).unwrap();
+    let session = session["sessionId"].as_str().unwrap().to_string();
+    let (response, _) = prompt(&mut agent, &session, "hello");
+    assert!(response.get("error").is_some(), "{response}");
+    assert_request_count(&server, 2);
+}
+
 #[test]
 fn a_connection_cut_before_the_first_event_is_retried() {
     let server = FakeServer::start();

@@ -400,6 +400,9 @@ impl Registry {
         let mut timeouts = timeouts;
         timeouts.limits = self.config.limits.streams();
         let config = &self.config.providers[name];
+        if config.gateway {
+            timeouts.attempts = timeouts.attempts.min(2);
+        }
         let base_url = config
             .base_url
             .clone()

@@ -171,6 +171,8 @@ pub(super) struct RetryAdvice {
     delay: Option<Duration>,
     /// `x-should-retry`, which overrides the status-code rules.
     should_retry: Option<bool>,
+    /// A gateway said it retried upstream already.
+    upstream_retried: bool,
 }
 
 impl RetryAdvice {
@@ -183,11 +185,16 @@ impl RetryAdvice {
                 .or_else(|| headers.get(format!("llm_provider-{name}").as_str()))
                 .and_then(|v| v.to_str().ok())
         };
-        RetryAdvice::parse(
+        let mut advice = RetryAdvice::parse(
             get("retry-after-ms"),
             get("retry-after"),
             get("x-should-retry"),
-        )
+        );
+        advice.upstream_retried = headers
+            .get("x-litellm-attempted-retries")
+            .and_then(|v| v.to_str().ok()?.trim().parse::<u32>().ok())
+            .is_some_and(|retries| retries > 0);
+        advice
     }
 
     fn parse(
@@ -213,6 +220,7 @@ impl RetryAdvice {
         RetryAdvice {
             delay: from_ms.or(from_header),
             should_retry: should_retry.map(|v| v.trim().eq_ignore_ascii_case("true")),
+            upstream_retried: false,
         }
     }
 }
@@ -279,6 +287,7 @@ pub(super) fn status_error(status: u16, advice: &RetryAdvice, body: ureq::Body) 
         status: Some(status),
         retryable: advice.should_retry.unwrap_or(by_status && !quota),
         retry_after: advice.delay,
+        upstream_retried: advice.upstream_retried,
     }
 }
 

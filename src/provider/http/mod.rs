@@ -265,8 +265,14 @@ impl EventStream {
             }
             let delay = error.retry_after.unwrap_or_else(|| backoff(attempt));
             let waited = started.elapsed();
+            // Behind a gateway that already retried upstream, one retry of
+            // ours at most: its retries and ours multiply.
+            let attempts = match error.upstream_retried {
+                true => timeouts.attempts.min(2),
+                false => timeouts.attempts,
+            };
             if !error.retryable
-                || attempt >= timeouts.attempts
+                || attempt >= attempts
                 || delay > MAX_SERVER_DELAY
                 || waited + delay > timeouts.max_retry_wait
             {
