@@ -167,6 +167,12 @@ fn check_providers(lines: &mut Lines, config: &Config) {
                     name,
                     &format!("{base} answers; {} models listed", models.len()),
                 );
+                if provider.gateway {
+                    lines.ok(
+                        name,
+                        "a gateway (\"gateway\": true): it retries by itself, so Spindle retries a call once at most",
+                    );
+                }
                 check_default(lines, config, name, &models);
                 if provider.kind == crate::config::ProviderKind::Openai {
                     check_tools(lines, config, name, &base, key, &models);

@@ -1132,6 +1132,18 @@ fn a_gateway_that_retried_gets_at_most_one_retry_of_ours() {
     let (response, _) = prompt(&mut agent, &session, "hello");
     assert!(response.get("error").is_some(), "{response}");
     assert_request_count(&server, 2);
+    // doctor says what the setting does.
+    server.serve_models(json!({"data": [{"id": "m"}]}));
+    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["doctor", "--config", path_str(&config), "--db"])
+        .arg(dir.join("none.db"))
+        .output()
+        .unwrap();
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("Spindle retries a call once at most"),
+        "{report}"
+    );
 }
 
 #[test]
