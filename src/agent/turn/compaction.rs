@@ -17,6 +17,22 @@ use crate::rpc::RpcError;
 /// Steps whose tool results stay whole when old results are elided.
 const KEEP_STEPS: usize = 3;
 
+/// A summary the output limit cut off is used, and said to be partial:
+/// to the model, at its end, and to the user.
+fn honest(summary: String, outcome: &crate::provider::Outcome, sink: &UpdateSink) -> String {
+    if outcome.finish != crate::provider::Finish::MaxTokens {
+        return summary;
+    }
+    sink.updates.borrow_mut().notice(&Notice::info(
+        "Summary cut off",
+        "the summary reached the output limit; parts of the earlier conversation may be missing from it",
+    ));
+    format!("{}\n\n{TRUNCATED}", summary.trim_end())
+}
+
+/// What ends a summary the output limit cut off.
+const TRUNCATED: &str = "(This summary was cut off at the output limit: parts of the earlier conversation may be missing from it.)";
+
 /// The share of the window the verbatim recent part may take.
 const KEEP_SHARE: u64 = 4;
 
@@ -359,7 +375,7 @@ fn summarise(
             if text.trim().is_empty() {
                 Summary::Failed("the summary came back empty".into())
             } else {
-                Summary::Written(text)
+                Summary::Written(honest(text, &outcome, quiet.shown))
             }
         }
         Err(StreamError::Cancelled) => Summary::Cancelled,
@@ -445,6 +461,7 @@ pub(super) fn compact_command(
                 end(sink, Ended::Failed("the summary came back empty"), before);
                 return Ok(StopReason::Cancelled);
             }
+            let summary = honest(summary, &outcome, sink);
             let compacted = vec![context::summary_message(&summary, None)];
             state.known = None;
             let now = estimate(state, fixed, &compacted);

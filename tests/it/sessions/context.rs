@@ -244,6 +244,37 @@ fn compact_takes_focus_text() {
 }
 
 /// A step that reads `path` with `read_file`.
+/// A summary cut off at the output limit (`finish_reason: length`) is used
+/// and said to be partial, to the model and to the user.
+#[test]
+fn a_summary_cut_off_at_the_output_limit_says_so() {
+    let space = Space::new("ctx-cut");
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["First answer."])));
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        crate::support::fake_openai::chunk_content("1. Goal: design the API. 2. Decis"),
+        chunk_finish("length"),
+        done(),
+    ]));
+    server.push(Reply::Sse(chat_text(&["After."])));
+    let mut agent = configured(&space, &server, json!({}), Value::Null);
+    let session = agent.new_session(&space.ws);
+    run(&mut agent, &session, "Design the API");
+    let (response, messages) = run(&mut agent, &session, "/compact");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let shown = message_text(&messages);
+    assert!(shown.contains("Summary cut off"), "{shown}");
+    run(&mut agent, &session, "next");
+    let sent = server.requests()[2].body["messages"].clone();
+    let summary = content(&sent[1]);
+    assert!(summary.contains("2. Decis"), "{summary}");
+    assert!(
+        summary.contains("cut off at the output limit"),
+        "the model is told: {summary}"
+    );
+}
+
 fn read_step(id: &str, path: &str) -> Reply {
     Reply::Sse(vec![
         chunk_role(),
