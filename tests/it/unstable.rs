@@ -406,7 +406,7 @@ fn automatic_compaction_is_a_compaction_update() {
     let session = bench.session(&mut agent);
     let mut compacted = Vec::new();
     for n in 0..5 {
-        let text = format!("Prompt {n}: {}", "lorem ipsum ".repeat(850));
+        let text = format!("Prompt {n}: {}", "lorem ipsum ".repeat(640));
         let turn = run_prompt(&mut agent, &session, &text, WAIT, no_requests);
         assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
         assert!(!turn.notices().contains("compacted"), "{}", turn.dump());

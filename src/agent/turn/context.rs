@@ -11,8 +11,10 @@ pub use super::report::Known;
 use crate::provider::{Message, Role, ToolCallRequest, ToolSpec};
 use std::path::{Path, PathBuf};
 
-/// Bytes of text per token, the usual rule of thumb for English and code.
-const BYTES_PER_TOKEN: u64 = 4;
+/// Bytes of text per token, on the safe side: code and dense text run
+/// about three, English about four, CJK about three (one a character);
+/// an estimate too small sends a request the server refuses or cuts.
+const BYTES_PER_TOKEN: u64 = 3;
 
 /// What one image costs, roughly (a 1,000 px picture is about 1,500
 /// tokens at the common providers).
@@ -442,15 +444,17 @@ mod tests {
 
     #[test]
     fn the_estimate_is_calibrated_by_the_last_report() {
-        assert_eq!(estimate(None, 4_000), 1_000);
+        // Three bytes a token: safe for code, dense text and CJK (English
+        // runs nearer four).
+        assert_eq!(estimate(None, 3_000), 1_000);
         let known = Some(Known {
             tokens: 5_000,
             bytes: 8_000,
         });
         assert_eq!(estimate(known, 8_000), 5_000);
-        assert_eq!(estimate(known, 12_000), 6_000);
-        assert_eq!(estimate(known, 4_000), 4_000);
-        assert_eq!(estimate(known, 0), 3_000);
+        assert_eq!(estimate(known, 11_000), 6_000);
+        assert_eq!(estimate(known, 5_000), 4_000);
+        assert_eq!(estimate(known, 2_000), 3_000);
         assert_eq!(
             estimate(
                 Some(Known {
