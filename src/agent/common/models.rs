@@ -43,11 +43,18 @@ impl ModelEntry {
         self.config.name.clone().unwrap_or_else(|| self.id.clone())
     }
 
-    /// The context window: configured, else as the provider listed it,
-    /// else the table of known models, else a small default.
+    /// The context window: configured (but never more than the provider
+    /// lists), else as the provider listed it, else the table of known
+    /// models, else a small default.
     pub fn context_window(&self) -> u64 {
-        self.config
-            .context_window
+        // The server's own window wins over a larger configured one (a
+        // window `spindle setup` recorded before the server was restarted
+        // with a smaller context); a smaller configured one is the user's.
+        let configured = match (self.config.context_window, self.listed_window) {
+            (Some(configured), Some(listed)) => Some(configured.min(listed)),
+            (configured, _) => configured,
+        };
+        configured
             .or(self.listed_window)
             .or_else(|| known_limits(&self.model).map(|(window, _)| window))
             .unwrap_or(DEFAULT_CONTEXT_WINDOW)

@@ -452,6 +452,41 @@ fn the_window_comes_from_the_servers_model_list() {
     assert_eq!(usage[0]["used"], 123);
 }
 
+/// A window `spindle setup` recorded, larger than the one the server now
+/// lists (it was restarted with a smaller context), gives way to the
+/// server's; a smaller configured one stays the user's.
+#[test]
+fn the_servers_window_wins_over_a_larger_configured_one() {
+    let space = Space::new("ctx-stale");
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [{"id": "ctx", "meta": {"n_ctx": 8192}}]}));
+    for _ in 0..2 {
+        server.push(Reply::Sse(vec![
+            chunk_role(),
+            crate::support::fake_openai::chunk_content("Hi."),
+            chunk_finish("stop"),
+            chunk_usage(120, 3),
+            done(),
+        ]));
+    }
+    for (window, expected) in [(64000, 8192), (6000, 6000)] {
+        let mut agent = configured(
+            &space,
+            &server,
+            json!({"context_window": window}),
+            json!({}),
+        );
+        let session = agent.new_session(&space.ws);
+        let (_, messages) = run(&mut agent, &session, "hi");
+        let usage = updates(&messages, "usage_update");
+        assert!(
+            usage.iter().all(|u| u["size"] == expected),
+            "configured {window}: {usage:#?}"
+        );
+        assert!(!usage.is_empty());
+    }
+}
+
 #[test]
 fn request_prefixes_stay_byte_for_byte_the_same() {
     let space = Space::new("ctx-prefix");
