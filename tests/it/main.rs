@@ -14,6 +14,7 @@ mod cost;
 // What a command can read of the agent through /proc (Linux and Unix).
 #[cfg(unix)]
 mod credentials;
+mod docs_config;
 mod exec;
 mod help;
 mod line_endings;
