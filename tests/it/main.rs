@@ -17,7 +17,6 @@ mod credentials;
 mod docs_config;
 mod exec;
 mod help;
-mod line_endings;
 mod local_servers;
 mod mcp;
 mod memory;
