@@ -143,26 +143,9 @@ pub fn export(store: &Store, id: &str) -> Result<Option<String>> {
 /// "2026-12-01 14:03 CET".
 pub fn local_time(utc: &str) -> String {
     let fallback = || format!("{} UTC", utc.get(..16).unwrap_or(utc).replace('T', " "));
-    let parse = |range: std::ops::Range<usize>| utc.get(range).and_then(|t| t.parse::<i64>().ok());
-    let (Some(year), Some(month), Some(day), Some(hour), Some(minute), Some(second)) = (
-        parse(0..4),
-        parse(5..7),
-        parse(8..10),
-        parse(11..13),
-        parse(14..16),
-        parse(17..19),
-    ) else {
+    let Some(seconds) = crate::clock::parse_rfc3339(utc).map(|ms| ms.div_euclid(1000)) else {
         return fallback();
     };
-    // Days since 1970-01-01 of a civil date.
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
     let Some(time) = crate::os::local_time(seconds) else {
         return fallback();
     };

@@ -243,14 +243,7 @@ fn parse_http_date(text: &str) -> Option<i64> {
     let year: i64 = year.parse().ok()?;
     let mut clock = clock.split(':').map(|p| p.parse::<i64>().ok());
     let (hour, minute, second) = (clock.next()??, clock.next()??, clock.next()??);
-    // Days from the civil date (the inverse of the store's formatter).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let year_of_era = y - era * 400;
-    let month_index = (month + 9) % 12;
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    let days = era * 146_097 + day_of_era - 719_468;
+    let days = crate::clock::days_from_civil(year, month, day);
     Some(days * 86_400 + hour * 3600 + minute * 60 + second)
 }
 
