@@ -294,6 +294,9 @@ pub struct ProviderError {
     /// A gateway in front said it already retried the call upstream
     /// (LiteLLM's `x-litellm-attempted-retries`): ours are fewer.
     pub upstream_retried: bool,
+    /// A rate or usage limit that resets at a known time (`retry_after`
+    /// from now): a turn may wait for it instead of failing.
+    pub limited: bool,
 }
 
 impl ProviderError {
@@ -305,6 +308,7 @@ impl ProviderError {
             retryable: false,
             retry_after: None,
             upstream_retried: false,
+            limited: false,
         }
     }
 

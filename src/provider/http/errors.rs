@@ -173,6 +173,8 @@ pub(super) struct RetryAdvice {
     should_retry: Option<bool>,
     /// A gateway said it retried upstream already.
     upstream_retried: bool,
+    /// When the rate-limit headers say the limit resets.
+    reset: Option<Duration>,
 }
 
 impl RetryAdvice {
@@ -190,6 +192,7 @@ impl RetryAdvice {
             get("retry-after"),
             get("x-should-retry"),
         );
+        advice.reset = super::reset::from_headers(&|name| get(name).map(str::to_string));
         advice.upstream_retried = headers
             .get("x-litellm-attempted-retries")
             .and_then(|v| v.to_str().ok()?.trim().parse::<u32>().ok())
@@ -221,6 +224,7 @@ impl RetryAdvice {
             delay: from_ms.or(from_header),
             should_retry: should_retry.map(|v| v.trim().eq_ignore_ascii_case("true")),
             upstream_retried: false,
+            reset: None,
         }
     }
 }
@@ -274,13 +278,21 @@ pub(super) fn status_error(status: u16, advice: &RetryAdvice, body: ureq::Body) 
     // Billing problems look like rate limits but waiting does not help.
     let quota = String::from_utf8_lossy(&bytes).contains("insufficient_quota");
     let by_status = matches!(status, 408 | 409 | 429) || status >= 500;
+    // A limit that passes at a known time: the turn may wait it out.
+    // (Rate-limit headers come with every answer; they say when to come
+    // back only on a 429.)
+    let limit = || advice.reset.or_else(|| super::reset::from_body(&bytes));
+    let retry_after = advice
+        .delay
+        .or_else(|| (status == 429).then(limit).flatten());
     ProviderError {
         code: format!("provider_http_{status}"),
         message: format!("the model provider answered HTTP {status}: {message}"),
         status: Some(status),
         retryable: advice.should_retry.unwrap_or(by_status && !quota),
-        retry_after: advice.delay,
+        retry_after,
         upstream_retried: advice.upstream_retried,
+        limited: status == 429 && !quota && retry_after.is_some(),
     }
 }
 

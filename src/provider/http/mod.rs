@@ -13,6 +13,7 @@
 
 mod body;
 pub mod errors;
+mod reset;
 mod stream;
 
 use super::sse::SseEvent;
