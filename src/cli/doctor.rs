@@ -59,6 +59,7 @@ pub fn run(args: &DoctorArgs) -> Report {
     let config = check_config(&mut lines, args.config.as_deref());
     if let Some(config) = &config {
         check_providers(&mut lines, config);
+        check_waiting(&mut lines, config);
     }
     if let Some(config) = &config {
         check_mcp(&mut lines, config);
@@ -185,6 +186,36 @@ fn check_providers(lines: &mut Lines, config: &Config) {
             ),
         }
     }
+}
+
+/// What happens when a provider refuses with a limit that resets later:
+/// the fallback models, in order, and the longest wait.
+fn check_waiting(lines: &mut Lines, config: &Config) {
+    for id in &config.fallback {
+        let provider = id.split_once('/').map_or("", |(p, _)| p);
+        if !config.providers.contains_key(provider) {
+            lines.warn(
+                "fallback",
+                &format!("{id}: no provider {provider:?} in the config, so it is never asked"),
+            );
+        }
+    }
+    if !config.fallback.is_empty() {
+        lines.ok(
+            "fallback",
+            &format!(
+                "asked in turn while a model is limited: {}",
+                config.fallback.join(", ")
+            ),
+        );
+    }
+    let detail = match config.max_wait_minutes.unwrap_or(300) {
+        0 => "a turn never waits for a provider's limit to reset (max_wait_minutes 0)".to_string(),
+        minutes => format!(
+            "a turn waits up to {minutes} minutes for a provider's limit to reset (max_wait_minutes)"
+        ),
+    };
+    lines.ok("limits", &detail);
 }
 
 /// The provider and model `defaults.model` names: `provider/model`, or a

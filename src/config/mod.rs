@@ -120,6 +120,14 @@ pub struct Config {
     /// `sh` on Unix, PowerShell or `cmd` on Windows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shell: Option<String>,
+    /// Models (`provider/model`) asked in turn when the session's model
+    /// refuses with a limit that resets later.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback: Vec<String>,
+    /// The longest a turn waits for a provider's limit to reset, in
+    /// minutes (default 300; 0 never waits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wait_minutes: Option<u64>,
 }
 
 /// Checks MCP server entries in the ACP shape, naming a bad entry.
@@ -434,6 +442,15 @@ impl Config {
                     path.display()
                 ));
             }
+        }
+        if let Some(bad) = config.fallback.iter().find(|id| {
+            !id.split_once('/')
+                .is_some_and(|(p, m)| !p.is_empty() && !m.is_empty())
+        }) {
+            return Err(format!(
+                "{}: fallback: {bad:?} must be named provider/model",
+                path.display()
+            ));
         }
         config
             .context

@@ -9,6 +9,7 @@
 pub mod checkpoints;
 mod error;
 pub mod inbox;
+mod waits;
 mod words;
 
 use crate::conversation::Message;
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 /// The schema this Spindle writes. Older databases are migrated forward;
 /// a newer one is refused, never rewritten.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// How long a lease lasts without a heartbeat.
 pub const LEASE_TTL_MS: i64 = 30_000;
@@ -153,6 +154,11 @@ const MIGRATIONS: &[&str] = &[
         record TEXT NOT NULL,
         PRIMARY KEY (session_id, job_id)
     );",
+    // Version 7: a turn waiting for a provider's limit to reset.
+    "CREATE TABLE waits (
+        session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+        wait TEXT NOT NULL
+    ) WITHOUT ROWID;",
 ];
 
 /// Whether the session of the `sessions` row at hand holds anything the

@@ -1273,8 +1273,13 @@ fn retries_stop_at_the_limit_and_zero_means_one_attempt() {
 }
 
 #[test]
-fn a_retry_after_beyond_sixty_seconds_fails_at_once() {
+fn a_retry_after_beyond_sixty_seconds_is_not_retried() {
     let server = FakeServer::start();
+    server.push(Reply::Status {
+        code: 503,
+        body: json!({"error": {"message": "Down for maintenance"}}).to_string(),
+        headers: vec![("Retry-After".into(), "120".into())],
+    });
     server.push(Reply::Status {
         code: 429,
         body: json!({"error": {"message": "Slow down"}}).to_string(),
@@ -1285,8 +1290,28 @@ fn a_retry_after_beyond_sixty_seconds_fails_at_once() {
     let started = Instant::now();
     let (error, _) = prompt_err(&mut agent, &session, "hello");
     assert!(started.elapsed() < Duration::from_secs(10));
-    assert_eq!(error["data"]["code"], "provider_http_429");
+    assert_eq!(error["data"]["code"], "provider_http_503");
     assert_request_count(&server, 1);
+    // A limit that resets in two minutes is waited for instead (see
+    // sessions::waiting); a cancel ends the wait with nothing resent.
+    let id = agent.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "again"}]}),
+    );
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let message = agent
+            .recv(deadline.saturating_duration_since(Instant::now()))
+            .expect("the wait's notice");
+        if notices_text(std::slice::from_ref(&message)).contains("Waiting for the limit") {
+            break;
+        }
+    }
+    assert_eq!(server.requests().len(), 2);
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let (answer, _) = agent.response(&id, WAIT);
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    assert_request_count(&server, 2);
 }
 
 #[test]

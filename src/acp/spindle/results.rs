@@ -132,6 +132,8 @@ pub struct StatusJobs {
 pub struct StatusHealth<'a> {
     pub provider: &'a str,
     pub error: Option<String>,
+    /// While `waiting`: when the provider's limit resets (RFC 3339).
+    pub until: Option<String>,
 }
 
 /// `_spindle/session/steer`: the item and what became of it

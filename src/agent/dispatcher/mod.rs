@@ -80,6 +80,9 @@ pub struct Dispatcher {
     pub(in crate::agent) db_path: PathBuf,
     /// Lines to write right after the current request's answer.
     pub(in crate::agent) after_response: Vec<String>,
+    /// Sessions just opened whose turn waited for a provider's limit when
+    /// their process stopped: the wait goes on after the answer.
+    pub(in crate::agent) waits_to_resume: Vec<String>,
     /// The store and registry being prepared on a helper thread at start-up,
     /// so the first `session/new` does not wait for them.
     warm: Option<Receiver<Warm>>,
@@ -113,6 +116,7 @@ impl Dispatcher {
             db_path: options_db_path(&options),
             warm: None,
             after_response: Vec::new(),
+            waits_to_resume: Vec::new(),
             options,
         }
         .warm_up()
@@ -474,6 +478,9 @@ impl Dispatcher {
             log::debug!("stdin closed; cancelling running turns");
             for session in self.sessions.values() {
                 if let Some(running) = &session.running {
+                    if let Ok(mut live) = session.live.lock() {
+                        live.shutting_down = true;
+                    }
                     running.cancel.cancel();
                 }
             }
@@ -515,6 +522,9 @@ impl Dispatcher {
                         // client learns a new session's id from it).
                         for line in std::mem::take(&mut self.after_response) {
                             self.send_line(line);
+                        }
+                        for id in std::mem::take(&mut self.waits_to_resume) {
+                            self.resume_wait(&id);
                         }
                     }
                     Err(panic) => {

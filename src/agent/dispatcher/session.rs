@@ -147,6 +147,9 @@ pub enum TurnSource {
     Job,
     /// `_spindle/session/invoke`.
     Invoke,
+    /// A turn that waited for a provider's limit when its process
+    /// stopped, going on in this one.
+    Wait,
 }
 
 impl TurnSource {
@@ -157,6 +160,7 @@ impl TurnSource {
             TurnSource::Steer => "steer",
             TurnSource::Job => "job",
             TurnSource::Invoke => "invoke",
+            TurnSource::Wait => "wait",
         }
     }
 }

@@ -150,6 +150,7 @@ impl Dispatcher {
                 request: None,
                 source: crate::agent::dispatcher::session::TurnSource::Invoke,
                 item: None,
+                wait: None,
             },
         )?;
         Ok(to_json(InvokeResult {

@@ -484,6 +484,7 @@ impl Dispatcher {
             request: None,
             source,
             item: Some(item.item_id.clone()),
+            wait: None,
         };
         match self.start_turn(id, &blocks, start) {
             Ok(()) => {

@@ -146,6 +146,7 @@ impl Dispatcher {
             request: None,
             source: crate::agent::dispatcher::session::TurnSource::Job,
             item: None,
+            wait: None,
         };
         if let Err(error) = self.start_turn(id, &[json!({"type": "text", "text": text})], start) {
             log::warn!(

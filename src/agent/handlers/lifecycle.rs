@@ -257,6 +257,7 @@ impl Dispatcher {
         });
         self.sessions.insert(id.clone(), session);
         self.own_jobs(&id);
+        self.find_wait(&id);
         self.recover_inbox(&id);
         self.announce_commands(&id);
         self.announce_mcp(&id);
@@ -310,6 +311,53 @@ impl Dispatcher {
         }
         self.announce_commands(id);
         Ok(response)
+    }
+
+    /// A wait the session's last process left (its turn was closed as
+    /// interrupted, unless another live process still runs it) goes on
+    /// after the answer; the inbox item that turn carried is in the
+    /// conversation already, so it counts as applied, not uncertain.
+    fn find_wait(&mut self, id: &str) {
+        let Ok(store) = self.store() else { return };
+        if !store.running_turns(id).is_ok_and(|turns| turns.is_empty()) {
+            return;
+        }
+        let Some(wait) = store.wait(id).ok().flatten() else {
+            return;
+        };
+        let Some(wait) = crate::agent::turn::Wait::from_json(&wait) else {
+            log::warn!("session {id}: a wait record that cannot be read; dropped");
+            let _ = store.clear_wait(id);
+            return;
+        };
+        if let Some(item) = &wait.item {
+            let _ = store.inbox_set_state(id, item, crate::store::inbox::ItemState::Applied);
+        }
+        self.waits_to_resume.push(id.to_string());
+    }
+
+    /// Starts the turn that waits out the rest of a recorded wait.
+    pub(in crate::agent) fn resume_wait(&mut self, id: &str) {
+        let wait = self
+            .store()
+            .ok()
+            .and_then(|store| store.wait(id).ok().flatten());
+        let Some(wait) = wait.as_ref().and_then(crate::agent::turn::Wait::from_json) else {
+            return;
+        };
+        log::info!(
+            "session {id}: its turn waited for the provider's limit; waiting on until {}",
+            crate::clock::rfc3339(wait.until_ms)
+        );
+        let start = crate::agent::handlers::prompting::TurnStart {
+            request: None,
+            source: crate::agent::dispatcher::session::TurnSource::Wait,
+            item: None,
+            wait: Some(wait),
+        };
+        if let Err(error) = self.start_turn(id, &[], start) {
+            log::warn!("session {id}: the wait cannot go on: {}", error.message);
+        }
     }
 
     /// The stored session and its messages; a turn it left running is

@@ -61,6 +61,9 @@ pub(in crate::agent) struct TurnStart {
     pub request: Option<RequestId>,
     pub source: TurnSource,
     pub item: Option<String>,
+    /// A wait a stopped process left (`source` is `wait`): the turn
+    /// takes no input of its own.
+    pub wait: Option<crate::agent::turn::Wait>,
 }
 
 impl Dispatcher {
@@ -84,6 +87,11 @@ impl Dispatcher {
                 if winding_down && session.queued.is_none() {
                     session.queued = Some((id.clone(), params));
                     return Ok(());
+                }
+                if session.running.is_some() && session.turn_source == TurnSource::Wait {
+                    return Err(RpcError::invalid_request(format!(
+                        "session {session_id} is waiting for the model provider's limit to reset, and its last turn goes on then; steer it, or send session/cancel to stop waiting"
+                    )));
                 }
                 if session.running.is_some() {
                     return Err(RpcError::invalid_request(format!(
@@ -113,6 +121,7 @@ impl Dispatcher {
                 request: Some(id.clone()),
                 source: TurnSource::Prompt,
                 item: None,
+                wait: None,
             },
             trace_context(&params, &session_id),
         )
@@ -140,7 +149,15 @@ impl Dispatcher {
     ) -> Result<(), RpcError> {
         let session_id = session_id.to_string();
         let cwd = self.sessions[&session_id].cwd.clone();
-        let mut input = read_prompt(blocks, &cwd)?;
+        // A turn that goes on after a wait takes no input of its own.
+        let mut input = match start.wait {
+            Some(_) => PromptInput {
+                text: String::new(),
+                images: Vec::new(),
+                stored_blocks: Vec::new(),
+            },
+            None => read_prompt(blocks, &cwd)?,
+        };
         let text = input.text.clone();
         let registry = self.registry()?;
         let title_update = self.claim(&session_id, &text)?;
@@ -166,7 +183,10 @@ impl Dispatcher {
         let (entry, provider) = turn_start::model_of(&registry, session)?;
         let (effort, max_steps) = turn_start::effort_and_steps(session, &entry, explicit_steps);
         let system = turn_start::system_of(session, agent.as_deref());
-        let goal = turn_start::goal_of(session, &kind, &input.text);
+        let goal = match &start.wait {
+            Some(wait) if !wait.goal => None,
+            _ => turn_start::goal_of(session, &kind, &input.text),
+        };
         let title_update = title_update.map(|title| {
             session.title = Some(title.clone());
             crate::acp::SessionUpdate::SessionInfoUpdate {
@@ -174,7 +194,10 @@ impl Dispatcher {
                 updated_at: Some(crate::clock::now_rfc3339()),
             }
         });
-        let fresh = add_prompt(session, &kind, &mut input, model_text, start.source);
+        let fresh = match start.wait {
+            Some(_) => 0,
+            None => add_prompt(session, &kind, &mut input, model_text, start.source),
+        };
         let (notices, rules) = turn_start::notices_and_rules(
             session,
             &registry,
@@ -220,6 +243,10 @@ impl Dispatcher {
                 tool_output_cap: registry.config.context.tool_output_bytes(),
                 price: entry.config.price.clone(),
                 images: entry.images(),
+                fallbacks: turn_start::fallbacks_of(&registry, &entry),
+                max_wait: std::time::Duration::from_secs(
+                    60 * registry.config.max_wait_minutes.unwrap_or(300),
+                ),
             },
             rights: Rights {
                 policy: session.settings.policy,
@@ -260,6 +287,7 @@ impl Dispatcher {
                 kind,
                 notices,
                 fresh,
+                wait: start.wait.clone(),
             },
         };
         self.launch(&session_id, turn, start, cancel, fresh, outbox)

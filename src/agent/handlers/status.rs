@@ -85,14 +85,15 @@ impl Dispatcher {
         let price = entry.as_ref().and_then(|e| e.config.price.clone());
         // The running turn's calls count as soon as each reported usage.
         let (usage, spent) = session.usage_so_far();
-        let (plan, health, health_error, live_goal) = match session.live.lock() {
+        let (plan, health, health_error, until, live_goal) = match session.live.lock() {
             Ok(live) => (
                 live.plan.clone(),
                 live.health.as_str(),
                 live.health_error.clone(),
+                live.waiting_until.clone(),
                 live.goal.clone().filter(|_| session.running.is_some()),
             ),
-            Err(_) => (Value::Null, "ok", None, None),
+            Err(_) => (Value::Null, "ok", None, None, None),
         };
         // Known only when every call's cost is (EXTENSIONS §6).
         let cost = spent.total().map(|amount| Cost {
@@ -153,6 +154,7 @@ impl Dispatcher {
             health: StatusHealth {
                 provider: health,
                 error: health_error,
+                until,
             },
         }))
     }

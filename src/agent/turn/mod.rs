@@ -32,6 +32,7 @@ mod terminal_job;
 mod tool_call;
 mod undo;
 mod updates;
+mod waiting;
 
 use crate::acp::{ContentChunk, Cost, SessionUpdate, StopReason};
 use crate::agent::common::permission::Approvals;
@@ -46,7 +47,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::thread::JoinHandle;
 use updates::{UpdateSink, Updates};
 
-pub use spec::{Io, Rights, Start, Turn, TurnKind, TurnModel, Workspace};
+pub use spec::{Fallback, Io, Rights, Start, Turn, TurnKind, TurnModel, Wait, Workspace};
 
 /// What the turn accumulates; kept outside the unwinding code so a panic
 /// loses nothing that was already said.
@@ -74,6 +75,17 @@ struct State {
     /// The window a server named when it refused a request as too long,
     /// when smaller than the configured one: compaction fits it.
     window: Option<u64>,
+    /// The fallback model the turn moved to (an index into the turn's),
+    /// when the session's is limited.
+    fallback: Option<usize>,
+    /// When the session's model's limit resets (ms since the epoch), and
+    /// since when the turn waits for it.
+    limit_reset: Option<i64>,
+    waiting_since: Option<i64>,
+    /// A wait is recorded in the store.
+    parked: bool,
+    /// How many times the turn waited for a limit.
+    parks: u32,
 }
 
 impl State {
@@ -92,6 +104,11 @@ impl State {
             applied: Vec::new(),
             goal: turn.start.goal.clone(),
             window: None,
+            fallback: None,
+            limit_reset: None,
+            waiting_since: None,
+            parked: false,
+            parks: 0,
         }
     }
 }
@@ -112,6 +129,9 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
             sink.live = Some(turn.io.live.clone());
             let mut state = State::new(&turn);
             let result = run_guarded(&turn, &mut sink, &mut state, &mut record);
+            if state.parked {
+                waiting::clear(&turn, &mut record);
+            }
             store_end(&turn, &state, &mut record, &updates, &result);
             let final_goal = final_goal(&mut state, &result);
             outbox(Report::Ended(Box::new(TurnEnd {
@@ -355,11 +375,20 @@ fn steps(
 ) -> Result<StopReason, RpcError> {
     step::prepare(turn, sink, messages);
     let mut run = step::Loop::new(turn, state);
+    // A turn that a stopped process left waiting waits out the rest.
+    if let Some(wait) = &turn.start.wait {
+        state.waiting_since = Some(wait.since_ms);
+        state.limit_reset = Some(wait.until_ms);
+        if let Err(stop) = waiting::park(turn, sink, state, record, wait.until_ms, &wait.reason) {
+            return stop;
+        }
+    }
     loop {
         if let Some(stop) = step::before_request(turn, sink, state, record, messages, &mut run) {
             return stop;
         }
-        let (outcome, assistant) = match step::call_model(turn, sink, state, messages, &mut run) {
+        let called = step::call_model(turn, sink, state, record, messages, &mut run);
+        let (outcome, assistant) = match called {
             step::Called::Answer(answer) => *answer,
             step::Called::Retry => continue,
             step::Called::Stop(stop) => return stop,
@@ -484,7 +513,7 @@ fn limit_reached(agent: &crate::agentfile::AgentSpec, state: &State) -> Option<S
 fn add_call_usage(turn: &Turn, outcome: &Outcome, state: &mut State) -> Option<f64> {
     state.model_calls += 1;
     let usage = outcome.usage.as_ref();
-    let cost = call_cost(outcome.cost, usage, turn.model.price.as_ref());
+    let cost = call_cost(outcome.cost, usage, waiting::in_use(turn, state).price);
     state.spend.add_call(cost);
     if let Some(usage) = usage {
         state.usage_reports += 1;

@@ -109,6 +109,8 @@ pub enum Health {
     Retrying,
     /// The last request failed for good.
     Failing,
+    /// Waiting for the provider's limit to reset (`Live::waiting_until`).
+    Waiting,
 }
 
 impl Health {
@@ -117,6 +119,7 @@ impl Health {
             Health::Ok => "ok",
             Health::Retrying => "retrying",
             Health::Failing => "failing",
+            Health::Waiting => "waiting",
         }
     }
 }
@@ -136,6 +139,11 @@ pub struct Live {
     /// problem.
     pub health: Health,
     pub health_error: Option<String>,
+    /// When the provider's limit resets, while the turn waits for it.
+    pub waiting_until: Option<String>,
+    /// The agent is stopping (its input ended, or a signal): a turn that
+    /// waits for a limit keeps its wait for the next process.
+    pub shutting_down: bool,
     /// The running goal as the turn last committed it.
     pub goal: Option<Value>,
     /// The user asked the goal to pause at its next boundary.

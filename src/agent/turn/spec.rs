@@ -86,6 +86,10 @@ pub struct TurnModel {
     pub price: Option<Price>,
     /// Whether the model takes images; if not, it gets a note instead.
     pub images: bool,
+    /// Asked in turn while the model is limited (`fallback` in the
+    /// config), and the longest the turn waits for a limit to reset.
+    pub fallbacks: Vec<Fallback>,
+    pub max_wait: std::time::Duration,
 }
 
 /// What the model may do without asking, and what ends the turn.
@@ -160,4 +164,45 @@ pub struct Start {
     pub delivery: bool,
     /// Goal mode: `goal_update` is offered.
     pub goal_mode: bool,
+    /// The wait a stopped process left: the turn waits out the rest,
+    /// then sends the conversation as it is.
+    pub wait: Option<Wait>,
+}
+
+/// A model asked instead while the session's is limited.
+#[derive(Clone)]
+pub struct Fallback {
+    /// `provider/model`, as the config names it.
+    pub id: String,
+    pub provider: Arc<dyn Provider>,
+    /// The model's name at its provider.
+    pub name: String,
+    pub max_output_tokens: Option<u32>,
+    pub price: Option<Price>,
+}
+
+/// A wait a turn starts with: one a stopped process left in the store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Wait {
+    pub until_ms: i64,
+    /// When the turn began waiting (the longest wait counts from here).
+    pub since_ms: i64,
+    /// The provider's words.
+    pub reason: String,
+    /// The turn worked on the session's goal.
+    pub goal: bool,
+    /// The inbox item the turn dispatched.
+    pub item: Option<String>,
+}
+
+impl Wait {
+    pub fn from_json(value: &serde_json::Value) -> Option<Wait> {
+        Some(Wait {
+            until_ms: value["untilMs"].as_i64()?,
+            since_ms: value["sinceMs"].as_i64()?,
+            reason: value["reason"].as_str().unwrap_or_default().to_string(),
+            goal: value["goal"].as_bool().unwrap_or(false),
+            item: value["item"].as_str().map(str::to_string),
+        })
+    }
 }

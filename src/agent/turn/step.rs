@@ -10,6 +10,7 @@ use super::record::Record;
 use super::report::Health;
 use super::runner::{CallResult, Runner};
 use super::updates::UpdateSink;
+use super::waiting;
 use super::{
     add_call_usage, answer_unrun, limit_reached, offered, provider_failure, report, report_usage,
     set_health, subagent, take_steers, too_long, State, Turn,
@@ -208,21 +209,23 @@ pub(super) fn call_model(
     turn: &Turn,
     sink: &mut UpdateSink,
     state: &mut State,
+    record: &mut Option<Record>,
     messages: &mut Vec<Message>,
     run: &mut Loop,
 ) -> Called {
     sink.begin_message();
+    let model = waiting::in_use(turn, state);
     let request = ModelRequest {
         session_id: &turn.io.session_id,
-        model: &turn.model.name,
+        model: model.name,
         system: &turn.start.system,
         messages,
         tools: &run.tools,
-        effort: turn.model.effort.as_deref(),
-        max_output_tokens: turn.model.max_output_tokens,
+        effort: model.effort,
+        max_output_tokens: model.max_output_tokens,
         trace: turn.io.trace.as_ref(),
     };
-    let streamed = turn.model.provider.stream(&request, sink, &turn.io.cancel);
+    let streamed = model.provider.stream(&request, sink, &turn.io.cancel);
     let assistant = sink.take_message();
     match &streamed {
         Ok(_) => set_health(turn, Health::Ok, None),
@@ -232,7 +235,25 @@ pub(super) fn call_model(
         Err(_) => {}
     }
     match streamed {
-        Ok(outcome) => Called::Answer(Box::new((outcome, assistant))),
+        Ok(outcome) => {
+            waiting::answered(turn, state, record);
+            Called::Answer(Box::new((outcome, assistant)))
+        }
+        // A limit that resets later: a fallback is asked, or the turn
+        // waits, and the request goes out again.
+        Err(StreamError::Failed(error))
+            if assistant.is_none()
+                && !turn.io.cancel.is_cancelled()
+                && waiting::handles(turn, state, &error) =>
+        {
+            match waiting::on_limited(turn, sink, state, record, &error) {
+                Ok(()) => {
+                    run.steps -= 1;
+                    Called::Retry
+                }
+                Err(stop) => Called::Stop(stop),
+            }
+        }
         // Refused as longer than the window: compact and try once more.
         Err(StreamError::Failed(error))
             if assistant.is_none()

@@ -26,6 +26,7 @@ mod list;
 mod opt_in;
 mod processes;
 mod replay;
+mod waiting;
 
 use crate::support::fake_openai::{
     chunk_content, chunk_finish, chunk_role, chunk_tool_call, chunk_usage, done,
@@ -169,19 +170,26 @@ impl Space {
     }
 
     fn spawn_openai(&self, db: &Db, server: &FakeServer) -> Agent {
+        self.spawn_openai_with(db, server, &[])
+    }
+
+    /// `spawn_openai` with more arguments.
+    fn spawn_openai_with(&self, db: &Db, server: &FakeServer, more: &[&str]) -> Agent {
         let base = server.base_url();
         let db = db.arg();
         let tmp = self.tmpdir();
+        let mut args = vec![
+            "acp",
+            "--model",
+            "test-model",
+            "--db",
+            &db,
+            "--permissions",
+            "yolo",
+        ];
+        args.extend_from_slice(more);
         Agent::spawn(
-            &[
-                "acp",
-                "--model",
-                "test-model",
-                "--db",
-                &db,
-                "--permissions",
-                "yolo",
-            ],
+            &args,
             &[
                 ("OPENAI_BASE_URL", &base),
                 ("OPENAI_API_KEY", "sk-test"),

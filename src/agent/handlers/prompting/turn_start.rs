@@ -463,7 +463,35 @@ pub(super) fn begin(
     if let Ok(mut live) = live.lock() {
         live.health = crate::agent::turn::report::Health::Ok;
         live.health_error = None;
+        live.waiting_until = None;
     }
     let epoch = session.epoch;
     (live, epoch)
+}
+
+/// The models asked while the session's is limited (`fallback` in the
+/// config), each as its provider knows it; one the configuration does not
+/// offer (doctor names it) or the session's own model is left out.
+pub(super) fn fallbacks_of(
+    registry: &Registry,
+    entry: &crate::agent::common::models::ModelEntry,
+) -> Vec<crate::agent::turn::Fallback> {
+    let config = &registry.config;
+    config
+        .fallback
+        .iter()
+        .filter(|id| **id != entry.id)
+        .filter_map(|id| {
+            let model = registry.model(id)?;
+            let provider = registry.provider(&model.provider)?;
+            let kind = config.providers.get(&model.provider).map(|p| p.kind);
+            Some(crate::agent::turn::Fallback {
+                id: id.clone(),
+                provider,
+                name: model.model.clone(),
+                max_output_tokens: model.sent_output_limit(kind),
+                price: model.config.price.clone(),
+            })
+        })
+        .collect()
 }

@@ -1,0 +1,200 @@
+//! Waiting out a provider's limit. A refusal that names when its limit
+//! resets (a 429 with a far `Retry-After`, rate-limit headers, a reset
+//! time in the body) does not end the turn: the configured fallback
+//! models are asked first, then the turn parks until the reset — the
+//! wait recorded in the store, so that a process that stops meanwhile
+//! leaves it for the next one to resume — and sends the same request
+//! once more. Cancel ends the wait; a reset later than the longest wait
+//! fails the turn, naming the time.
+
+use super::record::Record;
+use super::report::Health;
+use super::updates::UpdateSink;
+use super::{State, Turn};
+use crate::acp::fit::Notice;
+use crate::acp::StopReason;
+use crate::config::Price;
+use crate::provider::{Provider, ProviderError};
+use crate::rpc::RpcError;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The model the next request goes to: the session's, or the fallback
+/// the turn moved to.
+pub(super) struct InUse<'t> {
+    pub provider: &'t Arc<dyn Provider>,
+    pub name: &'t str,
+    pub effort: Option<&'t str>,
+    pub max_output_tokens: Option<u32>,
+    pub price: Option<&'t Price>,
+}
+
+pub(super) fn in_use<'t>(turn: &'t Turn, state: &State) -> InUse<'t> {
+    match state.fallback.and_then(|i| turn.model.fallbacks.get(i)) {
+        Some(fallback) => InUse {
+            provider: &fallback.provider,
+            name: &fallback.name,
+            effort: None,
+            max_output_tokens: fallback.max_output_tokens,
+            price: fallback.price.as_ref(),
+        },
+        None => InUse {
+            provider: &turn.model.provider,
+            name: &turn.model.name,
+            effort: turn.model.effort.as_deref(),
+            max_output_tokens: turn.model.max_output_tokens,
+            price: turn.model.price.as_ref(),
+        },
+    }
+}
+
+/// Whether a failed request (nothing of its answer shown) is one this
+/// module handles: a limit with a known reset, or any failure of a
+/// fallback (then the next one is asked).
+pub(super) fn handles(turn: &Turn, state: &State, error: &ProviderError) -> bool {
+    (error.limited && !turn.model.max_wait.is_zero()) || state.fallback.is_some()
+}
+
+/// After a limited refusal: the next fallback is asked, or the turn
+/// waits for the session's model. `Ok` to send the request again.
+pub(super) fn on_limited(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    record: &mut Option<Record>,
+    error: &ProviderError,
+) -> Result<(), Result<StopReason, RpcError>> {
+    let now = crate::clock::now_ms();
+    let reset = now + error.retry_after.unwrap_or_default().as_millis() as i64;
+    // The session's own model decides how long to wait.
+    let until = match state.fallback {
+        None => *state.limit_reset.insert(reset),
+        Some(_) => state.limit_reset.unwrap_or(reset),
+    };
+    let next = state.fallback.map_or(0, |i| i + 1);
+    if let Some(fallback) = turn.model.fallbacks.get(next) {
+        let from = in_use(turn, state).name.to_string();
+        state.fallback = Some(next);
+        log::warn!(
+            "session {}: {from} refused ({error}); asking {}",
+            turn.io.session_id,
+            fallback.id
+        );
+        sink.updates.borrow_mut().notice(&Notice::info(
+            "Limit reached",
+            format!(
+                "{from} answered: {}. Asking {} meanwhile.",
+                error.message, fallback.id
+            ),
+        ));
+        return Ok(());
+    }
+    state.fallback = None;
+    // A server that keeps naming a reset already past is not asked in a
+    // loop: each wait of the turn is at least twice the one before (from
+    // 1 s, at most 64 s).
+    let floor = now + (1000 << state.parks.min(6));
+    state.parks += 1;
+    park(turn, sink, state, record, until.max(floor), &error.message)
+}
+
+/// Waits until `until_ms` (a cancel ends the wait), the wait recorded in
+/// the store and shown in status; `Ok` when the time has come.
+pub(super) fn park(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    record: &mut Option<Record>,
+    until_ms: i64,
+    reason: &str,
+) -> Result<(), Result<StopReason, RpcError>> {
+    let now = crate::clock::now_ms();
+    let since = *state.waiting_since.get_or_insert(now);
+    let at = reset_words(until_ms);
+    let longest = turn.model.max_wait.as_millis() as i64;
+    if until_ms - since > longest {
+        let minutes = turn.model.max_wait.as_secs() / 60;
+        return Err(Err(RpcError::new(
+            crate::rpc::code::INTERNAL_ERROR,
+            format!(
+                "Model provider error: {reason} — the limit resets at {at}, later than the longest wait ({minutes} minutes; max_wait_minutes in the config)."
+            ),
+        )
+        .with_data(json!({"code": "provider_limit", "resetsAt": crate::clock::rfc3339(until_ms)}))));
+    }
+    let wait = json!({
+        "untilMs": until_ms,
+        "sinceMs": since,
+        "reason": reason,
+        "item": turn.io.inbox_item,
+        "goal": state.goal.is_some(),
+    });
+    if let Some(record) = record.as_mut() {
+        if let Err(error) = record.store.save_wait(&turn.io.session_id, &wait) {
+            log::warn!(
+                "cannot record the wait of session {}: {error}",
+                turn.io.session_id
+            );
+        }
+    }
+    state.parked = true;
+    if let Ok(mut live) = turn.io.live.lock() {
+        live.health = Health::Waiting;
+        live.health_error = Some(reason.to_string());
+        live.waiting_until = Some(crate::clock::rfc3339(until_ms));
+    }
+    log::warn!(
+        "session {}: waiting until {at} for the provider's limit ({reason})",
+        turn.io.session_id
+    );
+    sink.updates.borrow_mut().notice(&Notice::info(
+        format!("Waiting for the limit to reset at {at}"),
+        format!("{reason}. The request goes out again then; cancel to stop waiting."),
+    ));
+    let left = Duration::from_millis(until_ms.saturating_sub(now).max(0) as u64);
+    let cancelled = turn.io.cancel.sleep(left);
+    if let Ok(mut live) = turn.io.live.lock() {
+        live.health = Health::Retrying;
+        live.waiting_until = None;
+        // Stopped by the agent's end, not the user: the next process
+        // that opens the session waits on.
+        state.parked &= !(cancelled && live.shutting_down);
+    }
+    match cancelled {
+        true => Err(Ok(StopReason::Cancelled)),
+        false => Ok(()),
+    }
+}
+
+/// The request after a wait went through: the wait is over.
+pub(super) fn answered(turn: &Turn, state: &mut State, record: &mut Option<Record>) {
+    state.waiting_since = None;
+    state.limit_reset = None;
+    if std::mem::take(&mut state.parked) {
+        clear(turn, record);
+    }
+}
+
+/// Removes the session's wait from the store (the turn ends, or its
+/// request went out).
+pub(super) fn clear(turn: &Turn, record: &mut Option<Record>) {
+    if let Some(record) = record.as_mut() {
+        if let Err(error) = record.store.clear_wait(&turn.io.session_id) {
+            log::warn!(
+                "cannot clear the wait of session {}: {error}",
+                turn.io.session_id
+            );
+        }
+    }
+}
+
+/// "14:05 CET" today, "2026-12-03 14:05 CET" another day.
+fn reset_words(until_ms: i64) -> String {
+    let then = crate::history::local_time(&crate::clock::rfc3339(until_ms));
+    let today = crate::history::local_time(&crate::clock::now_rfc3339());
+    match (then.split_once(' '), today.split_once(' ')) {
+        (Some((day, time)), Some((this_day, _))) if day == this_day => time.to_string(),
+        _ => then,
+    }
+}
