@@ -20,6 +20,9 @@ pub struct Session {
     pub messages: Vec<Message>,
     /// The conversation's size as the provider last reported it.
     pub known: Option<crate::agent::turn::report::Known>,
+    /// The window a server named when it refused a request as too long,
+    /// with the model it was learned for: believed for the session.
+    pub learned_window: Option<(String, u64)>,
     pub running: Option<RunningTurn>,
     /// The choices the session keeps across reloads (stored as they are).
     pub settings: Settings,
@@ -180,6 +183,7 @@ impl Session {
             mcp_servers,
             messages: Vec::new(),
             known: None,
+            learned_window: None,
             running: None,
             settings: Settings {
                 policy,
@@ -248,6 +252,15 @@ impl Session {
 
     pub fn add_usage(&mut self, usage: &Usage) {
         self.settings.usage = sum(&self.settings.usage, usage);
+    }
+
+    /// The window of the session's model: its configured or listed one,
+    /// or the smaller one a server named when it refused a request.
+    pub fn window_of(&self, entry: &crate::agent::common::models::ModelEntry) -> u64 {
+        match &self.learned_window {
+            Some((model, window)) if *model == entry.id => (*window).min(entry.context_window()),
+            _ => entry.context_window(),
+        }
     }
 
     /// The session's tokens and cost so far: its finished turns, and the

@@ -237,9 +237,9 @@ impl Dispatcher {
                         .get(&entry.provider)
                         .map(|p| p.kind),
                 ),
-                context_window: entry.context_window(),
+                context_window: session.window_of(&entry),
                 compact_at: registry.config.context.compact_at(),
-                output_reserve: entry.output_limit().min(entry.context_window() / 4),
+                output_reserve: entry.output_limit().min(session.window_of(&entry) / 4),
                 tool_output_cap: registry.config.context.tool_output_bytes(),
                 price: entry.config.price.clone(),
                 images: entry.images(),

@@ -132,7 +132,7 @@ impl Dispatcher {
                 cached_read_tokens: usage.cached_tokens,
                 reasoning_tokens: usage.reasoning_tokens,
                 context_used: session.known.map(|k| k.tokens),
-                context_size: entry.as_ref().map(|e| e.context_window()),
+                context_size: entry.as_ref().map(|e| session.window_of(e)),
                 cost,
                 cost_quote: quote,
             },

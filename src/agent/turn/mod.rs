@@ -150,6 +150,7 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 approvals: state.approvals,
                 spend: state.spend,
                 replaced: state.replaced,
+                window: state.window,
             })));
         })
 }
@@ -544,7 +545,7 @@ fn report_usage(turn: &Turn, used: u64, state: &State, updates: &RefCell<Updates
     });
     updates.borrow_mut().send_live(SessionUpdate::UsageUpdate {
         used,
-        size: turn.model.context_window,
+        size: state.window.unwrap_or(turn.model.context_window),
         cost,
     });
 }

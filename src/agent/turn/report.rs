@@ -53,6 +53,9 @@ pub struct TurnEnd {
     pub usage_whole: bool,
     /// The conversation's size as the provider last reported it.
     pub known: Option<Known>,
+    /// The window a server named when it refused a request as too long
+    /// (smaller than the configured one).
+    pub window: Option<u64>,
     /// Inbox items applied during the turn (steers at boundaries).
     pub applied: Vec<String>,
     /// The inbox item the turn dispatched, if it was one.

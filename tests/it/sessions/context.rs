@@ -641,6 +641,32 @@ fn a_local_servers_too_long_refusal_compacts_to_the_window_it_names() {
     assert!(updates(&messages, "usage_update")
         .iter()
         .any(|u| u["size"] == 8192));
+    // Believed for the session: /cost, status and the next turn use it.
+    let (_, messages) = run(&mut agent, &session, "/cost");
+    let said = message_text(&messages);
+    assert!(said.contains("of 8192 tokens"), "{said}");
+    let status = crate::support::prelude::ok(
+        &mut agent,
+        "_spindle/session/status",
+        json!({"sessionId": session}),
+    );
+    assert_eq!(status["usage"]["contextSize"], 8192, "{status}");
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        crate::support::fake_openai::chunk_content("Fourth."),
+        chunk_finish("stop"),
+        chunk_usage(2000, 3),
+        done(),
+    ]));
+    let (_, messages) = run(&mut agent, &session, "and a fourth");
+    let sizes: Vec<Value> = updates(&messages, "usage_update")
+        .iter()
+        .map(|u| u["size"].clone())
+        .collect();
+    assert!(
+        !sizes.is_empty() && sizes.iter().all(|s| *s == 8192),
+        "{sizes:?}"
+    );
 }
 
 #[test]

@@ -104,13 +104,19 @@ impl Dispatcher {
         reply.push_str(&cost_words(&spent, price.as_ref()));
         let window = registry
             .model(&session.settings.model)
-            .map(|m| m.context_window());
-        if let (Some(known), Some(window)) = (session.known, window) {
-            let left = 100u64.saturating_sub(known.tokens * 100 / window.max(1));
-            reply.push_str(&format!(
-                " Context: about {} of {} tokens in use ({left}% left).",
-                known.tokens, window
-            ));
+            .map(|m| session.window_of(m));
+        match (session.known, window) {
+            (Some(known), Some(window)) => {
+                let left = 100u64.saturating_sub(known.tokens * 100 / window.max(1));
+                reply.push_str(&format!(
+                    " Context: about {} of {} tokens in use ({left}% left).",
+                    known.tokens, window
+                ));
+            }
+            (None, Some(window)) => reply.push_str(&format!(
+                " Context: a window of {window} tokens; how much is in use shows once the provider reports usage."
+            )),
+            _ => {}
         }
         reply
     }

@@ -96,6 +96,9 @@ impl Dispatcher {
                 None => session.messages.extend(std::mem::take(&mut end.added)),
             }
             session.known = end.known;
+            if let Some(window) = end.window {
+                session.learned_window = Some((session.settings.model.clone(), window));
+            }
             session.add_usage(&end.usage);
             session.settings.spend.add(&end.spend);
             session.model_calls += end.model_calls as u64;
