@@ -316,6 +316,7 @@ fn check_tools(
             attempts: 1,
             ..Default::default()
         },
+        tokenizer: Default::default(),
     };
     let what = format!("{name} tools");
     match probe::tools(&provider, &model) {

@@ -653,6 +653,7 @@ fn test_connection(config: &Config, name: &str, model: &str) -> Result<String, S
             base_url,
             api_key,
             timeouts,
+            tokenizer: Default::default(),
         }),
         ProviderKind::Anthropic => Box::new(crate::provider::anthropic::Messages {
             base_url,

@@ -17,6 +17,7 @@ pub mod script;
 pub mod sse;
 #[cfg(test)]
 mod testing;
+pub mod tokenize;
 pub mod trace;
 
 use crate::cancel::CancelToken;
@@ -356,6 +357,12 @@ pub trait Provider: Send + Sync {
         sink: &mut dyn Sink,
         cancel: &CancelToken,
     ) -> Result<Outcome, StreamError>;
+
+    /// The tokens of `text` as the server counts them, when it can say
+    /// (a local llama.cpp server's `/tokenize`); `None` otherwise.
+    fn count_tokens(&self, _text: &str, _cancel: &CancelToken) -> Option<u64> {
+        None
+    }
 }
 
 #[cfg(test)]

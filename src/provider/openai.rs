@@ -19,6 +19,8 @@ pub struct ChatCompletions {
     pub base_url: String,
     pub api_key: Option<String>,
     pub timeouts: Timeouts,
+    /// A local server's own token count, when it has one.
+    pub tokenizer: super::tokenize::Tokenizer,
 }
 
 impl ChatCompletions {
@@ -501,6 +503,10 @@ impl Provider for ChatCompletions {
         )?;
         stream.drive(cancel, sink, &mut StreamState::default())
     }
+
+    fn count_tokens(&self, text: &str, cancel: &CancelToken) -> Option<u64> {
+        self.tokenizer.count(&self.base_url, text, cancel)
+    }
 }
 
 /// The parse of one streamed completion, fed one SSE event at a time.
@@ -853,6 +859,7 @@ mod tests {
                 base_url,
                 api_key: None,
                 timeouts: capped(5000),
+                tokenizer: Default::default(),
             };
             let messages = [Message::user("go")];
             let request = ModelRequest {

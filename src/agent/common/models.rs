@@ -420,6 +420,7 @@ impl Registry {
                 base_url,
                 api_key,
                 timeouts,
+                tokenizer: Default::default(),
             }),
             ProviderKind::Anthropic => Arc::new(crate::provider::anthropic::Messages {
                 base_url,

@@ -83,6 +83,25 @@ fn window(turn: &Turn, state: &State) -> u64 {
     state.window.unwrap_or(turn.model.context_window).max(1)
 }
 
+/// The next request's tokens as the server counts them, when it can (a
+/// local llama.cpp): the conversation's text, a few tokens a message for
+/// the chat template, and the tools as estimated.
+fn counted(turn: &Turn, fixed: usize, messages: &[Message]) -> Option<u64> {
+    let mut text = turn.start.system.clone();
+    for message in messages {
+        text.push('\n');
+        text.push_str(&message.text);
+        text.push_str(&message.thought);
+        for call in &message.tool_calls {
+            text.push_str(&call.name);
+            text.push_str(&call.arguments);
+        }
+    }
+    let tokens = turn.model.provider.count_tokens(&text, &turn.io.cancel)?;
+    let tools = fixed.saturating_sub(turn.start.system.len()) as u64;
+    Some(tokens + 4 * messages.len() as u64 + context::tokens_of(tools))
+}
+
 /// The turn's estimate of the next request.
 pub(super) fn estimate(state: &State, fixed: usize, messages: &[Message]) -> u64 {
     context::estimate(state.known, context::request_bytes(fixed, messages))
@@ -110,6 +129,18 @@ pub(super) fn fit(
     );
     if pressure == Pressure::Threshold && before <= limit {
         return Fitted::Unchanged;
+    }
+    // The estimate errs high; a server that counts tokens may say there
+    // is room after all.
+    if pressure == Pressure::Threshold {
+        if let Some(exact) = counted(turn, fixed, messages).filter(|exact| *exact <= limit) {
+            log::debug!("the server counts {exact} tokens: no compaction yet");
+            state.known = Some(context::Known {
+                tokens: exact,
+                bytes: context::request_bytes(fixed, messages),
+            });
+            return Fitted::Unchanged;
+        }
     }
     let keeper = Keeper {
         dir: turn.workspace.processes.session_dir.as_deref(),

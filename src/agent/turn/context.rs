@@ -3,9 +3,10 @@
 //! for the model), old tool results elided to one-line stubs, and where
 //! compaction may cut the conversation.
 //!
-//! Sizes are estimated without a tokenizer: about four bytes of JSON text
-//! per token, calibrated by what the provider reported for the last
-//! request.
+//! Sizes are estimated without a tokenizer: three bytes of JSON text per
+//! token, calibrated by what the provider reported for the last request
+//! (and, before compacting, by a local server's own count when it has
+//! one).
 
 pub use super::report::Known;
 use crate::provider::{Message, Role, ToolCallRequest, ToolSpec};

@@ -210,6 +210,41 @@ fn a_long_session_compacts_once_and_its_transcript_stays_whole() {
     space.db.assert_sound();
 }
 
+/// A local server that counts tokens (llama.cpp's `/tokenize`) is asked
+/// before the estimate, which errs high, compacts: here it counts fewer,
+/// so the same session as above is never compacted.
+#[test]
+fn a_server_that_counts_tokens_is_asked_before_compacting() {
+    let space = Space::new("ctx-tokenize");
+    let server = FakeServer::start();
+    server.serve_tokenizer(8);
+    for _ in 0..5 {
+        server.push(plain("Noted."));
+    }
+    let mut agent = configured(
+        &space,
+        &server,
+        json!({"context_window": 16000}),
+        Value::Null,
+    );
+    let session = agent.new_session(&space.ws);
+    for n in 0..5 {
+        let text = format!("Prompt {n}: {}", "lorem ipsum ".repeat(640));
+        let (response, messages) = run(&mut agent, &session, &text);
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        let said = message_text(&messages);
+        assert!(!said.contains("Context compacted"), "turn {n}: {said}");
+    }
+    let requests = server.requests();
+    assert_eq!(requests.len(), 5, "no summary was asked for");
+    assert!(!requests.iter().any(|r| is_summary_request(&r.body)));
+    let counted = server.tokenized();
+    assert!(!counted.is_empty(), "the server was never asked to count");
+    // Asked only near the threshold, at most once a request.
+    assert!(counted.len() <= 5, "{}", counted.len());
+    assert!(counted.iter().all(|text| text.contains("Prompt 0")));
+}
+
 #[test]
 fn compact_takes_focus_text() {
     let space = Space::new("ctx-focus");

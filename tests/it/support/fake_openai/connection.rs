@@ -118,6 +118,27 @@ impl Connection {
         let is_model_call = head.method == "POST" && REPLY_PATHS.contains(&head.path.as_str());
         let description = format!("{} {}", head.method, head.path);
         let route = head.path.split('?').next().unwrap_or_default();
+        if head.method == "POST" && route == "/tokenize" {
+            let content = parse_body(&body)["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let per = {
+                let mut state = self.shared.state();
+                let per = state.bytes_per_token;
+                state.tokenized.push(content.clone());
+                self.shared.changed.notify_all();
+                per
+            };
+            return match per {
+                Some(per) => {
+                    let tokens = vec![0; content.len().div_ceil(per)];
+                    let body = serde_json::json!({ "tokens": tokens }).to_string();
+                    self.send_fixed(200, &[], &body)
+                }
+                None => self.send_fixed(404, &[], &error_body("no tokenizer", "not_found")),
+            };
+        }
         if head.method == "GET" && route.ends_with("/models") {
             let listed = {
                 let mut state = self.shared.state();

@@ -144,6 +144,10 @@ struct State {
     model_list: Option<String>,
     /// The model list requests, kept apart from the model calls.
     listings: Vec<Recorded>,
+    /// `POST /tokenize` answers one token per this many bytes of
+    /// `content` (404 when unset), and the texts it was asked to count.
+    bytes_per_token: Option<usize>,
+    tokenized: Vec<String>,
     /// Clients that went away while a reply was streaming or stalled.
     disconnects: usize,
 }
@@ -214,6 +218,18 @@ impl FakeServer {
     /// Serves `body` (JSON) at `GET /v1/models` from now on.
     pub fn serve_models(&self, body: serde_json::Value) {
         self.shared.state().model_list = Some(body.to_string());
+    }
+
+    /// Counts tokens at `POST /tokenize` as llama.cpp does, one per
+    /// `bytes_per_token` bytes of the content, from now on.
+    pub fn serve_tokenizer(&self, bytes_per_token: usize) {
+        self.shared.state().bytes_per_token = Some(bytes_per_token.max(1));
+    }
+
+    /// The texts `POST /tokenize` was asked to count; they are not among
+    /// [`FakeServer::requests`].
+    pub fn tokenized(&self) -> Vec<String> {
+        self.shared.state().tokenized.clone()
     }
 
     /// The model list requests (`GET …/models`) received so far; they are
