@@ -53,7 +53,8 @@ pub(super) fn in_use<'t>(turn: &'t Turn, state: &State) -> InUse<'t> {
 /// module handles: a limit with a known reset, or any failure of a
 /// fallback (then the next one is asked).
 pub(super) fn handles(turn: &Turn, state: &State, error: &ProviderError) -> bool {
-    (error.limited && !turn.model.max_wait.is_zero()) || state.fallback.is_some()
+    let helps = !turn.model.max_wait.is_zero() || !turn.model.fallbacks.is_empty();
+    (error.limited && helps) || state.fallback.is_some()
 }
 
 /// After a limited refusal: the next fallback is asked, or the turn
@@ -84,7 +85,7 @@ pub(super) fn on_limited(
         sink.updates.borrow_mut().notice(&Notice::info(
             "Limit reached",
             format!(
-                "{from} answered: {}. Asking {} meanwhile.",
+                "{from}: {}. Asking {} meanwhile.",
                 error.message, fallback.id
             ),
         ));
@@ -114,14 +115,19 @@ pub(super) fn park(
     let at = reset_words(until_ms);
     let longest = turn.model.max_wait.as_millis() as i64;
     if until_ms - since > longest {
-        let minutes = turn.model.max_wait.as_secs() / 60;
+        let why = match turn.model.max_wait.as_secs() / 60 {
+            0 => "waiting for it is off (max_wait_minutes is 0 in the config)".to_string(),
+            minutes => format!(
+                "later than the longest wait ({minutes} minutes; max_wait_minutes in the config)"
+            ),
+        };
         return Err(Err(RpcError::new(
             crate::rpc::code::INTERNAL_ERROR,
-            format!(
-                "Model provider error: {reason} — the limit resets at {at}, later than the longest wait ({minutes} minutes; max_wait_minutes in the config)."
-            ),
+            format!("Model provider error: {reason} — the limit resets at {at}, {why}."),
         )
-        .with_data(json!({"code": "provider_limit", "resetsAt": crate::clock::rfc3339(until_ms)}))));
+        .with_data(
+            json!({"code": "provider_limit", "resetsAt": crate::clock::rfc3339(until_ms)}),
+        )));
     }
     let wait = json!({
         "untilMs": until_ms,

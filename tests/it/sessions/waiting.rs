@@ -501,3 +501,33 @@ fn a_reset_that_is_always_now_is_not_asked_in_a_loop() {
     assert!(started.elapsed() >= Duration::from_millis(2900));
     assert_eq!(server.requests().len(), 3);
 }
+
+#[test]
+fn fallbacks_are_asked_even_with_waiting_off() {
+    let space = Space::new("wait-off-fallback");
+    let chain = Chain::new(
+        &space,
+        json!({"fallback": ["spare/a"], "max_wait_minutes": 0}),
+    );
+    chain.main.push(limited(600));
+    chain
+        .spare
+        .push(Reply::Sse(chat_text(&["The spare answers."])));
+    chain.main.push(limited(600));
+    chain.spare.push(limited(600));
+    let mut agent = chain.agent(&space);
+    let session = agent.new_session(&space.ws);
+    let prompt = agent.request("session/prompt", text_prompt(&session, "Hello"));
+    let (answer, _) = agent.response(&prompt, WAIT);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    // Both limited, and no waiting: the turn says so at once.
+    let prompt = agent.request("session/prompt", text_prompt(&session, "Again"));
+    let (answer, _) = agent.response(&prompt, WAIT);
+    assert_eq!(
+        answer["error"]["data"]["code"], "provider_limit",
+        "{answer}"
+    );
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("waiting for it is off"), "{message}");
+    assert_eq!(space.db.rows_of("waits", &session), 0);
+}
