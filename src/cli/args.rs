@@ -255,6 +255,17 @@ pub fn parse_args() -> Result<Command, Usage> {
                     exec.quiet = true;
                 }
             }
+            Long("continue") if exec.is_some() => {
+                if let Some(exec) = exec.as_mut() {
+                    exec.resume = Some(crate::cli::exec::Resume::Latest);
+                }
+            }
+            Long("session") if exec.is_some() => {
+                let id = parser.value().map_err(usage)?.string().map_err(usage)?;
+                if let Some(exec) = exec.as_mut() {
+                    exec.resume = Some(crate::cli::exec::Resume::Id(id));
+                }
+            }
             Long("agent") if exec.is_some() => {
                 options.agent_path = Some(parser.value().map_err(usage)?.into());
             }

@@ -1,16 +1,32 @@
 //! `spindle exec "PROMPT"`: one prompt, here, through the same agent and
-//! session store as `spindle acp`, with a small ACP client in front of it
-//! that prints what happens. The answer goes to stdout; thoughts, tool
-//! calls and the plan to stderr (dimmed on a terminal); `--quiet` leaves
-//! only the answer, `--json` prints the raw updates instead.
+//! session store as `spindle acp`, with the terminal client of
+//! `link.rs` and `printer.rs` in front of it. The answer goes to stdout;
+//! a header (model, approval policy, session), thoughts, tool calls and
+//! the plan to stderr; `--quiet` leaves only the answer, `--json` prints
+//! the raw updates instead. `--continue` and `--session ID` go on with an
+//! earlier session of this folder (its slash commands too: `/undo`).
 //!
 //! Permission requests are asked on the terminal (`/dev/tty`) when there
-//! is one, and rejected otherwise, so a script never hangs on a question.
+//! is one. Without one nobody is asked: the call does not run, the model
+//! is told nobody could be asked, and exec ends with exit code 3 naming
+//! what needed approval and what would allow it.
 
 use super::failure::Failure;
+use super::link::Link;
+use super::printer::{Printer, Unasked};
 use crate::agent::Options;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+use std::io::{IsTerminal, Read};
+use std::sync::{Arc, Mutex};
+
+/// Which earlier session `exec` goes on with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resume {
+    /// The latest of this folder (`--continue`).
+    Latest,
+    /// `--session ID`.
+    Id(String),
+}
 
 /// What `exec` was asked besides the agent's options.
 #[derive(Debug, Clone, Default)]
@@ -19,383 +35,326 @@ pub struct ExecArgs {
     pub prompt: Option<String>,
     pub json: bool,
     pub quiet: bool,
+    pub resume: Option<Resume>,
 }
 
-/// The most bytes of a prompt read from standard input.
+/// The most bytes read from standard input (the prompt, or the context
+/// piped in with one).
 const PROMPT_CAP: u64 = 1024 * 1024;
 
-/// Runs the prompt: `Ok` after `end_turn`, [`Failure::Stopped`] (exit
-/// code 3) on any other stop reason, another failure (1) on an error.
-pub fn run(options: Options, args: ExecArgs) -> Result<(), Failure> {
+/// How long piped input has to start arriving before exec goes on
+/// without it (a pipe nobody writes to or closes must not hang exec).
+const STDIN_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Reads standard input whole, within [`PROMPT_CAP`].
+fn read_stdin(what: &str) -> Result<String, Failure> {
+    let mut bytes = Vec::new();
+    if let Err(error) = std::io::stdin()
+        .take(PROMPT_CAP + 1)
+        .read_to_end(&mut bytes)
+    {
+        return Err(Failure::Failed(format!(
+            "cannot read {what} from stdin: {error}"
+        )));
+    }
+    if bytes.len() as u64 > PROMPT_CAP {
+        return Err(Failure::Failed(format!("{what} on stdin is over {} MiB; give a shorter one (or put the text in a file and name the file in the prompt)", PROMPT_CAP >> 20)));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| Failure::Failed(format!("{what} on stdin must be UTF-8 text")))
+}
+
+/// Input piped in with a prompt (`git diff | spindle exec "review"`):
+/// what arrives, when something starts arriving soon; `None` for a
+/// terminal or a pipe that stays silent.
+fn piped_context() -> Result<Option<String>, Failure> {
+    if std::io::stdin().is_terminal() {
+        return Ok(None);
+    }
+    let (sender, receiver) = crossbeam_channel::bounded(1);
+    // Detached: a silent pipe leaves it blocked until the process ends.
+    let reader = std::thread::Builder::new()
+        .name("spindle-exec-stdin".into())
+        .spawn(move || {
+            let _ = sender.send(read_stdin("the input"));
+        });
+    if reader.is_err() {
+        return Ok(None);
+    }
+    match receiver.recv_timeout(STDIN_WAIT) {
+        Ok(text) => Ok(Some(text?).filter(|t| !t.trim().is_empty())),
+        // Still reading what came, or nothing came at all.
+        Err(_) => match receiver.recv_timeout(std::time::Duration::from_secs(30)) {
+            Ok(text) => Ok(Some(text?).filter(|t| !t.trim().is_empty())),
+            Err(_) => Ok(None),
+        },
+    }
+}
+
+/// The prompt as the model gets it.
+fn prompt_text(args: &ExecArgs) -> Result<String, Failure> {
     let prompt = match args.prompt.as_deref() {
-        Some("-") => {
-            let mut bytes = Vec::new();
-            if let Err(error) = std::io::stdin()
-                .take(PROMPT_CAP + 1)
-                .read_to_end(&mut bytes)
-            {
-                return Err(Failure::Failed(format!(
-                    "cannot read the prompt from stdin: {error}"
-                )));
-            }
-            if bytes.len() as u64 > PROMPT_CAP {
-                return Err(Failure::Failed(format!("the prompt on stdin is over {} MiB; give a shorter one (or put the text in a file and name the file in the prompt)", PROMPT_CAP >> 20)));
-            }
-            match String::from_utf8(bytes) {
-                Ok(text) => text,
-                Err(_) => {
-                    return Err(Failure::Failed(
-                        "the prompt on stdin must be UTF-8 text".into(),
-                    ));
-                }
-            }
-        }
-        Some(text) => text.to_string(),
+        Some("-") => read_stdin("the prompt")?,
+        Some(text) => match piped_context()? {
+            Some(context) => format!("{text}\n\n<stdin>\n{}\n</stdin>", context.trim_end()),
+            None => text.to_string(),
+        },
         None => String::new(),
     };
     if prompt.trim().is_empty() {
         return Err(Failure::Failed("the prompt is empty".into()));
     }
-    let cwd = match std::env::current_dir() {
-        Ok(dir) => dir,
-        Err(error) => {
-            return Err(Failure::Failed(format!(
-                "cannot tell the current folder: {error}"
-            )));
-        }
-    };
-    let pipe = || std::io::pipe().map_err(|error| Failure::Failed(error.to_string()));
-    let (to_agent_reader, mut to_agent) = pipe()?;
-    let (from_agent, from_agent_writer) = pipe()?;
-    let agent = std::thread::Builder::new()
-        .name("spindle-exec-agent".into())
-        .spawn(move || crate::agent::serve(options, to_agent_reader, from_agent_writer));
-    let agent = match agent {
-        Ok(agent) => agent,
-        Err(error) => {
-            return Err(Failure::Failed(format!(
-                "cannot start the agent thread: {error}"
-            )));
-        }
-    };
-    let mut printer = Printer::new(args.json, args.quiet);
-    let ended = drive(&mut to_agent, from_agent, &cwd, &prompt, &mut printer);
-    drop(to_agent);
-    match agent.join() {
-        Ok(Ok(())) => {}
-        Ok(Err(message)) => return Err(Failure::Failed(message)),
-        Err(_) => {
-            return Err(Failure::Failed("the agent thread panicked".into()));
-        }
+    Ok(prompt)
+}
+
+/// Runs the prompt: `Ok` after `end_turn`, [`Failure::Stopped`] (exit
+/// code 3) on any other stop reason or when a call needed approval that
+/// nobody could give, [`Failure::Cancelled`] (130) after Ctrl-C, another
+/// failure (1) on an error.
+pub fn run(options: Options, args: ExecArgs) -> Result<(), Failure> {
+    let prompt = prompt_text(&args)?;
+    let cwd = std::env::current_dir()
+        .map_err(|error| Failure::Failed(format!("cannot tell the current folder: {error}")))?;
+    // Ctrl-C (and SIGTERM, SIGHUP) cancel the turn; a second one ends
+    // exec at once. Installed before the agent's threads start.
+    let running: Arc<Mutex<Option<(super::link::Sender, String)>>> = Arc::default();
+    let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let running = running.clone();
+        let interrupted = interrupted.clone();
+        let _ = crate::process::on_termination(move |_| {
+            if interrupted.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+            if let Ok(Some((to, session))) = running.lock().as_deref() {
+                let cancel = json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}});
+                super::link::send(to, &cancel);
+            } else {
+                std::process::exit(130);
+            }
+        });
     }
-    ended
+    let mut link = Link::start(options)?;
+    let mut printer = Printer::new(args.json, args.quiet);
+    let ended = converse(&mut link, &mut printer, &running, &cwd, &prompt, &args);
+    printer.finish();
+    let closed = link.close();
+    let ended = match ended {
+        Ok((stop, policy)) => outcome(
+            &stop,
+            &printer,
+            &policy,
+            interrupted.load(std::sync::atomic::Ordering::SeqCst),
+        ),
+        Err(failure) => Err(failure),
+    };
+    ended.and(closed)
 }
 
-fn send(to_agent: &mut impl Write, message: Value) -> bool {
-    let mut line = message.to_string();
-    line.push('\n');
-    to_agent.write_all(line.as_bytes()).is_ok() && to_agent.flush().is_ok()
-}
-
-/// The client's side of the conversation: initialize, a session in
-/// `cwd`, the prompt; every update printed, every question answered.
-fn drive(
-    to_agent: &mut impl Write,
-    from_agent: impl Read,
+/// Opens the session (new, or the one to go on with), says which, sends
+/// the prompt and waits for its answer: the stop reason and the
+/// session's approval policy.
+fn converse(
+    link: &mut Link,
+    printer: &mut Printer,
+    running: &Mutex<Option<(super::link::Sender, String)>>,
     cwd: &std::path::Path,
     prompt: &str,
-    printer: &mut Printer,
-) -> Result<(), Failure> {
-    let mut lines = BufReader::new(from_agent).lines();
-    let request = |to: &mut dyn Write, id: u64, method: &str, params: Value| {
-        let mut line =
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-        line.push('\n');
-        to.write_all(line.as_bytes()).is_ok() && to.flush().is_ok()
+    args: &ExecArgs,
+) -> Result<(String, String), Failure> {
+    let fail = |printer: &mut Printer, error: Value| {
+        printer.finish();
+        let message = error["message"].as_str().unwrap_or("the agent failed");
+        eprintln!("spindle: {}", crate::util::visible(message, true));
+        Failure::Broken
     };
-    if !request(
-        to_agent,
-        0,
-        "initialize",
+    let init = json!({"protocolVersion": 1,
         // Notices are not the answer: they go to stderr.
-        json!({"protocolVersion": 1,
-               "clientCapabilities": {"_meta": {"spindle": {"notices": true}}},
-               "clientInfo": {"name": "spindle-exec", "version": env!("CARGO_PKG_VERSION")}}),
-    ) {
-        return Err(Failure::Broken);
-    }
-    let mut session: Option<String> = None;
-    while let Some(Ok(line)) = lines.next() {
-        let Ok(message) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        // The agent's own requests: permissions (asked or rejected); any
-        // other is refused (no files or terminals are offered).
-        if let (Some(method), Some(id)) = (message["method"].as_str(), message.get("id")) {
-            let answer = if method == "session/request_permission" {
-                json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": printer.permission(&message["params"])}})
-            } else {
-                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("spindle exec does not offer {method}")}})
-            };
-            if !send(to_agent, answer) {
-                return Err(Failure::Broken);
-            }
-            continue;
-        }
-        if message["method"] == "session/update" {
-            printer.update(&message["params"]["update"]);
-            continue;
-        }
-        if message.get("method").is_some() {
-            continue;
-        }
-        if let Some(error) = message.get("error") {
-            printer.finish();
-            eprintln!(
-                "spindle: {}",
-                crate::util::visible(
-                    error["message"].as_str().unwrap_or("the agent failed"),
-                    true
-                )
-            );
-            return Err(Failure::Broken);
-        }
-        match message["id"].as_u64() {
-            Some(0)
-                if !request(
-                    to_agent,
-                    1,
+        "clientCapabilities": {"_meta": {"spindle": {"notices": true}}},
+        "clientInfo": {"name": "spindle-exec", "version": env!("CARGO_PKG_VERSION")}});
+    link.call("initialize", init, printer)?
+        .map_err(|e| fail(printer, e))?;
+    let (session, opened) = match &args.resume {
+        None => {
+            let opened = link
+                .call(
                     "session/new",
                     json!({"cwd": cwd, "mcpServers": []}),
-                ) =>
-            {
-                return Err(Failure::Broken);
-            }
-            Some(1) => {
-                let id = message["result"]["sessionId"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                let params = json!({"sessionId": id, "prompt": [{"type": "text", "text": prompt}]});
-                session = Some(id);
-                if !request(to_agent, 2, "session/prompt", params) {
-                    return Err(Failure::Broken);
-                }
-            }
-            Some(2) => {
-                printer.finish();
-                let stop = message["result"]["stopReason"].as_str().unwrap_or_default();
-                if printer.json {
-                    println!(
-                        "{}",
-                        json_for_terminal(&json!({"stopReason": stop, "sessionId": session}))
-                    );
-                } else if stop != "end_turn" {
-                    eprintln!("(stopped: {})", crate::util::visible(stop, false));
-                }
-                return if stop == "end_turn" {
-                    Ok(())
-                } else {
-                    Err(Failure::Stopped)
-                };
-            }
-            _ => {}
+                    printer,
+                )?
+                .map_err(|e| fail(printer, e))?;
+            (
+                opened["sessionId"].as_str().unwrap_or_default().to_string(),
+                opened,
+            )
         }
-    }
-    printer.finish();
-    eprintln!("spindle: the agent ended before answering");
-    Err(Failure::Broken)
-}
-
-/// How updates and questions reach the person (or script) at the other
-/// end.
-struct Printer {
-    json: bool,
-    quiet: bool,
-    /// Dim thoughts and tool lines: stderr is a terminal.
-    dim: bool,
-    /// What was last printed on stdout ended a line.
-    answer_open: bool,
-    /// In the middle of a thought on stderr.
-    thinking: bool,
-    titles: std::collections::HashMap<String, String>,
-}
-
-impl Printer {
-    fn new(json: bool, quiet: bool) -> Printer {
-        Printer {
-            json,
-            quiet,
-            dim: std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
-            answer_open: false,
-            thinking: false,
-            titles: Default::default(),
-        }
-    }
-
-    fn note(&mut self, text: &str) {
-        if self.quiet {
-            return;
-        }
-        let text = &crate::util::visible(text, true);
-        self.end_thought();
-        if self.dim {
-            eprintln!("\x1b[2m{text}\x1b[0m");
-        } else {
-            eprintln!("{text}");
-        }
-    }
-
-    fn end_thought(&mut self) {
-        if self.thinking {
-            self.thinking = false;
-            eprintln!();
-        }
-    }
-
-    fn update(&mut self, update: &Value) {
-        if self.json {
-            println!("{}", json_for_terminal(update));
-            return;
-        }
-        // The model's words reach a terminal: no control sequence of
-        // theirs does (a cleared line, a moved cursor, a fake prompt).
-        let text =
-            &crate::util::visible(update["content"]["text"].as_str().unwrap_or_default(), true);
-        match update["sessionUpdate"].as_str().unwrap_or_default() {
-            "agent_message_chunk" if update["_meta"]["spindle"]["parentToolCallId"].is_null() => {
-                self.end_thought();
-                print!("{text}");
-                let _ = std::io::stdout().flush();
-                if !text.is_empty() {
-                    self.answer_open = !text.ends_with('\n');
-                }
-            }
-            "notice" if !self.quiet => {
-                self.end_thought();
-                let title =
-                    crate::util::visible(update["title"].as_str().unwrap_or_default(), true);
-                match update["description"].as_str() {
-                    Some(description) => {
-                        eprintln!("{title}: {}", crate::util::visible(description, true))
+        Some(resume) => {
+            let id = match resume {
+                Resume::Id(id) => id.clone(),
+                Resume::Latest => {
+                    let listed = link
+                        .call("session/list", json!({"cwd": cwd}), printer)?
+                        .map_err(|e| fail(printer, e))?;
+                    match listed["sessions"][0]["sessionId"].as_str() {
+                        Some(id) => id.to_string(),
+                        None => {
+                            return Err(Failure::Failed(format!(
+                                "no earlier session in {}; run spindle exec without --continue to start one",
+                                cwd.display()
+                            )))
+                        }
                     }
-                    None => eprintln!("{title}"),
                 }
-            }
-            "agent_thought_chunk" if !self.quiet => {
-                if !self.thinking {
-                    self.thinking = true;
-                }
-                if self.dim {
-                    eprint!("\x1b[2m{text}\x1b[0m");
-                } else {
-                    eprint!("{text}");
-                }
-            }
-            "tool_call" => {
-                let id = update["toolCallId"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                let title = update["title"]
-                    .as_str()
-                    .unwrap_or("a tool call")
-                    .to_string();
-                self.titles.insert(id, title);
-            }
-            "tool_call_update" => {
-                let Some(status @ ("completed" | "failed")) = update["status"].as_str() else {
-                    return;
-                };
-                let id = update["toolCallId"].as_str().unwrap_or_default();
-                let title = self
-                    .titles
-                    .get(id)
-                    .cloned()
-                    .unwrap_or_else(|| id.to_string());
-                let mark = if status == "completed" { "✓" } else { "✗" };
-                self.note(&format!("{mark} {title}"));
-            }
-            "plan" => {
-                let entries: Vec<String> = update["entries"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|e| {
-                        let mark = match e["status"].as_str() {
-                            Some("completed") => "✓",
-                            Some("in_progress") => "▸",
-                            _ => "○",
-                        };
-                        format!("  {mark} {}", e["content"].as_str().unwrap_or_default())
-                    })
-                    .collect();
-                self.note(&format!("Plan:\n{}", entries.join("\n")));
-            }
-            _ => {}
+            };
+            let params = json!({"sessionId": id, "cwd": cwd, "mcpServers": []});
+            let opened = link
+                .call("session/resume", params, printer)?
+                .map_err(|e| fail(printer, e))?;
+            (id, opened)
         }
+    };
+    let policy = header(printer, &opened, &session, args.resume.is_some());
+    if let Ok(mut running) = running.lock() {
+        *running = Some((link.sender(), session.clone()));
     }
-
-    /// Asks on the terminal when there is one; rejects otherwise.
-    fn permission(&mut self, params: &Value) -> Value {
-        // What the model chose, shown as it is: one line, control
-        // characters written out, and the whole command when the title
-        // shortens it.
-        let title = &crate::util::visible(
-            params["toolCall"]["title"]
-                .as_str()
-                .unwrap_or("a tool call"),
-            false,
+    let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": prompt}]});
+    let answer = link.call("session/prompt", params, printer)?;
+    if let Ok(mut running) = running.lock() {
+        running.take();
+    }
+    let result = answer.map_err(|e| fail(printer, e))?;
+    let stop = result["stopReason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    stop_jobs(link, printer, &session)?;
+    printer.finish();
+    if printer.json {
+        println!(
+            "{}",
+            json_for_terminal(&json!({"stopReason": stop, "sessionId": session}))
         );
-        let command = params["toolCall"]["rawInput"]["command"]
-            .as_str()
-            .map(|c| crate::util::visible(c, false))
-            .filter(|c| !title.contains(c.as_str()));
-        let options = params["options"].as_array().cloned().unwrap_or_default();
-        let pick = |kind: &str| -> Option<String> {
-            options
-                .iter()
-                .find(|o| o["kind"] == kind)
-                .and_then(|o| o["optionId"].as_str())
-                .map(str::to_string)
-        };
-        let reject = || match pick("reject_once") {
-            Some(id) => json!({"outcome": "selected", "optionId": id}),
-            None => json!({"outcome": "cancelled"}),
-        };
-        self.end_thought();
-        let tty = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/tty");
-        let Ok(mut tty) = tty else {
-            eprintln!("✗ {title}: rejected (no terminal to ask on; use --permissions auto or yolo to allow)");
-            return reject();
-        };
-        if let Some(command) = &command {
-            let _ = writeln!(tty, "  $ {command}");
+    }
+    Ok((stop, policy))
+}
+
+/// The header on stderr: the model, the approval policy (returned), the
+/// session.
+fn header(printer: &mut Printer, opened: &Value, session: &str, resumed: bool) -> String {
+    let option = |id: &str| {
+        opened["configOptions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|o| o["id"] == id)
+            .and_then(|o| o["currentValue"].as_str())
+            .unwrap_or("?")
+            .to_string()
+    };
+    let went_on = if resumed { ", continued" } else { "" };
+    let policy = option("tool_approval");
+    printer.note(&format!(
+        "spindle: {} · approval {policy} · session {session}{went_on}",
+        option("model"),
+    ));
+    policy
+}
+
+/// Background jobs still running when the prompt ends stop with exec:
+/// it says so, naming them.
+fn stop_jobs(link: &mut Link, printer: &mut Printer, session: &str) -> Result<(), Failure> {
+    let Ok(listed) = link.call("_spindle/jobs", json!({"sessionId": session}), printer)? else {
+        return Ok(());
+    };
+    let running: Vec<String> = listed["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|job| job["state"] == "running")
+        .map(|job| {
+            format!(
+                "{} `{}`",
+                job["jobId"].as_str().unwrap_or("?"),
+                job["command"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    if !running.is_empty() {
+        printer.note(&format!(
+            "Stopping {} background job{} still running as exec ends: {}",
+            running.len(),
+            if running.len() == 1 { "" } else { "s" },
+            running.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// The exit: what the stop reason and the unanswered questions mean.
+fn outcome(stop: &str, printer: &Printer, policy: &str, interrupted: bool) -> Result<(), Failure> {
+    if interrupted && stop == "cancelled" {
+        eprintln!("spindle: cancelled");
+        return Err(Failure::Cancelled);
+    }
+    if !printer.unasked.is_empty() {
+        for call in &printer.unasked {
+            eprintln!("spindle: {}", unasked_words(call, policy));
         }
-        let _ = write!(tty, "Allow {title}? [y]es, [a]lways, [N]o: ");
-        let _ = tty.flush();
-        let mut answer = String::new();
-        let _ = BufReader::new(&mut tty).read_line(&mut answer);
-        let chosen = match answer.trim().to_ascii_lowercase().as_str() {
-            "y" | "yes" => pick("allow_once"),
-            "a" | "always" => pick("allow_always").or_else(|| pick("allow_once")),
-            _ => None,
-        };
-        match chosen {
-            Some(id) => json!({"outcome": "selected", "optionId": id}),
-            None => reject(),
+        return Err(Failure::Stopped);
+    }
+    match stop {
+        "end_turn" => Ok(()),
+        _ => {
+            if !printer.json {
+                eprintln!("(stopped: {})", crate::util::visible(stop, false));
+            }
+            Err(Failure::Stopped)
         }
     }
+}
 
-    fn finish(&mut self) {
-        self.end_thought();
-        if self.answer_open && !self.json {
-            println!();
-            self.answer_open = false;
+/// What needed approval, and the flag or rule that would allow it
+/// under the policy in force.
+pub fn unasked_words(call: &Unasked, policy: &str) -> String {
+    let what = &call.title;
+    let allow_rule = |words: &str| {
+        format!("spindle exec --continue \"/allow command {words} --project\" saves a rule for this folder")
+    };
+    match call.kind.as_str() {
+        "question" => format!("{what}: the model asked a question and nobody could answer it; answer with spindle exec --continue \"YOUR ANSWER\""),
+        "edit" | "delete" | "move" => match policy {
+            "ask" => format!("{what} needed approval and nobody could be asked (no terminal); --permissions auto lets edits inside the workspace run, --permissions yolo lets everything run"),
+            _ => format!("{what} needed approval and nobody could be asked (no terminal): it is outside what --permissions {policy} allows; --permissions yolo lets it run"),
+        },
+        "execute" => {
+            let words = call.command.as_deref().map(first_words).unwrap_or_default();
+            let rule = allow_rule(&words);
+            match policy {
+                "ask" => format!("{what} needed approval and nobody could be asked (no terminal); --permissions auto runs read-only commands, --permissions sandbox runs commands in a sandbox, --permissions yolo runs every command; or {rule}"),
+                "auto" => format!("{what} needed approval and nobody could be asked (no terminal): it is not read-only, so --permissions auto asks; --permissions sandbox runs it in a sandbox, --permissions yolo runs it; or {rule}"),
+                "sandbox" => format!("{what} needed approval and nobody could be asked (no terminal): it needs what the sandbox does not give (the network, or writing outside the workspace); --permissions yolo runs it; or {rule}"),
+                _ => format!("{what} needed approval and nobody could be asked (no terminal); {rule}"),
+            }
         }
+        _ => format!("{what} needed approval and nobody could be asked (no terminal); --permissions yolo lets it run"),
+    }
+}
+
+/// The words a rule for a command names: its program and, when it is no
+/// option, the word after (`cargo test`).
+fn first_words(command: &str) -> String {
+    let mut words = command.split_whitespace();
+    let first = words.next().unwrap_or_default();
+    match words.next() {
+        Some(second)
+            if !second.starts_with('-')
+                && second
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) =>
+        {
+            format!("{first} {second}")
+        }
+        _ => first.to_string(),
     }
 }
 
@@ -403,7 +362,7 @@ impl Printer {
 /// the C1 controls, bidirectional overrides; serde escapes C0 already) is
 /// a `\uXXXX` escape: the same JSON to a program, inert on a terminal.
 /// Such characters occur only inside strings, where the escape is valid.
-fn json_for_terminal(value: &Value) -> String {
+pub fn json_for_terminal(value: &Value) -> String {
     let text = value.to_string();
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {

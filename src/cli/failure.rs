@@ -19,6 +19,8 @@ pub enum Failure {
     /// `exec`'s turn stopped for another reason than its end, said
     /// already; 3.
     Stopped,
+    /// Interrupted (Ctrl-C), said already; 130, as a shell reports it.
+    Cancelled,
 }
 
 impl Failure {
@@ -27,6 +29,7 @@ impl Failure {
             Failure::Usage(_) | Failure::Refused(_) => 2,
             Failure::Failed(_) | Failure::SetupFailed(_) | Failure::Broken => 1,
             Failure::Stopped => 3,
+            Failure::Cancelled => 130,
         }
     }
 
@@ -38,7 +41,7 @@ impl Failure {
             }
             Failure::Refused(message) | Failure::Failed(message) => eprintln!("spindle: {message}"),
             Failure::SetupFailed(message) => eprintln!("spindle setup: {message}"),
-            Failure::Broken | Failure::Stopped => {}
+            Failure::Broken | Failure::Stopped | Failure::Cancelled => {}
         }
     }
 }

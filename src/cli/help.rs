@@ -10,12 +10,19 @@ USAGE:
                               (see docs/agents.md)
     spindle exec [OPTIONS] PROMPT
                               run one prompt here and print what happens: the
-                              answer on stdout; thoughts, tool calls and the plan
-                              on stderr (--quiet: answer only; --json: the raw
-                              updates as NDJSON); PROMPT - reads it from stdin;
-                              takes acp's options (--agent FILE for an agent
-                              file); exit 0 when the turn ends normally, 1 on an
-                              error, 3 on another stop reason (cancelled, a limit)
+                              answer on stdout; the model, policy and session,
+                              thoughts, tool calls and the plan on stderr
+                              (--quiet: answer only; --json: the raw updates as
+                              NDJSON); PROMPT - reads it from stdin, and input
+                              piped in with a PROMPT is its context; --continue
+                              goes on with this folder's latest session,
+                              --session ID with that one (slash commands too:
+                              /undo); takes acp's options (--agent FILE for an
+                              agent file); asks on the terminal, and without one
+                              names what needed approval and what would allow it;
+                              exit 0 when the turn ends normally, 1 on an error,
+                              3 on another stop reason (a limit, approval nobody
+                              could give), 130 after Ctrl-C
     spindle mcp list [--cwd DIR] [--config PATH]
                               the MCP servers of the config (mcp_servers) and of
                               the project's .spindle/config.json (used only when

@@ -9,8 +9,10 @@ pub mod doctor;
 pub mod exec;
 mod failure;
 mod help;
+mod link;
 mod logging;
 mod mcp_list;
+mod printer;
 mod sessions;
 pub mod setup;
 
@@ -117,6 +119,7 @@ fn run(command: Command) -> Result<String, Failure> {
                     .map_err(|error| Failure::Failed(error.to_string()))?;
                 options.adopt(spec);
             }
+            check_model_provider(&options)?;
             if let Ok(exe) = std::env::current_exe() {
                 crate::process::guard::enable(exe);
             }
@@ -130,13 +133,7 @@ fn run(command: Command) -> Result<String, Failure> {
                 options.adopt(spec);
             }
             // A provider typo in --model stops here, before any protocol.
-            if let Some(model) = &options.model {
-                if let Ok((config, _)) = crate::config::Config::load(options.config.as_deref()) {
-                    let providers: Vec<String> = config.providers.keys().cloned().collect();
-                    crate::config::check_model_provider(model, &providers)
-                        .map_err(Failure::Refused)?;
-                }
-            }
+            check_model_provider(&options)?;
             // Typed in a terminal: say what this is, once, on stderr.
             {
                 use std::io::IsTerminal;
@@ -156,4 +153,16 @@ fn run(command: Command) -> Result<String, Failure> {
             Ok(String::new())
         }
     }
+}
+
+/// A provider typo in `--model` (one the config does not name) is refused
+/// before anything starts.
+fn check_model_provider(options: &crate::agent::Options) -> Result<(), Failure> {
+    if let Some(model) = &options.model {
+        if let Ok((config, _)) = crate::config::Config::load(options.config.as_deref()) {
+            let providers: Vec<String> = config.providers.keys().cloned().collect();
+            crate::config::check_model_provider(model, &providers).map_err(Failure::Refused)?;
+        }
+    }
+    Ok(())
 }

@@ -101,10 +101,14 @@ fn exec_rejects_permission_requests_without_a_terminal_and_reports_stops() {
         .output()
         .unwrap();
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("rejected (no terminal"), "{stderr}");
+    assert!(
+        stderr.contains("Write b.txt needed approval and nobody could be asked (no terminal)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--permissions auto lets edits"), "{stderr}");
     assert!(!dir.join("b.txt").exists());
-    // The rejection ends the turn (the default --on-reject stop).
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // Nobody could be asked: its own outcome, exit 3.
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
     // Another stop reason: exit 3.
     let stop = json!({"replies": [{"text": "cut", "stop": "max_tokens"}]});
     let out = exec(&dir, &stop, &["go"], "");
@@ -117,4 +121,225 @@ fn exec_rejects_permission_requests_without_a_terminal_and_reports_stops() {
     // No prompt: a usage error.
     let out = exec(&dir, &stop, &[], "");
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// `exec` with no controlling terminal (a new session), whatever runs
+/// the tests, so that nobody can be asked.
+fn exec_alone(dir: &Path, script: &Value, args: &[&str], stdin: &str) -> Output {
+    let script_path = dir.join("script.json");
+    std::fs::write(&script_path, script.to_string()).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    // SAFETY: setsid(2) between fork and exec, nothing else.
+    #[cfg(unix)]
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = command
+        .arg("exec")
+        .arg("--script")
+        .arg(&script_path)
+        .args(args)
+        .current_dir(dir)
+        .env("SPINDLE_HOME", dir.join("home"))
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn exec_says_what_answered_and_sets_messages_apart() {
+    let dir = temp_dir("exec-header");
+    let script = json!({"replies": [
+        {"text": "First, a look.", "tool_calls": [{"id": "l1", "name": "list_directory", "arguments": {}}]},
+        {"text": "Then the answer."},
+    ]});
+    let out = exec(&dir, &script, &["look"], "");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "First, a look.\n\nThen the answer.\n");
+    let stderr = text(&out.stderr);
+    let header = stderr.lines().next().unwrap_or_default();
+    assert!(
+        header.starts_with("spindle: script/scenario · approval ask · session sess_"),
+        "{stderr}"
+    );
+    // --quiet: the answer alone, byte for byte.
+    let out = exec(&dir, &script, &["--quiet", "look"], "");
+    assert_eq!(out.stdout, b"First, a look.\n\nThen the answer.\n");
+    assert_eq!(out.stderr, b"", "{}", text(&out.stderr));
+}
+
+#[test]
+fn exec_continues_a_session_and_its_slash_commands_work() {
+    let dir = temp_dir("exec-continue");
+    // A scripted run keeps its sessions only in a database it is given.
+    let db = dir.join("sessions.db");
+    let db = db.to_str().unwrap();
+    let write = json!({"replies": [
+        {"tool_calls": [{"id": "w1", "name": "write_file", "arguments": {"path": "made.txt", "content": "new\n"}}]},
+        {"text": "Wrote it."},
+    ]});
+    let out = exec(
+        &dir,
+        &write,
+        &["--db", db, "--permissions", "yolo", "make a file"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(dir.join("made.txt").exists());
+    let first = text(&out.stderr);
+    let session = first
+        .split("session ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the header names the session")
+        .to_string();
+    // The latest session of this folder, and its /undo.
+    let nothing = json!({"replies": []});
+    let out = exec(&dir, &nothing, &["--db", db, "--continue", "/undo"], "");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!dir.join("made.txt").exists(), "{}", text(&out.stdout));
+    assert!(text(&out.stderr).contains(&format!("session {session}, continued")));
+    // By id, /redo brings it back.
+    let out = exec(
+        &dir,
+        &nothing,
+        &["--db", db, "--session", &session, "/redo"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(dir.join("made.txt").exists());
+    // A folder with no session, and an unknown id, say so.
+    let other = temp_dir("exec-continue-none");
+    let out = exec(&other, &nothing, &["--db", db, "--continue", "hello"], "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no earlier session in"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = exec(
+        &dir,
+        &nothing,
+        &["--db", db, "--session", "sess_nope", "hello"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+}
+
+#[test]
+fn exec_without_a_terminal_names_what_needed_approval_under_each_policy() {
+    let dir = temp_dir("exec-unasked");
+    let command = json!({"replies": [
+        {"tool_calls": [{"id": "c1", "name": "run_command", "arguments": {"command": "cargo publish --dry-run"}}]},
+        {"text": "unused"},
+    ]});
+    for (policy, hint) in [
+        ("ask", "--permissions auto runs read-only commands"),
+        ("auto", "it is not read-only"),
+    ] {
+        let out = exec_alone(&dir, &command, &["--permissions", policy, "publish"], "");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{policy}: {stderr}");
+        assert!(
+            stderr.contains("Run cargo publish --dry-run needed approval"),
+            "{stderr}"
+        );
+        assert!(stderr.contains(hint), "{policy}: {stderr}");
+        assert!(
+            stderr.contains("/allow command cargo publish --project"),
+            "{policy}: {stderr}"
+        );
+        // Not "you declined": nobody was asked.
+        assert!(
+            !text(&out.stdout).contains("You declined"),
+            "{}",
+            text(&out.stdout)
+        );
+        assert!(
+            text(&out.stdout).contains("nobody could be asked"),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+    // A question with choices: the turn ends with it; exec says how to answer.
+    let question = json!({"replies": [
+        {"tool_calls": [{"id": "q1", "name": "ask_user", "arguments": {"question": "Which branch?", "choices": ["main", "dev"]}}]},
+    ]});
+    let out = exec_alone(&dir, &question, &["pick one"], "");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("spindle exec --continue \"YOUR ANSWER\""),
+        "{stderr}"
+    );
+    assert!(
+        text(&out.stdout).contains("Which branch?"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        !text(&out.stdout).contains("chose none"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn exec_takes_piped_input_as_context_and_names_running_jobs() {
+    let dir = temp_dir("exec-stdin");
+    let db = dir.join("sessions.db");
+    let db = db.to_str().unwrap();
+    let script = json!({"replies": [
+        {"tool_calls": [{"id": "j1", "name": "run_command", "arguments": {"command": "sleep 30", "background": true}}]},
+        {"text": "Started."},
+    ]});
+    let out = exec(
+        &dir,
+        &script,
+        &["--db", db, "--permissions", "yolo", "--json", "review this"],
+        "diff --git a b\n",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    // The session's transcript has the prompt with the piped text.
+    let lines: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let session = lines.last().unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["sessions", "export", &session, "--db", db])
+        .current_dir(&dir)
+        .env("SPINDLE_HOME", dir.join("home"))
+        .output()
+        .unwrap();
+    let exported = text(&out.stdout);
+    assert!(
+        exported.contains(r"review this\n\n<stdin>\ndiff --git a b\n</stdin>"),
+        "{exported}"
+    );
+    let out = exec(&dir, &script, &["--permissions", "yolo", "review this"], "");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("Stopping 1 background job still running as exec ends"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("`sleep 30`"), "{stderr}");
 }

@@ -226,3 +226,31 @@ fn doctor_sends_one_tool_and_names_a_server_without_jinja() {
         "{report}"
     );
 }
+
+/// Ctrl-C during `exec` cancels the turn (the server's stream is
+/// dropped) and says so; exit 130, as a shell reports an interrupt.
+#[cfg(unix)]
+#[test]
+fn exec_interrupted_says_cancelled() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(vec![Step::Stall]));
+    let dir = temp_dir("exec-sigint");
+    let config = config_for(&dir, &server, json!({}));
+    let child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["exec", "--config", config.to_str().unwrap(), "hi"])
+        .current_dir(&dir)
+        .env("SPINDLE_HOME", dir.join("home"))
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    server.wait_requests(1, Duration::from_secs(20));
+    // SAFETY: kill(2) on the child's pid, which it still holds.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("spindle: cancelled"), "{stderr}");
+}

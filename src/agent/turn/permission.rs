@@ -217,6 +217,12 @@ impl Runner<'_> {
         if outcome["outcome"] == "cancelled" {
             return Permit::Cancelled;
         }
+        if unasked(&answer) {
+            return Permit::Rejected(Rejection {
+                unasked: true,
+                ..Rejection::automatic()
+            });
+        }
         let key = action.key();
         let feedback = feedback_of(&answer);
         // Only an option this request offered counts; anything else the
@@ -466,6 +472,15 @@ impl Runner<'_> {
                 )),
             );
         }
+        if rejection.unasked {
+            let mut result = self.finish(
+                call,
+                failed("Nobody could be asked to approve this tool call (there is no terminal or editor to ask), so it did not run; the turn stops here."),
+            );
+            result.declined = Some(title);
+            result.unasked = true;
+            return result;
+        }
         let stops = rejection.asked && self.on_reject == crate::config::OnReject::Stop;
         let text = if rejection.by_rule {
             "A permission rule denies this tool call. Do not retry it or work around it; tell the user if it is needed."
@@ -510,6 +525,8 @@ pub(super) struct Rejection {
     feedback: Option<String>,
     /// A `deny` rule refused it.
     by_rule: bool,
+    /// Nobody could be asked (`_meta.spindle.unasked` on the answer).
+    unasked: bool,
 }
 
 impl Rejection {
@@ -518,6 +535,7 @@ impl Rejection {
             asked: true,
             feedback,
             by_rule: false,
+            unasked: false,
         }
     }
 
@@ -526,6 +544,7 @@ impl Rejection {
             asked: false,
             feedback: None,
             by_rule: false,
+            unasked: false,
         }
     }
 
@@ -534,8 +553,18 @@ impl Rejection {
             asked: false,
             feedback: None,
             by_rule: true,
+            unasked: false,
         }
     }
+}
+
+/// Whether the client answered that nobody could be asked (`spindle exec`
+/// without a terminal): `_meta.spindle.unasked` on the answer or its
+/// outcome.
+pub(super) fn unasked(answer: &Value) -> bool {
+    [&answer["_meta"], &answer["outcome"]["_meta"]]
+        .iter()
+        .any(|meta| meta["spindle"]["unasked"] == true)
 }
 
 /// The user's reason for a rejection, sent by the client as

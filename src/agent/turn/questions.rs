@@ -26,11 +26,13 @@ impl Runner<'_> {
             return self.finish(call, ending);
         }
         if !asked.choices.is_empty() {
-            let ending = self.ask_by_choices(call, asked, announce);
-            return self.finish(call, ending);
+            if let Some(ending) = self.ask_by_choices(call, asked, announce) {
+                return self.finish(call, ending);
+            }
         }
-        // The editor has no way to ask: the question is the turn's last
-        // message, and the user's next prompt is the answer.
+        // The editor has no way to ask (or nobody is there to answer):
+        // the question is the turn's last message, and the user's next
+        // prompt is the answer.
         let mut result = self.finish(
             call,
             answered("The question is shown to the user; their next message is the answer.".into()),
@@ -97,7 +99,7 @@ impl Runner<'_> {
         call: &ToolCallRequest,
         asked: &tools::AskUserArgs,
         announce: &Value,
-    ) -> Ending {
+    ) -> Option<Ending> {
         let mut options: Vec<Value> = asked
             .choices
             .iter()
@@ -127,25 +129,28 @@ impl Runner<'_> {
             "toolCall": tool_call,
             "options": options,
         });
-        match self.client.request("session/request_permission", params) {
-            Ok(reply) if reply["outcome"]["outcome"] == "cancelled" => Ending::Cancelled,
-            Ok(reply) => {
-                let chosen = reply["outcome"]["optionId"]
-                    .as_str()
-                    .and_then(|id| id.strip_prefix("choice_"))
-                    .and_then(|n| n.parse::<usize>().ok())
-                    .and_then(|n| asked.choices.get(n.wrapping_sub(1)));
-                match chosen {
-                    Some(choice) => answered(format!("The user chose: {choice}")),
-                    None => answered("The user chose none of these.".into()),
+        Some(
+            match self.client.request("session/request_permission", params) {
+                Ok(reply) if reply["outcome"]["outcome"] == "cancelled" => Ending::Cancelled,
+                Ok(reply) if super::permission::unasked(&reply) => return None,
+                Ok(reply) => {
+                    let chosen = reply["outcome"]["optionId"]
+                        .as_str()
+                        .and_then(|id| id.strip_prefix("choice_"))
+                        .and_then(|n| n.parse::<usize>().ok())
+                        .and_then(|n| asked.choices.get(n.wrapping_sub(1)));
+                    match chosen {
+                        Some(choice) => answered(format!("The user chose: {choice}")),
+                        None => answered("The user chose none of these.".into()),
+                    }
                 }
-            }
-            Err(ClientError::Cancelled) | Err(ClientError::Gone) => Ending::Cancelled,
-            Err(ClientError::Rpc(error)) => failed(format!(
-                "Error: the editor could not ask: {}",
-                error.message
-            )),
-        }
+                Err(ClientError::Cancelled) | Err(ClientError::Gone) => Ending::Cancelled,
+                Err(ClientError::Rpc(error)) => failed(format!(
+                    "Error: the editor could not ask: {}",
+                    error.message
+                )),
+            },
+        )
     }
 
     /// `exit_plan`: the user approves the plan and picks how normal mode

@@ -27,6 +27,8 @@ pub struct CallResult {
     /// The user declined the call and the turn stops here: what was
     /// declined, in a few words.
     pub declined: Option<String>,
+    /// Declined because nobody could be asked (not by the user).
+    pub unasked: bool,
     /// The user left plan mode (`exit_plan`) for normal mode with this
     /// approval policy.
     pub switched: Option<Policy>,
@@ -119,6 +121,7 @@ impl Runner<'_> {
             text,
             cancelled,
             declined: None,
+            unasked: false,
             switched: None,
             question: None,
         }

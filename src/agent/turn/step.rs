@@ -441,8 +441,9 @@ pub(super) struct Calls {
     results: Vec<Message>,
     /// How many calls had run when the turn was cancelled.
     cancelled_at: Option<usize>,
-    /// How many had run when the user declined one, and what.
-    declined: Option<(usize, String)>,
+    /// How many had run when the user declined one, what, and whether
+    /// nobody could be asked instead.
+    declined: Option<(usize, String, bool)>,
     /// The policy the user picked leaving plan mode.
     switched: Option<Policy>,
     /// A question the editor could not ask: the turn ends with it.
@@ -529,7 +530,7 @@ pub(super) fn run_calls(
             break;
         }
         if let Some(what) = result.declined {
-            done.declined = Some((index + 1, what));
+            done.declined = Some((index + 1, what, result.unasked));
             break;
         }
         if let Some(new_policy) = result.switched {
@@ -587,14 +588,18 @@ pub(super) fn after_calls(
             .chunk(false, &sink.message_id, &asked);
         return Some(Ok(StopReason::EndTurn));
     }
-    if let Some((done, what)) = calls.declined {
-        // The user said no: the turn ends here, and says so.
+    if let Some((done, what, unasked)) = calls.declined {
+        // The user said no (or could not be asked): the turn ends here,
+        // and says so.
         answer_unrun(&outcome.tool_calls[done..], messages, state);
         sink.begin_message();
-        let note = format!(
-            "_You declined: {}. I stopped here; tell me how you want to go on._",
-            what.replace('_', "\\_")
-        );
+        let what = what.replace('_', "\\_");
+        let note = match unasked {
+            true => format!("_{what} needs approval, and nobody could be asked. I stopped here._"),
+            false => {
+                format!("_You declined: {what}. I stopped here; tell me how you want to go on._")
+            }
+        };
         sink.updates
             .borrow_mut()
             .chunk(false, &sink.message_id, &note);

@@ -40,6 +40,7 @@ fn result(text: String, cancelled: bool) -> CallResult {
         text,
         cancelled,
         declined: None,
+        unasked: false,
         switched: None,
         question: None,
     }

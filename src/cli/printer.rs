@@ -1,0 +1,362 @@
+//! What the terminal client shows and asks: the answer on stdout;
+//! thoughts, notices, tool calls (with a command's last lines of output)
+//! and the plan on stderr, dimmed on a terminal unless `NO_COLOR`;
+//! permission questions on the terminal itself (`/dev/tty`), with the
+//! command and its folder or the edit's diff. Without a terminal nobody
+//! is asked: the agent is told so (`_meta.spindle.unasked`), and what
+//! needed approval is kept for the end.
+//!
+//! The model's words reach a terminal without any control sequence of
+//! theirs (a cleared line, a moved cursor, a fake prompt).
+
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, IsTerminal, Write};
+
+/// The most lines of a diff or of a command's output shown.
+const SHOWN_LINES: usize = 12;
+
+/// A call that needed approval when nobody could be asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unasked {
+    pub title: String,
+    /// The ACP tool kind (`edit`, `execute`, `fetch`, …), or `question`.
+    pub kind: String,
+    pub command: Option<String>,
+}
+
+pub struct Printer {
+    pub json: bool,
+    pub quiet: bool,
+    /// Dim thoughts and tool lines: stderr is a terminal.
+    dim: bool,
+    /// What was last printed on stdout did not end a line.
+    answer_open: bool,
+    /// The answer's last message, to set the next one apart.
+    message: Option<String>,
+    /// In the middle of a thought on stderr.
+    thinking: bool,
+    /// Tool calls by id: their title, kind and command.
+    calls: HashMap<String, (String, String)>,
+    pub unasked: Vec<Unasked>,
+}
+
+fn visible(text: &str) -> String {
+    crate::util::visible(text, true)
+}
+
+impl Printer {
+    pub fn new(json: bool, quiet: bool) -> Printer {
+        Printer {
+            json,
+            quiet,
+            dim: std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+            answer_open: false,
+            message: None,
+            thinking: false,
+            calls: HashMap::new(),
+            unasked: Vec::new(),
+        }
+    }
+
+    /// A line on stderr (dimmed on a terminal); nothing under `--quiet`.
+    pub fn note(&mut self, text: &str) {
+        if self.quiet || self.json {
+            return;
+        }
+        let text = visible(text);
+        self.end_thought();
+        if self.dim {
+            eprintln!("\x1b[2m{text}\x1b[0m");
+        } else {
+            eprintln!("{text}");
+        }
+    }
+
+    fn end_thought(&mut self) {
+        if self.thinking {
+            self.thinking = false;
+            eprintln!();
+        }
+    }
+
+    pub fn finish(&mut self) {
+        self.end_thought();
+        if self.answer_open && !self.json {
+            println!();
+            self.answer_open = false;
+        }
+    }
+
+    fn answer(&mut self, message_id: Option<&str>, text: &str) {
+        self.end_thought();
+        // Another message of the answer: set apart by a blank line.
+        if let (Some(id), Some(last)) = (message_id, self.message.as_deref()) {
+            if id != last && !text.is_empty() {
+                print!("{}", if self.answer_open { "\n\n" } else { "\n" });
+            }
+        }
+        if let Some(id) = message_id {
+            self.message = Some(id.to_string());
+        }
+        print!("{text}");
+        let _ = std::io::stdout().flush();
+        if !text.is_empty() {
+            self.answer_open = !text.ends_with('\n');
+        }
+    }
+
+    fn finished_call(&mut self, update: &Value, status: &str) {
+        let id = update["toolCallId"].as_str().unwrap_or_default();
+        let (title, kind) = self
+            .calls
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| (id.to_string(), String::new()));
+        let mark = if status == "completed" { "✓" } else { "✗" };
+        self.note(&format!("{mark} {title}"));
+        if kind != "execute" {
+            return;
+        }
+        // A command's last lines of output.
+        let output: String = update["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["content"]["text"].as_str())
+            .collect();
+        let lines: Vec<&str> = output.lines().collect();
+        let skipped = lines.len().saturating_sub(SHOWN_LINES);
+        if skipped > 0 {
+            self.note(&format!("  │ … {skipped} lines before"));
+        }
+        for line in &lines[skipped..] {
+            self.note(&format!("  │ {line}"));
+        }
+    }
+
+    pub fn update(&mut self, update: &Value) {
+        if self.json {
+            println!("{}", super::exec::json_for_terminal(update));
+            return;
+        }
+        let text = &visible(update["content"]["text"].as_str().unwrap_or_default());
+        match update["sessionUpdate"].as_str().unwrap_or_default() {
+            "agent_message_chunk" if update["_meta"]["spindle"]["parentToolCallId"].is_null() => {
+                self.answer(update["messageId"].as_str(), text)
+            }
+            "notice" => {
+                let title = visible(update["title"].as_str().unwrap_or_default());
+                match update["description"].as_str() {
+                    Some(description) => self.note(&format!("{title}: {description}")),
+                    None => self.note(&title),
+                }
+            }
+            "agent_thought_chunk" if !self.quiet => {
+                self.thinking = true;
+                if self.dim {
+                    eprint!("\x1b[2m{text}\x1b[0m");
+                } else {
+                    eprint!("{text}");
+                }
+            }
+            "tool_call" => {
+                let id = update["toolCallId"].as_str().unwrap_or_default();
+                let title = update["title"].as_str().unwrap_or("a tool call");
+                let kind = update["kind"].as_str().unwrap_or("other");
+                self.calls
+                    .insert(id.to_string(), (title.to_string(), kind.to_string()));
+            }
+            "tool_call_update" => {
+                if let Some(status @ ("completed" | "failed")) = update["status"].as_str() {
+                    self.finished_call(update, status);
+                }
+            }
+            "plan" => {
+                let entries: Vec<String> = update["entries"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|e| {
+                        let mark = match e["status"].as_str() {
+                            Some("completed") => "✓",
+                            Some("in_progress") => "▸",
+                            _ => "○",
+                        };
+                        format!("  {mark} {}", e["content"].as_str().unwrap_or_default())
+                    })
+                    .collect();
+                self.note(&format!("Plan:\n{}", entries.join("\n")));
+            }
+            _ => {}
+        }
+    }
+
+    /// Asks on the terminal when there is one; else nobody is asked.
+    pub fn permission(&mut self, params: &Value) -> Value {
+        let call = &params["toolCall"];
+        // What the model chose, shown as it is: one line, control
+        // characters written out, and the whole command.
+        let title = crate::util::visible(call["title"].as_str().unwrap_or("a tool call"), false);
+        let command = call["rawInput"]["command"]
+            .as_str()
+            .map(|c| crate::util::visible(c, false));
+        let options = params["options"].as_array().cloned().unwrap_or_default();
+        let pick = |kind: &str| -> Option<String> {
+            options
+                .iter()
+                .find(|o| o["kind"] == kind)
+                .and_then(|o| o["optionId"].as_str())
+                .map(str::to_string)
+        };
+        let question = options.iter().any(|o| o["optionId"] == "choice_1");
+        self.end_thought();
+        let tty = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty");
+        let Ok(mut tty) = tty else {
+            let kind = match question {
+                true => "question".to_string(),
+                false => call["kind"].as_str().unwrap_or("other").to_string(),
+            };
+            self.unasked.push(Unasked {
+                title: title.clone(),
+                kind,
+                command,
+            });
+            let outcome = match pick("reject_once") {
+                Some(id) => json!({"outcome": "selected", "optionId": id}),
+                None => json!({"outcome": "cancelled"}),
+            };
+            return json!({"outcome": outcome, "_meta": {"spindle": {"unasked": true}}});
+        };
+        let _ = writeln!(tty, "{}", shown_request(call, command.as_deref()));
+        let choices: Vec<(String, String)> = if question {
+            options
+                .iter()
+                .enumerate()
+                .map(|(n, o)| {
+                    let name = crate::util::visible(o["name"].as_str().unwrap_or_default(), false);
+                    (format!("{}", n + 1), name)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for (key, name) in &choices {
+            let _ = writeln!(tty, "  {key}. {name}");
+        }
+        let prompt = match question {
+            true => format!("{title} [1-{}]: ", choices.len()),
+            false => format!("Allow {title}? [y]es, [a]lways, [N]o: "),
+        };
+        let _ = write!(tty, "{prompt}");
+        let _ = tty.flush();
+        let mut answer = String::new();
+        let _ = BufReader::new(&mut tty).read_line(&mut answer);
+        let answer = answer.trim().to_ascii_lowercase();
+        let chosen = if question {
+            answer
+                .parse::<usize>()
+                .ok()
+                .and_then(|n| options.get(n.wrapping_sub(1)))
+                .and_then(|o| o["optionId"].as_str())
+                .map(str::to_string)
+        } else {
+            match answer.as_str() {
+                "y" | "yes" => pick("allow_once"),
+                "a" | "always" => pick("allow_always").or_else(|| pick("allow_once")),
+                _ => None,
+            }
+        };
+        let outcome = match chosen.or_else(|| pick("reject_once")) {
+            Some(id) => json!({"outcome": "selected", "optionId": id}),
+            None => json!({"outcome": "cancelled"}),
+        };
+        json!({ "outcome": outcome })
+    }
+}
+
+impl super::link::Client for Printer {
+    fn update(&mut self, update: &Value) {
+        Printer::update(self, update)
+    }
+    fn permission(&mut self, params: &Value) -> Value {
+        Printer::permission(self, params)
+    }
+}
+
+/// What a permission question shows before asking: the command and its
+/// folder, or the diff of each file the call changes.
+fn shown_request(call: &Value, command: Option<&str>) -> String {
+    let mut lines = Vec::new();
+    if let Some(command) = command {
+        lines.push(format!("  $ {command}"));
+        if let Some(folder) = call["rawInput"]["cwd"].as_str() {
+            lines.push(format!("    in {}", crate::util::visible(folder, false)));
+        }
+    }
+    for content in call["content"].as_array().into_iter().flatten() {
+        if content["type"] == "diff" {
+            let path = crate::util::visible(content["path"].as_str().unwrap_or_default(), false);
+            lines.push(format!("  {path}"));
+            lines.extend(diff_lines(
+                content["oldText"].as_str().unwrap_or_default(),
+                content["newText"].as_str().unwrap_or_default(),
+            ));
+        }
+    }
+    lines.join("\n")
+}
+
+/// The changed lines between two texts, as one hunk: what lies between
+/// their common first and last lines, removed then added, at most
+/// [`SHOWN_LINES`] of each.
+pub fn diff_lines(old: &str, new: &str) -> Vec<String> {
+    let old: Vec<&str> = old.lines().collect();
+    let new: Vec<&str> = new.lines().collect();
+    let same_start = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let rest = old.len().min(new.len()) - same_start;
+    let same_end = old
+        .iter()
+        .rev()
+        .zip(new.iter().rev())
+        .take(rest)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut lines = Vec::new();
+    for (sign, side) in [("-", &old), ("+", &new)] {
+        let changed = &side[same_start..side.len() - same_end];
+        for line in changed.iter().take(SHOWN_LINES) {
+            lines.push(format!("  {sign} {}", crate::util::visible(line, false)));
+        }
+        if changed.len() > SHOWN_LINES {
+            lines.push(format!(
+                "  {sign} … {} more lines",
+                changed.len() - SHOWN_LINES
+            ));
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_diff_shows_the_changed_middle() {
+        let old = "a\nb\nc\nd\n";
+        let new = "a\nB\nc2\nd\n";
+        assert_eq!(diff_lines(old, new), ["  - b", "  - c", "  + B", "  + c2"]);
+        assert_eq!(diff_lines("", "x\ny"), ["  + x", "  + y"]);
+        assert_eq!(diff_lines("same", "same"), Vec::<String>::new());
+        let long: String = (0..40).map(|n| format!("{n}\n")).collect();
+        let shown = diff_lines("", &long);
+        assert_eq!(shown.len(), SHOWN_LINES + 1);
+        assert_eq!(shown.last().unwrap(), "  + … 28 more lines");
+        // A control sequence in a file is written out, not sent.
+        assert_eq!(diff_lines("", "\u{1b}[2J"), ["  + \\u{1b}[2J"]);
+    }
+}
