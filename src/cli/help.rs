@@ -113,11 +113,13 @@ OPTIONS (setup):
     --no-test                 write without testing the connection
 
 ENVIRONMENT:
-    OPENAI_API_KEY            used when there is no config file: an OpenAI provider
+    OPENAI_API_KEY            an OpenAI provider, beside the config file's (the
+                              file's wins on a name both use)
     OPENAI_BASE_URL           … at this base URL (any OpenAI-compatible server)
     ANTHROPIC_API_KEY         … an Anthropic provider (ANTHROPIC_BASE_URL)
     OLLAMA_HOST               … an Ollama server
-    SPINDLE_HOME              where Spindle keeps its database (see --db)
+    SPINDLE_HOME              where Spindle keeps its database and, first of
+                              all places, looks for config.json (see --db, --config)
     RUST_LOG                  log filter for stderr (error, warn, info, debug, trace)
 
 Exit codes: 0 normal end, 1 runtime failure, 2 usage error.
