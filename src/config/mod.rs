@@ -418,7 +418,7 @@ impl Config {
                 path.display(),
                 err.line(),
                 err.column(),
-                describe(&err)
+                describe(&err, text)
             )
         })?;
         check_mcp_servers(
@@ -577,7 +577,22 @@ impl Config {
     }
 }
 
-fn describe(err: &serde_json::Error) -> String {
+fn describe(err: &serde_json::Error, file: &str) -> String {
+    // A comment where the error is: JSON has none, and serde's words
+    // ("key must be a string") do not say so.
+    let line = file.lines().nth(err.line().saturating_sub(1)).unwrap_or_default();
+    let from = line
+        .char_indices()
+        .nth(err.column().saturating_sub(1))
+        .map_or(line.len(), |(at, _)| at);
+    let before = line.get(..from.min(line.len())).unwrap_or_default();
+    let near = line.get(from.saturating_sub(1)..).unwrap_or_default();
+    if near.trim_start().starts_with("//")
+        || near.trim_start().starts_with("/*")
+        || before.trim_end().ends_with('/')
+    {
+        return "comments are not allowed: the config file is plain JSON; remove the comment (keep notes in another file)".into();
+    }
     let text = err.to_string();
     // serde appends " at line L column C"; the prefix already says where.
     match text.rfind(" at line ") {
@@ -760,6 +775,23 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_comment_is_named_as_such() {
+        let path = Path::new("config.json");
+        for text in [
+            "{\n  // my providers\n  \"providers\": {}\n}",
+            "{\"providers\": {} // trailing\n}",
+            "/* all */ {}",
+            "{\n  \"providers\": {}, /* x */\n  \"models\": {}\n}",
+        ] {
+            let error = Config::parse(text, path).unwrap_err();
+            assert!(error.contains("comments are not allowed"), "{text:?}: {error}");
+            assert!(error.starts_with("config.json:"), "{error}");
+        }
+        let error = Config::parse("{\"providers\": 3}", path).unwrap_err();
+        assert!(!error.contains("comments"), "{error}");
+    }
 
     #[test]
     fn parses_a_full_file() {
