@@ -36,6 +36,12 @@ pub enum Command {
         config: Option<std::path::PathBuf>,
         cwd: Option<std::path::PathBuf>,
     },
+    /// `spindle trust [PATH]` (true) and `spindle untrust [PATH]`.
+    Trust {
+        trusted: bool,
+        path: Option<std::path::PathBuf>,
+        config: Option<std::path::PathBuf>,
+    },
 }
 
 /// `spindle sessions …`.
@@ -110,6 +116,23 @@ pub fn parse_args() -> Result<Command, Usage> {
                 }
             }
             return Ok(Command::Doctor(args));
+        }
+        Value(command) if command == "trust" || command == "untrust" => {
+            let trusted = command == "trust";
+            let (mut path, mut config) = (None, None);
+            while let Some(arg) = parser.next().map_err(usage)? {
+                match arg {
+                    Long("config") => config = Some(parser.value().map_err(usage)?.into()),
+                    Short('h') | Long("help") => return Ok(Command::Help(Some("trust".into()))),
+                    Value(value) if path.is_none() => path = Some(value.into()),
+                    other => return Err(usage(other.unexpected())),
+                }
+            }
+            return Ok(Command::Trust {
+                trusted,
+                path,
+                config,
+            });
         }
         Value(command) if command == "completions" => {
             let shell = match parser.next().map_err(usage)? {

@@ -67,7 +67,7 @@ pub fn run(args: &DoctorArgs) -> Report {
     check_database(&mut lines, args.db.as_deref());
     check_sandbox(&mut lines);
     check_shell(&mut lines, config.as_ref());
-    check_workspace(&mut lines);
+    check_workspace(&mut lines, config.as_ref());
     lines.section("Logs");
     match config.as_ref().and_then(|c| c.log_file.clone()) {
         Some(path) => lines.ok(
@@ -336,8 +336,8 @@ fn check_tools(
 fn check_mcp(lines: &mut Lines, config: &Config) {
     let mut servers = config.mcp_servers.clone();
     if let Ok(cwd) = std::env::current_dir() {
-        if crate::config::project_trusted(config, &cwd) {
-            servers.extend(crate::config::project_mcp_servers(&cwd).unwrap_or_default());
+        if crate::config::project::project_trusted(config, &cwd) {
+            servers.extend(crate::config::project::project_mcp_servers(&cwd).unwrap_or_default());
         }
     }
     if servers.is_empty() {
@@ -368,17 +368,38 @@ fn check_mcp(lines: &mut Lines, config: &Config) {
 
 /// The files of the current folder's workspace that Spindle refuses to
 /// read on the repository's behalf (links out, FIFOs, devices, …).
-fn check_workspace(lines: &mut Lines) {
+fn check_workspace(lines: &mut Lines, config: Option<&Config>) {
     let Ok(cwd) = std::env::current_dir() else {
         return;
     };
     let skipped = crate::agent::skipped_files(&cwd, None);
-    if skipped.is_empty() {
+    let defaults = crate::config::project::project_defaults(&cwd);
+    if skipped.is_empty() && matches!(defaults, Ok(None)) {
         return;
     }
     lines.section("Workspace");
     for file in skipped {
         lines.warn("left out", &file.describe());
+    }
+    let trusted = config.is_some_and(|c| crate::config::project::project_trusted(c, &cwd));
+    match defaults {
+        Ok(None) => {}
+        Err(problem) => lines.warn("project defaults", &problem),
+        Ok(Some(defaults)) => {
+            let set = serde_json::to_string(&defaults).unwrap_or_default();
+            match trusted {
+                true => lines.ok(
+                    "project defaults",
+                    &format!("{set} (the project is trusted; approval counts up to auto)"),
+                ),
+                false => lines.warn(
+                    "project defaults",
+                    &format!(
+                        "{set} ignored: the project is not trusted (spindle trust here uses them)"
+                    ),
+                ),
+            }
+        }
     }
 }
 

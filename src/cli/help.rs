@@ -27,6 +27,10 @@ USAGE:
                               the MCP servers of the config (mcp_servers) and of
                               the project's .spindle/config.json (used only when
                               the project is trusted); the editor's join them
+    spindle trust [PATH] [--config PATH], spindle untrust [PATH]
+                              whether the project at PATH (default: here) is
+                              trusted: its .spindle/config.json rules, MCP
+                              servers and defaults count (saved in your config)
     spindle doctor [--config PATH] [--db PATH]
                               check the config, each provider (key, reachable,
                               models), the session database and the sandbox;
@@ -126,9 +130,11 @@ Exit codes: 0 normal end, 1 runtime failure, 2 usage error.
 ";
 
 /// The commands `spindle help` knows.
-pub const COMMANDS: [&str; 9] = [
+pub const COMMANDS: [&str; 11] = [
     "acp",
     "exec",
+    "trust",
+    "untrust",
     "doctor",
     "mcp",
     "sessions",
@@ -177,7 +183,8 @@ pub fn command_help(topic: &str) -> Option<String> {
             usage_lines("setup"),
             section("OPTIONS (setup):", "ENVIRONMENT:")
         ),
-        "sessions" | "sandbox" | "doctor" | "mcp" => usage_lines(topic),
+        "sessions" | "sandbox" | "doctor" | "mcp" | "trust" => usage_lines(topic),
+        "untrust" => usage_lines("trust"),
         "completions" => "USAGE:\n    spindle completions bash|zsh|fish\n                              print a shell completion script, e.g.\n                              spindle completions bash > ~/.local/share/bash-completion/completions/spindle\n".into(),
         "help" => "USAGE:\n    spindle help [COMMAND]    this help, or one command's\n".into(),
         _ => return None,

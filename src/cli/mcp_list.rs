@@ -40,8 +40,8 @@ pub fn mcp_list(
             describe(server)
         ));
     }
-    let trusted = crate::config::project_trusted(&config, &cwd);
-    for server in crate::config::project_mcp_servers(&cwd)? {
+    let trusted = crate::config::project::project_trusted(&config, &cwd);
+    for server in crate::config::project::project_mcp_servers(&cwd)? {
         out.push_str(&format!(
             "{}  {}  (from {}/.spindle/config.json{})\n",
             server["name"].as_str().unwrap_or("?"),

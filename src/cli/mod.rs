@@ -99,6 +99,11 @@ fn run(command: Command) -> Result<String, Failure> {
             }
         }
         Command::Completions(shell) => Ok(completions(&shell)),
+        Command::Trust {
+            trusted,
+            path,
+            config,
+        } => trust(trusted, path, config).map_err(Failure::Failed),
         Command::Version => Ok(match option_env!("SPINDLE_BUILD_COMMIT") {
             Some(commit) => format!("spindle {} (commit {commit})\n", env!("CARGO_PKG_VERSION")),
             None => format!("spindle {}\n", env!("CARGO_PKG_VERSION")),
@@ -165,4 +170,37 @@ fn check_model_provider(options: &crate::agent::Options) -> Result<(), Failure> 
         }
     }
     Ok(())
+}
+
+/// `spindle trust [PATH]` / `spindle untrust [PATH]`: whether a
+/// project's own `.spindle/config.json` (its rules, MCP servers and
+/// defaults) counts, saved in the user's config.
+fn trust(
+    trusted: bool,
+    path: Option<std::path::PathBuf>,
+    config: Option<std::path::PathBuf>,
+) -> Result<String, String> {
+    let path = match path {
+        Some(path) => path,
+        None => {
+            std::env::current_dir().map_err(|e| format!("cannot tell the current folder: {e}"))?
+        }
+    };
+    let project = crate::os::canonical(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !project.is_dir() {
+        return Err(format!("{} is not a folder", project.display()));
+    }
+    let config = config.unwrap_or_else(crate::config::default_path);
+    let key = project.display().to_string();
+    crate::config::project::set_trusted(&config, &key, trusted)?;
+    Ok(match trusted {
+        true => format!(
+            "Trusted {key}: its .spindle/config.json (permission rules, MCP servers, defaults) and its other project settings now count. Saved in {}.\n",
+            config.display()
+        ),
+        false => format!(
+            "No longer trusted: {key}; its .spindle/config.json can only tighten what you allow. Saved in {}.\n",
+            config.display()
+        ),
+    })
 }

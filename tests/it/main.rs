@@ -41,4 +41,5 @@ mod support;
 mod support_selftest;
 mod tools;
 mod trace_context;
+mod trust;
 mod unstable;

@@ -129,7 +129,7 @@ pub fn skipped_files(cwd: &Path, agent_dir: Option<&Path>) -> Vec<crate::tools::
     }
     skipped.extend(super::commands::available_and_skipped(cwd, agent_dir).1);
     let config = cwd.join(".spindle").join("config.json");
-    if let Err(why) = shipped::read(&config, cwd, crate::config::PROJECT_CONFIG_CAP) {
+    if let Err(why) = shipped::read(&config, cwd, crate::config::project::PROJECT_CONFIG_CAP) {
         skipped.push(Skipped { path: config, why });
     }
     skipped

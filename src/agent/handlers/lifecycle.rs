@@ -62,7 +62,8 @@ impl Dispatcher {
             .map_err(internal)?
             .and_then(|value| serde_json::from_value::<WorkspaceDefaults>(value).ok())
             .unwrap_or_default();
-        self.apply_start_values(&mut session, &registry, remembered);
+        let (project, project_notes) = project_defaults(&session.cwd, &registry);
+        self.apply_start_values(&mut session, &registry, remembered, &project);
         let settings = session.settings_json();
         let servers = redact_mcp_servers(&session.mcp_servers);
         let cwd_text = session.cwd.display().to_string();
@@ -115,6 +116,7 @@ impl Dispatcher {
         );
         session.mcp = mcp;
         self.notices_after_response(&session.id, notes);
+        self.notices_after_response(&session.id, project_notes);
         let response = json!({
             "sessionId": session_id,
             "modes": modes(&session),
@@ -134,21 +136,28 @@ impl Dispatcher {
         session: &mut Session,
         registry: &Registry,
         remembered: WorkspaceDefaults,
+        project: &crate::config::Defaults,
     ) {
         let defaults = &registry.config.defaults;
+        // A trusted project's own defaults come before what the
+        // workspace's last session chose, and the user's config after.
+        let project_model = project.model.as_ref().and_then(|m| registry.qualify(m));
         let explicit_model = self
             .options
             .model
             .as_ref()
             .and_then(|m| registry.qualify(m));
         let model = explicit_model
+            .or(project_model)
             .or(remembered.model)
             .filter(|m| registry.model(m).is_some())
             .or_else(|| registry.default_model.clone())
             .unwrap_or_default();
         session.settings.model = model;
-        let effort = remembered
+        let effort = project
             .effort
+            .clone()
+            .or(remembered.effort)
             .or_else(|| defaults.effort.clone())
             .unwrap_or_else(|| "auto".into());
         session.settings.effort =
@@ -160,6 +169,12 @@ impl Dispatcher {
         session.settings.preset = self
             .options
             .preset
+            .or_else(|| {
+                project
+                    .preset
+                    .as_deref()
+                    .and_then(crate::modes::Preset::parse)
+            })
             .or(remembered.preset)
             .or_else(|| {
                 defaults
@@ -176,11 +191,14 @@ impl Dispatcher {
             Policy::Yolo | Policy::Sandbox => Policy::Auto,
             other => other,
         });
-        let (policy, chosen_by) = match (self.options.permissions, carried, defaults.approval) {
+        let (policy, chosen_by) = match (self.options.permissions, project.approval, carried) {
             (Some(policy), _, _) => (policy, "the --permissions flag"),
-            (None, Some(policy), _) => (policy, "this workspace's last session"),
-            (None, None, Some(policy)) => (policy, "the config file's defaults.approval"),
-            (None, None, None) => (Policy::default(), ""),
+            (None, Some(policy), _) => (policy, "the project's .spindle/config.json"),
+            (None, None, Some(policy)) => (policy, "this workspace's last session"),
+            (None, None, None) => match defaults.approval {
+                Some(policy) => (policy, "the config file's defaults.approval"),
+                None => (Policy::default(), ""),
+            },
         };
         session.settings.policy = policy;
         session.start_notice = match policy {
@@ -430,8 +448,8 @@ impl Dispatcher {
         }
         if let Some(Ok(registry)) = &self.registry {
             more.extend(registry.config.mcp_servers.iter().cloned());
-            if crate::config::project_trusted(&registry.config, cwd) {
-                match crate::config::project_mcp_servers(cwd) {
+            if crate::config::project::project_trusted(&registry.config, cwd) {
+                match crate::config::project::project_mcp_servers(cwd) {
                     Ok(project) => more.extend(project),
                     Err(problem) => log::warn!("{problem}"),
                 }
@@ -691,4 +709,70 @@ fn start_mcp(
         })
         .collect();
     (mcp, notes)
+}
+
+/// A project's own defaults (`defaults` in its `.spindle/config.json`):
+/// used when the user trusts the project, an approval policy only up to
+/// `auto`; else ignored. Each case is said in a notice.
+fn project_defaults(
+    cwd: &std::path::Path,
+    registry: &Registry,
+) -> (crate::config::Defaults, Vec<acp::fit::Notice>) {
+    use acp::fit::Notice;
+    let mut defaults = match crate::config::project::project_defaults(cwd) {
+        Ok(Some(defaults)) => defaults,
+        Ok(None) => return Default::default(),
+        Err(problem) => {
+            return (
+                Default::default(),
+                vec![Notice::warning(
+                    "The project's defaults are not used",
+                    problem,
+                )],
+            )
+        }
+    };
+    let mut named: Vec<String> = Vec::new();
+    let mut add = |key: &str, value: Option<&str>| {
+        if let Some(value) = value {
+            named.push(format!("{key} {value}"));
+        }
+    };
+    add("model", defaults.model.as_deref());
+    add("effort", defaults.effort.as_deref());
+    add("preset", defaults.preset.as_deref());
+    let approval = defaults
+        .approval
+        .map(crate::agent::handlers::controls::policy_id);
+    add("approval", approval);
+    if named.is_empty() {
+        return Default::default();
+    }
+    let named = named.join(", ");
+    if !crate::config::project::project_trusted(&registry.config, cwd) {
+        let notice = Notice::info(
+            "The project's defaults are ignored",
+            format!(
+                "its .spindle/config.json sets {named}, but the project is not trusted; run `spindle trust` in {} to use them",
+                cwd.display()
+            ),
+        );
+        return (Default::default(), vec![notice]);
+    }
+    let mut notices = Vec::new();
+    if matches!(defaults.approval, Some(Policy::Yolo | Policy::Sandbox)) {
+        defaults.approval = None;
+        notices.push(Notice::warning(
+            "The project's approval policy is not used",
+            "a project may start sessions in ask or auto at most; choose sandbox or yolo yourself (--permissions, or the session's tool approval)",
+        ));
+    }
+    notices.insert(
+        0,
+        Notice::info(
+            "Project defaults",
+            format!("its .spindle/config.json sets {named}"),
+        ),
+    );
+    (defaults, notices)
 }

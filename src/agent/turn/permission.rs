@@ -410,7 +410,7 @@ impl Runner<'_> {
             return;
         };
         let project = self.root.display().to_string();
-        if let Err(error) = crate::config::add_project_rule(path, &project, rule.clone()) {
+        if let Err(error) = crate::config::project::add_project_rule(path, &project, rule.clone()) {
             log::warn!("cannot save the permission rule: {error}");
             self.updates
                 .borrow_mut()

@@ -187,7 +187,7 @@ impl Dispatcher {
                 .clone()
                 .unwrap_or_else(crate::config::default_path);
             let root = session.cwd.display().to_string();
-            match crate::config::add_project_rule(&path, &root, rule.clone()) {
+            match crate::config::project::add_project_rule(&path, &root, rule.clone()) {
                 Ok(()) => {
                     reply = format!(
                         "Allowed {what} in this workspace, saved in {}.",

@@ -400,7 +400,7 @@ pub(super) fn notices_and_rules(
     let mut user_rules = agent.map(|a| a.permissions.clone()).unwrap_or_default();
     user_rules.extend(registry.config.permissions.rules.clone());
     user_rules.extend(mine.map(|p| p.rules.clone()).unwrap_or_default());
-    let project_rules = match crate::config::project_rules(&session.cwd) {
+    let project_rules = match crate::config::project::project_rules(&session.cwd) {
         Ok(rules) => rules,
         Err(problem) => {
             log::warn!("{problem}");
