@@ -371,6 +371,12 @@ mod log_tests {
     }
 }
 
+/// `1 file`, `2 files`: a count and its noun, in the plural when it is
+/// not one.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `text` with its control characters (and bidirectional overrides)
 /// written out (`\u{1b}`), so that nothing printed can move the cursor,
 /// clear a line, change colours or reorder what is shown;

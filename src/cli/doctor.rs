@@ -166,7 +166,10 @@ fn check_providers(lines: &mut Lines, config: &Config) {
             Ok(models) => {
                 lines.ok(
                     name,
-                    &format!("{base} answers; {} models listed", models.len()),
+                    &format!(
+                        "{base} answers; {} listed",
+                        crate::util::count(models.len(), "model", "models")
+                    ),
                 );
                 if provider.gateway {
                     lines.ok(

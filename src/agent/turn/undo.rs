@@ -84,7 +84,11 @@ pub(super) fn run(
         Rewind::Redo => "Redo",
     };
     let files: usize = targets.iter().map(|c| c.files.len()).sum();
-    let title = format!("{verb}: {files} file(s) of {} turn(s)", targets.len());
+    let title = format!(
+        "{verb}: {} of {}",
+        crate::util::count(files, "file", "files"),
+        crate::util::count(targets.len(), "turn", "turns")
+    );
     let locations = targets
         .iter()
         .flat_map(|c| &c.files)

@@ -44,7 +44,12 @@ pub fn apply(
                 "no other change was made".to_string()
             } else {
                 format!(
-                    "the {index} change(s) before it were made ({})",
+                    "{} before it {} made ({})",
+                    match index {
+                        1 => "the change".to_string(),
+                        n => format!("the {n} changes"),
+                    },
+                    if index == 1 { "was" } else { "were" },
                     changes[..index]
                         .iter()
                         .map(|c| c.path.display().to_string())
@@ -228,7 +233,7 @@ mod tests {
             ]
         );
         assert!(
-            err.starts_with("/r/c: disk full (it was moved to /r/d but its new text was not written); the 2 change(s) before it were made (/r/a, /r/b), the 1 after it were not"),
+            err.starts_with("/r/c: disk full (it was moved to /r/d but its new text was not written); the 2 changes before it were made (/r/a, /r/b), the 1 after it were not"),
             "{err}"
         );
     }
