@@ -77,6 +77,7 @@ pub fn parse_args() -> Result<Command, Usage> {
             let topic = match parser.next().map_err(usage)? {
                 Some(Value(topic)) => Some(topic.string().map_err(usage)?),
                 None => None,
+                Some(Short('h') | Long("help")) => Some("help".to_string()),
                 Some(other) => return Err(usage(other.unexpected())),
             };
             if let Some(topic) = &topic {

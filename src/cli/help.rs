@@ -192,8 +192,35 @@ pub fn command_help(topic: &str) -> Option<String> {
     Some(text)
 }
 
-/// A completion script for `shell`: the commands and each one's flags.
+/// The values a flag takes, offered after it.
+const VALUES: [(&str, &str); 5] = [
+    ("--permissions", "ask auto sandbox yolo"),
+    ("--preset", "light balanced delivery"),
+    ("--profile", "economy balanced delivery"),
+    ("--kind", "openai anthropic responses"),
+    ("--on-reject", "stop continue"),
+];
+
+/// The words a command takes first (its own commands).
+const SUBCOMMANDS: [(&str, &str); 4] = [
+    ("sessions", "list show delete export"),
+    ("mcp", "list"),
+    ("completions", "bash zsh fish"),
+    (
+        "help",
+        "acp exec trust untrust doctor mcp sessions setup sandbox completions help",
+    ),
+];
+
+/// A completion script for `shell`: the commands, each one's own
+/// commands and flags, and the values of the flags that take a few.
 pub fn completions(shell: &str) -> String {
+    let subs = |topic: &str| {
+        SUBCOMMANDS
+            .iter()
+            .find(|(command, _)| *command == topic)
+            .map_or("", |(_, words)| words)
+    };
     let flags = |topic: &str| -> Vec<String> {
         let mut flags: Vec<String> = command_help(topic)
             .unwrap_or_default()
@@ -217,24 +244,36 @@ pub fn completions(shell: &str) -> String {
             let mut cases = String::new();
             for topic in COMMANDS {
                 cases.push_str(&format!(
-                    "        {topic}) COMPREPLY=($(compgen -W \"{}\" -- \"$cur\")) ;;\n",
+                    "        {topic}) COMPREPLY=($(compgen -W \"{} {}\" -- \"$cur\")) ;;\n",
+                    subs(topic),
                     flags(topic).join(" ")
                 ));
             }
+            let mut values = String::new();
+            for (flag, words) in VALUES {
+                values.push_str(&format!(
+                    "        {flag}) COMPREPLY=($(compgen -W \"{words}\" -- \"$cur\")); return ;;\n"
+                ));
+            }
             format!(
-                "# bash completion for spindle\n_spindle() {{\n    local cur=${{COMP_WORDS[COMP_CWORD]}}\n    if [ \"$COMP_CWORD\" -eq 1 ]; then\n        COMPREPLY=($(compgen -W \"{commands} --help --version\" -- \"$cur\"))\n        return\n    fi\n    case ${{COMP_WORDS[1]}} in\n{cases}    esac\n}}\ncomplete -o default -F _spindle spindle\n"
+                "# bash completion for spindle\n_spindle() {{\n    local cur=${{COMP_WORDS[COMP_CWORD]}}\n    if [ \"$COMP_CWORD\" -eq 1 ]; then\n        COMPREPLY=($(compgen -W \"{commands} --help --version\" -- \"$cur\"))\n        return\n    fi\n    case ${{COMP_WORDS[COMP_CWORD-1]}} in\n{values}    esac\n    case ${{COMP_WORDS[1]}} in\n{cases}    esac\n}}\ncomplete -o default -F _spindle spindle\n"
             )
         }
         "zsh" => {
             let mut cases = String::new();
             for topic in COMMANDS {
                 cases.push_str(&format!(
-                    "    {topic}) compadd -- {} ;;\n",
+                    "    {topic}) compadd -- {} {} ;;\n",
+                    subs(topic),
                     flags(topic).join(" ")
                 ));
             }
+            let mut values = String::new();
+            for (flag, words) in VALUES {
+                values.push_str(&format!("    {flag}) compadd -- {words}; return ;;\n"));
+            }
             format!(
-                "#compdef spindle\n_spindle() {{\n  if (( CURRENT == 2 )); then\n    compadd -- {commands} --help --version\n    return\n  fi\n  case $words[2] in\n{cases}  esac\n  _files\n}}\ncompdef _spindle spindle\n"
+                "#compdef spindle\n_spindle() {{\n  if (( CURRENT == 2 )); then\n    compadd -- {commands} --help --version\n    return\n  fi\n  case $words[CURRENT-1] in\n{values}  esac\n  case $words[2] in\n{cases}  esac\n  _files\n}}\ncompdef _spindle spindle\n"
             )
         }
         _ => {
@@ -243,11 +282,23 @@ pub fn completions(shell: &str) -> String {
                 "complete -c spindle -n '__fish_use_subcommand' -f -a '{commands}'\n"
             ));
             for topic in COMMANDS {
-                for flag in flags(topic) {
+                if !subs(topic).is_empty() {
                     out.push_str(&format!(
-                        "complete -c spindle -n '__fish_seen_subcommand_from {topic}' -l {}\n",
-                        flag.trim_start_matches("--")
+                        "complete -c spindle -n '__fish_seen_subcommand_from {topic}' -f -a '{}'\n",
+                        subs(topic)
                     ));
+                }
+                for flag in flags(topic) {
+                    let name = flag.trim_start_matches("--");
+                    let values = VALUES.iter().find(|(f, _)| *f == flag);
+                    match values {
+                        Some((_, words)) => out.push_str(&format!(
+                            "complete -c spindle -n '__fish_seen_subcommand_from {topic}' -l {name} -x -a '{words}'\n"
+                        )),
+                        None => out.push_str(&format!(
+                            "complete -c spindle -n '__fish_seen_subcommand_from {topic}' -l {name}\n"
+                        )),
+                    }
                 }
             }
             out

@@ -31,6 +31,11 @@ fn every_command_has_help() {
         (vec!["help", "completions"], "bash|zsh|fish"),
         (vec!["completions", "--help"], "bash|zsh|fish"),
         (vec!["sandbox", "--help"], "spindle sandbox"),
+        (vec!["help", "--help"], "spindle help [COMMAND]"),
+        (vec!["help", "-h"], "spindle help [COMMAND]"),
+        (vec!["trust", "--help"], "spindle untrust"),
+        (vec!["help", "untrust"], "spindle trust [PATH]"),
+        (vec!["exec", "--help"], "--continue"),
     ] {
         let (code, stdout, stderr) = run(&args);
         assert_eq!(code, Some(0), "{args:?}: {stderr}");
@@ -137,4 +142,34 @@ fn a_log_file_takes_the_log_instead_of_stderr() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("INFO"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What bash offers, asked the way bash asks: a flag's values, a
+/// command's own commands, exec's flags.
+#[cfg(unix)]
+#[test]
+fn bash_completes_values_subcommands_and_exec_flags() {
+    let (_, script, _) = run(&["completions", "bash"]);
+    let path = std::env::temp_dir().join(format!("spindle-complete-{}.bash", std::process::id()));
+    std::fs::write(&path, &script).unwrap();
+    let ask = |words: &str| -> String {
+        let line = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); _spindle; echo \"${{COMPREPLY[*]}}\"",
+            path.display()
+        );
+        match Command::new("bash").arg("-c").arg(&line).output() {
+            Ok(out) => String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            Err(_) => String::from("(no bash)"),
+        }
+    };
+    if ask("spindle ''") == "(no bash)" {
+        eprintln!("bash is not installed; completions not tried");
+        return;
+    }
+    assert_eq!(ask("spindle acp --permissions ''"), "ask auto sandbox yolo");
+    assert_eq!(ask("spindle exec --preset d"), "delivery");
+    assert!(ask("spindle sessions ''").contains("export"));
+    assert_eq!(ask("spindle exec --cont"), "--continue");
+    assert!(ask("spindle ''").contains("untrust"));
+    let _ = std::fs::remove_file(&path);
 }
