@@ -57,6 +57,12 @@ pub struct SessionsCommand {
 
 pub enum SessionsAction {
     List,
+    /// Removes the empty sessions, and those past an age or a count.
+    Prune {
+        older_than_days: Option<u64>,
+        keep: Option<usize>,
+        dry_run: bool,
+    },
     Show(String),
     Delete(String),
     Export(String),
@@ -367,10 +373,20 @@ fn parse_sessions(mut parser: lexopt::Parser) -> Result<SessionsCommand, Usage> 
     let mut cwd = None;
     let mut agent = None;
     let mut json = false;
+    let (mut older_than_days, mut keep, mut dry_run) = (None, None, false);
+    let number = |parser: &mut lexopt::Parser, flag: &str| -> Result<u64, Usage> {
+        let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+        value
+            .parse::<u64>()
+            .map_err(|_| Usage(format!("{flag} takes a whole number, got '{value}'")))
+    };
     while let Some(arg) = parser.next().map_err(usage)? {
         match arg {
             Short('h') | Long("help") => return Err(Usage(HELP_REQUESTED.into())),
             Long("json") => json = true,
+            Long("older-than") => older_than_days = Some(number(&mut parser, "--older-than")?),
+            Long("keep") => keep = Some(number(&mut parser, "--keep")? as usize),
+            Long("dry-run") => dry_run = true,
             Long("db") => db = Some(parser.value().map_err(usage)?.into()),
             Long("cwd") => cwd = Some(parser.value().map_err(usage)?.string().map_err(usage)?),
             Long("agent") => {
@@ -385,6 +401,11 @@ fn parse_sessions(mut parser: lexopt::Parser) -> Result<SessionsCommand, Usage> 
     let action = match words.as_slice() {
         [] => SessionsAction::List,
         [list] if list == "list" => SessionsAction::List,
+        [prune] if prune == "prune" => SessionsAction::Prune {
+            older_than_days,
+            keep,
+            dry_run,
+        },
         [show, id] if show == "show" => SessionsAction::Show(id.clone()),
         [delete, id] if delete == "delete" => SessionsAction::Delete(id.clone()),
         [export, id] if export == "export" => SessionsAction::Export(id.clone()),
@@ -395,7 +416,7 @@ fn parse_sessions(mut parser: lexopt::Parser) -> Result<SessionsCommand, Usage> 
         }
         _ => {
             return Err(Usage(format!(
-                "unknown sessions command '{}'; use list, show ID, export ID or delete ID",
+                "unknown sessions command '{}'; use list, show ID, export ID, delete ID or prune",
                 words.join(" ")
             )))
         }

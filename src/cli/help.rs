@@ -47,6 +47,10 @@ USAGE:
                               session/update a line, as a load replays it)
     spindle sessions delete ID [--db PATH]
                               delete a session and its history
+    spindle sessions prune [--older-than DAYS] [--keep N] [--cwd DIR] [--dry-run]
+                              remove the sessions nobody sent anything to, and
+                              those unused for DAYS or past the newest N
+                              (--dry-run: only say which); never a running one
     spindle setup [OPTIONS]   add a model provider to the config file: asks on a
                               terminal, or takes everything from flags; tests it
                               with one small request before writing
@@ -203,7 +207,7 @@ const VALUES: [(&str, &str); 5] = [
 
 /// The words a command takes first (its own commands).
 const SUBCOMMANDS: [(&str, &str); 4] = [
-    ("sessions", "list show delete export"),
+    ("sessions", "list show delete export prune"),
     ("mcp", "list"),
     ("completions", "bash zsh fish"),
     (

@@ -409,6 +409,16 @@ impl Store {
             > 0)
     }
 
+    /// Whether the user sent the session anything (see `USED`).
+    pub fn is_used(&self, id: &str) -> Result<bool> {
+        let sql = format!("SELECT {USED} FROM sessions WHERE id = ?1");
+        Ok(self
+            .connection
+            .query_row(&sql, [id], |row| row.get(0))
+            .optional()?
+            .unwrap_or(false))
+    }
+
     /// Removes a session the user never sent anything to (see `USED`),
     /// checked in the same statement, so a prompt that another process
     /// commits meanwhile keeps it. Returns whether it was removed.

@@ -242,3 +242,51 @@ fn sessions_have_a_header_json_an_export_and_take_id_prefixes() {
     assert_eq!(run.code, Some(1), "{run}");
     assert!(run.stderr.contains("names 2 sessions"), "{run}");
 }
+
+#[test]
+fn prune_removes_empty_old_and_surplus_sessions() {
+    let space = Space::new("cli-prune");
+    let mut agent = space.reader();
+    let empty = agent.new_session(&space.ws);
+    finish(agent);
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let mut agent = space.scripted(&json!({"replies": [{"text": "ok"}]}));
+        let session = agent.new_session(&space.ws);
+        prompt_ok(&mut agent, &session, &format!("prompt {n}"));
+        finish(agent);
+        ids.push(session);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let db = space.db.arg();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+            .args(["sessions", "prune", "--db", &db])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let said = run(&["--keep", "1", "--dry-run"]);
+    assert!(said.contains(&format!("would remove {empty}")), "{said}");
+    assert!(said.contains("Would remove 3 sessions."), "{said}");
+    assert_eq!(space.db.session_ids().len(), 4);
+    let said = run(&["--keep", "1"]);
+    assert!(
+        said.contains(&format!(
+            "removed {} — prompt 0 (older than the newest kept)",
+            ids[0]
+        )),
+        "{said}"
+    );
+    assert!(said.contains("(empty)"), "{said}");
+    assert_eq!(space.db.session_ids(), [ids[2].clone()]);
+    // Nothing is older than a day here.
+    assert!(run(&["--older-than", "1"]).contains("Removed 0 sessions."));
+}
