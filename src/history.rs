@@ -249,6 +249,13 @@ fn render(event: &Value, titles: &mut std::collections::HashMap<String, String>,
                                 "  (changed {})",
                                 item["path"].as_str().unwrap_or("")
                             );
+                            for line in crate::util::diff_lines(
+                                item["oldText"].as_str().unwrap_or_default(),
+                                item["newText"].as_str().unwrap_or_default(),
+                                40,
+                            ) {
+                                let _ = writeln!(out, "{line}");
+                            }
                         }
                         Some("content") => {
                             let text = text_of(&item["content"]);

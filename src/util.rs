@@ -237,6 +237,24 @@ mod encoding_tests {
     use super::*;
 
     #[test]
+    fn a_diff_shows_the_changed_middle() {
+        let old = "a\nb\nc\nd\n";
+        let new = "a\nB\nc2\nd\n";
+        assert_eq!(
+            diff_lines(old, new, 12),
+            ["  - b", "  - c", "  + B", "  + c2"]
+        );
+        assert_eq!(diff_lines("", "x\ny", 12), ["  + x", "  + y"]);
+        assert_eq!(diff_lines("same", "same", 12), Vec::<String>::new());
+        let long: String = (0..40).map(|n| format!("{n}\n")).collect();
+        let shown = diff_lines("", &long, 12);
+        assert_eq!(shown.len(), 13);
+        assert_eq!(shown.last().unwrap(), "  + … 28 more lines");
+        // A control sequence in a file is written out, not sent.
+        assert_eq!(diff_lines("", "\u{1b}[2J", 12), ["  + \\u{1b}[2J"]);
+    }
+
+    #[test]
     fn base64_round_trips_and_rejects_garbage() {
         for data in [&b""[..], b"f", b"fo", b"foo", b"foob", b"fooba", b"foobar"] {
             let encoded = base64_encode(data);
@@ -369,6 +387,34 @@ mod log_tests {
         assert_eq!(now, 1024 * 1024);
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+/// The changed lines between two texts, as one hunk: what lies between
+/// their common first and last lines, removed then added, at most
+/// `shown` of each.
+pub fn diff_lines(old: &str, new: &str, shown: usize) -> Vec<String> {
+    let old: Vec<&str> = old.lines().collect();
+    let new: Vec<&str> = new.lines().collect();
+    let same_start = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let rest = old.len().min(new.len()) - same_start;
+    let same_end = old
+        .iter()
+        .rev()
+        .zip(new.iter().rev())
+        .take(rest)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut lines = Vec::new();
+    for (sign, side) in [("-", &old), ("+", &new)] {
+        let changed = &side[same_start..side.len() - same_end];
+        for line in changed.iter().take(shown) {
+            lines.push(format!("  {sign} {}", visible(line, false)));
+        }
+        if changed.len() > shown {
+            lines.push(format!("  {sign} … {} more lines", changed.len() - shown));
+        }
+    }
+    lines
 }
 
 /// `1 file`, `2 files`: a count and its noun, in the plural when it is

@@ -301,44 +301,14 @@ fn shown_request(call: &Value, command: Option<&str>) -> String {
         if content["type"] == "diff" {
             let path = crate::util::visible(content["path"].as_str().unwrap_or_default(), false);
             lines.push(format!("  {path}"));
-            lines.extend(diff_lines(
+            lines.extend(crate::util::diff_lines(
                 content["oldText"].as_str().unwrap_or_default(),
                 content["newText"].as_str().unwrap_or_default(),
+                SHOWN_LINES,
             ));
         }
     }
     lines.join("\n")
-}
-
-/// The changed lines between two texts, as one hunk: what lies between
-/// their common first and last lines, removed then added, at most
-/// [`SHOWN_LINES`] of each.
-pub fn diff_lines(old: &str, new: &str) -> Vec<String> {
-    let old: Vec<&str> = old.lines().collect();
-    let new: Vec<&str> = new.lines().collect();
-    let same_start = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
-    let rest = old.len().min(new.len()) - same_start;
-    let same_end = old
-        .iter()
-        .rev()
-        .zip(new.iter().rev())
-        .take(rest)
-        .take_while(|(a, b)| a == b)
-        .count();
-    let mut lines = Vec::new();
-    for (sign, side) in [("-", &old), ("+", &new)] {
-        let changed = &side[same_start..side.len() - same_end];
-        for line in changed.iter().take(SHOWN_LINES) {
-            lines.push(format!("  {sign} {}", crate::util::visible(line, false)));
-        }
-        if changed.len() > SHOWN_LINES {
-            lines.push(format!(
-                "  {sign} … {} more lines",
-                changed.len() - SHOWN_LINES
-            ));
-        }
-    }
-    lines
 }
 
 /// A JSON line whose every character that a terminal would act on (DEL,
@@ -363,21 +333,6 @@ pub fn json_for_terminal(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_diff_shows_the_changed_middle() {
-        let old = "a\nb\nc\nd\n";
-        let new = "a\nB\nc2\nd\n";
-        assert_eq!(diff_lines(old, new), ["  - b", "  - c", "  + B", "  + c2"]);
-        assert_eq!(diff_lines("", "x\ny"), ["  + x", "  + y"]);
-        assert_eq!(diff_lines("same", "same"), Vec::<String>::new());
-        let long: String = (0..40).map(|n| format!("{n}\n")).collect();
-        let shown = diff_lines("", &long);
-        assert_eq!(shown.len(), SHOWN_LINES + 1);
-        assert_eq!(shown.last().unwrap(), "  + … 28 more lines");
-        // A control sequence in a file is written out, not sent.
-        assert_eq!(diff_lines("", "\u{1b}[2J"), ["  + \\u{1b}[2J"]);
-    }
 
     #[test]
     fn json_lines_carry_no_raw_terminal_controls() {

@@ -113,6 +113,8 @@ fn the_sessions_command_lists_shows_and_deletes() {
         "The notes are written.",
         "notes.txt",
         "completed",
+        // The edit itself, not only its file's name.
+        "  + alpha",
     ] {
         assert!(run.stdout.contains(expected), "no {expected:?}\n{run}");
     }
