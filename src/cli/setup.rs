@@ -212,16 +212,22 @@ pub fn run(
         written_key.as_ref(),
         &mut leftover,
     )?;
+    let default = config.defaults.model.clone().unwrap_or_default();
     summary.push_str(&format!(
-        "Wrote {}: provider {name} ({}, {base_url}{}), default model {id}.\n",
+        "Wrote {}: provider {name} ({}, {base_url}{}), {}.\n",
         path.display(),
         kind_name(kind),
         match &key_env {
             Some(var) => format!(", key from ${var}"),
             None if args.key_file.is_some() => ", key from a file".into(),
             None => ", no key".into(),
+        },
+        match default == id {
+            true => format!("default model {id}"),
+            false => format!("model {id}; the default model stays {default}"),
         }
     ));
+    summary.push_str("Next: `spindle doctor` checks the whole setup; `spindle exec \"hello\"` asks the model here; editors start `spindle acp` (docs/editors.md has each editor's settings).\n");
     Ok(summary)
 }
 
@@ -263,13 +269,37 @@ fn ask_kind(
 ) -> Result<(), String> {
     // A bad answer is asked again, with what was wrong.
     while args.kind.is_none() {
-        let answer = ask(input, output, "Provider kind: openai (Chat Completions, also Ollama, llama.cpp, vLLM, OpenRouter…), anthropic, responses", "openai")?;
+        let answer = ask(input, output, "Provider kind: openai (Chat Completions, also Ollama, llama.cpp, vLLM, OpenRouter…), anthropic, responses; or a local server's name: ollama, llama.cpp, lmstudio, vllm", "openai")?;
+        // A local server by its name: Chat Completions at its usual place.
+        let local = match answer
+            .to_ascii_lowercase()
+            .replace([' ', '-', '_'], "")
+            .as_str()
+        {
+            "ollama" => Some("http://localhost:11434/v1"),
+            "llama.cpp" | "llamacpp" | "llamaserver" => Some("http://localhost:8080/v1"),
+            "lmstudio" => Some("http://localhost:1234/v1"),
+            "vllm" => Some("http://localhost:8000/v1"),
+            _ => None,
+        };
+        if let Some(url) = local {
+            args.kind = Some(ProviderKind::Openai);
+            if args.base_url.is_none() {
+                let _ = writeln!(
+                    output,
+                    "  {answer} speaks Chat Completions (kind openai), usually at {url}"
+                );
+                let base = ask(input, output, "Base URL", url)?;
+                args.base_url = Some(base);
+            }
+            continue;
+        }
         match parse_kind(&answer) {
             Some(kind) => args.kind = Some(kind),
             None => {
                 let _ = writeln!(
                     output,
-                    "  {answer:?} is not a kind: answer openai, anthropic or responses."
+                    "  {answer:?} is not a kind: answer openai, anthropic or responses (or ollama, llama.cpp, lmstudio, vllm)."
                 );
             }
         }
@@ -490,7 +520,30 @@ fn set_default_model(
             .and_then(|list| list.iter().find(|m| m.id == model))
             .and_then(|m| m.context_window);
     }
-    config.defaults.model = Some(id.clone());
+    // Another default already: it changes only when the user says so
+    // (or named the model with --model).
+    let earlier = config
+        .defaults
+        .model
+        .clone()
+        .filter(|earlier| *earlier != id && config.models.contains_key(earlier));
+    let replace = match &earlier {
+        None => true,
+        Some(_) if args.model.is_some() => true,
+        Some(earlier) if interactive => {
+            let answer = ask(
+                input,
+                output,
+                &format!("Make {id} the default model instead of {earlier}? [y/N]"),
+                "n",
+            )?;
+            matches!(answer.to_ascii_lowercase().as_str(), "y" | "yes")
+        }
+        Some(_) => false,
+    };
+    if replace {
+        config.defaults.model = Some(id.clone());
+    }
     Ok((model, id))
 }
 
@@ -765,9 +818,11 @@ mod tests {
             "sk-pasted-key\n"
         );
         assert!(summary.contains("local/my-model"), "{summary}");
+        assert!(summary.contains("Next: `spindle doctor`"), "{summary}");
 
-        // A second run with the same name asks before replacing it.
-        let answers = "openai\nhttp://127.0.0.1:9/v1\nn\nsecond\n3\nother-model\n";
+        // A second run with the same name asks before replacing it, and
+        // before changing the default model (no, here).
+        let answers = "ollama\nhttp://127.0.0.1:9/v1\nn\nsecond\n3\nother-model\n\n";
         let mut input = std::io::Cursor::new(answers.as_bytes().to_vec());
         let mut output = Vec::new();
         let args = SetupArgs {
@@ -781,8 +836,14 @@ mod tests {
             shown.contains("A provider named \"local\" exists"),
             "{shown}"
         );
+        assert!(shown.contains("ollama speaks Chat Completions"), "{shown}");
+        assert!(
+            shown.contains("Make second/other-model the default model instead of local/my-model?"),
+            "{shown}"
+        );
         let config = Config::parse(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
         assert!(config.providers.contains_key("local") && config.providers.contains_key("second"));
+        assert_eq!(config.defaults.model.as_deref(), Some("local/my-model"));
     }
 
     #[test]

@@ -226,6 +226,9 @@ fn setup_on_a_terminal_forgives_typos_lists_models_and_hides_the_key() {
     pty.send("3");
     pty.expect("Model (a number or a name)");
     pty.send("2");
+    // A default exists: changing it is asked.
+    pty.expect("Make local/llama-8b the default model instead of mine/qwen-coder-32k?");
+    pty.send("y");
     pty.expect("The model answered: OK again");
     let (code, screen) = pty.wait();
     assert_eq!(code, Some(0), "{screen}");
