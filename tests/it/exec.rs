@@ -10,9 +10,29 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 fn exec(dir: &Path, script: &Value, args: &[&str], stdin: &str) -> Output {
+    run_exec(dir, script, args, stdin, false)
+}
+
+/// `exec` with `--script`; `alone`: with no controlling terminal (a new
+/// session), whatever runs the tests, so that nobody can be asked.
+fn run_exec(dir: &Path, script: &Value, args: &[&str], stdin: &str, alone: bool) -> Output {
     let script_path = dir.join("script.json");
     std::fs::write(&script_path, script.to_string()).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    #[cfg(unix)]
+    if alone {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setsid(2) between fork and exec, nothing else.
+        unsafe {
+            command.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = alone;
+    let mut child = command
         .arg("exec")
         .arg("--script")
         .arg(&script_path)
@@ -123,41 +143,9 @@ fn exec_rejects_permission_requests_without_a_terminal_and_reports_stops() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// `exec` with no controlling terminal (a new session), whatever runs
-/// the tests, so that nobody can be asked.
+/// `exec` that nobody can be asked from.
 fn exec_alone(dir: &Path, script: &Value, args: &[&str], stdin: &str) -> Output {
-    let script_path = dir.join("script.json");
-    std::fs::write(&script_path, script.to_string()).unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
-    // SAFETY: setsid(2) between fork and exec, nothing else.
-    #[cfg(unix)]
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        command.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let mut child = command
-        .arg("exec")
-        .arg("--script")
-        .arg(&script_path)
-        .args(args)
-        .current_dir(dir)
-        .env("SPINDLE_HOME", dir.join("home"))
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    run_exec(dir, script, args, stdin, true)
 }
 
 #[test]

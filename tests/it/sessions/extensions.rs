@@ -6,7 +6,7 @@
 //! the inbox with automatic dispatch, idempotency, pause on cancel,
 //! recovery after kill -9, every error, and cost quotes.
 
-use super::{call, err, load, ok, text_prompt, Space, WAIT};
+use super::{call, err, load, ok, text_prompt, wait_for, Space, WAIT};
 use crate::support::fake_openai::{chat_text, chunk_content, chunk_role, chunk_tool_call};
 use crate::support::fake_openai::{chunk_finish, chunk_usage, done};
 use crate::support::{Agent, FakeServer, Reply, Step};
@@ -39,23 +39,6 @@ fn slow_tool(pause_ms: u64) -> Reply {
         chunk_finish("tool_calls"),
         done(),
     ])
-}
-
-/// Waits for a message matching `wanted`; returns everything read.
-fn wait_for(agent: &mut Agent, wanted: impl Fn(&Value) -> bool) -> Vec<Value> {
-    let deadline = Instant::now() + WAIT;
-    let mut seen = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let message = agent
-            .recv(left)
-            .unwrap_or_else(|| panic!("never came; got {seen:#?}"));
-        let hit = wanted(&message);
-        seen.push(message);
-        if hit {
-            return seen;
-        }
-    }
 }
 
 fn events_of(messages: &[Value]) -> Vec<Value> {

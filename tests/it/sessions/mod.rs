@@ -490,6 +490,23 @@ fn wait_for_update(
     }
 }
 
+/// Waits for a message matching `wanted`; returns everything read.
+fn wait_for(agent: &mut Agent, wanted: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let message = agent
+            .recv(left)
+            .unwrap_or_else(|| panic!("never came; got {seen:#?}"));
+        let hit = wanted(&message);
+        seen.push(message);
+        if hit {
+            return seen;
+        }
+    }
+}
+
 /// Waits for the answers to all `ids`; returns them by id (as JSON text)
 /// together with everything else received meanwhile.
 fn wait_answers(agent: &mut Agent, ids: &[Value]) -> (HashMap<String, Value>, Vec<Value>) {

@@ -5,7 +5,7 @@
 //! fallback models are asked first, and a reset beyond the longest wait
 //! fails the turn naming the time.
 
-use super::{conversation, load, text_prompt, wait_for_update, Space, WAIT};
+use super::{conversation, load, text_prompt, wait_for, wait_for_update, Space, WAIT};
 use crate::support::agent::notice_text;
 use crate::support::fake_openai::chat_text;
 use crate::support::prelude::ok;
@@ -38,22 +38,12 @@ fn status(agent: &mut Agent, session: &str) -> Value {
 
 /// Waits for a `turn` event saying the session is idle again.
 fn wait_idle(agent: &mut Agent, session: &str) -> Vec<Value> {
-    let deadline = Instant::now() + WAIT;
-    let mut seen = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let message = agent
-            .recv(left)
-            .unwrap_or_else(|| panic!("the turn never ended; got {seen:#?}"));
-        let idle = message["method"] == "_spindle/event"
+    wait_for(agent, |message| {
+        message["method"] == "_spindle/event"
             && message["params"]["sessionId"] == session
             && message["params"]["kind"] == "turn"
-            && message["params"]["data"]["state"] == "idle";
-        seen.push(message);
-        if idle {
-            return seen;
-        }
-    }
+            && message["params"]["data"]["state"] == "idle"
+    })
 }
 
 #[test]
