@@ -162,6 +162,12 @@ pub fn parse_args() -> Result<Command, Usage> {
         }
         Value(command) if command == "acp" => {}
         Value(command) if command == "exec" => exec = Some(crate::cli::exec::ExecArgs::default()),
+        Value(command) if command == "chat" => {
+            exec = Some(crate::cli::exec::ExecArgs {
+                chat: true,
+                ..Default::default()
+            })
+        }
         Value(command) if command == "sessions" => {
             return parse_sessions(parser)
                 .map(Command::Sessions)
@@ -271,6 +277,14 @@ pub fn parse_args() -> Result<Command, Usage> {
                     }
                 };
             }
+            Short('h') | Long("help") if exec.as_ref().is_some_and(|e| e.chat) => {
+                return Ok(Command::Help(Some("chat".into())))
+            }
+            Long("hide-thoughts") if exec.as_ref().is_some_and(|e| e.chat) => {
+                if let Some(exec) = exec.as_mut() {
+                    exec.quiet = true;
+                }
+            }
             Short('h') | Long("help") if exec.is_some() => {
                 return Ok(Command::Help(Some("exec".into())))
             }
@@ -311,7 +325,7 @@ pub fn parse_args() -> Result<Command, Usage> {
         }
     }
     if let Some(exec) = exec {
-        if exec.prompt.is_none() {
+        if exec.prompt.is_none() && !exec.chat {
             return Err(Usage(
                 "'spindle exec' needs a prompt: spindle exec \"what to do\" (or - to read it from stdin)".into(),
             ));

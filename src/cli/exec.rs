@@ -36,6 +36,8 @@ pub struct ExecArgs {
     pub json: bool,
     pub quiet: bool,
     pub resume: Option<Resume>,
+    /// `spindle chat`: a conversation (`quiet` then hides the thoughts).
+    pub chat: bool,
 }
 
 /// The most bytes read from standard input (the prompt, or the context
@@ -151,6 +153,72 @@ pub fn run(options: Options, args: ExecArgs) -> Result<(), Failure> {
     ended.and(closed)
 }
 
+/// Opens the session: a new one, or the one to go on with (replayed
+/// into the printer when `replay`). Its id and the answer that opened it.
+pub(super) fn open_session(
+    link: &mut Link,
+    printer: &mut Printer,
+    cwd: &std::path::Path,
+    resume: Option<&Resume>,
+    replay: bool,
+    client_name: &str,
+) -> Result<(String, Value), Failure> {
+    let init = json!({"protocolVersion": 1,
+        // Notices are not the answer: they go to stderr.
+        "clientCapabilities": {"_meta": {"spindle": {"notices": true}}},
+        "clientInfo": {"name": client_name, "version": env!("CARGO_PKG_VERSION")}});
+    link.call("initialize", init, printer)?
+        .map_err(|e| said(printer, e))?;
+    let Some(resume) = resume else {
+        let opened = link
+            .call(
+                "session/new",
+                json!({"cwd": cwd, "mcpServers": []}),
+                printer,
+            )?
+            .map_err(|e| said(printer, e))?;
+        return Ok((
+            opened["sessionId"].as_str().unwrap_or_default().to_string(),
+            opened,
+        ));
+    };
+    let id = match resume {
+        Resume::Id(id) => id.clone(),
+        Resume::Latest => {
+            let listed = link
+                .call("session/list", json!({"cwd": cwd}), printer)?
+                .map_err(|e| said(printer, e))?;
+            match listed["sessions"][0]["sessionId"].as_str() {
+                Some(id) => id.to_string(),
+                None => {
+                    return Err(Failure::Failed(format!(
+                        "no earlier session in {}; start one without --continue",
+                        cwd.display()
+                    )))
+                }
+            }
+        }
+    };
+    let method = if replay {
+        "session/load"
+    } else {
+        "session/resume"
+    };
+    let params = json!({"sessionId": id, "cwd": cwd, "mcpServers": []});
+    let opened = link
+        .call(method, params, printer)?
+        .map_err(|e| said(printer, e))?;
+    Ok((id, opened))
+}
+
+/// A JSON-RPC error the agent answered, said on stderr.
+pub(super) fn said(printer: &mut Printer, error: Value) -> Failure {
+    printer.finish();
+    let message = error["message"].as_str().unwrap_or("the agent failed");
+    eprintln!("spindle: {}", crate::util::visible(message, true));
+    Failure::Broken
+}
+
 /// Opens the session (new, or the one to go on with), says which, sends
 /// the prompt and waits for its answer: the stop reason and the
 /// session's approval policy.
@@ -162,57 +230,15 @@ fn converse(
     prompt: &str,
     args: &ExecArgs,
 ) -> Result<(String, String), Failure> {
-    let fail = |printer: &mut Printer, error: Value| {
-        printer.finish();
-        let message = error["message"].as_str().unwrap_or("the agent failed");
-        eprintln!("spindle: {}", crate::util::visible(message, true));
-        Failure::Broken
-    };
-    let init = json!({"protocolVersion": 1,
-        // Notices are not the answer: they go to stderr.
-        "clientCapabilities": {"_meta": {"spindle": {"notices": true}}},
-        "clientInfo": {"name": "spindle-exec", "version": env!("CARGO_PKG_VERSION")}});
-    link.call("initialize", init, printer)?
-        .map_err(|e| fail(printer, e))?;
-    let (session, opened) = match &args.resume {
-        None => {
-            let opened = link
-                .call(
-                    "session/new",
-                    json!({"cwd": cwd, "mcpServers": []}),
-                    printer,
-                )?
-                .map_err(|e| fail(printer, e))?;
-            (
-                opened["sessionId"].as_str().unwrap_or_default().to_string(),
-                opened,
-            )
-        }
-        Some(resume) => {
-            let id = match resume {
-                Resume::Id(id) => id.clone(),
-                Resume::Latest => {
-                    let listed = link
-                        .call("session/list", json!({"cwd": cwd}), printer)?
-                        .map_err(|e| fail(printer, e))?;
-                    match listed["sessions"][0]["sessionId"].as_str() {
-                        Some(id) => id.to_string(),
-                        None => {
-                            return Err(Failure::Failed(format!(
-                                "no earlier session in {}; run spindle exec without --continue to start one",
-                                cwd.display()
-                            )))
-                        }
-                    }
-                }
-            };
-            let params = json!({"sessionId": id, "cwd": cwd, "mcpServers": []});
-            let opened = link
-                .call("session/resume", params, printer)?
-                .map_err(|e| fail(printer, e))?;
-            (id, opened)
-        }
-    };
+    let fail = said;
+    let (session, opened) = open_session(
+        link,
+        printer,
+        cwd,
+        args.resume.as_ref(),
+        false,
+        "spindle-exec",
+    )?;
     let policy = header(printer, &opened, &session, args.resume.is_some());
     if let Ok(mut running) = running.lock() {
         *running = Some((link.sender(), session.clone()));
@@ -240,7 +266,12 @@ fn converse(
 
 /// The header on stderr: the model, the approval policy (returned), the
 /// session.
-fn header(printer: &mut Printer, opened: &Value, session: &str, resumed: bool) -> String {
+pub(super) fn header(
+    printer: &mut Printer,
+    opened: &Value,
+    session: &str,
+    resumed: bool,
+) -> String {
     let option = |id: &str| {
         opened["configOptions"]
             .as_array()

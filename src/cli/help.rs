@@ -23,6 +23,14 @@ USAGE:
                               exit 0 when the turn ends normally, 1 on an error,
                               3 on another stop reason (a limit, approval nobody
                               could give), 130 after Ctrl-C
+    spindle chat [OPTIONS] [--continue | --session ID] [--hide-thoughts] [PROMPT]
+                              a conversation here, in the terminal: each line a
+                              prompt or a slash command (/undo, /compact, /help),
+                              the answer streamed, approvals asked with the diff
+                              or the command; Ctrl-C cancels a turn, twice at the
+                              prompt (or /exit, Ctrl-D) leaves; --continue and
+                              --session show the conversation, then go on; takes
+                              acp's options
     spindle mcp list [--cwd DIR] [--config PATH]
                               the MCP servers of the config (mcp_servers) and of
                               the project's .spindle/config.json (used only when
@@ -134,9 +142,10 @@ Exit codes: 0 normal end, 1 runtime failure, 2 usage error.
 ";
 
 /// The commands `spindle help` knows.
-pub const COMMANDS: [&str; 11] = [
+pub const COMMANDS: [&str; 12] = [
     "acp",
     "exec",
+    "chat",
     "trust",
     "untrust",
     "doctor",
@@ -177,9 +186,9 @@ pub fn command_help(topic: &str) -> Option<String> {
             section("OPTIONS (acp):", "OPTIONS (setup):"),
             section("ENVIRONMENT:", "Exit codes:")
         ),
-        "exec" => format!(
+        "exec" | "chat" => format!(
             "{}\n{}\n",
-            usage_lines("exec"),
+            usage_lines(topic),
             section("OPTIONS (acp):", "OPTIONS (setup):")
         ),
         "setup" => format!(
@@ -212,7 +221,7 @@ const SUBCOMMANDS: [(&str, &str); 4] = [
     ("completions", "bash zsh fish"),
     (
         "help",
-        "acp exec trust untrust doctor mcp sessions setup sandbox completions help",
+        "acp exec chat trust untrust doctor mcp sessions setup sandbox completions help",
     ),
 ];
 

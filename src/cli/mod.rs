@@ -5,6 +5,7 @@
 //! chosen, by [`Failure::exit_code`].
 
 pub mod args;
+mod chat;
 pub mod doctor;
 pub mod exec;
 mod failure;
@@ -128,7 +129,11 @@ fn run(command: Command) -> Result<String, Failure> {
             if let Ok(exe) = std::env::current_exe() {
                 crate::process::guard::enable(exe);
             }
-            crate::cli::exec::run(options, args).map(|()| String::new())
+            match args.chat {
+                true => crate::cli::chat::run(options, args),
+                false => crate::cli::exec::run(options, args),
+            }
+            .map(|()| String::new())
         }
         Command::Acp(mut options) => {
             // An agent file: read and checked before any protocol output.

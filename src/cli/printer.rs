@@ -39,6 +39,8 @@ pub struct Printer {
     /// Tool calls by id: their title, kind and command.
     calls: HashMap<String, (String, String)>,
     pub unasked: Vec<Unasked>,
+    /// Show the user's messages too (a replayed conversation).
+    pub user: bool,
 }
 
 fn visible(text: &str) -> String {
@@ -56,6 +58,7 @@ impl Printer {
             thinking: false,
             calls: HashMap::new(),
             unasked: Vec::new(),
+            user: false,
         }
     }
 
@@ -144,6 +147,11 @@ impl Printer {
         match update["sessionUpdate"].as_str().unwrap_or_default() {
             "agent_message_chunk" if update["_meta"]["spindle"]["parentToolCallId"].is_null() => {
                 self.answer(update["messageId"].as_str(), text)
+            }
+            "user_message_chunk" if self.user => {
+                self.finish();
+                println!("\n› {text}");
+                self.message = None;
             }
             "notice" => {
                 let title = visible(update["title"].as_str().unwrap_or_default());

@@ -7,6 +7,7 @@
 mod agents;
 mod architecture;
 mod attacks;
+mod chat;
 mod commands;
 mod content;
 mod controls;
