@@ -16,6 +16,7 @@ mod mcp_list;
 mod printer;
 mod sessions;
 pub mod setup;
+mod setup_ask;
 
 use args::{parse_args, Command, Usage};
 pub use failure::Failure;

@@ -2,6 +2,8 @@
 //! terminal, or entirely from flags — after testing it with one small
 //! request. A config file that cannot be parsed is never overwritten.
 
+pub use super::setup_ask::parse_kind;
+use super::setup_ask::{ask, ask_base_url, ask_kind};
 use crate::config::{Config, ProviderConfig, ProviderKind};
 use crate::provider::http::Timeouts;
 use crate::provider::{Provider, Sink};
@@ -27,15 +29,6 @@ pub struct SetupArgs {
     pub config: Option<PathBuf>,
     /// Skip the test request.
     pub no_test: bool,
-}
-
-pub fn parse_kind(text: &str) -> Option<ProviderKind> {
-    match text {
-        "openai" | "chat" => Some(ProviderKind::Openai),
-        "anthropic" => Some(ProviderKind::Anthropic),
-        "responses" => Some(ProviderKind::Responses),
-        _ => None,
-    }
 }
 
 fn kind_name(kind: ProviderKind) -> &'static str {
@@ -124,34 +117,6 @@ fn read_key(
     }
 }
 
-/// Asks one question on the terminal; an empty answer takes the default.
-fn ask(
-    input: &mut dyn BufRead,
-    output: &mut dyn Write,
-    question: &str,
-    default: &str,
-) -> Result<String, String> {
-    if default.is_empty() {
-        let _ = write!(output, "{question}: ");
-    } else {
-        let _ = write!(output, "{question} [{default}]: ");
-    }
-    let _ = output.flush();
-    let mut line = String::new();
-    let read = input
-        .read_line(&mut line)
-        .map_err(|err| format!("cannot read the answer: {err}"))?;
-    if read == 0 {
-        return Err("setup was aborted (end of input)".into());
-    }
-    let answer = line.trim();
-    Ok(if answer.is_empty() {
-        default.to_string()
-    } else {
-        answer.to_string()
-    })
-}
-
 /// Runs the setup. Returns the summary to print; errors are messages for
 /// stderr (exit code 1).
 pub fn run(
@@ -213,6 +178,11 @@ pub fn run(
         &mut leftover,
     )?;
     let default = config.defaults.model.clone().unwrap_or_default();
+    let base_url = config
+        .providers
+        .get(&name)
+        .and_then(|p| p.base_url.clone())
+        .unwrap_or(base_url);
     summary.push_str(&format!(
         "Wrote {}: provider {name} ({}, {base_url}{}), {}.\n",
         path.display(),
@@ -251,76 +221,12 @@ fn ask_missing(
     input: &mut dyn BufRead,
     output: &mut dyn Write,
 ) -> Result<(), String> {
-    ask_kind(args, input, output)?;
+    ask_kind(&mut args.kind, &mut args.base_url, input, output)?;
     let kind = args.kind.unwrap_or(ProviderKind::Openai);
-    ask_base_url(args, kind, input, output)?;
+    ask_base_url(&mut args.base_url, kind, input, output)?;
     ask_name(args, config, kind, input, output)?;
     if args.key_env.is_none() && args.key_file.is_none() && !args.no_key && !args.key_stdin {
         ask_key_source(args, kind, input, output)?;
-    }
-    Ok(())
-}
-
-/// Asks for the provider kind until the answer is one.
-fn ask_kind(
-    args: &mut SetupArgs,
-    input: &mut dyn BufRead,
-    output: &mut dyn Write,
-) -> Result<(), String> {
-    // A bad answer is asked again, with what was wrong.
-    while args.kind.is_none() {
-        let answer = ask(input, output, "Provider kind: openai (Chat Completions, also Ollama, llama.cpp, vLLM, OpenRouter…), anthropic, responses; or a local server's name: ollama, llama.cpp, lmstudio, vllm", "openai")?;
-        // A local server by its name: Chat Completions at its usual place.
-        let local = match answer
-            .to_ascii_lowercase()
-            .replace([' ', '-', '_'], "")
-            .as_str()
-        {
-            "ollama" => Some("http://localhost:11434/v1"),
-            "llama.cpp" | "llamacpp" | "llamaserver" => Some("http://localhost:8080/v1"),
-            "lmstudio" => Some("http://localhost:1234/v1"),
-            "vllm" => Some("http://localhost:8000/v1"),
-            _ => None,
-        };
-        if let Some(url) = local {
-            args.kind = Some(ProviderKind::Openai);
-            if args.base_url.is_none() {
-                let _ = writeln!(
-                    output,
-                    "  {answer} speaks Chat Completions (kind openai), usually at {url}"
-                );
-                let base = ask(input, output, "Base URL", url)?;
-                args.base_url = Some(base);
-            }
-            continue;
-        }
-        match parse_kind(&answer) {
-            Some(kind) => args.kind = Some(kind),
-            None => {
-                let _ = writeln!(
-                    output,
-                    "  {answer:?} is not a kind: answer openai, anthropic or responses (or ollama, llama.cpp, lmstudio, vllm)."
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Asks for the base URL until it is an http(s) one.
-fn ask_base_url(
-    args: &mut SetupArgs,
-    kind: ProviderKind,
-    input: &mut dyn BufRead,
-    output: &mut dyn Write,
-) -> Result<(), String> {
-    while args.base_url.is_none() {
-        let answer = ask(input, output, "Base URL", kind.default_base_url())?;
-        if answer.starts_with("http://") || answer.starts_with("https://") {
-            args.base_url = Some(answer);
-        } else {
-            let _ = writeln!(output, "  the base URL starts with http:// or https:// (for example http://localhost:11434/v1)");
-        }
     }
     Ok(())
 }
@@ -497,7 +403,32 @@ fn set_default_model(
     output: &mut dyn Write,
 ) -> Result<(String, String), String> {
     // What the server serves (not asked of an official endpoint).
-    let listed = listed_models(config, name, base_url);
+    let mut listed = listed_models(config, name, base_url);
+    // A URL without /v1 that lists nothing: offered with /v1 when that
+    // one answers.
+    let with_v1 = format!("{}/v1", base_url.trim_end_matches('/'));
+    if interactive && listed.is_err() && !base_url.trim_end_matches('/').ends_with("/v1") {
+        let there = listed_models(config, name, &with_v1);
+        if there.is_ok() {
+            let answer = ask(
+                input,
+                output,
+                &format!("{base_url} lists no models, {with_v1} does; use {with_v1}? [Y/n]"),
+                "y",
+            )?;
+            if matches!(answer.to_ascii_lowercase().as_str(), "y" | "yes") {
+                if let Some(provider) = config.providers.get_mut(name) {
+                    provider.base_url = Some(with_v1.clone());
+                }
+                listed = there;
+            }
+        }
+    }
+    let base_url = config.providers[name]
+        .base_url
+        .clone()
+        .unwrap_or_else(|| base_url.to_string());
+    let base_url = base_url.as_str();
     let model = match args.model.clone() {
         Some(model) => model,
         None if interactive => choose_model(input, output, config, name, base_url, &listed)?,
@@ -844,6 +775,61 @@ mod tests {
         let config = Config::parse(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
         assert!(config.providers.contains_key("local") && config.providers.contains_key("second"));
         assert_eq!(config.defaults.model.as_deref(), Some("local/my-model"));
+    }
+
+    /// A server that lists its models at /v1/models only.
+    fn serve_v1_only() -> String {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for socket in listener.incoming().take(8) {
+                let Ok(mut socket) = socket else { return };
+                let mut buffer = [0u8; 4096];
+                let read = socket.read(&mut buffer).unwrap_or(0);
+                let head = String::from_utf8_lossy(&buffer[..read]).to_string();
+                let (status, body) = match head.starts_with("GET /v1/models") {
+                    true => ("200 OK", r#"{"data":[{"id":"tiny"}]}"#),
+                    false => ("404 Not Found", "not here"),
+                };
+                let _ = write!(
+                    socket,
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        format!("http://{address}")
+    }
+
+    #[test]
+    fn a_base_url_without_v1_is_offered_with_it() {
+        let path = temp_config();
+        let base = serve_v1_only();
+        let mut input = std::io::Cursor::new(b"\n1\n".to_vec());
+        let mut output = Vec::new();
+        let args = SetupArgs {
+            config: Some(path.clone()),
+            kind: Some(ProviderKind::Openai),
+            base_url: Some(base.clone()),
+            name: Some("local".into()),
+            no_key: true,
+            no_test: true,
+            ..SetupArgs::default()
+        };
+        let summary = run(args, true, &mut input, &mut output).unwrap();
+        let shown = String::from_utf8_lossy(&output);
+        assert!(
+            shown.contains(&format!("{base} lists no models, {base}/v1 does")),
+            "{shown}"
+        );
+        let config = Config::parse(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
+        assert_eq!(
+            config.providers["local"].base_url.as_deref(),
+            Some(format!("{base}/v1").as_str())
+        );
+        assert!(summary.contains(&format!("{base}/v1")), "{summary}");
+        assert_eq!(config.defaults.model.as_deref(), Some("local/tiny"));
     }
 
     #[test]
