@@ -12,7 +12,8 @@ fn chat(dir: &Path, script: &serde_json::Value, args: &[&str], typed: &str) -> O
     let script_path = dir.join("script.json");
     std::fs::write(&script_path, script.to_string()).unwrap();
     let db = dir.join("sessions.db");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    command
         .arg("chat")
         .arg("--script")
         .arg(&script_path)
@@ -21,19 +22,8 @@ fn chat(dir: &Path, script: &serde_json::Value, args: &[&str], typed: &str) -> O
         .args(args)
         .current_dir(dir)
         .env("SPINDLE_HOME", dir.join("home"))
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(typed.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+        .env_remove("RUST_LOG");
+    crate::support::agent::output_with_input(&mut command, typed.as_bytes())
 }
 
 #[test]

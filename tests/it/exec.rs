@@ -5,7 +5,6 @@
 
 use crate::support::temp_dir;
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -32,26 +31,15 @@ fn run_exec(dir: &Path, script: &Value, args: &[&str], stdin: &str, alone: bool)
     }
     #[cfg(not(unix))]
     let _ = alone;
-    let mut child = command
+    command
         .arg("exec")
         .arg("--script")
         .arg(&script_path)
         .args(args)
         .current_dir(dir)
         .env("SPINDLE_HOME", dir.join("home"))
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+        .env_remove("RUST_LOG");
+    crate::support::agent::output_with_input(&mut command, stdin.as_bytes())
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -846,3 +846,20 @@ pub fn notices_text(messages: &[Value]) -> String {
         .map(notice_text)
         .collect()
 }
+
+/// Runs `command` with `input` on its stdin (then closed) and its stdout
+/// and stderr captured.
+pub fn output_with_input(
+    command: &mut std::process::Command,
+    input: &[u8],
+) -> std::process::Output {
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
