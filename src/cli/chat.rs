@@ -25,7 +25,9 @@ struct Interrupt {
     armed: bool,
 }
 
-pub fn run(options: Options, args: ExecArgs) -> Result<(), Failure> {
+pub fn run(mut options: Options, args: ExecArgs) -> Result<(), Failure> {
+    // Termination signals are the chat's to handle, not the agent's.
+    options.signals = false;
     let cwd = std::env::current_dir()
         .map_err(|error| Failure::Failed(format!("cannot tell the current folder: {error}")))?;
     let interrupt: Arc<Mutex<Interrupt>> = Arc::default();

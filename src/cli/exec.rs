@@ -113,7 +113,10 @@ fn prompt_text(args: &ExecArgs) -> Result<String, Failure> {
 /// code 3) on any other stop reason or when a call needed approval that
 /// nobody could give, [`Failure::Cancelled`] (130) after Ctrl-C, another
 /// failure (1) on an error.
-pub fn run(options: Options, args: ExecArgs) -> Result<(), Failure> {
+pub fn run(mut options: Options, args: ExecArgs) -> Result<(), Failure> {
+    // Termination signals are exec's to handle (below), not the
+    // in-process agent's: one handler per process.
+    options.signals = false;
     let prompt = prompt_text(&args)?;
     let cwd = std::env::current_dir()
         .map_err(|error| Failure::Failed(format!("cannot tell the current folder: {error}")))?;
@@ -150,7 +153,11 @@ pub fn run(options: Options, args: ExecArgs) -> Result<(), Failure> {
         ),
         Err(failure) => Err(failure),
     };
-    ended.and(closed)
+    match (ended, closed) {
+        // The agent ended early: its own words say why.
+        (Err(Failure::Broken), Err(why)) => Err(why),
+        (ended, closed) => ended.and(closed),
+    }
 }
 
 /// Opens the session: a new one, or the one to go on with (replayed

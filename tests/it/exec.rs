@@ -311,6 +311,10 @@ fn exec_takes_piped_input_as_context_and_names_running_jobs() {
         exported.contains(r"review this\n\n<stdin>\ndiff --git a b\n</stdin>"),
         "{exported}"
     );
+    // The job is a sh command line (cmd has no sleep).
+    if cfg!(windows) {
+        return;
+    }
     let out = exec(&dir, &script, &["--permissions", "yolo", "review this"], "");
     let stderr = text(&out.stderr);
     assert!(
