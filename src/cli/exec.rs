@@ -73,23 +73,26 @@ fn piped_context() -> Result<Option<String>, Failure> {
     if std::io::stdin().is_terminal() {
         return Ok(None);
     }
+    let (started, arrived) = crossbeam_channel::bounded(1);
     let (sender, receiver) = crossbeam_channel::bounded(1);
     // Detached: a silent pipe leaves it blocked until the process ends.
     let reader = std::thread::Builder::new()
         .name("spindle-exec-stdin".into())
         .spawn(move || {
+            // The first bytes (or the end) arrive: then the rest is read.
+            let _ = std::io::BufRead::fill_buf(&mut std::io::stdin().lock());
+            let _ = started.send(());
             let _ = sender.send(read_stdin("the input"));
         });
-    if reader.is_err() {
+    if reader.is_err() || arrived.recv_timeout(STDIN_WAIT).is_err() {
         return Ok(None);
     }
-    match receiver.recv_timeout(STDIN_WAIT) {
+    match receiver.recv_timeout(std::time::Duration::from_secs(60)) {
         Ok(text) => Ok(Some(text?).filter(|t| !t.trim().is_empty())),
-        // Still reading what came, or nothing came at all.
-        Err(_) => match receiver.recv_timeout(std::time::Duration::from_secs(30)) {
-            Ok(text) => Ok(Some(text?).filter(|t| !t.trim().is_empty())),
-            Err(_) => Ok(None),
-        },
+        Err(_) => Err(Failure::Failed(
+            "the input piped in did not end within a minute; close it, or give the prompt alone"
+                .into(),
+        )),
     }
 }
 

@@ -323,3 +323,38 @@ fn exec_takes_piped_input_as_context_and_names_running_jobs() {
     );
     assert!(stderr.contains("`sleep 30`"), "{stderr}");
 }
+
+/// A pipe that stays open and silent (a parent that never writes nor
+/// closes it) is not waited for: exec answers from the prompt alone.
+#[test]
+fn a_silent_open_pipe_is_not_waited_for() {
+    let dir = temp_dir("exec-silent-pipe");
+    let script = json!({"replies": [{"text": "Answered."}]});
+    let script_path = dir.join("script.json");
+    std::fs::write(&script_path, script.to_string()).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["exec", "--script"])
+        .arg(&script_path)
+        .arg("hello")
+        .current_dir(&dir)
+        .env("SPINDLE_HOME", dir.join("home"))
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Held open, never written.
+    let _stdin = child.stdin.take();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "exec waited for the silent pipe"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "Answered.\n");
+}
