@@ -6,110 +6,11 @@
 use crate::support::agent::fresh_machine;
 use crate::support::fake_openai::chat_text;
 use crate::support::prelude::WAIT;
+use crate::support::pty::Pty;
 use crate::support::{temp_dir, FakeServer, Reply};
 use serde_json::{json, Value};
-use std::fs::File;
-use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-/// A program running on the slave side of a fresh pseudo-terminal; the
-/// test holds the master: what it writes is typed, what it reads is the
-/// screen (including the terminal's own echo of what was typed).
-struct Pty {
-    master: File,
-    screen: Arc<Mutex<String>>,
-    /// How much of the screen `expect` has consumed.
-    seen: usize,
-    child: Child,
-    /// The thread copying the master to `screen`; it ends at the EIO that
-    /// follows the close of the last slave descriptor.
-    reader: std::thread::JoinHandle<()>,
-}
-
-impl Pty {
-    fn spawn(mut command: Command) -> Pty {
-        let (master, slave) = crate::support::pty::open();
-        command
-            .stdin(Stdio::from(slave.try_clone().unwrap()))
-            .stdout(Stdio::from(slave.try_clone().unwrap()))
-            .stderr(Stdio::from(slave));
-        let child = command.spawn().expect("cannot start spindle setup");
-        // The command holds its copies now; ours are gone with `command`.
-        drop(command);
-        let screen = Arc::new(Mutex::new(String::new()));
-        let mut reader = master.try_clone().unwrap();
-        let sink = Arc::clone(&screen);
-        let reader = std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            // Ends with EIO once the last slave descriptor closes.
-            while let Ok(n @ 1..) = reader.read(&mut buf) {
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Pty {
-            master,
-            screen,
-            seen: 0,
-            child,
-            reader,
-        }
-    }
-
-    fn screen(&self) -> String {
-        self.screen.lock().unwrap().clone()
-    }
-
-    /// Waits until `text` shows after what was already consumed.
-    fn expect(&mut self, text: &str) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let screen = self.screen();
-            if let Some(at) = screen[self.seen..].find(text) {
-                self.seen += at + text.len();
-                return;
-            }
-            if Instant::now() > deadline {
-                panic!(
-                    "{text:?} never showed; the screen after the last match:\n{}",
-                    &screen[self.seen..]
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Types a line (the terminal turns `\r` into the newline).
-    fn send(&mut self, line: &str) {
-        self.master
-            .write_all(format!("{line}\r").as_bytes())
-            .unwrap();
-    }
-
-    fn wait(&mut self) -> (Option<i32>, String) {
-        let deadline = Instant::now() + WAIT;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("setup did not end; the screen:\n{}", self.screen());
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        // What the program wrote last is on the screen once the reader
-        // has seen the terminal close.
-        while !self.reader.is_finished() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        (status.code(), self.screen())
-    }
-}
+use std::process::Command;
 
 fn setup_on_a_terminal(config: &Path, home: &Path) -> Pty {
     let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
@@ -292,7 +193,7 @@ fn setup_on_a_terminal_stops_cleanly_on_end_of_input() {
     let mut pty = setup_on_a_terminal(&config, &home);
     pty.expect("Provider kind");
     // Ctrl-D at the start of a line: a read of zero bytes.
-    pty.master.write_all(&[4]).unwrap();
+    pty.type_bytes(&[4]);
     let (code, screen) = pty.wait();
     assert_eq!(code, Some(1), "{screen}");
     assert!(screen.contains("aborted"), "{screen}");
@@ -374,7 +275,7 @@ fn the_terminal_auth_method_starts_the_wizard() {
     command.env("TERM", "dumb");
     let mut pty = Pty::spawn(command);
     pty.expect("Provider kind");
-    pty.master.write_all(&[4]).unwrap();
+    pty.type_bytes(&[4]);
     let (code, screen) = pty.wait();
     assert_eq!(code, Some(1), "{screen}");
     assert!(screen.contains("aborted"), "{screen}");
