@@ -3,18 +3,21 @@
 //! `›` prompt is a prompt (slash commands included: `/undo`, `/compact`,
 //! `/help`, custom ones), the answer streams on stdout, thoughts, tool
 //! calls and the plan on stderr, approvals are asked on the terminal with
-//! the command or the diff. Ctrl-C cancels the running turn; at the
-//! prompt a second one (or `/exit`, or Ctrl-D) leaves. `--continue` and
+//! the command or the diff. On a terminal lines are edited with history
+//! and Tab completing slash commands (`line.rs`). Ctrl-C cancels the
+//! running turn; at an empty prompt a second one (or `/exit`, or Ctrl-D)
+//! leaves. `--continue` and
 //! `--session ID` go on with an earlier session, its conversation shown
 //! first.
 
 use super::exec::{header, open_session, said, unasked_words, ExecArgs};
 use super::failure::Failure;
+use super::line::{History, Read, Terminal};
 use super::link::{Link, Sender};
 use super::printer::Printer;
 use crate::agent::Options;
 use serde_json::json;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 
 /// What the Ctrl-C handler needs: the running turn to cancel, and
@@ -34,9 +37,15 @@ pub fn run(mut options: Options, args: ExecArgs) -> Result<(), Failure> {
     {
         let interrupt = interrupt.clone();
         // Installed before the agent's threads start.
-        let _ = crate::process::on_termination(move |_| {
-            let Ok(mut state) = interrupt.lock() else {
-                std::process::exit(130);
+        let _ = crate::process::on_termination(move |name| {
+            let interrupted = matches!(name, "SIGINT" | "Ctrl-C");
+            let state = interrupt.lock();
+            let Some(mut state) = state.ok().filter(|_| interrupted) else {
+                // Hung up, terminated, the console closing: leave now,
+                // the terminal as it was found.
+                crate::os::restore_terminal();
+                eprintln!("\nspindle: ended by {name}");
+                std::process::exit(if interrupted { 130 } else { 143 });
             };
             if let Some((to, session)) = &state.running {
                 let cancel = json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}});
@@ -50,6 +59,11 @@ pub fn run(mut options: Options, args: ExecArgs) -> Result<(), Failure> {
             }
         });
     }
+    let history = options
+        .db
+        .clone()
+        .unwrap_or_else(crate::store::default_path)
+        .with_file_name("chat_history");
     let mut link = Link::start(options)?;
     let mut printer = Printer::new(false, args.quiet);
     printer.user = true;
@@ -66,20 +80,29 @@ pub fn run(mut options: Options, args: ExecArgs) -> Result<(), Failure> {
     let policy = header(&mut printer, &opened, &session, args.resume.is_some());
     printer.note("Type a prompt; /help lists the commands, /exit leaves.");
     let mut first = args.prompt.clone();
-    let stdin = std::io::stdin();
-    let mut lines = stdin.lock();
+    // The line editor when both ends are a terminal that draws; plain
+    // lines else (and under TERM=dumb: Emacs' shell edits lines itself).
+    let dumb = std::env::var("TERM").is_ok_and(|term| term == "dumb");
+    let mut terminal = (std::io::stdin().is_terminal() && std::io::stderr().is_terminal() && !dumb)
+        .then(|| Terminal::new(History::load(&history)));
     loop {
         let line = match first.take() {
             Some(line) => line,
-            None => {
-                eprint!("\n› ");
-                let _ = std::io::stderr().flush();
-                let mut line = String::new();
-                match lines.read_line(&mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => line,
+            None => match read(&mut terminal, &printer.commands) {
+                Read::Line(line) => line,
+                Read::Eof => break,
+                Read::Interrupt => {
+                    let Ok(mut state) = interrupt.lock() else {
+                        break;
+                    };
+                    if state.armed {
+                        break;
+                    }
+                    state.armed = true;
+                    printer.note("(Ctrl-C again, /exit or Ctrl-D leaves)");
+                    continue;
                 }
-            }
+            },
         };
         let line = line.trim();
         if line.is_empty() {
@@ -113,4 +136,22 @@ pub fn run(mut options: Options, args: ExecArgs) -> Result<(), Failure> {
         }
     }
     link.close()
+}
+
+/// The next line: through the editor on a terminal, else a plain line
+/// from standard input.
+fn read(terminal: &mut Option<Terminal>, commands: &[String]) -> Read {
+    let mut names: Vec<String> = commands.to_vec();
+    names.extend(["exit".to_string(), "quit".to_string()]);
+    eprintln!();
+    if let Some(read) = terminal.as_mut().and_then(|t| t.read("› ", &names)) {
+        return read;
+    }
+    eprint!("› ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    match std::io::stdin().lock().read_line(&mut line) {
+        Ok(0) | Err(_) => Read::Eof,
+        Ok(_) => Read::Line(line),
+    }
 }

@@ -26,9 +26,11 @@ USAGE:
     spindle chat [OPTIONS] [--continue | --session ID] [--hide-thoughts] [PROMPT]
                               a conversation here, in the terminal: each line a
                               prompt or a slash command (/undo, /compact, /help),
+                              edited with history and Tab completing commands,
                               the answer streamed, approvals asked with the diff
                               or the command; Ctrl-C cancels a turn, twice at the
-                              prompt (or /exit, Ctrl-D) leaves; --continue and
+                              prompt (or /exit, Ctrl-D) leaves; history in
+                              chat_history beside the database; --continue and
                               --session show the conversation, then go on; takes
                               acp's options
     spindle mcp list [--cwd DIR] [--config PATH]

@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod exec;
 mod failure;
 mod help;
+mod line;
 mod link;
 mod logging;
 mod mcp_list;

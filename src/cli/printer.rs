@@ -41,6 +41,8 @@ pub struct Printer {
     pub unasked: Vec<Unasked>,
     /// Show the user's messages too (a replayed conversation).
     pub user: bool,
+    /// The slash commands the agent last advertised (names only).
+    pub commands: Vec<String>,
 }
 
 fn visible(text: &str) -> String {
@@ -59,6 +61,7 @@ impl Printer {
             calls: HashMap::new(),
             unasked: Vec::new(),
             user: false,
+            commands: Vec::new(),
         }
     }
 
@@ -139,6 +142,14 @@ impl Printer {
     }
 
     pub fn update(&mut self, update: &Value) {
+        if update["sessionUpdate"] == "available_commands_update" {
+            self.commands = update["availableCommands"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|command| command["name"].as_str().map(String::from))
+                .collect();
+        }
         if self.json {
             println!("{}", json_for_terminal(update));
             return;

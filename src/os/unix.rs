@@ -229,3 +229,91 @@ impl Drop for EchoOff {
         }
     }
 }
+
+/// The terminal's settings before raw mode, for [`restore_terminal`].
+static RAW_SAVED: std::sync::Mutex<Option<libc::termios>> = std::sync::Mutex::new(None);
+
+/// Standard input in raw mode while it lives (the chat's line editor):
+/// each key as it is typed, no echo, Ctrl-C and Ctrl-Z as bytes; output
+/// processing stays on, so `\n` still starts a line.
+pub struct RawMode {
+    saved: libc::termios,
+}
+
+impl RawMode {
+    /// `None` when standard input is not a terminal.
+    pub fn new() -> Option<RawMode> {
+        // SAFETY: tcgetattr/tcsetattr on standard input with termios
+        // structures owned here.
+        unsafe {
+            let mut saved = std::mem::zeroed::<libc::termios>();
+            if libc::tcgetattr(0, &mut saved) != 0 {
+                return None;
+            }
+            let mut raw = saved;
+            raw.c_iflag &= !(libc::BRKINT | libc::ICRNL | libc::INPCK | libc::ISTRIP | libc::IXON);
+            raw.c_cflag |= libc::CS8;
+            raw.c_lflag &= !(libc::ECHO | libc::ICANON | libc::IEXTEN | libc::ISIG);
+            raw.c_cc[libc::VMIN] = 1;
+            raw.c_cc[libc::VTIME] = 0;
+            if let Ok(mut slot) = RAW_SAVED.lock() {
+                *slot = Some(saved);
+            }
+            if libc::tcsetattr(0, libc::TCSANOW, &raw) != 0 {
+                return None;
+            }
+            Some(RawMode { saved })
+        }
+    }
+
+    /// Ctrl-Z: the terminal as it was, the process stopped as the shell
+    /// expects; raw again when it is continued.
+    pub fn suspend(&self) {
+        // SAFETY: the settings are ours; raise(2) stops this process
+        // until SIGCONT, then returns.
+        unsafe {
+            let mut raw = std::mem::zeroed::<libc::termios>();
+            libc::tcgetattr(0, &mut raw);
+            libc::tcsetattr(0, libc::TCSANOW, &self.saved);
+            libc::raise(libc::SIGTSTP);
+            libc::tcsetattr(0, libc::TCSANOW, &raw);
+        }
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        // SAFETY: restores what `new` read.
+        unsafe {
+            libc::tcsetattr(0, libc::TCSANOW, &self.saved);
+        }
+        if let Ok(mut slot) = RAW_SAVED.lock() {
+            *slot = None;
+        }
+    }
+}
+
+/// Puts back the terminal a [`RawMode`] changed, for a process about to
+/// end without dropping it (a signal's handler).
+pub fn restore_terminal() {
+    if let Ok(slot) = RAW_SAVED.lock() {
+        if let Some(saved) = slot.as_ref() {
+            // SAFETY: settings read from this terminal earlier.
+            unsafe {
+                libc::tcsetattr(0, libc::TCSANOW, saved);
+            }
+        }
+    }
+}
+
+/// The columns of the terminal on standard error, when it is one.
+pub fn terminal_width() -> Option<usize> {
+    // SAFETY: TIOCGWINSZ writes a winsize we own.
+    unsafe {
+        let mut size = std::mem::zeroed::<libc::winsize>();
+        if libc::ioctl(2, libc::TIOCGWINSZ, &mut size) == 0 && size.ws_col > 0 {
+            return Some(usize::from(size.ws_col));
+        }
+    }
+    None
+}

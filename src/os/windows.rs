@@ -17,8 +17,10 @@ use windows_sys::Win32::Storage::FileSystem::{
     FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT, READ_CONTROL, WRITE_DAC,
 };
 use windows_sys::Win32::System::Console::{
-    GetConsoleMode, GetStdHandle, SetConsoleCtrlHandler, SetConsoleMode, ENABLE_ECHO_INPUT,
-    STD_INPUT_HANDLE,
+    GetConsoleMode, GetConsoleScreenBufferInfo, GetStdHandle, SetConsoleCtrlHandler,
+    SetConsoleMode, CONSOLE_SCREEN_BUFFER_INFO, ENABLE_ECHO_INPUT, ENABLE_LINE_INPUT,
+    ENABLE_PROCESSED_INPUT, ENABLE_PROCESSED_OUTPUT, ENABLE_VIRTUAL_TERMINAL_INPUT,
+    ENABLE_VIRTUAL_TERMINAL_PROCESSING, STD_ERROR_HANDLE, STD_INPUT_HANDLE,
 };
 use windows_sys::Win32::System::Time::{FileTimeToSystemTime, SystemTimeToTzSpecificLocalTime};
 
@@ -314,5 +316,98 @@ impl Drop for EchoOff {
             SetConsoleMode(GetStdHandle(STD_INPUT_HANDLE), self.saved);
             SetConsoleCtrlHandler(Some(restore_on_break), 0);
         }
+    }
+}
+
+/// The console's modes before raw mode, for [`restore_terminal`].
+static RAW_SAVED: std::sync::Mutex<Option<(u32, u32)>> = std::sync::Mutex::new(None);
+
+/// The console in raw mode while it lives (the chat's line editor): keys
+/// as they are typed, as the terminal sequences a Unix terminal sends
+/// (`ENABLE_VIRTUAL_TERMINAL_INPUT`), no echo, Ctrl-C as a byte; standard
+/// error draws those sequences too.
+pub struct RawMode {
+    saved: (u32, u32),
+}
+
+impl RawMode {
+    /// `None` when input is no console or the console cannot send
+    /// terminal sequences (before Windows 10).
+    pub fn new() -> Option<RawMode> {
+        // SAFETY: console calls on this process's standard handles with
+        // modes we own; they fail harmlessly when these are no console.
+        unsafe {
+            let (input, output) = (
+                GetStdHandle(STD_INPUT_HANDLE),
+                GetStdHandle(STD_ERROR_HANDLE),
+            );
+            let (mut saved_in, mut saved_out) = (0u32, 0u32);
+            if GetConsoleMode(input, &mut saved_in) == 0
+                || GetConsoleMode(output, &mut saved_out) == 0
+            {
+                return None;
+            }
+            let raw_in = (saved_in
+                & !(ENABLE_LINE_INPUT | ENABLE_ECHO_INPUT | ENABLE_PROCESSED_INPUT))
+                | ENABLE_VIRTUAL_TERMINAL_INPUT;
+            if SetConsoleMode(input, raw_in) == 0 {
+                return None;
+            }
+            let raw_out = saved_out | ENABLE_PROCESSED_OUTPUT | ENABLE_VIRTUAL_TERMINAL_PROCESSING;
+            if SetConsoleMode(output, raw_out) == 0 {
+                SetConsoleMode(input, saved_in);
+                return None;
+            }
+            if let Ok(mut slot) = RAW_SAVED.lock() {
+                *slot = Some((saved_in, saved_out));
+            }
+            Some(RawMode {
+                saved: (saved_in, saved_out),
+            })
+        }
+    }
+
+    /// Ctrl-Z stops nothing on Windows.
+    pub fn suspend(&self) {}
+}
+
+fn set_modes((input, output): (u32, u32)) {
+    // SAFETY: modes read from these console handles earlier.
+    unsafe {
+        SetConsoleMode(GetStdHandle(STD_INPUT_HANDLE), input);
+        SetConsoleMode(GetStdHandle(STD_ERROR_HANDLE), output);
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        set_modes(self.saved);
+        if let Ok(mut slot) = RAW_SAVED.lock() {
+            *slot = None;
+        }
+    }
+}
+
+/// Puts back the console a [`RawMode`] changed, for a process about to
+/// end without dropping it.
+pub fn restore_terminal() {
+    if let Ok(slot) = RAW_SAVED.lock() {
+        if let Some(saved) = *slot {
+            set_modes(saved);
+        }
+    }
+}
+
+/// The columns of the console window standard error writes to.
+pub fn terminal_width() -> Option<usize> {
+    // SAFETY: the call fills a structure we own; it fails when standard
+    // error is no console.
+    unsafe {
+        let mut info = std::mem::zeroed::<CONSOLE_SCREEN_BUFFER_INFO>();
+        if GetConsoleScreenBufferInfo(GetStdHandle(STD_ERROR_HANDLE), &mut info) == 0 {
+            return None;
+        }
+        let columns = i32::from(info.srWindow.Right) - i32::from(info.srWindow.Left) + 1;
+        usize::try_from(columns).ok().filter(|&c| c > 0)
     }
 }

@@ -4,9 +4,8 @@
 
 use crate::support::temp_dir;
 use serde_json::json;
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 fn chat(dir: &Path, script: &serde_json::Value, args: &[&str], typed: &str) -> Output {
     let script_path = dir.join("script.json");
@@ -73,99 +72,119 @@ fn a_chat_takes_prompts_and_commands_and_goes_on_later() {
     );
 }
 
-/// On a terminal: the question shows the command, `y` runs it, and
-/// Ctrl-C at the prompt warns once, then leaves.
+/// `spindle chat` on a pseudo-terminal that is its controlling terminal
+/// (Ctrl-C there is SIGINT to it), the scripted provider answering.
+#[cfg(unix)]
+fn chat_on_a_terminal(
+    dir: &Path,
+    script: &serde_json::Value,
+    args: &[&str],
+    term: &str,
+) -> crate::support::pty::Pty {
+    let script_path = dir.join("script.json");
+    std::fs::write(&script_path, script.to_string()).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    command
+        .arg("chat")
+        .args(args)
+        .arg("--script")
+        .arg(&script_path)
+        .current_dir(dir)
+        .env("SPINDLE_HOME", dir.join("home"))
+        .env("TERM", term)
+        .env_remove("NO_COLOR")
+        .env_remove("RUST_LOG");
+    crate::support::pty::Pty::spawn_controlling(command)
+}
+
+/// On a terminal without the line editor (TERM=dumb, as in Emacs'
+/// shell): the question shows the command, `y` runs it, and Ctrl-C at
+/// the prompt warns once, then leaves.
 #[cfg(unix)]
 #[test]
 fn a_chat_on_a_terminal_asks_with_the_command_and_leaves_on_ctrl_c_twice() {
-    use std::io::Read;
-    use std::sync::{Arc, Mutex};
-    use std::time::{Duration, Instant};
     let dir = temp_dir("chat-tty");
     let script = json!({"replies": [
         {"tool_calls": [{"id": "c1", "name": "run_command", "arguments": {"command": "echo from-the-shell"}}]},
         {"text": "Ran it."},
     ]});
-    let script_path = dir.join("script.json");
-    std::fs::write(&script_path, script.to_string()).unwrap();
-    let (mut master, slave) = crate::support::pty::open();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
-    command
-        .args(["chat", "--permissions", "ask", "--script"])
-        .arg(&script_path)
-        .current_dir(&dir)
-        .env("SPINDLE_HOME", dir.join("home"))
-        .env("TERM", "dumb")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::from(slave.try_clone().unwrap()))
-        .stdout(Stdio::from(slave.try_clone().unwrap()))
-        .stderr(Stdio::from(slave));
-    // SAFETY: setsid and ioctl between fork and exec, nothing else: the
-    // pty (its stdin by now) becomes the controlling terminal.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        command.pre_exec(|| {
-            libc::setsid();
-            if libc::ioctl(0, libc::TIOCSCTTY as _, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+    let mut pty = chat_on_a_terminal(&dir, &script, &["--permissions", "ask"], "dumb");
+    pty.expect("› ");
+    pty.send("run the echo");
+    pty.expect("$ echo from-the-shell");
+    pty.expect("Allow Run echo from-the-shell? [y]es, [a]lways, [N]o: ");
+    pty.send("y");
+    pty.expect("from-the-shell");
+    pty.expect("Ran it.");
+    pty.expect("› ");
+    pty.type_bytes(b"\x03");
+    pty.expect("Ctrl-C again");
+    pty.type_bytes(b"\x03");
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(0), "{screen}");
+    // No line editor under TERM=dumb: nothing switched bracketed paste on.
+    assert!(!screen.contains("\x1b[?2004h"), "{screen:?}");
+}
+
+/// With the line editor: Ctrl-C cancels a running turn, a paste is one
+/// prompt with its newline, Tab completes `/un` to `/undo`, which undoes,
+/// Up brings back earlier prompts (kept in a private file), Ctrl-C clears
+/// a typed line and Ctrl-D on an empty one leaves.
+#[cfg(unix)]
+#[test]
+fn a_chat_edits_lines_with_history_and_completion_and_cancels_a_turn() {
+    let dir = temp_dir("chat-editor");
+    let script = json!({"replies": [
+        {"chunks": [{"text": "Working on it"}, {"sleep_ms": 60000}]},
+        {"tool_calls": [{"id": "w1", "name": "write_file", "arguments": {"path": "made.txt", "content": "x\n"}}]},
+        {"text": "Made it."},
+    ]});
+    let mut pty = chat_on_a_terminal(&dir, &script, &["--permissions", "yolo"], "xterm");
+    pty.expect("\x1b[?2004h");
+    pty.expect("› ");
+    pty.send("take long");
+    pty.expect("Working on it");
+    pty.type_bytes(b"\x03");
+    pty.expect("(cancelled)");
+    pty.expect("› ");
+    // A paste: its newline does not send it; Enter does.
+    pty.type_bytes(b"\x1b[200~make\r\na file\x1b[201~");
+    pty.expect("make⏎a file");
+    pty.type_bytes(b"\r");
+    pty.expect("Made it.");
+    assert!(dir.join("made.txt").exists(), "{}", pty.screen());
+    pty.expect("› ");
+    pty.type_bytes(b"/un\t");
+    pty.expect("/undo ");
+    pty.type_bytes(b"\r");
+    pty.expect("› ");
+    let deadline = std::time::Instant::now() + crate::support::prelude::WAIT;
+    while dir.join("made.txt").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let mut child = command.spawn().unwrap();
-    drop(command);
-    let screen = Arc::new(Mutex::new(String::new()));
+    assert!(!dir.join("made.txt").exists(), "{}", pty.screen());
+    // Up twice: the pasted prompt again, drawn on the prompt's row.
+    pty.type_bytes(b"\x1b[A\x1b[A");
+    pty.expect("\r› make⏎a file");
+    // Ctrl-C clears the line and does not leave; Ctrl-D then does.
+    pty.type_bytes(b"\x03");
+    pty.expect("\r› \x1b[K");
+    pty.type_bytes(b"\x04");
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(screen.ends_with("\x1b[?2004l"), "{screen:?}");
+    let history = std::fs::read_to_string(dir.join("home/chat_history")).unwrap();
+    assert_eq!(
+        history.lines().collect::<Vec<_>>(),
+        ["\"take long\"", "\"make\\na file\"", "\"/undo \""]
+    );
+    #[cfg(unix)]
     {
-        let sink = screen.clone();
-        let mut reader = master.try_clone().unwrap();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n @ 1..) = reader.read(&mut buf) {
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.join("home/chat_history"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "{mode:o}");
     }
-    let mut seen = 0;
-    let mut expect = |text: &str| {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let shown = screen.lock().unwrap().clone();
-            if let Some(at) = shown[seen..].find(text) {
-                seen += at + text.len();
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{text:?} never showed:\n{}",
-                &shown[seen..]
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    };
-    expect("› ");
-    master.write_all(b"run the echo\r").unwrap();
-    expect("$ echo from-the-shell");
-    expect("Allow Run echo from-the-shell? [y]es, [a]lways, [N]o: ");
-    master.write_all(b"y\r").unwrap();
-    expect("from-the-shell");
-    expect("Ran it.");
-    expect("› ");
-    master.write_all(b"\x03").unwrap();
-    expect("Ctrl-C again");
-    master.write_all(b"\x03").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "chat did not leave:\n{}",
-            screen.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    assert_eq!(status.code(), Some(0));
 }
