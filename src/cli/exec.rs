@@ -175,7 +175,7 @@ pub(super) fn open_session(
 ) -> Result<(String, Value), Failure> {
     let init = json!({"protocolVersion": 1,
         // Notices are not the answer: they go to stderr.
-        "clientCapabilities": {"_meta": {"spindle": {"notices": true}}},
+        "clientCapabilities": {"_meta": {"spindle": {"notices": true, "permissionScopes": true}}},
         "clientInfo": {"name": client_name, "version": env!("CARGO_PKG_VERSION")}});
     link.call("initialize", init, printer)?
         .map_err(|e| said(printer, e))?;

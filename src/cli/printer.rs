@@ -251,43 +251,43 @@ impl Printer {
             return json!({"outcome": outcome, "_meta": {"spindle": {"unasked": true}}});
         };
         let _ = writeln!(tty, "{}", shown_request(call, command.as_deref()));
-        let choices: Vec<(String, String)> = if question {
-            options
-                .iter()
-                .enumerate()
-                .map(|(n, o)| {
-                    let name = crate::util::visible(o["name"].as_str().unwrap_or_default(), false);
-                    (format!("{}", n + 1), name)
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+        // Every option by its name, numbered: the broader scopes (this
+        // project, saved) are the terminal's too; y, a and n stay the
+        // quick answers.
+        let choices: Vec<(String, String)> = options
+            .iter()
+            .enumerate()
+            .map(|(n, o)| {
+                let name = crate::util::visible(o["name"].as_str().unwrap_or_default(), false);
+                (format!("{}", n + 1), name)
+            })
+            .collect();
         for (key, name) in &choices {
             let _ = writeln!(tty, "  {key}. {name}");
         }
         let prompt = match question {
             true => format!("{title} [1-{}]: ", choices.len()),
-            false => format!("Allow {title}? [y]es, [a]lways, [N]o: "),
+            false => format!(
+                "Allow {title}? [y]es, [a]lways, [N]o or 1-{}: ",
+                choices.len()
+            ),
         };
         let _ = write!(tty, "{prompt}");
         let _ = tty.flush();
         let mut answer = String::new();
         let _ = BufReader::new(&mut tty).read_line(&mut answer);
         let answer = answer.trim().to_ascii_lowercase();
-        let chosen = if question {
-            answer
-                .parse::<usize>()
-                .ok()
-                .and_then(|n| options.get(n.wrapping_sub(1)))
-                .and_then(|o| o["optionId"].as_str())
-                .map(str::to_string)
-        } else {
-            match answer.as_str() {
-                "y" | "yes" => pick("allow_once"),
-                "a" | "always" => pick("allow_always").or_else(|| pick("allow_once")),
-                _ => None,
-            }
+        let numbered = answer
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| options.get(n.wrapping_sub(1)))
+            .and_then(|o| o["optionId"].as_str())
+            .map(str::to_string);
+        let chosen = match answer.as_str() {
+            _ if question || numbered.is_some() => numbered,
+            "y" | "yes" => pick("allow_once"),
+            "a" | "always" => pick("allow_always").or_else(|| pick("allow_once")),
+            _ => None,
         };
         let outcome = match chosen.or_else(|| pick("reject_once")) {
             Some(id) => json!({"outcome": "selected", "optionId": id}),

@@ -451,7 +451,7 @@ fn exec_permission_question_shows_no_terminal_control_characters_from_the_model(
     let deadline = Instant::now() + WAIT;
     let question = loop {
         let screen = String::from_utf8_lossy(&pty.screen.lock().unwrap()).into_owned();
-        if let Some(end) = screen.find("[N]o: ") {
+        if let Some(end) = screen.find("[N]o or ") {
             break screen[..end].to_string();
         }
         if Instant::now() >= deadline {

@@ -98,23 +98,33 @@ fn chat_on_a_terminal(
 }
 
 /// On a terminal without the line editor (TERM=dumb, as in Emacs'
-/// shell): the question shows the command, `y` runs it, and Ctrl-C at
-/// the prompt warns once, then leaves.
+/// shell): the question shows the command and every scope the editor
+/// gets (the project one saves a rule), an edit's question shows its
+/// diff, and Ctrl-C at the prompt warns once, then leaves.
 #[cfg(unix)]
 #[test]
 fn a_chat_on_a_terminal_asks_with_the_command_and_leaves_on_ctrl_c_twice() {
     let dir = temp_dir("chat-tty");
     let script = json!({"replies": [
         {"tool_calls": [{"id": "c1", "name": "run_command", "arguments": {"command": "echo from-the-shell"}}]},
+        {"tool_calls": [{"id": "w1", "name": "write_file", "arguments": {"path": "notes.txt", "content": "first line\n"}}]},
         {"text": "Ran it."},
     ]});
     let mut pty = chat_on_a_terminal(&dir, &script, &["--permissions", "ask"], "dumb");
     pty.expect("› ");
     pty.send("run the echo");
     pty.expect("$ echo from-the-shell");
-    pty.expect("Allow Run echo from-the-shell? [y]es, [a]lways, [N]o: ");
+    pty.expect("1. Allow");
+    pty.expect("4. Always allow `echo from-the-shell …` in this project (saved in ");
+    pty.expect("5. Reject");
+    pty.expect("Allow Run echo from-the-shell? [y]es, [a]lways, [N]o or 1-6: ");
+    pty.send("4");
+    pty.expect("│ from-the-shell");
+    pty.expect("/notes.txt");
+    pty.expect("+ first line");
+    pty.expect("4. Always allow every edit in this project");
+    pty.expect("Allow Write notes.txt? [y]es, [a]lways, [N]o or 1-");
     pty.send("y");
-    pty.expect("from-the-shell");
     pty.expect("Ran it.");
     pty.expect("› ");
     pty.type_bytes(b"\x03");
@@ -122,6 +132,12 @@ fn a_chat_on_a_terminal_asks_with_the_command_and_leaves_on_ctrl_c_twice() {
     pty.type_bytes(b"\x03");
     let (code, screen) = pty.wait();
     assert_eq!(code, Some(0), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "first line\n"
+    );
+    let config = std::fs::read_to_string(dir.join("home/config.json")).unwrap();
+    assert!(config.contains("echo from-the-shell"), "{config}");
     // No line editor under TERM=dumb: nothing switched bracketed paste on.
     assert!(!screen.contains("\x1b[?2004h"), "{screen:?}");
 }
