@@ -146,7 +146,7 @@ fn project_instruction_files(cwd: &Path) -> Vec<(String, PathBuf)> {
         .collect();
     dirs.reverse();
     for dir in dirs {
-        let chosen = ["AGENTS.md", "CLAUDE.md"]
+        let chosen = ["AGENTS.md", "CLAUDE.md", "GEMINI.md"]
             .iter()
             .map(|name| dir.join(name))
             .find(|path| std::fs::symlink_metadata(path).is_ok());
@@ -161,43 +161,89 @@ fn project_instruction_files(cwd: &Path) -> Vec<(String, PathBuf)> {
     files
 }
 
+/// How deep `@path` imports are followed (an imported file's imports
+/// count one more), and how many files they may add in all.
+const IMPORT_DEPTH: usize = 5;
+const IMPORTS: usize = 32;
+
+/// One instruction file to read: what names it, where it is, the folder
+/// it must lie in (`None`: the user's own, anywhere) and how deep in
+/// imports it was found.
+struct Source {
+    what: String,
+    path: PathBuf,
+    within: Option<PathBuf>,
+    depth: usize,
+}
+
 /// The instructions left for the model: the user's global file, then the
 /// project's `AGENTS.md` from the repository root down to `cwd` (each
-/// folder's `CLAUDE.md` when it has no `AGENTS.md`), within
-/// [`INSTRUCTIONS_LIMIT`], with a note when cut.
+/// folder's `CLAUDE.md` when it has no `AGENTS.md`, else its
+/// `GEMINI.md`), within [`INSTRUCTIONS_LIMIT`], with a note when cut.
+/// Each file's `@path` imports (relative to the file, or `@~/` from the
+/// user's own) follow it, as Claude Code reads them: up to
+/// [`IMPORT_DEPTH`] deep, each file once, and a project's only from
+/// inside the workspace.
 pub fn instructions(cwd: &Path, global: &Path) -> String {
-    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    let top = repository_root(cwd).unwrap_or_else(|| cwd.to_path_buf());
+    let mut sources: Vec<Source> = Vec::new();
     if global.is_file() {
-        files.push((
-            "your instructions for every workspace".into(),
-            global.to_path_buf(),
-        ));
+        sources.push(Source {
+            what: "your instructions for every workspace".into(),
+            path: global.to_path_buf(),
+            within: None,
+            depth: 0,
+        });
     }
-    files.extend(project_instruction_files(cwd));
-    let mut out = String::new();
-    let mut left = INSTRUCTIONS_LIMIT;
     // A project's file is the project's only where it really is: a link
     // (`AGENTS.md -> ../../.ssh/id_rsa`) or a hard link to a file outside
     // the folder it was found in is not read, even inside a repository
     // that holds more (a dotfiles repository at the home folder). The
     // user's own global file may link anywhere.
-    for (index, (what, path)) in files.into_iter().enumerate() {
-        let own = index == 0 && path == global;
-        let opened = if own {
-            crate::tools::bounded::open_regular(&path).ok()
-        } else {
-            let folder = path.parent().unwrap_or(Path::new("/"));
-            match crate::tools::shipped::open(&path, folder) {
+    sources.extend(
+        project_instruction_files(cwd)
+            .into_iter()
+            .map(|(what, path)| {
+                let folder = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+                Source {
+                    what,
+                    path,
+                    within: Some(folder),
+                    depth: 0,
+                }
+            }),
+    );
+    sources.reverse();
+    let mut out = String::new();
+    let mut left = INSTRUCTIONS_LIMIT;
+    let mut seen: Vec<PathBuf> = Vec::new();
+    let mut imported = 0;
+    while let Some(source) = sources.pop() {
+        let Source {
+            what,
+            path,
+            within,
+            depth,
+        } = source;
+        let opened = match &within {
+            None => crate::tools::bounded::open_regular(&path).ok(),
+            Some(folder) => match crate::tools::shipped::open(&path, folder) {
                 Ok(opened) => opened,
                 Err(why) => {
                     out.push_str(&format!("\n\n(Not included: {what}: {}.)", why.reason()));
                     continue;
                 }
-            }
+            },
         };
         let Some((file, size)) = opened else {
             continue;
         };
+        // Each file once: an import loop ends at the file seen before.
+        let real = crate::os::real_path(&file).unwrap_or_else(|| path.clone());
+        if seen.contains(&real) {
+            continue;
+        }
+        seen.push(real);
         // Never more than the limit is read, however large the file.
         let mut bytes = Vec::new();
         if std::io::Read::read_to_end(
@@ -236,8 +282,95 @@ pub fn instructions(cwd: &Path, global: &Path) -> String {
                 path.display()
             ));
         }
+        if depth >= IMPORT_DEPTH {
+            continue;
+        }
+        let base = path.parent().unwrap_or(Path::new("/"));
+        let mut next = Vec::new();
+        for name in imports(kept) {
+            let Some(target) = import_path(base, name, within.is_none()) else {
+                continue;
+            };
+            // A project's import stays in the workspace, lexically and as
+            // a real path (no link out, no hard link).
+            let inside = within.as_ref().map(|_| top.clone());
+            if inside.as_ref().is_some_and(|top| !target.starts_with(top)) {
+                if target.exists() {
+                    out.push_str(&format!(
+                        "\n\n(Not imported: @{name} from {what}: it is outside the workspace.)"
+                    ));
+                }
+                continue;
+            }
+            if !target.is_file() || imported >= IMPORTS {
+                continue;
+            }
+            imported += 1;
+            next.push(Source {
+                what: format!("@{name}, imported by {what}"),
+                path: target,
+                within: inside,
+                depth: depth + 1,
+            });
+        }
+        sources.extend(next.into_iter().rev());
     }
     out
+}
+
+/// The `@path` imports of an instruction file: words starting with `@`
+/// outside code (fenced blocks and backticks), trailing punctuation
+/// left off.
+fn imports(text: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        // Backticks split a line into prose (even parts) and code.
+        for (index, part) in line.split('`').enumerate() {
+            if index % 2 == 1 {
+                continue;
+            }
+            for word in part.split_whitespace() {
+                let name = word
+                    .strip_prefix('@')
+                    .unwrap_or_default()
+                    .trim_end_matches(['.', ',', ';', ':', ')', '!', '?', '"', '\'']);
+                if !name.is_empty() && !found.contains(&name) {
+                    found.push(name);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Where an import points: relative to the importing file's folder, or
+/// the home folder for `~/` (the user's own files only); `.` and `..`
+/// resolved by name.
+fn import_path(base: &Path, name: &str, own: bool) -> Option<PathBuf> {
+    let joined = match name.strip_prefix("~/") {
+        Some(rest) if own => crate::os::folders::home()?.join(rest),
+        Some(_) => return None,
+        None => base.join(name),
+    };
+    let mut path = PathBuf::new();
+    for part in joined.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                path.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => path.push(other),
+        }
+    }
+    Some(path)
 }
 
 fn truncate(text: &str, limit: usize) -> &str {
@@ -297,6 +430,80 @@ mod tests {
         let prompt = system_prompt(&dir, "Environment: test");
         assert!(prompt.contains("Environment: test") && prompt.contains("How to use the tools"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn gemini_md_is_read_where_there_is_no_other() {
+        let dir = temp();
+        std::fs::write(dir.join("GEMINI.md"), "Gemini rule.").unwrap();
+        let text = instructions(&dir, Path::new("/nonexistent/AGENTS.md"));
+        assert!(text.contains("Gemini rule."), "{text}");
+        std::fs::write(dir.join("CLAUDE.md"), "Claude rule.").unwrap();
+        let text = instructions(&dir, Path::new("/nonexistent/AGENTS.md"));
+        assert!(
+            text.contains("Claude rule.") && !text.contains("Gemini"),
+            "{text}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn imports_are_followed_once_within_the_workspace_and_depth() {
+        let root = temp();
+        let repo = root.join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("docs")).unwrap();
+        std::fs::write(
+            repo.join("CLAUDE.md"),
+            "See @docs/style.md, and @docs/style.md again.\n\
+             Not code: `@docs/code.md` nor\n```\n@docs/fenced.md\n```\n\
+             Nor @someone, nor @../outside.md nor @/etc/hostname nor @docs/link.md.\n",
+        )
+        .unwrap();
+        std::fs::write(
+            repo.join("docs/style.md"),
+            "Style rule. Back to @../CLAUDE.md; on to @chain1.md",
+        )
+        .unwrap();
+        for name in ["code", "fenced"] {
+            std::fs::write(
+                repo.join(format!("docs/{name}.md")),
+                format!("{name} was imported"),
+            )
+            .unwrap();
+        }
+        for n in 1..8 {
+            std::fs::write(
+                repo.join(format!("docs/chain{n}.md")),
+                format!("Chain {n}. @chain{}.md", n + 1),
+            )
+            .unwrap();
+        }
+        std::fs::write(root.join("outside.md"), "outside was imported").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(root.join("outside.md"), repo.join("docs/link.md")).unwrap();
+        let text = instructions(&repo, Path::new("/nonexistent/AGENTS.md"));
+        assert_eq!(text.matches("Style rule.").count(), 1, "{text}");
+        assert_eq!(text.matches("See @docs/style.md").count(), 1, "{text}");
+        assert!(
+            text.contains("imported by the project's CLAUDE.md"),
+            "{text}"
+        );
+        assert!(!text.contains("was imported"), "{text}");
+        assert!(text.contains("Not imported: @../outside.md"), "{text}");
+        // CLAUDE.md is depth 0, style.md 1, chain1 2 … chain4 5: the last.
+        assert!(
+            text.contains("Chain 4.") && !text.contains("Chain 5."),
+            "{text}"
+        );
+        #[cfg(unix)]
+        assert!(text.contains("Not included: @docs/link.md"), "{text}");
+        // The user's own file imports from anywhere it names.
+        let global = root.join("global.md");
+        std::fs::write(&global, "Mine: @outside.md").unwrap();
+        let text = instructions(&repo, &global);
+        assert!(text.contains("outside was imported"), "{text}");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
