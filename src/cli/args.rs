@@ -36,6 +36,13 @@ pub enum Command {
         config: Option<std::path::PathBuf>,
         cwd: Option<std::path::PathBuf>,
     },
+    /// `spindle mcp add NAME …` (a server) and `spindle mcp remove NAME`
+    /// (`None`).
+    McpEdit {
+        config: Option<std::path::PathBuf>,
+        name: String,
+        server: Option<serde_json::Value>,
+    },
     /// `spindle trust [PATH]` (true) and `spindle untrust [PATH]`.
     Trust {
         trusted: bool,
@@ -96,22 +103,7 @@ pub fn parse_args() -> Result<Command, Usage> {
             }
             return Ok(Command::Help(topic));
         }
-        Value(command) if command == "mcp" => {
-            let (mut config, mut cwd, mut listed) = (None, None, false);
-            while let Some(arg) = parser.next().map_err(usage)? {
-                match arg {
-                    Value(word) if word == "list" && !listed => listed = true,
-                    Long("config") => config = Some(parser.value().map_err(usage)?.into()),
-                    Long("cwd") => cwd = Some(parser.value().map_err(usage)?.into()),
-                    Short('h') | Long("help") => return Ok(Command::Help(Some("mcp".into()))),
-                    other => return Err(usage(other.unexpected())),
-                }
-            }
-            if !listed {
-                return Err(Usage("'spindle mcp' takes list".into()));
-            }
-            return Ok(Command::McpList { config, cwd });
-        }
+        Value(command) if command == "mcp" => return parse_mcp(parser),
         Value(command) if command == "doctor" => {
             let mut args = crate::cli::doctor::DoctorArgs::default();
             while let Some(arg) = parser.next().map_err(usage)? {
@@ -458,5 +450,100 @@ fn seconds(parser: &mut lexopt::Parser, flag: &str) -> Result<Duration, Usage> {
         _ => Err(Usage(format!(
             "{flag} takes a positive number of seconds, got '{value}'"
         ))),
+    }
+}
+
+/// `spindle mcp list|add|remove …`.
+fn parse_mcp(mut parser: lexopt::Parser) -> Result<Command, Usage> {
+    use lexopt::prelude::*;
+    let usage = |err: lexopt::Error| Usage(err.to_string());
+    let (mut config, mut cwd) = (None, None);
+    let (mut action, mut name, mut url, mut kind) = (None::<String>, None::<String>, None, None);
+    let (mut env, mut headers, mut command) = (Vec::new(), Vec::new(), Vec::<String>::new());
+    let text = |value: std::ffi::OsString| {
+        value
+            .into_string()
+            .map_err(|_| Usage("arguments must be UTF-8".into()))
+    };
+    let pair = |value: String, separator: char, what: &str| -> Result<serde_json::Value, Usage> {
+        match value.split_once(separator) {
+            Some((key, val)) if !key.trim().is_empty() => {
+                Ok(serde_json::json!({"name": key.trim(), "value": val.trim_start()}))
+            }
+            _ => Err(Usage(format!(
+                "{what} takes NAME{separator}VALUE, not {value:?}"
+            ))),
+        }
+    };
+    while let Some(arg) = parser.next().map_err(usage)? {
+        match arg {
+            Value(word) if action.is_none() => action = Some(text(word)?),
+            Value(word) if name.is_none() && action.as_deref() != Some("list") => {
+                name = Some(text(word)?)
+            }
+            Value(word) if action.as_deref() == Some("add") => command.push(text(word)?),
+            Long("config") => config = Some(parser.value().map_err(usage)?.into()),
+            Long("cwd") if action.as_deref() == Some("list") => {
+                cwd = Some(parser.value().map_err(usage)?.into())
+            }
+            Long("url") => url = Some(text(parser.value().map_err(usage)?)?),
+            Long("type") => kind = Some(text(parser.value().map_err(usage)?)?),
+            Long("env") | Short('e') => {
+                env.push(pair(text(parser.value().map_err(usage)?)?, '=', "--env")?)
+            }
+            Long("header") | Short('H') => headers.push(pair(
+                text(parser.value().map_err(usage)?)?,
+                ':',
+                "--header",
+            )?),
+            Short('h') | Long("help") => return Ok(Command::Help(Some("mcp".into()))),
+            other => return Err(usage(other.unexpected())),
+        }
+    }
+    let needs_name =
+        || Usage("name the server: spindle mcp add NAME -- COMMAND ARGS… (or --url URL)".into());
+    match action.as_deref() {
+        Some("list") => Ok(Command::McpList { config, cwd }),
+        Some("remove") if env.is_empty() && headers.is_empty() && url.is_none() => {
+            let name = name.ok_or_else(needs_name)?;
+            Ok(Command::McpEdit {
+                config,
+                name,
+                server: None,
+            })
+        }
+        Some("add") => {
+            let name = name.ok_or_else(needs_name)?;
+            let server = match (url, command.split_first()) {
+                (Some(_), Some(_)) => {
+                    return Err(Usage("give --url or a command after --, not both".into()))
+                }
+                (None, None) => return Err(needs_name()),
+                (Some(url), None) => {
+                    let kind = kind.unwrap_or_else(|| "http".into());
+                    if !matches!(kind.as_str(), "http" | "sse") || !env.is_empty() {
+                        return Err(Usage(
+                            "a server at a URL takes --type http or sse and --header, not --env"
+                                .into(),
+                        ));
+                    }
+                    serde_json::json!({"name": name, "type": kind, "url": url, "headers": headers})
+                }
+                (None, Some((program, args))) => {
+                    if kind.is_some() || !headers.is_empty() {
+                        return Err(Usage(
+                            "a local server takes --env, not --type or --header".into(),
+                        ));
+                    }
+                    serde_json::json!({"name": name, "command": program, "args": args, "env": env})
+                }
+            };
+            Ok(Command::McpEdit {
+                config,
+                name,
+                server: Some(server),
+            })
+        }
+        _ => Err(Usage("'spindle mcp' takes list, add or remove".into())),
     }
 }

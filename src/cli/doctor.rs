@@ -338,15 +338,21 @@ fn check_tools(
 /// their tools, and stops them.
 fn check_mcp(lines: &mut Lines, config: &Config) {
     let mut servers = config.mcp_servers.clone();
+    let mut problems = Vec::new();
     if let Ok(cwd) = std::env::current_dir() {
         if crate::config::project::project_trusted(config, &cwd) {
-            servers.extend(crate::config::project::project_mcp_servers(&cwd).unwrap_or_default());
+            let (project, unread) = crate::config::project::project_servers(config, &cwd);
+            servers.extend(project.into_iter().map(|(server, _)| server));
+            problems = unread;
         }
     }
-    if servers.is_empty() {
+    if servers.is_empty() && problems.is_empty() {
         return;
     }
     lines.section("MCP servers");
+    for problem in problems {
+        lines.warn("project", &problem);
+    }
     let (configs, failures) = crate::mcp::parse_servers(&servers);
     for (server, reason) in failures {
         lines.bad(&server, &reason, "fix its entry in mcp_servers");

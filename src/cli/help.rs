@@ -35,8 +35,12 @@ USAGE:
                               acp's options
     spindle mcp list [--cwd DIR] [--config PATH]
                               the MCP servers of the config (mcp_servers) and of
-                              the project's .spindle/config.json (used only when
-                              the project is trusted); the editor's join them
+                              the project's .spindle/config.json and .mcp.json
+                              (used only when the project is trusted); the
+                              editor's join them
+    spindle mcp add NAME [--env K=V]… -- COMMAND [ARGS…]
+    spindle mcp add NAME --url URL [--type http|sse] [--header 'K: V']…
+    spindle mcp remove NAME   [--config PATH] an MCP server in your config
     spindle trust [PATH] [--config PATH], spindle untrust [PATH]
                               whether the project at PATH (default: here) is
                               trusted: its .spindle/config.json rules, MCP
@@ -219,7 +223,7 @@ const VALUES: [(&str, &str); 5] = [
 /// The words a command takes first (its own commands).
 const SUBCOMMANDS: [(&str, &str); 4] = [
     ("sessions", "list show delete export prune"),
-    ("mcp", "list"),
+    ("mcp", "list add remove"),
     ("completions", "bash zsh fish"),
     (
         "help",

@@ -1,4 +1,4 @@
-//! `spindle mcp list`.
+//! `spindle mcp list`, `add` and `remove`.
 
 /// `spindle mcp list`: the MCP servers of the config and of the project
 /// here, with where they come from and whether they are used.
@@ -41,12 +41,16 @@ pub fn mcp_list(
         ));
     }
     let trusted = crate::config::project::project_trusted(&config, &cwd);
-    for server in crate::config::project::project_mcp_servers(&cwd)? {
+    let (servers, problems) = crate::config::project::project_servers(&config, &cwd);
+    for problem in problems {
+        out.push_str(&format!("(not read: {problem})\n"));
+    }
+    for (server, source) in servers {
         out.push_str(&format!(
-            "{}  {}  (from {}/.spindle/config.json{})\n",
+            "{}  {}  (from {}{})\n",
             server["name"].as_str().unwrap_or("?"),
             describe(&server),
-            cwd.display(),
+            source.display(),
             if trusted {
                 ""
             } else {
@@ -58,4 +62,56 @@ pub fn mcp_list(
         out.push_str("No MCP servers configured (editors give theirs per session).\n");
     }
     Ok(out)
+}
+
+/// `spindle mcp add` (a server) and `spindle mcp remove` (`None`): the
+/// user's config's `mcp_servers`, everything else in it kept.
+pub fn mcp_edit(
+    config: Option<std::path::PathBuf>,
+    name: &str,
+    server: Option<serde_json::Value>,
+) -> Result<String, String> {
+    let path = config.unwrap_or_else(crate::config::default_path);
+    let mut config = match std::fs::read_to_string(&path) {
+        Ok(text) => crate::config::Config::parse(&text, &path)?,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => crate::config::Config::default(),
+        Err(err) => return Err(format!("cannot read {}: {err}", path.display())),
+    };
+    let known = config.mcp_servers.iter().position(|s| s["name"] == name);
+    let said = match (server, known) {
+        (Some(_), Some(_)) => {
+            return Err(format!(
+                "{} already has an MCP server named {name:?}; `spindle mcp remove {name}` first",
+                path.display()
+            ))
+        }
+        (Some(server), None) => {
+            if !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            {
+                return Err(format!(
+                    "{name:?}: a server's name is letters, digits, '-', '_' or '.'"
+                ));
+            }
+            config.mcp_servers.push(server);
+            crate::config::check_mcp_servers(&config.mcp_servers, "the new server")?;
+            if let Some((_, why)) = crate::mcp::parse_servers(&config.mcp_servers).1.first() {
+                return Err(why.clone());
+            }
+            format!("Added the MCP server {name} to {}; `spindle doctor` starts it and lists its tools.\n", path.display())
+        }
+        (None, Some(index)) => {
+            config.mcp_servers.remove(index);
+            format!("Removed the MCP server {name} from {}.\n", path.display())
+        }
+        (None, None) => {
+            return Err(format!(
+                "{} has no MCP server named {name:?} (`spindle mcp list` shows them)",
+                path.display()
+            ))
+        }
+    };
+    crate::config::save(&path, &config)?;
+    Ok(said)
 }

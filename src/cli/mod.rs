@@ -37,6 +37,7 @@ fn guard_credentials(command: &Result<Command, Usage>) {
         Ok(Command::Exec(options, _)) => options.config.clone(),
         Ok(Command::Doctor(args)) => args.config.clone(),
         Ok(Command::McpList { config, .. }) => config.clone(),
+        Ok(Command::McpEdit { config, .. }) => config.clone(),
         _ => None,
     };
     let config = crate::config::Config::load(config.as_deref())
@@ -92,6 +93,11 @@ fn run(command: Command) -> Result<String, Failure> {
             .and_then(command_help)
             .unwrap_or_else(|| HELP.to_string())),
         Command::McpList { config, cwd } => mcp_list(config, cwd).map_err(Failure::Failed),
+        Command::McpEdit {
+            config,
+            name,
+            server,
+        } => mcp_list::mcp_edit(config, &name, server).map_err(Failure::Failed),
         Command::Doctor(args) => {
             let report = crate::cli::doctor::run(&args);
             if report.broken {

@@ -4,7 +4,7 @@
 
 use super::{check_mcp_servers, save, Config, Defaults};
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The MCP servers of a workspace's own `.spindle/config.json`
 /// (`mcp_servers`); used only when the project is trusted (they start
@@ -121,4 +121,126 @@ pub fn project_defaults(cwd: &Path) -> Result<Option<Defaults>, String> {
             .map(Some)
             .map_err(|err| format!("{}: defaults: {err}", path.display())),
     }
+}
+
+/// The project's MCP servers, each with the file it came from: its
+/// `.spindle/config.json`'s `mcp_servers`, then `.mcp.json`'s
+/// `mcpServers` (Claude Code's project file); on a name used twice the
+/// first wins. What could not be read is in the second list. Whether the
+/// project is trusted is the caller's question.
+pub fn project_servers(config: &Config, cwd: &Path) -> (Vec<(Value, PathBuf)>, Vec<String>) {
+    let mut servers: Vec<(Value, PathBuf)> = Vec::new();
+    let mut problems = Vec::new();
+    let own = cwd.join(".spindle").join("config.json");
+    match project_mcp_servers(cwd) {
+        Ok(list) => servers.extend(list.into_iter().map(|s| (s, own.clone()))),
+        Err(problem) => problems.push(problem),
+    }
+    let path = cwd.join(".mcp.json");
+    let withheld = config.secrets().to_remove_here();
+    match mcp_json_servers(cwd, &path, &withheld, &mut problems) {
+        Ok(list) => {
+            for server in list {
+                if !servers.iter().any(|(s, _)| s["name"] == server["name"]) {
+                    servers.push((server, path.clone()));
+                }
+            }
+        }
+        Err(problem) => problems.push(problem),
+    }
+    (servers, problems)
+}
+
+/// `.mcp.json`: `{"mcpServers": {"NAME": {"command", "args", "env"} or
+/// {"type": "http"|"sse", "url", "headers"}}}`, with `${VAR}` and
+/// `${VAR:-default}` taken from the environment, except the variables
+/// commands never get (provider keys): a server naming one, or an unset
+/// variable without a default, is left out with a problem saying so.
+fn mcp_json_servers(
+    cwd: &Path,
+    path: &Path,
+    withheld: &[std::ffi::OsString],
+    problems: &mut Vec<String>,
+) -> Result<Vec<Value>, String> {
+    let Some(bytes) = read_project_config(cwd, path)? else {
+        return Ok(Vec::new());
+    };
+    let value: Value =
+        serde_json::from_slice(&bytes).map_err(|err| format!("{}: {err}", path.display()))?;
+    let Some(listed) = value.get("mcpServers") else {
+        return Ok(Vec::new());
+    };
+    let Some(listed) = listed.as_object() else {
+        return Err(format!("{}: mcpServers must be an object", path.display()));
+    };
+    let mut servers = Vec::new();
+    for (name, server) in listed {
+        let here = format!("{}: mcpServers.{name}", path.display());
+        let Some(fields) = server.as_object() else {
+            problems.push(format!("{here}: must be an object"));
+            continue;
+        };
+        let mut server = Value::Object(fields.clone());
+        server["name"] = Value::from(name.as_str());
+        if server["type"] == "stdio" {
+            server.as_object_mut().map(|o| o.remove("type"));
+        }
+        match expand_all(&mut server, withheld) {
+            Ok(()) => servers.push(server),
+            Err(problem) => problems.push(format!("{here}: {problem}; not started")),
+        }
+    }
+    check_mcp_servers(&servers, &format!("{}: mcpServers", path.display()))?;
+    Ok(servers)
+}
+
+/// Expands `${…}` in every string of a server's command, arguments,
+/// environment, URL and headers.
+fn expand_all(server: &mut Value, withheld: &[std::ffi::OsString]) -> Result<(), String> {
+    for key in ["command", "args", "env", "url", "headers"] {
+        let Some(field) = server.get_mut(key) else {
+            continue;
+        };
+        let strings: Vec<&mut Value> = match field {
+            Value::Array(items) => items.iter_mut().collect(),
+            Value::Object(items) => items.values_mut().collect(),
+            other => vec![other],
+        };
+        for value in strings {
+            if let Value::String(text) = value {
+                *text = expand(text, withheld)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `${NAME}` and `${NAME:-default}` in `text`, from the environment.
+fn expand(text: &str, withheld: &[std::ffi::OsString]) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let Some(end) = rest[start..].find('}') else {
+            return Err(format!("an unclosed ${{ in {text:?}"));
+        };
+        let inner = &rest[start + 2..start + end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (inner, None),
+        };
+        if withheld.iter().any(|w| w == name) {
+            return Err(format!(
+                "${{{name}}} is a provider key, which MCP servers never get"
+            ));
+        }
+        match (std::env::var(name).ok().filter(|v| !v.is_empty()), default) {
+            (Some(value), _) => out.push_str(&value),
+            (None, Some(default)) => out.push_str(default),
+            (None, None) => return Err(format!("${{{name}}} is not set")),
+        }
+        rest = &rest[start + end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }

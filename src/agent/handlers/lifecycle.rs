@@ -449,9 +449,11 @@ impl Dispatcher {
         if let Some(Ok(registry)) = &self.registry {
             more.extend(registry.config.mcp_servers.iter().cloned());
             if crate::config::project::project_trusted(&registry.config, cwd) {
-                match crate::config::project::project_mcp_servers(cwd) {
-                    Ok(project) => more.extend(project),
-                    Err(problem) => log::warn!("{problem}"),
+                let (project, problems) =
+                    crate::config::project::project_servers(&registry.config, cwd);
+                more.extend(project.into_iter().map(|(server, _)| server));
+                for problem in problems {
+                    log::warn!("{problem}");
                 }
             }
         }
