@@ -18,9 +18,9 @@ use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
-const BUILTINS: [&str; 12] = [
+const BUILTINS: [&str; 13] = [
     "init", "compact", "model", "mode", "clear", "cost", "undo", "rewind", "redo", "reload",
-    "allow", "help",
+    "allow", "memory", "help",
 ];
 
 const REVIEW: &str = "---\ndescription: Review a file carefully\nargument-hint: <path>\n---\nReview $ARGUMENTS and list every problem.\n";
@@ -302,6 +302,44 @@ fn help_lists_the_commands_without_calling_the_model() {
     }
     assert!(text.contains("<path>"), "hints are shown: {text:?}");
     assert_eq!(bench.requests(), 0, "/help needs no model");
+}
+
+/// `/memory` names each instruction file in force with where it came
+/// from, imports included, and one left out with why; no model call.
+#[test]
+fn memory_lists_the_instruction_files_and_their_imports() {
+    let bench = Bench::new("commands-memory");
+    std::fs::create_dir_all(bench.ws.join("docs")).unwrap();
+    std::fs::write(
+        bench.ws.join("CLAUDE.md"),
+        "Follow @docs/style.md and @../secret.md.\n",
+    )
+    .unwrap();
+    std::fs::write(bench.ws.join("docs/style.md"), "Tabs, not spaces.\n").unwrap();
+    std::fs::write(
+        bench.ws.parent().unwrap().join("secret.md"),
+        "not for the model",
+    )
+    .unwrap();
+    let mut agent = bench.agent(&[]);
+    let (session, _) = open(&mut agent, &bench);
+    let text = prompt(&mut agent, &session, "/memory").text();
+    let claude = format!(
+        "- the project's CLAUDE.md: {}",
+        bench.ws.join("CLAUDE.md").display()
+    );
+    let style = format!(
+        "- @docs/style.md, imported by the project's CLAUDE.md: {} (17 bytes)",
+        bench.ws.join("docs/style.md").display()
+    );
+    assert!(text.contains(&claude) && text.contains(&style), "{text}");
+    assert!(text.find(&claude) < text.find(&style), "{text}");
+    assert!(
+        text.contains("Not imported: @../secret.md from the project's CLAUDE.md: it is outside the workspace."),
+        "{text}"
+    );
+    assert!(!text.contains("not for the model"), "{text}");
+    assert_eq!(bench.requests(), 0, "/memory needs no model");
 }
 
 #[test]

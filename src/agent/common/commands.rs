@@ -21,6 +21,7 @@ pub enum Builtin {
     Redo,
     Reload,
     Allow,
+    Memory,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -41,7 +42,7 @@ pub struct Command {
     pub kind: Kind,
 }
 
-const BUILTINS: [(&str, &str, Option<&str>, Builtin); 12] = [
+const BUILTINS: [(&str, &str, Option<&str>, Builtin); 13] = [
     (
         "init",
         "Write or update AGENTS.md: instructions for coding agents in this workspace",
@@ -107,6 +108,12 @@ const BUILTINS: [(&str, &str, Option<&str>, Builtin); 12] = [
         "Allow every edit, or commands starting with some words, for this session (--project saves it)",
         Some("edits | command WORDS [--project]"),
         Builtin::Allow,
+    ),
+    (
+        "memory",
+        "Show the instruction files in force (yours, the project's, their imports) and where each came from",
+        None,
+        Builtin::Memory,
     ),
     ("help", "List the commands", None, Builtin::Help),
 ];

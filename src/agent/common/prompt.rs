@@ -185,6 +185,12 @@ struct Source {
 /// [`IMPORT_DEPTH`] deep, each file once, and a project's only from
 /// inside the workspace.
 pub fn instructions(cwd: &Path, global: &Path) -> String {
+    gather(cwd, global).0
+}
+
+/// The instructions ([`instructions`]) and one line for each file in
+/// force or left out, saying where it came from, for `/memory`.
+pub fn gather(cwd: &Path, global: &Path) -> (String, Vec<String>) {
     let top = repository_root(cwd).unwrap_or_else(|| cwd.to_path_buf());
     let mut sources: Vec<Source> = Vec::new();
     if global.is_file() {
@@ -215,6 +221,7 @@ pub fn instructions(cwd: &Path, global: &Path) -> String {
     );
     sources.reverse();
     let mut out = String::new();
+    let mut listed = Vec::new();
     let mut left = INSTRUCTIONS_LIMIT;
     let mut seen: Vec<PathBuf> = Vec::new();
     let mut imported = 0;
@@ -230,7 +237,9 @@ pub fn instructions(cwd: &Path, global: &Path) -> String {
             Some(folder) => match crate::tools::shipped::open(&path, folder) {
                 Ok(opened) => opened,
                 Err(why) => {
-                    out.push_str(&format!("\n\n(Not included: {what}: {}.)", why.reason()));
+                    let note = format!("Not included: {what}: {}.", why.reason());
+                    out.push_str(&format!("\n\n({note})"));
+                    listed.push(note);
                     continue;
                 }
             },
@@ -276,6 +285,7 @@ pub fn instructions(cwd: &Path, global: &Path) -> String {
             "Instructions from {what} ({}):\n\n{kept}",
             path.display()
         ));
+        listed.push(format!("{what}: {} ({} bytes)", path.display(), kept.len()));
         if kept.len() < text.len() || longer {
             out.push_str(&format!(
                 "\n\n(Cut here: the instructions are limited to {INSTRUCTIONS_LIMIT} bytes; read {} for the rest.)",
@@ -296,9 +306,10 @@ pub fn instructions(cwd: &Path, global: &Path) -> String {
             let inside = within.as_ref().map(|_| top.clone());
             if inside.as_ref().is_some_and(|top| !target.starts_with(top)) {
                 if target.exists() {
-                    out.push_str(&format!(
-                        "\n\n(Not imported: @{name} from {what}: it is outside the workspace.)"
-                    ));
+                    let note =
+                        format!("Not imported: @{name} from {what}: it is outside the workspace.");
+                    out.push_str(&format!("\n\n({note})"));
+                    listed.push(note);
                 }
                 continue;
             }
@@ -315,7 +326,7 @@ pub fn instructions(cwd: &Path, global: &Path) -> String {
         }
         sources.extend(next.into_iter().rev());
     }
-    out
+    (out, listed)
 }
 
 /// The `@path` imports of an instruction file: words starting with `@`

@@ -20,7 +20,9 @@ use std::sync::Arc;
 /// runs), `idle_only` (it runs a turn of its own).
 fn admission(kind: &Kind) -> &'static str {
     match kind {
-        Kind::Builtin(Builtin::Help | Builtin::Cost | Builtin::Model | Builtin::Mode) => "now",
+        Kind::Builtin(
+            Builtin::Help | Builtin::Cost | Builtin::Model | Builtin::Mode | Builtin::Memory,
+        ) => "now",
         _ => "idle_only",
     }
 }

@@ -65,6 +65,7 @@ impl Dispatcher {
             Builtin::Redo => return Ok((TurnKind::Rewind(Rewind::Redo), text.to_string())),
             Builtin::Rewind => return Ok((rewind(arguments), text.to_string())),
             Builtin::Help => help_reply(&available),
+            Builtin::Memory => memory_reply(&cwd),
             Builtin::Cost => self.cost_reply(session_id, registry),
             Builtin::Allow => self.allow_command(session_id, registry, arguments),
             Builtin::Model => self.command_option(session_id, registry, "model", arguments),
@@ -316,4 +317,27 @@ fn cost_words(spent: &Spend, price: Option<&crate::config::Price>) -> String {
     } else {
         format!(" Cost: {:.4} {currency}.", spent.cost)
     }
+}
+
+/// `/memory`: every instruction file the model is given, with where it
+/// came from, and those left out with why.
+fn memory_reply(cwd: &std::path::Path) -> String {
+    use crate::agent::common::prompt;
+    let global = prompt::global_instructions_path();
+    let (_, listed) = prompt::gather(cwd, &global);
+    let mut reply = String::from("Instruction files in force, in the order the model reads them:");
+    for line in &listed {
+        reply.push_str(&format!("\n- {}", crate::util::visible(line, false)));
+    }
+    if listed.is_empty() {
+        reply.push_str("\n- none");
+    }
+    if !global.is_file() {
+        reply.push_str(&format!(
+            "\n\nYours for every workspace would be {} (none yet).",
+            global.display()
+        ));
+    }
+    reply.push_str("\n\nEach folder from the repository root down gives its AGENTS.md, else CLAUDE.md, else GEMINI.md; `@path` in them imports a file. /reload reads them again.");
+    reply
 }
