@@ -301,6 +301,27 @@ fn function<'a>(body: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("the request offers no tool {name}: {:?}", offered(body)))
 }
 
+/// Prompts until a request's body satisfies `ready` (or the usual wait
+/// ends) and returns the last body: a server slower than the session's
+/// first second (a loaded machine, Wine) joins later by design.
+fn prompt_until(
+    bench: &Bench,
+    agent: &mut Agent,
+    session: &str,
+    ready: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        bench.model.push(say("Listed."));
+        run_prompt(agent, session, "list", WAIT, no_requests);
+        let body = bench.last_body();
+        if ready(&body) || std::time::Instant::now() > deadline {
+            return body;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The MCP tools (names with `__`) of a server offered in a request.
 fn offered_of(body: &Value, server: &str) -> Vec<String> {
     let prefix = format!("{server}__");
@@ -815,19 +836,14 @@ fn exposed_names_are_sanitised_and_deduplicated_and_calls_reach_the_right_server
         ]),
     );
     assert!(opened.notes_about("a.b").is_empty() && opened.notes_about("a_b").is_empty());
-    // A server slower than the session's first second (a loaded machine,
-    // Wine) joins later: prompt until both are offered.
-    let deadline = std::time::Instant::now() + WAIT;
-    let names = loop {
-        bench.model.push(say("Listed."));
-        run_prompt(&mut agent, &opened.session, "list", WAIT, no_requests);
-        let names = offered(&bench.last_body());
-        let servers = names.iter().filter(|n| n.starts_with("a_b__env")).count();
-        if servers >= 2 || std::time::Instant::now() > deadline {
-            break names;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let body = prompt_until(&bench, &mut agent, &opened.session, |body| {
+        offered(body)
+            .iter()
+            .filter(|n| n.starts_with("a_b__env"))
+            .count()
+            >= 2
+    });
+    let names = offered(&body);
     for name in &names {
         assert!(
             !name.is_empty()
@@ -1430,9 +1446,10 @@ fn session_load_with_new_servers_replaces_the_old_ones() {
         json!([stdio_server("first", &[(PID_FILE_ENV, &first_pids)])]),
     );
     let first = wait_pids(&first_pids, 1)[0];
-    bench.model.push(say("first"));
-    run_prompt(&mut agent, &opened.session, "one", WAIT, no_requests);
-    assert!(!offered_of(&bench.last_body(), "first").is_empty());
+    let body = prompt_until(&bench, &mut agent, &opened.session, |body| {
+        !offered_of(body, "first").is_empty()
+    });
+    assert!(!offered_of(&body, "first").is_empty());
 
     // Loaded again in the same process, with another server.
     let loaded = load(
@@ -1451,6 +1468,9 @@ fn session_load_with_new_servers_replaces_the_old_ones() {
         "the replaced server {first} still runs"
     );
     let second = wait_pids(&second_pids, 1)[0];
+    prompt_until(&bench, &mut agent, &opened.session, |body| {
+        offered_of(body, "second").len() == tool_names(true).len()
+    });
     bench.model.push(call_tools(&[(
         "c-second",
         "second__echo",
@@ -1480,9 +1500,9 @@ fn session_load_with_new_servers_replaces_the_old_ones() {
         "{:?}",
         loaded.messages
     );
-    bench.model.push(say("third"));
-    run_prompt(&mut agent, &opened.session, "three", WAIT, no_requests);
-    let body = bench.last_body();
+    let body = prompt_until(&bench, &mut agent, &opened.session, |body| {
+        offered_of(body, "third").len() == tool_names(true).len()
+    });
     assert!(offered_of(&body, "first").is_empty() && offered_of(&body, "second").is_empty());
     assert_eq!(offered_of(&body, "third").len(), tool_names(true).len());
 }
