@@ -67,7 +67,9 @@ pub fn config() -> TlsConfig {
     }
     let extra = extra_certificates(ca_file.as_deref());
     let config = if extra.is_empty() {
-        TlsConfig::default()
+        TlsConfig::builder()
+            .unversioned_rustls_crypto_provider(provider())
+            .build()
     } else {
         log::debug!(
             "trusting {} certificates besides the bundled roots",
@@ -77,10 +79,111 @@ pub fn config() -> TlsConfig {
         all.extend(extra);
         TlsConfig::builder()
             .root_certs(RootCerts::Specific(Arc::new(all)))
+            .unversioned_rustls_crypto_provider(provider())
             .build()
     };
     *trust = Some((ca_file, config.clone()));
     config
+}
+
+/// The crypto of every connection: ring, with the AES-GCM cipher suites
+/// of TLS 1.3 and 1.2 (ECDHE only), ring's key exchange groups and
+/// webpki's signature checks over ring. Built here rather than taken from
+/// rustls's ring provider, whose list of suites would keep the code of
+/// ChaCha20-Poly1305 in the binary.
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    use rustls::crypto::ring::{cipher_suite as suite, kx_group};
+    Arc::new(rustls::crypto::CryptoProvider {
+        cipher_suites: vec![
+            suite::TLS13_AES_128_GCM_SHA256,
+            suite::TLS13_AES_256_GCM_SHA384,
+            suite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+            suite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+            suite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+            suite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        ],
+        kx_groups: vec![kx_group::X25519, kx_group::SECP256R1, kx_group::SECP384R1],
+        signature_verification_algorithms: SIGNATURES,
+        secure_random: &Ring,
+        key_provider: &Ring,
+    })
+}
+
+/// The signature algorithms a server's certificate and handshake may
+/// use, and which of them each TLS signature scheme names.
+static SIGNATURES: rustls::crypto::WebPkiSupportedAlgorithms = {
+    use rustls::SignatureScheme as Scheme;
+    use webpki::ring as alg;
+    rustls::crypto::WebPkiSupportedAlgorithms {
+        all: &[
+            alg::ECDSA_P256_SHA256,
+            alg::ECDSA_P256_SHA384,
+            alg::ECDSA_P384_SHA256,
+            alg::ECDSA_P384_SHA384,
+            alg::ED25519,
+            alg::RSA_PSS_2048_8192_SHA256_LEGACY_KEY,
+            alg::RSA_PSS_2048_8192_SHA384_LEGACY_KEY,
+            alg::RSA_PSS_2048_8192_SHA512_LEGACY_KEY,
+            alg::RSA_PKCS1_2048_8192_SHA256,
+            alg::RSA_PKCS1_2048_8192_SHA384,
+            alg::RSA_PKCS1_2048_8192_SHA512,
+            alg::RSA_PKCS1_2048_8192_SHA256_ABSENT_PARAMS,
+            alg::RSA_PKCS1_2048_8192_SHA384_ABSENT_PARAMS,
+            alg::RSA_PKCS1_2048_8192_SHA512_ABSENT_PARAMS,
+        ],
+        // In TLS 1.2 an ECDSA scheme does not fix the curve; in 1.3 it does.
+        mapping: &[
+            (
+                Scheme::ECDSA_NISTP384_SHA384,
+                &[alg::ECDSA_P384_SHA384, alg::ECDSA_P256_SHA384],
+            ),
+            (
+                Scheme::ECDSA_NISTP256_SHA256,
+                &[alg::ECDSA_P256_SHA256, alg::ECDSA_P384_SHA256],
+            ),
+            (Scheme::ED25519, &[alg::ED25519]),
+            (
+                Scheme::RSA_PSS_SHA512,
+                &[alg::RSA_PSS_2048_8192_SHA512_LEGACY_KEY],
+            ),
+            (
+                Scheme::RSA_PSS_SHA384,
+                &[alg::RSA_PSS_2048_8192_SHA384_LEGACY_KEY],
+            ),
+            (
+                Scheme::RSA_PSS_SHA256,
+                &[alg::RSA_PSS_2048_8192_SHA256_LEGACY_KEY],
+            ),
+            (Scheme::RSA_PKCS1_SHA512, &[alg::RSA_PKCS1_2048_8192_SHA512]),
+            (Scheme::RSA_PKCS1_SHA384, &[alg::RSA_PKCS1_2048_8192_SHA384]),
+            (Scheme::RSA_PKCS1_SHA256, &[alg::RSA_PKCS1_2048_8192_SHA256]),
+        ],
+    }
+};
+
+/// The randomness of the handshakes (the system's, through ring), and no
+/// client keys: Spindle presents no client certificate.
+#[derive(Debug)]
+struct Ring;
+
+impl rustls::crypto::SecureRandom for Ring {
+    fn fill(&self, buf: &mut [u8]) -> Result<(), rustls::crypto::GetRandomFailed> {
+        use ring::rand::SecureRandom;
+        ring::rand::SystemRandom::new()
+            .fill(buf)
+            .map_err(|_| rustls::crypto::GetRandomFailed)
+    }
+}
+
+impl rustls::crypto::KeyProvider for Ring {
+    fn load_private_key(
+        &self,
+        _key: rustls::pki_types::PrivateKeyDer<'static>,
+    ) -> Result<Arc<dyn rustls::sign::SigningKey>, rustls::Error> {
+        Err(rustls::Error::General(
+            "Spindle presents no client certificate".into(),
+        ))
+    }
 }
 
 /// The certificates every source adds, in order: `SSL_CERT_FILE`,

@@ -153,6 +153,17 @@ struct TlsServer {
 
 impl TlsServer {
     fn start() -> TlsServer {
+        TlsServer::start_with(
+            rustls::crypto::ring::default_provider(),
+            rustls::DEFAULT_VERSIONS,
+        )
+    }
+
+    /// A server offering only `provider`'s suites, in `versions`.
+    fn start_with(
+        provider: rustls::crypto::CryptoProvider,
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> TlsServer {
         use rustls::pki_types::pem::PemObject;
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};
         let certs = CertificateDer::pem_file_iter(tls_data("server.pem"))
@@ -160,9 +171,8 @@ impl TlsServer {
             .collect::<Result<Vec<_>, _>>()
             .unwrap();
         let key = PrivateKeyDer::from_pem_file(tls_data("server.key")).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+            .with_protocol_versions(versions)
             .unwrap()
             .with_no_client_auth()
             .with_single_cert(certs, key)
@@ -263,6 +273,41 @@ fn ssl_cert_file_adds_a_trusted_ca() {
     assert_eq!(
         updates_text(&messages, "agent_message_chunk"),
         "hello over tls"
+    );
+}
+
+/// The suites Spindle offers: AES-GCM in TLS 1.3 and 1.2 (a server of
+/// TLS 1.2 alone is reached), and not ChaCha20-Poly1305 (its code is left
+/// out of the binary), so a server that offers nothing else is refused.
+#[test]
+fn tls_1_2_servers_are_reached_and_chacha_is_not_offered() {
+    use rustls::crypto::ring::{cipher_suite, default_provider};
+    let ca = tls_data("ca.pem");
+    let trust = [("SSL_CERT_FILE", ca.to_str().unwrap())];
+    let only = |suites: Vec<rustls::SupportedCipherSuite>| rustls::crypto::CryptoProvider {
+        cipher_suites: suites,
+        ..default_provider()
+    };
+    let old = TlsServer::start_with(
+        only(vec![
+            cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+            cipher_suite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        ]),
+        &[&rustls::version::TLS12],
+    );
+    let mut agent = agent_for(&old.base_url(), &trust);
+    let (response, _) = prompt(&mut agent, "tls-12");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+
+    let chacha = TlsServer::start_with(
+        only(vec![cipher_suite::TLS13_CHACHA20_POLY1305_SHA256]),
+        &[&rustls::version::TLS13],
+    );
+    let mut agent = agent_for(&chacha.base_url(), &trust);
+    let (response, _) = prompt(&mut agent, "tls-chacha");
+    assert_eq!(
+        response["error"]["data"]["code"], "provider_unreachable",
+        "{response}"
     );
 }
 
