@@ -68,6 +68,7 @@ pub fn run(args: &DoctorArgs) -> Report {
     check_sandbox(&mut lines);
     check_shell(&mut lines, config.as_ref());
     check_workspace(&mut lines, config.as_ref());
+    check_skills(&mut lines, config.as_ref());
     lines.section("Logs");
     match config.as_ref().and_then(|c| c.log_file.clone()) {
         Some(path) => lines.ok(
@@ -409,6 +410,27 @@ fn check_workspace(lines: &mut Lines, config: Option<&Config>) {
                 ),
             }
         }
+    }
+}
+
+/// The skills in force, where each came from, and the ones left out
+/// (untrusted, malformed, too large, a link out, a name taken first).
+fn check_skills(lines: &mut Lines, config: Option<&Config>) {
+    let Ok(cwd) = std::env::current_dir() else {
+        return;
+    };
+    let trusted = config.is_some_and(|c| crate::config::project::project_trusted(c, &cwd));
+    let found = crate::agent::skills::discover(&cwd, trusted);
+    if found.skills.is_empty() && found.left.is_empty() {
+        return;
+    }
+    lines.section("Skills");
+    for skill in &found.skills {
+        let dir = crate::util::visible(&skill.dir.display().to_string(), false);
+        lines.ok(&skill.name, &format!("from {} ({dir})", skill.origin));
+    }
+    for left in &found.left {
+        lines.warn("left out", &left.describe());
     }
 }
 

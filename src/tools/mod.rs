@@ -44,6 +44,16 @@ pub enum Tool {
     AskUser(AskUserArgs),
     Task(TaskArgs),
     FetchUrl(FetchUrlArgs),
+    Skill(SkillArgs),
+}
+
+/// `skill`: the instructions of one of the listed skills, or a file of it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillArgs {
+    pub name: String,
+    #[serde(default)]
+    pub file: Option<String>,
 }
 
 /// `fetch_url`: one GET of a web page, as text.
@@ -281,7 +291,7 @@ pub const GLOB_LIMIT: usize = 500;
 pub const SEARCH_LIMIT: usize = 200;
 
 /// The names of every tool, in the order they are offered.
-pub const NAMES: [&str; 18] = [
+pub const NAMES: [&str; 19] = [
     "read_file",
     "write_file",
     "edit_file",
@@ -297,14 +307,16 @@ pub const NAMES: [&str; 18] = [
     "todo_write",
     "ask_user",
     "fetch_url",
+    "skill",
     "task",
     "goal_update",
     "exit_plan",
 ];
 
 /// The tools that change nothing, offered in plan mode.
-pub const READ_ONLY: [&str; 9] = [
+pub const READ_ONLY: [&str; 10] = [
     "read_file",
+    "skill",
     "list_directory",
     "glob",
     "search",
@@ -354,6 +366,7 @@ pub fn parse(name: &str, arguments: &str) -> Result<Tool, String> {
         "job_output" => Tool::JobOutput(args(name, value)?),
         "job_stop" => Tool::JobStop(args(name, value)?),
         "fetch_url" => Tool::FetchUrl(args(name, value)?),
+        "skill" => Tool::Skill(args(name, value)?),
         "task" => {
             let task: TaskArgs = args(name, value)?;
             if task.prompt.trim().is_empty() {
@@ -387,7 +400,7 @@ pub fn kind(tool: &Tool) -> ToolKind {
         Tool::TodoWrite(_) => ToolKind::Think,
         Tool::ExitPlan(_) => ToolKind::SwitchMode,
         Tool::GoalUpdate(_) => ToolKind::Think,
-        Tool::JobOutput(_) => ToolKind::Read,
+        Tool::JobOutput(_) | Tool::Skill(_) => ToolKind::Read,
         Tool::JobStop(_) => ToolKind::Execute,
         Tool::AskUser(_) => ToolKind::Other,
         Tool::Task(_) => ToolKind::Think,
@@ -445,6 +458,14 @@ pub fn title(tool: &Tool, root: &Path) -> String {
         Tool::AskUser(args) => format!("Question: {}", shorten(&args.question, 80)),
         Tool::Task(args) => format!("Task: {}", shorten(&args.description, 80)),
         Tool::FetchUrl(args) => format!("Fetch {}", shorten(&args.url, 80)),
+        Tool::Skill(args) => match &args.file {
+            Some(file) => format!(
+                "Read {} of the skill {}",
+                shorten(file, 60),
+                shorten(&args.name, 64)
+            ),
+            None => format!("Load the skill {}", shorten(&args.name, 64)),
+        },
         Tool::GoalUpdate(args) => match args.status {
             GoalReport::Working => "Goal: progress".to_string(),
             GoalReport::Complete => "Goal: complete".to_string(),
@@ -475,7 +496,8 @@ pub fn target(tool: &Tool, root: &Path) -> Option<paths::Resolved> {
         | Tool::JobStop(_)
         | Tool::AskUser(_)
         | Tool::Task(_)
-        | Tool::FetchUrl(_) => return None,
+        | Tool::FetchUrl(_)
+        | Tool::Skill(_) => return None,
     };
     Some(paths::resolve(root, given))
 }
@@ -642,6 +664,14 @@ pub fn specs(ripgrep: bool, output_cap: usize) -> Vec<ToolSpec> {
                 "url": {"type": "string", "description": "The full URL, with http:// or https://."},
                 "max_chars": {"type": "integer", "minimum": 1, "description": "Read at most this many characters (default 100,000)."}
             }, "required": ["url"]}"#),
+        ),
+        spec(
+            "skill",
+            "Load one of the skills the system prompt lists: its instructions, and the files it has. Load a skill before a task it is for, and follow it. With file, read one of the skill's files (a path inside its folder, as the loaded skill names them).".into(),
+            schema(r#"{"type": "object", "properties": {
+                "name": {"type": "string", "description": "The skill's name, as listed."},
+                "file": {"type": "string", "description": "A file of the skill to read instead, relative to its folder."}
+            }, "required": ["name"]}"#),
         ),
         spec(
             "task",

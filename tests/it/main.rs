@@ -37,6 +37,7 @@ mod sessions;
 #[cfg(unix)]
 mod setup_pty;
 mod shell_choice;
+mod skills;
 mod streaming;
 mod support;
 mod support_selftest;

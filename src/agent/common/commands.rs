@@ -22,6 +22,7 @@ pub enum Builtin {
     Reload,
     Allow,
     Memory,
+    Skills,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +33,9 @@ pub enum Kind {
         body: String,
         source: PathBuf,
     },
+    /// An Agent Skill: its instructions, with the arguments, are the
+    /// prompt.
+    Skill(super::skills::Skill),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -42,7 +46,7 @@ pub struct Command {
     pub kind: Kind,
 }
 
-const BUILTINS: [(&str, &str, Option<&str>, Builtin); 13] = [
+const BUILTINS: [(&str, &str, Option<&str>, Builtin); 14] = [
     (
         "init",
         "Write or update AGENTS.md: instructions for coding agents in this workspace",
@@ -115,6 +119,12 @@ const BUILTINS: [(&str, &str, Option<&str>, Builtin); 13] = [
         None,
         Builtin::Memory,
     ),
+    (
+        "skills",
+        "List the skills in force, where each came from, and the ones left out",
+        None,
+        Builtin::Skills,
+    ),
     ("help", "List the commands", None, Builtin::Help),
 ];
 
@@ -136,11 +146,27 @@ pub const COMMAND_FILES_MAX: usize = 500;
 
 /// Every command available in a workspace: the built-ins, then custom
 /// commands (the workspace's win over the agent file's, which win over the
-/// user's of the same name; none replaces a built-in). `agent_dir` is the
+/// user's of the same name; none replaces a built-in), then one for each
+/// of `skills` whose name no command took. `agent_dir` is the
 /// agent file's `commands/` folder, when `spindle acp PATH` serves an
 /// agent folder that has one (`Options::commands_dir`).
-pub fn available(cwd: &Path, agent_dir: Option<&Path>) -> Vec<Command> {
-    available_and_skipped(cwd, agent_dir).0
+pub fn available(
+    cwd: &Path,
+    agent_dir: Option<&Path>,
+    skills: &[super::skills::Skill],
+) -> Vec<Command> {
+    let mut commands = available_and_skipped(cwd, agent_dir).0;
+    for skill in skills {
+        if !commands.iter().any(|c| c.name == skill.name) {
+            commands.push(Command {
+                name: skill.name.clone(),
+                description: skill.description.chars().take(200).collect(),
+                hint: None,
+                kind: Kind::Skill(skill.clone()),
+            });
+        }
+    }
+    commands
 }
 
 /// [`available`], and the command files left out: the workspace's and the
@@ -191,7 +217,7 @@ pub fn available_and_skipped(cwd: &Path, agent_dir: Option<&Path>) -> (Vec<Comma
             }
             let read = match within {
                 Some(within) => crate::tools::shipped::read(&path, within, COMMAND_FILE_CAP),
-                None => own_file(&path),
+                None => super::skills::own_file(&path, COMMAND_FILE_CAP),
             };
             let bytes = match read {
                 Ok(Some(bytes)) => bytes,
@@ -208,25 +234,6 @@ pub fn available_and_skipped(cwd: &Path, agent_dir: Option<&Path>) -> (Vec<Comma
     (commands, skipped)
 }
 
-/// One of the user's own command files: links are theirs to make, but a
-/// FIFO or a huge file is refused all the same.
-fn own_file(path: &Path) -> Result<Option<Vec<u8>>, crate::tools::shipped::Refused> {
-    use crate::tools::bounded::{read_capped, ReadError};
-    use crate::tools::shipped::Refused;
-    match std::fs::metadata(path) {
-        Ok(meta) if !meta.is_file() => return Err(Refused::NotRegular),
-        Err(_) => return Ok(None),
-        Ok(_) => {}
-    }
-    match read_capped(path, COMMAND_FILE_CAP) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(ReadError::Missing) => Ok(None),
-        Err(ReadError::Directory | ReadError::NotRegular) => Err(Refused::NotRegular),
-        Err(ReadError::TooLarge(size)) => Err(Refused::TooLarge(size)),
-        Err(ReadError::Io(error)) => Err(Refused::Unreadable(error.to_string())),
-    }
-}
-
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
@@ -241,23 +248,15 @@ pub fn parse_custom(name: &str, text: &str, source: PathBuf) -> Command {
     let mut description = None;
     let mut hint = None;
     let mut body = text;
-    if let Some(rest) = text
-        .strip_prefix("---\n")
-        .or_else(|| text.strip_prefix("---\r\n"))
-    {
-        if let Some(end) = rest.find("\n---") {
-            for line in rest[..end].lines() {
-                if let Some((key, value)) = line.split_once(':') {
-                    let value = value.trim().trim_matches('"').to_string();
-                    match key.trim() {
-                        "description" => description = Some(value),
-                        "argument-hint" | "argument_hint" | "hint" => hint = Some(value),
-                        _ => {}
-                    }
-                }
+    if let Some((fields, rest)) = super::skills::front_matter(text) {
+        for (key, value) in fields {
+            match key.as_str() {
+                "description" => description = Some(value),
+                "argument-hint" | "argument_hint" | "hint" => hint = Some(value),
+                _ => {}
             }
-            body = rest[end + 4..].trim_start_matches(['\r', '\n']);
         }
+        body = rest;
     }
     let description = description.unwrap_or_else(|| {
         body.lines()
@@ -306,6 +305,17 @@ pub fn invocation(text: &str) -> Option<(&str, &str)> {
         return None;
     }
     Some((name, rest[end..].trim()))
+}
+
+/// The prompt of `/skill-name arguments`: the skill's instructions and
+/// what the user asked.
+pub fn skill_prompt(skill: &super::skills::Skill, arguments: &str) -> Result<String, String> {
+    let loaded = skill.load()?;
+    Ok(if arguments.is_empty() {
+        format!("Use this skill now.\n\n{loaded}")
+    } else {
+        format!("Use this skill for the request below.\n\n{loaded}\n\nRequest: {arguments}")
+    })
 }
 
 /// A custom command's prompt with its arguments.
@@ -361,7 +371,7 @@ mod tests {
         std::fs::create_dir_all(dir.join(".spindle/commands")).unwrap();
         std::fs::write(dir.join(".spindle/commands/deploy.md"), "Deploy it").unwrap();
         std::fs::write(dir.join(".spindle/commands/help.md"), "not the real help").unwrap();
-        let commands = available(&dir, None);
+        let commands = available(&dir, None, &[]);
         assert_eq!(commands[0].name, "init");
         let deploy = commands.iter().find(|c| c.name == "deploy").unwrap();
         assert_eq!(deploy.description, "Deploy it");

@@ -10,4 +10,5 @@ pub mod models;
 pub mod options;
 pub mod permission;
 pub mod prompt;
+pub mod skills;
 pub mod spend;

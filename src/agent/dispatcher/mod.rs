@@ -265,10 +265,35 @@ impl Dispatcher {
 
     fn commands_line(&self, session_id: &str) -> Option<String> {
         let session = self.sessions.get(session_id)?;
-        let update = crate::agent::common::commands::update(
-            &crate::agent::common::commands::available(&session.cwd, self.options.commands_dir()),
-        );
+        let update = crate::agent::common::commands::update(&self.commands_of(&session.cwd));
         Some(crate::acp::update_line(session_id, &update.into_value()))
+    }
+
+    /// Whether the user trusts the project at `cwd`, as the loaded
+    /// configuration says (not trusted before one is loaded).
+    pub(in crate::agent) fn trusted(&self, cwd: &std::path::Path) -> bool {
+        matches!(&self.registry, Some(Ok(registry))
+            if crate::config::project::project_trusted(&registry.config, cwd))
+    }
+
+    /// The skills of the workspace at `cwd` (its own only if trusted).
+    pub(in crate::agent) fn skills_of(
+        &self,
+        cwd: &std::path::Path,
+    ) -> crate::agent::common::skills::Found {
+        crate::agent::common::skills::discover(cwd, self.trusted(cwd))
+    }
+
+    /// Every slash command of the workspace at `cwd`, its skills among them.
+    pub(in crate::agent) fn commands_of(
+        &self,
+        cwd: &std::path::Path,
+    ) -> Vec<crate::agent::common::commands::Command> {
+        crate::agent::common::commands::available(
+            cwd,
+            self.options.commands_dir(),
+            &self.skills_of(cwd).skills,
+        )
     }
 
     /// Sends an update outside any turn (a mode or config change) and keeps

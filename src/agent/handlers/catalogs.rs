@@ -9,7 +9,7 @@ use crate::acp::spindle::{
     results::{to_json, CatalogResult, InvokeResult, ReloadResult},
     InvokeParams, ModelsParams, OperationsParams, ReloadParams, SettingSetParams, SettingsParams,
 };
-use crate::agent::common::commands::{self, Builtin, Kind};
+use crate::agent::common::commands::{Builtin, Kind};
 use crate::agent::common::models::Registry;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
@@ -21,7 +21,12 @@ use std::sync::Arc;
 fn admission(kind: &Kind) -> &'static str {
     match kind {
         Kind::Builtin(
-            Builtin::Help | Builtin::Cost | Builtin::Model | Builtin::Mode | Builtin::Memory,
+            Builtin::Help
+            | Builtin::Cost
+            | Builtin::Model
+            | Builtin::Mode
+            | Builtin::Memory
+            | Builtin::Skills,
         ) => "now",
         _ => "idle_only",
     }
@@ -96,7 +101,8 @@ impl Dispatcher {
 
     pub(super) fn operations(&mut self, params: OperationsParams) -> Result<Value, RpcError> {
         let cwd = self.sessions[params.session_id].cwd.clone();
-        let items: Vec<Value> = commands::available(&cwd, self.options.commands_dir())
+        let items: Vec<Value> = self
+            .commands_of(&cwd)
             .iter()
             .map(|command| {
                 json!({
@@ -119,7 +125,7 @@ impl Dispatcher {
             input,
         } = params;
         let cwd = self.sessions[id].cwd.clone();
-        let available = commands::available(&cwd, self.options.commands_dir());
+        let available = self.commands_of(&cwd);
         let Some(command) = available.iter().find(|c| c.name == name) else {
             return Err(RpcError::invalid_params(format!(
                 "operation: there is no operation {name:?}; _spindle/operations lists them"

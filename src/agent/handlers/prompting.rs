@@ -177,12 +177,16 @@ impl Dispatcher {
             .map(|exe| crate::sandbox::support(exe).describe())
             .unwrap_or_else(|| "the Spindle binary cannot be found".into());
         let outbox = self.outbox();
+        let skills = match self.sessions.get(&session_id) {
+            Some(session) => self.skills_of(&session.cwd).skills,
+            None => Vec::new(),
+        };
         let Some(session) = self.sessions.get_mut(&session_id) else {
             return Err(not_found(&session_id));
         };
         let (entry, provider) = turn_start::model_of(&registry, session)?;
         let (effort, max_steps) = turn_start::effort_and_steps(session, &entry, explicit_steps);
-        let system = turn_start::system_of(session, agent.as_deref());
+        let system = turn_start::system_of(session, agent.as_deref(), &skills);
         let goal = match &start.wait {
             Some(wait) if !wait.goal => None,
             _ => turn_start::goal_of(session, &kind, &input.text),
@@ -272,6 +276,7 @@ impl Dispatcher {
                 ),
                 scan_cache: session.scan_cache.clone(),
                 mcp: session.mcp.clone(),
+                skills: Arc::new(skills),
                 processes,
             },
             start: Start {

@@ -37,6 +37,24 @@ impl Runner<'_> {
                 failed("Error: a subagent cannot hand out tasks of its own; do the work yourself")
             }
             Tool::FetchUrl(args) => self.fetch(args),
+            Tool::Skill(args) => {
+                let Some(skill) = self.skills.iter().find(|s| s.name == args.name) else {
+                    let names: Vec<&str> = self.skills.iter().map(|s| s.name.as_str()).collect();
+                    return failed(format!(
+                        "Error: there is no skill {:?}; the skills are: {}",
+                        args.name,
+                        names.join(", ")
+                    ));
+                };
+                let loaded = match &args.file {
+                    Some(file) => skill.file(file),
+                    None => skill.load(),
+                };
+                match loaded {
+                    Ok(text) => completed_text(text),
+                    Err(error) => failed(format!("Error: {error}")),
+                }
+            }
             Tool::JobOutput(args) => self.job_output(args),
             Tool::JobStop(args) => match self.jobs.kill(&args.job_id) {
                 Ok(info) => {

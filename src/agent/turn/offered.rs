@@ -27,6 +27,9 @@ pub(super) fn offered_tools(turn: &Turn, read_only: bool) -> Vec<ToolSpec> {
     } else {
         tools.retain(|tool| !crate::tools::PLAN_ONLY.contains(&tool.name.as_str()));
     }
+    if turn.workspace.skills.is_empty() {
+        tools.retain(|tool| tool.name != "skill");
+    }
     if !turn.start.goal_mode {
         tools.retain(|tool| !crate::tools::GOAL_ONLY.contains(&tool.name.as_str()));
     }

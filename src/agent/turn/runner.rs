@@ -74,6 +74,8 @@ pub struct Runner<'a> {
     /// `additionalDirectories`: paths inside them count as the workspace.
     pub extra_roots: &'a [std::path::PathBuf],
     pub epoch: u64,
+    /// The skills the `skill` tool loads.
+    pub skills: &'a [crate::agent::common::skills::Skill],
 }
 
 /// How one call ended, before it is reported.

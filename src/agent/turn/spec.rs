@@ -129,6 +129,8 @@ pub struct Workspace {
     pub jobs: Arc<crate::tools::jobs::Jobs>,
     /// The session's MCP servers.
     pub mcp: Option<Arc<crate::mcp::McpSession>>,
+    /// The skills the system prompt lists, for the `skill` tool.
+    pub skills: Arc<Vec<crate::agent::common::skills::Skill>>,
     /// The session database; the worker commits each step there.
     pub db: Option<PathBuf>,
     pub config_path: Option<PathBuf>,

@@ -484,6 +484,7 @@ pub(super) fn run_calls(
         agent: turn.rights.agent.as_deref(),
         subagent: turn.rights.subagent.as_deref(),
         extra_roots: &turn.workspace.extra_roots,
+        skills: &turn.workspace.skills,
     };
     let mut done = Calls {
         results: Vec::new(),

@@ -38,13 +38,19 @@ impl Dispatcher {
             return Ok((TurnKind::Model, text.to_string()));
         };
         let cwd = self.sessions[session_id].cwd.clone();
-        let available = commands::available(&cwd, self.options.commands_dir());
+        let available = self.commands_of(&cwd);
         let Some(command) = available.iter().find(|c| c.name == name) else {
             return Ok((TurnKind::Model, text.to_string()));
         };
         let builtin = match &command.kind {
             Kind::Custom { body, .. } => {
                 return Ok((TurnKind::Model, commands::expand(body, arguments)))
+            }
+            Kind::Skill(skill) => {
+                return Ok(match commands::skill_prompt(skill, arguments) {
+                    Ok(prompt) => (TurnKind::Model, prompt),
+                    Err(why) => (TurnKind::Local(why), text.to_string()),
+                })
             }
             Kind::Builtin(builtin) => *builtin,
         };
@@ -66,6 +72,7 @@ impl Dispatcher {
             Builtin::Rewind => return Ok((rewind(arguments), text.to_string())),
             Builtin::Help => help_reply(&available),
             Builtin::Memory => memory_reply(&cwd),
+            Builtin::Skills => crate::agent::common::skills::report(&self.skills_of(&cwd)),
             Builtin::Cost => self.cost_reply(session_id, registry),
             Builtin::Allow => self.allow_command(session_id, registry, arguments),
             Builtin::Model => self.command_option(session_id, registry, "model", arguments),

@@ -274,8 +274,17 @@ pub(super) fn model_of(
 /// The turn's system prompt: the base with the environment's mark, the
 /// preset's instructions, the extra roots, the agent file's and the
 /// mode's instructions.
-pub(super) fn system_of(session: &Session, agent: Option<&crate::agentfile::AgentSpec>) -> String {
+pub(super) fn system_of(
+    session: &Session,
+    agent: Option<&crate::agentfile::AgentSpec>,
+    skills: &[crate::agent::common::skills::Skill],
+) -> String {
     let mut system = system_prompt(&session.cwd, crate::agent::turn::ENVIRONMENT_MARK);
+    let listing = crate::agent::common::skills::listing(skills);
+    if !listing.is_empty() {
+        system.push_str("\n\n");
+        system.push_str(&listing);
+    }
     system.push_str("\n\n");
     system.push_str(session.settings.preset.instructions());
     if !session.settings.extra_roots.is_empty() {
