@@ -323,8 +323,14 @@ impl Skill {
                     stack.push((path, depth + 1));
                 } else if meta.is_file() && out.len() < FILES_SHOWN {
                     if let Ok(relative) = path.strip_prefix(&self.dir) {
-                        if relative != Path::new("SKILL.md") {
-                            out.push(crate::util::visible(&relative.display().to_string(), false));
+                        // With `/` on every system: the model gives it back.
+                        let parts: Vec<String> = relative
+                            .components()
+                            .map(|part| part.as_os_str().to_string_lossy().into_owned())
+                            .collect();
+                        let relative = parts.join("/");
+                        if relative != "SKILL.md" {
+                            out.push(crate::util::visible(&relative, false));
                         }
                     }
                 }
