@@ -69,6 +69,7 @@ pub fn run(args: &DoctorArgs) -> Report {
     check_shell(&mut lines, config.as_ref());
     check_workspace(&mut lines, config.as_ref());
     check_skills(&mut lines, config.as_ref());
+    check_hooks(&mut lines, config.as_ref());
     lines.section("Logs");
     match config.as_ref().and_then(|c| c.log_file.clone()) {
         Some(path) => lines.ok(
@@ -431,6 +432,27 @@ fn check_skills(lines: &mut Lines, config: Option<&Config>) {
     }
     for left in &found.left {
         lines.warn("left out", &left.describe());
+    }
+}
+
+/// The hooks in force and where each came from, and what was left out
+/// (an untrusted project's, malformed entries).
+fn check_hooks(lines: &mut Lines, config: Option<&Config>) {
+    let Ok(cwd) = std::env::current_dir() else {
+        return;
+    };
+    let trusted = config.is_some_and(|c| crate::config::project::project_trusted(c, &cwd));
+    let user = config.and_then(|c| c.hooks.as_ref());
+    let hooks = crate::agent::hooks::Hooks::load(user, &cwd, trusted);
+    if hooks.list.is_empty() && hooks.problems.is_empty() {
+        return;
+    }
+    lines.section("Hooks");
+    for hook in &hooks.list {
+        lines.ok("hook", &hook.describe());
+    }
+    for problem in &hooks.problems {
+        lines.warn("left out", &crate::util::visible(problem, false));
     }
 }
 

@@ -129,6 +129,10 @@ pub struct Config {
     /// minutes (default 300; 0 never waits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_wait_minutes: Option<u64>,
+    /// Hooks in Claude Code's format (`{EVENT: [{matcher, hooks}]}`), read
+    /// by the agent; kept as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<Value>,
 }
 
 /// Checks MCP server entries in the ACP shape, naming a bad entry.

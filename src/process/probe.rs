@@ -33,13 +33,28 @@ const POLL: Duration = Duration::from_millis(5);
 /// its process group is killed before this returns. Errors: the spawn's
 /// own, `TimedOut` past the limit, `Interrupted` on a cancel.
 pub fn run(
+    command: Command,
+    limit: Duration,
+    cap: usize,
+    cancel: Option<&Receiver<()>>,
+) -> io::Result<ProbeOutput> {
+    run_fed(command, None, limit, cap, cancel)
+}
+
+/// [`run`], with `input` written to the program's stdin (by a helper
+/// thread, so a program that never reads it blocks nobody), then closed.
+pub fn run_fed(
     mut command: Command,
+    input: Option<Vec<u8>>,
     limit: Duration,
     cap: usize,
     cancel: Option<&Receiver<()>>,
 ) -> io::Result<ProbeOutput> {
     command
-        .stdin(Stdio::null())
+        .stdin(match input {
+            Some(_) => Stdio::piped(),
+            None => Stdio::null(),
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     super::Tree::prepare(&mut command);
@@ -52,6 +67,20 @@ pub fn run(
             return Err(error);
         }
     };
+    if let (Some(mut pipe), Some(input)) = (child.stdin.take(), input) {
+        // Detached: the write ends when the program reads it all, exits
+        // or is killed with its group (a broken pipe), which every path
+        // below makes sure of.
+        let fed = std::thread::Builder::new()
+            .name("spindle-probe-input".into())
+            .spawn(move || {
+                use std::io::Write;
+                let _ = pipe.write_all(&input);
+            });
+        if let Err(error) = fed {
+            log::warn!("cannot feed a program's input: {error}");
+        }
+    }
     let stdout = child.stdout.take().map(|pipe| collect(pipe, cap));
     let stderr = child.stderr.take().map(|pipe| collect(pipe, cap));
     let deadline = Instant::now() + limit;

@@ -18,9 +18,9 @@ use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
-const BUILTINS: [&str; 14] = [
+const BUILTINS: [&str; 15] = [
     "init", "compact", "model", "mode", "clear", "cost", "undo", "rewind", "redo", "reload",
-    "allow", "memory", "skills", "help",
+    "allow", "memory", "skills", "hooks", "help",
 ];
 
 const REVIEW: &str = "---\ndescription: Review a file carefully\nargument-hint: <path>\n---\nReview $ARGUMENTS and list every problem.\n";

@@ -18,6 +18,7 @@ mod credentials;
 mod docs_config;
 mod exec;
 mod help;
+mod hooks;
 mod local_servers;
 mod mcp;
 mod memory;

@@ -23,6 +23,7 @@ pub enum Builtin {
     Allow,
     Memory,
     Skills,
+    Hooks,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -46,7 +47,7 @@ pub struct Command {
     pub kind: Kind,
 }
 
-const BUILTINS: [(&str, &str, Option<&str>, Builtin); 14] = [
+const BUILTINS: [(&str, &str, Option<&str>, Builtin); 15] = [
     (
         "init",
         "Write or update AGENTS.md: instructions for coding agents in this workspace",
@@ -124,6 +125,12 @@ const BUILTINS: [(&str, &str, Option<&str>, Builtin); 14] = [
         "List the skills in force, where each came from, and the ones left out",
         None,
         Builtin::Skills,
+    ),
+    (
+        "hooks",
+        "List the hooks in force (yours and a trusted project's) and where each came from",
+        None,
+        Builtin::Hooks,
     ),
     ("help", "List the commands", None, Builtin::Help),
 ];

@@ -6,6 +6,7 @@
 pub mod commands;
 pub mod content;
 pub mod goal;
+pub mod hooks;
 pub mod models;
 pub mod options;
 pub mod permission;

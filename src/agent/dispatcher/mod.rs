@@ -86,6 +86,8 @@ pub struct Dispatcher {
     /// The store and registry being prepared on a helper thread at start-up,
     /// so the first `session/new` does not wait for them.
     warm: Option<Receiver<Warm>>,
+    /// `SessionEnd` hooks still running (on `spindle-hook-end` threads).
+    pub(in crate::agent) ending: Vec<std::thread::JoinHandle<()>>,
 }
 
 /// What the start-up helper prepares.
@@ -117,6 +119,7 @@ impl Dispatcher {
             warm: None,
             after_response: Vec::new(),
             waits_to_resume: Vec::new(),
+            ending: Vec::new(),
             options,
         }
         .warm_up()
@@ -284,6 +287,17 @@ impl Dispatcher {
         crate::agent::common::skills::discover(cwd, self.trusted(cwd))
     }
 
+    /// The hooks in force for the workspace at `cwd`: the user's config's,
+    /// and the project's own when the user trusts it.
+    pub(in crate::agent) fn hooks_of(
+        &self,
+        cwd: &std::path::Path,
+        registry: &Registry,
+    ) -> crate::agent::common::hooks::Hooks {
+        let trusted = crate::config::project::project_trusted(&registry.config, cwd);
+        crate::agent::common::hooks::Hooks::load(registry.config.hooks.as_ref(), cwd, trusted)
+    }
+
     /// Every slash command of the workspace at `cwd`, its skills among them.
     pub(in crate::agent) fn commands_of(
         &self,
@@ -404,6 +418,7 @@ impl Dispatcher {
                 }
             }
         }
+        self.end_hooks_at_exit();
         // No MCP server, and no job, outlives the agent.
         for session in self.sessions.values_mut() {
             if let Some(mcp) = session.mcp.take() {

@@ -79,6 +79,10 @@ pub struct Session {
     /// The system prompt's environment (date, git state), taken by the
     /// first turn's worker and kept: the prompt stays the same bytes.
     pub environment: std::sync::Arc<std::sync::OnceLock<String>>,
+    /// The `SessionStart` source of the next model turn: "startup" for a
+    /// new session, "resume" for a loaded one, "clear" after `/clear`;
+    /// taken by the turn that runs the hooks.
+    pub hook_start: Option<&'static str>,
     /// Line indexes of the workspace files `resource` windows read.
     /// Shared with the threads that index a file off the dispatcher.
     pub line_indexes: std::sync::Arc<std::sync::Mutex<crate::tools::lines::Indexes>>,
@@ -222,6 +226,7 @@ impl Session {
             jobs: Default::default(),
             line_indexes: Default::default(),
             environment: Default::default(),
+            hook_start: Some("startup"),
         }
     }
 

@@ -26,7 +26,8 @@ fn admission(kind: &Kind) -> &'static str {
             | Builtin::Model
             | Builtin::Mode
             | Builtin::Memory
-            | Builtin::Skills,
+            | Builtin::Skills
+            | Builtin::Hooks,
         ) => "now",
         _ => "idle_only",
     }

@@ -254,6 +254,7 @@ impl Dispatcher {
             Vec::new()
         };
         let mut session = Session::new(id.clone(), cwd, servers, settings.policy);
+        session.hook_start = Some("resume");
         session.restore(settings);
         self.restore_roots(&mut session, roots);
         let (mcp, notes) = start_mcp(
@@ -599,6 +600,7 @@ impl Dispatcher {
         let request: acp::SessionIdRequest = decode(params)?;
         let id = request.session_id;
         if self.sessions.contains_key(&id) {
+            self.session_end_hooks(&id, "close");
             self.close_live(&id);
             return Ok(json!({}));
         }
@@ -612,6 +614,7 @@ impl Dispatcher {
         let request: acp::SessionIdRequest = decode(params)?;
         let id = request.session_id;
         if self.sessions.contains_key(&id) {
+            self.session_end_hooks(&id, "delete");
             self.close_live(&id);
         }
         // Deleting what is not there succeeds quietly, as the protocol asks.

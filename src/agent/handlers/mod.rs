@@ -21,6 +21,7 @@ mod cost;
 mod ext_params;
 mod goals;
 mod handshake;
+mod hooks;
 mod inbox;
 mod items;
 mod jobs;

@@ -177,9 +177,12 @@ impl Dispatcher {
             .map(|exe| crate::sandbox::support(exe).describe())
             .unwrap_or_else(|| "the Spindle binary cannot be found".into());
         let outbox = self.outbox();
-        let skills = match self.sessions.get(&session_id) {
-            Some(session) => self.skills_of(&session.cwd).skills,
-            None => Vec::new(),
+        let (skills, hooks) = match self.sessions.get(&session_id) {
+            Some(session) => (
+                self.skills_of(&session.cwd).skills,
+                self.hooks_of(&session.cwd, &registry),
+            ),
+            None => Default::default(),
         };
         let Some(session) = self.sessions.get_mut(&session_id) else {
             return Err(not_found(&session_id));
@@ -187,6 +190,10 @@ impl Dispatcher {
         let (entry, provider) = turn_start::model_of(&registry, session)?;
         let (effort, max_steps) = turn_start::effort_and_steps(session, &entry, explicit_steps);
         let system = turn_start::system_of(session, agent.as_deref(), &skills);
+        let session_start = match kind {
+            TurnKind::Model => session.hook_start.take(),
+            _ => None,
+        };
         let goal = match &start.wait {
             Some(wait) if !wait.goal => None,
             _ => turn_start::goal_of(session, &kind, &input.text),
@@ -277,9 +284,12 @@ impl Dispatcher {
                 scan_cache: session.scan_cache.clone(),
                 mcp: session.mcp.clone(),
                 skills: Arc::new(skills),
+                hooks: Arc::new(hooks),
                 processes,
             },
             start: Start {
+                session_start,
+                rewritten: false,
                 system,
                 messages: session.messages.clone(),
                 prompt_blocks: input.stored_blocks,

@@ -181,6 +181,7 @@ pub(super) fn fit(
         };
     };
     state.summaries += 1;
+    super::hooks::pre_compact(turn, sink.updates, "auto", "");
     let entity = Entity::start(turn, sink);
     match summarise(
         turn,
@@ -438,6 +439,7 @@ pub(super) fn compact_command(
         );
         return Ok(StopReason::EndTurn);
     }
+    super::hooks::pre_compact(turn, sink.updates, "manual", focus);
     let window = window(turn, state);
     let fixed = context::fixed_bytes(&turn.start.system, &[]);
     let before = estimate(state, fixed, messages);

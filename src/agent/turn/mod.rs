@@ -15,6 +15,7 @@ mod edits;
 mod elicitation;
 mod execute;
 mod goals;
+mod hooks;
 mod jobs;
 mod offered;
 mod permission;
@@ -86,6 +87,8 @@ struct State {
     parked: bool,
     /// How many times the turn waited for a limit.
     parks: u32,
+    /// How many times a `Stop` hook sent the model back to work.
+    stop_blocks: usize,
 }
 
 impl State {
@@ -109,6 +112,7 @@ impl State {
             waiting_since: None,
             parked: false,
             parks: 0,
+            stop_blocks: 0,
         }
     }
 }
@@ -124,11 +128,29 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
             let mut turn = turn;
             take_environment(&mut turn);
             let updates = open_updates(&turn);
+            let blocked = match turn.start.kind {
+                TurnKind::Model => hooks::before_prompt(&mut turn, &updates),
+                _ => None,
+            };
             let mut record = begin_record(&turn, &updates);
             let mut sink = UpdateSink::new(turn.io.cancel.clone(), &updates);
             sink.live = Some(turn.io.live.clone());
             let mut state = State::new(&turn);
-            let result = run_guarded(&turn, &mut sink, &mut state, &mut record);
+            let result = match blocked {
+                // The prompt never reaches the model, nor the conversation.
+                Some(reason) => {
+                    state.replaced = Some(turn.start.messages.clone());
+                    sink.begin_message();
+                    let text = format!(
+                        "Your prompt was not sent to the model: a UserPromptSubmit hook blocked it.\n\n{reason}"
+                    );
+                    sink.updates
+                        .borrow_mut()
+                        .chunk(false, &sink.message_id, &text);
+                    Ok(StopReason::EndTurn)
+                }
+                None => run_guarded(&turn, &mut sink, &mut state, &mut record),
+            };
             if state.parked {
                 waiting::clear(&turn, &mut record);
             }
@@ -357,7 +379,7 @@ fn run(
     if let Some(checkpoints) = checkpoints {
         checkpoints.into_inner().finish();
     }
-    if state.compacted {
+    if state.compacted || turn.start.rewritten {
         state.replaced = Some(messages);
     }
     result

@@ -123,6 +123,13 @@ impl Runner<'_> {
                 }
             }
         }
+        if self.hook_ask && asking.is_none() {
+            asking = named.first().map(|target| Action::Edit {
+                path: target.path.as_path(),
+                inside: target.inside,
+                git_internal: target.git_internal,
+            });
+        }
         match asking {
             None => Permit::Allowed(Confinement::None),
             Some(action) => self.ask(call, &action, announce),
@@ -170,12 +177,15 @@ impl Runner<'_> {
     ) -> Permit {
         // Lasting rules first: a deny is final whatever the policy, an
         // ask asks even where the policy would not, an allow answers.
+        // A hook's "ask" asks as a rule's would.
+        let allow = !self.hook_ask;
         match self.rule_for(action) {
             Some(rules::Decision::Deny) => return Permit::Rejected(Rejection::by_rule()),
-            Some(rules::Decision::Allow) => return Permit::Allowed(Confinement::None),
-            Some(rules::Decision::Ask) => {}
+            Some(rules::Decision::Allow) if allow => return Permit::Allowed(Confinement::None),
+            Some(rules::Decision::Allow | rules::Decision::Ask) => {}
             None => match decide(self.policy, action, self.approvals) {
-                Decision::Allow => return Permit::Allowed(Confinement::None),
+                Decision::Allow if allow => return Permit::Allowed(Confinement::None),
+                Decision::Allow => {}
                 Decision::Reject => return Permit::Rejected(Rejection::automatic()),
                 Decision::Ask => {}
             },
@@ -193,6 +203,11 @@ impl Runner<'_> {
                 tool_call[key] = value.clone();
             }
         }
+        let title = announce["title"].as_str().unwrap_or(&call.name).to_string();
+        self.notify(
+            &format!("Spindle needs your permission: {title}"),
+            "permission_prompt",
+        );
         let offered = self.options_for(action, &scope);
         let options: Vec<Value> = offered
             .iter()

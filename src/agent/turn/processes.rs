@@ -143,6 +143,115 @@ impl Processes {
     }
 }
 
+/// Where and how the hooks of a session run.
+pub struct HookPlace<'a> {
+    pub session_id: &'a str,
+    pub root: &'a Path,
+    pub policy: crate::modes::Policy,
+    pub hooks: &'a crate::agent::common::hooks::Hooks,
+}
+
+impl Processes {
+    /// Runs the hooks of `event` that match `subject`, one after another,
+    /// each with the event as JSON on stdin (`fields` on top of the
+    /// session's), and what they decided together. They run as commands
+    /// do: without the credentials, non-interactive, in the sandbox
+    /// under the `sandbox` policy, killed with their group at their
+    /// timeout or a cancel.
+    pub fn fire(
+        &self,
+        place: &HookPlace,
+        event: crate::agent::common::hooks::Event,
+        subject: &crate::agent::common::hooks::Subject,
+        fields: serde_json::Value,
+        cancel: Option<&crossbeam_channel::Receiver<()>>,
+    ) -> crate::agent::common::hooks::Verdict {
+        use crate::agent::common::hooks::{self, Outcome, Verdict};
+        let mut verdict = Verdict::default();
+        let matching = place.hooks.matching(event, subject);
+        if matching.is_empty() {
+            return verdict;
+        }
+        let policy = serde_json::to_value(place.policy).unwrap_or_default();
+        let input = hooks::input(
+            event,
+            place.session_id,
+            place.root,
+            policy.as_str().unwrap_or(""),
+            fields,
+        );
+        let input = serde_json::to_vec(&input).unwrap_or_default();
+        for hook in matching {
+            let outcome = match self.run_hook(place, &hook.command, &input, hook.timeout, cancel) {
+                Ok(outcome) => outcome,
+                Err(failure) => Outcome {
+                    failure: Some(failure),
+                    ..Outcome::default()
+                },
+            };
+            log::debug!(
+                "{} hook {:?}: exit {:?}, {} bytes out",
+                event.name(),
+                hook.command,
+                outcome.code,
+                outcome.stdout.len()
+            );
+            verdict.take(hook, &outcome);
+        }
+        verdict
+    }
+
+    fn run_hook(
+        &self,
+        place: &HookPlace,
+        line: &str,
+        input: &[u8],
+        timeout: std::time::Duration,
+        cancel: Option<&crossbeam_channel::Receiver<()>>,
+    ) -> Result<crate::agent::common::hooks::Outcome, String> {
+        let confinement = match place.policy {
+            crate::modes::Policy::Sandbox => Confinement::Workspace,
+            _ => Confinement::None,
+        };
+        let launch = self
+            .launch(place.root, place.root, confinement)
+            .map_err(|error| format!("cannot start: {error}"))?;
+        let mut command = match &launch.sandbox {
+            Some(sandbox) => {
+                let (program, args) =
+                    crate::sandbox::shell_argv(line, Some(sandbox), &launch.shell);
+                crate::process::guard::command(&program, &args)
+            }
+            None => launch.shell.command(line),
+        };
+        command.current_dir(place.root);
+        for name in &launch.env_remove {
+            command.env_remove(name);
+        }
+        command.envs(launch.env_set.iter().map(|(k, v)| (k, v)));
+        command
+            .env("CLAUDE_PROJECT_DIR", place.root)
+            .env("SPINDLE_PROJECT_DIR", place.root);
+        let cap = crate::agent::common::hooks::OUTPUT_CAP;
+        match crate::process::probe::run_fed(command, Some(input.to_vec()), timeout, cap, cancel) {
+            Ok(output) => Ok(crate::agent::common::hooks::Outcome {
+                code: output.status.code(),
+                stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+                failure: None,
+            }),
+            Err(error) if error.kind() == std::io::ErrorKind::TimedOut => Err(format!(
+                "did not finish within {} s and was stopped",
+                timeout.as_secs()
+            )),
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {
+                Err("was stopped by the cancel".into())
+            }
+            Err(error) => Err(format!("cannot start: {error}")),
+        }
+    }
+}
+
 /// The entries that stay read-only in the sandbox: the workspace's `.git`
 /// and `.spindle` (its config and commands), and the `.git` of nested
 /// repositories between the workspace and `cwd`.

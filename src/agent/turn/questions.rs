@@ -21,6 +21,10 @@ impl Runner<'_> {
         asked: &tools::AskUserArgs,
         announce: &Value,
     ) -> CallResult {
+        self.notify(
+            &format!("Spindle has a question: {}", asked.question.trim()),
+            "question",
+        );
         if self.client.capabilities.elicitation.form {
             let ending = self.ask_by_form(call, asked);
             return self.finish(call, ending);

@@ -76,6 +76,10 @@ pub struct Runner<'a> {
     pub epoch: u64,
     /// The skills the `skill` tool loads.
     pub skills: &'a [crate::agent::common::skills::Skill],
+    /// The hooks in force, and whether a `PreToolUse` hook asked that the
+    /// current call be put to the user.
+    pub hooks: &'a crate::agent::common::hooks::Hooks,
+    pub hook_ask: bool,
 }
 
 /// How one call ended, before it is reported.

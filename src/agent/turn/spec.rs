@@ -131,6 +131,8 @@ pub struct Workspace {
     pub mcp: Option<Arc<crate::mcp::McpSession>>,
     /// The skills the system prompt lists, for the `skill` tool.
     pub skills: Arc<Vec<crate::agent::common::skills::Skill>>,
+    /// The hooks in force (the user's and a trusted project's).
+    pub hooks: Arc<crate::agent::common::hooks::Hooks>,
     /// The session database; the worker commits each step there.
     pub db: Option<PathBuf>,
     pub config_path: Option<PathBuf>,
@@ -141,6 +143,11 @@ pub struct Workspace {
 #[derive(Clone)]
 pub struct Start {
     pub kind: TurnKind,
+    /// The session's first turn in this process (or the first after
+    /// `/clear`): `SessionStart` hooks run with this source.
+    pub session_start: Option<&'static str>,
+    /// Hooks added to the prompt: the conversation is written back whole.
+    pub rewritten: bool,
     pub system: String,
     /// The conversation so far, ending with this turn's user message.
     pub messages: Vec<Message>,

@@ -415,6 +415,13 @@ pub(super) fn after_answer(
         run.steps = 0;
         return Flow::Again;
     }
+    if stop == Some(StopReason::EndTurn) && outcome.tool_calls.is_empty() {
+        if let Some(message) = super::hooks::stop_blocked(turn, sink.updates, state) {
+            messages.push(message.clone());
+            state.added.push(message);
+            return Flow::Again;
+        }
+    }
     if let Some(stop) = stop {
         // Calls made by a model that then ran out of tokens or refused
         // do not run, but still need answers for the next request.
@@ -485,6 +492,8 @@ pub(super) fn run_calls(
         subagent: turn.rights.subagent.as_deref(),
         extra_roots: &turn.workspace.extra_roots,
         skills: &turn.workspace.skills,
+        hooks: &turn.workspace.hooks,
+        hook_ask: false,
     };
     let mut done = Calls {
         results: Vec::new(),

@@ -13,8 +13,12 @@ use crate::util::fence;
 use serde_json::{json, Value};
 
 impl Runner<'_> {
-    /// Runs one call and returns what the model gets back.
+    /// Runs one call and returns what the model gets back: the
+    /// `PreToolUse` hooks first (they may block it, or have the user
+    /// asked), the call, then the `PostToolUse` hooks (what they say is
+    /// added for the model).
     pub fn run(&mut self, call: &ToolCallRequest) -> CallResult {
+        use crate::agent::common::hooks::{self, Event};
         let raw_input = serde_json::from_str::<Value>(&call.arguments)
             .unwrap_or_else(|_| Value::String(call.arguments.clone()));
         let builtin = tools::NAMES.contains(&call.name.as_str());
@@ -26,6 +30,118 @@ impl Runner<'_> {
         if let Some(refused) = self.not_offered(call, builtin, mcp_tool.as_ref(), &raw_input) {
             return refused;
         }
+        let shown = hooks::shown_name(
+            &call.name,
+            mcp_tool
+                .as_ref()
+                .map(|t| (t.server.as_str(), t.name.as_str())),
+        );
+        let mut fields = json!({
+            "tool_name": shown,
+            "spindle_tool_name": call.name,
+            "tool_input": hooks::tool_input(&raw_input, self.root),
+            "tool_use_id": call.id,
+        });
+        let pre = self.fire_tool(Event::PreToolUse, call, &shown, fields.clone());
+        if let Some(reason) = pre.block {
+            let title = format!("{} (blocked by a hook)", call.name);
+            let error = format!("Error: a PreToolUse hook blocked this call: {reason}");
+            return self.refuse(call, title, ToolKind::Other, &raw_input, error);
+        }
+        self.hook_ask = pre.ask;
+        let mut result = self.run_call(call, raw_input, mcp_tool);
+        self.hook_ask = false;
+        if result.cancelled || self.cancel.is_cancelled() {
+            return result;
+        }
+        fields["tool_response"] = json!({
+            "content": result.text,
+            "success": !result.text.starts_with("Error"),
+        });
+        let post = if self.hooks.any(Event::PostToolUse) {
+            self.fire_tool(Event::PostToolUse, call, &shown, fields)
+        } else {
+            Default::default()
+        };
+        if let Some(reason) = post.block {
+            result
+                .text
+                .push_str(&format!("\n\nA PostToolUse hook says: {reason}"));
+        }
+        for context in pre.context.iter().chain(&post.context) {
+            result
+                .text
+                .push_str(&format!("\n\nContext from a hook: {context}"));
+        }
+        result
+    }
+
+    /// Runs the hooks of `event` for `call`; their notes go to the user.
+    fn fire_tool(
+        &self,
+        event: crate::agent::common::hooks::Event,
+        call: &ToolCallRequest,
+        shown: &str,
+        fields: Value,
+    ) -> crate::agent::common::hooks::Verdict {
+        let subject = crate::agent::common::hooks::Subject::Tool {
+            spindle: &call.name,
+            shown,
+            edits: crate::agent::common::hooks::edits(&call.name),
+        };
+        let place = super::processes::HookPlace {
+            session_id: self.session_id,
+            root: self.root,
+            policy: self.policy,
+            hooks: self.hooks,
+        };
+        let verdict =
+            self.processes
+                .fire(&place, event, &subject, fields, Some(self.cancel.signal()));
+        for note in &verdict.notes {
+            self.updates
+                .borrow_mut()
+                .notice(&crate::acp::fit::Notice::new(
+                    crate::acp::Severity::Warning,
+                    note.clone(),
+                    None,
+                ));
+        }
+        verdict
+    }
+
+    /// The `Notification` hooks, when the user is about to be asked.
+    pub(super) fn notify(&self, message: &str, kind: &str) {
+        use crate::agent::common::hooks::{Event, Subject};
+        if !self.hooks.any(Event::Notification) {
+            return;
+        }
+        let place = super::processes::HookPlace {
+            session_id: self.session_id,
+            root: self.root,
+            policy: self.policy,
+            hooks: self.hooks,
+        };
+        let fields = json!({"message": message, "notification_type": kind});
+        let subject = Subject::Word(kind);
+        let verdict = self.processes.fire(
+            &place,
+            Event::Notification,
+            &subject,
+            fields,
+            Some(self.cancel.signal()),
+        );
+        for note in verdict.notes {
+            log::warn!("{note}");
+        }
+    }
+
+    fn run_call(
+        &mut self,
+        call: &ToolCallRequest,
+        raw_input: Value,
+        mcp_tool: Option<crate::mcp::McpTool>,
+    ) -> CallResult {
         if let Some(tool) = mcp_tool {
             return self.run_mcp(call, &tool, raw_input);
         }

@@ -73,6 +73,7 @@ impl Dispatcher {
             Builtin::Help => help_reply(&available),
             Builtin::Memory => memory_reply(&cwd),
             Builtin::Skills => crate::agent::common::skills::report(&self.skills_of(&cwd)),
+            Builtin::Hooks => self.hooks_of(&cwd, registry).report(),
             Builtin::Cost => self.cost_reply(session_id, registry),
             Builtin::Allow => self.allow_command(session_id, registry, arguments),
             Builtin::Model => self.command_option(session_id, registry, "model", arguments),
@@ -135,6 +136,7 @@ impl Dispatcher {
         if let Some(session) = self.sessions.get_mut(session_id) {
             session.messages.clear();
             session.known = None;
+            session.hook_start = Some("clear");
         }
         self.store()?
             .replace_messages(session_id, &[])

@@ -1,0 +1,411 @@
+//! Hooks in Claude Code's format through the real binary: each event with
+//! its exit codes and JSON answers, what a hook is given on stdin, the
+//! bounds (a hook that hangs, floods, or blocks every stop), and a
+//! project's hooks running only when the user trusts it. The hooks are
+//! `sh` lines (Unix): Windows runs them under its own shell.
+
+use crate::support::client::no_requests;
+use crate::support::fake_openai::{chat_text, chat_tool_calls};
+use crate::support::prelude::{ok_with, WAIT};
+use crate::support::{run_prompt, temp_dir, write_file, Agent, Answer, FakeServer, Reply};
+use serde_json::{json, Value};
+use std::fs;
+use std::path::PathBuf;
+
+struct Bench {
+    model: FakeServer,
+    base: PathBuf,
+    ws: PathBuf,
+    config: PathBuf,
+}
+
+impl Bench {
+    /// A workspace and a config whose `hooks` are `hooks`; `trusted`
+    /// trusts the workspace.
+    fn new(name: &str, hooks: Value, trusted: bool) -> Bench {
+        let model = FakeServer::start();
+        let base = spindle::os::canonical(temp_dir(name)).unwrap();
+        let ws = base.join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        let mut config = json!({
+            "providers": {"fake": {"kind": "openai", "base_url": model.base_url(),
+                                   "requires_key": false}},
+            "models": {"fake/alpha": {"context_window": 64000}},
+            "defaults": {"model": "fake/alpha"},
+        });
+        if !hooks.is_null() {
+            config["hooks"] = hooks;
+        }
+        if trusted {
+            config["permissions"] =
+                json!({"projects": {ws.display().to_string(): {"trusted": true}}});
+        }
+        let path = base.join("config.json");
+        fs::write(&path, config.to_string()).unwrap();
+        Bench {
+            model,
+            base,
+            ws,
+            config: path,
+        }
+    }
+
+    fn agent(&self, policy: &str) -> Agent {
+        let config = self.config.to_str().unwrap();
+        let mut agent = Agent::spawn(&["acp", "--config", config, "--permissions", policy], &[]);
+        agent.initialize();
+        agent
+    }
+
+    fn open(&self, agent: &mut Agent) -> String {
+        let (result, _) = ok_with(
+            agent,
+            "session/new",
+            json!({"cwd": self.ws.to_str().unwrap(), "mcpServers": []}),
+        );
+        result["sessionId"].as_str().unwrap().to_string()
+    }
+
+    /// A file of the bench, as a path for a hook's command line.
+    fn file(&self, name: &str) -> String {
+        self.base.join(name).display().to_string()
+    }
+
+    fn read(&self, name: &str) -> String {
+        fs::read_to_string(self.base.join(name)).unwrap_or_default()
+    }
+
+    fn bodies(&self) -> Vec<Value> {
+        self.model.requests().into_iter().map(|r| r.body).collect()
+    }
+}
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = fs::remove_dir_all(&self.base);
+        }
+    }
+}
+
+fn say(text: &str) -> Reply {
+    Reply::Sse(chat_text(&[text]))
+}
+
+fn calls(calls: &[(&str, Value)]) -> Reply {
+    Reply::Sse(chat_tool_calls(calls))
+}
+
+fn hook(command: &str) -> Value {
+    json!({"type": "command", "command": command})
+}
+
+/// The text of the last message of a request (the user's, or a tool's).
+fn last_message(body: &Value) -> String {
+    let last = body["messages"].as_array().unwrap().last().unwrap();
+    match &last["content"] {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
+fn pre_tool_use_blocks_with_exit_2_or_deny_and_gets_the_call_as_json() {
+    let bench = Bench::new("hooks-pre", Value::Null, false);
+    let seen = bench.file("pre.json");
+    let guard = format!(
+        "cat > {seen}; if grep -q 'rm -rf' {seen}; then echo 'no rm -rf here' >&2; exit 2; fi"
+    );
+    let deny = r#"echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "secrets stay unread"}}'"#;
+    let config: Value = serde_json::from_str(&fs::read_to_string(&bench.config).unwrap()).unwrap();
+    let mut config = config;
+    config["hooks"] = json!({"PreToolUse": [
+        {"matcher": "Bash", "hooks": [hook(&guard)]},
+        {"matcher": "Read", "hooks": [hook(deny)]},
+        {"matcher": "Glob", "hooks": [{"type": "command", "command": "sleep 30", "timeout": 1}]},
+    ]});
+    fs::write(&bench.config, config.to_string()).unwrap();
+    let mut agent = bench.agent("yolo");
+    let session = bench.open(&mut agent);
+    bench.model.push(calls(&[
+        ("run_command", json!({"command": "rm -rf build"})),
+        ("run_command", json!({"command": "echo fine"})),
+        ("read_file", json!({"path": ".env"})),
+        ("glob", json!({"pattern": "*.md"})),
+    ]));
+    bench.model.push(say("done"));
+    let turn = run_prompt(&mut agent, &session, "clean up", WAIT, no_requests);
+    assert_eq!(turn.final_status("call_1"), "failed");
+    assert!(turn.final_text("call_1").contains("no rm -rf here"));
+    assert_eq!(turn.final_status("call_2"), "completed");
+    assert!(turn.final_text("call_2").contains("fine"));
+    assert_eq!(turn.final_status("call_3"), "failed");
+    assert!(turn.final_text("call_3").contains("secrets stay unread"));
+    // A hook that hangs is stopped at its timeout; the call goes on.
+    assert_eq!(turn.final_status("call_4"), "completed");
+    assert!(
+        turn.notices().contains("did not finish within 1 s"),
+        "{}",
+        turn.notices()
+    );
+    // The model is told why.
+    let bodies = bench.bodies();
+    let sent = bodies.last().unwrap().to_string();
+    assert!(
+        sent.contains("a PreToolUse hook blocked this call: no rm -rf here"),
+        "{sent}"
+    );
+    // The last Bash call's event, as Claude Code's hooks read it.
+    let event: Value = serde_json::from_str(&bench.read("pre.json")).unwrap();
+    assert_eq!(event["hook_event_name"], "PreToolUse");
+    assert_eq!(event["tool_name"], "Bash");
+    assert_eq!(event["spindle_tool_name"], "run_command");
+    assert_eq!(event["tool_input"]["command"], "echo fine");
+    assert_eq!(event["session_id"], session.as_str());
+    assert_eq!(event["cwd"], bench.ws.display().to_string());
+    assert_eq!(event["permission_mode"], "yolo");
+    assert_eq!(event["tool_use_id"], "call_2");
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
+fn allow_from_a_hook_loosens_nothing_and_ask_asks_even_in_yolo() {
+    let allow = r#"echo '{"hookSpecificOutput": {"permissionDecision": "allow"}}'"#;
+    let ask = r#"echo '{"hookSpecificOutput": {"permissionDecision": "ask"}}'"#;
+    let bench = Bench::new(
+        "hooks-allow",
+        json!({"PreToolUse": [
+            {"matcher": "Write", "hooks": [hook(allow)]},
+            {"matcher": "Bash", "hooks": [hook(ask)]},
+        ]}),
+        false,
+    );
+    // Under ask, the hook's allow does not spare the question.
+    let mut agent = bench.agent("ask");
+    let session = bench.open(&mut agent);
+    bench.model.push(calls(&[(
+        "write_file",
+        json!({"path": "a.txt", "content": "x"}),
+    )]));
+    // (A rejection ends the turn: no second answer is needed.)
+    let turn = run_prompt(&mut agent, &session, "write", WAIT, |_| {
+        Answer::select("reject_once")
+    });
+    assert_eq!(turn.permission_ids().len(), 1, "{}", turn.dump());
+    assert!(!bench.ws.join("a.txt").exists());
+    drop(agent);
+    // Under yolo, the hook's ask asks.
+    let mut agent = bench.agent("yolo");
+    let session = bench.open(&mut agent);
+    bench
+        .model
+        .push(calls(&[("run_command", json!({"command": "echo hi"}))]));
+    bench.model.push(say("ok"));
+    let turn = run_prompt(&mut agent, &session, "run", WAIT, |_| {
+        Answer::select("allow_once")
+    });
+    assert_eq!(turn.permission_ids().len(), 1, "{}", turn.dump());
+    assert_eq!(turn.final_status("call_1"), "completed");
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
+fn post_tool_use_feedback_and_context_reach_the_model() {
+    let feedback = r#"echo '{"decision": "block", "reason": "run the formatter on it", "hookSpecificOutput": {"additionalContext": "style: tabs"}}'"#;
+    let bench = Bench::new(
+        "hooks-post",
+        json!({"PostToolUse": [
+            {"matcher": "Edit|Write", "hooks": [hook(feedback)]},
+            {"matcher": "Bash", "hooks": [hook("echo broken >&2; exit 1")]},
+        ]}),
+        false,
+    );
+    let mut agent = bench.agent("yolo");
+    let session = bench.open(&mut agent);
+    bench.model.push(calls(&[
+        ("write_file", json!({"path": "a.txt", "content": "x"})),
+        ("run_command", json!({"command": "echo hi"})),
+    ]));
+    bench.model.push(say("ok"));
+    let turn = run_prompt(&mut agent, &session, "write", WAIT, no_requests);
+    assert_eq!(fs::read_to_string(bench.ws.join("a.txt")).unwrap(), "x");
+    let sent = bench.bodies().last().unwrap().to_string();
+    assert!(
+        sent.contains("A PostToolUse hook says: run the formatter on it"),
+        "{sent}"
+    );
+    assert!(sent.contains("Context from a hook: style: tabs"), "{sent}");
+    // Another exit code is reported to the user and changes nothing.
+    assert_eq!(turn.final_status("call_2"), "completed");
+    assert!(
+        turn.notices().contains("failed (exit 1): broken"),
+        "{}",
+        turn.notices()
+    );
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
+fn user_prompt_submit_blocks_a_prompt_or_adds_context_within_a_cap() {
+    let gate = "if grep -q SECRET; then echo 'the prompt holds a secret' >&2; exit 2; fi; echo 'Branch: main'; head -c 100000 /dev/zero | tr '\\0' z";
+    let bench = Bench::new(
+        "hooks-prompt",
+        json!({"UserPromptSubmit": [{"hooks": [hook(gate)]}]}),
+        false,
+    );
+    let mut agent = bench.agent("yolo");
+    let session = bench.open(&mut agent);
+    let turn = run_prompt(&mut agent, &session, "my SECRET is 42", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn");
+    assert!(
+        turn.text().contains("the prompt holds a secret"),
+        "{}",
+        turn.text()
+    );
+    assert!(bench.model.requests().is_empty(), "the model was asked");
+
+    bench.model.push(say("ok"));
+    run_prompt(&mut agent, &session, "hello", WAIT, no_requests);
+    let body = bench.bodies().pop().unwrap();
+    assert!(
+        !body.to_string().contains("SECRET"),
+        "the blocked prompt reached the model"
+    );
+    let prompt = last_message(&body);
+    assert!(
+        prompt.starts_with("hello") && prompt.contains("Branch: main"),
+        "{prompt:.200}"
+    );
+    // Context is capped.
+    assert!(prompt.len() < 10_000, "{}", prompt.len());
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
+fn a_stop_hook_sends_the_model_back_but_only_three_times() {
+    let bench = Bench::new(
+        "hooks-stop",
+        json!({"Stop": [{"hooks": [hook("cat >> STOPS; echo 'the tests fail' >&2; exit 2")]}]}),
+        false,
+    );
+    let mut agent = bench.agent("yolo");
+    let session = bench.open(&mut agent);
+    for _ in 0..4 {
+        bench.model.push(say("done"));
+    }
+    let turn = run_prompt(&mut agent, &session, "fix it", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn");
+    let bodies = bench.bodies();
+    assert_eq!(bodies.len(), 4, "one answer and three continuations");
+    assert!(last_message(&bodies[1]).contains("the tests fail"));
+    assert!(turn
+        .notices()
+        .contains("blocked the end of the turn 3 times"));
+    let stops = fs::read_to_string(bench.ws.join("STOPS")).unwrap();
+    assert!(stops.contains("\"stop_hook_active\":false"), "{stops}");
+    assert!(stops.contains("\"stop_hook_active\":true"), "{stops}");
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
+fn session_start_end_and_notification_hooks_run() {
+    let bench = Bench::new("hooks-session", Value::Null, false);
+    let log = bench.file("events.log");
+    let record = format!("cat >> {log}; echo >> {log}");
+    let mut config: Value =
+        serde_json::from_str(&fs::read_to_string(&bench.config).unwrap()).unwrap();
+    config["hooks"] = json!({
+        "SessionStart": [{"matcher": "startup", "hooks": [hook(&format!("{record}; echo 'Started on a Tuesday'"))]}],
+        "SessionEnd": [{"hooks": [hook(&record)]}],
+        "Notification": [{"hooks": [hook(&record)]}],
+        "PreCompact": [{"hooks": [hook(&record)]}],
+    });
+    fs::write(&bench.config, config.to_string()).unwrap();
+    let mut agent = bench.agent("ask");
+    let session = bench.open(&mut agent);
+    bench.model.push(calls(&[(
+        "write_file",
+        json!({"path": "a.txt", "content": "x"}),
+    )]));
+    bench.model.push(say("ok"));
+    run_prompt(&mut agent, &session, "write", WAIT, |_| {
+        Answer::select("reject_once")
+    });
+    let first = bench.bodies()[0].clone();
+    assert!(last_message(&first).contains("Started on a Tuesday"));
+    bench.model.push(say("summary"));
+    run_prompt(&mut agent, &session, "/compact", WAIT, no_requests);
+    ok_with(&mut agent, "session/close", json!({"sessionId": session}));
+    let deadline = std::time::Instant::now() + WAIT;
+    while !bench.read("events.log").contains("SessionEnd") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let events: Vec<Value> = bench
+        .read("events.log")
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["hook_event_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["SessionStart", "Notification", "PreCompact", "SessionEnd"]
+    );
+    assert_eq!(events[0]["source"], "startup");
+    assert!(events[1]["message"]
+        .as_str()
+        .unwrap()
+        .contains("permission"));
+    assert_eq!(events[2]["trigger"], "manual");
+    assert_eq!(events[3]["reason"], "close");
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
+fn a_projects_hooks_run_only_when_it_is_trusted() {
+    for trusted in [false, true] {
+        let bench = Bench::new("hooks-project", Value::Null, trusted);
+        let marker = bench.file("ran");
+        write_file(
+            &bench.ws,
+            ".claude/settings.json",
+            json!({"hooks": {"PreToolUse": [{"matcher": "Bash",
+                "hooks": [hook(&format!("touch {marker}"))]}]}})
+            .to_string(),
+        );
+        write_file(
+            &bench.ws,
+            ".spindle/config.json",
+            json!({"hooks": {"UserPromptSubmit": [{"hooks": [hook(&format!("touch {marker}.prompt"))]}]}})
+            .to_string(),
+        );
+        let mut agent = bench.agent("yolo");
+        let session = bench.open(&mut agent);
+        bench
+            .model
+            .push(calls(&[("run_command", json!({"command": "echo hi"}))]));
+        bench.model.push(say("ok"));
+        run_prompt(&mut agent, &session, "go", WAIT, no_requests);
+        assert_eq!(bench.base.join("ran").exists(), trusted);
+        assert_eq!(bench.base.join("ran.prompt").exists(), trusted);
+        let turn = run_prompt(&mut agent, &session, "/hooks", WAIT, no_requests);
+        let reply = turn.text();
+        if trusted {
+            assert!(
+                reply.contains("PreToolUse [Bash]")
+                    && reply.contains("the project's .claude/settings.json"),
+                "{reply}"
+            );
+        } else {
+            assert!(
+                reply.contains("not trusted") && reply.contains(".claude/settings.json"),
+                "{reply}"
+            );
+            assert!(reply.contains("No hooks are in force"), "{reply}");
+        }
+    }
+}
