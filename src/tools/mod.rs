@@ -45,6 +45,38 @@ pub enum Tool {
     Task(TaskArgs),
     FetchUrl(FetchUrlArgs),
     Skill(SkillArgs),
+    Remember(RememberArgs),
+}
+
+/// `remember`: a note kept for later sessions, in the user's own
+/// instructions or the project's `AGENTS.md`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RememberArgs {
+    pub note: String,
+    /// `user` (the default) or `project`.
+    #[serde(default)]
+    pub scope: Option<String>,
+}
+
+/// The longest note `remember` keeps.
+pub const NOTE_CAP: usize = 2000;
+
+impl RememberArgs {
+    pub fn project(&self) -> bool {
+        self.scope.as_deref() == Some("project")
+    }
+
+    /// The note as one line of markdown: control characters and line
+    /// breaks become spaces.
+    pub fn line(&self) -> String {
+        let text: String = self
+            .note
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
 }
 
 /// `skill`: the instructions of one of the listed skills, or a file of it.
@@ -291,7 +323,7 @@ pub const GLOB_LIMIT: usize = 500;
 pub const SEARCH_LIMIT: usize = 200;
 
 /// The names of every tool, in the order they are offered.
-pub const NAMES: [&str; 19] = [
+pub const NAMES: [&str; 20] = [
     "read_file",
     "write_file",
     "edit_file",
@@ -308,6 +340,7 @@ pub const NAMES: [&str; 19] = [
     "ask_user",
     "fetch_url",
     "skill",
+    "remember",
     "task",
     "goal_update",
     "exit_plan",
@@ -328,7 +361,8 @@ pub const READ_ONLY: [&str; 10] = [
 ];
 
 /// Never offered to a subagent (nor run for one).
-pub const NOT_FOR_SUBAGENTS: [&str; 4] = ["task", "ask_user", "exit_plan", "goal_update"];
+pub const NOT_FOR_SUBAGENTS: [&str; 5] =
+    ["task", "ask_user", "exit_plan", "goal_update", "remember"];
 
 /// Offered only in plan mode.
 pub const PLAN_ONLY: [&str; 1] = ["exit_plan"];
@@ -367,6 +401,21 @@ pub fn parse(name: &str, arguments: &str) -> Result<Tool, String> {
         "job_stop" => Tool::JobStop(args(name, value)?),
         "fetch_url" => Tool::FetchUrl(args(name, value)?),
         "skill" => Tool::Skill(args(name, value)?),
+        "remember" => {
+            let note: RememberArgs = args(name, value)?;
+            if note.line().is_empty() {
+                return Err("remember needs a note: the fact to keep, in a sentence".into());
+            }
+            if note.note.chars().count() > NOTE_CAP {
+                return Err(format!(
+                    "the note is too long: at most {NOTE_CAP} characters"
+                ));
+            }
+            if !matches!(note.scope.as_deref(), None | Some("user" | "project")) {
+                return Err("scope must be \"user\" or \"project\"".into());
+            }
+            Tool::Remember(note)
+        }
         "task" => {
             let task: TaskArgs = args(name, value)?;
             if task.prompt.trim().is_empty() {
@@ -392,7 +441,9 @@ pub fn parse(name: &str, arguments: &str) -> Result<Tool, String> {
 pub fn kind(tool: &Tool) -> ToolKind {
     match tool {
         Tool::ReadFile(_) | Tool::ListDirectory(_) => ToolKind::Read,
-        Tool::WriteFile(_) | Tool::EditFile(_) | Tool::ApplyPatch(_) => ToolKind::Edit,
+        Tool::WriteFile(_) | Tool::EditFile(_) | Tool::ApplyPatch(_) | Tool::Remember(_) => {
+            ToolKind::Edit
+        }
         Tool::DeleteFile(_) => ToolKind::Delete,
         Tool::MoveFile(_) => ToolKind::Move,
         Tool::Glob(_) | Tool::Search(_) => ToolKind::Search,
@@ -458,6 +509,11 @@ pub fn title(tool: &Tool, root: &Path) -> String {
         Tool::AskUser(args) => format!("Question: {}", shorten(&args.question, 80)),
         Tool::Task(args) => format!("Task: {}", shorten(&args.description, 80)),
         Tool::FetchUrl(args) => format!("Fetch {}", shorten(&args.url, 80)),
+        Tool::Remember(args) => format!(
+            "Remember ({}): {}",
+            if args.project() { "project" } else { "you" },
+            shorten(&args.line(), 80)
+        ),
         Tool::Skill(args) => match &args.file {
             Some(file) => format!(
                 "Read {} of the skill {}",
@@ -497,7 +553,8 @@ pub fn target(tool: &Tool, root: &Path) -> Option<paths::Resolved> {
         | Tool::AskUser(_)
         | Tool::Task(_)
         | Tool::FetchUrl(_)
-        | Tool::Skill(_) => return None,
+        | Tool::Skill(_)
+        | Tool::Remember(_) => return None,
     };
     Some(paths::resolve(root, given))
 }
@@ -672,6 +729,14 @@ pub fn specs(ripgrep: bool, output_cap: usize) -> Vec<ToolSpec> {
                 "name": {"type": "string", "description": "The skill's name, as listed."},
                 "file": {"type": "string", "description": "A file of the skill to read instead, relative to its folder."}
             }, "required": ["name"]}"#),
+        ),
+        spec(
+            "remember",
+            "Keep a short note for later sessions: a fact, preference or convention the user asked you to remember. scope \"user\" (the default) adds it to the user's own instructions for every workspace; \"project\" to this project's AGENTS.md. The user approves each note; keep it to one sentence.".into(),
+            schema(r#"{"type": "object", "properties": {
+                "note": {"type": "string", "maxLength": 2000, "description": "The note, one sentence."},
+                "scope": {"type": "string", "enum": ["user", "project"], "description": "Where it is kept (default user)."}
+            }, "required": ["note"]}"#),
         ),
         spec(
             "task",

@@ -29,6 +29,7 @@ mod providers;
 // The release script is bash, run where Unix shells are.
 #[cfg(unix)]
 mod release;
+mod remember;
 mod repository;
 // The Linux and macOS sandboxes; Windows has none (refused at start).
 #[cfg(unix)]

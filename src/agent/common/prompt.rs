@@ -20,7 +20,8 @@ How to use the tools:
 - run_command for builds, tests and git; prefer short, non-interactive commands; use background: true for servers and watchers, then job_output and job_stop.
 - todo_write keeps a plan the user sees; update it as items get done.
 - task hands a self-contained subtask to a subagent with a fresh conversation.
-- ask_user only when you cannot go on without the user's decision.";
+- ask_user only when you cannot go on without the user's decision.
+- remember only what the user asks you to keep for later sessions.";
 
 /// Builds the system prompt for a session rooted at `cwd`; `environment`
 /// is the session's snapshot ([`environment`]).

@@ -41,6 +41,10 @@ impl Runner<'_> {
                 files::preview_write(&target.path, &args.content, &editor, limits)
             }
             Tool::EditFile(args) => files::preview_edit(&target.path, &args.edits, &editor, limits),
+            Tool::Remember(args) => {
+                let text = self.with_note(&target.path, args).ok()?;
+                files::preview_write(&target.path, &text, &editor, limits)
+            }
             Tool::RunCommand(args) => {
                 let text = format!("```sh\n{}\n```\nin {}", args.command, target.path.display());
                 return Some(vec![text_content(&text)]);
@@ -53,6 +57,53 @@ impl Runner<'_> {
         Some(vec![diff_content(&target.path, &change)])
     }
 
+    /// Where a note of `remember` goes: the user's own `AGENTS.md` (beside
+    /// the config), or the project's instruction file at its root (the
+    /// `AGENTS.md`, `CLAUDE.md` or `GEMINI.md` in force; a new
+    /// `AGENTS.md` when there is none).
+    pub(super) fn memory_target(&self, args: &crate::tools::RememberArgs) -> paths::Resolved {
+        if !args.project() {
+            let global = crate::agent::common::prompt::global_instructions_path();
+            return paths::resolve(self.root, &global.display().to_string());
+        }
+        let name = ["AGENTS.md", "CLAUDE.md", "GEMINI.md"]
+            .into_iter()
+            .find(|name| std::fs::symlink_metadata(self.root.join(name)).is_ok())
+            .unwrap_or("AGENTS.md");
+        self.widen(paths::resolve(self.root, name))
+    }
+
+    /// The memory file's content with the note added as a list item.
+    pub(super) fn with_note(
+        &self,
+        path: &Path,
+        args: &crate::tools::RememberArgs,
+    ) -> Result<String, String> {
+        use crate::tools::bounded::{read_capped, ReadError};
+        let mut text = match read_capped(path, 1024 * 1024) {
+            Ok(bytes) => String::from_utf8(bytes)
+                .map_err(|_| format!("{} is not UTF-8 text", path.display()))?,
+            Err(ReadError::Missing) => String::new(),
+            Err(ReadError::TooLarge(size)) => {
+                return Err(format!(
+                    "{} is too large to add to ({size} bytes)",
+                    path.display()
+                ))
+            }
+            Err(_) => {
+                return Err(format!(
+                    "{} is not a file that can be added to",
+                    path.display()
+                ))
+            }
+        };
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&format!("- {}\n", args.line()));
+        Ok(text)
+    }
+
     /// Keeps what a call is about to change: the files of a file tool, or
     /// the workspace before a command not proven read-only.
     pub(super) fn capture_before(&self, tool: &Tool, target: Option<&paths::Resolved>) -> Capture {
@@ -61,6 +112,7 @@ impl Runner<'_> {
         };
         let paths: Vec<std::path::PathBuf> = match (tool, target) {
             (Tool::WriteFile(_) | Tool::EditFile(_), Some(target)) => vec![target.path.clone()],
+            (Tool::Remember(_), Some(target)) if target.inside => vec![target.path.clone()],
             (Tool::ApplyPatch(_) | Tool::DeleteFile(_) | Tool::MoveFile(_), _) => {
                 match self.plan_files(tool) {
                     Ok(changes) => changes

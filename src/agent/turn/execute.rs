@@ -37,6 +37,20 @@ impl Runner<'_> {
                 failed("Error: a subagent cannot hand out tasks of its own; do the work yourself")
             }
             Tool::FetchUrl(args) => self.fetch(args),
+            Tool::Remember(args) => {
+                if args.project() && !target.is_some_and(|t| t.inside) {
+                    return failed(
+                        "Error: the project's instruction file links out of the workspace; nothing was written",
+                    );
+                }
+                let written = self.with_note(&path, args).and_then(|text| {
+                    files::write_file(&path, &text, &editor, self.processes.file_limits)
+                });
+                match written {
+                    Ok(_) => completed_text(format!("Noted in {}.", path.display())),
+                    Err(error) => failed(format!("Error: {error}")),
+                }
+            }
             Tool::Skill(args) => {
                 let Some(skill) = self.skills.iter().find(|s| s.name == args.name) else {
                     let names: Vec<&str> = self.skills.iter().map(|s| s.name.as_str()).collect();

@@ -41,6 +41,13 @@ impl Runner<'_> {
         }
         let action = match (tool, target) {
             (Tool::FetchUrl(args), _) => Action::Fetch { url: &args.url },
+            // A note for every later session asks outside yolo, wherever
+            // it goes (as an edit outside the workspace does).
+            (Tool::Remember(_), Some(target)) => Action::Edit {
+                path: &target.path,
+                inside: false,
+                git_internal: target.git_internal,
+            },
             (Tool::TodoWrite(_) | Tool::GoalUpdate(_), _) | (_, None) => Action::Plan,
             (Tool::WriteFile(_) | Tool::EditFile(_), Some(target)) => Action::Edit {
                 path: &target.path,

@@ -158,7 +158,10 @@ impl Runner<'_> {
                 );
             }
         };
-        let target = tools::target(&tool, self.root).map(|t| self.widen(t));
+        let target = match &tool {
+            Tool::Remember(args) => Some(self.memory_target(args)),
+            _ => tools::target(&tool, self.root).map(|t| self.widen(t)),
+        };
         if self.read_only && !tools::READ_ONLY.contains(&call.name.as_str()) {
             return self.refuse(
                 call,
