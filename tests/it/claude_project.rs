@@ -7,7 +7,7 @@
 use crate::support::client::no_requests;
 use crate::support::fake_openai::{chat_text, chat_tool_calls};
 use crate::support::mcp_server::{stdio_args, stdio_command, SERVER_ENV};
-use crate::support::prelude::{ok_with, WAIT};
+use crate::support::prelude::{ok_with, one_model_config, WAIT};
 use crate::support::{run_prompt, temp_dir, write_file, Agent, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::fs;
@@ -55,16 +55,7 @@ fn a_claude_code_project_works_when_trusted_and_stays_inert_when_not() {
         let server = json!({"mcpServers": {"team": {"command": stdio_command(),
             "args": stdio_args(), "env": {SERVER_ENV: "1"}}}});
         write_file(&ws, ".mcp.json", server.to_string());
-        let mut config = json!({
-            "providers": {"fake": {"kind": "openai", "base_url": model.base_url(),
-                                   "requires_key": false}},
-            "models": {"fake/alpha": {"context_window": 64000}},
-            "defaults": {"model": "fake/alpha"},
-        });
-        if trusted {
-            config["permissions"] =
-                json!({"projects": {ws.display().to_string(): {"trusted": true}}});
-        }
+        let config = one_model_config(&model, trusted.then_some(ws.as_path()));
         let config_path = base.join("config.json");
         fs::write(&config_path, config.to_string()).unwrap();
         let mut agent = Agent::spawn(

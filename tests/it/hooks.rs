@@ -6,7 +6,7 @@
 
 use crate::support::client::no_requests;
 use crate::support::fake_openai::{chat_text, chat_tool_calls};
-use crate::support::prelude::{ok_with, WAIT};
+use crate::support::prelude::{ok_with, one_model_config, WAIT};
 use crate::support::{run_prompt, temp_dir, write_file, Agent, Answer, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::fs;
@@ -27,18 +27,9 @@ impl Bench {
         let base = spindle::os::canonical(temp_dir(name)).unwrap();
         let ws = base.join("ws");
         fs::create_dir_all(&ws).unwrap();
-        let mut config = json!({
-            "providers": {"fake": {"kind": "openai", "base_url": model.base_url(),
-                                   "requires_key": false}},
-            "models": {"fake/alpha": {"context_window": 64000}},
-            "defaults": {"model": "fake/alpha"},
-        });
+        let mut config = one_model_config(&model, trusted.then_some(ws.as_path()));
         if !hooks.is_null() {
             config["hooks"] = hooks;
-        }
-        if trusted {
-            config["permissions"] =
-                json!({"projects": {ws.display().to_string(): {"trusted": true}}});
         }
         let path = base.join("config.json");
         fs::write(&path, config.to_string()).unwrap();

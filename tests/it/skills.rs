@@ -7,7 +7,7 @@
 
 use crate::support::client::no_requests;
 use crate::support::fake_openai::{chat_text, chat_tool_calls};
-use crate::support::prelude::{ok_with, WAIT};
+use crate::support::prelude::{ok_with, one_model_config, WAIT};
 use crate::support::{run_prompt, temp_dir, write_file, Agent, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::fs;
@@ -37,16 +37,7 @@ impl Bench {
             ".claude/skills/notes/SKILL.md",
             "---\nname: notes\ndescription: Keep meeting notes\n---\nWrite NOTES-BODY.\n",
         );
-        let mut config = json!({
-            "providers": {"fake": {"kind": "openai", "base_url": model.base_url(),
-                                   "requires_key": false}},
-            "models": {"fake/alpha": {"context_window": 64000}},
-            "defaults": {"model": "fake/alpha"},
-        });
-        if trusted {
-            config["permissions"] =
-                json!({"projects": {ws.display().to_string(): {"trusted": true}}});
-        }
+        let config = one_model_config(&model, trusted.then_some(ws.as_path()));
         let path = base.join("config.json");
         fs::write(&path, config.to_string()).unwrap();
         Bench {

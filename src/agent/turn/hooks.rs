@@ -115,7 +115,8 @@ pub(super) fn stop_blocked(
     updates: &RefCell<Updates>,
     state: &mut State,
 ) -> Option<Message> {
-    if !turn.workspace.hooks.any(Event::Stop) {
+    // A subagent's end is its parent's step, not the turn's.
+    if !turn.workspace.hooks.any(Event::Stop) || turn.io.client.parent.is_some() {
         return None;
     }
     let verdict = fire(

@@ -65,3 +65,19 @@ pub fn approx(actual: &Value, expected: f64) {
         "expected {expected}, got {actual}"
     );
 }
+
+/// A config naming one model, `fake/alpha`, of the fake server `model`
+/// (no key needed); with `trusted`, the user trusts the project at it.
+pub fn one_model_config(model: &super::FakeServer, trusted: Option<&std::path::Path>) -> Value {
+    let mut config = serde_json::json!({
+        "providers": {"fake": {"kind": "openai", "base_url": model.base_url(),
+                               "requires_key": false}},
+        "models": {"fake/alpha": {"context_window": 64000}},
+        "defaults": {"model": "fake/alpha"},
+    });
+    if let Some(ws) = trusted {
+        config["permissions"] =
+            serde_json::json!({"projects": {ws.display().to_string(): {"trusted": true}}});
+    }
+    config
+}
