@@ -344,6 +344,16 @@ fn memory_lists_the_instruction_files_and_their_imports() {
         "{text}"
     );
     assert!(!text.contains("not for the model"), "{text}");
+    // Each file one may edit is a link the editor opens.
+    let claude_uri = spindle::os::paths::to_file_uri(
+        &bench.ws.join("CLAUDE.md").to_string_lossy(),
+        spindle::os::paths::NATIVE,
+    );
+    assert!(
+        text.contains(&format!("CLAUDE.md]({claude_uri})")),
+        "{text}"
+    );
+    assert!(text.contains("AGENTS.md](file:"), "the global file: {text}");
     assert_eq!(bench.requests(), 0, "/memory needs no model");
 }
 

@@ -136,6 +136,18 @@ pub fn skipped_files(cwd: &Path, agent_dir: Option<&Path>) -> Vec<crate::tools::
     skipped
 }
 
+/// The instruction files one may edit: the user's global file (where it
+/// would be, when there is none yet) and the project's, root first.
+pub fn editable_files(cwd: &Path) -> Vec<PathBuf> {
+    let mut files = vec![global_instructions_path()];
+    files.extend(
+        project_instruction_files(cwd)
+            .into_iter()
+            .map(|(_, path)| path),
+    );
+    files
+}
+
 /// The project's instruction files, from the repository root down to
 /// `cwd`, with the words that name each.
 fn project_instruction_files(cwd: &Path) -> Vec<(String, PathBuf)> {

@@ -347,6 +347,13 @@ fn memory_reply(cwd: &std::path::Path) -> String {
             global.display()
         ));
     }
-    reply.push_str("\n\nEach folder from the repository root down gives its AGENTS.md, else CLAUDE.md, else GEMINI.md; `@path` in them imports a file. /reload reads them again.");
+    // Links an editor opens: ACP has no request to open a file.
+    reply.push_str("\n\nTo edit one, open it:");
+    for path in prompt::editable_files(cwd) {
+        let shown = crate::util::visible(&path.display().to_string(), false);
+        let uri = crate::os::paths::to_file_uri(&path.to_string_lossy(), crate::os::paths::NATIVE);
+        reply.push_str(&format!("\n- [{shown}]({uri})"));
+    }
+    reply.push_str("\n\nEach folder from the repository root down gives its AGENTS.md, else CLAUDE.md, else GEMINI.md; `@path` in them imports a file. /reload reads them again; the model adds notes with its remember tool.");
     reply
 }
