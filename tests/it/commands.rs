@@ -610,6 +610,35 @@ fn custom_commands_send_their_body_with_the_arguments() {
     );
 }
 
+/// Claude Code's project command folder is read like `.spindle/commands/`
+/// (which wins on a name both have).
+#[test]
+fn claude_code_project_commands_are_commands_too() {
+    let bench = Bench::new("commands-claude");
+    write_file(
+        &bench.ws,
+        ".claude/commands/fix-lint.md",
+        "---\ndescription: Fix the lint warnings\n---\nFix every lint warning in $ARGUMENTS.\n",
+    );
+    write_file(&bench.ws, ".claude/commands/review.md", "Claude's review");
+    let mut agent = bench.agent(&[]);
+    let (session, commands) = open(&mut agent, &bench);
+    assert_eq!(
+        command(&commands, "fix-lint")["description"],
+        "Fix the lint warnings"
+    );
+    assert_eq!(
+        command(&commands, "review")["description"],
+        "Review a file carefully"
+    );
+    bench.model.push(say("Fixed."));
+    prompt(&mut agent, &session, "/fix-lint src/");
+    assert_eq!(
+        last_user_text(&bench.last_body()).trim(),
+        "Fix every lint warning in src/."
+    );
+}
+
 #[test]
 fn an_unknown_command_goes_to_the_model_as_plain_text() {
     let bench = Bench::new("commands-unknown");

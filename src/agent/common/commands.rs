@@ -1,6 +1,7 @@
 //! Slash commands: the built-in ones and custom ones from markdown files
-//! (`.spindle/commands/*.md` in the workspace and `commands/*.md` in the
-//! user's config directory), advertised with `available_commands_update`.
+//! (`.spindle/commands/*.md` and `.claude/commands/*.md` in the workspace,
+//! `commands/*.md` in the user's config directory and
+//! `~/.claude/commands/*.md`), advertised with `available_commands_update`.
 
 use crate::acp::SessionUpdate;
 use crate::tools::shipped::Skipped;
@@ -192,13 +193,17 @@ pub fn available_and_skipped(cwd: &Path, agent_dir: Option<&Path>) -> (Vec<Comma
         .collect();
     let mut skipped = Vec::new();
     // The folder, and the folder it must lie in (none for the user's own).
+    // Claude Code's command folders too, the project's and the user's.
+    let claude = |root: &Path| root.join(".claude").join("commands");
     let dirs = [
         Some((
             cwd.join(".spindle").join("commands"),
             Some(cwd.to_path_buf()),
         )),
+        Some((claude(cwd), Some(cwd.to_path_buf()))),
         agent_dir.map(|dir| (dir.to_path_buf(), Some(dir.to_path_buf()))),
         Some((user_dir(), None)),
+        crate::os::folders::home().map(|home| (claude(&home), None)),
     ];
     for (dir, within) in dirs.iter().flatten() {
         let Ok(entries) = std::fs::read_dir(dir) else {
