@@ -400,3 +400,38 @@ fn a_projects_hooks_run_only_when_it_is_trusted() {
         }
     }
 }
+
+#[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
+fn a_blocked_answer_to_the_models_question_is_withheld_not_lost() {
+    let gate = "if grep -q SECRET; then echo 'no secrets' >&2; exit 2; fi";
+    let bench = Bench::new(
+        "hooks-answer",
+        json!({"UserPromptSubmit": [{"hooks": [hook(gate)]}]}),
+        false,
+    );
+    let mut agent = bench.agent("yolo");
+    let session = bench.open(&mut agent);
+    bench.model.push(calls(&[(
+        "ask_user",
+        json!({"question": "Which password?"}),
+    )]));
+    run_prompt(&mut agent, &session, "log in", WAIT, no_requests);
+    let turn = run_prompt(&mut agent, &session, "SECRET hunter2", WAIT, no_requests);
+    assert!(turn.text().contains("no secrets"), "{}", turn.text());
+    bench.model.push(say("ok"));
+    run_prompt(&mut agent, &session, "go on", WAIT, no_requests);
+    let body = bench.bodies().pop().unwrap();
+    let sent = body.to_string();
+    assert!(!sent.contains("hunter2"), "{sent}");
+    // The question's call keeps an answer, so the conversation stays valid.
+    let messages = body["messages"].as_array().unwrap();
+    let answer = messages
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("the call's answer");
+    assert!(
+        answer.to_string().contains("withheld by a hook"),
+        "{answer}"
+    );
+}

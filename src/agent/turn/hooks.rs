@@ -78,7 +78,15 @@ pub(super) fn before_prompt(turn: &mut Turn, updates: &RefCell<Updates>) -> Opti
             json!({ "prompt": prompt }),
         );
         if let Some(reason) = verdict.block {
-            turn.start.messages.truncate(at);
+            // An answer to the model's question stays, emptied: its call
+            // must still have an answer.
+            let answer = turn.start.messages[at].role != crate::conversation::Role::User;
+            if answer {
+                turn.start.messages.truncate(at + 1);
+                turn.start.messages[at].text = "(The user's answer was withheld by a hook.)".into();
+            } else {
+                turn.start.messages.truncate(at);
+            }
             turn.start.fresh = 0;
             return Some(reason);
         }
