@@ -98,9 +98,9 @@ pub enum Policy {
     /// commands ask.
     Auto,
     /// Edits inside the workspace run freely, and so do commands, inside an
-    /// operating-system sandbox (the workspace writable except `.git/`,
-    /// nothing else, no network). Commands that need more, and every
-    /// command when no sandbox can be had, ask.
+    /// operating-system sandbox (the workspace writable except `.git/` and
+    /// the files Spindle runs, nothing else, no network). Commands that
+    /// need more, and every command when no sandbox can be had, ask.
     Sandbox,
     /// Nothing asks.
     Yolo,

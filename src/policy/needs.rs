@@ -60,6 +60,15 @@ const NETWORK_SUBCOMMANDS: &[(&str, &[&str])] = &[
 /// look at the words of the line (it need not parse): the sandbox itself is
 /// what holds; this only spares the user a command that cannot work.
 pub fn needs_more(line: &str) -> Option<String> {
+    // The sandbox keeps the files Spindle runs read-only (and moves aside
+    // what a command creates of them): a line that names one asks, so
+    // the user decides instead of the command failing.
+    let named = crate::tools::protected::line_names_executed(line);
+    if let Some(word) = named {
+        return Some(format!(
+            "`{word}` is a file whose content Spindle runs, which the sandbox keeps read-only"
+        ));
+    }
     let words: Vec<&str> = line
         .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/')))
         .filter(|w| !w.is_empty())
@@ -96,6 +105,10 @@ mod tests {
             "sudo make install",
             "/usr/bin/wget x",
             "pip install -r requirements.txt",
+            "echo '{}' > .mcp.json",
+            "cp x.json .claude/settings.local.json",
+            "tee ./.spindle/config.json",
+            "sed -i s/a/b/ .Claude/settings.json",
         ] {
             assert!(needs_more(line).is_some(), "{line}");
         }
@@ -105,6 +118,8 @@ mod tests {
             "npm test",
             "git commit -m 'install'",
             "ls",
+            "cat .claude/commands/x.md",
+            "git status",
         ] {
             assert!(needs_more(line).is_none(), "{line}");
         }

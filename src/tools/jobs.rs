@@ -30,6 +30,9 @@ pub struct JobSpec {
     pub log_cap: u64,
     /// The turn (epoch) that started it: a cancel of that turn kills it.
     pub epoch: u64,
+    /// Under the `sandbox` policy: the executed files missing when it
+    /// started; what it creates of them is moved aside when it ends.
+    pub watch: Option<super::protected::Watch>,
 }
 
 /// A job as clients and the model see it (and as the store keeps it).
@@ -156,6 +159,8 @@ struct Job {
     /// it (whoever drives it ends it).
     stop: Option<CancelToken>,
     deliver: Option<Deliver>,
+    /// Under the `sandbox` policy: swept when it ends.
+    watch: Option<super::protected::Watch>,
 }
 
 /// A job's log as it is written: up to a cap, then one marker, and the
@@ -311,6 +316,7 @@ impl Jobs {
             killed: false,
             stop: Some(stop.clone()),
             deliver,
+            watch: spec.watch.clone(),
         });
         let on_change = lock(&self.on_end).clone();
         if let Some(on_change) = on_change {
@@ -377,6 +383,7 @@ impl Jobs {
             killed: false,
             stop: None,
             deliver: None,
+            watch: spec.watch.clone(),
         });
         let sink = LogSink::new(log, spec.log_cap, &counts);
         let copier = thread::Builder::new()
@@ -434,6 +441,7 @@ impl Jobs {
             killed: false,
             stop: None,
             deliver: None,
+            watch: spec.watch.clone(),
         });
         let jobs = Arc::clone(self);
         let id = job_id.clone();
@@ -488,12 +496,13 @@ impl Jobs {
                 killed: true,
                 stop: None,
                 deliver: None,
+                watch: None,
             });
         }
     }
 
     fn ended(&self, id: &str, code: Option<i32>) {
-        {
+        let swept = {
             let mut jobs = lock(&self.jobs);
             let Some(job) = jobs.iter_mut().find(|j| j.info.job_id == id) else {
                 return;
@@ -507,6 +516,12 @@ impl Jobs {
             job.info.ended_at = Some(crate::clock::now_rfc3339());
             job.info.output_bytes = job.seen.load(Ordering::SeqCst);
             job.stdin = None;
+            job.watch
+                .take()
+                .map(|watch| (watch, job.info.log_path.clone()))
+        };
+        if let Some((watch, log)) = swept {
+            sweep_into_log(&watch, &log);
         }
         let on_end = lock(&self.on_end).clone();
         if let Some(on_end) = on_end {
@@ -660,4 +675,21 @@ pub fn read_window(path: &Path, offset: u64, limit: usize) -> Result<(String, u6
     };
     let text = String::from_utf8_lossy(&bytes[..valid]).into_owned();
     Ok((text, offset + valid as u64))
+}
+
+/// Moves aside what a sandboxed job created of the files Spindle runs
+/// (see `protected::Watch`), and says so at the end of its log, which is
+/// what the model reads of it.
+fn sweep_into_log(watch: &super::protected::Watch, log: &Path) {
+    let Some(note) = watch.sweep() else {
+        return;
+    };
+    log::warn!("{note}");
+    let appended = std::fs::OpenOptions::new()
+        .append(true)
+        .open(log)
+        .and_then(|mut file| io::Write::write_all(&mut file, format!("\n{note}\n").as_bytes()));
+    if let Err(error) = appended {
+        log::warn!("cannot note it in {}: {error}", log.display());
+    }
 }

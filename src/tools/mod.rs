@@ -13,6 +13,7 @@ pub mod jobs;
 pub mod lines;
 pub mod patch;
 pub mod paths;
+pub mod protected;
 pub mod search;
 pub mod shipped;
 pub mod walk;

@@ -1,6 +1,7 @@
 //! Paths the model names: resolved against the workspace, normalised, and
 //! checked against the workspace boundary after following symlinks.
 
+use super::protected::Protection;
 use std::path::{Component, Path, PathBuf};
 
 /// A path the model gave, resolved.
@@ -13,21 +14,11 @@ pub struct Resolved {
     /// Inside the workspace after resolving `..` and every symlink of the
     /// part of the path that exists.
     pub inside: bool,
-    /// Inside some `.git` directory of the workspace (writing there can
-    /// corrupt a repository), or inside the workspace's own `.spindle/`
-    /// (its config, rules and commands: writing there changes what the
-    /// agent may do). Such edits always ask, outside yolo.
-    pub git_internal: bool,
-}
-
-/// Whether the path component `part` may name the folder `name` on some
-/// file system: letters in any case (macOS's and Windows' default file
-/// systems ignore it, so `.GIT/hooks` is `.git/hooks` there) and trailing
-/// dots and spaces ignored (Windows drops them: `.git.` is `.git`). On a
-/// file system where they differ this only makes an edit ask.
-fn names(part: &std::ffi::OsStr, name: &str) -> bool {
-    part.to_str()
-        .is_some_and(|part| part.trim_end_matches(['.', ' ']).eq_ignore_ascii_case(name))
+    /// Whether the workspace's list of protected paths names it
+    /// ([`super::protected`]): git's own files, the files whose content
+    /// Spindle runs (hooks, servers, the project config) or that instruct
+    /// the model. Judged by where the path really leads.
+    pub protection: Protection,
 }
 
 /// Resolves `given` (relative to `root`, or absolute) and judges it.
@@ -41,26 +32,20 @@ pub fn resolve(root: &Path, given: &str) -> Resolved {
     let real_root = crate::os::canonical(root).unwrap_or_else(|_| normalise(root));
     let real = real_path(&path);
     let inside = real.starts_with(&real_root);
-    let git_internal = inside
-        && real
-            .strip_prefix(&real_root)
-            .map(|rest| {
-                rest.components().any(|c| names(c.as_os_str(), ".git"))
-                    || rest
-                        .components()
-                        .next()
-                        .is_some_and(|c| names(c.as_os_str(), ".spindle"))
-            })
-            .unwrap_or(false);
+    let protection = if inside {
+        super::protected::of_real(&real_root, &real)
+    } else {
+        Protection::None
+    };
     Resolved {
         path,
         inside,
-        git_internal,
+        protection,
     }
 }
 
 /// Whether `path` is a regular file with more than one name: another name
-/// (a hard link) may be outside the workspace or inside `.git/`, so a write
+/// (a hard link) may be outside the workspace or a protected file, so a write
 /// through this one is judged as if it were there.
 pub fn hard_linked(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|meta| meta.is_file())
@@ -140,12 +125,27 @@ mod tests {
         assert!(!resolve(&root, "../elsewhere.txt").inside);
         assert!(!resolve(&root, "/etc/passwd").inside);
         assert!(resolve(&root, &root.join("new/dir/file").display().to_string()).inside);
-        assert!(resolve(&root, ".git/config").git_internal);
-        assert!(resolve(&root, "sub/.git/HEAD").git_internal);
-        assert!(!resolve(&root, ".gitignore").git_internal);
-        assert!(resolve(&root, ".spindle/config.json").git_internal);
-        assert!(resolve(&root, "./x/../.spindle/commands/a.md").git_internal);
-        assert!(!resolve(&root, "sub/.spindle/notes").git_internal);
+        assert_eq!(
+            resolve(&root, ".git/config").protection,
+            Protection::Executes
+        );
+        assert_eq!(
+            resolve(&root, "sub/.git/HEAD").protection,
+            Protection::Executes
+        );
+        assert_eq!(resolve(&root, ".gitignore").protection, Protection::None);
+        assert_eq!(
+            resolve(&root, ".spindle/config.json").protection,
+            Protection::Executes
+        );
+        assert_eq!(
+            resolve(&root, "./x/../.spindle/commands/a.md").protection,
+            Protection::Executes
+        );
+        assert_eq!(
+            resolve(&root, "sub/.spindle/notes").protection,
+            Protection::None
+        );
         std::fs::remove_dir_all(root).unwrap();
     }
 
@@ -160,10 +160,18 @@ mod tests {
             ".SPINDLE/config.json",
             ".spindle../commands/a.md",
         ] {
-            assert!(resolve(&root, given).git_internal, "{given}");
+            assert_eq!(
+                resolve(&root, given).protection,
+                Protection::Executes,
+                "{given}"
+            );
         }
         for given in [".gitx/config", ".GITIGNORE", "git/config", "sub/.SPINDLE/x"] {
-            assert!(!resolve(&root, given).git_internal, "{given}");
+            assert_eq!(
+                resolve(&root, given).protection,
+                Protection::None,
+                "{given}"
+            );
         }
         std::fs::remove_dir_all(root).unwrap();
     }

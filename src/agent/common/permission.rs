@@ -2,6 +2,7 @@
 //! and what "always" answers are remembered.
 
 pub use crate::modes::Policy;
+pub use crate::tools::protected::Protection;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -16,7 +17,8 @@ pub enum Action<'a> {
     Edit {
         path: &'a Path,
         inside: bool,
-        git_internal: bool,
+        /// Whether the file is on the workspace's protected list.
+        protection: Protection,
     },
     Command {
         command_line: &'a str,
@@ -127,13 +129,14 @@ pub fn decide(policy: Policy, action: &Action<'_>, approvals: &Approvals) -> Dec
                 Decision::Ask
             }
         }
+        // A protected file asks wherever edits are otherwise free: both
+        // levels under `auto` and `sandbox` (where the file tools run as
+        // in `auto`), and `ask` asks for every edit anyway.
         Action::Edit {
-            inside,
-            git_internal,
-            ..
+            inside, protection, ..
         } => {
             let free = matches!(policy, Policy::Auto | Policy::Sandbox);
-            if free && *inside && !git_internal {
+            if free && *inside && *protection == Protection::None {
                 Decision::Allow
             } else {
                 Decision::Ask
@@ -161,7 +164,7 @@ mod tests {
         let edit = Action::Edit {
             path,
             inside: true,
-            git_internal: false,
+            protection: Protection::None,
         };
         let none = Approvals::default();
         assert_eq!(decide(Policy::Ask, &edit, &none), Decision::Ask);
@@ -170,7 +173,7 @@ mod tests {
         let git = Action::Edit {
             path,
             inside: true,
-            git_internal: true,
+            protection: Protection::Executes,
         };
         assert_eq!(decide(Policy::Auto, &git, &none), Decision::Ask);
         let outside_read = Action::Read {

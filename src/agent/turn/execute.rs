@@ -43,6 +43,13 @@ impl Runner<'_> {
                         "Error: the project's instruction file links out of the workspace; nothing was written",
                     );
                 }
+                // Another name of the file may lie anywhere: the note would
+                // land in a file the approval did not name.
+                if args.project() && crate::tools::paths::hard_linked(&path) {
+                    return failed(
+                        "Error: the project's instruction file has another name (a hard link), perhaps outside the workspace; nothing was written",
+                    );
+                }
                 let written = self.with_note(&path, args).and_then(|text| {
                     files::write_file(&path, &text, &editor, self.processes.file_limits)
                 });
@@ -206,10 +213,32 @@ impl Runner<'_> {
             }
             return self.start_job(&args.command, path, launch);
         }
-        if self.client.capabilities.terminal {
+        let watch = launch.watch.clone();
+        let ending = if self.client.capabilities.terminal {
             self.run_in_terminal(call, &args.command, path, timeout, &launch)
         } else {
             self.run_locally(call, &args.command, path, timeout, launch)
+        };
+        match watch.and_then(|watch| watch.sweep()) {
+            Some(note) => self.protected_created(ending, note),
+            None => ending,
+        }
+    }
+
+    /// A sandboxed command created a file Spindle would run: it was moved
+    /// aside; the model and the user are told, and the call fails.
+    fn protected_created(&self, ending: Ending, note: String) -> Ending {
+        self.updates
+            .borrow_mut()
+            .notice(&crate::acp::fit::Notice::warning(
+                "A command created a protected file",
+                note.clone(),
+            ));
+        match ending {
+            Ending::Completed { text, .. } | Ending::Failed { text, .. } => {
+                failed(format!("{text}\n{note}"))
+            }
+            Ending::Cancelled => Ending::Cancelled,
         }
     }
 

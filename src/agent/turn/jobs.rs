@@ -32,6 +32,7 @@ impl Runner<'_> {
             log_dir,
             log_cap: self.processes.log_cap,
             epoch: self.epoch,
+            watch: launch.watch,
         };
         match self.jobs.start(spec) {
             Ok(info) => {

@@ -5,7 +5,7 @@
 use super::client::ClientError;
 use super::processes::Confinement;
 use super::runner::{failed, CallResult, Runner};
-use crate::agent::common::permission::{decide, Action, Approvals, Decision, Policy};
+use crate::agent::common::permission::{decide, Action, Approvals, Decision, Policy, Protection};
 use crate::policy::rules::{self, Rule, Subject, ToolClass};
 use crate::provider::ToolCallRequest;
 use crate::tools::{paths, Tool};
@@ -46,15 +46,15 @@ impl Runner<'_> {
             (Tool::Remember(_), Some(target)) => Action::Edit {
                 path: &target.path,
                 inside: false,
-                git_internal: target.git_internal,
+                protection: target.protection.max(Protection::Instructs),
             },
             (Tool::TodoWrite(_) | Tool::GoalUpdate(_), _) | (_, None) => Action::Plan,
             (Tool::WriteFile(_) | Tool::EditFile(_), Some(target)) => Action::Edit {
                 path: &target.path,
                 // A file with other hard links may be a name for a file
-                // outside the workspace or inside `.git/`.
+                // outside the workspace or a protected file.
                 inside: target.inside && !paths::hard_linked(&target.path),
-                git_internal: target.git_internal,
+                protection: target.protection,
             },
             (Tool::RunCommand(args), Some(target)) => {
                 let (read_only, sandboxable) = self.judge_command(&args.command, target);
@@ -114,7 +114,7 @@ impl Runner<'_> {
             let action = Action::Edit {
                 path,
                 inside: target.inside && !paths::hard_linked(path),
-                git_internal: target.git_internal,
+                protection: target.protection,
             };
             let decision = match self.rule_for(&action) {
                 Some(rules::Decision::Deny) => return Permit::Rejected(Rejection::by_rule()),
@@ -134,7 +134,7 @@ impl Runner<'_> {
             asking = named.first().map(|target| Action::Edit {
                 path: target.path.as_path(),
                 inside: target.inside,
-                git_internal: target.git_internal,
+                protection: target.protection,
             });
         }
         match asking {
@@ -210,7 +210,18 @@ impl Runner<'_> {
                 tool_call[key] = value.clone();
             }
         }
-        let title = announce["title"].as_str().unwrap_or(&call.name).to_string();
+        // A protected file says why it asks, in the title every client
+        // shows.
+        if let Action::Edit { protection, .. } = action {
+            if let Some(warning) = protection.warning() {
+                let shown = announce["title"].as_str().unwrap_or(&call.name);
+                tool_call["title"] = json!(format!("{shown} ({warning})"));
+            }
+        }
+        let title = tool_call["title"]
+            .as_str()
+            .unwrap_or(&call.name)
+            .to_string();
         self.notify(
             &format!("Spindle needs your permission: {title}"),
             "permission_prompt",
@@ -377,16 +388,25 @@ impl Runner<'_> {
     /// What the lasting rules (with this session's) say of an action.
     fn rule_for(&self, action: &Action<'_>) -> Option<rules::Decision> {
         let (subject, may_allow) = match action {
-            Action::Command { command_line, .. } => (Subject::Command { line: command_line }, true),
+            // Nor is a line that names a file Spindle runs: "always allow
+            // `cp …`" was not an answer about `.claude/settings.json`.
+            Action::Command { command_line, .. } => (
+                Subject::Command { line: command_line },
+                crate::tools::protected::line_names_executed(command_line).is_none(),
+            ),
             Action::Edit {
                 path,
                 inside,
-                git_internal,
+                protection,
             } => {
-                // A symlink out of the workspace, or a repository's own
-                // files, are never allowed by a pattern.
+                // A symlink out of the workspace, or a protected file (git's
+                // own, what Spindle runs, what instructs the model), are
+                // never allowed by a pattern.
                 let escapes = !inside && path.starts_with(self.root);
-                (Subject::Edit { path }, !git_internal && !escapes)
+                (
+                    Subject::Edit { path },
+                    *protection == Protection::None && !escapes,
+                )
             }
             Action::Read { path, inside } => {
                 let escapes = !inside && path.starts_with(self.root);
@@ -419,7 +439,7 @@ impl Runner<'_> {
                 .map(|prefix| Rule::command(prefix, rules::Decision::Allow)),
             Action::Edit {
                 inside: true,
-                git_internal: false,
+                protection: Protection::None,
                 ..
             } => Some(Rule::path(ToolClass::Edit, "**", rules::Decision::Allow)),
             _ => None,

@@ -73,6 +73,9 @@ pub struct Launch {
     pub env_set: Vec<(OsString, OsString)>,
     pub sandbox: Option<(PathBuf, Profile)>,
     pub shell: crate::process::shell::Shell,
+    /// Under the `sandbox` policy: the executed files missing before the
+    /// command, whatever it creates of them is moved aside at its end.
+    pub watch: Option<crate::tools::protected::Watch>,
 }
 
 impl Processes {
@@ -95,6 +98,7 @@ impl Processes {
                 .collect(),
             sandbox: None,
             shell: self.shell.clone(),
+            watch: None,
         };
         let profile = match confinement {
             Confinement::None => return Ok(launch),
@@ -114,11 +118,14 @@ impl Processes {
             }
             Confinement::Workspace => {
                 let mut writable = vec![root.to_path_buf()];
-                let mut read_only = git_dirs(root, cwd);
+                let mut read_only = protected_entries(root, cwd);
                 for extra in &self.extra_roots {
                     writable.push(extra.clone());
-                    read_only.extend(git_dirs(extra, cwd));
+                    read_only.extend(protected_entries(extra, cwd));
                 }
+                launch.watch = Some(crate::tools::protected::Watch::before(
+                    writable.iter().map(PathBuf::as_path),
+                ));
                 Profile {
                     writable,
                     read_only,
@@ -252,11 +259,12 @@ impl Processes {
     }
 }
 
-/// The entries that stay read-only in the sandbox: the workspace's `.git`
-/// and `.spindle` (its config and commands), and the `.git` of nested
-/// repositories between the workspace and `cwd`.
-fn git_dirs(root: &Path, cwd: &Path) -> Vec<PathBuf> {
-    let mut dirs = vec![root.join(".git"), root.join(".spindle")];
+/// The entries that stay read-only in the sandbox: the workspace's own
+/// files whose content Spindle or git runs (`.git`, `.spindle`,
+/// `.mcp.json`, `.claude`, in any spelling: `tools::protected`), and the
+/// `.git` of nested repositories between the workspace and `cwd`.
+fn protected_entries(root: &Path, cwd: &Path) -> Vec<PathBuf> {
+    let (mut dirs, _) = crate::tools::protected::executed_entries(root);
     let mut dir = cwd;
     while dir.starts_with(root) && dir != root {
         dirs.push(dir.join(".git"));

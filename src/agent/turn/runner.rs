@@ -144,7 +144,7 @@ impl Runner<'_> {
             let there = paths::resolve(root, &shown);
             if there.inside {
                 target.inside = true;
-                target.git_internal = there.git_internal;
+                target.protection = there.protection;
                 break;
             }
         }

@@ -78,6 +78,7 @@ impl Runner<'_> {
                 log_dir: log_dir.clone(),
                 log_cap: self.processes.log_cap,
                 epoch: self.epoch,
+                watch: launch.watch.clone(),
             };
             let adopted = self.jobs.adopt_running(&spec, &result.output, detached);
             return match adopted {

@@ -318,6 +318,7 @@ fn start_job(
         log_dir,
         log_cap: turn.workspace.processes.log_cap,
         epoch: turn.io.epoch,
+        watch: None,
     };
     let (info, job) = turn.workspace.jobs.start_agent(&spec, deliver)?;
     child.io.cancel = job.stop.clone();

@@ -67,6 +67,7 @@ impl Runner<'_> {
             log_dir,
             log_cap: self.processes.log_cap,
             epoch: self.epoch,
+            watch: launch.watch.clone(),
         };
         let params = json!({"sessionId": self.session_id, "terminalId": terminal_id});
         let (info, external) = match self.jobs.start_external(&spec, &terminal_id) {

@@ -20,9 +20,9 @@
 //! `delete_file` is [`delete_plan`] then [`local_remove`]; `move_file` is
 //! [`move_plan`] then [`local_move`]. Every plan resolves its paths with
 //! [`paths::resolve`](super::paths::resolve) and reports in
-//! [`FileChange::inside`] and [`FileChange::git_internal`] whether *all*
-//! paths the change touches are inside the workspace and whether any is
-//! inside a `.git` directory.
+//! [`FileChange::inside`] and [`FileChange::protection`] whether *all*
+//! paths the change touches are inside the workspace and the highest
+//! protection of any (`tools::protected`).
 
 mod hunks;
 mod parse;
@@ -134,7 +134,9 @@ mod tests {
                 to: root.join("moved/renamed.rs")
             }
         );
-        assert!(changes.iter().all(|c| c.inside && !c.git_internal));
+        assert!(changes
+            .iter()
+            .all(|c| c.inside && c.protection == crate::tools::protected::Protection::None));
         let text = summary(&changes, root);
         assert!(text.contains("added new/dir/hello.txt (2 lines)"), "{text}");
         assert!(text.contains("moved src/mv.rs → moved/renamed.rs (and updated it)"));

@@ -114,7 +114,7 @@ impl Planner<'_> {
                     old_text: None,
                     new_text: Some(content.clone()),
                     inside: from.inside,
-                    git_internal: from.git_internal,
+                    protection: from.protection,
                 })
             }
             OperationKind::Delete => {
@@ -129,7 +129,7 @@ impl Planner<'_> {
                     old_text: Some(old),
                     new_text: None,
                     inside: from.inside,
-                    git_internal: from.git_internal,
+                    protection: from.protection,
                 })
             }
             OperationKind::Update { move_to, hunks } => {
@@ -152,7 +152,7 @@ impl Planner<'_> {
                         old_text: Some(old),
                         new_text: Some(new),
                         inside: from.inside,
-                        git_internal: from.git_internal,
+                        protection: from.protection,
                     }),
                     Some(to) => self.moved(&from, to, line, old, new),
                 }
@@ -200,7 +200,7 @@ impl Planner<'_> {
             old_text: Some(old),
             new_text: Some(new),
             inside: from.inside && to.inside,
-            git_internal: from.git_internal || to.git_internal,
+            protection: from.protection.max(to.protection),
         })
     }
 }
@@ -247,7 +247,7 @@ pub fn delete_plan(root: &Path, given: &str, cap: u64) -> Result<FileChange, Str
         old_text,
         new_text: None,
         inside: resolved.inside,
-        git_internal: resolved.git_internal,
+        protection: resolved.protection,
     })
 }
 
@@ -287,7 +287,7 @@ pub fn move_plan(root: &Path, from: &str, to: &str, cap: u64) -> Result<FileChan
         old_text: text.clone(),
         new_text: text,
         inside: source.inside && target.inside,
-        git_internal: source.git_internal || target.git_internal,
+        protection: source.protection.max(target.protection),
     })
 }
 

@@ -65,8 +65,9 @@ pub struct FileChange {
     pub new_text: Option<String>,
     /// Every path the change touches is inside the workspace.
     pub inside: bool,
-    /// Some path the change touches is inside a `.git` directory.
-    pub git_internal: bool,
+    /// The highest protection of the paths the change touches
+    /// (`tools::protected`).
+    pub protection: crate::tools::protected::Protection,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -27,6 +27,7 @@ mod line_endings;
 mod patching;
 mod plan_and_steps;
 mod policy;
+mod protected;
 mod questions;
 mod roots;
 mod rules;

@@ -76,6 +76,8 @@ impl Dispatcher {
             &["", "-wal", "-shm", "-journal"],
         ));
         hidden.push(crate::process::logs::root(&self.db_path));
+        // Every line typed in `spindle chat`, of every project.
+        hidden.push(self.db_path.with_file_name("chat_history"));
         // The agent's own log (and the one rotation keeps).
         for log in [&self.options.log_file, &registry.config.log_file]
             .into_iter()
