@@ -4,9 +4,11 @@
 //! stream, a stall, an endless line), while prompts are cancelled and the
 //! agent is killed with SIGKILL now and then. The workspace is hostile
 //! too: command files linked to `/proc/self/environ` and to a secret
-//! outside, a FIFO among them, an `AGENTS.md` link out, a `.git/config`
-//! that includes a FIFO; prompts type those commands and the model runs a
-//! command that reads the agent's own `/proc` files. Invariants are
+//! outside, a FIFO among them, a `CLAUDE.md` link out, an `AGENTS.md`
+//! whose imports climb out, a `.git/config` that includes a FIFO; prompts
+//! type those commands, the model runs a command that reads the agent's
+//! own `/proc` files and plants hooks and MCP servers in the project,
+//! which is not trusted, so none of them may ever run. Invariants are
 //! checked all along and printed, one line each, with their counts.
 //!
 //! Usage: `soak [BINARY] [OPERATIONS] [SECONDS] [SEED]` (defaults
@@ -33,6 +35,9 @@ const OUTSIDE_SECRET: &str = "SOAK-OUTSIDE-SECRET-9090";
 
 /// The running agent's pid, for the command that reads its `/proc` files.
 static AGENT_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// The file a planted hook or MCP server would create: it must never
+/// appear, since the soak's project is not trusted.
+static MARKER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 /// Requests that carried a secret.
 static LEAKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -151,7 +156,7 @@ fn serve(mut stream: TcpStream, rng: &Mutex<Rng>, faults: &Mutex<Faults>) {
                 ))),
             )
         }
-        50..=59 => (
+        50..=55 => (
             "read_file",
             Some(sse(&tool_events(
                 &format!("r{counter:x}"),
@@ -159,6 +164,33 @@ fn serve(mut stream: TcpStream, rng: &Mutex<Rng>, faults: &Mutex<Faults>) {
                 json!({"path": "notes.txt"}),
             ))),
         ),
+        56..=59 => {
+            // The model plants a hook or a server in the (untrusted)
+            // project: under yolo the file is written, but nothing of an
+            // untrusted project's ever runs.
+            let marker = MARKER.get().cloned().unwrap_or_default();
+            let touch = format!("touch {}", marker.display());
+            let (path, content) = if counter.is_multiple_of(2) {
+                (
+                    ".claude/settings.json",
+                    json!({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": touch}]}],
+                                      "PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": touch}]}]}}),
+                )
+            } else {
+                (
+                    ".mcp.json",
+                    json!({"mcpServers": {"planted": {"command": "sh", "args": ["-c", touch]}}}),
+                )
+            };
+            (
+                "plants a hook or server",
+                Some(sse(&tool_events(
+                    &format!("w{counter:x}"),
+                    "write_file",
+                    json!({"path": path, "content": content.to_string()}),
+                ))),
+            )
+        }
         _ => (
             "text",
             Some(sse(&text_events(
@@ -350,6 +382,7 @@ fn main() -> ExitCode {
     let _ = std::fs::create_dir_all(work.join("ws"));
     let _ = std::fs::write(work.join("ws/notes.txt"), "some notes\nfor the soak\n");
     hostile_workspace(&work);
+    let _ = MARKER.set(work.join("planted-config-ran"));
     let rng = Arc::new(Mutex::new(Rng(seed.max(1))));
     let faults = Arc::new(Mutex::new(Faults::default()));
     let base = start_server(rng.clone(), faults.clone());
@@ -389,6 +422,7 @@ fn main() -> ExitCode {
     let mut replays = Tally::default();
     let mut memory = Tally::default();
     let mut no_git = Tally::default();
+    let mut nothing_planted = Tally::default();
     let mut peak = 0.0f64;
     let (mut kills, mut cancels, mut prompts, mut slow_reads) = (0u64, 0u64, 0u64, 0u64);
     let started = Instant::now();
@@ -441,6 +475,8 @@ fn main() -> ExitCode {
             no_git.check(left.is_empty(), || {
                 format!("git {left:?} outlived the agent")
             });
+            let ran = MARKER.get().is_some_and(|marker| marker.exists());
+            nothing_planted.check(!ran, || "a planted hook or server ran".into());
             let ok = rusqlite::Connection::open(&db)
                 .and_then(|c| {
                     c.query_row("PRAGMA integrity_check", [], |row| row.get::<_, String>(0))
@@ -515,6 +551,8 @@ fn main() -> ExitCode {
     no_git.check(left.is_empty(), || {
         format!("git {left:?} outlived the agent")
     });
+    let ran = MARKER.get().is_some_and(|marker| marker.exists());
+    nothing_planted.check(!ran, || "a planted hook or server ran".into());
     let mut secrets = Tally {
         checked: prompts,
         ..Tally::default()
@@ -555,6 +593,7 @@ fn main() -> ExitCode {
     ok &= report("PRAGMA integrity_check ok after every kill", &integrity);
     ok &= report("no key or outside file reaches the model", &secrets);
     ok &= report("no git of Spindle's outlives the agent", &no_git);
+    ok &= report("no hook or server the model planted runs", &nothing_planted);
     ok &= report("session/load replays what was shown live", &replays);
     ok &= report(
         &format!("peak RSS under {MEMORY_BOUND_MIB} MiB (max {peak:.1})"),
@@ -580,7 +619,16 @@ fn hostile_workspace(work: &Path) {
     let _ = std::fs::write(work.join("secret.txt"), OUTSIDE_SECRET);
     let _ = std::os::unix::fs::symlink("/proc/self/environ", commands.join("env.md"));
     let _ = std::os::unix::fs::symlink(work.join("secret.txt"), commands.join("leak.md"));
-    let _ = std::os::unix::fs::symlink(work.join("secret.txt"), ws.join("AGENTS.md"));
+    let _ = std::os::unix::fs::symlink(work.join("secret.txt"), ws.join("CLAUDE.md"));
+    // Imports that climb out of the workspace, directly and through a link.
+    let _ = std::os::unix::fs::symlink(work.join("secret.txt"), ws.join("linked.md"));
+    let _ = std::fs::write(
+        ws.join("AGENTS.md"),
+        format!(
+            "Be brief.\n@../secret.txt\n@linked.md\n@{}\n",
+            work.join("secret.txt").display()
+        ),
+    );
     let _ = Command::new("mkfifo")
         .arg(commands.join("pipe.md"))
         .status();
