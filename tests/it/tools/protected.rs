@@ -375,3 +375,38 @@ fn the_sandbox_hides_the_chat_history() {
         turn.dump()
     );
 }
+
+#[test]
+#[cfg(target_os = "linux")]
+fn a_sandboxed_background_job_cannot_plant_what_spindle_runs() {
+    if !sandbox_with_namespaces() {
+        eprintln!("skipped: no sandbox with namespaces here");
+        return;
+    }
+    let space = Space::new("protected-sandbox-job");
+    space.write("payload.json", "{\"mcpServers\": {}}\n");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "j1",
+                "run_command",
+                json!({"command": "sleep 0.5; m=.mc; cp payload.json ${m}p.json", "background": true}),
+            )]),
+            say("Started."),
+        ]),
+        &["--permissions", "sandbox"],
+        json!({}),
+    );
+    let turn = run_prompt(&mut agent, &session, "go", WAIT, no_requests);
+    assert_eq!(turn.final_status("j1"), "completed", "{}", turn.dump());
+    // When the job ends, what it created is moved aside.
+    let moved = super::waits_until(WAIT, || {
+        !space.exists(".mcp.json")
+            && fs::read_dir(&space.ws).unwrap().flatten().any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(".mcp.json.blocked-")
+            })
+    });
+    assert!(moved, "the job's .mcp.json was not moved aside");
+}
