@@ -1341,3 +1341,85 @@ mod seatbelt {
         assert_eq!(stderr(&output), "err\n");
     }
 }
+
+#[test]
+fn a_sandboxed_command_cannot_plant_what_spindle_runs() {
+    if !machine_has("plant_config", true) {
+        return;
+    }
+    plant_what_spindle_runs(&Scratch::new("plant"), false);
+}
+
+#[test]
+fn an_unprivileged_agent_s_sandbox_cannot_plant_what_spindle_runs() {
+    if !machine_has("plant_config_nobody", true) || !can_run_as_nobody("plant_config_nobody") {
+        return;
+    }
+    plant_what_spindle_runs(&Scratch::new("plant-nobody"), true);
+}
+
+/// A real agent (as `nobody` when `as_nobody`) under the `sandbox` policy
+/// whose model runs commands that write the files Spindle runs, their
+/// names put together by the shell so that no line names one: the
+/// existing hooks file stays as it was, and what is created is moved
+/// aside when the command ends.
+fn plant_what_spindle_runs(scratch: &Scratch, as_nobody: bool) {
+    write_file(&scratch.root, "ws/.claude/settings.json", "{}\n");
+    let line = "d=.clau; m=.mc; s=.spin; \
+                echo '{\"hooks\":1}' > ${d}de/settings.json; \
+                echo '{}' > ${d}de/settings.local.json; \
+                echo '{\"mcpServers\":{}}' > ${m}p.json; \
+                mkdir ${s}dle; echo '{}' > ${s}dle/config.json; echo ran";
+    let script = serde_json::json!({"replies": [
+        {"tool_calls": [{"id": "p1", "name": "run_command", "arguments": {"command": line}}]},
+        {"text": "Done."},
+    ]});
+    let script_path = scratch.path("script.json");
+    fs::write(&script_path, script.to_string()).unwrap();
+    let tmp = scratch.path("tmp");
+    let home = scratch.path("spindle-home");
+    fs::create_dir_all(&home).unwrap();
+    let args = [
+        "acp",
+        "--script",
+        script_path.to_str().unwrap(),
+        "--permissions",
+        "sandbox",
+    ];
+    let env = [
+        ("TMPDIR", tmp.to_str().unwrap()),
+        ("SPINDLE_HOME", home.to_str().unwrap()),
+        ("XDG_DATA_HOME", home.to_str().unwrap()),
+        ("XDG_CONFIG_HOME", home.to_str().unwrap()),
+    ];
+    let mut agent = if as_nobody {
+        give_to_nobody(&scratch.root);
+        let mut all: Vec<&str> = AS_NOBODY[1..].to_vec();
+        all.push(SPINDLE);
+        all.extend(args);
+        Agent::spawn_program(Path::new(AS_NOBODY[0]), &all, &env)
+    } else {
+        Agent::spawn(&args, &env)
+    };
+    agent.initialize();
+    let session = agent.new_session(&scratch.path("ws"));
+    let turn = run_prompt(
+        &mut agent,
+        &session,
+        "plant",
+        Duration::from_secs(30),
+        no_requests,
+    );
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    let output = turn.final_text("p1");
+    assert!(output.contains("ran"), "{output}");
+    assert!(output.contains("moved to .mcp.json.blocked-"), "{output}");
+    let ws = scratch.path("ws");
+    assert_eq!(
+        fs::read_to_string(ws.join(".claude/settings.json")).unwrap(),
+        "{}\n"
+    );
+    for gone in [".claude/settings.local.json", ".mcp.json", ".spindle"] {
+        assert!(!ws.join(gone).exists(), "{gone} is there: {output}");
+    }
+}
