@@ -25,6 +25,10 @@ pub enum Refused {
     TooLarge(u64),
     /// It could not be opened or read.
     Unreadable(String),
+    /// An import that leads out of the folder it must stay in (named).
+    Outside(String),
+    /// An import of a kind never followed (the whole reason).
+    NotAllowed(String),
 }
 
 impl Refused {
@@ -36,6 +40,8 @@ impl Refused {
             Refused::NotRegular => "it is not a regular file (a FIFO, socket or device)".into(),
             Refused::TooLarge(size) => format!("it is too large ({size} bytes)"),
             Refused::Unreadable(error) => format!("it cannot be read ({error})"),
+            Refused::Outside(place) => format!("it is outside {place}"),
+            Refused::NotAllowed(why) => why.clone(),
         }
     }
 }
@@ -45,13 +51,31 @@ impl Refused {
 pub struct Skipped {
     pub path: PathBuf,
     pub why: Refused,
+    /// How it was reached, when not by its own name: "@../x in the
+    /// project's AGENTS.md".
+    pub via: Option<String>,
 }
 
 impl Skipped {
+    pub fn new(path: PathBuf, why: Refused) -> Skipped {
+        Skipped {
+            path,
+            why,
+            via: None,
+        }
+    }
+
     pub fn describe(&self) -> String {
         // A repository chooses its file names: none may act on a terminal.
         let path = crate::util::visible(&self.path.display().to_string(), false);
-        format!("{path} is not read: {}", self.why.reason())
+        match &self.via {
+            Some(via) => format!(
+                "{} ({path}) is not read: {}",
+                crate::util::visible(via, false),
+                self.why.reason()
+            ),
+            None => format!("{path} is not read: {}", self.why.reason()),
+        }
     }
 }
 

@@ -20,6 +20,7 @@ mod docs_config;
 mod exec;
 mod help;
 mod hooks;
+mod imports;
 mod local_servers;
 mod mcp;
 mod memory;

@@ -235,7 +235,7 @@ pub fn available_and_skipped(cwd: &Path, agent_dir: Option<&Path>) -> (Vec<Comma
                 Ok(Some(bytes)) => bytes,
                 Ok(None) => continue,
                 Err(why) => {
-                    skipped.push(Skipped { path, why });
+                    skipped.push(Skipped::new(path, why));
                     continue;
                 }
             };

@@ -116,22 +116,25 @@ fn git_state(cwd: &Path) -> Option<String> {
 
 /// The files of the workspace Spindle would read on its own behalf but
 /// refuses (links out of their folder, FIFOs, devices, hard links, files
-/// over their cap): the project's instruction files, its commands and its
-/// `.spindle/config.json`. For a notice and `spindle doctor`. `agent_dir`:
-/// the agent file's commands, as [`super::commands::available`] has it.
+/// over their cap): the project's instruction files and the `@` imports
+/// refused (the user's own among them), its commands and its
+/// `.spindle/config.json`. For a notice and `spindle doctor`.
+/// `agent_dir`: the agent file's commands, as
+/// [`super::commands::available`] has it.
 pub fn skipped_files(cwd: &Path, agent_dir: Option<&Path>) -> Vec<crate::tools::shipped::Skipped> {
     use crate::tools::shipped::{self, Skipped};
     let mut skipped = Vec::new();
     for (_, path) in project_instruction_files(cwd) {
         let folder = path.parent().unwrap_or(Path::new("/"));
         if let Err(why) = shipped::open(&path, folder) {
-            skipped.push(Skipped { path, why });
+            skipped.push(Skipped::new(path, why));
         }
     }
+    skipped.extend(gather(cwd, &global_instructions_path()).refused);
     skipped.extend(super::commands::available_and_skipped(cwd, agent_dir).1);
     let config = cwd.join(".spindle").join("config.json");
     if let Err(why) = shipped::read(&config, cwd, crate::config::project::PROJECT_CONFIG_CAP) {
-        skipped.push(Skipped { path: config, why });
+        skipped.push(Skipped::new(config, why));
     }
     skipped
 }
@@ -179,38 +182,80 @@ fn project_instruction_files(cwd: &Path) -> Vec<(String, PathBuf)> {
 const IMPORT_DEPTH: usize = 5;
 const IMPORTS: usize = 32;
 
-/// One instruction file to read: what names it, where it is, the folder
-/// it must lie in (`None`: the user's own, anywhere) and how deep in
-/// imports it was found.
+/// The folder a file's `@` imports must stay in: the workspace for the
+/// project's files (wherever between the repository root and the
+/// workspace they lie), the user's config folder for the user's own.
+#[derive(Clone)]
+struct Bound {
+    /// As named (imports are joined to it lexically)…
+    dir: PathBuf,
+    /// … and in words: "the workspace".
+    place: &'static str,
+    /// The user's own: only Markdown and text files are imported, so
+    /// Spindle's files kept beside the config never are.
+    own: bool,
+}
+
+/// How an instruction file is opened: as a project's file that must lie
+/// in its folder, as the user's own global file (anywhere), or already
+/// opened (an import, checked by [`import_target`]).
+enum Open {
+    Within(PathBuf),
+    Own,
+    Done(std::fs::File, u64),
+}
+
+/// One instruction file to read: what names it, where it is, how it is
+/// opened, where its imports must stay and how deep in imports it was
+/// found.
 struct Source {
     what: String,
     path: PathBuf,
-    within: Option<PathBuf>,
+    open: Open,
+    bound: Bound,
     depth: usize,
+}
+
+/// What [`gather`] found: the instructions, one line for each file in
+/// force or left out (for `/memory`), and the imports refused.
+pub struct Gathered {
+    pub text: String,
+    pub listed: Vec<String>,
+    pub refused: Vec<crate::tools::shipped::Skipped>,
 }
 
 /// The instructions left for the model: the user's global file, then the
 /// project's `AGENTS.md` from the repository root down to `cwd` (each
 /// folder's `CLAUDE.md` when it has no `AGENTS.md`, else its
 /// `GEMINI.md`), within [`INSTRUCTIONS_LIMIT`], with a note when cut.
-/// Each file's `@path` imports (relative to the file, or `@~/` from the
-/// user's own) follow it, as Claude Code reads them: up to
-/// [`IMPORT_DEPTH`] deep, each file once, and a project's only from
-/// inside the workspace.
+/// Each file's `@path` imports (relative to the file) follow it, as
+/// Claude Code reads them: up to [`IMPORT_DEPTH`] deep, each file once,
+/// and only from inside the workspace (the project's) or the user's
+/// config folder (the user's own); see [`import_target`].
 pub fn instructions(cwd: &Path, global: &Path) -> String {
-    gather(cwd, global).0
+    gather(cwd, global).text
 }
 
-/// The instructions ([`instructions`]) and one line for each file in
-/// force or left out, saying where it came from, for `/memory`.
-pub fn gather(cwd: &Path, global: &Path) -> (String, Vec<String>) {
-    let top = repository_root(cwd).unwrap_or_else(|| cwd.to_path_buf());
+/// The instructions ([`instructions`]), one line for each file in force
+/// or left out, saying where it came from, and the imports refused.
+pub fn gather(cwd: &Path, global: &Path) -> Gathered {
+    use crate::tools::shipped::{self, Skipped};
+    let workspace = Bound {
+        dir: cwd.to_path_buf(),
+        place: "the workspace",
+        own: false,
+    };
     let mut sources: Vec<Source> = Vec::new();
     if global.is_file() {
         sources.push(Source {
             what: "your instructions for every workspace".into(),
             path: global.to_path_buf(),
-            within: None,
+            open: Open::Own,
+            bound: Bound {
+                dir: global.parent().unwrap_or(Path::new("/")).to_path_buf(),
+                place: "your config folder",
+                own: true,
+            },
             depth: 0,
         });
     }
@@ -227,7 +272,8 @@ pub fn gather(cwd: &Path, global: &Path) -> (String, Vec<String>) {
                 Source {
                     what,
                     path,
-                    within: Some(folder),
+                    open: Open::Within(folder),
+                    bound: workspace.clone(),
                     depth: 0,
                 }
             }),
@@ -235,6 +281,7 @@ pub fn gather(cwd: &Path, global: &Path) -> (String, Vec<String>) {
     sources.reverse();
     let mut out = String::new();
     let mut listed = Vec::new();
+    let mut refused = Vec::new();
     let mut left = INSTRUCTIONS_LIMIT;
     let mut seen: Vec<PathBuf> = Vec::new();
     let mut imported = 0;
@@ -242,12 +289,14 @@ pub fn gather(cwd: &Path, global: &Path) -> (String, Vec<String>) {
         let Source {
             what,
             path,
-            within,
+            open,
+            bound,
             depth,
         } = source;
-        let opened = match &within {
-            None => crate::tools::bounded::open_regular(&path).ok(),
-            Some(folder) => match crate::tools::shipped::open(&path, folder) {
+        let opened = match open {
+            Open::Own => crate::tools::bounded::open_regular(&path).ok(),
+            Open::Done(file, size) => Some((file, size)),
+            Open::Within(folder) => match shipped::open(&path, &folder) {
                 Ok(opened) => opened,
                 Err(why) => {
                     let note = format!("Not included: {what}: {}.", why.reason());
@@ -311,35 +360,111 @@ pub fn gather(cwd: &Path, global: &Path) -> (String, Vec<String>) {
         let base = path.parent().unwrap_or(Path::new("/"));
         let mut next = Vec::new();
         for name in imports(kept) {
-            let Some(target) = import_path(base, name, within.is_none()) else {
-                continue;
-            };
-            // A project's import stays in the workspace, lexically and as
-            // a real path (no link out, no hard link).
-            let inside = within.as_ref().map(|_| top.clone());
-            if inside.as_ref().is_some_and(|top| !target.starts_with(top)) {
-                if target.exists() {
-                    let note =
-                        format!("Not imported: @{name} from {what}: it is outside the workspace.");
+            let (target, file, size) = match import_target(base, name, &bound) {
+                Ok(Some(found)) => found,
+                Ok(None) => continue,
+                Err((target, why)) => {
+                    let note = format!("Not imported: @{name} from {what}: {}.", why.reason());
                     out.push_str(&format!("\n\n({note})"));
                     listed.push(note);
+                    refused.push(Skipped {
+                        path: target,
+                        why,
+                        via: Some(format!("@{name} in {what}")),
+                    });
+                    continue;
                 }
-                continue;
-            }
-            if !target.is_file() || imported >= IMPORTS {
+            };
+            if imported >= IMPORTS {
                 continue;
             }
             imported += 1;
             next.push(Source {
                 what: format!("@{name}, imported by {what}"),
                 path: target,
-                within: inside,
+                open: Open::Done(file, size),
+                bound: bound.clone(),
                 depth: depth + 1,
             });
         }
         sources.extend(next.into_iter().rev());
     }
-    (out, listed)
+    Gathered {
+        text: out,
+        listed,
+        refused,
+    }
+}
+
+/// What an import found: its path, the opened file and its size.
+type Found = (PathBuf, std::fs::File, u64);
+
+/// The file the import `@name` of a file in `base` leads to, opened, when
+/// it may be read: a relative path that stays inside `bound` by name and,
+/// opened, as a real path (no link out, no other hard link, a regular
+/// file: no FIFO or device). `Ok(None)` when nothing is there (a word
+/// such as `@someone`) or it is a folder; an error names the file refused
+/// and why. Absolute and `~` paths are never followed, whatever they
+/// name, and what leaves the bound by name is refused before anything
+/// there is looked at.
+fn import_target(
+    base: &Path,
+    name: &str,
+    bound: &Bound,
+) -> Result<Option<Found>, (PathBuf, crate::tools::shipped::Refused)> {
+    use crate::tools::shipped::{self, Refused};
+    let given = Path::new(name);
+    if name.starts_with('~') {
+        return Err((
+            given.to_path_buf(),
+            Refused::NotAllowed("a path from the home folder (~) is never imported".into()),
+        ));
+    }
+    if given.is_absolute() || given.has_root() {
+        return Err((
+            given.to_path_buf(),
+            Refused::NotAllowed("an absolute path is never imported".into()),
+        ));
+    }
+    // `.` and `..` resolved by name: what is opened is this very path.
+    let target = crate::tools::paths::normalise(&base.join(given));
+    let inside = crate::tools::paths::normalise(&bound.dir);
+    if !target.starts_with(&inside) {
+        return Err((target, Refused::Outside(bound.place.into())));
+    }
+    match std::fs::symlink_metadata(&target) {
+        Err(_) => return Ok(None),
+        Ok(meta) if meta.is_dir() => return Ok(None),
+        Ok(_) => {}
+    }
+    let text = |path: &Path| {
+        path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+            ["md", "markdown", "txt"]
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(e))
+        })
+    };
+    let not_text = || {
+        Refused::NotAllowed(
+            "only Markdown and text files are imported from your config folder".into(),
+        )
+    };
+    if bound.own && !text(&target) {
+        return Err((target, not_text()));
+    }
+    match shipped::open(&target, &bound.dir) {
+        Ok(Some((file, size))) => {
+            // A link in the same folder is let through by `open`: the
+            // file it names must be text too.
+            let real = crate::os::real_path(&file);
+            if bound.own && !real.as_deref().is_some_and(text) {
+                return Err((target, not_text()));
+            }
+            Ok(Some((target, file, size)))
+        }
+        Ok(None) => Ok(None),
+        Err(why) => Err((target, why)),
+    }
 }
 
 /// The `@path` imports of an instruction file: words starting with `@`
@@ -373,28 +498,6 @@ fn imports(text: &str) -> Vec<&str> {
         }
     }
     found
-}
-
-/// Where an import points: relative to the importing file's folder, or
-/// the home folder for `~/` (the user's own files only); `.` and `..`
-/// resolved by name.
-fn import_path(base: &Path, name: &str, own: bool) -> Option<PathBuf> {
-    let joined = match name.strip_prefix("~/") {
-        Some(rest) if own => crate::os::folders::home()?.join(rest),
-        Some(_) => return None,
-        None => base.join(name),
-    };
-    let mut path = PathBuf::new();
-    for part in joined.components() {
-        match part {
-            std::path::Component::ParentDir => {
-                path.pop();
-            }
-            std::path::Component::CurDir => {}
-            other => path.push(other),
-        }
-    }
-    Some(path)
 }
 
 fn truncate(text: &str, limit: usize) -> &str {
@@ -521,12 +624,144 @@ mod tests {
             "{text}"
         );
         #[cfg(unix)]
-        assert!(text.contains("Not included: @docs/link.md"), "{text}");
-        // The user's own file imports from anywhere it names.
+        assert!(
+            text.contains("Not imported: @docs/link.md from the project's CLAUDE.md: it is a link"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Not imported: @/etc/hostname from the project's CLAUDE.md: an absolute path is never imported."),
+            "{text}"
+        );
+        // The user's own file imports from its own folder.
         let global = root.join("global.md");
         std::fs::write(&global, "Mine: @outside.md").unwrap();
         let text = instructions(&repo, &global);
         assert!(text.contains("outside was imported"), "{text}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A workspace two levels inside a larger repository (a home folder
+    /// kept as a dotfiles repository): the imports of every instruction
+    /// file, the repository root's included, stay in the workspace.
+    #[test]
+    #[cfg_attr(windows, ignore = "FIFOs and /dev")]
+    fn imports_stay_in_the_workspace_inside_a_larger_repository() {
+        let root = temp();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::write(root.join("secret"), "SECRET-OUTER").unwrap();
+        std::fs::write(root.join("secret.md"), "SECRET-MD").unwrap();
+        let ws = root.join("a/b");
+        std::fs::create_dir_all(ws.join("docs")).unwrap();
+        std::fs::write(ws.join("docs/ok.md"), "INSIDE-OK @../../../secret.md").unwrap();
+        crate::os::testing::symlink(root.join("secret"), ws.join("link.md")).unwrap();
+        crate::os::testing::symlink("/dev/zero", ws.join("zero.md")).unwrap();
+        std::fs::write(root.join("linked"), "SECRET-HARD").unwrap();
+        std::fs::hard_link(root.join("linked"), ws.join("hard.md")).unwrap();
+        assert!(std::process::Command::new("mkfifo")
+            .arg(ws.join("pipe.md"))
+            .status()
+            .unwrap()
+            .success());
+        let absolute = root.join("secret").display().to_string();
+        std::fs::write(
+            ws.join("AGENTS.md"),
+            format!(
+                "@../../secret @{absolute} @~/secret @link.md @zero.md @hard.md @pipe.md \
+                 @docs/../../b/docs/ok.md @../B/docs/ok.md @docs/missing.md"
+            ),
+        )
+        .unwrap();
+        // The repository root's own file: inside the repository, outside
+        // the workspace, so are its imports.
+        std::fs::write(
+            root.join("AGENTS.md"),
+            "Root rule. @secret.md @a/b/docs/ok.md",
+        )
+        .unwrap();
+        let found = gather(&ws, Path::new("/nonexistent/AGENTS.md"));
+        let text = &found.text;
+        assert!(
+            text.contains("Root rule.") && text.contains("INSIDE-OK"),
+            "{text}"
+        );
+        assert!(!text.contains("SECRET"), "{text}");
+        let refused = |name: &str, why: &str| {
+            found.refused.iter().any(|skipped| {
+                skipped
+                    .via
+                    .as_deref()
+                    .is_some_and(|via| via.starts_with(&format!("@{name} in")))
+                    && skipped.describe().contains(why)
+            })
+        };
+        for (name, why) in [
+            ("../../secret", "outside the workspace"),
+            (absolute.as_str(), "absolute path"),
+            ("~/secret", "home folder"),
+            ("link.md", "a link"),
+            ("zero.md", "not a regular file"),
+            ("hard.md", "hard link"),
+            ("pipe.md", "not a regular file"),
+            ("../B/docs/ok.md", "outside the workspace"),
+            ("secret.md", "outside the workspace"),
+            ("../../../secret.md", "outside the workspace"),
+        ] {
+            assert!(refused(name, why), "@{name}: {why}: {:?}", found.refused);
+            assert!(
+                found
+                    .listed
+                    .iter()
+                    .any(|line| line.starts_with(&format!("Not imported: @{name} from"))),
+                "{:?}",
+                found.listed
+            );
+        }
+        assert_eq!(found.refused.len(), 10, "{:?}", found.refused);
+        // What doctor and the notice name.
+        let skipped = skipped_files(&ws, None);
+        assert!(
+            skipped
+                .iter()
+                .any(|s| s.describe().contains("@hard.md in the project's AGENTS.md")),
+            "{skipped:?}"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// The user's own file imports from the config folder only, and only
+    /// text: never the config itself nor its keys, whatever the name.
+    #[test]
+    fn the_users_imports_stay_in_the_config_folder_and_are_text() {
+        let root = temp();
+        let config = root.join("config");
+        std::fs::create_dir_all(config.join("keys")).unwrap();
+        std::fs::write(config.join("config.json"), "SECRET-CONFIG").unwrap();
+        std::fs::write(config.join("keys/openai.key"), "SECRET-KEY").unwrap();
+        std::fs::write(config.join("rules.md"), "MY-RULES").unwrap();
+        std::fs::write(root.join("above.md"), "SECRET-ABOVE").unwrap();
+        crate::os::testing::symlink("config.json", config.join("alias.md")).unwrap();
+        let global = config.join("AGENTS.md");
+        std::fs::write(
+            &global,
+            "@rules.md @config.json @keys/openai.key @alias.md @../above.md @~/above.md",
+        )
+        .unwrap();
+        let ws = root.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let found = gather(&ws, &global);
+        assert!(found.text.contains("MY-RULES"), "{}", found.text);
+        assert!(!found.text.contains("SECRET"), "{}", found.text);
+        assert_eq!(found.refused.len(), 5, "{:?}", found.refused);
+        assert!(
+            found.text.contains("Not imported: @../above.md from your instructions for every workspace: it is outside your config folder."),
+            "{}",
+            found.text
+        );
+        assert!(
+            found.text.contains("Not imported: @config.json from your instructions for every workspace: only Markdown and text files"),
+            "{}",
+            found.text
+        );
         std::fs::remove_dir_all(&root).unwrap();
     }
 

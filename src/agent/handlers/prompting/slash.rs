@@ -333,7 +333,7 @@ fn cost_words(spent: &Spend, price: Option<&crate::config::Price>) -> String {
 fn memory_reply(cwd: &std::path::Path) -> String {
     use crate::agent::common::prompt;
     let global = prompt::global_instructions_path();
-    let (_, listed) = prompt::gather(cwd, &global);
+    let listed = prompt::gather(cwd, &global).listed;
     let mut reply = String::from("Instruction files in force, in the order the model reads them:");
     for line in &listed {
         reply.push_str(&format!("\n- {}", crate::util::visible(line, false)));
