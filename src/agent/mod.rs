@@ -14,7 +14,7 @@ mod turn;
 
 pub use common::options::{Options, DEFAULT_MAX_STEPS};
 pub use common::prompt::{skipped_files, system_prompt};
-pub use common::{hooks, models, permission, skills};
+pub use common::{commands, hooks, models, permission, skills};
 
 use crate::provider::script::Script;
 use crate::rpc::stdio::{self, Output, Queued};

@@ -415,14 +415,16 @@ fn check_workspace(lines: &mut Lines, config: Option<&Config>) {
 }
 
 /// The skills in force, where each came from, and the ones left out
-/// (untrusted, malformed, too large, a link out, a name taken first).
+/// (untrusted, malformed, too large, a link out, a name taken first), and
+/// the project's commands and skills shadowed by a name of the user's.
 fn check_skills(lines: &mut Lines, config: Option<&Config>) {
     let Ok(cwd) = std::env::current_dir() else {
         return;
     };
     let trusted = config.is_some_and(|c| crate::config::project::project_trusted(c, &cwd));
     let found = crate::agent::skills::discover(&cwd, trusted);
-    if found.skills.is_empty() && found.left.is_empty() {
+    let found = crate::agent::commands::catalog(&cwd, None, found).skills;
+    if found.skills.is_empty() && found.left.is_empty() && found.shadowed.is_empty() {
         return;
     }
     lines.section("Skills");
@@ -432,6 +434,9 @@ fn check_skills(lines: &mut Lines, config: Option<&Config>) {
     }
     for left in &found.left {
         lines.warn("left out", &left.describe());
+    }
+    for shadowed in &found.shadowed {
+        lines.warn("shadowed", &shadowed.describe());
     }
 }
 

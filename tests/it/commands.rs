@@ -75,17 +75,15 @@ impl Bench {
         let db = self.db.to_str().expect("UTF-8 path");
         let mut args = vec!["acp", "--config", config, "--db", db];
         args.extend_from_slice(extra);
-        let mut agent = Agent::spawn(&args, &[]);
+        // A home folder of its own: no ~/.claude of the machine's.
+        let home = self.base.join("user");
+        fs::create_dir_all(&home).expect("cannot create the home folder");
+        let home = home.to_str().expect("UTF-8 path");
+        let mut agent = Agent::spawn(&args, &[("HOME", home), ("USERPROFILE", home)]);
         write_file(
             agent.home(),
             "commands/standup.md",
             "---\ndescription: Write my standup note\n---\nWrite a standup note about $ARGUMENTS.\n",
-        );
-        // Same name as the workspace's: the workspace's wins.
-        write_file(
-            agent.home(),
-            "commands/review.md",
-            "---\ndescription: the user's review\n---\nUser review.\n",
         );
         agent.initialize();
         agent
@@ -637,6 +635,79 @@ fn claude_code_project_commands_are_commands_too() {
         last_user_text(&bench.last_body()).trim(),
         "Fix every lint warning in src/."
     );
+}
+
+/// A project's command never takes a built-in's name nor the user's, in
+/// any case of letters: `/compact` still compacts, `/standup` sends the
+/// user's text, the editor sees the user's words, and `/skills` lists the
+/// project's files as shadowed.
+#[test]
+fn a_projects_command_never_replaces_a_builtin_or_the_users() {
+    let bench = Bench::new("commands-shadow");
+    write_file(
+        &bench.ws,
+        ".claude/commands/compact.md",
+        "---\ndescription: REPO-COMPACT-WORDS\n---\nREPO-COMPACT-TEXT\n",
+    );
+    write_file(&bench.ws, ".spindle/commands/Clear.md", "REPO-CLEAR-TEXT");
+    write_file(
+        &bench.ws,
+        ".spindle/commands/standup.md",
+        "---\ndescription: REPO-STANDUP-WORDS\n---\nREPO-STANDUP-TEXT\n",
+    );
+    let mut agent = bench.agent(&[]);
+    let (session, commands) = open(&mut agent, &bench);
+    let listed = names(&commands);
+    assert_eq!(&listed[..BUILTINS.len()], BUILTINS, "{listed:?}");
+    for name in ["compact", "clear", "standup"] {
+        assert_eq!(
+            listed
+                .iter()
+                .filter(|n| n.eq_ignore_ascii_case(name))
+                .count(),
+            1,
+            "{listed:?}"
+        );
+    }
+    assert!(!format!("{commands:?}").contains("REPO-"), "{commands:?}");
+    assert_eq!(
+        command(&commands, "standup")["description"],
+        "Write my standup note"
+    );
+
+    bench.model.push(say("Noted."));
+    prompt(&mut agent, &session, "the word is quince");
+    bench.model.push(say("SUMMARY-4410"));
+    let turn = prompt(&mut agent, &session, "/compact");
+    assert!(turn.text().contains("SUMMARY-4410"), "{}", turn.dump());
+    bench.model.push(say("Standup."));
+    prompt(&mut agent, &session, "/standup the parser");
+    let sent = last_user_text(&bench.last_body());
+    assert!(
+        sent.trim_end()
+            .ends_with("Write a standup note about the parser."),
+        "{sent}"
+    );
+    for request in bench.model.requests() {
+        assert!(
+            !request.body.to_string().contains("REPO-"),
+            "a shadowed command reached the model"
+        );
+    }
+
+    let text = prompt(&mut agent, &session, "/skills").text();
+    assert!(text.contains("Shadowed"), "{text}");
+    for (file, by) in [
+        ("compact.md", "Spindle's built-in /compact"),
+        ("Clear.md", "Spindle's built-in /clear"),
+        ("standup.md", "your command"),
+    ] {
+        assert!(
+            text.lines()
+                .any(|line| line.contains(file) && line.contains(by)),
+            "{file} not shadowed by {by}: {text}"
+        );
+    }
 }
 
 #[test]

@@ -271,3 +271,152 @@ fn a_skill_folder_that_links_out_of_the_workspace_is_refused() {
         .to_string()
         .contains("Linked in from elsewhere"));
 }
+
+/// The commands a session announced first, as the editor got them.
+fn announced(agent: &mut Agent, cwd: &Path) -> (String, Vec<Value>) {
+    let (result, _) = ok_with(
+        agent,
+        "session/new",
+        json!({"cwd": cwd.to_str().unwrap(), "mcpServers": []}),
+    );
+    let session = result["sessionId"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let message = agent.recv(left).expect("no available_commands_update");
+        let update = &message["params"]["update"];
+        if update["sessionUpdate"] == "available_commands_update" {
+            let commands = update["availableCommands"].as_array().unwrap().clone();
+            return (session, commands);
+        }
+    }
+}
+
+/// A project's `.claude/commands/deploy.md` never takes the name of the
+/// user's `~/.claude/skills/deploy`, trusted or not, nor a trusted
+/// project's skill the name of the user's `~/.claude/commands/lint.md`:
+/// the editor is shown the user's words, `/deploy` sends the user's
+/// skill, the model never sees the project's, and `/skills` lists the
+/// project's as shadowed, naming both.
+#[test]
+fn a_projects_command_never_takes_the_name_of_the_users_skill() {
+    for trusted in [false, true] {
+        let bench = Bench::new("skills-shadow", trusted);
+        write_file(
+            &bench.home,
+            ".claude/skills/deploy/SKILL.md",
+            "---\nname: deploy\ndescription: Deploy my way\n---\nUSER-DEPLOY-STEPS\n",
+        );
+        write_file(&bench.home, ".claude/commands/lint.md", "USER-LINT-TEXT\n");
+        write_file(
+            &bench.ws,
+            ".claude/commands/deploy.md",
+            "---\ndescription: REPO-DEPLOY-WORDS\n---\nREPO-DEPLOY-TEXT\n",
+        );
+        write_file(
+            &bench.ws,
+            ".claude/skills/lint/SKILL.md",
+            "---\nname: lint\ndescription: REPO-LINT-WORDS\n---\nREPO-LINT-TEXT\n",
+        );
+        let config = bench.config.to_str().unwrap();
+        let home = bench.home.to_str().unwrap();
+        let mut agent = Agent::spawn(
+            &["acp", "--config", config, "--permissions", "yolo"],
+            &[("HOME", home), ("USERPROFILE", home)],
+        );
+        agent.initialize();
+        let (session, commands) = announced(&mut agent, &bench.ws);
+        let deploy: Vec<&Value> = commands.iter().filter(|c| c["name"] == "deploy").collect();
+        assert_eq!(deploy.len(), 1, "trusted {trusted}: {commands:?}");
+        assert_eq!(
+            deploy[0]["description"], "Deploy my way",
+            "trusted {trusted}"
+        );
+        assert!(
+            !format!("{commands:?}").contains("REPO-"),
+            "trusted {trusted}: {commands:?}"
+        );
+
+        let (operations, _) = ok_with(
+            &mut agent,
+            "_spindle/operations",
+            json!({"sessionId": session}),
+        );
+        let items = operations["items"].as_array().unwrap();
+        let deploy: Vec<&Value> = items.iter().filter(|i| i["name"] == "deploy").collect();
+        assert_eq!(deploy.len(), 1, "{operations}");
+        assert_eq!(deploy[0]["description"], "Deploy my way", "{operations}");
+        assert!(!operations.to_string().contains("REPO-"), "{operations}");
+
+        bench.model.push(Reply::Sse(chat_text(&["deployed"])));
+        run_prompt(&mut agent, &session, "/deploy now", WAIT, no_requests);
+        let body = bench.last_body();
+        let sent = body["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .to_string();
+        assert!(
+            sent.contains("USER-DEPLOY-STEPS"),
+            "trusted {trusted}: {sent}"
+        );
+        bench.model.push(Reply::Sse(chat_text(&["linted"])));
+        run_prompt(&mut agent, &session, "/lint", WAIT, no_requests);
+        let sent = bench.last_body().to_string();
+        assert!(
+            sent.contains("USER-LINT-TEXT"),
+            "trusted {trusted}: {sent:.400}"
+        );
+        for request in bench.model.requests() {
+            assert!(
+                !request.body.to_string().contains("REPO-"),
+                "trusted {trusted}: the project's words reached the model"
+            );
+        }
+
+        let reply = run_prompt(&mut agent, &session, "/skills", WAIT, no_requests).text();
+        assert!(
+            reply.contains("/deploy") && reply.contains("your ~/.claude/skills"),
+            "{reply}"
+        );
+        let shadowed = reply
+            .split_once("Shadowed")
+            .map(|(_, rest)| rest.to_string())
+            .unwrap_or_else(|| panic!("trusted {trusted}: nothing shadowed: {reply}"));
+        assert!(
+            shadowed
+                .lines()
+                .any(|line| line.contains(".claude/commands/deploy.md")
+                    && line.contains("the project's .claude/commands")
+                    && line.contains("your skill from your ~/.claude/skills")),
+            "trusted {trusted}: {reply}"
+        );
+        // The project's skill is read only when trusted; then it is
+        // shadowed by the user's command.
+        assert_eq!(
+            shadowed
+                .lines()
+                .any(|line| line.contains("skills/lint") && line.contains("your command")),
+            trusted,
+            "{reply}"
+        );
+
+        // spindle doctor, in the workspace, says the same.
+        let mut doctor = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"));
+        doctor
+            .args(["doctor", "--config", config])
+            .current_dir(&bench.ws)
+            .env("HOME", home)
+            .env("USERPROFILE", home);
+        crate::support::agent::fresh_machine(&mut doctor, agent.home());
+        let report = String::from_utf8_lossy(&doctor.output().unwrap().stdout).into_owned();
+        assert!(
+            report.lines().any(|line| line.contains("shadowed")
+                && line.contains(".claude/commands/deploy.md")
+                && line.contains("your skill from your ~/.claude/skills")),
+            "trusted {trusted}: {report}"
+        );
+        assert!(!report.contains("REPO-"), "{report}");
+    }
+}

@@ -152,36 +152,66 @@ pub const COMMAND_FILE_CAP: u64 = 256 * 1024;
 /// The most command files read from one folder.
 pub const COMMAND_FILES_MAX: usize = 500;
 
-/// Every command available in a workspace: the built-ins, then custom
-/// commands (the workspace's win over the agent file's, which win over the
-/// user's of the same name; none replaces a built-in), then one for each
-/// of `skills` whose name no command took. `agent_dir` is the
-/// agent file's `commands/` folder, when `spindle acp PATH` serves an
-/// agent folder that has one (`Options::commands_dir`).
-pub fn available(
-    cwd: &Path,
-    agent_dir: Option<&Path>,
-    skills: &[super::skills::Skill],
-) -> Vec<Command> {
-    let mut commands = available_and_skipped(cwd, agent_dir).0;
-    for skill in skills {
-        if !commands.iter().any(|c| c.name == skill.name) {
-            commands.push(Command {
-                name: skill.name.clone(),
-                description: skill.description.chars().take(200).collect(),
-                hint: None,
-                kind: Kind::Skill(skill.clone()),
-            });
-        }
-    }
-    commands
+/// The names of a workspace: every command (its skills among them), the
+/// skills in force (with those left out or shadowed), and the command
+/// files refused.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub commands: Vec<Command>,
+    pub skills: super::skills::Found,
+    pub skipped: Vec<Skipped>,
 }
 
-/// [`available`], and the command files left out: the workspace's and the
-/// agent folder's are read only as [`crate::tools::shipped`] allows (no
-/// link out of their folder, regular files within a cap); the user's own
-/// may link anywhere but must be regular files within the cap too.
-pub fn available_and_skipped(cwd: &Path, agent_dir: Option<&Path>) -> (Vec<Command>, Vec<Skipped>) {
+/// The command files of the workspace refused ([`catalog`]'s skipped),
+/// with no skill known.
+pub fn skipped(cwd: &Path, agent_dir: Option<&Path>) -> Vec<Skipped> {
+    catalog(cwd, agent_dir, super::skills::Found::default()).skipped
+}
+
+/// A folder of command files: where, the folder they must lie in (none
+/// for the user's own), and its words ("your ~/.claude/commands").
+struct Folder {
+    dir: PathBuf,
+    within: Option<PathBuf>,
+    origin: String,
+}
+
+/// Every name of the workspace at `cwd`, the user's first: the
+/// built-ins, the agent file's commands (the user chose the file; its
+/// `commands/` is `agent_dir`) and the user's own commands, then the
+/// user's skills of `found`; only then the project's commands
+/// (`.spindle/commands/`, then `.claude/commands/`) and skills. A name
+/// taken on the user's side (a built-in, a command or skill of theirs,
+/// in any case of letters) is never the project's: its command or skill
+/// is left out and listed as shadowed in `found`, naming both, so the
+/// editor never shows the project's words under the user's name and
+/// `/name` always sends the user's. On one side the first of a name wins,
+/// a command before a skill (a skill whose name a command took stays a
+/// skill for the model).
+pub fn catalog(cwd: &Path, agent_dir: Option<&Path>, found: super::skills::Found) -> Catalog {
+    let own_folders = [
+        agent_dir.map(|dir| Folder {
+            dir: dir.to_path_buf(),
+            within: Some(dir.to_path_buf()),
+            origin: "the agent file's commands".into(),
+        }),
+        Some(Folder {
+            dir: user_dir(),
+            within: None,
+            origin: "your Spindle commands".into(),
+        }),
+        crate::os::folders::home().map(|home| Folder {
+            dir: home.join(".claude").join("commands"),
+            within: None,
+            origin: "your ~/.claude/commands".into(),
+        }),
+    ];
+    catalog_with(cwd, own_folders.into_iter().flatten().collect(), found)
+}
+
+/// [`catalog`] with the user's side's folders of commands given.
+fn catalog_with(cwd: &Path, own_folders: Vec<Folder>, found: super::skills::Found) -> Catalog {
+    let mut found = found;
     let mut commands: Vec<Command> = BUILTINS
         .iter()
         .map(|(name, description, hint, builtin)| Command {
@@ -192,58 +222,171 @@ pub fn available_and_skipped(cwd: &Path, agent_dir: Option<&Path>) -> (Vec<Comma
         })
         .collect();
     let mut skipped = Vec::new();
-    // The folder, and the folder it must lie in (none for the user's own).
-    // Claude Code's command folders too, the project's and the user's.
-    let claude = |root: &Path| root.join(".claude").join("commands");
-    let dirs = [
-        Some((
-            cwd.join(".spindle").join("commands"),
-            Some(cwd.to_path_buf()),
-        )),
-        Some((claude(cwd), Some(cwd.to_path_buf()))),
-        agent_dir.map(|dir| (dir.to_path_buf(), Some(dir.to_path_buf()))),
-        Some((user_dir(), None)),
-        crate::os::folders::home().map(|home| (claude(&home), None)),
-    ];
-    for (dir, within) in dirs.iter().flatten() {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(|entry| entry.ok().map(|e| e.path()))
-            .filter(|path| path.extension().is_some_and(|e| e == "md"))
-            .take(COMMAND_FILES_MAX * 4)
-            .collect();
-        files.sort();
-        files.truncate(COMMAND_FILES_MAX);
-        for path in files {
-            let Some(name) = path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .map(str::to_string)
-            else {
-                continue;
-            };
-            if !valid_name(&name) || commands.iter().any(|c| c.name == name) {
-                continue;
-            }
-            let read = match within {
-                Some(within) => crate::tools::shipped::read(&path, within, COMMAND_FILE_CAP),
-                None => super::skills::own_file(&path, COMMAND_FILE_CAP),
-            };
-            let bytes = match read {
-                Ok(Some(bytes)) => bytes,
-                Ok(None) => continue,
-                Err(why) => {
-                    skipped.push(Skipped::new(path, why));
-                    continue;
-                }
-            };
-            let text = String::from_utf8_lossy(&bytes);
-            commands.push(parse_custom(&name, &text, path));
+    for folder in &own_folders {
+        read_folder(folder, &mut commands, &mut skipped, |_| None);
+    }
+    // The user's skills are commands where no command took the name, and
+    // their names the user's all the same.
+    let own_skills: Vec<super::skills::Skill> = found
+        .skills
+        .iter()
+        .filter(|skill| skill.within.is_none())
+        .cloned()
+        .collect();
+    for skill in &own_skills {
+        if !commands.iter().any(|c| c.name == skill.name) {
+            commands.push(skill_command(skill));
         }
     }
-    (commands, skipped)
+    // Who holds a name on the user's side, in words.
+    let owners: Vec<(String, String)> = commands
+        .iter()
+        .map(|command| (command.name.clone(), owner(command)))
+        .chain(own_skills.iter().map(|skill| {
+            let dir = crate::util::visible(&skill.dir.display().to_string(), false);
+            (
+                skill.name.clone(),
+                format!("your skill from {} ({dir})", skill.origin),
+            )
+        }))
+        .collect();
+    let taken = |name: &str| {
+        owners
+            .iter()
+            .find(|(own, _)| own.eq_ignore_ascii_case(name))
+            .map(|(_, words)| words.clone())
+    };
+    let project_folders = [
+        Folder {
+            dir: cwd.join(".spindle").join("commands"),
+            within: Some(cwd.to_path_buf()),
+            origin: "the project's .spindle/commands".into(),
+        },
+        Folder {
+            dir: cwd.join(".claude").join("commands"),
+            within: Some(cwd.to_path_buf()),
+            origin: "the project's .claude/commands".into(),
+        },
+    ];
+    let mut shadowed = Vec::new();
+    for folder in &project_folders {
+        shadowed.extend(read_folder(folder, &mut commands, &mut skipped, |name| {
+            taken(name).map(|by| (by, folder.origin.clone()))
+        }));
+    }
+    // The project's skills (a trusted project's): none under a name of
+    // the user's side.
+    let (kept, lost): (Vec<_>, Vec<_>) = std::mem::take(&mut found.skills)
+        .into_iter()
+        .partition(|skill| skill.within.is_none() || taken(&skill.name).is_none());
+    for skill in lost {
+        let by = taken(&skill.name).unwrap_or_default();
+        shadowed.push(super::skills::Left {
+            why: format!(
+                "/{} from {} is shadowed by {by}, which is used",
+                skill.name, skill.origin
+            ),
+            path: skill.dir,
+        });
+    }
+    found.skills = kept;
+    for skill in found.skills.iter().filter(|skill| skill.within.is_some()) {
+        if !commands.iter().any(|c| c.name == skill.name) {
+            commands.push(skill_command(skill));
+        }
+    }
+    found.shadowed.extend(shadowed);
+    Catalog {
+        commands,
+        skills: found,
+        skipped,
+    }
+}
+
+/// A skill as a slash command.
+fn skill_command(skill: &super::skills::Skill) -> Command {
+    Command {
+        name: skill.name.clone(),
+        description: skill.description.chars().take(200).collect(),
+        hint: None,
+        kind: Kind::Skill(skill.clone()),
+    }
+}
+
+/// Who a command of the user's side is, in words.
+fn owner(command: &Command) -> String {
+    match &command.kind {
+        Kind::Builtin(_) => format!("Spindle's built-in /{}", command.name),
+        Kind::Custom { source, .. } => format!(
+            "your command {}",
+            crate::util::visible(&source.display().to_string(), false)
+        ),
+        Kind::Skill(skill) => format!(
+            "your skill from {} ({})",
+            skill.origin,
+            crate::util::visible(&skill.dir.display().to_string(), false)
+        ),
+    }
+}
+
+/// Reads one folder of command files into `commands` (the first of a
+/// name wins; a file refused goes to `skipped`). A name `shadow` gives
+/// (who holds it, the folder's words) for is not read but returned as
+/// shadowed.
+fn read_folder(
+    folder: &Folder,
+    commands: &mut Vec<Command>,
+    skipped: &mut Vec<Skipped>,
+    shadow: impl Fn(&str) -> Option<(String, String)>,
+) -> Vec<super::skills::Left> {
+    let mut shadowed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(&folder.dir) else {
+        return shadowed;
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .take(COMMAND_FILES_MAX * 4)
+        .collect();
+    files.sort();
+    files.truncate(COMMAND_FILES_MAX);
+    for path in files {
+        let Some(name) = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        if !valid_name(&name) {
+            continue;
+        }
+        if let Some((by, origin)) = shadow(&name) {
+            shadowed.push(super::skills::Left {
+                why: format!("/{name} from {origin} is shadowed by {by}, which is used"),
+                path,
+            });
+            continue;
+        }
+        if commands.iter().any(|c| c.name == name) {
+            continue;
+        }
+        let read = match &folder.within {
+            Some(within) => crate::tools::shipped::read(&path, within, COMMAND_FILE_CAP),
+            None => super::skills::own_file(&path, COMMAND_FILE_CAP),
+        };
+        let bytes = match read {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => continue,
+            Err(why) => {
+                skipped.push(Skipped::new(path, why));
+                continue;
+            }
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        commands.push(parse_custom(&name, &text, path));
+    }
+    shadowed
 }
 
 fn valid_name(name: &str) -> bool {
@@ -383,7 +526,7 @@ mod tests {
         std::fs::create_dir_all(dir.join(".spindle/commands")).unwrap();
         std::fs::write(dir.join(".spindle/commands/deploy.md"), "Deploy it").unwrap();
         std::fs::write(dir.join(".spindle/commands/help.md"), "not the real help").unwrap();
-        let commands = available(&dir, None, &[]);
+        let commands = catalog_with(&dir, vec![], Default::default()).commands;
         assert_eq!(commands[0].name, "init");
         let deploy = commands.iter().find(|c| c.name == "deploy").unwrap();
         assert_eq!(deploy.description, "Deploy it");
@@ -393,5 +536,126 @@ mod tests {
             update["availableCommands"][2]["input"]["hint"],
             "provider/model"
         );
+    }
+
+    fn skill(name: &str, dir: PathBuf, within: Option<PathBuf>) -> super::super::skills::Skill {
+        super::super::skills::Skill {
+            name: name.into(),
+            description: format!("the {name} skill of {}", dir.display()),
+            origin: if within.is_some() {
+                "the project's .claude/skills".into()
+            } else {
+                "your ~/.claude/skills".into()
+            },
+            dir,
+            within,
+        }
+    }
+
+    /// Every pairing: a project's command or skill under a name of the
+    /// user's command or skill, or of a built-in (in any case), is left
+    /// out and listed as shadowed, naming both.
+    #[test]
+    fn the_users_names_and_the_builtins_come_before_the_projects() {
+        let root =
+            std::env::temp_dir().join(format!("spindle-commands-{}", crate::util::random_hex()));
+        let ws = root.join("ws");
+        let mine = root.join("mine");
+        for (name, text) in [
+            (".claude/commands/deploy.md", "PROJECT deploy"),
+            (".spindle/commands/standup.md", "PROJECT standup"),
+            (".claude/commands/STANDUP.md", "PROJECT shouting standup"),
+            (".claude/commands/compact.md", "PROJECT compact"),
+            (".spindle/commands/Model.md", "PROJECT model"),
+            (".spindle/commands/own.md", "Only the project's"),
+        ] {
+            let path = ws.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        std::fs::create_dir_all(&mine).unwrap();
+        std::fs::write(mine.join("standup.md"), "USER standup").unwrap();
+        std::fs::write(mine.join("lint.md"), "USER lint").unwrap();
+        let found = super::super::skills::Found {
+            skills: vec![
+                skill("deploy", root.join("skills/deploy"), None),
+                skill("lint", ws.join(".claude/skills/lint"), Some(ws.clone())),
+                skill("undo", ws.join(".claude/skills/undo"), Some(ws.clone())),
+                skill("fresh", ws.join(".claude/skills/fresh"), Some(ws.clone())),
+            ],
+            ..Default::default()
+        };
+        let own = vec![Folder {
+            dir: mine.clone(),
+            within: None,
+            origin: "your Spindle commands".into(),
+        }];
+        let catalog = catalog_with(&ws, own, found);
+        let named = |name: &str| {
+            let all: Vec<&Command> = catalog
+                .commands
+                .iter()
+                .filter(|c| c.name.eq_ignore_ascii_case(name))
+                .collect();
+            assert_eq!(all.len(), 1, "{name}: {all:?}");
+            all[0].clone()
+        };
+        // User skill vs project command.
+        match named("deploy").kind {
+            Kind::Skill(skill) => assert!(skill.within.is_none(), "{skill:?}"),
+            other => panic!("{other:?}"),
+        }
+        // User command vs project command, whatever the case.
+        match named("standup").kind {
+            Kind::Custom { body, source } => {
+                assert_eq!(
+                    (body.as_str(), source),
+                    ("USER standup", mine.join("standup.md"))
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        // Built-ins vs project commands and skills.
+        assert_eq!(named("compact").kind, Kind::Builtin(Builtin::Compact));
+        assert_eq!(named("model").kind, Kind::Builtin(Builtin::Model));
+        assert_eq!(named("undo").kind, Kind::Builtin(Builtin::Undo));
+        // User command vs project skill: the skill is gone, for the model too.
+        assert!(matches!(named("lint").kind, Kind::Custom { .. }));
+        let skills: Vec<&str> = catalog
+            .skills
+            .skills
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(skills, ["deploy", "fresh"]);
+        // What no name of the user's holds is the project's.
+        assert!(matches!(named("own").kind, Kind::Custom { .. }));
+        assert!(matches!(named("fresh").kind, Kind::Skill(_)));
+        let shadowed: Vec<String> = catalog
+            .skills
+            .shadowed
+            .iter()
+            .map(|l| l.describe())
+            .collect();
+        assert_eq!(shadowed.len(), 7, "{shadowed:#?}");
+        let says = |file: &str, what: &str| {
+            assert!(
+                shadowed
+                    .iter()
+                    .any(|line| line.contains(file) && line.contains(what)),
+                "{file} / {what}: {shadowed:#?}"
+            )
+        };
+        says("deploy.md", "from the project's .claude/commands is shadowed by your skill from your ~/.claude/skills");
+        says("standup.md", "is shadowed by your command");
+        says("STANDUP.md", "is shadowed by your command");
+        says("compact.md", "shadowed by Spindle's built-in /compact");
+        says("Model.md", "shadowed by Spindle's built-in /model");
+        says(
+            "skills/lint",
+            "/lint from the project's .claude/skills is shadowed by your command",
+        );
+        says("skills/undo", "shadowed by Spindle's built-in /undo");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -131,7 +131,7 @@ pub fn skipped_files(cwd: &Path, agent_dir: Option<&Path>) -> Vec<crate::tools::
         }
     }
     skipped.extend(gather(cwd, &global_instructions_path()).refused);
-    skipped.extend(super::commands::available_and_skipped(cwd, agent_dir).1);
+    skipped.extend(super::commands::skipped(cwd, agent_dir));
     let config = cwd.join(".spindle").join("config.json");
     if let Err(why) = shipped::read(&config, cwd, crate::config::project::PROJECT_CONFIG_CAP) {
         skipped.push(Skipped::new(config, why));

@@ -53,24 +53,21 @@ impl Left {
     }
 }
 
-/// The skills in force in a workspace and the ones left out.
+/// The skills in force in a workspace, the ones left out, and the
+/// project's commands and skills shadowed by a name of the user's (a
+/// built-in, or the user's own command or skill), which is used instead.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Found {
     pub skills: Vec<Skill>,
     pub left: Vec<Left>,
+    pub shadowed: Vec<Left>,
 }
 
-/// The folders skills are read from, first wins: the project's (only
-/// when `trusted`) then the user's.
+/// The folders skills are read from, first wins: the user's, then the
+/// project's (only when `trusted`), so a project never takes a name of
+/// the user's.
 fn places(cwd: &Path) -> Vec<(PathBuf, String, bool)> {
     let mut places = Vec::new();
-    for folder in [".spindle", ".agents", ".claude", ".codex"] {
-        places.push((
-            cwd.join(folder).join("skills"),
-            format!("the project's {folder}/skills"),
-            true,
-        ));
-    }
     if let Some(dir) = crate::config::default_path().parent() {
         places.push((dir.join("skills"), "your Spindle skills".into(), false));
     }
@@ -83,6 +80,13 @@ fn places(cwd: &Path) -> Vec<(PathBuf, String, bool)> {
             ));
         }
     }
+    for folder in [".spindle", ".agents", ".claude", ".codex"] {
+        places.push((
+            cwd.join(folder).join("skills"),
+            format!("the project's {folder}/skills"),
+            true,
+        ));
+    }
     places
 }
 
@@ -90,8 +94,13 @@ fn places(cwd: &Path) -> Vec<(PathBuf, String, bool)> {
 /// user trusts it) and what was left out: untrusted, malformed, too
 /// large, a link out, or a name an earlier one took.
 pub fn discover(cwd: &Path, trusted: bool) -> Found {
+    discover_in(places(cwd), cwd, trusted)
+}
+
+/// [`discover`] in the places given: (folder, its words, the project's).
+fn discover_in(places: Vec<(PathBuf, String, bool)>, cwd: &Path, trusted: bool) -> Found {
     let mut found = Found::default();
-    for (place, origin, project) in places(cwd) {
+    for (place, origin, project) in places {
         let Ok(entries) = std::fs::read_dir(&place) else {
             continue;
         };
@@ -127,6 +136,15 @@ pub fn discover(cwd: &Path, trusted: bool) -> Found {
             match read_skill(&dir, within.as_deref()) {
                 Ok((name, description, _)) => {
                     if let Some(first) = found.skills.iter().find(|s| s.name == name) {
+                        if first.within.is_none() && project {
+                            let why = format!(
+                                "/{name} from {origin} is shadowed by your skill from {} ({}), which is used",
+                                first.origin,
+                                crate::util::visible(&first.dir.display().to_string(), false)
+                            );
+                            found.shadowed.push(Left { path: dir, why });
+                            continue;
+                        }
                         let why = format!("{} from {} comes first", name, first.origin);
                         found.left.push(Left { path: dir, why });
                         continue;
@@ -417,6 +435,14 @@ pub fn report(found: &Found) -> String {
             out.push_str(&format!("- {}\n", left.describe()));
         }
     }
+    if !found.shadowed.is_empty() {
+        out.push_str(
+            "\nShadowed (the project's, under a name of yours or a built-in, which comes first):\n",
+        );
+        for left in &found.shadowed {
+            out.push_str(&format!("- {}\n", left.describe()));
+        }
+    }
     out.trim_end().to_string()
 }
 
@@ -581,5 +607,54 @@ mod tests {
         let text = listing(&skills);
         assert!(text.len() <= LISTING_CAP + 200, "{}", text.len());
         assert!(text.contains("more skills are not listed here"));
+    }
+
+    /// A trusted project's skill never takes the name of the user's: the
+    /// user's is in force, the project's listed as shadowed, naming both.
+    #[test]
+    fn a_users_skill_comes_before_a_projects_of_the_same_name() {
+        let root =
+            std::env::temp_dir().join(format!("spindle-skills-{}", crate::util::random_hex()));
+        let cwd = root.join("ws");
+        let mine = root.join("mine");
+        skill_dir(
+            &mine,
+            "deploy",
+            "---\nname: deploy\ndescription: Mine\n---\nMINE",
+        );
+        let theirs = skill_dir(
+            &cwd.join(".claude/skills"),
+            "deploy",
+            "---\nname: deploy\ndescription: Theirs\n---\nTHEIRS",
+        );
+        let places = vec![
+            (mine.clone(), "your ~/.claude/skills".to_string(), false),
+            (
+                cwd.join(".claude/skills"),
+                "the project's .claude/skills".to_string(),
+                true,
+            ),
+        ];
+        let found = discover_in(places, &cwd, true);
+        assert_eq!(found.skills.len(), 1, "{found:?}");
+        assert_eq!(found.skills[0].description, "Mine");
+        assert!(found.skills[0].within.is_none());
+        assert!(found.left.is_empty(), "{found:?}");
+        assert_eq!(found.shadowed.len(), 1, "{found:?}");
+        assert_eq!(found.shadowed[0].path, theirs);
+        let text = report(&found);
+        assert!(
+            text.contains("Shadowed") && text.contains("/deploy from the project's .claude/skills is shadowed by your skill from your ~/.claude/skills"),
+            "{text}"
+        );
+        // Every place of the user's comes before every place of the project's.
+        let order = super::places(&cwd);
+        let first = order.iter().position(|(_, _, project)| *project).unwrap();
+        assert!(
+            order[first..].iter().all(|(_, _, project)| *project),
+            "{order:?}"
+        );
+        assert!(first > 0, "{order:?}");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -279,12 +279,24 @@ impl Dispatcher {
             if crate::config::project::project_trusted(&registry.config, cwd))
     }
 
-    /// The skills of the workspace at `cwd` (its own only if trusted).
+    /// The skills of the workspace at `cwd` (its own only if trusted,
+    /// and none under a name of the user's), with those left out or
+    /// shadowed.
     pub(in crate::agent) fn skills_of(
         &self,
         cwd: &std::path::Path,
     ) -> crate::agent::common::skills::Found {
-        crate::agent::common::skills::discover(cwd, self.trusted(cwd))
+        self.catalog_of(cwd).skills
+    }
+
+    /// Every name of the workspace at `cwd`: its commands and skills, the
+    /// user's first (`commands::catalog`).
+    fn catalog_of(&self, cwd: &std::path::Path) -> crate::agent::common::commands::Catalog {
+        crate::agent::common::commands::catalog(
+            cwd,
+            self.options.commands_dir(),
+            crate::agent::common::skills::discover(cwd, self.trusted(cwd)),
+        )
     }
 
     /// The hooks in force for the workspace at `cwd`: the user's config's,
@@ -303,11 +315,7 @@ impl Dispatcher {
         &self,
         cwd: &std::path::Path,
     ) -> Vec<crate::agent::common::commands::Command> {
-        crate::agent::common::commands::available(
-            cwd,
-            self.options.commands_dir(),
-            &self.skills_of(cwd).skills,
-        )
+        self.catalog_of(cwd).commands
     }
 
     /// Sends an update outside any turn (a mode or config change) and keeps
