@@ -285,6 +285,7 @@ pub fn gather(cwd: &Path, global: &Path) -> Gathered {
     let mut left = INSTRUCTIONS_LIMIT;
     let mut seen: Vec<PathBuf> = Vec::new();
     let mut imported = 0;
+    let mut more_refused = 0;
     while let Some(source) = sources.pop() {
         let Source {
             what,
@@ -364,6 +365,12 @@ pub fn gather(cwd: &Path, global: &Path) -> Gathered {
                 Ok(Some(found)) => found,
                 Ok(None) => continue,
                 Err((target, why)) => {
+                    // A file of nothing but refused imports adds a few
+                    // notes, not one for each word.
+                    if refused.len() >= IMPORTS {
+                        more_refused += 1;
+                        continue;
+                    }
                     let note = format!("Not imported: @{name} from {what}: {}.", why.reason());
                     out.push_str(&format!("\n\n({note})"));
                     listed.push(note);
@@ -388,6 +395,12 @@ pub fn gather(cwd: &Path, global: &Path) -> Gathered {
             });
         }
         sources.extend(next.into_iter().rev());
+    }
+    if more_refused > 0 {
+        let note =
+            format!("Not imported: {more_refused} more @ imports, refused as the ones above.");
+        out.push_str(&format!("\n\n({note})"));
+        listed.push(note);
     }
     Gathered {
         text: out,
@@ -655,6 +668,7 @@ mod tests {
         std::fs::write(ws.join("docs/ok.md"), "INSIDE-OK @../../../secret.md").unwrap();
         crate::os::testing::symlink(root.join("secret"), ws.join("link.md")).unwrap();
         crate::os::testing::symlink("/dev/zero", ws.join("zero.md")).unwrap();
+        crate::os::testing::symlink(&root, ws.join("up")).unwrap();
         std::fs::write(root.join("linked"), "SECRET-HARD").unwrap();
         std::fs::hard_link(root.join("linked"), ws.join("hard.md")).unwrap();
         assert!(std::process::Command::new("mkfifo")
@@ -667,7 +681,7 @@ mod tests {
             ws.join("AGENTS.md"),
             format!(
                 "@../../secret @{absolute} @~/secret @link.md @zero.md @hard.md @pipe.md \
-                 @docs/../../b/docs/ok.md @../B/docs/ok.md @docs/missing.md"
+                 @docs/../../b/docs/ok.md @../B/docs/ok.md @docs/missing.md @up/secret.md"
             ),
         )
         .unwrap();
@@ -705,6 +719,7 @@ mod tests {
             ("../B/docs/ok.md", "outside the workspace"),
             ("secret.md", "outside the workspace"),
             ("../../../secret.md", "outside the workspace"),
+            ("up/secret.md", "a link"),
         ] {
             assert!(refused(name, why), "@{name}: {why}: {:?}", found.refused);
             assert!(
@@ -716,7 +731,7 @@ mod tests {
                 found.listed
             );
         }
-        assert_eq!(found.refused.len(), 10, "{:?}", found.refused);
+        assert_eq!(found.refused.len(), 11, "{:?}", found.refused);
         // What doctor and the notice name.
         let skipped = skipped_files(&ws, None);
         assert!(
@@ -726,6 +741,30 @@ mod tests {
             "{skipped:?}"
         );
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A file of refused imports gets a few notes, not one a word.
+    #[test]
+    fn refused_imports_are_noted_within_a_bound() {
+        let dir = temp();
+        let words: Vec<String> = (0..5000).map(|n| format!("@/etc/x{n}")).collect();
+        std::fs::write(dir.join("AGENTS.md"), words.join(" ")).unwrap();
+        let found = gather(&dir, Path::new("/nonexistent/AGENTS.md"));
+        assert_eq!(found.refused.len(), IMPORTS);
+        assert!(found.listed.len() <= IMPORTS + 2, "{}", found.listed.len());
+        assert!(
+            found
+                .text
+                .contains(&format!("Not imported: {} more @ imports", 5000 - IMPORTS)),
+            "{}",
+            &found.text[found.text.len() - 300..]
+        );
+        assert!(
+            found.text.len() < INSTRUCTIONS_LIMIT + 8 * 1024,
+            "{}",
+            found.text.len()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The user's own file imports from the config folder only, and only
