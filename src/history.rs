@@ -44,6 +44,8 @@ pub fn list(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Result<Str
         "ID", "UPDATED", "TITLE"
     );
     for row in &rows {
+        // Each field on its one line: a title or folder cannot start a
+        // row of its own.
         let title: String = row
             .title
             .as_deref()
@@ -54,17 +56,23 @@ pub fn list(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Result<Str
         let _ = writeln!(
             out,
             "{:<id_width$}  {:<22}  {:<40}  {}{}",
-            row.id,
+            one_line(&row.id),
             local_time(&row.updated_at),
-            title,
-            row.cwd,
+            one_line(&title),
+            one_line(&row.cwd),
             row.settings["agent"]
                 .as_str()
-                .map(|name| format!("  [agent {name}]"))
+                .map(|name| format!("  [agent {}]", one_line(name)))
                 .unwrap_or_default()
         );
     }
-    Ok(printable(&out))
+    Ok(crate::util::visible(&out, true))
+}
+
+/// Outside text (a title, a folder, a tool's title) on one line, safe to
+/// print.
+fn one_line(text: &str) -> String {
+    crate::util::visible(text, false)
 }
 
 /// The sessions as a JSON array, for scripts.
@@ -83,7 +91,9 @@ pub fn list_json(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Resul
             })
         })
         .collect();
-    let mut text = serde_json::to_string_pretty(&items).unwrap_or_default();
+    // Titles and folders are outside text: a terminal's controls and the
+    // bidi overrides in them become `\uXXXX` escapes.
+    let mut text = crate::util::json_pretty_for_terminal(&Value::Array(items));
     text.push('\n');
     Ok(text)
 }
@@ -131,7 +141,7 @@ pub fn export(store: &Store, id: &str) -> Result<Option<String>> {
     for body in store.events(id)? {
         // One line each, whatever the stored spacing.
         match serde_json::from_str::<Value>(&body) {
-            Ok(value) => out.push_str(&value.to_string()),
+            Ok(value) => out.push_str(&crate::util::json_for_terminal(&value)),
             Err(_) => continue,
         }
         out.push('\n');
@@ -164,11 +174,11 @@ pub fn show(store: &Store, id: &str) -> Result<Option<String>> {
         return Ok(None);
     };
     let mut out = String::new();
-    let _ = writeln!(out, "Session {}", row.id);
+    let _ = writeln!(out, "Session {}", one_line(&row.id));
     if let Some(title) = &row.title {
-        let _ = writeln!(out, "Title:   {title}");
+        let _ = writeln!(out, "Title:   {}", one_line(title));
     }
-    let _ = writeln!(out, "Folder:  {}", row.cwd);
+    let _ = writeln!(out, "Folder:  {}", one_line(&row.cwd));
     let _ = writeln!(out, "Created: {}", local_time(&row.created_at));
     let _ = writeln!(out, "Updated: {}", local_time(&row.updated_at));
     let mut titles: std::collections::HashMap<String, String> = Default::default();
@@ -178,25 +188,7 @@ pub fn show(store: &Store, id: &str) -> Result<Option<String>> {
         };
         render(&event, &mut titles, &mut out);
     }
-    Ok(Some(printable(&out)))
-}
-
-/// `text` safe to print on a terminal: stored prompts and model output
-/// may hold escape sequences (which a terminal would obey) and bidi
-/// controls (which reorder what is shown); each is shown as `\u{…}`.
-/// Line breaks and tabs stay.
-pub fn printable(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let control = (c.is_control() && c != '\n' && c != '\t')
-            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
-        if control {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    Ok(Some(crate::util::visible(&out, true)))
 }
 
 fn text_of(content: &Value) -> String {
@@ -204,8 +196,8 @@ fn text_of(content: &Value) -> String {
         Some("text") => content["text"].as_str().unwrap_or("").to_string(),
         Some("resource_link") => format!(
             "[@{}]({})",
-            content["name"].as_str().unwrap_or(""),
-            content["uri"].as_str().unwrap_or("")
+            one_line(content["name"].as_str().unwrap_or("")),
+            one_line(content["uri"].as_str().unwrap_or(""))
         ),
         Some(other) => format!("[{other}]"),
         None => String::new(),
@@ -240,14 +232,14 @@ fn render(event: &Value, titles: &mut std::collections::HashMap<String, String>,
             if matches!(status, "completed" | "failed") {
                 let id = event["toolCallId"].as_str().unwrap_or("");
                 let title = titles.get(id).map(String::as_str).unwrap_or(id);
-                let _ = writeln!(out, "\nTool: {title} — {status}");
+                let _ = writeln!(out, "\nTool: {} — {status}", one_line(title));
                 for item in event["content"].as_array().into_iter().flatten() {
                     match item["type"].as_str() {
                         Some("diff") => {
                             let _ = writeln!(
                                 out,
                                 "  (changed {})",
-                                item["path"].as_str().unwrap_or("")
+                                one_line(item["path"].as_str().unwrap_or(""))
                             );
                             for line in crate::util::diff_lines(
                                 item["oldText"].as_str().unwrap_or_default(),
@@ -276,7 +268,8 @@ fn render(event: &Value, titles: &mut std::collections::HashMap<String, String>,
                     Some("in_progress") => "[~]",
                     _ => "[ ]",
                 };
-                let _ = writeln!(out, "  {mark} {}", entry["content"].as_str().unwrap_or(""));
+                let content = one_line(entry["content"].as_str().unwrap_or(""));
+                let _ = writeln!(out, "  {mark} {content}");
             }
         }
         _ => {}
@@ -288,14 +281,6 @@ mod tests {
     use super::*;
     use crate::conversation::Message;
     use serde_json::json;
-
-    #[test]
-    fn escape_sequences_are_shown_not_obeyed() {
-        assert_eq!(
-            printable("a\u{1b}[2Jb\r\u{7}\u{202e}c\n\td"),
-            "a\\u{1b}[2Jb\\u{d}\\u{7}\\u{202e}c\n\td"
-        );
-    }
 
     #[test]
     fn shows_a_transcript_as_text() {
@@ -331,6 +316,24 @@ mod tests {
             assert!(text.contains(needle), "{needle:?} in\n{text}");
         }
         assert!(show(&store, "nope").unwrap().is_none());
+        // A title's controls are written out, on its one line, in the
+        // table and the transcript; the JSON keeps it exactly.
+        let hostile = "a\u{85}b\u{9b}2J\u{202e}c\nUser:";
+        store.set_title("s1", hostile).unwrap();
+        let table = list(&store, None, None).unwrap();
+        let transcript = show(&store, "s1").unwrap().unwrap();
+        for text in [&table, &transcript] {
+            assert!(!text.contains(['\u{85}', '\u{9b}', '\u{202e}']), "{text}");
+            assert!(
+                text.contains("a\\u{85}b\\u{9b}2J\\u{202e}c\\nUser:"),
+                "{text}"
+            );
+        }
+        assert!(!transcript.contains("\nUser:\n\nUser:"), "{transcript}");
+        let json = list_json(&store, None, None).unwrap();
+        assert!(!json.contains(['\u{85}', '\u{9b}', '\u{202e}']), "{json}");
+        let parsed: Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(parsed[0]["title"], hostile);
         assert!(list(&store, None, None).unwrap().contains("s1"));
         assert!(list(&store, Some("/elsewhere"), None)
             .unwrap()

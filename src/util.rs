@@ -1,5 +1,9 @@
 //! Small helpers with no better home.
 
+mod printable;
+
+pub use printable::{acts_on_a_terminal, json_for_terminal, json_pretty_for_terminal, visible};
+
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -421,30 +425,4 @@ pub fn diff_lines(old: &str, new: &str, shown: usize) -> Vec<String> {
 /// not one.
 pub fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
-}
-
-/// `text` with its control characters (and bidirectional overrides)
-/// written out (`\u{1b}`), so that nothing printed can move the cursor,
-/// clear a line, change colours or reorder what is shown;
-/// line breaks and tabs are kept when `lines` says so, written out
-/// otherwise.
-pub fn visible(text: &str, lines: bool) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let kept = lines && matches!(c, '\n' | '\t');
-        if acts_on_a_terminal(c) && !kept {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// Whether a terminal acts on `c` rather than showing it: the controls
-/// (C0, DEL, C1) and the bidirectional overrides, which reorder what is
-/// shown.
-pub fn acts_on_a_terminal(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }

@@ -13,8 +13,9 @@
 
 use super::failure::Failure;
 use super::link::Link;
-use super::printer::{json_for_terminal, Printer, Unasked};
+use super::printer::{Printer, Unasked};
 use crate::agent::Options;
+use crate::util::json_for_terminal;
 use serde_json::{json, Value};
 use std::io::{IsTerminal, Read};
 use std::sync::{Arc, Mutex};

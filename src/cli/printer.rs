@@ -151,7 +151,7 @@ impl Printer {
                 .collect();
         }
         if self.json {
-            println!("{}", json_for_terminal(update));
+            println!("{}", crate::util::json_for_terminal(update));
             return;
         }
         let text = &visible(update["content"]["text"].as_str().unwrap_or_default());
@@ -328,39 +328,4 @@ fn shown_request(call: &Value, command: Option<&str>) -> String {
         }
     }
     lines.join("\n")
-}
-
-/// A JSON line whose every character that a terminal would act on (DEL,
-/// the C1 controls, bidirectional overrides; serde escapes C0 already) is
-/// a `\uXXXX` escape: the same JSON to a program, inert on a terminal.
-/// Such characters occur only inside strings, where the escape is valid.
-pub fn json_for_terminal(value: &Value) -> String {
-    let text = value.to_string();
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if crate::util::acts_on_a_terminal(c) {
-            for unit in c.encode_utf16(&mut [0; 2]) {
-                out.push_str(&format!("\\u{unit:04x}"));
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn json_lines_carry_no_raw_terminal_controls() {
-        let value = json!({"text": "a\u{9b}2J\u{7f}\u{202e}b\nc"});
-        let line = json_for_terminal(&value);
-        assert!(
-            !line.chars().any(|c| c.is_control() || c == '\u{202e}'),
-            "{line}"
-        );
-        assert_eq!(serde_json::from_str::<Value>(&line).unwrap(), value);
-    }
 }

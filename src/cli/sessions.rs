@@ -93,11 +93,11 @@ fn prune(
         let Some(why) = why.filter(|_| !held) else {
             continue;
         };
-        let title = crate::history::printable(row.title.as_deref().unwrap_or("(untitled)"));
+        let title = crate::util::visible(row.title.as_deref().unwrap_or("(untitled)"), false);
         out.push_str(&format!(
             "{} {} — {title} ({why})\n",
             if dry_run { "would remove" } else { "removed" },
-            row.id
+            crate::util::visible(&row.id, false)
         ));
         if !dry_run {
             store.delete_session(&row.id).map_err(|e| e.to_string())?;
