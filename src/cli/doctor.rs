@@ -26,16 +26,30 @@ struct Lines {
     broken: bool,
 }
 
+/// What a line of the report quotes: names, paths, commands, skills'
+/// descriptions, servers' answers — much of it a repository's or a
+/// server's text. Written out on one line, so none of it can act on the
+/// terminal or start a line that looks like a check of its own.
+fn shown(text: &str) -> String {
+    crate::util::visible(text, false)
+}
+
 impl Lines {
     fn ok(&mut self, what: &str, detail: &str) {
-        let _ = writeln!(self.text, "  ok    {what}: {detail}");
+        let _ = writeln!(self.text, "  ok    {}: {}", shown(what), shown(detail));
     }
     fn warn(&mut self, what: &str, detail: &str) {
-        let _ = writeln!(self.text, "  warn  {what}: {detail}");
+        let _ = writeln!(self.text, "  warn  {}: {}", shown(what), shown(detail));
     }
     fn bad(&mut self, what: &str, detail: &str, fix: &str) {
         self.broken = true;
-        let _ = writeln!(self.text, "  FAIL  {what}: {detail}\n        → {fix}");
+        let _ = writeln!(
+            self.text,
+            "  FAIL  {}: {}\n        → {}",
+            shown(what),
+            shown(detail),
+            shown(fix)
+        );
     }
     fn section(&mut self, title: &str) {
         let _ = writeln!(self.text, "\n{title}");
@@ -429,7 +443,7 @@ fn check_skills(lines: &mut Lines, config: Option<&Config>) {
     }
     lines.section("Skills");
     for skill in &found.skills {
-        let dir = crate::util::visible(&skill.dir.display().to_string(), false);
+        let dir = skill.dir.display();
         lines.ok(&skill.name, &format!("from {} ({dir})", skill.origin));
     }
     for left in &found.left {
@@ -457,7 +471,7 @@ fn check_hooks(lines: &mut Lines, config: Option<&Config>) {
         lines.ok("hook", &hook.describe());
     }
     for problem in &hooks.problems {
-        lines.warn("left out", &crate::util::visible(problem, false));
+        lines.warn("left out", problem);
     }
 }
 

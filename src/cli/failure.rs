@@ -33,14 +33,22 @@ impl Failure {
         }
     }
 
-    /// What stderr gets, if anything.
+    /// What stderr gets, if anything: a message may quote a file, a path
+    /// or an argument, whose characters that act on a terminal are
+    /// written out.
     pub(super) fn report(&self) {
+        let visible = |message: &str| crate::util::visible(message, true);
         match self {
             Failure::Usage(message) => {
-                eprintln!("spindle: {message}\nRun 'spindle --help' for usage.")
+                eprintln!(
+                    "spindle: {}\nRun 'spindle --help' for usage.",
+                    visible(message)
+                )
             }
-            Failure::Refused(message) | Failure::Failed(message) => eprintln!("spindle: {message}"),
-            Failure::SetupFailed(message) => eprintln!("spindle setup: {message}"),
+            Failure::Refused(message) | Failure::Failed(message) => {
+                eprintln!("spindle: {}", visible(message))
+            }
+            Failure::SetupFailed(message) => eprintln!("spindle setup: {}", visible(message)),
             Failure::Broken | Failure::Stopped | Failure::Cancelled => {}
         }
     }

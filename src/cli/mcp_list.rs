@@ -12,6 +12,9 @@ pub fn mcp_list(
         None => std::env::current_dir().map_err(|e| e.to_string())?,
     };
     let cwd = crate::os::canonical(&cwd).unwrap_or(cwd);
+    // A project's `.mcp.json` is the repository's text: its names,
+    // commands and URLs are written out on one line each, never obeyed.
+    let shown = |text: &str| crate::util::visible(text, false);
     let describe = |server: &serde_json::Value| -> String {
         match (server["command"].as_str(), server["url"].as_str()) {
             (Some(command), _) => {
@@ -21,36 +24,37 @@ pub fn mcp_list(
                     .flatten()
                     .filter_map(|a| a.as_str())
                     .collect();
-                format!("{command} {}", args.join(" "))
-                    .trim_end()
-                    .to_string()
+                shown(format!("{command} {}", args.join(" ")).trim_end())
             }
-            (None, Some(url)) => format!("{} {url}", server["type"].as_str().unwrap_or("http")),
+            (None, Some(url)) => shown(&format!(
+                "{} {url}",
+                server["type"].as_str().unwrap_or("http")
+            )),
             _ => "?".into(),
         }
     };
     let mut out = String::new();
     let source = path
-        .map(|p| p.display().to_string())
+        .map(|p| shown(&p.display().to_string()))
         .unwrap_or_else(|| "(no config file)".into());
     for server in &config.mcp_servers {
         out.push_str(&format!(
             "{}  {}  (from {source})\n",
-            server["name"].as_str().unwrap_or("?"),
+            shown(server["name"].as_str().unwrap_or("?")),
             describe(server)
         ));
     }
     let trusted = crate::config::project::project_trusted(&config, &cwd);
     let (servers, problems) = crate::config::project::project_servers(&config, &cwd);
     for problem in problems {
-        out.push_str(&format!("(not read: {problem})\n"));
+        out.push_str(&format!("(not read: {})\n", shown(&problem)));
     }
     for (server, source) in servers {
         out.push_str(&format!(
             "{}  {}  (from {}{})\n",
-            server["name"].as_str().unwrap_or("?"),
+            shown(server["name"].as_str().unwrap_or("?")),
             describe(&server),
-            source.display(),
+            shown(&source.display().to_string()),
             if trusted {
                 ""
             } else {
@@ -99,11 +103,19 @@ pub fn mcp_edit(
             if let Some((_, why)) = crate::mcp::parse_servers(&config.mcp_servers).1.first() {
                 return Err(why.clone());
             }
-            format!("Added the MCP server {name} to {}; `spindle doctor` starts it and lists its tools.\n", path.display())
+            format!(
+                "Added the MCP server {} to {}; `spindle doctor` starts it and lists its tools.\n",
+                crate::util::visible(name, false),
+                crate::util::visible(&path.display().to_string(), false)
+            )
         }
         (None, Some(index)) => {
             config.mcp_servers.remove(index);
-            format!("Removed the MCP server {name} from {}.\n", path.display())
+            format!(
+                "Removed the MCP server {} from {}.\n",
+                crate::util::visible(name, false),
+                crate::util::visible(&path.display().to_string(), false)
+            )
         }
         (None, None) => {
             return Err(format!(

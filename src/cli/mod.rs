@@ -74,7 +74,7 @@ pub fn main() -> ExitCode {
     };
     match ended {
         Ok(text) => {
-            print!("{text}");
+            print_out(&text);
             ExitCode::SUCCESS
         }
         Err(failure) => {
@@ -82,6 +82,14 @@ pub fn main() -> ExitCode {
             ExitCode::from(failure.exit_code())
         }
     }
+}
+
+/// What a command printed, on stdout. Each command writes out the outside
+/// text it quotes (names, paths, titles) on its own line already; this is
+/// the net under them: nothing a terminal would act on leaves here, line
+/// breaks and tabs aside. JSON is escaped already, and stays valid.
+fn print_out(text: &str) {
+    print!("{}", crate::util::visible(text, true));
 }
 
 /// Runs one command: `Ok` with what stdout gets.
@@ -101,7 +109,7 @@ fn run(command: Command) -> Result<String, Failure> {
         Command::Doctor(args) => {
             let report = crate::cli::doctor::run(&args);
             if report.broken {
-                print!("{}", report.text);
+                print_out(&report.text);
                 Err(Failure::Broken)
             } else {
                 Ok(report.text)
@@ -206,14 +214,16 @@ fn trust(
     let config = config.unwrap_or_else(crate::config::default_path);
     let key = project.display().to_string();
     crate::config::project::set_trusted(&config, &key, trusted)?;
+    // The folder's name is the repository's (or whoever named it): shown
+    // written out, never obeyed.
+    let shown = crate::util::visible(&key, false);
+    let saved = crate::util::visible(&config.display().to_string(), false);
     Ok(match trusted {
         true => format!(
-            "Trusted {key}: its .spindle/config.json (permission rules, MCP servers, defaults) and its other project settings now count. Saved in {}.\n",
-            config.display()
+            "Trusted {shown}: its .spindle/config.json (permission rules, MCP servers, defaults) and its other project settings now count. Saved in {saved}.\n"
         ),
         false => format!(
-            "No longer trusted: {key}; its .spindle/config.json can only tighten what you allow. Saved in {}.\n",
-            config.display()
+            "No longer trusted: {shown}; its .spindle/config.json can only tighten what you allow. Saved in {saved}.\n"
         ),
     })
 }

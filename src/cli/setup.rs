@@ -168,7 +168,10 @@ pub fn run(
                 let _ = std::fs::remove_file(fresh);
             }
         })?;
-        summary.push_str(&format!("The model answered: {answer}\n"));
+        summary.push_str(&format!(
+            "The model answered: {}\n",
+            crate::util::visible(&answer, false)
+        ));
     }
     save(
         &path,
@@ -539,7 +542,7 @@ fn choose_model(
     let models: Vec<String> = match listed {
         Ok(list) => list.iter().map(|m| m.id.clone()).collect(),
         Err(why) => {
-            let _ = writeln!(output, "({why})");
+            let _ = writeln!(output, "({})", crate::util::visible(why, false));
             Vec::new()
         }
     };
@@ -548,6 +551,8 @@ fn choose_model(
         return ask(input, output, "Model", &default);
     }
     for (index, model) in models.iter().take(30).enumerate() {
+        // The server's names: written out, never obeyed.
+        let model = crate::util::visible(model, false);
         let _ = writeln!(output, "  {:>2}) {model}", index + 1);
     }
     if models.len() > 30 {

@@ -21,10 +21,13 @@ pub fn ask(
     question: &str,
     default: &str,
 ) -> Result<String, String> {
+    // A default may be a server's model name, a question its URL.
+    let question = crate::util::visible(question, false);
+    let default_shown = crate::util::visible(default, false);
     if default.is_empty() {
         let _ = write!(output, "{question}: ");
     } else {
-        let _ = write!(output, "{question} [{default}]: ");
+        let _ = write!(output, "{question} [{default_shown}]: ");
     }
     let _ = output.flush();
     let mut line = String::new();

@@ -45,6 +45,7 @@ mod skills;
 mod streaming;
 mod support;
 mod support_selftest;
+mod terminal_safety;
 mod tools;
 mod trace_context;
 mod trust;
