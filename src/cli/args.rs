@@ -514,6 +514,13 @@ fn parse_mcp(mut parser: lexopt::Parser) -> Result<Command, Usage> {
         }
         Some("add") => {
             let name = name.ok_or_else(needs_name)?;
+            if !crate::mcp::valid_name(&name) {
+                return Err(Usage(format!(
+                    "{}: {}",
+                    crate::mcp::quoted_name(&name),
+                    crate::mcp::NAME_RULE
+                )));
+            }
             let server = match (url, command.split_first()) {
                 (Some(_), Some(_)) => {
                     return Err(Usage("give --url or a command after --, not both".into()))

@@ -369,6 +369,20 @@ fn check_mcp(lines: &mut Lines, config: &Config) {
     for problem in problems {
         lines.warn("project", &problem);
     }
+    // Your own config's names are used as written, but said when they
+    // break the rule `spindle mcp add` holds names to.
+    for server in &config.mcp_servers {
+        let name = server["name"].as_str().unwrap_or_default();
+        if !crate::mcp::valid_name(name) {
+            lines.warn(
+                &crate::mcp::quoted_name(name),
+                &format!(
+                    "{}; rename it in mcp_servers, or the tools of two servers may be confused",
+                    crate::mcp::NAME_RULE
+                ),
+            );
+        }
+    }
     let (configs, failures) = crate::mcp::parse_servers(&servers);
     for (server, reason) in failures {
         lines.bad(&server, &reason, "fix its entry in mcp_servers");

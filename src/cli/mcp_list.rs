@@ -90,12 +90,11 @@ pub fn mcp_edit(
             ))
         }
         (Some(server), None) => {
-            if !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            {
+            if !crate::mcp::valid_name(name) {
                 return Err(format!(
-                    "{name:?}: a server's name is letters, digits, '-', '_' or '.'"
+                    "{}: {}",
+                    crate::mcp::quoted_name(name),
+                    crate::mcp::NAME_RULE
                 ));
             }
             config.mcp_servers.push(server);

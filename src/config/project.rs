@@ -148,6 +148,21 @@ pub fn project_servers(config: &Config, cwd: &Path) -> (Vec<(Value, PathBuf)>, V
         }
         Err(problem) => problems.push(problem),
     }
+    // A name outside the rule is the repository's choice: its server is
+    // left out, named (written out) in a problem.
+    servers.retain(|(server, source)| {
+        let name = server["name"].as_str().unwrap_or_default();
+        let valid = crate::mcp::valid_name(name);
+        if !valid {
+            problems.push(format!(
+                "{}: the MCP server {}: {}; not started",
+                source.display(),
+                crate::mcp::quoted_name(name),
+                crate::mcp::NAME_RULE
+            ));
+        }
+        valid
+    });
     (servers, problems)
 }
 
@@ -175,7 +190,11 @@ fn mcp_json_servers(
     };
     let mut servers = Vec::new();
     for (name, server) in listed {
-        let here = format!("{}: mcpServers.{name}", path.display());
+        let here = format!(
+            "{}: mcpServers.{}",
+            path.display(),
+            crate::util::visible(name, false)
+        );
         let Some(fields) = server.as_object() else {
             problems.push(format!("{here}: must be an object"));
             continue;

@@ -105,6 +105,35 @@ impl fmt::Debug for TransportConfig {
     }
 }
 
+/// What a name written in a config file or given to `spindle mcp add`
+/// must be, said to the user. Editors' names are not held to it (their
+/// tools' names are cleaned instead, see `exposed_name`).
+pub const NAME_RULE: &str = "an MCP server's name is 1 to 64 letters, digits, '-', '_' and '.', does not start with '-' and holds no '__' (its tools are named mcp__NAME__TOOL)";
+
+/// Whether `name` follows [`NAME_RULE`]: the tools a server gives are
+/// named `mcp__NAME__TOOL` in permission rules and hook matchers, where a
+/// `__` inside the name would let one server's rules match another's; a
+/// leading `-` reads as an option on the command line; anything beyond
+/// plain ASCII letters may hide or reorder what a terminal shows.
+pub fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && !name.starts_with('-')
+        && !name.contains("__")
+}
+
+/// A name as an error quotes it: its first 40 characters, written out
+/// (the name may hold anything).
+pub fn quoted_name(name: &str) -> String {
+    let mut short: String = name.chars().take(40).collect();
+    if short.len() < name.len() {
+        short.push('…');
+    }
+    format!("\"{}\"", crate::util::visible(&short, false))
+}
+
 /// Parses the `mcpServers` entries. Returns the valid configurations and,
 /// for every entry that could not be understood, its name (or `server #N`
 /// when it has none) and the reason. A repeated name is refused, because
@@ -338,6 +367,37 @@ mod tests {
             ]
         );
         assert!(failures[3].1.contains("`acp`"), "{failures:?}");
+    }
+
+    #[test]
+    fn names_follow_the_rule() {
+        for good in ["github", "my-server", "fs_2", "a", "v1.2", &"x".repeat(64)] {
+            assert!(valid_name(good), "{good}");
+        }
+        for bad in [
+            "",
+            &"x".repeat(65),
+            &"x".repeat(5000),
+            "a__b",
+            "__",
+            "--",
+            "-x",
+            "a b",
+            "a/b",
+            "tab\there",
+            "esc\u{1b}[2J",
+            "c1\u{9b}",
+            "bidi\u{202e}",
+            "zwsp\u{200b}",
+            "é",
+        ] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+        assert_eq!(quoted_name("a\u{1b}b"), "\"a\\u{1b}b\"");
+        assert_eq!(
+            quoted_name(&"x".repeat(5000)),
+            format!("\"{}…\"", "x".repeat(40))
+        );
     }
 
     #[test]

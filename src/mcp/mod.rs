@@ -32,7 +32,9 @@ mod stdio;
 mod tests;
 
 pub use client::Client;
-pub use config::{parse_servers, ServerConfig, TransportConfig};
+pub use config::{
+    parse_servers, quoted_name, valid_name, ServerConfig, TransportConfig, NAME_RULE,
+};
 pub use elicit::{
     check_url, CompletionHook, ElicitAnswer, Elicitation, ElicitationSupport, Elicitor,
 };

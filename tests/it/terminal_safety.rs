@@ -276,3 +276,84 @@ fn sessions_list_and_show_write_out_a_title_and_json_keeps_it() {
         assert_eq!(read, title, "{}", run.stdout);
     }
 }
+
+/// `spindle mcp add` refuses a name outside the rule (too long, a `__`
+/// that would blur `mcp__NAME__TOOL` rules, one read as an option,
+/// controls) with a usage error naming the rule, and writes nothing; a
+/// project's `.mcp.json` entry of such a name is left out, said and
+/// written out, while its others are used.
+#[test]
+fn mcp_names_outside_the_rule_are_refused_or_left_out() {
+    let base = spindle::os::canonical(temp_dir("safe-mcp-names")).unwrap();
+    let home = base.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let config = base.join("config.json");
+    let config_arg = config.to_str().unwrap();
+    let long = "x".repeat(5000);
+    let hostile_name = format!("esc{HOSTILE}");
+    for name in [
+        long.as_str(),
+        "a__b",
+        "--",
+        "-x",
+        "tab\there",
+        "sp ace",
+        hostile_name.as_str(),
+    ] {
+        let run = spindle(
+            &base,
+            &home,
+            &["mcp", "add", "--config", config_arg, "--", name, "cmd"],
+        );
+        assert_eq!(run.code, Some(2), "{name:?}: {}", run.stderr);
+        assert!(
+            run.stderr
+                .contains("1 to 64 letters, digits, '-', '_' and '.', does not start with '-' and holds no '__'"),
+            "{name:?}: {}",
+            run.stderr
+        );
+        assert!(run.stderr.len() < 1000, "{}", run.stderr);
+        assert!(!config.exists(), "{name:?} was saved");
+    }
+    let run = spindle(
+        &base,
+        &home,
+        &[
+            "mcp",
+            "add",
+            "--config",
+            config_arg,
+            "--",
+            "v1.files-2_x",
+            "cmd",
+        ],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+
+    let project = base.join("project");
+    write_file(
+        &project,
+        ".mcp.json",
+        json!({"mcpServers": {
+            "a__b": {"command": "cmd"},
+            "-x": {"command": "cmd"},
+            hostile_name.clone(): {"command": "cmd"},
+            "fine": {"command": "cmd"},
+        }})
+        .to_string(),
+    );
+    let run = spindle(&project, &home, &["mcp", "list", "--config", config_arg]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(run.stdout.contains("\nfine  cmd  (from "), "{}", run.stdout);
+    for name in ["\"a__b\"", "\"-x\"", "\"esc\\u{1b}]52;c;"] {
+        let said = run
+            .stdout
+            .lines()
+            .find(|line| line.contains(name))
+            .unwrap_or_else(|| panic!("{name} in\n{}", run.stdout));
+        assert!(
+            said.starts_with("(not read: ") && said.contains("not started"),
+            "{said}"
+        );
+    }
+}
