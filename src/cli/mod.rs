@@ -220,7 +220,7 @@ fn trust(
     let saved = crate::util::visible(&config.display().to_string(), false);
     Ok(match trusted {
         true => format!(
-            "Trusted {shown}: its .spindle/config.json (permission rules, MCP servers, defaults) and its other project settings now count. Saved in {saved}.\n"
+            "Trusted {shown}: its .spindle/config.json (permission rules, MCP servers, defaults) and its other project settings now count. Saved in {saved}.\nTrust goes with the path: moving or renaming the folder loses it, and whatever is checked out at this path later is trusted too.\n"
         ),
         false => format!(
             "No longer trusted: {shown}; its .spindle/config.json can only tighten what you allow. Saved in {saved}.\n"

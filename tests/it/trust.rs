@@ -77,6 +77,12 @@ fn trust_and_untrust_edit_the_users_config() {
         "{}",
         text(&out.stdout)
     );
+    // Trust is the path's: said where it is given.
+    assert!(
+        text(&out.stdout).contains("moving or renaming the folder loses it"),
+        "{}",
+        text(&out.stdout)
+    );
     let saved: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
     assert_eq!(
         saved["permissions"]["projects"][&key]["trusted"], true,
