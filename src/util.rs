@@ -259,6 +259,15 @@ mod encoding_tests {
     }
 
     #[test]
+    fn a_sentence_ends_in_one_full_stop() {
+        assert_eq!(sentence("the session goes on"), "the session goes on.");
+        assert_eq!(sentence("the session goes on."), "the session goes on.");
+        assert_eq!(sentence("Is it? "), "Is it?");
+        assert_eq!(sentence("wait…"), "wait…");
+        assert_eq!(sentence("v1.2"), "v1.2.");
+    }
+
+    #[test]
     fn base64_round_trips_and_rejects_garbage() {
         for data in [&b""[..], b"f", b"fo", b"foo", b"foob", b"fooba", b"foobar"] {
             let encoded = base64_encode(data);
@@ -419,6 +428,18 @@ pub fn diff_lines(old: &str, new: &str, shown: usize) -> Vec<String> {
         }
     }
     lines
+}
+
+/// `text` as a sentence: closed with a full stop unless it ends one
+/// already (`.`, `!`, `?`, `…`). For a message built around text from
+/// elsewhere (a provider's error, a hook's failure), which may or may
+/// not end in its own full stop: never two.
+pub fn sentence(text: &str) -> String {
+    let text = text.trim_end();
+    match text.chars().last() {
+        Some('.' | '!' | '?' | '…') => text.to_string(),
+        _ => format!("{text}."),
+    }
 }
 
 /// `1 file`, `2 files`: a count and its noun, in the plural when it is

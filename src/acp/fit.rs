@@ -52,12 +52,15 @@ impl Notice {
     /// The text a client without notices reads: the title in italics, the
     /// description after it (below it when it has several lines).
     pub fn text(&self) -> String {
+        // A title may end in its own full stop (a hook's failure does):
+        // never two.
+        let title = crate::util::sentence(&self.title);
         match &self.description {
-            None => format!("_{}._\n\n", self.title),
+            None => format!("_{title}_\n\n"),
             Some(description) if description.contains('\n') => {
-                format!("_{}:_\n\n{description}\n\n", self.title)
+                format!("_{}:_\n\n{description}\n\n", title.trim_end_matches('.'))
             }
-            Some(description) => format!("_{}._ {description}\n\n", self.title),
+            Some(description) => format!("_{title}_ {description}\n\n"),
         }
     }
 
@@ -234,6 +237,16 @@ mod tests {
         assert_eq!(
             Notice::new(Severity::Info, "t", Some(" ".into())).description,
             None
+        );
+        // A title that ends in its own full stop gets no second one.
+        let hook = "The Stop hook `x` timed out after 1 s; the session goes on.";
+        let text = Notice::new(Severity::Warning, hook, None).text();
+        assert_eq!(text, format!("_{hook}_\n\n"));
+        let text = Notice::warning(hook, "why").text();
+        assert_eq!(text, format!("_{hook}_ why\n\n"));
+        assert_eq!(
+            Notice::warning("Done.", "- a\n- b").text(),
+            "_Done:_\n\n- a\n- b\n\n"
         );
     }
 

@@ -167,7 +167,10 @@ impl Printer {
             "notice" => {
                 let title = visible(update["title"].as_str().unwrap_or_default());
                 match update["description"].as_str() {
-                    Some(description) => self.note(&format!("{title}: {description}")),
+                    Some(description) => self.note(&format!(
+                        "{}: {description}",
+                        title.trim_end().trim_end_matches('.')
+                    )),
                     None => self.note(&title),
                 }
             }

@@ -496,8 +496,8 @@ impl Registry {
         if self.providers.keys().any(|name| name != "script") {
             // Providers are set up, but none of them offers a model.
             return format!(
-                "no model can be offered: {}. Then authenticate again",
-                self.problems.join("; ")
+                "no model can be offered: {} Then authenticate again",
+                crate::util::sentence(&self.problems.join("; "))
             );
         }
         let mut hint = String::from(

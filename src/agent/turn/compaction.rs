@@ -321,7 +321,8 @@ fn announce_elided(
         Some(reason) => Notice::warning(
             "Context compaction failed",
             format!(
-                "{reason}. Old tool outputs were elided instead: {}",
+                "{} Old tool outputs were elided instead: {}",
+                crate::util::sentence(reason),
                 sizes(before, now)
             ),
         ),

@@ -483,8 +483,8 @@ fn provider_failure(error: &crate::provider::ProviderError) -> RpcError {
         return RpcError::new(
             crate::rpc::code::AUTH_REQUIRED,
             format!(
-                "Authentication required: {}. Check the provider's API key (its variable or key file, or run `spindle setup`), then authenticate again.",
-                error.message
+                "Authentication required: {} Check the provider's API key (its variable or key file, or run `spindle setup`), then authenticate again.",
+                crate::util::sentence(&error.message)
             ),
         )
         .with_data(data);

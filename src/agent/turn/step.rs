@@ -102,7 +102,10 @@ pub(super) fn prepare(turn: &Turn, sink: &mut UpdateSink, messages: &mut [Messag
                 .borrow_mut()
                 .notice(&crate::acp::fit::Notice::warning(
                     format!("MCP server `{server}` is not available"),
-                    format!("{reason}. Its tools are withdrawn."),
+                    format!(
+                        "{} Its tools are withdrawn.",
+                        crate::util::sentence(&reason)
+                    ),
                 ));
         }
     }

@@ -378,8 +378,9 @@ fn start_job(
         return Err("cannot start the subagent's thread".into());
     }
     Ok(format!(
-        "Started job {} (a subagent): {}. You will be told when it ends; read its progress with job_output, stop it with job_stop.",
-        info.job_id, args.description
+        "Started job {} (a subagent): {} You will be told when it ends; read its progress with job_output, stop it with job_stop.",
+        info.job_id,
+        crate::util::sentence(&args.description)
     ))
 }
 

@@ -85,8 +85,9 @@ pub(super) fn on_limited(
         sink.updates.borrow_mut().notice(&Notice::info(
             "Limit reached",
             format!(
-                "{from}: {}. Asking {} meanwhile.",
-                error.message, fallback.id
+                "{from}: {} Asking {} meanwhile.",
+                crate::util::sentence(&error.message),
+                fallback.id
             ),
         ));
         return Ok(());
@@ -156,7 +157,10 @@ pub(super) fn park(
     );
     sink.updates.borrow_mut().notice(&Notice::info(
         format!("Waiting for the limit to reset at {at}"),
-        format!("{reason}. The request goes out again then; cancel to stop waiting."),
+        format!(
+            "{} The request goes out again then; cancel to stop waiting.",
+            crate::util::sentence(reason)
+        ),
     ));
     let left = Duration::from_millis(until_ms.saturating_sub(now).max(0) as u64);
     let cancelled = turn.io.cancel.sleep(left);
