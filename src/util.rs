@@ -59,6 +59,43 @@ pub fn fence(text: &str) -> String {
     format!("{fence}\n{text}{newline}{fence}")
 }
 
+/// `text` as Markdown shows it, character for character: each character
+/// that could make a link, an image, emphasis, code or HTML of it is
+/// escaped with a backslash, and a line break becomes a space (a name or
+/// a path quoted in a list or a link's text stays in its place). Its
+/// terminal controls are the caller's to write out first ([`visible`]).
+pub fn markdown_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '<' | '>' | '|' | '~' | '&' | '!'
+            | '#' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\n' | '\r' => out.push(' '),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A Markdown link to `url` whose text is `text`, shown as it is: the
+/// text escaped ([`markdown_text`], controls written out), the address
+/// with every character that could end it or break it (`(`, `)`, `<`,
+/// `>`, spaces, backslashes, anything not plain ASCII) percent-encoded.
+pub fn markdown_link(text: &str, url: &str) -> String {
+    let mut address = String::with_capacity(url.len());
+    for byte in url.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~/:%?#=&+,;@".contains(&byte) {
+            address.push(byte as char);
+        } else {
+            address.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    format!("[{}]({address})", markdown_text(&visible(text, false)))
+}
+
 const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /// Standard base64 with padding.
@@ -256,6 +293,32 @@ mod encoding_tests {
         assert_eq!(shown.last().unwrap(), "  + … 28 more lines");
         // A control sequence in a file is written out, not sent.
         assert_eq!(diff_lines("", "\u{1b}[2J", 12), ["  + \\u{1b}[2J"]);
+    }
+
+    #[test]
+    fn markdown_link_text_and_address_cannot_be_escaped_from() {
+        let text = "a](https://evil.example) [b] `c` *d* _e_ <img src=x> ~f~ &lt; \\ !#\nnext";
+        let link = markdown_link(text, "file:///ws/x)y (z)<w>\\v/é");
+        assert_eq!(
+            link,
+            "[a\\]\\(https://evil.example\\) \\[b\\] \\`c\\` \\*d\\* \\_e\\_ \\<img src=x\\> \\~f\\~ \\&lt; \\\\ \\!\\#\\\\nnext]\
+             (file:///ws/x%29y%20%28z%29%3Cw%3E%5Cv/%C3%A9)"
+        );
+        // The text holds no unescaped bracket, so the link ends only at
+        // its own `](`; the address holds no parenthesis at all.
+        let (shown, address) = link.rsplit_once("](").unwrap();
+        let bare = shown
+            .replace("\\\\", "")
+            .replace("\\[", "")
+            .replace("\\]", "");
+        assert!(!bare[1..].contains(['[', ']']), "{shown}");
+        assert!(!address[..address.len() - 1].contains(['(', ')', ' ', '<', '>']));
+        // Controls are written out before the escaping.
+        assert_eq!(
+            markdown_link("a\u{1b}[2J", "file:///a"),
+            "[a\\\\u{1b}\\[2J](file:///a)"
+        );
+        assert_eq!(markdown_text("line\nbreak\r"), "line break ");
     }
 
     #[test]

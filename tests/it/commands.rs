@@ -326,13 +326,15 @@ fn memory_lists_the_instruction_files_and_their_imports() {
     // workspace.
     let claude = "- the project's CLAUDE.md: ";
     let style = "- @docs/style.md, imported by the project's CLAUDE.md: ";
-    let sep = std::path::MAIN_SEPARATOR;
+    // (The reply is Markdown: a parenthesis or a backslash in it is
+    // escaped.)
+    let sep = if cfg!(windows) { "\\\\" } else { "/" };
     assert!(
-        text.contains(&format!("{sep}ws{sep}CLAUDE.md (40 bytes)")),
+        text.contains(&format!("{sep}ws{sep}CLAUDE.md \\(40 bytes\\)")),
         "{text}"
     );
     assert!(
-        text.contains(&format!("{sep}docs{sep}style.md (17 bytes)")),
+        text.contains(&format!("{sep}docs{sep}style.md \\(17 bytes\\)")),
         "{text}"
     );
     assert!(text.contains(claude) && text.contains(style), "{text}");
@@ -352,6 +354,52 @@ fn memory_lists_the_instruction_files_and_their_imports() {
         "{text}"
     );
     assert!(text.contains("AGENTS.md](file:"), "the global file: {text}");
+    assert_eq!(bench.requests(), 0, "/memory needs no model");
+}
+
+/// A folder of the repository named like Markdown (a link of its own, a
+/// bracket, code, emphasis, HTML): `/memory`'s list and links show the
+/// name as it is, and each link still ends where it should, at the
+/// file's percent-encoded address.
+#[test]
+#[cfg_attr(windows, ignore = "Windows refuses <, > and * in file names")]
+fn memory_shows_a_markdown_like_folder_name_as_text() {
+    let bench = Bench::new("commands-memory-markdown");
+    fs::create_dir_all(bench.ws.join(".git")).unwrap();
+    let name = "x](https:evil.example) [y] `z` *v* _w_ <b>!";
+    let folder = bench.ws.join(name);
+    write_file(&folder, "CLAUDE.md", "Be brief.\n");
+    let mut agent = bench.agent(&[]);
+    let (result, _) = ok_with(
+        &mut agent,
+        "session/new",
+        json!({"cwd": folder.to_str().unwrap(), "mcpServers": []}),
+    );
+    let session = result["sessionId"].as_str().unwrap().to_string();
+    let text = prompt(&mut agent, &session, "/memory").text();
+    let escaped = "x\\]\\(https:evil.example\\) \\[y\\] \\`z\\` \\*v\\* \\_w\\_ \\<b\\>\\!";
+    let uri = spindle::os::paths::to_file_uri(
+        &folder.join("CLAUDE.md").to_string_lossy(),
+        spindle::os::paths::NATIVE,
+    );
+    assert!(!uri.contains(['(', ')', ' ']), "{uri}");
+    assert!(
+        text.contains(&format!("{escaped}/CLAUDE.md]({uri})")),
+        "the link: {text}"
+    );
+    // In the list of files in force too.
+    assert!(
+        text.contains(&format!("{escaped}/CLAUDE.md \\(9 bytes\\)")),
+        "{text}"
+    );
+    // Every link Markdown would see (a `](` not escaped) is one of ours.
+    let links: Vec<&str> = text
+        .match_indices("](")
+        .filter(|(at, _)| !text[..*at].ends_with('\\'))
+        .map(|(at, _)| &text[at + 2..])
+        .collect();
+    assert_eq!(links.len(), 2, "the global file and the folder's: {text}");
+    assert!(links.iter().all(|rest| rest.starts_with("file:")), "{text}");
     assert_eq!(bench.requests(), 0, "/memory needs no model");
 }
 

@@ -334,9 +334,13 @@ fn memory_reply(cwd: &std::path::Path) -> String {
     use crate::agent::common::prompt;
     let global = prompt::global_instructions_path();
     let listed = prompt::gather(cwd, &global).listed;
+    // The reply is Markdown, and its lines quote the repository's paths
+    // and import names: each is shown as written, never as a link,
+    // emphasis or HTML of the repository's making.
+    let shown = |text: &str| crate::util::markdown_text(&crate::util::visible(text, false));
     let mut reply = String::from("Instruction files in force, in the order the model reads them:");
     for line in &listed {
-        reply.push_str(&format!("\n- {}", crate::util::visible(line, false)));
+        reply.push_str(&format!("\n- {}", shown(line)));
     }
     if listed.is_empty() {
         reply.push_str("\n- none");
@@ -344,15 +348,15 @@ fn memory_reply(cwd: &std::path::Path) -> String {
     if !global.is_file() {
         reply.push_str(&format!(
             "\n\nYours for every workspace would be {} (none yet).",
-            global.display()
+            shown(&global.display().to_string())
         ));
     }
     // Links an editor opens: ACP has no request to open a file.
     reply.push_str("\n\nTo edit one, open it:");
     for path in prompt::editable_files(cwd) {
-        let shown = crate::util::visible(&path.display().to_string(), false);
         let uri = crate::os::paths::to_file_uri(&path.to_string_lossy(), crate::os::paths::NATIVE);
-        reply.push_str(&format!("\n- [{shown}]({uri})"));
+        let link = crate::util::markdown_link(&path.display().to_string(), &uri);
+        reply.push_str(&format!("\n- {link}"));
     }
     reply.push_str("\n\nEach folder from the repository root down gives its AGENTS.md, else CLAUDE.md, else GEMINI.md; `@path` in them imports a file. /reload reads them again; the model adds notes with its remember tool.");
     reply
