@@ -1,6 +1,7 @@
 //! What differs between operating systems outside processes and the
 //! sandbox: private files and folders, opening a file without following a
-//! link or blocking on it, a file's link count and change stamp, local
+//! link or blocking on it, reading a file within bounds (`reading.rs`),
+//! a file's link count and change stamp, local
 //! time, the terminal's echo, and where the user's folders are. One implementation per system family
 //! (`unix.rs`, `windows.rs`) with the same functions, so nothing above
 //! this module names a system.
@@ -23,6 +24,7 @@ pub use sys::{
 pub mod folders;
 pub mod paths;
 pub use paths::canonical;
+pub mod reading;
 mod shapes;
 pub use shapes::{LocalTime, Private};
 

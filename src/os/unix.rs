@@ -46,6 +46,23 @@ pub fn open_read(path: &Path, follow: bool) -> io::Result<File> {
     OpenOptions::new().read(true).custom_flags(flags).open(path)
 }
 
+/// What a file that is not a regular file or a folder is, in words.
+pub(super) fn special_kind(meta: &Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = meta.file_type();
+    if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "a special file"
+    }
+}
+
 pub(super) fn is_link_refused(error: &io::Error) -> bool {
     error.raw_os_error() == Some(libc::ELOOP)
 }

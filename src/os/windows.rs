@@ -93,6 +93,11 @@ pub fn open_read(path: &Path, follow: bool) -> io::Result<File> {
     not_a_link(file)
 }
 
+/// What a file that is not a regular file or a folder is, in words.
+pub(super) fn special_kind(_meta: &Metadata) -> &'static str {
+    "a device or pipe"
+}
+
 pub(super) fn is_link_refused(error: &io::Error) -> bool {
     error.raw_os_error() == Some(ERROR_CANT_RESOLVE_FILENAME as i32)
 }

@@ -3,8 +3,7 @@
 //! blocking on the open itself, and never more than a cap of bytes; a file
 //! too large to hold is read as a stream of lines instead.
 
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 /// Largest file `read_file` returns at once, in bytes (a window of a
@@ -38,74 +37,9 @@ impl Default for FileLimits {
     }
 }
 
-/// Why a file could not be read.
-#[derive(Debug)]
-pub enum ReadError {
-    Missing,
-    Directory,
-    /// A pipe, socket or device: reading it could block or never end.
-    NotRegular,
-    /// Larger than the cap (its size in bytes).
-    TooLarge(u64),
-    Io(io::Error),
-}
-
-/// Opens `path` for reading if it is a regular file. The open cannot block
-/// (a FIFO swapped in after a check would), and the type is checked on the
-/// opened file itself.
-pub fn open_regular(path: &Path) -> Result<(File, u64), ReadError> {
-    let file = crate::os::open_read(path, true).map_err(|err| match err.kind() {
-        io::ErrorKind::NotFound => ReadError::Missing,
-        io::ErrorKind::IsADirectory => ReadError::Directory,
-        // Windows refuses to open a folder as a file ("access denied").
-        io::ErrorKind::PermissionDenied if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) => {
-            ReadError::Directory
-        }
-        _ => ReadError::Io(err),
-    })?;
-    let meta = file.metadata().map_err(ReadError::Io)?;
-    if meta.is_dir() {
-        return Err(ReadError::Directory);
-    }
-    if !meta.is_file() {
-        return Err(ReadError::NotRegular);
-    }
-    Ok((file, meta.len()))
-}
-
-/// [`read_capped`] of a file that is not a link itself (`O_NOFOLLOW`).
-pub fn read_capped_here(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
-    let file = crate::os::open_read(path, false).map_err(|err| match err.kind() {
-        io::ErrorKind::NotFound => ReadError::Missing,
-        _ => ReadError::Io(err),
-    })?;
-    let meta = file.metadata().map_err(ReadError::Io)?;
-    if !meta.is_file() {
-        return Err(ReadError::NotRegular);
-    }
-    read_within(file, meta.len(), cap)
-}
-
-/// The whole content of a regular file of at most `cap` bytes.
-pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
-    let (file, size) = open_regular(path)?;
-    read_within(file, size, cap)
-}
-
-fn read_within(file: File, size: u64, cap: u64) -> Result<Vec<u8>, ReadError> {
-    if size > cap {
-        return Err(ReadError::TooLarge(size));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    // A file that grows while it is read stops at the cap all the same.
-    file.take(cap + 1)
-        .read_to_end(&mut bytes)
-        .map_err(ReadError::Io)?;
-    if bytes.len() as u64 > cap {
-        return Err(ReadError::TooLarge(bytes.len() as u64));
-    }
-    Ok(bytes)
-}
+// The reader of single files lives in `os` so that every tier can use
+// it for the files settings and environment variables name.
+pub use crate::os::reading::{open_regular, read_capped, read_capped_here, ReadError};
 
 /// What `stream_lines` found.
 pub struct Window {
@@ -216,27 +150,6 @@ mod tests {
             std::env::temp_dir().join(format!("spindle-bounded-{}", crate::util::random_hex()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
-    }
-
-    #[test]
-    #[cfg_attr(windows, ignore = "FIFOs, /proc and /dev")]
-    fn pipes_and_devices_are_refused_without_blocking() {
-        let dir = scratch();
-        let fifo = dir.join("fifo");
-        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-        if made.is_ok_and(|s| s.success()) {
-            assert!(matches!(open_regular(&fifo), Err(ReadError::NotRegular)));
-        }
-        assert!(matches!(
-            read_capped(Path::new("/dev/zero"), 10),
-            Err(ReadError::NotRegular)
-        ));
-        assert!(matches!(open_regular(&dir), Err(ReadError::Directory)));
-        assert!(matches!(
-            open_regular(&dir.join("none")),
-            Err(ReadError::Missing)
-        ));
-        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
