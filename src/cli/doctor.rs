@@ -74,6 +74,7 @@ pub fn run(args: &DoctorArgs) -> Report {
     if let Some(config) = &config {
         check_providers(&mut lines, config);
         check_waiting(&mut lines, config);
+        check_trust(&mut lines);
     }
     if let Some(config) = &config {
         check_mcp(&mut lines, config);
@@ -202,6 +203,29 @@ fn check_providers(lines: &mut Lines, config: &Config) {
                 name,
                 &format!("{base} does not list its models: {problem}"),
                 "check the base URL (does it need /v1?), the key, and that the server runs",
+            ),
+        }
+    }
+}
+
+/// The certificate files and folders the environment and the config add
+/// to the trusted roots: each readable, each giving certificates.
+fn check_trust(lines: &mut Lines) {
+    let sources = crate::net::tls::check();
+    if sources.is_empty() {
+        return;
+    }
+    lines.section("Trusted certificates");
+    for (what, found) in sources {
+        match found {
+            Ok(detail) => lines.ok(&what, &detail),
+            Err(problem) => lines.bad(
+                &what,
+                &format!("{problem}; HTTPS goes on without it"),
+                &match what.as_str() {
+                    "SSL_CERT_DIR" => "point SSL_CERT_DIR at folders of PEM files".to_string(),
+                    _ => format!("point {what} at a PEM file of certificates (a regular file)"),
+                },
             ),
         }
     }

@@ -12,8 +12,9 @@
 //! TLS-inspecting proxy or a self-hosted server with an internal CA works
 //! the way it does for the system's own tools.
 //!
-//! A file that cannot be read, is too large or holds no certificate is
-//! skipped with a warning naming it; nothing here fails a request.
+//! A file that cannot be read, is too large, is not a regular file (a
+//! FIFO would block the open) or holds no certificate is skipped with a
+//! warning naming it; nothing here fails a request nor waits on a file.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -65,7 +66,15 @@ pub fn config() -> TlsConfig {
             return config.clone();
         }
     }
-    let extra = extra_certificates(ca_file.as_deref());
+    // Hostile files are read here; whatever goes wrong, connections go
+    // on with the bundled roots rather than the thread that asked dying.
+    let extra =
+        std::panic::catch_unwind(|| extra_certificates(ca_file.as_deref())).unwrap_or_else(|_| {
+            log::warn!(
+                "the extra certificates could not be read; only the bundled roots are trusted"
+            );
+            Vec::new()
+        });
     let config = if extra.is_empty() {
         TlsConfig::builder()
             .unversioned_rustls_crypto_provider(provider())
@@ -84,6 +93,53 @@ pub fn config() -> TlsConfig {
     };
     *trust = Some((ca_file, config.clone()));
     config
+}
+
+/// What `spindle doctor` shows of the added trust: for each file or
+/// folder that the environment or the config names, its name and how
+/// many certificates it gives, or why it gives none (the files are read
+/// as the trust reads them: never a FIFO or a device, within a cap).
+pub fn check() -> Vec<(String, Result<String, String>)> {
+    let mut found = Vec::new();
+    let count = |path: &Path| {
+        crate::os::reading::read_named(path, FILE_CAP).and_then(|bytes| {
+            let mut certs = Vec::new();
+            parse_into(&bytes, path, "doctor", false, &mut certs);
+            match certs.len() {
+                0 => Err(format!("{} holds no PEM certificate", path.display())),
+                n => Ok(format!(
+                    "{}: {}",
+                    path.display(),
+                    crate::util::count(n, "certificate", "certificates")
+                )),
+            }
+        })
+    };
+    if let Some(file) = std::env::var_os("SSL_CERT_FILE").filter(|v| !v.is_empty()) {
+        found.push(("SSL_CERT_FILE".to_string(), count(Path::new(&file))));
+    }
+    if let Some(dirs) = std::env::var_os("SSL_CERT_DIR").filter(|v| !v.is_empty()) {
+        for dir in std::env::split_paths(&dirs).filter(|dir| !dir.as_os_str().is_empty()) {
+            let mut certs = Vec::new();
+            let looked = match std::fs::metadata(&dir) {
+                Ok(meta) if meta.is_dir() => {
+                    read_dir(&dir, &mut certs);
+                    Ok(format!(
+                        "{}: {}",
+                        dir.display(),
+                        crate::util::count(certs.len(), "certificate", "certificates")
+                    ))
+                }
+                Ok(_) => Err(format!("{} is not a folder", dir.display())),
+                Err(err) => Err(format!("{}: {err}", dir.display())),
+            };
+            found.push(("SSL_CERT_DIR".to_string(), looked));
+        }
+    }
+    if let Some(file) = crate::cancel::lock(&CA_FILE).clone() {
+        found.push(("tls.ca_file".to_string(), count(&file)));
+    }
+    found
 }
 
 /// The crypto of every connection: ring, with the AES-GCM cipher suites
@@ -341,29 +397,15 @@ fn read_file(path: &Path, source: &str, certs: &mut Vec<Certificate<'static>>) {
 }
 
 /// A file's bytes, at most `FILE_CAP` of them; `None` (with a warning)
-/// when it cannot be read or is larger.
+/// when it cannot be read, is larger, or is not a regular file (a FIFO
+/// would block the open and every connection waiting for the trust).
 fn read_capped(path: &Path, source: &str) -> Option<Vec<u8>> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    let read =
-        std::fs::File::open(path).and_then(|file| file.take(FILE_CAP + 1).read_to_end(&mut bytes));
-    match read {
-        Err(err) => {
-            log::warn!(
-                "cannot read certificates from {} ({source}): {err}",
-                path.display()
-            );
+    match crate::os::reading::read_named(path, FILE_CAP) {
+        Ok(bytes) => Some(bytes),
+        Err(why) => {
+            log::warn!("certificates of {source} are not read: {why}");
             None
         }
-        Ok(_) if bytes.len() as u64 > FILE_CAP => {
-            log::warn!(
-                "{} ({source}) is larger than {} MiB; its certificates are not read",
-                path.display(),
-                FILE_CAP >> 20
-            );
-            None
-        }
-        Ok(_) => Some(bytes),
     }
 }
 
@@ -530,6 +572,23 @@ mod tests {
         assert_eq!(certs.len(), 3);
         read_dir(&dir.join("missing"), &mut certs);
         assert_eq!(certs.len(), 3);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    #[cfg_attr(windows, ignore = "FIFOs")]
+    fn a_fifo_is_passed_over_without_blocking() {
+        let dir = scratch("fifo");
+        let fifo = dir.join("bundle.pem");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        std::fs::write(dir.join("ca.pem"), CA).unwrap();
+        // Opening the FIFO to read would block until a writer came.
+        let mut certs = Vec::new();
+        read_file(&fifo, "SSL_CERT_FILE", &mut certs);
+        assert!(certs.is_empty());
+        read_dir(&dir, &mut certs);
+        assert_eq!(certs.len(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
