@@ -391,6 +391,13 @@ impl RotatingLog {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             crate::os::create_private_dir_all(parent)?;
         }
+        // Opened without blocking: a FIFO at the name with no reader is
+        // refused by the open itself, one with a reader below.
+        let not_regular = || {
+            crate::os::reading::special_kind(path).map(|kind| {
+                std::io::Error::other(format!("{} is {kind}, not a regular file", path.display()))
+            })
+        };
         let file = crate::os::open_private(path, crate::os::Private::Append).map_err(|error| {
             if crate::os::is_link_refused(&error) {
                 std::io::Error::other(format!(
@@ -398,11 +405,16 @@ impl RotatingLog {
                     path.display()
                 ))
             } else {
-                error
+                not_regular().unwrap_or(error)
             }
         })?;
         let meta = file.metadata()?;
-        if !meta.is_file() || !crate::os::owned_by_me(&meta) {
+        if !meta.is_file() {
+            return Err(not_regular().unwrap_or_else(|| {
+                std::io::Error::other(format!("{} is not a regular file", path.display()))
+            }));
+        }
+        if !crate::os::owned_by_me(&meta) {
             return Err(std::io::Error::other(format!(
                 "{} is not a regular file of yours",
                 path.display()

@@ -247,9 +247,18 @@ impl History {
             entries: Vec::new(),
             path: Some(path.to_path_buf()),
         };
+        // Only a regular file: the open never blocks, but a device
+        // would be read all the same.
         let Ok(file) = crate::os::open_read(path, false) else {
             return history;
         };
+        if !file.metadata().is_ok_and(|meta| meta.is_file()) {
+            log::warn!(
+                "{} is not a regular file; no history is read",
+                path.display()
+            );
+            return history;
+        }
         let mut text = String::new();
         let _ = std::io::Read::read_to_string(
             &mut std::io::Read::take(file, HISTORY_FILE_CAP),

@@ -167,7 +167,9 @@ pub fn log_file_of(command: &Result<Command, Usage>) -> Option<std::path::PathBu
         .config
         .clone()
         .unwrap_or_else(crate::config::default_path);
-    let text = std::fs::read_to_string(path).ok()?;
+    // Read as the config is read: never a FIFO, within a cap (a bad file
+    // is reported when the config is loaded).
+    let text = crate::config::read_text(&path).ok()??;
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;
     value["log_file"].as_str().map(std::path::PathBuf::from)
 }

@@ -76,10 +76,9 @@ pub fn mcp_edit(
     server: Option<serde_json::Value>,
 ) -> Result<String, String> {
     let path = config.unwrap_or_else(crate::config::default_path);
-    let mut config = match std::fs::read_to_string(&path) {
-        Ok(text) => crate::config::Config::parse(&text, &path)?,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => crate::config::Config::default(),
-        Err(err) => return Err(format!("cannot read {}: {err}", path.display())),
+    let mut config = match crate::config::read_text(&path)? {
+        Some(text) => crate::config::Config::parse(&text, &path)?,
+        None => crate::config::Config::default(),
     };
     let known = config.mcp_servers.iter().position(|s| s["name"] == name);
     let said = match (server, known) {

@@ -207,12 +207,11 @@ pub fn run(
 /// The config file as it is, or an empty one where none exists; a file
 /// that cannot be parsed stops the setup before any question.
 fn read_config(path: &Path) -> Result<Config, String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Config::parse(&text, path).map_err(|err| {
+    match crate::config::read_text(path)? {
+        Some(text) => Config::parse(&text, path).map_err(|err| {
             format!("{err}\nFix or move the file first; setup does not overwrite a file it cannot read.")
         }),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
-        Err(err) => Err(format!("cannot read {}: {err}", path.display())),
+        None => Ok(Config::default()),
     }
 }
 

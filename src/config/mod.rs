@@ -449,27 +449,24 @@ impl Config {
     /// default file (which may be missing: then the environment decides).
     pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), String> {
         let path = explicit.map(Path::to_path_buf).unwrap_or_else(default_path);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                let mut config = Config::parse(&text, &path)?;
-                // Every HTTP client of the process trusts it from now on.
-                let folder = path.parent().unwrap_or(Path::new("."));
-                crate::net::tls::use_ca_file(
-                    config.tls.ca_file.as_ref().map(|file| folder.join(file)),
-                );
-                // The environment's providers join the file's; the file
-                // wins on a name both use.
-                for (name, provider) in Config::from_env().providers {
-                    config.providers.entry(name).or_insert(provider);
-                }
-                Ok((config, Some(path)))
-            }
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
+        let text = match read_text(&path)? {
+            Some(text) => text,
+            None if explicit.is_none() => {
                 crate::net::tls::use_ca_file(None);
-                Ok((Config::from_env(), None))
+                return Ok((Config::from_env(), None));
             }
-            Err(err) => Err(format!("cannot read {}: {err}", path.display())),
+            None => return Err(format!("cannot read {}: no such file", path.display())),
+        };
+        let mut config = Config::parse(&text, &path)?;
+        // Every HTTP client of the process trusts it from now on.
+        let folder = path.parent().unwrap_or(Path::new("."));
+        crate::net::tls::use_ca_file(config.tls.ca_file.as_ref().map(|file| folder.join(file)));
+        // The environment's providers join the file's; the file wins on a
+        // name both use.
+        for (name, provider) in Config::from_env().providers {
+            config.providers.entry(name).or_insert(provider);
         }
+        Ok((config, Some(path)))
     }
 
     /// Providers found from the environment: `OPENAI_API_KEY` (with
@@ -647,11 +644,48 @@ pub fn forget_managed_keys(config: &Config, config_path: &Path) -> Vec<String> {
     forgotten
 }
 
+/// The largest config file read.
+const CONFIG_CAP: u64 = 4 << 20;
+
+/// The config file's text; `None` when there is none. It is read as
+/// every file a setting names is: never a FIFO or a device (the open
+/// would block), within a cap.
+pub fn read_text(path: &Path) -> Result<Option<String>, String> {
+    use crate::os::reading::{read_capped, ReadError};
+    match read_capped(path, CONFIG_CAP) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| format!("cannot read {}: it is not UTF-8 text", path.display())),
+        Err(ReadError::Missing) => Ok(None),
+        Err(ReadError::Io(err)) => Err(format!("cannot read {}: {err}", path.display())),
+        Err(error) => Err(format!(
+            "cannot read the config file: {} {}",
+            path.display(),
+            error.reason(path, CONFIG_CAP)
+        )),
+    }
+}
+
+/// The largest key file read: a key is a line, a few hundred bytes.
+const KEY_FILE_CAP: u64 = 64 << 10;
+
 fn read_key_file(path: &Path) -> Result<String, String> {
+    // Opened without blocking and only as a regular file (a FIFO at the
+    // name would hold the agent at its first model call), within a cap.
+    use crate::os::reading::{open_regular, read_within};
+    let why = |error: crate::os::reading::ReadError| {
+        format!(
+            "cannot read the key file: {} {}",
+            path.display(),
+            error.reason(path, KEY_FILE_CAP)
+        )
+    };
+    let (file, size) = open_regular(path).map_err(why)?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let meta = std::fs::metadata(path)
+        let meta = file
+            .metadata()
             .map_err(|err| format!("cannot read the key file {}: {err}", path.display()))?;
         if meta.permissions().mode() & 0o077 != 0 {
             return Err(format!(
@@ -660,8 +694,9 @@ fn read_key_file(path: &Path) -> Result<String, String> {
             ));
         }
     }
-    let key = std::fs::read_to_string(path)
-        .map_err(|err| format!("cannot read the key file {}: {err}", path.display()))?;
+    let bytes = read_within(file, size, KEY_FILE_CAP).map_err(why)?;
+    let key = String::from_utf8(bytes)
+        .map_err(|_| format!("the key file {} is not UTF-8 text", path.display()))?;
     Ok(key.trim().to_string())
 }
 
@@ -830,6 +865,24 @@ mod tests {
         assert!(read_key_file(&path).unwrap_err().contains("chmod 600"));
         set_mode(&path, 0o600).unwrap();
         assert_eq!(read_key_file(&path).unwrap(), "sk-secret");
+        // A FIFO, a huge file: refused by name, never waited on.
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        let said = read_key_file(&fifo).unwrap_err();
+        assert!(
+            said.ends_with("fifo is a FIFO, not a regular file"),
+            "{said}"
+        );
+        let said = read_text(&fifo).unwrap_err();
+        assert!(
+            said.ends_with("fifo is a FIFO, not a regular file"),
+            "{said}"
+        );
+        std::fs::write(&path, vec![b'k'; KEY_FILE_CAP as usize + 1]).unwrap();
+        let said = read_key_file(&path).unwrap_err();
+        assert!(said.ends_with("key is larger than 64 KiB"), "{said}");
+        assert_eq!(read_text(&dir.join("none")), Ok(None));
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -44,10 +44,9 @@ pub fn add_project_rule(
     project: &str,
     rule: crate::policy::rules::Rule,
 ) -> Result<(), String> {
-    let mut config = match std::fs::read_to_string(path) {
-        Ok(text) => Config::parse(&text, path)?,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Config::default(),
-        Err(err) => return Err(format!("cannot read {}: {err}", path.display())),
+    let mut config = match super::read_text(path)? {
+        Some(text) => Config::parse(&text, path)?,
+        None => Config::default(),
     };
     let rules = &mut config
         .permissions
@@ -91,10 +90,9 @@ pub fn project_rules(cwd: &Path) -> Result<Vec<crate::policy::rules::Rule>, Stri
 /// Marks the project at `project` trusted (or not) in the user's config
 /// file at `path` (created when missing), keeping everything else.
 pub fn set_trusted(path: &Path, project: &str, trusted: bool) -> Result<(), String> {
-    let mut config = match std::fs::read_to_string(path) {
-        Ok(text) => Config::parse(&text, path)?,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Config::default(),
-        Err(err) => return Err(format!("cannot read {}: {err}", path.display())),
+    let mut config = match super::read_text(path)? {
+        Some(text) => Config::parse(&text, path)?,
+        None => Config::default(),
     };
     let projects = &mut config.permissions.projects;
     projects.entry(project.to_string()).or_default().trusted = trusted;

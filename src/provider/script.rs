@@ -111,10 +111,14 @@ pub struct ScriptedError {
     pub message: String,
 }
 
+/// The largest script file read.
+const SCRIPT_CAP: u64 = 16 << 20;
+
 impl Script {
     pub fn load(path: &Path) -> Result<Script, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|err| format!("cannot read script {}: {err}", path.display()))?;
+        // Never a FIFO or a device (the open would block), within a cap.
+        let text = crate::os::reading::read_named_text(path, SCRIPT_CAP)
+            .map_err(|why| format!("cannot read the script: {why}"))?;
         Script::parse(&text).map_err(|err| format!("script {}: {err}", path.display()))
     }
 

@@ -23,7 +23,10 @@ mod hooks;
 mod imports;
 mod local_servers;
 mod mcp;
+// FIFOs where a setting names a file (Unix).
 mod memory;
+#[cfg(unix)]
+mod named_files;
 mod network;
 mod policy_rules;
 mod protocol;

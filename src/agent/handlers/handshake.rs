@@ -100,8 +100,8 @@ impl Dispatcher {
             .config
             .clone()
             .unwrap_or_else(crate::config::default_path);
-        let forgotten = match std::fs::read_to_string(&path) {
-            Ok(text) => match crate::config::Config::parse(&text, &path) {
+        let forgotten = match crate::config::read_text(&path) {
+            Ok(Some(text)) => match crate::config::Config::parse(&text, &path) {
                 Ok(config) => crate::config::forget_managed_keys(&config, &path),
                 Err(error) => {
                     return Err(RpcError::failed(format!(
@@ -110,7 +110,7 @@ impl Dispatcher {
                     .with_data(json!({"code": "config_invalid"})))
                 }
             },
-            Err(_) => Vec::new(),
+            Ok(None) | Err(_) => Vec::new(),
         };
         log::info!("logout: forgot the keys of {forgotten:?}");
         self.registry = None;
