@@ -180,15 +180,21 @@ fn is_zero(count: &u64) -> bool {
 
 impl Usage {
     /// Adds another call's (or sum's) counts.
+    /// The sums saturate: counts come from servers and from the store.
     pub fn add(&mut self, other: &Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cached_tokens += other.cached_tokens;
-        self.reasoning_tokens += other.reasoning_tokens;
-        self.cache_write_tokens += other.cache_write_tokens;
-        self.unreported.cached += other.unreported.cached;
-        self.unreported.cache_write += other.unreported.cache_write;
-        self.unreported.reasoning += other.unreported.reasoning;
+        let add = |sum: &mut u64, more: u64| *sum = sum.saturating_add(more);
+        add(&mut self.input_tokens, other.input_tokens);
+        add(&mut self.output_tokens, other.output_tokens);
+        add(&mut self.cached_tokens, other.cached_tokens);
+        add(&mut self.reasoning_tokens, other.reasoning_tokens);
+        add(&mut self.cache_write_tokens, other.cache_write_tokens);
+        let add = |sum: &mut u32, more: u32| *sum = sum.saturating_add(more);
+        add(&mut self.unreported.cached, other.unreported.cached);
+        add(
+            &mut self.unreported.cache_write,
+            other.unreported.cache_write,
+        );
+        add(&mut self.unreported.reasoning, other.unreported.reasoning);
     }
 
     /// What was added since `before` (a sum this one started from).
@@ -235,6 +241,38 @@ pub fn reported_cost(value: &Value) -> Option<f64> {
         _ => return None,
     };
     (cost.is_finite() && (0.0..=MAX_REPORTED_COST).contains(&cost)).then_some(cost)
+}
+
+/// The most tokens one model call may report in one count: no model reads
+/// or writes that many, so a larger figure is a broken report.
+pub const MAX_REPORTED_TOKENS: u64 = 1_000_000_000;
+
+/// A provider-reported token count, when it is believable: a
+/// non-negative whole number (a float with nothing after the point
+/// counts) of at most [`MAX_REPORTED_TOKENS`]; a negative, fractional,
+/// huge or non-numeric one is no count.
+pub fn reported_tokens(value: &Value) -> Option<u64> {
+    let count = match value {
+        Value::Number(number) => match number.as_u64() {
+            Some(count) => count,
+            None => {
+                let float = number.as_f64()?;
+                if !(float >= 0.0 && float.fract() == 0.0 && float <= MAX_REPORTED_TOKENS as f64) {
+                    return None;
+                }
+                float as u64
+            }
+        },
+        _ => return None,
+    };
+    (count <= MAX_REPORTED_TOKENS).then_some(count)
+}
+
+/// A token count field of a usage object, read with [`reported_tokens`]
+/// (serde's `deserialize_with`): a broken count is `None` rather than an
+/// error that would throw the whole event away.
+pub fn lenient_tokens<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Ok(reported_tokens(&Value::deserialize(d)?))
 }
 
 /// Usage as a script writes it: a count left out is unreported.
@@ -385,5 +423,37 @@ mod tests {
         ] {
             assert_eq!(reported_cost(&bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_reported_token_count_is_taken_only_when_believable() {
+        assert_eq!(reported_tokens(&json!(1234)), Some(1234));
+        assert_eq!(reported_tokens(&json!(12.0)), Some(12));
+        assert_eq!(reported_tokens(&json!(0)), Some(0));
+        let huge: Value = serde_json::from_str("18446744073709551616").unwrap();
+        let far: Value = serde_json::from_str("1e300").unwrap();
+        for bad in [
+            json!(-1),
+            json!(1.5),
+            json!(u64::MAX),
+            json!(MAX_REPORTED_TOKENS + 1),
+            huge,
+            far,
+            json!("12"),
+            json!(null),
+        ] {
+            assert_eq!(reported_tokens(&bad), None, "{bad}");
+        }
+        // Sums saturate.
+        let mut sum = Usage {
+            input_tokens: u64::MAX - 1,
+            ..Usage::default()
+        };
+        sum.add(&Usage {
+            input_tokens: 10,
+            output_tokens: 3,
+            ..Usage::default()
+        });
+        assert_eq!((sum.input_tokens, sum.output_tokens), (u64::MAX, 3));
     }
 }

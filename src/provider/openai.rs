@@ -423,10 +423,10 @@ struct FunctionDelta {
 
 #[derive(Deserialize)]
 struct RawUsage {
-    #[serde(default)]
-    prompt_tokens: u64,
-    #[serde(default)]
-    completion_tokens: u64,
+    #[serde(default, deserialize_with = "super::lenient_tokens")]
+    prompt_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "super::lenient_tokens")]
+    completion_tokens: Option<u64>,
     #[serde(default)]
     prompt_tokens_details: Option<PromptDetails>,
     #[serde(default)]
@@ -438,13 +438,13 @@ struct RawUsage {
 
 #[derive(Deserialize)]
 struct PromptDetails {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::lenient_tokens")]
     cached_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
 struct CompletionDetails {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::lenient_tokens")]
     reasoning_tokens: Option<u64>,
 }
 
@@ -455,8 +455,8 @@ impl From<RawUsage> for Usage {
             .completion_tokens_details
             .and_then(|d| d.reasoning_tokens);
         Usage {
-            input_tokens: raw.prompt_tokens,
-            output_tokens: raw.completion_tokens,
+            input_tokens: raw.prompt_tokens.unwrap_or(0),
+            output_tokens: raw.completion_tokens.unwrap_or(0),
             cached_tokens: cached.unwrap_or(0),
             reasoning_tokens: reasoning.unwrap_or(0),
             cache_write_tokens: 0,
@@ -911,5 +911,33 @@ mod tests {
                 .cost,
             None
         );
+    }
+
+    #[test]
+    fn absurd_usage_counts_are_no_counts_and_never_fail_the_stream() {
+        let event = |data: &str| crate::provider::sse::SseEvent {
+            event: None,
+            data: data.into(),
+        };
+        let mut sink = crate::provider::testing::Collect::default();
+        for counts in [
+            r#""prompt_tokens":-1,"completion_tokens":1.5"#,
+            r#""prompt_tokens":1e300,"completion_tokens":18446744073709551616"#,
+            r#""prompt_tokens":"NaN","completion_tokens":null"#,
+        ] {
+            let mut state = StreamState::default();
+            let usage = format!(
+                r#"{{"choices":[],"usage":{{{counts},"prompt_tokens_details":{{"cached_tokens":-5}}}}}}"#
+            );
+            state.handle(&event(&usage), &mut sink).unwrap();
+            let outcome = state.handle(&event("[DONE]"), &mut sink).unwrap().unwrap();
+            let usage = outcome.usage.unwrap();
+            assert_eq!(
+                (usage.input_tokens, usage.output_tokens),
+                (0, 0),
+                "{counts}"
+            );
+            assert_eq!(usage.unreported.cached, 1, "{counts}");
+        }
     }
 }

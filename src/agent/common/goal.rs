@@ -103,7 +103,7 @@ impl Budget {
         }
         if self
             .max_tokens
-            .is_some_and(|max| counters.input_tokens + counters.output_tokens >= max)
+            .is_some_and(|max| counters.input_tokens.saturating_add(counters.output_tokens) >= max)
         {
             return Some("tokens");
         }

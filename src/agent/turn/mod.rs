@@ -519,7 +519,10 @@ fn too_long(error: &crate::provider::ProviderError, compacting: bool) -> RpcErro
 
 /// Which of the agent's per-turn limits the turn has reached, in words.
 fn limit_reached(agent: &crate::agentfile::AgentSpec, state: &State) -> Option<String> {
-    let tokens = state.usage.input_tokens + state.usage.output_tokens;
+    let tokens = state
+        .usage
+        .input_tokens
+        .saturating_add(state.usage.output_tokens);
     if let Some(limit) = agent.limits.tokens.filter(|limit| tokens >= *limit) {
         return Some(format!("{limit} tokens"));
     }

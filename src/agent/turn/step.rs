@@ -369,7 +369,7 @@ pub(super) fn take_answer(
     }
     if let Some(usage) = &outcome.usage {
         // The next request sends this conversation, answer included.
-        let tokens = usage.input_tokens + usage.output_tokens;
+        let tokens = usage.input_tokens.saturating_add(usage.output_tokens);
         let bytes = context::request_bytes(run.fixed, messages);
         // A count far below what the bytes could be (some servers
         // report zeros) would hide a full window: estimate instead.

@@ -54,7 +54,7 @@ impl Counts {
             (&mut self.output, "output_tokens"),
         ];
         for (slot, name) in fields {
-            if let Some(count) = usage[name].as_u64() {
+            if let Some(count) = crate::provider::reported_tokens(&usage[name]) {
                 *slot = Some(count);
             }
         }
@@ -73,7 +73,11 @@ impl Counts {
         let cache_read = self.cache_read.unwrap_or(0);
         let cache_write = self.cache_creation.unwrap_or(0);
         Some(Usage {
-            input_tokens: self.input.unwrap_or(0) + cache_write + cache_read,
+            input_tokens: self
+                .input
+                .unwrap_or(0)
+                .saturating_add(cache_write)
+                .saturating_add(cache_read),
             output_tokens: self.output.unwrap_or(0),
             cached_tokens: cache_read,
             reasoning_tokens: 0,

@@ -372,7 +372,7 @@ fn usage(usage: &Value) -> Option<Usage> {
     if !usage.is_object() {
         return None;
     }
-    let count = |value: &Value| value.as_u64().unwrap_or(0);
+    let count = |value: &Value| crate::provider::reported_tokens(value).unwrap_or(0);
     let cached = &usage["input_tokens_details"]["cached_tokens"];
     let reasoning = &usage["output_tokens_details"]["reasoning_tokens"];
     Some(Usage {
@@ -383,7 +383,11 @@ fn usage(usage: &Value) -> Option<Usage> {
         cached_tokens: count(cached),
         reasoning_tokens: count(reasoning),
         cache_write_tokens: 0,
-        unreported: crate::provider::Unreported::of(cached.is_u64(), false, reasoning.is_u64()),
+        unreported: crate::provider::Unreported::of(
+            crate::provider::reported_tokens(cached).is_some(),
+            false,
+            crate::provider::reported_tokens(reasoning).is_some(),
+        ),
     })
 }
 

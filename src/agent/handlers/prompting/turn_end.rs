@@ -167,7 +167,7 @@ fn meta_usage(end: &TurnEnd) -> Value {
         // server that never says (llama.cpp, Ollama) is not a 0.
         "thoughtTokens": (end.usage.unreported.reasoning == 0)
             .then_some(end.usage.reasoning_tokens),
-        "totalTokens": end.usage.input_tokens + end.usage.output_tokens,
+        "totalTokens": end.usage.input_tokens.saturating_add(end.usage.output_tokens),
         // Unknown (null) when a call's cost was: never a silent 0.
         "cost": end.spend.total(),
     });
@@ -194,7 +194,7 @@ fn prompt_usage(usage: &crate::provider::Usage, unknown: bool, whole: bool) -> O
         return None;
     }
     let mut shape = json!({
-        "totalTokens": usage.input_tokens + usage.output_tokens,
+        "totalTokens": usage.input_tokens.saturating_add(usage.output_tokens),
         "inputTokens": usage.input_tokens,
         "outputTokens": usage.output_tokens,
     });
