@@ -9,8 +9,15 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// The first and last times [`rfc3339`] writes: years 1 to 9999, the
+/// four digits of the format. A time outside (a server's nonsense) is
+/// written as the nearer end, never as a year of nine digits.
+const FIRST_MS: i64 = -62_135_596_800_000;
+const LAST_MS: i64 = 253_402_300_799_999;
+
 /// `2026-11-30T03:57:14.123Z` for a time in milliseconds since the epoch.
 pub fn rfc3339(ms: i64) -> String {
+    let ms = ms.clamp(FIRST_MS, LAST_MS);
     let seconds = ms.div_euclid(1000);
     let millis = ms.rem_euclid(1000);
     let days = seconds.div_euclid(86_400);
@@ -147,5 +154,10 @@ mod tests {
         assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(rfc3339(1_796_010_634_123), "2026-11-30T03:50:34.123Z");
         assert_eq!(rfc3339(4_107_542_399_999), "2100-02-28T23:59:59.999Z");
+        // Beyond four digits of year: the nearer end, never a panic.
+        assert_eq!(rfc3339(i64::MAX), "9999-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339(i64::MIN), "0001-01-01T00:00:00.000Z");
+        assert_eq!(parse_rfc3339(&rfc3339(i64::MAX)), Some(LAST_MS));
+        assert_eq!(parse_rfc3339(&rfc3339(i64::MIN)), Some(FIRST_MS));
     }
 }

@@ -256,7 +256,11 @@ impl Dispatcher {
                 images: entry.images(),
                 fallbacks: turn_start::fallbacks_of(&registry, &entry),
                 max_wait: std::time::Duration::from_secs(
-                    60 * registry.config.max_wait_minutes.unwrap_or(300),
+                    registry
+                        .config
+                        .max_wait_minutes
+                        .unwrap_or(300)
+                        .saturating_mul(60),
                 ),
             },
             rights: Rights {

@@ -67,7 +67,10 @@ pub(super) fn on_limited(
     error: &ProviderError,
 ) -> Result<(), Result<StopReason, RpcError>> {
     let now = crate::clock::now_ms();
-    let reset = now + error.retry_after.unwrap_or_default().as_millis() as i64;
+    // The provider's wait is at most a year already; the sum saturates
+    // all the same.
+    let wait = error.retry_after.unwrap_or_default().as_millis();
+    let reset = now.saturating_add(i64::try_from(wait).unwrap_or(i64::MAX));
     // The session's own model decides how long to wait.
     let until = match state.fallback {
         None => *state.limit_reset.insert(reset),
@@ -96,7 +99,7 @@ pub(super) fn on_limited(
     // A server that keeps naming a reset already past is not asked in a
     // loop: each wait of the turn is at least twice the one before (from
     // 1 s, at most 64 s).
-    let floor = now + (1000 << state.parks.min(6));
+    let floor = now.saturating_add(1000 << state.parks.min(6));
     state.parks += 1;
     park(turn, sink, state, record, until.max(floor), &error.message)
 }
@@ -114,8 +117,8 @@ pub(super) fn park(
     let now = crate::clock::now_ms();
     let since = *state.waiting_since.get_or_insert(now);
     let at = reset_words(until_ms);
-    let longest = turn.model.max_wait.as_millis() as i64;
-    if until_ms - since > longest {
+    let longest = i64::try_from(turn.model.max_wait.as_millis()).unwrap_or(i64::MAX);
+    if until_ms.saturating_sub(since) > longest {
         let why = match turn.model.max_wait.as_secs() / 60 {
             0 => "waiting for it is off (max_wait_minutes is 0 in the config)".to_string(),
             minutes => format!(

@@ -205,18 +205,21 @@ impl RetryAdvice {
         retry_after: Option<&str>,
         should_retry: Option<&str>,
     ) -> RetryAdvice {
+        // Every number is checked before it becomes a wait: negative or
+        // not a number is no hint, and a wait past a year is a year
+        // (`reset::seconds`); `Duration::from_secs_f64` would panic on
+        // 1e300.
+        use super::reset::seconds;
         let from_ms = retry_after_ms
             .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|ms| ms.is_finite() && *ms >= 0.0)
-            .map(|ms| Duration::from_secs_f64(ms / 1000.0));
+            .and_then(|ms| seconds(ms / 1000.0));
         let from_header = retry_after.and_then(|v| {
             let v = v.trim();
             match v.parse::<f64>() {
-                Ok(secs) if secs.is_finite() && secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
-                Ok(_) => None,
-                Err(_) => parse_http_date(v).map(|at| {
+                Ok(secs) => seconds(secs),
+                Err(_) => parse_http_date(v).and_then(|at| {
                     let now = crate::clock::now_ms() / 1000;
-                    Duration::from_secs(at.saturating_sub(now).max(0) as u64)
+                    seconds(at.saturating_sub(now).max(0) as f64)
                 }),
             }
         });
@@ -243,10 +246,14 @@ fn parse_http_date(text: &str) -> Option<i64> {
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
     let month = months.iter().position(|m| m == month)? as i64 + 1;
-    let day: i64 = day.parse().ok()?;
-    let year: i64 = year.parse().ok()?;
+    let day: i64 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
+    // Four digits, as the format has them: no sum below can overflow.
+    let year: i64 = year.parse().ok().filter(|y| (1..=9999).contains(y))?;
     let mut clock = clock.split(':').map(|p| p.parse::<i64>().ok());
     let (hour, minute, second) = (clock.next()??, clock.next()??, clock.next()??);
+    if !(0..=23).contains(&hour) || !(0..=59).contains(&minute) || !(0..=60).contains(&second) {
+        return None;
+    }
     let days = crate::clock::days_from_civil(year, month, day);
     Some(days * 86_400 + hour * 3600 + minute * 60 + second)
 }
@@ -453,6 +460,44 @@ mod tests {
         let past = RetryAdvice::parse(None, Some("Wed, 21 Oct 2015 07:28:00 GMT"), None);
         assert_eq!(past.delay, Some(Duration::ZERO));
         assert_eq!(RetryAdvice::parse(None, Some("soon"), None).delay, None);
+        // Absurd numbers and dates: never a panic, never past a year.
+        let longest = Duration::from_secs_f64(super::super::reset::LONGEST);
+        let year = Some(longest);
+        for far in ["1e300", "inf", "1e17", "18446744073709551616"] {
+            assert_eq!(
+                RetryAdvice::parse(Some(far), None, None).delay,
+                year,
+                "{far}"
+            );
+            assert_eq!(
+                RetryAdvice::parse(None, Some(far), None).delay,
+                year,
+                "{far}"
+            );
+        }
+        for bad in ["-1", "NaN", "-inf", "", "1e300e"] {
+            assert_eq!(
+                RetryAdvice::parse(Some(bad), None, None).delay,
+                None,
+                "{bad}"
+            );
+            assert_eq!(
+                RetryAdvice::parse(None, Some(bad), None).delay,
+                None,
+                "{bad}"
+            );
+        }
+        for date in [
+            "Fri, 31 Dec 9999 23:59:59 GMT",
+            "Wed, 21 Oct 999999999999999 07:28:00 GMT",
+            "Wed, 99999999999 Oct 2030 07:28:00 GMT",
+            "Wed, 21 Oct 2030 9999999999999:28:00 GMT",
+        ] {
+            let delay = RetryAdvice::parse(None, Some(date), None).delay;
+            assert!(delay.is_none_or(|d| d <= longest), "{date}: {delay:?}");
+        }
+        let far = RetryAdvice::parse(None, Some("Fri, 31 Dec 9999 23:59:59 GMT"), None);
+        assert_eq!(far.delay, year);
     }
 
     #[test]

@@ -9,8 +9,13 @@
 
 use std::time::Duration;
 
-/// The longest reset believed: a year. Anything later is nonsense.
-const LONGEST: f64 = 365.0 * 86_400.0;
+/// The longest wait a server is taken at its word for: a year (usage
+/// limits of subscriptions reset weekly or monthly). A longer one, an
+/// infinite one included, is read as a year: the limit is real, only the
+/// number is not, and whether the turn waits that long is the config's
+/// `max_wait_minutes` to say (five hours by default), so such a refusal
+/// fails the turn with a date that can be shown.
+pub const LONGEST: f64 = 365.0 * 86_400.0;
 
 /// How long until the limit the headers describe resets: of the limits
 /// with nothing remaining, the one that resets last (the request needs
@@ -155,10 +160,14 @@ pub fn duration(text: &str) -> Option<Duration> {
     seconds(total)
 }
 
-fn seconds(value: f64) -> Option<Duration> {
-    (0.0..=LONGEST)
-        .contains(&value)
-        .then(|| Duration::from_secs_f64(value))
+/// A number of seconds a server sent, as a wait: none when it is
+/// negative or not a number, at most [`LONGEST`]. Never a panic
+/// (`Duration::from_secs_f64` panics past its range).
+pub fn seconds(value: f64) -> Option<Duration> {
+    if value.is_nan() || value < 0.0 {
+        return None;
+    }
+    Some(Duration::from_secs_f64(value.min(LONGEST)))
 }
 
 /// A number that is either a delay in seconds or a time since the epoch
@@ -202,8 +211,19 @@ mod tests {
         assert_eq!(duration("36s"), Some(Duration::from_secs(36)));
         assert_eq!(duration("1.5"), Some(Duration::from_millis(1500)));
         assert_eq!(duration("20seconds."), Some(Duration::from_secs(20)));
-        for bad in ["", "soon", "-5", "5x", "NaN", "inf", "99999999999"] {
+        for bad in ["", "soon", "-5", "5x", "NaN", "-inf", "1e300s", "1.2.3s"] {
             assert_eq!(duration(bad), None, "{bad}");
+        }
+        // Absurdly long: a year, the longest wait believed.
+        let year = Some(Duration::from_secs_f64(LONGEST));
+        for far in [
+            "99999999999",
+            "inf",
+            "1e300",
+            "18446744073709551616",
+            "9999999999h",
+        ] {
+            assert_eq!(duration(far), year, "{far}");
         }
     }
 
@@ -260,5 +280,49 @@ mod tests {
         assert_eq!(from_body(b"try again in a while"), None);
         let past = format!(r#"{{"resets_at":"{}"}}"#, crate::clock::rfc3339(now - 5000));
         assert_eq!(from_body(past.as_bytes()), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn absurd_resets_are_at_most_a_year_and_never_panic() {
+        let year = LONGEST;
+        let absurd = [
+            "1e300",
+            "-1",
+            "NaN",
+            "inf",
+            "-inf",
+            "18446744073709551616",
+            "99999999999999999999999",
+            "1e17",
+        ];
+        for value in absurd {
+            for name in [
+                "x-ratelimit-reset",
+                "x-ratelimit-reset-requests",
+                "anthropic-ratelimit-tokens-reset",
+            ] {
+                let pairs = [(name, value.to_string())];
+                let found = from_headers(&headers(&pairs));
+                assert!(
+                    found.is_none_or(|d| d.as_secs_f64() <= year),
+                    "{name}: {value} gave {found:?}"
+                );
+            }
+            let body =
+                format!(r#"{{"error":{{"resets_in_seconds":{value},"resets_at":{value}}}}}"#);
+            let found = from_body(body.as_bytes());
+            assert!(found.is_none_or(|d| d.as_secs_f64() <= year), "{body}");
+        }
+        // Far in the future, as an epoch time or a date: a year at most.
+        let far = [("x-ratelimit-reset", "1e300".to_string())];
+        assert!(near(from_headers(&headers(&far)), year));
+        let date = [(
+            "anthropic-ratelimit-tokens-reset",
+            "9999-12-31T23:59:59Z".to_string(),
+        )];
+        assert!(near(from_headers(&headers(&date)), year));
+        assert!(near(from_body(b"it resets at 9999-12-31T23:59:59Z"), year));
+        assert!(near(from_body(br#"{"resets_at": 1e300}"#), year));
+        assert_eq!(from_body(br#"{"resets_in_seconds": -1}"#), None);
     }
 }
