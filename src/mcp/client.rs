@@ -29,6 +29,14 @@ use std::time::{Duration, Instant};
 /// A safety net against a server whose cursors never end.
 const MAX_PAGES: usize = 1000;
 
+/// The longest `tools/list` cursor sent back: a server's cursor is an
+/// opaque token, and each one is kept (to notice a loop) and echoed.
+const MAX_CURSOR: usize = 16 * 1024;
+
+/// The most tools one server may list: past it the list is cut, as no
+/// model is offered so many usefully.
+const MAX_TOOLS: usize = 10_000;
+
 /// A connected, initialised MCP server.
 pub struct Client {
     name: String,
@@ -450,12 +458,27 @@ impl Client {
             };
             let listed = result.get("tools").and_then(Value::as_array);
             for raw in listed.into_iter().flatten() {
+                if tools.len() >= MAX_TOOLS {
+                    log::warn!(
+                        "MCP server `{}` lists more than {MAX_TOOLS} tools; the rest are left out",
+                        self.name
+                    );
+                    return Ok(tools);
+                }
                 match parse_tool(&self.name, raw, &mut taken) {
                     Some(tool) => tools.push(tool),
                     None => log::warn!("MCP server `{}` listed a tool without a name", self.name),
                 }
             }
             cursor = match result.get("nextCursor").and_then(Value::as_str) {
+                Some(next) if next.len() > MAX_CURSOR => {
+                    log::warn!(
+                        "MCP server `{}` sent a tools/list cursor of {} bytes (at most {MAX_CURSOR}); its later pages are left out",
+                        self.name,
+                        next.len()
+                    );
+                    break;
+                }
                 Some(next) if !next.is_empty() => {
                     if !seen_cursors.insert(next.to_string()) {
                         log::warn!("MCP server `{}` repeated a tools/list cursor", self.name);

@@ -9,7 +9,8 @@
 //! `FAKE_VERSION` replaces the protocol version it answers with,
 //! `FAKE_SECRET` is printed to stderr, `FAKE_MARKER` is the file that
 //! `crash_once` uses to crash only once, `FAKE_PID_FILE` receives the
-//! server's pid, and `FAKE_CUSTOM` is reported by the `env` tool.
+//! server's pid, `FAKE_CUSTOM` is reported by the `env` tool, and
+//! `FAKE_CURSOR_BYTES` makes the first `tools/list` cursor that long.
 //!
 //! Tools, over two pages: `echo`, `image`, `structured` | `fail`, `env`,
 //! `slow`, `crash`, `crash_once`, `quit`, `change`, `ping_me`,
@@ -172,7 +173,15 @@ fn page(cursor: Option<&str>, changed: bool) -> Value {
     match cursor {
         None => {
             let tools = ["echo", "image", "structured"].map(tool);
-            json!({"tools": tools, "nextCursor": "page-2"})
+            // `FAKE_CURSOR_BYTES`: a first cursor of that many bytes.
+            let cursor = match std::env::var("FAKE_CURSOR_BYTES")
+                .ok()
+                .and_then(|n| n.parse().ok())
+            {
+                Some(bytes) => "c".repeat(bytes),
+                None => "page-2".to_string(),
+            };
+            json!({"tools": tools, "nextCursor": cursor})
         }
         Some(_) => {
             let mut tools: Vec<Value> = [

@@ -17,6 +17,16 @@ fn call(client: &Client, tool: &str, arguments: Value) -> Result<CallResult, Mcp
 }
 
 #[test]
+fn a_cursor_past_its_cap_ends_the_listing_at_the_page_before() {
+    let client = connect(&[("FAKE_CURSOR_BYTES", "20000")]);
+    let names: Vec<String> = client.tools().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["echo", "image", "structured"]);
+    // Within the cap, the cursor is followed.
+    let client = connect(&[("FAKE_CURSOR_BYTES", "10000")]);
+    assert_eq!(client.tools().len(), 12);
+}
+
+#[test]
 fn handshake_lists_every_page_and_reads_annotations() {
     let client = connect(&[]);
     assert_eq!(client.protocol_version(), PROTOCOL_VERSION);
