@@ -194,6 +194,16 @@ impl Store {
                 )
             })?;
         }
+        // SQLite reads a FIFO or a device as a broken disk: say what it is.
+        if let Some(kind) = crate::os::reading::special_kind(path) {
+            return Err(StoreError::new(
+                StoreErrorKind::Io,
+                format!(
+                    "cannot open the session database: {} is {kind}, not a regular file",
+                    path.display()
+                ),
+            ));
+        }
         let connection = Connection::open(path).map_err(|err| {
             StoreError::sqlite(
                 format!("cannot open the session database {}: {err}", path.display()),

@@ -260,3 +260,19 @@ fn a_fifo_as_the_config_file_or_a_script_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_fifo_as_the_session_database_is_named_as_one() {
+    let dir = temp_dir("fifo-db");
+    let db = mkfifo(&dir, "sessions.db");
+    let mut sessions = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    fresh_machine(&mut sessions, &dir.join("home"));
+    sessions.args(["sessions", "--db", path_str(&db)]);
+    let out = run_bounded(sessions);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("sessions.db is a FIFO, not a regular file"),
+        "{stderr}"
+    );
+}
