@@ -318,6 +318,26 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn absurd_context_windows_are_no_windows() {
+        for absurd in [
+            "1e300",
+            "-1",
+            "\"NaN\"",
+            "18446744073709551616",
+            "18446744073709551615",
+            "\"99999999999999999999\"",
+            "0",
+            "131072.5",
+        ] {
+            let entry: Value =
+                serde_json::from_str(&format!(r#"{{"context_length": {absurd}}}"#)).unwrap();
+            assert_eq!(limit_of(&entry, &WINDOW_FIELDS), None, "{absurd}");
+        }
+        let entry = json!({"context_length": "131072"});
+        assert_eq!(limit_of(&entry, &WINDOW_FIELDS), Some(131_072));
+    }
+
+    #[test]
     fn non_chat_ids_are_filtered() {
         for id in [
             "text-embedding-3-small",

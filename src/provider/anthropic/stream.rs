@@ -574,4 +574,28 @@ data: {"type":"message_stop"}
         );
         assert_eq!(outcome(&priced).cost, Some(0.0125));
     }
+
+    #[test]
+    fn absurd_usage_counts_are_no_counts() {
+        for counts in [
+            "\"output_tokens\":-1,\"input_tokens\":1.5",
+            "\"output_tokens\":1e300,\"cache_read_input_tokens\":18446744073709551615",
+            "\"output_tokens\":18446744073709551616,\"input_tokens\":18446744073709551615",
+        ] {
+            let absurd = ending("end_turn").replace("\"output_tokens\":3", counts);
+            // A broken count leaves the last believable one (the start's
+            // 5 input tokens) in place.
+            let usage = outcome(&absurd).usage.unwrap();
+            assert_eq!(
+                (usage.input_tokens, usage.output_tokens, usage.cached_tokens),
+                (5, 0, 0),
+                "{counts}"
+            );
+        }
+        // Believable counts that sum past u64 cannot: each is capped.
+        let mut counts = Counts::default();
+        counts.update(&serde_json::json!({"input_tokens": 1_000_000_000u64,
+            "cache_read_input_tokens": 1_000_000_000u64, "output_tokens": 5}));
+        assert_eq!(counts.usage().unwrap().input_tokens, 2_000_000_000);
+    }
 }
