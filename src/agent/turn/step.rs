@@ -337,8 +337,9 @@ pub(super) fn take_answer(
         // A budget counts what is known to have been spent.
         goal.counters.cost += cost.unwrap_or(0.0);
         if let Some(usage) = &outcome.usage {
-            goal.counters.input_tokens += usage.input_tokens;
-            goal.counters.output_tokens += usage.output_tokens;
+            let counters = &mut goal.counters;
+            counters.input_tokens = counters.input_tokens.saturating_add(usage.input_tokens);
+            counters.output_tokens = counters.output_tokens.saturating_add(usage.output_tokens);
         }
     }
     let stop = match outcome.finish {
