@@ -38,6 +38,8 @@ static AGENT_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::n
 /// The file a planted hook or MCP server would create: it must never
 /// appear, since the soak's project is not trusted.
 static MARKER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+/// Where the agent's stderr goes, read for panics at the end.
+static STDERR_LOG: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 /// Requests that carried a secret.
 static LEAKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -74,6 +76,11 @@ fn text_events(text: &str) -> Vec<Value> {
         .map(|piece| json!({"choices": [{"delta": {"content": piece}}]}))
         .collect();
     events.push(json!({"choices": [{"delta": {}, "finish_reason": "stop"}]}));
+    // Usage no server should report: counts past any integer, negative
+    // and fractional; the agent treats them as unreported.
+    events.push(json!({"choices": [], "usage": {
+        "prompt_tokens": 1e300, "completion_tokens": -1,
+        "total_tokens": 18446744073709551616_f64}}));
     events
 }
 
@@ -126,7 +133,8 @@ fn serve(mut stream: TcpStream, rng: &Mutex<Rng>, faults: &Mutex<Faults>) {
     let choice = rng.lock().map(|mut r| r.below(100)).unwrap_or(0);
     let counter = rng.lock().map(|mut r| r.next_u64()).unwrap_or(0);
     let (kind, reply): (&'static str, Option<String>) = match choice {
-        0..=4 => ("429", None),
+        0..=2 => ("429", None),
+        3..=4 => ("429 with an absurd wait", None),
         5..=8 => ("500", None),
         9..=12 => ("cut", None),
         13..=15 => ("stall", None),
@@ -203,6 +211,22 @@ fn serve(mut stream: TcpStream, rng: &Mutex<Rng>, faults: &Mutex<Faults>) {
     }
     let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
     match (kind, reply) {
+        ("429 with an absurd wait", _) => {
+            // Numbers no server should send, which must be bounded
+            // before any arithmetic: the turn fails with a clear error.
+            let header = match counter % 4 {
+                0 => "Retry-After: 1e300",
+                1 => "retry-after-ms: 1e300",
+                2 => "Retry-After: 1e17",
+                _ => "x-ratelimit-reset-requests: 1e300",
+            };
+            let _ = stream.write_all(
+                format!(
+                    "HTTP/1.1 429 Too Many Requests\r\n{header}\r\nContent-Length: 2\r\n\r\n{{}}"
+                )
+                .as_bytes(),
+            );
+        }
         ("429", _) => {
             let _ = stream.write_all(
                 b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 0\r\nContent-Length: 2\r\n\r\n{}",
@@ -270,7 +294,18 @@ impl Agent {
             .env("SOAK_PROVIDER_KEY", KEY)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(
+                STDERR_LOG
+                    .get()
+                    .and_then(|path| {
+                        std::fs::OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(path)
+                            .ok()
+                    })
+                    .map_or(Stdio::null(), Stdio::from),
+            )
             .spawn()
             .expect("the agent starts");
         AGENT_PID.store(child.id(), std::sync::atomic::Ordering::SeqCst);
@@ -383,6 +418,7 @@ fn main() -> ExitCode {
     let _ = std::fs::write(work.join("ws/notes.txt"), "some notes\nfor the soak\n");
     hostile_workspace(&work);
     let _ = MARKER.set(work.join("planted-config-ran"));
+    let _ = STDERR_LOG.set(work.join("agent-stderr.log"));
     let rng = Arc::new(Mutex::new(Rng(seed.max(1))));
     let faults = Arc::new(Mutex::new(Faults::default()));
     let base = start_server(rng.clone(), faults.clone());
@@ -553,6 +589,27 @@ fn main() -> ExitCode {
     });
     let ran = MARKER.get().is_some_and(|marker| marker.exists());
     nothing_planted.check(!ran, || "a planted hook or server ran".into());
+    // Checked: every answer that carried absurd numbers (each text answer
+    // reports absurd usage); broken: each panic the agent logged.
+    let mut no_panic = Tally {
+        checked: faults.lock().map_or(0, |faults| {
+            ["429 with an absurd wait", "text"]
+                .iter()
+                .filter_map(|kind| faults.0.get(kind))
+                .sum()
+        }),
+        ..Tally::default()
+    };
+    let stderr = STDERR_LOG
+        .get()
+        .and_then(|path| std::fs::read_to_string(path).ok())
+        .unwrap_or_default();
+    for line in stderr.lines().filter(|l| l.contains("panicked")) {
+        no_panic.broken += 1;
+        no_panic
+            .example
+            .get_or_insert_with(|| line.chars().take(160).collect());
+    }
     let mut secrets = Tally {
         checked: prompts,
         ..Tally::default()
@@ -594,6 +651,7 @@ fn main() -> ExitCode {
     ok &= report("no key or outside file reaches the model", &secrets);
     ok &= report("no git of Spindle's outlives the agent", &no_git);
     ok &= report("no hook or server the model planted runs", &nothing_planted);
+    ok &= report("no panic, whatever numbers the server sends", &no_panic);
     ok &= report("session/load replays what was shown live", &replays);
     ok &= report(
         &format!("peak RSS under {MEMORY_BOUND_MIB} MiB (max {peak:.1})"),
