@@ -75,6 +75,7 @@ impl StdioTransport {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         Tree::prepare(&mut command_builder);
+        let guarded = crate::process::guard::wraps(&command_builder);
         // Tied to the agent: a server dies with it, even under SIGKILL.
         let mut child = crate::process::spawn_tied_to_agent(command_builder).map_err(|err| {
             McpError::new(format!(
@@ -82,7 +83,7 @@ impl StdioTransport {
             ))
         })?;
         let pid = child.id();
-        let tree = Tree::of(&child).map_err(|err| {
+        let tree = Tree::of(&child, guarded).map_err(|err| {
             let _ = child.wait();
             McpError::new(format!(
                 "cannot start MCP server `{name}` (`{command}`): {err}"

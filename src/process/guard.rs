@@ -30,6 +30,14 @@
 //! whoever waits for the guard sees what it would have seen of the
 //! command.
 //!
+//! When the agent ends a command itself (a timeout, a cancel, its own
+//! end), it first asks the guard, with a signal (`END_SIGNAL`, SIGUSR1)
+//! from the agent alone (from anyone else it is ignored), to do the same: the
+//! command and everything below the guard, those that left the group
+//! too, are taken down as at the agent's death; only then is the group
+//! killed (a kill of the group alone would end the guard before it
+//! could).
+//!
 //! A command that ends normally takes nothing with it here: the agent
 //! kills what is left in the group, and a daemon that detached from the
 //! group keeps running once its command has ended (a server started on
@@ -70,6 +78,16 @@ pub fn server(program: &Path, args: &[OsString]) -> Command {
     command
 }
 
+/// Whether `command` runs under the guard (made by [`command`] while the
+/// guard is enabled): its tree is then ended through the guard.
+pub fn wraps(command: &Command) -> bool {
+    GUARD
+        .get()
+        .is_some_and(|exe| command.get_program() == exe.as_os_str())
+        && command.get_args().next().is_some_and(|arg| arg == "guard")
+        && cfg!(any(target_os = "linux", target_os = "macos"))
+}
+
 /// `program args…` wrapped in the guard when it is enabled.
 pub fn command(program: &Path, args: &[OsString]) -> Command {
     match GUARD.get() {
@@ -97,15 +115,15 @@ mod linux;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod termination;
 #[cfg(target_os = "linux")]
-use linux::{agent_gone, sweep, wait_for, watch_parent};
+use linux::{ending, sweep, wait_for, watch_parent};
 
 #[cfg(target_os = "macos")]
 mod macos;
 #[cfg(target_os = "macos")]
-use macos::{agent_gone, sweep, wait_for, watch_parent};
+use macos::{ending, sweep, wait_for, watch_parent};
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
-use elsewhere::{agent_gone, sweep, wait_for, watch_parent};
+use elsewhere::{ending, sweep, wait_for, watch_parent};
 
 /// Systems without a guard: the command runs as a plain child (and
 /// nothing calls the guard there).
@@ -115,7 +133,7 @@ mod elsewhere {
         child.wait().ok()
     }
 
-    pub(super) fn agent_gone() -> bool {
+    pub(super) fn ending() -> bool {
         false
     }
 
@@ -152,7 +170,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         }
     };
     let status = wait_for(child);
-    if agent_gone() {
+    if ending() {
         sweep();
     }
     match status {

@@ -14,7 +14,8 @@
 //! signal and the deadline in one `select!`. Both end by themselves once the
 //! group is killed. A process that leaves the group (with `setsid`, say) is
 //! out of this reach; while the command runs, the guard (its subreaper)
-//! still takes it down with the agent (see [`crate::process::guard`]).
+//! still takes it down with the agent, or when asked to before the group
+//! is killed (see [`crate::process::guard`]).
 
 pub mod guard;
 pub mod logs;
@@ -249,9 +250,9 @@ pub fn run(
     // The helper threads start before the child, so that failing to start
     // them leaves no process behind.
     let (chunk_rx, child_tx, status_rx) = start_helpers(reader)?;
-    let child = spawn_child(spec, writer, writer_err)?;
+    let (child, guarded) = spawn_child(spec, writer, writer_err)?;
     let pid = child.id();
-    let tree = match Tree::of(&child) {
+    let tree = match Tree::of(&child, guarded) {
         Ok(tree) => std::sync::Arc::new(tree),
         Err(error) => {
             let _ = child_tx.send(child);
@@ -325,12 +326,13 @@ fn start_helpers(
     Ok((chunk_rx, child_tx, status_rx))
 }
 
-/// Spawns the command in its own process group, its output into the pipe.
+/// Spawns the command in its own process group, its output into the
+/// pipe; and whether it runs under the guard.
 fn spawn_child(
     spec: &CommandSpec,
     writer: PipeWriter,
     writer_err: PipeWriter,
-) -> io::Result<Child> {
+) -> io::Result<(Child, bool)> {
     let mut command = match &spec.program {
         Some((program, args)) => guard::command(program, args),
         None => spec.shell.command(&spec.command_line),
@@ -345,7 +347,8 @@ fn spawn_child(
         .stdout(writer)
         .stderr(writer_err);
     Tree::prepare(&mut command);
-    if spec.detach_on_timeout {
+    let guarded = guard::wraps(&command);
+    let child = if spec.detach_on_timeout {
         // It may outlive this thread as a job: tied to the agent's
         // long-lived spawner thread instead (the parent-death signal
         // follows the thread that spawned).
@@ -353,7 +356,8 @@ fn spawn_child(
     } else {
         die_with_parent(&mut command);
         command.spawn()
-    }
+    };
+    child.map(|child| (child, guarded))
     // The command, and with it the parent's copies of the write end,
     // is dropped here; otherwise the pipe would never reach EOF.
 }

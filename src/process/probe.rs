@@ -5,6 +5,9 @@
 //! forever, a hook or a huge status floods), so each one runs here: in a
 //! process group of its own, dying with the agent (Linux), with its output
 //! capped, and killed with its whole group at its time limit or at a cancel.
+//! Hooks run here too, under the guard (their command line is built
+//! through it): ending them asks the guard to take down what left the
+//! group as well (see `Tree::kill`).
 
 use crossbeam_channel::{bounded, Receiver};
 use std::io::{self, Read};
@@ -59,8 +62,9 @@ pub fn run_fed(
         .stderr(Stdio::piped());
     super::Tree::prepare(&mut command);
     super::die_with_parent(&mut command);
+    let guarded = super::guard::wraps(&command);
     let mut child = command.spawn()?;
-    let group = match super::Tree::of(&child) {
+    let group = match super::Tree::of(&child, guarded) {
         Ok(tree) => Group(tree),
         Err(error) => {
             let _ = child.wait();

@@ -358,9 +358,10 @@ impl Jobs {
             .stdout(writer)
             .stderr(writer_err);
         crate::process::Tree::prepare(&mut command);
+        let guarded = crate::process::guard::wraps(&command);
         let mut child = crate::process::spawn_tied_to_agent(command)
             .map_err(|e| format!("cannot start the job: {e}"))?;
-        let tree = match crate::process::Tree::of(&child) {
+        let tree = match crate::process::Tree::of(&child, guarded) {
             Ok(tree) => Arc::new(tree),
             Err(error) => {
                 let _ = child.wait();

@@ -435,3 +435,233 @@ fn a_blocked_answer_to_the_models_question_is_withheld_not_lost() {
         "{answer}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// A hook's processes, those that left its process group too
+// ---------------------------------------------------------------------------
+
+/// A shell line that starts, in the background, a process in a session
+/// of its own (out of the hook's process group, as a daemon is) which
+/// writes its pid to `pidfile` and sleeps. macOS has no `setsid`
+/// program: perl's POSIX module makes the call there.
+#[cfg(unix)]
+fn detached(pidfile: &str) -> String {
+    if cfg!(target_os = "macos") {
+        format!(
+            "perl -e 'use POSIX; POSIX::setsid(); open(F, \">{pidfile}\"); print F \"$$\\n\"; close F; sleep 120' &"
+        )
+    } else {
+        format!("setsid sh -c 'echo $$ > {pidfile}; exec sleep 120' &")
+    }
+}
+
+/// The pid written to `path`, once the line is complete.
+#[cfg(unix)]
+fn pid_in(path: &str) -> Option<i32> {
+    let text = fs::read_to_string(path).ok()?;
+    text.ends_with('\n').then(|| text.trim().parse().ok())?
+}
+
+/// Whether process `pid` has ended (a zombie has: only its parent's
+/// reaping is left).
+#[cfg(unix)]
+fn ended(pid: i32) -> bool {
+    if cfg!(target_os = "linux") {
+        return fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next())
+                == Some("Z")
+        });
+    }
+    // SAFETY: kill(2) with signal 0 sends nothing, it only checks.
+    unsafe { libc::kill(pid, 0) != 0 }
+}
+
+/// Fails unless the process whose pid is in `pidfile` ends within 10 s
+/// (generous: a hang is what is tested); a survivor is killed first, so
+/// a failing test leaves nothing running.
+#[cfg(unix)]
+fn assert_ends(pidfile: &str, what: &str) {
+    let pid = pid_in(pidfile).unwrap_or_else(|| panic!("{what}: no pid in {pidfile}"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !ended(pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if !ended(pid) {
+        // SAFETY: kill(2) of the test's own leftover process.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        panic!("{what}: the process that left the hook's group ({pid}) outlived it");
+    }
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
+fn a_process_that_left_a_hooks_group_ends_at_the_hooks_timeout() {
+    #[cfg(unix)]
+    {
+        let bench = Bench::new("hooks-detached", Value::Null, false);
+        let pidfile = bench.file("daemon.pid");
+        let line = format!("{} sleep 30", detached(&pidfile));
+        let config = fs::read_to_string(&bench.config).unwrap();
+        let mut config: Value = serde_json::from_str(&config).unwrap();
+        config["hooks"] = json!({"UserPromptSubmit": [{"hooks": [
+            {"type": "command", "command": line, "timeout": 3}
+        ]}]});
+        fs::write(&bench.config, config.to_string()).unwrap();
+        let mut agent = bench.agent("yolo");
+        let session = bench.open(&mut agent);
+        bench.model.push(say("ok"));
+        let turn = run_prompt(&mut agent, &session, "go", WAIT, no_requests);
+        assert!(
+            turn.notices().contains("did not finish within 3 s"),
+            "{}",
+            turn.notices()
+        );
+        assert_ends(&pidfile, "at the timeout");
+        // The agent still serves.
+        assert_eq!(turn.text(), "ok");
+    }
+}
+
+/// The process of this machine whose arguments are exactly `argv`.
+#[cfg(target_os = "linux")]
+fn process_with(argv: &[&str]) -> Option<i32> {
+    let wanted: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        (cmdline == wanted).then_some(pid)
+    })
+}
+
+/// Inside the sandbox (the `sandbox` policy) too, where a hook sees
+/// other pids than this machine's: the detached process is found here by
+/// its arguments.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_process_that_left_a_sandboxed_hooks_group_ends_at_the_hooks_timeout() {
+    let probe = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["sandbox", "--probe"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&probe.stdout).unwrap_or_default();
+    if report["landlock"].as_u64().unwrap_or(0) < 1 || report["seccomp"] != true {
+        eprintln!("sandboxed hook: skipped, the sandbox here is {report}");
+        return;
+    }
+    let bench = Bench::new("hooks-detached-sandbox", Value::Null, false);
+    // Unique to this test's run: the bench's folder name.
+    let marker = bench
+        .base
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let line = format!("setsid sh -c 'sleep 120; :' {marker} & sleep 30");
+    let config = fs::read_to_string(&bench.config).unwrap();
+    let mut config: Value = serde_json::from_str(&config).unwrap();
+    config["hooks"] = json!({"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": line, "timeout": 3}
+    ]}]});
+    fs::write(&bench.config, config.to_string()).unwrap();
+    let mut agent = bench.agent("sandbox");
+    let session = bench.open(&mut agent);
+    bench.model.push(say("ok"));
+    let argv = ["sh", "-c", "sleep 120; :", marker.as_str()];
+    let mut exchange = crate::support::Exchange::prompt(&mut agent, &session, "go");
+    let started = exchange.until(&mut agent, WAIT, &mut no_requests, &mut |_| {
+        process_with(&argv).is_some()
+    });
+    let turn = exchange.finish(&mut agent, WAIT, &mut no_requests);
+    assert!(
+        started,
+        "the detached process never ran: {}",
+        turn.notices()
+    );
+    assert!(
+        turn.notices().contains("did not finish within 3 s"),
+        "{}",
+        turn.notices()
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while process_with(&argv).is_some_and(|pid| !ended(pid)) && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if let Some(pid) = process_with(&argv).filter(|pid| !ended(*pid)) {
+        // SAFETY: kill(2) of this test's own leftover process.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        panic!("the sandboxed hook's detached process ({pid}) outlived its timeout");
+    }
+}
+
+/// Starts an agent whose `UserPromptSubmit` hook leaves a detached
+/// process behind and then hangs (within a long timeout), sends a
+/// prompt, and returns once the detached process runs.
+#[cfg(unix)]
+fn with_a_hanging_hook(bench: &Bench, pidfile: &str, end_pidfile: &str) -> Agent {
+    let config = fs::read_to_string(&bench.config).unwrap();
+    let mut config: Value = serde_json::from_str(&config).unwrap();
+    config["hooks"] = json!({
+        "UserPromptSubmit": [{"hooks": [
+            {"type": "command", "command": format!("{} sleep 60", detached(pidfile)), "timeout": 120}
+        ]}],
+        // At the agent's end too: past its timeout.
+        "SessionEnd": [{"hooks": [
+            {"type": "command", "command": format!("{} sleep 60", detached(end_pidfile)), "timeout": 2}
+        ]}],
+    });
+    fs::write(&bench.config, config.to_string()).unwrap();
+    let mut agent = bench.agent("yolo");
+    let session = bench.open(&mut agent);
+    let mut exchange = crate::support::Exchange::prompt(&mut agent, &session, "go");
+    let started = exchange.until(&mut agent, WAIT, &mut no_requests, &mut |_| {
+        pid_in(pidfile).is_some()
+    });
+    assert!(started, "the prompt ended before the hook ran");
+    agent
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
+fn a_process_that_left_a_hooks_group_ends_with_the_agent() {
+    #[cfg(unix)]
+    for ending in ["EOF", "SIGTERM"] {
+        let bench = Bench::new("hooks-detached-end", Value::Null, false);
+        let (pidfile, end_pidfile) = (bench.file("prompt.pid"), bench.file("end.pid"));
+        let mut agent = with_a_hanging_hook(&bench, &pidfile, &end_pidfile);
+        if ending == "EOF" {
+            agent.close_stdin();
+        } else {
+            let sent = std::process::Command::new("kill")
+                .args(["-TERM", &agent.pid().to_string()])
+                .status()
+                .unwrap();
+            assert!(sent.success());
+        }
+        let status = agent
+            .wait_exit(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("{ending}: the agent did not exit"));
+        assert!(status.success(), "{ending}: {status:?}");
+        assert_ends(&pidfile, ending);
+        // The session's end hook ran at the agent's end and timed out.
+        assert_ends(&end_pidfile, &format!("{ending}, the SessionEnd hook"));
+    }
+}
+
+/// An agent killed with SIGKILL cleans nothing up: the guard the hook runs
+/// under takes its whole tree down (as a command's, `tools/cancel.rs`).
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+#[test]
+fn a_process_that_left_a_hooks_group_ends_with_an_agent_killed_with_sigkill() {
+    let bench = Bench::new("hooks-detached-kill", Value::Null, false);
+    let (pidfile, end_pidfile) = (bench.file("prompt.pid"), bench.file("end.pid"));
+    let mut agent = with_a_hanging_hook(&bench, &pidfile, &end_pidfile);
+    agent.kill();
+    assert_ends(&pidfile, "SIGKILL");
+}

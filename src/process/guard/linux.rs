@@ -1,6 +1,8 @@
 //! Linux: the guard asks for SIGTERM when the agent dies (the kernel's
 //! parent-death signal) and is the job's subreaper, so every process the
-//! command started stays its descendant and is found in `/proc`.
+//! command started stays its descendant and is found in `/proc`. The
+//! agent's request to end (`END_SIGNAL`) is handled as the agent's
+//! death.
 
 // Global, these three: a signal handler sees nothing but statics.
 
@@ -10,8 +12,9 @@ static PARENT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(
 /// The command's pid, for the signal handler (0: not started).
 static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-/// Set by the handler once the agent is gone.
-static AGENT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Set by a handler once the job must end whole: the agent is gone, or
+/// it asked for the end.
+static ENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 extern "C" fn agent_died(_signal: libc::c_int) {
     use std::sync::atomic::Ordering;
@@ -21,7 +24,7 @@ extern "C" fn agent_died(_signal: libc::c_int) {
     // command ends the guard's wait; the sweep after it takes the rest.
     unsafe {
         if libc::getppid() != PARENT.load(Ordering::SeqCst) {
-            AGENT_GONE.store(true, Ordering::SeqCst);
+            ENDING.store(true, Ordering::SeqCst);
             let child = CHILD.load(Ordering::SeqCst);
             if child > 0 {
                 libc::kill(child, libc::SIGKILL);
@@ -32,15 +35,37 @@ extern "C" fn agent_died(_signal: libc::c_int) {
     }
 }
 
+extern "C" fn asked_to_end(
+    _signal: libc::c_int,
+    info: *mut libc::siginfo_t,
+    _context: *mut libc::c_void,
+) {
+    use std::sync::atomic::Ordering;
+    // SAFETY: `info` is the kernel's; kill(2) is async-signal-safe.
+    // Killing the command ends the guard's wait; the sweep after it takes
+    // the rest. A command not started yet is killed as soon as it is
+    // (the wait checks the flag).
+    unsafe {
+        if super::termination::sent_by(info, PARENT.load(Ordering::SeqCst)) {
+            ENDING.store(true, Ordering::SeqCst);
+            let child = CHILD.load(Ordering::SeqCst);
+            if child > 0 {
+                libc::kill(child, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 /// Waits for the command, reaping the orphans re-parented to the guard
-/// meanwhile; `None` when the agent died first (the command was killed).
+/// meanwhile; `None` when the job must end (the command was killed).
 pub(super) fn wait_for(child: std::process::Child) -> Option<std::process::ExitStatus> {
     use std::os::unix::process::ExitStatusExt;
     use std::sync::atomic::Ordering;
     let pid = i32::try_from(child.id()).unwrap_or(0);
     CHILD.store(pid, Ordering::SeqCst);
-    // The agent may have died between the spawn and the store.
-    if AGENT_GONE.load(Ordering::SeqCst) {
+    // The agent may have died, or asked for the end, between the spawn
+    // and the store.
+    if ENDING.load(Ordering::SeqCst) {
         // SAFETY: kill(2) on the command this guard started.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
@@ -51,7 +76,7 @@ pub(super) fn wait_for(child: std::process::Child) -> Option<std::process::ExitS
         if reaped == pid {
             // Reaped: the pid is free now, and not the handler's to kill.
             CHILD.store(0, Ordering::SeqCst);
-            return (!AGENT_GONE.load(Ordering::SeqCst))
+            return (!ENDING.load(Ordering::SeqCst))
                 .then(|| std::process::ExitStatus::from_raw(raw));
         }
         if reaped < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
@@ -60,8 +85,8 @@ pub(super) fn wait_for(child: std::process::Child) -> Option<std::process::ExitS
     }
 }
 
-pub(super) fn agent_gone() -> bool {
-    AGENT_GONE.load(std::sync::atomic::Ordering::SeqCst)
+pub(super) fn ending() -> bool {
+    ENDING.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// Kills every descendant of the guard. They are stopped first, round
@@ -171,10 +196,11 @@ fn descendants(root: u32) -> Vec<u32> {
 
 pub(super) fn watch_parent(parent: i32) {
     PARENT.store(parent, std::sync::atomic::Ordering::SeqCst);
-    // SAFETY: plain system calls with integer arguments and a sigaction
-    // built here; the handler only calls getppid(2) and kill(2).
+    // SAFETY: plain system calls with integer arguments and sigactions
+    // built here; the handlers only call getppid(2) and kill(2).
     unsafe {
         super::termination::own_group_and_termination(agent_died);
+        super::termination::on_end_request(asked_to_end);
         // Orphans of the job come to the guard, not to init.
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);

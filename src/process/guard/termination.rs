@@ -29,3 +29,38 @@ pub(super) unsafe fn own_group_and_termination(handler: extern "C" fn(libc::c_in
         libc::pthread_sigmask(libc::SIG_UNBLOCK, set.as_ptr(), std::ptr::null_mut());
     }
 }
+
+/// Gives the agent's request to end (`END_SIGNAL`) to `handler`, with
+/// the sender's identity (`SA_SIGINFO`), and unblocks it.
+///
+/// # Safety
+/// `handler` must do only what a signal handler may (async-signal-safe
+/// calls on statics).
+pub(super) unsafe fn on_end_request(
+    handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void),
+) {
+    let signal = crate::process::sys::END_SIGNAL;
+    // SAFETY: plain system calls with integer arguments, and a sigaction
+    // and a signal set built here.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = handler as libc::sighandler_t;
+        action.sa_flags = libc::SA_SIGINFO;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(signal, &action, std::ptr::null_mut());
+        let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        libc::sigemptyset(set.as_mut_ptr());
+        libc::sigaddset(set.as_mut_ptr(), signal);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, set.as_ptr(), std::ptr::null_mut());
+    }
+}
+
+/// Whether a signal came from the process `parent` (the agent).
+///
+/// # Safety
+/// `info` is what the kernel passed a `SA_SIGINFO` handler (or null).
+pub(super) unsafe fn sent_by(info: *const libc::siginfo_t, parent: libc::pid_t) -> bool {
+    // SAFETY: a non-null `info` is the kernel's, valid for the handler's
+    // run; si_pid names the sender of a signal sent with kill(2).
+    unsafe { !info.is_null() && (*info).si_pid() == parent }
+}

@@ -1,13 +1,28 @@
-//! Unix: a command leads its own process group, which one signal ends.
+//! Unix: a command leads its own process group, which one signal ends;
+//! under `spindle guard`, the guard first takes down every process below
+//! it, those that left the group too.
 
 use std::io::{self, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStdin, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+/// The signal with which the agent asks a guard (`spindle guard`, the
+/// leader of a guarded tree) to take its whole tree down now.
+pub const END_SIGNAL: libc::c_int = libc::SIGUSR1;
+
+/// The longest the agent waits for a guard to take its tree down before
+/// it kills the group itself (a guard that was stopped, or hangs). A
+/// sweep takes milliseconds.
+const GUARD_WAIT: Duration = Duration::from_secs(2);
 
 /// Every process of a command: the process group it leads.
 #[derive(Debug)]
 pub struct Tree {
     pgid: u32,
+    /// The leader is `spindle guard`, which takes down every process
+    /// below it, those that left the group too, when asked.
+    guarded: bool,
 }
 
 impl Tree {
@@ -16,9 +31,13 @@ impl Tree {
         command.process_group(0);
     }
 
-    /// The tree of a child spawned after [`Tree::prepare`].
-    pub fn of(child: &Child) -> io::Result<Tree> {
-        Ok(Tree { pgid: child.id() })
+    /// The tree of a child spawned after [`Tree::prepare`]; `guarded` when
+    /// the child is `spindle guard` (the guard's `wraps` says).
+    pub fn of(child: &Child, guarded: bool) -> io::Result<Tree> {
+        Ok(Tree {
+            pgid: child.id(),
+            guarded,
+        })
     }
 
     /// The leader's process id.
@@ -26,8 +45,14 @@ impl Tree {
         self.pgid
     }
 
-    /// Ends every process of the tree at once (SIGKILL).
+    /// Ends every process of the tree (SIGKILL). A guard still running is
+    /// asked first to end every process below it, those that left the
+    /// group included (a group kill would end the guard before it could),
+    /// and waited for a moment; then the whole group is killed.
     pub fn kill(&self) {
+        if self.guarded {
+            end_through_guard(self.pgid);
+        }
         signal_group(self.pgid, libc::SIGKILL);
     }
 
@@ -57,6 +82,75 @@ fn signal_group(pgid: u32, signal: libc::c_int) {
             io::Error::last_os_error()
         );
     }
+}
+
+/// Asks the guard `pid`, a child of the agent, to take down its whole
+/// tree ([`END_SIGNAL`]), and waits until it has
+/// exited, at most [`GUARD_WAIT`]. Nothing is sent to a guard that has
+/// exited already: once reaped, its id could name another process.
+fn end_through_guard(pid: u32) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    if pid <= 1 || !running_child(pid) {
+        return;
+    }
+    // SAFETY: kill(2) of the agent's own child, which has not exited
+    // (so its id is still its own).
+    unsafe { libc::kill(pid, END_SIGNAL) };
+    let deadline = Instant::now() + GUARD_WAIT;
+    while running_child(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if running_child(pid) {
+        log::warn!("the guard {pid} did not end its command in time; its group is killed");
+    }
+}
+
+/// Whether the child `pid` of this process is still running: not exited
+/// (reaped or not), without reaping it (whoever waits for it still
+/// will). Linux: `waitid` with `WNOWAIT`.
+#[cfg(not(target_os = "macos"))]
+fn running_child(pid: libc::pid_t) -> bool {
+    // SAFETY: zeroed is a valid siginfo_t (integers and unions of them).
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let Ok(id) = libc::id_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: waitid(2) fills the local `info`; WNOWAIT leaves the child
+    // waitable, WNOHANG returns at once.
+    let waited = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            id,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // Nothing to report: it runs. ECHILD: reaped already.
+    // SAFETY: `info` was filled (or left zeroed) by waitid.
+    waited == 0 && unsafe { info.si_pid() } == 0
+}
+
+/// macOS, whose `waitid` with `WNOWAIT` is not to be relied on: the
+/// process's status in the system's table (a zombie has exited; an
+/// unknown pid has been reaped).
+#[cfg(target_os = "macos")]
+fn running_child(pid: libc::pid_t) -> bool {
+    // SAFETY: zeroed is a valid proc_bsdinfo (integers and byte arrays).
+    let mut info: libc::proc_bsdinfo = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::proc_bsdinfo>() as libc::c_int;
+    // SAFETY: proc_pidinfo(3) writes at most `size` bytes into the local.
+    let got = unsafe {
+        libc::proc_pidinfo(
+            pid,
+            libc::PROC_PIDTBSDINFO,
+            0,
+            std::ptr::addr_of_mut!(info).cast(),
+            size,
+        )
+    };
+    got == size && info.pbi_status != libc::SZOMB
 }
 
 /// Whether a process with id `pid` exists on this machine: `kill(pid, 0)`
@@ -213,8 +307,10 @@ mod tests {
             signal_group(u32::MAX, signal);
         }
         for pgid in [0, 1, u32::MAX] {
-            Tree { pgid }.kill();
-            Tree { pgid }.terminate();
+            for guarded in [false, true] {
+                Tree { pgid, guarded }.kill();
+                Tree { pgid, guarded }.terminate();
+            }
         }
     }
 }

@@ -80,7 +80,9 @@ impl Tree {
 
     /// Puts a child spawned after [`Tree::prepare`] in a new job and lets
     /// it run; on failure the child is killed and the error returned.
-    pub fn of(child: &Child) -> io::Result<Tree> {
+    /// There is no guard here (`_guarded` is always false): the job holds
+    /// every process the child starts, and ending it ends them all.
+    pub fn of(child: &Child, _guarded: bool) -> io::Result<Tree> {
         let placed = new_job().and_then(|job| {
             // SAFETY: both handles are live: the job's, and the child's
             // for as long as `child` is.

@@ -327,6 +327,53 @@ fn a_process_that_left_the_group_dies_with_an_agent_killed_with_sigkill() {
     assert!(gone(escaped), "the detached process outlived the agent");
 }
 
+/// A process that left the command's group (`setsid`) ends at a cancel
+/// too: the agent asks the guard to take down everything below it before
+/// it kills the group (which alone would end the guard first).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_process_that_left_the_group_ends_at_a_cancel() {
+    let space = Space::new("tools-cancel-setsid");
+    let (mut agent, session) = space.start(
+        &script(vec![calls(vec![call(
+            "c1",
+            "run_command",
+            json!({"command": "setsid sh -c 'echo $$ > escaped; exec sleep 61' & \
+                               echo $$ > pidfile; exec sleep 60"}),
+        )])]),
+        &["--permissions", "yolo"],
+        json!({}),
+    );
+    let escaped = space.path("escaped");
+    let mut answer = no_requests;
+    let mut exchange = Exchange::prompt(&mut agent, &session, "go");
+    let started = exchange.until(&mut agent, WAIT, &mut answer, &mut |_: &Exchange| {
+        read_pid(&escaped).is_some() && read_pid(&space.path("pidfile")).is_some()
+    });
+    assert!(started, "the prompt ended before the command started");
+    let (pid, escaped) = (
+        read_pid(&space.path("pidfile")).unwrap(),
+        read_pid(&escaped).unwrap(),
+    );
+    assert_ne!(
+        group_of(escaped),
+        group_of(pid),
+        "setsid did not leave the group"
+    );
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let turn = exchange.finish(&mut agent, WAIT, &mut answer);
+    assert_eq!(turn.stop_reason(), "cancelled", "{}", turn.dump());
+    assert_group_gone(pid);
+    let ended = waits_until(Duration::from_secs(10), || {
+        fs::read_to_string(format!("/proc/{escaped}/stat")).map_or(true, |s| s.contains(") Z "))
+    });
+    if !ended {
+        // SAFETY: kill(2) of this test's own leftover process.
+        unsafe { libc::kill(escaped as libc::pid_t, libc::SIGKILL) };
+    }
+    assert!(ended, "the process that left the group outlived the cancel");
+}
+
 /// A detached chain of processes in which none lives long (each starts its
 /// successor and ends, as fast as it can) is still caught whole when the
 /// agent dies: the guard stops what it finds until nothing runs, then
