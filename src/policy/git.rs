@@ -15,7 +15,6 @@
 
 use super::programs::Table;
 use std::path::Path;
-use std::process::Command;
 
 /// Options of `git` itself (before the subcommand) that are harmless.
 pub const GLOBAL_OPTIONS: &[&str] = &["--no-pager", "-P", "--no-optional-locks"];
@@ -688,14 +687,21 @@ const GIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
 const GIT_OUTPUT_CAP: usize = 1024 * 1024;
 
 /// A git command started in `dir`, with the neutralising environment,
-/// bounded in time and output (see [`crate::process::probe`]).
+/// bounded in time and output (see [`crate::process::probe`]). It runs
+/// under the guard, as commands do: the user's own configuration (trusted,
+/// so not neutralised) may name programs git starts, such as a clean
+/// filter for the files a repository's `.gitattributes` picks, and what
+/// such a program leaves behind, in a session of its own too, ends with
+/// the call.
 fn git_here(
     dir: &Path,
     args: &[&str],
     cancel: Option<&crossbeam_channel::Receiver<()>>,
 ) -> Result<crate::process::probe::ProbeOutput, String> {
-    let mut command = Command::new("git");
-    command.arg("--no-pager").args(args).current_dir(dir);
+    let mut argv = vec![std::ffi::OsString::from("--no-pager")];
+    argv.extend(args.iter().map(std::ffi::OsString::from));
+    let mut command = crate::process::guard::command(Path::new("git"), &argv);
+    command.current_dir(dir);
     for (key, value) in neutralising_env() {
         command.env(key, value);
     }

@@ -1,8 +1,9 @@
 //! What a hostile repository ships for Spindle to read or run on its own
 //! behalf: command files that are links (to files outside, to
 //! `/proc/self/environ`), FIFOs and devices where files are expected, a
-//! `.spindle/` that leads outside, and a `.git/config` that makes git
-//! hang. Each attack runs through the real binary.
+//! `.spindle/` that leads outside, a `.git/config` that makes git hang,
+//! and a `.gitattributes` that has git run a filter that leaves a process
+//! behind. Each attack runs through the real binary.
 
 use crate::support::fake_openai::chat_text;
 use crate::support::prelude::WAIT;
@@ -302,4 +303,85 @@ fn git_processes_in(dir: &Path) -> Vec<u32> {
         }
     }
     found
+}
+
+/// Spindle's own `git status` (for the system prompt) runs the clean
+/// filter that the user's git configuration defines for the files a
+/// repository's `.gitattributes` picks. A filter that leaves a process in
+/// a session of its own and hangs is stopped at git's time limit, and
+/// that process with it: git runs under the guard, as commands do.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_git_filter_that_leaves_a_detached_process_behind_takes_it_along() {
+    let dir = space("repo-git-filter");
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", &dir)
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(ws.join("a.txt"), "aaaa\n").unwrap();
+    git(&["add", "a.txt"]);
+    // The same size, other bytes: git must read it, through the filter.
+    std::fs::write(ws.join("a.txt"), "bbbb\n").unwrap();
+    std::fs::write(ws.join(".gitattributes"), "a.txt filter=slow\n").unwrap();
+    let pidfile = dir.join("daemon.pid");
+    let filter = dir.join("filter.sh");
+    std::fs::write(
+        &filter,
+        format!(
+            "#!/bin/sh\nsetsid sh -c 'echo $$ > {}; exec sleep 120' &\nsleep 30\n",
+            pidfile.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&filter, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = dir.join("gitconfig");
+    std::fs::write(
+        &config,
+        format!("[filter \"slow\"]\n\tclean = {}\n", filter.display()),
+    )
+    .unwrap();
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["ok"])));
+    let base = server.base_url();
+    let config_path = config.to_str().unwrap();
+    let mut agent = Agent::spawn(
+        &["acp", "--model", "test-model"],
+        &[
+            ("OPENAI_BASE_URL", &base),
+            ("OPENAI_API_KEY", "sk-test"),
+            ("GIT_CONFIG_GLOBAL", config_path),
+        ],
+    );
+    agent.initialize();
+    let session = agent.new_session(&ws);
+    let turn = run_prompt(&mut agent, &session, "hi", WAIT, |request| {
+        panic!("unexpected request: {request}")
+    });
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .expect("the filter did not run");
+    let ended = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ended() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !ended() {
+        // SAFETY: kill(2) of this test's own leftover process.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        panic!("the filter's detached process ({pid}) outlived git's time limit");
+    }
 }
