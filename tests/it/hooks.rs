@@ -236,6 +236,57 @@ fn post_tool_use_feedback_and_context_reach_the_model() {
     );
 }
 
+/// The events a hook appended to `log` (one JSON object a line).
+fn events(log: &str) -> Vec<Value> {
+    fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| !line.is_empty())
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
+fn post_tool_use_runs_after_a_successful_call_only() {
+    let bench = Bench::new("hooks-post-success", Value::Null, false);
+    let post = bench.file("post.log");
+    let config = fs::read_to_string(&bench.config).unwrap();
+    let mut config: Value = serde_json::from_str(&config).unwrap();
+    config["hooks"] = json!({
+        "PostToolUse": [{"hooks": [hook(&format!("cat >> {post}; echo >> {post}"))]}],
+    });
+    fs::write(&bench.config, config.to_string()).unwrap();
+    fs::write(bench.ws.join("a.txt"), "one\n").unwrap();
+    let mut agent = bench.agent("yolo");
+    let session = bench.open(&mut agent);
+    bench.model.push(calls(&[
+        (
+            "edit_file",
+            json!({"path": "a.txt", "edits": [{"old": "missing", "new": "x"}]}),
+        ),
+        (
+            "edit_file",
+            json!({"path": "a.txt", "edits": [{"old": "one", "new": "two"}]}),
+        ),
+        ("read_file", json!({"path": "nowhere.txt"})),
+    ]));
+    bench.model.push(say("done"));
+    let turn = run_prompt(&mut agent, &session, "edit", WAIT, no_requests);
+    assert_eq!(turn.final_status("call_1"), "failed", "{}", turn.dump());
+    assert_eq!(turn.final_status("call_2"), "completed");
+    assert_eq!(turn.final_status("call_3"), "failed");
+    assert_eq!(fs::read_to_string(bench.ws.join("a.txt")).unwrap(), "two\n");
+    // Not after the failed edit nor the failed read; after the edit that
+    // worked.
+    let after = events(&post);
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_eq!(after[0]["hook_event_name"], "PostToolUse");
+    assert_eq!(after[0]["tool_name"], "Edit");
+    assert_eq!(after[0]["tool_use_id"], "call_2");
+    assert_eq!(after[0]["tool_response"]["success"], true);
+}
+
 #[test]
 #[cfg_attr(windows, ignore = "sh command lines")]
 fn user_prompt_submit_blocks_a_prompt_or_adds_context_within_a_cap() {

@@ -23,6 +23,9 @@ use std::path::Path;
 /// What a tool call gave the model, and whether the turn must stop.
 pub struct CallResult {
     pub text: String,
+    /// The call ended `completed` (it did what was asked): only then do
+    /// the `PostToolUse` hooks run.
+    pub succeeded: bool,
     pub cancelled: bool,
     /// The user declined the call and the turn stops here: what was
     /// declined, in a few words.
@@ -125,6 +128,7 @@ impl Runner<'_> {
         self.update(SessionUpdate::tool_call_ended(&call.id, status, content));
         CallResult {
             text,
+            succeeded: status == ToolCallStatus::Completed,
             cancelled,
             declined: None,
             unasked: false,

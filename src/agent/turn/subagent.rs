@@ -35,9 +35,10 @@ pub(super) struct Spent {
     pub usage_reports: usize,
 }
 
-fn result(text: String, cancelled: bool) -> CallResult {
+fn result(text: String, status: ToolCallStatus, cancelled: bool) -> CallResult {
     CallResult {
         text,
+        succeeded: status == ToolCallStatus::Completed,
         cancelled,
         declined: None,
         unasked: false,
@@ -69,7 +70,10 @@ pub(super) fn run_task(
         Ok(task) => task,
         Err(text) => {
             end(ToolCallStatus::Failed, &text);
-            return (result(text, false), Spent::default());
+            return (
+                result(text, ToolCallStatus::Failed, false),
+                Spent::default(),
+            );
         }
     };
     if args.background {
@@ -78,7 +82,7 @@ pub(super) fn run_task(
             Err(error) => (format!("Error: {error}"), false),
         };
         end(ended_status(ok), &text);
-        return (result(text, false), Spent::default());
+        return (result(text, ended_status(ok), false), Spent::default());
     }
     let mut child = child_turn(turn, &args, subagent, call);
     child.rights.approvals = approvals.clone();
@@ -108,7 +112,7 @@ pub(super) fn run_task(
     };
     let (status, text, cancelled) = outcome(ended, &messages);
     end(status, &text);
-    (result(text, cancelled), spent)
+    (result(text, status, cancelled), spent)
 }
 
 /// Tells the client the `task` call started.

@@ -15,8 +15,9 @@ use serde_json::{json, Value};
 impl Runner<'_> {
     /// Runs one call and returns what the model gets back: the
     /// `PreToolUse` hooks first (they may block it, or have the user
-    /// asked), the call, then the `PostToolUse` hooks (what they say is
-    /// added for the model).
+    /// asked), the call, then, when it succeeded, the `PostToolUse` hooks
+    /// (what they say is added for the model), as Claude Code runs them:
+    /// never after a call that failed, was refused or cancelled.
     pub fn run(&mut self, call: &ToolCallRequest) -> CallResult {
         use crate::agent::common::hooks::{self, Event};
         let raw_input = serde_json::from_str::<Value>(&call.arguments)
@@ -56,9 +57,9 @@ impl Runner<'_> {
         }
         fields["tool_response"] = json!({
             "content": result.text,
-            "success": !result.text.starts_with("Error"),
+            "success": result.succeeded,
         });
-        let post = if self.hooks.any(Event::PostToolUse) {
+        let post = if result.succeeded && self.hooks.any(Event::PostToolUse) {
             self.fire_tool(Event::PostToolUse, call, &shown, fields)
         } else {
             Default::default()
