@@ -289,6 +289,87 @@ fn post_tool_use_runs_after_a_successful_call_only() {
 
 #[test]
 #[cfg_attr(windows, ignore = "sh command lines")]
+fn a_task_runs_its_tool_hooks_under_claude_codes_name() {
+    let bench = Bench::new("hooks-task", Value::Null, false);
+    let (post, pre) = (bench.file("post.log"), bench.file("pre.log"));
+    let config = fs::read_to_string(&bench.config).unwrap();
+    let mut config: Value = serde_json::from_str(&config).unwrap();
+    config["hooks"] = json!({
+        "PostToolUse": [{"matcher": "Task", "hooks": [hook(&format!("cat >> {post}; echo >> {post}"))]}],
+        "PreToolUse": [{"matcher": "Task", "hooks": [hook(&format!("cat >> {pre}; echo >> {pre}"))]}],
+    });
+    fs::write(&bench.config, config.to_string()).unwrap();
+    let mut agent = bench.agent("yolo");
+    let session = bench.open(&mut agent);
+    bench.model.push(calls(&[(
+        "task",
+        json!({"description": "look around", "prompt": "Say what you see."}),
+    )]));
+    // The subagent's answer, then the parent's.
+    bench.model.push(say("I see nothing."));
+    bench.model.push(say("done"));
+    let turn = run_prompt(&mut agent, &session, "delegate", WAIT, no_requests);
+    assert_eq!(turn.final_status("call_1"), "completed", "{}", turn.dump());
+    for (log, event) in [(&pre, "PreToolUse"), (&post, "PostToolUse")] {
+        let seen = events(log);
+        assert_eq!(seen.len(), 1, "{event}: {seen:?}");
+        assert_eq!(seen[0]["hook_event_name"], event);
+        assert_eq!(seen[0]["tool_name"], "Task");
+        assert_eq!(seen[0]["spindle_tool_name"], "task");
+        assert_eq!(seen[0]["tool_input"]["prompt"], "Say what you see.");
+    }
+    let response = &events(&post)[0]["tool_response"];
+    assert!(
+        response["content"]
+            .as_str()
+            .unwrap()
+            .contains("I see nothing."),
+        "{response}"
+    );
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
+fn pre_tool_use_blocks_a_task_or_has_the_user_asked_about_it() {
+    let gate = r#"if grep -q forbidden; then echo 'not that task' >&2; exit 2; fi; echo '{"hookSpecificOutput": {"permissionDecision": "ask"}}'"#;
+    let bench = Bench::new(
+        "hooks-pre-task",
+        json!({"PreToolUse": [{"matcher": "Task", "hooks": [hook(gate)]}]}),
+        false,
+    );
+    let mut agent = bench.agent("yolo");
+    let session = bench.open(&mut agent);
+    bench.model.push(calls(&[
+        (
+            "task",
+            json!({"description": "bad", "prompt": "Do the forbidden thing."}),
+        ),
+        (
+            "task",
+            json!({"description": "good", "prompt": "Do the fine thing."}),
+        ),
+    ]));
+    bench.model.push(say("Fine thing done."));
+    bench.model.push(say("done"));
+    let turn = run_prompt(&mut agent, &session, "delegate", WAIT, |request| {
+        assert_eq!(request["method"], "session/request_permission", "{request}");
+        assert_eq!(request["params"]["toolCall"]["toolCallId"], "call_2");
+        Answer::select("allow_once")
+    });
+    assert_eq!(turn.final_status("call_1"), "failed", "{}", turn.dump());
+    assert!(turn.final_text("call_1").contains("not that task"));
+    // Yolo asks nothing, but the hook's ask does.
+    assert_eq!(turn.permission_ids().len(), 1, "{}", turn.dump());
+    assert_eq!(turn.final_status("call_2"), "completed");
+    assert!(turn.final_text("call_2").contains("Fine thing done."));
+    // The blocked task never reached the model: one subagent, one parent.
+    let bodies = bench.bodies();
+    assert_eq!(bodies.len(), 3, "{bodies:?}");
+    assert!(!bodies[1].to_string().contains("forbidden thing"));
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
 fn user_prompt_submit_blocks_a_prompt_or_adds_context_within_a_cap() {
     let gate = "if grep -q SECRET; then echo 'the prompt holds a secret' >&2; exit 2; fi; echo 'Branch: main'; head -c 100000 /dev/zero | tr '\\0' z";
     let bench = Bench::new(

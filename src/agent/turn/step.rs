@@ -515,14 +515,31 @@ pub(super) fn run_calls(
     }
     for (index, call) in calls.iter().enumerate() {
         let result: CallResult = if call.name == "task" && turn.io.client.parent.is_none() {
-            let (result, spent) = subagent::run_task(
-                turn,
-                sink,
-                runner.approvals,
-                checkpoints,
-                call,
-                (&state.usage, state.spend),
-            );
+            // Its hooks as any call's, under Claude Code's name (`Task`).
+            let mut spent = subagent::Spent::default();
+            let result = runner.run_hooked(call, |runner, raw_input, _| {
+                let announced = runner.hook_ask;
+                if announced {
+                    let title = match crate::tools::parse(&call.name, &call.arguments) {
+                        Ok(tool) => crate::tools::title(&tool, runner.root),
+                        Err(_) => call.name.clone(),
+                    };
+                    if let Some(refused) = runner.asked_by_hook(call, title, raw_input) {
+                        return refused;
+                    }
+                }
+                let (result, used) = subagent::run_task(
+                    turn,
+                    sink,
+                    runner.approvals,
+                    checkpoints,
+                    call,
+                    (&state.usage, state.spend),
+                    announced,
+                );
+                spent = used;
+                result
+            });
             state.usage.add(&spent.usage);
             state.spend.add(&spent.spend);
             state.model_calls += spent.model_calls;

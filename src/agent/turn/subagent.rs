@@ -47,7 +47,8 @@ fn result(text: String, status: ToolCallStatus, cancelled: bool) -> CallResult {
     }
 }
 
-/// Runs one `task` call to its end.
+/// Runs one `task` call to its end; `announced` when the call was shown
+/// already (pending, for a question a hook asked for).
 pub(super) fn run_task(
     turn: &Turn,
     sink: &UpdateSink,
@@ -55,10 +56,21 @@ pub(super) fn run_task(
     checkpoints: Option<&RefCell<crate::checkpoint::Checkpoints>>,
     call: &ToolCallRequest,
     spent_before: (&Usage, Spend),
+    announced: bool,
 ) -> (CallResult, Spent) {
     let updates = sink.updates;
     let parsed = crate::tools::parse(&call.name, &call.arguments);
-    announce(turn, updates, call, &parsed);
+    if announced {
+        updates
+            .borrow_mut()
+            .send(SessionUpdate::ToolCallUpdate(crate::acp::ToolCallUpdate {
+                tool_call_id: call.id.clone(),
+                status: Some(ToolCallStatus::InProgress),
+                content: None,
+            }));
+    } else {
+        announce(turn, updates, call, &parsed);
+    }
     let end = |status: ToolCallStatus, text: &str| {
         updates.borrow_mut().send(SessionUpdate::tool_call_ended(
             &call.id,

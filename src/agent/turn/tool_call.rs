@@ -13,12 +13,24 @@ use crate::util::fence;
 use serde_json::{json, Value};
 
 impl Runner<'_> {
-    /// Runs one call and returns what the model gets back: the
-    /// `PreToolUse` hooks first (they may block it, or have the user
-    /// asked), the call, then, when it succeeded, the `PostToolUse` hooks
-    /// (what they say is added for the model), as Claude Code runs them:
-    /// never after a call that failed, was refused or cancelled.
+    /// Runs one call and returns what the model gets back.
     pub fn run(&mut self, call: &ToolCallRequest) -> CallResult {
+        self.run_hooked(call, |runner, raw_input, mcp_tool| {
+            runner.run_call(call, raw_input, mcp_tool)
+        })
+    }
+
+    /// Runs one call with its hooks: the `PreToolUse` hooks first (they
+    /// may block it, or have the user asked: `hook_ask` while `execute`
+    /// runs), the call (`execute`, given its input and its MCP tool), then,
+    /// when it succeeded, the `PostToolUse` hooks (what they say is added
+    /// for the model), as Claude Code runs them: never after a call that
+    /// failed, was refused or cancelled.
+    pub fn run_hooked(
+        &mut self,
+        call: &ToolCallRequest,
+        execute: impl FnOnce(&mut Self, Value, Option<crate::mcp::McpTool>) -> CallResult,
+    ) -> CallResult {
         use crate::agent::common::hooks::{self, Event};
         let raw_input = serde_json::from_str::<Value>(&call.arguments)
             .unwrap_or_else(|_| Value::String(call.arguments.clone()));
@@ -50,7 +62,7 @@ impl Runner<'_> {
             return self.refuse(call, title, ToolKind::Other, &raw_input, error);
         }
         self.hook_ask = pre.ask;
-        let mut result = self.run_call(call, raw_input, mcp_tool);
+        let mut result = execute(self, raw_input, mcp_tool);
         self.hook_ask = false;
         if result.cancelled || self.cancel.is_cancelled() {
             return result;
@@ -109,6 +121,26 @@ impl Runner<'_> {
                 ));
         }
         verdict
+    }
+
+    /// A call that no permission question covers (a `task`) when a
+    /// `PreToolUse` hook asked that the user be asked: shown pending and
+    /// put to the user as a rule's "ask" would be. `None` when the user
+    /// lets it run; else how the call ended.
+    pub(super) fn asked_by_hook(
+        &mut self,
+        call: &ToolCallRequest,
+        title: String,
+        raw_input: Value,
+    ) -> Option<CallResult> {
+        let shown = pending(call, title.clone(), ToolKind::Think, raw_input);
+        self.update(SessionUpdate::ToolCall(shown.clone()));
+        let announce = SessionUpdate::ToolCall(shown).into_value();
+        match self.ask(call, &Action::Plan, &announce) {
+            Permit::Allowed(_) => None,
+            Permit::Rejected(rejection) => Some(self.rejected(call, rejection, title)),
+            Permit::Cancelled => Some(self.finish(call, Ending::Cancelled)),
+        }
     }
 
     /// The `Notification` hooks, when the user is about to be asked.
