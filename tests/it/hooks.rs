@@ -354,6 +354,14 @@ fn pre_tool_use_blocks_a_task_or_has_the_user_asked_about_it() {
     let turn = run_prompt(&mut agent, &session, "delegate", WAIT, |request| {
         assert_eq!(request["method"], "session/request_permission", "{request}");
         assert_eq!(request["params"]["toolCall"]["toolCallId"], "call_2");
+        // Nothing an "always" could be remembered by: none is offered.
+        let options: Vec<&str> = request["params"]["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["optionId"].as_str().unwrap())
+            .collect();
+        assert_eq!(options, ["allow_once", "reject_once"], "{request}");
         Answer::select("allow_once")
     });
     assert_eq!(turn.final_status("call_1"), "failed", "{}", turn.dump());

@@ -314,6 +314,17 @@ impl Runner<'_> {
         scope: &str,
     ) -> Vec<(&'static str, &'static str, String, Grant)> {
         let mut options = vec![("allow_once", "allow_once", "Allow".to_string(), Grant::Once)];
+        // A call with nothing to remember an answer by (a plan, a task a
+        // hook asks about) offers no "always": it would grant nothing.
+        if action.key().is_none() {
+            options.push((
+                "reject_once",
+                "reject_once",
+                "Reject".into(),
+                Grant::RejectOnce,
+            ));
+            return options;
+        }
         let broader = self.broader_rule(action);
         if self.client.capabilities.meta.spindle.permission_scopes {
             options.push((

@@ -243,6 +243,7 @@ fn a_project_note_never_goes_through_a_hard_link() {
 
 /// Whether this machine's sandbox has the mount namespaces the read-only
 /// carve-outs use.
+#[cfg(target_os = "linux")]
 fn sandbox_with_namespaces() -> bool {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
         .args(["sandbox", "--probe"])
