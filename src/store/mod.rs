@@ -5,10 +5,13 @@
 //! Several Spindle processes may share one database. Each thread that
 //! writes opens its own connection; SQLite's locking and the busy timeout
 //! serialise writers, and a session running a turn is leased to its process.
+//! Opening, creating and migrating the file are safe when processes do
+//! them at once (`open.rs`).
 
 pub mod checkpoints;
 mod error;
 pub mod inbox;
+mod open;
 mod waits;
 mod words;
 
@@ -17,7 +20,6 @@ pub use error::{StoreError, StoreErrorKind};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// The schema this Spindle writes. Older databases are migrated forward;
 /// a newer one is refused, never rewritten.
@@ -52,9 +54,12 @@ pub fn default_path() -> PathBuf {
     }
 }
 
+/// The schema's steps, version 1 first. Each creates only what is
+/// missing, though the version, read again inside the write transaction,
+/// already keeps a step from running twice.
 const MIGRATIONS: &[&str] = &[
     // Version 1.
-    "CREATE TABLE sessions (
+    "CREATE TABLE IF NOT EXISTS sessions (
         id TEXT PRIMARY KEY,
         cwd TEXT NOT NULL,
         title TEXT,
@@ -66,9 +71,9 @@ const MIGRATIONS: &[&str] = &[
         lease_pid INTEGER,
         lease_expires_ms INTEGER
     );
-    CREATE INDEX sessions_by_order ON sessions(updated_order);
-    CREATE INDEX sessions_by_cwd ON sessions(cwd, updated_order);
-    CREATE TABLE turns (
+    CREATE INDEX IF NOT EXISTS sessions_by_order ON sessions(updated_order);
+    CREATE INDEX IF NOT EXISTS sessions_by_cwd ON sessions(cwd, updated_order);
+    CREATE TABLE IF NOT EXISTS turns (
         session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         turn INTEGER NOT NULL,
         state TEXT NOT NULL,
@@ -79,40 +84,40 @@ const MIGRATIONS: &[&str] = &[
         ended_at TEXT,
         PRIMARY KEY (session_id, turn)
     ) WITHOUT ROWID;
-    CREATE TABLE events (
+    CREATE TABLE IF NOT EXISTS events (
         session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         seq INTEGER NOT NULL,
         turn INTEGER NOT NULL,
         body TEXT NOT NULL,
         PRIMARY KEY (session_id, seq)
     ) WITHOUT ROWID;
-    CREATE TABLE messages (
+    CREATE TABLE IF NOT EXISTS messages (
         session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         seq INTEGER NOT NULL,
         body TEXT NOT NULL,
         PRIMARY KEY (session_id, seq)
     ) WITHOUT ROWID;",
     // Version 2: the last choices made in each workspace.
-    "CREATE TABLE workspaces (
+    "CREATE TABLE IF NOT EXISTS workspaces (
         cwd TEXT PRIMARY KEY,
         defaults TEXT NOT NULL
     ) WITHOUT ROWID;",
     // Version 3: checkpoints — what each turn changed in the workspace,
     // the contents before and after kept once per session by hash.
-    "CREATE TABLE checkpoint_blobs (
+    "CREATE TABLE IF NOT EXISTS checkpoint_blobs (
         session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         key TEXT NOT NULL,
         data BLOB NOT NULL,
         PRIMARY KEY (session_id, key)
     ) WITHOUT ROWID;
-    CREATE TABLE checkpoints (
+    CREATE TABLE IF NOT EXISTS checkpoints (
         session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         turn INTEGER NOT NULL,
         state TEXT NOT NULL,
         created_ms INTEGER NOT NULL,
         PRIMARY KEY (session_id, turn)
     ) WITHOUT ROWID;
-    CREATE TABLE checkpoint_files (
+    CREATE TABLE IF NOT EXISTS checkpoint_files (
         session_id TEXT NOT NULL,
         turn INTEGER NOT NULL,
         path TEXT NOT NULL,
@@ -123,7 +128,7 @@ const MIGRATIONS: &[&str] = &[
         FOREIGN KEY (session_id, turn) REFERENCES checkpoints(session_id, turn) ON DELETE CASCADE
     ) WITHOUT ROWID;",
     // Version 4: the durable inbox of steers and follow-ups.
-    "CREATE TABLE inbox (
+    "CREATE TABLE IF NOT EXISTS inbox (
         session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         item_id TEXT NOT NULL,
         intent TEXT NOT NULL,
@@ -135,27 +140,27 @@ const MIGRATIONS: &[&str] = &[
         position INTEGER NOT NULL,
         PRIMARY KEY (session_id, item_id)
     ) WITHOUT ROWID;
-    CREATE UNIQUE INDEX inbox_by_key ON inbox(session_id, idempotency_key)
+    CREATE UNIQUE INDEX IF NOT EXISTS inbox_by_key ON inbox(session_id, idempotency_key)
         WHERE idempotency_key IS NOT NULL;
-    CREATE TABLE inbox_flags (
+    CREATE TABLE IF NOT EXISTS inbox_flags (
         session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
         paused INTEGER NOT NULL DEFAULT 0,
         recovered INTEGER NOT NULL DEFAULT 0
     ) WITHOUT ROWID;",
     // Version 5: each session's goal.
-    "CREATE TABLE goals (
+    "CREATE TABLE IF NOT EXISTS goals (
         session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
         goal TEXT NOT NULL
     ) WITHOUT ROWID;",
     // Version 6: the records of background jobs.
-    "CREATE TABLE jobs (
+    "CREATE TABLE IF NOT EXISTS jobs (
         session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         job_id TEXT NOT NULL,
         record TEXT NOT NULL,
         PRIMARY KEY (session_id, job_id)
     );",
     // Version 7: a turn waiting for a provider's limit to reset.
-    "CREATE TABLE waits (
+    "CREATE TABLE IF NOT EXISTS waits (
         session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
         wait TEXT NOT NULL
     ) WITHOUT ROWID;",
@@ -180,115 +185,8 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (creating when missing) the database at `path` and brings its
-    /// schema up to date.
-    pub fn open(path: &Path) -> Result<Store> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|err| {
-                StoreError::new(
-                    StoreErrorKind::Io,
-                    format!(
-                        "cannot create the directory {} for the session database: {err}",
-                        parent.display()
-                    ),
-                )
-            })?;
-        }
-        // SQLite reads a FIFO or a device as a broken disk: say what it is.
-        if let Some(kind) = crate::os::reading::special_kind(path) {
-            return Err(StoreError::new(
-                StoreErrorKind::Io,
-                format!(
-                    "cannot open the session database: {} is {kind}, not a regular file",
-                    path.display()
-                ),
-            ));
-        }
-        let connection = Connection::open(path).map_err(|err| {
-            StoreError::sqlite(
-                format!("cannot open the session database {}: {err}", path.display()),
-                &err,
-            )
-        })?;
-        connection.busy_timeout(Duration::from_secs(10))?;
-        let mut store = Store {
-            connection,
-            path: path.to_path_buf(),
-        };
-        // The version is checked before anything is written: a newer
-        // database is refused untouched (not even its journal mode changes).
-        store.check_version()?;
-        store.configure()?;
-        store.migrate()?;
-        Ok(store)
-    }
-
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    fn configure(&self) -> Result<()> {
-        let mode: String = self
-            .connection
-            .query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))
-            .map_err(|err| self.context("cannot switch the database to WAL mode", err))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            log::warn!("the session database stays in {mode} journal mode");
-        }
-        self.connection
-            .execute_batch("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;")?;
-        Ok(())
-    }
-
-    fn context(&self, what: &str, err: rusqlite::Error) -> StoreError {
-        StoreError::sqlite(format!("{what} ({}): {err}", self.path.display()), &err)
-    }
-
-    fn check_version(&self) -> Result<i64> {
-        let version: i64 = self
-            .connection
-            .query_row("PRAGMA user_version", [], |row| row.get(0))
-            .map_err(|err| {
-                self.context(
-                    "cannot read the database schema version (is it a SQLite database?)",
-                    err,
-                )
-            })?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::new(StoreErrorKind::Newer, format!(
-                "the session database {} was written by a newer Spindle (schema version {version}; this Spindle knows up to {SCHEMA_VERSION}). Upgrade Spindle, or use another database with --db; the file was not changed.",
-                self.path.display()
-            )));
-        }
-        Ok(version)
-    }
-
-    fn migrate(&mut self) -> Result<()> {
-        let version = self.check_version()?;
-        for (index, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let target = index as i64 + 1;
-            // IMMEDIATE: take the write lock first (waiting for it under the
-            // busy timeout), so processes starting together on a new
-            // database migrate one after the other.
-            let path = self.path.clone();
-            let context = |what: &str, err: rusqlite::Error| {
-                StoreError::sqlite(format!("{what} ({}): {err}", path.display()), &err)
-            };
-            let transaction = self
-                .connection
-                .transaction_with_behavior(TransactionBehavior::Immediate)?;
-            // Another process may have migrated meanwhile.
-            let now: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-            if now >= target {
-                continue;
-            }
-            transaction
-                .execute_batch(migration)
-                .map_err(|err| context(&format!("migration to schema {target} failed"), err))?;
-            transaction.execute_batch(&format!("PRAGMA user_version = {target}"))?;
-            transaction.commit()?;
-        }
-        Ok(())
     }
 
     fn next_order(connection: &Connection) -> rusqlite::Result<i64> {

@@ -2,6 +2,7 @@
 
 use super::*;
 use serde_json::json;
+use std::time::Duration;
 
 fn temp_db() -> PathBuf {
     std::env::temp_dir()
@@ -296,4 +297,66 @@ fn inbox_words_read_back_as_written_and_others_are_refused() {
         .execute("UPDATE inbox SET state = 'bogus'", [])
         .unwrap();
     assert!(store.inbox("a").is_err());
+}
+
+/// Processes starting together on a new database (two editor windows
+/// opened at once): every open succeeds, whichever of them creates the
+/// file, switches it to WAL mode and creates the schema. Threads stand in
+/// for the processes (each has its own connection, as a process would);
+/// switching to WAL mode used to fail now and then, so many rounds.
+#[test]
+fn openers_racing_on_a_new_database_all_succeed() {
+    const OPENERS: usize = 6;
+    const ROUNDS: usize = 60;
+    let mut failures = Vec::new();
+    for round in 0..ROUNDS {
+        let path = temp_db();
+        let start = std::sync::Arc::new(std::sync::Barrier::new(OPENERS));
+        let openers: Vec<_> = (0..OPENERS)
+            .map(|opener| {
+                let (path, start) = (path.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    let mut store = Store::open(&path)?;
+                    store.create_session(&format!("s{opener}"), "/w", &json!({}), &json!([]))
+                })
+            })
+            .collect();
+        for (opener, joined) in openers.into_iter().enumerate() {
+            if let Err(error) = joined.join().expect("an opener panicked") {
+                failures.push(format!("round {round}, opener {opener}: {error}"));
+            }
+        }
+        if failures.is_empty() {
+            let store = Store::open(&path).unwrap();
+            assert_eq!(
+                store.list_sessions(None, None, 10, true).unwrap().len(),
+                OPENERS
+            );
+            assert_eq!(store.integrity_check().unwrap(), "ok");
+        }
+        let _ = std::fs::remove_dir_all(path.parent().unwrap().parent().unwrap());
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// A lock another process holds past the wait is an error that names the
+/// file and says what to do; once it is released, the database opens.
+#[test]
+fn a_lock_held_past_the_wait_names_the_file_and_what_to_do() {
+    let path = temp_db();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let holder = Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let error = Store::open_waiting(&path, Duration::from_millis(300))
+        .err()
+        .expect("the open waited past the lock");
+    assert_eq!(error.kind(), StoreErrorKind::Busy, "{error}");
+    let message = error.to_string();
+    assert!(message.contains(&path.display().to_string()), "{message}");
+    assert!(message.contains("locked by another process"), "{message}");
+    assert!(message.contains("--db"), "{message}");
+    holder.execute_batch("COMMIT").unwrap();
+    let store = Store::open_waiting(&path, Duration::from_millis(300)).unwrap();
+    assert_eq!(store.integrity_check().unwrap(), "ok");
 }
