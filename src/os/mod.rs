@@ -17,8 +17,8 @@ use windows as sys;
 
 pub use sys::{
     change_stamp, create_private_dir, create_private_dir_all, link_count, link_count_at,
-    local_time, make_private, make_private_dir, open_private, open_read, owned_by_me,
-    restore_terminal, terminal_width, EchoOff, RawMode,
+    local_time, make_private, make_private_at, make_private_dir, open_private, open_read,
+    owned_by_me, restore_terminal, terminal_width, EchoOff, RawMode,
 };
 
 pub mod folders;

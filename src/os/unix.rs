@@ -83,6 +83,17 @@ pub fn make_private(file: &File) -> io::Result<()> {
     file.set_permissions(fs::Permissions::from_mode(0o600))
 }
 
+/// Takes group and other access away from the file at `path` (0600) when
+/// `meta`, its metadata, shows any. By name: nothing is opened, since
+/// closing a descriptor of a file drops every `fcntl` lock this process
+/// holds on it (SQLite's among them).
+pub fn make_private_at(path: &Path, meta: &Metadata) -> io::Result<()> {
+    if meta.mode() & 0o077 == 0 {
+        return Ok(());
+    }
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+}
+
 /// Takes group and other access away from the folder `dir` (0700) when
 /// `meta`, its metadata, shows any.
 pub fn make_private_dir(dir: &Path, meta: &Metadata) -> io::Result<()> {

@@ -114,6 +114,13 @@ pub fn make_private(file: &File) -> io::Result<()> {
     acl::protect(with_access(file, WRITE_DAC | READ_CONTROL)?.0, false)
 }
 
+/// Gives the file at `path` an access list that admits the current user
+/// alone. The handle opened for it disturbs no other: Windows locks
+/// belong to the handle that took them.
+pub fn make_private_at(path: &Path, _meta: &Metadata) -> io::Result<()> {
+    make_private(&OpenOptions::new().read(true).open(path)?)
+}
+
 /// Gives a folder an access list that admits the current user alone,
 /// inherited by what it holds.
 pub fn make_private_dir(dir: &Path, _meta: &Metadata) -> io::Result<()> {

@@ -11,10 +11,18 @@
 //! pauses, until the wait runs out. The schema is created and migrated in
 //! one `BEGIN IMMEDIATE` transaction that reads the version again inside
 //! it, so whoever comes second finds the work done.
+//!
+//! The file is private: a new folder is made for this user alone (0700 on
+//! Unix, an access list on Windows), and the file, new or old, loses any
+//! access others had before anything is written to it (SQLite makes its
+//! `-wal` and `-shm` files with the database's mode). A file that belongs
+//! to another user is refused: its owner could read the sessions. No
+//! descriptor of these files is ever opened outside SQLite: on Unix,
+//! closing one drops the locks SQLite's connections in this process hold.
 
 use super::{Result, Store, StoreError, StoreErrorKind, MIGRATIONS, SCHEMA_VERSION};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How long opening waits, in all, for locks other processes hold.
@@ -56,6 +64,8 @@ impl Store {
         // The version is checked before anything is written: a newer
         // database is refused untouched (not even its journal mode changes).
         store.check_version(wait)?;
+        // Before anything is written to it (a new file is empty so far).
+        make_private(path);
         store.configure(wait)?;
         store.migrate(wait)?;
         Ok(store)
@@ -200,11 +210,16 @@ fn busy(path: &Path, wait: Duration, what: &str, err: &rusqlite::Error) -> Store
     )
 }
 
-/// Makes the database's folder when it is missing (several processes
-/// may make it at once: that is no error).
+/// Makes the database's folder, private, when it is missing (several
+/// processes may make it at once). An existing file that is no regular
+/// file or belongs to another user is refused. The file itself is left to
+/// SQLite to create: creating it here would open a descriptor of it, and
+/// closing that drops the locks another connection of this process may
+/// have just taken on it (see [`make_private`], which makes it private
+/// before anything is written to it).
 fn prepare_file(path: &Path) -> Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|err| {
+        crate::os::create_private_dir_all(parent).map_err(|err| {
             StoreError::new(
                 StoreErrorKind::Io,
                 format!(
@@ -224,5 +239,73 @@ fn prepare_file(path: &Path) -> Result<()> {
             ),
         ));
     }
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => {
+            return Err(StoreError::new(
+                StoreErrorKind::Io,
+                format!("cannot read the session database {}: {err}", path.display()),
+            ))
+        }
+    };
+    if !meta.is_file() {
+        return Err(StoreError::new(
+            StoreErrorKind::Io,
+            format!(
+                "the session database {} is not a regular file; name a database file with --db",
+                path.display()
+            ),
+        ));
+    }
+    if !crate::os::owned_by_me(&meta) {
+        return Err(StoreError::new(
+            StoreErrorKind::Io,
+            format!(
+                "the session database {} belongs to another user, who could read your sessions; use a database of your own with --db",
+                path.display()
+            ),
+        ));
+    }
     Ok(())
+}
+
+/// Takes the access other users have away from the database and its
+/// companion files (`-wal`, `-shm`) when they have any: a database made
+/// by an older Spindle, or by hand. By name, never opening the files: on
+/// Unix, closing any descriptor of a file drops every lock this process
+/// holds on it, which SQLite's other connections here rely on (the
+/// shared-memory file unlocked could be cut short under them). A failure
+/// is logged: the database is still usable.
+fn make_private(path: &Path) {
+    let companion = |suffix: &str| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    for (file, follow) in [
+        (path.to_path_buf(), true),
+        (companion("-wal"), false),
+        (companion("-shm"), false),
+    ] {
+        let meta = if follow {
+            std::fs::metadata(&file)
+        } else {
+            std::fs::symlink_metadata(&file)
+        };
+        let meta = match meta {
+            Ok(meta) => meta,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(err) => {
+                log::warn!("cannot check the access to {}: {err}", file.display());
+                continue;
+            }
+        };
+        if !meta.is_file() || !crate::os::owned_by_me(&meta) {
+            continue;
+        }
+        if let Err(err) = crate::os::make_private_at(&file, &meta) {
+            log::warn!("cannot make {} private: {err}", file.display());
+        }
+    }
 }

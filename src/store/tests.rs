@@ -360,3 +360,36 @@ fn a_lock_held_past_the_wait_names_the_file_and_what_to_do() {
     let store = Store::open_waiting(&path, Duration::from_millis(300)).unwrap();
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
+
+/// A new database and its new folder are the user's alone; an existing
+/// one that others could read (from an older Spindle) is made private.
+#[test]
+#[cfg_attr(windows, ignore = "Unix file modes")]
+fn the_database_is_private_new_or_old() {
+    use crate::os::testing::{mode, set_mode};
+    let path = temp_db();
+    drop(Store::open(&path).unwrap());
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(path.parent().unwrap()), 0o700);
+    set_mode(&path, 0o644).unwrap();
+    let wal = path.with_file_name("spindle.db-wal");
+    std::fs::write(&wal, b"").unwrap();
+    set_mode(&wal, 0o666).unwrap();
+    let store = Store::open(&path).unwrap();
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(&wal), 0o600);
+    drop(store);
+}
+
+/// A database path that is a folder is refused with a message naming it.
+#[test]
+fn a_folder_at_the_database_path_is_refused_by_name() {
+    let path = temp_db();
+    std::fs::create_dir_all(&path).unwrap();
+    let error = Store::open(&path).err().expect("a folder was opened");
+    assert!(
+        error.to_string().contains(&path.display().to_string()),
+        "{error}"
+    );
+    assert!(error.to_string().contains("not a regular file"), "{error}");
+}
