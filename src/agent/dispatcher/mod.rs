@@ -158,20 +158,21 @@ impl Dispatcher {
         }
     }
 
-    /// The session store, opened on first use.
+    /// The session store, opened on first use. A failure to open it is
+    /// not kept: the next request tries again (another process may have
+    /// held the file's lock too long, and be done by then).
     pub(in crate::agent) fn store(&mut self) -> Result<&mut Store, RpcError> {
         self.take_warm();
         let db_path = &self.db_path;
-        let store = self
-            .store
+        self.store
             .get_or_insert_with(|| Store::open(db_path).map_err(|error| error.to_string()));
-        match store {
-            Ok(store) => Ok(store),
-            Err(message) => {
-                Err(RpcError::internal(message.clone())
-                    .with_data(json!({"code": "store_unavailable"})))
-            }
+        if let Some(Err(message)) = self.store.take_if(|store| store.is_err()) {
+            return Err(RpcError::internal(message).with_data(json!({"code": "store_unavailable"})));
         }
+        self.store
+            .as_mut()
+            .and_then(|store| store.as_mut().ok())
+            .ok_or_else(|| RpcError::internal("the session store is not open"))
     }
 
     /// The model registry; -32000 (authentication required) when no

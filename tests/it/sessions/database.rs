@@ -1,6 +1,7 @@
 //! The database file itself: one from a newer Spindle (also in
 //! rollback-journal mode) or one that is not a database is refused and
-//! left alone, and where the database lives without `--db`.
+//! left alone, one that could not be opened is tried again, and where the
+//! database lives without `--db`.
 
 use super::{err, finish, message, prompt_ok, Space};
 use crate::support::store::Db;
@@ -107,6 +108,31 @@ fn a_file_that_is_not_a_database_is_reported_and_left_alone() {
     }
     finish(agent);
     assert_eq!(fs::read_to_string(db.path()).unwrap(), junk);
+}
+
+/// A database that cannot be opened for a while (here its folder cannot
+/// be made: a file is in the way) fails the requests with the path named,
+/// and the agent tries again on the next one: once the way is clear, the
+/// same agent opens it. Before, the first failure was kept, and every
+/// session request failed until the agent was restarted.
+#[test]
+fn a_database_that_could_not_be_opened_is_tried_again() {
+    let space = Space::new("retry-open");
+    let blocker = space.base.join("blocked");
+    fs::write(&blocker, "a file where the folder goes").expect("cannot write");
+    let db = Db::new(blocker.join("spindle.db"));
+    let mut agent = space.scripted_on(&db, &json!({"replies": []}));
+    let new = json!({"cwd": space.ws(), "mcpServers": []});
+    let error = err(&mut agent, "session/new", new.clone());
+    assert_eq!(error["data"]["code"], "store_unavailable", "{error}");
+    assert!(
+        message(&error).contains(&blocker.display().to_string()),
+        "{error}"
+    );
+    fs::remove_file(&blocker).expect("cannot remove the blocker");
+    let session = agent.new_session(&space.ws);
+    finish(agent);
+    assert_eq!(db.session_ids(), [session]);
 }
 
 // ---------------------------------------------------------------------------

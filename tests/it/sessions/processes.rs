@@ -1,7 +1,8 @@
 //! Two or more processes on one database: a busy session is refused
 //! elsewhere, a killed process's lease is taken over and its cut-off turn
 //! closed in order, concurrent turns all land, and agents started at once
-//! on a new database all work.
+//! on a new database all work, round after round, and also while another
+//! process holds its write lock.
 
 use super::{
     call, check_tool_calls, chunk_text, conversation, err, finish, is_interrupted_note, kind,
@@ -9,9 +10,10 @@ use super::{
     wait_for_update, Space, INVALID_REQUEST, WAIT,
 };
 use crate::support::fake_openai::{chat_text, chunk_content, chunk_role};
-use crate::support::store::assert_tool_calls_answered;
+use crate::support::store::{assert_tool_calls_answered, Db};
 use crate::support::{Agent, FakeServer, Reply, Step};
 use serde_json::{json, Value};
+use std::fs;
 use std::thread;
 use std::time::Duration;
 
@@ -242,22 +244,91 @@ fn concurrent_turns_in_two_processes_all_land() {
     finish(reader);
 }
 
-/// Several agents started at once on a database that does not exist yet
-/// (an editor opening a few windows): every one of them can use it.
+/// Several agents started at once on a database that does not exist yet,
+/// nor its folder (an editor opening a few windows together), each asking
+/// `initialize` and `session/new` at once: every one of them can use it,
+/// round after round (the race is won differently each time). Switching a
+/// new database to WAL mode used to fail now and then in one of them, and
+/// that agent then refused every session request until restarted.
 #[test]
 fn agents_started_at_once_on_a_new_database_all_work() {
-    const AGENTS: usize = 6;
+    const AGENTS: usize = 4;
+    const ROUNDS: usize = 8;
     let space = Space::new("first-open");
-    let mut agents: Vec<Agent> = (0..AGENTS).map(|_| space.reader()).collect();
-    let ids: Vec<Value> = agents
-        .iter_mut()
-        .map(|agent| agent.request("session/new", json!({"cwd": space.ws(), "mcpServers": []})))
+    for round in 0..ROUNDS {
+        let db = Db::new(
+            space
+                .base
+                .join(format!("round-{round}"))
+                .join("new")
+                .join("spindle.db"),
+        );
+        let failures = open_at_once(&space, &db, AGENTS, || {});
+        assert!(
+            failures.is_empty(),
+            "round {round}: agents could not use the new database:\n{}",
+            failures.join("\n")
+        );
+        assert_eq!(db.session_ids().len(), AGENTS, "round {round}");
+    }
+}
+
+/// Agents starting while another process holds the write lock of a new
+/// database (it is creating it, say) wait for it, and then all work. Here
+/// the switch to WAL mode failed at once, every time, whatever the busy
+/// timeout: SQLite does not wait for the write lock while it holds a read
+/// lock. The file, made by another program with the usual mode, becomes
+/// the user's alone.
+#[test]
+fn agents_wait_for_a_new_database_another_process_is_writing() {
+    const AGENTS: usize = 3;
+    let space = Space::new("held-open");
+    let db = Db::new(space.base.join("held").join("spindle.db"));
+    fs::create_dir_all(db.path().parent().unwrap()).unwrap();
+    let holder = db.connect();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let failures = open_at_once(&space, &db, AGENTS, move || {
+        // Long enough for the agents to reach the lock on most machines,
+        // well within the wait they allow.
+        thread::sleep(Duration::from_millis(1500));
+        holder.execute_batch("COMMIT").unwrap();
+    });
+    assert!(
+        failures.is_empty(),
+        "agents could not use the new database:\n{}",
+        failures.join("\n")
+    );
+    assert_eq!(db.session_ids().len(), AGENTS);
+}
+
+/// Starts `count` agents on `db` together, sends each `initialize` and
+/// `session/new` without waiting, runs `meanwhile`, then collects the
+/// answers and a later `session/list` of each. Returns what failed; the
+/// agents have ended, and the database was checked when nothing did.
+fn open_at_once(space: &Space, db: &Db, count: usize, meanwhile: impl FnOnce()) -> Vec<String> {
+    let script = json!({"replies": []});
+    let mut agents: Vec<Agent> = (0..count)
+        .map(|_| space.spawn_scripted(db, &script))
         .collect();
+    let hello = json!({"protocolVersion": 1, "clientCapabilities": {},
+                       "clientInfo": {"name": "spindle-tests", "version": "0.0.0"}});
+    let new = json!({"cwd": space.ws(), "mcpServers": []});
+    let asked: Vec<[(&str, Value); 2]> = agents
+        .iter_mut()
+        .map(|agent| {
+            let hello = agent.request("initialize", hello.clone());
+            let new = agent.request("session/new", new.clone());
+            [("initialize", hello), ("session/new", new)]
+        })
+        .collect();
+    meanwhile();
     let mut failures = Vec::new();
-    for (index, (agent, id)) in agents.iter_mut().zip(&ids).enumerate() {
-        let (response, _) = agent.response(id, WAIT);
-        if response.get("result").is_none() {
-            failures.push(format!("agent {index}, session/new: {}", response["error"]));
+    for (index, (agent, ids)) in agents.iter_mut().zip(&asked).enumerate() {
+        for (method, id) in ids {
+            let (response, _) = agent.response(id, WAIT);
+            if response.get("result").is_none() {
+                failures.push(format!("agent {index}, {method}: {}", response["error"]));
+            }
         }
     }
     // And afterwards, once nobody else is opening it.
@@ -266,16 +337,17 @@ fn agents_started_at_once_on_a_new_database_all_work() {
             failures.push(format!("agent {index}, a later session/list: {error}"));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "agents could not use the new database:\n{}",
-        failures.join("\n")
-    );
     for agent in agents {
         finish(agent);
     }
-    space.db.assert_sound();
-    assert_eq!(space.db.session_ids().len(), AGENTS);
+    if failures.is_empty() {
+        db.assert_sound();
+        // The user's alone, whoever made it.
+        if cfg!(unix) {
+            assert_eq!(spindle::os::testing::mode(db.path()), 0o600);
+        }
+    }
+    failures
 }
 
 /// Agents racing to create the same client-chosen session ids on one
