@@ -541,8 +541,25 @@ fn check_database(lines: &mut Lines, explicit: Option<&Path>) {
             return;
         }
     };
+    // A Spindle writing to it (or creating it) holds its lock a moment.
+    let _ = connection.busy_timeout(std::time::Duration::from_secs(5));
+    let locked_out = |lines: &mut Lines| {
+        lines.warn(
+            "database",
+            &format!(
+                "{} stayed locked by another process; it was not checked (run doctor again in a moment)",
+                path.display()
+            ),
+        )
+    };
     let version: Result<i64, _> = connection.query_row("PRAGMA user_version", [], |r| r.get(0));
+    if locked(version.as_ref().err()) {
+        return locked_out(lines);
+    }
     let integrity: Result<String, _> = connection.query_row("PRAGMA quick_check", [], |r| r.get(0));
+    if locked(integrity.as_ref().err()) {
+        return locked_out(lines);
+    }
     match (version, integrity) {
         (Ok(version), Ok(check)) if check == "ok" && version <= crate::store::SCHEMA_VERSION => {
             lines.ok(
@@ -573,6 +590,14 @@ fn check_database(lines: &mut Lines, explicit: Option<&Path>) {
             "check that it is a Spindle database, or use another one with --db",
         ),
     }
+}
+
+/// Whether `error` is another connection's lock, held past the wait.
+fn locked(error: Option<&rusqlite::Error>) -> bool {
+    matches!(
+        error.and_then(rusqlite::Error::sqlite_error_code),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }
 
 /// The shell commands run under, and what that means for `auto`.

@@ -1,9 +1,11 @@
 //! The database file itself: one from a newer Spindle (also in
 //! rollback-journal mode) or one that is not a database is refused and
-//! left alone, one that could not be opened is tried again, and where the
-//! database lives without `--db`.
+//! left alone, one that could not be opened is tried again, `doctor` on
+//! one another process keeps locked, and where the database lives without
+//! `--db`.
 
 use super::{err, finish, message, prompt_ok, Space};
+use crate::support::agent::{fresh_machine, spindle_binary};
 use crate::support::store::Db;
 use crate::support::{Agent, FakeServer};
 use serde_json::json;
@@ -133,6 +135,48 @@ fn a_database_that_could_not_be_opened_is_tried_again() {
     let session = agent.new_session(&space.ws);
     finish(agent);
     assert_eq!(db.session_ids(), [session]);
+}
+
+/// `spindle doctor` on a database another process keeps locked (in
+/// rollback-journal mode, where a writer keeps readers out) waits a
+/// moment, then says it is locked and was not checked: not that it cannot
+/// be read or is no Spindle database.
+#[test]
+fn doctor_says_a_locked_database_is_locked_not_broken() {
+    let space = Space::new("doctor-busy");
+    let mut agent = space.reader();
+    agent.new_session(&space.ws);
+    finish(agent);
+    let holder = space.db.connect();
+    let mode: String = holder
+        .query_row("PRAGMA journal_mode=DELETE", [], |row| row.get(0))
+        .expect("cannot leave WAL mode");
+    assert_eq!(mode, "delete");
+    holder
+        .execute_batch("BEGIN EXCLUSIVE")
+        .expect("cannot lock the database");
+    let mut command = std::process::Command::new(spindle_binary());
+    fresh_machine(&mut command, &space.base.join("doctor-home"));
+    let out = command
+        .current_dir(&space.ws)
+        .arg("doctor")
+        .arg("--db")
+        .arg(space.db.path())
+        .output()
+        .expect("cannot run doctor");
+    holder.execute_batch("COMMIT").expect("cannot unlock");
+    let report = String::from_utf8_lossy(&out.stdout);
+    let line = report
+        .lines()
+        .find(|line| line.contains("database:"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("stayed locked by another process"),
+        "{report}"
+    );
+    assert!(line.contains(&space.db.arg()), "{report}");
+    assert!(!report.contains("integrity check"), "{report}");
+    assert!(!report.contains("cannot be read"), "{report}");
 }
 
 // ---------------------------------------------------------------------------
