@@ -3,6 +3,7 @@
 
 use super::close_interrupted_turn;
 use super::controls::{config_options, effort_values, modes};
+use super::project::ProjectDefaults;
 use crate::acp;
 use crate::agent::common::models::Registry;
 use crate::agent::dispatcher::params::{check_cwd, decode, internal, not_found};
@@ -62,8 +63,9 @@ impl Dispatcher {
             .map_err(internal)?
             .and_then(|value| serde_json::from_value::<WorkspaceDefaults>(value).ok())
             .unwrap_or_default();
-        let (project, project_notes) = project_defaults(&session.cwd, &registry);
-        self.apply_start_values(&mut session, &registry, remembered, &project);
+        let project = ProjectDefaults::read(&session.cwd, &registry);
+        self.apply_start_values(&mut session, &registry, remembered, &project.defaults);
+        let project_notes = project.notices(&session.settings);
         let settings = session.settings_json();
         let servers = redact_mcp_servers(&session.mcp_servers);
         let cwd_text = session.cwd.display().to_string();
@@ -714,70 +716,4 @@ fn start_mcp(
         })
         .collect();
     (mcp, notes)
-}
-
-/// A project's own defaults (`defaults` in its `.spindle/config.json`):
-/// used when the user trusts the project, an approval policy only up to
-/// `auto`; else ignored. Each case is said in a notice.
-fn project_defaults(
-    cwd: &std::path::Path,
-    registry: &Registry,
-) -> (crate::config::Defaults, Vec<acp::fit::Notice>) {
-    use acp::fit::Notice;
-    let mut defaults = match crate::config::project::project_defaults(cwd) {
-        Ok(Some(defaults)) => defaults,
-        Ok(None) => return Default::default(),
-        Err(problem) => {
-            return (
-                Default::default(),
-                vec![Notice::warning(
-                    "The project's defaults are not used",
-                    problem,
-                )],
-            )
-        }
-    };
-    let mut named: Vec<String> = Vec::new();
-    let mut add = |key: &str, value: Option<&str>| {
-        if let Some(value) = value {
-            named.push(format!("{key} {value}"));
-        }
-    };
-    add("model", defaults.model.as_deref());
-    add("effort", defaults.effort.as_deref());
-    add("preset", defaults.preset.as_deref());
-    let approval = defaults
-        .approval
-        .map(crate::agent::handlers::controls::policy_id);
-    add("approval", approval);
-    if named.is_empty() {
-        return Default::default();
-    }
-    let named = named.join(", ");
-    if !crate::config::project::project_trusted(&registry.config, cwd) {
-        let notice = Notice::info(
-            "The project's defaults are ignored",
-            format!(
-                "its .spindle/config.json sets {named}, but the project is not trusted; run `spindle trust` in {} to use them",
-                cwd.display()
-            ),
-        );
-        return (Default::default(), vec![notice]);
-    }
-    let mut notices = Vec::new();
-    if matches!(defaults.approval, Some(Policy::Yolo | Policy::Sandbox)) {
-        defaults.approval = None;
-        notices.push(Notice::warning(
-            "The project's approval policy is not used",
-            "a project may start sessions in ask or auto at most; choose sandbox or yolo yourself (--permissions, or the session's tool approval)",
-        ));
-    }
-    notices.insert(
-        0,
-        Notice::info(
-            "Project defaults",
-            format!("its .spindle/config.json sets {named}"),
-        ),
-    );
-    (defaults, notices)
 }

@@ -1,6 +1,7 @@
 //! The requests the dispatcher answers, one file per area: the handshake
 //! (`initialize`, `authenticate`; `handshake.rs`), the session lifecycle
-//! (new, load, resume, list, close, delete; `lifecycle.rs`), the controls
+//! (new, load, resume, list, close, delete; `lifecycle.rs`, with a
+//! project's own defaults for a new session in `project.rs`), the controls
 //! (modes and config options; `controls.rs`) and prompting
 //! (`session/prompt` and the answer when its turn reports; `prompting.rs`).
 //! Every handler is a method of the `Dispatcher`, the only owner of session
@@ -26,6 +27,7 @@ mod inbox;
 mod items;
 mod jobs;
 mod lifecycle;
+mod project;
 mod prompting;
 mod resources;
 mod routes;
