@@ -1027,15 +1027,7 @@ fn attack_the_agent_s_secrets(scratch: &Scratch, as_nobody: bool) {
         ("SPINDLE_HOME", home.to_str().unwrap()),
         ("XDG_DATA_HOME", home.to_str().unwrap()),
     ];
-    let mut agent = if as_nobody {
-        give_to_nobody(&scratch.root);
-        let mut all: Vec<&str> = AS_NOBODY[1..].to_vec();
-        all.push(SPINDLE);
-        all.extend(args);
-        Agent::spawn_program(Path::new(AS_NOBODY[0]), &all, &env)
-    } else {
-        Agent::spawn(&args, &env)
-    };
+    let mut agent = spawn_agent(scratch, &args, &env, as_nobody);
     fs::write(scratch.path("ws/agent.pid"), agent.pid().to_string()).unwrap();
     if as_nobody {
         give_to_nobody(&scratch.root);
@@ -1068,6 +1060,19 @@ fn attack_the_agent_s_secrets(scratch: &Scratch, as_nobody: bool) {
             "the agent does not run as nobody: {status}"
         );
     }
+}
+
+/// `spindle` with `args` and `env`, as `nobody` (the scratch tree given
+/// to it first) when `as_nobody`.
+fn spawn_agent(scratch: &Scratch, args: &[&str], env: &[(&str, &str)], as_nobody: bool) -> Agent {
+    if !as_nobody {
+        return Agent::spawn(args, env);
+    }
+    give_to_nobody(&scratch.root);
+    let mut all: Vec<&str> = AS_NOBODY[1..].to_vec();
+    all.push(SPINDLE);
+    all.extend(args);
+    Agent::spawn_program(Path::new(AS_NOBODY[0]), &all, env)
 }
 
 /// The user the unprivileged runs switch to.
@@ -1392,15 +1397,7 @@ fn plant_what_spindle_runs(scratch: &Scratch, as_nobody: bool) {
         ("XDG_DATA_HOME", home.to_str().unwrap()),
         ("XDG_CONFIG_HOME", home.to_str().unwrap()),
     ];
-    let mut agent = if as_nobody {
-        give_to_nobody(&scratch.root);
-        let mut all: Vec<&str> = AS_NOBODY[1..].to_vec();
-        all.push(SPINDLE);
-        all.extend(args);
-        Agent::spawn_program(Path::new(AS_NOBODY[0]), &all, &env)
-    } else {
-        Agent::spawn(&args, &env)
-    };
+    let mut agent = spawn_agent(scratch, &args, &env, as_nobody);
     agent.initialize();
     let session = agent.new_session(&scratch.path("ws"));
     let turn = run_prompt(

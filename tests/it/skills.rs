@@ -380,9 +380,10 @@ fn a_projects_command_never_takes_the_name_of_the_users_skill() {
             reply.contains("/deploy") && reply.contains("your ~/.claude/skills"),
             "{reply}"
         );
+        // Paths as Windows writes them too.
         let shadowed = reply
             .split_once("Shadowed")
-            .map(|(_, rest)| rest.to_string())
+            .map(|(_, rest)| rest.replace('\\', "/"))
             .unwrap_or_else(|| panic!("trusted {trusted}: nothing shadowed: {reply}"));
         assert!(
             shadowed
@@ -410,7 +411,7 @@ fn a_projects_command_never_takes_the_name_of_the_users_skill() {
             .env("HOME", home)
             .env("USERPROFILE", home);
         crate::support::agent::fresh_machine(&mut doctor, agent.home());
-        let report = String::from_utf8_lossy(&doctor.output().unwrap().stdout).into_owned();
+        let report = String::from_utf8_lossy(&doctor.output().unwrap().stdout).replace('\\', "/");
         assert!(
             report.lines().any(|line| line.contains("shadowed")
                 && line.contains(".claude/commands/deploy.md")
