@@ -71,8 +71,12 @@ pub fn run(args: &DoctorArgs) -> Report {
         broken: false,
     };
     let config = check_config(&mut lines, args.config.as_deref());
+    let config_path = args
+        .config
+        .clone()
+        .unwrap_or_else(crate::config::default_path);
     if let Some(config) = &config {
-        check_providers(&mut lines, config);
+        check_providers(&mut lines, config, &config_path);
         check_waiting(&mut lines, config);
         check_trust(&mut lines);
     }
@@ -139,7 +143,25 @@ fn check_config(lines: &mut Lines, explicit: Option<&Path>) -> Option<Config> {
     }
 }
 
-fn check_providers(lines: &mut Lines, config: &Config) {
+/// A key the server refused (HTTP 401 or 403): a failure that names
+/// where the key came from, since that is what to fix.
+fn key_refused(lines: &mut Lines, config: &Config, config_path: &Path, name: &str, said: &str) {
+    let source = config
+        .key_source(name, config_path)
+        .unwrap_or_else(|| "nowhere: no key was sent".into());
+    lines.bad(
+        name,
+        &format!("the server refused the API key ({said}); the key came from {source}"),
+        "put the right key there, or run spindle setup again",
+    );
+}
+
+/// Whether a model list's error is the server refusing the key.
+fn list_refused(problem: &str) -> bool {
+    problem.contains("answered HTTP 401") || problem.contains("answered HTTP 403")
+}
+
+fn check_providers(lines: &mut Lines, config: &Config, config_path: &Path) {
     lines.section("Providers");
     if config.providers.is_empty() {
         lines.bad(
@@ -196,8 +218,14 @@ fn check_providers(lines: &mut Lines, config: &Config) {
                 }
                 check_default(lines, config, name, &models);
                 if provider.kind == crate::config::ProviderKind::Openai {
-                    check_tools(lines, config, name, &base, key, &models);
+                    let refused = check_tools(lines, config, name, &base, key, &models);
+                    if let Some(said) = refused {
+                        key_refused(lines, config, config_path, name, &said);
+                    }
                 }
+            }
+            Err(problem) if list_refused(&problem) => {
+                key_refused(lines, config, config_path, name, &problem)
             }
             Err(problem) => lines.bad(
                 name,
@@ -320,7 +348,8 @@ fn check_default(
 
 /// Asks an OpenAI-compatible provider's default model one tiny question
 /// with one tool: a llama.cpp server without `--jinja`, or a model
-/// without tool support, refuses every request Spindle makes.
+/// without tool support, refuses every request Spindle makes. Returns
+/// what the server said when it refused the key.
 fn check_tools(
     lines: &mut Lines,
     config: &Config,
@@ -328,7 +357,7 @@ fn check_tools(
     base: &str,
     api_key: Option<String>,
     listed: &[crate::provider::models::Listed],
-) {
+) -> Option<String> {
     use crate::provider::probe::{self, ToolsProbe};
     let prefix = format!("{name}/");
     let model = config
@@ -347,9 +376,7 @@ fn check_tools(
                 .min_by_key(|m| crate::provider::models::default_rank(kind, &m.id, m.tools))
                 .map(|m| m.id.clone())
         });
-    let Some(model) = model else {
-        return;
-    };
+    let model = model?;
     let provider = crate::provider::openai::ChatCompletions {
         base_url: base.to_string(),
         api_key,
@@ -367,11 +394,15 @@ fn check_tools(
         ToolsProbe::Refused { said, fix } => {
             lines.bad(&what, &format!("{model} refuses tools: {said}"), &fix)
         }
+        ToolsProbe::Denied(said) => {
+            return Some(format!("a test request to {model}: {said}"));
+        }
         ToolsProbe::Failed(why) => lines.warn(
             &what,
             &format!("a test request with a tool to {model} failed: {why}"),
         ),
     }
+    None
 }
 
 /// Starts the config's MCP servers (and a trusted project's, here), lists

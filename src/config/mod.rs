@@ -541,6 +541,28 @@ impl Config {
         Ok(None)
     }
 
+    /// Where the provider's key comes from, as [`Config::api_key`] finds
+    /// it, in words: "the environment variable NAME", "the key file
+    /// PATH", or the file `spindle setup` keeps. `None` without a key.
+    pub fn key_source(&self, provider: &str, config_path: &Path) -> Option<String> {
+        let config = self.providers.get(provider)?;
+        if let Some(name) = &config.api_key_env {
+            if crate::credentials::var(name).is_some_and(|v| !v.trim().is_empty()) {
+                return Some(format!("the environment variable {name}"));
+            }
+        }
+        let file = config.api_key_file.as_ref()?;
+        Some(
+            match file.parent() == Some(managed_keys_dir(config_path).as_path()) {
+                true => format!(
+                    "the key file {} (the key spindle setup keeps)",
+                    file.display()
+                ),
+                false => format!("the key file {}", file.display()),
+            },
+        )
+    }
+
     /// Whether the provider can be called: it has a key or needs none.
     pub fn usable(&self, provider: &str) -> bool {
         match self.providers.get(provider) {

@@ -24,6 +24,8 @@ pub enum ToolsProbe {
     Takes,
     /// The server or model refuses tools: what it said, and what to do.
     Refused { said: String, fix: String },
+    /// The server refused the key (HTTP 401 or 403): what it said.
+    Denied(String),
     /// The call failed for another reason (it says nothing of tools).
     Failed(String),
 }
@@ -72,6 +74,9 @@ pub fn ask(
 pub fn tools(provider: &dyn Provider, model: &str) -> ToolsProbe {
     match ask(provider, model, &mut Quiet) {
         Ok(_) => ToolsProbe::Takes,
+        Err(StreamError::Failed(error)) if matches!(error.status, Some(401 | 403)) => {
+            ToolsProbe::Denied(error.message)
+        }
         Err(StreamError::Failed(error)) => match tools_refused(&error.message) {
             Some(fix) => ToolsProbe::Refused {
                 said: error

@@ -54,3 +54,4 @@ mod tools;
 mod trace_context;
 mod trust;
 mod unstable;
+mod wrong_key;
