@@ -143,9 +143,16 @@ pub fn run(mut options: Options, args: ExecArgs) -> Result<(), Failure> {
             }
         });
     }
+    let config = options.config.clone();
     let mut link = Link::start(options)?;
     let mut printer = Printer::new(args.json, args.quiet);
-    let ended = converse(&mut link, &mut printer, &running, &cwd, &prompt, &args);
+    let asked = Asked {
+        cwd: &cwd,
+        prompt: &prompt,
+        args: &args,
+        config: config.as_deref(),
+    };
+    let ended = converse(&mut link, &mut printer, &running, &asked);
     printer.finish();
     let closed = link.close();
     let ended = match ended {
@@ -230,6 +237,50 @@ pub(super) fn said(printer: &mut Printer, error: Value) -> Failure {
     Failure::Broken
 }
 
+/// What exec was asked, for [`converse`].
+struct Asked<'a> {
+    cwd: &'a std::path::Path,
+    prompt: &'a str,
+    args: &'a ExecArgs,
+    /// The config named on the command line (`--config`).
+    config: Option<&'a std::path::Path>,
+}
+
+/// An answer refusing the prompt because the provider refused the key
+/// (HTTP 401 or 403): said in words that name where the key came from,
+/// which is what the user has to fix. Other errors are left as they are.
+fn key_named(mut error: Value, model: &str, config: Option<&std::path::Path>) -> Value {
+    let status = error["data"]["status"].as_u64();
+    if error["code"] != crate::rpc::code::AUTH_REQUIRED || !matches!(status, Some(401 | 403)) {
+        return error;
+    }
+    let Some((provider, _)) = model.split_once('/') else {
+        return error;
+    };
+    let Ok((loaded, _)) = crate::config::Config::load(config) else {
+        return error;
+    };
+    let path = config
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_else(crate::config::default_path);
+    let source = loaded
+        .key_source(provider, &path)
+        .unwrap_or_else(|| "nowhere (no key was sent)".into());
+    let message = error["message"].as_str().unwrap_or_default();
+    // The provider's words, without the agent's advice to an editor.
+    let words = message
+        .strip_prefix("Authentication required: ")
+        .unwrap_or(message);
+    let words = words
+        .split_once(" Check the provider's API key")
+        .map_or(words, |(words, _)| words);
+    error["message"] = json!(format!(
+        "{provider} refused its API key: {} The key came from {source}; put the right key there, or run `spindle setup` again.",
+        crate::util::sentence(words)
+    ));
+    error
+}
+
 /// Opens the session (new, or the one to go on with), says which, sends
 /// the prompt and waits for its answer: the stop reason and the
 /// session's approval policy.
@@ -237,10 +288,9 @@ fn converse(
     link: &mut Link,
     printer: &mut Printer,
     running: &Mutex<Option<(super::link::Sender, String)>>,
-    cwd: &std::path::Path,
-    prompt: &str,
-    args: &ExecArgs,
+    asked: &Asked,
 ) -> Result<(String, String), Failure> {
+    let (cwd, prompt, args) = (asked.cwd, asked.prompt, asked.args);
     let fail = said;
     let (session, opened) = open_session(
         link,
@@ -259,7 +309,8 @@ fn converse(
     if let Ok(mut running) = running.lock() {
         running.take();
     }
-    let result = answer.map_err(|e| fail(printer, e))?;
+    let model = model_of(&opened);
+    let result = answer.map_err(|e| fail(printer, key_named(e, &model, asked.config)))?;
     let stop = result["stopReason"]
         .as_str()
         .unwrap_or_default()
@@ -273,6 +324,18 @@ fn converse(
         );
     }
     Ok((stop, policy))
+}
+
+/// The session's model, `provider/model`, as the agent opened it.
+fn model_of(opened: &Value) -> String {
+    opened["configOptions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|o| o["id"] == "model")
+        .and_then(|o| o["currentValue"].as_str())
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// The header on stderr: the model, the approval policy (returned), the

@@ -104,8 +104,9 @@ impl log::Log for Logger {
 
 /// Sets up logging: stderr, or the log file (`--log-file`, else the
 /// config's `log_file`) rotated by size. `shows_retries`: the command
-/// prints each retry to stderr itself (`spindle exec`), so the log there
-/// leaves them out unless `RUST_LOG` asks for them.
+/// prints each retry and a model call's failure to stderr itself
+/// (`spindle exec`), so the log there leaves them out unless `RUST_LOG`
+/// asks for them.
 pub fn init_logging(log_file: Option<std::path::PathBuf>, shows_retries: bool) {
     let asked = std::env::var("RUST_LOG").unwrap_or_default();
     let mut filter = Filter::parse(&asked, LevelFilter::Warn);
@@ -143,6 +144,9 @@ pub fn init_logging(log_file: Option<std::path::PathBuf>, shows_retries: bool) {
         None => {
             if shows_retries && !asked.contains("retry") {
                 filter.set(crate::provider::http::RETRY_LOG, LevelFilter::Off);
+            }
+            if shows_retries && !asked.contains("call_failed") {
+                filter.set(crate::provider::http::FAILED_CALL_LOG, LevelFilter::Off);
             }
             Box::new(std::io::stderr())
         }

@@ -119,3 +119,32 @@ fn doctor_fails_on_a_refused_key_and_names_the_key_file() {
     );
     assert!(report.contains("Something is broken"), "{report}");
 }
+
+#[test]
+fn exec_says_a_refused_key_once_naming_its_variable() {
+    let server = refusing_server(3);
+    let dir = temp_dir("wrong-key-exec");
+    let config = write_config(
+        &dir,
+        &json!({"providers": {"corp": {"kind": "openai", "base_url": server.base_url(),
+            "api_key_env": "CORP_WRONG_TOKEN"}},
+            "defaults": {"model": "corp/test-model"}}),
+    );
+    let out = spindle(
+        &dir,
+        &["exec", "--config", &config, "hello"],
+        &[("CORP_WRONG_TOKEN", "sk-wrong-key-1234")],
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("Incorrect API key provided"))
+        .collect();
+    assert_eq!(said.len(), 1, "said other than once:\n{stderr}");
+    assert!(
+        said[0].contains("the environment variable CORP_WRONG_TOKEN"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("WARN"), "{stderr}");
+}

@@ -293,6 +293,7 @@ pub(super) fn call_model(
                 }
                 StreamError::Failed(error) => {
                     log::warn!(
+                        target: crate::provider::http::FAILED_CALL_LOG,
                         "model call failed in session {}: {error}",
                         turn.io.session_id
                     );

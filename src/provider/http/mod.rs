@@ -70,6 +70,11 @@ const HELD_BLANK_EVENTS: usize = 16;
 /// (`spindle exec` leaves them out of its stderr log for that reason).
 pub const RETRY_LOG: &str = "spindle::retry";
 
+/// The log target of a model call's final failure, which the turn's
+/// answer also tells (`spindle exec` prints that answer once, so its
+/// stderr log leaves these lines out).
+pub const FAILED_CALL_LOG: &str = "spindle::call_failed";
+
 /// The longest server-requested delay we honour before a retry.
 const MAX_SERVER_DELAY: Duration = Duration::from_secs(60);
 
