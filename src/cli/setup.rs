@@ -1,9 +1,11 @@
 //! `spindle setup`: adds a model provider to the config file — asking on a
 //! terminal, or entirely from flags — after testing it with one small
-//! request. A config file that cannot be parsed is never overwritten.
+//! request. On a terminal a failed test asks what to do (the key again,
+//! another base URL, write anyway, stop); from flags it stops the setup.
+//! A config file that cannot be parsed is never overwritten.
 
 pub use super::setup_ask::parse_kind;
-use super::setup_ask::{ask, ask_base_url, ask_kind};
+use super::setup_ask::{ask, ask_after_failure, ask_base_url, ask_kind, AfterFailure};
 use crate::config::{Config, ProviderConfig, ProviderKind};
 use crate::provider::http::Timeouts;
 use crate::provider::{Provider, Sink};
@@ -141,14 +143,14 @@ pub fn run(
     let (kind, base_url, name) = checked_provider(&args)?;
     // Removed on every way out but success.
     let mut leftover = Leftover(None);
-    let written_key = if args.key_stdin {
+    let mut written_key = if args.key_stdin {
         let key = keep_stdin_key(&mut args, &path, &name, interactive, input, output)?;
         leftover.arm(key.0.clone());
         Some(key)
     } else {
         None
     };
-    let key_env = add_provider(&mut config, &args, kind, &name, &base_url);
+    let mut key_env = add_provider(&mut config, &args, kind, &name, &base_url);
     let (model, id) = set_default_model(
         &mut config,
         &args,
@@ -160,18 +162,60 @@ pub fn run(
     )?;
 
     let mut summary = String::new();
-    if !args.no_test {
-        let answer = test_connection(&config, &name, &model).inspect_err(|_| {
-            // Nothing stays behind when the test fails, and an earlier key
-            // is untouched.
-            if let Some((fresh, _)) = &written_key {
-                let _ = std::fs::remove_file(fresh);
+    while !args.no_test {
+        let why = match test_connection(&config, &name, &model) {
+            Ok(answer) => {
+                summary.push_str(&format!(
+                    "The model answered: {}\n",
+                    crate::util::visible(&answer, false)
+                ));
+                break;
             }
-        })?;
-        summary.push_str(&format!(
-            "The model answered: {}\n",
-            crate::util::visible(&answer, false)
-        ));
+            Err(why) => why,
+        };
+        // Without a terminal nothing stays behind when the test fails,
+        // and an earlier key is untouched (the leftover goes on return).
+        if !interactive {
+            return Err(format!("{why}; nothing was written"));
+        }
+        let _ = writeln!(output, "  {}", crate::util::visible(&why, false));
+        match ask_after_failure(input, output)? {
+            AfterFailure::Key => {
+                let line = read_key(input, output, true)?;
+                let (fresh, file) = match written_key.take() {
+                    Some(kept) => kept,
+                    None => {
+                        let file =
+                            crate::config::managed_keys_dir(&path).join(format!("{name}.key"));
+                        let fresh =
+                            file.with_extension(format!("key.new-{}", crate::util::random_hex()));
+                        (fresh, file)
+                    }
+                };
+                write_private(&fresh, line.trim())?;
+                leftover.arm(fresh.clone());
+                if let Some(provider) = config.providers.get_mut(&name) {
+                    provider.api_key_env = None;
+                    provider.api_key_file = Some(fresh.clone());
+                    provider.requires_key = true;
+                }
+                args.key_file = Some(fresh.clone());
+                key_env = None;
+                written_key = Some((fresh, file));
+            }
+            AfterFailure::BaseUrl => {
+                let mut asked = None;
+                ask_base_url(&mut asked, kind, input, output)?;
+                if let Some(provider) = config.providers.get_mut(&name) {
+                    provider.base_url = asked;
+                }
+            }
+            AfterFailure::Write => {
+                summary.push_str("The test request failed; the config is written anyway.\n");
+                break;
+            }
+            AfterFailure::Stop => return Err("setup stopped; nothing was written".into()),
+        }
     }
     save(
         &path,
@@ -664,7 +708,7 @@ fn test_connection(config: &Config, name: &str, model: &str) -> Result<String, S
             sink.0.trim().chars().take(80).collect()
         }),
         Err(crate::provider::StreamError::Failed(error)) => Err(format!(
-            "the test request failed: {} ({}); nothing was written",
+            "the test request failed: {} ({})",
             error.message, error.code
         )),
         Err(crate::provider::StreamError::Cancelled) => {

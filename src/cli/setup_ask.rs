@@ -109,3 +109,40 @@ pub fn ask_base_url(
     }
     Ok(())
 }
+
+/// What to do after the test request failed, on a terminal.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// Paste the API key again (kept in a private file).
+    Key,
+    /// Give another base URL.
+    BaseUrl,
+    /// Write the config as it is.
+    Write,
+    /// Stop; nothing is written.
+    Stop,
+}
+
+/// Asks what to do after a failed test request until the answer is one.
+pub fn ask_after_failure(
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> Result<AfterFailure, String> {
+    loop {
+        let answer = ask(
+            input,
+            output,
+            "1) enter the API key again, 2) change the base URL, 3) write the config anyway, 4) stop without writing",
+            "1",
+        )?;
+        match answer.as_str() {
+            "1" => return Ok(AfterFailure::Key),
+            "2" => return Ok(AfterFailure::BaseUrl),
+            "3" => return Ok(AfterFailure::Write),
+            "4" => return Ok(AfterFailure::Stop),
+            _ => {
+                let _ = writeln!(output, "  answer 1, 2, 3 or 4");
+            }
+        }
+    }
+}

@@ -2379,6 +2379,10 @@ fn a_failed_key_rotation_keeps_the_earlier_key() {
     assert!(run("sk-good", false).status.success());
     let failed = run("sk-typo", true);
     assert_eq!(failed.status.code(), Some(1), "{}", text(&failed.stdout));
+    // Without a terminal nothing is asked: the failure is said plainly.
+    let said = text(&failed.stderr);
+    assert!(said.contains("HTTP 401"), "{said}");
+    assert!(said.contains("nothing was written"), "{said}");
     let keys = dir.join("keys");
     assert_eq!(
         std::fs::read_to_string(keys.join("gw.key")).unwrap(),

@@ -288,3 +288,134 @@ fn the_terminal_auth_method_starts_the_wizard() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn refused() -> Reply {
+    Reply::openai_error(
+        401,
+        "Incorrect API key provided",
+        "invalid_request_error",
+        "invalid_api_key",
+    )
+}
+
+/// A key the server refuses at the test request is not the end of the
+/// setup: the key is asked again, and the right one is kept and written.
+#[test]
+fn a_refused_key_is_asked_again_and_the_right_one_written() {
+    let server = FakeServer::start();
+    server.push(refused());
+    server.push(Reply::Sse(chat_text(&["OK with the right key"])));
+    let dir = temp_dir("setup-pty-refused");
+    let home = dir.join("home");
+    let config = dir.join("config.json");
+    let mut pty = setup_on_a_terminal(&config, &home);
+    pty.expect("Provider kind");
+    pty.send("openai");
+    pty.expect("Base URL");
+    pty.send(&server.base_url());
+    pty.expect("The API key");
+    pty.send("1");
+    pty.expect("API key (not shown): ");
+    pty.send("sk-wrong-key-1");
+    pty.expect("Model");
+    pty.send("test-model");
+    pty.expect("HTTP 401");
+    pty.expect("1) enter the API key again");
+    pty.send("1");
+    pty.expect("API key (not shown): ");
+    pty.send("sk-right-key-2");
+    pty.expect("The model answered: OK with the right key");
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(!screen.contains("nothing was written"), "{screen}");
+    assert!(
+        !screen.contains("sk-wrong-key-1") && !screen.contains("sk-right-key-2"),
+        "a key was echoed:\n{screen}"
+    );
+    let sent: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .collect();
+    assert_eq!(sent.len(), 2, "{screen}");
+    assert_eq!(
+        sent[0].header("authorization"),
+        Some("Bearer sk-wrong-key-1")
+    );
+    assert_eq!(
+        sent[1].header("authorization"),
+        Some("Bearer sk-right-key-2")
+    );
+    let key = dir.join("keys").join("local.key");
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(written["providers"]["local"]["api_key_file"], json!(key));
+    assert_eq!(written["defaults"]["model"], "local/test-model");
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), "sk-right-key-2\n");
+    assert_eq!(spindle::os::testing::mode(&key), 0o600);
+    // Only the key kept: no file of the refused one is left.
+    let files: Vec<_> = std::fs::read_dir(dir.join("keys"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// After a refused test request the user may try another base URL, and
+/// write the config anyway: it is written, saying the test failed, with
+/// the key's variable kept.
+#[test]
+fn after_a_refused_key_the_config_can_be_written_anyway() {
+    let server = FakeServer::start();
+    server.push(refused());
+    let dir = temp_dir("setup-pty-anyway");
+    let home = dir.join("home");
+    let config = dir.join("config.json");
+    server.push(refused());
+    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    command.args(["setup", "--config"]).arg(&config);
+    fresh_machine(&mut command, &home);
+    command
+        .env("TERM", "dumb")
+        .env("SETUP_WRONG_TOKEN", "sk-wrong-key-3");
+    let mut pty = Pty::spawn(command);
+    pty.expect("Provider kind");
+    pty.send("openai");
+    pty.expect("Base URL");
+    pty.send(&server.base_url());
+    pty.expect("The API key");
+    pty.send("2");
+    pty.expect("The variable");
+    pty.send("SETUP_WRONG_TOKEN");
+    pty.expect("Model");
+    pty.send("test-model");
+    pty.expect("HTTP 401");
+    pty.expect("4) stop without writing");
+    pty.send("9");
+    pty.expect("answer 1, 2, 3 or 4");
+    // Another base URL is asked for and tried: refused again.
+    pty.send("2");
+    pty.expect("Base URL");
+    pty.send(&server.base_url());
+    pty.expect("HTTP 401");
+    pty.expect("4) stop without writing");
+    pty.send("3");
+    pty.expect("the config is written anyway");
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(0), "{screen}");
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(
+        written["providers"]["local"]["api_key_env"],
+        "SETUP_WRONG_TOKEN"
+    );
+    assert_eq!(written["defaults"]["model"], "local/test-model");
+    assert!(!dir.join("keys").exists(), "{screen}");
+    let tried = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .count();
+    assert_eq!(tried, 2, "{screen}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
