@@ -15,6 +15,9 @@ mod link;
 mod logging;
 mod mcp_list;
 mod printer;
+// The unit tests run with a private home (a constructor; Linux).
+#[cfg(test)]
+mod private_home;
 mod sessions;
 pub mod setup;
 mod setup_ask;

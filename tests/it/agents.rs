@@ -11,7 +11,7 @@ use crate::support::prelude::WAIT;
 use crate::support::{temp_dir, write_file, Agent, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 struct Bench {
@@ -228,7 +228,7 @@ fn an_agent_file_sets_name_model_instructions_tools_and_rules() {
 
     // The sessions remember the agent.
     drop(agent);
-    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args([
             "sessions",
             "list",
@@ -352,7 +352,7 @@ fn a_bad_agent_file_exits_1_with_one_line_before_any_protocol_output() {
         ("not json", "not valid JSON"),
     ] {
         let file = write_file(&dir, "agent.json", text);
-        let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        let out = crate::support::spindle_command(&crate::support::temp_dir("home"))
             .arg("acp")
             .arg(&file)
             .stdin(Stdio::null())
@@ -370,7 +370,7 @@ fn a_bad_agent_file_exits_1_with_one_line_before_any_protocol_output() {
     // A folder without agent.json, and a path that does not exist.
     for path in [dir.join("empty"), dir.join("missing.json")] {
         std::fs::create_dir_all(dir.join("empty")).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        let out = crate::support::spindle_command(&crate::support::temp_dir("home"))
             .arg("acp")
             .arg(&path)
             .stdin(Stdio::null())

@@ -5,7 +5,8 @@
 //! [`FILE_CAP`] lines of code before its tests. Inside the agent, the
 //! turn worker never reaches into the dispatcher or its handlers, and the
 //! dispatcher side uses only the turn's public faces (`turn/mod.rs`,
-//! `report.rs`, `client.rs`, `processes.rs`).
+//! `report.rs`, `client.rs`, `processes.rs`). And every test that starts
+//! Spindle does it through the harness, which gives it a private home.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -543,5 +544,98 @@ fn no_file_holds_a_merge_conflict() {
                 file.display()
             );
         }
+    }
+}
+
+/// Why `line` of a test outside `tests/it/support/` starts Spindle some
+/// other way than `support::spindle_command` (or `Agent::spawn*`, or
+/// `support::in_process`), which give every start a private home; `None`
+/// when it does not. The names are built here so that this file does not
+/// hold them itself.
+fn bare_start(line: &str) -> Option<&'static str> {
+    let cargo_binary = concat!("CARGO_BIN_", "EXE_spindle");
+    let harness_binary = concat!("spindle_", "binary(");
+    let new_command = concat!("Command::", "new(");
+    if line.contains(cargo_binary) {
+        return Some("names cargo's binary (use support::spindle_command)");
+    }
+    if line.contains(harness_binary) {
+        return Some("takes the harness's binary (use support::spindle_command)");
+    }
+    if line.contains(new_command) && line.to_lowercase().contains("spindle") {
+        return Some("starts Spindle with a command of its own (use support::spindle_command)");
+    }
+    None
+}
+
+/// Every test that starts Spindle gives it a private home: the support
+/// module's starts are the only ones, and a test that runs the binary
+/// through another program (`isolation::spindle_path`) isolates that
+/// command itself.
+#[test]
+fn every_start_of_spindle_goes_through_the_harness() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let support = root.join("tests").join("it").join("support");
+    let mut files = Vec::new();
+    project_text_files(&root.join("tests"), &mut files);
+    let files: Vec<PathBuf> = files
+        .into_iter()
+        .filter(|file| file.extension().is_some_and(|ext| ext == "rs"))
+        .filter(|file| !file.starts_with(&support))
+        .collect();
+    assert!(
+        files.len() > 50,
+        "too few test files found: {}",
+        files.len()
+    );
+    let path_of = concat!("spindle_", "path()");
+    let mut problems = Vec::new();
+    for file in &files {
+        let name = file
+            .strip_prefix(root)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        let text = fs::read_to_string(file).unwrap_or_default();
+        for (at, line) in text.lines().enumerate() {
+            if let Some(why) = bare_start(line) {
+                problems.push(format!("{name}:{}: {why}: {}", at + 1, line.trim()));
+            }
+        }
+        if text.contains(path_of) && !text.contains("isolate(") && !text.contains("spawn_program(")
+        {
+            problems.push(format!(
+                "{name} runs the binary's path without isolate or Agent::spawn_program"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "tests that could start Spindle with the developer's home:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_harness_check_sees_a_bare_start() {
+    let bare = [
+        concat!(
+            "let out = Command::new(env!(\"CARGO_BIN_",
+            "EXE_spindle\"))"
+        ),
+        concat!("    std::process::Command::", "new(spindle_", "binary())"),
+        concat!("let mut c = Command::", "new(SPINDLE);"),
+        concat!("Command::", "new(&self.spindle)"),
+    ];
+    for line in bare {
+        assert!(bare_start(line).is_some(), "not seen: {line}");
+    }
+    let fine = [
+        "let mut command = crate::support::spindle_command(&home);",
+        concat!("let git = Command::", "new(\"git\");"),
+        "Agent::spawn(&[\"acp\"], &[])",
+    ];
+    for line in fine {
+        assert_eq!(bare_start(line), None, "{line}");
     }
 }

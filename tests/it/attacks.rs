@@ -6,7 +6,6 @@
 //! state a repository (or an unpacked archive) can plant for the system
 //! prompt; then the tricks against the site rule of `fetch_url`.
 
-use crate::support::agent::fresh_machine;
 use crate::support::fake_openai::chat_text;
 use crate::support::prelude::WAIT;
 use crate::support::web::{http_server, ok_text};
@@ -336,9 +335,8 @@ fn setup_key_stdin_never_writes_through_a_planted_symlink_or_out_of_keys() {
 
 /// `spindle exec ARGS` with `dir` as its folder and home.
 fn exec_command(dir: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    let mut command = crate::support::spindle_command(&dir.join("home"));
     command.arg("exec").args(args).current_dir(dir);
-    fresh_machine(&mut command, &dir.join("home"));
     command.env("XDG_DATA_HOME", dir.join("home").join("data"));
     command
 }
@@ -519,13 +517,12 @@ fn an_untrusted_projects_mcp_servers_never_start() {
     let config = dir.join("config.json");
     std::fs::write(&config, "{}").unwrap();
     let run = |args: &[&str]| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+        let mut command = crate::support::spindle_command(&dir.join("home"));
         command
             .args(args)
             .arg("--config")
             .arg(&config)
             .current_dir(&ws);
-        fresh_machine(&mut command, &dir.join("home"));
         command
             .env("XDG_DATA_HOME", dir.join("home").join("data"))
             .stdin(Stdio::null())

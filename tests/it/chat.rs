@@ -5,13 +5,13 @@
 use crate::support::temp_dir;
 use serde_json::json;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn chat(dir: &Path, script: &serde_json::Value, args: &[&str], typed: &str) -> Output {
     let script_path = dir.join("script.json");
     std::fs::write(&script_path, script.to_string()).unwrap();
     let db = dir.join("sessions.db");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    let mut command = crate::support::spindle_command(&dir.join("home"));
     command
         .arg("chat")
         .arg("--script")
@@ -20,7 +20,6 @@ fn chat(dir: &Path, script: &serde_json::Value, args: &[&str], typed: &str) -> O
         .arg(&db)
         .args(args)
         .current_dir(dir)
-        .env("SPINDLE_HOME", dir.join("home"))
         .env_remove("RUST_LOG");
     crate::support::agent::output_with_input(&mut command, typed.as_bytes())
 }
@@ -83,14 +82,13 @@ fn chat_on_a_terminal(
 ) -> crate::support::pty::Pty {
     let script_path = dir.join("script.json");
     std::fs::write(&script_path, script.to_string()).unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    let mut command = crate::support::spindle_command(&dir.join("home"));
     command
         .arg("chat")
         .args(args)
         .arg("--script")
         .arg(&script_path)
         .current_dir(dir)
-        .env("SPINDLE_HOME", dir.join("home"))
         .env("TERM", term)
         .env_remove("NO_COLOR")
         .env_remove("RUST_LOG");

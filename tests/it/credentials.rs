@@ -5,6 +5,7 @@
 //! process of the same user reads neither its `environ` nor its memory.
 
 use crate::support::fake_openai::{chat_text, chat_tool_calls};
+use crate::support::isolation::spindle_path;
 use crate::support::prelude::WAIT;
 use crate::support::{run_prompt, temp_dir, Agent, FakeServer, Reply};
 use serde_json::json;
@@ -101,8 +102,7 @@ fn space(name: &str) -> PathBuf {
 #[test]
 fn an_approved_command_finds_no_key_in_the_agents_environment() {
     let dir = space("credentials-environ");
-    let output =
-        what_a_command_reads_of_the_agent(Path::new(env!("CARGO_BIN_EXE_spindle")), &[], &dir);
+    let output = what_a_command_reads_of_the_agent(&spindle_path(), &[], &dir);
     assert!(output.contains("environ-done"), "{output}");
     for secret in [KEY, NAMED_KEY] {
         assert!(!output.contains(secret), "a key was read: {output}");
@@ -122,6 +122,7 @@ fn an_unprivileged_agents_proc_files_are_closed_to_its_own_commands() {
         return;
     }
     let dir = space("credentials-nobody");
+    let spindle = spindle_path();
     let output = what_a_command_reads_of_the_agent(
         Path::new("/usr/bin/setpriv"),
         &[
@@ -129,7 +130,7 @@ fn an_unprivileged_agents_proc_files_are_closed_to_its_own_commands() {
             "--regid=65534",
             "--clear-groups",
             "--",
-            env!("CARGO_BIN_EXE_spindle"),
+            spindle.to_str().unwrap(),
         ],
         &dir,
     );

@@ -6,7 +6,7 @@
 use crate::support::temp_dir;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 fn exec(dir: &Path, script: &Value, args: &[&str], stdin: &str) -> Output {
     run_exec(dir, script, args, stdin, false)
@@ -17,7 +17,7 @@ fn exec(dir: &Path, script: &Value, args: &[&str], stdin: &str) -> Output {
 fn run_exec(dir: &Path, script: &Value, args: &[&str], stdin: &str, alone: bool) -> Output {
     let script_path = dir.join("script.json");
     std::fs::write(&script_path, script.to_string()).unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    let mut command = crate::support::spindle_command(&dir.join("home"));
     #[cfg(unix)]
     if alone {
         use std::os::unix::process::CommandExt;
@@ -37,7 +37,6 @@ fn run_exec(dir: &Path, script: &Value, args: &[&str], stdin: &str, alone: bool)
         .arg(&script_path)
         .args(args)
         .current_dir(dir)
-        .env("SPINDLE_HOME", dir.join("home"))
         .env_remove("RUST_LOG");
     crate::support::agent::output_with_input(&mut command, stdin.as_bytes())
 }
@@ -84,7 +83,7 @@ fn exec_rejects_permission_requests_without_a_terminal_and_reports_stops() {
         {"tool_calls": [{"id": "w1", "name": "write_file", "arguments": {"path": "b.txt", "content": "x"}}]},
         {"text": "unused"},
     ]});
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    let mut command = crate::support::spindle_command(&dir.join("home"));
     // No controlling terminal, whatever runs the tests: a new session.
     // SAFETY: setsid(2) between fork and exec, nothing else.
     #[cfg(unix)]
@@ -104,7 +103,6 @@ fn exec_rejects_permission_requests_without_a_terminal_and_reports_stops() {
         })
         .arg("write b")
         .current_dir(&dir)
-        .env("SPINDLE_HOME", dir.join("home"))
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -300,10 +298,9 @@ fn exec_takes_piped_input_as_context_and_names_running_jobs() {
         .as_str()
         .unwrap()
         .to_string();
-    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = crate::support::spindle_command(&dir.join("home"))
         .args(["sessions", "export", &session, "--db", db])
         .current_dir(&dir)
-        .env("SPINDLE_HOME", dir.join("home"))
         .output()
         .unwrap();
     let exported = text(&out.stdout);
@@ -332,12 +329,11 @@ fn a_silent_open_pipe_is_not_waited_for() {
     let script = json!({"replies": [{"text": "Answered."}]});
     let script_path = dir.join("script.json");
     std::fs::write(&script_path, script.to_string()).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let mut child = crate::support::spindle_command(&dir.join("home"))
         .args(["exec", "--script"])
         .arg(&script_path)
         .arg("hello")
         .current_dir(&dir)
-        .env("SPINDLE_HOME", dir.join("home"))
         .env_remove("RUST_LOG")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 
 fn run(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -99,7 +99,7 @@ fn a_log_file_takes_the_log_instead_of_stderr() {
     let dir = std::env::temp_dir().join(format!("spindle-logfile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("logs/spindle.log");
-    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["acp", "--script", "/nonexistent/script.json", "--log-file"])
         .arg(&log)
         .env_remove("RUST_LOG")
@@ -113,7 +113,7 @@ fn a_log_file_takes_the_log_instead_of_stderr() {
     let mode = spindle::os::testing::mode(&log);
     assert_eq!(mode, 0o600);
     // A session writes info lines there, and nothing to stderr.
-    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args([
             "acp",
             "--script",

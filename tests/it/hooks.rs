@@ -684,7 +684,7 @@ fn process_with(argv: &[&str]) -> Option<i32> {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_process_that_left_a_sandboxed_hooks_group_ends_at_the_hooks_timeout() {
-    let probe = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let probe = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["sandbox", "--probe"])
         .output()
         .unwrap();

@@ -122,12 +122,11 @@ fn imports_never_leave_the_workspace_inside_a_larger_repository() {
     assert_eq!(model.requests().len(), 1, "/memory calls no model");
 
     // spindle doctor, run in the workspace, names them with why.
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    let mut command = crate::support::spindle_command(&home.join(".spindle"));
     command
         .args(["doctor", "--config", config.to_str().unwrap()])
         .current_dir(&ws)
         .env("HOME", &home);
-    crate::support::agent::fresh_machine(&mut command, &home.join(".spindle"));
     let output = command.output().unwrap();
     let report = String::from_utf8_lossy(&output.stdout);
     assert!(!report.contains(SECRET), "{report}");

@@ -9,7 +9,7 @@ use crate::support::wire::chat_usage;
 use crate::support::{notices_text, temp_dir, write_file, Agent, FakeServer, Reply, Step};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 /// llama.cpp's answer to tools when its server was started without
@@ -148,10 +148,9 @@ fn thought_tokens_are_null_unless_the_server_counts_them() {
 }
 
 fn spindle(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_spindle"))
+    crate::support::spindle_command(&dir.join("home"))
         .args(args)
         .current_dir(dir)
-        .env("SPINDLE_HOME", dir.join("home"))
         .env_remove("RUST_LOG")
         .env_remove("OPENAI_API_KEY")
         .env_remove("ANTHROPIC_API_KEY")
@@ -236,10 +235,9 @@ fn exec_interrupted_says_cancelled() {
     server.push(Reply::Sse(vec![Step::Stall]));
     let dir = temp_dir("exec-sigint");
     let config = config_for(&dir, &server, json!({}));
-    let child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let child = crate::support::spindle_command(&dir.join("home"))
         .args(["exec", "--config", config.to_str().unwrap(), "hi"])
         .current_dir(&dir)
-        .env("SPINDLE_HOME", dir.join("home"))
         .env_remove("RUST_LOG")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())

@@ -1788,7 +1788,7 @@ fn mcp_servers_from_the_config_and_a_trusted_project() {
         ["claude", "editor", "fromconfig", "repo"]
     );
 
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["mcp", "list", "--config", config.to_str().unwrap(), "--cwd"])
         .arg(&bench.ws)
         .output()
@@ -1808,7 +1808,7 @@ fn mcp_servers_from_the_config_and_a_trusted_project() {
     );
     assert!(!listed.contains("shadowed"), "{listed}");
     write(false);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["mcp", "list", "--config", config.to_str().unwrap(), "--cwd"])
         .arg(&bench.ws)
         .output()
@@ -1833,7 +1833,7 @@ fn doctor_starts_the_configured_mcp_servers() {
         .to_string(),
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["doctor", "--config", config.to_str().unwrap(), "--db"])
         .arg(bench.base.join("none.db"))
         .current_dir(&bench.ws)
@@ -1858,11 +1858,10 @@ fn mcp_add_and_remove_edit_the_users_config() {
         // The config named before `--`, which ends the options; a home of
         // its own should it ever not be.
         let (action, rest) = args.split_first().unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+        let out = crate::support::spindle_command(&dir.join("home"))
             .args(["mcp", action, "--config"])
             .arg(&config)
             .args(rest)
-            .env("SPINDLE_HOME", dir.join("home"))
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned()

@@ -6,7 +6,6 @@
 //! a regular file" (or passed over with a warning), and the agent must
 //! go on answering and end when its stdin closes.
 
-use crate::support::agent::fresh_machine;
 use crate::support::fake_openai::chat_text;
 use crate::support::prelude::WAIT;
 use crate::support::{temp_dir, write_file, Agent, FakeServer, Reply};
@@ -147,8 +146,7 @@ fn a_fifo_as_tls_ca_file_is_passed_over_and_doctor_fails_it() {
         "{stderr}"
     );
 
-    let mut doctor = Command::new(env!("CARGO_BIN_EXE_spindle"));
-    fresh_machine(&mut doctor, &dir.join("home"));
+    let mut doctor = crate::support::spindle_command(&dir.join("home"));
     doctor
         .args(["doctor", "--config", path_str(&config), "--db"])
         .arg(dir.join("none.db"))
@@ -190,8 +188,7 @@ fn a_fifo_as_a_key_file_is_a_clear_error_and_a_doctor_failure() {
     assert!(agent.wait_exit(END).is_some());
     assert!(server.requests().is_empty());
 
-    let mut doctor = Command::new(env!("CARGO_BIN_EXE_spindle"));
-    fresh_machine(&mut doctor, &dir.join("home"));
+    let mut doctor = crate::support::spindle_command(&dir.join("home"));
     doctor
         .args(["doctor", "--config", path_str(&config), "--db"])
         .arg(dir.join("none.db"));
@@ -248,8 +245,7 @@ fn a_fifo_as_the_config_file_or_a_script_is_a_clear_error() {
     assert!(agent.wait_exit(END).is_some());
 
     let script = mkfifo(&dir, "script.json");
-    let mut exec = Command::new(env!("CARGO_BIN_EXE_spindle"));
-    fresh_machine(&mut exec, &dir.join("home"));
+    let mut exec = crate::support::spindle_command(&dir.join("home"));
     exec.current_dir(&dir)
         .args(["exec", "--script", path_str(&script), "hello"]);
     let out = run_bounded(exec);
@@ -265,8 +261,7 @@ fn a_fifo_as_the_config_file_or_a_script_is_a_clear_error() {
 fn a_fifo_as_the_session_database_is_named_as_one() {
     let dir = temp_dir("fifo-db");
     let db = mkfifo(&dir, "sessions.db");
-    let mut sessions = Command::new(env!("CARGO_BIN_EXE_spindle"));
-    fresh_machine(&mut sessions, &dir.join("home"));
+    let mut sessions = crate::support::spindle_command(&dir.join("home"));
     sessions.args(["sessions", "--db", path_str(&db)]);
     let out = run_bounded(sessions);
     let stderr = String::from_utf8_lossy(&out.stderr);

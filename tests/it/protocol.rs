@@ -10,7 +10,7 @@ use crate::support::{in_process, temp_dir, updates_text, write_file, Agent};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 fn script(contents: Value) -> PathBuf {
@@ -427,7 +427,7 @@ fn cancel_a_slow_scripted_stream() {
 
 /// Runs the binary with a whole NDJSON file on stdin, like a shell pipe.
 fn pipe(args: &[&str], input: &str) -> (std::process::ExitStatus, Vec<Value>, String) {
-    let mut child = Command::new(crate::support::agent::spindle_binary())
+    let mut child = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(args)
         .env_remove("RUST_LOG")
         .stdin(Stdio::piped())
@@ -544,7 +544,7 @@ fn without_drain_a_piped_file_ends_with_a_cancelled_turn() {
 #[test]
 fn command_line_help_version_and_usage_errors() {
     let run = |args: &[&str]| {
-        Command::new(crate::support::agent::spindle_binary())
+        crate::support::spindle_command(&crate::support::temp_dir("home"))
             .args(args)
             .stdin(Stdio::null())
             .output()
@@ -614,7 +614,7 @@ fn a_batch_gets_an_array_of_answers() {
     ]
     .join("\n")
         + "\n";
-    let mut child = Command::new(crate::support::agent::spindle_binary())
+    let mut child = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["acp", "--script", &repo_file("examples/hello.script.json")])
         .env_remove("RUST_LOG")
         .stdin(Stdio::piped())

@@ -20,7 +20,7 @@ use crate::support::{
 };
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod defaults;
@@ -1134,7 +1134,7 @@ fn a_gateway_that_retried_gets_at_most_one_retry_of_ours() {
     assert_request_count(&server, 2);
     // doctor says what the setting does.
     server.serve_models(json!({"data": [{"id": "m"}]}));
-    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["doctor", "--config", path_str(&config), "--db"])
         .arg(dir.join("none.db"))
         .output()
@@ -1616,14 +1616,13 @@ fn without_the_terminal_capability_only_the_check_method_is_offered() {
 /// SPINDLE_HOME and no provider variables but `env`.
 fn setup(args: &[&str], env: &[(&str, &str)]) -> Output {
     let home = temp_dir("setup-home");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    let mut command = crate::support::spindle_command(&home);
     command
         .arg("setup")
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    crate::support::agent::fresh_machine(&mut command, &home);
     for (name, value) in env {
         command.env(name, value);
     }
@@ -2259,7 +2258,7 @@ fn setup_keeps_a_given_key_and_logout_forgets_it() {
     let config = dir.join("config.json");
     let base = server.base_url();
     let home = temp_dir("logout-home");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let mut child = crate::support::spindle_command(&home)
         .args([
             "setup",
             "--kind",
@@ -2271,7 +2270,6 @@ fn setup_keeps_a_given_key_and_logout_forgets_it() {
             "--key-stdin",
         ])
         .args(["--model", "m", "--no-test", "--config", path_str(&config)])
-        .env("SPINDLE_HOME", &home)
         .env_remove("OPENAI_API_KEY")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -2347,7 +2345,7 @@ fn a_failed_key_rotation_keeps_the_earlier_key() {
     let config = dir.join("config.json");
     let base = server.base_url();
     let run = |key: &str, test: bool| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+        let mut command = crate::support::spindle_command(&temp_dir("rotate-home"));
         command
             .args([
                 "setup",
@@ -2360,7 +2358,6 @@ fn a_failed_key_rotation_keeps_the_earlier_key() {
                 "--key-stdin",
             ])
             .args(["--model", "m", "--config", path_str(&config)])
-            .env("SPINDLE_HOME", temp_dir("rotate-home"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -2419,7 +2416,7 @@ fn env_and_file_providers_merge_and_a_provider_typo_is_refused() {
     );
     drop(agent);
 
-    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["acp", "--config", path_str(&config), "--model", "locl/m"])
         .stdin(Stdio::null())
         .output()
@@ -2450,7 +2447,7 @@ fn doctor_reports_a_healthy_and_a_broken_setup() {
         &json!({"providers": {"local": {"kind": "openai", "base_url": base, "requires_key": false}}}),
     );
     let doctor = |config: &Path| {
-        Command::new(env!("CARGO_BIN_EXE_spindle"))
+        crate::support::spindle_command(&crate::support::temp_dir("home"))
             .args(["doctor", "--config", path_str(config), "--db"])
             .arg(dir.join("none.db"))
             .env_remove("OPENAI_API_KEY")

@@ -153,9 +153,8 @@ fn doctor_names_the_workspace_files_it_refuses() {
     mkfifo(&ws.join(".spindle/config.json"));
     spindle::os::testing::symlink("/etc/hostname", ws.join(".spindle/commands/host.md")).unwrap();
     let home = dir.join("home");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    let mut command = crate::support::spindle_command(&home);
     command.arg("doctor").current_dir(&ws);
-    crate::support::agent::fresh_machine(&mut command, &home);
     let output = command.output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
     for name in ["AGENTS.md", "config.json", "host.md"] {

@@ -28,7 +28,11 @@ use spindle::sandbox::{launcher_command, support, Profile};
 use crate::support::client::no_requests;
 use crate::support::{run_prompt, temp_dir, write_file, Agent};
 
-const SPINDLE: &str = env!("CARGO_BIN_EXE_spindle");
+/// The binary, for the commands that run it through another program (the
+/// sandbox's launcher, `setpriv`); each such command is isolated by hand.
+fn spindle() -> PathBuf {
+    crate::support::isolation::spindle_path()
+}
 /// The longest a sandboxed command (a C build included) may take.
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -42,7 +46,7 @@ struct Probe {
 }
 
 fn probe() -> Probe {
-    let output = Command::new(SPINDLE)
+    let output = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["sandbox", "--probe"])
         .output()
         .expect("cannot run spindle sandbox --probe");
@@ -115,12 +119,12 @@ impl Scratch {
     /// The launcher's command line for [`Scratch::run_with`], to be run.
     fn command(&self, profile: &Profile, flags: &[&str], script: &str) -> Command {
         let args: Vec<OsString> = vec!["-c".into(), script.into()];
-        let (exe, mut argv) =
-            launcher_command(Path::new(SPINDLE), profile, OsStr::new("bash"), &args);
+        let (exe, mut argv) = launcher_command(&spindle(), profile, OsStr::new("bash"), &args);
         for (at, flag) in flags.iter().enumerate() {
             argv.insert(1 + at, flag.into());
         }
         let mut command = Command::new(exe);
+        crate::support::isolation::isolate(&mut command, &self.path("home"));
         command
             .args(argv)
             .current_dir(self.path("ws"))
@@ -426,7 +430,7 @@ fn landlock_alone_keeps_git_read_only_and_the_network_off() {
 
 #[test]
 fn launcher_errors_have_their_own_exit_codes() {
-    let usage = Command::new(SPINDLE)
+    let usage = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["sandbox", "--write"])
         .output()
         .expect("cannot run spindle sandbox");
@@ -437,7 +441,7 @@ fn launcher_errors_have_their_own_exit_codes() {
         stderr(&usage)
     );
 
-    let no_program = Command::new(SPINDLE)
+    let no_program = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["sandbox", "--network"])
         .output()
         .expect("cannot run spindle sandbox");
@@ -448,7 +452,7 @@ fn launcher_errors_have_their_own_exit_codes() {
         return;
     }
     let scratch = Scratch::new("errors");
-    let missing = Command::new(SPINDLE)
+    let missing = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["sandbox", "--", "spindle-no-such-program"])
         .output()
         .expect("cannot run spindle sandbox");
@@ -456,7 +460,7 @@ fn launcher_errors_have_their_own_exit_codes() {
 
     // A profile that cannot be applied never runs the command.
     let marker = scratch.path("tmp/ran");
-    let unusable = Command::new(SPINDLE)
+    let unusable = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["sandbox", "--write", "/no/such/dir", "--", "touch"])
         .arg(&marker)
         .output()
@@ -473,7 +477,7 @@ fn launcher_errors_have_their_own_exit_codes() {
 #[test]
 fn the_library_probe_agrees_with_the_launcher() {
     let found = probe();
-    let support = support(Path::new(SPINDLE));
+    let support = support(&spindle());
     if std::env::var_os("SPINDLE_SANDBOX").is_some_and(|value| value == "off") {
         assert!(!support.available());
         return;
@@ -1069,8 +1073,9 @@ fn spawn_agent(scratch: &Scratch, args: &[&str], env: &[(&str, &str)], as_nobody
         return Agent::spawn(args, env);
     }
     give_to_nobody(&scratch.root);
+    let spindle = spindle();
     let mut all: Vec<&str> = AS_NOBODY[1..].to_vec();
-    all.push(SPINDLE);
+    all.push(spindle.to_str().expect("the binary's path is UTF-8"));
     all.extend(args);
     Agent::spawn_program(Path::new(AS_NOBODY[0]), &all, env)
 }
@@ -1092,9 +1097,12 @@ fn can_run_as_nobody(test: &str) -> bool {
         eprintln!("{test}: skipped, not root (the other tests run unprivileged already)");
         return false;
     }
-    let probe = Command::new(AS_NOBODY[0])
+    let mut probe = Command::new(AS_NOBODY[0]);
+    crate::support::isolation::isolate(&mut probe, &temp_dir("home"));
+    let probe = probe
         .args(&AS_NOBODY[1..])
-        .args([SPINDLE, "sandbox", "--probe"])
+        .arg(spindle())
+        .args(["sandbox", "--probe"])
         .output();
     match probe {
         Ok(output) if output.status.success() => {
@@ -1218,7 +1226,7 @@ mod seatbelt {
         if !seatbelt_works("the_probe_and_the_library_name_seatbelt") {
             return;
         }
-        let support = support(Path::new(SPINDLE));
+        let support = support(&spindle());
         assert!(support.available(), "{}", support.describe());
         assert_eq!(support.describe(), "Seatbelt (sandbox-exec)");
     }

@@ -3,19 +3,16 @@
 //! is never echoed and is kept in a file only its owner reads, and a
 //! provider of the same name replaced only when the user says so.
 
-use crate::support::agent::fresh_machine;
 use crate::support::fake_openai::chat_text;
 use crate::support::prelude::WAIT;
 use crate::support::pty::Pty;
 use crate::support::{temp_dir, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::Command;
 
 fn setup_on_a_terminal(config: &Path, home: &Path) -> Pty {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    let mut command = crate::support::spindle_command(home);
     command.args(["setup", "--config"]).arg(config);
-    fresh_machine(&mut command, home);
     command.env("TERM", "dumb");
     Pty::spawn(command)
 }
@@ -266,12 +263,11 @@ fn the_terminal_auth_method_starts_the_wizard() {
         .iter()
         .map(|a| a.as_str().unwrap().to_string())
         .collect();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    let mut command = crate::support::spindle_command(&home);
     command
         .args(["acp", "--model", "local/some-model", "--config"])
         .arg(&config)
         .args(&args);
-    fresh_machine(&mut command, &home);
     command.env("TERM", "dumb");
     let mut pty = Pty::spawn(command);
     pty.expect("Provider kind");

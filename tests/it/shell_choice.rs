@@ -6,7 +6,7 @@
 use crate::support::{temp_dir, FakeServer};
 use serde_json::json;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn write_config(dir: &Path, model: &FakeServer, shell: &str) -> std::path::PathBuf {
     let config = dir.join("config.json");
@@ -22,13 +22,12 @@ fn write_config(dir: &Path, model: &FakeServer, shell: &str) -> std::path::PathB
 }
 
 fn exec(dir: &Path, config: &Path, prompt: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_spindle"))
+    crate::support::spindle_command(&dir.join("home"))
         .arg("exec")
         .arg("--config")
         .arg(config)
         .args(["--permissions", "yolo", prompt])
         .current_dir(dir)
-        .env("SPINDLE_HOME", dir.join("home"))
         .env_remove("RUST_LOG")
         .output()
         .unwrap()

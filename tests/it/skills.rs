@@ -404,13 +404,12 @@ fn a_projects_command_never_takes_the_name_of_the_users_skill() {
         );
 
         // spindle doctor, in the workspace, says the same.
-        let mut doctor = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"));
+        let mut doctor = crate::support::spindle_command(agent.home());
         doctor
             .args(["doctor", "--config", config])
             .current_dir(&bench.ws)
             .env("HOME", home)
             .env("USERPROFILE", home);
-        crate::support::agent::fresh_machine(&mut doctor, agent.home());
         let report = String::from_utf8_lossy(&doctor.output().unwrap().stdout).replace('\\', "/");
         assert!(
             report.lines().any(|line| line.contains("shadowed")

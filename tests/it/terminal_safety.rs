@@ -6,11 +6,9 @@
 //! of them raw: they are written out (`\u{1b}`), and JSON escapes them
 //! as `\uXXXX` and still parses to the original text.
 
-use crate::support::agent::fresh_machine;
 use crate::support::{temp_dir, write_file};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// An OSC 52 clipboard write, a window title change, a screen clear (7-
 /// and 8-bit), a next line, a right-to-left override and an isolate.
@@ -46,8 +44,7 @@ struct Run {
 /// `home` (and `HOME`, so no skills or instructions of the developer's
 /// are read); both streams are checked inert.
 fn spindle(cwd: &Path, home: &Path, args: &[&str]) -> Run {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
-    fresh_machine(&mut command, home);
+    let mut command = crate::support::spindle_command(home);
     let output = command
         .args(args)
         .current_dir(cwd)

@@ -8,14 +8,12 @@ use crate::support::prelude::WAIT;
 use crate::support::{temp_dir, Agent, FakeServer};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn spindle(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_spindle"))
+    crate::support::spindle_command(&dir.join("home"))
         .args(args)
         .current_dir(dir)
-        .env("SPINDLE_HOME", dir.join("home"))
         .env_remove("RUST_LOG")
         .output()
         .unwrap()

@@ -11,7 +11,6 @@ use crate::support::prelude::WAIT;
 use crate::support::{temp_dir, Agent, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::Command;
 
 /// What a wildcard gateway lists, in some order: search-only, embedding,
 /// image and speech routes beside chat models, one of which the list
@@ -120,10 +119,9 @@ fn search_and_embedding_models_are_never_the_default() {
 }
 
 fn doctor(config: &Path, dir: &Path) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = crate::support::spindle_command(&dir.join("home"))
         .args(["doctor", "--config", path_str(config), "--db"])
         .arg(dir.join("none.db"))
-        .env("SPINDLE_HOME", dir.join("home"))
         .env_remove("OPENAI_API_KEY")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("OLLAMA_HOST")

@@ -4,7 +4,6 @@
 use super::{finish, ids_of, list_all, prompt_ok, Space};
 use serde_json::{json, Value};
 use std::fs;
-use std::process::Command;
 
 struct CliRun {
     code: Option<i32>,
@@ -26,10 +25,9 @@ impl std::fmt::Display for CliRun {
 fn cli(space: &Space, args: &[&str]) -> CliRun {
     let home = space.base.join("cli-home");
     fs::create_dir_all(&home).expect("cannot create the CLI home");
-    let output = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let output = crate::support::spindle_command(&home)
         .args(args)
         .env_remove("RUST_LOG")
-        .env("SPINDLE_HOME", &home)
         .env("XDG_DATA_HOME", home.join("data"))
         .env("XDG_CONFIG_HOME", home.join("config"))
         .env("TZ", "UTC")
@@ -262,7 +260,7 @@ fn prune_removes_empty_old_and_surplus_sessions() {
     }
     let db = space.db.arg();
     let run = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+        let out = crate::support::spindle_command(&crate::support::temp_dir("home"))
             .args(["sessions", "prune", "--db", &db])
             .args(args)
             .output()

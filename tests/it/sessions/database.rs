@@ -5,7 +5,6 @@
 //! `--db`.
 
 use super::{err, finish, message, prompt_ok, Space};
-use crate::support::agent::{fresh_machine, spindle_binary};
 use crate::support::store::Db;
 use crate::support::{Agent, FakeServer};
 use serde_json::json;
@@ -155,8 +154,7 @@ fn doctor_says_a_locked_database_is_locked_not_broken() {
     holder
         .execute_batch("BEGIN EXCLUSIVE")
         .expect("cannot lock the database");
-    let mut command = std::process::Command::new(spindle_binary());
-    fresh_machine(&mut command, &space.base.join("doctor-home"));
+    let mut command = crate::support::spindle_command(&space.base.join("doctor-home"));
     let out = command
         .current_dir(&space.ws)
         .arg("doctor")

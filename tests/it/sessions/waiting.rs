@@ -410,7 +410,7 @@ fn doctor_names_the_fallbacks_and_the_longest_wait() {
     for server in [&chain.main, &chain.spare, &chain.spare2] {
         server.serve_models(json!({"data": [{"id": "m"}, {"id": "a"}, {"id": "b"}]}));
     }
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["doctor", "--config", chain.config.to_str().unwrap(), "--db"])
         .arg(space.base.join("none.db"))
         .env("CHAIN_KEY", "sk-chain")
@@ -432,7 +432,7 @@ fn doctor_names_the_fallbacks_and_the_longest_wait() {
 fn a_fallback_that_is_not_provider_slash_model_is_refused_at_start() {
     let space = Space::new("wait-bad-fallback");
     let chain = Chain::new(&space, json!({"fallback": ["just-a-name"]}));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["doctor", "--config", chain.config.to_str().unwrap()])
         .output()
         .unwrap();

@@ -49,19 +49,6 @@ pub const TEST_BINARY: &str = "SPINDLE_TEST_BINARY";
 
 /// Default deadline for the convenience calls (`initialize`, `new_session`).
 const QUICK: Duration = Duration::from_secs(10);
-/// Provider credentials and endpoints that must not leak into a test from
-/// the developer's shell; a test that wants one passes it explicitly.
-const SCRUBBED_ENV: [&str; 9] = [
-    "RUST_LOG",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_BASE_URL",
-    "OPENROUTER_API_KEY",
-    "DEEPSEEK_API_KEY",
-    "GEMINI_API_KEY",
-    "SPINDLE_HOME",
-];
 /// How much of the agent's stderr goes into a panic message.
 const STDERR_TAIL: usize = 16 * 1024;
 
@@ -137,10 +124,10 @@ pub struct Agent {
 impl Agent {
     /// Starts the `spindle` binary with `args` (e.g. `["acp"]`).
     ///
-    /// The child inherits the environment minus `RUST_LOG`, provider keys
-    /// and `SPINDLE_HOME` (see `SCRUBBED_ENV`); `SPINDLE_HOME`,
-    /// `XDG_CONFIG_HOME` and `XDG_DATA_HOME` point into a fresh directory
-    /// (`home()`); then `env` is applied on top, so a test can override any
+    /// The child's environment is `support::isolation::isolate`d for a
+    /// fresh directory (`home()`): its `HOME`, `SPINDLE_HOME` and XDG
+    /// folders point there, and provider keys, endpoints and `RUST_LOG`
+    /// are gone; then `env` is applied on top, so a test can override any
     /// of these.
     pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Agent {
         Agent::spawn_program(&spindle_binary(), args, env)
@@ -167,13 +154,7 @@ impl Agent {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr_file));
-        for name in SCRUBBED_ENV {
-            command.env_remove(name);
-        }
-        command
-            .env("SPINDLE_HOME", &home)
-            .env("XDG_CONFIG_HOME", home.join("config"))
-            .env("XDG_DATA_HOME", home.join("data"));
+        super::isolation::isolate(&mut command, &home);
         for (name, value) in env {
             command.env(name, value);
         }
@@ -731,25 +712,6 @@ fn shorten(text: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}… ({} bytes in all)", &text[..end], text.len())
-}
-
-/// Runs `command` as on a fresh machine with no model account: without the
-/// provider variables of the environment or `RUST_LOG`, with `home` as
-/// Spindle's home and config folder.
-pub fn fresh_machine(command: &mut std::process::Command, home: &Path) {
-    for name in [
-        "RUST_LOG",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "OLLAMA_HOST",
-    ] {
-        command.env_remove(name);
-    }
-    command
-        .env("SPINDLE_HOME", home)
-        .env("XDG_CONFIG_HOME", home.join("config"));
 }
 
 /// A fresh scratch directory for an agent, with its empty `home` in it.

@@ -8,7 +8,9 @@
 //! itself), its working directory and its log. So the tests here are the
 //! ones about the protocol's shape and the dispatcher's answers, which
 //! depend on none of those. Everything Spindle reads from a path it is
-//! given explicitly: a private database and config file (see `options`).
+//! given explicitly: a private database and config file (see `options`);
+//! what it finds through the environment (`HOME`, `SPINDLE_HOME`, keys) is
+//! the test process's own private one (`support::isolation`).
 //! A test that needs an environment variable, the agent's stderr, signals,
 //! an exit code, or a file found through `$SPINDLE_HOME` (the user's
 //! `AGENTS.md` or commands) spawns the binary with `Agent::spawn` instead.
@@ -65,6 +67,9 @@ fn other_binary() -> bool {
 
 /// An in-process agent with `options(home)` changed by `configure`.
 pub fn with_options(configure: impl FnOnce(&mut Options)) -> Agent {
+    // The agent reads the environment of this process (the user's
+    // folders, keys): it must be the private one.
+    super::isolation::assert_process_private();
     let scratch = new_scratch();
     let mut options = options(&scratch.join("home"));
     configure(&mut options);

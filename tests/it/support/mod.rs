@@ -10,6 +10,7 @@ pub mod agent;
 pub mod client;
 pub mod fake_openai;
 pub mod in_process;
+pub mod isolation;
 pub mod mcp_server;
 pub mod media;
 pub mod prelude;
@@ -28,5 +29,7 @@ pub use agent::{notices_text, temp_dir, updates_text, write_file, Agent};
 pub use client::{content_text, run_prompt, Answer, Exchange, Turn};
 #[allow(unused_imports)]
 pub use fake_openai::{FakeServer, Recorded, Reply, Step};
+#[allow(unused_imports)]
+pub use isolation::spindle_command;
 #[allow(unused_imports)]
 pub use schema::validate_agent_message;

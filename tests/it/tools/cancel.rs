@@ -499,7 +499,7 @@ fn with_a_long_command(
 #[test]
 fn a_termination_signal_ends_the_agent_even_when_the_editor_stopped_reading() {
     use std::io::Write;
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     for signals in [1, 2] {
         let space = Space::new("tools-signal-stuck");
         let script_path = space.path("script.json");
@@ -509,13 +509,12 @@ fn a_termination_signal_ends_the_agent_even_when_the_editor_stopped_reading() {
         )
         .unwrap();
         let home = space.path("home");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+        let mut command = crate::support::spindle_command(&home);
         command
             .args(["acp", "--script", script_path.to_str().unwrap()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
-        crate::support::agent::fresh_machine(&mut command, &home);
         let mut child = command.spawn().unwrap();
         // stdout is never read.
         let _stdout = child.stdout.take();

@@ -32,7 +32,7 @@ fn git(dir: &Path, args: &[&str]) {
 }
 
 fn sandbox_available() -> bool {
-    let output = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let output = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["sandbox", "--probe"])
         .output()
         .expect("the probe runs");

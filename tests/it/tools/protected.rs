@@ -245,7 +245,7 @@ fn a_project_note_never_goes_through_a_hard_link() {
 /// carve-outs use.
 #[cfg(target_os = "linux")]
 fn sandbox_with_namespaces() -> bool {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let output = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["sandbox", "--probe"])
         .output()
         .expect("cannot run the probe");

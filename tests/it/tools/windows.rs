@@ -167,7 +167,7 @@ fn drive_letter_paths_and_file_uris_name_workspace_files() {
 
 #[test]
 fn the_sandbox_is_refused_at_start_with_what_to_use_instead() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = crate::support::spindle_command(&crate::support::temp_dir("home"))
         .args(["acp", "--permissions", "sandbox"])
         .stdin(std::process::Stdio::null())
         .output()
