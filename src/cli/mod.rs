@@ -16,7 +16,7 @@ mod logging;
 mod mcp_list;
 mod printer;
 // The unit tests run with a private home (a constructor; Linux).
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod private_home;
 mod sessions;
 pub mod setup;

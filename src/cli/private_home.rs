@@ -7,12 +7,10 @@
 //! through `config::default_path`, `folders::home` or the environment.
 //! The integration tests do the same in `tests/it/support/isolation.rs`.
 
-#[cfg(target_os = "linux")]
 #[used]
 #[link_section = ".init_array"]
 static PRIVATE: extern "C" fn() = private_at_start;
 
-#[cfg(target_os = "linux")]
 extern "C" fn private_at_start() {
     make_private();
 }
@@ -81,7 +79,6 @@ fn make_private() {
     }
 }
 
-#[cfg(target_os = "linux")]
 #[test]
 fn the_unit_tests_run_with_a_private_home_and_no_keys() {
     let home = std::env::temp_dir().join("spindle-unit-tests");
