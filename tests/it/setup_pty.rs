@@ -369,9 +369,8 @@ fn after_a_refused_key_the_config_can_be_written_anyway() {
     let home = dir.join("home");
     let config = dir.join("config.json");
     server.push(refused());
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    let mut command = crate::support::spindle_command(&home);
     command.args(["setup", "--config"]).arg(&config);
-    fresh_machine(&mut command, &home);
     command
         .env("TERM", "dumb")
         .env("SETUP_WRONG_TOKEN", "sk-wrong-key-3");

@@ -3,11 +3,10 @@
 //! code instead of saying everything is in place, and `exec` prints one
 //! error, not a log line and the message both.
 
-use crate::support::agent::fresh_machine;
 use crate::support::{temp_dir, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -29,9 +28,8 @@ fn refusing_server(calls: usize) -> FakeServer {
 }
 
 fn spindle(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    let mut command = crate::support::spindle_command(home);
     command.args(args).current_dir(home);
-    fresh_machine(&mut command, home);
     for (name, value) in env {
         command.env(name, value);
     }
