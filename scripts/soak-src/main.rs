@@ -400,6 +400,13 @@ fn alive(pid: u32) -> bool {
 }
 
 fn main() -> ExitCode {
+    // The agent is killed with SIGKILL and its processes are found and
+    // read through /proc: neither exists on Windows, where the program
+    // builds (so that every target's examples build) but does not run.
+    if cfg!(not(unix)) {
+        eprintln!("the soak needs Unix (SIGKILL, /proc); run it on Linux");
+        return ExitCode::FAILURE;
+    }
     let mut args = std::env::args().skip(1);
     let binary = PathBuf::from(
         args.next()
@@ -666,6 +673,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// Makes `link` a symbolic link to `target`; a failure leaves the link
+/// out. The soak runs on Unix only (see `main`).
+#[cfg(unix)]
+fn symlink(target: &Path, link: &Path) {
+    let _ = std::os::unix::fs::symlink(target, link);
+}
+
+#[cfg(not(unix))]
+fn symlink(_target: &Path, _link: &Path) {}
+
 /// Seeds the workspace with what a hostile repository ships: command files
 /// linked to the agent's environment and to a secret outside, a FIFO among
 /// them, an `AGENTS.md` link out, and a git repository whose configuration
@@ -675,11 +692,11 @@ fn hostile_workspace(work: &Path) {
     let commands = ws.join(".spindle/commands");
     let _ = std::fs::create_dir_all(&commands);
     let _ = std::fs::write(work.join("secret.txt"), OUTSIDE_SECRET);
-    let _ = std::os::unix::fs::symlink("/proc/self/environ", commands.join("env.md"));
-    let _ = std::os::unix::fs::symlink(work.join("secret.txt"), commands.join("leak.md"));
-    let _ = std::os::unix::fs::symlink(work.join("secret.txt"), ws.join("CLAUDE.md"));
+    symlink("/proc/self/environ".as_ref(), &commands.join("env.md"));
+    symlink(&work.join("secret.txt"), &commands.join("leak.md"));
+    symlink(&work.join("secret.txt"), &ws.join("CLAUDE.md"));
     // Imports that climb out of the workspace, directly and through a link.
-    let _ = std::os::unix::fs::symlink(work.join("secret.txt"), ws.join("linked.md"));
+    symlink(&work.join("secret.txt"), &ws.join("linked.md"));
     let _ = std::fs::write(
         ws.join("AGENTS.md"),
         format!(
