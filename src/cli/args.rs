@@ -76,8 +76,17 @@ pub enum SessionsAction {
 }
 
 pub fn parse_args() -> Result<Command, Usage> {
+    parse(lexopt::Parser::from_env())
+}
+
+/// The command line `words` (the program's name left out).
+#[cfg(test)]
+pub(crate) fn parse_words(words: &[&str]) -> Result<Command, Usage> {
+    parse(lexopt::Parser::from_args(words.iter().copied()))
+}
+
+fn parse(mut parser: lexopt::Parser) -> Result<Command, Usage> {
     use lexopt::prelude::*;
-    let mut parser = lexopt::Parser::from_env();
     let usage = |err: lexopt::Error| Usage(err.to_string());
     let mut exec: Option<crate::cli::exec::ExecArgs> = None;
     let Some(first) = parser.next().map_err(usage)? else {
@@ -139,7 +148,8 @@ pub fn parse_args() -> Result<Command, Usage> {
                 Some(Short('h') | Long("help")) => {
                     return Ok(Command::Help(Some("completions".into())))
                 }
-                _ => {
+                Some(other) => return Err(usage(other.unexpected())),
+                None => {
                     return Err(Usage(
                         "'spindle completions' takes bash, zsh or fish".into(),
                     ))

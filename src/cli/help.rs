@@ -211,13 +211,61 @@ pub fn command_help(topic: &str) -> Option<String> {
     Some(text)
 }
 
+/// The options of acp, exec and chat (the agent's).
+macro_rules! agent_flags {
+    () => {
+        "--model --preset --profile --config --script --permissions --max-steps \
+         --on-reject --db --log-file --drain --connect-timeout --stall-timeout --retries"
+    };
+}
+
+/// Each command's flags, offered by the completions. The test below holds
+/// them to what the parser accepts, both ways.
+const FLAGS: [(&str, &str); 12] = [
+    ("acp", concat!(agent_flags!(), " --setup --help")),
+    (
+        "exec",
+        concat!(
+            agent_flags!(),
+            " --json --quiet --continue --session --agent --help"
+        ),
+    ),
+    (
+        "chat",
+        concat!(
+            agent_flags!(),
+            " --json --quiet --continue --session --agent --hide-thoughts --help"
+        ),
+    ),
+    ("trust", "--config --help"),
+    ("untrust", "--config --help"),
+    ("doctor", "--config --db --help"),
+    ("mcp", "--config --cwd --url --type --env --header --help"),
+    (
+        "sessions",
+        "--json --older-than --keep --dry-run --db --cwd --agent --help",
+    ),
+    (
+        "setup",
+        "--kind --name --base-url --key-env --key-file --key-stdin --no-key --model \
+         --config --no-test --help",
+    ),
+    (
+        "sandbox",
+        "--write --read-only --hide --network --probe --help",
+    ),
+    ("completions", "--help"),
+    ("help", "--help"),
+];
+
 /// The values a flag takes, offered after it.
-const VALUES: [(&str, &str); 5] = [
+const VALUES: [(&str, &str); 6] = [
     ("--permissions", "ask auto sandbox yolo"),
     ("--preset", "light balanced delivery"),
     ("--profile", "economy balanced delivery"),
     ("--kind", "openai anthropic responses"),
     ("--on-reject", "stop continue"),
+    ("--type", "http sse"),
 ];
 
 /// The words a command takes first (its own commands).
@@ -240,21 +288,14 @@ pub fn completions(shell: &str) -> String {
             .find(|(command, _)| *command == topic)
             .map_or("", |(_, words)| words)
     };
-    let flags = |topic: &str| -> Vec<String> {
-        let mut flags: Vec<String> = command_help(topic)
-            .unwrap_or_default()
+    let flags = |topic: &str| -> Vec<&str> {
+        let mut flags: Vec<&str> = FLAGS
+            .iter()
+            .find(|(command, _)| *command == topic)
+            .map_or("", |(_, flags)| flags)
             .split_whitespace()
-            .filter(|w| w.starts_with("--") && w.len() > 2)
-            .map(|w| w.trim_end_matches([',', ')', ';', '.']).to_string())
-            .filter(|w| {
-                w.chars()
-                    .skip(2)
-                    .all(|c| c.is_ascii_lowercase() || c == '-')
-            })
             .collect();
-        flags.push("--help".into());
         flags.sort();
-        flags.dedup();
         flags
     };
     let commands = COMMANDS.join(" ");
@@ -322,5 +363,102 @@ pub fn completions(shell: &str) -> String {
             }
             out
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::args::{parse_words, Usage};
+
+    /// Every `Long("…")` flag named in `source`.
+    fn named_flags(source: &str) -> Vec<String> {
+        let mut flags: Vec<String> = source
+            .split("Long(\"")
+            .skip(1)
+            .filter_map(|rest| rest.split_once('"'))
+            .map(|(name, _)| format!("--{name}"))
+            .collect();
+        flags.sort();
+        flags.dedup();
+        flags
+    }
+
+    /// Whether the parser takes `flag` after `words`: a flag it does not
+    /// know is an "invalid option"; one missing its value, or a command
+    /// missing its prompt, is known.
+    fn accepts(words: &[&str], flag: &str) -> bool {
+        let mut line = words.to_vec();
+        line.push(flag);
+        match parse_words(&line) {
+            Ok(_) => true,
+            Err(Usage(message)) => !message.contains(&format!("invalid option '{flag}'")),
+        }
+    }
+
+    /// Where a command's flags are tried: after the command alone, and
+    /// after each of its own commands (mcp's `--cwd` follows `list`).
+    fn prefixes(command: &str) -> Vec<Vec<&str>> {
+        let subs = SUBCOMMANDS
+            .iter()
+            .find(|(c, _)| *c == command)
+            .map_or("", |(_, words)| *words);
+        let mut out = vec![vec![command]];
+        if command != "help" && command != "completions" {
+            out.extend(subs.split_whitespace().map(|sub| vec![command, sub]));
+        }
+        out
+    }
+
+    #[test]
+    fn each_command_completes_exactly_the_flags_its_parser_takes() {
+        let candidates = named_flags(include_str!("args.rs"));
+        assert!(candidates.contains(&"--json".to_string()), "{candidates:?}");
+        for command in COMMANDS {
+            let offered: Vec<&str> = FLAGS
+                .iter()
+                .find(|(c, _)| *c == command)
+                .map(|(_, flags)| flags.split_whitespace().collect())
+                .unwrap_or_else(|| panic!("no completions for {command}"));
+            if command == "sandbox" {
+                // Its arguments go whole to the sandbox's own parser.
+                let mut taken = named_flags(include_str!("../sandbox/mod.rs"));
+                // Hidden: what the agent adds when the probe says so.
+                taken.retain(|flag| flag != "--no-namespaces");
+                let mut offered: Vec<String> = offered.iter().map(|f| f.to_string()).collect();
+                offered.sort();
+                assert_eq!(offered, taken, "sandbox");
+                continue;
+            }
+            for flag in &candidates {
+                let taken = prefixes(command).iter().any(|words| accepts(words, flag));
+                assert_eq!(
+                    offered.contains(&flag.as_str()),
+                    taken,
+                    "spindle {command} {flag}: taken by the parser: {taken}, completed: {}",
+                    !taken
+                );
+            }
+            for flag in &offered {
+                assert!(
+                    candidates.iter().any(|c| c == flag),
+                    "spindle {command} completes {flag}, which no parser names"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_scripts_offer_exec_json_and_quiet() {
+        for shell in ["bash", "zsh", "fish"] {
+            let script = completions(shell);
+            for flag in ["json", "quiet", "session", "agent"] {
+                assert!(
+                    script.contains(&format!("--{flag}")) || script.contains(&format!("-l {flag}")),
+                    "{shell}: {flag}"
+                );
+            }
+        }
+        assert!(completions("fish").contains("__fish_seen_subcommand_from chat' -l hide-thoughts"));
     }
 }

@@ -170,6 +170,12 @@ fn bash_completes_values_subcommands_and_exec_flags() {
     assert_eq!(ask("spindle exec --preset d"), "delivery");
     assert!(ask("spindle sessions ''").contains("export"));
     assert_eq!(ask("spindle exec --cont"), "--continue");
+    let exec = ask("spindle exec --");
+    for flag in ["--json", "--quiet", "--session", "--agent"] {
+        assert!(exec.split(' ').any(|w| w == flag), "{flag}: {exec}");
+    }
+    assert!(!exec.contains("--setup"), "{exec}");
+    assert_eq!(ask("spindle chat --hide"), "--hide-thoughts");
     assert!(ask("spindle ''").contains("untrust"));
     let _ = std::fs::remove_file(&path);
 }
