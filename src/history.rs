@@ -98,9 +98,9 @@ pub fn list_json(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Resul
     Ok(text)
 }
 
-/// The session an id or a unique prefix of one names: `Err` with the
-/// candidates when the prefix is ambiguous, `Ok(None)` when nothing
-/// matches.
+/// The session an id or a unique prefix of one names, the id's `sess_`
+/// given or not (`3f9a` finds `sess_3f9a…`): `Err` with the candidates
+/// when the prefix is ambiguous, `Ok(None)` when nothing matches.
 pub fn resolve_id(store: &Store, given: &str) -> std::result::Result<Option<String>, String> {
     if store.session(given).map_err(|e| e.to_string())?.is_some() {
         return Ok(Some(given.to_string()));
@@ -113,7 +113,12 @@ pub fn resolve_id(store: &Store, given: &str) -> std::result::Result<Option<Stri
         .map_err(|e| e.to_string())?
         .into_iter()
         .map(|row| row.id)
-        .filter(|id| id.starts_with(given))
+        .filter(|id| {
+            id.starts_with(given)
+                || id
+                    .strip_prefix("sess_")
+                    .is_some_and(|rest| rest.starts_with(given))
+        })
         .collect();
     match matches.len() {
         0 => Ok(None),

@@ -28,9 +28,10 @@ struct Interrupt {
     armed: bool,
 }
 
-pub fn run(mut options: Options, args: ExecArgs) -> Result<(), Failure> {
+pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     // Termination signals are the chat's to handle, not the agent's.
     options.signals = false;
+    super::exec::resolve_session(&options, &mut args)?;
     let cwd = std::env::current_dir()
         .map_err(|error| Failure::Failed(format!("cannot tell the current folder: {error}")))?;
     let interrupt: Arc<Mutex<Interrupt>> = Arc::default();

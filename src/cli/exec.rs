@@ -41,6 +41,33 @@ pub struct ExecArgs {
     pub chat: bool,
 }
 
+/// `--session` takes what `spindle sessions show` does: an id or a unique
+/// prefix of one, its `sess_` given or not. The prefix is made the whole
+/// id here, before the agent opens the session by it. A database that
+/// does not exist yet (or a scripted run's own) holds no session to
+/// find, and is not created for the asking.
+pub(super) fn resolve_session(options: &Options, args: &mut ExecArgs) -> Result<(), Failure> {
+    let Some(Resume::Id(given)) = &args.resume else {
+        return Ok(());
+    };
+    if options.script.is_some() && options.db.is_none() {
+        return Ok(());
+    }
+    let path = options
+        .db
+        .clone()
+        .unwrap_or_else(crate::store::default_path);
+    if !path.is_file() {
+        return Ok(());
+    }
+    let store = crate::store::Store::open(&path)
+        .map_err(|error| Failure::Failed(format!("{}: {error}", path.display())))?;
+    if let Some(id) = crate::history::resolve_id(&store, given).map_err(Failure::Failed)? {
+        args.resume = Some(Resume::Id(id));
+    }
+    Ok(())
+}
+
 /// The most bytes read from standard input (the prompt, or the context
 /// piped in with one).
 const PROMPT_CAP: u64 = 1024 * 1024;
@@ -117,10 +144,11 @@ fn prompt_text(args: &ExecArgs) -> Result<String, Failure> {
 /// code 3) on any other stop reason or when a call needed approval that
 /// nobody could give, [`Failure::Cancelled`] (130) after Ctrl-C, another
 /// failure (1) on an error.
-pub fn run(mut options: Options, args: ExecArgs) -> Result<(), Failure> {
+pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     // Termination signals are exec's to handle (below), not the
     // in-process agent's: one handler per process.
     options.signals = false;
+    resolve_session(&options, &mut args)?;
     let prompt = prompt_text(&args)?;
     let cwd = std::env::current_dir()
         .map_err(|error| Failure::Failed(format!("cannot tell the current folder: {error}")))?;

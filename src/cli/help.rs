@@ -55,7 +55,8 @@ USAGE:
                               --json: an array for scripts)
     spindle sessions show ID [--db PATH]
                               print a session's transcript as text (ID: the id,
-                              or a unique prefix of it, here and below)
+                              or a unique prefix of it, sess_ or not, here, below
+                              and in --session)
     spindle sessions export ID [--db PATH]
                               print a session's transcript as NDJSON (one stored
                               session/update a line, as a load replays it)

@@ -196,6 +196,33 @@ fn exec_continues_a_session_and_its_slash_commands_work() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(dir.join("made.txt").exists());
+    // A unique prefix names it too, its sess_ left out, as in `spindle
+    // sessions show`.
+    let short = &session.strip_prefix("sess_").expect("a sess_ id")[..6];
+    let out = exec(
+        &dir,
+        &nothing,
+        &["--db", db, "--session", short, "/undo"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!dir.join("made.txt").exists(), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains(&format!("session {session}")),
+        "{}",
+        text(&out.stderr)
+    );
+    let shown = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["sessions", "show", short, "--db", db])
+        .env("SPINDLE_HOME", dir.join("home"))
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{}", text(&shown.stderr));
+    assert!(
+        text(&shown.stdout).contains("make a file"),
+        "{}",
+        text(&shown.stdout)
+    );
     // A folder with no session, and an unknown id, say so.
     let other = temp_dir("exec-continue-none");
     let out = exec(&other, &nothing, &["--db", db, "--continue", "hello"], "");
