@@ -39,3 +39,17 @@ fn the_local_server_configurations_in_the_docs_load() {
         assert!(model.starts_with(&format!("{name}/")), "{model}");
     }
 }
+
+/// docs/troubleshooting.md says how many of a server's models the picker
+/// keeps: the number the code keeps.
+#[test]
+fn the_troubleshooting_page_gives_the_model_cap() {
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/troubleshooting.md"
+    ))
+    .expect("docs/troubleshooting.md");
+    let cap = spindle::agent::models::DISCOVERED_CAP;
+    let said = format!("keeps the first {cap} chat models");
+    assert!(docs.contains(&said), "the page should say {said:?}");
+}
