@@ -360,7 +360,11 @@ pub fn edit_file(
             write(path, &new_text, editor)?;
             Ok((
                 Change {
-                    summary: format!("Edited {} ({} edit(s)).", path.display(), edits.len()),
+                    summary: format!(
+                        "Edited {} ({}).",
+                        path.display(),
+                        crate::util::count(edits.len(), "edit", "edits")
+                    ),
                     old_text: Some(text),
                     new_text,
                 },
@@ -376,9 +380,9 @@ pub fn edit_file(
             Ok((
                 Change {
                     summary: format!(
-                        "Edited {} ({} edit(s)); the file is not UTF-8 and its other bytes were kept as they were.",
+                        "Edited {} ({}); the file is not UTF-8 and its other bytes were kept as they were.",
                         path.display(),
-                        edits.len()
+                        crate::util::count(edits.len(), "edit", "edits")
                     ),
                     old_text: Some(String::from_utf8_lossy(&bytes).into_owned()),
                     new_text: String::from_utf8_lossy(&new_bytes).into_owned(),
@@ -550,6 +554,21 @@ mod tests {
         assert!(apply_edits("abc", &[edit("", "q")]).is_err());
         let crlf = apply_edits("a\r\nb\r\n", &[edit("a\nc", "x")]).unwrap_err();
         assert!(crlf.contains("CRLF"), "{crlf}");
+    }
+
+    #[test]
+    fn the_summary_counts_edits_in_words() {
+        let dir = std::env::temp_dir().join(format!("spindle-edit-count-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.txt");
+        std::fs::write(&path, "a\nb\n").unwrap();
+        let limits = FileLimits::default();
+        let (one, _) = edit_file(&path, &[edit("a", "A")], &LocalOnly, limits).unwrap();
+        assert!(one.summary.ends_with("(1 edit)."), "{}", one.summary);
+        let two = [edit("A", "x"), edit("b", "y")];
+        let (two, _) = edit_file(&path, &two, &LocalOnly, limits).unwrap();
+        assert!(two.summary.ends_with("(2 edits)."), "{}", two.summary);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
