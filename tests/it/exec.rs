@@ -212,9 +212,8 @@ fn exec_continues_a_session_and_its_slash_commands_work() {
         "{}",
         text(&out.stderr)
     );
-    let shown = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let shown = crate::support::spindle_command(&dir.join("home"))
         .args(["sessions", "show", short, "--db", db])
-        .env("SPINDLE_HOME", dir.join("home"))
         .output()
         .unwrap();
     assert!(shown.status.success(), "{}", text(&shown.stderr));
