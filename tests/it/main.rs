@@ -29,6 +29,7 @@ mod memory;
 mod named_files;
 mod network;
 mod policy_rules;
+mod precedence;
 mod protocol;
 mod providers;
 // The release script is bash, run where Unix shells are.

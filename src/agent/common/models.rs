@@ -172,10 +172,13 @@ impl Registry {
         for (id, config) in configured {
             registry.add(&id, config);
         }
-        let wanted = options
-            .model
-            .clone()
-            .or_else(|| registry.config.defaults.model.clone());
+        // The command line's model, else the config's; `--script` without
+        // `--model` keeps its scenario the default.
+        let wanted = match (&options.model, &options.script) {
+            (Some(model), _) => Some(model.clone()),
+            (None, Some(_)) => None,
+            (None, None) => registry.config.defaults.model.clone(),
+        };
         registry.add_offered(wanted.as_deref());
         registry.choose_default(wanted);
         registry.add_limits_and_prices();

@@ -47,13 +47,25 @@ impl Options {
         self.agent.as_ref()?.commands_dir.as_deref()
     }
 
+    /// The model the command line chose: `--model`, else `--script`'s
+    /// scenario. It comes before every configured default (a project's,
+    /// the user's, the workspace's last choice, an agent file's).
+    pub fn chosen_model(&self) -> Option<String> {
+        self.model.clone().or_else(|| {
+            self.script
+                .as_ref()
+                .map(|_| super::models::SCRIPT_MODEL.to_string())
+        })
+    }
+
     /// Takes an agent file's choices where the command line made none
-    /// (`--model`, `--preset`, `--on-reject`, `--max-steps` still win).
+    /// (`--model`, `--script`, `--preset`, `--on-reject`, `--max-steps`
+    /// still win).
     pub fn adopt(&mut self, spec: crate::agentfile::AgentSpec) {
         if self.before_agent.is_none() {
             self.before_agent = Some(Box::new(self.clone()));
         }
-        if self.model.is_none() {
+        if self.chosen_model().is_none() {
             self.model = spec.model.clone();
         }
         if self.preset.is_none() {

@@ -131,8 +131,11 @@ impl Dispatcher {
         Ok(response)
     }
 
-    /// A new session's choices: the command line's explicit values first,
-    /// then the workspace's last choices, then the config file's defaults.
+    /// A new session's choices: the command line's explicit values first
+    /// (`--script` counts as a model chosen), then a trusted project's
+    /// defaults, the workspace's last choices, the user's config file's
+    /// defaults, and the built-in values (docs/configuration.md, "Which
+    /// choice wins").
     fn apply_start_values(
         &self,
         session: &mut Session,
@@ -146,9 +149,8 @@ impl Dispatcher {
         let project_model = project.model.as_ref().and_then(|m| registry.qualify(m));
         let explicit_model = self
             .options
-            .model
-            .as_ref()
-            .and_then(|m| registry.qualify(m));
+            .chosen_model()
+            .and_then(|m| registry.qualify(&m));
         let model = explicit_model
             .or(project_model)
             .or(remembered.model)

@@ -1,0 +1,212 @@
+//! Which choice wins, through the real binary: every command-line flag
+//! beats every configured value (a trusted project's defaults, the
+//! workspace's last choices, the user's config), as the table in
+//! docs/configuration.md says, one test per row. Each test's user config
+//! points `defaults.model` at a decoy server that must get no model call
+//! (unless the row is about that server's own retries).
+
+use crate::support::agent::fresh_machine;
+use crate::support::client::no_requests;
+use crate::support::prelude::{ok, WAIT};
+use crate::support::{run_prompt, temp_dir, write_file, Agent, FakeServer};
+use serde_json::{json, Value};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// A user's machine after `spindle setup`: a config whose
+/// `defaults.model` names the decoy server (with `defaults` besides),
+/// the workspace a trusted project whose own defaults name the decoy too.
+struct Machine {
+    decoy: FakeServer,
+    base: PathBuf,
+    home: PathBuf,
+    ws: PathBuf,
+}
+
+impl Machine {
+    fn new(name: &str, defaults: Value, extra: Value) -> Machine {
+        let decoy = FakeServer::start();
+        let base = spindle::os::canonical(temp_dir(name)).unwrap();
+        let (home, ws) = (base.join("home"), base.join("ws"));
+        fs::create_dir_all(&home).unwrap();
+        fs::create_dir_all(&ws).unwrap();
+        let mut config = json!({
+            "providers": {"decoy": {"kind": "openai", "base_url": decoy.base_url(),
+                                     "requires_key": false}},
+            "models": {"decoy/alpha": {"context_window": 64000}},
+            "permissions": {"projects": {ws.display().to_string(): {"trusted": true}}},
+        });
+        let mut all = json!({"model": "decoy/alpha"});
+        for (key, value) in defaults.as_object().unwrap() {
+            all[key] = value.clone();
+        }
+        config["defaults"] = all;
+        for (key, value) in extra.as_object().unwrap() {
+            match (config.get_mut(key), value) {
+                (Some(Value::Object(have)), Value::Object(more)) => {
+                    have.extend(more.clone());
+                }
+                _ => config[key] = value.clone(),
+            }
+        }
+        write_file(&home, "config.json", config.to_string());
+        write_file(
+            &ws,
+            ".spindle/config.json",
+            json!({"defaults": {"model": "decoy/alpha", "approval": "ask"}}).to_string(),
+        );
+        Machine {
+            decoy,
+            base,
+            home,
+            ws,
+        }
+    }
+
+    fn home_env(&self) -> [(&str, &str); 1] {
+        [("SPINDLE_HOME", self.home.to_str().unwrap())]
+    }
+
+    /// `spindle acp` with `args` on this machine, initialized.
+    fn agent(&self, args: &[&str]) -> Agent {
+        let mut agent = Agent::spawn(args, &self.home_env());
+        agent.initialize();
+        agent
+    }
+
+    /// A session in the workspace: its id and its config options.
+    fn session(&self, agent: &mut Agent) -> (String, Value) {
+        let result = ok(
+            agent,
+            "session/new",
+            json!({"cwd": self.ws.to_str().unwrap(), "mcpServers": []}),
+        );
+        let id = result["sessionId"].as_str().unwrap().to_string();
+        (id, result["configOptions"].clone())
+    }
+
+    /// A scenario file in the base folder.
+    fn script(&self, replies: Value) -> PathBuf {
+        write_file(
+            &self.base,
+            "script.json",
+            json!({"replies": replies}).to_string(),
+        )
+    }
+
+    /// A command other than `acp` on this machine, in the workspace.
+    fn run(&self, args: &[&str], stdin: &str) -> std::process::Output {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"));
+        command.args(args).current_dir(&self.ws);
+        fresh_machine(&mut command, &self.home);
+        crate::support::agent::output_with_input(&mut command, stdin.as_bytes())
+    }
+
+    /// The decoy got no model call.
+    fn untouched(&self) {
+        let requests = self.decoy.requests();
+        assert!(
+            requests.is_empty(),
+            "the configured default model was called: {:?}",
+            requests.iter().map(|r| &r.path).collect::<Vec<_>>()
+        );
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = fs::remove_dir_all(&self.base);
+        }
+    }
+}
+
+/// A config option's current value.
+fn current(options: &Value, id: &str) -> String {
+    options
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == id)
+        .map(|o| o["currentValue"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_else(|| panic!("no option {id} in {options}"))
+}
+
+fn out(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn script_beats_the_users_the_projects_and_an_agent_files_model_in_acp() {
+    let machine = Machine::new("prec-script-acp", json!({}), json!({}));
+    let script = machine.script(json!([{"text": "scripted hello"}]));
+    // An agent file naming the decoy's model does not win either.
+    let file = write_file(
+        &machine.base,
+        "agent/agent.json",
+        json!({"name": "decoyed", "model": "decoy/alpha"}).to_string(),
+    );
+    let script = script.to_str().unwrap();
+    for args in [
+        vec!["acp", "--script", script],
+        vec![
+            "acp",
+            file.parent().unwrap().to_str().unwrap(),
+            "--script",
+            script,
+        ],
+    ] {
+        let mut agent = machine.agent(&args);
+        let (session, options) = machine.session(&mut agent);
+        assert_eq!(current(&options, "model"), "script/scenario", "{args:?}");
+        let turn = run_prompt(&mut agent, &session, "hi", WAIT, no_requests);
+        assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+        assert!(turn.text().contains("scripted hello"), "{}", turn.dump());
+    }
+    machine.untouched();
+}
+
+#[test]
+fn script_with_yolo_runs_the_readmes_tools_demo_whatever_the_config_says() {
+    let machine = Machine::new("prec-script-yolo", json!({"approval": "ask"}), json!({}));
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tools.script.json");
+    let mut agent = machine.agent(&[
+        "acp",
+        "--script",
+        demo.to_str().unwrap(),
+        "--permissions",
+        "yolo",
+    ]);
+    let (session, options) = machine.session(&mut agent);
+    assert_eq!(current(&options, "tool_approval"), "yolo");
+    // No permission request may come: yolo asks nothing.
+    let turn = run_prompt(&mut agent, &session, "show me the tools", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert!(turn.text().contains("Hello, Spindle!"), "{}", turn.dump());
+    let written = fs::read_to_string(machine.ws.join("spindle-demo.txt")).unwrap();
+    assert_eq!(written, "Hello, Spindle!\n");
+    machine.untouched();
+}
+
+#[test]
+fn script_beats_the_default_model_in_exec_and_chat() {
+    let machine = Machine::new("prec-script-exec", json!({}), json!({}));
+    let script = machine.script(json!([{"text": "scripted exec"}, {"text": "scripted chat"}]));
+    let path = script.to_str().unwrap();
+    let exec = machine.run(&["exec", "--script", path, "hi"], "");
+    assert!(exec.status.success(), "{}", out(&exec.stderr));
+    assert!(
+        out(&exec.stdout).contains("scripted exec"),
+        "{}",
+        out(&exec.stdout)
+    );
+    let script = machine.script(json!([{"text": "scripted chat"}]));
+    let chat = machine.run(&["chat", "--script", script.to_str().unwrap()], "hi\n");
+    assert!(chat.status.success(), "{}", out(&chat.stderr));
+    assert!(
+        out(&chat.stdout).contains("scripted chat"),
+        "{}",
+        out(&chat.stdout)
+    );
+    machine.untouched();
+}
