@@ -271,7 +271,10 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, Usage> {
             Long("retries") => {
                 let value = parser.value().map_err(usage)?.string().map_err(usage)?;
                 options.timeouts.attempts = match value.parse::<u32>() {
-                    Ok(retries) if retries <= 10 => retries + 1,
+                    Ok(retries) if retries <= 10 => {
+                        options.retries_given = true;
+                        retries + 1
+                    }
                     _ => {
                         return Err(Usage(format!(
                             "--retries takes a number from 0 to 10, got '{value}'"

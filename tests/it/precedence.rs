@@ -7,8 +7,9 @@
 
 use crate::support::agent::fresh_machine;
 use crate::support::client::no_requests;
+use crate::support::fake_openai::chat_text;
 use crate::support::prelude::{ok, WAIT};
-use crate::support::{run_prompt, temp_dir, write_file, Agent, FakeServer};
+use crate::support::{run_prompt, temp_dir, write_file, Agent, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -83,6 +84,14 @@ impl Machine {
         );
         let id = result["sessionId"].as_str().unwrap().to_string();
         (id, result["configOptions"].clone())
+    }
+
+    /// Changes the user's config file.
+    fn configure(&self, change: impl FnOnce(&mut Value)) {
+        let path = self.home.join("config.json");
+        let mut config: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        change(&mut config);
+        fs::write(&path, config.to_string()).unwrap();
     }
 
     /// A scenario file in the base folder.
@@ -209,4 +218,26 @@ fn script_beats_the_default_model_in_exec_and_chat() {
         out(&chat.stdout)
     );
     machine.untouched();
+}
+
+#[test]
+fn retries_flag_beats_a_gateways_single_retry() {
+    let machine = Machine::new("prec-retries", json!({}), json!({}));
+    // The decoy is this test's model: a gateway the config marks as
+    // retrying by itself, which fails twice before it answers.
+    machine.configure(|config| config["providers"]["decoy"]["gateway"] = json!(true));
+    for _ in 0..2 {
+        machine.decoy.push(Reply::Status {
+            code: 503,
+            body: json!({"error": {"message": "busy", "type": "server_error"}}).to_string(),
+            headers: vec![("retry-after-ms".into(), "10".into())],
+        });
+    }
+    machine.decoy.push(Reply::Sse(chat_text(&["third time"])));
+    let mut agent = machine.agent(&["acp", "--retries", "2"]);
+    let (session, _) = machine.session(&mut agent);
+    let turn = run_prompt(&mut agent, &session, "hi", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert!(turn.text().contains("third time"), "{}", turn.dump());
+    assert_eq!(machine.decoy.requests().len(), 3);
 }

@@ -162,7 +162,7 @@ impl Registry {
         if let Some(path) = &options.script {
             registry.add_script(path)?;
         }
-        registry.start_providers(options.timeouts)?;
+        registry.start_providers(options.timeouts, options.retries_given)?;
         let configured: Vec<(String, ModelConfig)> = registry
             .config
             .models
@@ -207,7 +207,7 @@ impl Registry {
 
     /// Makes a provider of every usable one in the config; of the others,
     /// notes why not.
-    fn start_providers(&mut self, timeouts: Timeouts) -> Result<(), String> {
+    fn start_providers(&mut self, timeouts: Timeouts, retries_given: bool) -> Result<(), String> {
         let names: Vec<String> = self.config.providers.keys().cloned().collect();
         for name in names {
             if !self.config.usable(&name) {
@@ -224,7 +224,7 @@ impl Registry {
                 self.problems.push(hint);
                 continue;
             }
-            let provider = self.make_provider(&name, timeouts)?;
+            let provider = self.make_provider(&name, timeouts, retries_given)?;
             self.providers.insert(name, provider);
         }
         Ok(())
@@ -406,11 +406,18 @@ impl Registry {
         }
     }
 
-    fn make_provider(&self, name: &str, timeouts: Timeouts) -> Result<Arc<dyn Provider>, String> {
+    /// A provider of the config; a gateway retries once at most, unless
+    /// the command line's `--retries` says otherwise.
+    fn make_provider(
+        &self,
+        name: &str,
+        timeouts: Timeouts,
+        retries_given: bool,
+    ) -> Result<Arc<dyn Provider>, String> {
         let mut timeouts = timeouts;
         timeouts.limits = self.config.limits.streams();
         let config = &self.config.providers[name];
-        if config.gateway {
+        if config.gateway && !retries_given {
             timeouts.attempts = timeouts.attempts.min(2);
         }
         let base_url = config

@@ -13,6 +13,9 @@ pub struct Options {
     /// On stdin EOF, let running turns finish instead of cancelling them.
     pub drain: bool,
     pub timeouts: Timeouts,
+    /// `--retries` was given: it holds even for a provider the config
+    /// marks as a gateway (which otherwise gets one retry at most).
+    pub retries_given: bool,
     /// The approval policy new sessions start with (else the workspace's
     /// last choice, the config file's default, or ask).
     pub permissions: Option<Policy>,
