@@ -65,6 +65,7 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
         .clone()
         .unwrap_or_else(crate::store::default_path)
         .with_file_name("chat_history");
+    let flags = super::exec::flag_choices(&options);
     let mut link = Link::start(options)?;
     let mut printer = Printer::new(false, args.quiet);
     printer.user = true;
@@ -75,6 +76,7 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
         args.resume.as_ref(),
         true,
         "spindle-chat",
+        &flags,
     )?;
     printer.finish();
     printer.user = false;

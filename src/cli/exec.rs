@@ -172,6 +172,7 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
         });
     }
     let config = options.config.clone();
+    let flags = flag_choices(&options);
     let mut link = Link::start(options)?;
     let mut printer = Printer::new(args.json, args.quiet);
     let asked = Asked {
@@ -179,6 +180,7 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
         prompt: &prompt,
         args: &args,
         config: config.as_deref(),
+        flags: &flags,
     };
     let ended = converse(&mut link, &mut printer, &running, &asked);
     printer.finish();
@@ -199,8 +201,80 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     }
 }
 
+/// The session choices the command line made (`--model`, or `--script`'s
+/// scenario; `--permissions`, `--preset`), as config option ids and
+/// values: a new session starts with them, and a session gone on with
+/// (`--continue`, `--session`) takes them too, since a flag typed for
+/// this run beats what the session chose before.
+pub(super) fn flag_choices(options: &Options) -> Vec<(&'static str, String)> {
+    let mut choices = Vec::new();
+    if let Some(model) = options.chosen_model() {
+        choices.push(("model", model));
+    }
+    if let Some(policy) = options.permissions {
+        if let Some(id) = serde_json::to_value(policy)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+        {
+            choices.push(("tool_approval", id));
+        }
+    }
+    if let Some(preset) = options.preset {
+        choices.push(("agent_preset", preset.id().to_string()));
+    }
+    choices
+}
+
+/// Sets the command line's choices on a session gone on with; `opened`
+/// then holds its config options as they now are. A model it does not
+/// offer is refused, named.
+fn take_flags(
+    link: &mut Link,
+    printer: &mut Printer,
+    session: &str,
+    opened: &mut Value,
+    flags: &[(&'static str, String)],
+) -> Result<(), Failure> {
+    for (id, value) in flags {
+        let mut value = value.clone();
+        if *id == "model" {
+            // A bare name (`--model gpt-4.1`) names the offered
+            // `provider/gpt-4.1`.
+            let offered: Vec<String> = opened["configOptions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|option| option["id"] == "model")
+                .flat_map(|option| option["options"].as_array().cloned().unwrap_or_default())
+                .filter_map(|choice| choice["value"].as_str().map(String::from))
+                .collect();
+            let found = offered.iter().find(|m| **m == value).or_else(|| {
+                offered
+                    .iter()
+                    .find(|m| m.split_once('/').is_some_and(|(_, name)| name == value))
+            });
+            match found {
+                Some(model) => value = model.clone(),
+                None => {
+                    return Err(Failure::Failed(format!(
+                        "--model {}: no provider of yours offers it to this session",
+                        crate::util::visible(&value, true)
+                    )))
+                }
+            }
+        }
+        let params = json!({"sessionId": session, "configId": id, "value": value});
+        let answer = link
+            .call("session/set_config_option", params, printer)?
+            .map_err(|e| said(printer, e))?;
+        opened["configOptions"] = answer["configOptions"].clone();
+    }
+    Ok(())
+}
+
 /// Opens the session: a new one, or the one to go on with (replayed
-/// into the printer when `replay`). Its id and the answer that opened it.
+/// into the printer when `replay`, given the command line's `flags`).
+/// Its id and the answer that opened it.
 pub(super) fn open_session(
     link: &mut Link,
     printer: &mut Printer,
@@ -208,6 +282,7 @@ pub(super) fn open_session(
     resume: Option<&Resume>,
     replay: bool,
     client_name: &str,
+    flags: &[(&'static str, String)],
 ) -> Result<(String, Value), Failure> {
     let init = json!({"protocolVersion": 1,
         // Notices are not the answer: they go to stderr.
@@ -251,9 +326,10 @@ pub(super) fn open_session(
         "session/resume"
     };
     let params = json!({"sessionId": id, "cwd": cwd, "mcpServers": []});
-    let opened = link
+    let mut opened = link
         .call(method, params, printer)?
         .map_err(|e| said(printer, e))?;
+    take_flags(link, printer, &id, &mut opened, flags)?;
     Ok((id, opened))
 }
 
@@ -272,6 +348,8 @@ struct Asked<'a> {
     args: &'a ExecArgs,
     /// The config named on the command line (`--config`).
     config: Option<&'a std::path::Path>,
+    /// The choices the command line made, for a session gone on with.
+    flags: &'a [(&'static str, String)],
 }
 
 /// An answer refusing the prompt because the provider refused the key
@@ -318,7 +396,7 @@ fn converse(
     running: &Mutex<Option<(super::link::Sender, String)>>,
     asked: &Asked,
 ) -> Result<(String, String), Failure> {
-    let (cwd, prompt, args) = (asked.cwd, asked.prompt, asked.args);
+    let (cwd, prompt, args, flags) = (asked.cwd, asked.prompt, asked.args, asked.flags);
     let fail = said;
     let (session, opened) = open_session(
         link,
@@ -327,6 +405,7 @@ fn converse(
         args.resume.as_ref(),
         false,
         "spindle-exec",
+        flags,
     )?;
     let policy = header(printer, &opened, &session, args.resume.is_some());
     if let Ok(mut running) = running.lock() {

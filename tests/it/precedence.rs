@@ -107,6 +107,19 @@ impl Machine {
     fn run(&self, args: &[&str], stdin: &str) -> std::process::Output {
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"));
         command.args(args).current_dir(&self.ws);
+        // With no controlling terminal, whatever runs the tests: a
+        // question would be refused, never wait for an answer.
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only setsid(2) runs between fork and exec.
+            unsafe {
+                command.pre_exec(|| {
+                    libc::setsid();
+                    Ok(())
+                });
+            }
+        }
         fresh_machine(&mut command, &self.home);
         crate::support::agent::output_with_input(&mut command, stdin.as_bytes())
     }
@@ -240,4 +253,81 @@ fn retries_flag_beats_a_gateways_single_retry() {
     assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
     assert!(turn.text().contains("third time"), "{}", turn.dump());
     assert_eq!(machine.decoy.requests().len(), 3);
+}
+
+#[test]
+fn flags_beat_what_a_session_gone_on_with_chose_in_exec_and_chat() {
+    let chosen = FakeServer::start();
+    let providers = json!({"providers": {"chosen": {"kind": "openai",
+        "base_url": chosen.base_url(), "requires_key": false}}});
+    let machine = Machine::new("prec-continue", json!({"approval": "ask"}), providers);
+    let db = machine.base.join("sessions.db");
+    let db = db.to_str().unwrap();
+    let first = machine.script(json!([{"text": "first answer"}]));
+    let run = machine.run(
+        &[
+            "exec",
+            "--script",
+            first.to_str().unwrap(),
+            "--db",
+            db,
+            "--permissions",
+            "ask",
+            "one",
+        ],
+        "",
+    );
+    assert!(run.status.success(), "{}", out(&run.stderr));
+    // Going on under yolo: the write runs though the session chose ask.
+    let write = machine.script(json!([
+        {"tool_calls": [{"name": "write_file",
+                         "arguments": {"path": "made.txt", "content": "made\n"}}]},
+        {"text": "written"}
+    ]));
+    let run = machine.run(
+        &[
+            "exec",
+            "--script",
+            write.to_str().unwrap(),
+            "--db",
+            db,
+            "--continue",
+            "--permissions",
+            "yolo",
+            "two",
+        ],
+        "",
+    );
+    assert!(run.status.success(), "{}", out(&run.stderr));
+    assert!(out(&run.stdout).contains("written"), "{}", out(&run.stdout));
+    assert_eq!(
+        fs::read_to_string(machine.ws.join("made.txt")).unwrap(),
+        "made\n"
+    );
+    // Going on with --model (a bare name): that model answers, not the
+    // user's default that replaces the scenario no longer offered.
+    chosen.push(Reply::Sse(chat_text(&["the chosen model answers"])));
+    let run = machine.run(
+        &["exec", "--db", db, "--continue", "--model", "beta", "three"],
+        "",
+    );
+    assert!(run.status.success(), "{}", out(&run.stderr));
+    assert!(
+        out(&run.stdout).contains("the chosen model answers"),
+        "{}",
+        out(&run.stdout)
+    );
+    chosen.push(Reply::Sse(chat_text(&["chat goes on"])));
+    let run = machine.run(
+        &["chat", "--db", db, "--continue", "--model", "chosen/beta"],
+        "four\n",
+    );
+    assert!(run.status.success(), "{}", out(&run.stderr));
+    assert!(
+        out(&run.stdout).contains("chat goes on"),
+        "{}",
+        out(&run.stdout)
+    );
+    assert_eq!(chosen.requests().len(), 2);
+    machine.untouched();
 }
