@@ -109,7 +109,8 @@ OPTIONS (acp):
                               no --db, a temporary database removed at exit)
     --log-file PATH           log to this file (info and up, or as RUST_LOG says;
                               rotated at 10 MiB, one old file kept as PATH.1)
-                              instead of stderr; the config's log_file too
+                              instead of stderr (acp: else the config's
+                              log_file)
     --drain                   on stdin EOF, let running turns finish before exiting
                               (default: cancel them)
     --connect-timeout SECS    longest wait to connect to the model server (default 10)

@@ -159,10 +159,14 @@ pub fn init_logging(log_file: Option<std::path::PathBuf>, shows_retries: bool) {
     let _ = log::set_logger(Box::leak(Box::new(logger)));
 }
 
-/// The log file the command line or the config names, for `spindle acp`.
+/// The log file the command line names (`spindle acp`, `exec`, `chat`),
+/// else the one the config names (`spindle acp` only: exec and chat keep
+/// their warnings on the terminal).
 pub fn log_file_of(command: &Result<Command, Usage>) -> Option<std::path::PathBuf> {
-    let Ok(Command::Acp(options)) = command else {
-        return None;
+    let options = match command {
+        Ok(Command::Acp(options)) => options,
+        Ok(Command::Exec(options, _)) => return options.log_file.clone(),
+        _ => return None,
     };
     if let Some(path) = &options.log_file {
         return Some(path.clone());

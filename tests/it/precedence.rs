@@ -331,3 +331,42 @@ fn flags_beat_what_a_session_gone_on_with_chose_in_exec_and_chat() {
     assert_eq!(chosen.requests().len(), 2);
     machine.untouched();
 }
+
+#[test]
+fn log_file_flag_beats_the_users_log_file() {
+    let machine = Machine::new("prec-log", json!({}), json!({}));
+    let configured = machine.base.join("configured.log");
+    let flagged = machine.base.join("flagged.log");
+    machine.configure(|config| config["log_file"] = json!(configured.to_str().unwrap()));
+    let script = machine.script(json!([]));
+    let mut agent = machine.agent(&[
+        "acp",
+        "--script",
+        script.to_str().unwrap(),
+        "--log-file",
+        flagged.to_str().unwrap(),
+    ]);
+    machine.session(&mut agent);
+    agent.close_stdin();
+    assert!(agent.wait_exit(WAIT).is_some(), "the agent did not end");
+    assert!(flagged.exists(), "the flag's log file was not written");
+    assert!(!configured.exists(), "the config's log file was used");
+    // exec takes the flag too (it was ignored there).
+    let exec_log = machine.base.join("exec.log");
+    let script = machine.script(json!([{"text": "logged"}]));
+    let run = machine.run(
+        &[
+            "exec",
+            "--script",
+            script.to_str().unwrap(),
+            "--log-file",
+            exec_log.to_str().unwrap(),
+            "hi",
+        ],
+        "",
+    );
+    assert!(run.status.success(), "{}", out(&run.stderr));
+    assert!(exec_log.exists(), "exec's --log-file was not written");
+    assert!(!configured.exists(), "the config's log file was used");
+    machine.untouched();
+}
