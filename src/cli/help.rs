@@ -89,7 +89,8 @@ OPTIONS (acp):
     --config PATH             the config file (default $SPINDLE_HOME/config.json,
                               else $XDG_CONFIG_HOME/spindle/config.json, else
                               ~/.config/spindle (%APPDATA%\\spindle on Windows))
-    --script FILE             play a JSON scenario instead of calling a model
+    --script FILE             play a JSON scenario instead of calling a model,
+                              whatever the config's default model
                               (see docs/scripted-provider.md)
     --permissions POLICY      when tools ask first: ask (every edit and command),
                               auto (edits in the workspace and read-only commands

@@ -9,7 +9,7 @@ use crate::support::agent::fresh_machine;
 use crate::support::client::no_requests;
 use crate::support::fake_openai::chat_text;
 use crate::support::prelude::{ok, WAIT};
-use crate::support::{run_prompt, temp_dir, write_file, Agent, FakeServer, Reply};
+use crate::support::{run_prompt, temp_dir, write_file, Agent, Answer, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -84,6 +84,35 @@ impl Machine {
         );
         let id = result["sessionId"].as_str().unwrap().to_string();
         (id, result["configOptions"].clone())
+    }
+
+    /// Makes the workspace remember choices of a session there: the decoy's
+    /// model, `preset` and `approval`, as a user who changed them would.
+    fn remember(&self, preset: &str, approval: &str) {
+        let mut agent = self.agent(&["acp"]);
+        let (session, _) = self.session(&mut agent);
+        for (id, value) in [
+            ("model", "decoy/alpha"),
+            ("agent_preset", preset),
+            ("tool_approval", approval),
+        ] {
+            ok(
+                &mut agent,
+                "session/set_config_option",
+                json!({"sessionId": session, "configId": id, "value": value}),
+            );
+        }
+        agent.close_stdin();
+        assert!(
+            agent.wait_exit(WAIT).is_some(),
+            "the first agent did not end"
+        );
+    }
+
+    /// The database of the user's sessions (`--db` makes a scripted run
+    /// use it, and read what the workspace remembers).
+    fn db(&self) -> String {
+        self.home.join("spindle.db").to_str().unwrap().to_string()
     }
 
     /// Changes the user's config file.
@@ -333,6 +362,134 @@ fn flags_beat_what_a_session_gone_on_with_chose_in_exec_and_chat() {
 }
 
 #[test]
+fn model_flag_beats_the_project_the_workspace_and_the_users_default() {
+    let chosen = FakeServer::start();
+    let providers = json!({"providers": {"chosen": {"kind": "openai",
+        "base_url": chosen.base_url(), "requires_key": false}}});
+    let machine = Machine::new("prec-model", json!({}), providers);
+    machine.remember("balanced", "ask");
+    chosen.push(Reply::Sse(chat_text(&["the chosen model answers"])));
+    let mut agent = machine.agent(&["acp", "--model", "chosen/beta"]);
+    let (session, options) = machine.session(&mut agent);
+    assert_eq!(current(&options, "model"), "chosen/beta");
+    let turn = run_prompt(&mut agent, &session, "hi", WAIT, no_requests);
+    assert!(
+        turn.text().contains("the chosen model answers"),
+        "{}",
+        turn.dump()
+    );
+    assert_eq!(chosen.requests().len(), 1);
+    machine.untouched();
+}
+
+#[test]
+fn permissions_flag_beats_the_project_the_workspace_and_the_users_default() {
+    let machine = Machine::new("prec-permissions", json!({"approval": "ask"}), json!({}));
+    machine.remember("balanced", "auto");
+    let script = machine.script(json!([
+        {"tool_calls": [{"name": "write_file",
+                         "arguments": {"path": "made.txt", "content": "made\n"}}]},
+        {"text": "written"}
+    ]));
+    let db = machine.db();
+    let mut agent = machine.agent(&[
+        "acp",
+        "--script",
+        script.to_str().unwrap(),
+        "--db",
+        &db,
+        "--permissions",
+        "yolo",
+    ]);
+    let (session, options) = machine.session(&mut agent);
+    assert_eq!(current(&options, "tool_approval"), "yolo");
+    let turn = run_prompt(&mut agent, &session, "make it", WAIT, no_requests);
+    assert!(turn.text().contains("written"), "{}", turn.dump());
+    assert_eq!(
+        fs::read_to_string(machine.ws.join("made.txt")).unwrap(),
+        "made\n"
+    );
+    machine.untouched();
+}
+
+#[test]
+fn preset_flag_beats_the_workspace_and_the_users_default() {
+    let machine = Machine::new("prec-preset", json!({"preset": "delivery"}), json!({}));
+    machine.remember("delivery", "ask");
+    let script = machine.script(json!([]));
+    let db = machine.db();
+    let mut agent = machine.agent(&[
+        "acp",
+        "--script",
+        script.to_str().unwrap(),
+        "--db",
+        &db,
+        "--preset",
+        "light",
+    ]);
+    let (_, options) = machine.session(&mut agent);
+    assert_eq!(current(&options, "agent_preset"), "light");
+    machine.untouched();
+}
+
+#[test]
+fn max_steps_flag_beats_the_step_budget_of_the_users_preset() {
+    let machine = Machine::new("prec-steps", json!({"preset": "delivery"}), json!({}));
+    write_file(&machine.ws, "a.txt", "a\n");
+    let read = json!({"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]});
+    let script = machine.script(json!([read, read, {"text": "read twice"}]));
+    let mut agent = machine.agent(&[
+        "acp",
+        "--script",
+        script.to_str().unwrap(),
+        "--max-steps",
+        "1",
+    ]);
+    let (session, _) = machine.session(&mut agent);
+    let turn = run_prompt(&mut agent, &session, "read", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "max_turn_requests", "{}", turn.dump());
+    assert!(!turn.text().contains("read twice"), "{}", turn.dump());
+    machine.untouched();
+}
+
+#[test]
+fn on_reject_flag_beats_the_users_permissions_on_reject() {
+    let stop = json!({"permissions": {"on_reject": "stop"}});
+    let machine = Machine::new("prec-on-reject", json!({}), stop);
+    let script = machine.script(json!([
+        {"tool_calls": [{"name": "write_file",
+                         "arguments": {"path": "no.txt", "content": "no\n"}}]},
+        {"text": "went on without it"}
+    ]));
+    let mut agent = machine.agent(&[
+        "acp",
+        "--script",
+        script.to_str().unwrap(),
+        "--permissions",
+        "ask",
+        "--on-reject",
+        "continue",
+    ]);
+    let (session, _) = machine.session(&mut agent);
+    let turn = run_prompt(&mut agent, &session, "write", WAIT, |_| {
+        Answer::select("reject_once")
+    });
+    assert_eq!(
+        turn.requests("session/request_permission").len(),
+        1,
+        "{}",
+        turn.dump()
+    );
+    assert!(
+        turn.text().contains("went on without it"),
+        "{}",
+        turn.dump()
+    );
+    assert!(!machine.ws.join("no.txt").exists());
+    machine.untouched();
+}
+
+#[test]
 fn log_file_flag_beats_the_users_log_file() {
     let machine = Machine::new("prec-log", json!({}), json!({}));
     let configured = machine.base.join("configured.log");
@@ -368,5 +525,29 @@ fn log_file_flag_beats_the_users_log_file() {
     assert!(run.status.success(), "{}", out(&run.stderr));
     assert!(exec_log.exists(), "exec's --log-file was not written");
     assert!(!configured.exists(), "the config's log file was used");
+    machine.untouched();
+}
+
+#[test]
+fn db_flag_beats_the_default_database_and_a_scripted_runs_throwaway_one() {
+    let machine = Machine::new("prec-db", json!({}), json!({}));
+    let script = machine.script(json!([{"text": "kept"}]));
+    let db = machine.base.join("chosen.db");
+    let mut agent = machine.agent(&[
+        "acp",
+        "--script",
+        script.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let (session, _) = machine.session(&mut agent);
+    run_prompt(&mut agent, &session, "keep it", WAIT, no_requests);
+    agent.close_stdin();
+    assert!(agent.wait_exit(WAIT).is_some(), "the agent did not end");
+    assert!(db.exists(), "the session was not kept in --db's file");
+    assert!(
+        !machine.home.join("spindle.db").exists(),
+        "the default database was used"
+    );
     machine.untouched();
 }

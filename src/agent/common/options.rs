@@ -16,8 +16,9 @@ pub struct Options {
     /// `--retries` was given: it holds even for a provider the config
     /// marks as a gateway (which otherwise gets one retry at most).
     pub retries_given: bool,
-    /// The approval policy new sessions start with (else the workspace's
-    /// last choice, the config file's default, or ask).
+    /// The approval policy new sessions start with (else a trusted
+    /// project's, the workspace's last choice, the config file's default,
+    /// or ask).
     pub permissions: Option<Policy>,
     /// The execution preset new sessions start with.
     pub preset: Option<Preset>,
