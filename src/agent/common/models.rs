@@ -14,8 +14,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The scripted provider's one model.
-pub const SCRIPT_MODEL: &str = "script/scenario";
+pub use super::options::SCRIPT_MODEL;
 
 /// Context window assumed for models whose size nobody configured, no
 /// server reported and the table does not know: small on purpose, since

@@ -55,11 +55,9 @@ impl Options {
     /// scenario. It comes before every configured default (a project's,
     /// the user's, the workspace's last choice, an agent file's).
     pub fn chosen_model(&self) -> Option<String> {
-        self.model.clone().or_else(|| {
-            self.script
-                .as_ref()
-                .map(|_| super::models::SCRIPT_MODEL.to_string())
-        })
+        self.model
+            .clone()
+            .or_else(|| self.script.as_ref().map(|_| SCRIPT_MODEL.to_string()))
     }
 
     /// Takes an agent file's choices where the command line made none
@@ -101,6 +99,10 @@ impl Options {
         Ok(Some(fresh))
     }
 }
+
+/// The scripted provider's one model (`--script`): here, below the
+/// registry that serves it, since the options name it as the model chosen.
+pub const SCRIPT_MODEL: &str = "script/scenario";
 
 /// Model calls per turn when nothing else says.
 pub const DEFAULT_MAX_STEPS: usize = 50;
