@@ -5,7 +5,6 @@
 //! points `defaults.model` at a decoy server that must get no model call
 //! (unless the row is about that server's own retries).
 
-use crate::support::agent::fresh_machine;
 use crate::support::client::no_requests;
 use crate::support::fake_openai::chat_text;
 use crate::support::prelude::{ok, WAIT};
@@ -134,7 +133,7 @@ impl Machine {
 
     /// A command other than `acp` on this machine, in the workspace.
     fn run(&self, args: &[&str], stdin: &str) -> std::process::Output {
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"));
+        let mut command = crate::support::spindle_command(&self.home);
         command.args(args).current_dir(&self.ws);
         // With no controlling terminal, whatever runs the tests: a
         // question would be refused, never wait for an answer.
@@ -149,7 +148,6 @@ impl Machine {
                 });
             }
         }
-        fresh_machine(&mut command, &self.home);
         crate::support::agent::output_with_input(&mut command, stdin.as_bytes())
     }
 
