@@ -434,6 +434,16 @@ fn model_switches_the_model_and_names_the_choices_when_unknown() {
     let mut agent = bench.agent(&[]);
     let (session, _) = open(&mut agent, &bench);
 
+    // Alone, it says the model in use and lists the choices.
+    let turn = prompt(&mut agent, &session, "/model");
+    let text = turn.text();
+    assert!(
+        text.contains("The choices are: ")
+            && text.contains("fake/alpha")
+            && text.contains("fake/beta"),
+        "{text:?}"
+    );
+
     let turn = prompt(&mut agent, &session, "/model fake/beta");
     assert_eq!(bench.requests(), 0);
     let updates = turn.updates();

@@ -239,7 +239,8 @@ impl Dispatcher {
                 _ => self.sessions[session_id].settings.mode.id().to_string(),
             };
             return format!(
-                "The {id} is {current}. Give a new one after the command, e.g. `/{id} {}`.",
+                "The {id} is {current}. The choices are: {}. Change it with `/{id} {}`.",
+                choices(registry, id),
                 if id == "model" {
                     "provider/model"
                 } else {
@@ -250,21 +251,31 @@ impl Dispatcher {
         match self.change_option(session_id, registry, id, &value) {
             Ok(()) => format!("The {id} is now {value}."),
             Err(error) => {
-                let choices = if id == "model" {
-                    registry
-                        .models
-                        .iter()
-                        .map(|m| m.id.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                } else {
-                    "normal, plan".into()
-                };
                 let reason = error.message.trim_start_matches("Invalid params: ");
-                format!("{reason}. The choices are: {choices}.")
+                format!("{reason}. The choices are: {}.", choices(registry, id))
             }
         }
     }
+}
+
+/// The most models `/model` names; a gateway may list hundreds.
+const MODELS_NAMED: usize = 40;
+
+/// What `/model` or `/mode` may be set to, in words.
+fn choices(registry: &Registry, id: &str) -> String {
+    if id != "model" {
+        return "normal, plan".into();
+    }
+    let mut named: Vec<&str> = registry
+        .models
+        .iter()
+        .take(MODELS_NAMED)
+        .map(|m| m.id.as_str())
+        .collect();
+    let more = registry.models.len().saturating_sub(MODELS_NAMED);
+    let more = (more > 0).then(|| format!("and {more} more"));
+    named.extend(more.as_deref());
+    named.join(", ")
 }
 
 /// `/rewind [N]`: undoes N turns (1 to 1000, one when left out), or says
