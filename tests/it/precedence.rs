@@ -447,6 +447,13 @@ fn max_steps_flag_beats_the_step_budget_of_the_users_preset() {
     let turn = run_prompt(&mut agent, &session, "read", WAIT, no_requests);
     assert_eq!(turn.stop_reason(), "max_turn_requests", "{}", turn.dump());
     assert!(!turn.text().contains("read twice"), "{}", turn.dump());
+    // The stop is said in the conversation, not only in the stop reason.
+    assert!(
+        turn.notices()
+            .contains("It made 1 model request, the most one turn may make"),
+        "{}",
+        turn.dump()
+    );
     machine.untouched();
 }
 

@@ -130,6 +130,17 @@ pub(super) fn before_request(
         return Some(Ok(StopReason::Cancelled));
     }
     if run.steps >= turn.model.max_steps {
+        // Said in the conversation too: a stop reason alone shows nothing
+        // in most clients.
+        sink.updates
+            .borrow_mut()
+            .notice(&crate::acp::fit::Notice::warning(
+                "The turn stopped at its step limit",
+                format!(
+                    "It made {}, the most one turn may make (--max-steps, or the preset's limit). Send another prompt to go on.",
+                    crate::util::count(turn.model.max_steps, "model request", "model requests")
+                ),
+            ));
         return Some(Ok(StopReason::MaxTurnRequests));
     }
     // A subagent may have spent the rest of the turn's limits.
