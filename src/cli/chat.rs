@@ -114,6 +114,19 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
         if matches!(line, "/exit" | "/quit") {
             break;
         }
+        // A mistyped command is said, not sent to the model as a prompt;
+        // `//` sends a line that starts with `/` as it is.
+        if let Some(name) = unknown_command(line, &printer.commands) {
+            printer.note(&format!(
+                "Unknown command /{}: /help lists the commands (start the line with // to send it to the model as it is).",
+                crate::util::visible(name, false)
+            ));
+            continue;
+        }
+        let line = line
+            .strip_prefix('/')
+            .filter(|rest| rest.starts_with('/'))
+            .unwrap_or(line);
         if let Ok(mut state) = interrupt.lock() {
             state.armed = false;
             state.running = Some((link.sender(), session.clone()));
@@ -141,6 +154,18 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     link.close()
 }
 
+/// The command a line names when it is none of `commands` (the agent's
+/// list, once it has sent one): `/name` where the name is a word, not a
+/// path (`/etc/hosts is broken` is a prompt).
+fn unknown_command<'a>(line: &'a str, commands: &[String]) -> Option<&'a str> {
+    let name = line.strip_prefix('/')?.split_whitespace().next()?;
+    let word = name
+        .chars()
+        .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ':' | '.'));
+    let known = commands.iter().any(|command| command == name);
+    (word && !commands.is_empty() && !known).then_some(name)
+}
+
 /// The next line: through the editor on a terminal, else a plain line
 /// from standard input.
 fn read(terminal: &mut Option<Terminal>, commands: &[String]) -> Read {
@@ -156,5 +181,24 @@ fn read(terminal: &mut Option<Terminal>, commands: &[String]) -> Read {
     match std::io::stdin().lock().read_line(&mut line) {
         Ok(0) | Err(_) => Read::Eof,
         Ok(_) => Read::Line(line),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unknown_command;
+
+    #[test]
+    fn mistyped_commands_are_told_from_prompts() {
+        let known = vec!["help".to_string(), "undo".to_string()];
+        assert_eq!(unknown_command("/halp me", &known), Some("halp"));
+        assert_eq!(unknown_command("/help", &known), None);
+        assert_eq!(unknown_command("/undo 2", &known), None);
+        // Paths, the escape and plain prompts are prompts.
+        assert_eq!(unknown_command("/etc/hosts is broken", &known), None);
+        assert_eq!(unknown_command("//halp", &known), None);
+        assert_eq!(unknown_command("fix /halp", &known), None);
+        // Before the agent sent its list, nothing is judged.
+        assert_eq!(unknown_command("/halp", &[]), None);
     }
 }

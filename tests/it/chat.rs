@@ -202,3 +202,28 @@ fn a_chat_edits_lines_with_history_and_completion_and_cancels_a_turn() {
         assert_eq!(mode & 0o077, 0, "{mode:o}");
     }
 }
+
+#[test]
+fn a_mistyped_command_is_said_not_sent_to_the_model() {
+    let dir = temp_dir("chat-unknown");
+    let script = json!({"replies": [{"text": "First reply."}, {"text": "Second reply."}]});
+    let out = chat(
+        &dir,
+        &script,
+        &[],
+        "/help\n/nosuch thing\n//nosuch as text\n/exit\n",
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("Unknown command /nosuch: /help lists the commands"),
+        "{stderr}"
+    );
+    // The first scripted reply went to the line sent with `//`: had the
+    // mistyped line been sent, it would have taken it.
+    assert!(stdout.contains("First reply."), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("Second reply."), "{stdout}\n{stderr}");
+}
