@@ -2,11 +2,13 @@
 //! asking), the checkpoint kept around it, and the patch, deletion or
 //! move carried out through the editor's files when it offers them.
 
-use super::client::Client;
+use super::client::{Client, ClientError};
 use super::runner::{failed, text_content, Ending, Runner};
 use crate::tools::{files, patch, paths, Tool};
 use serde_json::{json, Value};
-use std::path::Path;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 /// What a checkpoint kept before a call ran.
 pub(super) enum Capture {
@@ -32,9 +34,7 @@ impl Runner<'_> {
             return Some(changes.iter().filter_map(change_diff).collect());
         }
         let target = target?;
-        let editor = EditorAccess {
-            client: self.client,
-        };
+        let editor = self.editor();
         let limits = self.processes.file_limits;
         let change = match tool {
             Tool::WriteFile(args) => {
@@ -171,11 +171,19 @@ impl Runner<'_> {
         // Only text files are the editor's (as the file tools do).
         let text = matches!(&disk, Contents::Data(b) if std::str::from_utf8(b).is_ok());
         if text && self.client.capabilities.fs.read_text_file {
-            if let Ok(text) = self.client.read_text_file(path) {
+            if let Ok(text) = self.editor().read(path) {
                 return Contents::Data(text.into_bytes());
             }
         }
         disk
+    }
+
+    /// The editor's files, as the call now running sees them.
+    pub(super) fn editor(&self) -> EditorAccess<'_> {
+        EditorAccess {
+            client: self.client,
+            texts: &self.editor_texts,
+        }
     }
 
     /// Whether a command may change the workspace: anything not proven
@@ -223,9 +231,7 @@ impl Runner<'_> {
         match tool {
             Tool::ApplyPatch(args) => {
                 let parsed = patch::parse(&args.patch)?;
-                let editor = EditorAccess {
-                    client: self.client,
-                };
+                let editor = self.editor();
                 let read = |path: &Path| read_for_patch(&editor, path, cap);
                 patch::plan(&parsed, self.root, cap, &read)
             }
@@ -320,9 +326,25 @@ pub(super) fn changed(path: &Path, change: files::Change) -> Ending {
     }
 }
 
-/// The editor's file access through the client, when it offered it.
+/// The editor's file access through the client, when it offered it,
+/// remembering what the editor said of each file during one call.
 pub(super) struct EditorAccess<'a> {
-    pub(super) client: &'a Client,
+    client: &'a Client,
+    texts: &'a RefCell<HashMap<PathBuf, String>>,
+}
+
+impl EditorAccess<'_> {
+    /// The file's text as the editor holds it, asked once per call.
+    fn read(&self, path: &Path) -> Result<String, ClientError> {
+        if let Some(text) = self.texts.borrow().get(path) {
+            return Ok(text.clone());
+        }
+        let text = self.client.read_text_file(path)?;
+        self.texts
+            .borrow_mut()
+            .insert(path.to_path_buf(), text.clone());
+        Ok(text)
+    }
 }
 
 impl files::EditorFiles for EditorAccess<'_> {
@@ -333,11 +355,16 @@ impl files::EditorFiles for EditorAccess<'_> {
         self.client.capabilities.fs.write_text_file
     }
     fn read_text(&self, path: &Path) -> Result<String, String> {
-        self.client.read_text_file(path).map_err(|e| e.to_string())
+        self.read(path).map_err(|e| e.to_string())
     }
     fn write_text(&self, path: &Path, content: &str) -> Result<(), String> {
+        // Whatever the answer, the editor's text is what it says next.
+        let mut texts = self.texts.borrow_mut();
+        texts.remove(path);
         self.client
             .write_text_file(path, content)
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        texts.insert(path.to_path_buf(), content.to_string());
+        Ok(())
     }
 }

@@ -1,7 +1,7 @@
 //! Carrying out a permitted built-in tool call: reading, writing,
 //! searching, fetching, planning, and starting commands.
 
-use super::edits::{changed, EditorAccess};
+use super::edits::changed;
 use super::processes::Confinement;
 use super::runner::{completed_text, failed, text_content, Ending, Runner};
 use crate::acp::{PlanEntry, PlanEntryPriority, PlanEntryStatus, SessionUpdate};
@@ -20,9 +20,7 @@ impl Runner<'_> {
         target: Option<&paths::Resolved>,
         confinement: Confinement,
     ) -> Ending {
-        let editor = EditorAccess {
-            client: self.client,
-        };
+        let editor = self.editor();
         let cancelled = || self.cancel.is_cancelled();
         let path = target
             .map(|t| t.path.clone())

@@ -37,7 +37,7 @@ impl Runner<'_> {
                 // A patch that does not even parse touches nothing.
                 Err(_) => return Permit::Allowed(Confinement::None),
             };
-            return self.permit_changes(call, &named, announce);
+            return self.permit_changes(call, tool, &named, announce);
         }
         let action = match (tool, target) {
             (Tool::FetchUrl(args), _) => Action::Fetch { url: &args.url },
@@ -93,10 +93,34 @@ impl Runner<'_> {
             }
             _ => Confinement::None,
         };
-        match self.ask(call, &action, announce) {
+        // The diff is shown only to a person asked: computing it reads the
+        // file, through the editor when it offers its buffers.
+        let permit = match self.settle(&action) {
+            Some(permit) => permit,
+            None => {
+                let asked = self.with_preview(tool, target, announce);
+                self.question(call, &action, &asked)
+            }
+        };
+        match permit {
             Permit::Allowed(Confinement::None) => Permit::Allowed(confinement),
             other => other,
         }
+    }
+
+    /// The request's tool call with what the user approves besides the
+    /// title: the diff, or the exact command line and folder.
+    fn with_preview(
+        &self,
+        tool: &Tool,
+        target: Option<&paths::Resolved>,
+        announce: &Value,
+    ) -> Value {
+        let mut asked = announce.clone();
+        if let Some(content) = self.preview(tool, target) {
+            asked["content"] = json!(content);
+        }
+        asked
     }
 
     /// Asks once for all the changes of a file tool: allowed when the
@@ -105,6 +129,7 @@ impl Runner<'_> {
     fn permit_changes(
         &mut self,
         call: &ToolCallRequest,
+        tool: &Tool,
         named: &[paths::Resolved],
         announce: &Value,
     ) -> Permit {
@@ -139,7 +164,10 @@ impl Runner<'_> {
         }
         match asking {
             None => Permit::Allowed(Confinement::None),
-            Some(action) => self.ask(call, &action, announce),
+            Some(action) => {
+                let asked = self.with_preview(tool, None, announce);
+                self.ask(call, &action, &asked)
+            }
         }
     }
 
@@ -182,21 +210,37 @@ impl Runner<'_> {
         action: &Action<'_>,
         announce: &Value,
     ) -> Permit {
-        // Lasting rules first: a deny is final whatever the policy, an
-        // ask asks even where the policy would not, an allow answers.
-        // A hook's "ask" asks as a rule's would.
+        if let Some(permit) = self.settle(action) {
+            return permit;
+        }
+        self.question(call, action, announce)
+    }
+
+    /// What the rules and the policy decide without asking anyone: `None`
+    /// when the user is to be asked. Lasting rules first: a deny is final
+    /// whatever the policy, an ask asks even where the policy would not,
+    /// an allow answers. A hook's "ask" asks as a rule's would.
+    fn settle(&self, action: &Action<'_>) -> Option<Permit> {
         let allow = !self.hook_ask;
         match self.rule_for(action) {
-            Some(rules::Decision::Deny) => return Permit::Rejected(Rejection::by_rule()),
-            Some(rules::Decision::Allow) if allow => return Permit::Allowed(Confinement::None),
-            Some(rules::Decision::Allow | rules::Decision::Ask) => {}
+            Some(rules::Decision::Deny) => Some(Permit::Rejected(Rejection::by_rule())),
+            Some(rules::Decision::Allow) if allow => Some(Permit::Allowed(Confinement::None)),
+            Some(rules::Decision::Allow | rules::Decision::Ask) => None,
             None => match decide(self.policy, action, self.approvals) {
-                Decision::Allow if allow => return Permit::Allowed(Confinement::None),
-                Decision::Allow => {}
-                Decision::Reject => return Permit::Rejected(Rejection::automatic()),
-                Decision::Ask => {}
+                Decision::Allow if allow => Some(Permit::Allowed(Confinement::None)),
+                Decision::Allow | Decision::Ask => None,
+                Decision::Reject => Some(Permit::Rejected(Rejection::automatic())),
             },
         }
+    }
+
+    /// Puts the call to the user.
+    fn question(
+        &mut self,
+        call: &ToolCallRequest,
+        action: &Action<'_>,
+        announce: &Value,
+    ) -> Permit {
         let scope = action.scope();
         let mut tool_call = json!({
             "toolCallId": call.id,

@@ -83,6 +83,11 @@ pub struct Runner<'a> {
     /// current call be put to the user.
     pub hooks: &'a crate::agent::common::hooks::Hooks,
     pub hook_ask: bool,
+    /// What the editor said each file holds, as far as the call now
+    /// running read or wrote it: one question per file for its
+    /// checkpoint, its change and its checkpoint after (emptied when the
+    /// user has answered, since they may have typed while asked).
+    pub editor_texts: RefCell<std::collections::HashMap<std::path::PathBuf, String>>,
 }
 
 /// How one call ended, before it is reported.

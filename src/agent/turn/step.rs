@@ -510,6 +510,7 @@ pub(super) fn run_calls(
         skills: &turn.workspace.skills,
         hooks: &turn.workspace.hooks,
         hook_ask: false,
+        editor_texts: Default::default(),
     };
     let mut done = Calls {
         results: Vec::new(),

@@ -296,11 +296,7 @@ impl Runner<'_> {
         target: Option<&paths::Resolved>,
         announce: &Value,
     ) -> CallResult {
-        let mut asked = announce.clone();
-        if let Some(content) = self.preview(tool, target) {
-            asked["content"] = json!(content);
-        }
-        let confinement = match self.permit(call, tool, target, &asked) {
+        let confinement = match self.permit(call, tool, target, announce) {
             Permit::Allowed(confinement) => confinement,
             Permit::Rejected(rejection) => {
                 let title = announce["title"].as_str().unwrap_or(&call.name).to_string();
@@ -309,9 +305,11 @@ impl Runner<'_> {
             Permit::Cancelled => return self.finish(call, Ending::Cancelled),
         };
         self.mark_in_progress(call);
+        self.editor_texts.borrow_mut().clear();
         let capture = self.capture_before(tool, target);
         let ending = self.execute(call, tool, target, confinement);
         self.capture_after(capture);
+        self.editor_texts.borrow_mut().clear();
         let ending = if self.cancel.is_cancelled() {
             Ending::Cancelled
         } else {

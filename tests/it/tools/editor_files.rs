@@ -270,3 +270,56 @@ fn cancel_while_the_editor_has_not_answered_a_file_read() {
     assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
     assert_eq!(turn.text(), "Back.");
 }
+
+/// Writes then edits an open file under `policy`, and returns how many
+/// times the editor was asked for it.
+fn editor_reads_for_a_write_and_an_edit(policy: &str) -> usize {
+    let space = Space::new("tools-fs-reads");
+    space.write("open.txt", "disk\n");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "w1",
+                "write_file",
+                json!({"path": "open.txt", "content": "new\n"}),
+            )]),
+            calls(vec![call(
+                "e1",
+                "edit_file",
+                json!({"path": "open.txt", "edits": [{"old": "new", "new": "newer"}]}),
+            )]),
+            say("Done."),
+        ]),
+        &["--permissions", policy],
+        fs_caps(),
+    );
+    let mut buffers = HashMap::from([(space.abs("open.txt"), "buffer\n".to_string())]);
+    let mut serve = editor(&mut buffers);
+    let turn = run_prompt(&mut agent, &session, "go", WAIT, |request: &Value| {
+        if request["method"] == "session/request_permission" {
+            // The question shows the diff against the editor's buffer.
+            let diff = &request["params"]["toolCall"]["content"][0];
+            assert_eq!(diff["type"], "diff", "{request}");
+            return Answer::Result(
+                json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+            );
+        }
+        serve(request)
+    });
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    turn.assert_every_tool_call_finished();
+    drop(serve);
+    assert_eq!(buffers[&space.abs("open.txt")], "newer\n");
+    // The checkpoint kept the buffer as it was: undo gives it back.
+    assert_eq!(diff_of(&turn, "w1")["oldText"], "buffer\n");
+    turn.requests("fs/read_text_file").len()
+}
+
+#[test]
+fn a_change_to_an_open_file_asks_the_editor_for_it_once() {
+    // The checkpoint before, the change itself and the checkpoint after
+    // share one read; asking the user costs one more (they may type in
+    // the buffer while asked).
+    assert_eq!(editor_reads_for_a_write_and_an_edit("yolo"), 2);
+    assert_eq!(editor_reads_for_a_write_and_an_edit("ask"), 4);
+}
