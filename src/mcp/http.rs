@@ -44,12 +44,12 @@ const ERROR_BODY_LIMIT: u64 = 4 * 1024;
 /// whole exchange; `None` leaves a streamed answer unbounded (the caller's
 /// own timeout applies instead).
 pub(crate) fn agent(url: &str, timeout: Option<Duration>) -> ureq::Agent {
-    crate::net::agent_config(url)
+    let config = crate::net::agent_config(url)
         .http_status_as_error(false)
         .timeout_connect(Some(CONNECT_TIMEOUT))
         .timeout_global(timeout)
-        .build()
-        .into()
+        .build();
+    crate::net::agent(url, config)
 }
 
 /// Headers Spindle sets itself; configured ones with these names are left

@@ -4,6 +4,7 @@
 //! (`tls.rs`), take the same proxies (`proxy.rs`) and send the same
 //! User-Agent.
 
+mod absolute;
 pub mod proxy;
 pub mod tls;
 
@@ -12,12 +13,29 @@ pub const USER_AGENT: &str = concat!("spindle/", env!("CARGO_PKG_VERSION"));
 
 /// The settings every `ureq` agent of Spindle starts from, for requests
 /// to `url` (which decides the proxy); callers add their timeouts and
-/// error handling.
+/// error handling, and make the agent with [`agent`].
 pub fn agent_config(url: &str) -> ureq::config::ConfigBuilder<ureq::typestate::AgentScope> {
-    ureq::Agent::config_builder()
+    let builder = ureq::Agent::config_builder()
         .tls_config(tls::config())
-        .proxy(proxy::for_url(url).map(|route| route.proxy))
-        .user_agent(USER_AGENT)
+        .user_agent(USER_AGENT);
+    match proxy::for_url(url) {
+        // Plain http through an HTTP proxy is sent to it in absolute form
+        // by [`agent`], one request per connection.
+        Some(route) if route.absolute_form => builder
+            .proxy(None)
+            .max_idle_connections(0)
+            .max_idle_connections_per_host(0),
+        route => builder.proxy(route.map(|route| route.proxy)),
+    }
+}
+
+/// The agent for requests to `url` with `config` (from [`agent_config`]
+/// for the same URL).
+pub fn agent(url: &str, config: ureq::config::Config) -> ureq::Agent {
+    match proxy::for_url(url) {
+        Some(route) if route.absolute_form => absolute::agent(config, &route.proxy),
+        _ => config.into(),
+    }
 }
 
 /// What a request to `url` that got no answer says: the proxy when it is

@@ -10,13 +10,11 @@
 //! IPv6 ranges (`10.0.0.0/8`, `fd00::/8`). The decision is Spindle's: the
 //! proxy handed to ureq carries no `NO_PROXY` list of its own.
 //!
-//! ureq 3.5.2 reaches every target through an HTTP proxy with `CONNECT`,
-//! plain `http` URLs included: its request line is always the origin form
-//! (`ureq_proto`'s `AmendedRequest::prelude` writes the path and query,
-//! the authority only for `CONNECT` itself) and its `ConnectProxyConnector`
-//! tunnels whenever the proxy's protocol is `http` or `https`. So there is
-//! no absolute-form request (`GET http://host/path`) here; a proxy that
-//! refuses `CONNECT` to port 80 needs the `NO_PROXY` route instead.
+//! An `https` URL is tunnelled with `CONNECT`. A plain `http` URL through
+//! an `http://` proxy is sent to the proxy as an absolute-form request
+//! (`POST http://host/path`), as proxies expect (`absolute.rs`; ureq
+//! alone would tunnel it too, and many proxies refuse `CONNECT` to port
+//! 80); through an `https://` or SOCKS proxy it is tunnelled.
 
 use std::net::IpAddr;
 
@@ -28,6 +26,9 @@ pub struct Route {
     pub shown: String,
     /// The variable it came from.
     pub variable: &'static str,
+    /// A plain `http` URL through an `http://` proxy: sent to the proxy
+    /// as an absolute-form request, not tunnelled.
+    pub absolute_form: bool,
 }
 
 /// The proxy for `url`, or `None` to go direct (no proxy set, a
@@ -63,10 +64,12 @@ pub fn for_url(url: &str) -> Option<Route> {
                     .map_or("http", |(scheme, _)| scheme)
                     .to_ascii_lowercase();
                 let shown = format!("{scheme}://{}:{}", proxy.host(), proxy.port());
+                let absolute_form = !https && proxy.protocol() == ureq::ProxyProtocol::Http;
                 Some(Route {
                     proxy,
                     shown,
                     variable,
+                    absolute_form,
                 })
             }
             Err(err) => {

@@ -122,11 +122,13 @@ pub fn list_url(kind: ProviderKind, base: &str) -> String {
 /// chat models only. An error says why in words a person can act on.
 pub fn list(kind: ProviderKind, base: &str, key: Option<&str>) -> Result<Vec<Listed>, String> {
     let url = list_url(kind, base);
-    let agent: ureq::Agent = super::http::agent_config(&url)
-        .timeout_global(Some(LIST_TIMEOUT))
-        .http_status_as_error(false)
-        .build()
-        .into();
+    let agent = crate::net::agent(
+        &url,
+        super::http::agent_config(&url)
+            .timeout_global(Some(LIST_TIMEOUT))
+            .http_status_as_error(false)
+            .build(),
+    );
     super::http::map_large_buffers();
     let mut request = agent.get(&url);
     match (kind, key) {

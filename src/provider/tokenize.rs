@@ -56,11 +56,13 @@ impl Tokenizer {
             }
         }
         let url = format!("{root}/tokenize");
-        let agent: ureq::Agent = crate::net::agent_config(&url)
-            .timeout_global(Some(TIMEOUT))
-            .http_status_as_error(false)
-            .build()
-            .into();
+        let agent = crate::net::agent(
+            &url,
+            crate::net::agent_config(&url)
+                .timeout_global(Some(TIMEOUT))
+                .http_status_as_error(false)
+                .build(),
+        );
         {
             let agent = agent.clone();
             cancel.on_cancel(move || agent.shutdown());

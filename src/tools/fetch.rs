@@ -69,12 +69,14 @@ pub fn fetch(url: &str, max_chars: usize) -> Result<String, String> {
         return Err("the URL is over 4,096 characters".into());
     }
     // Redirects stay within the site (scheme and host): one proxy choice.
-    let agent: ureq::Agent = crate::net::agent_config(parsed)
-        .timeout_global(Some(TIMEOUT))
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .build()
-        .into();
+    let agent = crate::net::agent(
+        parsed,
+        crate::net::agent_config(parsed)
+            .timeout_global(Some(TIMEOUT))
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .build(),
+    );
     let deadline = std::time::Instant::now() + TIMEOUT;
     let site = site_of(parsed);
     let mut current = parsed.to_string();

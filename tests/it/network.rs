@@ -74,9 +74,10 @@ fn dead_port() -> u16 {
         .port()
 }
 
-/// A proxy on 127.0.0.1 that records the request line of each connection
-/// and tunnels `CONNECT`s to their target; any other request (an
-/// absolute-form `GET http://…`) is answered 502.
+/// A proxy on 127.0.0.1 that records the request line (and any
+/// `Proxy-Authorization`) of each connection, tunnels `CONNECT`s to their
+/// target and forwards absolute-form requests (`GET http://…`) in origin
+/// form; anything else is answered 502.
 struct FakeProxy {
     port: u16,
     seen: Arc<Mutex<Vec<String>>>,
@@ -97,15 +98,61 @@ impl FakeProxy {
                     };
                     let line = head.lines().next().unwrap_or_default().to_string();
                     record.lock().unwrap().push(line.clone());
-                    let target = line
-                        .strip_prefix("CONNECT ")
-                        .and_then(|rest| rest.split(' ').next());
-                    let Some(upstream) = target.and_then(|t| TcpStream::connect(t).ok()) else {
+                    for header in head.lines().skip(1) {
+                        if header
+                            .to_ascii_lowercase()
+                            .starts_with("proxy-authorization:")
+                        {
+                            record.lock().unwrap().push(header.to_string());
+                        }
+                    }
+                    let mut words = line.split(' ');
+                    let (method, target) = (words.next().unwrap_or_default(), words.next());
+                    let (address, forward) = match target {
+                        Some(target) if method == "CONNECT" => (target.to_string(), None),
+                        Some(target) if target.starts_with("http://") => {
+                            let rest = &target["http://".len()..];
+                            let (authority, path) =
+                                rest.split_at(rest.find('/').unwrap_or(rest.len()));
+                            let authority = if authority.contains(':') {
+                                authority.to_string()
+                            } else {
+                                format!("{authority}:80")
+                            };
+                            // Names only this proxy knows.
+                            let authority = match authority.split_once(".invalid:") {
+                                Some((_, port)) => format!("127.0.0.1:{port}"),
+                                None => authority,
+                            };
+                            let version = words.next().unwrap_or("HTTP/1.1");
+                            let mut origin = format!("{method} {path} {version}\r\n");
+                            for header in head.split("\r\n").skip(1) {
+                                if !header.to_ascii_lowercase().starts_with("proxy-") {
+                                    origin.push_str(header);
+                                    origin.push_str("\r\n");
+                                }
+                            }
+                            (
+                                authority,
+                                Some(origin.trim_end_matches("\r\n").to_string() + "\r\n\r\n"),
+                            )
+                        }
+                        _ => (String::new(), None),
+                    };
+                    let Some(mut upstream) = TcpStream::connect(address).ok() else {
                         let _ = client
                             .write_all(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n");
                         return;
                     };
-                    let _ = client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+                    match forward {
+                        Some(origin) => {
+                            let _ = upstream.write_all(origin.as_bytes());
+                        }
+                        None => {
+                            let _ =
+                                client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+                        }
+                    }
                     let (mut from_client, mut to_upstream) =
                         (client.try_clone().unwrap(), upstream.try_clone().unwrap());
                     thread::spawn(move || {
@@ -396,13 +443,58 @@ fn requests_go_through_the_proxy_of_their_scheme() {
         updates_text(&messages, "agent_message_chunk"),
         "through the proxy"
     );
-    // ureq 3.5.2 tunnels plain HTTP too (no absolute-form requests).
+    // Plain HTTP goes to the proxy in absolute form, not tunnelled: many
+    // proxies refuse CONNECT to port 80.
     let seen = proxy.seen();
     assert!(!seen.is_empty());
+    let chat = format!("POST http://127.0.0.1:{port}/v1/chat/completions HTTP/1.1");
+    assert!(seen.contains(&chat), "{seen:?}");
+    let absolute = |line: &String| {
+        line.starts_with(&format!("GET http://127.0.0.1:{port}/"))
+            || line.starts_with(&format!("POST http://127.0.0.1:{port}/"))
+    };
+    assert!(seen.iter().all(absolute), "{seen:?}");
+}
+
+#[test]
+fn plain_http_through_a_proxy_carries_its_credentials_and_no_dns_of_its_own() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["named host"])));
+    let proxy = FakeProxy::start();
+    let port = server
+        .base_url()
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    // The proxy resolves the target's name (this one maps `.invalid` to
+    // itself): Spindle does not look it up, since the proxy's network may
+    // know names the machine cannot resolve.
+    let base = format!("http://model.invalid:{port}/v1");
+    let with_user = format!("http://team:s3cret@127.0.0.1:{}", proxy.port);
+    let mut agent = agent_for(&base, &[("HTTP_PROXY", &with_user)]);
+    let (response, messages) = prompt(&mut agent, "proxy-absolute");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(updates_text(&messages, "agent_message_chunk"), "named host");
+    let seen = proxy.seen();
+    let chat = format!("POST http://model.invalid:{port}/v1/chat/completions HTTP/1.1");
+    let at = seen.iter().position(|line| *line == chat);
+    let at = at.unwrap_or_else(|| panic!("{seen:?}"));
+    // base64("team:s3cret")
+    assert_eq!(seen[at + 1], "Proxy-Authorization: Basic dGVhbTpzM2NyZXQ=");
+    // The model server never saw the proxy's credentials.
+    let request = server.requests().pop().unwrap();
+    assert_eq!(request.path, "/v1/chat/completions");
     assert!(
-        seen.iter()
-            .all(|line| *line == format!("CONNECT 127.0.0.1:{port} HTTP/1.1")),
-        "{seen:?}"
+        request
+            .headers
+            .iter()
+            .all(|(name, _)| !name.starts_with("proxy-")),
+        "{:?}",
+        request.headers
     );
 }
 

@@ -313,7 +313,7 @@ impl EventStream {
             .http_status_as_error(false)
             .timeout_connect(Some(timeouts.connect))
             .build();
-        let agent: ureq::Agent = config.into();
+        let agent = crate::net::agent(url, config);
         let limits = timeouts.limits;
         let mut request = agent.post(url);
         for (name, value) in headers {
