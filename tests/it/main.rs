@@ -16,6 +16,7 @@ mod cost;
 // What a command can read of the agent through /proc (Linux and Unix).
 #[cfg(unix)]
 mod credentials;
+mod docs_commands;
 mod docs_config;
 mod exec;
 mod help;
