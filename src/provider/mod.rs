@@ -91,6 +91,12 @@ pub trait Sink {
     fn notice(&mut self, text: &str) {
         self.thought(text);
     }
+    /// The request failed and goes out again at `until_ms`: a status
+    /// line, and status says until when.
+    fn retrying(&mut self, text: &str, until_ms: i64) {
+        let _ = until_ms;
+        self.notice(text);
+    }
 }
 
 /// The bytes `text` takes written as a JSON string's content, as the

@@ -470,6 +470,8 @@ fn set_health(turn: &Turn, health: report::Health, error: Option<String>) {
     if let Ok(mut live) = turn.io.live.lock() {
         live.health = health;
         live.health_error = error;
+        // A retry's or a wait's time is over either way.
+        live.waiting_until = None;
     }
 }
 

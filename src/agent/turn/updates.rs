@@ -378,6 +378,15 @@ impl Sink for UpdateSink<'_> {
             .notice(&Notice::warning("Retrying the model request", text));
     }
 
+    fn retrying(&mut self, text: &str, until_ms: i64) {
+        if let Some(live) = &self.live {
+            if let Ok(mut live) = live.lock() {
+                live.waiting_until = Some(crate::clock::rfc3339(until_ms));
+            }
+        }
+        self.notice(text);
+    }
+
     fn thought(&mut self, delta: &str) {
         if self.cancel.is_cancelled() {
             return;

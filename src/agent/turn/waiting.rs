@@ -50,15 +50,22 @@ pub(super) fn in_use<'t>(turn: &'t Turn, state: &State) -> InUse<'t> {
 }
 
 /// Whether a failed request (nothing of its answer shown) is one this
-/// module handles: a limit with a known reset, or any failure of a
-/// fallback (then the next one is asked).
+/// module handles: a limit with a known reset, the session's model down
+/// (a 5xx after its retries) when fallbacks are configured, or any
+/// failure of a fallback (then the next one is asked).
 pub(super) fn handles(turn: &Turn, state: &State, error: &ProviderError) -> bool {
     let helps = !turn.model.max_wait.is_zero() || !turn.model.fallbacks.is_empty();
-    (error.limited && helps) || state.fallback.is_some()
+    let down = error.status.is_some_and(|status| status >= 500);
+    (error.limited && helps)
+        || state.fallback.is_some()
+        || (down && !turn.model.fallbacks.is_empty())
 }
 
-/// After a limited refusal: the next fallback is asked, or the turn
-/// waits for the session's model. `Ok` to send the request again.
+/// After a limited refusal (or the model down): the next fallback is
+/// asked, or the turn waits for the session's model's limit to reset.
+/// `Ok` to send the request again. A wait is waited once: the same
+/// model refusing again right after it ends the turn, so a server that
+/// keeps saying "retry in 2 s" is not asked for hours.
 pub(super) fn on_limited(
     turn: &Turn,
     sink: &mut UpdateSink,
@@ -67,15 +74,25 @@ pub(super) fn on_limited(
     error: &ProviderError,
 ) -> Result<(), Result<StopReason, RpcError>> {
     let now = crate::clock::now_ms();
-    // The provider's wait is at most a year already; the sum saturates
-    // all the same.
-    let wait = error.retry_after.unwrap_or_default().as_millis();
-    let reset = now.saturating_add(i64::try_from(wait).unwrap_or(i64::MAX));
     // The session's own model decides how long to wait.
-    let until = match state.fallback {
-        None => *state.limit_reset.insert(reset),
-        Some(_) => state.limit_reset.unwrap_or(reset),
-    };
+    if error.limited && state.fallback.is_none() {
+        if state.parks > 0 && state.waiting_since.is_some() {
+            let at = reset_words(state.limit_reset.unwrap_or(now));
+            return Err(Err(RpcError::new(
+                crate::rpc::code::INTERNAL_ERROR,
+                format!(
+                    "Model provider error: {} — still refused after waiting until {at}; the turn stops rather than ask again.",
+                    error.message
+                ),
+            )
+            .with_data(json!({"code": "provider_limit"}))));
+        }
+        // The provider's wait is at most a year already; the sum
+        // saturates all the same.
+        let wait = error.retry_after.unwrap_or_default().as_millis();
+        let reset = now.saturating_add(i64::try_from(wait).unwrap_or(i64::MAX));
+        state.limit_reset = Some(reset);
+    }
     let next = state.fallback.map_or(0, |i| i + 1);
     if let Some(fallback) = turn.model.fallbacks.get(next) {
         let from = in_use(turn, state).name.to_string();
@@ -85,8 +102,12 @@ pub(super) fn on_limited(
             turn.io.session_id,
             fallback.id
         );
+        let title = match error.limited {
+            true => "Limit reached",
+            false => "Model unavailable",
+        };
         sink.updates.borrow_mut().notice(&Notice::info(
-            "Limit reached",
+            title,
             format!(
                 "{from}: {} Asking {} meanwhile.",
                 crate::util::sentence(&error.message),
@@ -96,9 +117,12 @@ pub(super) fn on_limited(
         return Ok(());
     }
     state.fallback = None;
-    // A server that keeps naming a reset already past is not asked in a
-    // loop: each wait of the turn is at least twice the one before (from
-    // 1 s, at most 64 s).
+    // The session's model was down, not limited, and no fallback
+    // answered: nothing to wait for.
+    let Some(until) = state.limit_reset else {
+        return Err(Err(super::provider_failure(error)));
+    };
+    // A reset already past is waited at least a second.
     let floor = now.saturating_add(1000 << state.parks.min(6));
     state.parks += 1;
     park(turn, sink, state, record, until.max(floor), &error.message)

@@ -202,6 +202,12 @@ impl Sink for Held<'_> {
             self.sink.notice(text);
         }
     }
+
+    fn retrying(&mut self, text: &str, until_ms: i64) {
+        if self.admit(true, text) {
+            self.sink.retrying(text, until_ms);
+        }
+    }
 }
 
 /// What waiting for the next item gave.
@@ -292,7 +298,9 @@ impl EventStream {
                 timeouts.attempts
             );
             log::warn!(target: RETRY_LOG, "{note}");
-            sink.notice(&format!("\n{note}\n"));
+            let until = crate::clock::now_ms()
+                .saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
+            sink.retrying(&format!("\n{note}\n"), until);
             if cancel.sleep(delay) {
                 return Err(StreamError::Cancelled);
             }

@@ -474,22 +474,101 @@ fn a_wait_survives_the_editor_closing_and_goes_on_after_load() {
 }
 
 #[test]
-fn a_reset_that_is_always_now_is_not_asked_in_a_loop() {
-    let space = Space::new("wait-floor");
+fn a_limit_that_is_still_there_after_the_wait_ends_the_turn() {
+    // A gateway that keeps saying "retry in 2 s": the retries honour it,
+    // the turn then waits once, asks once more (retrying as before) and
+    // stops — not hours of requests.
+    let space = Space::new("wait-again");
     let server = FakeServer::start();
-    server.push(limited(0));
-    server.push(limited(0));
-    server.push(Reply::Sse(chat_text(&["Finally."])));
-    let mut agent = space.spawn_openai_with(&space.db, &server, &["--retries", "0"]);
+    for _ in 0..20 {
+        server.push(limited(2));
+    }
+    let mut agent = space.spawn_openai_with(&space.db, &server, &["--retries", "1"]);
     agent.initialize();
     let session = agent.new_session(&space.ws);
-    let started = Instant::now();
     let prompt = agent.request("session/prompt", text_prompt(&session, "Hello"));
-    let (answer, _) = agent.response(&prompt, WAIT);
+    // While the first retry waits, status says until when.
+    server.wait_requests(1, WAIT);
+    let deadline = Instant::now() + WAIT;
+    let snapshot = loop {
+        let snapshot = status(&mut agent, &session);
+        if snapshot["health"]["provider"] == "retrying" || Instant::now() > deadline {
+            break snapshot;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(snapshot["health"]["provider"], "retrying", "{snapshot}");
+    let until = snapshot["health"]["until"].as_str().unwrap_or_default();
+    let until_ms = spindle::clock::parse_rfc3339(until).expect("an RFC 3339 time");
+    assert!(until_ms > spindle::clock::now_ms() - 1000, "{snapshot}");
+    let (answer, seen) = agent.response(&prompt, WAIT);
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("still refused after waiting"), "{answer}");
+    assert_eq!(
+        answer["error"]["data"]["code"], "provider_limit",
+        "{answer}"
+    );
+    assert_eq!(
+        seen.iter()
+            .filter(|m| is_wait_notice(&m["params"]["update"]))
+            .count(),
+        1
+    );
+    // Two tries, the wait, two tries.
+    assert_eq!(server.requests().len(), 4);
+    assert_eq!(space.db.rows_of("waits", &session), 0);
+    assert_eq!(status(&mut agent, &session)["health"]["until"], Value::Null);
+}
+
+#[test]
+fn a_model_that_is_down_goes_to_the_fallbacks() {
+    let space = Space::new("down-fallback");
+    let chain = Chain::new(&space, json!({"fallback": ["spare/a"]}));
+    // The main model's gateway retries by itself: Spindle tries twice.
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(&chain.config).unwrap()).unwrap();
+    config["providers"]["main"]["gateway"] = json!(true);
+    std::fs::write(&chain.config, config.to_string()).unwrap();
+    let down = || Reply::Status {
+        code: 503,
+        body: json!({"error": {"message": "Main is down"}}).to_string(),
+        headers: vec![],
+    };
+    chain.main.push(down());
+    chain.main.push(down());
+    chain
+        .spare
+        .push(Reply::Sse(chat_text(&["From the spare."])));
+    let mut agent = chain.agent(&space);
+    let session = agent.new_session(&space.ws);
+    let prompt = agent.request("session/prompt", text_prompt(&session, "Hello"));
+    let (answer, seen) = agent.response(&prompt, WAIT);
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    // Waits of 1 s, then 2 s: three requests, not a storm.
-    assert!(started.elapsed() >= Duration::from_millis(2900));
-    assert_eq!(server.requests().len(), 3);
+    let notice = seen
+        .iter()
+        .map(|m| notice_text(&m["params"]["update"]))
+        .find(|text| text.contains("Model unavailable"))
+        .unwrap_or_else(|| panic!("{seen:#?}"));
+    assert!(
+        notice.contains("Main is down") && notice.contains("spare/a"),
+        "{notice}"
+    );
+    assert_eq!(chain.main.requests().len(), 2);
+    assert_eq!(chain.spare.requests().len(), 1);
+
+    // Down, and the spare down too: the turn fails with the error, no wait.
+    chain.main.push(down());
+    chain.main.push(down());
+    chain.spare.push(down());
+    chain.spare.push(down());
+    chain.spare.push(down());
+    chain.spare.push(down());
+    let prompt = agent.request("session/prompt", text_prompt(&session, "Again"));
+    let (answer, seen) = agent.response(&prompt, WAIT);
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("HTTP 503"), "{answer}");
+    assert!(!seen.iter().any(|m| is_wait_notice(&m["params"]["update"])));
+    assert_eq!(space.db.rows_of("waits", &session), 0);
 }
 
 #[test]
