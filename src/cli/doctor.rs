@@ -89,6 +89,7 @@ pub fn run(args: &DoctorArgs) -> Report {
     check_workspace(&mut lines, config.as_ref());
     check_skills(&mut lines, config.as_ref());
     check_hooks(&mut lines, config.as_ref());
+    check_claude_permissions(&mut lines, config.as_ref());
     lines.section("Logs");
     match config.as_ref().and_then(|c| c.log_file.clone()) {
         Some(path) => lines.ok(
@@ -541,6 +542,48 @@ fn check_hooks(lines: &mut Lines, config: Option<&Config>) {
     }
     for problem in &hooks.problems {
         lines.warn("left out", problem);
+    }
+}
+
+/// The permission rules of the project's Claude Code settings: each one
+/// read, as the Spindle rule it became (an allow only counts in a
+/// trusted project), and each one left out, with why.
+fn check_claude_permissions(lines: &mut Lines, config: Option<&Config>) {
+    let Ok(cwd) = std::env::current_dir() else {
+        return;
+    };
+    let trusted = config.is_some_and(|c| crate::config::project::project_trusted(c, &cwd));
+    let claude = crate::config::claude_permissions::ClaudeRules::load(&cwd);
+    if claude.read.is_empty() && claude.left_out.is_empty() && claude.problems.is_empty() {
+        return;
+    }
+    lines.section("Claude Code permissions");
+    for read in &claude.read {
+        let rule = crate::policy::rules::describe(&read.rule);
+        let what = format!("{} ({})", read.text, read.origin);
+        match read.rule.decision {
+            crate::policy::rules::Decision::Allow if !trusted => lines.warn(
+                "ignored",
+                &format!(
+                    "{what}: would allow {rule}; the project is not trusted (spindle trust here uses it)"
+                ),
+            ),
+            crate::policy::rules::Decision::Allow => {
+                lines.ok("read", &format!("{what}: allows {rule}"))
+            }
+            crate::policy::rules::Decision::Ask => {
+                lines.ok("read", &format!("{what}: asks before {rule}"))
+            }
+            crate::policy::rules::Decision::Deny => {
+                lines.ok("read", &format!("{what}: denies {rule}"))
+            }
+        }
+    }
+    for left in &claude.left_out {
+        lines.warn("left out", &left.describe());
+    }
+    for problem in &claude.problems {
+        lines.warn("not read", problem);
     }
 }
 

@@ -12,6 +12,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub mod claude_permissions;
 mod limits;
 pub mod project;
 pub use limits::Limits;

@@ -45,6 +45,9 @@ pub struct Session {
     /// Whether the session was told that the sandbox policy has no sandbox
     /// here (said once per session, in its first turn under that policy).
     pub sandbox_notice_shown: bool,
+    /// Whether the session was told of the project's Claude Code
+    /// permission rules left out (said once, in its first turn).
+    pub claude_rules_shown: bool,
     /// The workspace files already named as refused (each is named once
     /// per session, in the first turn after it appears).
     pub refused_shown: Vec<std::path::PathBuf>,
@@ -207,6 +210,7 @@ impl Session {
             mcp: None,
             queued: None,
             sandbox_notice_shown: false,
+            claude_rules_shown: false,
             refused_shown: Vec::new(),
             start_notice: None,
             scan_cache: Default::default(),

@@ -174,7 +174,13 @@ impl Dispatcher {
                 } else {
                     format!("This session allows {}", allowed.join(", "))
                 };
-                return format!("{listed}; {exact} exact calls were allowed always. {USAGE}");
+                let claude = crate::config::claude_permissions::ClaudeRules::load(&session.cwd)
+                    .summary(self.trusted(&session.cwd))
+                    .map(|said| format!(" {said}"))
+                    .unwrap_or_default();
+                return format!(
+                    "{listed}; {exact} exact calls were allowed always.{claude} {USAGE}"
+                );
             }
             Some((&"edits", [])) => Rule::path(ToolClass::Edit, "**", Decision::Allow),
             Some((&"command", prefix)) if !prefix.is_empty() => {

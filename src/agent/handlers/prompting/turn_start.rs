@@ -411,7 +411,7 @@ pub(super) fn notices_and_rules(
     let mut user_rules = agent.map(|a| a.permissions.clone()).unwrap_or_default();
     user_rules.extend(registry.config.permissions.rules.clone());
     user_rules.extend(mine.map(|p| p.rules.clone()).unwrap_or_default());
-    let project_rules = match crate::config::project::project_rules(&session.cwd) {
+    let mut project_rules = match crate::config::project::project_rules(&session.cwd) {
         Ok(rules) => rules,
         Err(problem) => {
             log::warn!("{problem}");
@@ -422,6 +422,10 @@ pub(super) fn notices_and_rules(
             Vec::new()
         }
     };
+    // Claude Code's rules of the project count as the project's own.
+    let claude = crate::config::claude_permissions::ClaudeRules::load(&session.cwd);
+    project_rules.extend(claude.rules());
+    let claude_notice = claude_notice(session, &claude);
     let rules = crate::policy::rules::RuleSet::new(
         user_rules,
         project_rules,
@@ -433,11 +437,47 @@ pub(super) fn notices_and_rules(
         notice,
         refused_notice,
         notice_extra,
+        claude_notice,
     ]
     .into_iter()
     .flatten()
     .collect();
     (notices, rules)
+}
+
+/// Once per session: how many of the project's Claude Code permission
+/// rules Spindle leaves out (or cannot read), and where they are listed.
+fn claude_notice(
+    session: &mut Session,
+    claude: &crate::config::claude_permissions::ClaudeRules,
+) -> Option<acp::fit::Notice> {
+    let (left, broken) = (claude.left_out.len(), claude.problems.len());
+    if left + broken == 0 || session.claude_rules_shown {
+        return None;
+    }
+    session.claude_rules_shown = true;
+    let mut said = Vec::new();
+    if left > 0 {
+        let (rules, are) = if left == 1 {
+            ("rule", "is")
+        } else {
+            ("rules", "are")
+        };
+        said.push(format!(
+            "{left} permission {rules} of .claude/settings.json or settings.local.json {are} \
+             left out: Spindle's rules cannot say the same"
+        ));
+    }
+    if broken > 0 {
+        said.push(format!("{broken} could not be read"));
+    }
+    Some(acp::fit::Notice::warning(
+        "Some of the project's Claude Code permissions are left out",
+        format!(
+            "{}. `/allow` and `spindle doctor` list them, with why.",
+            said.join("; ")
+        ),
+    ))
 }
 
 /// The turn's reasoning effort (the preset's default under `auto`, when
