@@ -8,6 +8,7 @@ mod agents;
 mod architecture;
 mod attacks;
 mod chat;
+mod claude_permissions;
 mod claude_project;
 mod commands;
 mod content;
