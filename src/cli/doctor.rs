@@ -559,7 +559,7 @@ fn check_claude_permissions(lines: &mut Lines, config: Option<&Config>) {
     }
     lines.section("Claude Code permissions");
     for read in &claude.read {
-        let rule = crate::policy::rules::describe(&read.rule);
+        let rule = crate::config::claude_permissions::describe(&read.rule);
         let what = format!("{} ({})", read.text, read.origin);
         match read.rule.decision {
             crate::policy::rules::Decision::Allow if !trusted => lines.warn(

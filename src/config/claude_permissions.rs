@@ -71,16 +71,25 @@ pub struct ClaudeRules {
 
 impl ClaudeRules {
     /// The rules of `.claude/settings.json` and `.claude/settings.local.json`
-    /// in `cwd` (the folder the hooks are read from), with relative path
-    /// patterns taken from `cwd` as Spindle takes them from the workspace
-    /// root.
+    /// in `cwd` (the folder the hooks are read from, which is also the
+    /// workspace root the rules match from).
     pub fn load(cwd: &Path) -> ClaudeRules {
+        ClaudeRules::load_from(cwd, cwd)
+    }
+
+    /// The rules of the `.claude/` folder in `folder`, for a workspace
+    /// whose rules match from `root`. Claude Code reads `/src/**` from the
+    /// settings' folder: when that is not the root, such a rule is left
+    /// out rather than matched from the wrong place.
+    pub fn load_from(folder: &Path, root: &Path) -> ClaudeRules {
         let mut found = ClaudeRules::default();
         let mut count = 0;
+        let at_root =
+            crate::tools::paths::normalise(folder) == crate::tools::paths::normalise(root);
         for file in FILES {
             let origin = format!(".claude/{file}");
-            let path = cwd.join(".claude").join(file);
-            let bytes = match crate::tools::shipped::read(&path, cwd, SETTINGS_CAP) {
+            let path = folder.join(".claude").join(file);
+            let bytes = match crate::tools::shipped::read(&path, folder, SETTINGS_CAP) {
                 Ok(Some(bytes)) => bytes,
                 Ok(None) => continue,
                 Err(why) => {
@@ -101,7 +110,7 @@ impl ClaudeRules {
                     continue;
                 }
             };
-            found.read_settings(&value, &origin, &mut count);
+            found.read_settings(&value, &origin, at_root, &mut count);
         }
         found
     }
@@ -128,7 +137,7 @@ impl ClaudeRules {
                 .read
                 .iter()
                 .filter(|read| read.rule.decision == decision)
-                .map(|read| crate::policy::rules::describe(&read.rule))
+                .map(|read| describe(&read.rule))
                 .collect();
             if named.is_empty() {
                 continue;
@@ -150,7 +159,7 @@ impl ClaudeRules {
         Some(out)
     }
 
-    fn read_settings(&mut self, value: &Value, origin: &str, count: &mut usize) {
+    fn read_settings(&mut self, value: &Value, origin: &str, at_root: bool, count: &mut usize) {
         let Some(permissions) = value.get("permissions") else {
             return;
         };
@@ -187,7 +196,7 @@ impl ClaudeRules {
                     return;
                 }
                 let shown: String = text.chars().take(200).collect();
-                match translate(text, decision) {
+                match translate_in(text, decision, at_root) {
                     Ok(rule) => self.read.push(Read {
                         origin: origin.to_string(),
                         text: shown,
@@ -214,8 +223,23 @@ fn decision_name(decision: Decision) -> &'static str {
 }
 
 /// Claude Code's rule `text` (from the `decision` list) as Spindle's, or
-/// why it is left out.
+/// why it is left out, for settings kept at the workspace's root.
 pub fn translate(text: &str, decision: Decision) -> Result<Rule, String> {
+    translate_in(text, decision, true)
+}
+
+/// How a rule is named in the listings: [`crate::policy::rules::describe`],
+/// with the rule of every command (`*`) said in words.
+pub fn describe(rule: &Rule) -> String {
+    match (rule.tool, rule.command.as_deref()) {
+        (ToolClass::RunCommand, Some("*")) => "every command".into(),
+        _ => crate::policy::rules::describe(rule),
+    }
+}
+
+/// [`translate`] for settings in a folder that is the workspace's root
+/// (`at_root`) or not.
+fn translate_in(text: &str, decision: Decision, at_root: bool) -> Result<Rule, String> {
     if text.len() > RULE_LEN_MAX {
         return Err(format!("longer than {RULE_LEN_MAX} bytes"));
     }
@@ -239,15 +263,15 @@ pub fn translate(text: &str, decision: Decision) -> Result<Rule, String> {
     let content = content.filter(|c| *c != "*");
     match tool {
         "Bash" => command_rule(content, decision),
-        "Edit" => path_rule(ToolClass::Edit, content, decision),
-        "Read" => path_rule(ToolClass::Read, content, decision),
+        "Edit" => path_rule(ToolClass::Edit, content, decision, at_root),
+        "Read" => path_rule(ToolClass::Read, content, decision, at_root),
         "Write" if decision == Decision::Allow => Err(
             "Spindle's edit rules cover every change to a file (edits, deletions, moves), \
              more than Claude Code's Write; an allow of Write alone cannot be said"
                 .into(),
         ),
         // Claude Code's Write is one of the edits Spindle's rule covers.
-        "Write" => path_rule(ToolClass::Edit, content, decision),
+        "Write" => path_rule(ToolClass::Edit, content, decision, at_root),
         _ if tool.starts_with("mcp__") => mcp_rule(tool, content, decision),
         "WebFetch" | "WebSearch" => {
             Err("Spindle's rules have no class for web fetches; fetch_url asks as the approval policy says".into())
@@ -316,7 +340,12 @@ fn command_rule(content: Option<&str>, decision: Decision) -> Result<Rule, Strin
 /// (`/src/**`, the same folder here) or the file system's root
 /// (`//etc/**`). Only patterns of plain characters, `*` and `**` are
 /// translated.
-fn path_rule(tool: ToolClass, content: Option<&str>, decision: Decision) -> Result<Rule, String> {
+fn path_rule(
+    tool: ToolClass,
+    content: Option<&str>,
+    decision: Decision,
+    at_root: bool,
+) -> Result<Rule, String> {
     let Some(content) = content else {
         return Ok(Rule {
             tool,
@@ -333,6 +362,11 @@ fn path_rule(tool: ToolClass, content: Option<&str>, decision: Decision) -> Resu
     let (pattern, anchored) = if let Some(absolute) = content.strip_prefix("//") {
         (format!("/{absolute}"), true)
     } else if let Some(rest) = content.strip_prefix('/') {
+        if !at_root {
+            return Err(
+                "a path from the folder of .claude/, which is not the workspace's root".into(),
+            );
+        }
         (rest.to_string(), true)
     } else if let Some(rest) = content.strip_prefix("./") {
         (rest.to_string(), true)
@@ -718,6 +752,28 @@ mod tests {
         std::fs::write(root.join(".claude/settings.json"), "{}").unwrap();
         assert_eq!(ClaudeRules::load(&root), ClaudeRules::default());
         assert_eq!(ClaudeRules::default().summary(true), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_path_from_the_settings_folder_needs_that_folder_to_be_the_root() {
+        let root = workspace();
+        let settings = json!({"permissions": {"allow": ["Edit(/src/**)", "Edit(src/**)", "Bash"]}});
+        std::fs::write(root.join(".claude/settings.json"), settings.to_string()).unwrap();
+        let found = ClaudeRules::load_from(&root, &root.join("sub"));
+        assert_eq!(
+            found.rules(),
+            [
+                Rule::path(ToolClass::Edit, "src/**", Decision::Allow),
+                Rule::command("*", Decision::Allow),
+            ]
+        );
+        assert_eq!(found.left_out.len(), 1);
+        assert!(found.left_out[0].why.contains("not the workspace's root"));
+        assert_eq!(describe(&found.rules()[1]), "every command");
+        assert_eq!(describe(&found.rules()[0]), "edits in `src/**`");
+        let same = ClaudeRules::load_from(&root, &root.join("sub/.."));
+        assert_eq!(same.rules().len(), 3);
         std::fs::remove_dir_all(&root).unwrap();
     }
 
