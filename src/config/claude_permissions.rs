@@ -182,12 +182,6 @@ impl ClaudeRules {
                 continue;
             };
             for (index, item) in items.iter().enumerate() {
-                let Some(text) = item.as_str() else {
-                    self.problems.push(format!(
-                        "{origin}: permissions.{key}[{index}] is not a string"
-                    ));
-                    continue;
-                };
                 *count += 1;
                 if *count > RULES_MAX {
                     self.problems.push(format!(
@@ -195,6 +189,12 @@ impl ClaudeRules {
                     ));
                     return;
                 }
+                let Some(text) = item.as_str() else {
+                    self.problems.push(format!(
+                        "{origin}: permissions.{key}[{index}] is not a string"
+                    ));
+                    continue;
+                };
                 let shown: String = text.chars().take(200).collect();
                 match translate_in(text, decision, at_root) {
                     Ok(rule) => self.read.push(Read {
@@ -788,6 +788,12 @@ mod tests {
         let found = ClaudeRules::load(&root);
         assert_eq!(found.read.len(), RULES_MAX);
         assert_eq!(found.problems.len(), 1);
+        // Entries of the wrong kind count too: a file of them says a
+        // bounded number of problems.
+        let settings = json!({"permissions": {"deny": vec![7; 20_000]}});
+        std::fs::write(root.join(".claude/settings.json"), settings.to_string()).unwrap();
+        let found = ClaudeRules::load(&root);
+        assert_eq!(found.problems.len(), RULES_MAX + 1);
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -469,7 +469,7 @@ fn claude_notice(
         ));
     }
     if broken > 0 {
-        said.push(format!("{broken} could not be read"));
+        said.push(format!("{broken} entries or files could not be read"));
     }
     Some(acp::fit::Notice::warning(
         "Some of the project's Claude Code permissions are left out",
