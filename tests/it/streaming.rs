@@ -670,3 +670,44 @@ fn error_bodies_are_shown_cleanly_whatever_their_framing() {
     assert!(message.contains("502 Bad Gateway upstream gone"), "{error}");
     assert!(!message.contains('<'), "{error}");
 }
+
+/// A local server on a CPU reads a long prompt for minutes before its
+/// first token, sending keep-alives: they count as progress until then
+/// (up to ten stall times), never after.
+#[test]
+fn keep_alives_before_the_first_token_count_as_progress_for_a_while() {
+    let server = FakeServer::start();
+    // 2.5 s of keep-alives, then the answer, with a one-second stall limit.
+    let mut steps = Vec::new();
+    for _ in 0..10 {
+        steps.push(Step::Raw(": keep-alive\n\n".into()));
+        steps.push(Step::Sleep(Duration::from_millis(250)));
+    }
+    steps.extend(chat_text(&["Read it all."]));
+    server.push(Reply::Sse(steps));
+    let mut agent = start(&server, &["--retries", "0", "--stall-timeout", "1"]);
+    let session = agent.new_session(&temp_dir("keepalive-first"));
+    let id = prompt(&mut agent, &session, "a long prompt");
+    let (response, messages) = agent.response(&id, WAIT);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        updates_text(&messages, "agent_message_chunk"),
+        "Read it all."
+    );
+
+    // Keep-alives alone, for ever: given up after ten stall times.
+    let mut pings = Vec::new();
+    for _ in 0..200 {
+        pings.push(Step::Raw(": keep-alive\n\n".into()));
+        pings.push(Step::Sleep(Duration::from_millis(100)));
+    }
+    let started = Instant::now();
+    let error = failing_prompt(Some(Reply::Sse(pings)), None, &["--stall-timeout", "0.3"]);
+    assert_eq!(error["data"]["code"], "provider_stalled", "{error}");
+    // Not a timing target: only that it did not wait for all 20 s of pings.
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+}

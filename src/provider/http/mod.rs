@@ -78,6 +78,10 @@ pub const FAILED_CALL_LOG: &str = "spindle::call_failed";
 /// The longest server-requested delay we honour before a retry.
 const MAX_SERVER_DELAY: Duration = Duration::from_secs(60);
 
+/// How many stall times a server may take to its first event while it
+/// sends keep-alives (20 minutes with the default 120 s).
+const FIRST_EVENT_STALLS: u32 = 10;
+
 /// An SSE stream being read by a helper thread.
 pub struct EventStream {
     items: Receiver<StreamItem>,
@@ -89,8 +93,12 @@ pub struct EventStream {
     peeked: RefCell<std::collections::VecDeque<StreamItem>>,
     /// When the stream last gave something real (an event, or its start):
     /// keep-alive comments show the server lives but not that it makes
-    /// progress, so they do not move the stall deadline.
+    /// progress, so they do not move the stall deadline — except before
+    /// the first event, while a server reads a long prompt (a local one
+    /// on a CPU may take minutes and sends keep-alives meanwhile), up to
+    /// `FIRST_EVENT_STALLS` stall times from the start.
     progress: std::cell::Cell<std::time::Instant>,
+    started: std::time::Instant,
     /// Bytes of event data received so far, against `limits.stream`: a
     /// server that streams events nobody keeps is given up on too.
     received: std::cell::Cell<usize>,
@@ -387,6 +395,7 @@ impl EventStream {
             url: url.to_string(),
             peeked: RefCell::new(std::collections::VecDeque::new()),
             progress: std::cell::Cell::new(std::time::Instant::now()),
+            started: std::time::Instant::now(),
             received: std::cell::Cell::new(0),
             header_cost,
         })
@@ -480,8 +489,11 @@ impl EventStream {
         select! {
             recv(self.items) -> item => match item {
                 Ok(item) => {
-                    if !matches!(item, StreamItem::Alive) {
-                        self.progress.set(std::time::Instant::now());
+                    let now = std::time::Instant::now();
+                    let reading_prompt = self.received.get() == 0
+                        && now.duration_since(self.started) < self.stall * FIRST_EVENT_STALLS;
+                    if !matches!(item, StreamItem::Alive) || reading_prompt {
+                        self.progress.set(now);
                     }
                     if let StreamItem::Event(event) = &item {
                         self.in_flight.fetch_sub(event.data.len(), Ordering::SeqCst);
