@@ -210,10 +210,13 @@ fn trust(
             std::env::current_dir().map_err(|e| format!("cannot tell the current folder: {e}"))?
         }
     };
-    let project = crate::os::canonical(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if !project.is_dir() {
-        return Err(format!("{} is not a folder", project.display()));
+    let asked = crate::os::canonical(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !asked.is_dir() {
+        return Err(format!("{} is not a folder", asked.display()));
     }
+    // The project is the repository the folder lies in: its root is
+    // trusted, whichever of its folders the command ran in.
+    let project = crate::config::project::root(&asked);
     let config = config.unwrap_or_else(crate::config::default_path);
     let key = project.display().to_string();
     crate::config::project::set_trusted(&config, &key, trusted)?;
@@ -221,12 +224,23 @@ fn trust(
     // written out, never obeyed.
     let shown = crate::util::visible(&key, false);
     let saved = crate::util::visible(&config.display().to_string(), false);
-    Ok(match trusted {
+    let mut out = match trusted {
+        true => format!("Trusted {shown}"),
+        false => format!("No longer trusted: {shown}"),
+    };
+    if project != asked {
+        out.push_str(&format!(
+            " (the project root of {}: the nearest folder above it holding .git)",
+            crate::util::visible(&asked.display().to_string(), false)
+        ));
+    }
+    out.push_str(&match trusted {
         true => format!(
-            "Trusted {shown}: its .spindle/config.json (permission rules, MCP servers, defaults) and its other project settings now count. Saved in {saved}.\nTrust goes with the path: moving or renaming the folder loses it, and whatever is checked out at this path later is trusted too.\n"
+            ": its .spindle/config.json (permission rules, MCP servers, defaults) and its other project settings now count. Saved in {saved}.\nTrust goes with the path: moving or renaming the folder loses it, and whatever is checked out at this path later is trusted too.\n"
         ),
         false => format!(
-            "No longer trusted: {shown}; its .spindle/config.json can only tighten what you allow. Saved in {saved}.\n"
+            "; its .spindle/config.json can only tighten what you allow. Saved in {saved}.\n"
         ),
-    })
+    });
+    Ok(out)
 }

@@ -71,10 +71,10 @@ pub struct ClaudeRules {
 
 impl ClaudeRules {
     /// The rules of `.claude/settings.json` and `.claude/settings.local.json`
-    /// in `cwd` (the folder the hooks are read from, which is also the
-    /// workspace root the rules match from).
+    /// in the project's root (where the hooks are read from, perhaps
+    /// above `cwd`), for a workspace whose rules match from `cwd`.
     pub fn load(cwd: &Path) -> ClaudeRules {
-        ClaudeRules::load_from(cwd, cwd)
+        ClaudeRules::load_from(&super::project::root(cwd), cwd)
     }
 
     /// The rules of the `.claude/` folder in `folder`, for a workspace

@@ -6,12 +6,66 @@ use super::{check_mcp_servers, save, Config, Defaults};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+/// How many folders above the working folder a project root is looked
+/// for: deeper than any checkout, and a bound on a climb over a slow or
+/// strange file system.
+const ROOT_CLIMB: usize = 40;
+
+/// The project a working folder belongs to: the nearest folder at or
+/// above `cwd` holding a `.git` (a folder, a file or a link: only its
+/// presence counts, nothing is read through it), else `cwd` itself. Its
+/// trust, `.spindle/`, `.claude/`, `.mcp.json` and instruction files
+/// are the project's, whichever of its folders Spindle starts in.
+///
+/// When `cwd` lies inside the home folder the climb stops below it: a
+/// home kept in git (dotfiles) must never make the user's own `~/.claude`
+/// or `~/.mcp.json` a project's, nor a folder above the home. The home
+/// is compared by real path too, so a link to it is no way round.
+pub fn root(cwd: &Path) -> PathBuf {
+    let home = crate::os::folders::home();
+    root_below(cwd, home.as_deref())
+}
+
+/// [`root`] with the home folder given.
+fn root_below(cwd: &Path, home: Option<&Path>) -> PathBuf {
+    let real = |dir: &Path| crate::os::canonical(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let homes: Vec<PathBuf> = home
+        .into_iter()
+        .flat_map(|h| [h.to_path_buf(), real(h)])
+        .collect();
+    let real_cwd = real(cwd);
+    let fenced: Vec<&PathBuf> = homes
+        .iter()
+        .filter(|home| cwd.starts_with(home) || real_cwd.starts_with(home))
+        .collect();
+    for dir in cwd.ancestors().take(ROOT_CLIMB + 1) {
+        if dir != cwd && !fenced.is_empty() {
+            let real_dir = real(dir);
+            let below = |home: &&PathBuf| {
+                dir.starts_with(home) && dir != home.as_path()
+                    || real_dir.starts_with(home) && real_dir != home.as_path()
+            };
+            let at_or_above = fenced
+                .iter()
+                .any(|home| home.starts_with(dir) || home.starts_with(&real_dir));
+            if at_or_above || !fenced.iter().any(below) {
+                break;
+            }
+        }
+        if std::fs::symlink_metadata(dir.join(".git")).is_ok() {
+            return dir.to_path_buf();
+        }
+    }
+    cwd.to_path_buf()
+}
+
 /// The MCP servers of a workspace's own `.spindle/config.json`
 /// (`mcp_servers`); used only when the project is trusted (they start
 /// commands of the repository's choosing).
 pub fn project_mcp_servers(cwd: &Path) -> Result<Vec<Value>, String> {
-    let path = cwd.join(".spindle").join("config.json");
-    let Some(bytes) = read_project_config(cwd, &path)? else {
+    let root = root(cwd);
+    let path = root.join(".spindle").join("config.json");
+    let Some(bytes) = read_project_config(&root, &path)? else {
         return Ok(Vec::new());
     };
     let value: Value =
@@ -25,14 +79,43 @@ pub fn project_mcp_servers(cwd: &Path) -> Result<Vec<Value>, String> {
     Ok(servers)
 }
 
-/// Whether the user trusts the project at `cwd` (its allow rules and MCP
-/// servers count).
+/// Whether the user trusts the project `cwd` belongs to (its allow
+/// rules, MCP servers, hooks, skills, commands and defaults count): its
+/// [`root`]'s entry decides. An entry for a folder below the root (an
+/// older version trusted the working folder itself) does not count: it
+/// was given for that folder's settings, never for the root's.
 pub fn project_trusted(config: &Config, cwd: &Path) -> bool {
     config
         .permissions
         .projects
-        .get(&cwd.display().to_string())
+        .get(&key(cwd))
         .is_some_and(|p| p.trusted)
+}
+
+/// The name the user's config keeps a project's answers under (its
+/// trust, the rules answered for it): its [`root`]'s real path.
+pub fn key(cwd: &Path) -> String {
+    let root = root(cwd);
+    let root = crate::os::canonical(&root).unwrap_or(root);
+    root.display().to_string()
+}
+
+/// Whether the user's config trusts exactly the folder `root`.
+pub fn trusted_at(config: &Config, root: &Path) -> bool {
+    config
+        .permissions
+        .projects
+        .get(&root.display().to_string())
+        .is_some_and(|p| p.trusted)
+}
+
+/// A trust given by an older version to the working folder `cwd` itself
+/// when it is not its project's root: such a trust no longer counts,
+/// and `spindle doctor` says so. `None` when there is none.
+pub fn stale_trust(config: &Config, cwd: &Path) -> Option<PathBuf> {
+    let cwd = crate::os::canonical(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+    let root = root(&cwd);
+    (root != cwd && trusted_at(config, &cwd) && !trusted_at(config, &root)).then_some(cwd)
 }
 
 /// Adds `rule` to the rules answered for `project` in the user's config
@@ -74,8 +157,9 @@ fn read_project_config(cwd: &Path, path: &Path) -> Result<Option<Vec<u8>>, Strin
 /// (`permissions.rules`; other keys are not read here). They can only
 /// tighten what the user allows, unless the user trusts the project.
 pub fn project_rules(cwd: &Path) -> Result<Vec<crate::policy::rules::Rule>, String> {
-    let path = cwd.join(".spindle").join("config.json");
-    let Some(bytes) = read_project_config(cwd, &path)? else {
+    let root = root(cwd);
+    let path = root.join(".spindle").join("config.json");
+    let Some(bytes) = read_project_config(&root, &path)? else {
         return Ok(Vec::new());
     };
     let value: Value =
@@ -107,8 +191,9 @@ pub fn set_trusted(path: &Path, project: &str, trusted: bool) -> Result<(), Stri
 /// effort, preset, approval), as written; the caller decides whether
 /// the project is trusted enough to use them.
 pub fn project_defaults(cwd: &Path) -> Result<Option<Defaults>, String> {
-    let path = cwd.join(".spindle").join("config.json");
-    let Some(bytes) = read_project_config(cwd, &path)? else {
+    let root = root(cwd);
+    let path = root.join(".spindle").join("config.json");
+    let Some(bytes) = read_project_config(&root, &path)? else {
         return Ok(None);
     };
     let value: Value =
@@ -129,14 +214,15 @@ pub fn project_defaults(cwd: &Path) -> Result<Option<Defaults>, String> {
 pub fn project_servers(config: &Config, cwd: &Path) -> (Vec<(Value, PathBuf)>, Vec<String>) {
     let mut servers: Vec<(Value, PathBuf)> = Vec::new();
     let mut problems = Vec::new();
-    let own = cwd.join(".spindle").join("config.json");
-    match project_mcp_servers(cwd) {
+    let root = root(cwd);
+    let own = root.join(".spindle").join("config.json");
+    match project_mcp_servers(&root) {
         Ok(list) => servers.extend(list.into_iter().map(|s| (s, own.clone()))),
         Err(problem) => problems.push(problem),
     }
-    let path = cwd.join(".mcp.json");
+    let path = root.join(".mcp.json");
     let withheld = config.secrets().to_remove_here();
-    match mcp_json_servers(cwd, &path, &withheld, &mut problems) {
+    match mcp_json_servers(&root, &path, &withheld, &mut problems) {
         Ok(list) => {
             for server in list {
                 if !servers.iter().any(|(s, _)| s["name"] == server["name"]) {
@@ -260,4 +346,65 @@ fn expand(text: &str, withheld: &[std::ffi::OsString]) -> Result<String, String>
     }
     out.push_str(rest);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::root_below;
+    use std::fs;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("spindle-root-{name}-{}", crate::util::random_hex()));
+        fs::create_dir_all(&dir).unwrap();
+        crate::os::canonical(&dir).unwrap()
+    }
+
+    #[test]
+    fn the_root_is_the_nearest_folder_with_git_else_the_folder() {
+        let base = scratch("climb");
+        let repo = base.join("repo");
+        let deep = repo.join("a").join("b");
+        fs::create_dir_all(&deep).unwrap();
+        assert_eq!(root_below(&deep, None), deep, "no .git: the folder");
+        // A `.git` file (a worktree's) marks the root as a folder does.
+        fs::write(repo.join(".git"), "gitdir: /elsewhere\n").unwrap();
+        assert_eq!(root_below(&deep, None), repo);
+        assert_eq!(root_below(&repo, None), repo);
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn the_climb_never_reaches_the_home_from_inside_it() {
+        let base = scratch("home");
+        let home = base.join("home");
+        let project = home.join("work").join("project");
+        fs::create_dir_all(&project).unwrap();
+        fs::create_dir_all(home.join(".git")).unwrap();
+        fs::create_dir_all(base.join(".git")).unwrap();
+        assert_eq!(root_below(&project, Some(&home)), project);
+        // The home itself, started in, is its own folder.
+        assert_eq!(root_below(&home, Some(&home)), home);
+        // A repository inside the home is found as usual.
+        fs::create_dir_all(home.join("work").join(".git")).unwrap();
+        assert_eq!(root_below(&project, Some(&home)), home.join("work"));
+        // Outside the home, the climb is not fenced.
+        let elsewhere = base.join("srv").join("x");
+        fs::create_dir_all(&elsewhere).unwrap();
+        assert_eq!(root_below(&elsewhere, Some(&home)), base);
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_to_the_home_is_no_way_round() {
+        let base = scratch("link");
+        let home = base.join("home");
+        fs::create_dir_all(home.join(".git")).unwrap();
+        fs::create_dir_all(home.join("project")).unwrap();
+        crate::os::testing::symlink(&home, base.join("alias")).unwrap();
+        let through = base.join("alias").join("project");
+        assert_eq!(root_below(&through, Some(&home)), through);
+        fs::remove_dir_all(&base).unwrap();
+    }
 }

@@ -32,6 +32,7 @@ mod named_files;
 mod network;
 mod policy_rules;
 mod precedence;
+mod project_root;
 mod protocol;
 mod providers;
 // The release script is bash, run where Unix shells are.

@@ -256,15 +256,16 @@ fn catalog_with(cwd: &Path, own_folders: Vec<Folder>, found: super::skills::Foun
             .find(|(own, _)| own.eq_ignore_ascii_case(name))
             .map(|(_, words)| words.clone())
     };
+    let root = crate::config::project::root(cwd);
     let project_folders = [
         Folder {
-            dir: cwd.join(".spindle").join("commands"),
-            within: Some(cwd.to_path_buf()),
+            dir: root.join(".spindle").join("commands"),
+            within: Some(root.clone()),
             origin: "the project's .spindle/commands".into(),
         },
         Folder {
-            dir: cwd.join(".claude").join("commands"),
-            within: Some(cwd.to_path_buf()),
+            dir: root.join(".claude").join("commands"),
+            within: Some(root.clone()),
             origin: "the project's .claude/commands".into(),
         },
     ];

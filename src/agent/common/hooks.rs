@@ -89,6 +89,8 @@ impl Hooks {
         if let Some(value) = user {
             hooks.read(value, "your config");
         }
+        // The project's settings are its root's, from any of its folders.
+        let cwd = &crate::config::project::root(cwd);
         for (path, words) in [
             (
                 cwd.join(".spindle").join("config.json"),

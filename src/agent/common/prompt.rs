@@ -76,7 +76,9 @@ pub fn environment(cwd: &Path, shell: &crate::process::shell::Shell) -> String {
     out
 }
 
-/// The repository folder that holds `cwd` (`.git` a folder or a file).
+/// The repository folder that holds `cwd` (`.git` a folder or a file),
+/// for its git state; the project's files come from
+/// [`crate::config::project::root`], which never climbs to the home.
 fn repository_root(cwd: &Path) -> Option<PathBuf> {
     cwd.ancestors()
         .find(|dir| dir.join(".git").exists())
@@ -132,8 +134,9 @@ pub fn skipped_files(cwd: &Path, agent_dir: Option<&Path>) -> Vec<crate::tools::
     }
     skipped.extend(gather(cwd, &global_instructions_path()).refused);
     skipped.extend(super::commands::skipped(cwd, agent_dir));
-    let config = cwd.join(".spindle").join("config.json");
-    if let Err(why) = shipped::read(&config, cwd, crate::config::project::PROJECT_CONFIG_CAP) {
+    let root = crate::config::project::root(cwd);
+    let config = root.join(".spindle").join("config.json");
+    if let Err(why) = shipped::read(&config, &root, crate::config::project::PROJECT_CONFIG_CAP) {
         skipped.push(Skipped::new(config, why));
     }
     skipped
@@ -155,7 +158,7 @@ pub fn editable_files(cwd: &Path) -> Vec<PathBuf> {
 /// `cwd`, with the words that name each.
 fn project_instruction_files(cwd: &Path) -> Vec<(String, PathBuf)> {
     let mut files = Vec::new();
-    let top = repository_root(cwd).unwrap_or_else(|| cwd.to_path_buf());
+    let top = crate::config::project::root(cwd);
     let mut dirs: Vec<&Path> = cwd
         .ancestors()
         .take_while(|d| d.starts_with(&top))

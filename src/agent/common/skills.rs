@@ -94,7 +94,9 @@ fn places(cwd: &Path) -> Vec<(PathBuf, String, bool)> {
 /// user trusts it) and what was left out: untrusted, malformed, too
 /// large, a link out, or a name an earlier one took.
 pub fn discover(cwd: &Path, trusted: bool) -> Found {
-    discover_in(places(cwd), cwd, trusted)
+    // The project's skills are its root's, from any of its folders.
+    let root = crate::config::project::root(cwd);
+    discover_in(places(&root), &root, trusted)
 }
 
 /// [`discover`] in the places given: (folder, its words, the project's).

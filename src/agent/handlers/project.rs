@@ -70,7 +70,7 @@ impl ProjectDefaults {
             let mut text = format!(
                 "its .spindle/config.json sets {}, but the project is not trusted; run `spindle trust` in {} to use them",
                 named.join(", "),
-                cwd.display()
+                crate::config::project::root(cwd).display()
             );
             if let Some(model) = &result.unknown_model {
                 text.push_str(&format!(

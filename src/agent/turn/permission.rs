@@ -506,7 +506,7 @@ impl Runner<'_> {
         let Some(path) = self.config_path else {
             return;
         };
-        let project = self.root.display().to_string();
+        let project = crate::config::project::key(self.root);
         if let Err(error) = crate::config::project::add_project_rule(path, &project, rule.clone()) {
             log::warn!("cannot save the permission rule: {error}");
             self.updates

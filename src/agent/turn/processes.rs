@@ -236,9 +236,12 @@ impl Processes {
             command.env_remove(name);
         }
         command.envs(launch.env_set.iter().map(|(k, v)| (k, v)));
+        // The project's root, as Claude Code gives it: where the hooks'
+        // own scripts are, from whichever of its folders a session runs.
+        let project = crate::config::project::root(place.root);
         command
-            .env("CLAUDE_PROJECT_DIR", place.root)
-            .env("SPINDLE_PROJECT_DIR", place.root);
+            .env("CLAUDE_PROJECT_DIR", &project)
+            .env("SPINDLE_PROJECT_DIR", &project);
         let cap = crate::agent::common::hooks::OUTPUT_CAP;
         match crate::process::probe::run_fed(command, Some(input.to_vec()), timeout, cap, cancel) {
             Ok(output) => Ok(crate::agent::common::hooks::Outcome {

@@ -202,7 +202,7 @@ impl Dispatcher {
                 .config_path
                 .clone()
                 .unwrap_or_else(crate::config::default_path);
-            let root = session.cwd.display().to_string();
+            let root = crate::config::project::key(&session.cwd);
             match crate::config::project::add_project_rule(&path, &root, rule.clone()) {
                 Ok(()) => {
                     reply = format!(

@@ -405,12 +405,19 @@ pub(super) fn notices_and_rules(
     });
     // Lasting rules: the user's (with their answers for this project)
     // and the project's own, which only tighten unless trusted.
-    let project_key = session.cwd.display().to_string();
-    let mine = registry.config.permissions.projects.get(&project_key);
+    // Kept under the project's root; rules an older version kept under
+    // the working folder itself still count (they are the user's own),
+    // its trust does not (`project::project_trusted`).
+    let projects = &registry.config.permissions.projects;
+    let key = crate::config::project::key(&session.cwd);
+    let here = session.cwd.display().to_string();
+    let mine = projects.get(&key);
+    let older = (here != key).then(|| projects.get(&here)).flatten();
     // The agent file's rules count as the user's (they chose the file).
     let mut user_rules = agent.map(|a| a.permissions.clone()).unwrap_or_default();
     user_rules.extend(registry.config.permissions.rules.clone());
     user_rules.extend(mine.map(|p| p.rules.clone()).unwrap_or_default());
+    user_rules.extend(older.map(|p| p.rules.clone()).unwrap_or_default());
     let mut project_rules = match crate::config::project::project_rules(&session.cwd) {
         Ok(rules) => rules,
         Err(problem) => {

@@ -1,0 +1,168 @@
+//! A repository set up for Claude Code, with Spindle started in one of
+//! its subfolders: the root's `.claude/`, `.mcp.json` and trust are the
+//! project's, and `spindle trust` there trusts the root. A home folder
+//! kept in git is never a project root found by climbing: the user's own
+//! `~/.claude` and `~/CLAUDE.md` are not a project's. The hooks are `sh`
+//! lines (Unix).
+
+use crate::support::client::no_requests;
+use crate::support::fake_openai::chat_text;
+use crate::support::prelude::{ok_with, one_model_config, WAIT};
+use crate::support::{run_prompt, temp_dir, write_file, Agent, FakeServer, Reply};
+use serde_json::{json, Value};
+use std::fs;
+use std::path::Path;
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `spindle ARGS…` run in `cwd` with the home `home`.
+fn spindle(home: &Path, cwd: &Path, args: &[&str]) -> std::process::Output {
+    crate::support::spindle_command(home)
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+/// One prompt in a session at `cwd`; the model's request bodies.
+fn prompt_in(cwd: &Path, config: &Path, env: &[(&str, &str)], model: &FakeServer) -> Vec<Value> {
+    let before = model.requests().len();
+    model.push(Reply::Sse(chat_text(&["ok"])));
+    let config = config.to_str().unwrap();
+    let mut agent = Agent::spawn(&["acp", "--config", config, "--permissions", "yolo"], env);
+    agent.initialize();
+    let (result, _) = ok_with(
+        &mut agent,
+        "session/new",
+        json!({"cwd": cwd.to_str().unwrap(), "mcpServers": []}),
+    );
+    let session = result["sessionId"].as_str().unwrap().to_string();
+    run_prompt(&mut agent, &session, "go", WAIT, no_requests);
+    model.requests()[before..]
+        .iter()
+        .map(|r| r.body.clone())
+        .collect()
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
+fn a_subfolder_uses_the_roots_claude_settings_and_trust() {
+    let model = FakeServer::start();
+    let base = spindle::os::canonical(temp_dir("project-root")).unwrap();
+    let root = base.join("repo");
+    let sub = root.join("sub");
+    fs::create_dir_all(root.join(".git")).unwrap();
+    fs::create_dir_all(&sub).unwrap();
+    let marker = base.join("hook-ran");
+    let hook = json!({"type": "command", "command": format!("touch {}", marker.display())});
+    write_file(
+        &root,
+        ".claude/settings.json",
+        json!({"hooks": {"UserPromptSubmit": [{"hooks": [hook]}]}}).to_string(),
+    );
+    write_file(
+        &root,
+        ".mcp.json",
+        json!({"mcpServers": {"team": {"command": "team-server"}}}).to_string(),
+    );
+    let config = base.join("config.json");
+    fs::write(&config, one_model_config(&model, None).to_string()).unwrap();
+
+    // Untrusted: the root's hook does not run from the subfolder.
+    prompt_in(&sub, &config, &[], &model);
+    assert!(!marker.exists(), "an untrusted project's hook ran");
+
+    // `spindle trust` in the subfolder trusts the root, and says so.
+    let home = base.join("home");
+    let config_arg = config.to_str().unwrap();
+    let out = spindle(&home, &sub, &["trust", "--config", config_arg]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.starts_with(&format!("Trusted {}", root.display()))
+            && said.contains(&format!("the project root of {}", sub.display())),
+        "{said}"
+    );
+    let saved: Value = serde_json::from_slice(&fs::read(&config).unwrap()).unwrap();
+    let projects = &saved["permissions"]["projects"];
+    assert_eq!(
+        projects[root.display().to_string()]["trusted"],
+        true,
+        "{saved}"
+    );
+    assert!(projects.get(sub.display().to_string()).is_none(), "{saved}");
+
+    // Trusted: the root's hook runs from the subfolder, and `mcp list`
+    // there names the root's `.mcp.json` server as used.
+    prompt_in(&sub, &config, &[], &model);
+    assert!(marker.exists(), "the trusted root's hook did not run");
+    let out = spindle(&home, &sub, &["mcp", "list", "--config", config_arg]);
+    let listed = text(&out.stdout);
+    let mcp_json = root.join(".mcp.json");
+    assert!(
+        listed.contains(&format!(
+            "team  team-server  (from {})\n",
+            mcp_json.display()
+        )),
+        "{listed}"
+    );
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "sh command lines")]
+fn a_home_kept_in_git_is_not_the_project_of_its_folders() {
+    let model = FakeServer::start();
+    let base = spindle::os::canonical(temp_dir("project-home")).unwrap();
+    // The user's home is a dotfiles repository with their own Claude
+    // settings and instructions; the project below it has no `.git`.
+    let home = base.join("home");
+    let project = home.join("project");
+    fs::create_dir_all(home.join(".git")).unwrap();
+    fs::create_dir_all(&project).unwrap();
+    let marker = base.join("home-hook-ran");
+    let hook = json!({"type": "command", "command": format!("touch {}", marker.display())});
+    write_file(
+        &home,
+        ".claude/settings.json",
+        json!({"hooks": {"UserPromptSubmit": [{"hooks": [hook]}]}}).to_string(),
+    );
+    write_file(&home, "CLAUDE.md", "HOME-INSTRUCTIONS-MARKER\n");
+    write_file(
+        &home,
+        ".mcp.json",
+        json!({"mcpServers": {"dotfiles": {"command": "home-server"}}}).to_string(),
+    );
+    // The user trusts both their home and the project.
+    let mut settings = one_model_config(&model, Some(&home));
+    settings["permissions"]["projects"][project.display().to_string()] = json!({"trusted": true});
+    let config = base.join("config.json");
+    fs::write(&config, settings.to_string()).unwrap();
+
+    let home_text = home.to_str().unwrap();
+    let env = [("HOME", home_text), ("USERPROFILE", home_text)];
+    let bodies = prompt_in(&project, &config, &env, &model);
+    assert!(!bodies.is_empty());
+    assert!(
+        !marker.exists(),
+        "the home's .claude/settings.json ran as the project's"
+    );
+    for body in &bodies {
+        assert!(
+            !body.to_string().contains("HOME-INSTRUCTIONS-MARKER"),
+            "the home's CLAUDE.md was read as the project's: {body}"
+        );
+    }
+    // `mcp list` and `trust` see the project folder alone.
+    let config_arg = config.to_str().unwrap();
+    let out = spindle(&home, &project, &["mcp", "list", "--config", config_arg]);
+    let listed = text(&out.stdout);
+    assert!(!listed.contains("dotfiles"), "{listed}");
+    let out = spindle(&home, &project, &["trust", "--config", config_arg]);
+    let said = text(&out.stdout);
+    assert!(
+        said.starts_with(&format!("Trusted {}:", project.display())),
+        "{said}"
+    );
+}
