@@ -411,19 +411,45 @@ fn check_tools(
 fn check_mcp(lines: &mut Lines, config: &Config) {
     let mut servers = config.mcp_servers.clone();
     let mut problems = Vec::new();
+    // An untrusted project's servers are named, not started.
+    let mut held = Vec::new();
     if let Ok(cwd) = std::env::current_dir() {
+        let (project, unread) = crate::config::project::project_servers(config, &cwd);
+        problems = unread;
         if crate::config::project::project_trusted(config, &cwd) {
-            let (project, unread) = crate::config::project::project_servers(config, &cwd);
             servers.extend(project.into_iter().map(|(server, _)| server));
-            problems = unread;
+        } else if !project.is_empty() {
+            let root = crate::config::project::root(&cwd);
+            held = project
+                .into_iter()
+                .map(|(server, source)| {
+                    let name = server["name"].as_str().unwrap_or("?").to_string();
+                    let why = format!(
+                        "from {}; not started: the project {} is not trusted (`spindle trust` there starts it)",
+                        source.display(),
+                        root.display()
+                    );
+                    (name, why)
+                })
+                .collect();
+            if let Some(older) = crate::config::project::stale_trust(config, &cwd) {
+                problems.push(format!(
+                    "{} was trusted by an older Spindle; trust now goes with the project root, {}",
+                    older.display(),
+                    root.display()
+                ));
+            }
         }
     }
-    if servers.is_empty() && problems.is_empty() {
+    if servers.is_empty() && problems.is_empty() && held.is_empty() {
         return;
     }
     lines.section("MCP servers");
     for problem in problems {
         lines.warn("project", &problem);
+    }
+    for (name, why) in &held {
+        lines.warn(name, why);
     }
     // Your own config's names are used as written, but said when they
     // break the rule `spindle mcp add` holds names to.

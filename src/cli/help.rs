@@ -42,9 +42,10 @@ USAGE:
     spindle mcp add NAME --url URL [--type http|sse] [--header 'K: V']…
     spindle mcp remove NAME   [--config PATH] an MCP server in your config
     spindle trust [PATH] [--config PATH], spindle untrust [PATH]
-                              whether the project at PATH (default: here) is
-                              trusted: its .spindle/config.json rules, MCP
-                              servers and defaults count (saved in your config)
+                              whether the project at PATH (default: here; its
+                              repository's root) is trusted: its rules, MCP
+                              servers, hooks, skills, commands and defaults
+                              count, each listed (saved in your config)
     spindle doctor [--config PATH] [--db PATH]
                               check the config, each provider (key, reachable,
                               models), the session database and the sandbox;

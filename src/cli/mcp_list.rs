@@ -46,6 +46,10 @@ pub fn mcp_list(
     }
     let trusted = crate::config::project::project_trusted(&config, &cwd);
     let (servers, problems) = crate::config::project::project_servers(&config, &cwd);
+    let untrusted = format!(
+        "; not used: the project {} is not trusted (`spindle trust` there uses it)",
+        shown(&crate::config::project::root(&cwd).display().to_string())
+    );
     for problem in problems {
         out.push_str(&format!("(not read: {})\n", shown(&problem)));
     }
@@ -55,11 +59,7 @@ pub fn mcp_list(
             shown(server["name"].as_str().unwrap_or("?")),
             describe(&server),
             shown(&source.display().to_string()),
-            if trusted {
-                ""
-            } else {
-                "; not used: the project is not trusted (permissions.projects in your config)"
-            }
+            if trusted { "" } else { untrusted.as_str() }
         ));
     }
     if out.is_empty() {

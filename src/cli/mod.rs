@@ -21,6 +21,7 @@ mod private_home;
 mod sessions;
 pub mod setup;
 mod setup_ask;
+mod trust;
 
 use args::{parse_args, Command, Usage};
 pub use failure::Failure;
@@ -123,7 +124,7 @@ fn run(command: Command) -> Result<String, Failure> {
             trusted,
             path,
             config,
-        } => trust(trusted, path, config).map_err(Failure::Failed),
+        } => trust::trust(trusted, path, config).map_err(Failure::Failed),
         Command::Version => Ok(match option_env!("SPINDLE_BUILD_COMMIT") {
             Some(commit) => format!("spindle {} (commit {commit})\n", env!("CARGO_PKG_VERSION")),
             None => format!("spindle {}\n", env!("CARGO_PKG_VERSION")),
@@ -194,53 +195,4 @@ fn check_model_provider(options: &crate::agent::Options) -> Result<(), Failure> 
         }
     }
     Ok(())
-}
-
-/// `spindle trust [PATH]` / `spindle untrust [PATH]`: whether a
-/// project's own `.spindle/config.json` (its rules, MCP servers and
-/// defaults) counts, saved in the user's config.
-fn trust(
-    trusted: bool,
-    path: Option<std::path::PathBuf>,
-    config: Option<std::path::PathBuf>,
-) -> Result<String, String> {
-    let path = match path {
-        Some(path) => path,
-        None => {
-            std::env::current_dir().map_err(|e| format!("cannot tell the current folder: {e}"))?
-        }
-    };
-    let asked = crate::os::canonical(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if !asked.is_dir() {
-        return Err(format!("{} is not a folder", asked.display()));
-    }
-    // The project is the repository the folder lies in: its root is
-    // trusted, whichever of its folders the command ran in.
-    let project = crate::config::project::root(&asked);
-    let config = config.unwrap_or_else(crate::config::default_path);
-    let key = project.display().to_string();
-    crate::config::project::set_trusted(&config, &key, trusted)?;
-    // The folder's name is the repository's (or whoever named it): shown
-    // written out, never obeyed.
-    let shown = crate::util::visible(&key, false);
-    let saved = crate::util::visible(&config.display().to_string(), false);
-    let mut out = match trusted {
-        true => format!("Trusted {shown}"),
-        false => format!("No longer trusted: {shown}"),
-    };
-    if project != asked {
-        out.push_str(&format!(
-            " (the project root of {}: the nearest folder above it holding .git)",
-            crate::util::visible(&asked.display().to_string(), false)
-        ));
-    }
-    out.push_str(&match trusted {
-        true => format!(
-            ": its .spindle/config.json (permission rules, MCP servers, defaults) and its other project settings now count. Saved in {saved}.\nTrust goes with the path: moving or renaming the folder loses it, and whatever is checked out at this path later is trusted too.\n"
-        ),
-        false => format!(
-            "; its .spindle/config.json can only tighten what you allow. Saved in {saved}.\n"
-        ),
-    });
-    Ok(out)
 }

@@ -1813,7 +1813,8 @@ fn mcp_servers_from_the_config_and_a_trusted_project() {
         .arg(&bench.ws)
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("not used: the project is not trusted"));
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains("is not trusted (`spindle trust` there uses it)"));
 }
 
 /// `spindle doctor` starts the config's MCP servers and lists their tools.

@@ -166,3 +166,111 @@ fn a_home_kept_in_git_is_not_the_project_of_its_folders() {
         "{said}"
     );
 }
+
+#[test]
+fn trust_says_what_it_turns_on_and_doctor_and_mcp_list_point_at_it() {
+    let base = spindle::os::canonical(temp_dir("project-brings")).unwrap();
+    let root = base.join("repo");
+    let sub = root.join("sub");
+    fs::create_dir_all(root.join(".git")).unwrap();
+    fs::create_dir_all(&sub).unwrap();
+    let hook = json!({"type": "command", "command": "true"});
+    write_file(
+        &root,
+        ".claude/settings.json",
+        json!({"hooks": {
+            "PreToolUse": [{"matcher": "Bash", "hooks": [hook.clone()]},
+                           {"matcher": "Edit", "hooks": [hook.clone()]}],
+            "Stop": [{"hooks": [hook]}],
+        }})
+        .to_string(),
+    );
+    write_file(
+        &root,
+        ".mcp.json",
+        json!({"mcpServers": {"team": {"command": "/nonexistent/team"}}}).to_string(),
+    );
+    write_file(
+        &root,
+        ".spindle/config.json",
+        json!({
+            "mcp_servers": [{"name": "own", "command": "/nonexistent/own"}],
+            "permissions": {"rules": [
+                {"tool": "run_command", "command": "make test", "decision": "allow"},
+                {"tool": "run_command", "command": "rm", "decision": "deny"},
+            ]},
+            "defaults": {"model": "fake/alpha"},
+        })
+        .to_string(),
+    );
+    write_file(
+        &root,
+        ".claude/skills/release/SKILL.md",
+        "---\nname: release\ndescription: Cut a release\n---\nSteps.\n",
+    );
+    write_file(&root, ".claude/commands/ship.md", "Ship it.\n");
+    write_file(&root, ".claude/agents/reviewer.md", "Review.\n");
+    let config = base.join("config.json");
+    fs::write(&config, "{}").unwrap();
+    let config_arg = config.to_str().unwrap();
+    let home = base.join("home");
+    let mcp_json = root.join(".mcp.json");
+
+    // Untrusted: doctor names the servers it does not start, and both it
+    // and `mcp list` point at `spindle trust`.
+    let db = base.join("none.db");
+    let out = spindle(
+        &home,
+        &sub,
+        &[
+            "doctor",
+            "--config",
+            config_arg,
+            "--db",
+            db.to_str().unwrap(),
+        ],
+    );
+    let doctor = text(&out.stdout);
+    assert!(
+        doctor.contains(&format!(
+            "warn  team: from {}; not started: the project {} is not trusted (`spindle trust` there starts it)",
+            mcp_json.display(),
+            root.display()
+        )) && doctor.contains("warn  own: from "),
+        "{doctor}"
+    );
+    let out = spindle(&home, &sub, &["mcp", "list", "--config", config_arg]);
+    let listed = text(&out.stdout);
+    assert!(
+        listed.contains(&format!(
+            "team  /nonexistent/team  (from {}; not used: the project {} is not trusted (`spindle trust` there uses it))",
+            mcp_json.display(),
+            root.display()
+        )),
+        "{listed}"
+    );
+    assert!(!listed.contains("permissions.projects"), "{listed}");
+
+    // Trust says what it turns on, untrust what it turns off.
+    let brings = [
+        "- 3 hooks (PreToolUse 2, Stop 1) from .claude/settings.json\n",
+        "- 2 MCP servers: own (from .spindle/config.json), team (from .mcp.json)\n",
+        "- 1 skill: release\n",
+        "- 1 command: /ship\n",
+        "- 1 allow rule of .spindle/config.json: `make test …`\n",
+        "- defaults of .spindle/config.json: model fake/alpha\n",
+        "- 1 agent in .claude/agents (reviewer): Spindle does not run Claude Code's agents",
+    ];
+    for (command, heading) in [
+        ("trust", "Now turned on:\n"),
+        ("untrust", "Now turned off:\n"),
+    ] {
+        let out = spindle(&home, &sub, &[command, "--config", config_arg]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let said = text(&out.stdout);
+        assert!(said.contains(heading), "{said}");
+        for line in brings {
+            assert!(said.contains(line), "{line:?} in\n{said}");
+        }
+    }
+}

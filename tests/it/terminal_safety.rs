@@ -127,7 +127,8 @@ fn mcp_list_writes_out_a_projects_names_and_commands() {
             assert!(run.stdout.contains(shown), "{shown} in\n{}", run.stdout);
         }
         assert_eq!(
-            run.stdout.contains("not used: the project is not trusted"),
+            run.stdout
+                .contains("is not trusted (`spindle trust` there uses it)"),
             !trusted,
             "{}",
             run.stdout
