@@ -42,6 +42,8 @@ pub enum Command {
         config: Option<std::path::PathBuf>,
         name: String,
         server: Option<serde_json::Value>,
+        /// `--project`: the project's `.mcp.json`, not the user's config.
+        project: bool,
     },
     /// `spindle trust [PATH]` (true) and `spindle untrust [PATH]`.
     Trust {
@@ -470,7 +472,7 @@ fn seconds(parser: &mut lexopt::Parser, flag: &str) -> Result<Duration, Usage> {
 fn parse_mcp(mut parser: lexopt::Parser) -> Result<Command, Usage> {
     use lexopt::prelude::*;
     let usage = |err: lexopt::Error| Usage(err.to_string());
-    let (mut config, mut cwd) = (None, None);
+    let (mut config, mut cwd, mut project) = (None, None, false);
     let (mut action, mut name, mut url, mut kind) = (None::<String>, None::<String>, None, None);
     let (mut env, mut headers, mut command) = (Vec::new(), Vec::new(), Vec::<String>::new());
     let text = |value: std::ffi::OsString| {
@@ -496,6 +498,9 @@ fn parse_mcp(mut parser: lexopt::Parser) -> Result<Command, Usage> {
             }
             Value(word) if action.as_deref() == Some("add") => command.push(text(word)?),
             Long("config") => config = Some(parser.value().map_err(usage)?.into()),
+            Long("project") if matches!(action.as_deref(), Some("add" | "remove")) => {
+                project = true
+            }
             Long("cwd") if action.as_deref() == Some("list") => {
                 cwd = Some(parser.value().map_err(usage)?.into())
             }
@@ -523,6 +528,7 @@ fn parse_mcp(mut parser: lexopt::Parser) -> Result<Command, Usage> {
                 config,
                 name,
                 server: None,
+                project,
             })
         }
         Some("add") => {
@@ -562,6 +568,7 @@ fn parse_mcp(mut parser: lexopt::Parser) -> Result<Command, Usage> {
                 config,
                 name,
                 server: Some(server),
+                project,
             })
         }
         _ => Err(Usage("'spindle mcp' takes list, add or remove".into())),

@@ -40,7 +40,10 @@ USAGE:
                               editor's join them
     spindle mcp add NAME [--env K=V]… -- COMMAND [ARGS…]
     spindle mcp add NAME --url URL [--type http|sse] [--header 'K: V']…
-    spindle mcp remove NAME   [--config PATH] an MCP server in your config
+    spindle mcp remove NAME   [--config PATH] an MCP server in your config;
+                              --project: in the project's .mcp.json instead
+                              (its repository's root), which runs only once
+                              the project is trusted
     spindle trust [PATH] [--config PATH], spindle untrust [PATH]
                               whether the project at PATH (default: here; its
                               repository's root) is trusted: its rules, MCP
@@ -244,7 +247,10 @@ const FLAGS: [(&str, &str); 12] = [
     ("trust", "--config --help"),
     ("untrust", "--config --help"),
     ("doctor", "--config --db --help"),
-    ("mcp", "--config --cwd --url --type --env --header --help"),
+    (
+        "mcp",
+        "--config --cwd --project --url --type --env --header --help",
+    ),
     (
         "sessions",
         "--json --older-than --keep --dry-run --db --cwd --agent --help",

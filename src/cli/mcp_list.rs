@@ -125,3 +125,74 @@ pub fn mcp_edit(
     crate::config::save(&path, &config)?;
     Ok(said)
 }
+
+/// `spindle mcp add --project` and `remove --project`: the server in the
+/// `.mcp.json` of the project here (its repository's root), in Claude
+/// Code's form, checked as a server of the user's config is; said with
+/// whether the project is trusted, since only then does it run.
+pub fn mcp_edit_project(
+    config: Option<std::path::PathBuf>,
+    name: &str,
+    server: Option<serde_json::Value>,
+) -> Result<String, String> {
+    let (config, _) = crate::config::Config::load(config.as_deref())?;
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot tell the current folder: {e}"))?;
+    let cwd = crate::os::canonical(&cwd).unwrap_or(cwd);
+    let root = crate::config::project::root(&cwd);
+    let shown = |text: &str| crate::util::visible(text, false);
+    let claude = match &server {
+        None => None,
+        Some(server) => {
+            crate::config::check_mcp_servers(std::slice::from_ref(server), "the new server")?;
+            if let Some((_, why)) = crate::mcp::parse_servers(std::slice::from_ref(server))
+                .1
+                .first()
+            {
+                return Err(why.clone());
+            }
+            Some(claude_form(server))
+        }
+    };
+    let path = crate::config::project::edit_mcp_json(&root, name, claude)?;
+    let path = shown(&path.display().to_string());
+    let name = shown(name);
+    if server.is_none() {
+        return Ok(format!("Removed the MCP server {name} from {path}.\n"));
+    }
+    let root = shown(&root.display().to_string());
+    let trust = if crate::config::project::project_trusted(&config, &cwd) {
+        format!("{root} is trusted, so new sessions there start it")
+    } else {
+        format!("{root} is not trusted yet: `spindle trust` there starts it")
+    };
+    Ok(format!(
+        "Added the MCP server {name} to {path}; a project's servers run only once the project is trusted, and {trust}.\n"
+    ))
+}
+
+/// A server as `mcp add` builds it (`env` and `headers` lists of
+/// `{name, value}`) in `.mcp.json`'s form: `{"command", "args", "env"}`
+/// or `{"type", "url", "headers"}`, the lists as objects.
+fn claude_form(server: &serde_json::Value) -> serde_json::Value {
+    let pairs = |key: &str| -> serde_json::Map<String, serde_json::Value> {
+        server[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|pair| Some((pair["name"].as_str()?.to_string(), pair["value"].clone())))
+            .collect()
+    };
+    match server["url"].as_str() {
+        Some(url) => serde_json::json!({
+            "type": server["type"].as_str().unwrap_or("http"),
+            "url": url,
+            "headers": pairs("headers"),
+        }),
+        None => serde_json::json!({
+            "command": server["command"],
+            "args": server["args"],
+            "env": pairs("env"),
+        }),
+    }
+}

@@ -109,7 +109,14 @@ fn run(command: Command) -> Result<String, Failure> {
             config,
             name,
             server,
+            project: false,
         } => mcp_list::mcp_edit(config, &name, server).map_err(Failure::Failed),
+        Command::McpEdit {
+            config,
+            name,
+            server,
+            project: true,
+        } => mcp_list::mcp_edit_project(config, &name, server).map_err(Failure::Failed),
         Command::Doctor(args) => {
             let report = crate::cli::doctor::run(&args);
             if report.broken {

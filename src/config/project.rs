@@ -250,6 +250,83 @@ pub fn project_servers(config: &Config, cwd: &Path) -> (Vec<(Value, PathBuf)>, V
     (servers, problems)
 }
 
+/// Adds the server `server` (Claude Code's form) under `name` to the
+/// `.mcp.json` of the project at `root`, or removes the one of that name
+/// (`None`), keeping every other entry; the file is written anew,
+/// indented. Only a regular file is read or replaced: a link (which
+/// could lead out of the project), a folder or a FIFO there is refused,
+/// and the new file takes the old one's place by a rename, never
+/// written through whatever the name points at. Returns the file's path.
+pub fn edit_mcp_json(root: &Path, name: &str, server: Option<Value>) -> Result<PathBuf, String> {
+    let path = root.join(".mcp.json");
+    let shown = crate::util::visible(&path.display().to_string(), false);
+    let bytes = match std::fs::symlink_metadata(&path) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(error) => return Err(format!("{shown}: {error}")),
+        Ok(meta) if !meta.file_type().is_file() => {
+            let what = if meta.file_type().is_symlink() {
+                "a symbolic link"
+            } else if meta.is_dir() {
+                "a folder"
+            } else {
+                "not a regular file"
+            };
+            return Err(format!(
+                "{shown} is {what}; Spindle writes a project's .mcp.json only as a regular file (replace it with one, or edit what it points at yourself)"
+            ));
+        }
+        Ok(_) => read_project_config(root, &path)?,
+    };
+    let mut value: Value = match bytes {
+        Some(bytes) => {
+            serde_json::from_slice(&bytes).map_err(|err| format!("{shown}: {err}; fix it first"))?
+        }
+        None => Value::Object(Default::default()),
+    };
+    let Some(top) = value.as_object_mut() else {
+        return Err(format!("{shown}: must be a JSON object; fix it first"));
+    };
+    let listed = top
+        .entry("mcpServers")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let Some(listed) = listed.as_object_mut() else {
+        return Err(format!(
+            "{shown}: mcpServers must be an object; fix it first"
+        ));
+    };
+    let quoted = crate::util::visible(&format!("{name:?}"), false);
+    match server {
+        Some(_) if listed.contains_key(name) => {
+            return Err(format!(
+                "{shown} already has an MCP server named {quoted}; `spindle mcp remove --project {name}` first"
+            ))
+        }
+        Some(server) => {
+            listed.insert(name.to_string(), server);
+        }
+        None => {
+            if listed.remove(name).is_none() {
+                return Err(format!(
+                    "{shown} has no MCP server named {quoted} (`spindle mcp list` shows them)"
+                ));
+            }
+        }
+    }
+    let text = serde_json::to_string_pretty(&value).map_err(|err| err.to_string())?;
+    let temporary = root.join(format!(".mcp.json.{}.tmp", crate::util::random_hex()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temporary)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, format!("{text}\n").as_bytes()))
+        .and_then(|()| std::fs::rename(&temporary, &path));
+    if let Err(error) = written {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(format!("cannot write {shown}: {error}"));
+    }
+    Ok(path)
+}
+
 /// `.mcp.json`: `{"mcpServers": {"NAME": {"command", "args", "env"} or
 /// {"type": "http"|"sse", "url", "headers"}}}`, with `${VAR}` and
 /// `${VAR:-default}` taken from the environment, except the variables

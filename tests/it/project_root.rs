@@ -274,3 +274,138 @@ fn trust_says_what_it_turns_on_and_doctor_and_mcp_list_point_at_it() {
         }
     }
 }
+
+#[test]
+fn mcp_add_project_writes_the_roots_mcp_json_and_never_through_a_link() {
+    let base = spindle::os::canonical(temp_dir("project-mcp-add")).unwrap();
+    let root = base.join("repo");
+    let sub = root.join("sub");
+    fs::create_dir_all(root.join(".git")).unwrap();
+    fs::create_dir_all(&sub).unwrap();
+    let mcp_json = root.join(".mcp.json");
+    fs::write(
+        &mcp_json,
+        r#"{"mcpServers": {"other": {"command": "other-server"}}, "extra": 1}"#,
+    )
+    .unwrap();
+    let config = base.join("config.json");
+    fs::write(&config, "{}").unwrap();
+    let config_arg = config.to_str().unwrap();
+    let home = base.join("home");
+    let add = |args: &[&str]| {
+        let mut all = vec!["mcp", "add", "--project", "--config", config_arg];
+        all.extend_from_slice(args);
+        spindle(&home, &sub, &all)
+    };
+
+    let out = add(&[
+        "team",
+        "--env",
+        "LEVEL=debug",
+        "--",
+        "/opt/team",
+        "serve",
+        "-v",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.starts_with(&format!(
+            "Added the MCP server team to {}; a project's servers run only once the project is trusted",
+            mcp_json.display()
+        )) && said.contains(&format!(
+            "{} is not trusted yet: `spindle trust` there starts it",
+            root.display()
+        )),
+        "{said}"
+    );
+    let out = add(&[
+        "web",
+        "--url",
+        "http://127.0.0.1:9/mcp",
+        "--header",
+        "X-Team: blue",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let written = fs::read_to_string(&mcp_json).unwrap();
+    assert!(
+        written.contains("\n  \"mcpServers\": {\n"),
+        "indented: {written}"
+    );
+    let value: Value = serde_json::from_str(&written).unwrap();
+    assert_eq!(value["extra"], 1, "{value}");
+    assert_eq!(
+        value["mcpServers"]["other"]["command"], "other-server",
+        "{value}"
+    );
+    assert_eq!(
+        value["mcpServers"]["team"],
+        json!({"command": "/opt/team", "args": ["serve", "-v"], "env": {"LEVEL": "debug"}})
+    );
+    assert_eq!(
+        value["mcpServers"]["web"],
+        json!({"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"X-Team": "blue"}})
+    );
+    // Spindle reads back what it wrote.
+    let out = spindle(&home, &sub, &["mcp", "list", "--config", config_arg]);
+    let listed = text(&out.stdout);
+    assert!(
+        listed.contains(&format!(
+            "team  /opt/team serve -v  (from {}",
+            mcp_json.display()
+        )),
+        "{listed}"
+    );
+
+    // A name already there is refused, as in your config.
+    let out = add(&["team", "--", "/opt/else"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("already has an MCP server named \"team\""),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(fs::read_to_string(&mcp_json).unwrap(), written);
+
+    // Once trusted, it says so; remove --project takes one out.
+    let out = spindle(&home, &sub, &["trust", "--config", config_arg]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = add(&["more", "--", "/opt/more"]);
+    let said = text(&out.stdout);
+    assert!(
+        said.contains(&format!(
+            "{} is trusted, so new sessions there start it",
+            root.display()
+        )),
+        "{said}"
+    );
+    let out = spindle(
+        &home,
+        &sub,
+        &["mcp", "remove", "more", "--project", "--config", config_arg],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let value: Value = serde_json::from_slice(&fs::read(&mcp_json).unwrap()).unwrap();
+    assert!(value["mcpServers"].get("more").is_none(), "{value}");
+    assert!(value["mcpServers"].get("team").is_some(), "{value}");
+
+    // A `.mcp.json` that is a link out of the project is never written
+    // through: refused, the file it points at untouched.
+    let outside = base.join("outside.json");
+    fs::write(&outside, "{}").unwrap();
+    fs::remove_file(&mcp_json).unwrap();
+    spindle::os::testing::symlink(&outside, &mcp_json).unwrap();
+    let out = add(&["evil", "--", "/opt/evil"]);
+    assert_eq!(out.status.code(), Some(1));
+    let error = text(&out.stderr);
+    assert!(
+        error.contains(&format!("{} is a symbolic link", mcp_json.display()))
+            && error.contains("only as a regular file"),
+        "{error}"
+    );
+    assert_eq!(fs::read_to_string(&outside).unwrap(), "{}");
+    assert!(fs::symlink_metadata(&mcp_json)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
