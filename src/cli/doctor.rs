@@ -432,13 +432,13 @@ fn check_mcp(lines: &mut Lines, config: &Config) {
                     (name, why)
                 })
                 .collect();
-            if let Some(older) = crate::config::project::stale_trust(config, &cwd) {
-                problems.push(format!(
-                    "{} was trusted by an older Spindle; trust now goes with the project root, {}",
-                    older.display(),
-                    root.display()
-                ));
-            }
+        }
+        if let Some(older) = crate::config::project::stale_trust(config, &cwd) {
+            problems.push(format!(
+                "{} was trusted by an older Spindle; trust now goes with the project root, {} (`spindle trust` there)",
+                older.display(),
+                crate::config::project::root(&cwd).display()
+            ));
         }
     }
     if servers.is_empty() && problems.is_empty() && held.is_empty() {

@@ -67,16 +67,34 @@ fn a_subfolder_uses_the_roots_claude_settings_and_trust() {
         ".mcp.json",
         json!({"mcpServers": {"team": {"command": "team-server"}}}).to_string(),
     );
+    // An older version's trust of the subfolder itself: it was never
+    // given for the root's settings, so it does not count for them.
     let config = base.join("config.json");
-    fs::write(&config, one_model_config(&model, None).to_string()).unwrap();
+    fs::write(&config, one_model_config(&model, Some(&sub)).to_string()).unwrap();
 
     // Untrusted: the root's hook does not run from the subfolder.
     prompt_in(&sub, &config, &[], &model);
     assert!(!marker.exists(), "an untrusted project's hook ran");
-
-    // `spindle trust` in the subfolder trusts the root, and says so.
     let home = base.join("home");
     let config_arg = config.to_str().unwrap();
+    let db = base.join("none.db");
+    let db_arg = db.to_str().unwrap();
+    let out = spindle(
+        &home,
+        &sub,
+        &["doctor", "--config", config_arg, "--db", db_arg],
+    );
+    let doctor = text(&out.stdout);
+    assert!(
+        doctor.contains(&format!(
+            "{} was trusted by an older Spindle; trust now goes with the project root, {}",
+            sub.display(),
+            root.display()
+        )),
+        "{doctor}"
+    );
+
+    // `spindle trust` in the subfolder trusts the root, and says so.
     let out = spindle(&home, &sub, &["trust", "--config", config_arg]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let said = text(&out.stdout);
@@ -92,7 +110,7 @@ fn a_subfolder_uses_the_roots_claude_settings_and_trust() {
         true,
         "{saved}"
     );
-    assert!(projects.get(sub.display().to_string()).is_none(), "{saved}");
+    assert_eq!(projects.as_object().unwrap().len(), 2, "{saved}");
 
     // Trusted: the root's hook runs from the subfolder, and `mcp list`
     // there names the root's `.mcp.json` server as used.
