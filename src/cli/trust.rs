@@ -198,6 +198,22 @@ fn brings(root: &Path, config_path: &Path) -> Vec<String> {
         }
         Err(problem) => lines.push(format!("not read: {}", shown(&problem))),
     }
+    // Claude Code's allow rules, as far as Spindle takes them.
+    let claude = crate::config::claude_permissions::ClaudeRules::load(root);
+    let allow: Vec<String> = claude
+        .rules()
+        .iter()
+        .filter(|rule| rule.decision == crate::policy::rules::Decision::Allow)
+        .map(crate::config::claude_permissions::describe)
+        .collect();
+    if !allow.is_empty() {
+        lines.push(format!(
+            "{} allow rule{} of .claude/settings*.json: {}",
+            allow.len(),
+            plural(allow.len()),
+            names(allow)
+        ));
+    }
 
     match crate::config::project::project_defaults(root) {
         Ok(Some(defaults)) => {

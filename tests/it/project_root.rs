@@ -200,7 +200,8 @@ fn trust_says_what_it_turns_on_and_doctor_and_mcp_list_point_at_it() {
             "PreToolUse": [{"matcher": "Bash", "hooks": [hook.clone()]},
                            {"matcher": "Edit", "hooks": [hook.clone()]}],
             "Stop": [{"hooks": [hook]}],
-        }})
+        },
+        "permissions": {"allow": ["Bash(cargo test:*)"], "deny": ["Bash(curl:*)"]}})
         .to_string(),
     );
     write_file(
@@ -276,6 +277,7 @@ fn trust_says_what_it_turns_on_and_doctor_and_mcp_list_point_at_it() {
         "- 1 skill: release\n",
         "- 1 command: /ship\n",
         "- 1 allow rule of .spindle/config.json: `make test …`\n",
+        "- 1 allow rule of .claude/settings*.json: `cargo test …`\n",
         "- defaults of .spindle/config.json: model fake/alpha\n",
         "- 1 agent in .claude/agents (reviewer): Spindle does not run Claude Code's agents",
     ];
