@@ -107,6 +107,27 @@ pub(super) fn estimate(state: &State, fixed: usize, messages: &[Message]) -> u64
     context::estimate(state.known, context::request_bytes(fixed, messages))
 }
 
+/// The least room a request must leave for the answer, in tokens.
+const LEAST_ANSWER: u64 = 512;
+
+/// When the next request leaves no room for an answer in the window,
+/// even counted by the server where it counts: its tokens and the window.
+pub(super) fn no_room(
+    turn: &Turn,
+    state: &State,
+    fixed: usize,
+    messages: &[Message],
+) -> Option<(u64, u64)> {
+    let window = window(turn, state);
+    let room = turn.model.output_reserve.clamp(1, LEAST_ANSWER);
+    let estimate = estimate(state, fixed, messages);
+    if estimate.saturating_add(room) <= window {
+        return None;
+    }
+    let tokens = counted(turn, fixed, messages).unwrap_or(estimate);
+    (tokens.saturating_add(room) > window).then_some((tokens, window))
+}
+
 /// Makes the conversation fit before a model request, as `pressure` asks.
 pub(super) fn fit(
     turn: &Turn,

@@ -67,6 +67,9 @@ struct State {
     /// Whether the conversation was made smaller during the turn (then it
     /// replaces the session's).
     compacted: bool,
+    /// The turn's prompt was not sent for its size: it leaves the
+    /// conversation.
+    prompt_dropped: bool,
     /// Summaries asked for during the turn.
     summaries: usize,
     /// Inbox items (steers) applied at the turn's boundaries.
@@ -103,6 +106,7 @@ impl State {
             usage_reports: 0,
             known: turn.start.known,
             compacted: false,
+            prompt_dropped: false,
             summaries: 0,
             applied: Vec::new(),
             goal: turn.start.goal.clone(),
@@ -379,7 +383,10 @@ fn run(
     if let Some(checkpoints) = checkpoints {
         checkpoints.into_inner().finish();
     }
-    if state.compacted || turn.start.rewritten {
+    if state.prompt_dropped {
+        messages.truncate(messages.len().saturating_sub(turn.start.fresh));
+        state.replaced = Some(messages);
+    } else if state.compacted || turn.start.rewritten {
         state.replaced = Some(messages);
     }
     result

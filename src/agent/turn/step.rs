@@ -159,6 +159,26 @@ pub(super) fn before_request(
     {
         return Some(Ok(StopReason::Cancelled));
     }
+    // A prompt that leaves no room for an answer even after compacting
+    // is not sent (the server would refuse it, or answer nothing), nor
+    // kept: it would be carried into every later request.
+    if run.steps == 0 && turn.start.fresh > 0 {
+        if let Some((tokens, window)) = super::compaction::no_room(turn, state, run.fixed, messages)
+        {
+            state.prompt_dropped = true;
+            return Some(Err(RpcError::new(
+                crate::rpc::code::INVALID_PARAMS,
+                format!(
+                    "The prompt does not fit: with the conversation, system prompt and tools it is about {tokens} tokens, and the model's window is {window}, leaving no room for an answer. It was not sent and is not kept; send a shorter prompt or attach less, or /compact or /clear the conversation."
+                ),
+            )
+            .with_data(serde_json::json!({
+                "code": "prompt_too_large",
+                "tokens": tokens,
+                "window": window,
+            }))));
+        }
+    }
     // Steers that arrived meanwhile join the conversation here, the
     // safe boundary: after the step's tool results, before the next
     // model request. The system prompt and tools stay as they were.

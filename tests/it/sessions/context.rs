@@ -769,3 +769,44 @@ fn utc_today() -> String {
     let year = yoe + era * 400 + i64::from(month <= 2);
     format!("{year:04}-{month:02}-{day:02}")
 }
+
+/// A prompt that leaves no room for an answer is not sent, says so, and
+/// is not carried into the next request.
+#[test]
+fn a_prompt_larger_than_the_window_is_refused_and_not_kept() {
+    let space = Space::new("ctx-too-large");
+    let server = FakeServer::start();
+    server.push(plain("Small one answered."));
+    let mut agent = configured(&space, &server, json!({"context_window": 8192}), json!({}));
+    let session = agent.new_session(&space.ws);
+    // Dense digits: about 40,000 bytes, far past an 8,192-token window.
+    let huge: String = (0..8000).map(|i| format!("{:04} ", i % 10000)).collect();
+    let (answer, _) = run(&mut agent, &session, &huge);
+    assert_eq!(
+        answer["error"]["data"]["code"], "prompt_too_large",
+        "{answer}"
+    );
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("window is 8192"), "{message}");
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.path.ends_with("/chat/completions")),
+        "the prompt was sent"
+    );
+
+    // The next prompt goes out alone: the refused one is not merged in.
+    let (answer, _) = run(&mut agent, &session, "A small question.");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let sent = server.requests();
+    let chat = sent
+        .iter()
+        .find(|r| r.path.ends_with("/chat/completions"))
+        .expect("the small prompt was sent");
+    assert!(
+        !chat.raw.contains("0007 0008"),
+        "the refused prompt came back"
+    );
+    assert!(chat.raw.contains("A small question."));
+}
