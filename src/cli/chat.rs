@@ -6,7 +6,7 @@
 //! the command or the diff. On a terminal lines are edited with history
 //! and Tab completing slash commands (`line.rs`). Ctrl-C cancels the
 //! running turn; at an empty prompt a second one (or `/exit`, or Ctrl-D)
-//! leaves. `--continue` and
+//! leaves. No log line reaches the screen (`logging.rs`). `--continue` and
 //! `--session ID` go on with an earlier session, its conversation shown
 //! first.
 

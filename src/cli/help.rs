@@ -114,8 +114,8 @@ OPTIONS (acp):
                               no --db, a temporary database removed at exit)
     --log-file PATH           log to this file (info and up, or as RUST_LOG says;
                               rotated at 10 MiB, one old file kept as PATH.1)
-                              instead of stderr (acp: else the config's
-                              log_file)
+                              instead of stderr (acp, chat: else the config's
+                              log_file; chat without one logs nothing)
     --drain                   on stdin EOF, let running turns finish before exiting
                               (default: cancel them)
     --connect-timeout SECS    longest wait to connect to the model server (default 10)

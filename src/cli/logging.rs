@@ -106,8 +106,10 @@ impl log::Log for Logger {
 /// config's `log_file`) rotated by size. `shows_retries`: the command
 /// prints each retry and a model call's failure to stderr itself
 /// (`spindle exec`), so the log there leaves them out unless `RUST_LOG`
-/// asks for them.
-pub fn init_logging(log_file: Option<std::path::PathBuf>, shows_retries: bool) {
+/// asks for them. `off_screen` (`spindle chat`): no log line is ever
+/// written to the terminal, where it would land in the conversation;
+/// without a file, the log is dropped.
+pub fn init_logging(log_file: Option<std::path::PathBuf>, shows_retries: bool, off_screen: bool) {
     let asked = std::env::var("RUST_LOG").unwrap_or_default();
     let mut filter = Filter::parse(&asked, LevelFilter::Warn);
     // The HTTP and TLS libraries log only when RUST_LOG names them, and
@@ -127,8 +129,13 @@ pub fn init_logging(log_file: Option<std::path::PathBuf>, shows_retries: bool) {
         Ok(file) => Some(file),
         Err(error) => {
             eprintln!(
-                "spindle: cannot log to {}: {error}; logging to stderr",
-                path.display()
+                "spindle: cannot log to {}: {error}; {}",
+                path.display(),
+                if off_screen {
+                    "not logging"
+                } else {
+                    "logging to stderr"
+                }
             );
             None
         }
@@ -140,6 +147,10 @@ pub fn init_logging(log_file: Option<std::path::PathBuf>, shows_retries: bool) {
                 filter.set("spindle", LevelFilter::Info);
             }
             Box::new(file)
+        }
+        None if off_screen => {
+            filter = Filter::parse("", LevelFilter::Off);
+            Box::new(std::io::sink())
         }
         None => {
             if shows_retries && !asked.contains("retry") {
@@ -160,11 +171,12 @@ pub fn init_logging(log_file: Option<std::path::PathBuf>, shows_retries: bool) {
 }
 
 /// The log file the command line names (`spindle acp`, `exec`, `chat`),
-/// else the one the config names (`spindle acp` only: exec and chat keep
-/// their warnings on the terminal).
+/// else the one the config names (`spindle acp` and `chat`: exec keeps
+/// its warnings on the terminal).
 pub fn log_file_of(command: &Result<Command, Usage>) -> Option<std::path::PathBuf> {
     let options = match command {
         Ok(Command::Acp(options)) => options,
+        Ok(Command::Exec(options, args)) if args.chat => &**options,
         Ok(Command::Exec(options, _)) => return options.log_file.clone(),
         _ => return None,
     };

@@ -64,7 +64,9 @@ pub fn main() -> ExitCode {
     crate::provider::http::map_large_buffers();
     // `exec` shows each retry itself: its stderr log leaves them out.
     let shows_retries = matches!(command, Ok(Command::Exec(..)));
-    init_logging(log_file_of(&command), shows_retries);
+    // The chat's screen is the conversation: no log line lands there.
+    let chat = matches!(&command, Ok(Command::Exec(_, args)) if args.chat);
+    init_logging(log_file_of(&command), shows_retries, chat);
     let ended = match command {
         // First, while the process has a single thread: the launcher
         // confines this very process and then execs the command. It and

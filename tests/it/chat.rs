@@ -227,3 +227,34 @@ fn a_mistyped_command_is_said_not_sent_to_the_model() {
     assert!(stdout.contains("First reply."), "{stdout}\n{stderr}");
     assert!(!stdout.contains("Second reply."), "{stdout}\n{stderr}");
 }
+
+/// A warning during a chat (here: the history file is a folder) never
+/// reaches the screen; with a log file it is written there.
+#[cfg(unix)]
+#[test]
+fn a_chat_keeps_log_lines_off_the_screen() {
+    let dir = temp_dir("chat-log");
+    std::fs::create_dir_all(dir.join("home/chat_history")).unwrap();
+    let script = json!({"replies": [{"text": "Hello."}]});
+    let mut pty = chat_on_a_terminal(&dir, &script, &[], "xterm");
+    pty.expect("› ");
+    pty.send("hi");
+    pty.expect("Hello.");
+    pty.expect("› ");
+    pty.type_bytes(b"\x04");
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(!screen.contains("[WARN"), "{screen}");
+    assert!(!screen.contains("not a regular file"), "{screen}");
+
+    let log = dir.join("chat.log");
+    let log_arg = log.to_str().unwrap().to_string();
+    let mut pty = chat_on_a_terminal(&dir, &script, &["--log-file", &log_arg], "xterm");
+    pty.expect("› ");
+    pty.type_bytes(b"\x04");
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(!screen.contains("[WARN"), "{screen}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("is not a regular file"), "{logged}");
+}
