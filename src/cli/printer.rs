@@ -32,6 +32,9 @@ pub struct Printer {
     dim: bool,
     /// What was last printed on stdout did not end a line.
     answer_open: bool,
+    /// Stdout and stderr are one screen: a block on stderr starts on a
+    /// line of its own after an answer that did not end one.
+    shared: bool,
     /// The answer's last message, to set the next one apart.
     message: Option<String>,
     /// In the middle of a thought on stderr.
@@ -56,6 +59,7 @@ impl Printer {
             quiet,
             dim: std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
             answer_open: false,
+            shared: std::io::stdout().is_terminal() && std::io::stderr().is_terminal(),
             message: None,
             thinking: false,
             calls: HashMap::new(),
@@ -72,10 +76,20 @@ impl Printer {
         }
         let text = visible(text);
         self.end_thought();
+        self.break_line();
         if self.dim {
             eprintln!("\x1b[2m{text}\x1b[0m");
         } else {
             eprintln!("{text}");
+        }
+    }
+
+    /// On a shared screen, ends the answer's open line, so what comes
+    /// next starts a line of its own.
+    fn break_line(&mut self) {
+        if self.shared && self.answer_open && !self.json {
+            println!();
+            self.answer_open = false;
         }
     }
 
@@ -175,6 +189,9 @@ impl Printer {
                 }
             }
             "agent_thought_chunk" if !self.quiet => {
+                if !self.thinking {
+                    self.break_line();
+                }
                 self.thinking = true;
                 if self.dim {
                     eprint!("\x1b[2m{text}\x1b[0m");
@@ -233,6 +250,7 @@ impl Printer {
         };
         let question = options.iter().any(|o| o["optionId"] == "choice_1");
         self.end_thought();
+        self.break_line();
         let tty = std::fs::OpenOptions::new()
             .read(true)
             .write(true)

@@ -258,3 +258,40 @@ fn a_chat_keeps_log_lines_off_the_screen() {
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(logged.contains("is not a regular file"), "{logged}");
 }
+
+/// A turn that writes text before its tool calls, sets the same plan
+/// twice and runs a command: the screen of it on a terminal.
+#[cfg(unix)]
+fn a_turn_with_a_plan_and_a_command(name: &str) -> String {
+    let dir = temp_dir(name);
+    let todos = json!([{"content": "look around", "status": "in_progress"}, {"content": "fix it", "status": "pending"}]);
+    let script = json!({"replies": [
+        {"text": "Let me plan this first.", "tool_calls": [{"id": "t1", "name": "todo_write", "arguments": {"todos": todos}}]},
+        {"text": "Same plan.", "tool_calls": [{"id": "t2", "name": "todo_write", "arguments": {"todos": todos}}]},
+        {"text": "Now run.", "tool_calls": [{"id": "c1", "name": "run_command", "arguments": {"command": "echo from-the-shell"}}]},
+        {"text": "Done."},
+    ]});
+    let mut pty = chat_on_a_terminal(&dir, &script, &["--permissions", "yolo"], "xterm");
+    pty.expect("› ");
+    pty.send("go");
+    pty.expect("Done.");
+    pty.expect("› ");
+    pty.type_bytes(b"\x04");
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(0), "{screen}");
+    screen
+}
+
+/// A plan, a tool's line or a notice after text that did not end a line
+/// starts a line of its own.
+#[cfg(unix)]
+#[test]
+fn a_chat_starts_each_block_on_its_own_line() {
+    let screen = a_turn_with_a_plan_and_a_command("chat-lines");
+    for text in ["Let me plan this first.", "Same plan.", "Now run."] {
+        assert!(
+            screen.contains(&format!("{text}\r\n")),
+            "{text}: {screen:?}"
+        );
+    }
+}
