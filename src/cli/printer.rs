@@ -145,7 +145,7 @@ impl Printer {
             .flatten()
             .filter_map(|c| c["content"]["text"].as_str())
             .collect();
-        let lines: Vec<&str> = output.lines().collect();
+        let lines = unfenced(output.lines().collect());
         let skipped = lines.len().saturating_sub(SHOWN_LINES);
         if skipped > 0 {
             self.note(&format!("  │ … {skipped} lines before"));
@@ -327,6 +327,27 @@ impl super::link::Client for Printer {
     }
 }
 
+/// A command's output without the Markdown fence the agent wraps it in
+/// for the model: the first line of backticks and the last line that
+/// closes it.
+fn unfenced(mut lines: Vec<&str>) -> Vec<&str> {
+    let is_fence = |line: &str| line.len() >= 3 && line.bytes().all(|b| b == b'`');
+    let Some(open) = lines.iter().position(|line| is_fence(line)) else {
+        return lines;
+    };
+    let fence = lines[open];
+    let Some(close) = lines
+        .iter()
+        .rposition(|line| *line == fence)
+        .filter(|&at| at > open)
+    else {
+        return lines;
+    };
+    lines.remove(close);
+    lines.remove(open);
+    lines
+}
+
 /// What a permission question shows before asking: the command and its
 /// folder, or the diff of each file the call changes.
 fn shown_request(call: &Value, command: Option<&str>) -> String {
@@ -349,4 +370,18 @@ fn shown_request(call: &Value, command: Option<&str>) -> String {
         }
     }
     lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unfenced;
+
+    #[test]
+    fn command_output_loses_only_its_wrapping_fence() {
+        let wrapped = vec!["Exit code: 0", "````", "a ``` inside", "````"];
+        assert_eq!(unfenced(wrapped), ["Exit code: 0", "a ``` inside"]);
+        // An opening fence never closed, or none: the lines as they are.
+        assert_eq!(unfenced(vec!["```", "x"]), ["```", "x"]);
+        assert_eq!(unfenced(vec!["plain"]), ["plain"]);
+    }
 }

@@ -295,3 +295,13 @@ fn a_chat_starts_each_block_on_its_own_line() {
         );
     }
 }
+
+/// A command's output shows without the Markdown fence the model gets
+/// it in.
+#[cfg(unix)]
+#[test]
+fn a_chat_shows_command_output_without_its_fence() {
+    let screen = a_turn_with_a_plan_and_a_command("chat-fence");
+    assert!(screen.contains("│ from-the-shell"), "{screen}");
+    assert!(!screen.contains("```"), "{screen}");
+}
