@@ -41,6 +41,12 @@ pub struct Printer {
     thinking: bool,
     /// Tool calls by id: their title, kind and command.
     calls: HashMap<String, (String, String)>,
+    /// The calls that only set the plan (`todo_write`): the plan shown
+    /// is their line.
+    plan_calls: Vec<String>,
+    /// The plan last shown, by owner (the session's, or a subagent's
+    /// call): the same plan again is not shown twice.
+    plans: HashMap<String, String>,
     pub unasked: Vec<Unasked>,
     /// Show the user's messages too (a replayed conversation).
     pub user: bool,
@@ -63,6 +69,8 @@ impl Printer {
             message: None,
             thinking: false,
             calls: HashMap::new(),
+            plan_calls: Vec::new(),
+            plans: HashMap::new(),
             unasked: Vec::new(),
             user: false,
             commands: Vec::new(),
@@ -134,6 +142,12 @@ impl Printer {
             .cloned()
             .unwrap_or_else(|| (id.to_string(), String::new()));
         let mark = if status == "completed" { "✓" } else { "✗" };
+        // A call that set the plan is shown by the plan itself.
+        let planned = self.plan_calls.iter().any(|call| call == id);
+        self.plan_calls.retain(|call| call != id);
+        if planned && status == "completed" {
+            return;
+        }
         self.note(&format!("{mark} {title}"));
         if kind != "execute" {
             return;
@@ -205,6 +219,9 @@ impl Printer {
                 let kind = update["kind"].as_str().unwrap_or("other");
                 self.calls
                     .insert(id.to_string(), (title.to_string(), kind.to_string()));
+                if update["rawInput"]["todos"].is_array() && kind == "think" {
+                    self.plan_calls.push(id.to_string());
+                }
             }
             "tool_call_update" => {
                 if let Some(status @ ("completed" | "failed")) = update["status"].as_str() {
@@ -225,7 +242,16 @@ impl Printer {
                         format!("  {mark} {}", e["content"].as_str().unwrap_or_default())
                     })
                     .collect();
-                self.note(&format!("Plan:\n{}", entries.join("\n")));
+                let shown = format!("Plan:\n{}", entries.join("\n"));
+                let owner = update["_meta"]["spindle"]["parentToolCallId"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                // An unchanged plan is not shown again.
+                if self.plans.get(&owner) != Some(&shown) {
+                    self.note(&shown);
+                    self.plans.insert(owner, shown);
+                }
             }
             _ => {}
         }

@@ -305,3 +305,14 @@ fn a_chat_shows_command_output_without_its_fence() {
     assert!(screen.contains("│ from-the-shell"), "{screen}");
     assert!(!screen.contains("```"), "{screen}");
 }
+
+/// The plan shows once: not also as its tool's line, and not again when
+/// it did not change.
+#[cfg(unix)]
+#[test]
+fn a_chat_shows_a_plan_once() {
+    let screen = a_turn_with_a_plan_and_a_command("chat-plan");
+    assert_eq!(screen.matches("Plan:").count(), 1, "{screen}");
+    assert!(screen.contains("▸ look around"), "{screen}");
+    assert!(!screen.contains("Update plan"), "{screen}");
+}
