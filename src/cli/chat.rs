@@ -5,10 +5,10 @@
 //! calls and the plan on stderr, approvals are asked on the terminal with
 //! the command or the diff. On a terminal lines are edited with history
 //! and Tab completing slash commands (`line.rs`). Ctrl-C cancels the
-//! running turn; at an empty prompt a second one (or `/exit`, or Ctrl-D)
-//! leaves. No log line reaches the screen (`logging.rs`). `--continue` and
-//! `--session ID` go on with an earlier session, its conversation shown
-//! first.
+//! running turn (at an approval question too, as Ctrl-D there does); at
+//! an empty prompt a second one (or `/exit`, or Ctrl-D) leaves. No log
+//! line reaches the screen (`logging.rs`). `--continue` and `--session
+//! ID` go on with an earlier session, its conversation shown first.
 
 use super::exec::{header, open_session, said, unasked_words, ExecArgs};
 use super::failure::Failure;
@@ -80,6 +80,7 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     )?;
     printer.finish();
     printer.user = false;
+    printer.keys = true;
     let policy = header(&mut printer, &opened, &session, args.resume.is_some());
     printer.note("Type a prompt; /help lists the commands, /exit leaves.");
     let mut first = args.prompt.clone();

@@ -28,8 +28,9 @@ USAGE:
                               prompt or a slash command (/undo, /compact, /help),
                               edited with history and Tab completing commands,
                               the answer streamed, approvals asked with the diff
-                              or the command; Ctrl-C cancels a turn, twice at the
-                              prompt (or /exit, Ctrl-D) leaves; history in
+                              or the command; Ctrl-C cancels a turn (at an
+                              approval too), twice at the prompt (or /exit,
+                              Ctrl-D) leaves; history in
                               chat_history beside the database; --continue and
                               --session show the conversation, then go on; takes
                               acp's options

@@ -9,9 +9,10 @@
 //! The model's words reach a terminal without any control sequence of
 //! theirs (a cleared line, a moved cursor, a fake prompt).
 
+use super::line::{Key, Keys};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
 
 /// The most lines of a diff or of a command's output shown.
 const SHOWN_LINES: usize = 12;
@@ -47,6 +48,9 @@ pub struct Printer {
     /// The plan last shown, by owner (the session's, or a subagent's
     /// call): the same plan again is not shown twice.
     plans: HashMap<String, String>,
+    /// A question is answered key by key, Ctrl-C or Ctrl-D cancelling
+    /// the turn (the chat); else it reads a plain line.
+    pub keys: bool,
     pub unasked: Vec<Unasked>,
     /// Show the user's messages too (a replayed conversation).
     pub user: bool,
@@ -71,6 +75,7 @@ impl Printer {
             calls: HashMap::new(),
             plan_calls: Vec::new(),
             plans: HashMap::new(),
+            keys: false,
             unasked: Vec::new(),
             user: false,
             commands: Vec::new(),
@@ -321,8 +326,21 @@ impl Printer {
         };
         let _ = write!(tty, "{prompt}");
         let _ = tty.flush();
-        let mut answer = String::new();
-        let _ = BufReader::new(&mut tty).read_line(&mut answer);
+        let answer = match self.keys {
+            true => answer_keys(&mut tty),
+            false => {
+                let mut answer = String::new();
+                let _ = BufReader::new(&mut tty).read_line(&mut answer);
+                Some(answer)
+            }
+        };
+        let Some(answer) = answer else {
+            // Ctrl-C or Ctrl-D: the question is answered as cancelled,
+            // which ends the turn as a cancel does (the agent still
+            // waits for this answer: a `session/cancel` first would
+            // leave it an answer to a request it dropped).
+            return json!({"outcome": {"outcome": "cancelled"}});
+        };
         let answer = answer.trim().to_ascii_lowercase();
         let numbered = answer
             .parse::<usize>()
@@ -350,6 +368,60 @@ impl super::link::Client for Printer {
     }
     fn permission(&mut self, params: &Value) -> Value {
         Printer::permission(self, params)
+    }
+}
+
+/// The answer to a question typed on the terminal, each key as it comes
+/// (raw mode, so Ctrl-C is a key rather than a signal that would wait
+/// for Enter): the line at Enter, `None` at Ctrl-C, at Ctrl-D on an empty
+/// line or at the input's end. A plain line when standard input is no
+/// terminal.
+fn answer_keys(tty: &mut std::fs::File) -> Option<String> {
+    let raw = std::io::stdin()
+        .is_terminal()
+        .then(crate::os::RawMode::new)
+        .flatten();
+    let Some(_raw) = raw else {
+        let mut answer = String::new();
+        return match BufReader::new(tty).read_line(&mut answer) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(answer),
+        };
+    };
+    let mut keys = Keys::default();
+    let mut typed = String::new();
+    let mut buffer = [0u8; 256];
+    loop {
+        let count = match std::io::stdin().read(&mut buffer) {
+            Ok(0) | Err(_) => return None,
+            Ok(count) => count,
+        };
+        for key in keys.feed(&buffer[..count]) {
+            match key {
+                Key::Enter => {
+                    let _ = writeln!(tty);
+                    return Some(typed);
+                }
+                Key::Interrupt => {
+                    let _ = writeln!(tty, "^C");
+                    return None;
+                }
+                Key::Eof if typed.is_empty() => {
+                    let _ = writeln!(tty);
+                    return None;
+                }
+                Key::Backspace if typed.pop().is_some() => {
+                    let _ = write!(tty, "\x08 \x08");
+                }
+                // An answer is a word or a number: a few printable keys.
+                Key::Char(c) if c.is_ascii_graphic() && typed.len() < 16 => {
+                    typed.push(c);
+                    let _ = write!(tty, "{c}");
+                }
+                _ => {}
+            }
+        }
+        let _ = tty.flush();
     }
 }
 

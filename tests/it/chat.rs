@@ -316,3 +316,44 @@ fn a_chat_shows_a_plan_once() {
     assert!(screen.contains("▸ look around"), "{screen}");
     assert!(!screen.contains("Update plan"), "{screen}");
 }
+
+/// Ctrl-C at an approval question answers at once: the turn is
+/// cancelled, said, and the prompt is back; Ctrl-D there does the same.
+/// The command asked about never runs, and no log line shows.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_or_ctrl_d_at_a_question_cancels_the_turn_at_once() {
+    let dir = temp_dir("chat-ask-cancel");
+    let script = json!({"replies": [
+        {"text": "Running it.", "tool_calls": [{"id": "c1", "name": "run_command", "arguments": {"command": "touch first.txt"}}]},
+        {"tool_calls": [{"id": "c2", "name": "run_command", "arguments": {"command": "touch second.txt"}}]},
+        {"text": "Still here."},
+    ]});
+    let log = dir.join("chat.log");
+    let log_arg = log.to_str().unwrap().to_string();
+    let args = ["--permissions", "ask", "--log-file", &log_arg];
+    let mut pty = chat_on_a_terminal(&dir, &script, &args, "xterm");
+    pty.expect("› ");
+    pty.send("make the first");
+    pty.expect("[N]o or 1-");
+    pty.type_bytes(b"\x03");
+    pty.expect("(cancelled)");
+    pty.expect("› ");
+    pty.send("make the second");
+    pty.expect("[N]o or 1-");
+    pty.type_bytes(b"\x04");
+    pty.expect("(cancelled)");
+    pty.expect("› ");
+    pty.send("still there?");
+    pty.expect("Still here.");
+    pty.expect("› ");
+    pty.type_bytes(b"\x04");
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(!dir.join("first.txt").exists(), "{screen}");
+    assert!(!dir.join("second.txt").exists(), "{screen}");
+    assert!(!screen.contains("[WARN"), "{screen}");
+    // Answered as a cancel is: nothing the agent did not expect.
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(!logged.contains("WARN"), "{logged}");
+}
