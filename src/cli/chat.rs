@@ -6,9 +6,11 @@
 //! the command or the diff. On a terminal lines are edited with history
 //! and Tab completing slash commands (`line.rs`). Ctrl-C cancels the
 //! running turn (at an approval question too, as Ctrl-D there does); at
-//! an empty prompt a second one (or `/exit`, or Ctrl-D) leaves. No log
-//! line reaches the screen (`logging.rs`). `--continue` and `--session
-//! ID` go on with an earlier session, its conversation shown first.
+//! an empty prompt a second one (or `/exit`, or Ctrl-D) leaves. A mode
+//! other than normal is named in the header and before the prompt
+//! marker. No log line reaches the screen (`logging.rs`). `--continue`
+//! and `--session ID` go on with an earlier session, its conversation
+//! shown first.
 
 use super::exec::{header, open_session, said, unasked_words, ExecArgs};
 use super::failure::Failure;
@@ -81,7 +83,18 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     printer.finish();
     printer.user = false;
     printer.keys = true;
-    let policy = header(&mut printer, &opened, &session, args.resume.is_some());
+    printer.show_mode = true;
+    if let Some(mode) = opened["modes"]["currentModeId"].as_str() {
+        printer.mode = mode.to_string();
+    }
+    let mode = (!matches!(printer.mode.as_str(), "" | "normal")).then(|| printer.mode.clone());
+    let policy = header(
+        &mut printer,
+        &opened,
+        &session,
+        args.resume.is_some(),
+        mode.as_deref(),
+    );
     printer.note("Type a prompt; /help lists the commands, /exit leaves.");
     let mut first = args.prompt.clone();
     // The line editor when both ends are a terminal that draws; plain
@@ -92,7 +105,7 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     loop {
         let line = match first.take() {
             Some(line) => line,
-            None => match read(&mut terminal, &printer.commands) {
+            None => match read(&mut terminal, &printer.commands, &printer.mode) {
                 Read::Line(line) => line,
                 Read::Eof => break,
                 Read::Interrupt => {
@@ -169,14 +182,19 @@ fn unknown_command<'a>(line: &'a str, commands: &[String]) -> Option<&'a str> {
 
 /// The next line: through the editor on a terminal, else a plain line
 /// from standard input.
-fn read(terminal: &mut Option<Terminal>, commands: &[String]) -> Read {
+fn read(terminal: &mut Option<Terminal>, commands: &[String], mode: &str) -> Read {
     let mut names: Vec<String> = commands.to_vec();
     names.extend(["exit".to_string(), "quit".to_string()]);
     eprintln!();
-    if let Some(read) = terminal.as_mut().and_then(|t| t.read("› ", &names)) {
+    // A mode other than the usual one is named before the marker.
+    let prompt = match mode {
+        "" | "normal" => "› ".to_string(),
+        mode => format!("{} › ", crate::util::visible(mode, false)),
+    };
+    if let Some(read) = terminal.as_mut().and_then(|t| t.read(&prompt, &names)) {
         return read;
     }
-    eprint!("› ");
+    eprint!("{prompt}");
     let _ = std::io::stderr().flush();
     let mut line = String::new();
     match std::io::stdin().lock().read_line(&mut line) {

@@ -407,7 +407,7 @@ fn converse(
         "spindle-exec",
         flags,
     )?;
-    let policy = header(printer, &opened, &session, args.resume.is_some());
+    let policy = header(printer, &opened, &session, args.resume.is_some(), None);
     if let Ok(mut running) = running.lock() {
         *running = Some((link.sender(), session.clone()));
     }
@@ -452,6 +452,7 @@ pub(super) fn header(
     opened: &Value,
     session: &str,
     resumed: bool,
+    mode: Option<&str>,
 ) -> String {
     let option = |id: &str| {
         opened["configOptions"]
@@ -465,8 +466,11 @@ pub(super) fn header(
     };
     let went_on = if resumed { ", continued" } else { "" };
     let policy = option("tool_approval");
+    let mode = mode
+        .map(|mode| format!(" · mode {}", crate::util::visible(mode, false)))
+        .unwrap_or_default();
     printer.note(&format!(
-        "spindle: {} · approval {policy} · session {session}{went_on}",
+        "spindle: {} · approval {policy}{mode} · session {session}{went_on}",
         option("model"),
     ));
     policy

@@ -30,7 +30,8 @@ USAGE:
                               the answer streamed, approvals asked with the diff
                               or the command; Ctrl-C cancels a turn (at an
                               approval too), twice at the prompt (or /exit,
-                              Ctrl-D) leaves; history in
+                              Ctrl-D) leaves; a mode other than normal shows
+                              before the prompt (plan ›); history in
                               chat_history beside the database; --continue and
                               --session show the conversation, then go on; takes
                               acp's options

@@ -48,6 +48,10 @@ pub struct Printer {
     /// The plan last shown, by owner (the session's, or a subagent's
     /// call): the same plan again is not shown twice.
     plans: HashMap<String, String>,
+    /// The session's mode (`normal`, `plan`, `goal`), once known.
+    pub mode: String,
+    /// A change of mode is said (the chat).
+    pub show_mode: bool,
     /// A question is answered key by key, Ctrl-C or Ctrl-D cancelling
     /// the turn (the chat); else it reads a plain line.
     pub keys: bool,
@@ -75,6 +79,8 @@ impl Printer {
             calls: HashMap::new(),
             plan_calls: Vec::new(),
             plans: HashMap::new(),
+            mode: String::new(),
+            show_mode: false,
             keys: false,
             unasked: Vec::new(),
             user: false,
@@ -256,6 +262,15 @@ impl Printer {
                 if self.plans.get(&owner) != Some(&shown) {
                     self.note(&shown);
                     self.plans.insert(owner, shown);
+                }
+            }
+            "current_mode_update" => {
+                let mode = update["currentModeId"].as_str().unwrap_or_default();
+                if mode != self.mode {
+                    self.mode = mode.to_string();
+                    if self.show_mode {
+                        self.note(&format!("Mode: {}", mode_words(mode)));
+                    }
                 }
             }
             _ => {}
@@ -444,6 +459,15 @@ fn unfenced(mut lines: Vec<&str>) -> Vec<&str> {
     lines.remove(close);
     lines.remove(open);
     lines
+}
+
+/// How the chat names a mode.
+pub fn mode_words(mode: &str) -> String {
+    match mode {
+        "plan" => "plan (read-only: explore and plan, change nothing)".to_string(),
+        "goal" => "goal (the next prompt is worked on until done)".to_string(),
+        other => crate::util::visible(other, false),
+    }
 }
 
 /// What a permission question shows before asking: the command and its

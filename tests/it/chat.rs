@@ -357,3 +357,32 @@ fn ctrl_c_or_ctrl_d_at_a_question_cancels_the_turn_at_once() {
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(!logged.contains("WARN"), "{logged}");
 }
+
+/// The mode shows: said when it changes, named in the prompt marker, and
+/// in the header of a session continued in it.
+#[cfg(unix)]
+#[test]
+fn a_chat_shows_the_mode_it_is_in() {
+    let dir = temp_dir("chat-mode");
+    let script = json!({"replies": [{"text": "Looked."}]});
+    let db = dir.join("sessions.db");
+    let db = db.to_str().unwrap();
+    let mut pty = chat_on_a_terminal(&dir, &script, &["--db", db], "xterm");
+    pty.expect("› ");
+    pty.send("/mode plan");
+    pty.expect("Mode: plan");
+    pty.expect("plan › ");
+    pty.send("look around");
+    pty.expect("Looked.");
+    pty.expect("plan › ");
+    pty.type_bytes(b"\x04");
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(0), "{screen}");
+
+    let mut pty = chat_on_a_terminal(&dir, &script, &["--db", db, "--continue"], "xterm");
+    pty.expect("· mode plan · session");
+    pty.expect("plan › ");
+    pty.type_bytes(b"\x04");
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(0), "{screen}");
+}
