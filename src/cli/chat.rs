@@ -68,18 +68,33 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
         .unwrap_or_else(crate::store::default_path)
         .with_file_name("chat_history");
     let flags = super::exec::flag_choices(&options);
-    let mut link = Link::start(options)?;
     let mut printer = Printer::new(false, args.quiet);
-    printer.user = true;
-    let (session, opened) = open_session(
-        &mut link,
-        &mut printer,
-        &cwd,
-        args.resume.as_ref(),
-        true,
-        "spindle-chat",
-        &flags,
-    )?;
+    let mut offered = false;
+    let (mut link, session, opened) = loop {
+        let mut link = Link::start(options.clone())?;
+        printer.user = true;
+        let opening = open_session(
+            &mut link,
+            &mut printer,
+            &cwd,
+            args.resume.as_ref(),
+            true,
+            "spindle-chat",
+            &flags,
+        );
+        match opening {
+            Ok((session, opened)) => break (link, session, opened),
+            Err(Failure::NoModel(why)) if !offered && on_terminal() => {
+                let _ = link.close();
+                offered = true;
+                offer_setup(&options, &why)?;
+            }
+            Err(failure) => {
+                let _ = link.close();
+                return Err(failure);
+            }
+        }
+    };
     printer.finish();
     printer.user = false;
     printer.keys = true;
@@ -166,6 +181,46 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
         }
     }
     link.close()
+}
+
+/// Whether a person is there to answer: standard input and output both
+/// a terminal.
+fn on_terminal() -> bool {
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
+}
+
+/// No model is set up, and a person is at the terminal: offers to run
+/// `spindle setup` here. `Ok` once it wrote a config (the chat then
+/// starts again); a no, or a setup that did not finish, ends the chat
+/// with the way to do it later.
+fn offer_setup(options: &Options, why: &str) -> Result<(), Failure> {
+    let later = || {
+        Failure::NoModel(
+            "no model is set up; run `spindle setup` to choose a provider and a model, then `spindle chat`".into(),
+        )
+    };
+    eprintln!("spindle: {}", crate::util::visible(why, true));
+    eprint!("Set up a model provider now (spindle setup)? [Y/n] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).unwrap_or(0) == 0 {
+        return Err(later());
+    }
+    if !matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "" | "y" | "yes"
+    ) {
+        return Err(later());
+    }
+    let args = super::setup::SetupArgs {
+        config: options.config.clone(),
+        ..Default::default()
+    };
+    let mut output = std::io::stdout();
+    let summary = super::setup::run(args, true, &mut std::io::stdin().lock(), &mut output)
+        .map_err(Failure::SetupFailed)?;
+    print!("{}", crate::util::visible(&summary, true));
+    Ok(())
 }
 
 /// The command a line names when it is none of `commands` (the agent's

@@ -297,7 +297,14 @@ pub(super) fn open_session(
                 json!({"cwd": cwd, "mcpServers": []}),
                 printer,
             )?
-            .map_err(|e| said(printer, e))?;
+            .map_err(|e| match e["code"].as_i64() {
+                // No model to talk to: the caller says how to set one up.
+                Some(crate::rpc::code::AUTH_REQUIRED) => {
+                    printer.finish();
+                    Failure::NoModel(plain_words(e["message"].as_str().unwrap_or_default()))
+                }
+                _ => said(printer, e),
+            })?;
         return Ok((
             opened["sessionId"].as_str().unwrap_or_default().to_string(),
             opened,
@@ -337,8 +344,24 @@ pub(super) fn open_session(
 pub(super) fn said(printer: &mut Printer, error: Value) -> Failure {
     printer.finish();
     let message = error["message"].as_str().unwrap_or("the agent failed");
-    eprintln!("spindle: {}", crate::util::visible(message, true));
+    eprintln!(
+        "spindle: {}",
+        crate::util::visible(&plain_words(message), true)
+    );
     Failure::Broken
+}
+
+/// An agent's error in a terminal user's words: without the protocol's
+/// name ("Authentication required:") and the advice meant for an editor
+/// ("then authenticate again").
+pub(super) fn plain_words(message: &str) -> String {
+    let text = message
+        .strip_prefix("Authentication required: ")
+        .unwrap_or(message);
+    text.replace(", then authenticate again", "").replace(
+        " Then authenticate again",
+        " `spindle doctor` says more; `spindle setup` sets a provider up again",
+    )
 }
 
 /// What exec was asked, for [`converse`].

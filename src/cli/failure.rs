@@ -11,6 +11,9 @@ pub enum Failure {
     Refused(String),
     /// The command could not do its work: `spindle: <message>`; 1.
     Failed(String),
+    /// No model provider is set up (or none offers a model): what is
+    /// wrong and the way to set one up; 1.
+    NoModel(String),
     /// `spindle setup` could not: `spindle setup: <message>`; 1.
     SetupFailed(String),
     /// What is wrong was already said (the doctor's report, an error
@@ -27,7 +30,10 @@ impl Failure {
     pub fn exit_code(&self) -> u8 {
         match self {
             Failure::Usage(_) | Failure::Refused(_) => 2,
-            Failure::Failed(_) | Failure::SetupFailed(_) | Failure::Broken => 1,
+            Failure::Failed(_)
+            | Failure::NoModel(_)
+            | Failure::SetupFailed(_)
+            | Failure::Broken => 1,
             Failure::Stopped => 3,
             Failure::Cancelled => 130,
         }
@@ -45,7 +51,7 @@ impl Failure {
                     visible(message)
                 )
             }
-            Failure::Refused(message) | Failure::Failed(message) => {
+            Failure::Refused(message) | Failure::Failed(message) | Failure::NoModel(message) => {
                 eprintln!("spindle: {}", visible(message))
             }
             Failure::SetupFailed(message) => eprintln!("spindle setup: {}", visible(message)),

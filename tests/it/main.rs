@@ -20,6 +20,7 @@ mod credentials;
 mod docs_commands;
 mod docs_config;
 mod exec;
+mod first_day;
 mod help;
 mod hooks;
 mod imports;
