@@ -78,6 +78,13 @@ pub enum SessionsAction {
 }
 
 pub fn parse_args() -> Result<Command, Usage> {
+    use std::io::IsTerminal;
+    // Bare `spindle` typed at a terminal opens the conversation; anywhere
+    // else (an editor set up without `acp`, a pipe) it stays a usage error.
+    let bare = std::env::args_os().len() <= 1;
+    if bare && std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        return parse(lexopt::Parser::from_args(["chat"]));
+    }
     parse(lexopt::Parser::from_env())
 }
 
@@ -92,7 +99,9 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, Usage> {
     let usage = |err: lexopt::Error| Usage(err.to_string());
     let mut exec: Option<crate::cli::exec::ExecArgs> = None;
     let Some(first) = parser.next().map_err(usage)? else {
-        return Err(Usage("missing command; try 'spindle acp'".into()));
+        return Err(Usage(
+            "missing command: editors start 'spindle acp'; in a terminal, 'spindle' alone (or 'spindle chat') opens a conversation".into(),
+        ));
     };
     match first {
         Short('h') | Long("help") => return Ok(Command::Help(None)),

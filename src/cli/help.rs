@@ -4,6 +4,7 @@ pub const HELP: &str = "\
 spindle — a coding agent for editors, speaking the Agent Client Protocol
 
 USAGE:
+    spindle                   on a terminal: the same as spindle chat
     spindle acp [OPTIONS] [AGENT]
                               serve ACP (JSON-RPC, one message per line) on stdin/stdout;
                               AGENT: an agent file (agent.json) or a folder holding one

@@ -1,7 +1,10 @@
-//! A newcomer's first day on the command line: a chat with no model set
-//! up offers the setup there, errors say what is missing in plain words.
+//! A newcomer's first day on the command line: `spindle` alone opens the
+//! conversation on a terminal, a chat with no model set up offers the
+//! setup there, errors say what is missing in plain words.
 
-use crate::support::temp_dir;
+use crate::support::fake_openai::chat_text;
+use crate::support::{temp_dir, FakeServer, Reply};
+use serde_json::json;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -25,6 +28,46 @@ fn piped(home: &Path, cwd: &Path, args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .unwrap()
+}
+
+/// Bare `spindle` on a terminal with nothing set up: the chat starts,
+/// finds no model, offers the setup; yes runs the wizard right there
+/// and the conversation goes on with the model it set up.
+#[cfg(unix)]
+#[test]
+fn bare_spindle_on_a_terminal_offers_setup_then_chats() {
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [{"id": "qwen-coder-32k", "context_length": 32768}]}));
+    server.push(Reply::Sse(chat_text(&["OK"])));
+    server.push(Reply::Sse(chat_text(&["Hello from the new model."])));
+    let dir = temp_dir("first-day-bare");
+    let home = dir.join("home");
+    let mut command = spindle(&home);
+    command.current_dir(&dir).env("TERM", "dumb");
+    let mut pty = crate::support::pty::Pty::spawn(command);
+    pty.expect("no model provider is set up");
+    pty.expect("Set up a model provider now (spindle setup)? [Y/n] ");
+    pty.send("");
+    pty.expect("Provider kind");
+    pty.send("openai");
+    pty.expect("Base URL");
+    pty.send(&server.base_url());
+    pty.expect("The API key");
+    pty.send("3");
+    pty.expect("Model (a number or a name)");
+    pty.send("1");
+    pty.expect("The model answered: OK");
+    pty.expect("local/qwen-coder-32k");
+    pty.expect("› ");
+    pty.send("hello");
+    pty.expect("Hello from the new model.");
+    pty.expect("› ");
+    pty.type_bytes(b"\x04");
+    let (code, screen) = pty.wait();
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(!screen.contains("authenticate again"), "{screen}");
+    let written = std::fs::read_to_string(home.join("sp").join("config.json")).unwrap();
+    assert!(written.contains("local/qwen-coder-32k"), "{written}");
 }
 
 /// No: the chat ends with one line naming `spindle setup`.
@@ -57,4 +100,18 @@ fn off_a_terminal_nothing_is_asked() {
     assert!(said.contains("Run `spindle setup`"), "{said}");
     assert!(!said.contains("authenticate again"), "{said}");
     assert!(!said.contains("[Y/n]"), "{said}");
+}
+
+/// Bare `spindle` off a terminal (an editor set up without `acp`, a
+/// pipe) is still a usage error, which now names both ways in.
+#[test]
+fn bare_spindle_off_a_terminal_is_a_usage_error() {
+    let dir = temp_dir("first-day-bare-piped");
+    let bare = piped(&dir.join("home"), &dir, &[]);
+    assert_eq!(bare.status.code(), Some(2));
+    let said = text(&bare.stderr);
+    assert!(said.contains("missing command"), "{said}");
+    assert!(said.contains("'spindle acp'"), "{said}");
+    assert!(said.contains("'spindle chat'"), "{said}");
+    assert!(bare.stdout.is_empty());
 }
