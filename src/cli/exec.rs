@@ -352,11 +352,15 @@ pub(super) fn said(printer: &mut Printer, error: Value) -> Failure {
 }
 
 /// An agent's error in a terminal user's words: without the protocol's
-/// name ("Authentication required:") and the advice meant for an editor
-/// ("then authenticate again").
+/// names ("Resource not found:", "Authentication required:") and the
+/// advice meant for an editor ("then authenticate again").
 pub(super) fn plain_words(message: &str) -> String {
+    if let Some(id) = message.strip_prefix("Resource not found: there is no session ") {
+        return format!("no session with the id {id}; `spindle sessions` lists them");
+    }
     let text = message
         .strip_prefix("Authentication required: ")
+        .or_else(|| message.strip_prefix("Resource not found: "))
         .unwrap_or(message);
     text.replace(", then authenticate again", "").replace(
         " Then authenticate again",

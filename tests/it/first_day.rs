@@ -115,3 +115,26 @@ fn bare_spindle_off_a_terminal_is_a_usage_error() {
     assert!(said.contains("'spindle chat'"), "{said}");
     assert!(bare.stdout.is_empty());
 }
+
+/// `--session` with an id nobody has: said in plain words, not in the
+/// protocol's ("Resource not found:"), by exec and by chat.
+#[test]
+fn an_unknown_session_is_said_in_plain_words() {
+    let dir = temp_dir("first-day-no-session");
+    let home = dir.join("home");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/hello.script.json");
+    let script = script.to_str().unwrap();
+    for command in [
+        &["exec", "--script", script, "--session", "sess_nope", "hi"][..],
+        &["chat", "--script", script, "--session", "sess_nope"],
+    ] {
+        let out = piped(&home, &dir, command);
+        assert_eq!(out.status.code(), Some(1), "{command:?}");
+        let said = text(&out.stderr);
+        assert!(!said.contains("Resource not found"), "{said}");
+        assert!(
+            said.contains("no session with the id \"sess_nope\"; `spindle sessions` lists them"),
+            "{said}"
+        );
+    }
+}
