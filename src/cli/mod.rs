@@ -154,7 +154,7 @@ fn run(command: Command) -> Result<String, Failure> {
                     .map_err(|error| Failure::Failed(error.to_string()))?;
                 options.adopt(spec);
             }
-            check_model_provider(&options)?;
+            check_model_provider(&mut options)?;
             if let Ok(exe) = std::env::current_exe() {
                 crate::process::guard::enable(exe);
             }
@@ -172,7 +172,7 @@ fn run(command: Command) -> Result<String, Failure> {
                 options.adopt(spec);
             }
             // A provider typo in --model stops here, before any protocol.
-            check_model_provider(&options)?;
+            check_model_provider(&mut options)?;
             // Typed in a terminal: say what this is, once, on stderr.
             {
                 use std::io::IsTerminal;
@@ -195,13 +195,34 @@ fn run(command: Command) -> Result<String, Failure> {
 }
 
 /// A provider typo in `--model` (one the config does not name) is refused
-/// before anything starts.
-fn check_model_provider(options: &crate::agent::Options) -> Result<(), Failure> {
+/// before anything starts; a provider typed in another case
+/// (`OpenAI/gpt-4.1`) is the one of that name.
+fn check_model_provider(options: &mut crate::agent::Options) -> Result<(), Failure> {
     if let Some(model) = &options.model {
         if let Ok((config, _)) = crate::config::Config::load(options.config.as_deref()) {
             let providers: Vec<String> = config.providers.keys().cloned().collect();
-            crate::config::check_model_provider(model, &providers).map_err(Failure::Refused)?;
+            let model = same_provider_spelled(model, &providers);
+            crate::config::check_model_provider(&model, &providers).map_err(Failure::Refused)?;
+            options.model = Some(model);
         }
     }
     Ok(())
+}
+
+/// `provider/model` with the provider spelled as `providers` spells it,
+/// when they name it in another case only (and no other way).
+fn same_provider_spelled(model: &str, providers: &[String]) -> String {
+    let Some((provider, name)) = model.split_once('/') else {
+        return model.to_string();
+    };
+    if providers.iter().any(|p| p == provider) {
+        return model.to_string();
+    }
+    let mut same = providers
+        .iter()
+        .filter(|p| p.eq_ignore_ascii_case(provider));
+    match (same.next(), same.next()) {
+        (Some(spelled), None) => format!("{spelled}/{name}"),
+        _ => model.to_string(),
+    }
 }

@@ -5,8 +5,9 @@
 use crate::config::ProviderKind;
 use std::io::{BufRead, Write};
 
+/// The kind a person named, in any case (`OpenAI` is `openai`).
 pub fn parse_kind(text: &str) -> Option<ProviderKind> {
-    match text {
+    match text.trim().to_ascii_lowercase().as_str() {
         "openai" | "chat" => Some(ProviderKind::Openai),
         "anthropic" => Some(ProviderKind::Anthropic),
         "responses" => Some(ProviderKind::Responses),

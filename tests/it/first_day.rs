@@ -138,3 +138,47 @@ fn an_unknown_session_is_said_in_plain_words() {
         );
     }
 }
+
+/// "OpenAI" is the kind openai wherever a person types it: at the
+/// wizard's question, in `--kind`, and as the provider of `--model`.
+#[cfg(unix)]
+#[test]
+fn provider_kinds_and_names_match_in_any_case() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["Answered in any case."])));
+    let dir = temp_dir("first-day-case");
+    let home = dir.join("home");
+
+    let mut command = spindle(&home);
+    command.arg("setup").env("TERM", "dumb");
+    let mut pty = crate::support::pty::Pty::spawn(command);
+    pty.expect("Provider kind");
+    pty.send("OpenAI");
+    pty.expect("Base URL");
+    assert!(!pty.screen().contains("is not a kind"), "{}", pty.screen());
+    let _ = pty.child.kill();
+    let _ = pty.wait();
+
+    let base = server.base_url();
+    let flags = [
+        "setup",
+        "--kind",
+        "OpenAI",
+        "--name",
+        "openai",
+        "--base-url",
+    ];
+    let rest = ["--no-key", "--model", "m1", "--no-test"];
+    let setup = piped(
+        &home,
+        &dir,
+        &[&flags[..], &[base.as_str()], &rest[..]].concat(),
+    );
+    assert_eq!(setup.status.code(), Some(0), "{}", text(&setup.stderr));
+
+    let exec = piped(&home, &dir, &["exec", "--model", "OpenAI/m1", "hello"]);
+    assert_eq!(exec.status.code(), Some(0), "{}", text(&exec.stderr));
+    assert!(text(&exec.stdout).contains("Answered in any case."));
+    let asked = server.requests();
+    assert_eq!(asked.last().unwrap().body["model"], "m1");
+}
