@@ -49,15 +49,20 @@ fn default_model(kind: ProviderKind) -> &'static str {
     }
 }
 
-/// The provider's name when none is given: the kind's, or `local` for
-/// another OpenAI-compatible server.
+/// The provider's name when none is given: the kind's, or for another
+/// OpenAI-compatible server `local` on this machine, else its host's.
 fn default_name(kind: ProviderKind, base_url: &str) -> String {
     match kind {
         ProviderKind::Openai if base_url.trim_end_matches('/') != kind.default_base_url() => {
-            "local".into()
+            super::setup_ask::name_from_url(base_url)
         }
         other => kind_name(other).into(),
     }
+}
+
+/// Whether `base_url` is the kind's own endpoint.
+fn official(kind: ProviderKind, base_url: Option<&str>) -> bool {
+    base_url.is_none_or(|url| url.trim_end_matches('/') == kind.default_base_url())
 }
 
 fn default_key_env(kind: ProviderKind) -> &'static str {
@@ -270,6 +275,10 @@ fn ask_missing(
     ask_kind(&mut args.kind, &mut args.base_url, input, output)?;
     let kind = args.kind.unwrap_or(ProviderKind::Openai);
     ask_base_url(&mut args.base_url, kind, input, output)?;
+    if kind == ProviderKind::Openai && !official(kind, args.base_url.as_deref()) {
+        let base = args.base_url.as_deref().unwrap_or_default();
+        super::setup_ask::ask_remote_name(&mut args.name, base, input, output)?;
+    }
     ask_name(args, config, kind, input, output)?;
     if args.key_env.is_none() && args.key_file.is_none() && !args.no_key && !args.key_stdin {
         ask_key_source(args, kind, input, output)?;

@@ -15,6 +15,84 @@ pub fn parse_kind(text: &str) -> Option<ProviderKind> {
     }
 }
 
+/// The host of an http(s) URL, lowercase, without user, port or path
+/// (an IPv6 address keeps its brackets).
+fn host_of(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => format!("[{}]", v6.split(']').next()?),
+        None => host.split(':').next()?.to_string(),
+    };
+    Some(host.to_ascii_lowercase()).filter(|host| !host.is_empty())
+}
+
+/// Whether the URL is on this machine (localhost, 127.x, ::1).
+pub fn is_loopback(url: &str) -> bool {
+    host_of(url).is_some_and(|host| {
+        host == "localhost"
+            || host.ends_with(".localhost")
+            || host == "[::1]"
+            || host.starts_with("127.")
+    })
+}
+
+/// The name offered for an OpenAI-compatible provider at `url`: `local`
+/// on this machine; else the first telling label of its host
+/// (`api.deepseek.com` is `deepseek`, `llm.corp.example.com` is `corp`),
+/// else `gateway`.
+pub fn name_from_url(url: &str) -> String {
+    if is_loopback(url) {
+        return "local".into();
+    }
+    let Some(host) = host_of(url) else {
+        return "gateway".into();
+    };
+    if host.starts_with('[') || host.parse::<std::net::Ipv4Addr>().is_ok() {
+        return "gateway".into();
+    }
+    let labels: Vec<&str> = host.split('.').collect();
+    let named = match labels.len() {
+        1 => &labels[..],
+        n => &labels[..n - 1],
+    };
+    let generic = [
+        "api", "www", "llm", "llms", "ai", "gateway", "gw", "proxy", "v1",
+    ];
+    named
+        .iter()
+        .find(|label| !generic.contains(label))
+        .map(|label| label.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', ""))
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "gateway".into())
+}
+
+/// For a server that is not on this machine, asks its name, offering
+/// the one its host suggests (a company's gateway is not "local").
+pub fn ask_remote_name(
+    name: &mut Option<String>,
+    base_url: &str,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> Result<(), String> {
+    if name.is_some() || is_loopback(base_url) {
+        return Ok(());
+    }
+    let offered = name_from_url(base_url);
+    loop {
+        let answer = ask(input, output, "A name for this provider", &offered)?;
+        if answer.contains('/') || answer.chars().any(char::is_whitespace) {
+            let _ = writeln!(output, "  a name is one word, without '/'");
+            continue;
+        }
+        *name = Some(answer);
+        return Ok(());
+    }
+}
+
 /// Asks one question on the terminal; an empty answer takes the default.
 pub fn ask(
     input: &mut dyn BufRead,
@@ -145,5 +223,30 @@ pub fn ask_after_failure(
                 let _ = writeln!(output, "  answer 1, 2, 3 or 4");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_loopback, name_from_url};
+
+    #[test]
+    fn only_this_machine_is_local() {
+        for url in [
+            "http://localhost:11434/v1",
+            "http://127.0.0.1:8080/v1",
+            "http://[::1]:8000/v1",
+            "http://user@LOCALHOST/v1",
+        ] {
+            assert!(is_loopback(url), "{url}");
+            assert_eq!(name_from_url(url), "local", "{url}");
+        }
+        assert!(!is_loopback("https://localhost.example.com/v1"));
+        assert_eq!(name_from_url("https://api.deepseek.com/v1"), "deepseek");
+        assert_eq!(name_from_url("https://openrouter.ai/api/v1"), "openrouter");
+        assert_eq!(name_from_url("https://llm.corp.example.com/v1"), "corp");
+        assert_eq!(name_from_url("https://gw.example/v1"), "gateway");
+        assert_eq!(name_from_url("http://10.0.0.5:8000/v1"), "gateway");
+        assert_eq!(name_from_url("http://inference:8000/v1"), "inference");
     }
 }

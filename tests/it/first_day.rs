@@ -182,3 +182,28 @@ fn provider_kinds_and_names_match_in_any_case() {
     let asked = server.requests();
     assert_eq!(asked.last().unwrap().body["model"], "m1");
 }
+
+/// A server that is not on this machine (a company's gateway) is not
+/// named `local` without asking: setup offers a name from its host and
+/// takes the one typed. (Stopped before any request leaves the machine.)
+#[cfg(unix)]
+#[test]
+fn a_remote_gateway_is_named_by_asking() {
+    let dir = temp_dir("first-day-gateway");
+    let mut command = spindle(&dir.join("home"));
+    command.arg("setup").env("TERM", "dumb");
+    let mut pty = crate::support::pty::Pty::spawn(command);
+    pty.expect("Provider kind");
+    pty.send("openai");
+    pty.expect("Base URL");
+    pty.send("https://llm.corp.example.com/v1");
+    pty.expect("A name for this provider [corp]: ");
+    pty.send("work/gw");
+    pty.expect("a name is one word, without '/'");
+    pty.expect("A name for this provider [corp]: ");
+    pty.send("workgw");
+    pty.expect("The API key");
+    assert!(!pty.screen().contains("\"local\""), "{}", pty.screen());
+    let _ = pty.child.kill();
+    let _ = pty.wait();
+}
