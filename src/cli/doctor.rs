@@ -218,6 +218,7 @@ fn check_providers(lines: &mut Lines, config: &Config, config_path: &Path) {
                     );
                 }
                 check_default(lines, config, name, &models);
+                check_window(lines, config, config_path, name, &models);
                 if provider.kind == crate::config::ProviderKind::Openai {
                     let refused = check_tools(lines, config, name, &base, key, &models);
                     if let Some(said) = refused {
@@ -345,6 +346,30 @@ fn check_default(
         ),
         &fix,
     );
+}
+
+/// The default model of this provider whose context window nobody gave:
+/// the window the agent assumes is said, with the setting that sizes it.
+fn check_window(
+    lines: &mut Lines,
+    config: &Config,
+    config_path: &Path,
+    name: &str,
+    models: &[crate::provider::models::Listed],
+) {
+    let Some((provider, model)) = default_of(config).filter(|(p, _)| p == name) else {
+        return;
+    };
+    let listed = models.iter().find(|m| m.id == model);
+    // One the server does not list fails already (`check_default`).
+    if listed.is_none() && !models.is_empty() {
+        return;
+    }
+    let id = format!("{provider}/{model}");
+    let window = listed.and_then(|m| m.context_window);
+    if let Some(note) = super::setup_ask::unknown_window(config, &id, window, config_path) {
+        lines.warn("context window", &note);
+    }
 }
 
 /// Asks an OpenAI-compatible provider's default model one tiny question

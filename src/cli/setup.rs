@@ -167,6 +167,9 @@ pub fn run(
     )?;
 
     let mut summary = String::new();
+    if let Some(note) = super::setup_ask::unknown_window(&config, &id, None, &path) {
+        summary.push_str(&format!("Note: {note}.\n"));
+    }
     while !args.no_test {
         let why = match test_connection(&config, &name, &model) {
             Ok(answer) => {

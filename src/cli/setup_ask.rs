@@ -15,6 +15,31 @@ pub fn parse_kind(text: &str) -> Option<ProviderKind> {
     }
 }
 
+/// The context window the agent assumes for a model nobody sized: its
+/// `DEFAULT_CONTEXT_WINDOW`, said here so setup and doctor can name it.
+pub const ASSUMED_WINDOW: u64 = 32_768;
+
+/// When the agent would assume [`ASSUMED_WINDOW`] for `id`
+/// (`provider/model`) — the config gives no window, the server listed
+/// none (`listed`) and the table of known models lacks it — the words
+/// that say so and name the setting, in the config at `path`.
+pub fn unknown_window(
+    config: &crate::config::Config,
+    id: &str,
+    listed: Option<u64>,
+    path: &std::path::Path,
+) -> Option<String> {
+    let model = id.split_once('/').map_or(id, |(_, model)| model);
+    let configured = config.models.get(id).and_then(|m| m.context_window);
+    if configured.or(listed).is_some() || crate::provider::catalog::known_limits(model).is_some() {
+        return None;
+    }
+    Some(format!(
+        "context window unknown for {id}; assuming {ASSUMED_WINDOW} tokens — set it with models.\"{id}\".context_window in {}",
+        path.display()
+    ))
+}
+
 /// The host of an http(s) URL, lowercase, without user, port or path
 /// (an IPv6 address keeps its brackets).
 fn host_of(url: &str) -> Option<String> {

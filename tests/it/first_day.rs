@@ -66,6 +66,8 @@ fn bare_spindle_on_a_terminal_offers_setup_then_chats() {
     let (code, screen) = pty.wait();
     assert_eq!(code, Some(0), "{screen}");
     assert!(!screen.contains("authenticate again"), "{screen}");
+    // The server listed the window: nothing is assumed.
+    assert!(!screen.contains("context window unknown"), "{screen}");
     let written = std::fs::read_to_string(home.join("sp").join("config.json")).unwrap();
     assert!(written.contains("local/qwen-coder-32k"), "{written}");
 }
@@ -206,4 +208,42 @@ fn a_remote_gateway_is_named_by_asking() {
     assert!(!pty.screen().contains("\"local\""), "{}", pty.screen());
     let _ = pty.child.kill();
     let _ = pty.wait();
+}
+
+/// A model whose context window nobody knows (not configured, not
+/// listed by the server, not a known model): setup and doctor say the
+/// window assumed and the setting that sizes it.
+#[test]
+fn an_unknown_context_window_is_said() {
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [{"id": "tiny-fake-model"}]}));
+    for _ in 0..3 {
+        server.push(Reply::Sse(chat_text(&["OK"])));
+    }
+    let dir = temp_dir("first-day-window");
+    let home = dir.join("home");
+    let base = server.base_url();
+    let args = [
+        "setup",
+        "--kind",
+        "openai",
+        "--no-key",
+        "--model",
+        "tiny-fake-model",
+        "--base-url",
+        &base,
+    ];
+    let setup = piped(&home, &dir, &args);
+    assert_eq!(setup.status.code(), Some(0), "{}", text(&setup.stderr));
+    let said = "context window unknown for local/tiny-fake-model; assuming 32768 tokens — set it with models.\"local/tiny-fake-model\".context_window in ";
+    let out = text(&setup.stdout);
+    assert!(out.contains(said), "{out}");
+    assert!(out.contains("config.json"), "{out}");
+
+    let doctor = piped(&home, &dir, &["doctor"]);
+    let out = text(&doctor.stdout);
+    assert!(
+        out.contains(&format!("warn  context window: {said}")),
+        "{out}"
+    );
 }
