@@ -68,6 +68,7 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
         .unwrap_or_else(crate::store::default_path)
         .with_file_name("chat_history");
     let flags = super::exec::flag_choices(&options);
+    let store = super::exec::stored_in(&options);
     let mut printer = Printer::new(false, args.quiet);
     let mut offered = false;
     let (mut link, session, opened) = loop {
@@ -180,7 +181,11 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
             printer.note(&unasked_words(&call, &policy));
         }
     }
-    link.close()
+    let closed = link.close();
+    if let (Some(store), None) = (&store, &args.resume) {
+        super::exec::forget_if_only_commands(store, &session);
+    }
+    closed
 }
 
 /// Whether a person is there to answer: standard input and output both

@@ -173,6 +173,7 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     }
     let config = options.config.clone();
     let flags = flag_choices(&options);
+    let store = stored_in(&options);
     let mut link = Link::start(options)?;
     let mut printer = Printer::new(args.json, args.quiet);
     let asked = Asked {
@@ -185,8 +186,11 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     let ended = converse(&mut link, &mut printer, &running, &asked);
     printer.finish();
     let closed = link.close();
+    if let (Ok((_, _, session)), Some(store), None) = (&ended, &store, &args.resume) {
+        forget_if_only_commands(store, session);
+    }
     let ended = match ended {
-        Ok((stop, policy)) => outcome(
+        Ok((stop, policy, _)) => outcome(
             &stop,
             &printer,
             &policy,
@@ -198,6 +202,34 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
         // The agent ended early: its own words say why.
         (Err(Failure::Broken), Err(why)) => Err(why),
         (ended, closed) => ended.and(closed),
+    }
+}
+
+/// The session database this run writes to; none for a scripted run
+/// without `--db` (it keeps nothing).
+pub(super) fn stored_in(options: &Options) -> Option<std::path::PathBuf> {
+    match (&options.db, &options.script) {
+        (Some(db), _) => Some(db.clone()),
+        (None, Some(_)) => None,
+        (None, None) => Some(crate::store::default_path()),
+    }
+}
+
+/// A session this run opened in which nothing reached the model (only
+/// slash commands answered here, like `/help` or `/model`) holds no
+/// conversation to go on with: it is removed, so such runs do not pile
+/// up in `spindle sessions`. The choices it made stay the folder's
+/// defaults, which are kept apart.
+pub(super) fn forget_if_only_commands(db: &std::path::Path, session: &str) {
+    let Ok(store) = crate::store::Store::open(db) else {
+        return;
+    };
+    let empty = store.message_count(session).is_ok_and(|n| n == 0)
+        && store.goal(session).is_ok_and(|goal| goal.is_none())
+        && store.jobs(session).is_ok_and(|jobs| jobs.is_empty())
+        && store.inbox(session).is_ok_and(|items| items.is_empty());
+    if empty && store.delete_session(session).is_ok_and(|gone| gone) {
+        crate::process::logs::remove_session(db, session);
     }
 }
 
@@ -415,14 +447,14 @@ fn key_named(mut error: Value, model: &str, config: Option<&std::path::Path>) ->
 }
 
 /// Opens the session (new, or the one to go on with), says which, sends
-/// the prompt and waits for its answer: the stop reason and the
-/// session's approval policy.
+/// the prompt and waits for its answer: the stop reason, the session's
+/// approval policy and its id.
 fn converse(
     link: &mut Link,
     printer: &mut Printer,
     running: &Mutex<Option<(super::link::Sender, String)>>,
     asked: &Asked,
-) -> Result<(String, String), Failure> {
+) -> Result<(String, String, String), Failure> {
     let (cwd, prompt, args, flags) = (asked.cwd, asked.prompt, asked.args, asked.flags);
     let fail = said;
     let (session, opened) = open_session(
@@ -457,7 +489,7 @@ fn converse(
             json_for_terminal(&json!({"stopReason": stop, "sessionId": session}))
         );
     }
-    Ok((stop, policy))
+    Ok((stop, policy, session))
 }
 
 /// The session's model, `provider/model`, as the agent opened it.

@@ -247,3 +247,50 @@ fn an_unknown_context_window_is_said() {
         "{out}"
     );
 }
+
+/// Sets up provider `local` at the fake server with model `m1`.
+fn set_up(home: &Path, dir: &Path, server: &FakeServer) {
+    let base = server.base_url();
+    let args = [
+        "setup",
+        "--kind",
+        "openai",
+        "--no-key",
+        "--model",
+        "m1",
+        "--no-test",
+        "--base-url",
+        &base,
+    ];
+    let setup = piped(home, dir, &args);
+    assert_eq!(setup.status.code(), Some(0), "{}", text(&setup.stderr));
+}
+
+/// `exec "/help"` and `exec "/model"` never reach the model: their
+/// sessions hold nothing to go on with and are not kept, so they do not
+/// pile up in `spindle sessions`; a prompt's session is.
+#[test]
+fn one_shot_slash_commands_leave_no_session() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["A real answer."])));
+    let dir = temp_dir("first-day-slash");
+    let home = dir.join("home");
+    set_up(&home, &dir, &server);
+    let before = piped(&home, &dir, &["sessions"]);
+    for command in ["/help", "/help", "/model"] {
+        let out = piped(&home, &dir, &["exec", command]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(!out.stdout.is_empty());
+    }
+    let after = piped(&home, &dir, &["sessions"]);
+    assert_eq!(text(&after.stdout), text(&before.stdout));
+    assert_eq!(text(&after.stdout), "No sessions.\n");
+    let listed = piped(&home, &dir, &["sessions", "--json"]);
+    assert_eq!(text(&listed.stdout).trim(), "[]");
+
+    let out = piped(&home, &dir, &["exec", "hello"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let listed = text(&piped(&home, &dir, &["sessions"]).stdout);
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert!(listed.contains("hello"), "{listed}");
+}
