@@ -32,16 +32,27 @@ fn rows(
 }
 
 /// A table of sessions, newest first: id, last update (local time),
-/// title, folder, and the agent that served it.
+/// title, model, folder, and the agent that served it.
 pub fn list(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Result<String> {
     let rows = rows(store, cwd, agent, false)?;
     if rows.is_empty() {
         return Ok("No sessions.\n".into());
     }
     let id_width = rows.iter().map(|r| r.id.len()).max().unwrap_or(2).max(2);
+    // The session's model, `provider/model` (at most 40 characters shown).
+    let model_of = |row: &crate::store::SessionRow| -> String {
+        let model = row.settings["model"].as_str().unwrap_or("-");
+        one_line(&model.chars().take(40).collect::<String>())
+    };
+    let model_width = rows
+        .iter()
+        .map(|row| model_of(row).chars().count())
+        .max()
+        .unwrap_or(5)
+        .max(5);
     let mut out = format!(
-        "{:<id_width$}  {:<22}  {:<40}  FOLDER\n",
-        "ID", "UPDATED", "TITLE"
+        "{:<id_width$}  {:<22}  {:<40}  {:<model_width$}  FOLDER\n",
+        "ID", "UPDATED", "TITLE", "MODEL"
     );
     for row in &rows {
         // Each field on its one line: a title or folder cannot start a
@@ -55,10 +66,11 @@ pub fn list(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Result<Str
             .collect();
         let _ = writeln!(
             out,
-            "{:<id_width$}  {:<22}  {:<40}  {}{}",
+            "{:<id_width$}  {:<22}  {:<40}  {:<model_width$}  {}{}",
             one_line(&row.id),
             local_time(&row.updated_at),
             one_line(&title),
+            model_of(row),
             one_line(&row.cwd),
             row.settings["agent"]
                 .as_str()

@@ -57,7 +57,8 @@ USAGE:
                               models), the session database and the sandbox;
                               exit 1 when something is broken, saying what to do
     spindle sessions [list] [--cwd DIR] [--agent FILE] [--json] [--db PATH]
-                              list stored sessions, newest first, times local
+                              list stored sessions, newest first, times local,
+                              with each one's title, model and folder
                               (--agent: those an agent file's agent served;
                               --json: an array for scripts)
     spindle sessions show ID [--db PATH]

@@ -294,3 +294,42 @@ fn one_shot_slash_commands_leave_no_session() {
     assert_eq!(listed.lines().count(), 2, "{listed}");
     assert!(listed.contains("hello"), "{listed}");
 }
+
+/// `spindle sessions` shows each session's model in a column of its
+/// own; `--json` keeps its fields, the model among them.
+#[test]
+fn the_session_list_names_the_model() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["A real answer."])));
+    let dir = temp_dir("first-day-model-column");
+    let home = dir.join("home");
+    set_up(&home, &dir, &server);
+    let out = piped(&home, &dir, &["exec", "hello there"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let listed = text(&piped(&home, &dir, &["sessions"]).stdout);
+    let mut lines = listed.lines();
+    let head: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        head,
+        ["ID", "UPDATED", "TITLE", "MODEL", "FOLDER"],
+        "{listed}"
+    );
+    let row = lines.next().unwrap();
+    assert!(row.contains("hello there"), "{listed}");
+    assert!(row.contains("  local/m1  "), "{listed}");
+    let json: serde_json::Value =
+        serde_json::from_str(&text(&piped(&home, &dir, &["sessions", "--json"]).stdout)).unwrap();
+    let keys: Vec<&String> = json[0].as_object().unwrap().keys().collect();
+    for key in [
+        "sessionId",
+        "title",
+        "cwd",
+        "createdAt",
+        "updatedAt",
+        "agent",
+        "model",
+    ] {
+        assert!(keys.iter().any(|k| *k == key), "{key}: {json}");
+    }
+    assert_eq!(json[0]["model"], "local/m1");
+}
