@@ -333,3 +333,66 @@ fn the_session_list_names_the_model() {
     }
     assert_eq!(json[0]["model"], "local/m1");
 }
+
+/// The README's chat demo, run as written (the binary in place of
+/// `cargo run`) from a copy of the clone: the scripted model's file
+/// lands in a temporary folder, and the clone is left as it was.
+#[cfg(unix)]
+#[test]
+fn the_readme_chat_demo_leaves_the_clone_alone() {
+    let readme = include_str!("../../README.md");
+    let line = readme
+        .lines()
+        .find(|line| line.contains(" chat --script ") && line.contains("tools.script.json"))
+        .expect("the README's chat demo");
+    let cargo = cargo_prefix(line);
+    let demo = line.replacen(&cargo, "\"$SPINDLE\"", 1);
+    let dir = temp_dir("first-day-readme");
+    let clone = dir.join("clone");
+    std::fs::create_dir_all(clone.join("examples")).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tools.script.json");
+    std::fs::copy(&script, clone.join("examples/tools.script.json")).unwrap();
+    let temp = dir.join("tmp");
+    std::fs::create_dir_all(&temp).unwrap();
+    let mut command = Command::new("sh");
+    crate::support::isolation::isolate(&mut command, &dir.join("home"));
+    let out = command
+        .args(["-c", &demo])
+        .current_dir(&clone)
+        .env("SPINDLE", crate::support::isolation::spindle_path())
+        .env("TMPDIR", &temp)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"show me the tools\n")?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{demo}\n{}", text(&out.stderr));
+    let left: Vec<_> = std::fs::read_dir(&clone)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, ["examples"], "the demo wrote into the clone");
+    let made: Vec<_> = std::fs::read_dir(&temp)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("spindle-demo.txt").is_file())
+        .collect();
+    assert_eq!(made.len(), 1, "{}", text(&out.stdout));
+}
+
+/// The `cargo run … --` that starts a README command, as written.
+fn cargo_prefix(line: &str) -> String {
+    let start = line.find("cargo run").expect("a cargo run command");
+    let end = line[start..].find(" -- ").expect("cargo run … --") + start + 3;
+    line[start..end].to_string()
+}
