@@ -1,5 +1,6 @@
 //! The commands README.md and docs/*.md show: every line of a shell block
-//! that starts a command is either run here, offline and with a private
+//! (`sh`, `bash`, `shell`; the `$ ` lines of a `console` block) is either
+//! run here, offline and with a private
 //! home, or named below with the reason it cannot be (a new command in
 //! the docs fails this test until it is one or the other).
 //!
@@ -41,6 +42,28 @@ const NOT_RUN: &[(&str, &str)] = &[
         "spindle acp --script my-scenario.json",
         "names the reader's own script",
     ),
+    ("export ", "sets the reader's own keys and servers"),
+    ("sha256sum ", "checks a downloaded release archive"),
+    (
+        "tar -xzf spindle-VERSION",
+        "unpacks a downloaded release archive",
+    ),
+    (
+        "install -m 755 spindle",
+        "installs into the reader's machine",
+    ),
+    (
+        "printf '%s\\n' \"$MY_KEY\" | spindle setup",
+        "sends the reader's key to their gateway",
+    ),
+    (
+        "acpx ",
+        "another client; scripts/interop drives Spindle through acpx in CI",
+    ),
+    (
+        "(cd \"$(mktemp -d)\" && cargo run --release --manifest-path",
+        "run from a copy of the checkout by first_day::the_readme_chat_demo_leaves_the_clone_alone",
+    ),
 ];
 
 /// How a command that runs starts with: the rest is Spindle's arguments.
@@ -70,29 +93,33 @@ fn shown() -> Vec<Shown> {
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         let mut shell = false;
+        let mut console = false;
         let mut in_block = false;
         for line in text.lines() {
             let trimmed = line.trim();
             if let Some(info) = trimmed.strip_prefix("```") {
                 in_block = !in_block;
-                shell = in_block && matches!(info.trim(), "sh" | "bash" | "shell" | "console" | "");
+                console = in_block && info.trim() == "console";
+                shell = in_block && matches!(info.trim(), "sh" | "bash" | "shell" | "console");
                 continue;
             }
-            if !(in_block && shell) {
+            if !(in_block && shell) || trimmed.is_empty() || trimmed.starts_with('#') {
                 continue;
             }
-            let command = trimmed.strip_prefix("$ ").unwrap_or(trimmed);
+            // A console block shows output too: its commands start with `$ `.
+            let command = match (console, trimmed.strip_prefix("$ ")) {
+                (_, Some(command)) => command,
+                (true, None) => continue,
+                (false, None) => trimmed,
+            };
             let command = match command.find(" #") {
                 Some(at) => command[..at].trim_end(),
                 None => command,
             };
-            let starts = ["spindle ", "cargo ", "scripts/", "MACOSX_"];
-            if starts.iter().any(|s| command.starts_with(s)) {
-                out.push(Shown {
-                    file: file.strip_prefix(root).unwrap().display().to_string(),
-                    command: command.to_string(),
-                });
-            }
+            out.push(Shown {
+                file: file.strip_prefix(root).unwrap().display().to_string(),
+                command: command.to_string(),
+            });
         }
     }
     out
