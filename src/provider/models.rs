@@ -52,7 +52,9 @@ const WINDOW_FIELDS: [&[&str]; 9] = [
 
 /// Where they put the output limit. LiteLLM's `model_info.max_tokens` is
 /// its older name for the output limit (the window is `max_input_tokens`);
-/// a bare `max_tokens` elsewhere is not read, as servers mean either.
+/// a bare `max_tokens` is read only in Anthropic's shape of a model
+/// (`"type": "model"`, as Anthropic and LiteLLM's Anthropic route list
+/// them), where it is the output limit; elsewhere servers mean either.
 const OUTPUT_FIELDS: [&[&str]; 5] = [
     &["top_provider", "max_completion_tokens"],
     &["max_output_tokens"],
@@ -191,7 +193,11 @@ pub fn parse(value: &Value) -> Vec<Listed> {
             id: id.to_string(),
             name,
             context_window: limit_of(entry, &WINDOW_FIELDS),
-            max_output: limit_of(entry, &OUTPUT_FIELDS),
+            max_output: limit_of(entry, &OUTPUT_FIELDS).or_else(|| {
+                (entry["type"] == "model")
+                    .then(|| limit_of(entry, &[&["max_tokens"]]))
+                    .flatten()
+            }),
             tools: tools_of(entry),
         });
     }
@@ -479,6 +485,20 @@ mod tests {
             tools,
             [Some(true), None, Some(true), Some(false), Some(false), None]
         );
+    }
+
+    #[test]
+    fn an_anthropic_shaped_entry_gives_its_max_tokens_as_the_output_limit() {
+        let list = json!({"data": [
+            {"type": "model", "id": "claude-x", "display_name": "Claude X",
+             "max_input_tokens": 200000, "max_tokens": 4096},
+            {"id": "other-model", "max_tokens": 4096},
+        ]});
+        let parsed = parse(&list);
+        assert_eq!(parsed[0].max_output, Some(4096));
+        assert_eq!(parsed[0].context_window, Some(200000));
+        // Not Anthropic's shape: a bare max_tokens may mean the window.
+        assert_eq!(parsed[1].max_output, None);
     }
 
     #[test]

@@ -79,7 +79,7 @@ impl Sink for Quiet<'_, '_> {
 
 /// The window compaction fits: the configured one, or the smaller one a
 /// server named when it refused a request as too long.
-fn window(turn: &Turn, state: &State) -> u64 {
+pub(super) fn window(turn: &Turn, state: &State) -> u64 {
     state.window.unwrap_or(turn.model.context_window).max(1)
 }
 
@@ -108,7 +108,7 @@ pub(super) fn estimate(state: &State, fixed: usize, messages: &[Message]) -> u64
 }
 
 /// The least room a request must leave for the answer, in tokens.
-const LEAST_ANSWER: u64 = 512;
+pub(super) const LEAST_ANSWER: u64 = 512;
 
 /// When the next request leaves no room for an answer in the window,
 /// even counted by the server where it counts: its tokens and the window.

@@ -256,7 +256,7 @@ pub(super) fn call_model(
         messages,
         tools: &run.tools,
         effort: model.effort,
-        max_output_tokens: model.max_output_tokens,
+        max_output_tokens: output_cap(turn, state, run.fixed, messages, model.max_output_tokens),
         trace: turn.io.trace.as_ref(),
     };
     let streamed = model.provider.stream(&request, sink, &turn.io.cancel);
@@ -338,6 +338,24 @@ pub(super) fn call_model(
 /// Takes the model's answer into the conversation (with its tool calls
 /// and what the provider wants back), counts its usage, and says so
 /// when it is empty. The stop reason when the model ended its turn.
+/// The output cap a request carries: the model's, but never more than
+/// half of what the request leaves of the window (at least
+/// `LEAST_ANSWER`), so that a small model caught in a loop does not fill
+/// its whole window with one answer.
+fn output_cap(
+    turn: &Turn,
+    state: &State,
+    fixed: usize,
+    messages: &[Message],
+    cap: Option<u32>,
+) -> Option<u32> {
+    use super::compaction::{estimate, window, LEAST_ANSWER};
+    let cap = cap?;
+    let left = window(turn, state).saturating_sub(estimate(state, fixed, messages));
+    let share = (left / 2).max(LEAST_ANSWER);
+    Some(cap.min(u32::try_from(share).unwrap_or(u32::MAX)))
+}
+
 /// Believes the window a "too long" refusal names when it is smaller than
 /// the configured one (a server started with a smaller context than the
 /// config says), and says so.

@@ -810,3 +810,32 @@ fn a_prompt_larger_than_the_window_is_refused_and_not_kept() {
     );
     assert!(chat.raw.contains("A small question."));
 }
+
+/// The output cap is never more than half of what the request leaves of
+/// the window: a small local model caught in a loop stops well before it
+/// fills its window with one answer.
+#[test]
+fn the_output_cap_is_a_share_of_what_the_window_has_left() {
+    let space = Space::new("ctx-output-cap");
+    let server = FakeServer::start();
+    server.push(plain("Short."));
+    server.push(plain("Short again."));
+    let mut agent = configured(&space, &server, json!({"context_window": 16384}), json!({}));
+    let session = agent.new_session(&space.ws);
+    let (answer, _) = run(&mut agent, &session, "A small question.");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let long: String = "word ".repeat(4000);
+    let (answer, _) = run(&mut agent, &session, &long);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let caps: Vec<u64> = server
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .map(|r| r.body["max_completion_tokens"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(caps.len(), 2, "{caps:?}");
+    // An unknown model's default cap is 8,192; the window leaves less.
+    assert!(caps[0] < 8192 && caps[0] >= 512, "{caps:?}");
+    // A longer request leaves less room still.
+    assert!(caps[1] < caps[0] && caps[1] >= 512, "{caps:?}");
+}
