@@ -1,8 +1,8 @@
 //! The commands README.md and docs/*.md show: every line of a shell block
 //! (`sh`, `bash`, `shell`; the `$ ` lines of a `console` block) is either
-//! run here, offline and with a private
-//! home, or named below with the reason it cannot be (a new command in
-//! the docs fails this test until it is one or the other).
+//! run here, offline and with a private home, or named below with the
+//! reason it cannot be (a new command in the docs fails this test until
+//! it is one or the other). Unix only: the commands are shell lines.
 //!
 //! A command runs in a scratch folder holding a copy of `examples/`, so a
 //! demo never writes into the checkout; `cargo run --release --` is the
@@ -216,7 +216,6 @@ fn run(command: &str, args: &str, dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-#[cfg(unix)]
 #[test]
 fn every_command_the_docs_show_runs_or_says_why_not() {
     let shown = shown();

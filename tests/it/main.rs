@@ -17,6 +17,8 @@ mod cost;
 // What a command can read of the agent through /proc (Linux and Unix).
 #[cfg(unix)]
 mod credentials;
+// Shell lines of the docs, run as a shell would.
+#[cfg(unix)]
 mod docs_commands;
 mod docs_config;
 mod exec;
