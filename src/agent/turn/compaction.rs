@@ -107,6 +107,11 @@ pub(super) fn estimate(state: &State, fixed: usize, messages: &[Message]) -> u64
     context::estimate(state.known, context::request_bytes(fixed, messages))
 }
 
+/// The most the next request could be (`context::worst_case`).
+fn worst_case(state: &State, fixed: usize, messages: &[Message]) -> u64 {
+    context::worst_case(state.known, context::request_bytes(fixed, messages))
+}
+
 /// The least room a request must leave for the answer, in tokens.
 pub(super) const LEAST_ANSWER: u64 = 512;
 
@@ -121,8 +126,15 @@ pub(super) fn no_room(
     let window = window(turn, state);
     let room = turn.model.output_reserve.clamp(1, LEAST_ANSWER);
     let estimate = estimate(state, fixed, messages);
-    if estimate.saturating_add(room) <= window {
+    let worst = worst_case(state, fixed, messages);
+    if estimate.saturating_add(room) <= window && worst.saturating_add(room) <= window {
         return None;
+    }
+    // Counted where the server counts; else the estimate decides (an
+    // estimate only the worst case puts over is not refused).
+    if estimate.saturating_add(room) <= window {
+        let tokens = counted(turn, fixed, messages)?;
+        return (tokens.saturating_add(room) > window).then_some((tokens, window));
     }
     let tokens = counted(turn, fixed, messages).unwrap_or(estimate);
     (tokens.saturating_add(room) > window).then_some((tokens, window))
@@ -148,12 +160,28 @@ pub(super) fn fit(
         "context of session {}: about {before} tokens, compaction past {limit} (window {window})",
         turn.io.session_id
     );
+    // Under the threshold by the estimate but perhaps not in truth (dense
+    // digits run a token a byte): a server that counts is asked.
     if pressure == Pressure::Threshold && before <= limit {
-        return Fitted::Unchanged;
+        if worst_case(state, fixed, messages) <= limit {
+            return Fitted::Unchanged;
+        }
+        let Some(exact) = counted(turn, fixed, messages) else {
+            return Fitted::Unchanged;
+        };
+        // The count calibrates the estimates after it either way.
+        state.known = Some(context::Known {
+            tokens: exact,
+            bytes: context::request_bytes(fixed, messages),
+        });
+        if exact <= limit {
+            return Fitted::Unchanged;
+        }
+        log::debug!("the server counts {exact} tokens, past {limit}");
     }
     // The estimate errs high; a server that counts tokens may say there
     // is room after all.
-    if pressure == Pressure::Threshold {
+    if pressure == Pressure::Threshold && before > limit {
         if let Some(exact) = counted(turn, fixed, messages).filter(|exact| *exact <= limit) {
             log::debug!("the server counts {exact} tokens: no compaction yet");
             state.known = Some(context::Known {

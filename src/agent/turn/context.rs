@@ -63,16 +63,40 @@ pub fn request_bytes(fixed: usize, messages: &[Message]) -> u64 {
 /// The estimated tokens of a request of `bytes`: what the provider
 /// reported last time plus an estimate of what changed since (which may
 /// be negative, after elision), or an estimate of everything.
+/// The bytes per token of what was added are the last count's own when
+/// it shows denser text than three (a conversation of digits runs nearer
+/// one), never fewer than one.
 pub fn estimate(known: Option<Known>, bytes: u64) -> u64 {
     match known {
         Some(known) => {
-            let change = bytes as i64 - known.bytes as i64;
-            let tokens =
-                known.tokens as i64 + change.signum() * tokens_of(change.unsigned_abs()) as i64;
-            tokens.max(0) as u64
+            // What was taken off (elided) counts at the safe rate: the
+            // estimate errs high.
+            let per = match known.tokens {
+                _ if bytes < known.bytes => BYTES_PER_TOKEN,
+                0 => BYTES_PER_TOKEN,
+                tokens => known.bytes.div_ceil(tokens).clamp(1, BYTES_PER_TOKEN),
+            };
+            changed(known, bytes, per)
         }
         None => tokens_of(bytes),
     }
+}
+
+/// The most tokens a request of `bytes` could be: what changed since the
+/// last count at a token a byte (dense digits, some scripts), or all of
+/// it so when nothing was counted yet.
+pub fn worst_case(known: Option<Known>, bytes: u64) -> u64 {
+    match known {
+        Some(known) => changed(known, bytes, 1),
+        None => bytes,
+    }
+}
+
+fn changed(known: Known, bytes: u64, per: u64) -> u64 {
+    let change = bytes as i64 - known.bytes as i64;
+    let tokens =
+        known.tokens as i64 + change.signum() * change.unsigned_abs().div_ceil(per.max(1)) as i64;
+    tokens.max(0) as u64
 }
 
 /// Whether a reported token count can belong to a request of `bytes`:
@@ -419,6 +443,39 @@ pub fn window_named(message: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_count_of_dense_text_calibrates_what_was_added_since() {
+        // English-like: 4 bytes a token counted; what is added is still
+        // estimated at 3 (the safe side).
+        let english = Known {
+            tokens: 1_000,
+            bytes: 4_000,
+        };
+        assert_eq!(estimate(Some(english), 7_000), 2_000);
+        // Digits: a token a byte counted; what is added is too.
+        let digits = Known {
+            tokens: 4_000,
+            bytes: 4_000,
+        };
+        assert_eq!(estimate(Some(digits), 7_000), 7_000);
+        // Smaller since (elided): taken off at the safe rate.
+        assert_eq!(estimate(Some(digits), 1_000), 3_000);
+        // The worst case counts a token a byte.
+        assert_eq!(worst_case(Some(english), 7_000), 4_000);
+        assert_eq!(worst_case(None, 9_000), 9_000);
+        assert_eq!(
+            estimate(
+                Some(Known {
+                    tokens: 0,
+                    bytes: 0
+                }),
+                300
+            ),
+            100
+        );
+    }
+
     use super::*;
     use serde_json::json;
 
@@ -453,7 +510,8 @@ mod tests {
             bytes: 8_000,
         });
         assert_eq!(estimate(known, 8_000), 5_000);
-        assert_eq!(estimate(known, 11_000), 6_000);
+        // 1.6 bytes a token counted: what is added counts at two.
+        assert_eq!(estimate(known, 11_000), 6_500);
         assert_eq!(estimate(known, 5_000), 4_000);
         assert_eq!(estimate(known, 2_000), 3_000);
         assert_eq!(

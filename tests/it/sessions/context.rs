@@ -839,3 +839,35 @@ fn the_output_cap_is_a_share_of_what_the_window_has_left() {
     // A longer request leaves less room still.
     assert!(caps[1] < caps[0] && caps[1] >= 512, "{caps:?}");
 }
+
+/// Dense digits run a token a byte, three times the estimate's rate: a
+/// server that counts is asked when the worst case could overflow, and
+/// its count decides.
+#[test]
+fn a_prompt_of_digits_is_counted_by_a_server_that_counts() {
+    let space = Space::new("ctx-digits");
+    let server = FakeServer::start();
+    server.serve_tokenizer(1);
+    server.push(plain("Never sent."));
+    let mut agent = configured(&space, &server, json!({"context_window": 16384}), json!({}));
+    let session = agent.new_session(&space.ws);
+    let digits: String = (0..2400)
+        .map(|i| format!("{:05} ", i * 7 % 100_000))
+        .collect();
+    let (answer, _) = run(&mut agent, &session, &digits);
+    assert_eq!(
+        answer["error"]["data"]["code"], "prompt_too_large",
+        "{answer}"
+    );
+    assert!(
+        !server.tokenized().is_empty(),
+        "the server was not asked to count"
+    );
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.path.ends_with("/chat/completions")),
+        "the prompt was sent"
+    );
+}
