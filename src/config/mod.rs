@@ -14,8 +14,10 @@ use std::path::{Path, PathBuf};
 
 pub mod claude_permissions;
 mod limits;
+mod loops;
 pub mod project;
 pub use limits::Limits;
+pub use loops::LoopSettings;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -108,6 +110,8 @@ pub struct Config {
     pub checkpoints: CheckpointSettings,
     #[serde(default, skip_serializing_if = "GoalSettings::is_default")]
     pub goal: GoalSettings,
+    #[serde(default, skip_serializing_if = "LoopSettings::is_default")]
+    pub loops: LoopSettings,
     #[serde(default, skip_serializing_if = "TlsSettings::is_default")]
     pub tls: TlsSettings,
     /// Where `spindle acp` logs instead of stderr (`--log-file` wins).

@@ -239,6 +239,7 @@ impl Dispatcher {
             model: TurnModel {
                 provider,
                 max_steps,
+                loops: registry.config.loops,
                 name: entry.model.clone(),
                 effort,
                 max_output_tokens: entry.sent_output_limit(

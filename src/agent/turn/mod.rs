@@ -17,6 +17,7 @@ mod execute;
 mod goals;
 mod hooks;
 mod jobs;
+mod loops;
 mod offered;
 mod permission;
 pub mod processes;
@@ -431,7 +432,14 @@ fn steps(
             step::Flow::Again => continue,
             step::Flow::Stop(stop) => return stop,
         }
-        let calls = step::run_calls(turn, sink, state, checkpoints, &run, &outcome.tool_calls);
+        let calls = step::run_calls(
+            turn,
+            sink,
+            state,
+            checkpoints,
+            &mut run,
+            &outcome.tool_calls,
+        );
         if let Some(stop) = step::after_calls(
             turn, sink, state, record, messages, &mut run, &outcome, calls,
         ) {

@@ -83,6 +83,8 @@ pub struct TurnModel {
     pub tool_output_cap: usize,
     /// The most model calls one turn may make.
     pub max_steps: usize,
+    /// When a model repeating itself is told and stopped.
+    pub loops: crate::config::LoopSettings,
     pub price: Option<Price>,
     /// Whether the model takes images; if not, it gets a note instead.
     pub images: bool,

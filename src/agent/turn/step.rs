@@ -37,6 +37,8 @@ pub(super) struct Loop<'t> {
     steps: usize,
     /// When the turn started, and the goal's time spent before it.
     started: (Instant, u64),
+    /// The identical tool calls in a row so far, across goal continuations.
+    calls: super::loops::CallStreak,
 }
 
 impl<'t> Loop<'t> {
@@ -55,6 +57,7 @@ impl<'t> Loop<'t> {
             refused_as_too_long: false,
             steps: 0,
             started: (started, elapsed_before),
+            calls: super::loops::CallStreak::new(&turn.model.loops),
         }
     }
 }
@@ -259,8 +262,26 @@ pub(super) fn call_model(
         max_output_tokens: output_cap(turn, state, run.fixed, messages, model.max_output_tokens),
         trace: turn.io.trace.as_ref(),
     };
-    let streamed = model.provider.stream(&request, sink, &turn.io.cancel);
+    // The call has its own token, so an answer that repeats itself can
+    // be cut alone.
+    let limit = turn.model.loops.text_stop();
+    let call = match limit {
+        0 => turn.io.cancel.clone(),
+        _ => super::loops::call_token(&turn.io.cancel),
+    };
+    let mut watched = super::loops::Watched::new(sink, limit, call.clone());
+    let streamed = model.provider.stream(&request, &mut watched, &call);
+    let repeated = watched.repeated.take();
     let assistant = sink.take_message();
+    if let Some(what) = repeated.filter(|_| !turn.io.cancel.is_cancelled()) {
+        // What was streamed is kept, without the calls it never finished.
+        if let Ok(outcome) = &streamed {
+            add_call_usage(turn, outcome, state);
+        }
+        state.added.extend(assistant);
+        super::loops::say_stopped(sink, &super::loops::text_repeated(&what, limit));
+        return Called::Stop(Ok(StopReason::EndTurn));
+    }
     match &streamed {
         Ok(_) => set_health(turn, Health::Ok, None),
         Err(StreamError::Failed(error)) if !turn.io.cancel.is_cancelled() => {
@@ -511,6 +532,8 @@ pub(super) struct Calls {
     question: Option<String>,
     /// The model's goal reports of this step.
     goal_reports: Vec<crate::tools::GoalUpdateArgs>,
+    /// How many calls had run when one repeated too often, and why.
+    looped: Option<(usize, String)>,
 }
 
 /// Runs the step's tool calls in order (a `task` as a subagent), until
@@ -520,7 +543,7 @@ pub(super) fn run_calls(
     sink: &mut UpdateSink,
     state: &mut State,
     checkpoints: Option<&RefCell<crate::checkpoint::Checkpoints>>,
-    run: &Loop,
+    run: &mut Loop,
     calls: &[crate::provider::ToolCallRequest],
 ) -> Calls {
     let mut runner = Runner {
@@ -557,6 +580,7 @@ pub(super) fn run_calls(
         switched: None,
         question: None,
         goal_reports: Vec::new(),
+        looped: None,
     };
     if let Some(goal) = state.goal.as_mut() {
         goal.counters.tool_calls += calls.len() as u64;
@@ -565,6 +589,10 @@ pub(super) fn run_calls(
         }
     }
     for (index, call) in calls.iter().enumerate() {
+        if let super::loops::Verdict::Stop(why) = run.calls.before(call) {
+            done.looped = Some((index, why));
+            break;
+        }
         let result: CallResult = if call.name == "task" && turn.io.client.parent.is_none() {
             // Its hooks as any call's, under Claude Code's name (`Task`).
             let mut spent = subagent::Spent::default();
@@ -603,8 +631,13 @@ pub(super) fn run_calls(
         // A question the editor could not ask gets its result from the
         // user's next prompt (the dispatcher adds it then).
         if result.question.is_none() {
+            let polling = super::loops::polls_running_job(&turn.workspace.jobs, call);
+            let note = run.calls.after(call, &result.text, polling);
             let mut message = Message::tool_result(&call.id, result.text);
             context::spill(&mut message, turn.model.tool_output_cap, &run.keeper);
+            if let Some(note) = note {
+                message.text.push_str(&format!("\n\n[{note}]"));
+            }
             done.results.push(message);
         }
         if result.cancelled {
@@ -657,6 +690,11 @@ pub(super) fn after_calls(
         });
     }
     add_results(messages, state, calls.results);
+    if let Some((done, why)) = calls.looped {
+        answer_unrun(&outcome.tool_calls[done..], messages, state);
+        super::loops::say_stopped(sink, &why);
+        return Some(Ok(StopReason::EndTurn));
+    }
     if let Some(done) = calls.cancelled_at {
         answer_unrun(&outcome.tool_calls[done..], messages, state);
         return Some(Ok(StopReason::Cancelled));

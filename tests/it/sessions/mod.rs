@@ -23,6 +23,7 @@ mod goals;
 mod jobs;
 mod lifecycle;
 mod list;
+mod loops;
 mod opt_in;
 mod processes;
 mod replay;
