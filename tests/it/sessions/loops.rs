@@ -2,7 +2,8 @@
 //! at the third and stopped at the fifth (the turn ends `end_turn` with a
 //! notice, its work kept and replayed); an answer streaming the same
 //! paragraph cut on the spot; polling a running job is no loop; the
-//! `loops` setting moves both limits and turns them off.
+//! `loops` setting moves both limits and turns them off; a goal repeating
+//! one call across its continuations is stopped as well.
 
 use super::{kind, load, text_prompt, Space, WAIT};
 use crate::support::agent::{notices_text, updates_text};
@@ -257,4 +258,36 @@ fn polling_a_running_job_six_times_is_no_loop() {
     }
     assert!(updates_text(&updates, "agent_message_chunk").contains("Still running."));
     assert!(!notices_text(&updates).contains("repeats itself"));
+}
+
+#[test]
+fn a_goal_repeating_one_call_across_continuations_is_stopped() {
+    let space = Space::new("loops-goal");
+    let server = FakeServer::start();
+    std::fs::write(space.ws.join("notes.txt"), "unchanged\n").unwrap();
+    // Each continuation the same read, then a step's end: the goal would
+    // go on for ever.
+    for n in 1..=6 {
+        server.push(tool_call(
+            &format!("r{n}"),
+            "read_file",
+            &json!({"path": "notes.txt"}),
+        ));
+        server.push(Reply::Sse(chat_text(&[&format!("Step {n}: no change.")])));
+    }
+    let mut agent = space.openai(&server);
+    let session = agent.new_session(&space.ws);
+    super::ok(
+        &mut agent,
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "goal"}),
+    );
+    let (answer, updates) = prompt(&mut agent, &session, "make notes.txt change");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(tool_result(&server, "r3").unwrap().contains(TOLD));
+    assert_eq!(tool_result(&server, "r5"), None, "the fifth must not run");
+    // Four reads and four step ends asked for, then the fifth read.
+    assert_eq!(server.requests().len(), 9);
+    let said = updates_text(&updates, "agent_message_chunk");
+    assert!(said.contains("5 times in a row"), "{said}");
 }
