@@ -120,11 +120,20 @@ fn brings(root: &Path, config_path: &Path) -> Vec<String> {
         let listed: Vec<String> = servers
             .iter()
             .map(|(server, source)| {
-                let file = source.strip_prefix(root).unwrap_or(source);
+                // A project file by its name in the project, written the
+                // same on every system (as the other lines name them).
+                let file = match source.strip_prefix(root) {
+                    Ok(inside) => inside
+                        .components()
+                        .map(|part| part.as_os_str().to_string_lossy())
+                        .collect::<Vec<_>>()
+                        .join("/"),
+                    Err(_) => source.display().to_string(),
+                };
                 format!(
                     "{} (from {})",
                     shown(server["name"].as_str().unwrap_or("?")),
-                    shown(&file.display().to_string())
+                    shown(&file)
                 )
             })
             .collect();

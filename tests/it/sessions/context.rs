@@ -607,14 +607,17 @@ fn cached_tokens_are_priced_at_the_cached_rate() {
 #[test]
 fn a_tight_window_asks_for_at_most_one_summary_per_turn() {
     let space = Space::new("ctx-tight");
-    write_file(
-        &space.ws,
-        "big.txt",
-        "a line of some length here\n".repeat(300),
-    );
+    // Six files, not one read six times (that would be a loop).
+    for n in 0..6 {
+        write_file(
+            &space.ws,
+            &format!("big{n}.txt"),
+            "a line of some length here\n".repeat(300),
+        );
+    }
     let server = FakeServer::start();
     for n in 0..6 {
-        server.push(read_step(&format!("t{n}"), "big.txt"));
+        server.push(read_step(&format!("t{n}"), &format!("big{n}.txt")));
     }
     server.push(plain("Finished."));
     let mut agent = configured(&space, &server, json!({"context_window": 12000}), json!({}));
