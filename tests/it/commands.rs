@@ -424,7 +424,8 @@ fn cost_shows_the_tokens_and_the_cost_so_far() {
     let (session, _) = open(&mut agent, &bench);
     let turn = prompt(&mut agent, &session, "/cost");
     let text = turn.text();
-    assert!(text.contains("0 input"), "{text:?}");
+    assert!(text.contains("none (no model request yet)"), "{text:?}");
+    assert!(!text.contains("0 input"), "{text:?}");
     assert!(!text.contains("EUR"), "{text:?}");
 }
 

@@ -71,6 +71,9 @@ pub struct Session {
     pub inbox_recovered: bool,
     /// Model calls of the session.
     pub model_calls: u64,
+    /// Of them, those whose usage the provider did not report (this
+    /// process's: the counts say "not reported", never a silent 0).
+    pub usage_unreported: u64,
     /// The session's goal (goal mode), and whether it changed since the
     /// last `goal` event.
     pub goal: Option<crate::agent::common::goal::Goal>,
@@ -224,6 +227,7 @@ impl Session {
             inbox_paused: false,
             inbox_recovered: false,
             model_calls: 0,
+            usage_unreported: 0,
             goal: None,
             goal_changed: false,
             reload_queued: false,

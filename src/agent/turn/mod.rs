@@ -169,6 +169,7 @@ pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
                 usage: state.usage,
                 usage_unknown: state.model_calls > 0 && state.usage_reports == 0,
                 usage_whole: state.usage_reports == state.model_calls,
+                usage_unreported: state.model_calls.saturating_sub(state.usage_reports),
                 known: state.known,
                 applied: state.applied,
                 dispatched: turn.io.inbox_item.clone(),

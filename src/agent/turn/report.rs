@@ -51,6 +51,8 @@ pub struct TurnEnd {
     /// Every model call of the turn said what it used: the counts are the
     /// turn's whole usage, not a part of it.
     pub usage_whole: bool,
+    /// The turn's model calls that said nothing of what they used.
+    pub usage_unreported: usize,
     /// The conversation's size as the provider last reported it.
     pub known: Option<Known>,
     /// The window a server named when it refused a request as too long

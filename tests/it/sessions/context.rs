@@ -874,3 +874,24 @@ fn a_prompt_of_digits_is_counted_by_a_server_that_counts() {
         "the prompt was sent"
     );
 }
+
+/// A server that never says what a request used: `/cost` says so, not 0.
+#[test]
+fn cost_says_when_the_provider_reported_no_usage() {
+    let space = Space::new("ctx-no-usage");
+    let server = FakeServer::start();
+    server.push(plain("No usage from me."));
+    let mut agent = configured(&space, &server, json!({"context_window": 16000}), json!({}));
+    let session = agent.new_session(&space.ws);
+    let (answer, _) = run(&mut agent, &session, "hi");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let (_, messages) = run(&mut agent, &session, "/cost");
+    let text = message_text(&messages);
+    assert!(
+        text.contains(
+            "Tokens so far: not reported — the provider said nothing of what 1 model call used."
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("0 input"), "{text}");
+}

@@ -103,10 +103,7 @@ impl Dispatcher {
     fn cost_reply(&self, session_id: &str, registry: &Registry) -> String {
         let session = &self.sessions[session_id];
         let (usage, spent) = session.usage_so_far();
-        let mut reply = format!(
-            "Tokens so far: {} input ({} cached), {} output ({} reasoning).",
-            usage.input_tokens, usage.cached_tokens, usage.output_tokens, usage.reasoning_tokens
-        );
+        let mut reply = tokens_words(&usage, session.model_calls, session.usage_unreported);
         let price = registry
             .model(&session.settings.model)
             .and_then(|m| m.config.price.clone());
@@ -121,6 +118,11 @@ impl Dispatcher {
                     " Context: about {} of {} tokens in use ({left}% left).",
                     known.tokens, window
                 ));
+            }
+            (None, Some(window)) if session.model_calls > session.usage_unreported => {
+                reply.push_str(&format!(
+                    " Context: a window of {window} tokens; how much is in use shows after the next request (the conversation changed since the provider last counted it, or its count was not believable)."
+                ))
             }
             (None, Some(window)) => reply.push_str(&format!(
                 " Context: a window of {window} tokens; how much is in use shows once the provider reports usage."
@@ -318,6 +320,38 @@ fn help_reply(available: &[commands::Command]) -> String {
     reply
 }
 
+/// `/cost`'s words for the tokens so far: the counts the provider
+/// reported (cached and reasoning ones only when there are any), said to
+/// be a floor when some calls reported nothing, and "not reported" when
+/// none did — never a count of 0 that was not counted.
+fn tokens_words(usage: &crate::provider::Usage, calls: u64, unreported: u64) -> String {
+    let unreported = unreported.min(calls);
+    if calls == 0 && usage.input_tokens == 0 && usage.output_tokens == 0 {
+        return "Tokens so far: none (no model request yet).".into();
+    }
+    if calls > 0 && unreported == calls {
+        return format!(
+            "Tokens so far: not reported — the provider said nothing of what {} used.",
+            crate::util::count(calls as usize, "model call", "model calls")
+        );
+    }
+    let mut words = format!("Tokens so far: {} input", usage.input_tokens);
+    if usage.cached_tokens > 0 {
+        words.push_str(&format!(" ({} cached)", usage.cached_tokens));
+    }
+    words.push_str(&format!(", {} output", usage.output_tokens));
+    if usage.reasoning_tokens > 0 {
+        words.push_str(&format!(" ({} reasoning)", usage.reasoning_tokens));
+    }
+    words.push('.');
+    if unreported > 0 {
+        words.push_str(&format!(
+            " {unreported} of {calls} model calls reported no usage: these counts are a floor."
+        ));
+    }
+    words
+}
+
 /// `/cost`'s words for what the session cost: the total when every model
 /// call's cost is known; else how many calls had no price, and what the
 /// others came to (a floor, not the total); "no price" when nothing is
@@ -377,4 +411,49 @@ fn memory_reply(cwd: &std::path::Path) -> String {
     }
     reply.push_str("\n\nEach folder from the repository root down gives its AGENTS.md, else CLAUDE.md, else GEMINI.md; `@path` in them imports a file. /reload reads them again; the model adds notes with its remember tool.");
     reply
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tokens_words;
+    use crate::provider::Usage;
+
+    #[test]
+    fn cost_never_shows_a_count_nobody_reported() {
+        let none = Usage::default();
+        assert_eq!(
+            tokens_words(&none, 0, 0),
+            "Tokens so far: none (no model request yet)."
+        );
+        let said = tokens_words(&none, 3, 3);
+        assert!(
+            said.contains("not reported") && said.contains("3 model calls"),
+            "{said}"
+        );
+        assert!(!said.contains('0'), "{said}");
+        let some = Usage {
+            input_tokens: 1200,
+            output_tokens: 30,
+            ..Usage::default()
+        };
+        // No cached or reasoning tokens reported: not shown as 0.
+        assert_eq!(
+            tokens_words(&some, 2, 0),
+            "Tokens so far: 1200 input, 30 output."
+        );
+        let floor = tokens_words(&some, 3, 1);
+        assert!(
+            floor.ends_with("1 of 3 model calls reported no usage: these counts are a floor."),
+            "{floor}"
+        );
+        let cached = Usage {
+            cached_tokens: 800,
+            reasoning_tokens: 10,
+            ..some
+        };
+        assert_eq!(
+            tokens_words(&cached, 1, 0),
+            "Tokens so far: 1200 input (800 cached), 30 output (10 reasoning)."
+        );
+    }
 }

@@ -102,6 +102,7 @@ impl Dispatcher {
             session.add_usage(&end.usage);
             session.settings.spend.add(&end.spend);
             session.model_calls += end.model_calls as u64;
+            session.usage_unreported += end.usage_unreported as u64;
             session.settings.approvals = std::mem::take(&mut end.approvals);
             if let Some(goal) = end.goal.clone() {
                 session.goal = Some(goal);
