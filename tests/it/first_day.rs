@@ -391,6 +391,7 @@ fn the_readme_chat_demo_leaves_the_clone_alone() {
 }
 
 /// The `cargo run … --` that starts a README command, as written.
+#[cfg(unix)]
 fn cargo_prefix(line: &str) -> String {
     let start = line.find("cargo run").expect("a cargo run command");
     let end = line[start..].find(" -- ").expect("cargo run … --") + start + 3;
