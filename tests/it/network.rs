@@ -417,20 +417,18 @@ fn the_config_ca_file_adds_a_trusted_ca_from_the_config_folder() {
 // Proxies
 // ---------------------------------------------------------------------
 
+/// The port of an `http://127.0.0.1:PORT/...` URL.
+fn port_of(url: &str) -> String {
+    let rest = url.split(':').nth(2).unwrap();
+    rest.split('/').next().unwrap().to_string()
+}
+
 #[test]
 fn requests_go_through_the_proxy_of_their_scheme() {
     let server = FakeServer::start();
     server.push(Reply::Sse(chat_text(&["through the proxy"])));
     let proxy = FakeProxy::start();
-    let port = server
-        .base_url()
-        .split(':')
-        .nth(2)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
+    let port = port_of(&server.base_url());
     // HTTPS_PROXY is not for an http URL: a dead one is never tried.
     let dead = format!("http://127.0.0.1:{}", dead_port());
     let mut agent = agent_for(
@@ -461,15 +459,7 @@ fn plain_http_through_a_proxy_carries_its_credentials_and_no_dns_of_its_own() {
     let server = FakeServer::start();
     server.push(Reply::Sse(chat_text(&["named host"])));
     let proxy = FakeProxy::start();
-    let port = server
-        .base_url()
-        .split(':')
-        .nth(2)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
+    let port = port_of(&server.base_url());
     // The proxy resolves the target's name (this one maps `.invalid` to
     // itself): Spindle does not look it up, since the proxy's network may
     // know names the machine cannot resolve.
