@@ -13,6 +13,7 @@ mod claude_project;
 mod commands;
 mod content;
 mod controls;
+mod corpus;
 mod cost;
 // What a command can read of the agent through /proc (Linux and Unix).
 #[cfg(unix)]
