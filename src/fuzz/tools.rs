@@ -75,7 +75,10 @@ pub(super) fn edit_applier(rng: &mut Rng) -> Result<(), String> {
         new: new.clone(),
         replace_all: rng.below(2) == 0,
     };
-    if let Ok((result, _)) = crate::tools::files::apply_edits(&text, std::slice::from_ref(&edit)) {
+    // Only the exact path is checked here: without the old text, a slip
+    // may be forgiven (src/tools/matching has its own tests).
+    let applied = crate::tools::files::apply_edits(&text, std::slice::from_ref(&edit));
+    if let (Ok((result, _)), true) = (applied, text.contains(&old)) {
         let expected = if edit.replace_all {
             text.replace(&old, &new)
         } else {

@@ -4,7 +4,8 @@
 //! not UTF-8 stay on the local path and keep their bytes exactly.
 
 use super::bounded::{self, FileLimits, ReadError};
-use super::endings::{self, Endings};
+use super::endings;
+use super::matching;
 use std::path::Path;
 
 pub use super::bounded::READ_BYTE_CAP;
@@ -292,14 +293,14 @@ pub fn preview_edit(
             ))
         }
         Current::Text(text) => {
-            let (new_text, _) = apply_edits(&text, edits)?;
+            let (new_text, _, _) = apply_text_edits(&text, edits)?;
             (text, new_text)
         }
         Current::Bytes(bytes) => {
-            let (new_bytes, _) = apply_byte_edits(&bytes, edits)?;
+            let applied = apply_byte_edits(&bytes, edits)?;
             (
                 String::from_utf8_lossy(&bytes).into_owned(),
-                String::from_utf8_lossy(&new_bytes).into_owned(),
+                String::from_utf8_lossy(&applied.content).into_owned(),
             )
         }
     };
@@ -356,14 +357,15 @@ pub fn edit_file(
             path.display()
         )),
         Current::Text(text) => {
-            let (new_text, first_line) = apply_edits(&text, edits)?;
+            let (new_text, first_line, applied) = apply_text_edits(&text, edits)?;
             write(path, &new_text, editor)?;
             Ok((
                 Change {
                     summary: format!(
-                        "Edited {} ({}).",
+                        "Edited {} ({}).{}",
                         path.display(),
-                        crate::util::count(edits.len(), "edit", "edits")
+                        crate::util::count(edits.len(), "edit", "edits"),
+                        applied.told()
                     ),
                     old_text: Some(text),
                     new_text,
@@ -374,7 +376,8 @@ pub fn edit_file(
         Current::Bytes(bytes) => {
             // Not UTF-8: edit the bytes themselves, so everything the edits
             // do not touch stays exactly as it was, and write locally.
-            let (new_bytes, first_line) = apply_byte_edits(&bytes, edits)?;
+            let applied = apply_byte_edits(&bytes, edits)?;
+            let (new_bytes, first_line) = (applied.content, applied.first_line);
             std::fs::write(path, &new_bytes)
                 .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
             Ok((
@@ -393,72 +396,42 @@ pub fn edit_file(
     }
 }
 
-fn line_of(haystack: &[u8], offset: usize) -> usize {
-    haystack[..offset].iter().filter(|&&b| b == b'\n').count() + 1
+/// What a list of edits made of a file: its new bytes, the first line
+/// touched (1-based), and a note for each edit whose old text was found
+/// by forgiving a slip.
+struct Applied {
+    content: Vec<u8>,
+    first_line: usize,
+    notes: Vec<String>,
 }
 
-fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
-    if needle.is_empty() || needle.len() > haystack.len() {
-        return Vec::new();
+impl Applied {
+    /// The summary's sentence naming the forgiven slips, if any.
+    fn told(&self) -> String {
+        self.notes.iter().map(|note| format!(" {note}")).collect()
     }
-    let mut found = Vec::new();
-    let mut start = 0;
-    while let Some(position) = haystack[start..]
-        .windows(needle.len())
-        .position(|window| window == needle)
-    {
-        found.push(start + position);
-        start += position + needle.len();
-    }
-    found
-}
-
-/// Where one edit's `old` text occurs, with the bytes it matched and the
-/// bytes that replace them. The text as given is tried first; in a file
-/// with CRLF endings, `old` written with bare `\n` is then tried with
-/// `\r\n` (and `new` written with them). A match without line breaks in
-/// a mostly-CRLF file gets CRLF in the lines `new` adds. Only the matched
-/// bytes change: the other lines keep their endings, mixed or not.
-fn locate_edit(content: &[u8], edit: &Edit) -> (Vec<u8>, Vec<u8>, Vec<usize>) {
-    let (old, new) = (edit.old.as_bytes(), edit.new.as_bytes());
-    let bare = |text: &[u8]| Endings::of(text).crlf == 0;
-    let file = Endings::of(content);
-    let found = find_all(content, old);
-    if !found.is_empty() {
-        let new = if !old.contains(&b'\n') && file.crlf_dominant() && bare(new) {
-            endings::to_crlf(new)
-        } else {
-            new.to_vec()
-        };
-        return (old.to_vec(), new, found);
-    }
-    if file.crlf > 0 && old.contains(&b'\n') && bare(old) {
-        let crlf_old = endings::to_crlf(old);
-        let found = find_all(content, &crlf_old);
-        if !found.is_empty() {
-            let new = if bare(new) {
-                endings::to_crlf(new)
-            } else {
-                new.to_vec()
-            };
-            return (crlf_old, new, found);
-        }
-    }
-    (old.to_vec(), new.to_vec(), Vec::new())
 }
 
 pub(crate) fn apply_edits(text: &str, edits: &[Edit]) -> Result<(String, usize), String> {
-    let (bytes, line) = apply_byte_edits(text.as_bytes(), edits)?;
+    apply_text_edits(text, edits).map(|(text, line, _)| (text, line))
+}
+
+fn apply_text_edits(text: &str, edits: &[Edit]) -> Result<(String, usize, Applied), String> {
+    let mut applied = apply_byte_edits(text.as_bytes(), edits)?;
     // Replacing valid UTF-8 with valid UTF-8 at UTF-8 match positions keeps
     // the text valid.
+    let bytes = std::mem::take(&mut applied.content);
     String::from_utf8(bytes)
-        .map(|text| (text, line))
+        .map(|text| (text, applied.first_line, applied))
         .map_err(|_| "the edit produced invalid UTF-8".into())
 }
 
-fn apply_byte_edits(original: &[u8], edits: &[Edit]) -> Result<(Vec<u8>, usize), String> {
+/// Applies the edits to the bytes: the one function that decides what an
+/// edit writes, for the diff shown, the checkpoint and the file alike.
+fn apply_byte_edits(original: &[u8], edits: &[Edit]) -> Result<Applied, String> {
     let mut content = original.to_vec();
     let mut first_line = usize::MAX;
+    let mut notes = Vec::new();
     for (number, edit) in edits.iter().enumerate() {
         let which = if edits.len() > 1 {
             format!("edit {} of {}: ", number + 1, edits.len())
@@ -475,44 +448,95 @@ fn apply_byte_edits(original: &[u8], edits: &[Edit]) -> Result<(Vec<u8>, usize),
                 "{which}\"old\" and \"new\" are the same; nothing would change"
             ));
         }
-        let (old, new, found) = locate_edit(&content, edit);
-        match found.len() {
-            0 => {
-                let mut why = format!(
-                    "{which}the \"old\" text was not found in the file{}. Nothing was changed. Read the file again and copy the text exactly, including whitespace and indentation.",
-                    if number > 0 { " (after the earlier edits)" } else { "" }
-                );
-                if content.windows(2).any(|w| w == b"\r\n") && !edit.old.contains('\r') {
-                    why.push_str(" Note: the file uses CRLF line endings (the text was tried with them too).");
-                }
-                return Err(why);
-            }
-            1 => {}
-            count if !edit.replace_all => {
-                let lines: Vec<String> = found
-                    .iter()
-                    .take(10)
-                    .map(|&offset| line_of(&content, offset).to_string())
-                    .collect();
-                return Err(format!(
-                    "{which}the \"old\" text occurs {count} times (lines {}). Nothing was changed. Include more surrounding lines to make it unique, or set replace_all to replace every occurrence.",
-                    lines.join(", ")
-                ));
-            }
-            _ => {}
+        let located = match matching::locate(&content, &edit.old, &edit.new, edit.replace_all) {
+            Ok(located) => located,
+            Err(refusal) => return Err(refused(&which, number, &content, edit, refusal)),
+        };
+        if let Some(slip) = located.slip {
+            let whose = if edits.len() > 1 {
+                format!("Edit {}: the old text", number + 1)
+            } else {
+                "The old text".into()
+            };
+            notes.push(format!("{whose} {}.", slip.describe()));
         }
-        first_line = first_line.min(line_of(&content, found[0]));
+        first_line = first_line.min(matching::line_at(&content, located.spans[0].start));
         let mut next = Vec::with_capacity(content.len());
         let mut last = 0;
-        for &offset in &found {
-            next.extend_from_slice(&content[last..offset]);
-            next.extend_from_slice(&new);
-            last = offset + old.len();
+        for span in &located.spans {
+            next.extend_from_slice(&content[last..span.start]);
+            next.extend_from_slice(&span.new);
+            last = span.end;
         }
         next.extend_from_slice(&content[last..]);
         content = next;
     }
-    Ok((content, first_line))
+    Ok(Applied {
+        content,
+        first_line,
+        notes,
+    })
+}
+
+/// The error for an edit whose old text was not found once.
+fn refused(
+    which: &str,
+    number: usize,
+    content: &[u8],
+    edit: &Edit,
+    refusal: matching::Refusal,
+) -> String {
+    match refusal {
+        matching::Refusal::Ambiguous {
+            ranges,
+            count,
+            slip: None,
+        } => {
+            let lines: Vec<String> = ranges.iter().map(|(first, _)| first.to_string()).collect();
+            format!(
+                "{which}the \"old\" text occurs {count} times (lines {}). Nothing was changed. Include more surrounding lines to make it unique, or set replace_all to replace every occurrence.",
+                lines.join(", ")
+            )
+        }
+        matching::Refusal::Ambiguous {
+            ranges,
+            count,
+            slip: Some(slip),
+        } => {
+            let lines: Vec<String> = ranges
+                .iter()
+                .map(|&(first, last)| {
+                    if first == last {
+                        format!("line {first}")
+                    } else {
+                        format!("lines {first}-{last}")
+                    }
+                })
+                .collect();
+            format!(
+                "{which}the \"old\" text is not in the file as given; {} it matches {count} places ({}). Nothing was changed. Copy the text exactly, with more surrounding lines, to pick one.",
+                slip.describe().trim_start_matches("matched "),
+                lines.join(" and ")
+            )
+        }
+        matching::Refusal::Missing => {
+            let mut why = format!(
+                "{which}the \"old\" text was not found in the file{}. Nothing was changed. Read the file again and copy the text exactly, including whitespace and indentation.",
+                if number > 0 { " (after the earlier edits)" } else { "" }
+            );
+            if content.windows(2).any(|w| w == b"\r\n") && !edit.old.contains('\r') {
+                why.push_str(
+                    " Note: the file uses CRLF line endings (the text was tried with them too).",
+                );
+            }
+            let text = String::from_utf8_lossy(content);
+            let lines = matching::Lines::of(&text).texts();
+            let (old, _) = matching::old_lines(&edit.old);
+            why.push('\n');
+            why.push_str(&matching::closest(&lines, &old));
+            why
+        }
+    }
 }
 
 #[cfg(test)]
@@ -602,17 +626,18 @@ mod tests {
         let (text, _) = apply_edits("a\r\nb\r\n", &[edit("a\r\nb", "x\r\ny")]).unwrap();
         assert_eq!(text, "x\r\ny\r\n");
         // Bytes that are not UTF-8 take the same way.
-        let (bytes, _) =
-            apply_byte_edits(b"caf\xe9\r\nold\r\nend\r\n", &[edit("old\nend", "n\ne")]).unwrap();
+        let bytes = apply_byte_edits(b"caf\xe9\r\nold\r\nend\r\n", &[edit("old\nend", "n\ne")])
+            .unwrap()
+            .content;
         assert_eq!(bytes, b"caf\xe9\r\nn\r\ne\r\n");
     }
 
     #[test]
     fn byte_edits_keep_other_bytes() {
         let original = b"caf\xe9 = 1\nname = old\n";
-        let (bytes, line) = apply_byte_edits(original, &[edit("old", "new")]).unwrap();
-        assert_eq!(bytes, b"caf\xe9 = 1\nname = new\n");
-        assert_eq!(line, 2);
+        let applied = apply_byte_edits(original, &[edit("old", "new")]).unwrap();
+        assert_eq!(applied.content, b"caf\xe9 = 1\nname = new\n");
+        assert_eq!(applied.first_line, 2);
     }
 
     #[test]

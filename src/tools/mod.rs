@@ -11,6 +11,7 @@ pub mod ignore;
 pub mod inflate;
 pub mod jobs;
 pub mod lines;
+pub mod matching;
 pub mod patch;
 pub mod paths;
 pub mod protected;

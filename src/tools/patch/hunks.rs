@@ -30,6 +30,8 @@
 use super::parse::END_OF_FILE;
 use super::types::{Hunk, HunkLine};
 use crate::tools::endings::{Endings, BOM};
+use crate::tools::matching;
+use std::borrow::Cow;
 
 /// How loosely a patch line may match a file line, tried in this order.
 #[derive(Debug, Clone, Copy)]
@@ -43,26 +45,16 @@ enum Fuzz {
 
 const FUZZ: [Fuzz; 4] = [Fuzz::Exact, Fuzz::TrimEnd, Fuzz::Trim, Fuzz::Normalised];
 
-fn ascii_punctuation(c: char) -> char {
-    match c {
-        '\u{2010}'..='\u{2015}' | '\u{2212}' => '-',
-        '\u{2018}'..='\u{201B}' => '\'',
-        '\u{201C}'..='\u{201F}' => '"',
-        '\u{00A0}' | '\u{2002}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}' => ' ',
-        other => other,
-    }
-}
-
-fn same(fuzz: Fuzz, file: &str, patch: &str) -> bool {
+/// A line as `fuzz` compares it.
+fn key(fuzz: Fuzz, line: &str) -> Cow<'_, str> {
     match fuzz {
-        Fuzz::Exact => file == patch,
-        Fuzz::TrimEnd => file.trim_end() == patch.trim_end(),
-        Fuzz::Trim => file.trim() == patch.trim(),
-        Fuzz::Normalised => file
-            .trim()
-            .chars()
-            .map(ascii_punctuation)
-            .eq(patch.trim().chars().map(ascii_punctuation)),
+        Fuzz::Exact => Cow::Borrowed(line),
+        Fuzz::TrimEnd => Cow::Borrowed(line.trim_end()),
+        Fuzz::Trim => Cow::Borrowed(line.trim()),
+        Fuzz::Normalised => match matching::ascii_punctuation(line.trim()) {
+            Cow::Borrowed(line) => Cow::Borrowed(line),
+            Cow::Owned(line) => Cow::Owned(line.trim().to_string()),
+        },
     }
 }
 
@@ -86,7 +78,8 @@ fn split_lines(text: &str) -> Vec<Line<'_>> {
 
 /// The first position at or after `start` where `pattern` matches, trying
 /// each fuzz level over the whole range before the next; with `eof`, only
-/// the position that ends at the end of the file.
+/// the position that ends at the end of the file. Each level compares the
+/// lines by a key made once per line and searches them in linear time.
 fn find(lines: &[Line], pattern: &[&str], start: usize, eof: bool) -> Option<usize> {
     if pattern.len() > lines.len() {
         return None;
@@ -97,12 +90,11 @@ fn find(lines: &[Line], pattern: &[&str], start: usize, eof: bool) -> Option<usi
         return None;
     }
     FUZZ.iter().find_map(|&fuzz| {
-        (first..=last).find(|&at| {
-            pattern
-                .iter()
-                .zip(&lines[at..])
-                .all(|(patch, (file, _))| same(fuzz, file, patch))
-        })
+        let file: Vec<Cow<str>> = lines[first..].iter().map(|(l, _)| key(fuzz, l)).collect();
+        let wanted: Vec<Cow<str>> = pattern.iter().map(|l| key(fuzz, l)).collect();
+        matching::kmp_all(&file, &wanted)
+            .first()
+            .map(|&at| first + at)
     })
 }
 
@@ -199,7 +191,9 @@ fn locate<'h>(
     if old.len() > 12 {
         why.push_str(&format!("  … ({} more)\n", old.len() - 12));
     }
-    why.push_str("Read the file again and copy the context and removed lines exactly.");
+    let texts: Vec<&str> = lines.iter().map(|(line, _)| *line).collect();
+    why.push_str(&matching::closest(&texts, &old));
+    why.push_str("\nRead the file again and copy the context and removed lines exactly.");
     Err(why)
 }
 
@@ -338,6 +332,23 @@ mod tests {
         // An empty line before the next header, read as empty context.
         let new = update("a\nb\n", "@@\n a\n-b\n+c\n\n").unwrap();
         assert_eq!(new, "a\nc\n");
+    }
+
+    #[test]
+    fn a_failed_hunk_shows_the_closest_lines() {
+        let text: String = (1..=30).map(|i| format!("let v{i} = {i};\n")).collect();
+        let err = update(&text, "@@\n let v12 = 12;\n-let v13 = 31;\n+let v13 = 0;\n").unwrap_err();
+        assert!(err.contains("f: hunk 1 of 1"), "{err}");
+        assert!(
+            err.contains("    12\tlet v12 = 12;\n    13\tlet v13 = 13;\n"),
+            "{err}"
+        );
+        assert!(err.contains("\"31\" where the file has \"13\""), "{err}");
+        // A file of many identical lines and a long hunk that differs in
+        // its last line: answered (linearly), not matched.
+        let text = "x = 1;\n".repeat(100_000);
+        let hunk = format!("@@\n{}-x = 2;\n+y\n", " x = 1;\n".repeat(5_000));
+        assert!(update(&text, &hunk).is_err());
     }
 
     #[test]
