@@ -600,11 +600,11 @@ pub fn specs(ripgrep: bool, output_cap: usize) -> Vec<ToolSpec> {
         ),
         spec(
             "edit_file",
-            "Change an existing file with exact search-and-replace edits, applied in order, all or nothing. Each old text must match the file exactly (whitespace included) and exactly once, unless replace_all is true. Read the file first.".into(),
+            "Change an existing file with search-and-replace edits, applied in order, all or nothing. Copy each old text exactly from the file (whitespace and indentation included), without the line numbers read_file shows; it must match exactly once, unless replace_all is true. Read the file first. A few slips (trailing whitespace, re-indentation, typographic quotes) are forgiven when the match is still unique, and the result says so.".into(),
             schema(r#"{"type": "object", "properties": {
                 "path": {"type": "string", "description": "File to edit."},
                 "edits": {"type": "array", "minItems": 1, "items": {"type": "object", "properties": {
-                    "old": {"type": "string", "description": "Exact text to replace."},
+                    "old": {"type": "string", "description": "Exact text to replace, copied without read_file's line numbers."},
                     "new": {"type": "string", "description": "Replacement text."},
                     "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."}
                 }, "required": ["old", "new"]}}
