@@ -23,6 +23,7 @@ mod editor_files;
 mod editor_terminals;
 mod fetch;
 mod files;
+mod forgiving;
 mod line_endings;
 mod patching;
 mod plan_and_steps;
