@@ -59,6 +59,9 @@
 //!     and of `workspace:` resource windows of the last 2,000 lines of a
 //!     100 MB file and of a file just under the 16 MiB cap on the files a
 //!     window reads.
+//! 14. edit_file's matchers, in process, on a 10,000-line file: an exact
+//!     hit, a hit found by forgiving a re-indented block, and a miss (every
+//!     matcher, then the closest lines).
 
 mod agent;
 mod chat_server;
@@ -71,6 +74,7 @@ mod goals;
 mod hostile;
 mod jobs;
 mod load;
+mod matching;
 mod report;
 mod search;
 mod size;
@@ -104,7 +108,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 const USAGE: &str = "usage: bench [PATH_TO_RELEASE_BINARY] [--figure N]...
   PATH_TO_RELEASE_BINARY  the agent to measure (default target/release/spindle)
-  --figure N              run figure N only (1 to 13; repeat for several)";
+  --figure N              run figure N only (1 to 14; repeat for several)";
 
 fn main() -> ExitCode {
     let mut binary = PathBuf::from("target/release/spindle");
@@ -117,9 +121,9 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             Some("--figure") => match args.next().and_then(|n| n.to_str()?.parse().ok()) {
-                Some(n @ 1..=13) => figures.push(n),
+                Some(n @ 1..=14) => figures.push(n),
                 _ => {
-                    eprintln!("bench: --figure takes a number from 1 to 13\n{USAGE}");
+                    eprintln!("bench: --figure takes a number from 1 to 14\n{USAGE}");
                     return ExitCode::FAILURE;
                 }
             },
@@ -230,6 +234,12 @@ fn main() -> ExitCode {
     // 13: background jobs: memory under 1 GB of output, log windows.
     if run(13) {
         jobs::report_jobs(&bench, &mut rows, &mut failed);
+        println!();
+    }
+
+    // 14: edit_file's matchers on a 10,000-line file.
+    if run(14) {
+        matching::report_matching(&mut rows, &mut failed);
         println!();
     }
 
