@@ -519,6 +519,13 @@ fn refused(
                 lines.join(" and ")
             )
         }
+        matching::Refusal::Crowded { places } => format!(
+            "{which}the \"old\" text is not in the file as given, and its lines, indentation aside, occur in at least {places} places: too many to check. Nothing was changed. Copy the text exactly from the file."
+        ),
+        matching::Refusal::TooLarge { bytes } => format!(
+            "{which}the edit would make the file more than {bytes} bytes (the most an edit may write is {} bytes). Nothing was changed.",
+            matching::RESULT_CAP
+        ),
         matching::Refusal::Missing => {
             let mut why = format!(
                 "{which}the \"old\" text was not found in the file{}. Nothing was changed. Read the file again and copy the text exactly, including whitespace and indentation.",

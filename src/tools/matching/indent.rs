@@ -3,7 +3,7 @@
 //! other way round) in the same structure. The new text is re-indented by
 //! the same change the other way, so the file keeps its own indentation.
 
-use super::{line_matches, Lines, Slip, Span};
+use super::{line_matches, Lines, Refusal, Slip, Span, Verdict, CHECK_BUDGET, RESULT_CAP};
 use std::borrow::Cow;
 
 /// The indentation characters of a set of lines.
@@ -168,22 +168,54 @@ fn trim_start_key(line: &str) -> Cow<'_, str> {
     Cow::Borrowed(line.trim_start_matches([' ', '\t']))
 }
 
-/// Matcher 2: the old text's lines equal the file's once their indentation is set
-/// aside, and their indentation differs from the file's by one uniform
-/// change (named tabs against spaces when that is the change).
-pub(super) fn reindented(text: &str, old: &str, new: &str) -> (Vec<Span>, Slip) {
+/// Matcher 2: the old text's lines equal the file's once their indentation
+/// is set aside, and their indentation differs from the file's by one
+/// uniform change (named tabs against spaces when that is the change).
+///
+/// The candidates come from a linear search; checking their indentation
+/// costs a pass over the old text each, so the lines checked are capped
+/// (`CHECK_BUDGET`): a file where the old text's lines occur in that many
+/// places is refused rather than searched for minutes. Only the first
+/// match's new text is made unless every match is to be replaced, and
+/// those are capped at `RESULT_CAP` bytes in all.
+pub(super) fn reindented(
+    text: &str,
+    old: &str,
+    new: &str,
+    replace_all: bool,
+) -> Result<(Vec<Span>, Slip), Refusal> {
     let lines = Lines::of(text);
     let (wanted, _) = super::old_lines(old);
     let mut swapped = false;
-    let spans = line_matches(&lines, old, trim_start_key, |_, file| {
-        let reindent = fit(file, &wanted)?;
+    let mut checked = 0usize;
+    let mut places = 0usize;
+    let mut made = 0usize;
+    let mut accepted = 0usize;
+    let spans = line_matches(&lines, old, new, trim_start_key, |_, file| {
+        places += 1;
+        checked += wanted.len();
+        if checked > CHECK_BUDGET && places > 1 {
+            return Err(Refusal::Crowded { places });
+        }
+        let Some(reindent) = fit(file, &wanted) else {
+            return Ok(Verdict::No);
+        };
         swapped |= !matches!(reindent.scale, Scale::Same);
-        Some(reindent.apply(new).into_bytes())
-    });
+        accepted += 1;
+        if accepted > 1 && !replace_all {
+            return Ok(Verdict::Unused);
+        }
+        let text = reindent.apply(new);
+        made += text.len();
+        if made > RESULT_CAP {
+            return Err(Refusal::TooLarge { bytes: made });
+        }
+        Ok(Verdict::Own(text))
+    })?;
     let slip = if swapped {
         Slip::TabsAndSpaces
     } else {
         Slip::Indentation
     };
-    (spans, slip)
+    Ok((spans, slip))
 }

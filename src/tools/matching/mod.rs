@@ -22,6 +22,14 @@ pub use closest::{closest, numbered};
 
 use super::endings::{self, Endings};
 use std::borrow::Cow;
+use std::rc::Rc;
+
+/// The most an edit may make a file: a replace_all of a large new text
+/// over many matches is refused rather than built.
+pub const RESULT_CAP: usize = 64 << 20;
+/// Lines compared, beyond the linear searches, checking the indentation
+/// of candidates: past it, the indentation matcher refuses.
+const CHECK_BUDGET: usize = 1_000_000;
 
 /// A slip forgiven to find the old text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +73,8 @@ impl Slip {
 pub struct Span {
     pub start: usize,
     pub end: usize,
-    pub new: Vec<u8>,
+    /// Shared between the spans that replace with the same bytes.
+    pub new: Rc<[u8]>,
 }
 
 /// Where the old text is, and the slip forgiven to find it (`None`: as
@@ -88,6 +97,11 @@ pub enum Refusal {
         count: usize,
         slip: Option<Slip>,
     },
+    /// The old text's lines, indentation aside, occur in so many places
+    /// that checking each would take too long.
+    Crowded { places: usize },
+    /// The edit would make the file larger than `RESULT_CAP`.
+    TooLarge { bytes: usize },
 }
 
 /// Where `old` is in `content`, and what replaces it.
@@ -95,8 +109,8 @@ pub fn locate(content: &[u8], old: &str, new: &str, replace_all: bool) -> Result
     let decide = |spans: Vec<Span>, slip: Option<Slip>| -> Option<Result<Located, Refusal>> {
         match spans.len() {
             0 => None,
-            1 => Some(Ok(Located { spans, slip })),
-            _ if replace_all => Some(Ok(Located { spans, slip })),
+            1 => Some(sized(content, Located { spans, slip })),
+            _ if replace_all => Some(sized(content, Located { spans, slip })),
             count => Some(Err(Refusal::Ambiguous {
                 ranges: spans
                     .iter()
@@ -115,22 +129,34 @@ pub fn locate(content: &[u8], old: &str, new: &str, replace_all: bool) -> Result
     let Ok(text) = std::str::from_utf8(content) else {
         return Err(Refusal::Missing);
     };
-    type Matcher = fn(&str, &str, &str) -> (Vec<Span>, Slip);
+    type Matcher = fn(&str, &str, &str, bool) -> Result<(Vec<Span>, Slip), Refusal>;
     let matchers: [Matcher; 6] = [
-        |t, o, n| (trailing_whitespace(t, o, n), Slip::TrailingWhitespace),
+        |t, o, n, _| Ok((trailing_whitespace(t, o, n), Slip::TrailingWhitespace)),
         indent::reindented,
-        |t, o, n| (line_numbers(t, o, n), Slip::LineNumbers),
-        |t, o, n| (punctuation(t, o, n), Slip::Punctuation),
-        |t, o, n| (escapes(t, o, n), Slip::Escapes),
-        |t, o, n| (final_newline(t, o, n), Slip::FinalNewline),
+        |t, o, n, _| Ok((line_numbers(t, o, n), Slip::LineNumbers)),
+        |t, o, n, _| Ok((punctuation(t, o, n), Slip::Punctuation)),
+        |t, o, n, _| Ok((escapes(t, o, n), Slip::Escapes)),
+        |t, o, n, _| Ok((final_newline(t, o, n), Slip::FinalNewline)),
     ];
     for matcher in matchers {
-        let (spans, slip) = matcher(text, old, new);
+        let (spans, slip) = matcher(text, old, new, replace_all)?;
         if let Some(outcome) = decide(spans, Some(slip)) {
             return outcome;
         }
     }
     Err(Refusal::Missing)
+}
+
+/// `located`, unless what it writes would exceed `RESULT_CAP`.
+fn sized(content: &[u8], located: Located) -> Result<Located, Refusal> {
+    let mut bytes = content.len();
+    for span in &located.spans {
+        bytes = bytes - (span.end - span.start) + span.new.len();
+        if bytes > RESULT_CAP {
+            return Err(Refusal::TooLarge { bytes });
+        }
+    }
+    Ok(located)
 }
 
 /// The 1-based lines the bytes `start..end` cover.
@@ -153,40 +179,48 @@ pub fn line_at(content: &[u8], offset: usize) -> usize {
 /// O(n + m) (Knuth–Morris–Pratt).
 pub fn kmp_all<T: PartialEq>(haystack: &[T], needle: &[T]) -> Vec<usize> {
     let m = needle.len();
-    if m == 0 || m > haystack.len() {
+    if m == 0 || m > haystack.len() || m > u32::MAX as usize {
         return Vec::new();
     }
-    let mut fail = vec![0usize; m];
-    let mut k = 0;
+    // The failure table, in u32: four bytes a needle item.
+    let mut fail = vec![0u32; m];
+    let mut k = 0usize;
     for i in 1..m {
         while k > 0 && needle[i] != needle[k] {
-            k = fail[k - 1];
+            k = fail[k - 1] as usize;
         }
         if needle[i] == needle[k] {
             k += 1;
         }
-        fail[i] = k;
+        fail[i] = k as u32;
     }
     let mut found = Vec::new();
-    let mut k = 0;
+    let mut k = 0usize;
     for (i, item) in haystack.iter().enumerate() {
         while k > 0 && *item != needle[k] {
-            k = fail[k - 1];
+            k = fail[k - 1] as usize;
         }
         if *item == needle[k] {
             k += 1;
         }
         if k == m {
             found.push(i + 1 - m);
-            k = fail[k - 1];
+            k = fail[k - 1] as usize;
         }
     }
     found
 }
 
 /// The non-overlapping occurrences of `needle`, left to right, in linear
-/// time.
+/// time: the standard library's two-way search when both are UTF-8 (no
+/// memory beyond the answer), KMP over the bytes otherwise.
 pub fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
+    if needle.is_empty() || needle.len() > haystack.len() {
+        return Vec::new();
+    }
+    if let (Ok(text), Ok(wanted)) = (std::str::from_utf8(haystack), std::str::from_utf8(needle)) {
+        return text.match_indices(wanted).map(|(at, _)| at).collect();
+    }
     non_overlapping(kmp_all(haystack, needle), needle.len())
 }
 
@@ -204,20 +238,63 @@ fn bare(text: &[u8]) -> bool {
     Endings::of(text).crlf == 0
 }
 
-/// `new` with the file's line endings where the match has them: CRLF when
-/// the matched bytes end lines with CRLF, or hold no line break in a
-/// mostly-CRLF file. A `new` that spells out `\r\n` is taken as given.
-fn conform(content: &[u8], start: usize, end: usize, new: &[u8]) -> Vec<u8> {
-    let matched = &content[start..end];
-    let crlf = if matched.contains(&b'\n') {
-        !bare(matched)
-    } else {
-        Endings::of(content).crlf_dominant()
-    };
-    if crlf && bare(new) {
-        endings::to_crlf(new)
-    } else {
-        new.to_vec()
+/// A replacement as written at each match: with the file's line endings
+/// where the match has them (CRLF when the matched bytes end lines with
+/// CRLF, or hold no line break in a mostly-CRLF file). A `new` that spells
+/// out `\r\n` is taken as given. Each form is made once and shared.
+pub(crate) struct Replacement<'a> {
+    content: &'a [u8],
+    new: &'a [u8],
+    dominant: Option<bool>,
+    plain: Option<Rc<[u8]>>,
+    crlf: Option<Rc<[u8]>>,
+}
+
+impl<'a> Replacement<'a> {
+    pub fn new(content: &'a [u8], new: &'a [u8]) -> Replacement<'a> {
+        Replacement {
+            content,
+            new,
+            dominant: None,
+            plain: None,
+            crlf: None,
+        }
+    }
+
+    /// Whether the new text takes CRLF at `start..end`.
+    fn wants_crlf(&mut self, start: usize, end: usize) -> bool {
+        let matched = &self.content[start..end];
+        if matched.contains(&b'\n') {
+            !bare(matched)
+        } else {
+            let content = self.content;
+            *self
+                .dominant
+                .get_or_insert_with(|| Endings::of(content).crlf_dominant())
+        }
+    }
+
+    /// `own` (a replacement made for this match) in the endings the match
+    /// wants.
+    pub fn own(&mut self, start: usize, end: usize, own: String) -> Rc<[u8]> {
+        if self.wants_crlf(start, end) && bare(own.as_bytes()) {
+            endings::to_crlf(own.as_bytes()).into()
+        } else {
+            own.into_bytes().into()
+        }
+    }
+
+    /// The bytes that replace `start..end`.
+    pub fn at(&mut self, start: usize, end: usize) -> Rc<[u8]> {
+        if self.wants_crlf(start, end) && bare(self.new) {
+            let new = self.new;
+            self.crlf
+                .get_or_insert_with(|| endings::to_crlf(new).into())
+                .clone()
+        } else {
+            let new = self.new;
+            self.plain.get_or_insert_with(|| new.into()).clone()
+        }
     }
 }
 
@@ -226,12 +303,13 @@ fn conform(content: &[u8], start: usize, end: usize, new: &[u8]) -> Vec<u8> {
 /// the other lines keep their endings, mixed or not.
 fn exact(content: &[u8], old: &[u8], new: &[u8]) -> Vec<Span> {
     let spans = |old: &[u8]| -> Vec<Span> {
+        let mut replacement = Replacement::new(content, new);
         find_all(content, old)
             .into_iter()
             .map(|start| Span {
                 start,
                 end: start + old.len(),
-                new: conform(content, start, start + old.len(), new),
+                new: replacement.at(start, start + old.len()),
             })
             .collect()
     };
@@ -291,19 +369,34 @@ pub(crate) fn old_lines(old: &str) -> (Vec<&str>, bool) {
     (lines, ends)
 }
 
-/// Matches of `old`'s whole lines, lines compared by `key`, checked by
-/// `accept` (which gives the replacement, or refuses the candidate).
+/// What a line matcher makes of one candidate.
+pub(crate) enum Verdict {
+    /// Not a match.
+    No,
+    /// A match replaced by the new text as given.
+    Given,
+    /// A match replaced by a text of its own (given the file's endings).
+    Own(String),
+    /// A match whose replacement is never written (an ambiguous one).
+    Unused,
+}
+
+/// Matches of `old`'s whole lines, lines compared by `key`, each judged
+/// by `judge` (non-overlapping, left to right).
 pub(crate) fn line_matches<'t>(
     lines: &Lines<'t>,
     old: &str,
+    new: &str,
     key: fn(&str) -> Cow<'_, str>,
-    mut accept: impl FnMut(usize, &[&'t str]) -> Option<Vec<u8>>,
-) -> Vec<Span> {
+    mut judge: impl FnMut(usize, &[&'t str]) -> Result<Verdict, Refusal>,
+) -> Result<Vec<Span>, Refusal> {
     let (wanted, ends) = old_lines(old);
     let file_keys: Vec<Cow<str>> = (0..lines.spans.len()).map(|i| key(lines.line(i))).collect();
     let wanted_keys: Vec<Cow<str>> = wanted.iter().map(|l| key(l)).collect();
     let m = wanted.len();
     let texts = lines.texts();
+    let content = lines.text.as_bytes();
+    let mut replacement = Replacement::new(content, new.as_bytes());
     let mut spans: Vec<Span> = Vec::new();
     let mut next_free = 0;
     for at in kmp_all(&file_keys, &wanted_keys) {
@@ -316,34 +409,27 @@ pub(crate) fn line_matches<'t>(
         if ends && full_end == body_end {
             continue;
         }
-        let Some(new) = accept(at, &texts[at..at + m]) else {
-            continue;
-        };
         let end = if ends { full_end } else { body_end };
-        let content = lines.text.as_bytes();
-        spans.push(Span {
-            start,
-            end,
-            new: conform(content, start, end, &new),
-        });
+        let new = match judge(at, &texts[at..at + m])? {
+            Verdict::No => continue,
+            Verdict::Given => replacement.at(start, end),
+            Verdict::Own(text) => replacement.own(start, end, text),
+            Verdict::Unused => Rc::from(&[][..]),
+        };
+        spans.push(Span { start, end, new });
         next_free = at + m;
     }
-    spans
+    Ok(spans)
 }
 
-fn trim_end_blank(line: &str) -> &str {
-    line.trim_end_matches([' ', '\t'])
+fn trim_end_key(line: &str) -> Cow<'_, str> {
+    Cow::Borrowed(line.trim_end_matches([' ', '\t']))
 }
 
 /// Matcher 1: whitespace at line ends.
 fn trailing_whitespace(text: &str, old: &str, new: &str) -> Vec<Span> {
     let lines = Lines::of(text);
-    line_matches(
-        &lines,
-        old,
-        |l| Cow::Borrowed(trim_end_blank(l)),
-        |_, _| Some(new.as_bytes().to_vec()),
-    )
+    line_matches(&lines, old, new, trim_end_key, |_, _| Ok(Verdict::Given)).unwrap_or_default()
 }
 
 /// `text` with the `read_file` prefix (right-aligned number, tab) taken
@@ -440,6 +526,7 @@ fn punctuation(text: &str, old: &str, new: &str) -> Vec<Span> {
     origin.push(text.len() as u32);
     whole.push(true);
     let wanted = ascii_punctuation(old).replace("\r\n", "\n");
+    let mut replacement = Replacement::new(bytes, new.as_bytes());
     let mut spans = Vec::new();
     for at in find_all(&view, wanted.as_bytes()) {
         let end = at + wanted.len();
@@ -450,7 +537,7 @@ fn punctuation(text: &str, old: &str, new: &str) -> Vec<Span> {
         spans.push(Span {
             start,
             end,
-            new: conform(bytes, start, end, new.as_bytes()),
+            new: replacement.at(start, end),
         });
     }
     spans

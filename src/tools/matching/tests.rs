@@ -283,4 +283,42 @@ fn adversarial_inputs_get_linear_answers() {
     assert!(missing(apply(&line, &needle, "x")));
     let hint = closest(&Lines::of(&text).texts(), &old_lines(&old).0);
     assert!(hint.contains("\ta = 1;"), "{hint}");
+    // Lines that match everywhere once indentation is set aside, with an
+    // indentation no place fits: the checks are capped and the edit
+    // refused, not searched for minutes.
+    let uneven: String = (0..20_000)
+        .map(|i| {
+            if i % 2 == 0 {
+                "  a = 1;\n"
+            } else {
+                "    a = 1;\n"
+            }
+        })
+        .collect();
+    assert!(matches!(
+        apply(&text, &uneven, "x"),
+        Err(Refusal::Crowded { .. })
+    ));
+    // The same bytes without a match in invalid UTF-8: KMP over bytes.
+    let mut bytes = b"ab".repeat(1_000_000);
+    bytes.push(0xff);
+    assert!(matches!(
+        locate(&bytes, &format!("{}c", "ab".repeat(200_000)), "x", false),
+        Err(Refusal::Missing)
+    ));
+}
+
+#[test]
+fn a_replace_all_that_would_write_too_much_is_refused() {
+    let text = "a\n".repeat(100_000);
+    let new = "b".repeat(1_000);
+    assert!(matches!(
+        apply_all(&text, "a", &new, true),
+        Err(Refusal::TooLarge { .. })
+    ));
+    // Without replace_all it is merely ambiguous.
+    assert!(matches!(
+        apply(&text, "a", &new),
+        Err(Refusal::Ambiguous { count: 100_000, .. })
+    ));
 }
