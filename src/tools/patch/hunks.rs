@@ -14,8 +14,12 @@
 //!   typographic dashes, quotes and spaces as their ASCII forms; when they
 //!   occur more than once, **the first occurrence** after the search start
 //!   is taken (give more context, or an `@@` line, to pick another);
+//! - each level compares the lines by a key made once per line and
+//!   searches them in linear time (`matching::kmp_all`);
 //! - a hunk that still does not match is retried without trailing empty
-//!   context lines, then fails the whole plan;
+//!   context lines, then fails the whole plan, its error naming the file
+//!   and hunk and showing the closest lines of the file and what differs
+//!   (`matching::closest`);
 //! - `*** End of File` makes the hunk match at the very end of the file;
 //! - a hunk with no old lines (only `+` lines) inserts right after its
 //!   `@@` line, or at the end of the file without one.
