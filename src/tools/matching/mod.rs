@@ -41,6 +41,7 @@ pub enum Slip {
     Punctuation,
     Escapes,
     FinalNewline,
+    LineEndings,
 }
 
 impl Slip {
@@ -64,6 +65,7 @@ impl Slip {
                 "matched after unescaping \\n, \\t and quotes that were escaped once too often"
             }
             Slip::FinalNewline => "matched after ignoring a final newline the file does not have there",
+            Slip::LineEndings => "matched after reading its CRLF line endings as the file's LF",
         }
     }
 }
@@ -130,7 +132,8 @@ pub fn locate(content: &[u8], old: &str, new: &str, replace_all: bool) -> Result
         return Err(Refusal::Missing);
     };
     type Matcher = fn(&str, &str, &str, bool) -> Result<(Vec<Span>, Slip), Refusal>;
-    let matchers: [Matcher; 6] = [
+    let matchers: [Matcher; 7] = [
+        |t, o, n, _| Ok((crlf_for_lf(t, o, n), Slip::LineEndings)),
         |t, o, n, _| Ok((trailing_whitespace(t, o, n), Slip::TrailingWhitespace)),
         indent::reindented,
         |t, o, n, _| Ok((line_numbers(t, o, n), Slip::LineNumbers)),
@@ -424,6 +427,20 @@ pub(crate) fn line_matches<'t>(
 
 fn trim_end_key(line: &str) -> Cow<'_, str> {
     Cow::Borrowed(line.trim_end_matches([' ', '\t']))
+}
+
+/// Matcher 0: an old text with CRLF endings where the file has LF: the
+/// text and the new one are read with LF (the CRLF file the other way is
+/// the exact search's).
+fn crlf_for_lf(text: &str, old: &str, new: &str) -> Vec<Span> {
+    if !old.contains("\r\n") {
+        return Vec::new();
+    }
+    let (old, new) = (old.replace("\r\n", "\n"), new.replace("\r\n", "\n"));
+    exact(text.as_bytes(), old.as_bytes(), new.as_bytes())
+        .into_iter()
+        .filter(|span| bare(&text.as_bytes()[span.start..span.end]))
+        .collect()
 }
 
 /// Matcher 1: whitespace at line ends.

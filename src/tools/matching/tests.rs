@@ -45,6 +45,13 @@ fn the_exact_text_needs_no_forgiving() {
 }
 
 #[test]
+fn crlf_old_text_matches_an_lf_file_and_writes_lf() {
+    let (out, slip) = apply("a\nb\nc\n", "a\r\nb\r\n", "x\r\ny\r\n").unwrap();
+    assert_eq!(slip, Some(Slip::LineEndings));
+    assert_eq!(out, "x\ny\nc\n");
+}
+
+#[test]
 fn trailing_whitespace_is_forgiven() {
     let text = "fn f() {   \n    call();\t\n}\n";
     let (out, slip) = apply(text, "fn f() {\n    call();\n}\n", "fn g() {}\n").unwrap();
