@@ -515,7 +515,11 @@ fn refused(
                 .collect();
             format!(
                 "{which}the \"old\" text is not in the file as given; {} it matches {count} places ({}). Nothing was changed. Copy the text exactly, with more surrounding lines, to pick one.",
-                slip.describe().trim_start_matches("matched "),
+                slip.describe()
+                    .trim_start_matches("matched ")
+                    .split(" (")
+                    .next()
+                    .unwrap_or_default(),
                 lines.join(" and ")
             )
         }
@@ -585,6 +589,22 @@ mod tests {
         assert!(apply_edits("abc", &[edit("", "q")]).is_err());
         let crlf = apply_edits("a\r\nb\r\n", &[edit("a\nc", "x")]).unwrap_err();
         assert!(crlf.contains("CRLF"), "{crlf}");
+    }
+
+    #[test]
+    fn forgiven_edits_are_named_and_ambiguous_ones_refused_with_both_ranges() {
+        let text = "    if a {\n        go();\n    }\n    if a {\n        go();\n    }\n";
+        let err = apply_edits(text, &[edit("if a {\n    go();\n}", "x")]).unwrap_err();
+        assert!(
+            err.contains("after ignoring a change of indentation it matches 2 places (lines 1-3 and lines 4-6)"),
+            "{err}"
+        );
+        let (_, _, applied) =
+            apply_text_edits("a  \nb\n", &[edit("b", "B"), edit("a\n", "A\n")]).unwrap();
+        assert_eq!(
+            applied.told(),
+            " Edit 2: the old text matched after ignoring trailing whitespace."
+        );
     }
 
     #[test]
