@@ -145,9 +145,10 @@ impl Reindent {
                 out.push_str(line);
                 continue;
             }
-            let from = self
-                .from
-                .unwrap_or_else(|| body.chars().next().unwrap_or(' '));
+            // An old text without indentation says nothing of the new
+            // text's own: its leading spaces or tabs count as given.
+            let own = if body.starts_with('\t') { '\t' } else { ' ' };
+            let from = self.from.unwrap_or(own);
             let count = body.len() - body.trim_start_matches(from).len();
             let rest = &line[count..];
             let (columns, spare) = match self.scale {

@@ -73,6 +73,10 @@ fn a_uniform_reindent_is_forgiven_and_the_new_text_takes_the_files_indent() {
         out,
         "impl A {\n        fn f() {\n            two();\n            if x {\n                three();\n            }\n        }\n}\n"
     );
+    // An old text without indentation: the new text's words are never
+    // taken for indentation.
+    let (out, _) = apply("  xa\n  b\n", "xa\nb\n", "xxa\n  b\n").unwrap();
+    assert_eq!(out, "  xxa\n    b\n");
     // The model indented more than the file: the new text comes back.
     let (out, _) = apply("a\n  b\n", "    a\n      b", "    a\n      c").unwrap();
     assert_eq!(out, "a\n  c\n");
