@@ -70,6 +70,10 @@ pub const TARGETS: &[Target] = &[
         case: tools::edit_applier,
     },
     Target {
+        name: "forgiving matcher",
+        case: tools::forgiving_matcher,
+    },
+    Target {
         name: "command classifier",
         case: policy::command_classifier,
     },

@@ -1,5 +1,5 @@
-//! Targets of the tools: the glob matcher, ignore rules, the edit applier
-//! and inflate, with the small deflate encoder that feeds it.
+//! Targets of the tools: the glob matcher, ignore rules, the edit applier,
+//! the forgiving matchers and inflate, with the small deflate encoder that feeds it.
 
 use super::rng::Rng;
 
@@ -86,6 +86,102 @@ pub(super) fn edit_applier(rng: &mut Rng) -> Result<(), String> {
         };
         if result != expected {
             return Err(format!("{text:?} with {old:?} -> {new:?} gave {result:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// The forgiving matchers over text made of their slips' material (line
+/// ends, indentation, typographic punctuation, escapes, read_file
+/// prefixes): they never panic, their spans are in order, apart, within
+/// the text and on character boundaries, and a match found by forgiving a
+/// slip differs from the old text by that slip alone, as checked here by
+/// normalisers of this target's own.
+pub(super) fn forgiving_matcher(rng: &mut Rng) -> Result<(), String> {
+    use crate::tools::matching::{locate, Slip};
+    const TOKENS: &[&str] = &[
+        "a", "b", " ", "  ", "\t", "\n", "\n", "\r\n", "\u{201c}", "\"", "\u{2014}", "-",
+        "\u{2026}", "...", "\\n", "\\t", "\\\"", "     1\t", "     2\t", "\u{a0}",
+    ];
+    let text = rng.text(TOKENS, 24);
+    let old = if rng.below(3) > 0 && !text.is_empty() {
+        // A piece of the text, with one token changed now and then.
+        let chars: Vec<char> = text.chars().collect();
+        let start = rng.below(chars.len());
+        let end = (start + 1 + rng.below(12)).min(chars.len());
+        let mut piece: String = chars[start..end].iter().collect();
+        if rng.below(2) == 0 {
+            let (from, to) = (rng.pick(TOKENS), rng.pick(TOKENS));
+            piece = piece.replacen(from, to, 1);
+        }
+        piece
+    } else {
+        rng.text(TOKENS, 6)
+    };
+    let new = rng.text(TOKENS, 4);
+    if old.is_empty() {
+        return Ok(());
+    }
+    let Ok(located) = locate(text.as_bytes(), &old, &new, rng.below(2) == 0) else {
+        return Ok(());
+    };
+    let mut last = 0;
+    for span in &located.spans {
+        if span.start < last || span.end < span.start || span.end > text.len() {
+            return Err(format!(
+                "{text:?} / {old:?}: bad span {}..{}",
+                span.start, span.end
+            ));
+        }
+        if !text.is_char_boundary(span.start) || !text.is_char_boundary(span.end) {
+            return Err(format!("{text:?} / {old:?}: span off a character boundary"));
+        }
+        last = span.end;
+        let region = &text[span.start..span.end];
+        let lf = |s: &str| s.replace("\r\n", "\n");
+        let lines = |s: &str, f: fn(&str) -> &str| -> Vec<String> {
+            lf(s).split('\n').map(|l| f(l).to_string()).collect()
+        };
+        // Random characters reach every typographic form: the table is
+        // the module's.
+        let ascii = |s: &str| lf(&crate::tools::matching::ascii_punctuation(s));
+        let agrees = match located.slip {
+            None => lf(region) == lf(&old),
+            Some(Slip::LineEndings) => region == lf(&old),
+            Some(Slip::TrailingWhitespace) => {
+                lines(region, |l| l.trim_end_matches([' ', '\t']))
+                    == lines(&old, |l| l.trim_end_matches([' ', '\t']))
+            }
+            Some(Slip::Indentation | Slip::TabsAndSpaces) => {
+                lines(region, |l| l.trim_start_matches([' ', '\t']))
+                    == lines(&old, |l| l.trim_start_matches([' ', '\t']))
+            }
+            Some(Slip::LineNumbers) => {
+                let strip = |l: &str| -> String {
+                    let rest = l.trim_start_matches(' ');
+                    let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+                    rest.strip_prefix('\t').unwrap_or(rest).to_string()
+                };
+                let ours: Vec<String> = lf(&old).split('\n').map(strip).collect();
+                lf(region).split('\n').map(String::from).collect::<Vec<_>>() == ours
+            }
+            Some(Slip::Punctuation) => ascii(region) == ascii(&old),
+            Some(Slip::Escapes) => {
+                let plain = old
+                    .replace("\\n", "\n")
+                    .replace("\\t", "\t")
+                    .replace("\\\"", "\"");
+                lf(region) == lf(&plain) || region.contains('\\')
+            }
+            Some(Slip::FinalNewline) => {
+                span.end == text.len() && lf(region) == lf(old.trim_end_matches(['\n', '\r']))
+            }
+        };
+        if !agrees {
+            return Err(format!(
+                "{text:?} / {old:?}: matched {region:?} forgiving {:?}",
+                located.slip
+            ));
         }
     }
     Ok(())

@@ -364,11 +364,14 @@ impl<'a> Lines<'a> {
 pub(crate) fn old_lines(old: &str) -> (Vec<&str>, bool) {
     let ends = old.ends_with('\n');
     let body = old.strip_suffix('\n').unwrap_or(old);
-    let body = body.strip_suffix('\r').unwrap_or(body);
-    let lines = body
-        .split('\n')
-        .map(|l| l.strip_suffix('\r').unwrap_or(l))
-        .collect();
+    let mut lines: Vec<&str> = body.split('\n').collect();
+    // A `\r` is part of a line ending only before a `\n`.
+    let count = lines.len();
+    for (i, line) in lines.iter_mut().enumerate() {
+        if i + 1 < count || ends {
+            *line = line.strip_suffix('\r').unwrap_or(line);
+        }
+    }
     (lines, ends)
 }
 
@@ -453,10 +456,10 @@ fn trailing_whitespace(text: &str, old: &str, new: &str) -> Vec<Span> {
 /// off every line, when every line has one; with `consecutive`, the
 /// numbers must also count up by one.
 fn strip_numbers(text: &str, consecutive: bool) -> Option<String> {
-    let (lines, ends) = old_lines(text);
     let mut out = String::with_capacity(text.len());
     let mut previous: Option<u64> = None;
-    for (i, line) in lines.iter().enumerate() {
+    // Each line keeps its own ending.
+    for line in text.split_inclusive('\n') {
         let rest = line.trim_start_matches(' ');
         let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
         if digits == 0 || digits > 12 || !rest[digits..].starts_with('\t') {
@@ -467,13 +470,7 @@ fn strip_numbers(text: &str, consecutive: bool) -> Option<String> {
             return None;
         }
         previous = Some(number);
-        if i > 0 {
-            out.push('\n');
-        }
         out.push_str(&rest[digits + 1..]);
-    }
-    if ends {
-        out.push('\n');
     }
     Some(out)
 }
@@ -532,11 +529,17 @@ fn punctuation(text: &str, old: &str, new: &str) -> Vec<Span> {
         if c == '\r' && bytes.get(at + 1) == Some(&b'\n') {
             continue;
         }
+        // A `\n` seen for `\r\n` stands for both bytes.
+        let from = if c == '\n' && at > 0 && bytes[at - 1] == b'\r' {
+            at - 1
+        } else {
+            at
+        };
         let mut buffer = [0u8; 4];
         let form = ascii_form(c).unwrap_or_else(|| c.encode_utf8(&mut buffer));
         for (i, &b) in form.as_bytes().iter().enumerate() {
             view.push(b);
-            origin.push(at as u32);
+            origin.push(from as u32);
             whole.push(i == 0);
         }
     }

@@ -142,6 +142,10 @@ fn typographic_punctuation_is_forgiven_both_ways() {
     )
     .unwrap();
     assert_eq!(out, "let s = \u{201c}b\u{201d};\n");
+    // In a CRLF file a match ends after its own line ending, not inside
+    // the next one.
+    let (out, _) = apply("\u{a0}-\r\n\r\nz\r\n", "\u{2014}\r\n", "x\n").unwrap();
+    assert_eq!(out, "\u{a0}x\r\n\r\nz\r\n");
     // A match starting inside one character's ASCII form is not taken.
     assert!(missing(apply("wait\u{2026}\n", "t..", "x")));
 }
