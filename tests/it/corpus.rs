@@ -10,7 +10,7 @@
 //! `call` (`name`, `arguments` as raw text) or `text` (the answer's text),
 //! and `expect`: `files` (path → text after), `status` of the call
 //! (`completed`, `failed`, or `none` when no call may run), `told` (words
-//! the tool's result must hold), and `unchanged: true` when no file may
+//! the model must be told in the call's result), and `unchanged: true` when no file may
 //! change.
 
 use crate::support::fake_openai::{chat_text, chunk_finish, chunk_role, chunk_tool_call, done};
@@ -170,12 +170,19 @@ fn run(name: &str, case: &Value, wire: Wire) -> Result<(), String> {
         .rev()
         .find_map(|u| u["status"].as_str())
         .unwrap_or("none");
-    let told: String = updates
+    // What the model was told: the result as the next request carries it
+    // (an edit's result is a diff for the editor, words for the model),
+    // and any text the editor was shown.
+    let mut told: String = updates
         .iter()
         .flat_map(|u| u["content"].as_array().into_iter().flatten())
         .filter_map(|c| c["content"]["text"].as_str())
         .collect::<Vec<_>>()
         .join("\n");
+    for request in server.requests().iter().skip(1) {
+        told.push('\n');
+        told.push_str(&request.raw);
+    }
     if let Some(wanted) = expect["status"].as_str() {
         if status != wanted {
             return Err(format!(
