@@ -62,6 +62,8 @@
 //! 14. edit_file's matchers, in process, on a 10,000-line file: an exact
 //!     hit, a hit found by forgiving a re-indented block, and a miss (every
 //!     matcher, then the closest lines).
+//! 15. The corpus of model slips (`tests/data/corpus`): the edit cases a
+//!     model's slip should not fail that apply, and the controls refused.
 
 mod agent;
 mod chat_server;
@@ -75,6 +77,7 @@ mod hostile;
 mod jobs;
 mod load;
 mod matching;
+mod recovery;
 mod report;
 mod search;
 mod size;
@@ -108,7 +111,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 const USAGE: &str = "usage: bench [PATH_TO_RELEASE_BINARY] [--figure N]...
   PATH_TO_RELEASE_BINARY  the agent to measure (default target/release/spindle)
-  --figure N              run figure N only (1 to 14; repeat for several)";
+  --figure N              run figure N only (1 to 15; repeat for several)";
 
 fn main() -> ExitCode {
     let mut binary = PathBuf::from("target/release/spindle");
@@ -121,9 +124,9 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             Some("--figure") => match args.next().and_then(|n| n.to_str()?.parse().ok()) {
-                Some(n @ 1..=14) => figures.push(n),
+                Some(n @ 1..=15) => figures.push(n),
                 _ => {
-                    eprintln!("bench: --figure takes a number from 1 to 14\n{USAGE}");
+                    eprintln!("bench: --figure takes a number from 1 to 15\n{USAGE}");
                     return ExitCode::FAILURE;
                 }
             },
@@ -240,6 +243,12 @@ fn main() -> ExitCode {
     // 14: edit_file's matchers on a 10,000-line file.
     if run(14) {
         matching::report_matching(&mut rows, &mut failed);
+        println!();
+    }
+
+    // 15: the corpus of model slips, recovered and refused.
+    if run(15) {
+        recovery::report_recovery(&mut rows, &mut failed);
         println!();
     }
 
