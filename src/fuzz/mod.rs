@@ -9,8 +9,9 @@
 //! This file holds the generator, the table of targets and the runner; the
 //! targets are grouped by the layer they read for: `rpc.rs` (JSON-RPC
 //! lines), `provider.rs` (SSE, the model streams, trace context),
-//! `tools.rs` (globs, ignore rules, edits, inflate), `policy.rs` (the
-//! command classifier), `mcp.rs` (elicitations).
+//! `tools.rs` (globs, ignore rules, edits, inflate, almost-JSON
+//! arguments), `policy.rs` (the command classifier), `mcp.rs`
+//! (elicitations).
 
 mod mcp;
 mod policy;
@@ -72,6 +73,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "forgiving matcher",
         case: tools::forgiving_matcher,
+    },
+    Target {
+        name: "almost-JSON tool arguments",
+        case: tools::almost_json,
     },
     Target {
         name: "command classifier",

@@ -379,3 +379,45 @@ pub fn deflate_for_tests(rng: &mut Rng, data: &[u8]) -> Vec<u8> {
         }
     }
 }
+
+const JSON_TOKENS: &[&str] = &[
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    "'",
+    "\"",
+    "\\",
+    "a",
+    "1",
+    "-2.5e3",
+    "True",
+    "None",
+    "null",
+    " ",
+    "\n",
+    "\t",
+    "```",
+    "```json\n",
+    "é",
+    "\"path\"",
+];
+
+/// Almost-JSON arguments: any text gets an answer, never a panic; what
+/// strict JSON reads, the lenient reader reads the same, with no repair.
+pub(super) fn almost_json(rng: &mut Rng) -> Result<(), String> {
+    let text = rng.text(JSON_TOKENS, 24);
+    let lenient = crate::tools::lenient::parse(&text);
+    if let Ok(strict) = serde_json::from_str::<serde_json::Value>(&text) {
+        match lenient {
+            Ok(read) if read.value == strict && read.repairs.is_empty() => {}
+            other => return Err(format!("{text:?}: strict {strict}, lenient {other:?}")),
+        }
+    }
+    let offered = crate::tools::specs(false, 1000);
+    let name = rng.text(&["read", "_", "-", "File", "functions.", "x"], 4);
+    let _ = crate::tools::repair::fix_call(&name, &text, &offered);
+    Ok(())
+}

@@ -24,6 +24,7 @@ mod docs_commands;
 mod docs_config;
 mod exec;
 mod first_day;
+mod forgiving;
 mod help;
 mod hooks;
 mod imports;

@@ -22,6 +22,7 @@ mod offered;
 mod permission;
 pub mod processes;
 mod record;
+mod recover;
 pub mod report;
 pub use agent_log::agent_answer;
 mod questions;
@@ -420,11 +421,13 @@ fn steps(
             return stop;
         }
         let called = step::call_model(turn, sink, state, record, messages, &mut run);
-        let (outcome, assistant) = match called {
+        let (mut outcome, assistant) = match called {
             step::Called::Answer(answer) => *answer,
             step::Called::Retry => continue,
             step::Called::Stop(stop) => return stop,
         };
+        // Calls almost right made whole before anything judges them.
+        let repairs = recover::recover(run.tools(), &mut outcome);
         let stop = step::take_answer(turn, sink, state, messages, &run, &outcome, assistant);
         match step::after_answer(
             turn, sink, state, record, messages, &mut run, &outcome, stop,
@@ -439,7 +442,7 @@ fn steps(
             state,
             checkpoints,
             &mut run,
-            &outcome.tool_calls,
+            (&outcome.tool_calls, &repairs),
         );
         if let Some(stop) = step::after_calls(
             turn, sink, state, record, messages, &mut run, &outcome, calls,

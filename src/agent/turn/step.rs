@@ -62,6 +62,13 @@ impl<'t> Loop<'t> {
     }
 }
 
+impl Loop<'_> {
+    /// The tools the next request offers.
+    pub(super) fn tools(&self) -> &[ToolSpec] {
+        &self.tools
+    }
+}
+
 /// How the loop goes on after a step.
 pub(super) enum Flow {
     /// To the step's tool calls.
@@ -544,7 +551,10 @@ pub(super) fn run_calls(
     state: &mut State,
     checkpoints: Option<&RefCell<crate::checkpoint::Checkpoints>>,
     run: &mut Loop,
-    calls: &[crate::provider::ToolCallRequest],
+    (calls, repairs): (
+        &[crate::provider::ToolCallRequest],
+        &super::recover::Repairs,
+    ),
 ) -> Calls {
     let mut runner = Runner {
         session_id: &turn.io.session_id,
@@ -593,7 +603,9 @@ pub(super) fn run_calls(
             done.looped = Some((index, why));
             break;
         }
-        let result: CallResult = if call.name == "task" && turn.io.client.parent.is_none() {
+        let mut result: CallResult = if let Some(error) = repairs.refused(&call.id) {
+            runner.refuse_unreadable(call, error)
+        } else if call.name == "task" && turn.io.client.parent.is_none() {
             // Its hooks as any call's, under Claude Code's name (`Task`).
             let mut spent = subagent::Spent::default();
             let result = runner.run_hooked(call, |runner, raw_input, _| {
@@ -628,6 +640,9 @@ pub(super) fn run_calls(
         } else {
             runner.run(call)
         };
+        if let Some(note) = repairs.note(&call.id) {
+            result.text = format!("{}\n\n{note}", result.text);
+        }
         // A question the editor could not ask gets its result from the
         // user's next prompt (the dispatcher adds it then).
         if result.question.is_none() {

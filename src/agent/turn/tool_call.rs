@@ -214,6 +214,23 @@ impl Runner<'_> {
         self.permit_and_execute(call, &tool, target.as_ref(), &announce)
     }
 
+    /// A call that could not be made whole (an unknown tool, arguments
+    /// that cannot be read): shown and failed with the reason, the turn
+    /// going on.
+    pub(super) fn refuse_unreadable(&self, call: &ToolCallRequest, error: &str) -> CallResult {
+        let raw_input = serde_json::from_str::<Value>(&call.arguments)
+            .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+        let name: String = call.name.chars().take(64).collect();
+        let title = format!("{name} (invalid call)");
+        self.refuse(
+            call,
+            title,
+            ToolKind::Other,
+            &raw_input,
+            format!("Error: {error}"),
+        )
+    }
+
     /// A call the session does not offer: a tool a subagent may not use,
     /// or one outside an agent file's allow-list (whatever the model
     /// calls, a tool it was not offered is not run). Shown and failed.
