@@ -32,6 +32,7 @@ mod spec;
 mod step;
 mod subagent;
 mod terminal_job;
+mod text_calls;
 mod tool_call;
 mod undo;
 mod updates;
@@ -421,13 +422,14 @@ fn steps(
             return stop;
         }
         let called = step::call_model(turn, sink, state, record, messages, &mut run);
-        let (mut outcome, assistant) = match called {
+        let (mut outcome, mut assistant) = match called {
             step::Called::Answer(answer) => *answer,
             step::Called::Retry => continue,
             step::Called::Stop(stop) => return stop,
         };
-        // Calls almost right made whole before anything judges them.
-        let repairs = recover::recover(run.tools(), &mut outcome);
+        // Calls written into the text, and calls almost right, made whole
+        // before anything judges them.
+        let repairs = recover::recover(run.tools(), sink, &mut outcome, &mut assistant);
         let stop = step::take_answer(turn, sink, state, messages, &run, &outcome, assistant);
         match step::after_answer(
             turn, sink, state, record, messages, &mut run, &outcome, stop,

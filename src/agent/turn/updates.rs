@@ -306,6 +306,12 @@ pub struct UpdateSink<'a> {
     thought: String,
     /// Where status lines (retries) mark the provider's health.
     pub live: Option<super::report::SharedLive>,
+    /// What of the message's text is shown yet: a tool call the model may
+    /// be writing into its text is held back until the message ends.
+    holder: super::text_calls::Holder,
+    /// The text held back when the message ended, until the turn reads it
+    /// as calls or has it shown.
+    held: Option<String>,
 }
 
 impl<'a> UpdateSink<'a> {
@@ -318,6 +324,8 @@ impl<'a> UpdateSink<'a> {
             text: String::new(),
             thought: String::new(),
             live: None,
+            holder: Default::default(),
+            held: None,
         }
     }
 
@@ -328,6 +336,11 @@ impl<'a> UpdateSink<'a> {
 
     /// Starts a new assistant message (one per model call), with fresh ids.
     pub fn begin_message(&mut self) {
+        // Held text nobody read as calls is shown, as its own message's.
+        if let Some(held) = self.held.take() {
+            self.show(&held);
+        }
+        self.holder = Default::default();
         let id = crate::util::random_hex();
         self.message_id = format!("msg_{id}");
         self.thought_id = format!("thought_{id}");
@@ -341,11 +354,30 @@ impl<'a> UpdateSink<'a> {
             None
         } else {
             let mut text = std::mem::take(&mut self.text);
+            self.held = std::mem::take(&mut self.holder)
+                .held(&text)
+                .map(|at| text[at..].to_string());
             let mut thought = std::mem::take(&mut self.thought);
             text.shrink_to_fit();
             thought.shrink_to_fit();
             Some(Message::assistant(text, thought))
         }
+    }
+
+    /// The end of the last message's text that was held back (a possible
+    /// tool call), now the turn's to read or show.
+    pub fn take_held(&mut self) -> Option<String> {
+        self.held.take()
+    }
+
+    /// Shows text of the current message that was held back.
+    pub fn show(&mut self, text: &str) {
+        if self.cancel.is_cancelled() || text.is_empty() {
+            return;
+        }
+        self.updates
+            .borrow_mut()
+            .chunk(false, &self.message_id, text);
     }
 }
 
@@ -356,9 +388,12 @@ impl Sink for UpdateSink<'_> {
             return;
         }
         self.text.push_str(delta);
-        self.updates
-            .borrow_mut()
-            .chunk(false, &self.message_id, delta);
+        let shown = self.holder.advance(&self.text);
+        if !shown.is_empty() {
+            self.updates
+                .borrow_mut()
+                .chunk(false, &self.message_id, &self.text[shown]);
+        }
     }
 
     fn notice(&mut self, text: &str) {
