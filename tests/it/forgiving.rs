@@ -450,3 +450,54 @@ fn responses_repairs_and_text_calls() {
         "{input:#?}"
     );
 }
+
+#[test]
+fn a_json_answer_that_is_not_a_call_is_shown_whole() {
+    let server = FakeServer::start();
+    let answer = "{\"name\": \"release\", \"arguments\": {\"version\": \"1.2\"}}";
+    server.push(Reply::Sse(chat_text(&["{\"name\": ", &answer[9..]])));
+    let held = "Done. [TOOL_CALLS] is how Mistral marks a call.";
+    server.push(Reply::Sse(chat_text(&[held])));
+    let mut agent = chat_agent(&server, &["--permissions", "yolo"]);
+    let dir = workspace("forgiving-json-answer");
+    let session = session(&mut agent, &dir);
+    let turn = prompt(&mut agent, &session, "as JSON");
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert!(tool_calls(&turn).is_empty(), "{}", turn.dump());
+    assert_eq!(updates_text(&turn.messages, "agent_message_chunk"), answer);
+    let turn = prompt(&mut agent, &session, "and?");
+    assert_eq!(updates_text(&turn.messages, "agent_message_chunk"), held);
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn thousands_of_tags_get_a_bounded_answer() {
+    let server = FakeServer::start();
+    let tag = "<tool_call>{\"name\": \"write_file\", \"arguments\": {\"path\": \"t.txt\", \"content\": \"x\"}}</tool_call>";
+    // Seventeen calls (one past the cap), then ten thousand.
+    server.push(Reply::Sse(chat_text(&[&tag.repeat(17)])));
+    let many = tag.repeat(10_000);
+    let pieces: Vec<&str> = (0..many.len())
+        .step_by(64 * 1024)
+        .map(|at| &many[at..(at + 64 * 1024).min(many.len())])
+        .collect();
+    server.push(Reply::Sse(chat_text(&pieces)));
+    let mut agent = chat_agent(&server, &["--permissions", "yolo"]);
+    let dir = workspace("forgiving-many");
+    let session = session(&mut agent, &dir);
+    let turn = prompt(&mut agent, &session, "go");
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert!(tool_calls(&turn).is_empty());
+    assert_eq!(
+        updates_text(&turn.messages, "agent_message_chunk"),
+        tag.repeat(17)
+    );
+    let turn = prompt(&mut agent, &session, "again");
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert!(tool_calls(&turn).is_empty());
+    assert_eq!(
+        updates_text(&turn.messages, "agent_message_chunk").len(),
+        many.len()
+    );
+    assert!(!dir.join("t.txt").exists());
+}

@@ -270,6 +270,11 @@ fn run_guarded(
         TurnKind::Compact(focus) => compaction::compact_command(turn, sink, state, focus),
         TurnKind::Rewind(rewind) => undo::run(turn, sink, state, *rewind),
     }));
+    // Text held back as a possible tool call that nobody read as one (a
+    // failed request, a summary) is shown before the turn ends.
+    if let Some(held) = sink.take_held() {
+        sink.show(&held);
+    }
     match outcome {
         Ok(result) => result,
         Err(panic) => {
