@@ -1,9 +1,9 @@
 //! Tool calls a model wrote into its message's text, for servers that do
 //! not turn them into the API's tool calls: Hermes/Qwen's
 //! `<tool_call>{…}</tool_call>` (one or several), Mistral's
-//! `[TOOL_CALLS][{…}]`, Llama 3's `<|python_tag|>{…}`, and a message that
-//! is nothing but one `{"name": …, "arguments": {…}}` object (bare or in
-//! one code fence). Only a form that fills the rest of the message and
+//! `[TOOL_CALLS][{…}]` (or `[TOOL_CALLS]name[ARGS]{…}`), Llama 3's
+//! `<|python_tag|>{…}`, and a message that is nothing but one
+//! `{"name": …, "arguments": {…}}` object (bare or in one code fence). Only a form that fills the rest of the message and
 //! names a tool the model may call counts; text that mentions a form among
 //! other words stays text. Pure functions: the `Holder` decides what of a
 //! streaming message may be shown now, `recover` reads the calls at the
@@ -151,12 +151,8 @@ pub fn recover(text: &str, from: usize, known: impl Fn(&str) -> bool) -> Option<
     let body = held.trim();
     let calls = if let Some(rest) = body.strip_prefix("<tool_call>") {
         tagged(rest)?
-    } else if let Some(rest) = body.strip_prefix("[TOOL_CALLS]") {
-        match parse(rest)? {
-            Value::Array(items) if items.len() <= MAX_CALLS => items,
-            item @ Value::Object(_) => vec![item],
-            _ => return None,
-        }
+    } else if body.starts_with("[TOOL_CALLS]") {
+        mistral(body)?
     } else if let Some(rest) = body.strip_prefix("<|python_tag|>") {
         let rest = rest.trim_end();
         let rest = ["<|eom_id|>", "<|eot_id|>"]
@@ -192,6 +188,32 @@ fn tagged(mut rest: &str) -> Option<Vec<Value>> {
         }
         rest = rest.strip_prefix("<tool_call>")?;
     }
+}
+
+/// Mistral's calls: `[TOOL_CALLS][{…}, …]`, or one call a marker in its
+/// newer form, `[TOOL_CALLS]name[ARGS]{…}`.
+fn mistral(body: &str) -> Option<Vec<Value>> {
+    let mut calls = Vec::new();
+    for segment in body.split("[TOOL_CALLS]").skip(1) {
+        let segment = segment.trim();
+        if segment.starts_with('[') || segment.starts_with('{') {
+            match parse(segment)? {
+                Value::Array(items) => calls.extend(items),
+                item @ Value::Object(_) => calls.push(item),
+                _ => return None,
+            }
+        } else {
+            let (name, arguments) = segment.split_once("[ARGS]")?;
+            let mut call = serde_json::Map::new();
+            call.insert("name".into(), Value::String(name.trim().to_string()));
+            call.insert("arguments".into(), parse(arguments)?);
+            calls.push(Value::Object(call));
+        }
+        if calls.len() > MAX_CALLS {
+            return None;
+        }
+    }
+    Some(calls)
 }
 
 fn parse(text: &str) -> Option<Value> {
@@ -377,6 +399,8 @@ mod tests {
         assert_eq!(recover(&ten_mb, 0, known), None);
         let deep = format!("<tool_call>{}</tool_call>", "[".repeat(100_000));
         assert_eq!(recover(&deep, 0, known), None);
+        let mistral = "[TOOL_CALLS]read_file[ARGS]{}".repeat(10_000);
+        assert_eq!(recover(&mistral, 0, known), None);
         let tags = "<tool_call>".repeat(10_000);
         assert_eq!(recover(&tags, 0, known), None);
     }
