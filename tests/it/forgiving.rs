@@ -501,3 +501,42 @@ fn thousands_of_tags_get_a_bounded_answer() {
     );
     assert!(!dir.join("t.txt").exists());
 }
+
+#[test]
+fn a_refused_call_does_not_refuse_another_with_the_same_id() {
+    let server = FakeServer::start();
+    server.push(Reply::Sse(vec![
+        chunk_role(),
+        chunk_tool_call(0, Some("dup"), Some("read_file"), "{\"path\": "),
+        chunk_tool_call(
+            1,
+            Some("dup"),
+            Some("write_file"),
+            "{\"path\": \"made.txt\", \"content\": \"ok\",}",
+        ),
+        chunk_finish("tool_calls"),
+        chunk_usage(10, 5),
+        done(),
+    ]));
+    server.push(Reply::Sse(chat_text(&["Done."])));
+    let mut agent = chat_agent(&server, &["--permissions", "yolo"]);
+    let dir = workspace("forgiving-dup");
+    let session = session(&mut agent, &dir);
+    let turn = prompt(&mut agent, &session, "go");
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    assert_eq!(std::fs::read_to_string(dir.join("made.txt")).unwrap(), "ok");
+    let requests = server.wait_requests(2, WAIT);
+    let sent = requests[1].body["messages"].as_array().unwrap();
+    let results: Vec<&str> = sent
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(results.len(), 2, "{sent:#?}");
+    assert!(results[0].contains("not valid JSON"), "{}", results[0]);
+    assert!(
+        results[1].ends_with("(arguments repaired: trailing comma)"),
+        "{}",
+        results[1]
+    );
+}

@@ -12,25 +12,26 @@ use crate::provider::{Finish, Message, Outcome, ToolCallRequest, ToolSpec};
 use crate::tools::repair;
 use std::collections::HashMap;
 
-/// What was done to a step's calls, by call id.
+/// What was done to a step's calls, by their place in the answer (ids
+/// from a careless server may repeat).
 #[derive(Default)]
 pub(super) struct Repairs {
     /// What was repaired, in a few words, for the call's result.
-    notes: HashMap<String, String>,
+    notes: HashMap<usize, String>,
     /// Why a call cannot run.
-    refused: HashMap<String, String>,
+    refused: HashMap<usize, String>,
 }
 
 impl Repairs {
-    /// Why the call cannot run, if it cannot.
-    pub(super) fn refused(&self, id: &str) -> Option<&str> {
-        self.refused.get(id).map(String::as_str)
+    /// Why the answer's call at `index` cannot run, if it cannot.
+    pub(super) fn refused(&self, index: usize) -> Option<&str> {
+        self.refused.get(&index).map(String::as_str)
     }
 
-    /// What the call's result says was repaired.
-    pub(super) fn note(&self, id: &str) -> Option<String> {
+    /// What the result of the call at `index` says was repaired.
+    pub(super) fn note(&self, index: usize) -> Option<String> {
         self.notes
-            .get(id)
+            .get(&index)
             .map(|what| format!("(arguments repaired: {what})"))
     }
 }
@@ -77,7 +78,7 @@ pub(super) fn recover(
         }
     }
     let mut repairs = Repairs::default();
-    for call in &mut outcome.tool_calls {
+    for (index, call) in outcome.tool_calls.iter_mut().enumerate() {
         match repair::fix_call(&call.name, &call.arguments, tools) {
             Ok(None) => {}
             Ok(Some(fixed)) => {
@@ -88,12 +89,10 @@ pub(super) fn recover(
                 );
                 call.name = fixed.name;
                 call.arguments = fixed.arguments;
-                repairs
-                    .notes
-                    .insert(call.id.clone(), fixed.repairs.join(", "));
+                repairs.notes.insert(index, fixed.repairs.join(", "));
             }
             Err(error) => {
-                repairs.refused.insert(call.id.clone(), error);
+                repairs.refused.insert(index, error);
             }
         }
     }

@@ -603,7 +603,7 @@ pub(super) fn run_calls(
             done.looped = Some((index, why));
             break;
         }
-        let mut result: CallResult = if let Some(error) = repairs.refused(&call.id) {
+        let mut result: CallResult = if let Some(error) = repairs.refused(index) {
             runner.refuse_unreadable(call, error)
         } else if call.name == "task" && turn.io.client.parent.is_none() {
             // Its hooks as any call's, under Claude Code's name (`Task`).
@@ -640,7 +640,7 @@ pub(super) fn run_calls(
         } else {
             runner.run(call)
         };
-        if let Some(note) = repairs.note(&call.id) {
+        if let Some(note) = repairs.note(index) {
             result.text = format!("{}\n\n{note}", result.text);
         }
         // A question the editor could not ask gets its result from the
