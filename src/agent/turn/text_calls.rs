@@ -173,14 +173,19 @@ pub fn recover(text: &str, from: usize, known: impl Fn(&str) -> bool) -> Option<
 }
 
 /// The bodies of `<tool_call>…</tool_call>` tags after the first opening
-/// one, with nothing but white space between and after them.
+/// one, with nothing but white space between and after them. The last
+/// tag may go unclosed (servers that stop at the closing tag drop it)
+/// when its whole rest is the call.
 fn tagged(mut rest: &str) -> Option<Vec<Value>> {
     let mut calls = Vec::new();
     loop {
-        let end = rest.find("</tool_call>")?;
         if calls.len() == MAX_CALLS {
             return None;
         }
+        let Some(end) = rest.find("</tool_call>") else {
+            calls.push(parse(rest)?);
+            return Some(calls);
+        };
         calls.push(parse(&rest[..end])?);
         rest = rest[end + "</tool_call>".len()..].trim_start();
         if rest.is_empty() {
@@ -229,10 +234,12 @@ fn one(call: Value, known: &impl Fn(&str) -> bool) -> Option<TextCall> {
     let Value::Object(fields) = call else {
         return None;
     };
-    if fields
-        .keys()
-        .any(|k| !matches!(k.as_str(), "name" | "arguments" | "parameters"))
-    {
+    // Llama 3.2 may add `"type": "function"`; nothing else may be there.
+    if fields.iter().any(|(k, v)| match k.as_str() {
+        "name" | "arguments" | "parameters" => false,
+        "type" => v != "function",
+        _ => true,
+    }) {
         return None;
     }
     let name = fields.get("name")?.as_str()?;
@@ -301,6 +308,17 @@ mod tests {
         let mut holder = Holder::default();
         let range = holder.advance(text);
         assert_eq!(&text[range], "Let me look.\n");
+    }
+
+    #[test]
+    fn the_last_tag_may_go_unclosed() {
+        let one = "<tool_call>{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}";
+        assert_eq!(calls(one), Some(vec![read("a")]));
+        let two = format!("{one}</tool_call>\n{one}\n");
+        assert_eq!(calls(&two), Some(vec![read("a"), read("a")]));
+        // Unclosed in the middle, or followed by words: text.
+        assert_eq!(calls(&format!("{one}\n{one}</tool_call>")), None);
+        assert_eq!(calls(&format!("{one} and more")), None);
     }
 
     #[test]
