@@ -1,7 +1,8 @@
 //! Figure 15: how much of the corpus of model slips (`tests/data/corpus`)
 //! Spindle recovers, and how many of its controls it refuses: each
 //! `edit_file` case's edits are located in process by the library's own
-//! matcher, the one the tool uses. Every case must end as it expects (a
+//! matcher, the one the tool uses, and each call whose name or arguments
+//! slipped goes through the library's own repair. Every case must end as it expects (a
 //! slip forgiven, a control refused); the rate says how many slips the
 //! corpus holds that are forgiven. The integration test
 //! `tests/it/corpus.rs` runs the same cases through the binary on every
@@ -52,6 +53,22 @@ fn edit_outcome(case: &Value) -> Option<(bool, bool)> {
     Some((expected, applied))
 }
 
+/// A tool call case's outcome (whether it should run, whether its name
+/// and arguments are read), or `None` for other cases.
+fn call_outcome(case: &Value) -> Option<(bool, bool)> {
+    let name = case["call"]["name"].as_str()?;
+    if name == "edit_file" {
+        return None;
+    }
+    let arguments = case["call"]["arguments"].as_str()?;
+    let offered = spindle::tools::specs(false, 32 * 1024);
+    let read = spindle::tools::repair::fix_call(name, arguments, &offered).is_ok();
+    // A call to a real tool may still fail for a missing file; the
+    // corpus's refusals of the call itself are the `refuse-` cases.
+    let expected = case["expect"]["status"] == "completed";
+    Some((expected, read))
+}
+
 /// Figure 15: prints the rates and adds their rows.
 pub(crate) fn report_recovery(rows: &mut Vec<Row>, failed: &mut bool) {
     println!("## 15. Recovery on the corpus of model slips (in process)");
@@ -87,6 +104,29 @@ pub(crate) fn report_recovery(rows: &mut Vec<Row>, failed: &mut bool) {
         }
     }
     println!("  edit cases: {slips} to apply, {forgiven} applied; {controls} controls, {refused} refused");
+    let (mut calls, mut read, mut bad, mut kept_out) = (0, 0, 0, 0);
+    for (name, case) in &cases {
+        let Some((expected, ran)) = call_outcome(case) else {
+            continue;
+        };
+        if expected {
+            calls += 1;
+            read += usize::from(ran);
+        } else {
+            bad += 1;
+            kept_out += usize::from(!ran);
+        }
+        if expected && !ran {
+            wrong.push(name.clone());
+        }
+    }
+    println!("  tool calls: {calls} to run, {read} read; {bad} controls, {kept_out} refused before running");
+    rows.push(Row::suggested(
+        "tool-call corpus: calls read as expected",
+        format!("{read} of {calls}"),
+        read == calls,
+        &"every case as it expects".to_string(),
+    ));
     let target = "every case as it expects".to_string();
     let figure = "edit_file corpus: cases applied as expected";
     rows.push(Row::suggested(

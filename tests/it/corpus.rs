@@ -10,8 +10,9 @@
 //! `call` (`name`, `arguments` as raw text) or `text` (the answer's text),
 //! and `expect`: `files` (path → text after), `status` of the call
 //! (`completed`, `failed`, or `none` when no call may run), `told` (words
-//! the model must be told in the call's result), and `unchanged: true` when no file may
-//! change.
+//! the model must be told in the call's result), `shown` / `not_shown`
+//! (words the answer's text shown to the editor must or must not hold),
+//! and `unchanged: true` when no file may change.
 
 use crate::support::fake_openai::{chat_text, chunk_finish, chunk_role, chunk_tool_call, done};
 use crate::support::prelude::WAIT;
@@ -110,6 +111,32 @@ fn agent(wire: Wire, server: &FakeServer, dir: &Path) -> Agent {
     agent
 }
 
+/// The tool results a request carries back, in any of the three wire
+/// formats: a `tool` message, a `tool_result` block, a
+/// `function_call_output` item.
+fn tool_results(value: &Value) -> Vec<&Value> {
+    let mut found = Vec::new();
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                let is_result = map.get("role").is_some_and(|r| r == "tool")
+                    || map
+                        .get("type")
+                        .is_some_and(|t| t == "tool_result" || t == "function_call_output");
+                if is_result {
+                    found.push(value);
+                } else {
+                    stack.extend(map.values());
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    found
+}
+
 fn cases() -> Vec<(String, Value)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/corpus");
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -180,8 +207,10 @@ fn run(name: &str, case: &Value, wire: Wire) -> Result<(), String> {
         .collect::<Vec<_>>()
         .join("\n");
     for request in server.requests().iter().skip(1) {
-        told.push('\n');
-        told.push_str(&request.raw);
+        for result in tool_results(&request.body) {
+            told.push('\n');
+            told.push_str(&result.to_string());
+        }
     }
     if let Some(wanted) = expect["status"].as_str() {
         if status != wanted {
@@ -198,6 +227,26 @@ fn run(name: &str, case: &Value, wire: Wire) -> Result<(), String> {
                 "{}: the result does not say {words:?}: {told}",
                 said()
             ));
+        }
+    }
+    // What the editor was shown as the answer's text.
+    let shown: String = messages
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    for words in expect["shown"].as_array().into_iter().flatten() {
+        let words = words.as_str().unwrap();
+        if !shown.contains(words) {
+            return Err(format!("{}: not shown {words:?}: {shown}", said()));
+        }
+    }
+    for words in expect["not_shown"].as_array().into_iter().flatten() {
+        let words = words.as_str().unwrap();
+        if shown.contains(words) {
+            return Err(format!("{}: shown {words:?}: {shown}", said()));
         }
     }
     let after = |path: &str| std::fs::read_to_string(ws.join(path)).unwrap_or_default();
