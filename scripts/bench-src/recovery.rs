@@ -125,7 +125,7 @@ pub(crate) fn report_recovery(rows: &mut Vec<Row>, failed: &mut bool) {
         "tool-call corpus: calls read as expected",
         format!("{read} of {calls}"),
         read == calls,
-        &"every case as it expects".to_string(),
+        "every case as it expects",
     ));
     let target = "every case as it expects".to_string();
     let figure = "edit_file corpus: cases applied as expected";
