@@ -27,6 +27,8 @@ pub struct AgentSpec {
     pub instructions: Option<String>,
     pub model: Option<String>,
     pub preset: Option<String>,
+    /// `lean` or `full`: what the model is told before the first word.
+    pub profile: Option<crate::modes::Profile>,
     /// `None`: every tool. Built-in names, `mcp:SERVER`, `mcp:SERVER/TOOL`.
     pub tools: Option<Vec<String>>,
     pub mcp_servers: Vec<Value>,
@@ -62,9 +64,10 @@ impl std::fmt::Display for AgentFileError {
 impl std::error::Error for AgentFileError {}
 
 /// Fields a subagent has no use for.
-const SUBAGENT_UNUSED: [&str; 7] = [
+const SUBAGENT_UNUSED: [&str; 8] = [
     "model",
     "preset",
+    "profile",
     "mcpServers",
     "permissions",
     "onReject",
@@ -75,12 +78,13 @@ const SUBAGENT_UNUSED: [&str; 7] = [
 /// The most subagents an agent names.
 const SUBAGENTS_CAP: usize = 32;
 
-const FIELDS: [&str; 13] = [
+const FIELDS: [&str; 14] = [
     "name",
     "description",
     "instructions",
     "model",
     "preset",
+    "profile",
     "tools",
     "mcpServers",
     "permissions",
@@ -257,6 +261,13 @@ fn parse(
             ));
         }
     }
+    let profile = match text("profile", 20)? {
+        None => None,
+        Some(profile) => Some(
+            crate::modes::Profile::parse(&profile)
+                .ok_or_else(|| (pointer("profile"), "takes lean or full".to_string()))?,
+        ),
+    };
     let tools = match object.get("tools") {
         None | Some(Value::Null) => None,
         Some(Value::Array(items)) => {
@@ -413,6 +424,7 @@ fn parse(
         instructions: text("instructions", FILE_CAP as usize)?,
         model,
         preset,
+        profile,
         tools,
         mcp_servers,
         permissions,
@@ -584,6 +596,10 @@ mod tests {
                 "/model: \"gpt\" is not provider/model",
             ),
             (r#"{"name": "a", "preset": "fast"}"#, "/preset: takes light"),
+            (
+                r#"{"name": "a", "profile": "tiny"}"#,
+                "/profile: takes lean or full",
+            ),
             (
                 r#"{"name": "a", "tools": ["read_file", "rm_rf"]}"#,
                 "/tools/1: there is no tool \"rm_rf\"",

@@ -86,6 +86,33 @@ impl Preset {
     }
 }
 
+/// How much the model is told before the user's first word: `full` (every
+/// tool, the whole guidance) or `lean` (the core tools, short texts), for
+/// models with a small context window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    Lean,
+    Full,
+}
+
+impl Profile {
+    pub fn parse(text: &str) -> Option<Profile> {
+        match text {
+            "lean" => Some(Profile::Lean),
+            "full" => Some(Profile::Full),
+            _ => None,
+        }
+    }
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Profile::Lean => "lean",
+            Profile::Full => "full",
+        }
+    }
+}
+
 /// The session's approval policy.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

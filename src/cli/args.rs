@@ -5,6 +5,7 @@ use super::help::{command_help, COMMANDS};
 use crate::agent::Options;
 use crate::modes::Policy;
 use crate::modes::Preset;
+use crate::modes::Profile;
 use std::time::Duration;
 
 /// What a subcommand's parser answers for `--help`.
@@ -239,13 +240,26 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, Usage> {
                 }
                 options.permissions = Some(policy);
             }
-            Long("preset") | Long("profile") => {
+            Long("preset") => {
                 let value = parser.value().map_err(usage)?.string().map_err(usage)?;
                 options.preset = Some(Preset::parse(&value).ok_or_else(|| {
                     Usage(format!(
                         "--preset takes light, balanced or delivery, got '{value}'"
                     ))
                 })?);
+            }
+            // `--profile` once named a preset, and still takes one.
+            Long("profile") => {
+                let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+                match (Profile::parse(&value), Preset::parse(&value)) {
+                    (Some(profile), _) => options.profile = Some(profile),
+                    (None, Some(preset)) => options.preset = Some(preset),
+                    (None, None) => {
+                        return Err(Usage(format!(
+                            "--profile takes lean or full (or a preset: light, balanced, delivery), got '{value}'"
+                        )))
+                    }
+                }
             }
             Long("config") => {
                 options.config = Some(parser.value().map_err(usage)?.into());

@@ -93,7 +93,9 @@ OPTIONS (acp):
                               provider's usual model)
     --preset PRESET           light, balanced (default) or delivery: step budget,
                               default effort and how much the agent verifies
-                              (--profile economy|balanced|delivery also works)
+    --profile lean|full       what the model is told before your first word: lean
+                              (the core tools, short texts) or full; default lean
+                              for a context window of 16k tokens or less
     --config PATH             the config file (default $SPINDLE_HOME/config.json,
                               else $XDG_CONFIG_HOME/spindle/config.json, else
                               ~/.config/spindle (%APPDATA%\\spindle on Windows))
@@ -276,7 +278,7 @@ const FLAGS: [(&str, &str); 12] = [
 const VALUES: [(&str, &str); 6] = [
     ("--permissions", "ask auto sandbox yolo"),
     ("--preset", "light balanced delivery"),
-    ("--profile", "economy balanced delivery"),
+    ("--profile", "lean full"),
     ("--kind", "openai anthropic responses"),
     ("--on-reject", "stop continue"),
     ("--type", "http sse"),

@@ -130,6 +130,11 @@ pub struct Config {
     /// refuses with a limit that resets later.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallback: Vec<String>,
+    /// `lean` (the core tools, short texts) or `full`: what the model is
+    /// told before the first word; unset, lean for a window of 16k tokens
+    /// or less.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<crate::modes::Profile>,
     /// The longest a turn waits for a provider's limit to reset, in
     /// minutes (default 300; 0 never waits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -820,6 +825,17 @@ mod tests {
         assert!(err.contains("ghost"), "{err}");
         let err = Config::parse("{\"modles\": {}}", Path::new("c.json")).unwrap_err();
         assert!(err.contains("modles"), "{err}");
+    }
+
+    #[test]
+    fn the_profile_is_lean_or_full() {
+        let config = Config::parse("{\"profile\": \"lean\"}", Path::new("c.json")).unwrap();
+        assert_eq!(config.profile, Some(crate::modes::Profile::Lean));
+        let err = Config::parse("{\"profile\": \"tiny\"}", Path::new("c.json")).unwrap_err();
+        assert!(
+            err.starts_with("c.json:1:") && err.contains("tiny") && err.contains("lean"),
+            "{err}"
+        );
     }
 
     #[test]

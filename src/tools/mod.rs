@@ -10,6 +10,7 @@ pub mod files;
 pub mod ignore;
 pub mod inflate;
 pub mod jobs;
+pub mod lean;
 pub mod lenient;
 pub mod lines;
 pub mod matching;

@@ -22,6 +22,10 @@ pub struct Options {
     pub permissions: Option<Policy>,
     /// The execution preset new sessions start with.
     pub preset: Option<Preset>,
+    /// `--profile lean|full`: what the model is told before the user's
+    /// first word (else the agent file's, the config's, or by the
+    /// model's context window).
+    pub profile: Option<crate::modes::Profile>,
     /// The config file (default: `config::default_path()`).
     pub config: Option<PathBuf>,
     /// What a declined tool call does (else the config's choice, else
@@ -75,6 +79,9 @@ impl Options {
         }
         if self.on_reject.is_none() {
             self.on_reject = spec.on_reject;
+        }
+        if self.profile.is_none() {
+            self.profile = spec.profile;
         }
         if self.max_steps == 0 {
             self.max_steps = spec.max_steps.unwrap_or(0);

@@ -19,26 +19,50 @@ How to use the tools:
 - run_command: short and non-interactive; background: true for servers and watchers.
 - Keep todo_write's plan current; remember only what the user asks you to keep.";
 
+/// The lean profile's whole guidance, for the core tools.
+const LEAN_GUIDANCE: &str = "\
+Tools: read_file before you edit; search and glob to find code; edit_file for changes (old text copied without the line numbers); write_file for new files; run_command for builds and tests; todo_write for a plan.";
+
 /// Builds the system prompt for a session rooted at `cwd`; `environment`
 /// is the session's snapshot ([`environment`]).
 pub fn system_prompt(cwd: &Path, environment: &str) -> String {
-    let mut prompt = format!(
-        "You are Spindle, a coding agent in a code editor. The user's \
-         workspace is {cwd}. Answer precisely and concisely; use Markdown \
-         for code. When unsure about the code, say so rather than guess.",
-        cwd = cwd.display()
-    );
-    if !environment.is_empty() {
-        prompt.push_str("\n\n");
-        prompt.push_str(environment);
-    }
-    prompt.push_str("\n\n");
-    prompt.push_str(TOOL_GUIDANCE);
+    system_prompt_for(cwd, environment, false)
+}
+
+/// The system prompt of the full profile, or with `lean` the short one.
+pub fn system_prompt_for(cwd: &Path, environment: &str, lean: bool) -> String {
+    let mut prompt = base_prompt(cwd, environment, lean);
     let instructions = instructions(cwd, &global_instructions_path());
     if !instructions.is_empty() {
         prompt.push_str("\n\n");
         prompt.push_str(&instructions);
     }
+    prompt
+}
+
+/// The system prompt without the instruction files: who the model is,
+/// where, the environment and how to use the tools.
+pub fn base_prompt(cwd: &Path, environment: &str, lean: bool) -> String {
+    let mut prompt = if lean {
+        format!(
+            "You are Spindle, a coding agent in a code editor. The workspace is {cwd}. \
+             Be precise and brief; say so when unsure.",
+            cwd = cwd.display()
+        )
+    } else {
+        format!(
+            "You are Spindle, a coding agent in a code editor. The user's \
+             workspace is {cwd}. Answer precisely and concisely; use Markdown \
+             for code. When unsure about the code, say so rather than guess.",
+            cwd = cwd.display()
+        )
+    };
+    if !environment.is_empty() {
+        prompt.push_str("\n\n");
+        prompt.push_str(environment);
+    }
+    prompt.push_str("\n\n");
+    prompt.push_str(if lean { LEAN_GUIDANCE } else { TOOL_GUIDANCE });
     prompt
 }
 

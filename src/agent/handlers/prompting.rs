@@ -166,6 +166,7 @@ impl Dispatcher {
         let capabilities = self.client.clone().unwrap_or_default();
         let explicit_steps = self.options.max_steps;
         let agent = self.options.agent.clone();
+        let profile = self.options.profile;
         let on_reject = self
             .options
             .on_reject
@@ -189,7 +190,11 @@ impl Dispatcher {
         };
         let (entry, provider) = turn_start::model_of(&registry, session)?;
         let (effort, max_steps) = turn_start::effort_and_steps(session, &entry, explicit_steps);
-        let system = turn_start::system_of(session, agent.as_deref(), &skills);
+        let lean = crate::agent::is_lean(
+            profile.or(registry.config.profile),
+            session.window_of(&entry),
+        );
+        let system = turn_start::system_of(session, agent.as_deref(), &skills, lean);
         let session_start = match kind {
             TurnKind::Model => session.hook_start.take(),
             _ => None,
@@ -302,6 +307,7 @@ impl Dispatcher {
                 known: session.known,
                 delivery: session.settings.preset == crate::modes::Preset::Delivery,
                 goal_mode: session.settings.mode == Mode::Goal,
+                lean,
                 goal,
                 spend_before: session.settings.spend,
                 kind,

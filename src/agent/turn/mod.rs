@@ -51,6 +51,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::thread::JoinHandle;
 use updates::{UpdateSink, Updates};
 
+pub use offered::{first_request, is_lean};
 pub use spec::{Fallback, Io, Rights, Start, Turn, TurnKind, TurnModel, Wait, Workspace};
 
 /// What the turn accumulates; kept outside the unwinding code so a panic

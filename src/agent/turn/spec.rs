@@ -175,6 +175,8 @@ pub struct Start {
     pub delivery: bool,
     /// Goal mode: `goal_update` is offered.
     pub goal_mode: bool,
+    /// The lean profile: the core tools, with short descriptions.
+    pub lean: bool,
     /// The wait a stopped process left: the turn waits out the rest,
     /// then sends the conversation as it is.
     pub wait: Option<Wait>,

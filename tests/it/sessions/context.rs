@@ -22,6 +22,17 @@ const SUMMARY_START: &str = "(The earlier conversation was compacted";
 /// with `model` settings, and `extra` top-level sections (`context`,
 /// `limits`).
 fn configured(space: &Space, server: &FakeServer, model: Value, extra: Value) -> Agent {
+    configured_with(space, server, model, extra, &[])
+}
+
+/// [`configured`], with more flags for `spindle acp`.
+fn configured_with(
+    space: &Space,
+    server: &FakeServer,
+    model: Value,
+    extra: Value,
+    flags: &[&str],
+) -> Agent {
     let config = space.base.join("config.json");
     let mut file = json!({
         "providers": {"fake": {"kind": "openai", "base_url": server.base_url(),
@@ -35,18 +46,17 @@ fn configured(space: &Space, server: &FakeServer, model: Value, extra: Value) ->
     std::fs::write(&config, file.to_string()).unwrap();
     let db = space.db.arg();
     let tmp = space.tmpdir();
-    let mut agent = Agent::spawn(
-        &[
-            "acp",
-            "--config",
-            config.to_str().unwrap(),
-            "--db",
-            &db,
-            "--permissions",
-            "yolo",
-        ],
-        &[("FAKE_CTX_KEY", "k"), ("TMPDIR", &tmp)],
-    );
+    let mut args = vec![
+        "acp",
+        "--config",
+        config.to_str().unwrap(),
+        "--db",
+        &db,
+        "--permissions",
+        "yolo",
+    ];
+    args.extend_from_slice(flags);
+    let mut agent = Agent::spawn(&args, &[("FAKE_CTX_KEY", "k"), ("TMPDIR", &tmp)]);
     agent.initialize();
     agent
 }
@@ -894,4 +904,72 @@ fn cost_says_when_the_provider_reported_no_usage() {
         "{text}"
     );
     assert!(!text.contains("0 input"), "{text}");
+}
+
+/// A model of a 16k window is sent the core tools only and the short
+/// prompt; one of 128k, or the 16k one with `--profile full`, or with
+/// `"profile": "full"` in the config, every tool; `"profile": "lean"`
+/// makes the large one lean.
+#[test]
+fn a_small_window_is_sent_the_lean_profile_unless_full_is_chosen() {
+    let core = [
+        "edit_file",
+        "glob",
+        "list_directory",
+        "read_file",
+        "run_command",
+        "search",
+        "todo_write",
+        "write_file",
+    ];
+    let cases: [(u64, &[&str], Value, bool); 5] = [
+        (16_384, &[], json!({}), true),
+        (128_000, &[], json!({}), false),
+        (16_384, &["--profile", "full"], json!({}), false),
+        (16_384, &[], json!({"profile": "full"}), false),
+        (128_000, &[], json!({"profile": "lean"}), true),
+    ];
+    for (window, flags, extra, lean) in cases {
+        let space = Space::new("ctx-profile");
+        let server = FakeServer::start();
+        server.push(plain("Hello."));
+        let mut agent = configured_with(
+            &space,
+            &server,
+            json!({"context_window": window}),
+            extra.clone(),
+            flags,
+        );
+        let session = agent.new_session(&space.ws);
+        let (answer, _) = run(&mut agent, &session, "hello");
+        assert!(answer["error"].is_null(), "{answer}");
+        let requests = server.requests();
+        let body = &requests
+            .iter()
+            .find(|r| r.path.ends_with("/chat/completions"))
+            .expect("a model request")
+            .body;
+        let mut names: Vec<&str> = body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["function"]["name"].as_str().unwrap())
+            .collect();
+        names.sort();
+        let system = body["messages"][0]["content"].as_str().unwrap();
+        let case = format!("window {window}, {flags:?}, {extra}");
+        if lean {
+            assert_eq!(names, core, "{case}");
+            assert!(!system.contains("How to use the tools"), "{case}");
+        } else {
+            assert_eq!(names.len(), 17, "{case}: {names:?}");
+            for name in core
+                .iter()
+                .chain(&["apply_patch", "task", "ask_user", "fetch_url"])
+            {
+                assert!(names.contains(name), "{case}: {name} missing: {names:?}");
+            }
+            assert!(system.contains("How to use the tools"), "{case}");
+        }
+    }
 }

@@ -6,7 +6,7 @@ use super::super::close_interrupted_turn;
 use super::TurnStart;
 use crate::acp;
 use crate::agent::common::models::Registry;
-use crate::agent::common::prompt::system_prompt;
+use crate::agent::common::prompt::system_prompt_for;
 use crate::agent::dispatcher::params::{internal, not_found};
 use crate::agent::dispatcher::session::title_from;
 use crate::agent::dispatcher::session::RunningTurn;
@@ -275,13 +275,14 @@ pub(super) fn model_of(
 
 /// The turn's system prompt: the base with the environment's mark, the
 /// preset's instructions, the extra roots, the agent file's and the
-/// mode's instructions.
+/// mode's instructions; with `lean`, the short base.
 pub(super) fn system_of(
     session: &Session,
     agent: Option<&crate::agentfile::AgentSpec>,
     skills: &[crate::agent::common::skills::Skill],
+    lean: bool,
 ) -> String {
-    let mut system = system_prompt(&session.cwd, crate::agent::turn::ENVIRONMENT_MARK);
+    let mut system = system_prompt_for(&session.cwd, crate::agent::turn::ENVIRONMENT_MARK, lean);
     let listing = crate::agent::common::skills::listing(skills);
     if !listing.is_empty() {
         system.push_str("\n\n");
