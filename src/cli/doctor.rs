@@ -87,6 +87,7 @@ pub fn run(args: &DoctorArgs) -> Report {
     check_sandbox(&mut lines);
     check_shell(&mut lines, config.as_ref());
     check_workspace(&mut lines, config.as_ref());
+    check_prompt(&mut lines, config.as_ref());
     check_skills(&mut lines, config.as_ref());
     check_hooks(&mut lines, config.as_ref());
     check_claude_permissions(&mut lines, config.as_ref());
@@ -547,6 +548,35 @@ fn check_workspace(lines: &mut Lines, config: Option<&Config>) {
             }
         }
     }
+}
+
+/// What the default model is sent before the user's first word, as the
+/// agent estimates it (the configured window, else the catalog's, else
+/// the one assumed, picks the profile unless the config names one).
+fn check_prompt(lines: &mut Lines, config: Option<&Config>) {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let default = config.and_then(default_of);
+    let window = default
+        .as_ref()
+        .and_then(|(provider, model)| {
+            let id = format!("{provider}/{model}");
+            config
+                .and_then(|c| c.models.get(&id))
+                .and_then(|m| m.context_window)
+                .or_else(|| crate::provider::models::known_limits(model).map(|(w, _)| w))
+        })
+        .unwrap_or(crate::agent::models::DEFAULT_CONTEXT_WINDOW);
+    let lean = crate::agent::is_lean(config.and_then(|c| c.profile), window);
+    let ripgrep = crate::tools::search::ripgrep_available();
+    let (tokens, count) = crate::agent::first_request(&cwd, lean, ripgrep);
+    lines.section("Prompt");
+    lines.ok(
+        "prompt before your first word",
+        &format!(
+            "about {tokens} tokens (profile {}, {count} tools)",
+            if lean { "lean" } else { "full" }
+        ),
+    );
 }
 
 /// The skills in force, where each came from, and the ones left out

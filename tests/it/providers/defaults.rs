@@ -168,6 +168,47 @@ fn doctor_fails_a_default_model_the_server_does_not_list() {
     }
 }
 
+/// `doctor` says how much the default model is sent before the first
+/// word: the lean profile for a small window, the full one for a large
+/// window or when the config chooses it.
+#[test]
+fn doctor_says_the_prompt_size_and_profile_of_the_default_model() {
+    let server = FakeServer::start();
+    server.serve_models(json!({"data": [{"id": "small"}]}));
+    let base = server.base_url();
+    let dir = temp_dir("doctor-prompt");
+    let report_for = |window: u64, profile: Option<&str>| {
+        let mut config = json!({
+            "providers": {"gw": {"kind": "openai", "base_url": base, "requires_key": false}},
+            "models": {"gw/small": {"context_window": window}},
+            "defaults": {"model": "gw/small"}});
+        if let Some(profile) = profile {
+            config["profile"] = json!(profile);
+        }
+        doctor(&write_config(&dir, &config), &dir).1
+    };
+    let tokens = |report: &str, tail: &str| -> u64 {
+        let line = report
+            .lines()
+            .find(|line| line.contains("prompt before your first word: about "))
+            .unwrap_or_else(|| panic!("{report}"));
+        assert!(line.ends_with(tail), "{line}");
+        let after = line.split("about ").nth(1).unwrap();
+        after.split(' ').next().unwrap().parse().unwrap()
+    };
+    let lean = tokens(&report_for(8_192, None), "tokens (profile lean, 8 tools)");
+    let full = tokens(
+        &report_for(128_000, None),
+        "tokens (profile full, 17 tools)",
+    );
+    let chosen = tokens(&report_for(8_192, Some("full")), "(profile full, 17 tools)");
+    assert!(
+        lean > 0 && lean <= 1_200 && full <= 2_500 && lean < full,
+        "{lean} {full}"
+    );
+    assert_eq!(chosen, full);
+}
+
 /// The output limit a list gives is the request's output cap when the
 /// config sets none; the config's own limit wins over it.
 #[test]

@@ -610,6 +610,11 @@ fn cached_tokens_are_priced_at_the_cached_rate() {
         text.contains("Context: about 1100000 of 2000000 tokens in use (45% left)"),
         "{text}"
     );
+    assert!(
+        text.contains("Prompt before your first word: about ")
+            && text.contains(" tokens (profile full, 17 tools)."),
+        "{text}"
+    );
 }
 
 /// A window that the tools and a few results fill: one summary per turn

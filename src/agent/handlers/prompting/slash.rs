@@ -129,6 +129,18 @@ impl Dispatcher {
             )),
             _ => {}
         }
+        let lean = crate::agent::is_lean(
+            self.options.profile.or(registry.config.profile),
+            window.unwrap_or(crate::agent::models::DEFAULT_CONTEXT_WINDOW),
+        );
+        // Without asking whether ripgrep is installed (a process, on the
+        // dispatcher's thread): the search tool's two texts differ by a
+        // few words.
+        let (tokens, count) = crate::agent::first_request(&session.cwd, lean, false);
+        reply.push_str(&format!(
+            " Prompt before your first word: about {tokens} tokens (profile {}, {count} tools).",
+            if lean { "lean" } else { "full" }
+        ));
         reply
     }
 
