@@ -15,7 +15,7 @@ mod turn;
 pub use common::options::{Options, DEFAULT_MAX_STEPS};
 pub use common::prompt::{skipped_files, system_prompt};
 pub use common::{commands, hooks, models, permission, skills};
-pub use turn::{first_request, is_lean};
+pub use turn::offered::{first_request, is_lean};
 
 use crate::provider::script::Script;
 use crate::rpc::stdio::{self, Output, Queued};

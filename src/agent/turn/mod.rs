@@ -18,7 +18,7 @@ mod goals;
 mod hooks;
 mod jobs;
 mod loops;
-mod offered;
+pub mod offered;
 mod permission;
 pub mod processes;
 mod record;
@@ -51,7 +51,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::thread::JoinHandle;
 use updates::{UpdateSink, Updates};
 
-pub use offered::{first_request, is_lean};
 pub use spec::{Fallback, Io, Rights, Start, Turn, TurnKind, TurnModel, Wait, Workspace};
 
 /// What the turn accumulates; kept outside the unwinding code so a panic
