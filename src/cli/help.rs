@@ -426,6 +426,32 @@ mod tests {
         out
     }
 
+    /// `--profile` takes lean or full, and still a preset's name (its
+    /// old meaning); anything else is a usage error naming both.
+    #[test]
+    fn profile_takes_lean_or_full_and_still_a_preset() {
+        use crate::modes::{Preset, Profile};
+        let options = |words: &[&str]| match parse_words(words) {
+            Ok(crate::cli::args::Command::Acp(options)) => options,
+            _ => panic!("{words:?}"),
+        };
+        let lean = options(&["acp", "--profile", "lean"]);
+        assert_eq!((lean.profile, lean.preset), (Some(Profile::Lean), None));
+        assert_eq!(
+            options(&["acp", "--profile", "full"]).profile,
+            Some(Profile::Full)
+        );
+        let old = options(&["acp", "--profile", "economy"]);
+        assert_eq!((old.profile, old.preset), (None, Some(Preset::Light)));
+        match parse_words(&["exec", "--profile", "tiny", "hi"]) {
+            Err(Usage(message)) => assert!(
+                message.contains("lean or full") && message.contains("'tiny'"),
+                "{message}"
+            ),
+            Ok(_) => panic!("--profile tiny was taken"),
+        }
+    }
+
     #[test]
     fn each_command_completes_exactly_the_flags_its_parser_takes() {
         let candidates = named_flags(include_str!("args.rs"));
