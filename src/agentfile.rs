@@ -212,7 +212,7 @@ fn parse(
             Some(Value::String(s)) => Ok(Some(s.clone())),
             Some(other) => Err((
                 pointer(field),
-                format!("must be a string, not {}", kind(other)),
+                format!("must be a string, not {}", crate::util::json_kind(other)),
             )),
         }
     };
@@ -285,7 +285,7 @@ fn parse(
         Some(other) => {
             return Err((
                 pointer("tools"),
-                format!("must be an array, not {}", kind(other)),
+                format!("must be an array, not {}", crate::util::json_kind(other)),
             ))
         }
     };
@@ -312,7 +312,7 @@ fn parse(
         Some(other) => {
             return Err((
                 pointer("mcpServers"),
-                format!("must be an array, not {}", kind(other)),
+                format!("must be an array, not {}", crate::util::json_kind(other)),
             ))
         }
     };
@@ -338,7 +338,7 @@ fn parse(
         Some(other) => {
             return Err((
                 pointer("permissions"),
-                format!("must be an array, not {}", kind(other)),
+                format!("must be an array, not {}", crate::util::json_kind(other)),
             ))
         }
     };
@@ -366,7 +366,7 @@ fn parse(
         Some(other) => {
             return Err((
                 pointer("limits"),
-                format!("must be an object, not {}", kind(other)),
+                format!("must be an object, not {}", crate::util::json_kind(other)),
             ))
         }
     };
@@ -403,7 +403,7 @@ fn parse(
                             here,
                             format!(
                                 "must be an agent file's path or an agent, not {}",
-                                kind(other)
+                                crate::util::json_kind(other)
                             ),
                         ))
                     }
@@ -414,7 +414,7 @@ fn parse(
         Some(other) => {
             return Err((
                 pointer("subagents"),
-                format!("must be an object, not {}", kind(other)),
+                format!("must be an object, not {}", crate::util::json_kind(other)),
             ))
         }
     }
@@ -490,17 +490,6 @@ fn check_tool(name: &str) -> Result<(), String> {
 /// JSON pointer escaping of one key.
 fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 impl AgentSpec {

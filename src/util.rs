@@ -517,6 +517,20 @@ pub fn sentence(text: &str) -> String {
     }
 }
 
+/// What kind of JSON value `value` is, in words for an error: "a
+/// string", "an object", "null".
+pub fn json_kind(value: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// `1 file`, `2 files`: a count and its noun, in the plural when it is
 /// not one.
 pub fn count(n: usize, one: &str, many: &str) -> String {

@@ -34,15 +34,7 @@ fn edit_outcome(case: &Value) -> Option<(bool, bool)> {
         match locate(&content, old, new, all) {
             Ok(located) => {
                 // Later edits see the earlier ones' result.
-                let mut next = Vec::with_capacity(content.len());
-                let mut last = 0;
-                for span in &located.spans {
-                    next.extend_from_slice(&content[last..span.start]);
-                    next.extend_from_slice(&span.new);
-                    last = span.end;
-                }
-                next.extend_from_slice(&content[last..]);
-                content = next;
+                content = spindle::tools::matching::splice(&content, &located.spans);
             }
             Err(_) => {
                 applied = false;

@@ -461,15 +461,7 @@ fn apply_byte_edits(original: &[u8], edits: &[Edit]) -> Result<Applied, String> 
             notes.push(format!("{whose} {}.", slip.describe()));
         }
         first_line = first_line.min(matching::line_at(&content, located.spans[0].start));
-        let mut next = Vec::with_capacity(content.len());
-        let mut last = 0;
-        for span in &located.spans {
-            next.extend_from_slice(&content[last..span.start]);
-            next.extend_from_slice(&span.new);
-            last = span.end;
-        }
-        next.extend_from_slice(&content[last..]);
-        content = next;
+        content = matching::splice(&content, &located.spans);
     }
     Ok(Applied {
         content,

@@ -204,7 +204,7 @@ fn read_arguments(
         },
         other => Err(format!(
             "the arguments of {tool} are {}, not a JSON object; send the fields as an object",
-            kind(&other)
+            crate::util::json_kind(&other)
         )),
     }
 }
@@ -252,8 +252,8 @@ fn fit_fields(object: &mut Map<String, Value>, schema: &Value, repairs: &mut Vec
         if let Some(fitted) = fitted {
             repairs.push(format!(
                 "`{field}` was {}, read as {}",
-                kind(value),
-                kind(&fitted)
+                crate::util::json_kind(value),
+                crate::util::json_kind(&fitted)
             ));
             *value = fitted;
         }
@@ -287,7 +287,7 @@ fn check_fields(tool: &str, object: &Map<String, Value>, schema: &Value) -> Resu
             return Err(format!(
                 "the field `{field}` of {tool} must be {}, not {}",
                 a_type(wanted),
-                kind(value)
+                crate::util::json_kind(value)
             ));
         }
     }
@@ -303,17 +303,6 @@ fn a_type(wanted: &str) -> &'static str {
         "object" => "an object",
         "array" => "an array",
         _ => "a value",
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -169,6 +169,20 @@ fn line_range(content: &[u8], start: usize, end: usize) -> (usize, usize) {
     (first, first + inner.iter().filter(|&&b| b == b'\n').count())
 }
 
+/// `content` with every span replaced by its new bytes (the spans in
+/// order, not overlapping, as `locate` gives them).
+pub fn splice(content: &[u8], spans: &[Span]) -> Vec<u8> {
+    let mut next = Vec::with_capacity(content.len());
+    let mut last = 0;
+    for span in spans {
+        next.extend_from_slice(&content[last..span.start]);
+        next.extend_from_slice(&span.new);
+        last = span.end;
+    }
+    next.extend_from_slice(&content[last..]);
+    next
+}
+
 /// The 1-based line of byte `offset`.
 pub fn line_at(content: &[u8], offset: usize) -> usize {
     content[..offset.min(content.len())]
