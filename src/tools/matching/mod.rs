@@ -578,9 +578,10 @@ fn punctuation(text: &str, old: &str, new: &str) -> Vec<Span> {
 }
 
 /// `text` with `\n`, `\t`, `\r`, `\"`, `\'` and `\\` escapes undone, when
-/// it has a newline or tab escape and no real newline.
+/// it has a newline, tab or quote escape and no real newline.
 fn unescape(text: &str) -> Option<String> {
-    if text.contains('\n') || !(text.contains("\\n") || text.contains("\\t")) {
+    let escaped = ["\\n", "\\t", "\\\"", "\\'"];
+    if text.contains('\n') || !escaped.iter().any(|e| text.contains(e)) {
         return None;
     }
     let mut out = String::with_capacity(text.len());
