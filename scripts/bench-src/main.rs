@@ -63,7 +63,8 @@
 //!     hit, a hit found by forgiving a re-indented block, and a miss (every
 //!     matcher, then the closest lines).
 //! 15. The corpus of model slips (`tests/data/corpus`): the edit cases a
-//!     model's slip should not fail that apply, and the controls refused.
+//!     model's slip should not fail that apply, and the controls refused;
+//!     and the prompt before the first word in each profile.
 
 mod agent;
 mod chat_server;

@@ -2,7 +2,9 @@
 //! Spindle recovers, and how many of its controls it refuses: each
 //! `edit_file` case's edits are located in process by the library's own
 //! matcher, the one the tool uses, and each call whose name or arguments
-//! slipped goes through the library's own repair. Every case must end as it expects (a
+//! slipped goes through the library's own repair. It also prints the
+//! size of what the model is sent before the user's first word, in each
+//! profile. Every case must end as it expects (a
 //! slip forgiven, a control refused); the rate says how many slips the
 //! corpus holds that are forgiven. The integration test
 //! `tests/it/corpus.rs` runs the same cases through the binary on every
@@ -136,5 +138,18 @@ pub(crate) fn report_recovery(rows: &mut Vec<Row>, failed: &mut bool) {
     if !wrong.is_empty() {
         *failed = true;
         println!("  not as expected: {}", wrong.join(", "));
+    }
+    // What the model is sent before the user's first word, per profile
+    // (the estimate the agent itself uses, with ripgrep's search text).
+    let cwd = std::path::Path::new("/workspace");
+    for (profile, lean, cap) in [("full", false, 2_500), ("lean", true, 1_200)] {
+        let (tokens, tools) = spindle::agent::first_request(cwd, lean, true);
+        println!("  prompt before the first word, profile {profile}: about {tokens} tokens, {tools} tools");
+        rows.push(Row::suggested(
+            &format!("prompt before the first word, profile {profile} ({tools} tools)"),
+            format!("{tokens} tokens"),
+            tokens <= cap,
+            &format!("at most {cap} tokens"),
+        ));
     }
 }
