@@ -38,7 +38,7 @@ use crate::tools::matching;
 use std::borrow::Cow;
 
 /// How loosely a patch line may match a file line, tried in this order.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fuzz {
     Exact,
     TrimEnd,
@@ -83,23 +83,47 @@ fn split_lines(text: &str) -> Vec<Line<'_>> {
 /// The first position at or after `start` where `pattern` matches, trying
 /// each fuzz level over the whole range before the next; with `eof`, only
 /// the position that ends at the end of the file. Each level compares the
-/// lines by a key made once per line and searches them in linear time.
+/// lines by a key made once per line and searches them in linear time. A
+/// forgiving level must find one place only: two or more there (lines
+/// alike once whitespace or punctuation is ignored) end the search, so a
+/// forgiven hunk never lands on the wrong one of two look-alikes.
 fn find(lines: &[Line], pattern: &[&str], start: usize, eof: bool) -> Option<usize> {
+    match search(lines, pattern, start, eof) {
+        Search::Found(at) => Some(at),
+        Search::Missing | Search::Ambiguous(_) => None,
+    }
+}
+
+/// What [`find`] found, telling a miss from look-alikes.
+enum Search {
+    Found(usize),
+    Missing,
+    /// A forgiving level found this many places.
+    Ambiguous(usize),
+}
+
+fn search(lines: &[Line], pattern: &[&str], start: usize, eof: bool) -> Search {
     if pattern.len() > lines.len() {
-        return None;
+        return Search::Missing;
     }
     let last = lines.len() - pattern.len();
     let first = if eof { last.max(start) } else { start };
     if first > last {
-        return None;
+        return Search::Missing;
     }
-    FUZZ.iter().find_map(|&fuzz| {
+    for fuzz in FUZZ {
         let file: Vec<Cow<str>> = lines[first..].iter().map(|(l, _)| key(fuzz, l)).collect();
         let wanted: Vec<Cow<str>> = pattern.iter().map(|l| key(fuzz, l)).collect();
-        matching::kmp_all(&file, &wanted)
-            .first()
-            .map(|&at| first + at)
-    })
+        let found = matching::kmp_all(&file, &wanted);
+        match found.len() {
+            0 => continue,
+            1 => return Search::Found(first + found[0]),
+            // The patch's own order decides between exact copies.
+            _ if fuzz == Fuzz::Exact => return Search::Found(first + found[0]),
+            many => return Search::Ambiguous(many),
+        }
+    }
+    Search::Missing
 }
 
 fn old_side(lines: &[HunkLine]) -> Vec<&str> {
@@ -181,6 +205,11 @@ fn locate<'h>(
     };
     if context_at.is_some() {
         why.push_str(" following its @@ line");
+    }
+    if let Search::Ambiguous(count) = search(lines, &old, start, hunk.end_of_file) {
+        why.push_str(&format!(
+            "; once whitespace and punctuation are ignored they match {count} places, and a forgiven hunk must match one: copy the lines exactly or give more context"
+        ));
     }
     if let Some(earlier) = find(lines, &old, 0, false).filter(|&at| at < start) {
         why.push_str(&format!(
@@ -265,6 +294,28 @@ mod tests {
         let root = Path::new("/nonexistent-root");
         let changes = plan(&patch, root, CAP, &|_| Ok(Some(text.to_string())))?;
         Ok(changes[0].new_text.clone().unwrap())
+    }
+
+    #[test]
+    fn a_forgiven_hunk_must_match_one_place() {
+        // Alike once trailing spaces are ignored, twice: not guessed.
+        let text = "if a:  \n    go()\n\nif a: \n    go()\n";
+        let err = update(text, "@@\n-if a:\n-    go()\n+if b:\n+    go()\n").unwrap_err();
+        assert!(err.contains("match 2 places"), "{err}");
+        // Alike once indentation is ignored, twice: refused too.
+        let text = "    x = 1\nx = 1\n";
+        let err = update(text, "@@\n-  x = 1\n+  x = 2\n").unwrap_err();
+        assert!(err.contains("match 2 places"), "{err}");
+        // One place once whitespace is ignored: applied.
+        let text = "if a:  \n    go()\n\nif b:\n    stop()\n";
+        let new = update(text, "@@\n-if a:\n-    go()\n+if a:\n+    run()\n").unwrap();
+        assert_eq!(new, "if a:\n    run()\n\nif b:\n    stop()\n");
+        // Exact copies keep the patch's rule: the first after the cursor.
+        let text = "x = 1\nx = 1\n";
+        assert_eq!(
+            update(text, "@@\n-x = 1\n+x = 2\n").unwrap(),
+            "x = 2\nx = 1\n"
+        );
     }
 
     #[test]
