@@ -76,7 +76,7 @@ impl Provider for Messages {
             &self.url(),
             &headers,
             body,
-            self.timeouts,
+            self.timeouts.at_most(request.max_attempts),
             cancel,
             sink,
             whole_answer,
@@ -355,6 +355,7 @@ mod tests {
             effort: None,
             max_output_tokens: None,
             trace: None,
+            max_attempts: None,
         }
     }
 

@@ -80,6 +80,10 @@ pub struct ModelRequest<'a> {
     pub max_output_tokens: Option<u32>,
     /// The editor's trace context, sent as `traceparent`/`tracestate`.
     pub trace: Option<&'a trace::TraceContext>,
+    /// At most this many tries of the request, fewer than the provider's
+    /// own when set (the request after a wait for a limit is tried once:
+    /// the retries do not start over).
+    pub max_attempts: Option<u32>,
 }
 
 /// Where a provider reports what it streams, as it arrives.

@@ -496,7 +496,7 @@ impl Provider for ChatCompletions {
             &url,
             &headers,
             body,
-            self.timeouts,
+            self.timeouts.at_most(request.max_attempts),
             cancel,
             sink,
             whole_answer,
@@ -871,6 +871,7 @@ mod tests {
                 effort: None,
                 max_output_tokens: None,
                 trace: None,
+                max_attempts: None,
             };
             let mut sink = Collect::default();
             let result = provider.stream(&request, &mut sink, &CancelToken::new());

@@ -65,6 +65,7 @@ pub fn ask(
         effort: None,
         max_output_tokens: Some(16),
         trace: None,
+        max_attempts: None,
     };
     provider.stream(&request, sink, &CancelToken::new())
 }

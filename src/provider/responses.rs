@@ -54,7 +54,7 @@ impl Provider for Responses {
             &self.url(),
             &headers,
             body,
-            self.timeouts,
+            self.timeouts.at_most(request.max_attempts),
             cancel,
             sink,
             whole_answer,
@@ -245,6 +245,7 @@ mod tests {
             effort: Some("medium"),
             max_output_tokens: Some(8000),
             trace: None,
+            max_attempts: None,
         }
     }
 

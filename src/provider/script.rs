@@ -357,6 +357,7 @@ mod tests {
                 effort: None,
                 max_output_tokens: None,
                 trace: None,
+                max_attempts: None,
             };
             let mut sink = Collect(String::new());
             provider.stream(&request, &mut sink, &cancel).unwrap();

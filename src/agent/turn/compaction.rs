@@ -439,6 +439,7 @@ fn summarise(
         effort: turn.model.effort.as_deref(),
         max_output_tokens: turn.model.max_output_tokens,
         trace: turn.io.trace.as_ref(),
+        max_attempts: None,
     };
     let mut quiet = Quiet {
         text: String::new(),
@@ -504,6 +505,7 @@ pub(super) fn compact_command(
         effort: turn.model.effort.as_deref(),
         max_output_tokens: turn.model.max_output_tokens,
         trace: turn.io.trace.as_ref(),
+        max_attempts: None,
     };
     // The summary is the answer, or the compaction's own summary for a
     // client that takes compaction updates.

@@ -268,6 +268,12 @@ pub(super) fn call_model(
         effort: model.effort,
         max_output_tokens: output_cap(turn, state, run.fixed, messages, model.max_output_tokens),
         trace: turn.io.trace.as_ref(),
+        // After a wait for the model's limit, one try: its retries were
+        // spent before the wait and do not start over.
+        max_attempts: (state.parks > 0
+            && state.waiting_since.is_some()
+            && state.fallback.is_none())
+        .then_some(1),
     };
     // The call has its own token, so an answer that repeats itself can
     // be cut alone.

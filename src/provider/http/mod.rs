@@ -50,6 +50,16 @@ pub struct Timeouts {
     pub limits: StreamLimits,
 }
 
+impl Timeouts {
+    /// These timeouts with at most `attempts` tries, when given.
+    pub fn at_most(self, attempts: Option<u32>) -> Timeouts {
+        Timeouts {
+            attempts: attempts.map_or(self.attempts, |n| self.attempts.min(n.max(1))),
+            ..self
+        }
+    }
+}
+
 impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {

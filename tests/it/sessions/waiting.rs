@@ -476,8 +476,8 @@ fn a_wait_survives_the_editor_closing_and_goes_on_after_load() {
 #[test]
 fn a_limit_that_is_still_there_after_the_wait_ends_the_turn() {
     // A gateway that keeps saying "retry in 2 s": the retries honour it,
-    // the turn then waits once, asks once more (retrying as before) and
-    // stops — not hours of requests.
+    // the turn then waits once, asks once more (no retries of its own)
+    // and stops — not hours of requests.
     let space = Space::new("wait-again");
     let server = FakeServer::start();
     for _ in 0..20 {
@@ -514,8 +514,8 @@ fn a_limit_that_is_still_there_after_the_wait_ends_the_turn() {
             .count(),
         1
     );
-    // Two tries, the wait, two tries.
-    assert_eq!(server.requests().len(), 4);
+    // Two tries, the wait, one try: the retries do not start over.
+    assert_eq!(server.requests().len(), 3);
     assert_eq!(space.db.rows_of("waits", &session), 0);
     assert_eq!(status(&mut agent, &session)["health"]["until"], Value::Null);
 }
