@@ -105,6 +105,12 @@ fn a_trailing_comma_call_runs_and_is_shown_repaired() {
         turn.tool_call("c1")["rawInput"],
         json!({"path": "notes.txt"})
     );
+    // The editor is shown that the call was repaired.
+    let title = turn.tool_call("c1")["title"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(title.ends_with("(arguments repaired)"), "{title}");
     assert_eq!(turn.final_status("c1"), "completed", "{}", turn.dump());
     let requests = server.wait_requests(2, WAIT);
     let sent = requests[1].body["messages"].as_array().unwrap();

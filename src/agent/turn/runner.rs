@@ -83,6 +83,9 @@ pub struct Runner<'a> {
     /// current call be put to the user.
     pub hooks: &'a crate::agent::common::hooks::Hooks,
     pub hook_ask: bool,
+    /// Whether the current call's name or arguments were repaired: its
+    /// title says so to the editor and to a person asked.
+    pub repaired: bool,
     /// What the editor said each file holds, as far as the call now
     /// running read or wrote it: one question per file for its
     /// checkpoint, its change and its checkpoint after (emptied when the

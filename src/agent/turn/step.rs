@@ -587,6 +587,7 @@ pub(super) fn run_calls(
         skills: &turn.workspace.skills,
         hooks: &turn.workspace.hooks,
         hook_ask: false,
+        repaired: false,
         editor_texts: Default::default(),
     };
     let mut done = Calls {
@@ -609,6 +610,7 @@ pub(super) fn run_calls(
             done.looped = Some((index, why));
             break;
         }
+        runner.repaired = repairs.note(index).is_some();
         let mut result: CallResult = if let Some(error) = repairs.refused(index) {
             runner.refuse_unreadable(call, error)
         } else if call.name == "task" && turn.io.client.parent.is_none() {

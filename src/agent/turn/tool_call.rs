@@ -292,12 +292,11 @@ impl Runner<'_> {
         target: Option<&paths::Resolved>,
         raw_input: Value,
     ) -> Value {
-        let mut announce = pending(
-            call,
-            tools::title(tool, self.root),
-            tools::kind(tool),
-            raw_input,
-        );
+        let mut title = tools::title(tool, self.root);
+        if self.repaired {
+            title.push_str(" (arguments repaired)");
+        }
+        let mut announce = pending(call, title, tools::kind(tool), raw_input);
         announce.locations = location(tool, target).map(|location| vec![location]);
         self.update(SessionUpdate::ToolCall(announce.clone()));
         SessionUpdate::ToolCall(announce).into_value()
@@ -357,7 +356,10 @@ impl Runner<'_> {
         } else {
             ToolKind::Other
         };
-        let title = format!("{}: {}", tool.server, tool.name);
+        let mut title = format!("{}: {}", tool.server, tool.name);
+        if self.repaired {
+            title.push_str(" (arguments repaired)");
+        }
         let shown = pending(call, title, kind, raw_input.clone());
         self.update(SessionUpdate::ToolCall(shown.clone()));
         let announce = SessionUpdate::ToolCall(shown).into_value();
