@@ -325,9 +325,16 @@ pub(super) fn say_stopped(sink: &mut UpdateSink, why: &str) {
 }
 
 /// The words for an answer cut for a repeat.
+/// What the model is told the first time an answer of its repeats itself.
+pub(super) fn text_note(what: &str, limit: usize) -> String {
+    format!(
+        "[Your last answer repeated the same text {limit} times (\"{what}\") and was cut there. Do not repeat it: go on from where the useful part ended, or finish.]"
+    )
+}
+
 pub(super) fn text_repeated(what: &str, limit: usize) -> String {
     format!(
-        "The model's answer repeated the same text {limit} times (\"{what}\"), so it was cut there and the turn stopped. What was written so far is kept; send another prompt to go on (the `loops` setting changes when this happens)."
+        "The model's answer repeated the same text {limit} times (\"{what}\") again after it was told, so it was cut there and the turn stopped. What was written so far is kept; send another prompt to go on (the `loops` setting changes when this happens)."
     )
 }
 

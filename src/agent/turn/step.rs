@@ -39,6 +39,9 @@ pub(super) struct Loop<'t> {
     started: (Instant, u64),
     /// The identical tool calls in a row so far, across goal continuations.
     calls: super::loops::CallStreak,
+    /// Whether the model was already told, this turn, that an answer of
+    /// its repeated itself (the next one that does ends the turn).
+    text_told: bool,
 }
 
 impl<'t> Loop<'t> {
@@ -58,6 +61,7 @@ impl<'t> Loop<'t> {
             steps: 0,
             started: (started, elapsed_before),
             calls: super::loops::CallStreak::new(&turn.model.loops),
+            text_told: false,
         }
     }
 }
@@ -290,6 +294,25 @@ pub(super) fn call_model(
         // What was streamed is kept, without the calls it never finished.
         if let Ok(outcome) = &streamed {
             add_call_usage(turn, outcome, state);
+        }
+        // The first time, the cut answer stays, the model is told what it
+        // repeated and is asked once more; the second time the turn ends.
+        if !run.text_told {
+            run.text_told = true;
+            if let Some(message) = assistant {
+                messages.push(message.clone());
+                state.added.push(message);
+            }
+            let note = Message::user(super::loops::text_note(&what, limit));
+            messages.push(note.clone());
+            state.added.push(note);
+            sink.updates
+                .borrow_mut()
+                .notice(&crate::acp::fit::Notice::warning(
+                    "The model repeated itself",
+                    format!("Its answer repeated the same text {limit} times and was cut there; it was told so and asked to go on."),
+                ));
+            return Called::Retry;
         }
         state.added.extend(assistant);
         super::loops::say_stopped(sink, &super::loops::text_repeated(&what, limit));

@@ -1,7 +1,8 @@
 //! A stuck model through the real binary: the same `read_file` call told
 //! at the third and stopped at the fifth (the turn ends `end_turn` with a
 //! notice, its work kept and replayed); an answer streaming the same
-//! paragraph cut on the spot; polling a running job is no loop; the
+//! paragraph cut on the spot, the model told, and the turn ended when
+//! it does so again; polling a running job is no loop; the
 //! `loops` setting moves both limits and turns them off; a goal repeating
 //! one call across its continuations is stopped as well.
 
@@ -179,19 +180,22 @@ fn the_loops_setting_moves_the_limits_and_zero_turns_them_off() {
 }
 
 #[test]
-fn an_answer_streaming_the_same_paragraph_is_cut_and_the_turn_ends() {
+fn an_answer_streaming_the_same_paragraph_is_cut_told_then_the_turn_ends() {
     let space = Space::new("loops-same-text");
     let server = FakeServer::start();
     let paragraph = "Let me look at the file again.\nIt says the same thing as before.\n\n";
-    let mut steps = vec![chunk_role(), chunk_content("Reading it.\n\n")];
-    for _ in 0..12 {
-        steps.push(chunk_content(paragraph));
+    // Twice: an answer that repeats itself, the model told, and again.
+    for opening in ["Reading it.\n\n", "Again.\n\n"] {
+        let mut steps = vec![chunk_role(), chunk_content(opening)];
+        for _ in 0..12 {
+            steps.push(chunk_content(paragraph));
+        }
+        // Past the repeats the server would hold the answer open: only a
+        // cut ends it.
+        steps.push(chunk_content("NEVER SHOWN"));
+        steps.push(Step::Stall);
+        server.push(Reply::Sse(steps));
     }
-    // Past the repeats the server would hold the answer open: only a cut
-    // ends this turn.
-    steps.push(chunk_content("NEVER SHOWN"));
-    steps.push(Step::Stall);
-    server.push(Reply::Sse(steps));
     let mut agent = agent_with(&space, &server, Value::Null);
     let session = agent.new_session(&space.ws);
     let (answer, updates) = prompt(&mut agent, &session, "what does it say?");
@@ -199,10 +203,20 @@ fn an_answer_streaming_the_same_paragraph_is_cut_and_the_turn_ends() {
     assert!(server.wait_disconnect(WAIT), "the model call was not cut");
     let said = updates_text(&updates, "agent_message_chunk");
     assert!(!said.contains("NEVER SHOWN"), "{said}");
-    assert_eq!(said.matches(paragraph).count(), 10, "{said}");
+    assert_eq!(said.matches(paragraph).count(), 20, "{said}");
     assert!(said.contains("repeated the same text 10 times"), "{said}");
     let notices = notices_text(&updates);
+    assert!(notices.contains("The model repeated itself"), "{notices}");
     assert!(notices.contains("repeats itself"), "{notices}");
+    // The second request told the model what it repeated.
+    let second = &server.requests()[1];
+    assert!(
+        second
+            .raw
+            .contains("Your last answer repeated the same text 10 times"),
+        "{}",
+        second.raw
+    );
     // The text so far is kept, and the next prompt goes on from it.
     server.push(Reply::Sse(chat_text(&["Sorry."])));
     let (answer, _) = prompt(&mut agent, &session, "stop that");
@@ -215,7 +229,7 @@ fn an_answer_streaming_the_same_paragraph_is_cut_and_the_turn_ends() {
         .find(|m| m["role"] == "assistant")
         .expect("the cut answer is in the conversation");
     let text = assistant["content"].as_str().unwrap_or_default();
-    assert!(text.starts_with("Reading it."), "{text}");
+    assert!(text.starts_with("Again."), "{text}");
     assert_eq!(text.matches(paragraph).count(), 10, "{text}");
 }
 
