@@ -261,21 +261,38 @@ fn rejects_methods_the_agent_must_not_send() {
 
 #[test]
 fn unstable_updates_pass_only_the_unstable_edition() {
+    let child = json!({
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": "s", "update": {
+            "sessionUpdate": "subagent_update", "sessionId": "child", "title": "Explore"}},
+    });
+    expect_invalid(&child, None, &["\"subagent_update\" is not one of the known tags"]);
+    crate::support::schema::with_edition(true, || expect_valid(&child, None));
+    // The unstable edition still holds the update to its shape.
+    let anonymous = json!({
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": "s", "update": {"sessionUpdate": "subagent_update", "title": "Explore"}},
+    });
+    crate::support::schema::with_edition(true, || {
+        expect_invalid(&anonymous, None, &["sessionId"]);
+    });
+}
+
+#[test]
+fn notices_are_stable_and_held_to_their_shape() {
     let notice = json!({
         "jsonrpc": "2.0",
         "method": "session/update",
         "params": {"sessionId": "s", "update": {
             "sessionUpdate": "notice", "severity": "info", "title": "Sandbox on"}},
     });
-    expect_invalid(&notice, None, &["\"notice\" is not one of the known tags"]);
-    crate::support::schema::with_edition(true, || expect_valid(&notice, None));
-    // The unstable edition still holds a notice to its shape.
+    expect_valid(&notice, None);
     let untitled = json!({
         "jsonrpc": "2.0",
         "method": "session/update",
         "params": {"sessionId": "s", "update": {"sessionUpdate": "notice", "severity": "info"}},
     });
-    crate::support::schema::with_edition(true, || {
-        expect_invalid(&untitled, None, &["title"]);
-    });
+    expect_invalid(&untitled, None, &["title"]);
 }
