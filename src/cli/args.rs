@@ -107,6 +107,14 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, Usage> {
     match first {
         Short('h') | Long("help") => return Ok(Command::Help(None)),
         Short('V') | Long("version") => return Ok(Command::Version),
+        // The terminal auth method's arguments may replace the agent's own
+        // (the ACP registry's reading), so `spindle --setup` is the wizard
+        // as well as `spindle acp --setup`.
+        Long("setup") => {
+            return parse_setup(parser)
+                .map(Command::Setup)
+                .or_else(|e| help_instead(e, "setup"))
+        }
         Value(command) if command == "help" => {
             let topic = match parser.next().map_err(usage)? {
                 Some(Value(topic)) => Some(topic.string().map_err(usage)?),
@@ -212,9 +220,9 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, Usage> {
         signals: true,
         ..Options::default()
     };
-    // `--setup`: the terminal auth method. A client runs the agent's own
-    // command line with the method's arguments appended, so the wizard
-    // starts from `spindle acp … --setup`.
+    // `--setup`: the terminal auth method. A client that appends the
+    // method's arguments to the agent's command line starts the wizard
+    // from `spindle acp … --setup`.
     let mut setup = false;
     while let Some(arg) = parser.next().map_err(usage)? {
         match arg {

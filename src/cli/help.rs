@@ -452,6 +452,24 @@ mod tests {
         }
     }
 
+    /// The terminal auth method's `--setup` works whether a client appends
+    /// it to `spindle acp` or puts it in place of the agent's arguments.
+    #[test]
+    fn setup_flag_runs_the_wizard_in_either_position() {
+        use crate::cli::args::Command;
+        for words in [
+            &["--setup"][..],
+            &["acp", "--setup"],
+            &["--setup", "--kind", "openai"],
+        ] {
+            assert!(
+                matches!(parse_words(words), Ok(Command::Setup(_))),
+                "{words:?}"
+            );
+        }
+        assert!(parse_words(&["--setup", "--bogus"]).is_err());
+    }
+
     #[test]
     fn each_command_completes_exactly_the_flags_its_parser_takes() {
         let candidates = named_flags(include_str!("args.rs"));
