@@ -267,7 +267,11 @@ fn unstable_updates_pass_only_the_unstable_edition() {
         "params": {"sessionId": "s", "update": {
             "sessionUpdate": "subagent_update", "sessionId": "child", "title": "Explore"}},
     });
-    expect_invalid(&child, None, &["\"subagent_update\" is not one of the known tags"]);
+    expect_invalid(
+        &child,
+        None,
+        &["\"subagent_update\" is not one of the known tags"],
+    );
     crate::support::schema::with_edition(true, || expect_valid(&child, None));
     // The unstable edition still holds the update to its shape.
     let anonymous = json!({
