@@ -120,6 +120,8 @@ pub fn fit(update: &mut Value, capabilities: &ClientCapabilities) -> bool {
             fit_tool_call(update, capabilities);
             true
         }
+        // Only for a client that advertised `subagents`.
+        "subagent_update" => capabilities.subagents,
         "plan" if capabilities.plan => {
             *update = plan_update(std::mem::take(update));
             true
@@ -174,6 +176,7 @@ fn may_need_fitting(body: &str) -> bool {
         r#""sessionUpdate":"compaction_"#,
         r#""sessionUpdate":"tool_call"#,
         r#""sessionUpdate":"plan""#,
+        CHILD_MARK_TEXT,
     ]
     .iter()
     .any(|mark| body.contains(mark))
@@ -192,16 +195,151 @@ pub fn replay_line(
     let Ok(mut update) = serde_json::from_str::<Value>(body) else {
         return Some(super::replay_line(session_id, body));
     };
+    let session_id = route(&mut update, session_id, capabilities);
     if !fit(&mut update, capabilities) {
         return None;
     }
-    Some(super::replay_line(session_id, &update.to_string()))
+    Some(super::replay_line(&session_id, &update.to_string()))
+}
+
+/// The key under `_meta.spindle` that names a subagent's child session
+/// (`task-…`) in the stored form of its updates.
+pub const CHILD_MARK: &str = "subagentSession";
+const CHILD_MARK_TEXT: &str = r#""subagentSession""#;
+
+/// What ends a child session's id, after its parent's and a `/`.
+const CHILD_PREFIX: &str = "task-";
+
+/// The id of a subagent's child session: its parent's, then its key.
+pub fn child_session_id(parent: &str, key: &str) -> String {
+    format!("{parent}/{key}")
+}
+
+/// A fresh key for a subagent's child session.
+pub fn new_child_key() -> String {
+    format!("{CHILD_PREFIX}{}", crate::util::random_hex())
+}
+
+/// The parent session and the key of a child session's id, if it is one.
+pub fn parent_of(session_id: &str) -> Option<(&str, &str)> {
+    let (parent, key) = session_id.rsplit_once('/')?;
+    let hex = key.strip_prefix(CHILD_PREFIX)?;
+    (!parent.is_empty() && !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then_some((parent, key))
+}
+
+/// The session a stored update goes to for this client, and the update
+/// made fit for it. A subagent's updates carry its child session's key;
+/// a client that takes subagents gets them on that child session,
+/// without the parent's marks, and the `subagent_update`s (the child's
+/// announcement and state) on the parent, naming the child. Any other
+/// client gets them as before: on the parent, marked with its tool call
+/// (and `fit` leaves the `subagent_update`s out).
+pub fn route(update: &mut Value, session_id: &str, capabilities: &ClientCapabilities) -> String {
+    let key = update
+        .get_mut("_meta")
+        .and_then(|meta| meta.get_mut("spindle"))
+        .and_then(Value::as_object_mut)
+        .and_then(|spindle| spindle.remove(CHILD_MARK));
+    let Some(key) = key.as_ref().and_then(Value::as_str) else {
+        return session_id.to_string();
+    };
+    if !capabilities.subagents {
+        return session_id.to_string();
+    }
+    let child = child_session_id(session_id, key);
+    if let Some(fields) = update.as_object_mut() {
+        if fields.get("sessionUpdate") == Some(&Value::from("subagent_update")) {
+            fields.remove("_meta");
+            fields.insert("sessionId".into(), Value::String(child));
+            return session_id.to_string();
+        }
+        if let Some(meta) = fields.get_mut("_meta").and_then(Value::as_object_mut) {
+            meta.remove("spindle");
+            meta.remove("claudeCode");
+            if meta.is_empty() {
+                fields.remove("_meta");
+            }
+        }
+    }
+    child
+}
+
+/// The whole `session/update` line of an update, as kept for the store,
+/// for this client; `None` when this client does not get it.
+pub fn line(
+    session_id: &str,
+    mut update: Value,
+    capabilities: &ClientCapabilities,
+) -> Option<String> {
+    let session_id = route(&mut update, session_id, capabilities);
+    if !fit(&mut update, capabilities) {
+        return None;
+    }
+    Some(super::update_line(&session_id, &update))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn with_subagents() -> ClientCapabilities {
+        ClientCapabilities {
+            subagents: true,
+            ..Default::default()
+        }
+    }
+
+    fn child_chunk() -> Value {
+        json!({"sessionUpdate": "agent_message_chunk", "messageId": "m",
+               "content": {"type": "text", "text": "hi"},
+               "_meta": {"spindle": {"parentToolCallId": "t1", "subagentSession": "task-ab"},
+                         "claudeCode": {"parentToolUseId": "t1"}}})
+    }
+
+    #[test]
+    fn a_child_update_goes_to_the_child_only_for_a_client_that_takes_subagents() {
+        let mut update = child_chunk();
+        assert_eq!(route(&mut update, "s1", &with_subagents()), "s1/task-ab");
+        assert!(update.get("_meta").is_none(), "{update}");
+        let mut update = child_chunk();
+        assert_eq!(
+            route(&mut update, "s1", &ClientCapabilities::default()),
+            "s1"
+        );
+        assert_eq!(
+            update["_meta"],
+            json!({"spindle": {"parentToolCallId": "t1"}, "claudeCode": {"parentToolUseId": "t1"}})
+        );
+    }
+
+    #[test]
+    fn a_subagent_update_names_the_child_on_the_parent_or_is_left_out() {
+        let stored = json!({"sessionUpdate": "subagent_update", "state": {"state": "running"},
+            "_meta": {"spindle": {"parentToolCallId": "t1", "subagentSession": "task-ab"}}});
+        let line = line("s1", stored.clone(), &with_subagents()).unwrap();
+        let line: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(line["params"]["sessionId"], "s1");
+        assert_eq!(
+            line["params"]["update"],
+            json!({"sessionUpdate": "subagent_update", "state": {"state": "running"},
+                   "sessionId": "s1/task-ab"})
+        );
+        assert!(super::line("s1", stored.clone(), &ClientCapabilities::default()).is_none());
+        let body = stored.to_string();
+        assert!(replay_line("s1", &body, &ClientCapabilities::default()).is_none());
+        assert!(replay_line("s1", &body, &with_subagents()).is_some());
+    }
+
+    #[test]
+    fn only_a_child_key_names_a_child_session() {
+        assert_eq!(parent_of("s1/task-ab12"), Some(("s1", "task-ab12")));
+        assert_eq!(parent_of("a/b/task-0"), Some(("a/b", "task-0")));
+        for id in ["s1", "s1/task-", "/task-ab", "s1/task-xyz", "s1/other-ab"] {
+            assert_eq!(parent_of(id), None, "{id}");
+        }
+    }
 
     fn opted_in() -> ClientCapabilities {
         let mut capabilities = ClientCapabilities::default();

@@ -75,6 +75,9 @@ pub struct ClientCapabilities {
     /// Unstable: the client takes `plan_update` and `plan_removed`.
     #[serde(default, deserialize_with = "present")]
     pub plan: bool,
+    /// Unstable: the client takes a subagent as a child session of its own.
+    #[serde(default, deserialize_with = "present")]
+    pub subagents: bool,
     #[serde(default, rename = "_meta", deserialize_with = "lenient")]
     pub meta: ClientMeta,
 }
