@@ -45,6 +45,9 @@ pub struct Client {
     /// A subagent's handle: its permission requests carry the parent's
     /// tool call (`_meta.spindle.parentToolCallId`).
     pub parent: Option<String>,
+    /// A subagent's child session key: a client that takes subagents
+    /// gets its requests on the child session (`acp::fit::route`).
+    pub child: Option<String>,
     /// Its requests are not the turn's (a subagent running as a job):
     /// kept when the turn ends.
     pub lasting: bool,
@@ -63,6 +66,7 @@ impl Client {
             outbox,
             cancel,
             parent: None,
+            child: None,
             lasting: false,
         }
     }
@@ -83,6 +87,12 @@ impl Client {
         if method == "session/request_permission" && params["toolCall"].is_object() {
             crate::acp::fit::fit_tool_call(&mut params["toolCall"], &self.capabilities);
         }
+        if let (Some(key), true) = (&self.child, self.capabilities.subagents) {
+            if params["sessionId"].is_string() {
+                params["sessionId"] =
+                    serde_json::json!(crate::acp::fit::child_session_id(&self.session_id, key));
+            }
+        }
         if let (Some(parent), "elicitation/create") = (&self.parent, method) {
             if let Some(id) = params["toolCallId"].as_str() {
                 params["toolCallId"] = serde_json::json!(super::updates::nested_id(parent, id));
@@ -90,7 +100,10 @@ impl Client {
         }
         if let (Some(parent), "session/request_permission") = (&self.parent, method) {
             if params["toolCall"].is_object() {
-                params["toolCall"]["_meta"] = super::updates::parent_meta(parent);
+                // On the child's own session the mark says nothing more.
+                if self.child.is_none() || !self.capabilities.subagents {
+                    params["toolCall"]["_meta"] = super::updates::parent_meta(parent);
+                }
                 if let Some(id) = params["toolCall"]["toolCallId"].as_str() {
                     params["toolCall"]["toolCallId"] =
                         serde_json::json!(super::updates::nested_id(parent, id));

@@ -280,7 +280,15 @@ impl Runner<'_> {
             "toolCall": tool_call,
             "options": options,
         });
-        let answer = match self.client.request("session/request_permission", params) {
+        // A subagent's child session waits on the user meanwhile.
+        self.updates
+            .borrow_mut()
+            .subagent_update(json!({"state": {"state": "requires_action"}}));
+        let asked = self.client.request("session/request_permission", params);
+        self.updates
+            .borrow_mut()
+            .subagent_update(json!({"state": {"state": "running"}}));
+        let answer = match asked {
             Ok(answer) => answer,
             Err(ClientError::Cancelled) | Err(ClientError::Gone) => return Permit::Cancelled,
             // The user did not decline: the question failed. The model is

@@ -7,6 +7,15 @@
 //! replays them), its permission requests carry the same mark, the
 //! parent's tool call shows its progress, and its final answer is the
 //! tool's result.
+//!
+//! A client that takes subagents (`clientCapabilities.subagents`) gets
+//! the subagent as a child session of its own (`<session>/task-<hex>`):
+//! a `subagent_update` on the parent announces it before anything of it
+//! is sent and reports its state (running, waiting for a permission,
+//! idle with why it stopped); its updates and permission requests name
+//! the child. The updates are stored once, with the
+//! child's key, and fitted to each client as they are written, live or
+//! replayed (`acp::fit::route`).
 
 use super::report::Live;
 use super::runner::{text_content, CallResult};
@@ -15,6 +24,7 @@ use super::{steps, State, StopReason, Turn, TurnKind};
 use crate::acp::{SessionUpdate, ToolCallStatus, ToolKind};
 use crate::agent::common::permission::Approvals;
 use crate::agent::common::spend::Spend;
+use crate::cancel::CancelToken;
 use crate::provider::{Message, ToolCallRequest, Usage};
 use serde_json::json;
 use std::cell::RefCell;
@@ -98,13 +108,26 @@ pub(super) fn run_task(
     }
     let mut child = child_turn(turn, &args, subagent, call);
     child.rights.approvals = approvals.clone();
+    // Its own cancel, which the parent's cancel raises too.
+    let key = crate::acp::fit::new_child_key();
+    let stop = CancelToken::new();
+    let raised = stop.clone();
+    turn.io.cancel.on_cancel(move || raised.cancel());
+    child.io.cancel = stop.clone();
+    child.io.client = child.io.client.with_cancel(stop.clone());
+    child.io.client.child = Some(key.clone());
     let mut state = State::new(&child);
     // The agent file's per-turn limits count the parent's spending too.
     state.usage = *spent_before.0;
     state.spend = spent_before.1;
     let mut messages = child.start.messages.clone();
-    let mut child_sink = UpdateSink::new(turn.io.cancel.clone(), updates);
-    updates.borrow_mut().nest(Some(&call.id));
+    let mut child_sink = UpdateSink::new(stop.clone(), updates);
+    updates.borrow_mut().nest_child(&call.id, &key);
+    updates.borrow_mut().subagent_update(json!({
+        "title": args.description,
+        "description": described(&args.prompt),
+        "state": {"state": "running"},
+    }));
     let ended = steps(
         &child,
         &mut child_sink,
@@ -113,6 +136,9 @@ pub(super) fn run_task(
         &mut messages,
         checkpoints,
     );
+    updates
+        .borrow_mut()
+        .subagent_update(json!({"state": idle_state(&ended)}));
     updates.borrow_mut().nest(None);
     *approvals = state.approvals.clone();
     let before = spent_before.0;
@@ -125,6 +151,33 @@ pub(super) fn run_task(
     let (status, text, cancelled) = outcome(ended, &messages);
     end(status, &text);
     (result(text, status, cancelled), spent)
+}
+
+/// What the child session's `subagent_update` says of its purpose: the
+/// start of the task's prompt.
+fn described(prompt: &str) -> String {
+    const CAP: usize = 400;
+    let prompt = prompt.trim();
+    if prompt.len() <= CAP {
+        return prompt.to_string();
+    }
+    let mut end = CAP;
+    while !prompt.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &prompt[..end])
+}
+
+/// The child session's state when the subagent's run ended: idle, and why.
+fn idle_state(ended: &Result<StopReason, crate::rpc::RpcError>) -> serde_json::Value {
+    match ended {
+        Ok(stop) => json!({"state": "idle", "stopReason": stop}),
+        Err(error) => json!({
+            "state": "idle",
+            "stopReason": "error",
+            "error": {"code": error.code, "message": error.message},
+        }),
+    }
 }
 
 /// Tells the client the `task` call started.

@@ -23,6 +23,8 @@ enum Kept {
         text: String,
         /// A subagent's chunk: the parent's tool call.
         parent: Option<String>,
+        /// And its child session's key.
+        child: Option<String>,
     },
     Other(Value),
 }
@@ -45,6 +47,9 @@ pub struct Updates {
 
 struct Nested {
     parent: String,
+    /// The key of the subagent's child session (`acp::fit::route`):
+    /// `None` for a job's, which stays under the parent's call.
+    child: Option<String>,
     /// `None`: the parent's call has ended (a subagent running as a
     /// job), so it shows no progress.
     progress: Option<Vec<String>>,
@@ -65,6 +70,16 @@ pub fn parent_meta(parent: &str) -> Value {
         "spindle": {"parentToolCallId": parent},
         "claudeCode": {"parentToolUseId": parent},
     })
+}
+
+/// The stored mark of a subagent's update: the parent's tool call and,
+/// when it has one, its child session's key.
+fn stored_meta(parent: &str, child: Option<&str>) -> Value {
+    let mut meta = parent_meta(parent);
+    if let Some(child) = child {
+        meta["spindle"][acp::fit::CHILD_MARK] = json!(child);
+    }
+    meta
 }
 
 /// How long, after a cancel, a line still waits for room in a full queue
@@ -112,14 +127,54 @@ impl Updates {
     pub fn nest(&mut self, parent: Option<&str>) {
         self.nested = parent.map(|parent| Nested {
             parent: parent.to_string(),
+            child: None,
             progress: Some(Vec::new()),
         });
+    }
+
+    /// Like `nest`, for a subagent with a child session: `key` names it
+    /// (`acp::fit::child_session_id`).
+    pub fn nest_child(&mut self, parent: &str, key: &str) {
+        self.nested = Some(Nested {
+            parent: parent.to_string(),
+            child: Some(key.to_string()),
+            progress: Some(Vec::new()),
+        });
+    }
+
+    /// The running subagent's child session id, for this client: `None`
+    /// when there is none or the client does not take subagents.
+    pub fn child_session(&self) -> Option<String> {
+        let key = self.nested.as_ref()?.child.as_deref()?;
+        self.capabilities
+            .subagents
+            .then(|| acp::fit::child_session_id(&self.session_id, key))
+    }
+
+    /// Sends a `subagent_update` of the running subagent's child session
+    /// (`fields`: its title, state, ...), kept for replay like any update;
+    /// only a client that takes subagents gets it. Nothing without a
+    /// child session.
+    pub fn subagent_update(&mut self, fields: Value) {
+        let Some(nested) = &self.nested else {
+            return;
+        };
+        let Some(child) = nested.child.as_deref() else {
+            return;
+        };
+        let mut update = json!({"sessionUpdate": "subagent_update"});
+        if let (Some(update), Value::Object(fields)) = (update.as_object_mut(), fields) {
+            update.extend(fields);
+        }
+        update["_meta"] = stored_meta(&nested.parent, Some(child));
+        self.send_now(update);
     }
 
     /// Like `nest`, for a parent call that has already ended.
     pub fn nest_quietly(&mut self, parent: &str) {
         self.nested = Some(Nested {
             parent: parent.to_string(),
+            child: None,
             progress: None,
         });
     }
@@ -154,16 +209,28 @@ impl Updates {
     /// Sends a message or thought chunk (the hot path: no JSON tree).
     pub fn chunk(&mut self, thought: bool, message_id: &str, text: &str) {
         let parent = self.nested.as_ref().map(|n| n.parent.clone());
+        let child = self.nested.as_ref().and_then(|n| n.child.clone());
         let meta = parent.as_deref().map(parent_meta);
-        let line = acp::chunk_line(&self.session_id, thought, message_id, text, meta.as_ref());
+        let line = match self.child_session() {
+            // On its own session, a child's chunk needs no mark.
+            Some(session) => acp::chunk_line(&session, thought, message_id, text, None),
+            None => acp::chunk_line(&self.session_id, thought, message_id, text, meta.as_ref()),
+        };
         self.deliver(line);
         if let (Some(meta), Some(_)) = (&meta, &self.mirror) {
             self.mirror_line(acp::stored_chunk(thought, message_id, text, Some(meta)));
         }
-        self.keep_chunk(thought, message_id, text, parent);
+        self.keep_chunk(thought, message_id, text, parent, child);
     }
 
-    fn keep_chunk(&mut self, thought: bool, message_id: &str, text: &str, parent: Option<String>) {
+    fn keep_chunk(
+        &mut self,
+        thought: bool,
+        message_id: &str,
+        text: &str,
+        parent: Option<String>,
+        child: Option<String>,
+    ) {
         if self.mirror.is_some() {
             return;
         }
@@ -172,9 +239,14 @@ impl Updates {
             message_id: last_id,
             text: last_text,
             parent: last_parent,
+            child: last_child,
         }) = self.kept.last_mut()
         {
-            if *last_thought == thought && last_id == message_id && *last_parent == parent {
+            if *last_thought == thought
+                && last_id == message_id
+                && *last_parent == parent
+                && *last_child == child
+            {
                 last_text.push_str(text);
                 return;
             }
@@ -184,6 +256,7 @@ impl Updates {
             message_id: message_id.to_string(),
             text: text.to_string(),
             parent,
+            child,
         });
     }
 
@@ -192,7 +265,7 @@ impl Updates {
         let mut progress = None;
         let mut meta = None;
         if let Some(nested) = self.nested.as_mut() {
-            meta = Some(parent_meta(&nested.parent));
+            meta = Some(stored_meta(&nested.parent, nested.child.as_deref()));
             // The subagent's call ids are its model's: under the parent's,
             // so they never clash with the session's own.
             if let Some(id) = update.tool_call_id_mut() {
@@ -233,18 +306,17 @@ impl Updates {
     }
 
     /// Writes an update as this client gets it (`acp::fit`), if it gets it.
-    fn write_fitted(&self, mut update: Value) {
-        if !acp::fit::fit(&mut update, &self.capabilities) {
-            return;
+    fn write_fitted(&self, update: Value) {
+        if let Some(line) = acp::fit::line(&self.session_id, update, &self.capabilities) {
+            self.deliver(line);
         }
-        self.deliver(acp::update_line(&self.session_id, &update));
     }
 
     /// The `_meta` of a subagent's update.
     fn nested_meta(&self) -> Option<Value> {
         self.nested
             .as_ref()
-            .map(|nested| parent_meta(&nested.parent))
+            .map(|nested| stored_meta(&nested.parent, nested.child.as_deref()))
     }
 
     /// Sends a live-only update (usage): shown, never replayed. A
@@ -265,10 +337,11 @@ impl Updates {
     /// Shows a one-off notice: live only, never kept, never part of the
     /// answer. A subagent's is marked with the parent's tool call.
     pub fn notice(&mut self, notice: &Notice) {
-        let update = notice
+        let mut update = notice
             .update(&self.capabilities)
             .into_value_with_meta(self.nested_meta());
-        self.deliver(acp::update_line(&self.session_id, &update));
+        let session_id = acp::fit::route(&mut update, &self.session_id, &self.capabilities);
+        self.deliver(acp::update_line(&session_id, &update));
     }
 
     /// Takes what was sent since the last call, as the JSON texts to store.
@@ -283,8 +356,11 @@ impl Updates {
                     message_id,
                     text,
                     parent,
+                    child,
                 } => {
-                    let meta = parent.as_deref().map(parent_meta);
+                    let meta = parent
+                        .as_deref()
+                        .map(|parent| stored_meta(parent, child.as_deref()));
                     acp::stored_chunk(thought, &message_id, &text, meta.as_ref())
                 }
                 Kept::Other(value) => value.to_string(),

@@ -84,6 +84,7 @@ fn advertises_unstable(message: &Value) -> bool {
     let spindle = &capabilities["_meta"]["spindle"];
     capabilities["session"]["compaction"].is_object()
         || capabilities["plan"].is_object()
+        || capabilities["subagents"].is_object()
         || ["notices", "toolCallName", "promptUsage", "diffDeleted"]
             .iter()
             .any(|key| spindle[*key] == true)

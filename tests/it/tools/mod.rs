@@ -32,6 +32,7 @@ mod protected;
 mod questions;
 mod roots;
 mod rules;
+mod subagent_sessions;
 mod subagents;
 // The test client's terminals are Unix process groups.
 #[cfg(unix)]

@@ -93,6 +93,18 @@ fn a_subagent_reads_and_edits_and_its_updates_carry_the_parent() {
         && u["content"]["text"]
             .as_str()
             .is_some_and(|t| t.contains("copied"))));
+    // A client that does not take subagents gets no child session.
+    assert!(turn
+        .messages
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .all(|m| m["params"]["sessionId"] == session.as_str()
+            && m["params"]["update"]["sessionUpdate"] != "subagent_update"
+            && !m.to_string().contains("subagentSession")));
+    assert_eq!(
+        turn.requests("session/request_permission")[0]["params"]["sessionId"],
+        session.as_str()
+    );
     let live: Vec<Value> = turn
         .updates()
         .into_iter()
@@ -126,6 +138,10 @@ fn a_subagent_reads_and_edits_and_its_updates_carry_the_parent() {
             .cloned()
             .collect()
     };
+    assert!(others.iter().all(|m| m["method"] != "session/update"
+        || (m["params"]["sessionId"] == session.as_str()
+            && m["params"]["update"]["sessionUpdate"] != "subagent_update"
+            && !m.to_string().contains("subagentSession"))));
     assert_eq!(
         marked(&replayed),
         marked(&live),
