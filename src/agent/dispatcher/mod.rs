@@ -604,7 +604,9 @@ impl Dispatcher {
                 return;
             }
             None => {
-                log::warn!("session/cancel for unknown session {session_id}");
+                if !self.cancel_child(session_id) {
+                    log::warn!("session/cancel for unknown session {session_id}");
+                }
                 return;
             }
         }
@@ -614,6 +616,27 @@ impl Dispatcher {
             session.jobs.kill_all(Some(session.epoch));
         }
         self.pause_inbox(session_id);
+    }
+
+    /// Cancels a running subagent's work if `session_id` names its child
+    /// session; the parent's turn goes on. False when it names none.
+    fn cancel_child(&mut self, session_id: &str) -> bool {
+        let Some((parent, key)) = crate::acp::fit::parent_of(session_id) else {
+            return false;
+        };
+        let Some(session) = self.sessions.get(parent) else {
+            return false;
+        };
+        let live = crate::cancel::lock(&session.live);
+        match live.children.0.iter().find(|(running, _)| running == key) {
+            Some((_, stop)) => {
+                log::debug!("cancelling the subagent {session_id}");
+                stop.cancel();
+            }
+            // Its work has ended already: nothing to cancel.
+            None => log::debug!("session/cancel for {session_id}: the subagent is idle"),
+        }
+        true
     }
 
     pub(in crate::agent) fn cancel_request(&mut self, request_id: &Value) {

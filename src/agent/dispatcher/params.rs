@@ -180,6 +180,12 @@ pub(in crate::agent) fn extra_roots(
 }
 
 pub(in crate::agent) fn not_found(session_id: &str) -> RpcError {
+    if let Some((parent, _)) = crate::acp::fit::parent_of(session_id) {
+        return RpcError::invalid_request(format!(
+            "{session_id:?} is a subagent's session inside session {parent:?}: it takes no prompts and cannot be loaded or changed on its own; only session/cancel stops its work. Prompt the parent session instead"
+        ))
+        .with_data(json!({"code": "subagent_session"}));
+    }
     RpcError::new(
         code::RESOURCE_NOT_FOUND,
         format!("Resource not found: there is no session {session_id:?}"),

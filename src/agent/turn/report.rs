@@ -158,6 +158,20 @@ pub struct Live {
     /// them to the session's when the turn ends, and zeroes them then.
     pub usage: crate::provider::Usage,
     pub spend: crate::agent::common::spend::Spend,
+    /// The subagents running in the turn, each with a child session: a
+    /// `session/cancel` of the child stops only its work.
+    pub children: Children,
+}
+
+/// Running subagents' child session keys and their cancels.
+#[derive(Default)]
+pub struct Children(pub Vec<(String, crate::cancel::CancelToken)>);
+
+impl std::fmt::Debug for Children {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: Vec<&String> = self.0.iter().map(|(key, _)| key).collect();
+        f.debug_tuple("Children").field(&keys).finish()
+    }
 }
 
 /// The handle both sides hold.

@@ -13,7 +13,8 @@
 //! a `subagent_update` on the parent announces it before anything of it
 //! is sent and reports its state (running, waiting for a permission,
 //! idle with why it stopped); its updates and permission requests name
-//! the child. The updates are stored once, with the
+//! the child; a `session/cancel` of the child stops its work only, and
+//! the parent's turn goes on. The updates are stored once, with the
 //! child's key, and fitted to each client as they are written, live or
 //! replayed (`acp::fit::route`).
 
@@ -116,6 +117,10 @@ pub(super) fn run_task(
     child.io.cancel = stop.clone();
     child.io.client = child.io.client.with_cancel(stop.clone());
     child.io.client.child = Some(key.clone());
+    crate::cancel::lock(&turn.io.live)
+        .children
+        .0
+        .push((key.clone(), stop.clone()));
     let mut state = State::new(&child);
     // The agent file's per-turn limits count the parent's spending too.
     state.usage = *spent_before.0;
@@ -127,6 +132,7 @@ pub(super) fn run_task(
         "title": args.description,
         "description": described(&args.prompt),
         "state": {"state": "running"},
+        "capabilities": {"cancel": {}},
     }));
     let ended = steps(
         &child,
@@ -140,6 +146,10 @@ pub(super) fn run_task(
         .borrow_mut()
         .subagent_update(json!({"state": idle_state(&ended)}));
     updates.borrow_mut().nest(None);
+    crate::cancel::lock(&turn.io.live)
+        .children
+        .0
+        .retain(|(running, _)| *running != key);
     *approvals = state.approvals.clone();
     let before = spent_before.0;
     let spent = Spent {
@@ -148,7 +158,15 @@ pub(super) fn run_task(
         model_calls: state.model_calls,
         usage_reports: state.usage_reports,
     };
-    let (status, text, cancelled) = outcome(ended, &messages);
+    let (status, text, cancelled) = match ended {
+        // Only the child was cancelled: the parent's turn goes on.
+        Ok(StopReason::Cancelled) if !turn.io.cancel.is_cancelled() => (
+            ToolCallStatus::Failed,
+            "Cancelled by the user: the subagent stopped before it finished.".to_string(),
+            false,
+        ),
+        ended => outcome(ended, &messages),
+    };
     end(status, &text);
     (result(text, status, cancelled), spent)
 }

@@ -2,11 +2,13 @@
 //! `task` as a child session: announced on the parent by a
 //! `subagent_update` before anything of the child is sent, the child's
 //! updates and permission requests on the child's id, its state (running,
-//! waiting on the user, idle and why), an error stop reason when its
-//! model fails, and a load that replays it all as it was shown.
+//! waiting on the user, idle and why), a cancel of the child alone or,
+//! through its parent, of both (a pending permission included), an
+//! error stop reason when its model fails, a child id refused as a
+//! session of its own, and a load that replays it all as it was shown.
 
 use super::{call, calls, permissions, say, script, Space, WAIT};
-use crate::support::{run_prompt, Answer, Turn};
+use crate::support::{run_prompt, Answer, Exchange, Turn};
 use serde_json::{json, Value};
 
 fn capabilities() -> Value {
@@ -128,6 +130,7 @@ fn a_subagent_is_a_child_session_announced_first_and_replayed_alike() {
     let states = subagent_updates(&turn.messages, &session);
     assert_eq!(states[0]["title"], "Copy a greeting");
     assert_eq!(states[0]["state"], json!({"state": "running"}));
+    assert_eq!(states[0]["capabilities"], json!({"cancel": {}}));
     let announced = turn
         .messages
         .iter()
@@ -216,6 +219,88 @@ fn a_subagent_is_a_child_session_announced_first_and_replayed_alike() {
 }
 
 #[test]
+fn a_cancel_of_the_child_stops_only_the_child() {
+    let space = Space::new("subagent-session-cancel");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "t1",
+                "task",
+                json!({"description": "Count slowly", "prompt": "Count."}),
+            )]),
+            json!({"text": "one two three four five six seven eight nine ten", "chunk_delay_ms": 400}),
+            say("The parent goes on."),
+        ]),
+        &["--permissions", "yolo"],
+        capabilities(),
+    );
+    let mut exchange = Exchange::prompt(&mut agent, &session, "go");
+    let mut answer = |request: &Value| panic!("unexpected request: {request}");
+    let child_spoke = |exchange: &Exchange| {
+        exchange.messages.iter().any(|m| {
+            m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+                && m["params"]["sessionId"]
+                    .as_str()
+                    .is_some_and(|s| s.contains("/task-"))
+        })
+    };
+    assert!(
+        exchange.until(&mut agent, WAIT, &mut answer, &mut |e: &Exchange| {
+            child_spoke(e)
+        })
+    );
+    let child = exchange
+        .messages
+        .iter()
+        .find_map(|m| m["params"]["update"]["sessionId"].as_str())
+        .unwrap()
+        .to_string();
+    // An unknown child is ignored, as any unknown session is.
+    agent.notify(
+        "session/cancel",
+        json!({"sessionId": format!("{session}/task-00")}),
+    );
+    agent.notify("session/cancel", json!({"sessionId": child}));
+    let turn = exchange.finish(&mut agent, WAIT, &mut answer);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    let states = subagent_updates(&turn.messages, &session);
+    assert_eq!(
+        states.last().unwrap()["state"],
+        json!({"state": "idle", "stopReason": "cancelled"}),
+        "{}",
+        turn.dump()
+    );
+    assert_eq!(turn.final_status("t1"), "failed");
+    assert!(turn.final_text("t1").contains("Cancelled"));
+    assert!(
+        turn.text().contains("The parent goes on."),
+        "{}",
+        turn.dump()
+    );
+    let child_text: String = updates_on(&turn.messages, &child)
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert!(!child_text.contains("ten"), "{child_text}");
+
+    // The child is not a session to prompt.
+    let id = agent.request(
+        "session/prompt",
+        json!({"sessionId": child, "prompt": [{"type": "text", "text": "hi"}]}),
+    );
+    let (refused, _) = agent.response(&id, WAIT);
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("subagent's session"), "{refused}");
+    let id = agent.request(
+        "session/load",
+        json!({"sessionId": child, "cwd": space.ws, "mcpServers": []}),
+    );
+    let (refused, _) = agent.response(&id, WAIT);
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("subagent's session"), "{refused}");
+}
+
+#[test]
 fn a_failing_model_in_the_child_ends_it_with_an_error() {
     let space = Space::new("subagent-session-error");
     let (mut agent, session) = space.start(
@@ -247,4 +332,55 @@ fn a_failing_model_in_the_child_ends_it_with_an_error() {
         "{last}"
     );
     assert_eq!(turn.final_status("t1"), "failed");
+}
+
+#[test]
+fn a_cancel_of_the_parent_stops_a_child_waiting_on_a_permission() {
+    let space = Space::new("subagent-session-parent-cancel");
+    let (mut agent, session) = space.start(
+        &script(vec![
+            calls(vec![call(
+                "t1",
+                "task",
+                json!({"description": "Write", "prompt": "Write b.txt."}),
+            )]),
+            calls(vec![call(
+                "c1",
+                "write_file",
+                json!({"path": "b.txt", "content": "x\n"}),
+            )]),
+            say("unused"),
+            say("unused"),
+        ]),
+        &["--permissions", "ask"],
+        capabilities(),
+    );
+    let mut exchange = Exchange::prompt(&mut agent, &session, "go");
+    let mut answer = |_: &Value| Answer::Ignore;
+    let asked = exchange.until(&mut agent, WAIT, &mut answer, &mut |e: &Exchange| {
+        e.messages
+            .iter()
+            .any(|m| m["method"] == "session/request_permission")
+    });
+    assert!(asked);
+    let request = exchange
+        .messages
+        .iter()
+        .find(|m| m["method"] == "session/request_permission")
+        .unwrap()
+        .clone();
+    assert!(request["params"]["sessionId"]
+        .as_str()
+        .is_some_and(|s| s.starts_with(&format!("{session}/task-"))));
+    agent.notify("session/cancel", json!({"sessionId": session}));
+    let turn = exchange.finish(&mut agent, WAIT, &mut answer);
+    assert_eq!(turn.stop_reason(), "cancelled", "{}", turn.dump());
+    let states = subagent_updates(&turn.messages, &session);
+    assert_eq!(
+        states.last().unwrap()["state"],
+        json!({"state": "idle", "stopReason": "cancelled"}),
+        "{}",
+        turn.dump()
+    );
+    assert!(!space.exists("b.txt"));
 }
