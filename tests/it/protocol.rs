@@ -58,7 +58,8 @@ fn initialize_answers_version_one_and_describes_the_agent() {
     assert_eq!(result["agentCapabilities"]["loadSession"], true);
     assert_eq!(
         result["agentCapabilities"]["sessionCapabilities"],
-        json!({"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}, "additionalDirectories": {}})
+        json!({"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}, "additionalDirectories": {},
+               "systemPrompt": {"mode": {"override": {}}}})
     );
     assert_eq!(
         result["agentCapabilities"]["promptCapabilities"],

@@ -3,6 +3,7 @@
 //! policy, slash commands, prompt content and the system prompt, and what model
 //! calls cost.
 
+pub mod client_prompt;
 pub mod commands;
 pub mod content;
 pub mod goal;

@@ -128,6 +128,25 @@ pub struct Settings {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub extra_roots: Vec<PathBuf>,
+    /// The client's system prompt (`systemPrompt`), kept so that a load,
+    /// a resume or a fork without one goes on with it.
+    #[serde(
+        default,
+        rename = "systemPrompt",
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
+    pub system_prompt: Option<crate::agent::common::client_prompt::ClientPrompt>,
+}
+
+/// A stored value that cannot be read is left out, not every setting.
+fn lenient<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let value = Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).ok())
 }
 
 fn auto() -> String {
@@ -206,6 +225,7 @@ impl Session {
                 spend: Spend::default(),
                 agent: None,
                 extra_roots: Vec::new(),
+                system_prompt: None,
             },
             title: None,
             stored_messages: 0,

@@ -49,7 +49,9 @@ impl Dispatcher {
                 "mcpCapabilities": { "http": true, "sse": true },
                 "auth": { "logout": {} },
                 // `fork` is unstable; the stable schema allows the field.
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}, "additionalDirectories": {}},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}, "additionalDirectories": {},
+                    // Unstable: `append`, and `override` too.
+                    "systemPrompt": {"mode": {"override": {}}}},
                 "_meta": { "spindle": super::routes::discovery() }
             }),
             auth_methods,

@@ -5,6 +5,7 @@ use super::close_interrupted_turn;
 use super::controls::{config_options, effort_values, modes};
 use super::project::ProjectDefaults;
 use crate::acp;
+use crate::agent::common::client_prompt;
 use crate::agent::common::models::Registry;
 use crate::agent::dispatcher::params::{check_cwd, decode, internal, not_found};
 use crate::agent::dispatcher::session::{
@@ -28,6 +29,7 @@ const MCP_START_WAIT: std::time::Duration = std::time::Duration::from_millis(100
 impl Dispatcher {
     pub(in crate::agent) fn new_session(&mut self, params: Value) -> Result<Value, RpcError> {
         let roots = crate::agent::dispatcher::params::extra_roots(&params, &self.protected_dirs())?;
+        let client_prompt = client_prompt::parse(&params)?;
         let request: acp::NewSessionRequest = decode(params)?;
         let cwd = check_cwd(&request.cwd)?;
         let requested = request
@@ -56,6 +58,7 @@ impl Dispatcher {
         let mut session = Session::new(String::new(), cwd, servers, Policy::Ask);
         session.settings.agent = self.options.agent.as_ref().map(|a| a.name.clone());
         session.settings.extra_roots = roots.unwrap_or_default();
+        session.settings.system_prompt = client_prompt;
         let cwd_key = session.cwd.display().to_string();
         let remembered = self
             .store()?
@@ -225,6 +228,7 @@ impl Dispatcher {
         replay: bool,
     ) -> Result<Value, RpcError> {
         let roots = crate::agent::dispatcher::params::extra_roots(&params, &self.protected_dirs())?;
+        let client_prompt = client_prompt::parse(&params)?;
         let request: acp::LoadSessionRequest = decode(params)?;
         if replay && request.mcp_servers.is_none() {
             return Err(RpcError::invalid_params("missing field `mcpServers`"));
@@ -238,6 +242,9 @@ impl Dispatcher {
         // A resume without the editor's servers still gets the configured.
         let configured = self.with_agent_servers(Vec::new(), &cwd);
         if self.sessions.contains_key(&id) {
+            if let Some(given) = client_prompt {
+                self.replace_client_prompt(&id, given)?;
+            }
             return self.attach_live(&id, roots, merged, replay, &registry);
         }
         let (row, messages) = self.read_stored(&id)?;
@@ -260,6 +267,13 @@ impl Dispatcher {
         let mut session = Session::new(id.clone(), cwd, servers, settings.policy);
         session.hook_start = Some("resume");
         session.restore(settings);
+        // A system prompt given now replaces the stored one.
+        if let Some(given) = client_prompt {
+            session.settings.system_prompt = Some(given);
+            store
+                .save_settings(&id, &session.settings_json())
+                .map_err(internal)?;
+        }
         self.restore_roots(&mut session, roots);
         let (mcp, notes) = start_mcp(
             &session.mcp_servers,
@@ -285,6 +299,21 @@ impl Dispatcher {
         self.announce_commands(&id);
         self.announce_mcp(&id);
         Ok(response)
+    }
+
+    /// A client system prompt given to a session live here replaces its
+    /// own, for its next turn and kept in the store.
+    fn replace_client_prompt(
+        &mut self,
+        id: &str,
+        given: client_prompt::ClientPrompt,
+    ) -> Result<(), RpcError> {
+        let Some(session) = self.sessions.get_mut(id) else {
+            return Err(not_found(id));
+        };
+        session.settings.system_prompt = Some(given);
+        let settings = session.settings_json();
+        self.store()?.save_settings(id, &settings).map_err(internal)
     }
 
     /// Attaches to a session already live here, without a second copy: new
@@ -489,6 +518,9 @@ impl Dispatcher {
             }
         };
         check_cwd(&cwd)?;
+        // Checked before anything is copied; the copy keeps the source's
+        // unless one is given.
+        client_prompt::parse(&params)?;
         let servers = params.get("mcpServers").cloned().unwrap_or(json!([]));
         if !servers.is_array() {
             return Err(RpcError::invalid_params("mcpServers must be an array"));
@@ -533,6 +565,9 @@ impl Dispatcher {
         let mut load = json!({"sessionId": id, "cwd": cwd, "mcpServers": servers});
         if let Some(roots) = params.get("additionalDirectories") {
             load["additionalDirectories"] = roots.clone();
+        }
+        if let Some(given) = params.get("systemPrompt") {
+            load["systemPrompt"] = given.clone();
         }
         let mut response = match self.load_session(load, false) {
             Ok(response) => response,

@@ -27,6 +27,7 @@ mod loops;
 mod opt_in;
 mod processes;
 mod replay;
+mod system_prompt;
 mod waiting;
 
 use crate::support::fake_openai::{

@@ -71,7 +71,10 @@ impl Dispatcher {
             Builtin::Redo => return Ok((TurnKind::Rewind(Rewind::Redo), text.to_string())),
             Builtin::Rewind => return Ok((rewind(arguments), text.to_string())),
             Builtin::Help => help_reply(&available),
-            Builtin::Memory => memory_reply(&cwd),
+            Builtin::Memory => memory_reply(
+                &cwd,
+                self.sessions[session_id].settings.system_prompt.as_ref(),
+            ),
             Builtin::Skills => crate::agent::common::skills::report(&self.skills_of(&cwd)),
             Builtin::Hooks => self.hooks_of(&cwd, registry).report(),
             Builtin::Cost => self.cost_reply(session_id, registry),
@@ -392,8 +395,12 @@ fn cost_words(spent: &Spend, price: Option<&crate::config::Price>) -> String {
 }
 
 /// `/memory`: every instruction file the model is given, with where it
-/// came from, and those left out with why.
-fn memory_reply(cwd: &std::path::Path) -> String {
+/// came from, and those left out with why; and the client's system
+/// prompt when one is in force.
+fn memory_reply(
+    cwd: &std::path::Path,
+    client: Option<&crate::agent::common::client_prompt::ClientPrompt>,
+) -> String {
     use crate::agent::common::prompt;
     let global = prompt::global_instructions_path();
     let listed = prompt::gather(cwd, &global).listed;
@@ -420,6 +427,18 @@ fn memory_reply(cwd: &std::path::Path) -> String {
         let uri = crate::os::paths::to_file_uri(&path.to_string_lossy(), crate::os::paths::NATIVE);
         let link = crate::util::markdown_link(&path.display().to_string(), &uri);
         reply.push_str(&format!("\n- {link}"));
+    }
+    match client {
+        Some(client) => {
+            let (effect, first) = crate::agent::common::client_prompt::describe(client);
+            reply.push_str(&format!(
+                "\n\nYour editor's system prompt is in force: {effect}. It begins:"
+            ));
+            for line in first {
+                reply.push_str(&format!("\n> {}", shown(line)));
+            }
+        }
+        None => reply.push_str("\n\nYour editor gave no system prompt of its own."),
     }
     reply.push_str("\n\nEach folder from the repository root down gives its AGENTS.md, else CLAUDE.md, else GEMINI.md; `@path` in them imports a file. /reload reads them again; the model adds notes with its remember tool.");
     reply

@@ -6,7 +6,7 @@ use super::super::close_interrupted_turn;
 use super::TurnStart;
 use crate::acp;
 use crate::agent::common::models::Registry;
-use crate::agent::common::prompt::system_prompt_for;
+use crate::agent::common::prompt::system_prompt_with;
 use crate::agent::dispatcher::params::{internal, not_found};
 use crate::agent::dispatcher::session::title_from;
 use crate::agent::dispatcher::session::RunningTurn;
@@ -275,14 +275,21 @@ pub(super) fn model_of(
 
 /// The turn's system prompt: the base with the environment's mark, the
 /// preset's instructions, the extra roots, the agent file's and the
-/// mode's instructions; with `lean`, the short base.
+/// mode's instructions; with `lean`, the short base. A client's system
+/// prompt opens it (`override`) or ends it (`append`).
 pub(super) fn system_of(
     session: &Session,
     agent: Option<&crate::agentfile::AgentSpec>,
     skills: &[crate::agent::common::skills::Skill],
     lean: bool,
 ) -> String {
-    let mut system = system_prompt_for(&session.cwd, crate::agent::turn::ENVIRONMENT_MARK, lean);
+    let client = session.settings.system_prompt.as_ref();
+    let mut system = system_prompt_with(
+        &session.cwd,
+        crate::agent::turn::ENVIRONMENT_MARK,
+        lean,
+        client,
+    );
     let listing = crate::agent::common::skills::listing(skills);
     if !listing.is_empty() {
         system.push_str("\n\n");
@@ -314,6 +321,10 @@ pub(super) fn system_of(
         system.push_str(
             "\n\nThe session is in plan mode: explore with the read-only tools and write a step-by-step plan with todo_write. Do not change any file or run commands that change anything; the user will switch modes to carry the plan out.",
         );
+    }
+    if let Some(closing) = crate::agent::common::client_prompt::closing(client) {
+        system.push_str("\n\n");
+        system.push_str(&closing);
     }
     system
 }
