@@ -12,6 +12,7 @@ pub mod checkpoints;
 mod error;
 pub mod inbox;
 mod open;
+pub mod rewind;
 mod waits;
 mod words;
 
@@ -23,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 /// The schema this Spindle writes. Older databases are migrated forward;
 /// a newer one is refused, never rewritten.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// How long a lease lasts without a heartbeat.
 pub const LEASE_TTL_MS: i64 = 30_000;
@@ -164,6 +165,10 @@ const MIGRATIONS: &[&str] = &[
         session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
         wait TEXT NOT NULL
     ) WITHOUT ROWID;",
+    // Version 8: the turn each conversation message came in, so a rewind
+    // can cut the conversation at a prompt (NULL: stored before, or
+    // rewritten by a compaction; such messages are not cut at).
+    "ALTER TABLE messages ADD COLUMN turn INTEGER;",
 ];
 
 /// Whether the session of the `sessions` row at hand holds anything the
@@ -263,8 +268,8 @@ impl Store {
              SELECT ?2, turn, state, stop_reason, error, usage, started_at, ended_at FROM turns WHERE session_id = ?1",
             "INSERT INTO events (session_id, seq, turn, body)
              SELECT ?2, seq, turn, body FROM events WHERE session_id = ?1",
-            "INSERT INTO messages (session_id, seq, body)
-             SELECT ?2, seq, body FROM messages WHERE session_id = ?1",
+            "INSERT INTO messages (session_id, seq, body, turn)
+             SELECT ?2, seq, body, turn FROM messages WHERE session_id = ?1",
         ] {
             transaction.execute(statement, params![from, to])?;
         }
@@ -535,6 +540,7 @@ impl Store {
             .connection
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         transaction.execute("DELETE FROM messages WHERE session_id = ?1", [id])?;
+        // Turn 0: a rewritten conversation has no prompt to cut at.
         append_in(&transaction, id, 0, &[], messages)?;
         transaction.commit()?;
         Ok(())
@@ -635,8 +641,9 @@ fn append_in(
             [id],
             |row| row.get(0),
         )?;
-        let mut insert = transaction
-            .prepare_cached("INSERT INTO messages (session_id, seq, body) VALUES (?1, ?2, ?3)")?;
+        let mut insert = transaction.prepare_cached(
+            "INSERT INTO messages (session_id, seq, body, turn) VALUES (?1, ?2, ?3, NULLIF(?4, 0))",
+        )?;
         for message in messages {
             seq += 1;
             let body = serde_json::to_string(message).map_err(|err| {
@@ -645,7 +652,7 @@ fn append_in(
                     format!("cannot store a message: {err}"),
                 )
             })?;
-            insert.execute(params![id, seq, body])?;
+            insert.execute(params![id, seq, body, turn])?;
         }
     }
     let order = Store::next_order(transaction)?;
