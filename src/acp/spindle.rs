@@ -11,6 +11,7 @@ use crate::rpc::RpcError;
 use serde_json::{json, Value};
 
 pub mod results;
+pub mod rewind;
 
 /// A bad field: -32602 `"{field}: {why}"`, `data.code: "invalid_params"`.
 pub fn bad(field: &str, why: &str) -> RpcError {

@@ -70,8 +70,9 @@ impl Dispatcher {
             },
         };
         let mut value = serde_json::to_value(response).unwrap_or_default();
-        // The cross-agent steering convention (`_session/steering`).
-        value["_meta"] = json!({"steering": {"supported": true}});
+        // The cross-agent conventions: `_session/steering`, and
+        // `_session/rewind_points` with `_session/rewind`.
+        value["_meta"] = json!({"steering": {"supported": true}, "rewind": {"supported": true}});
         Ok(value)
     }
 

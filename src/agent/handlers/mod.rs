@@ -30,6 +30,7 @@ mod lifecycle;
 mod project;
 mod prompting;
 mod resources;
+mod rewind;
 mod routes;
 mod status;
 

@@ -166,6 +166,16 @@ pub(super) const ROUTES: &[Route] = &[
         Handler::Vendor(|d, params| d.steering(decode(d, params)?)),
     ),
     vendor(
+        "rewindPoints",
+        "_session/rewind_points",
+        Handler::Vendor(|d, params| d.rewind_points(decode(d, params)?)),
+    ),
+    vendor(
+        "rewind",
+        "_session/rewind",
+        Handler::Vendor(|d, params| d.rewind(decode(d, params)?)),
+    ),
+    vendor(
         "goal.pause",
         "_spindle/session/goal/pause",
         Handler::Vendor(|d, params| d.goal_pause(decode(d, params)?)),

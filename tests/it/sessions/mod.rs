@@ -27,6 +27,7 @@ mod loops;
 mod opt_in;
 mod processes;
 mod replay;
+mod rewind;
 mod system_prompt;
 mod waiting;
 
