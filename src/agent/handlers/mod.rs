@@ -13,8 +13,8 @@
 //! cost quote in `cost.rs`), steering and the inbox (`inbox.rs`, an item's
 //! content in `items.rs`), goals (`goals.rs`), background jobs and their
 //! transcripts (`jobs.rs`), resource windows (`resources.rs`), catalogs,
-//! invoke and reload (`catalogs.rs`); their params are read by
-//! `ext_params.rs`.
+//! invoke and reload (`catalogs.rs`), rewind to a prompt (`rewind.rs`);
+//! their params are read by `ext_params.rs`.
 
 mod catalogs;
 mod controls;
