@@ -160,6 +160,7 @@ impl Dispatcher {
                 source: crate::agent::dispatcher::session::TurnSource::Invoke,
                 item: None,
                 wait: None,
+                message_id: None,
             },
         )?;
         Ok(to_json(InvokeResult {

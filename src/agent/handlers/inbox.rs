@@ -485,6 +485,7 @@ impl Dispatcher {
             source,
             item: Some(item.item_id.clone()),
             wait: None,
+            message_id: None,
         };
         match self.start_turn(id, &blocks, start) {
             Ok(()) => {

@@ -147,6 +147,7 @@ impl Dispatcher {
             source: crate::agent::dispatcher::session::TurnSource::Job,
             item: None,
             wait: None,
+            message_id: None,
         };
         if let Err(error) = self.start_turn(id, &[json!({"type": "text", "text": text})], start) {
             log::warn!(

@@ -406,6 +406,7 @@ impl Dispatcher {
             source: crate::agent::dispatcher::session::TurnSource::Wait,
             item: None,
             wait: Some(wait),
+            message_id: None,
         };
         if let Err(error) = self.start_turn(id, &[], start) {
             log::warn!("session {id}: the wait cannot go on: {}", error.message);

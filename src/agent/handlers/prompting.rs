@@ -20,6 +20,30 @@ use crate::rpc::{RequestId, RpcError};
 use serde_json::Value;
 use std::sync::Arc;
 
+/// The most characters of a client's `messageId`.
+const MESSAGE_ID_CHARS: usize = 128;
+
+/// The id the client gave its prompt (`messageId`, unstable in ACP), kept
+/// as the user message's id: `_session/rewind` names the prompt by it.
+fn client_message_id(params: &Value) -> Result<Option<String>, RpcError> {
+    use crate::acp::spindle::bad;
+    match params.get("messageId") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(id))
+            if !id.is_empty()
+                && id.chars().count() <= MESSAGE_ID_CHARS
+                && !id.chars().any(char::is_control) =>
+        {
+            Ok(Some(id.clone()))
+        }
+        Some(Value::String(_)) => Err(bad(
+            "messageId",
+            "must be 1 to 128 characters, none of them control characters",
+        )),
+        Some(_) => Err(bad("messageId", "must be a string")),
+    }
+}
+
 /// The W3C trace context a prompt carries in `_meta` (root keys
 /// `traceparent` and `tracestate`, as ACP reserves them), when valid; an
 /// invalid one is ignored, said at debug level with the reason only
@@ -64,6 +88,9 @@ pub(in crate::agent) struct TurnStart {
     /// A wait a stopped process left (`source` is `wait`): the turn
     /// takes no input of its own.
     pub wait: Option<crate::agent::turn::Wait>,
+    /// The id the client gave its prompt (`messageId`), kept as the
+    /// user message's id instead of one of Spindle's.
+    pub message_id: Option<String>,
 }
 
 impl Dispatcher {
@@ -76,6 +103,7 @@ impl Dispatcher {
     ) -> Result<(), RpcError> {
         let request: acp::PromptRequest = decode(params.clone())?;
         let session_id = request.session_id;
+        let message_id = client_message_id(&params)?;
         match self.sessions.get_mut(&session_id) {
             Some(session) if !session.closed => {
                 // A cancelled turn is about to answer: this prompt waits
@@ -122,6 +150,7 @@ impl Dispatcher {
                 source: TurnSource::Prompt,
                 item: None,
                 wait: None,
+                message_id,
             },
             trace_context(&params, &session_id),
         )
@@ -303,6 +332,7 @@ impl Dispatcher {
                 system,
                 messages: session.messages.clone(),
                 prompt_blocks: input.stored_blocks,
+                prompt_message_id: start.message_id.clone(),
                 title_update,
                 known: session.known,
                 delivery: session.settings.preset == crate::modes::Preset::Delivery,

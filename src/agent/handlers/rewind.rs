@@ -175,7 +175,13 @@ impl Dispatcher {
             return Err(busy(id));
         }
         let prompts = store.rewind_points(id).map_err(store_error)?;
-        let Some(prompt) = prompts.iter().find(|p| p.message_id == params.message_id) else {
+        // Ids are meant to be unique; a client that reused one means its
+        // latest prompt.
+        let found = prompts
+            .iter()
+            .rev()
+            .find(|p| p.message_id == params.message_id);
+        let Some(prompt) = found else {
             return Err(bad(
                 "messageId",
                 &format!(

@@ -244,6 +244,7 @@ fn begin_record(turn: &Turn, updates: &RefCell<Updates>) -> Option<Record> {
         turn.workspace.db.as_deref(),
         &turn.io.session_id,
         &turn.start.prompt_blocks,
+        turn.start.prompt_message_id.as_deref(),
         user,
         updates,
         &marks,

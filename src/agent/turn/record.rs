@@ -27,6 +27,7 @@ impl Record {
         db: Option<&Path>,
         session_id: &str,
         prompt_blocks: &[Value],
+        client_id: Option<&str>,
         user: Vec<Message>,
         updates: &RefCell<Updates>,
         marks: &[(String, ItemState)],
@@ -41,7 +42,10 @@ impl Record {
         };
         // One prompt is one user message, whatever number of blocks it
         // has: its chunks share one id, so a replay shows one message.
-        let message_id = format!("user_{}", crate::util::random_hex());
+        // The client's own id when it gave one (a rewind names it).
+        let message_id = client_id
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("user_{}", crate::util::random_hex()));
         let mut events: Vec<String> = prompt_blocks
             .iter()
             .map(|block| {

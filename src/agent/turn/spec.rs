@@ -161,6 +161,8 @@ pub struct Start {
     pub fresh: usize,
     /// How the user's prompt is replayed: its blocks as sent.
     pub prompt_blocks: Vec<Value>,
+    /// The id the client gave the prompt (`messageId`), if any.
+    pub prompt_message_id: Option<String>,
     /// A `session_info_update` to send (and keep) first, when the session
     /// just got its title.
     pub title_update: Option<crate::acp::SessionUpdate>,

@@ -360,6 +360,7 @@ fn child_turn(
     child.start.notices = Vec::new();
     child.start.known = None;
     child.start.prompt_blocks = Vec::new();
+    child.start.prompt_message_id = None;
     child.io.client.parent = Some(call.id.clone());
     // Steers are the parent's: the subagent's boundaries do not take them.
     child.io.live = Arc::new(std::sync::Mutex::new(Live::default()));

@@ -350,3 +350,50 @@ fn bad_inputs_and_a_running_turn_are_refused() {
     let (response, _) = agent.response(&running, WAIT);
     assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
 }
+
+#[test]
+fn a_client_message_id_names_the_prompt() {
+    let space = Space::new("rewind-client-id");
+    let server = FakeServer::start();
+    server.push(Reply::Sse(chat_text(&["One."])));
+    server.push(Reply::Sse(chat_text(&["Two."])));
+    let mut agent = space.openai(&server);
+    let session = agent.new_session(&space.ws);
+    for (text, message_id) in [("first", json!("client-1")), ("second", Value::Null)] {
+        let mut params = text_prompt(&session, text);
+        params["messageId"] = message_id;
+        let id = agent.request("session/prompt", params);
+        let (response, _) = agent.response(&id, WAIT);
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    }
+    let list = points(&mut agent, &session);
+    assert_eq!(list[0]["messageId"], "client-1");
+    let own = list[1]["messageId"].as_str().unwrap();
+    assert!(own.starts_with("user_"), "{own}");
+    let cut = rewind(
+        &mut agent,
+        &session,
+        &json!("client-1"),
+        "conversation",
+        false,
+    );
+    assert_eq!(cut["conversation"]["messagesDropped"], 4, "{cut}");
+    assert!(points(&mut agent, &session).is_empty());
+
+    // An id that is not a string, or is too long, refuses the prompt.
+    for bad in [json!(7), json!("x".repeat(129)), json!("")] {
+        let mut params = text_prompt(&session, "third");
+        params["messageId"] = bad;
+        let error = err(&mut agent, "session/prompt", params);
+        assert_eq!(error["code"], INVALID_PARAMS, "{error}");
+        assert!(
+            error["message"].as_str().unwrap().contains("messageId"),
+            "{error}"
+        );
+    }
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "no refused prompt reached the model"
+    );
+}
