@@ -269,7 +269,23 @@ impl Dispatcher {
                 log::warn!("cannot mark the checkpoint: {error}");
             }
         }
-        if dropped.is_some() {
+        // Files put back under a conversation that stays: the model must
+        // know its later changes are gone, as after `/undo`.
+        let written = writes.len() - failed.len();
+        if dropped.is_none() && written > 0 {
+            let lines: Vec<String> = writes
+                .iter()
+                .map(|(path, _, action)| format!("- {}: {action}", path.display()))
+                .collect();
+            let note = crate::provider::Message::user(format!(
+                "(The user rewound the workspace files to how they were before an earlier message of this conversation; take it into account.)\n{}",
+                lines.join("\n")
+            ));
+            store
+                .append(id, 0, &[], std::slice::from_ref(&note))
+                .map_err(store_error)?;
+        }
+        if dropped.is_some() || written > 0 {
             let messages = store.messages(id).map_err(store_error)?;
             if let Some(session) = self.sessions.get_mut(id) {
                 session.stored_messages = messages.len() as i64;

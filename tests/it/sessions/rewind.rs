@@ -127,6 +127,18 @@ fn points_are_listed_and_files_mode_puts_the_files_back() {
     assert_eq!(after[1]["filesChanged"], 0);
     assert_eq!(after[0]["filesChanged"], 1);
 
+    // The conversation stays, so the model is told what changed.
+    server.push(Reply::Sse(chat_text(&["Noted."])));
+    let id = agent.request("session/prompt", text_prompt(&session, "next"));
+    agent.response(&id, WAIT);
+    let sent = server.requests().pop().unwrap().body["messages"].to_string();
+    assert!(sent.contains("rewound the workspace files"), "{sent}");
+    assert!(
+        sent.contains("b.txt: deleted") && sent.contains("c.txt: recreated"),
+        "{sent}"
+    );
+    assert!(sent.contains("edit a and make b"), "{sent}");
+
     // Back to the start: the first turn's file goes too.
     let first = rewind(&mut agent, &session, &list[0]["messageId"], "files", false);
     let expected = vec![("a.txt".to_string(), "deleted".to_string())];
