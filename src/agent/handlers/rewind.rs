@@ -99,7 +99,12 @@ fn plan(store: &Store, session: &str, root: &Path, max: u64, path: &Path, change
     }
     match load(store, session, change.expect.as_deref()) {
         Ok(left) if left == now => {}
-        _ => return Step::Refused(format!("{shown} (changed since the agent last wrote it)")),
+        Ok(_) => return Step::Refused(format!("{shown} (changed since the agent last wrote it)")),
+        Err(()) => {
+            return Step::Refused(format!(
+                "{shown} (what the agent left in it was too large to keep, so a change since cannot be ruled out)"
+            ))
+        }
     }
     let action = match (&wanted, &now) {
         (None, _) => "deleted",

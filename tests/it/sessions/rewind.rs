@@ -409,3 +409,67 @@ fn a_client_message_id_names_the_prompt() {
         "no refused prompt reached the model"
     );
 }
+
+#[test]
+fn a_file_whose_earlier_content_was_not_kept_refuses_the_rewind() {
+    let space = Space::new("rewind-unkept");
+    let server = FakeServer::start();
+    let big = "x".repeat(200);
+    fs::write(space.ws.join("big.txt"), &big).unwrap();
+    let config = space.base.join("config.json");
+    let file = json!({
+        "providers": {"fake": {"kind": "openai", "base_url": server.base_url(),
+                               "api_key_env": "FAKE_REWIND_KEY"}},
+        "models": {"fake/m": {"context_window": 64000}},
+        "defaults": {"model": "fake/m"},
+        "checkpoints": {"max_file_bytes": 64},
+    });
+    fs::write(&config, file.to_string()).unwrap();
+    let (db, tmp) = (space.db.arg(), space.tmpdir());
+    let mut agent = Agent::spawn(
+        &[
+            "acp",
+            "--config",
+            config.to_str().unwrap(),
+            "--db",
+            &db,
+            "--permissions",
+            "yolo",
+        ],
+        &[("FAKE_REWIND_KEY", "k"), ("TMPDIR", &tmp)],
+    );
+    agent.initialize();
+    let session = agent.new_session(&space.ws);
+    server.push(Reply::Sse(chat_tool_calls(&[(
+        "write_file",
+        json!({"path": "big.txt", "content": "small\n"}),
+    )])));
+    server.push(Reply::Sse(chat_text(&["Shrunk it."])));
+    let id = agent.request("session/prompt", text_prompt(&session, "shrink it"));
+    let (response, _) = agent.response(&id, WAIT);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(space.read("big.txt"), "small\n");
+
+    let list = points(&mut agent, &session);
+    assert_eq!(list[0]["filesChanged"], 1, "{list:?}");
+    assert_eq!(list[0]["canRewindFiles"], false, "{list:?}");
+    let error = err(
+        &mut agent,
+        "_session/rewind",
+        json!({"sessionId": session, "messageId": list[0]["messageId"], "mode": "both"}),
+    );
+    assert_eq!(error["data"]["code"], "files_conflict", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("too large to keep"),
+        "{error}"
+    );
+    assert_eq!(space.read("big.txt"), "small\n");
+    assert_eq!(
+        points(&mut agent, &session).len(),
+        1,
+        "the conversation stays"
+    );
+}
