@@ -128,7 +128,7 @@ impl Store {
         let Some((seq, _)) = self.cut_point(session, turn)? else {
             return Err(StoreError::new(
                 StoreErrorKind::Conflict,
-                "the conversation was compacted or cleared after this message, so it cannot be cut there",
+                "the conversation holds nothing of this message (it was compacted or cleared since), so it cannot be cut there",
             ));
         };
         let transaction = self

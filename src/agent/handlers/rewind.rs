@@ -201,7 +201,7 @@ impl Dispatcher {
             (true, Some(count)) => Some(count),
             (true, None) => {
                 return Err(RpcError::invalid_request(
-                    "the conversation cannot be cut before this message: it was compacted or cleared since. The files can still be rewound (mode \"files\").",
+                    "the conversation cannot be cut before this message: it was compacted or cleared since (or the message was a command the model never saw). The files can still be rewound (mode \"files\").",
                 )
                 .with_data(json!({"code": "conversation_compacted"})))
             }
