@@ -87,7 +87,16 @@ impl Client {
             }
             TransportConfig::Http { url, headers } => {
                 let router = new_router();
-                let transport = HttpTransport::new(name, url, headers, router.clone());
+                // A configured Authorization header is the user's own
+                // sign-in: Spindle's tokens are not used beside it.
+                let own = headers
+                    .iter()
+                    .any(|(header, _)| header.eq_ignore_ascii_case("authorization"));
+                let auth = match (&config.tokens, own) {
+                    (Some(dir), false) => super::oauth::Auth::open(name, url, dir).map(Arc::new),
+                    _ => None,
+                };
+                let transport = HttpTransport::new(name, url, headers, router.clone(), auth);
                 match Client::handshake(name, Arc::new(transport), router, timeout, cancels) {
                     // These statuses are what an old server gives a POST to
                     // its SSE URL: try the legacy transport there.

@@ -32,6 +32,9 @@ pub struct ServerConfig {
     /// The elicitation modes the editor takes (none by default): declared
     /// to the server, whose questions during a tool call are forwarded.
     pub elicitation: ElicitationSupport,
+    /// The folder of the sign-in tokens of HTTP servers (`None`: no
+    /// sign-in, as in tests and for servers of no user).
+    pub tokens: Option<std::path::PathBuf>,
 }
 
 /// How to reach a server.
@@ -235,6 +238,7 @@ fn parse_one(value: &Value) -> Result<ServerConfig, String> {
         env_remove: Vec::new(),
         message_cap: None,
         elicitation: ElicitationSupport::default(),
+        tokens: None,
     })
 }
 

@@ -539,7 +539,7 @@ fn shown(text: &str) -> String {
 }
 
 /// At most `bytes` bytes of `text`, cut on a character boundary.
-fn clip(text: &str, bytes: usize) -> String {
+pub(crate) fn clip(text: &str, bytes: usize) -> String {
     let mut end = text.len().min(bytes);
     while !text.is_char_boundary(end) {
         end -= 1;

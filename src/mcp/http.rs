@@ -105,7 +105,9 @@ pub(crate) fn status_error(server: &str, status: u16, body: ureq::Body) -> McpEr
     let text: String = text.trim().chars().take(300).collect();
     let mut message = format!("MCP server `{server}` answered HTTP {status}");
     if status == 401 {
-        message.push_str(" (it wants authorization, which Spindle cannot do by itself)");
+        message.push_str(&format!(
+            " (it wants authorization: `spindle mcp login {server}` signs in)"
+        ));
     }
     if !text.is_empty() {
         message.push_str(&format!(": {text}"));
@@ -200,6 +202,8 @@ struct Inner {
     closed: AtomicBool,
     /// The server forgot our session (404): the connection is dead.
     expired: AtomicBool,
+    /// The sign-in tokens, when Spindle keeps some for this server.
+    auth: Option<Arc<super::oauth::Auth>>,
 }
 
 impl HttpTransport {
@@ -208,6 +212,7 @@ impl HttpTransport {
         url: &str,
         headers: &[(String, String)],
         router: Arc<Router>,
+        auth: Option<Arc<super::oauth::Auth>>,
     ) -> HttpTransport {
         HttpTransport {
             inner: Arc::new(Inner {
@@ -220,6 +225,7 @@ impl HttpTransport {
                 inflight: Inflight::default(),
                 closed: AtomicBool::new(false),
                 expired: AtomicBool::new(false),
+                auth,
             }),
         }
     }
@@ -296,6 +302,9 @@ impl Transport for HttpTransport {
             for (name, value) in inner.extra_headers() {
                 request = request.header(name, value);
             }
+            if let Some(token) = inner.auth.as_ref().and_then(|auth| auth.current()) {
+                request = request.header("Authorization", format!("Bearer {token}"));
+            }
             if let Err(err) = request.call() {
                 log::debug!("ending the session of MCP server `{}`: {err}", inner.name);
             }
@@ -324,11 +333,37 @@ impl Inner {
         headers
     }
 
-    /// POSTs one message; the session id, if any, goes with it.
+    /// POSTs one message; the session id, if any, goes with it, and the
+    /// access token when signed in. A 401 to a token is answered once,
+    /// after a refresh; a 401 that stays means sign-in is needed.
     fn post(
         &self,
         agent: &ureq::Agent,
         body: String,
+    ) -> Result<(ureq::http::Response<ureq::Body>, bool), McpError> {
+        let bearer = self.auth.as_ref().and_then(|auth| auth.bearer());
+        let (response, resumed) = self.post_once(agent, body.clone(), bearer.as_deref())?;
+        if response.status().as_u16() != 401 {
+            return Ok((response, resumed));
+        }
+        let Some(auth) = &self.auth else {
+            return Ok((response, resumed));
+        };
+        if auth.refused(bearer.as_deref()) {
+            let again = auth.bearer();
+            let (response, resumed) = self.post_once(agent, body, again.as_deref())?;
+            if response.status().as_u16() != 401 {
+                return Ok((response, resumed));
+            }
+        }
+        Err(McpError::http(401, super::oauth::needs_sign_in(&self.name)))
+    }
+
+    fn post_once(
+        &self,
+        agent: &ureq::Agent,
+        body: String,
+        bearer: Option<&str>,
     ) -> Result<(ureq::http::Response<ureq::Body>, bool), McpError> {
         let mut request = agent
             .post(&self.url)
@@ -340,6 +375,9 @@ impl Inner {
         }
         for (name, value) in self.extra_headers() {
             request = request.header(name, value);
+        }
+        if let Some(token) = bearer {
+            request = request.header("Authorization", format!("Bearer {token}"));
         }
         let response = request
             .send(body)

@@ -22,6 +22,7 @@
 mod client;
 mod config;
 pub(crate) mod elicit;
+pub mod oauth;
 mod http;
 mod manager;
 mod rpc;

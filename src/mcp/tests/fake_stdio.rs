@@ -38,6 +38,7 @@ pub(crate) fn config(name: &str, env: &[(&str, &str)]) -> ServerConfig {
         env_remove: Vec::new(),
         message_cap: None,
         elicitation: Default::default(),
+        tokens: None,
     }
 }
 

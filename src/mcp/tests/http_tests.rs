@@ -102,6 +102,7 @@ fn cancelling_an_http_call_tells_the_server() {
         env_remove: Vec::new(),
         message_cap: None,
         elicitation: Default::default(),
+        tokens: None,
     };
     let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
     let cancel = CancelToken::new();
@@ -150,6 +151,7 @@ fn an_expired_session_ends_the_connection() {
         env_remove: Vec::new(),
         message_cap: None,
         elicitation: Default::default(),
+        tokens: None,
     };
     let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
     assert!(client.is_alive());
@@ -215,6 +217,7 @@ fn http_falls_back_to_the_legacy_transport() {
         env_remove: Vec::new(),
         message_cap: None,
         elicitation: Default::default(),
+        tokens: None,
     };
     let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
     assert_eq!(client.protocol_version(), "2024-11-05");
@@ -236,6 +239,7 @@ fn http_failures_are_reported_without_secrets() {
         env_remove: Vec::new(),
         message_cap: None,
         elicitation: Default::default(),
+        tokens: None,
     };
     let error = Client::connect(&config, INIT_TIMEOUT).err().unwrap();
     assert!(error.message.contains("HTTP 401"), "{error}");
@@ -252,6 +256,7 @@ fn http_failures_are_reported_without_secrets() {
         env_remove: Vec::new(),
         message_cap: None,
         elicitation: Default::default(),
+        tokens: None,
     };
     let error = Client::connect(&config, INIT_TIMEOUT).err().unwrap();
     assert!(

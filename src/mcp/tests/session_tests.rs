@@ -21,6 +21,7 @@ fn bad_config(name: &str) -> ServerConfig {
         env_remove: Vec::new(),
         message_cap: None,
         elicitation: Default::default(),
+        tokens: None,
     }
 }
 

@@ -176,6 +176,7 @@ fn a_bad_command_fails_to_start() {
         env_remove: Vec::new(),
         message_cap: None,
         elicitation: Default::default(),
+        tokens: None,
     };
     let error = Client::connect(&config, INIT_TIMEOUT)
         .err()

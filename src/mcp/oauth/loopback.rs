@@ -1,0 +1,173 @@
+//! The one-shot listener on 127.0.0.1 that the browser is sent back to
+//! after sign-in. It takes only `GET /callback`, only with the `state` it
+//! was given, waits a bounded time and gives up on cancel; each visit is
+//! answered with a short page.
+
+use crate::cancel::CancelToken;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// The most bytes of a request read (its line and headers).
+const REQUEST_CAP: usize = 16 * 1024;
+
+/// A listener waiting for the authorization code.
+pub struct Callback {
+    listener: TcpListener,
+    port: u16,
+}
+
+/// The answer of one visit: the code, or why sign-in failed.
+enum Visit {
+    Code(String),
+    Failed(String),
+    /// Not the callback (another path, a favicon): keep waiting.
+    Other,
+}
+
+impl Callback {
+    /// Listens on 127.0.0.1 at `port` (0: one the system picks).
+    pub fn bind(port: u16) -> Result<Callback, String> {
+        let listener = TcpListener::bind(("127.0.0.1", port))
+            .map_err(|err| format!("cannot listen on 127.0.0.1:{port} for the sign-in: {err}"))?;
+        let port = listener
+            .local_addr()
+            .map_err(|err| err.to_string())?
+            .port();
+        listener
+            .set_nonblocking(true)
+            .map_err(|err| err.to_string())?;
+        Ok(Callback { listener, port })
+    }
+
+    /// The redirect URI to register and send.
+    pub fn redirect_uri(&self) -> String {
+        format!("http://127.0.0.1:{}/callback", self.port)
+    }
+
+    /// Waits for the browser's visit carrying `state`, at most `wait`;
+    /// returns the authorization code.
+    pub fn wait(&self, state: &str, wait: Duration, cancel: &CancelToken) -> Result<String, String> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if cancel.is_cancelled() {
+                return Err("sign-in was cancelled".into());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "no answer from the browser within {} seconds; sign-in gave up",
+                    wait.as_secs()
+                ));
+            }
+            match self.listener.accept() {
+                Ok((stream, _)) => match visit(stream, state) {
+                    Visit::Code(code) => return Ok(code),
+                    Visit::Failed(why) => return Err(why),
+                    Visit::Other => {}
+                },
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                    cancel.sleep(Duration::from_millis(100));
+                }
+                Err(err) => return Err(format!("the sign-in listener failed: {err}")),
+            }
+        }
+    }
+}
+
+/// Reads one request and answers it.
+fn visit(mut stream: TcpStream, state: &str) -> Visit {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 2048];
+    while !bytes.windows(4).any(|w| w == b"\r\n\r\n") && bytes.len() < REQUEST_CAP {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let line = text.lines().next().unwrap_or("");
+    let mut words = line.split(' ');
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    if method != "GET" || path != "/callback" {
+        answer(&mut stream, "404 Not Found", "Not found.");
+        return Visit::Other;
+    }
+    let param = |name: &str| {
+        query
+            .split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .find(|(key, _)| *key == name)
+            .and_then(|(_, value)| decode(value))
+    };
+    if param("state").as_deref() != Some(state) {
+        answer(
+            &mut stream,
+            "400 Bad Request",
+            "This sign-in answer does not belong to the sign-in Spindle started. Nothing was signed in.",
+        );
+        return Visit::Failed(
+            "the browser came back with a sign-in answer Spindle did not ask for (its state does not match); refused"
+                .into(),
+        );
+    }
+    if let Some(error) = param("error") {
+        answer(&mut stream, "200 OK", "Sign-in was refused. You can close this page.");
+        let error: String = error.chars().filter(|c| !c.is_control()).take(100).collect();
+        return Visit::Failed(format!("the authorization server refused the sign-in: {error}"));
+    }
+    match param("code") {
+        Some(code) if !code.is_empty() => {
+            answer(
+                &mut stream,
+                "200 OK",
+                "Signed in. You can close this page and go back to Spindle.",
+            );
+            Visit::Code(code)
+        }
+        _ => {
+            answer(&mut stream, "400 Bad Request", "The answer carries no code.");
+            Visit::Failed("the browser came back without an authorization code".into())
+        }
+    }
+}
+
+fn answer(stream: &mut TcpStream, status: &str, text: &str) {
+    let page = format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Spindle</title></head><body><p>{text}</p></body></html>"
+    );
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n{page}",
+        page.len()
+    );
+    let _ = stream.flush();
+}
+
+/// Decodes a query value (`+` is a space); `None` when it is not UTF-8.
+fn decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'%' if at + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[at + 1..at + 3]).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                at += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                at += 1;
+            }
+            b => {
+                out.push(b);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
