@@ -46,6 +46,14 @@ pub enum Command {
         /// `--project`: the project's `.mcp.json`, not the user's config.
         project: bool,
     },
+    /// `spindle mcp login NAME [--url URL]` (true) and `spindle mcp
+    /// logout NAME`.
+    McpSignIn {
+        config: Option<std::path::PathBuf>,
+        name: String,
+        url: Option<String>,
+        login: bool,
+    },
     /// `spindle trust [PATH]` (true) and `spindle untrust [PATH]`.
     Trust {
         trusted: bool,
@@ -499,7 +507,7 @@ fn seconds(parser: &mut lexopt::Parser, flag: &str) -> Result<Duration, Usage> {
     }
 }
 
-/// `spindle mcp list|add|remove …`.
+/// `spindle mcp list|add|remove|login|logout …`.
 fn parse_mcp(mut parser: lexopt::Parser) -> Result<Command, Usage> {
     use lexopt::prelude::*;
     let usage = |err: lexopt::Error| Usage(err.to_string());
@@ -602,6 +610,23 @@ fn parse_mcp(mut parser: lexopt::Parser) -> Result<Command, Usage> {
                 project,
             })
         }
-        _ => Err(Usage("'spindle mcp' takes list, add or remove".into())),
+        Some(which @ ("login" | "logout"))
+            if env.is_empty() && headers.is_empty() && kind.is_none() && !project =>
+        {
+            let name =
+                name.ok_or_else(|| Usage(format!("name the server: spindle mcp {which} NAME")))?;
+            if which == "logout" && url.is_some() {
+                return Err(Usage("'spindle mcp logout' takes a name only".into()));
+            }
+            Ok(Command::McpSignIn {
+                config,
+                name,
+                url,
+                login: which == "login",
+            })
+        }
+        _ => Err(Usage(
+            "'spindle mcp' takes list, add, remove, login or logout".into(),
+        )),
     }
 }

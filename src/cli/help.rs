@@ -47,6 +47,12 @@ USAGE:
                               --project: in the project's .mcp.json instead
                               (its repository's root), which runs only once
                               the project is trusted
+    spindle mcp login NAME [--url URL] [--config PATH]
+                              signs in to a remote MCP server that asks for it
+                              (prints the URL to open, waits for the browser);
+                              --url for a server only the editor names
+    spindle mcp logout NAME   removes the server's sign-in tokens from this
+                              machine (nothing is revoked at the server)
     spindle trust [PATH] [--config PATH], spindle untrust [PATH]
                               whether the project at PATH (default: here; its
                               repository's root) is trusted: its rules, MCP
@@ -287,7 +293,7 @@ const VALUES: [(&str, &str); 6] = [
 /// The words a command takes first (its own commands).
 const SUBCOMMANDS: [(&str, &str); 4] = [
     ("sessions", "list show delete export prune"),
-    ("mcp", "list add remove"),
+    ("mcp", "list add remove login logout"),
     ("completions", "bash zsh fish"),
     (
         "help",

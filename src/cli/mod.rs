@@ -14,6 +14,7 @@ mod line;
 mod link;
 mod logging;
 mod mcp_list;
+mod mcp_login;
 mod printer;
 // The unit tests run with a private home (a constructor; Linux).
 #[cfg(all(test, target_os = "linux"))]
@@ -42,6 +43,7 @@ fn guard_credentials(command: &Result<Command, Usage>) {
         Ok(Command::Doctor(args)) => args.config.clone(),
         Ok(Command::McpList { config, .. }) => config.clone(),
         Ok(Command::McpEdit { config, .. }) => config.clone(),
+        Ok(Command::McpSignIn { config, .. }) => config.clone(),
         _ => None,
     };
     let config = crate::config::Config::load(config.as_deref())
@@ -119,6 +121,12 @@ fn run(command: Command) -> Result<String, Failure> {
             server,
             project: true,
         } => mcp_list::mcp_edit_project(config, &name, server).map_err(Failure::Failed),
+        Command::McpSignIn {
+            config,
+            name,
+            url,
+            login,
+        } => crate::cli::mcp_login::run(config, &name, url, login).map_err(Failure::Failed),
         Command::Doctor(args) => {
             let report = crate::cli::doctor::run(&args);
             if report.broken {

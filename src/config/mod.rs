@@ -659,6 +659,12 @@ pub fn managed_keys_dir(config_path: &Path) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("keys"))
 }
 
+/// Where Spindle keeps the sign-in tokens of MCP servers: inside the keys
+/// folder, so whatever hides the keys hides them too.
+pub fn mcp_tokens_dir(config_path: &Path) -> PathBuf {
+    managed_keys_dir(config_path).join("mcp")
+}
+
 /// Forgets the keys Spindle keeps itself for the providers of `config`
 /// (never a variable, never a key file the user named elsewhere); returns
 /// the providers whose key is gone.

@@ -22,9 +22,9 @@
 mod client;
 mod config;
 pub(crate) mod elicit;
-pub mod oauth;
 mod http;
 mod manager;
+pub mod oauth;
 mod rpc;
 mod sse;
 mod stdio;

@@ -29,6 +29,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 mod elicitation;
+mod oauth;
 
 /// Not a test: the stdio MCP server, when this binary is started again by
 /// the agent with `SPINDLE_IT_MCP_SERVER` set (see `support::mcp_server`),

@@ -237,6 +237,20 @@ impl Dispatcher {
         }
     }
 
+    /// The folder of MCP servers' sign-in tokens: beside the provider keys.
+    pub(in crate::agent) fn mcp_tokens(&mut self) -> Option<std::path::PathBuf> {
+        self.take_warm();
+        match &self.registry {
+            Some(Ok(registry)) => Some(crate::config::mcp_tokens_dir(
+                &registry
+                    .config_path
+                    .clone()
+                    .unwrap_or_else(crate::config::default_path),
+            )),
+            _ => None,
+        }
+    }
+
     /// The config's MCP message limit, if it sets one.
     pub(in crate::agent) fn mcp_message_cap(&mut self) -> Option<usize> {
         self.take_warm();

@@ -118,6 +118,7 @@ impl Dispatcher {
             &self.tool_secrets(),
             self.mcp_message_cap(),
             self.mcp_elicitation(),
+            self.mcp_tokens(),
         );
         session.mcp = mcp;
         self.notices_after_response(&session.id, notes);
@@ -280,6 +281,7 @@ impl Dispatcher {
             &self.tool_secrets(),
             self.mcp_message_cap(),
             self.mcp_elicitation(),
+            self.mcp_tokens(),
         );
         session.mcp = mcp;
         self.notices_after_response(&session.id, notes);
@@ -329,6 +331,7 @@ impl Dispatcher {
         let secrets = self.tool_secrets();
         let message_cap = self.mcp_message_cap();
         let elicitation = self.mcp_elicitation();
+        let tokens = self.mcp_tokens();
         let Some(session) = self.sessions.get_mut(id) else {
             return Err(not_found(id));
         };
@@ -346,7 +349,13 @@ impl Dispatcher {
             if let Some(old) = session.mcp.take() {
                 old.shutdown();
             }
-            let (mcp, notes) = start_mcp(&session.mcp_servers, &secrets, message_cap, elicitation);
+            let (mcp, notes) = start_mcp(
+                &session.mcp_servers,
+                &secrets,
+                message_cap,
+                elicitation,
+                tokens,
+            );
             session.mcp = mcp;
             self.notices_after_response(id, notes);
         }
@@ -728,6 +737,7 @@ fn start_mcp(
     secrets: &crate::policy::secrets::Secrets,
     message_cap: Option<usize>,
     elicitation: crate::mcp::ElicitationSupport,
+    tokens: Option<std::path::PathBuf>,
 ) -> (Option<Arc<McpSession>>, Vec<acp::fit::Notice>) {
     let (mut configs, mut failures) = crate::mcp::parse_servers(servers);
     let env_remove: Vec<String> = secrets
@@ -739,6 +749,7 @@ fn start_mcp(
         config.env_remove = env_remove.clone();
         config.message_cap = message_cap;
         config.elicitation = elicitation.clone();
+        config.tokens = tokens.clone();
     }
     let mcp = if configs.is_empty() {
         None

@@ -115,7 +115,10 @@ fn read(response: ureq::http::Response<ureq::Body>) -> (u16, Value) {
         .into_reader()
         .take(BODY_CAP)
         .read_to_end(&mut bytes);
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
 }
 
 /// GETs JSON from a checked URL; `Ok(None)` for a 4xx (not there).
@@ -135,7 +138,12 @@ fn get_json(url: &str, what: &str) -> Result<Option<Value>, String> {
 }
 
 /// POSTs `body` of `content_type` to a checked URL; the status and JSON.
-pub fn post(url: &str, what: &str, content_type: &str, body: String) -> Result<(u16, Value), String> {
+pub fn post(
+    url: &str,
+    what: &str,
+    content_type: &str,
+    body: String,
+) -> Result<(u16, Value), String> {
     check_endpoint(url, what)?;
     let response = agent(url)
         .post(url)
@@ -190,7 +198,12 @@ pub fn probe(server_url: &str) -> Result<(Option<String>, Option<String>), Strin
         .get_all("www-authenticate")
         .iter()
         .filter_map(|value| value.to_str().ok())
-        .find(|value| value.trim_start().to_ascii_lowercase().starts_with("bearer"))
+        .find(|value| {
+            value
+                .trim_start()
+                .to_ascii_lowercase()
+                .starts_with("bearer")
+        })
         .map(str::to_string);
     let _ = read(response);
     Ok(match header {
@@ -209,7 +222,12 @@ fn well_known(url: &str, suffix: &str) -> Vec<String> {
         return Vec::new();
     };
     let origin = format!("{}://{}", parts.scheme, parts.authority);
-    let path = parts.path.split('?').next().unwrap_or("").trim_end_matches('/');
+    let path = parts
+        .path
+        .split('?')
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('/');
     let mut urls = Vec::new();
     if !path.is_empty() {
         urls.push(format!("{origin}/.well-known/{suffix}{path}"));
@@ -259,7 +277,10 @@ pub fn discover(server_url: &str) -> Result<Endpoints, String> {
     if let Some(p) = parts(&issuer) {
         let path = p.path.trim_end_matches('/');
         if !path.is_empty() {
-            tried.push(format!("{}://{}{path}/.well-known/openid-configuration", p.scheme, p.authority));
+            tried.push(format!(
+                "{}://{}{path}/.well-known/openid-configuration",
+                p.scheme, p.authority
+            ));
         }
     }
     for url in &tried {
@@ -268,9 +289,8 @@ pub fn discover(server_url: &str) -> Result<Endpoints, String> {
             break;
         }
     }
-    let as_meta = as_meta.ok_or_else(|| {
-        format!("the authorization server {issuer} publishes no metadata")
-    })?;
+    let as_meta = as_meta
+        .ok_or_else(|| format!("the authorization server {issuer} publishes no metadata"))?;
     let field = |name: &str| as_meta[name].as_str().map(str::to_string);
     let methods: Vec<&str> = as_meta["code_challenge_methods_supported"]
         .as_array()
@@ -286,8 +306,8 @@ pub fn discover(server_url: &str) -> Result<Endpoints, String> {
     let authorization = field("authorization_endpoint")
         .ok_or("the authorization server metadata has no authorization_endpoint")?;
     check_endpoint(&authorization, "authorization")?;
-    let token = field("token_endpoint")
-        .ok_or("the authorization server metadata has no token_endpoint")?;
+    let token =
+        field("token_endpoint").ok_or("the authorization server metadata has no token_endpoint")?;
     check_endpoint(&token, "token")?;
     let registration = field("registration_endpoint");
     if let Some(url) = &registration {

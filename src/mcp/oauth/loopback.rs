@@ -30,10 +30,7 @@ impl Callback {
     pub fn bind(port: u16) -> Result<Callback, String> {
         let listener = TcpListener::bind(("127.0.0.1", port))
             .map_err(|err| format!("cannot listen on 127.0.0.1:{port} for the sign-in: {err}"))?;
-        let port = listener
-            .local_addr()
-            .map_err(|err| err.to_string())?
-            .port();
+        let port = listener.local_addr().map_err(|err| err.to_string())?.port();
         listener
             .set_nonblocking(true)
             .map_err(|err| err.to_string())?;
@@ -47,7 +44,12 @@ impl Callback {
 
     /// Waits for the browser's visit carrying `state`, at most `wait`;
     /// returns the authorization code.
-    pub fn wait(&self, state: &str, wait: Duration, cancel: &CancelToken) -> Result<String, String> {
+    pub fn wait(
+        &self,
+        state: &str,
+        wait: Duration,
+        cancel: &CancelToken,
+    ) -> Result<String, String> {
         let deadline = Instant::now() + wait;
         loop {
             if cancel.is_cancelled() {
@@ -115,9 +117,19 @@ fn visit(mut stream: TcpStream, state: &str) -> Visit {
         );
     }
     if let Some(error) = param("error") {
-        answer(&mut stream, "200 OK", "Sign-in was refused. You can close this page.");
-        let error: String = error.chars().filter(|c| !c.is_control()).take(100).collect();
-        return Visit::Failed(format!("the authorization server refused the sign-in: {error}"));
+        answer(
+            &mut stream,
+            "200 OK",
+            "Sign-in was refused. You can close this page.",
+        );
+        let error: String = error
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(100)
+            .collect();
+        return Visit::Failed(format!(
+            "the authorization server refused the sign-in: {error}"
+        ));
     }
     match param("code") {
         Some(code) if !code.is_empty() => {
@@ -129,7 +141,11 @@ fn visit(mut stream: TcpStream, state: &str) -> Visit {
             Visit::Code(code)
         }
         _ => {
-            answer(&mut stream, "400 Bad Request", "The answer carries no code.");
+            answer(
+                &mut stream,
+                "400 Bad Request",
+                "The answer carries no code.",
+            );
             Visit::Failed("the browser came back without an authorization code".into())
         }
     }

@@ -102,7 +102,11 @@ pub fn begin(server_url: &str, client: &ClientChoice) -> Result<Pending, String>
     if !endpoints.scope.is_empty() {
         pairs.push(("scope", endpoints.scope.as_str()));
     }
-    let joiner = if endpoints.authorization.contains('?') { '&' } else { '?' };
+    let joiner = if endpoints.authorization.contains('?') {
+        '&'
+    } else {
+        '?'
+    };
     let authorization_url = format!(
         "{}{joiner}{}",
         endpoints.authorization,
@@ -131,9 +135,12 @@ fn register(url: &str, redirect_uri: &str) -> Result<String, String> {
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",
     });
-    let (status, answer) = discovery::post(url, "registration", "application/json", body.to_string())?;
+    let (status, answer) =
+        discovery::post(url, "registration", "application/json", body.to_string())?;
     if !(200..300).contains(&status) {
-        return Err(format!("the client registration at {url} was refused (HTTP {status})"));
+        return Err(format!(
+            "the client registration at {url} was refused (HTTP {status})"
+        ));
     }
     answer["client_id"]
         .as_str()
@@ -193,13 +200,21 @@ fn token_request(url: &str, body: String) -> Result<Value, String> {
         .collect();
     Err(format!(
         "the token endpoint refused (HTTP {status}{})",
-        if code.is_empty() { String::new() } else { format!(", {code}") }
+        if code.is_empty() {
+            String::new()
+        } else {
+            format!(", {code}")
+        }
     ))
 }
 
 /// Fills `base` from a token answer; a refresh that brings no new
 /// refresh token keeps `old_refresh`.
-fn tokens_from(answer: &Value, old_refresh: Option<String>, mut base: Tokens) -> Result<Tokens, String> {
+fn tokens_from(
+    answer: &Value,
+    old_refresh: Option<String>,
+    mut base: Tokens,
+) -> Result<Tokens, String> {
     let access = answer["access_token"]
         .as_str()
         .filter(|token| header_safe(token))
@@ -279,7 +294,9 @@ impl Auth {
 
     /// The access token held, as it is.
     pub fn current(&self) -> Option<String> {
-        lock(&self.tokens).as_ref().map(|tokens| tokens.access_token.clone())
+        lock(&self.tokens)
+            .as_ref()
+            .map(|tokens| tokens.access_token.clone())
     }
 
     /// The access token to send, refreshed first when it has expired.
@@ -311,7 +328,10 @@ impl Auth {
         match refresh(tokens) {
             Ok(fresh) if fresh.url == self.url => {
                 if let Err(error) = store::save(&self.file, &fresh) {
-                    log::warn!("keeping the new tokens of MCP server `{}`: {error}", self.name);
+                    log::warn!(
+                        "keeping the new tokens of MCP server `{}`: {error}",
+                        self.name
+                    );
                 }
                 log::debug!("MCP server `{}`: the access token was refreshed", self.name);
                 *held = Some(fresh);

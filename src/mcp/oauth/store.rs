@@ -82,10 +82,11 @@ pub fn save(file: &Path, tokens: &Tokens) -> Result<(), String> {
         .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
     let text = serde_json::to_vec(tokens).map_err(|err| err.to_string())?;
     let fresh = file.with_extension(format!("tmp-{}", crate::util::random_hex()));
-    let written = crate::os::open_private(&fresh, crate::os::Private::CreateNew).and_then(|mut out| {
-        out.write_all(&text)?;
-        out.sync_all()
-    });
+    let written =
+        crate::os::open_private(&fresh, crate::os::Private::CreateNew).and_then(|mut out| {
+            out.write_all(&text)?;
+            out.sync_all()
+        });
     if let Err(err) = written {
         let _ = std::fs::remove_file(&fresh);
         return Err(format!("cannot write {}: {err}", fresh.display()));

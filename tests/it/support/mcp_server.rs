@@ -512,14 +512,20 @@ impl HttpMcp {
     /// A Streamable HTTP server at `/mcp` that wants `Authorization:
     /// {authorization}` on every request.
     pub fn streamable(authorization: &str) -> HttpMcp {
+        HttpMcp::protected(authorization, "Bearer realm=\"spindle-it\"")
+    }
+
+    /// `streamable`, whose 401 carries `WWW-Authenticate: {challenge}`.
+    pub fn protected(authorization: &str, challenge: &str) -> HttpMcp {
         let expected = authorization.to_string();
+        let challenge = challenge.to_string();
         let sessions: Arc<Mutex<HashSet<String>>> = Arc::default();
         let counter = Arc::new(AtomicUsize::new(0));
         HttpMcp::serve(
             "/mcp",
             Arc::default(),
             Arc::new(move |request, stream| {
-                streamable(request, stream, &expected, &sessions, &counter)
+                streamable(request, stream, &expected, &challenge, &sessions, &counter)
             }),
         )
     }
@@ -612,7 +618,7 @@ fn read_line(reader: &mut impl BufRead) -> Option<String> {
     }
 }
 
-fn read_request(stream: &TcpStream) -> Option<HttpRequest> {
+pub fn read_request(stream: &TcpStream) -> Option<HttpRequest> {
     let mut reader = BufReader::new(stream.try_clone().ok()?);
     let first = read_line(&mut reader)?;
     let mut parts = first.split_whitespace();
@@ -660,7 +666,7 @@ fn read_request(stream: &TcpStream) -> Option<HttpRequest> {
 }
 
 /// Writes a whole response and closes the connection.
-fn respond(mut stream: TcpStream, status: &str, headers: &[(&str, &str)], body: &str) {
+pub fn respond(mut stream: TcpStream, status: &str, headers: &[(&str, &str)], body: &str) {
     let mut head = format!(
         "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
@@ -695,11 +701,11 @@ fn message_event(message: &Value) -> String {
     format!("event: message\ndata: {message}\n\n")
 }
 
-fn unauthorized(stream: TcpStream) {
+fn unauthorized(stream: TcpStream, challenge: &str) {
     respond(
         stream,
         "401 Unauthorized",
-        &[("WWW-Authenticate", "Bearer realm=\"spindle-it\"")],
+        &[("WWW-Authenticate", challenge)],
         "missing or wrong credentials",
     )
 }
@@ -708,11 +714,12 @@ fn streamable(
     request: &HttpRequest,
     mut stream: TcpStream,
     expected: &str,
+    challenge: &str,
     sessions: &Mutex<HashSet<String>>,
     counter: &AtomicUsize,
 ) {
     if request.header("authorization") != Some(expected) {
-        return unauthorized(stream);
+        return unauthorized(stream, challenge);
     }
     let session = request.header("mcp-session-id").map(str::to_string);
     match request.method.as_str() {
@@ -790,7 +797,7 @@ fn legacy(
     counter: &AtomicUsize,
 ) {
     if request.header("authorization") != Some(expected) {
-        return unauthorized(stream);
+        return unauthorized(stream, "Bearer realm=\"spindle-it\"");
     }
     let session = match (request.method.as_str(), request.target.as_str()) {
         ("GET", "/sse") => {

@@ -1,0 +1,102 @@
+//! `spindle mcp login` and `spindle mcp logout`: a remote MCP server's
+//! sign-in, and forgetting it.
+
+use std::io::Write;
+
+/// Signs in to server `name` (`login`) or removes its tokens.
+pub fn run(
+    config: Option<std::path::PathBuf>,
+    name: &str,
+    url: Option<String>,
+    login: bool,
+) -> Result<String, String> {
+    let (loaded, path) = crate::config::Config::load(config.as_deref())?;
+    let path = path.unwrap_or_else(crate::config::default_path);
+    let dir = crate::config::mcp_tokens_dir(&path);
+    let file = crate::mcp::oauth::store::token_file(&dir, name).ok_or_else(|| {
+        format!(
+            "{}: {}",
+            crate::mcp::quoted_name(name),
+            crate::mcp::NAME_RULE
+        )
+    })?;
+    if !login {
+        return Ok(if crate::mcp::oauth::store::remove(&file)? {
+            format!(
+                "Signed out of MCP server `{name}`: its tokens are removed from this machine. Nothing was revoked at the server; revoke the grant there if it must end now.\n"
+            )
+        } else {
+            format!("No sign-in was kept for MCP server `{name}`.\n")
+        });
+    }
+    let server = find(&loaded, name);
+    let url = match (url, &server) {
+        (Some(url), _) => url,
+        (None, Some(server)) => match (server["url"].as_str(), server["type"].as_str()) {
+            (Some(_), Some("sse")) => {
+                return Err(format!(
+                    "MCP server `{name}` uses the legacy SSE transport, which has no sign-in; only Streamable HTTP servers do"
+                ))
+            }
+            (Some(url), _) => url.to_string(),
+            (None, _) => {
+                return Err(format!(
+                    "MCP server `{name}` is a local command; only remote servers sign in"
+                ))
+            }
+        },
+        (None, None) => {
+            return Err(format!(
+                "there is no MCP server `{name}` in your config; `spindle mcp login {name} --url URL` signs in to one your editor names"
+            ))
+        }
+    };
+    crate::mcp::check_url(&url).map_err(|why| format!("the server's URL is refused: {why}"))?;
+    let oauth = server.as_ref().map(|s| &s["oauth"]);
+    let client = crate::mcp::oauth::ClientChoice {
+        client_id: oauth
+            .and_then(|o| o["client_id"].as_str())
+            .map(str::to_string),
+        port: oauth
+            .and_then(|o| o["callback_port"].as_u64())
+            .and_then(|p| u16::try_from(p).ok())
+            .unwrap_or(0),
+    };
+    let pending = crate::mcp::oauth::begin(&url, &client)
+        .map_err(|why| format!("cannot sign in to MCP server `{name}`: {why}"))?;
+    let mut out = std::io::stdout();
+    let _ = writeln!(
+        out,
+        "Open this URL in a browser to sign in to MCP server `{name}`:\n\n  {}\n\nWaiting for the browser (at most {} minutes)…",
+        pending.authorization_url(),
+        crate::mcp::oauth::CALLBACK_WAIT.as_secs() / 60
+    );
+    let _ = out.flush();
+    let tokens = pending
+        .finish(
+            crate::mcp::oauth::CALLBACK_WAIT,
+            &crate::cancel::CancelToken::new(),
+        )
+        .map_err(|why| format!("cannot sign in to MCP server `{name}`: {why}"))?;
+    crate::mcp::oauth::store::save(&file, &tokens)?;
+    Ok(format!(
+        "Signed in to MCP server `{name}`; the tokens are kept in {}.\n",
+        file.display()
+    ))
+}
+
+/// The server `name` of the user's config, else of the project here when
+/// it is trusted.
+fn find(config: &crate::config::Config, name: &str) -> Option<serde_json::Value> {
+    let named = |server: &serde_json::Value| server["name"].as_str() == Some(name);
+    if let Some(server) = config.mcp_servers.iter().find(|s| named(s)) {
+        return Some(server.clone());
+    }
+    let cwd = std::env::current_dir().ok()?;
+    let cwd = crate::os::canonical(&cwd).unwrap_or(cwd);
+    if !crate::config::project::project_trusted(config, &cwd) {
+        return None;
+    }
+    let (servers, _) = crate::config::project::project_servers(config, &cwd);
+    servers.into_iter().map(|(server, _)| server).find(named)
+}
