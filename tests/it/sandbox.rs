@@ -958,6 +958,7 @@ const AGENT_KEY: &str = "sk-agent-environ-0123456789";
 const CONFIG_SECRET: &str = "CONFIG_SECRET_MARKER_41";
 const KEPT_KEY: &str = "sk-kept-key-marker-42";
 const LOG_SECRET: &str = "LOG_SECRET_MARKER_43";
+const MCP_TOKEN: &str = "mcp-token-marker-44";
 
 #[test]
 fn the_agent_s_environment_config_and_log_are_out_of_the_sandbox_s_reach() {
@@ -999,11 +1000,19 @@ fn attack_the_agent_s_secrets(scratch: &Scratch, as_nobody: bool) {
         .to_string(),
     );
     private(&scratch.path("spindle-home/keys/corp.key"), KEPT_KEY);
+    // An MCP server's sign-in tokens, where `spindle mcp login` keeps them.
+    private(
+        &scratch.path("spindle-home/keys/mcp/remote.json"),
+        &serde_json::json!({"url": "https://mcp.example/mcp", "access_token": MCP_TOKEN,
+                            "client_id": "c", "token_endpoint": "https://as.example/token",
+                            "resource": "https://mcp.example/mcp"})
+        .to_string(),
+    );
     // The command reads the agent's pid from a file the test writes once
     // the agent runs: as good as any way to find it.
     let line = format!(
         "cat /proc/$(cat agent.pid)/environ; for f in /proc/[0-9]*/environ; do cat $f; done; \
-         cat {config}; cat {log}; cat {keys}/*; echo ran",
+         cat {config}; cat {log}; cat {keys}/*; cat {keys}/mcp/*; echo ran",
         config = config.display(),
         log = log.display(),
         keys = scratch.path("spindle-home/keys").display(),
@@ -1048,7 +1057,7 @@ fn attack_the_agent_s_secrets(scratch: &Scratch, as_nobody: bool) {
     assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
     let output = turn.final_text("e1");
     assert!(output.contains("ran"), "{output}");
-    for secret in [AGENT_KEY, CONFIG_SECRET, KEPT_KEY, LOG_SECRET] {
+    for secret in [AGENT_KEY, CONFIG_SECRET, KEPT_KEY, LOG_SECRET, MCP_TOKEN] {
         assert!(!output.contains(secret), "{secret} was read: {output}");
     }
     // Outside the sandbox the files' secrets are there to be read; the
