@@ -28,7 +28,10 @@ pub struct Endpoints {
 
 /// Whether `host` (lower case, brackets removed) is this machine.
 fn loopback(host: &str) -> bool {
-    host == "localhost" || host == "::1" || host.starts_with("127.")
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// A URL's scheme, host (lower case) and the rest from the first `/`.
@@ -329,4 +332,78 @@ pub fn discover(server_url: &str) -> Result<Endpoints, String> {
         resource: server_url.to_string(),
         scope,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_https_or_loopback_http_endpoints_pass() {
+        for good in [
+            "https://auth.example/authorize",
+            "http://127.0.0.1:8080/token",
+            "http://localhost/x",
+            "http://[::1]:9/cb",
+        ] {
+            assert!(check_endpoint(good, "token").is_ok(), "{good}");
+        }
+        for bad in [
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "http://auth.example/authorize",
+            "http://127.0.0.1.evil.example/x",
+            "https://user@auth.example/x",
+            "https://auth.example/x#frag",
+            "https://auth.example/a b",
+            "data:text/html,hi",
+        ] {
+            assert!(check_endpoint(bad, "authorization").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn challenge_parameters_are_read_quoted_or_bare() {
+        let header = r#"Bearer realm="x", resource_metadata="https://s.example/.well-known/oauth-protected-resource/mcp", scope=files:read"#;
+        assert_eq!(
+            challenge_param(header, "resource_metadata").as_deref(),
+            Some("https://s.example/.well-known/oauth-protected-resource/mcp")
+        );
+        assert_eq!(
+            challenge_param(header, "scope").as_deref(),
+            Some("files:read")
+        );
+        assert_eq!(challenge_param(header, "error"), None);
+        // A name inside another parameter's name is not it.
+        assert_eq!(challenge_param(r#"Bearer xscope="a""#, "scope"), None);
+    }
+
+    #[test]
+    fn well_known_urls_are_path_aware_first() {
+        assert_eq!(
+            well_known(
+                "https://s.example/tenant/mcp?x=1",
+                "oauth-protected-resource"
+            ),
+            [
+                "https://s.example/.well-known/oauth-protected-resource/tenant/mcp",
+                "https://s.example/.well-known/oauth-protected-resource",
+            ]
+        );
+        assert_eq!(
+            well_known("https://a.example", "oauth-authorization-server"),
+            ["https://a.example/.well-known/oauth-authorization-server"]
+        );
+    }
+
+    #[test]
+    fn forms_encode_everything_but_unreserved() {
+        assert_eq!(
+            form(&[
+                ("redirect_uri", "http://127.0.0.1:5/callback"),
+                ("scope", "a b")
+            ]),
+            "redirect_uri=http%3A%2F%2F127.0.0.1%3A5%2Fcallback&scope=a%20b"
+        );
+    }
 }

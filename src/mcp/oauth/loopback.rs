@@ -187,3 +187,53 @@ fn decode(text: &str) -> Option<String> {
     }
     String::from_utf8(out).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(port: u16, target: &str) -> String {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(stream, "GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut text = String::new();
+        let _ = stream.read_to_string(&mut text);
+        text
+    }
+
+    #[test]
+    fn only_the_callback_with_our_state_gives_the_code() {
+        let callback = Callback::bind(0).unwrap();
+        let port = callback.port;
+        let visits = std::thread::spawn(move || {
+            let other = get(port, "/favicon.ico");
+            let good = get(port, "/callback?state=s%2D1&code=the+code");
+            (other, good)
+        });
+        let code = callback
+            .wait("s-1", Duration::from_secs(60), &CancelToken::new())
+            .unwrap();
+        assert_eq!(code, "the code");
+        let (other, good) = visits.join().unwrap();
+        assert!(other.starts_with("HTTP/1.1 404"), "{other}");
+        assert!(
+            good.starts_with("HTTP/1.1 200") && good.contains("Signed in"),
+            "{good}"
+        );
+    }
+
+    #[test]
+    fn another_state_is_refused_and_cancel_ends_the_wait() {
+        let callback = Callback::bind(0).unwrap();
+        let port = callback.port;
+        let visit = std::thread::spawn(move || get(port, "/callback?state=forged&code=c"));
+        let refused = callback.wait("mine", Duration::from_secs(60), &CancelToken::new());
+        assert!(refused.unwrap_err().contains("state"));
+        assert!(visit.join().unwrap().starts_with("HTTP/1.1 400"));
+        let cancel = CancelToken::new();
+        cancel.cancel();
+        let cancelled = Callback::bind(0)
+            .unwrap()
+            .wait("mine", Duration::from_secs(60), &cancel);
+        assert!(cancelled.unwrap_err().contains("cancelled"));
+    }
+}

@@ -350,3 +350,62 @@ impl Auth {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_challenge_is_rfc_7636_s256() {
+        // base64url(SHA-256(verifier)) without padding, computed apart.
+        assert_eq!(
+            challenge("dBjftJeZ4CVP-mJ0kzSwYA6tD9R6OdOqOQmzYTPbsOU"),
+            "LrKvOO-A2HTndshaGi6HdmvcddNpJZ_LEz_PTYZU6SI"
+        );
+        let verifier = random_url_safe(48).unwrap();
+        assert_eq!(verifier.len(), 64);
+        assert_ne!(verifier, random_url_safe(48).unwrap());
+    }
+
+    fn base() -> Tokens {
+        Tokens {
+            url: "https://s.example/mcp".into(),
+            access_token: String::new(),
+            refresh_token: None,
+            expires_at: None,
+            client_id: "c".into(),
+            token_endpoint: "https://a.example/token".into(),
+            resource: "https://s.example/mcp".into(),
+        }
+    }
+
+    #[test]
+    fn token_answers_are_checked() {
+        let good =
+            serde_json::json!({"access_token": "abc", "token_type": "Bearer", "expires_in": 60});
+        let tokens = tokens_from(&good, Some("old".into()), base()).unwrap();
+        assert_eq!(tokens.refresh_token.as_deref(), Some("old"));
+        assert!(tokens.stale(), "a token of a minute is refreshed early");
+        for bad in [
+            serde_json::json!({"token_type": "Bearer"}),
+            serde_json::json!({"access_token": "a\r\nX-Evil: 1"}),
+            serde_json::json!({"access_token": "abc", "token_type": "mac"}),
+        ] {
+            assert!(tokens_from(&bad, None, base()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tokens_for_another_url_are_not_used() {
+        let dir = std::env::temp_dir().join(format!("spindle-oauth-{}", crate::util::random_hex()));
+        let mut tokens = base();
+        tokens.access_token = "held".into();
+        store::save(&dir.join("srv.json"), &tokens).unwrap();
+        let here = Auth::open("srv", "https://s.example/mcp", &dir).unwrap();
+        assert_eq!(here.bearer().as_deref(), Some("held"));
+        let elsewhere = Auth::open("srv", "https://other.example/mcp", &dir).unwrap();
+        assert_eq!(elsewhere.bearer(), None);
+        assert!(Auth::open("../up", "https://s.example/mcp", &dir).is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
