@@ -81,7 +81,7 @@ pub fn run(args: &DoctorArgs) -> Report {
         check_trust(&mut lines);
     }
     if let Some(config) = &config {
-        check_mcp(&mut lines, config);
+        check_mcp(&mut lines, config, &config_path);
     }
     check_database(&mut lines, args.db.as_deref());
     check_sandbox(&mut lines);
@@ -434,7 +434,8 @@ fn check_tools(
 
 /// Starts the config's MCP servers (and a trusted project's, here), lists
 /// their tools, and stops them.
-fn check_mcp(lines: &mut Lines, config: &Config) {
+fn check_mcp(lines: &mut Lines, config: &Config, config_path: &std::path::Path) {
+    let tokens = &crate::config::mcp_tokens_dir(config_path);
     let mut servers = config.mcp_servers.clone();
     let mut problems = Vec::new();
     // An untrusted project's servers are named, not started.
@@ -491,7 +492,10 @@ fn check_mcp(lines: &mut Lines, config: &Config) {
             );
         }
     }
-    let (configs, failures) = crate::mcp::parse_servers(&servers);
+    let (mut configs, failures) = crate::mcp::parse_servers(&servers);
+    configs
+        .iter_mut()
+        .for_each(|c| c.tokens = Some(tokens.clone()));
     for (server, reason) in failures {
         lines.bad(&server, &reason, "fix its entry in mcp_servers");
     }
@@ -504,11 +508,12 @@ fn check_mcp(lines: &mut Lines, config: &Config) {
     let tools = session.tools();
     for name in names {
         if let Some((_, reason)) = failed.iter().find(|(server, _)| *server == name) {
-            lines.bad(&name, reason, "check its command or URL (spindle mcp list)");
+            let (detail, fix) = crate::cli::mcp_login::failure(tokens, &name, reason);
+            lines.bad(&name, &detail, &fix);
             continue;
         }
         let count = tools.iter().filter(|t| t.server == name).count();
-        lines.ok(&name, &format!("started; {count} tools"));
+        lines.ok(&name, &crate::cli::mcp_login::started(tokens, &name, count));
     }
     session.shutdown();
 }

@@ -100,3 +100,39 @@ fn find(config: &crate::config::Config, name: &str) -> Option<serde_json::Value>
     let (servers, _) = crate::config::project::project_servers(config, &cwd);
     servers.into_iter().map(|(server, _)| server).find(named)
 }
+
+/// Whether a sign-in is kept for server `name` (looked at after a start,
+/// which drops tokens that could not be refreshed).
+pub fn held(tokens: &std::path::Path, name: &str) -> bool {
+    crate::mcp::oauth::store::token_file(tokens, name).is_some_and(|file| file.is_file())
+}
+
+/// The doctor's line (what, and the fix) for a server whose start failed
+/// with `reason`: whether tokens are kept when it needs sign-in.
+pub fn failure(tokens: &std::path::Path, name: &str, reason: &str) -> (String, String) {
+    if !reason.contains("needs sign-in") {
+        return (
+            reason.to_string(),
+            "check its command or URL (spindle mcp list)".into(),
+        );
+    }
+    let kept = if held(tokens, name) {
+        "tokens are kept but refused"
+    } else {
+        "no tokens kept"
+    };
+    (
+        format!("{reason} ({kept})"),
+        format!("spindle mcp login {name}"),
+    )
+}
+
+/// The doctor's line for a server that started with `count` tools.
+pub fn started(tokens: &std::path::Path, name: &str, count: usize) -> String {
+    let signed = if held(tokens, name) {
+        "; signed in"
+    } else {
+        ""
+    };
+    format!("started; {count} tools{signed}")
+}

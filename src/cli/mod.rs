@@ -14,7 +14,7 @@ mod line;
 mod link;
 mod logging;
 mod mcp_list;
-mod mcp_login;
+pub(crate) mod mcp_login;
 mod printer;
 // The unit tests run with a private home (a constructor; Linux).
 #[cfg(all(test, target_os = "linux"))]

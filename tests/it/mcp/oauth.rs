@@ -436,6 +436,20 @@ fn login_discovers_registers_uses_pkce_and_the_token_stays_secret() {
     }
     assert!(leaks.is_empty(), "the token leaked to: {leaks:?}");
 
+    let doctor = spindle_command(&home)
+        .arg("doctor")
+        .current_dir(&bench.ws)
+        .output()
+        .expect("doctor");
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        report
+            .lines()
+            .any(|line| line.contains("remote") && line.contains("signed in")),
+        "{report}"
+    );
+    assert!(!report.contains(&token), "the doctor shows the token");
+
     // Logout removes the file and says nothing was revoked.
     let out = spindle_command(&home)
         .args(["mcp", "logout", "remote"])
