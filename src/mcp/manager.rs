@@ -179,6 +179,63 @@ impl McpSession {
         session
     }
 
+    /// The URL of Streamable HTTP server `name` and the file its tokens
+    /// go in, when it may be signed in to (Spindle keeps tokens for the
+    /// session's servers).
+    pub fn sign_in_target(&self, name: &str) -> Option<(String, std::path::PathBuf)> {
+        let slot = self.slots.iter().find(|slot| slot.config.name == name)?;
+        match (&slot.config.transport, &slot.config.tokens) {
+            (super::TransportConfig::Http { url, .. }, Some(dir)) => {
+                let file = super::oauth::store::token_file(dir, name)?;
+                Some((url.clone(), file))
+            }
+            _ => None,
+        }
+    }
+
+    /// Fired when the session's servers are shut down.
+    pub fn stopped(&self) -> CancelToken {
+        self.shared.stop.clone()
+    }
+
+    /// Starts withdrawn server `name` again (after a sign-in), in the
+    /// background; a server not withdrawn is left as it is.
+    pub fn reconnect(&self, name: &str) {
+        let Some(slot) = self.slots.iter().find(|slot| slot.config.name == name) else {
+            return;
+        };
+        {
+            let mut state = lock(&slot.state);
+            if !matches!(*state, State::Failed) {
+                return;
+            }
+            *state = State::Starting;
+        }
+        let (worker, shared) = (slot.clone(), self.shared.clone());
+        let spawned = thread::Builder::new()
+            .name(thread_name(&slot.config.name))
+            .spawn(move || {
+                let stop = &shared.stop;
+                match Client::connect_with(&worker.config, INIT_TIMEOUT, &[stop]) {
+                    Ok(client) => {
+                        worker.install(Arc::new(client));
+                        lock(&shared.errors).remove(&worker.config.name);
+                    }
+                    Err(err) => {
+                        if worker.withdraw() && !stop.is_cancelled() {
+                            shared.report(&worker.config.name, err.message);
+                        }
+                    }
+                }
+            });
+        match spawned {
+            Ok(handle) => lock(&self.starters).push(handle),
+            Err(_) => {
+                slot.withdraw();
+            }
+        }
+    }
+
     /// The tools of the servers that are ready, relisted first for any
     /// server that said its tools changed. Names are unique across the
     /// session and stay the same while the tool lists do.

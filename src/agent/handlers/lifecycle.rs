@@ -113,7 +113,7 @@ impl Dispatcher {
         log::info!("session {session_id} opened in {cwd_text}");
         session.id = session_id.clone();
         session.disposable = true;
-        let (mcp, notes) = start_mcp(
+        let (mcp, notes, sign_in) = start_mcp(
             &session.mcp_servers,
             &self.tool_secrets(),
             self.mcp_message_cap(),
@@ -122,6 +122,7 @@ impl Dispatcher {
         );
         session.mcp = mcp;
         self.notices_after_response(&session.id, notes);
+        self.offer_sign_in(&session.id, session.mcp.clone(), sign_in);
         self.notices_after_response(&session.id, project_notes);
         let response = json!({
             "sessionId": session_id,
@@ -276,7 +277,7 @@ impl Dispatcher {
                 .map_err(internal)?;
         }
         self.restore_roots(&mut session, roots);
-        let (mcp, notes) = start_mcp(
+        let (mcp, notes, sign_in) = start_mcp(
             &session.mcp_servers,
             &self.tool_secrets(),
             self.mcp_message_cap(),
@@ -285,6 +286,7 @@ impl Dispatcher {
         );
         session.mcp = mcp;
         self.notices_after_response(&session.id, notes);
+        self.offer_sign_in(&session.id, session.mcp.clone(), sign_in);
         fit_to_registry(&mut session, &registry);
         session.title = row.title;
         session.stored_messages = messages.len() as i64;
@@ -349,15 +351,16 @@ impl Dispatcher {
             if let Some(old) = session.mcp.take() {
                 old.shutdown();
             }
-            let (mcp, notes) = start_mcp(
+            let (mcp, notes, sign_in) = start_mcp(
                 &session.mcp_servers,
                 &secrets,
                 message_cap,
                 elicitation,
                 tokens,
             );
-            session.mcp = mcp;
+            session.mcp = mcp.clone();
             self.notices_after_response(id, notes);
+            self.offer_sign_in(id, mcp, sign_in);
         }
         let Some(session) = self.sessions.get_mut(id) else {
             return Err(not_found(id));
@@ -738,7 +741,7 @@ fn start_mcp(
     message_cap: Option<usize>,
     elicitation: crate::mcp::ElicitationSupport,
     tokens: Option<std::path::PathBuf>,
-) -> (Option<Arc<McpSession>>, Vec<acp::fit::Notice>) {
+) -> (Option<Arc<McpSession>>, Vec<acp::fit::Notice>, Vec<String>) {
     let (mut configs, mut failures) = crate::mcp::parse_servers(servers);
     let env_remove: Vec<String> = secrets
         .to_remove_here()
@@ -758,11 +761,17 @@ fn start_mcp(
         failures.extend(mcp.take_failures());
         Some(mcp)
     };
+    // The servers that answered that they want sign-in.
+    let sign_in = failures
+        .iter()
+        .filter(|(server, reason)| *reason == crate::mcp::oauth::needs_sign_in(server))
+        .map(|(server, _)| server.clone())
+        .collect();
     let notes = failures
         .into_iter()
         .map(|(server, reason)| {
             acp::fit::Notice::warning(format!("MCP server `{server}` is not available"), reason)
         })
         .collect();
-    (mcp, notes)
+    (mcp, notes, sign_in)
 }

@@ -32,6 +32,7 @@ mod prompting;
 mod resources;
 mod rewind;
 mod routes;
+mod sign_in;
 mod status;
 
 use crate::acp::{self, method, ContentChunk, SessionUpdate, ToolCallStatus};

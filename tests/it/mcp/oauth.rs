@@ -565,3 +565,101 @@ impl FakeAuthSlot {
         FakeAuth::serve_on(self.listener, mcp_url, to_issue)
     }
 }
+
+#[test]
+fn in_acp_the_sign_in_url_goes_to_the_editor_and_the_server_connects() {
+    let bench = Bench::new("mcp-oauth-acp");
+    let token = format!("it-acp-{}", spindle::util::random_hex());
+    let slot = FakeAuthSlot::new();
+    let mcp = HttpMcp::protected(&format!("Bearer {token}"), &slot.challenge());
+    let auth = slot.start(&mcp.url(), vec![(token.clone(), 3600)]);
+    let home = home_with_server(&bench, &mcp.url());
+    let home_text = home.to_str().expect("UTF-8").to_string();
+    let mut agent = bench.launch(
+        "yolo",
+        &[("SPINDLE_HOME", &home_text), ("RUST_LOG", "debug")],
+    );
+    let id = agent.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"elicitation": {"url": {}}},
+               "clientInfo": {"name": "spindle-tests", "version": "0.0.0"}}),
+    );
+    let (response, _) = agent.response(&id, WAIT);
+    assert!(response.get("result").is_some(), "{response}");
+    let opened = open(
+        &mut agent,
+        &bench.ws,
+        json!([{"type": "http", "name": "remote", "url": mcp.url(), "headers": []}]),
+    );
+    // Not a silent failure: the session says the server needs sign-in.
+    let notes = notes_about(&opened.messages, "remote").join("\n");
+    assert!(notes.contains("needs sign-in"), "{notes}");
+    // And the editor is asked to open the URL.
+    let mut seen = opened.messages.clone();
+    let asked = loop {
+        if let Some(found) = seen
+            .iter()
+            .find(|m| m["method"] == "elicitation/create")
+            .cloned()
+        {
+            break found;
+        }
+        match agent.recv(WAIT) {
+            Some(message) => seen.push(message),
+            None => panic!("no elicitation/create came:\n{seen:?}"),
+        }
+    };
+    let params = &asked["params"];
+    assert_eq!(params["mode"], "url", "{asked}");
+    assert_eq!(params["sessionId"], opened.session.as_str());
+    let url = params["url"].as_str().expect("a URL").to_string();
+    assert!(
+        url.starts_with(&format!("{}/authorize?", auth.base)),
+        "{url}"
+    );
+    agent.send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept"}}));
+    let (_, location) = browse(&url);
+    let (status, _) = browse(&location.expect("the fake redirects"));
+    assert!(status.contains("200"), "{status}");
+
+    // The server is connected with the token: its tools/list carried it.
+    let bearer = format!("Bearer {token}");
+    let deadline = std::time::Instant::now() + WAIT;
+    while !mcp.requests().iter().any(|r| {
+        r.rpc_method().as_deref() == Some("tools/list")
+            && r.header("authorization") == Some(&bearer)
+    }) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server was never connected"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(token_file(&home).is_file());
+    // A moment for the client to be put in place after its handshake.
+    thread::sleep(Duration::from_millis(500));
+    bench.model.push(call_tools(&[(
+        "c1",
+        "remote__echo",
+        json!({"text": "after"}),
+    )]));
+    bench.model.push(say("Done."));
+    let turn = run_prompt(
+        &mut agent,
+        &opened.session,
+        "call it",
+        WAIT,
+        crate::support::client::no_requests,
+    );
+    assert_eq!(turn.final_text("c1"), "http echo: after", "{}", turn.dump());
+    agent.close_stdin();
+    assert!(agent.wait_exit(Duration::from_secs(10)).is_some());
+    let received: String = agent.received().iter().map(Value::to_string).collect();
+    let requests: String = bench.bodies().iter().map(Value::to_string).collect();
+    assert!(!received.contains(&token), "the token reached the editor");
+    assert!(
+        !agent.stderr().contains(&token),
+        "the token reached the log"
+    );
+    assert!(!requests.contains(&token), "the token reached the model");
+}

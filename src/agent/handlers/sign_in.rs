@@ -1,0 +1,106 @@
+//! A session's MCP server that needs sign-in, offered to the editor: when
+//! the editor takes URL elicitations, the sign-in starts on a helper
+//! thread (`spindle-mcp-signin`), its URL goes to the editor as a
+//! session-scoped `elicitation/create` in URL mode, and once the browser
+//! has come back the tokens are kept and the server connected. Without
+//! that capability the session's notice says to run `spindle mcp login`.
+
+use crate::acp::method;
+use crate::agent::dispatcher::Dispatcher;
+use crate::agent::turn::report::{Outbox, OutgoingRequest, Report};
+use crate::cancel::CancelToken;
+use crate::mcp::{oauth, McpSession};
+use serde_json::json;
+use std::sync::Arc;
+
+impl Dispatcher {
+    /// Offers sign-in for the servers of `names` (those that answered
+    /// that they need it) of session `session_id`.
+    pub(super) fn offer_sign_in(
+        &self,
+        session_id: &str,
+        mcp: Option<Arc<McpSession>>,
+        names: Vec<String>,
+    ) {
+        let takes_urls = self
+            .client
+            .as_ref()
+            .is_some_and(|client| client.elicitation.url);
+        let Some(mcp) = mcp.filter(|_| takes_urls) else {
+            return;
+        };
+        for name in names {
+            let Some((url, file)) = mcp.sign_in_target(&name) else {
+                continue;
+            };
+            let (outbox, session, servers) = (self.outbox(), session_id.to_string(), mcp.clone());
+            // Detached: it ends when the browser comes back, the editor
+            // declines, the session's servers stop or the wait runs out.
+            let spawned = std::thread::Builder::new()
+                .name("spindle-mcp-signin".into())
+                .spawn(move || sign_in(outbox, session, servers, name, url, file));
+            if let Err(error) = spawned {
+                log::warn!("cannot start a sign-in: {error}");
+            }
+        }
+    }
+}
+
+fn sign_in(
+    outbox: Outbox,
+    session_id: String,
+    mcp: Arc<McpSession>,
+    name: String,
+    url: String,
+    file: std::path::PathBuf,
+) {
+    let pending = match oauth::begin(&url, &oauth::ClientChoice::default()) {
+        Ok(pending) => pending,
+        Err(error) => {
+            log::info!("MCP server `{name}`: sign-in cannot start: {error}");
+            return;
+        }
+    };
+    let (reply, answer) = crossbeam_channel::bounded(1);
+    let params = json!({
+        "sessionId": session_id,
+        "mode": "url",
+        "message": format!("MCP server `{name}` asks you to sign in before Spindle can use it."),
+        "elicitationId": format!("signin-{}", crate::util::random_hex()),
+        "url": pending.authorization_url(),
+    });
+    let asked = outbox(Report::Request(OutgoingRequest {
+        session_id,
+        method: method::ELICITATION_CREATE,
+        params,
+        reply,
+        lasting: true,
+    }));
+    if !asked {
+        return;
+    }
+    let cancel = CancelToken::new();
+    let on_stop = cancel.clone();
+    mcp.stopped().on_cancel(move || on_stop.cancel());
+    let on_answer = cancel.clone();
+    // Detached: ends with the editor's answer, or when the request is
+    // dropped (the session forgotten, the client gone).
+    let _ = std::thread::Builder::new()
+        .name("spindle-mcp-signin-answer".into())
+        .spawn(move || {
+            let accepted = matches!(answer.recv(), Ok(Ok(value)) if value["action"] == "accept");
+            if !accepted {
+                on_answer.cancel();
+            }
+        });
+    match pending.finish(oauth::CALLBACK_WAIT, &cancel) {
+        Ok(tokens) => match oauth::store::save(&file, &tokens) {
+            Ok(()) => {
+                log::info!("MCP server `{name}`: signed in");
+                mcp.reconnect(&name);
+            }
+            Err(error) => log::warn!("MCP server `{name}`: {error}"),
+        },
+        Err(error) => log::info!("MCP server `{name}`: sign-in ended: {error}"),
+    }
+}
