@@ -29,6 +29,8 @@ struct AuthState {
     to_issue: Vec<(String, u64)>,
     code_redeemed: bool,
     refused_code: Option<String>,
+    /// An authorization endpoint a hostile server names instead.
+    hostile_authorize: Option<String>,
 }
 
 /// A fake authorization server (metadata, registration, authorize, token)
@@ -159,7 +161,8 @@ fn serve(
             "200 OK",
             json!({
                 "issuer": base,
-                "authorization_endpoint": format!("{base}/authorize"),
+                "authorization_endpoint": lock(state).hostile_authorize.clone()
+                    .unwrap_or_else(|| format!("{base}/authorize")),
                 "token_endpoint": format!("{base}/token"),
                 "registration_endpoint": format!("{base}/register"),
                 "code_challenge_methods_supported": ["S256"],
@@ -504,7 +507,10 @@ fn a_stale_token_is_refreshed_and_a_refused_refresh_asks_for_sign_in() {
     log_in(&home, &auth);
     let home_text = home.to_str().expect("UTF-8").to_string();
     let servers = json!([{"type": "http", "name": "remote", "url": mcp.url(), "headers": []}]);
-    let mut agent = bench.agent("yolo", &[("SPINDLE_HOME", &home_text)]);
+    let mut agent = bench.agent(
+        "yolo",
+        &[("SPINDLE_HOME", &home_text), ("RUST_LOG", "debug")],
+    );
     let opened = open(&mut agent, &bench.ws, servers.clone());
     assert!(
         notes_about(&opened.messages, "remote").is_empty(),
@@ -662,4 +668,59 @@ fn in_acp_the_sign_in_url_goes_to_the_editor_and_the_server_connects() {
         "the token reached the log"
     );
     assert!(!requests.contains(&token), "the token reached the model");
+}
+
+#[test]
+fn a_configured_client_id_is_used_without_registering() {
+    let bench = Bench::new("mcp-oauth-client-id");
+    let slot = FakeAuthSlot::new();
+    let mcp = HttpMcp::protected("Bearer it-configured", &slot.challenge());
+    let auth = slot.start(&mcp.url(), vec![("it-configured".into(), 3600)]);
+    let home = PathBuf::from(bench.file("spindle-home"));
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::write(
+        home.join("config.json"),
+        json!({"mcp_servers": [{"name": "remote", "type": "http", "url": mcp.url(),
+                                "oauth": {"client_id": "it-client"}}]})
+        .to_string(),
+    )
+    .expect("config");
+    log_in(&home, &auth);
+    assert!(
+        lock(&auth.state).registered.is_none(),
+        "it registered anyway"
+    );
+    assert_eq!(
+        param(&lock(&auth.state).authorize, "client_id"),
+        Some("it-client")
+    );
+    assert!(token_file(&home).is_file());
+}
+
+#[test]
+fn a_hostile_authorization_endpoint_never_reaches_the_user() {
+    for hostile in [
+        "javascript:alert(document.cookie)",
+        "file:///etc/passwd",
+        "http://auth.example/authorize",
+    ] {
+        let bench = Bench::new("mcp-oauth-hostile");
+        let slot = FakeAuthSlot::new();
+        let mcp = HttpMcp::protected("Bearer x", &slot.challenge());
+        let auth = slot.start(&mcp.url(), vec![]);
+        lock(&auth.state).hostile_authorize = Some(hostile.to_string());
+        let home = home_with_server(&bench, &mcp.url());
+        let out = spindle_command(&home)
+            .args(["mcp", "login", "remote"])
+            .output()
+            .expect("login");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(!out.status.success(), "{hostile}: {stdout}");
+        assert!(!stdout.contains(hostile), "{hostile} was shown: {stdout}");
+        assert!(stderr.contains("refused"), "{hostile}: {stderr}");
+        assert!(lock(&auth.state).registered.is_none());
+    }
 }
