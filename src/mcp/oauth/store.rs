@@ -48,9 +48,10 @@ pub(crate) fn now_secs() -> u64 {
 pub fn token_file(dir: &Path, name: &str) -> Option<PathBuf> {
     let plain = !name.is_empty()
         && name.len() <= 64
+        && !name.starts_with(['.', '-'])
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
     plain.then(|| dir.join(format!("{name}.json")))
 }
 
@@ -103,5 +104,19 @@ pub fn remove(file: &Path) -> Result<bool, String> {
         Ok(()) => Ok(true),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(err) => Err(format!("cannot remove {}: {err}", file.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_file_stays_in_its_folder() {
+        let dir = Path::new("tokens");
+        assert_eq!(token_file(dir, "docs.v2"), Some(dir.join("docs.v2.json")));
+        for bad in ["", "..", ".hidden", "a/b", "a\\b", "-x", "é"] {
+            assert_eq!(token_file(dir, bad), None, "{bad}");
+        }
     }
 }
