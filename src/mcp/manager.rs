@@ -198,40 +198,32 @@ impl McpSession {
         self.shared.stop.clone()
     }
 
-    /// Starts withdrawn server `name` again (after a sign-in), in the
-    /// background; a server not withdrawn is left as it is.
-    pub fn reconnect(&self, name: &str) {
+    /// Starts withdrawn server `name` again (after a sign-in), on the
+    /// caller's thread; true when it is ready. A server not withdrawn is
+    /// left as it is. A shutdown meanwhile abandons the handshake, and a
+    /// client that arrives after it is shut down at once.
+    pub fn reconnect(&self, name: &str) -> bool {
         let Some(slot) = self.slots.iter().find(|slot| slot.config.name == name) else {
-            return;
+            return false;
         };
         {
             let mut state = lock(&slot.state);
             if !matches!(*state, State::Failed) {
-                return;
+                return false;
             }
             *state = State::Starting;
         }
-        let (worker, shared) = (slot.clone(), self.shared.clone());
-        let spawned = thread::Builder::new()
-            .name(thread_name(&slot.config.name))
-            .spawn(move || {
-                let stop = &shared.stop;
-                match Client::connect_with(&worker.config, INIT_TIMEOUT, &[stop]) {
-                    Ok(client) => {
-                        worker.install(Arc::new(client));
-                        lock(&shared.errors).remove(&worker.config.name);
-                    }
-                    Err(err) => {
-                        if worker.withdraw() && !stop.is_cancelled() {
-                            shared.report(&worker.config.name, err.message);
-                        }
-                    }
+        let stop = &self.shared.stop;
+        match Client::connect_with(&slot.config, INIT_TIMEOUT, &[stop]) {
+            Ok(client) => {
+                lock(&self.shared.errors).remove(name);
+                slot.install(Arc::new(client))
+            }
+            Err(err) => {
+                if slot.withdraw() && !stop.is_cancelled() {
+                    self.shared.report(name, err.message);
                 }
-            });
-        match spawned {
-            Ok(handle) => lock(&self.starters).push(handle),
-            Err(_) => {
-                slot.withdraw();
+                false
             }
         }
     }

@@ -5,6 +5,7 @@
 //! has come back the tokens are kept and the server connected. Without
 //! that capability the session's notice says to run `spindle mcp login`.
 
+use crate::acp::fit::Notice;
 use crate::acp::method;
 use crate::agent::dispatcher::Dispatcher;
 use crate::agent::turn::report::{Outbox, OutgoingRequest, Report};
@@ -12,6 +13,33 @@ use crate::cancel::CancelToken;
 use crate::mcp::{oauth, McpSession};
 use serde_json::json;
 use std::sync::Arc;
+
+/// How a sign-in ended, for the editor.
+enum Done {
+    /// The elicitation's id (`signin-SERVER-…`).
+    SignedIn(String),
+    /// The server, and why (never a token: the reasons name endpoints
+    /// and error codes only).
+    Failed(String, String),
+}
+
+type Tell = Arc<dyn Fn(&str, Done) + Send + Sync>;
+
+/// The server a sign-in's elicitation id names.
+fn servers_name(id: &str) -> &str {
+    id.strip_prefix("signin-")
+        .and_then(|rest| rest.rsplit_once('-'))
+        .map_or(id, |(name, _)| name)
+}
+
+/// A reason fit for a notice: no control characters, within a size.
+fn plain(reason: &str) -> String {
+    reason
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(400)
+        .collect()
+}
 
 impl Dispatcher {
     /// Offers sign-in for the servers of `names` (those that answered
@@ -34,11 +62,38 @@ impl Dispatcher {
                 continue;
             };
             let (outbox, session, servers) = (self.outbox(), session_id.to_string(), mcp.clone());
+            // The lines it writes when done (`elicitation/complete`, a
+            // notice), through the writer's queue.
+            let (writer, capabilities) =
+                (self.writer.clone(), self.client.clone().unwrap_or_default());
+            let tell: Tell = Arc::new(move |session: &str, done: Done| {
+                let lines = match done {
+                    Done::SignedIn(id) => vec![
+                        crate::rpc::notification_line(
+                            method::ELICITATION_COMPLETE,
+                            &json!({"elicitationId": id}),
+                        ),
+                        Notice::info(
+                            format!("MCP server `{}` is signed in", servers_name(&id)),
+                            "its tools are offered from the next model call",
+                        )
+                        .line(session, &capabilities),
+                    ],
+                    Done::Failed(server, why) => vec![Notice::warning(
+                        format!("Sign-in to MCP server `{server}` did not finish"),
+                        why,
+                    )
+                    .line(session, &capabilities)],
+                };
+                for line in lines {
+                    let _ = writer.send(crate::rpc::stdio::Output::Line(line).queued());
+                }
+            });
             // Detached: it ends when the browser comes back, the editor
             // declines, the session's servers stop or the wait runs out.
             let spawned = std::thread::Builder::new()
                 .name("spindle-mcp-signin".into())
-                .spawn(move || sign_in(outbox, session, servers, name, url, file));
+                .spawn(move || sign_in(outbox, tell, session, servers, name, url, file));
             if let Err(error) = spawned {
                 log::warn!("cannot start a sign-in: {error}");
             }
@@ -48,6 +103,7 @@ impl Dispatcher {
 
 fn sign_in(
     outbox: Outbox,
+    tell: Tell,
     session_id: String,
     mcp: Arc<McpSession>,
     name: String,
@@ -58,15 +114,18 @@ fn sign_in(
         Ok(pending) => pending,
         Err(error) => {
             log::info!("MCP server `{name}`: sign-in cannot start: {error}");
+            tell(&session_id, Done::Failed(name, plain(&error)));
             return;
         }
     };
     let (reply, answer) = crossbeam_channel::bounded(1);
+    let elicitation_id = format!("signin-{name}-{}", crate::util::random_hex());
+    let session = session_id.clone();
     let params = json!({
         "sessionId": session_id,
         "mode": "url",
         "message": format!("MCP server `{name}` asks you to sign in before Spindle can use it."),
-        "elicitationId": format!("signin-{}", crate::util::random_hex()),
+        "elicitationId": elicitation_id,
         "url": pending.authorization_url(),
     });
     let asked = outbox(Report::Request(OutgoingRequest {
@@ -95,12 +154,29 @@ fn sign_in(
         });
     match pending.finish(oauth::CALLBACK_WAIT, &cancel) {
         Ok(tokens) => match oauth::store::save(&file, &tokens) {
-            Ok(()) => {
+            Ok(()) if mcp.reconnect(&name) => {
                 log::info!("MCP server `{name}`: signed in");
-                mcp.reconnect(&name);
+                tell(&session, Done::SignedIn(elicitation_id));
             }
-            Err(error) => log::warn!("MCP server `{name}`: {error}"),
+            Ok(()) => tell(
+                &session,
+                Done::Failed(
+                    name,
+                    "signed in, but the server still cannot be reached".into(),
+                ),
+            ),
+            Err(error) => {
+                log::warn!("MCP server `{name}`: {error}");
+                tell(&session, Done::Failed(name, plain(&error)));
+            }
         },
-        Err(error) => log::info!("MCP server `{name}`: sign-in ended: {error}"),
+        // A decline or a cancel is the user's own choice: nothing to say.
+        Err(_) if cancel.is_cancelled() => {
+            log::info!("MCP server `{name}`: sign-in was not taken up")
+        }
+        Err(error) => {
+            log::info!("MCP server `{name}`: sign-in ended: {error}");
+            tell(&session, Done::Failed(name, plain(&error)));
+        }
     }
 }

@@ -628,22 +628,29 @@ fn in_acp_the_sign_in_url_goes_to_the_editor_and_the_server_connects() {
     let (status, _) = browse(&location.expect("the fake redirects"));
     assert!(status.contains("200"), "{status}");
 
-    // The server is connected with the token: its tools/list carried it.
-    let bearer = format!("Bearer {token}");
-    let deadline = std::time::Instant::now() + WAIT;
-    while !mcp.requests().iter().any(|r| {
-        r.rpc_method().as_deref() == Some("tools/list")
-            && r.header("authorization") == Some(&bearer)
-    }) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the server was never connected"
-        );
-        thread::sleep(Duration::from_millis(50));
+    // The editor is told the elicitation is complete and the server
+    // signed in, once it is connected.
+    let mut done: Vec<Value> = Vec::new();
+    while !notes_about(&done, "remote")
+        .iter()
+        .any(|note| note.contains("is signed in"))
+    {
+        let message = agent
+            .recv(WAIT)
+            .unwrap_or_else(|| panic!("no sign-in notice:\n{done:?}"));
+        done.push(message);
     }
+    let complete = done
+        .iter()
+        .find(|m| m["method"] == "elicitation/complete")
+        .expect("elicitation/complete");
+    assert_eq!(complete["params"]["elicitationId"], params["elicitationId"]);
+    let bearer = format!("Bearer {token}");
+    assert!(mcp.requests().iter().any(|r| {
+        r.rpc_method().as_deref() == Some("tools/list")
+            && r.header("authorization") == Some(bearer.as_str())
+    }));
     assert!(token_file(&home).is_file());
-    // A moment for the client to be put in place after its handshake.
-    thread::sleep(Duration::from_millis(500));
     bench.model.push(call_tools(&[(
         "c1",
         "remote__echo",
