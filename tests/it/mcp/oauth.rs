@@ -501,7 +501,11 @@ fn a_stale_token_is_refreshed_and_a_refused_refresh_asks_for_sign_in() {
     // server takes.
     let auth = slot.start(
         &mcp.url(),
-        vec![("it-stale".into(), 1), (fresh.clone(), 3600)],
+        vec![
+            ("it-stale".into(), 1),
+            (fresh.clone(), 3600),
+            (fresh.clone(), 3600),
+        ],
     );
     let home = home_with_server(&bench, &mcp.url());
     log_in(&home, &auth);
@@ -525,6 +529,21 @@ fn a_stale_token_is_refreshed_and_a_refused_refresh_asks_for_sign_in() {
     assert_eq!(grants, ["authorization_code", "refresh_token"]);
     let kept = std::fs::read_to_string(token_file(&home)).expect("the token file");
     assert!(kept.contains(&fresh), "the refreshed token was not kept");
+
+    // A token the server refuses (a 401) is refreshed and the request
+    // sent again.
+    let mut held: Value = serde_json::from_str(&kept).expect("JSON");
+    held["access_token"] = json!("it-refused-once");
+    std::fs::write(token_file(&home), held.to_string()).expect("write");
+    let retried = open(&mut agent, &bench.ws, servers.clone());
+    assert!(
+        notes_about(&retried.messages, "remote").is_empty(),
+        "{:?}",
+        retried.messages
+    );
+    assert_eq!(auth.token_requests().len(), 3, "no refresh after the 401");
+    let kept = std::fs::read_to_string(token_file(&home)).expect("the token file");
+    assert!(kept.contains(&fresh));
 
     // Now the server refuses what is held and the refresh is refused too:
     // the tokens are dropped and the user is told to sign in.
