@@ -1,8 +1,9 @@
 //! What one client gets of an update. Spindle keeps every update in one
 //! form (the one it stores for replay) and fits it to the client at the
-//! moment it is written, live or replayed: the unstable parts of ACP go
-//! only to a client that asked for them. Notices are built here too: they
-//! are live only, as an unstable `notice` or as a separate text chunk.
+//! moment it is written, live or replayed: the unstable parts of ACP, and
+//! the stable ones a client must opt into, go only to a client that asked
+//! for them. Notices are built here too: they are live only, as a `notice`
+//! or as a separate text chunk.
 
 use super::{ClientCapabilities, ContentChunk, SessionUpdate, Severity};
 use serde_json::Value;
@@ -64,11 +65,11 @@ impl Notice {
         }
     }
 
-    /// The update this client gets: the unstable `notice` when it opted
-    /// in (`_meta.spindle.notices`), else an agent message chunk of its
+    /// The update this client gets: a `notice` when it takes them
+    /// (`session.notices`, or the older `_meta.spindle.notices`), else an agent message chunk of its
     /// own, whose `notice_` id keeps it apart from the answer.
     pub fn update(&self, capabilities: &ClientCapabilities) -> SessionUpdate {
-        if capabilities.meta.spindle.notices {
+        if capabilities.notices() {
             SessionUpdate::Notice {
                 severity: self.severity,
                 title: self.title.clone(),
@@ -386,6 +387,32 @@ mod tests {
             Notice::warning("Done.", "- a\n- b").text(),
             "_Done:_\n\n- a\n- b\n\n"
         );
+    }
+
+    #[test]
+    fn the_stable_capability_and_the_old_opt_in_both_take_notices() {
+        let notice = Notice::info("Title", "Text");
+        let mut stable = ClientCapabilities::default();
+        stable.session.notices = true;
+        assert_eq!(
+            notice.update(&stable).into_value()["sessionUpdate"],
+            "notice"
+        );
+        assert_eq!(
+            notice.update(&opted_in()).into_value()["sessionUpdate"],
+            "notice"
+        );
+        let parsed: crate::acp::InitializeRequest = serde_json::from_value(json!({
+            "protocolVersion": 1,
+            "clientCapabilities": {"session": {"notices": {}}}}))
+        .unwrap();
+        assert!(parsed.client_capabilities.notices());
+        let parsed: crate::acp::InitializeRequest = serde_json::from_value(json!({
+            "protocolVersion": 1,
+            "clientCapabilities": {"session": {"notices": true, "compaction": null}}}))
+        .unwrap();
+        assert!(!parsed.client_capabilities.notices());
+        assert!(!parsed.client_capabilities.session.compaction);
     }
 
     #[test]

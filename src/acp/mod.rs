@@ -85,10 +85,22 @@ pub struct ClientCapabilities {
 /// The session parts of the client's capabilities that Spindle uses.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ClientSessionCapabilities {
-    /// Unstable: the client takes `compaction_update` and
-    /// `compaction_summary_chunk`.
+    /// The client takes `compaction_update` and
+    /// `compaction_summary_chunk` (stable; there was never a vendor alias).
     #[serde(default, deserialize_with = "present")]
     pub compaction: bool,
+    /// The client shows `notice` updates (stable; Spindle's older opt-in
+    /// `_meta.spindle.notices` still counts, see `ClientCapabilities::notices`).
+    #[serde(default, deserialize_with = "present")]
+    pub notices: bool,
+}
+
+impl ClientCapabilities {
+    /// Whether the client takes `notice` updates: `session.notices`, or
+    /// the vendor opt-in that came before it.
+    pub fn notices(&self) -> bool {
+        self.session.notices || self.meta.spindle.notices
+    }
 }
 
 /// `clientCapabilities._meta`: only Spindle's own key is read.
@@ -107,10 +119,12 @@ pub struct SpindleOptIn {
     /// `_spindle/event` notifications.
     #[serde(default, deserialize_with = "lenient")]
     pub events: bool,
-    /// Unstable `notice` updates for one-off notices.
+    /// `notice` updates: the opt-in from before `session.notices` was
+    /// stable, kept as an alias of it.
     #[serde(default, deserialize_with = "lenient")]
     pub notices: bool,
-    /// The unstable tool call `name`.
+    /// The tool call `name`, from before it was stable: every client gets
+    /// it now, and this opt-in is read and has no effect.
     #[serde(default, deserialize_with = "lenient")]
     pub tool_call_name: bool,
     /// The unstable end-of-turn `usage` on the prompt response.

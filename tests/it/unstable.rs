@@ -196,6 +196,39 @@ fn notices_are_live_only_in_either_form() {
     }
 }
 
+/// The stable opt-in, `session.notices`, gets the same `notice` as the
+/// older vendor one; a client with `session.notices: null` gets a chunk.
+#[test]
+fn the_stable_notices_capability_gets_notices() {
+    let bench = Bench::new("stable-notices");
+    let script = json!({"replies": [say("One.")], "fallback": say("Again.")});
+    let mut stable = bench.scripted(&script, json!({"session": {"notices": {}}}));
+    let session = bench.session(&mut stable);
+    let turn = run_prompt(&mut stable, &session, "one", WAIT, no_requests);
+    let notices = of_kind(&turn, "notice");
+    assert_eq!(notices.len(), 1, "{}", turn.dump());
+    assert_eq!(notices[0]["title"], "This session runs in yolo");
+    assert!(!turn
+        .updates()
+        .iter()
+        .any(|u| u["sessionUpdate"] == "agent_message_chunk" && is_notice(u)));
+    drop(stable);
+
+    let mut null = bench.scripted(&script, json!({"session": {"notices": null}}));
+    let other = bench.session(&mut null);
+    let turn = run_prompt(&mut null, &other, "two", WAIT, no_requests);
+    assert!(of_kind(&turn, "notice").is_empty(), "{}", turn.dump());
+    assert_eq!(
+        of_kind(&turn, "agent_message_chunk")
+            .into_iter()
+            .filter(|u| is_notice(u))
+            .count(),
+        1,
+        "{}",
+        turn.dump()
+    );
+}
+
 /// A retry's status line is a notice: not a thought of the model, not in
 /// the conversation the model is sent next, not replayed.
 #[test]
