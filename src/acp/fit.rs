@@ -146,17 +146,14 @@ fn plan_update(mut plan: Value) -> Value {
 }
 
 /// Fits the fields of a tool call: in a `tool_call`, a `tool_call_update`
-/// or a permission request's `toolCall`. Spindle keeps the tool's `name`
-/// (as the model called it) and a removed file's diff `deleted`; only a
-/// client that opted in (`_meta.spindle.toolCallName`, `diffDeleted`)
-/// gets them.
+/// or a permission request's `toolCall`. The tool's `name` (as the model
+/// called it) is stable and goes to every client; a removed file's diff
+/// `deleted` goes only to a client that opted in
+/// (`_meta.spindle.diffDeleted`).
 pub fn fit_tool_call(tool_call: &mut Value, capabilities: &ClientCapabilities) {
     let Some(fields) = tool_call.as_object_mut() else {
         return;
     };
-    if !capabilities.meta.spindle.tool_call_name {
-        fields.remove("name");
-    }
     if !capabilities.meta.spindle.diff_deleted {
         let content = fields.get_mut("content").and_then(Value::as_array_mut);
         for block in content.into_iter().flatten() {
@@ -444,7 +441,7 @@ mod tests {
     }
 
     #[test]
-    fn a_tool_name_goes_only_to_a_client_that_asked() {
+    fn a_tool_name_goes_to_every_client() {
         let stored = json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "name": "read_file",
                             "title": "Read a.rs", "kind": "read", "status": "pending"})
         .to_string();
@@ -452,12 +449,13 @@ mod tests {
             let line = replay_line("s", &stored, capabilities).unwrap();
             serde_json::from_str::<Value>(&line).unwrap()["params"]["update"].clone()
         };
-        let plain = replayed(&ClientCapabilities::default());
-        assert!(plain.get("name").is_none(), "{plain}");
-        assert_eq!(plain["title"], "Read a.rs");
+        assert_eq!(replayed(&ClientCapabilities::default()).to_string(), stored);
         let mut capabilities = ClientCapabilities::default();
         capabilities.meta.spindle.tool_call_name = true;
         assert_eq!(replayed(&capabilities).to_string(), stored);
+        let mut request = json!({"toolCallId": "c1", "name": "write_file", "title": "Write"});
+        fit_tool_call(&mut request, &ClientCapabilities::default());
+        assert_eq!(request["name"], "write_file");
     }
 
     #[test]

@@ -107,8 +107,8 @@ impl ContentChunk {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
     pub tool_call_id: String,
-    /// Unstable: the tool's name as the model called it (`fit` keeps it
-    /// only for a client that asked).
+    /// The tool's name as the model called it (stable: every client gets
+    /// it).
     pub name: Option<String>,
     pub title: String,
     pub kind: ToolKind,

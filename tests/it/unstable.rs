@@ -516,12 +516,12 @@ fn names_a_tool(messages: &[Value]) -> bool {
     })
 }
 
-/// A client that set `toolCallName` sees each tool's name in its first
-/// report and in the permission request, live and replayed; any other
-/// client never does, even replaying a session recorded with names.
+/// The tool's name is stable: every client sees it in each tool's first
+/// report and in the permission request, live and replayed, whether it
+/// set the old `toolCallName` opt-in or not.
 #[test]
-fn tool_names_go_only_to_a_client_that_asked() {
-    let bench = Bench::new("unstable-tool-name");
+fn tool_names_go_to_every_client() {
+    let bench = Bench::new("stable-tool-name");
     std::fs::write(bench.ws.join("a.txt"), "alpha\n").unwrap();
     let path = bench.path("script.json");
     let script = json!({"replies": [
@@ -536,44 +536,34 @@ fn tool_names_go_only_to_a_client_that_asked() {
         assert_eq!(request["method"], "session/request_permission", "{request}");
         Answer::select("allow_once")
     };
-    let mut opted = bench.agent(&["--script", &path], &[], opt_in("toolCallName"));
-    let session = bench.session(&mut opted);
-    let turn = run_prompt(&mut opted, &session, "read and write", WAIT, allow);
-    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
-    let updates = turn.updates();
-    let live = announced(updates.iter().copied());
-    assert_eq!(live.len(), 2, "{}", turn.dump());
-    assert_eq!(live[0]["name"], "read_file");
-    assert_eq!(live[1]["name"], "write_file");
-    let asked = turn.requests("session/request_permission");
-    assert_eq!(asked.len(), 1, "{}", turn.dump());
-    assert_eq!(asked[0]["params"]["toolCall"]["name"], "write_file");
-    assert!(bench.ws.join("b.txt").exists());
-    drop(opted);
+    for capabilities in [json!({}), opt_in("toolCallName")] {
+        let mut agent = bench.agent(&["--script", &path], &[], capabilities.clone());
+        let session = bench.session(&mut agent);
+        let turn = run_prompt(&mut agent, &session, "read and write", WAIT, allow);
+        assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+        let updates = turn.updates();
+        let live = announced(updates.iter().copied());
+        assert_eq!(live.len(), 2, "{}", turn.dump());
+        assert_eq!(live[0]["name"], "read_file", "{capabilities}");
+        assert_eq!(live[1]["name"], "write_file", "{capabilities}");
+        let asked = turn.requests("session/request_permission");
+        assert_eq!(asked.len(), 1, "{}", turn.dump());
+        assert_eq!(asked[0]["params"]["toolCall"]["name"], "write_file");
+        assert!(names_a_tool(&turn.messages));
+        assert!(bench.ws.join("b.txt").exists());
+        std::fs::remove_file(bench.ws.join("b.txt")).unwrap();
+        drop(agent);
 
-    let mut again = bench.agent(&["--script", &path], &[], opt_in("toolCallName"));
-    let replayed = bench.load(&mut again, &session);
-    assert_eq!(announced(&replayed), live, "{replayed:#?}");
-    drop(again);
-
-    let mut plain = bench.agent(&["--script", &path], &[], json!({}));
-    let replayed = bench.load(&mut plain, &session);
-    let calls = announced(&replayed);
-    assert_eq!(calls.len(), 2, "{replayed:#?}");
-    assert_eq!(calls[0]["title"], live[0]["title"]);
-    assert!(!names_a_tool(
-        &replayed
-            .iter()
-            .map(|u| json!({"params": {"update": u}}))
-            .collect::<Vec<_>>()
-    ));
-    std::fs::remove_file(bench.ws.join("b.txt")).unwrap();
-    let other = bench.session(&mut plain);
-    let turn = run_prompt(&mut plain, &other, "read and write", WAIT, allow);
-    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
-    assert_eq!(announced(turn.updates()).len(), 2, "{}", turn.dump());
-    assert_eq!(turn.requests("session/request_permission").len(), 1);
-    assert!(!names_a_tool(&turn.messages), "{}", turn.dump());
+        // Replayed to the other kind of client, the names are there.
+        let other = if capabilities == json!({}) {
+            opt_in("toolCallName")
+        } else {
+            json!({})
+        };
+        let mut again = bench.agent(&["--script", &path], &[], other);
+        let replayed = bench.load(&mut again, &session);
+        assert_eq!(announced(&replayed), live, "{replayed:#?}");
+    }
 }
 
 // ----- end-of-turn usage -----

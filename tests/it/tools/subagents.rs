@@ -364,9 +364,16 @@ fn a_background_task_is_an_agent_job_with_a_structured_transcript() {
     assert!(updates
         .iter()
         .any(|u| u["toolCallId"] == "t1/c1" && u["sessionUpdate"] == "tool_call"));
-    // The log keeps the stored form; this client did not ask for tool
-    // names, so the transcript has none, as a live update would.
-    assert!(updates.iter().all(|u| u.get("name").is_none()), "{page}");
+    // The tool's name is stable ACP: the transcript carries it, as a
+    // live update does, for a client that never asked for it.
+    let command = updates
+        .iter()
+        .find(|u| u["toolCallId"] == "t1/c1" && u["sessionUpdate"] == "tool_call");
+    assert_eq!(
+        command.map(|u| &u["name"]),
+        Some(&json!("run_command")),
+        "{page}"
+    );
     let last = updates.last().unwrap();
     assert_eq!(last["toolCallId"], "t1");
     assert_eq!(last["content"][0]["content"]["text"], "Survey: 3 files.");
