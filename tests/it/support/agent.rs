@@ -75,17 +75,20 @@ struct Outstanding {
     /// The client advertised an unstable part of ACP in `initialize`, so
     /// messages are validated against the unstable edition of the schema.
     unstable: bool,
+    /// What the schema cannot check (`support::rules`).
+    rules: super::rules::Rules,
 }
 
 /// Whether an `initialize` request advertises a part of ACP that only the
 /// unstable schema knows (or one of Spindle's opt-ins to such parts).
+/// Notices, compaction and the tool call name are stable: advertising them
+/// (or the older opt-ins to the first and the last) is not unstable.
 fn advertises_unstable(message: &Value) -> bool {
     let capabilities = &message["params"]["clientCapabilities"];
     let spindle = &capabilities["_meta"]["spindle"];
-    capabilities["session"]["compaction"].is_object()
+    capabilities["subagents"].is_object()
         || capabilities["plan"].is_object()
-        || capabilities["subagents"].is_object()
-        || ["notices", "toolCallName", "promptUsage", "diffDeleted"]
+        || ["promptUsage", "diffDeleted"]
             .iter()
             .any(|key| spindle[*key] == true)
 }
@@ -477,6 +480,7 @@ impl Agent {
             if method == "initialize" && advertises_unstable(message) {
                 outstanding.unstable = true;
             }
+            outstanding.rules.on_sent(message);
             outstanding
                 .by_id
                 .insert(id.to_string(), (method.to_string(), false));
@@ -680,6 +684,11 @@ fn check_line(raw: &[u8], outstanding: &Mutex<Outstanding>) -> Incoming {
     }
     let checked = super::schema::with_edition(unstable, || {
         validate_agent_message(&message, request_method.as_deref())
+    });
+    let checked = checked.and_then(|()| {
+        lock(outstanding)
+            .rules
+            .on_received(&message, request_method.as_deref())
     });
     match checked {
         Ok(()) => Incoming::Message(message),

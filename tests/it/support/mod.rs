@@ -17,6 +17,7 @@ pub mod prelude;
 #[cfg(unix)]
 pub mod pty;
 pub mod reexec;
+pub mod rules;
 pub mod schema;
 pub mod store;
 pub mod web;

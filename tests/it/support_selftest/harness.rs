@@ -180,3 +180,62 @@ fn updates_text_joins_chunks_of_one_kind() {
     assert_eq!(updates_text(&messages, "agent_thought_chunk"), "hmm");
     assert_eq!(updates_text(&messages, "user_message_chunk"), "");
 }
+
+/// A script that answers `initialize` and one `session/new` (session
+/// `s`), then writes `update` for that session.
+#[cfg(unix)]
+fn one_update_after_new(update: serde_json::Value) -> String {
+    let update = json!({"jsonrpc": "2.0", "method": "session/update",
+                        "params": {"sessionId": "s", "update": update}});
+    format!(
+        "read line; printf '%s\\n' '{INITIALIZED}'; read line; \
+         printf '%s\\n%s\\n' '{}' '{update}'; cat >/dev/null",
+        r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s"}}"#
+    )
+}
+
+/// Starts `script`, initializes with `capabilities`, opens a session and
+/// reads the update that follows.
+#[cfg(unix)]
+fn receive_one_update(script: &str, capabilities: serde_json::Value) {
+    let mut agent = scripted_agent(script, &[]);
+    agent.initialize_with(capabilities);
+    assert_eq!(agent.new_session(&std::env::temp_dir()), "s");
+    agent.recv(Duration::from_secs(5)).expect("the update");
+}
+
+/// `notice` and the compaction updates are stable now, so the schema lets
+/// them through for any client: the harness itself fails one sent to a
+/// client that did not advertise it, and accepts it for one that did.
+#[cfg(unix)]
+#[test]
+fn fails_an_opt_in_update_the_client_did_not_ask_for() {
+    let notice = one_update_after_new(
+        json!({"sessionUpdate": "notice", "severity": "info", "title": "Hello"}),
+    );
+    let message = super::panic_of(|| receive_one_update(&notice, json!({})));
+    assert!(
+        message.contains("a `notice` update to a client that advertised neither"),
+        "{message}"
+    );
+    // `null` and a non-object do not advertise it.
+    let message = super::panic_of(|| {
+        receive_one_update(
+            &notice,
+            json!({"session": {"notices": null, "compaction": {}}}),
+        )
+    });
+    assert!(message.contains("`notice` update"), "{message}");
+    receive_one_update(&notice, json!({"session": {"notices": {}}}));
+    receive_one_update(&notice, json!({"_meta": {"spindle": {"notices": true}}}));
+
+    let compaction = one_update_after_new(json!({"sessionUpdate": "compaction_update",
+        "compactionId": "cmp_1", "status": "in_progress"}));
+    let message =
+        super::panic_of(|| receive_one_update(&compaction, json!({"session": {"notices": {}}})));
+    assert!(
+        message.contains("a `compaction_update` update to a client that did not advertise"),
+        "{message}"
+    );
+    receive_one_update(&compaction, json!({"session": {"compaction": {}}}));
+}
