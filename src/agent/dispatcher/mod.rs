@@ -580,17 +580,25 @@ impl Dispatcher {
                     // `None`: the answer comes later (a prompt turn).
                     Ok(None) => {}
                     Ok(Some(result)) => {
+                        let failed = result.is_err();
                         self.respond(&id, result);
                         // Notifications that must follow the answer (the
-                        // client learns a new session's id from it).
-                        for line in std::mem::take(&mut self.after_response) {
-                            self.send_line(line);
+                        // client learns a new session's id from it). A
+                        // failed request opened nothing: what it queued
+                        // may name a session the client never got.
+                        let after = std::mem::take(&mut self.after_response);
+                        if !failed {
+                            for line in after {
+                                self.send_line(line);
+                            }
                         }
                         for id in std::mem::take(&mut self.waits_to_resume) {
                             self.resume_wait(&id);
                         }
                     }
                     Err(panic) => {
+                        self.after_response.clear();
+                        self.waits_to_resume.clear();
                         let what = panic_text(&panic);
                         log::error!("handler of {method} panicked: {what}");
                         self.respond(

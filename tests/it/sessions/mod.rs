@@ -25,6 +25,7 @@ mod lifecycle;
 mod list;
 mod loops;
 mod opt_in;
+mod order;
 mod processes;
 mod replay;
 mod rewind;

@@ -685,11 +685,7 @@ fn check_line(raw: &[u8], outstanding: &Mutex<Outstanding>) -> Incoming {
     let checked = super::schema::with_edition(unstable, || {
         validate_agent_message(&message, request_method.as_deref())
     });
-    let checked = checked.and_then(|()| {
-        lock(outstanding)
-            .rules
-            .on_received(&message, request_method.as_deref())
-    });
+    let checked = checked.and_then(|()| lock(outstanding).rules.on_received(&message));
     match checked {
         Ok(()) => Incoming::Message(message),
         Err(problem) => invalid(problem),

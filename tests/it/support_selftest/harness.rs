@@ -22,11 +22,14 @@ const INITIALIZED: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion"
 fn runs_a_conversation_and_captures_stderr() {
     let script = format!(
         "read line; echo 'starting' >&2; printf '%s\\n' '{INITIALIZED}'; \
-         read line; printf '%s\\n' '{}'; cat >/dev/null; exit 0",
+         read line; printf '%s\\n' '{}'; read line; printf '%s\\n' '{}'; \
+         cat >/dev/null; exit 0",
+        r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s"}}"#,
         r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}"#
     );
     let mut agent = scripted_agent(&script, &[]);
     assert_eq!(agent.initialize()["protocolVersion"], 1);
+    assert_eq!(agent.new_session(&std::env::temp_dir()), "s");
     agent.notify("session/cancel", json!({"sessionId": "s"}));
     let update = agent.recv(Duration::from_secs(5)).expect("an update");
     assert_eq!(updates_text(&[update], "agent_message_chunk"), "hi");
@@ -34,7 +37,7 @@ fn runs_a_conversation_and_captures_stderr() {
     agent.close_stdin();
     let status = agent.wait_exit(Duration::from_secs(5));
     assert!(status.is_some_and(|status| status.success()), "{status:?}");
-    assert_eq!(agent.received().len(), 2);
+    assert_eq!(agent.received().len(), 3);
     assert!(agent.stderr().contains("starting"), "{}", agent.stderr());
 }
 
@@ -238,4 +241,82 @@ fn fails_an_opt_in_update_the_client_did_not_ask_for() {
         "{message}"
     );
     receive_one_update(&compaction, json!({"session": {"compaction": {}}}));
+}
+
+/// A `session/update` for a session before the answer that opens it fails
+/// the test: Zed drops such an update (zed-industries/zed#60199). After
+/// the answer it passes; a load's replay may come before its answer.
+#[cfg(unix)]
+#[test]
+fn fails_an_update_before_its_session_is_answered() {
+    let chunk = r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"early"}}}}"#;
+    let answer =
+        |id: u8, result: &str| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#);
+    for (method, params, result) in [
+        (
+            "session/new",
+            json!({"cwd": "/", "mcpServers": []}),
+            r#"{"sessionId":"s"}"#,
+        ),
+        (
+            "session/resume",
+            json!({"sessionId": "s", "cwd": "/"}),
+            "{}",
+        ),
+        (
+            "session/fork",
+            json!({"sessionId": "p", "cwd": "/"}),
+            r#"{"sessionId":"s"}"#,
+        ),
+    ] {
+        let script = format!(
+            "read line; printf '%s\\n' '{INITIALIZED}'; read line; \
+             printf '%s\\n%s\\n' '{chunk}' '{}'; cat >/dev/null",
+            answer(2, result)
+        );
+        let message = super::panic_of(|| {
+            let mut agent = scripted_agent(&script, &[]);
+            agent.initialize();
+            let id = agent.request(method, params.clone());
+            agent.response(&id, Duration::from_secs(5));
+        });
+        assert!(
+            message.contains("a session/update for session \"s\" before the client learnt"),
+            "{method}: {message}"
+        );
+        // The same update after the answer is fine.
+        let script = format!(
+            "read line; printf '%s\\n' '{INITIALIZED}'; read line; \
+             printf '%s\\n%s\\n' '{}' '{chunk}'; cat >/dev/null",
+            answer(2, result)
+        );
+        let mut agent = scripted_agent(&script, &[]);
+        agent.initialize();
+        let id = agent.request(method, params.clone());
+        agent.response(&id, Duration::from_secs(5));
+        agent.recv(Duration::from_secs(5)).expect("the update");
+    }
+    // A load's replay comes before its answer.
+    let script = format!(
+        "read line; printf '%s\\n' '{INITIALIZED}'; read line; \
+         printf '%s\\n%s\\n' '{chunk}' '{}'; cat >/dev/null",
+        answer(2, "{}")
+    );
+    let mut agent = scripted_agent(&script, &[]);
+    agent.initialize();
+    let id = agent.request(
+        "session/load",
+        json!({"sessionId": "s", "cwd": "/", "mcpServers": []}),
+    );
+    let (_, before) = agent.response(&id, Duration::from_secs(5));
+    assert_eq!(before.len(), 1, "{before:?}");
+    // An update for a session the client never heard of fails too.
+    let script =
+        format!("read line; printf '%s\\n%s\\n' '{INITIALIZED}' '{chunk}'; cat >/dev/null");
+    let message = super::panic_of(|| {
+        let mut agent = scripted_agent(&script, &[]);
+        agent.initialize();
+        agent.recv(Duration::from_secs(5));
+    });
+    assert!(message.contains("before the client learnt"), "{message}");
 }
