@@ -32,6 +32,10 @@ pub mod method {
     /// Unstable, used by older clients: the `model` config option.
     pub const SESSION_SET_MODEL: &str = "session/set_model";
     pub const SESSION_DELETE: &str = "session/delete";
+    /// Unstable: a title the client chose.
+    pub const SESSION_SET_TITLE: &str = "session/set_title";
+    /// Unstable: whether a session is in memory.
+    pub const SESSION_STATUS: &str = "session/status";
     pub const SESSION_SET_MODE: &str = "session/set_mode";
     pub const SESSION_SET_CONFIG_OPTION: &str = "session/set_config_option";
     pub const SESSION_PROMPT: &str = "session/prompt";
@@ -237,7 +241,15 @@ pub struct ListSessionsRequest {
     pub cursor: Option<String>,
 }
 
-/// Params of session/close and session/delete.
+/// Params of session/set_title: both required, the title a string.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetSessionTitleRequest {
+    pub session_id: String,
+    pub title: String,
+}
+
+/// Params of session/close, session/delete and session/status.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionIdRequest {

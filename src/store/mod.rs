@@ -182,7 +182,8 @@ const USED: &str = "(EXISTS (SELECT 1 FROM turns WHERE turns.session_id = sessio
     OR EXISTS (SELECT 1 FROM messages WHERE messages.session_id = sessions.id)
     OR EXISTS (SELECT 1 FROM inbox WHERE inbox.session_id = sessions.id)
     OR EXISTS (SELECT 1 FROM goals WHERE goals.session_id = sessions.id)
-    OR EXISTS (SELECT 1 FROM jobs WHERE jobs.session_id = sessions.id))";
+    OR EXISTS (SELECT 1 FROM jobs WHERE jobs.session_id = sessions.id)
+    OR sessions.title IS NOT NULL)";
 
 pub struct Store {
     connection: Connection,
@@ -338,6 +339,16 @@ impl Store {
     pub fn delete_if_unused(&self, id: &str) -> Result<bool> {
         let sql = format!("DELETE FROM sessions WHERE id = ?1 AND NOT {USED}");
         Ok(self.connection.execute(&sql, [id])? > 0)
+    }
+
+    /// Sets an automatic title unless the session has one (the client's,
+    /// or another process's): whether it was set.
+    pub fn set_title_if_unset(&self, id: &str, title: &str) -> Result<bool> {
+        let changed = self.connection.execute(
+            "UPDATE sessions SET title = ?2 WHERE id = ?1 AND title IS NULL",
+            params![id, title],
+        )?;
+        Ok(changed > 0)
     }
 
     pub fn set_title(&self, id: &str, title: &str) -> Result<()> {

@@ -393,3 +393,30 @@ fn a_folder_at_the_database_path_is_refused_by_name() {
     );
     assert!(error.to_string().contains("not a regular file"), "{error}");
 }
+
+#[test]
+fn an_automatic_title_never_replaces_one_already_set() {
+    let path = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    store
+        .create_session("s", "/w", &json!({}), &json!([]))
+        .unwrap();
+    assert!(!store.is_used("s").unwrap());
+    store.set_title("s", "Chosen").unwrap();
+    // A title the user chose keeps the session, listed, before any prompt.
+    assert!(store.is_used("s").unwrap());
+    assert!(!store.set_title_if_unset("s", "Automatic").unwrap());
+    assert_eq!(
+        store.session("s").unwrap().unwrap().title.as_deref(),
+        Some("Chosen")
+    );
+    store
+        .create_session("t", "/w", &json!({}), &json!([]))
+        .unwrap();
+    assert!(store.set_title_if_unset("t", "Automatic").unwrap());
+    assert_eq!(
+        store.session("t").unwrap().unwrap().title.as_deref(),
+        Some("Automatic")
+    );
+    assert!(!store.set_title_if_unset("missing", "x").unwrap());
+}

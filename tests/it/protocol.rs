@@ -59,7 +59,7 @@ fn initialize_answers_version_one_and_describes_the_agent() {
     assert_eq!(
         result["agentCapabilities"]["sessionCapabilities"],
         json!({"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}, "additionalDirectories": {},
-               "systemPrompt": {"mode": {"override": {}}}})
+               "title": {}, "status": {}, "systemPrompt": {"mode": {"override": {}}}})
     );
     assert_eq!(
         result["agentCapabilities"]["promptCapabilities"],

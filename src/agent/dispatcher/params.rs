@@ -190,7 +190,7 @@ pub(in crate::agent) fn not_found(session_id: &str) -> RpcError {
         code::RESOURCE_NOT_FOUND,
         format!("Resource not found: there is no session {session_id:?}"),
     )
-    .with_data(json!({"uri": format!("spindle:session/{session_id}")}))
+    .with_data(json!({"uri": format!("spindle:session/{session_id}"), "sessionId": session_id}))
 }
 
 pub(in crate::agent) fn internal(error: store::StoreError) -> RpcError {

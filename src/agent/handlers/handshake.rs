@@ -48,9 +48,10 @@ impl Dispatcher {
                 },
                 "mcpCapabilities": { "http": true, "sse": true },
                 "auth": { "logout": {} },
-                // `fork` is unstable; the stable schema allows the field.
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}, "additionalDirectories": {},
-                    // Unstable: `append`, and `override` too.
+                // `fork`, `title`, `status` and `systemPrompt` are
+                // unstable; the stable schema allows the fields.
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}, "additionalDirectories": {}, "title": {}, "status": {},
+                    // `append`, and `override` too.
                     "systemPrompt": {"mode": {"override": {}}}},
                 "_meta": { "spindle": super::routes::discovery() }
             }),

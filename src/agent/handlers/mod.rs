@@ -1,6 +1,7 @@
 //! The requests the dispatcher answers, one file per area: the handshake
 //! (`initialize`, `authenticate`; `handshake.rs`), the session lifecycle
-//! (new, load, resume, list, close, delete; `lifecycle.rs`, with a
+//! (new, load, resume, list, close, delete; `lifecycle.rs`; the title
+//! and status of a session in `titles.rs`, with a
 //! project's own defaults for a new session in `project.rs`), the controls
 //! (modes and config options; `controls.rs`) and prompting
 //! (`session/prompt` and the answer when its turn reports; `prompting.rs`).
@@ -34,6 +35,7 @@ mod rewind;
 mod routes;
 mod sign_in;
 mod status;
+mod titles;
 
 use crate::acp::{self, method, ContentChunk, SessionUpdate, ToolCallStatus};
 use crate::agent::dispatcher::params::{decode, internal};

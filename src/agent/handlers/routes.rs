@@ -88,6 +88,15 @@ pub(super) const ROUTES: &[Route] = &[
         method::SESSION_DELETE,
         Handler::Now(Dispatcher::delete_session),
     ),
+    // Unstable ACP (`sessionCapabilities.title`, `.status`).
+    stable(
+        method::SESSION_SET_TITLE,
+        Handler::Now(Dispatcher::set_title),
+    ),
+    stable(
+        method::SESSION_STATUS,
+        Handler::Now(Dispatcher::session_status),
+    ),
     // A turn answers.
     stable(
         method::SESSION_PROMPT,

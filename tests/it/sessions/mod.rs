@@ -30,6 +30,7 @@ mod processes;
 mod replay;
 mod rewind;
 mod system_prompt;
+mod titles;
 mod waiting;
 
 use crate::support::fake_openai::{

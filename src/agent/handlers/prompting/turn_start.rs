@@ -214,13 +214,29 @@ impl Dispatcher {
         } else {
             None
         };
+        // A title already stored (the client's `session/set_title`, in
+        // any process) is never replaced by an automatic one.
+        let mut kept_title = None;
         let title_update = if needs_title {
             let title = title_from(text);
-            store.set_title(&session_id, &title).map_err(internal)?;
-            Some(title)
+            if store
+                .set_title_if_unset(&session_id, &title)
+                .map_err(internal)?
+            {
+                Some(title)
+            } else {
+                kept_title = store
+                    .session(&session_id)
+                    .map_err(internal)?
+                    .and_then(|row| row.title);
+                None
+            }
         } else {
             None
         };
+        if let (Some(title), Some(session)) = (kept_title, self.sessions.get_mut(&session_id)) {
+            session.title = Some(title);
+        }
         if let Some(messages) = reloaded {
             if let Some(session) = self.sessions.get_mut(&session_id) {
                 session.messages = messages;
