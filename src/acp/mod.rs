@@ -107,11 +107,24 @@ impl ClientCapabilities {
     }
 }
 
-/// `clientCapabilities._meta`: only Spindle's own key is read.
+/// `clientCapabilities._meta`: Spindle's own key, and `terminal-auth`.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ClientMeta {
     #[serde(default, deserialize_with = "lenient")]
     pub spindle: SpindleOptIn,
+    /// `"terminal-auth": true`, the convention from before
+    /// `auth.terminal` (Zed's first terminal login; the ACP registry's
+    /// check still announces only this one).
+    #[serde(default, rename = "terminal-auth", deserialize_with = "lenient")]
+    pub terminal_auth: bool,
+}
+
+impl ClientCapabilities {
+    /// Whether the client can run a terminal auth method: `auth.terminal`,
+    /// or the older `_meta["terminal-auth"]`.
+    pub fn terminal_auth(&self) -> bool {
+        self.auth.terminal || self.meta.terminal_auth
+    }
 }
 
 /// What a client asked of Spindle beyond plain ACP

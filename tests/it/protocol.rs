@@ -651,3 +651,54 @@ fn a_batch_gets_an_array_of_answers() {
     assert_eq!(lines[3]["id"], 2);
     assert!(lines[3].get("result").is_some(), "{}", lines[3]);
 }
+
+/// The terminal auth method (`spindle setup`) is offered to a client that
+/// announces terminal auth either way: `auth.terminal: true`, or the older
+/// `_meta["terminal-auth"]: true` that the ACP registry's check still
+/// sends; never to one that announces neither (or only in a wrong shape).
+#[test]
+fn terminal_auth_is_offered_to_either_announcement_and_only_then() {
+    let offered = |capabilities: Value| -> Vec<Value> {
+        let mut agent = Agent::spawn(&["acp", "--permissions", "ask"], &[]);
+        let result = agent.initialize_with(capabilities);
+        result["authMethods"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    for capabilities in [
+        json!({"auth": {"terminal": true}}),
+        json!({"_meta": {"terminal-auth": true}}),
+        json!({"terminal": true, "_meta": {"terminal-auth": true}}),
+    ] {
+        let methods = offered(capabilities.clone());
+        assert_eq!(methods.len(), 2, "{capabilities}: {methods:?}");
+        let setup = &methods[1];
+        assert_eq!(setup["id"], "spindle-setup", "{capabilities}");
+        assert_eq!(setup["type"], "terminal");
+        assert_eq!(setup["args"], json!(["--setup"]));
+        // The older form: the whole command line, `--setup` added.
+        let legacy = &setup["_meta"]["terminal-auth"];
+        assert_eq!(
+            legacy["args"],
+            json!(["acp", "--permissions", "ask", "--setup"])
+        );
+        let command = legacy["command"].as_str().unwrap_or_default();
+        assert_eq!(
+            std::fs::canonicalize(command).ok(),
+            std::fs::canonicalize(crate::support::agent::spindle_binary()).ok(),
+            "{legacy}"
+        );
+    }
+    for capabilities in [
+        json!({}),
+        json!({"terminal": true}),
+        json!({"auth": {"terminal": false}, "_meta": {"terminal-auth": false}}),
+        json!({"auth": {"terminal": "yes"}, "_meta": {"terminal-auth": {"enabled": true}}}),
+        json!({"_meta": {"spindle": {"terminal-auth": true}}}),
+    ] {
+        let methods = offered(capabilities.clone());
+        assert_eq!(methods.len(), 1, "{capabilities}: {methods:?}");
+        assert_eq!(methods[0]["id"], "spindle-check");
+    }
+}

@@ -7,6 +7,24 @@ use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use serde_json::{json, Value};
 
+/// The older terminal-auth descriptor: a client runs `command` with
+/// `args` in place of the agent's own command line, so it is this
+/// process's command line with `--setup` added (the same `--config`,
+/// the same agent file).
+fn legacy_terminal_auth() -> Value {
+    let command = std::env::current_exe()
+        .ok()
+        .and_then(|path| path.to_str().map(str::to_string))
+        .unwrap_or_else(|| "spindle".to_string());
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) != Some("acp") {
+        // In process (`exec`, `chat`): the wizard's own command.
+        args = vec!["acp".to_string()];
+    }
+    args.push("--setup".to_string());
+    json!({"label": "Set up a model provider", "command": command, "args": args})
+}
+
 impl Dispatcher {
     pub(in crate::agent) fn initialize(&mut self, params: Value) -> Result<Value, RpcError> {
         let request: acp::InitializeRequest = decode(params)?;
@@ -27,13 +45,18 @@ impl Dispatcher {
             "name": "Check the model provider setup",
             "description": "Reads the configuration and environment again (after `spindle setup` or setting an API key).",
         })];
-        if request.client_capabilities.auth.terminal {
+        // Either way of announcing it counts (`auth.terminal`, or the older
+        // `_meta["terminal-auth"]`); the method carries both forms too: the
+        // `terminal` type with `args` to append, and the older
+        // `_meta["terminal-auth"]` with the whole command line to run.
+        if request.client_capabilities.terminal_auth() {
             auth_methods.push(json!({
                 "type": "terminal",
                 "id": "spindle-setup",
                 "name": "Set up a model provider",
                 "description": "Runs `spindle setup` in a terminal: choose a provider, its key and a model.",
                 "args": ["--setup"],
+                "_meta": {"terminal-auth": legacy_terminal_auth()},
             }));
         }
         self.client = Some(request.client_capabilities);
