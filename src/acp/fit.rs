@@ -66,8 +66,9 @@ impl Notice {
     }
 
     /// The update this client gets: a `notice` when it takes them
-    /// (`session.notices`, or the older `_meta.spindle.notices`), else an agent message chunk of its
-    /// own, whose `notice_` id keeps it apart from the answer.
+    /// (`session.notices`, or the older `_meta.spindle.notices`), else an
+    /// agent message chunk of its own, whose `notice_` id keeps it apart
+    /// from the answer.
     pub fn update(&self, capabilities: &ClientCapabilities) -> SessionUpdate {
         if capabilities.notices() {
             SessionUpdate::Notice {
