@@ -41,6 +41,20 @@ mod tests {
     }
 }
 
+/// Writes bytes atomically: to a temporary file beside `path` (its
+/// parents created), then renamed over it.
+pub fn write_bytes_atomic(path: &std::path::Path, data: &[u8]) -> Result<(), String> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+    }
+    let temporary = path.with_extension(format!("spindle-{}.tmp", random_hex()));
+    std::fs::write(&temporary, data).map_err(|e| e.to_string())?;
+    std::fs::rename(&temporary, path).map_err(|e| {
+        let _ = std::fs::remove_file(&temporary);
+        e.to_string()
+    })
+}
+
 /// Wraps tool output in a Markdown code fence long enough not to be closed
 /// by backticks inside it.
 pub fn fence(text: &str) -> String {

@@ -34,23 +34,9 @@ fn registry_schema() -> jsonschema::Validator {
 /// `agent.json` it wrote.
 fn manifest(args: &[&str]) -> Value {
     let out = temp_dir("release");
-    let output = Command::new("bash")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/release"))
-        .arg("--manifest-only")
-        .arg("--out")
-        .arg(&out)
-        .args(args)
-        .output()
-        .expect("bash runs scripts/release");
-    assert!(
-        output.status.success(),
-        "scripts/release failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = std::fs::read_to_string(out.join("agent.json")).expect("agent.json is written");
+    let entry = manifest_in(&out, args);
     let _ = std::fs::remove_dir_all(&out);
-    serde_json::from_str(&text)
-        .unwrap_or_else(|err| panic!("agent.json is not JSON ({err}): {text}"))
+    entry
 }
 
 fn schema_errors(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {

@@ -129,15 +129,7 @@ fn put_back(path: &Path, data: Option<&[u8]>) -> Result<(), String> {
     if let Ok(text) = std::str::from_utf8(data) {
         return crate::tools::patch::local_write(path, text);
     }
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-    }
-    let temporary = path.with_extension(format!("spindle-{}.tmp", crate::util::random_hex()));
-    std::fs::write(&temporary, data).map_err(|e| e.to_string())?;
-    std::fs::rename(&temporary, path).map_err(|e| {
-        let _ = std::fs::remove_file(&temporary);
-        e.to_string()
-    })
+    crate::util::write_bytes_atomic(path, data)
 }
 
 impl Dispatcher {

@@ -295,7 +295,7 @@ fn restore(
                 .write_text_file(path, text)
                 .map_err(|e| e.to_string()),
             Ok(text) => crate::tools::patch::local_write(path, text),
-            Err(_) => write_bytes(path, data),
+            Err(_) => crate::util::write_bytes_atomic(path, data),
         },
     };
     Ok(match written {
@@ -311,18 +311,5 @@ fn restore(
             diff: None,
             line: format!("- {shown}: not restored ({error})"),
         },
-    })
-}
-
-/// Writes bytes atomically beside the file (parents created).
-fn write_bytes(path: &Path, data: &[u8]) -> Result<(), String> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-    }
-    let temporary = path.with_extension(format!("spindle-{}.tmp", crate::util::random_hex()));
-    std::fs::write(&temporary, data).map_err(|e| e.to_string())?;
-    std::fs::rename(&temporary, path).map_err(|e| {
-        let _ = std::fs::remove_file(&temporary);
-        e.to_string()
     })
 }

@@ -7,6 +7,7 @@
 //! error stop reason when its model fails, a child id refused as a
 //! session of its own, and a load that replays it all as it was shown.
 
+use super::subagents::copy_greeting;
 use super::{call, calls, permissions, say, script, Space, WAIT};
 use crate::support::{run_prompt, Answer, Exchange, Turn};
 use serde_json::{json, Value};
@@ -98,21 +99,7 @@ fn a_subagent_is_a_child_session_announced_first_and_replayed_alike() {
     let db = space.base.join("db").join("spindle.db");
     let db_arg = db.to_str().unwrap().to_string();
     let (mut agent, session) = space.start(
-        &script(vec![
-            calls(vec![call(
-                "t1",
-                "task",
-                json!({"description": "Copy a greeting", "prompt": "Read a.txt, then write its words to b.txt."}),
-            )]),
-            calls(vec![call("c1", "read_file", json!({"path": "a.txt"}))]),
-            calls(vec![call(
-                "c2",
-                "write_file",
-                json!({"path": "b.txt", "content": "hello from the subagent\n"}),
-            )]),
-            say("a.txt says hello; I wrote b.txt."),
-            say("The subagent copied it."),
-        ]),
+        &copy_greeting(),
         &["--permissions", "ask", "--db", &db_arg],
         capabilities(),
     );

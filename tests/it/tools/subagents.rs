@@ -22,6 +22,26 @@ fn meta_parent(update: &Value) -> Option<&str> {
     parent
 }
 
+/// A model that hands a subagent a task (read a.txt, write b.txt), the
+/// subagent's two calls and answer, then the parent's answer.
+pub(super) fn copy_greeting() -> Value {
+    script(vec![
+        calls(vec![call(
+            "t1",
+            "task",
+            json!({"description": "Copy a greeting", "prompt": "Read a.txt, then write its words to b.txt."}),
+        )]),
+        calls(vec![call("c1", "read_file", json!({"path": "a.txt"}))]),
+        calls(vec![call(
+            "c2",
+            "write_file",
+            json!({"path": "b.txt", "content": "hello from the subagent\n"}),
+        )]),
+        say("a.txt says hello; I wrote b.txt."),
+        say("The subagent copied it."),
+    ])
+}
+
 #[test]
 fn a_subagent_reads_and_edits_and_its_updates_carry_the_parent() {
     let space = Space::new("subagent");
@@ -29,21 +49,7 @@ fn a_subagent_reads_and_edits_and_its_updates_carry_the_parent() {
     let db = space.base.join("db").join("spindle.db");
     let db_arg = db.to_str().unwrap().to_string();
     let (mut agent, session) = space.start(
-        &script(vec![
-            calls(vec![call(
-                "t1",
-                "task",
-                json!({"description": "Copy a greeting", "prompt": "Read a.txt, then write its words to b.txt."}),
-            )]),
-            calls(vec![call("c1", "read_file", json!({"path": "a.txt"}))]),
-            calls(vec![call(
-                "c2",
-                "write_file",
-                json!({"path": "b.txt", "content": "hello from the subagent\n"}),
-            )]),
-            say("a.txt says hello; I wrote b.txt."),
-            say("The subagent copied it."),
-        ]),
+        &copy_greeting(),
         &["--permissions", "ask", "--db", &db_arg],
         json!({}),
     );
