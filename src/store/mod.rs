@@ -174,7 +174,11 @@ const MIGRATIONS: &[&str] = &[
 /// Whether the session of the `sessions` row at hand holds anything the
 /// user sent or that came of it: a turn (every prompt, steer, follow-up
 /// and job turn has one), a message, an inbox item in any state, a goal
-/// or a job. Settings alone do not count: a session's choices are also
+/// or a job, or a title the client set (`session/set_title` keeps it as a
+/// `session_info_update` outside any turn; the automatic title, set just
+/// before the first turn is recorded, does not count, so a process killed
+/// between the two leaves no listed session without a turn). Settings
+/// alone do not count: a session's choices are also
 /// the workspace's defaults, which the next new session starts from.
 /// Such a session is not listed; `session/close` removes one that its
 /// process created, unless a setting was changed in it.
@@ -183,7 +187,8 @@ const USED: &str = "(EXISTS (SELECT 1 FROM turns WHERE turns.session_id = sessio
     OR EXISTS (SELECT 1 FROM inbox WHERE inbox.session_id = sessions.id)
     OR EXISTS (SELECT 1 FROM goals WHERE goals.session_id = sessions.id)
     OR EXISTS (SELECT 1 FROM jobs WHERE jobs.session_id = sessions.id)
-    OR sessions.title IS NOT NULL)";
+    OR EXISTS (SELECT 1 FROM events WHERE events.session_id = sessions.id
+        AND events.turn = 0 AND events.body LIKE '%\"session_info_update\"%'))";
 
 pub struct Store {
     connection: Connection,

@@ -403,7 +403,13 @@ fn an_automatic_title_never_replaces_one_already_set() {
         .unwrap();
     assert!(!store.is_used("s").unwrap());
     store.set_title("s", "Chosen").unwrap();
-    // A title the user chose keeps the session, listed, before any prompt.
+    // A title alone does not make a session used: the automatic one is
+    // set just before the first turn is recorded.
+    assert!(!store.is_used("s").unwrap());
+    // The client's title is kept in the transcript outside any turn too,
+    // and that keeps the session, listed, before any prompt.
+    let update = json!({"sessionUpdate": "session_info_update", "title": "Chosen"});
+    store.append_events("s", 0, &[update.to_string()]).unwrap();
     assert!(store.is_used("s").unwrap());
     assert!(!store.set_title_if_unset("s", "Automatic").unwrap());
     assert_eq!(
@@ -414,6 +420,10 @@ fn an_automatic_title_never_replaces_one_already_set() {
         .create_session("t", "/w", &json!({}), &json!([]))
         .unwrap();
     assert!(store.set_title_if_unset("t", "Automatic").unwrap());
+    // Another update outside a turn (a mode change) does not count.
+    let mode = json!({"sessionUpdate": "current_mode_update", "currentModeId": "plan"});
+    store.append_events("t", 0, &[mode.to_string()]).unwrap();
+    assert!(!store.is_used("t").unwrap());
     assert_eq!(
         store.session("t").unwrap().unwrap().title.as_deref(),
         Some("Automatic")
