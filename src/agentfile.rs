@@ -7,6 +7,15 @@
 //! Every field is checked before any protocol output; a problem is one
 //! line naming the file, the field (a JSON pointer) and what is wrong.
 //! Unknown fields are errors.
+//!
+//! How the rest takes it: `Options::adopt` takes its model, preset,
+//! on-reject and step budget where the command line gave none; the
+//! dispatcher adds its instructions to the system prompt, its rules to the
+//! user's layer, its MCP servers after the editor's (on a name used twice
+//! the earlier wins), and its `commands/` after the built-ins, before the
+//! user's own; the turn filters the offered tools by its allow-list,
+//! refuses any other call in the runner, and ends a turn past its limits
+//! with `max_tokens`. A reload reads it again; a broken one changes nothing.
 
 use crate::config::OnReject;
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! Small helpers with no better home.
+//! Small helpers with no better home, and `printable.rs`: the one way
+//! text from outside reaches a terminal (`visible`, `json_for_terminal`).
 
 mod printable;
 

@@ -1,6 +1,15 @@
 //! ACP v1 protocol types and method names: what crosses the wire, named
 //! after the schema, camelCase on the wire. Nothing here knows about HTTP,
 //! providers or threads.
+//!
+//! `update.rs` is every `session/update` Spindle sends, as a type, and where
+//! it becomes JSON (one update, the opt-in `subagent_update`, is still
+//! built in `agent/turn/updates.rs`); `fit.rs` is what one client gets of an
+//! update, live or replayed (the unstable and opt-in parts only for a client
+//! that asked for them), and the live-only notices. `spindle.rs` holds the
+//! params of the vendor methods of docs/extensions.md, one type per method,
+//! read field by field with errors that name the field; `spindle/results.rs`
+//! their results of a fixed shape, `spindle/rewind.rs` the rewind methods'.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -4,7 +4,14 @@
 //! The folders are the threads: `dispatcher/` is the dispatcher thread and
 //! the session state it alone owns; `handlers/` are the requests it
 //! answers, one file per area; `turn/` is the turn worker and what it
-//! drives; `common/` is what both sides use.
+//! drives; `common/` is what both sides use. `signals.rs` is the thread
+//! that turns termination signals into the dispatcher's `Signal` event.
+//!
+//! Imports run one way: handlers → dispatcher → common; the dispatcher and
+//! handlers → the turn's public faces only (`turn/mod.rs`, `report.rs`,
+//! `client.rs`, `processes.rs`); turn → common. Nothing in `turn/` names the
+//! dispatcher (its reports go through an `Outbox`), and `common/` names
+//! nothing else of the agent; `tests/it/architecture.rs` checks this.
 
 mod common;
 mod dispatcher;

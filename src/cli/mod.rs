@@ -1,8 +1,18 @@
-//! The front-ends: the command line (`args`), its help and completions,
-//! and the commands that are not the agent's protocol — `exec`, `doctor`,
-//! `setup`, `sessions`, `mcp list`. Each command ends in `Ok` (what to
-//! print) or a [`Failure`]; `main` here is the one place an exit code is
-//! chosen, by [`Failure::exit_code`].
+//! The front-ends: the command line (`args.rs`, lexopt), its help and
+//! completions (`help.rs`), and every command besides `acp`, which is
+//! `agent::serve`. `exec.rs` and `chat.rs` run an in-process agent and speak
+//! ACP to it through `link.rs`; `printer.rs` is what they show and ask, and
+//! `line.rs` the chat's line editor (raw mode and the width come from
+//! `os/`). `doctor.rs`, `setup.rs` (its questions in `setup_ask.rs`),
+//! `sessions.rs`, `mcp_list.rs` (`mcp list`, `add`, `remove`),
+//! `mcp_login.rs` (`mcp login`, `logout`), `trust.rs` (`trust`, `untrust`)
+//! are the others; `logging.rs` is Spindle's own logger (stderr,
+//! `RUST_LOG`). `private_home.rs` gives the unit tests' process a private
+//! home (test builds, Linux).
+//!
+//! Each command ends in `Ok` (what to print) or a [`Failure`]
+//! (`failure.rs`); `main` here is the one place an exit code is chosen, by
+//! [`Failure::exit_code`].
 
 pub mod args;
 mod chat;

@@ -4,6 +4,17 @@
 //! `crate::os::folders`, or `--config PATH`); without a file, providers are found from the
 //! environment. API keys come from environment variables or key files with
 //! 0600 permissions and are never logged or written anywhere.
+//!
+//! This file holds the config file itself (providers, models, prices,
+//! defaults, tool settings, context, permissions, the profile,
+//! checkpoints, fallback models, the longest wait); `limits.rs` its size
+//! limits and `loops.rs` when a stuck model is told and stopped.
+//! `project.rs` is the project: its root (`root`, the nearest folder
+//! holding `.git`, never the home folder or above from inside it; every
+//! reader of a project's settings, instruction files and trust starts
+//! there), its `.spindle/config.json` and `.mcp.json`, trust, and rules
+//! saved for a project; `claude_permissions.rs` translates Claude Code's
+//! permission rules where the meaning is the same and lists the others.
 
 use crate::modes::Policy;
 pub use crate::provider::kind::{Price, ProviderKind};

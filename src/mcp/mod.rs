@@ -16,8 +16,18 @@
 //!   `tools/list`, `tools/call` and shutdown.
 //! - `manager` is the set of servers of one ACP session ([`McpSession`]):
 //!   background start-up, restarts of crashed servers and failure reports.
+//! - `oauth/` is the sign-in to a remote server (`discovery.rs` the
+//!   metadata and its URL checks, `loopback.rs` the one-shot callback
+//!   listener, `store.rs` the token file) and the tokens the HTTP
+//!   transport sends and refreshes.
 //!
-//! The reference for the protocol is `shared/mcp/MCP.md`.
+//! A server's question during a tool call is checked here, handed by the
+//! transport's reader thread to the thread waiting for the call (the turn
+//! worker), which puts it to the editor (`agent/turn/elicitation.rs`) and
+//! answers the server.
+//!
+//! The protocol is the Model Context Protocol specification
+//! (modelcontextprotocol.io), the versions in [`SUPPORTED_VERSIONS`].
 
 mod client;
 mod config;

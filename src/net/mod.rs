@@ -3,6 +3,13 @@
 //! from `agent_config`, so they trust the same certificate authorities
 //! (`tls.rs`), take the same proxies (`proxy.rs`) and send the same
 //! User-Agent.
+//!
+//! `tls.rs` builds the trust once (the bundled roots, `SSL_CERT_FILE`,
+//! `SSL_CERT_DIR`, the config's `tls.ca_file`, the system's store) and
+//! again only when `tls.ca_file` changes. `proxy.rs` picks each URL's
+//! proxy (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, Spindle's own
+//! `NO_PROXY` matching) and names a proxy that failed; `absolute.rs` sends
+//! plain `http` to a proxy in absolute form.
 
 mod absolute;
 pub mod proxy;

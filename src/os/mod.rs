@@ -1,10 +1,19 @@
 //! What differs between operating systems outside processes and the
 //! sandbox: private files and folders, opening a file without following a
-//! link or blocking on it, reading a file within bounds (`reading.rs`),
-//! a file's link count and change stamp, local
-//! time, the terminal's echo, and where the user's folders are. One implementation per system family
-//! (`unix.rs`, `windows.rs`) with the same functions, so nothing above
-//! this module names a system.
+//! link or blocking on it, a file's link count and change stamp, local
+//! time, the terminal's echo, raw mode and width. One implementation per
+//! system family (`unix.rs`, `windows.rs`, whose private files get an
+//! access list admitting the user alone in `windows/acl.rs`) with the same
+//! functions, and the shapes they share (`shapes.rs`).
+//!
+//! Beside them, for every tier: `reading.rs` reads a file whose name came
+//! from outside (the workspace, a setting, an environment variable) only
+//! when it is a regular file, opened without blocking, within a cap, its
+//! refusal in words ("… is a FIFO, not a regular file"); `folders.rs` is
+//! where each system keeps the config and data folders; `paths.rs` is
+//! canonical paths without Windows' `\\?\` and `file:` URIs, pure string
+//! work tested in both styles; `testing.rs` the tests' words for links and
+//! modes on every system.
 
 #[cfg(unix)]
 mod unix;

@@ -11,7 +11,10 @@
 //! program's words against its options (and `find`'s expression, git's
 //! subcommands), `reach.rs` checks where the words lead (paths, globs, the
 //! folders a program would walk, `cd`), `needs.rs` tells what obviously
-//! needs more than the sandbox gives.
+//! needs more than the sandbox gives. `git.rs` also checks (and
+//! neutralises for the call) the repository configuration a git command
+//! would read. `rules/` holds the lasting allow, ask and deny rules of the
+//! configuration and of "always" answers.
 
 pub mod git;
 pub mod needs;

@@ -1,21 +1,20 @@
-//! Runs one shell command for the `run_command` tool when the agent runs
-//! commands itself rather than in the editor's terminal.
+//! How Spindle starts and ends processes. This file runs one shell command
+//! for `run_command` when the agent runs it itself rather than in the
+//! editor's terminal, and holds the spawner whose children die with the
+//! agent (Linux). A model-driven command must never hang or outlive its
+//! turn: it runs in its own tree (`sys/`: a process group on Unix, a job
+//! object on Windows) so a timeout, a cancel, a panic or jobs left behind
+//! end with one call; its output is kept bounded for the model (first and
+//! last parts), logged in full (`logs.rs`) and streamed at a throttled pace.
+//! Two detached helpers, `spindle-cmd-output` (the pipe) and
+//! `spindle-cmd-wait` (the shell's exit), let the caller wait on output,
+//! exit, cancel and deadline in one `select!`; both end once the tree is
+//! killed. A process that leaves the group (`setsid`) is out of this reach;
+//! the guard (`guard.rs`) still takes it down with the agent.
 //!
-//! It exists because a model-driven command must never hang or outlive its
-//! turn: the command runs in its own process group so that a timeout, a
-//! cancel, a panic or background jobs left behind can all be ended with one
-//! signal to the whole group. Its output is kept bounded for the model (the
-//! first and last parts, with a marker between them), written in full to an
-//! optional log file, and streamed to the caller at a throttled pace.
-//!
-//! Two detached helper threads do the blocking work: `spindle-cmd-output`
-//! reads the shared stdout/stderr pipe and `spindle-cmd-wait` reaps the shell,
-//! so the calling thread can wait on output, the shell's exit, the cancel
-//! signal and the deadline in one `select!`. Both end by themselves once the
-//! group is killed. A process that leaves the group (with `setsid`, say) is
-//! out of this reach; while the command runs, the guard (its subreaper)
-//! still takes it down with the agent, or when asked to before the group
-//! is killed (see [`crate::process::guard`]).
+//! `sys/` differs per system; `shell.rs` names a line's shell, `program.rs`
+//! finds a bare program, `probe.rs` runs Spindle's own short programs. Only
+//! `os` and `util` are named here (the sandbox hands it its launcher line).
 
 pub mod guard;
 pub mod logs;

@@ -4,6 +4,23 @@
 //! conversation) into a stream of text and thought deltas and a final
 //! outcome. Providers know nothing of ACP: the turn worker maps what they
 //! report onto session updates.
+//!
+//! The wire formats: `openai.rs` (Chat Completions), `anthropic.rs`
+//! (Messages), `responses.rs` (the Responses API), each a state machine fed
+//! one SSE event at a time (for the last two in their `stream.rs`;
+//! `responses/raw.rs` finds an item's text in an event, so reasoning is
+//! sent back as the server wrote it), and `script.rs`, the scripted
+//! provider. Under them: `sse.rs` the SSE parser, and `http/` the streaming
+//! POST on a helper thread with cancel, stall handling, retries before the
+//! first event (backoff with jitter, `Retry-After`), the cap on what one
+//! response holds, and when a limit resets (`reset.rs`). Around them:
+//! `kind.rs` (a provider's wire format and a model's price, as the
+//! configuration names them), `models.rs` (model lists and the filter of
+//! non-chat ids), `catalog.rs` (the built-in catalog of well-known models,
+//! matched by the words of an id), `probe.rs` (the one-tool request
+//! `doctor` and `setup` make), `tokenize.rs` (a local llama.cpp server's own
+//! token count), `trace.rs` (the W3C trace context a prompt hands to its
+//! model requests).
 
 pub mod anthropic;
 pub mod catalog;

@@ -1,5 +1,9 @@
 //! JSON-RPC 2.0 framing: the messages that cross stdin and stdout, their
-//! classification, and the error object handlers answer with.
+//! classification (`Incoming`: request, notification, response, invalid),
+//! and the error object handlers answer with (`RpcError` and the codes).
+//! `stdio.rs` holds the reader thread (one line at most 64 MiB) and the
+//! writer thread, which merges its two queues by the stamp each message got
+//! when it was queued.
 //!
 //! Params and results stay raw `serde_json::Value`s here; each handler decodes
 //! them into its own typed struct, so this layer knows nothing of ACP.

@@ -14,6 +14,13 @@
 //! On macOS the launcher instead writes a Seatbelt profile with the same
 //! promises and execs the program through `sandbox-exec` (`seatbelt.rs`);
 //! its probe applies such a profile to a program that does nothing.
+//!
+//! The layers, one file each: `capabilities.rs` (every capability
+//! dropped), `namespaces.rs` (network, mount, PID, IPC), `landlock.rs`,
+//! `seccomp.rs`; `init.rs` is the first process of the PID namespace,
+//! which runs the command and reaps the rest while the launcher waits
+//! outside; `exit.rs` the exit codes they share; `seatbelt.rs` the macOS
+//! profile, a generator tested on every system.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};

@@ -6,7 +6,18 @@
 //! writes opens its own connection; SQLite's locking and the busy timeout
 //! serialise writers, and a session running a turn is leased to its process.
 //! Opening, creating and migrating the file are safe when processes do
-//! them at once (`open.rs`).
+//! them at once (`open.rs`); migrations run forward (`PRAGMA
+//! user_version`), and a newer database is refused untouched.
+//!
+//! This file holds sessions, turns, the transcript (`events`: every update
+//! the editor saw, chunks of a message merged), the conversation
+//! (`messages`) and leases. Beside it: `checkpoints.rs` (each turn's files
+//! before and after, blobs by content, pruning), `inbox.rs` (the durable
+//! inbox), `waits.rs` (a turn's wait for a provider's limit, kept while it
+//! waits, for the next process if this one stops), `rewind.rs` (the prompts a
+//! session can go back to, and the conversation cut before one),
+//! `words.rs` (the closed sets of words it stores), `error.rs` (its errors
+//! and their kinds). Timestamps come from `crate::clock`.
 
 pub mod checkpoints;
 mod error;

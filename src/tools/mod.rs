@@ -1,7 +1,21 @@
 //! The tools the model can call: their descriptions and argument schemas
 //! (written for models), argument parsing, and how each call is shown to
-//! people (title, kind, locations). Running them is the agent's job
-//! (`agent/runner.rs`), because it involves permissions and the editor.
+//! people (title, kind, locations; the kind is ACP's `ToolKind`, the one
+//! thing of ACP this module names). Running them is the agent's job
+//! (`agent/turn/runner.rs`), because it involves permissions and the editor.
+//!
+//! The engines: `files.rs` (read, write, edit, through the editor when it
+//! offers files; byte-exact edits of non-UTF-8 text) with `endings.rs`,
+//! `matching/` (where an edit's old text is) and `patch/` (`apply_patch`,
+//! `delete_file`, `move_file`); `walk.rs` with `ignore.rs` (walking, glob,
+//! listing), `search.rs` (ripgrep or built-in); `bounded.rs` and `lines.rs`
+//! (files read within a cap, or as a window of lines over an index);
+//! `paths.rs` (the workspace boundary), `protected.rs` (the files every
+//! writing tool, the sandbox and the classifier guard), `shipped.rs` (the
+//! files a repository ships that Spindle itself reads); `fetch.rs` with
+//! `inflate.rs` (`fetch_url`); `jobs.rs` (background jobs); `lean.rs` (the
+//! lean profile's short descriptions); `repair.rs` with `lenient.rs` (a
+//! call's name and arguments made whole where the meaning is certain).
 
 pub mod bounded;
 pub mod endings;

@@ -1,21 +1,29 @@
 //! The requests the dispatcher answers, one file per area: the handshake
 //! (`initialize`, `authenticate`; `handshake.rs`), the session lifecycle
-//! (new, load, resume, list, close, delete; `lifecycle.rs`; the title
-//! and status of a session in `titles.rs`, with a
-//! project's own defaults for a new session in `project.rs`), the controls
-//! (modes and config options; `controls.rs`) and prompting
-//! (`session/prompt` and the answer when its turn reports; `prompting.rs`).
+//! (new, load with replay, resume, list, close, delete; `lifecycle.rs`; the
+//! title and status of a session in `titles.rs`, with a project's own
+//! defaults for a new session and the notices of what a session really
+//! starts with in `project.rs`), a session's MCP server that needs sign-in
+//! (`sign_in.rs`), `SessionEnd` hooks (`hooks.rs`), the controls (modes and
+//! config options; `controls.rs`) and prompting (`session/prompt`;
+//! `prompting.rs`, with `prompting/slash.rs` the slash commands,
+//! `prompting/turn_start.rs` what a turn starts with and
+//! `prompting/turn_end.rs` the answer when it reports).
 //! Every handler is a method of the `Dispatcher`, the only owner of session
-//! state; `routes.rs` is the table from method name to handler, and this
-//! file sends each request there.
+//! state; `routes.rs` is the one table from method name to handler (stable
+//! and vendor alike, vendor discovery derived from it), and this file sends
+//! each request there.
 //!
-//! The vendor extensions of `shared/EXTENSIONS.md`, one file per subject:
-//! discovery, turn events and the status snapshot (`status.rs`, with the
-//! cost quote in `cost.rs`), steering and the inbox (`inbox.rs`, an item's
-//! content in `items.rs`), goals (`goals.rs`), background jobs and their
-//! transcripts (`jobs.rs`), resource windows (`resources.rs`), catalogs,
-//! invoke and reload (`catalogs.rs`), rewind to a prompt (`rewind.rs`);
-//! their params are read by `ext_params.rs`.
+//! The vendor extensions of docs/extensions.md, one file per subject:
+//! turn events and the status snapshot (`status.rs`, with the cost quote in
+//! `cost.rs`), steering and the inbox (`inbox.rs`, an item's prompt, frozen
+//! links and JSON in `items.rs`), goals (`goals.rs`), background jobs and
+//! their transcripts (`jobs.rs`), resource windows over line indexes
+//! (`resources.rs`, whose `spindle-index` helper indexes a big file off the
+//! dispatcher's thread), catalogs, invoke and reload (`catalogs.rs`), rewind
+//! to a prompt (`rewind.rs`: its files from the checkpoints, the
+//! conversation cut, all or nothing); `ext_params.rs` decodes their params
+//! into the types of `acp/spindle.rs` (the session checked open first).
 
 mod catalogs;
 mod controls;

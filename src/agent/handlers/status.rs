@@ -1,4 +1,5 @@
-//! Turn events and the status snapshot (`shared/EXTENSIONS.md` §1, 2):
+//! Turn events and the status snapshot (docs/extensions.md, "Turn
+//! events" and `_spindle/session/status`):
 //! the numbered `_spindle/event` notifications for clients that opted in,
 //! and `_spindle/session/status`.
 

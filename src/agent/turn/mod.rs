@@ -4,8 +4,39 @@
 //! tools; then it hands its result to the dispatcher, which answers the
 //! prompt.
 //!
-//! The worker never touches session state: it works on a snapshot of the
-//! conversation and returns what the turn added.
+//! The worker does not own session state: it works on a snapshot of the
+//! conversation, commits each step to the store itself (`record.rs`),
+//! shares with the dispatcher only what guards itself (its live state
+//! behind a mutex, the session's jobs, MCP servers and caches), and returns
+//! what the turn added.
+//!
+//! The files, by what they answer:
+//! - what it gets and gives back: `spec.rs` (what the dispatcher hands it,
+//!   in five parts), `report.rs` (its end and its requests, through an
+//!   `Outbox`, so the turn never names the dispatcher's types), `client.rs`
+//!   (its handle for requests to the client), `updates.rs` (the one path of
+//!   its updates, and the sink of the provider's deltas), `record.rs` (its
+//!   commits to the store);
+//! - the loop: this file (start, end, the loop), `step.rs` (the checks, the
+//!   model call, its answer, the tool calls), `goals.rs` (a goal across the
+//!   steps), `context.rs` and `compaction.rs` (the size of the next request
+//!   and fitting the conversation into the window), `waiting.rs` (a limit
+//!   that resets later: fallback models, then a stored wait), `loops.rs` (a
+//!   model that repeats itself), `recover.rs` with `text_calls.rs` (an
+//!   answer's calls made whole before any is judged);
+//! - the tool calls: `offered.rs` (the tools a step offers), `runner.rs` (a
+//!   step's calls and how a call ends), `tool_call.rs` (one call from start
+//!   to end), `permission.rs` (rules, policy, the question to the user),
+//!   `execute.rs` (the built-in tools), `edits.rs` (the file-changing tools,
+//!   previews, checkpoints), `questions.rs` (`ask_user`, `exit_plan`),
+//!   `shell.rs` (`run_command`, locally or in the editor's terminal),
+//!   `processes.rs` (how commands and hooks start: credentials removed,
+//!   logs, confinement), `elicitation.rs` (an MCP server's question put to
+//!   the editor);
+//! - the rest: `hooks.rs` (the prompt's, the stop's and compaction's hooks),
+//!   `jobs.rs` and `terminal_job.rs` (background jobs), `subagent.rs` (the
+//!   `task` tool) with `agent_log.rs` (an agent job's log read back),
+//!   `undo.rs` (`/undo`, `/rewind`, `/redo`).
 
 mod agent_log;
 pub mod client;

@@ -3,6 +3,20 @@
 //! drives the real `spindle` binary over stdio, and a client that answers
 //! the agent's requests during a prompt turn.
 //!
+//! `prelude.rs` is what most tests start with (the waits and request
+//! helpers); `agent.rs` the harness, which runs `spindle acp` as a process
+//! or, for protocol-shape and dispatcher tests, `agent::serve` on a thread
+//! over pipes (`in_process.rs`), reading and schema-checking (`schema.rs`)
+//! every line the same way; `rules.rs` what the schema cannot check (no
+//! update before its session's answer, no opt-in update the client did not
+//! ask for); `isolation.rs` `spindle_command(home)`, the one way a test
+//! starts the binary, with a private home and none of the developer's keys
+//! (the architecture test refuses any other start); `reexec.rs` what the
+//! test binary becomes when started again; `client.rs` the client side of
+//! a turn; `fake_openai/` and `wire.rs` the fake model servers of each wire
+//! format; `mcp_server.rs` MCP test servers; `web.rs` a web server for
+//! `fetch_url`; `store.rs`, `media.rs` and `pty.rs` smaller helpers.
+//!
 //! Not every test module uses every helper.
 #![allow(dead_code)]
 
