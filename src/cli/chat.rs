@@ -224,7 +224,7 @@ fn offer_setup(options: &Options, why: &str) -> Result<(), Failure> {
     let mut output = std::io::stdout();
     let summary = super::setup::run(args, true, &mut std::io::stdin().lock(), &mut output)
         .map_err(Failure::SetupFailed)?;
-    print!("{}", crate::util::visible(&summary, true));
+    let _ = super::stdout::print(&crate::util::visible(&summary, true));
     Ok(())
 }
 

@@ -484,10 +484,8 @@ fn converse(
     stop_jobs(link, printer, &session)?;
     printer.finish();
     if printer.json {
-        println!(
-            "{}",
-            json_for_terminal(&json!({"stopReason": stop, "sessionId": session}))
-        );
+        let last = json_for_terminal(&json!({"stopReason": stop, "sessionId": session}));
+        let _ = super::stdout::print(&format!("{last}\n"));
     }
     Ok((stop, policy, session))
 }

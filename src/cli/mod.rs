@@ -32,6 +32,7 @@ mod private_home;
 mod sessions;
 pub mod setup;
 mod setup_ask;
+mod stdout;
 mod trust;
 
 use args::{parse_args, Command, Usage};
@@ -90,11 +91,8 @@ pub fn main() -> ExitCode {
         Err(Usage(message)) => Err(Failure::Usage(message)),
         Ok(command) => run(command),
     };
-    match ended {
-        Ok(text) => {
-            print_out(&text);
-            ExitCode::SUCCESS
-        }
+    match ended.and_then(|text| print_out(&text)) {
+        Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             failure.report();
             ExitCode::from(failure.exit_code())
@@ -105,9 +103,11 @@ pub fn main() -> ExitCode {
 /// What a command printed, on stdout. Each command writes out the outside
 /// text it quotes (names, paths, titles) on its own line already; this is
 /// the net under them: nothing a terminal would act on leaves here, line
-/// breaks and tabs aside. JSON is escaped already, and stays valid.
-fn print_out(text: &str) {
-    print!("{}", crate::util::visible(text, true));
+/// breaks and tabs aside. JSON is escaped already, and stays valid. A
+/// reader that went away is a success (`stdout.rs`).
+fn print_out(text: &str) -> Result<(), Failure> {
+    stdout::print(&crate::util::visible(text, true))
+        .map_err(|error| Failure::Failed(format!("cannot write to standard output: {error}")))
 }
 
 /// Runs one command: `Ok` with what stdout gets.
@@ -140,7 +140,7 @@ fn run(command: Command) -> Result<String, Failure> {
         Command::Doctor(args) => {
             let report = crate::cli::doctor::run(&args);
             if report.broken {
-                print_out(&report.text);
+                print_out(&report.text)?;
                 Err(Failure::Broken)
             } else {
                 Ok(report.text)

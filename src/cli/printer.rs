@@ -62,6 +62,12 @@ pub struct Printer {
     pub commands: Vec<String>,
 }
 
+/// Writes on stdout; a reader gone away is not an error
+/// (`super::stdout`), nor is a failed write worth more than the answer.
+fn out(text: &str) {
+    let _ = super::stdout::print(text);
+}
+
 fn visible(text: &str) -> String {
     crate::util::visible(text, true)
 }
@@ -107,7 +113,7 @@ impl Printer {
     /// next starts a line of its own.
     fn break_line(&mut self) {
         if self.shared && self.answer_open && !self.json {
-            println!();
+            out("\n");
             self.answer_open = false;
         }
     }
@@ -122,7 +128,7 @@ impl Printer {
     pub fn finish(&mut self) {
         self.end_thought();
         if self.answer_open && !self.json {
-            println!();
+            out("\n");
             self.answer_open = false;
         }
     }
@@ -132,14 +138,13 @@ impl Printer {
         // Another message of the answer: set apart by a blank line.
         if let (Some(id), Some(last)) = (message_id, self.message.as_deref()) {
             if id != last && !text.is_empty() {
-                print!("{}", if self.answer_open { "\n\n" } else { "\n" });
+                out(if self.answer_open { "\n\n" } else { "\n" });
             }
         }
         if let Some(id) = message_id {
             self.message = Some(id.to_string());
         }
-        print!("{text}");
-        let _ = std::io::stdout().flush();
+        out(text);
         if !text.is_empty() {
             self.answer_open = !text.ends_with('\n');
         }
@@ -190,7 +195,7 @@ impl Printer {
                 .collect();
         }
         if self.json {
-            println!("{}", crate::util::json_for_terminal(update));
+            out(&format!("{}\n", crate::util::json_for_terminal(update)));
             return;
         }
         let text = &visible(update["content"]["text"].as_str().unwrap_or_default());
@@ -200,7 +205,7 @@ impl Printer {
             }
             "user_message_chunk" if self.user => {
                 self.finish();
-                println!("\n› {text}");
+                out(&format!("\n› {text}\n"));
                 self.message = None;
             }
             "notice" => {

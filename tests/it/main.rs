@@ -23,6 +23,7 @@ mod credentials;
 mod docs_commands;
 mod docs_config;
 mod exec;
+mod exits;
 mod first_day;
 mod forgiving;
 mod help;
