@@ -20,14 +20,26 @@ use super::printer::Printer;
 use crate::agent::Options;
 use serde_json::json;
 use std::io::{BufRead, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// What the Ctrl-C handler needs: the running turn to cancel, and
-/// whether one Ctrl-C at the prompt was seen.
+/// What the termination handler shares with the loop: the running turn
+/// to cancel, whether one Ctrl-C at the prompt was seen, and whether the
+/// chat is to end (`ending.rs`).
 #[derive(Default)]
 struct Interrupt {
     running: Option<(Sender, String)>,
     armed: bool,
+    leaving: Option<Leave>,
+}
+
+/// Why the chat ends before its input does.
+#[derive(Clone, Copy)]
+enum Leave {
+    /// Ctrl-C twice at the prompt, as `/exit`: exit 0.
+    Asked,
+    /// A termination request: passed on by `main`.
+    Signal(&'static str),
 }
 
 pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
@@ -37,29 +49,51 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     let cwd = std::env::current_dir()
         .map_err(|error| Failure::Failed(format!("cannot tell the current folder: {error}")))?;
     let interrupt: Arc<Mutex<Interrupt>> = Arc::default();
+    // Set once the loop saw that the chat is to end: the handler's
+    // watcher stops interrupting its reads.
+    let noticed: Arc<AtomicBool> = Arc::default();
     {
         let interrupt = interrupt.clone();
+        let noticed = noticed.clone();
+        // The main thread's read of a line is interrupted so that the loop
+        // notices a request that comes while it waits for one.
+        let waker = crate::process::Waker::for_this_thread().ok().map(Arc::new);
         // Installed before the agent's threads start.
         let _ = crate::process::on_termination(move |name| {
-            let interrupted = matches!(name, "SIGINT" | "Ctrl-C");
-            let state = interrupt.lock();
-            let Some(mut state) = state.ok().filter(|_| interrupted) else {
-                // Hung up, terminated, the console closing: leave now,
-                // the terminal as it was found.
-                crate::os::restore_terminal();
-                eprintln!("\nspindle: ended by {name}");
-                std::process::exit(if interrupted { 130 } else { 143 });
+            let Ok(mut state) = interrupt.lock() else {
+                super::ending::force(Some(name));
             };
-            if let Some((to, session)) = &state.running {
-                let cancel = json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}});
-                super::link::send(to, &cancel);
-            } else if state.armed {
-                eprintln!();
-                std::process::exit(0);
-            } else {
-                state.armed = true;
-                eprint!("\n(Ctrl-C again, /exit or Ctrl-D leaves)\n› ");
+            // A second request while the chat ends: at once.
+            if let Some(leave) = state.leaving {
+                super::ending::force(match leave {
+                    Leave::Asked => None,
+                    Leave::Signal(first) => Some(first),
+                });
             }
+            let leave = if super::ending::is_interrupt(name) {
+                if let Some((to, session)) = &state.running {
+                    super::ending::cancel(to, session);
+                    return;
+                }
+                if !state.armed {
+                    state.armed = true;
+                    eprint!("\n(Ctrl-C again, /exit or Ctrl-D leaves)\n› ");
+                    return;
+                }
+                Leave::Asked
+            } else {
+                // Hung up, terminated, the console closing.
+                if let Some((to, session)) = &state.running {
+                    super::ending::cancel(to, session);
+                }
+                Leave::Signal(name)
+            };
+            state.leaving = Some(leave);
+            let signal = match leave {
+                Leave::Asked => None,
+                Leave::Signal(name) => Some(name),
+            };
+            super::ending::watch(signal, waker.clone(), noticed.clone());
         });
     }
     let history = options
@@ -118,10 +152,20 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     let dumb = std::env::var("TERM").is_ok_and(|term| term == "dumb");
     let mut terminal = (std::io::stdin().is_terminal() && std::io::stderr().is_terminal() && !dumb)
         .then(|| Terminal::new(History::load(&history)));
+    let leaving = || {
+        let leave = interrupt.lock().ok().and_then(|state| state.leaving);
+        if leave.is_some() {
+            noticed.store(true, Ordering::SeqCst);
+        }
+        leave
+    };
     loop {
+        if leaving().is_some() {
+            break;
+        }
         let line = match first.take() {
             Some(line) => line,
-            None => match read(&mut terminal, &printer.commands, &printer.mode) {
+            None => match read(&mut terminal, &printer.commands, &printer.mode, &leaving) {
                 Read::Line(line) => line,
                 Read::Eof => break,
                 Read::Interrupt => {
@@ -185,7 +229,10 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     if let (Some(store), None) = (&store, &args.resume) {
         super::exec::forget_if_only_commands(store, &session);
     }
-    closed
+    match leaving() {
+        Some(Leave::Signal(name)) => Err(Failure::Signalled(name)),
+        Some(Leave::Asked) | None => closed,
+    }
 }
 
 /// Whether a person is there to answer: standard input and output both
@@ -241,8 +288,14 @@ fn unknown_command<'a>(line: &'a str, commands: &[String]) -> Option<&'a str> {
 }
 
 /// The next line: through the editor on a terminal, else a plain line
-/// from standard input.
-fn read(terminal: &mut Option<Terminal>, commands: &[String], mode: &str) -> Read {
+/// from standard input. A read interrupted while the chat is `leaving`
+/// ends the input.
+fn read(
+    terminal: &mut Option<Terminal>,
+    commands: &[String],
+    mode: &str,
+    leaving: &dyn Fn() -> Option<Leave>,
+) -> Read {
     let mut names: Vec<String> = commands.to_vec();
     names.extend(["exit".to_string(), "quit".to_string()]);
     eprintln!();
@@ -256,16 +309,62 @@ fn read(terminal: &mut Option<Terminal>, commands: &[String], mode: &str) -> Rea
     }
     eprint!("{prompt}");
     let _ = std::io::stderr().flush();
-    let mut line = String::new();
-    match std::io::stdin().lock().read_line(&mut line) {
-        Ok(0) | Err(_) => Read::Eof,
-        Ok(_) => Read::Line(line),
+    plain_line(&mut std::io::stdin().lock(), leaving)
+}
+
+/// One line of `input` (`read_line` would retry an interrupted read):
+/// the end of input when it ends, fails, or is interrupted because the
+/// chat is leaving.
+fn plain_line(input: &mut dyn BufRead, leaving: &dyn Fn() -> Option<Leave>) -> Read {
+    let mut line = Vec::new();
+    loop {
+        let available = match input.fill_buf() {
+            Ok(available) => available,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {
+                if leaving().is_some() {
+                    return Read::Eof;
+                }
+                continue;
+            }
+            Err(_) => return Read::Eof,
+        };
+        if available.is_empty() {
+            break;
+        }
+        let (taken, ended) = match available.iter().position(|&byte| byte == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (available.len(), false),
+        };
+        line.extend_from_slice(&available[..taken]);
+        input.consume(taken);
+        if ended {
+            break;
+        }
+    }
+    match String::from_utf8(line) {
+        Ok(line) if !line.is_empty() => Read::Line(line),
+        _ => Read::Eof,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::unknown_command;
+    use super::{plain_line, unknown_command, Leave, Read};
+
+    #[test]
+    fn plain_lines_are_read_one_at_a_time_to_the_end() {
+        let mut input: &[u8] = b"first\nsecond";
+        let staying = || None::<Leave>;
+        let mut lines = Vec::new();
+        loop {
+            match plain_line(&mut input, &staying) {
+                Read::Line(line) => lines.push(line),
+                Read::Eof => break,
+                Read::Interrupt => panic!("no interrupt without a terminal"),
+            }
+        }
+        assert_eq!(lines, ["first\n", "second"]);
+    }
 
     #[test]
     fn mistyped_commands_are_told_from_prompts() {

@@ -149,31 +149,40 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     // in-process agent's: one handler per process.
     options.signals = false;
     resolve_session(&options, &mut args)?;
+    // Ctrl-C (and SIGTERM, SIGHUP) cancel the turn and end exec in order
+    // (`ending.rs`); a second one ends it at once. Installed before any
+    // other thread starts.
+    let stop: Arc<Mutex<Stop>> = Arc::default();
+    {
+        let stop = stop.clone();
+        let _ = crate::process::on_termination(move |name| {
+            let Ok(mut state) = stop.lock() else {
+                super::ending::force(Some(name));
+            };
+            // Again, or before the agent started (nothing to clean up):
+            // at once.
+            if state.signal.is_some() || !state.started {
+                super::ending::force(Some(name));
+            }
+            state.signal = Some(name);
+            if let Some((to, session)) = &state.running {
+                super::ending::cancel(to, session);
+            }
+            // No turn yet: `converse` sees the signal before it sends one.
+            super::ending::watch(Some(name), None, Arc::default());
+        });
+    }
+    // After the handler: the thread that reads piped input must inherit
+    // the blocked signals too.
     let prompt = prompt_text(&args)?;
     let cwd = std::env::current_dir()
         .map_err(|error| Failure::Failed(format!("cannot tell the current folder: {error}")))?;
-    // Ctrl-C (and SIGTERM, SIGHUP) cancel the turn; a second one ends
-    // exec at once. Installed before the agent's threads start.
-    let running: Arc<Mutex<Option<(super::link::Sender, String)>>> = Arc::default();
-    let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    {
-        let running = running.clone();
-        let interrupted = interrupted.clone();
-        let _ = crate::process::on_termination(move |_| {
-            if interrupted.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                std::process::exit(130);
-            }
-            if let Ok(Some((to, session))) = running.lock().as_deref() {
-                let cancel = json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}});
-                super::link::send(to, &cancel);
-            } else {
-                std::process::exit(130);
-            }
-        });
-    }
     let config = options.config.clone();
     let flags = flag_choices(&options);
     let store = stored_in(&options);
+    if let Ok(mut state) = stop.lock() {
+        state.started = true;
+    }
     let mut link = Link::start(options)?;
     let mut printer = Printer::new(args.json, args.quiet);
     let asked = Asked {
@@ -183,26 +192,39 @@ pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
         config: config.as_deref(),
         flags: &flags,
     };
-    let ended = converse(&mut link, &mut printer, &running, &asked);
+    let ended = converse(&mut link, &mut printer, &stop, &asked);
     printer.finish();
     let closed = link.close();
     if let (Ok((_, _, session)), Some(store), None) = (&ended, &store, &args.resume) {
         forget_if_only_commands(store, session);
     }
+    let signal = stop.lock().ok().and_then(|state| state.signal);
     let ended = match ended {
-        Ok((stop, policy, _)) => outcome(
-            &stop,
-            &printer,
-            &policy,
-            interrupted.load(std::sync::atomic::Ordering::SeqCst),
-        ),
+        Ok((stop, policy, _)) => outcome(&stop, &printer, &policy, signal.is_some()),
         Err(failure) => Err(failure),
     };
-    match (ended, closed) {
+    match (signal, ended, closed) {
+        // Ctrl-C cancelled the turn: said, and 130 as a shell shows it.
+        (Some(name), Err(Failure::Cancelled), _) if super::ending::is_interrupt(name) => {
+            Err(Failure::Cancelled)
+        }
+        // Another request, or one before the turn: passed on by `main`.
+        (Some(name), _, _) => Err(Failure::Signalled(name)),
         // The agent ended early: its own words say why.
-        (Err(Failure::Broken), Err(why)) => Err(why),
-        (ended, closed) => ended.and(closed),
+        (None, Err(Failure::Broken), Err(why)) => Err(why),
+        (None, ended, closed) => ended.and(closed),
     }
+}
+
+/// What exec's termination handler shares with its loop.
+#[derive(Default)]
+struct Stop {
+    /// The agent was started: from here on exec ends in order.
+    started: bool,
+    /// The running turn to cancel: the agent's input and the session.
+    running: Option<(super::link::Sender, String)>,
+    /// The first termination request, once one came.
+    signal: Option<&'static str>,
 }
 
 /// The session database this run writes to; none for a scripted run
@@ -452,7 +474,7 @@ fn key_named(mut error: Value, model: &str, config: Option<&std::path::Path>) ->
 fn converse(
     link: &mut Link,
     printer: &mut Printer,
-    running: &Mutex<Option<(super::link::Sender, String)>>,
+    stop: &Mutex<Stop>,
     asked: &Asked,
 ) -> Result<(String, String, String), Failure> {
     let (cwd, prompt, args, flags) = (asked.cwd, asked.prompt, asked.args, asked.flags);
@@ -467,14 +489,19 @@ fn converse(
         flags,
     )?;
     let policy = header(printer, &opened, &session, args.resume.is_some(), None);
-    if let Ok(mut running) = running.lock() {
-        *running = Some((link.sender(), session.clone()));
+    if let Ok(mut state) = stop.lock() {
+        // A request came while the session opened: no turn is started.
+        if let Some(name) = state.signal {
+            return Err(Failure::Signalled(name));
+        }
+        state.running = Some((link.sender(), session.clone()));
     }
     let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": prompt}]});
-    let answer = link.call("session/prompt", params, printer)?;
-    if let Ok(mut running) = running.lock() {
-        running.take();
+    let answer = link.call("session/prompt", params, printer);
+    if let Ok(mut state) = stop.lock() {
+        state.running.take();
     }
+    let answer = answer?;
     let model = model_of(&opened);
     let result = answer.map_err(|e| fail(printer, key_named(e, &model, asked.config)))?;
     let stop = result["stopReason"]

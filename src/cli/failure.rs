@@ -24,6 +24,10 @@ pub enum Failure {
     Stopped,
     /// Interrupted (Ctrl-C), said already; 130, as a shell reports it.
     Cancelled,
+    /// Ended by a termination request (`SIGTERM`, …) after an orderly
+    /// stop: `main` passes the signal on (a death by it, as a shell
+    /// expects); 128 + its number where it cannot, 130 on Windows.
+    Signalled(&'static str),
 }
 
 impl Failure {
@@ -36,6 +40,7 @@ impl Failure {
             | Failure::Broken => 1,
             Failure::Stopped => 3,
             Failure::Cancelled => 130,
+            Failure::Signalled(name) => crate::process::signal_exit_code(name),
         }
     }
 
@@ -55,6 +60,7 @@ impl Failure {
                 eprintln!("spindle: {}", visible(message))
             }
             Failure::SetupFailed(message) => eprintln!("spindle setup: {}", visible(message)),
+            Failure::Signalled(name) => eprintln!("spindle: ended by {name}"),
             Failure::Broken | Failure::Stopped | Failure::Cancelled => {}
         }
     }

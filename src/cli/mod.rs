@@ -17,6 +17,7 @@
 pub mod args;
 mod chat;
 pub mod doctor;
+mod ending;
 pub mod exec;
 mod failure;
 mod help;
@@ -95,6 +96,11 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             failure.report();
+            // Everything the command owned is dropped by now: the signal
+            // that ended it ends the process too.
+            if let Failure::Signalled(name) = failure {
+                crate::process::die_of(name);
+            }
             ExitCode::from(failure.exit_code())
         }
     }

@@ -23,7 +23,9 @@ pub mod program;
 pub mod shell;
 mod sys;
 
-pub use sys::{alive, exit_signal, on_termination, tie_to_agent, Input, Tree};
+pub use sys::{
+    alive, die_of, exit_signal, on_termination, signal_exit_code, tie_to_agent, Input, Tree, Waker,
+};
 
 use crossbeam_channel::{after, bounded, never, select, Receiver, Sender};
 use std::ffi::OsString;

@@ -276,6 +276,82 @@ pub fn on_termination(handler: impl Fn(&'static str) + Send + 'static) -> io::Re
     Ok(())
 }
 
+/// The exit code a shell shows for a death by the termination signal
+/// `name` (128 + its number); 1 for a name that is none of them.
+pub fn signal_exit_code(name: &str) -> u8 {
+    TERMINATION
+        .iter()
+        .find(|(_, known)| *known == name)
+        .map_or(1, |(number, _)| 128 + *number as u8)
+}
+
+/// Ends the process by the termination signal `name`, with the system's
+/// default action, so that whoever started it (a shell, a script) sees a
+/// death by that signal, as the convention for programs that catch one
+/// asks. Returns only when that could not be done.
+pub fn die_of(name: &str) {
+    let Some(&(signal, _)) = TERMINATION.iter().find(|(_, known)| *known == name) else {
+        return;
+    };
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: the default action is restored for one signal; the set is
+    // initialised by sigemptyset before sigaddset and pthread_sigmask
+    // read it; raise sends the signal to this very thread, where it is no
+    // longer blocked.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        if libc::sigemptyset(set.as_mut_ptr()) != 0
+            || libc::sigaddset(set.as_mut_ptr(), signal) != 0
+        {
+            return;
+        }
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, set.as_ptr(), std::ptr::null_mut());
+        libc::raise(signal);
+    }
+}
+
+/// The signal that interrupts a thread's blocking read for [`Waker`].
+const WAKE_SIGNAL: libc::c_int = libc::SIGUSR2;
+
+extern "C" fn woken(_: libc::c_int) {}
+
+/// Interrupts a blocking read of the thread that made it: the read fails
+/// with `ErrorKind::Interrupted` (the signal's handler does nothing and
+/// asks for no restart). A front-end's loop blocked on standard input
+/// uses it to notice a termination request.
+pub struct Waker(libc::pthread_t);
+
+// SAFETY: a thread's id may be used from any thread (pthread_kill).
+unsafe impl Send for Waker {}
+unsafe impl Sync for Waker {}
+
+impl Waker {
+    /// For the calling thread, which must live as long as the process (the
+    /// main thread): waking a thread that ended is undefined.
+    pub fn for_this_thread() -> io::Result<Waker> {
+        // SAFETY: a zeroed sigaction is valid; it is filled with a handler
+        // that does nothing (async-signal-safe) and an empty mask.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = woken as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_flags = 0;
+            libc::sigemptyset(&mut action.sa_mask);
+            if libc::sigaction(WAKE_SIGNAL, &action, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(Waker(libc::pthread_self()))
+        }
+    }
+
+    pub fn wake(&self) {
+        // SAFETY: the thread is the process's main thread (see
+        // `for_this_thread`), alive while the process is.
+        unsafe {
+            libc::pthread_kill(self.0, WAKE_SIGNAL);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

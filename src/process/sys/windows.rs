@@ -322,3 +322,24 @@ pub fn on_termination(handler: impl Fn(&'static str) + Send + 'static) -> io::Re
     }
     Ok(())
 }
+
+/// The exit code for an end by a console event: 130, as for Ctrl-C.
+pub fn signal_exit_code(_name: &str) -> u8 {
+    130
+}
+
+/// Windows has no death by a signal to pass on: the caller exits with
+/// [`signal_exit_code`].
+pub fn die_of(_name: &str) {}
+
+/// No blocking read is interrupted on Windows: the front-end's deadline
+/// ends the process instead.
+pub struct Waker;
+
+impl Waker {
+    pub fn for_this_thread() -> io::Result<Waker> {
+        Ok(Waker)
+    }
+
+    pub fn wake(&self) {}
+}
