@@ -10,6 +10,17 @@
 //! reading stdout), or a second request comes, it ends the process itself.
 //! Every child dies with it (commands under the guard, MCP servers and
 //! Spindle's own probes are tied to the agent's life).
+//!
+//! Why `acp` keeps `process::exit` here, when `exec` and `chat` end only
+//! through their loop (`cli/ending.rs`): the orderly end already goes
+//! through the dispatcher and `serve` returns as at the end of input, with
+//! exit 0 (an editor that asked its agent to stop sees a clean end); the
+//! exits below are only the fallback. A server on stdio whose parent went
+//! away has nobody reading its output: the thread that should end it may
+//! be blocked on a write forever, so no path through the owners can be
+//! relied on, and waiting longer only leaves an orphan. The fallback
+//! loses nothing the orderly end would keep: sessions are stored as they
+//! go, and children die with the agent.
 
 use super::dispatcher::Event;
 use crossbeam_channel::Sender;
