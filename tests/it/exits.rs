@@ -336,3 +336,45 @@ fn chat_stopped_by_a_signal_cleans_up_and_passes_it_on() {
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// SIGTERM to `chat` at its line editor (raw mode on a terminal): the
+/// read of the keys is interrupted, the chat ends in order (its temporary
+/// folder removed, the terminal's settings back) and dies of SIGTERM.
+#[cfg(unix)]
+#[test]
+fn chat_at_its_line_editor_ends_in_order_on_sigterm() {
+    let dir = temp_dir("chat-tty-sigterm");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let script = dir.join("script.json");
+    std::fs::write(&script, json!({"replies": []}).to_string()).unwrap();
+    let mut command = spindle_command(&dir.join("home"));
+    command
+        .args(["chat", "--script", script.to_str().unwrap()])
+        .current_dir(&dir)
+        .env("TMPDIR", &tmp)
+        .env("TERM", "xterm")
+        .env_remove("RUST_LOG");
+    let mut pty = crate::support::pty::Pty::spawn_controlling(command);
+    pty.expect("Type a prompt");
+    pty.expect("› ");
+    let scripted = || {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .filter_map(|entry| entry.ok())
+            .filter(|entry| {
+                entry
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("spindle-scripted-")
+            })
+            .count()
+    };
+    assert_eq!(scripted(), 1, "the run's temp folder");
+    // SAFETY: kill(2) on the child's pid, which it still holds.
+    unsafe { libc::kill(pty.child.id() as i32, libc::SIGTERM) };
+    let (code, screen) = pty.wait();
+    assert_eq!(code, None, "not a death by the signal: {screen}");
+    assert!(screen.contains("spindle: ended by SIGTERM"), "{screen}");
+    assert_eq!(scripted(), 0, "left behind: {screen}");
+}
