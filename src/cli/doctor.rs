@@ -78,7 +78,7 @@ pub fn run(args: &DoctorArgs) -> Report {
     if let Some(config) = &config {
         check_providers(&mut lines, config, &config_path);
         check_waiting(&mut lines, config);
-        check_trust(&mut lines);
+        check_trust(&mut lines, &config.trust);
     }
     if let Some(config) = &config {
         check_mcp(&mut lines, config, &config_path);
@@ -203,7 +203,7 @@ fn check_providers(lines: &mut Lines, config: &Config, config_path: &Path) {
             .base_url
             .clone()
             .unwrap_or_else(|| provider.kind.default_base_url().to_string());
-        match crate::provider::models::list(provider.kind, &base, key.as_deref()) {
+        match crate::provider::models::list(provider.kind, &base, key.as_deref(), &config.trust) {
             Ok(models) => {
                 lines.ok(
                     name,
@@ -241,8 +241,8 @@ fn check_providers(lines: &mut Lines, config: &Config, config_path: &Path) {
 
 /// The certificate files and folders the environment and the config add
 /// to the trusted roots: each readable, each giving certificates.
-fn check_trust(lines: &mut Lines) {
-    let sources = crate::net::tls::check();
+fn check_trust(lines: &mut Lines, trust: &crate::net::Trust) {
+    let sources = crate::net::tls::check(trust);
     if sources.is_empty() {
         return;
     }
@@ -413,6 +413,7 @@ fn check_tools(
             attempts: 1,
             ..Default::default()
         },
+        trust: config.trust.clone(),
         tokenizer: Default::default(),
     };
     let what = format!("{name} tools");

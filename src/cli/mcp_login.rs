@@ -62,7 +62,7 @@ pub fn run(
             .and_then(|p| u16::try_from(p).ok())
             .unwrap_or(0),
     };
-    let pending = crate::mcp::oauth::begin(&url, &client)
+    let pending = crate::mcp::oauth::begin(&url, &client, &loaded.trust)
         .map_err(|why| format!("cannot sign in to MCP server `{name}`: {why}"))?;
     let mut out = std::io::stdout();
     let _ = writeln!(

@@ -573,7 +573,7 @@ fn listed_models(
         return Ok(Vec::new());
     }
     let key = config.api_key(name).ok().flatten();
-    crate::provider::models::list(kind, base_url, key.as_deref()).map_err(|why| {
+    crate::provider::models::list(kind, base_url, key.as_deref(), &config.trust).map_err(|why| {
         let hint = if why.contains("404") || why.to_ascii_lowercase().contains("html") {
             " (does the URL need /v1?)"
         } else {
@@ -650,9 +650,10 @@ fn suggested_model(config: &Config, name: &str, base_url: &str) -> Result<String
         return Ok(default_model(kind).into());
     }
     let key = config.api_key(name).ok().flatten();
-    let listed = crate::provider::models::list(kind, base_url, key.as_deref()).map_err(|why| {
-        format!("the server did not list its models: {why}; name one with --model")
-    })?;
+    let listed = crate::provider::models::list(kind, base_url, key.as_deref(), &config.trust)
+        .map_err(|why| {
+            format!("the server did not list its models: {why}; name one with --model")
+        })?;
     crate::provider::models::pick_default(kind, &listed)
         .map(|model| model.id.clone())
         .ok_or_else(|| {
@@ -697,17 +698,20 @@ fn test_connection(config: &Config, name: &str, model: &str) -> Result<String, S
             base_url,
             api_key,
             timeouts,
+            trust: config.trust.clone(),
             tokenizer: Default::default(),
         }),
         ProviderKind::Anthropic => Box::new(crate::provider::anthropic::Messages {
             base_url,
             api_key,
             timeouts,
+            trust: config.trust.clone(),
         }),
         ProviderKind::Responses => Box::new(crate::provider::responses::Responses {
             base_url,
             api_key,
             timeouts,
+            trust: config.trust.clone(),
         }),
     };
     // One tool, as every session sends: a server that refuses tools

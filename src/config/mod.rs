@@ -125,6 +125,11 @@ pub struct Config {
     pub loops: LoopSettings,
     #[serde(default, skip_serializing_if = "TlsSettings::is_default")]
     pub tls: TlsSettings,
+    /// What HTTPS trusts under this config (its `tls.ca_file`, made
+    /// absolute when the file was loaded); every HTTP client built for
+    /// this config takes it from here.
+    #[serde(skip)]
+    pub trust: crate::net::Trust,
     /// Where `spindle acp` logs instead of stderr (`--log-file` wins).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_file: Option<PathBuf>,
@@ -409,7 +414,7 @@ impl Config {
 
     /// Parses a config file's text; errors name the file, line and column.
     pub fn parse(text: &str, path: &Path) -> Result<Config, String> {
-        let config: Config = serde_json::from_str(text).map_err(|err| {
+        let mut config: Config = serde_json::from_str(text).map_err(|err| {
             format!(
                 "{}:{}:{}: {}",
                 path.display(),
@@ -418,6 +423,10 @@ impl Config {
                 describe(&err, text)
             )
         })?;
+        // What the HTTP clients built for this config trust (and no
+        // others): its `ca_file`, taken from the file's folder.
+        let folder = path.parent().unwrap_or(Path::new("."));
+        config.trust = crate::net::Trust::new(config.tls.ca_file.as_ref().map(|f| folder.join(f)));
         check_mcp_servers(
             &config.mcp_servers,
             &format!("{}: mcp_servers", path.display()),
@@ -472,16 +481,10 @@ impl Config {
         let path = explicit.map(Path::to_path_buf).unwrap_or_else(default_path);
         let text = match read_text(&path)? {
             Some(text) => text,
-            None if explicit.is_none() => {
-                crate::net::tls::use_ca_file(None);
-                return Ok((Config::from_env(), None));
-            }
+            None if explicit.is_none() => return Ok((Config::from_env(), None)),
             None => return Err(format!("cannot read {}: no such file", path.display())),
         };
         let mut config = Config::parse(&text, &path)?;
-        // Every HTTP client of the process trusts it from now on.
-        let folder = path.parent().unwrap_or(Path::new("."));
-        crate::net::tls::use_ca_file(config.tls.ca_file.as_ref().map(|file| folder.join(file)));
         // The environment's providers join the file's; the file wins on a
         // name both use.
         for (name, provider) in Config::from_env().providers {

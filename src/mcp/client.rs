@@ -93,10 +93,13 @@ impl Client {
                     .iter()
                     .any(|(header, _)| header.eq_ignore_ascii_case("authorization"));
                 let auth = match (&config.tokens, own) {
-                    (Some(dir), false) => super::oauth::Auth::open(name, url, dir).map(Arc::new),
+                    (Some(dir), false) => {
+                        super::oauth::Auth::open(name, url, dir, &config.trust).map(Arc::new)
+                    }
                     _ => None,
                 };
-                let transport = HttpTransport::new(name, url, headers, router.clone(), auth);
+                let transport =
+                    HttpTransport::new(name, url, headers, router.clone(), auth, &config.trust);
                 match Client::handshake(name, Arc::new(transport), router, timeout, cancels) {
                     // These statuses are what an old server gives a POST to
                     // its SSE URL: try the legacy transport there.
@@ -104,28 +107,43 @@ impl Client {
                         log::debug!(
                             "MCP server `{name}` refused Streamable HTTP ({err}); trying HTTP+SSE"
                         );
-                        Client::connect_sse(name, url, headers, new_router(), timeout, cancels)
-                            .map_err(|_| err)
+                        Client::connect_sse(
+                            name,
+                            url,
+                            &config.trust,
+                            headers,
+                            new_router(),
+                            timeout,
+                            cancels,
+                        )
+                        .map_err(|_| err)
                     }
                     outcome => outcome,
                 }
             }
-            TransportConfig::Sse { url, headers } => {
-                Client::connect_sse(name, url, headers, new_router(), timeout, cancels)
-            }
+            TransportConfig::Sse { url, headers } => Client::connect_sse(
+                name,
+                url,
+                &config.trust,
+                headers,
+                new_router(),
+                timeout,
+                cancels,
+            ),
         }
     }
 
     fn connect_sse(
         name: &str,
         url: &str,
+        trust: &crate::net::Trust,
         headers: &[(String, String)],
         router: Arc<Router>,
         timeout: Duration,
         cancels: &[&CancelToken],
     ) -> Result<Client, McpError> {
         let transport =
-            SseTransport::connect(name, url, headers, router.clone(), timeout, cancels)?;
+            SseTransport::connect(name, url, headers, router.clone(), timeout, cancels, trust)?;
         Client::handshake(name, Arc::new(transport), router, timeout, cancels)
     }
 

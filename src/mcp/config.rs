@@ -35,6 +35,9 @@ pub struct ServerConfig {
     /// The folder of the sign-in tokens of HTTP servers (`None`: no
     /// sign-in, as in tests and for servers of no user).
     pub tokens: Option<std::path::PathBuf>,
+    /// What HTTPS to the server trusts: the config's (none added by
+    /// default).
+    pub trust: crate::net::Trust,
 }
 
 /// How to reach a server.
@@ -239,6 +242,7 @@ fn parse_one(value: &Value) -> Result<ServerConfig, String> {
         message_cap: None,
         elicitation: ElicitationSupport::default(),
         tokens: None,
+        trust: crate::net::Trust::default(),
     })
 }
 

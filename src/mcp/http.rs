@@ -40,11 +40,16 @@ const BODY_LIMIT: u64 = 64 * 1024 * 1024;
 const ERROR_BODY_LIMIT: u64 = 4 * 1024;
 
 /// Builds an agent for requests to `url` (the server's URL, which decides
-/// the proxy) that reports HTTP errors as responses. `timeout` bounds the
-/// whole exchange; `None` leaves a streamed answer unbounded (the caller's
-/// own timeout applies instead).
-pub(crate) fn agent(url: &str, timeout: Option<Duration>) -> ureq::Agent {
-    let config = crate::net::agent_config(url)
+/// the proxy) that reports HTTP errors as responses, trusting what
+/// `trust` (the config's) adds. `timeout` bounds the whole exchange;
+/// `None` leaves a streamed answer unbounded (the caller's own timeout
+/// applies instead).
+pub(crate) fn agent(
+    url: &str,
+    trust: &crate::net::Trust,
+    timeout: Option<Duration>,
+) -> ureq::Agent {
+    let config = crate::net::agent_config(url, trust)
         .http_status_as_error(false)
         .timeout_connect(Some(CONNECT_TIMEOUT))
         .timeout_global(timeout)
@@ -204,6 +209,8 @@ struct Inner {
     expired: AtomicBool,
     /// The sign-in tokens, when Spindle keeps some for this server.
     auth: Option<Arc<super::oauth::Auth>>,
+    /// What its HTTPS connections trust (the config's).
+    trust: crate::net::Trust,
 }
 
 impl HttpTransport {
@@ -213,6 +220,7 @@ impl HttpTransport {
         headers: &[(String, String)],
         router: Arc<Router>,
         auth: Option<Arc<super::oauth::Auth>>,
+        trust: &crate::net::Trust,
     ) -> HttpTransport {
         HttpTransport {
             inner: Arc::new(Inner {
@@ -226,6 +234,7 @@ impl HttpTransport {
                 closed: AtomicBool::new(false),
                 expired: AtomicBool::new(false),
                 auth,
+                trust: trust.clone(),
             }),
         }
     }
@@ -244,7 +253,7 @@ impl Transport for HttpTransport {
         let Some(id) = request_id else {
             return inner.post_plain(body);
         };
-        let agent = agent(&inner.url, None);
+        let agent = agent(&inner.url, &inner.trust, None);
         inner.inflight.add(id, agent.clone());
         let worker = inner.clone();
         // Detached: the waiter gets the answer or the error on its own
@@ -296,7 +305,7 @@ impl Transport for HttpTransport {
         if let (Some(session), false) = (session, inner.expired.load(Ordering::SeqCst)) {
             // Ending the session is a courtesy: a 405 (not allowed) or a
             // failure changes nothing for us.
-            let mut request = agent(&inner.url, Some(DELETE_TIMEOUT))
+            let mut request = agent(&inner.url, &inner.trust, Some(DELETE_TIMEOUT))
                 .delete(&inner.url)
                 .header("Mcp-Session-Id", &session);
             for (name, value) in inner.extra_headers() {
@@ -404,7 +413,7 @@ impl Inner {
 
     /// POSTs a notification or a reply and expects 2xx.
     fn post_plain(&self, body: String) -> Result<(), McpError> {
-        let (response, _) = self.post(&agent(&self.url, Some(SHORT_TIMEOUT)), body)?;
+        let (response, _) = self.post(&agent(&self.url, &self.trust, Some(SHORT_TIMEOUT)), body)?;
         let status = response.status().as_u16();
         if (200..300).contains(&status) {
             Ok(())

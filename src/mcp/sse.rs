@@ -40,6 +40,8 @@ struct Inner {
     stream_open: AtomicBool,
     inflight: Inflight,
     closed: AtomicBool,
+    /// What its HTTPS connections trust (the config's).
+    trust: crate::net::Trust,
 }
 
 impl SseTransport {
@@ -52,6 +54,7 @@ impl SseTransport {
         router: Arc<Router>,
         timeout: Duration,
         cancels: &[&CancelToken],
+        trust: &crate::net::Trust,
     ) -> Result<SseTransport, McpError> {
         let transport = SseTransport {
             inner: Arc::new(Inner {
@@ -63,11 +66,12 @@ impl SseTransport {
                     .cloned()
                     .collect(),
                 router,
-                stream_agent: agent(url, None),
+                stream_agent: agent(url, trust, None),
                 endpoint: OnceLock::new(),
                 stream_open: AtomicBool::new(true),
                 inflight: Inflight::default(),
                 closed: AtomicBool::new(false),
+                trust: trust.clone(),
             }),
         };
         let (ready_sender, ready) = bounded::<Result<(), McpError>>(1);
@@ -118,11 +122,11 @@ impl Transport for SseTransport {
         }
         let body = message.to_string();
         let Some(id) = request_id else {
-            return inner.post(&agent(&inner.url, Some(SHORT_TIMEOUT)), body);
+            return inner.post(&agent(&inner.url, &inner.trust, Some(SHORT_TIMEOUT)), body);
         };
         // Requests are POSTed on a helper thread, so that a slow
         // acknowledgement cannot hold up a cancel.
-        let agent = agent(&inner.url, Some(SHORT_TIMEOUT));
+        let agent = agent(&inner.url, &inner.trust, Some(SHORT_TIMEOUT));
         inner.inflight.add(id, agent.clone());
         let worker = inner.clone();
         let spawned = thread::Builder::new()
@@ -284,9 +288,10 @@ impl Inner {
             .name("spindle-mcp-post".into())
             .spawn(move || {
                 for reply in replies {
-                    if let Err(err) =
-                        inner.post(&agent(&inner.url, Some(SHORT_TIMEOUT)), reply.to_string())
-                    {
+                    if let Err(err) = inner.post(
+                        &agent(&inner.url, &inner.trust, Some(SHORT_TIMEOUT)),
+                        reply.to_string(),
+                    ) {
                         log::debug!("answering MCP server `{}` failed: {err}", inner.name);
                     }
                 }

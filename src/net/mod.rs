@@ -18,12 +18,18 @@ pub mod tls;
 /// The User-Agent of every request Spindle makes.
 pub const USER_AGENT: &str = concat!("spindle/", env!("CARGO_PKG_VERSION"));
 
+pub use tls::Trust;
+
 /// The settings every `ureq` agent of Spindle starts from, for requests
-/// to `url` (which decides the proxy); callers add their timeouts and
-/// error handling, and make the agent with [`agent`].
-pub fn agent_config(url: &str) -> ureq::config::ConfigBuilder<ureq::typestate::AgentScope> {
+/// to `url` (which decides the proxy), trusting what `trust` (the
+/// caller's configuration) adds; callers add their timeouts and error
+/// handling, and make the agent with [`agent`].
+pub fn agent_config(
+    url: &str,
+    trust: &Trust,
+) -> ureq::config::ConfigBuilder<ureq::typestate::AgentScope> {
     let builder = ureq::Agent::config_builder()
-        .tls_config(tls::config())
+        .tls_config(trust.tls_config())
         .user_agent(USER_AGENT);
     match proxy::for_url(url) {
         // Plain http through an HTTP proxy is sent to it in absolute form

@@ -17,7 +17,7 @@
 //! warning naming it; nothing here fails a request nor waits on a file.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
 
 /// The largest certificate file read (a distribution's whole bundle is
@@ -40,41 +40,95 @@ const SYSTEM_BUNDLES: [&str; 6] = [
     "/etc/pki/tls/cacert.pem",            // OpenELEC
 ];
 
-/// The trust of the last `config()`, with the `tls.ca_file` it was built
-/// for. A static because every agent of the process shares it and
-/// building it reads files: it is built once and again only when the
-/// config's `ca_file` changes (`Config::load` sets it, below).
-static TRUST: Mutex<Option<(Option<PathBuf>, TlsConfig)>> = Mutex::new(None);
-
-/// The config's `tls.ca_file`, as the last loaded config says (a fact of
-/// the process, like the environment the other sources come from).
-static CA_FILE: Mutex<Option<PathBuf>> = Mutex::new(None);
-
-/// Records the config's `tls.ca_file` (already made absolute).
-pub fn use_ca_file(path: Option<PathBuf>) {
-    *crate::cancel::lock(&CA_FILE) = path;
+/// What a configuration adds to the trust of the process's environment:
+/// its `tls.ca_file` (made absolute when the config was loaded). Every
+/// `ureq` agent is built from the `Trust` of the configuration its caller
+/// was given, so two agents of one process with different configs trust
+/// different authorities. The TLS settings are built on first use, once
+/// per `Trust` (a reload makes a new one, so a changed file is read again).
+#[derive(Clone, Debug, Default)]
+pub struct Trust {
+    ca_file: Option<PathBuf>,
+    built: Arc<OnceLock<TlsConfig>>,
 }
 
-/// The TLS settings of every agent: the bundled roots and whatever the
-/// environment, the config and the system add. With nothing added it is
-/// ureq's own default (the bundled roots), exactly as before.
-pub fn config() -> TlsConfig {
-    let ca_file = crate::cancel::lock(&CA_FILE).clone();
-    let mut trust = crate::cancel::lock(&TRUST);
-    if let Some((built_for, config)) = trust.as_ref() {
-        if *built_for == ca_file {
-            return config.clone();
+impl PartialEq for Trust {
+    fn eq(&self, other: &Trust) -> bool {
+        self.ca_file == other.ca_file
+    }
+}
+
+impl Eq for Trust {}
+
+impl Trust {
+    /// The trust of a config whose `tls.ca_file` is `ca_file` (absolute).
+    pub fn new(ca_file: Option<PathBuf>) -> Trust {
+        Trust {
+            ca_file,
+            built: Arc::default(),
         }
+    }
+
+    /// The config's `tls.ca_file`, if it names one.
+    pub fn ca_file(&self) -> Option<&Path> {
+        self.ca_file.as_deref()
+    }
+
+    /// The TLS settings of an agent: the bundled roots and whatever the
+    /// environment, this config and the system add. With nothing added it
+    /// is ureq's own default (the bundled roots).
+    pub fn tls_config(&self) -> TlsConfig {
+        self.built
+            .get_or_init(|| build(self.ca_file.as_deref()))
+            .clone()
+    }
+}
+
+/// What one build of the TLS settings was made from: the `ca_file` and a
+/// digest of the bytes read from it (`None` when it could not be read).
+/// The environment's and the system's certificates are facts of the
+/// process, read on the first build.
+type Inputs = (Option<PathBuf>, Option<[u8; 32]>);
+
+/// The TLS settings built so far, by their inputs: building them reads and
+/// parses a few hundred certificates, and every config of the process
+/// with the same `ca_file` holding the same bytes shares one build. Keyed,
+/// never replaced by another config's: each caller finds its own.
+static BUILT: Mutex<Vec<(Inputs, TlsConfig)>> = Mutex::new(Vec::new());
+
+/// The most builds kept (a long process reloading a changing file keeps
+/// only the recent ones).
+const BUILT_KEPT: usize = 8;
+
+/// The TLS settings for `ca_file`, from the cache when the same file with
+/// the same bytes was built for before.
+fn build(ca_file: Option<&Path>) -> TlsConfig {
+    let ca = ca_file.map(|path| (path, read_capped(path, "tls.ca_file")));
+    let digest = ca
+        .as_ref()
+        .and_then(|(_, bytes)| bytes.as_deref())
+        .map(|bytes| {
+            let mut out = [0u8; 32];
+            out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
+            out
+        });
+    let inputs: Inputs = (ca_file.map(Path::to_path_buf), digest);
+    let mut built = crate::cancel::lock(&BUILT);
+    if let Some((_, config)) = built.iter().find(|(key, _)| *key == inputs) {
+        return config.clone();
     }
     // Hostile files are read here; whatever goes wrong, connections go
     // on with the bundled roots rather than the thread that asked dying.
-    let extra =
-        std::panic::catch_unwind(|| extra_certificates(ca_file.as_deref())).unwrap_or_else(|_| {
-            log::warn!(
-                "the extra certificates could not be read; only the bundled roots are trusted"
-            );
-            Vec::new()
-        });
+    let extra = std::panic::catch_unwind(|| {
+        let ca = ca
+            .as_ref()
+            .and_then(|(path, bytes)| Some((*path, bytes.as_deref()?)));
+        extra_certificates(ca)
+    })
+    .unwrap_or_else(|_| {
+        log::warn!("the extra certificates could not be read; only the bundled roots are trusted");
+        Vec::new()
+    });
     let config = if extra.is_empty() {
         TlsConfig::builder()
             .unversioned_rustls_crypto_provider(provider())
@@ -91,7 +145,10 @@ pub fn config() -> TlsConfig {
             .unversioned_rustls_crypto_provider(provider())
             .build()
     };
-    *trust = Some((ca_file, config.clone()));
+    if built.len() >= BUILT_KEPT {
+        built.remove(0);
+    }
+    built.push((inputs, config.clone()));
     config
 }
 
@@ -99,7 +156,7 @@ pub fn config() -> TlsConfig {
 /// folder that the environment or the config names, its name and how
 /// many certificates it gives, or why it gives none (the files are read
 /// as the trust reads them: never a FIFO or a device, within a cap).
-pub fn check() -> Vec<(String, Result<String, String>)> {
+pub fn check(trust: &Trust) -> Vec<(String, Result<String, String>)> {
     let mut found = Vec::new();
     let count = |path: &Path| {
         crate::os::reading::read_named(path, FILE_CAP).and_then(|bytes| {
@@ -136,8 +193,8 @@ pub fn check() -> Vec<(String, Result<String, String>)> {
             found.push(("SSL_CERT_DIR".to_string(), looked));
         }
     }
-    if let Some(file) = crate::cancel::lock(&CA_FILE).clone() {
-        found.push(("tls.ca_file".to_string(), count(&file)));
+    if let Some(file) = trust.ca_file() {
+        found.push(("tls.ca_file".to_string(), count(file)));
     }
     found
 }
@@ -244,7 +301,8 @@ impl rustls::crypto::KeyProvider for Ring {
 
 /// The certificates every source adds, in order: `SSL_CERT_FILE`,
 /// `SSL_CERT_DIR`, the config's `ca_file`, the system's store.
-fn extra_certificates(ca_file: Option<&Path>) -> Vec<Certificate<'static>> {
+/// `ca` is the config's file with the bytes read from it.
+fn extra_certificates(ca: Option<(&Path, &[u8])>) -> Vec<Certificate<'static>> {
     let mut certs = Vec::new();
     let env = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
     let cert_file = env("SSL_CERT_FILE");
@@ -257,8 +315,8 @@ fn extra_certificates(ca_file: Option<&Path>) -> Vec<Certificate<'static>> {
             read_dir(&dir, &mut certs);
         }
     }
-    if let Some(file) = ca_file {
-        read_file(file, "tls.ca_file", &mut certs);
+    if let Some((file, bytes)) = ca {
+        parse_into(bytes, file, "tls.ca_file", true, &mut certs);
     }
     system_certificates(cert_file.is_some() || cert_dir.is_some(), &mut certs);
     certs
@@ -572,6 +630,38 @@ mod tests {
         assert_eq!(certs.len(), 3);
         read_dir(&dir.join("missing"), &mut certs);
         assert_eq!(certs.len(), 3);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Whether `config` trusts the test CA.
+    fn trusts_test_ca(config: &TlsConfig) -> bool {
+        let mut ca = Vec::new();
+        parse_into(CA.as_bytes(), Path::new("ca.pem"), "test", true, &mut ca);
+        match config.root_certs() {
+            RootCerts::Specific(certs) => certs.iter().any(|cert| cert.der() == ca[0].der()),
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn each_trust_keeps_its_own_ca_file_and_a_changed_file_is_read_anew() {
+        let dir = scratch("trust");
+        let file = dir.join("ca.pem");
+        std::fs::write(&file, CA).unwrap();
+        let with = Trust::new(Some(file.clone()));
+        let without = Trust::default();
+        // In either order, neither changes what the other trusts.
+        assert!(!trusts_test_ca(&without.tls_config()));
+        assert!(trusts_test_ca(&with.tls_config()));
+        assert!(!trusts_test_ca(&without.tls_config()));
+        assert!(trusts_test_ca(&Trust::new(Some(file.clone())).tls_config()));
+        // The same path with other bytes is another build; the trust
+        // built before keeps what it read.
+        std::fs::write(&file, "no certificate here").unwrap();
+        assert!(!trusts_test_ca(
+            &Trust::new(Some(file.clone())).tls_config()
+        ));
+        assert!(trusts_test_ca(&with.tls_config()));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -38,6 +38,8 @@ pub struct Messages {
     pub base_url: String,
     pub api_key: Option<String>,
     pub timeouts: Timeouts,
+    /// What its HTTPS connections trust (the config's).
+    pub trust: crate::net::Trust,
 }
 
 impl Messages {
@@ -74,6 +76,7 @@ impl Provider for Messages {
         super::trace::add_headers(&mut headers, request.trace);
         let stream = EventStream::open(
             &self.url(),
+            &self.trust,
             &headers,
             body,
             self.timeouts.at_most(request.max_attempts),
@@ -493,6 +496,7 @@ mod tests {
                 base_url: base.into(),
                 api_key: None,
                 timeouts: Timeouts::default(),
+                trust: Default::default(),
             };
             assert_eq!(provider.url(), "https://api.anthropic.com/v1/messages");
         }
@@ -505,6 +509,7 @@ mod tests {
             base_url,
             api_key: Some("sk-ant-test".into()),
             timeouts: Timeouts::default(),
+            trust: Default::default(),
         };
         let messages = [Message::user("Fix main.rs")];
         let mut sink = Collect::default();
@@ -563,6 +568,7 @@ mod tests {
                 base_url,
                 api_key: None,
                 timeouts: capped(5000),
+                trust: Default::default(),
             };
             let messages = [Message::user("go")];
             let mut sink = Collect::default();

@@ -122,11 +122,16 @@ pub fn list_url(kind: ProviderKind, base: &str) -> String {
 
 /// Asks the server which models it serves, in the server's own order,
 /// chat models only. An error says why in words a person can act on.
-pub fn list(kind: ProviderKind, base: &str, key: Option<&str>) -> Result<Vec<Listed>, String> {
+pub fn list(
+    kind: ProviderKind,
+    base: &str,
+    key: Option<&str>,
+    trust: &crate::net::Trust,
+) -> Result<Vec<Listed>, String> {
     let url = list_url(kind, base);
     let agent = crate::net::agent(
         &url,
-        super::http::agent_config(&url)
+        super::http::agent_config(&url, trust)
             .timeout_global(Some(LIST_TIMEOUT))
             .http_status_as_error(false)
             .build(),

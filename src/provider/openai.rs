@@ -19,6 +19,8 @@ pub struct ChatCompletions {
     pub base_url: String,
     pub api_key: Option<String>,
     pub timeouts: Timeouts,
+    /// What its HTTPS connections trust (the config's).
+    pub trust: crate::net::Trust,
     /// A local server's own token count, when it has one.
     pub tokenizer: super::tokenize::Tokenizer,
 }
@@ -494,6 +496,7 @@ impl Provider for ChatCompletions {
         let body = self.body(request).to_string();
         let stream = EventStream::open(
             &url,
+            &self.trust,
             &headers,
             body,
             self.timeouts.at_most(request.max_attempts),
@@ -505,7 +508,8 @@ impl Provider for ChatCompletions {
     }
 
     fn count_tokens(&self, text: &str, cancel: &CancelToken) -> Option<u64> {
-        self.tokenizer.count(&self.base_url, text, cancel)
+        self.tokenizer
+            .count(&self.base_url, &self.trust, text, cancel)
     }
 }
 
@@ -859,6 +863,7 @@ mod tests {
                 base_url,
                 api_key: None,
                 timeouts: capped(5000),
+                trust: Default::default(),
                 tokenizer: Default::default(),
             };
             let messages = [Message::user("go")];

@@ -24,6 +24,8 @@ pub struct Responses {
     pub base_url: String,
     pub api_key: Option<String>,
     pub timeouts: Timeouts,
+    /// What its HTTPS connections trust (the config's).
+    pub trust: crate::net::Trust,
 }
 
 impl Responses {
@@ -52,6 +54,7 @@ impl Provider for Responses {
         super::trace::add_headers(&mut headers, request.trace);
         let stream = EventStream::open(
             &self.url(),
+            &self.trust,
             &headers,
             body,
             self.timeouts.at_most(request.max_attempts),
@@ -339,6 +342,7 @@ mod tests {
             base_url,
             api_key: Some("sk-test".into()),
             timeouts: Timeouts::default(),
+            trust: Default::default(),
         };
         let messages = [Message::user("Fix main.rs")];
         let mut sink = Collect::default();
@@ -411,6 +415,7 @@ mod tests {
                 base_url,
                 api_key: None,
                 timeouts: capped(5000),
+                trust: Default::default(),
             };
             let messages = [Message::user("go")];
             let mut sink = Collect::default();

@@ -32,7 +32,13 @@ impl Tokenizer {
     /// The tokens of `text` as the server at `base_url` counts them;
     /// `None` when it is not local, has no tokenizer, or did not answer
     /// in time.
-    pub fn count(&self, base_url: &str, text: &str, cancel: &CancelToken) -> Option<u64> {
+    pub fn count(
+        &self,
+        base_url: &str,
+        trust: &crate::net::Trust,
+        text: &str,
+        cancel: &CancelToken,
+    ) -> Option<u64> {
         if self.state.load(Ordering::Relaxed) == ABSENT || text.len() > TEXT_LIMIT {
             return None;
         }
@@ -58,7 +64,7 @@ impl Tokenizer {
         let url = format!("{root}/tokenize");
         let agent = crate::net::agent(
             &url,
-            crate::net::agent_config(&url)
+            crate::net::agent_config(&url, trust)
                 .timeout_global(Some(TIMEOUT))
                 .http_status_as_error(false)
                 .build(),
@@ -111,22 +117,33 @@ mod tests {
         let tokenizer = Tokenizer::default();
         // Not local: nothing is sent (the name does not even resolve).
         assert_eq!(
-            tokenizer.count("http://models.invalid/v1", "hi", &cancel),
+            tokenizer.count(
+                "http://models.invalid/v1",
+                &Default::default(),
+                "hi",
+                &cancel
+            ),
             None
         );
         assert_eq!(tokenizer.state.load(Ordering::Relaxed), 0);
         let huge = "x".repeat(TEXT_LIMIT + 1);
         assert_eq!(
-            tokenizer.count("http://127.0.0.1:9/v1", &huge, &cancel),
+            tokenizer.count("http://127.0.0.1:9/v1", &Default::default(), &huge, &cancel),
             None
         );
         // A server whose answer counts nothing is not asked again.
         let (base, server) = crate::provider::testing::serve_once("data: nope\n\n", "/v1");
-        assert_eq!(tokenizer.count(&base, "hello", &cancel), None);
+        assert_eq!(
+            tokenizer.count(&base, &Default::default(), "hello", &cancel),
+            None
+        );
         let request = server.join().unwrap();
         assert!(request.starts_with("POST /tokenize "), "{request}");
         assert!(request.ends_with(r#"{"content":"hello"}"#), "{request}");
         assert_eq!(tokenizer.state.load(Ordering::Relaxed), ABSENT);
-        assert_eq!(tokenizer.count(&base, "hello", &cancel), None);
+        assert_eq!(
+            tokenizer.count(&base, &Default::default(), "hello", &cancel),
+            None
+        );
     }
 }

@@ -60,7 +60,8 @@ const REDIRECTS: usize = 5;
 /// Fetches `url`; the text, or why not (for the model). Redirects are
 /// followed within the site that was approved; one to another site is
 /// not followed but told, so that fetching it is asked (or judged) anew.
-pub fn fetch(url: &str, max_chars: usize) -> Result<String, String> {
+/// HTTPS trusts what `trust` (the session's config) adds.
+pub fn fetch(url: &str, max_chars: usize, trust: &crate::net::Trust) -> Result<String, String> {
     let parsed = url.trim();
     if !(parsed.starts_with("http://") || parsed.starts_with("https://")) {
         return Err(format!("{url:?} is not an http or https URL"));
@@ -71,7 +72,7 @@ pub fn fetch(url: &str, max_chars: usize) -> Result<String, String> {
     // Redirects stay within the site (scheme and host): one proxy choice.
     let agent = crate::net::agent(
         parsed,
-        crate::net::agent_config(parsed)
+        crate::net::agent_config(parsed, trust)
             .timeout_global(Some(TIMEOUT))
             .http_status_as_error(false)
             .max_redirects(0)
@@ -486,9 +487,9 @@ mod tests {
 
     #[test]
     fn only_http_urls() {
-        assert!(fetch("file:///etc/passwd", 100)
+        assert!(fetch("file:///etc/passwd", 100, &Default::default())
             .unwrap_err()
             .contains("not an http"));
-        assert!(fetch("ftp://x", 100).is_err());
+        assert!(fetch("ftp://x", 100, &Default::default()).is_err());
     }
 }

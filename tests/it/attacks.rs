@@ -103,10 +103,12 @@ fn fetch_caps_an_endless_chunked_body_and_refuses_a_giant_header() {
         out.extend(b"0\r\n\r\n");
         out
     });
-    let text = spindle::tools::fetch::fetch(&format!("{base}/endless"), 1000).unwrap();
+    let text = spindle::tools::fetch::fetch(&format!("{base}/endless"), 1000, &Default::default())
+        .unwrap();
     assert!(text.contains("[… cut"), "{text}");
     assert!(text.len() < 2000, "{}", text.len());
-    let refused = spindle::tools::fetch::fetch(&format!("{base}/header"), 1000);
+    let refused =
+        spindle::tools::fetch::fetch(&format!("{base}/header"), 1000, &Default::default());
     assert!(refused.is_err(), "{refused:?}");
 }
 
@@ -656,7 +658,8 @@ fn redirect_tricks_never_reach_another_site() {
     });
     let mut seen = Vec::new();
     for n in 0..20 {
-        let result = spindle::tools::fetch::fetch(&format!("{site}/go/{n}"), 500);
+        let result =
+            spindle::tools::fetch::fetch(&format!("{site}/go/{n}"), 500, &Default::default());
         seen.push(format!("{n}: {result:?}"));
         if let Ok(text) = &result {
             assert!(!text.contains("OTHER-SITE"), "{n}: {text}");

@@ -1,11 +1,13 @@
 //! Trust and proxies over loopback: an HTTPS model server whose
 //! certificate an internal test CA signed (`tests/data/tls`), trusted only
 //! through `SSL_CERT_FILE`, `SSL_CERT_DIR` or the config's `tls.ca_file`
-//! and refused otherwise; a proxy that records what it is asked
+//! and refused otherwise (two agents of one process each by their own
+//! config); a proxy that records what it is asked
 //! (`CONNECT` or an absolute-form request) and tunnels; `NO_PROXY`; and
 //! the error of a proxy that is not there.
 
 use crate::support::fake_openai::chat_text;
+use crate::support::in_process;
 use crate::support::prelude::WAIT;
 use crate::support::{temp_dir, updates_text, write_file, Agent, FakeServer, Reply};
 use serde_json::{json, Value};
@@ -411,6 +413,83 @@ fn the_config_ca_file_adds_a_trusted_ca_from_the_config_folder() {
         updates_text(&messages, "agent_message_chunk"),
         "hello over tls"
     );
+}
+
+/// A config in `dir` for the HTTPS server at `base`, trusting the test
+/// CA (copied beside it as `tls.ca_file`) when `trusting`.
+fn config_for(dir: &Path, base: &str, trusting: bool) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut config = json!({
+        "providers": {"internal": {"kind": "openai", "base_url": base, "requires_key": false}},
+        "models": {"internal/test-model": {}},
+        "defaults": {"model": "internal/test-model"},
+    });
+    if trusting {
+        std::fs::copy(tls_data("ca.pem"), dir.join("internal-ca.pem")).unwrap();
+        config["tls"] = json!({"ca_file": "internal-ca.pem"});
+    }
+    write_file(dir, "config.json", config.to_string())
+}
+
+/// Two agents in one process (the in-process tier: `agent::serve` on a
+/// thread of the test), one whose config trusts the test CA and one whose
+/// config does not: each keeps its own trust, whichever loaded its config
+/// last, with both turns running at once.
+#[test]
+fn two_agents_of_one_process_keep_their_own_trust() {
+    let server = TlsServer::start();
+    let base = server.base_url();
+    for trusting_first in [true, false] {
+        let dir = temp_dir("tls-two");
+        let trusting = config_for(&dir.join("trusting"), &base, true);
+        let plain = config_for(&dir.join("plain"), &base, false);
+        let start = |config: &PathBuf| {
+            let mut agent = in_process::with_options(|options| {
+                options.config = Some(config.clone());
+                options.timeouts.attempts = 1;
+                options.retries_given = true;
+            });
+            agent.initialize();
+            let session = agent.new_session(&temp_dir("tls-two-work"));
+            (agent, session)
+        };
+        // Each agent has loaded its config and built its providers before
+        // the other starts: the second one's must not reach the first.
+        let ((mut with_ca, with_session), (mut without, without_session)) = if trusting_first {
+            let first = start(&trusting);
+            (first, start(&plain))
+        } else {
+            let first = start(&plain);
+            (start(&trusting), first)
+        };
+        let ask = |agent: &mut Agent, session: &str| {
+            agent.request(
+                "session/prompt",
+                json!({"sessionId": session, "prompt": [{"type": "text", "text": "hello"}]}),
+            )
+        };
+        // Both prompts are sent before either answer is read.
+        let with_id = ask(&mut with_ca, &with_session);
+        let without_id = ask(&mut without, &without_session);
+        let (response, messages) = with_ca.response(&with_id, WAIT);
+        assert_eq!(
+            response["result"]["stopReason"], "end_turn",
+            "trusting first: {trusting_first}: {response}"
+        );
+        assert_eq!(
+            updates_text(&messages, "agent_message_chunk"),
+            "hello over tls"
+        );
+        let (response, _) = without.response(&without_id, WAIT);
+        assert_eq!(
+            response["error"]["data"]["code"], "provider_unreachable",
+            "trusting first: {trusting_first}: {response}"
+        );
+        assert!(
+            error_message(&response).contains("UnknownIssuer"),
+            "{response}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------

@@ -429,17 +429,20 @@ impl Registry {
                 base_url,
                 api_key,
                 timeouts,
+                trust: self.config.trust.clone(),
                 tokenizer: Default::default(),
             }),
             ProviderKind::Anthropic => Arc::new(crate::provider::anthropic::Messages {
                 base_url,
                 api_key,
                 timeouts,
+                trust: self.config.trust.clone(),
             }),
             ProviderKind::Responses => Arc::new(crate::provider::responses::Responses {
                 base_url,
                 api_key,
                 timeouts,
+                trust: self.config.trust.clone(),
             }),
         })
     }
@@ -453,7 +456,7 @@ impl Registry {
             .clone()
             .unwrap_or_else(|| config.kind.default_base_url().to_string());
         let key = self.config.api_key(name).ok().flatten();
-        crate::provider::models::list(config.kind, &base, key.as_deref())
+        crate::provider::models::list(config.kind, &base, key.as_deref(), &self.config.trust)
     }
 
     fn add(&mut self, id: &str, config: ModelConfig) {

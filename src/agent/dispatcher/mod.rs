@@ -251,6 +251,16 @@ impl Dispatcher {
         }
     }
 
+    /// What HTTPS to MCP servers trusts: the config's (none added when
+    /// the config cannot be used). Asked once a session is open, when the
+    /// registry is built.
+    pub(in crate::agent) fn mcp_trust(&self) -> crate::net::Trust {
+        match &self.registry {
+            Some(Ok(registry)) => registry.config.trust.clone(),
+            _ => crate::net::Trust::default(),
+        }
+    }
+
     /// The config's MCP message limit, if it sets one.
     pub(in crate::agent) fn mcp_message_cap(&mut self) -> Option<usize> {
         self.take_warm();

@@ -119,6 +119,7 @@ impl Dispatcher {
             self.mcp_message_cap(),
             self.mcp_elicitation(),
             self.mcp_tokens(),
+            self.mcp_trust(),
         );
         session.mcp = mcp;
         self.notices_after_response(&session.id, notes);
@@ -283,6 +284,7 @@ impl Dispatcher {
             self.mcp_message_cap(),
             self.mcp_elicitation(),
             self.mcp_tokens(),
+            self.mcp_trust(),
         );
         session.mcp = mcp;
         self.notices_after_response(&session.id, notes);
@@ -334,6 +336,7 @@ impl Dispatcher {
         let message_cap = self.mcp_message_cap();
         let elicitation = self.mcp_elicitation();
         let tokens = self.mcp_tokens();
+        let trust = self.mcp_trust();
         let Some(session) = self.sessions.get_mut(id) else {
             return Err(not_found(id));
         };
@@ -357,6 +360,7 @@ impl Dispatcher {
                 message_cap,
                 elicitation,
                 tokens,
+                trust,
             );
             session.mcp = mcp.clone();
             self.notices_after_response(id, notes);
@@ -741,6 +745,7 @@ fn start_mcp(
     message_cap: Option<usize>,
     elicitation: crate::mcp::ElicitationSupport,
     tokens: Option<std::path::PathBuf>,
+    trust: crate::net::Trust,
 ) -> (Option<Arc<McpSession>>, Vec<acp::fit::Notice>, Vec<String>) {
     let (mut configs, mut failures) = crate::mcp::parse_servers(servers);
     let env_remove: Vec<String> = secrets
@@ -753,6 +758,7 @@ fn start_mcp(
         config.message_cap = message_cap;
         config.elicitation = elicitation.clone();
         config.tokens = tokens.clone();
+        config.trust = trust.clone();
     }
     let mcp = if configs.is_empty() {
         None

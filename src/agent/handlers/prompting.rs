@@ -320,6 +320,7 @@ impl Dispatcher {
                         .clone()
                         .unwrap_or_else(crate::config::default_path),
                 ),
+                trust: registry.config.trust.clone(),
                 scan_cache: session.scan_cache.clone(),
                 mcp: session.mcp.clone(),
                 skills: Arc::new(skills),

@@ -62,6 +62,7 @@ impl Dispatcher {
                 continue;
             };
             let (outbox, session, servers) = (self.outbox(), session_id.to_string(), mcp.clone());
+            let trust = self.mcp_trust();
             // The lines it writes when done (`elicitation/complete`, a
             // notice), through the writer's queue.
             let (writer, capabilities) =
@@ -93,7 +94,7 @@ impl Dispatcher {
             // declines, the session's servers stop or the wait runs out.
             let spawned = std::thread::Builder::new()
                 .name("spindle-mcp-signin".into())
-                .spawn(move || sign_in(outbox, tell, session, servers, name, url, file));
+                .spawn(move || sign_in(outbox, tell, session, servers, (name, url, file), trust));
             if let Err(error) = spawned {
                 log::warn!("cannot start a sign-in: {error}");
             }
@@ -106,11 +107,10 @@ fn sign_in(
     tell: Tell,
     session_id: String,
     mcp: Arc<McpSession>,
-    name: String,
-    url: String,
-    file: std::path::PathBuf,
+    (name, url, file): (String, String, std::path::PathBuf),
+    trust: crate::net::Trust,
 ) {
-    let pending = match oauth::begin(&url, &oauth::ClientChoice::default()) {
+    let pending = match oauth::begin(&url, &oauth::ClientChoice::default(), &trust) {
         Ok(pending) => pending,
         Err(error) => {
             log::info!("MCP server `{name}`: sign-in cannot start: {error}");

@@ -159,11 +159,12 @@ impl Runner<'_> {
             .unwrap_or(tools::fetch::TEXT_CAP)
             .clamp(1, tools::fetch::TEXT_CAP);
         let url = args.url.clone();
+        let trust = self.trust.clone();
         let (done, answer) = crossbeam_channel::bounded(1);
         let spawned = std::thread::Builder::new()
             .name("spindle-fetch".into())
             .spawn(move || {
-                let _ = done.send(tools::fetch::fetch(&url, max));
+                let _ = done.send(tools::fetch::fetch(&url, max, &trust));
             });
         if spawned.is_err() {
             return failed("Error: cannot start the fetch");

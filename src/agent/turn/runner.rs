@@ -63,6 +63,8 @@ pub struct Runner<'a> {
     /// Where "always, in this project" answers are saved: the user's
     /// config file.
     pub config_path: Option<&'a Path>,
+    /// What `fetch_url` trusts over HTTPS: the config's.
+    pub trust: &'a crate::net::Trust,
     /// Where the plan is published for status.
     pub live: &'a super::report::SharedLive,
     /// The model's goal reports of this step, for the turn to apply.

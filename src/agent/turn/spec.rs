@@ -138,6 +138,8 @@ pub struct Workspace {
     /// The session database; the worker commits each step there.
     pub db: Option<PathBuf>,
     pub config_path: Option<PathBuf>,
+    /// What `fetch_url` trusts over HTTPS: the config's.
+    pub trust: crate::net::Trust,
 }
 
 /// What the turn starts from: its kind, the conversation, the goal, and

@@ -600,6 +600,7 @@ pub(super) fn run_calls(
         checkpoints,
         rules: &turn.rights.rules,
         config_path: turn.workspace.config_path.as_deref(),
+        trust: &turn.workspace.trust,
         live: &turn.io.live,
         goal_updates: RefCell::new(Vec::new()),
         jobs: &turn.workspace.jobs,

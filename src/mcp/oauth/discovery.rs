@@ -5,6 +5,7 @@
 //! only (plain http to this machine alone), no credentials in it, no
 //! redirects followed, every body read within a cap.
 
+use crate::net::Trust;
 use serde_json::Value;
 use std::io::Read;
 use std::time::Duration;
@@ -100,8 +101,9 @@ pub fn form(pairs: &[(&str, &str)]) -> String {
         .join("&")
 }
 
-fn agent(url: &str) -> ureq::Agent {
-    let config = crate::net::agent_config(url)
+/// An agent for `url` trusting what `trust` (the config's) adds.
+fn agent(url: &str, trust: &Trust) -> ureq::Agent {
+    let config = crate::net::agent_config(url, trust)
         .http_status_as_error(false)
         .max_redirects(0)
         .timeout_global(Some(TIMEOUT))
@@ -125,9 +127,9 @@ fn read(response: ureq::http::Response<ureq::Body>) -> (u16, Value) {
 }
 
 /// GETs JSON from a checked URL; `Ok(None)` for a 4xx (not there).
-fn get_json(url: &str, what: &str) -> Result<Option<Value>, String> {
+fn get_json(url: &str, what: &str, trust: &Trust) -> Result<Option<Value>, String> {
     check_endpoint(url, what)?;
-    let response = agent(url)
+    let response = agent(url, trust)
         .get(url)
         .header("Accept", "application/json")
         .call()
@@ -143,12 +145,13 @@ fn get_json(url: &str, what: &str) -> Result<Option<Value>, String> {
 /// POSTs `body` of `content_type` to a checked URL; the status and JSON.
 pub fn post(
     url: &str,
+    trust: &Trust,
     what: &str,
     content_type: &str,
     body: String,
 ) -> Result<(u16, Value), String> {
     check_endpoint(url, what)?;
-    let response = agent(url)
+    let response = agent(url, trust)
         .post(url)
         .header("Content-Type", content_type)
         .header("Accept", "application/json")
@@ -184,13 +187,13 @@ pub fn challenge_param(header: &str, name: &str) -> Option<String> {
 
 /// What a server's 401 tells: where its resource metadata is and the
 /// scope it wants, by a POST of `initialize` without a token.
-pub fn probe(server_url: &str) -> Result<(Option<String>, Option<String>), String> {
+pub fn probe(server_url: &str, trust: &Trust) -> Result<(Option<String>, Option<String>), String> {
     let body = serde_json::json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                    "clientInfo": {"name": "spindle", "version": env!("CARGO_PKG_VERSION")}}
     });
-    let response = agent(server_url)
+    let response = agent(server_url, trust)
         .post(server_url)
         .header("Content-Type", "application/json")
         .header("Accept", "application/json, text/event-stream")
@@ -240,15 +243,15 @@ fn well_known(url: &str, suffix: &str) -> Vec<String> {
 }
 
 /// Finds the endpoints for signing in to the MCP server at `server_url`.
-pub fn discover(server_url: &str) -> Result<Endpoints, String> {
-    let (named, challenge_scope) = probe(server_url)?;
+pub fn discover(server_url: &str, trust: &Trust) -> Result<Endpoints, String> {
+    let (named, challenge_scope) = probe(server_url, trust)?;
     let candidates = match named {
         Some(url) => vec![url],
         None => well_known(server_url, "oauth-protected-resource"),
     };
     let mut resource_meta = None;
     for url in &candidates {
-        if let Some(found) = get_json(url, "protected resource metadata")? {
+        if let Some(found) = get_json(url, "protected resource metadata", trust)? {
             resource_meta = Some(found);
             break;
         }
@@ -287,7 +290,7 @@ pub fn discover(server_url: &str) -> Result<Endpoints, String> {
         }
     }
     for url in &tried {
-        if let Some(found) = get_json(url, "authorization server metadata")? {
+        if let Some(found) = get_json(url, "authorization server metadata", trust)? {
             as_meta = Some(found);
             break;
         }

@@ -16,6 +16,7 @@ pub use discovery::check_endpoint;
 pub use store::Tokens;
 
 use crate::cancel::{lock, CancelToken};
+use crate::net::Trust;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -45,6 +46,7 @@ pub struct Pending {
     redirect_uri: String,
     endpoints: discovery::Endpoints,
     server_url: String,
+    trust: Trust,
 }
 
 /// `n` random bytes from the system, as base64url without padding.
@@ -75,14 +77,15 @@ fn header_safe(text: &str) -> bool {
 }
 
 /// Starts signing in to the MCP server at `server_url`: discovery, the
-/// client, the listener, the URL for the browser.
-pub fn begin(server_url: &str, client: &ClientChoice) -> Result<Pending, String> {
-    let endpoints = discovery::discover(server_url)?;
+/// client, the listener, the URL for the browser. HTTPS trusts what
+/// `trust` (the config's) adds.
+pub fn begin(server_url: &str, client: &ClientChoice, trust: &Trust) -> Result<Pending, String> {
+    let endpoints = discovery::discover(server_url, trust)?;
     let callback = loopback::Callback::bind(client.port)?;
     let redirect_uri = callback.redirect_uri();
     let client_id = match (&client.client_id, &endpoints.registration) {
         (Some(id), _) => id.clone(),
-        (None, Some(url)) => register(url, &redirect_uri)?,
+        (None, Some(url)) => register(url, &redirect_uri, trust)?,
         (None, None) => {
             return Err("the authorization server offers no client registration; give the server's \"oauth\": {\"client_id\": …} in the config".into())
         }
@@ -122,12 +125,13 @@ pub fn begin(server_url: &str, client: &ClientChoice) -> Result<Pending, String>
         redirect_uri,
         endpoints,
         server_url: server_url.to_string(),
+        trust: trust.clone(),
     })
 }
 
 /// Registers Spindle as a public client (no secret) that comes back to
 /// `redirect_uri`; returns its client id.
-fn register(url: &str, redirect_uri: &str) -> Result<String, String> {
+fn register(url: &str, redirect_uri: &str, trust: &Trust) -> Result<String, String> {
     let body = serde_json::json!({
         "client_name": "Spindle",
         "redirect_uris": [redirect_uri],
@@ -135,8 +139,13 @@ fn register(url: &str, redirect_uri: &str) -> Result<String, String> {
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",
     });
-    let (status, answer) =
-        discovery::post(url, "registration", "application/json", body.to_string())?;
+    let (status, answer) = discovery::post(
+        url,
+        trust,
+        "registration",
+        "application/json",
+        body.to_string(),
+    )?;
     if !(200..300).contains(&status) {
         return Err(format!(
             "the client registration at {url} was refused (HTTP {status})"
@@ -167,7 +176,7 @@ impl Pending {
             ("code_verifier", &self.verifier),
             ("resource", &self.endpoints.resource),
         ]);
-        let answer = token_request(&self.endpoints.token, body)?;
+        let answer = token_request(&self.endpoints.token, body, &self.trust)?;
         tokens_from(
             &answer,
             None,
@@ -184,9 +193,14 @@ impl Pending {
     }
 }
 
-fn token_request(url: &str, body: String) -> Result<Value, String> {
-    let (status, answer) =
-        discovery::post(url, "token", "application/x-www-form-urlencoded", body)?;
+fn token_request(url: &str, body: String, trust: &Trust) -> Result<Value, String> {
+    let (status, answer) = discovery::post(
+        url,
+        trust,
+        "token",
+        "application/x-www-form-urlencoded",
+        body,
+    )?;
     if (200..300).contains(&status) {
         return Ok(answer);
     }
@@ -237,7 +251,7 @@ fn tokens_from(
 }
 
 /// Trades the refresh token of `tokens` for new ones.
-pub fn refresh(tokens: &Tokens) -> Result<Tokens, String> {
+pub fn refresh(tokens: &Tokens, trust: &Trust) -> Result<Tokens, String> {
     let refresh = tokens
         .refresh_token
         .clone()
@@ -249,7 +263,7 @@ pub fn refresh(tokens: &Tokens) -> Result<Tokens, String> {
         ("client_id", &tokens.client_id),
         ("resource", &tokens.resource),
     ]);
-    let answer = token_request(&tokens.token_endpoint, body)?;
+    let answer = token_request(&tokens.token_endpoint, body, trust)?;
     tokens_from(&answer, Some(refresh), tokens.clone())
 }
 
@@ -265,12 +279,14 @@ pub struct Auth {
     url: String,
     file: PathBuf,
     tokens: Mutex<Option<Tokens>>,
+    /// What the refreshes over HTTPS trust (the config's).
+    trust: Trust,
 }
 
 impl Auth {
     /// The tokens of server `name` at `url` kept in `dir`; tokens issued
     /// for another URL are not used.
-    pub fn open(name: &str, url: &str, dir: &Path) -> Option<Auth> {
+    pub fn open(name: &str, url: &str, dir: &Path, trust: &Trust) -> Option<Auth> {
         let file = store::token_file(dir, name)?;
         let tokens = match store::load(&file) {
             Ok(tokens) => tokens.filter(|tokens| tokens.url == url),
@@ -284,6 +300,7 @@ impl Auth {
             url: url.to_string(),
             file,
             tokens: Mutex::new(tokens),
+            trust: trust.clone(),
         })
     }
 
@@ -325,7 +342,7 @@ impl Auth {
 
     fn renew(&self, held: &mut Option<Tokens>) {
         let Some(tokens) = held.as_ref() else { return };
-        match refresh(tokens) {
+        match refresh(tokens, &self.trust) {
             Ok(fresh) if fresh.url == self.url => {
                 if let Err(error) = store::save(&self.file, &fresh) {
                     log::warn!(
@@ -401,11 +418,12 @@ mod tests {
         let mut tokens = base();
         tokens.access_token = "held".into();
         store::save(&dir.join("srv.json"), &tokens).unwrap();
-        let here = Auth::open("srv", "https://s.example/mcp", &dir).unwrap();
+        let here = Auth::open("srv", "https://s.example/mcp", &dir, &Trust::default()).unwrap();
         assert_eq!(here.bearer().as_deref(), Some("held"));
-        let elsewhere = Auth::open("srv", "https://other.example/mcp", &dir).unwrap();
+        let elsewhere =
+            Auth::open("srv", "https://other.example/mcp", &dir, &Trust::default()).unwrap();
         assert_eq!(elsewhere.bearer(), None);
-        assert!(Auth::open("../up", "https://s.example/mcp", &dir).is_none());
+        assert!(Auth::open("../up", "https://s.example/mcp", &dir, &Trust::default()).is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -39,6 +39,7 @@ pub(crate) fn config(name: &str, env: &[(&str, &str)]) -> ServerConfig {
         message_cap: None,
         elicitation: Default::default(),
         tokens: None,
+        trust: Default::default(),
     }
 }
 

@@ -103,6 +103,7 @@ fn cancelling_an_http_call_tells_the_server() {
         message_cap: None,
         elicitation: Default::default(),
         tokens: None,
+        trust: Default::default(),
     };
     let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
     let cancel = CancelToken::new();
@@ -152,6 +153,7 @@ fn an_expired_session_ends_the_connection() {
         message_cap: None,
         elicitation: Default::default(),
         tokens: None,
+        trust: Default::default(),
     };
     let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
     assert!(client.is_alive());
@@ -218,6 +220,7 @@ fn http_falls_back_to_the_legacy_transport() {
         message_cap: None,
         elicitation: Default::default(),
         tokens: None,
+        trust: Default::default(),
     };
     let client = Client::connect(&config, INIT_TIMEOUT).unwrap();
     assert_eq!(client.protocol_version(), "2024-11-05");
@@ -240,6 +243,7 @@ fn http_failures_are_reported_without_secrets() {
         message_cap: None,
         elicitation: Default::default(),
         tokens: None,
+        trust: Default::default(),
     };
     let error = Client::connect(&config, INIT_TIMEOUT).err().unwrap();
     assert!(error.message.contains("HTTP 401"), "{error}");
@@ -257,6 +261,7 @@ fn http_failures_are_reported_without_secrets() {
         message_cap: None,
         elicitation: Default::default(),
         tokens: None,
+        trust: Default::default(),
     };
     let error = Client::connect(&config, INIT_TIMEOUT).err().unwrap();
     assert!(

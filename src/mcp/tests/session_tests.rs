@@ -22,6 +22,7 @@ fn bad_config(name: &str) -> ServerConfig {
         message_cap: None,
         elicitation: Default::default(),
         tokens: None,
+        trust: Default::default(),
     }
 }
 

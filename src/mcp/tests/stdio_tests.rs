@@ -177,6 +177,7 @@ fn a_bad_command_fails_to_start() {
         message_cap: None,
         elicitation: Default::default(),
         tokens: None,
+        trust: Default::default(),
     };
     let error = Client::connect(&config, INIT_TIMEOUT)
         .err()

@@ -242,8 +242,10 @@ impl EventStream {
     /// first event, so nothing the user already saw is ever repeated; each
     /// one is logged and told to the user through `sink.notice`. A cancel
     /// interrupts the wait at once.
+    #[allow(clippy::too_many_arguments)]
     pub fn open(
         url: &str,
+        trust: &crate::net::Trust,
         headers: &[(&str, String)],
         body: String,
         timeouts: Timeouts,
@@ -254,7 +256,8 @@ impl EventStream {
         let started = Instant::now();
         let mut attempt = 1;
         loop {
-            let stream = EventStream::post(url, headers, body.clone(), timeouts, cancel, whole)?;
+            let stream =
+                EventStream::post(url, trust, headers, body.clone(), timeouts, cancel, whole)?;
             let error = loop {
                 match stream.receive(cancel) {
                     Next::Cancelled => return Err(StreamError::Cancelled),
@@ -328,6 +331,7 @@ impl EventStream {
     /// Starts the POST on a helper thread and returns at once.
     pub fn post(
         url: &str,
+        trust: &crate::net::Trust,
         headers: &[(&str, String)],
         body: String,
         timeouts: Timeouts,
@@ -335,7 +339,7 @@ impl EventStream {
         whole: WholeAnswer,
     ) -> Result<EventStream, ProviderError> {
         map_large_buffers();
-        let config = agent_config(url)
+        let config = agent_config(url, trust)
             .http_status_as_error(false)
             .timeout_connect(Some(timeouts.connect))
             .build();
