@@ -71,10 +71,15 @@ where
     let (line_sender, lines) = crossbeam_channel::unbounded::<Queued>();
     // What turns stream waits in a bounded queue: a client that reads
     // slowly slows the turns down instead of growing the agent's memory.
-    let queue = crate::config::Config::load(options.config.as_deref())
-        .map(|(config, _)| {
-            crate::config::Limits::or(config.limits.output_queue_lines, STREAM_QUEUE)
-        })
+    // The config, loaded once for the whole start (the command line's
+    // start has loaded it already) and handed to the dispatcher.
+    let loaded = options
+        .loaded
+        .take()
+        .unwrap_or_else(|| crate::config::loaded::Loaded::load(options.config.as_deref()));
+    let queue = loaded
+        .config()
+        .map(|config| crate::config::Limits::or(config.limits.output_queue_lines, STREAM_QUEUE))
         .unwrap_or(STREAM_QUEUE);
     let (stream_sender, streamed) = crossbeam_channel::bounded::<Queued>(queue);
     let writer = stdio::spawn_writer(output, lines, streamed).map_err(|e| e.to_string())?;
@@ -84,7 +89,8 @@ where
         std::thread::Builder::new()
             .name("spindle-dispatcher".into())
             .spawn(move || {
-                Dispatcher::new(options, line_sender, stream_sender, event_sender).run(&events)
+                Dispatcher::new(options, loaded, line_sender, stream_sender, event_sender)
+                    .run(&events)
             })
             .map_err(|e| e.to_string())?
     };

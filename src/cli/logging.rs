@@ -173,7 +173,10 @@ pub fn init_logging(log_file: Option<std::path::PathBuf>, shows_retries: bool, o
 /// The log file the command line names (`spindle acp`, `exec`, `chat`),
 /// else the one the config names (`spindle acp` and `chat`: exec keeps
 /// its warnings on the terminal).
-pub fn log_file_of(command: &Result<Command, Usage>) -> Option<std::path::PathBuf> {
+pub fn log_file_of(
+    command: &Result<Command, Usage>,
+    loaded: Option<&crate::config::loaded::Loaded>,
+) -> Option<std::path::PathBuf> {
     let options = match command {
         Ok(Command::Acp(options)) => options,
         Ok(Command::Exec(options, args)) if args.chat => &**options,
@@ -182,6 +185,11 @@ pub fn log_file_of(command: &Result<Command, Usage>) -> Option<std::path::PathBu
     };
     if let Some(path) = &options.log_file {
         return Some(path.clone());
+    }
+    // The config the command loaded; only one that cannot be used is read
+    // again here, for its `log_file` alone (its problem is then logged).
+    if let Some(config) = loaded.and_then(crate::config::loaded::Loaded::config) {
+        return config.log_file.clone();
     }
     let path = options
         .config

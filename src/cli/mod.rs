@@ -36,6 +36,7 @@ mod setup_ask;
 mod stdout;
 mod trust;
 
+use crate::config::loaded::Loaded;
 use args::{parse_args, Command, Usage};
 pub use failure::Failure;
 use help::{command_help, completions, HELP};
@@ -44,12 +45,12 @@ use mcp_list::mcp_list;
 use sessions::run_sessions;
 use std::process::ExitCode;
 
-/// Takes the provider keys out of the environment (kept in memory) and
-/// makes the process non-dumpable, for every command but the sandbox
-/// launcher and the guard, which hand their environment on as it is.
-fn guard_credentials(command: &Result<Command, Usage>) {
+/// The config of the command, loaded once for the whole process (every
+/// command but the sandbox launcher and the guard, which read none): the
+/// credentials guard, the log and the agent's start all use this one.
+fn load_config(command: &Result<Command, Usage>) -> Option<Loaded> {
     let config = match command {
-        Ok(Command::Sandbox(_) | Command::Guard(_)) => return,
+        Ok(Command::Sandbox(_) | Command::Guard(_)) => return None,
         Ok(Command::Acp(options)) => options.config.clone(),
         Ok(Command::Exec(options, _)) => options.config.clone(),
         Ok(Command::Doctor(args)) => args.config.clone(),
@@ -58,9 +59,19 @@ fn guard_credentials(command: &Result<Command, Usage>) {
         Ok(Command::McpSignIn { config, .. }) => config.clone(),
         _ => None,
     };
-    let config = crate::config::Config::load(config.as_deref())
-        .map(|(config, _)| config)
-        .unwrap_or_default();
+    Some(Loaded::load(config.as_deref()))
+}
+
+/// Takes the provider keys out of the environment (kept in memory) and
+/// makes the process non-dumpable, for every command but the sandbox
+/// launcher and the guard (no `loaded`), which hand their environment on
+/// as it is.
+fn guard_credentials(loaded: Option<&Loaded>) {
+    let Some(loaded) = loaded else {
+        return;
+    };
+    let unusable = crate::config::Config::default();
+    let config = loaded.config().unwrap_or(&unusable);
     let names: Vec<String> = config
         .providers
         .values()
@@ -73,14 +84,15 @@ fn guard_credentials(command: &Result<Command, Usage>) {
 pub fn main() -> ExitCode {
     let command = parse_args();
     // While the process has one thread.
-    guard_credentials(&command);
+    let loaded = load_config(&command);
+    guard_credentials(loaded.as_ref());
     // Before anything large is allocated (a session loaded, a model list).
     crate::provider::http::map_large_buffers();
     // `exec` shows each retry itself: its stderr log leaves them out.
     let shows_retries = matches!(command, Ok(Command::Exec(..)));
     // The chat's screen is the conversation: no log line lands there.
     let chat = matches!(&command, Ok(Command::Exec(_, args)) if args.chat);
-    init_logging(log_file_of(&command), shows_retries, chat);
+    init_logging(log_file_of(&command, loaded.as_ref()), shows_retries, chat);
     let ended = match command {
         // First, while the process has a single thread: the launcher
         // confines this very process and then execs the command. It and
@@ -90,7 +102,7 @@ pub fn main() -> ExitCode {
         }
         Ok(Command::Guard(args)) => return crate::process::guard::main(args),
         Err(Usage(message)) => Err(Failure::Usage(message)),
-        Ok(command) => run(command),
+        Ok(command) => run(command, loaded),
     };
     match ended.and_then(|text| print_out(&text)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -116,8 +128,9 @@ fn print_out(text: &str) -> Result<(), Failure> {
         .map_err(|error| Failure::Failed(format!("cannot write to standard output: {error}")))
 }
 
-/// Runs one command: `Ok` with what stdout gets.
-fn run(command: Command) -> Result<String, Failure> {
+/// Runs one command: `Ok` with what stdout gets. `loaded` is its config,
+/// which the agent's start takes over instead of reading it again.
+fn run(command: Command, loaded: Option<Loaded>) -> Result<String, Failure> {
     match command {
         Command::Sandbox(_) | Command::Guard(_) => unreachable!("handled in main"),
         Command::Help(topic) => Ok(topic
@@ -173,6 +186,11 @@ fn run(command: Command) -> Result<String, Failure> {
         Command::Sessions(command) => run_sessions(command).map_err(Failure::Failed),
         Command::Exec(options, args) => {
             let mut options = *options;
+            // `exec` starts its agent once; the chat starts it again after
+            // `setup` wrote the config, so that one reads the file anew.
+            if !args.chat {
+                options.loaded = loaded;
+            }
             if let Some(path) = options.agent_path.clone() {
                 let spec = crate::agentfile::load(&path)
                     .map_err(|error| Failure::Failed(error.to_string()))?;
@@ -189,6 +207,7 @@ fn run(command: Command) -> Result<String, Failure> {
             .map(|()| String::new())
         }
         Command::Acp(mut options) => {
+            options.loaded = loaded;
             // An agent file: read and checked before any protocol output.
             if let Some(path) = options.agent_path.clone() {
                 let spec = crate::agentfile::load(&path)
@@ -223,7 +242,10 @@ fn run(command: Command) -> Result<String, Failure> {
 /// (`OpenAI/gpt-4.1`) is the one of that name.
 fn check_model_provider(options: &mut crate::agent::Options) -> Result<(), Failure> {
     if let Some(model) = &options.model {
-        if let Ok((config, _)) = crate::config::Config::load(options.config.as_deref()) {
+        let loaded = options
+            .loaded
+            .get_or_insert_with(|| Loaded::load(options.config.as_deref()));
+        if let Some(config) = loaded.config() {
             let providers: Vec<String> = config.providers.keys().cloned().collect();
             let model = same_provider_spelled(model, &providers);
             crate::config::check_model_provider(&model, &providers).map_err(Failure::Refused)?;

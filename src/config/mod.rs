@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 pub mod claude_permissions;
 mod limits;
+pub mod loaded;
 mod loops;
 pub mod project;
 pub use limits::Limits;

@@ -704,3 +704,43 @@ fn terminal_auth_is_offered_to_either_announcement_and_only_then() {
         assert_eq!(methods[0]["id"], "spindle-check");
     }
 }
+
+/// The agent's start uses the config its command loaded (handed down in
+/// `Options::loaded`) and reads the file again only when asked to
+/// (`authenticate`): the file it names is broken from the start, so any
+/// second read at start would refuse the session.
+#[test]
+fn the_start_uses_the_config_it_was_given_and_only_a_reload_reads_the_file() {
+    let dir = temp_dir("loaded-once");
+    let good = json!({
+        "providers": {"local": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "requires_key": false}},
+        "models": {"local/m": {}},
+        "defaults": {"model": "local/m"},
+    });
+    let good = write_file(&dir, "good.json", good.to_string());
+    let loaded = spindle::config::loaded::Loaded::load(Some(&good));
+    assert!(loaded.config().is_some());
+    let broken = write_file(&dir, "config.json", "{ not json");
+    let mut agent = in_process::with_options(|options| {
+        options.config = Some(broken.clone());
+        options.loaded = Some(loaded.clone());
+    });
+    agent.initialize();
+    let id = agent.request(
+        "session/new",
+        json!({"cwd": temp_dir("loaded-once-work").to_str().unwrap(), "mcpServers": []}),
+    );
+    let (response, _) = agent.response(&id, WAIT);
+    assert!(response["result"]["sessionId"].is_string(), "{response}");
+    let model = response["result"]["configOptions"]
+        .as_array()
+        .and_then(|options| options.iter().find(|option| option["id"] == "model"))
+        .map(|option| option["currentValue"].clone());
+    assert_eq!(model, Some(json!("local/m")), "{response}");
+    let id = agent.request("authenticate", json!({"methodId": "spindle-check"}));
+    let (response, _) = agent.response(&id, WAIT);
+    assert_eq!(
+        response["error"]["data"]["code"], "config_invalid",
+        "{response}"
+    );
+}

@@ -142,10 +142,20 @@ pub struct Registry {
 pub const DISCOVERED_CAP: usize = 200;
 
 impl Registry {
-    /// Builds the registry. Fails only on a config file that cannot be
-    /// read or parsed (the message names the file, line and reason).
+    /// Builds the registry from the config file, read now (`authenticate`,
+    /// a reload). Fails only on a config file that cannot be read or
+    /// parsed (the message names the file, line and reason).
     pub fn build(options: &Options) -> Result<Registry, String> {
-        let (config, config_path) = Config::load(options.config.as_deref())?;
+        Registry::build_from(options, Config::load(options.config.as_deref()))
+    }
+
+    /// Builds the registry from a config already loaded (`Config::load`'s
+    /// answer), as the agent's start does with the one it loaded.
+    pub fn build_from(
+        options: &Options,
+        loaded: Result<(Config, Option<PathBuf>), String>,
+    ) -> Result<Registry, String> {
+        let (config, config_path) = loaded?;
         let secrets = Arc::new(config.secrets());
         let mut registry = Registry {
             secrets,

@@ -46,6 +46,10 @@ pub struct Options {
     /// The command line's own choices, before an agent file's were taken
     /// (a reload takes the file's again).
     pub before_agent: Option<Box<Options>>,
+    /// The config as the command's start loaded it (`cli`), for the
+    /// agent's start to use instead of reading the file again; `None`:
+    /// `serve` loads it, once. A reload always reads the file.
+    pub loaded: Option<crate::config::loaded::Loaded>,
 }
 
 impl Options {

@@ -97,8 +97,11 @@ type Warm = (Result<Store, String>, Result<Arc<Registry>, String>);
 const LEASE_HEARTBEAT: Duration = Duration::from_secs(10);
 
 impl Dispatcher {
+    /// `loaded` is the config as the start loaded it: the registry is
+    /// first built from it, and from the file again only on a reload.
     pub fn new(
         options: Options,
+        loaded: crate::config::loaded::Loaded,
         writer: Sender<Queued>,
         stream_writer: Sender<Queued>,
         events: Sender<Event>,
@@ -122,14 +125,14 @@ impl Dispatcher {
             ending: Vec::new(),
             options,
         }
-        .warm_up()
+        .warm_up(loaded)
     }
 
     /// Opens the store and builds the registry on a helper thread: both
     /// touch files (and a local model server may be asked for its models),
     /// which should not delay `initialize` nor make the first `session/new`
     /// wait more than needed.
-    fn warm_up(mut self) -> Dispatcher {
+    fn warm_up(mut self, loaded: crate::config::loaded::Loaded) -> Dispatcher {
         let (sender, receiver) = crossbeam_channel::bounded(1);
         let db_path = self.db_path.clone();
         let options = self.options.clone();
@@ -139,7 +142,7 @@ impl Dispatcher {
             .name("spindle-warmup".into())
             .spawn(move || {
                 let store = Store::open(&db_path).map_err(|error| error.to_string());
-                let registry = Registry::build(&options).map(Arc::new);
+                let registry = Registry::build_from(&options, loaded.result()).map(Arc::new);
                 let _ = sender.send((store, registry));
             });
         if spawned.is_ok() {

@@ -1,0 +1,40 @@
+//! The config as one start of Spindle loaded it: read once where the
+//! command starts (`cli`) and handed down, so the agent's start does not
+//! read the file again; only an explicit reload does.
+
+use super::Config;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A config file loaded once (with the file it came from, `None` when no
+/// file exists and the environment decides), or why it cannot be used.
+/// Cheap to clone; its `Debug` shows no value of the config (header
+/// values of MCP servers may be secrets).
+#[derive(Clone)]
+pub struct Loaded(Arc<Result<(Config, Option<PathBuf>), String>>);
+
+impl Loaded {
+    /// Loads `explicit` or the default file, as [`Config::load`] does.
+    pub fn load(explicit: Option<&Path>) -> Loaded {
+        Loaded(Arc::new(Config::load(explicit)))
+    }
+
+    /// The config, when it could be loaded.
+    pub fn config(&self) -> Option<&Config> {
+        self.0.as_ref().as_ref().ok().map(|(config, _)| config)
+    }
+
+    /// What [`Config::load`] gave, as an owned value.
+    pub fn result(&self) -> Result<(Config, Option<PathBuf>), String> {
+        self.0.as_ref().clone()
+    }
+}
+
+impl std::fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.as_ref() {
+            Ok((_, path)) => write!(f, "Loaded({path:?})"),
+            Err(_) => write!(f, "Loaded(unusable)"),
+        }
+    }
+}
