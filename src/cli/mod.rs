@@ -7,8 +7,10 @@
 //! `sessions.rs`, `mcp_list.rs` (`mcp list`, `add`, `remove`),
 //! `mcp_login.rs` (`mcp login`, `logout`), `trust.rs` (`trust`, `untrust`)
 //! are the others; `logging.rs` is Spindle's own logger (stderr,
-//! `RUST_LOG`). `private_home.rs` gives the unit tests' process a private
-//! home (test builds, Linux).
+//! `RUST_LOG`). `stdout.rs` prints, a reader that went away being a quiet
+//! success; `ending.rs` is how exec and chat end on a signal (in order,
+//! then the signal passed on). `private_home.rs` gives the unit tests'
+//! process a private home (test builds, Linux).
 //!
 //! Each command ends in `Ok` (what to print) or a [`Failure`]
 //! (`failure.rs`); `main` here is the one place an exit code is chosen, by
