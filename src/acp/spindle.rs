@@ -1,8 +1,8 @@
 //! The params of Spindle's vendor methods (`_spindle/*` and the
-//! cross-agent `_session/steering`, EXTENSIONS.md): one type per method,
+//! cross-agent `_session/steering`, docs/extensions.md): one type per method,
 //! read from the request's params object field by field ([`FromParams`]).
 //! A field that is missing, of the wrong type or out of bounds is -32602
-//! naming it, with `data.code: "invalid_params"` (EXTENSIONS.md §0).
+//! naming it, with `data.code: "invalid_params"` (docs/extensions.md, "Conventions").
 //!
 //! Read by hand rather than by serde derive: the messages name the field
 //! in the contract's words, and the binary stays small.

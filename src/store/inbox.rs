@@ -9,7 +9,7 @@ use super::{Result, Store, StoreError, StoreErrorKind};
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-/// What an item asks for (EXTENSIONS.md §2).
+/// What an item asks for (docs/extensions.md, "The inbox").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Intent {
     /// Guidance for the running turn, applied at its next boundary.

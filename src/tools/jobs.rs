@@ -65,7 +65,7 @@ pub enum JobState {
     Exited,
     /// It was ended: by a kill, a cancel, or the end of the agent that ran it.
     Killed,
-    /// It could not go on: a state the contract (EXTENSIONS.md §5) names,
+    /// It could not go on: a state the contract (docs/extensions.md, "Background jobs") names,
     /// which Spindle does not set today.
     Failed,
 }

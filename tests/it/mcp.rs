@@ -631,7 +631,7 @@ fn stdio_tool_calls_show_text_images_structured_data_and_errors() {
     assert!(tool_result(&body, "c-fail").contains(FAIL_TEXT));
 }
 
-/// MCP.md §4: `isError` results go to the model marked as errors ("for
+/// the MCP specification, `tools/call`: `isError` results go to the model marked as errors ("for
 /// OpenAI formats, prefix the text with an error marker"), as the built-in
 /// tools' failures are ("Error: …").
 #[test]

@@ -69,7 +69,7 @@ pub struct StatusUsage<'a> {
     pub cost_quote: CostQuote<'a>,
 }
 
-/// `usage.costQuote` (EXTENSIONS.md §6): the totals priced by the
+/// `usage.costQuote` (docs/extensions.md, "`_spindle/session/status`"): the totals priced by the
 /// model's table; incomplete, never a silent 0, when a call had no price.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -1,4 +1,4 @@
-//! Goals (EXTENSIONS.md §3): an objective the agent works on across many
+//! Goals (docs/extensions.md, "Goals"): an objective the agent works on across many
 //! model calls, continuing by itself until it is complete, blocked, out
 //! of budget, paused or cancelled. This is the goal's state and rules;
 //! the turn worker runs the continuation loop, the dispatcher owns the

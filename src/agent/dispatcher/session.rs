@@ -166,7 +166,7 @@ pub struct WorkspaceDefaults {
     pub policy: Option<Policy>,
 }
 
-/// What started a turn (EXTENSIONS.md §1's `source`).
+/// What started a turn (`source` in docs/extensions.md, "Turn events").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TurnSource {
     /// `session/prompt`.

@@ -1,4 +1,4 @@
-//! Typed catalogs and invocation (EXTENSIONS.md §5): the session's
+//! Typed catalogs and invocation (docs/extensions.md, "Catalogs, invoke, reload"): the session's
 //! settings and models, its operations (every slash command with when it
 //! may run), invoking one, and reloading the runtime (config, commands,
 //! AGENTS.md) fail-atomically.

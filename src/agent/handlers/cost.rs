@@ -1,4 +1,4 @@
-//! The cost quote of a session's usage (EXTENSIONS.md §6): its totals
+//! The cost quote of a session's usage (docs/extensions.md, "`_spindle/session/status`"): its totals
 //! priced by the model's table, incomplete (never a silent 0) when a call
 //! had no price.
 

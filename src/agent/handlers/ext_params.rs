@@ -1,6 +1,6 @@
 //! The params of the vendor methods, decoded once by the router into each
 //! method's type (`acp::spindle`), and the errors the handlers answer
-//! with (`data.code` names the class, EXTENSIONS.md §0).
+//! with (`data.code` names the class, docs/extensions.md, "Conventions").
 
 use crate::acp::spindle::{FromParams, SessionCheck};
 use crate::agent::dispatcher::Dispatcher;

@@ -1,4 +1,4 @@
-//! Goals (EXTENSIONS.md §3): pausing and resuming a session's goal,
+//! Goals (docs/extensions.md, "Goals"): pausing and resuming a session's goal,
 //! committing it and telling the client when it changes, and bringing it
 //! back when a session is loaded.
 

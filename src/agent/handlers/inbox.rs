@@ -1,5 +1,5 @@
 //! Steering (Spindle's `_spindle/session/steer` and the cross-agent
-//! `_session/steering`) and the durable inbox (EXTENSIONS.md §1): its
+//! `_session/steering`) and the durable inbox (docs/extensions.md, "The inbox"): its
 //! items live in the store, each change committed before the answer; the
 //! dispatcher starts the next pending item when a session is idle, and the
 //! running turn only takes the steers handed to it.

@@ -1,4 +1,4 @@
-//! Background jobs (EXTENSIONS.md §4): their records, the events and the
+//! Background jobs (docs/extensions.md, "Background jobs"): their records, the events and the
 //! turn a job's end starts, the `_spindle/job*` methods, and an agent
 //! job's transcript (its log's updates, fitted to the client).
 

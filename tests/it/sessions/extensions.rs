@@ -1,6 +1,6 @@
-//! Spindle's vendor extensions through the real binary (EXTENSIONS.md §0,
-//! 1, 2, 6): discovery, turn events in order with the updates, status
-//! while a stream stalls, steering during a step and during a pending
+//! Spindle's vendor extensions through the real binary (docs/extensions.md:
+//! conventions, turn events, the inbox, status): discovery, turn events
+//! in order with the updates, status while a stream stalls, steering during a step and during a pending
 //! permission (the steer reaches the next request, the system prompt and
 //! tools byte for byte the same, replay shows it), late steers queued,
 //! the inbox with automatic dispatch, idempotency, pause on cancel,

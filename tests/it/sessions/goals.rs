@@ -1,4 +1,4 @@
-//! Goals (EXTENSIONS.md §3) through the real binary: a goal that takes
+//! Goals (docs/extensions.md, "Goals") through the real binary: a goal that takes
 //! continuations and completes, blocked with a question and answered, a
 //! budget that runs out, pause during a long step, resume and pause
 //! errors, steering a running goal, recovery after kill -9, the mode on

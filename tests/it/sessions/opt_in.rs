@@ -1,4 +1,4 @@
-//! Vendor notifications only on request (EXTENSIONS.md §0): a client that
+//! Vendor notifications only on request (docs/extensions.md, "Conventions"): a client that
 //! did not ask for `_spindle/event` in `initialize` sees pure ACP through
 //! everything that makes events — a turn with tool calls and usage, an
 //! inbox follow-up, a background job whose end starts a turn, a settings

@@ -5,7 +5,7 @@
 //!   `support::reexec`) then runs [`run_stdio_server`] before the test
 //!   harness starts, so the server is no test. It speaks newline-delimited
 //!   JSON-RPC on stdin/stdout until stdin closes, after a blank line and a
-//!   banner: neither is JSON, which a client must skip (MCP.md §1).
+//!   banner: neither is JSON, which a client must skip (the MCP specification, stdio transport).
 //! - **Streamable HTTP** ([`HttpMcp::streamable`]): one endpoint `/mcp`;
 //!   requires an `Authorization` header, issues an `Mcp-Session-Id` and
 //!   requires it back, answers some requests as JSON and others as an SSE
