@@ -62,7 +62,7 @@ pub struct Limits {
 /// as one message (`Display`). No caller branches on what kind of
 /// problem it is: each shows it and stops.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentFileError(String);
+pub(crate) struct AgentFileError(String);
 
 impl std::fmt::Display for AgentFileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -105,7 +105,7 @@ const FIELDS: [&str; 14] = [
 ];
 
 /// Reads the agent at `path`: a file, or a folder holding `agent.json`.
-pub fn load(path: &Path) -> Result<AgentSpec, AgentFileError> {
+pub(crate) fn load(path: &Path) -> Result<AgentSpec, AgentFileError> {
     let (file, dir) = if path.is_dir() {
         (path.join("agent.json"), Some(path.to_path_buf()))
     } else {

@@ -62,24 +62,24 @@ struct Seen {
 
 /// What the session's last scan saw, kept between turns.
 #[derive(Debug, Default)]
-pub struct ScanCache {
+pub(crate) struct ScanCache {
     files: HashMap<PathBuf, Seen>,
 }
 
 /// The workspace as one scan saw it, and whether it saw all of it.
-pub struct Scan {
+pub(crate) struct Scan {
     files: HashMap<PathBuf, Seen>,
     complete: bool,
 }
 
 /// A file tool's paths with their contents before it ran.
-pub struct Pending {
+pub(crate) struct Pending {
     before: Vec<(PathBuf, Option<String>)>,
 }
 
 /// A file's content as a checkpoint sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Contents {
+pub(crate) enum Contents {
     /// No such file.
     Absent,
     Data(Vec<u8>),
@@ -89,14 +89,14 @@ pub enum Contents {
 
 /// The key recorded for a file that existed but was not kept: an undo
 /// never deletes it, and says it cannot restore it.
-pub const UNKEPT: &str = "-";
+pub(crate) const UNKEPT: &str = "-";
 
 /// How the turn reads a file for a checkpoint: through the editor for the
 /// text it shows (unsaved changes count), else from disk.
-pub type Reader<'a> = &'a dyn Fn(&Path) -> Contents;
+pub(crate) type Reader<'a> = &'a dyn Fn(&Path) -> Contents;
 
 /// One turn's checkpoint in the making.
-pub struct Checkpoints {
+pub(crate) struct Checkpoints {
     store: Store,
     session: String,
     turn: i64,
@@ -119,7 +119,7 @@ fn stat(path: &Path) -> Option<(u64, i128)> {
 }
 
 /// Reads a regular file from disk (no symlinks followed), up to `cap`.
-pub fn read_disk(path: &Path, cap: u64) -> Contents {
+pub(crate) fn read_disk(path: &Path, cap: u64) -> Contents {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return Contents::Absent;
     };
@@ -137,7 +137,7 @@ pub fn read_disk(path: &Path, cap: u64) -> Contents {
 impl Checkpoints {
     /// The checkpoint of `turn`, in the database at `db`; `None` when
     /// checkpoints are off or the database cannot be opened.
-    pub fn open(
+    pub(crate) fn open(
         db: &Path,
         session: &str,
         turn: i64,
@@ -194,7 +194,7 @@ impl Checkpoints {
     }
 
     /// Before a file tool changes `paths`: their contents now.
-    pub fn before_files(&mut self, paths: &[PathBuf], read: Reader<'_>) -> Pending {
+    pub(crate) fn before_files(&mut self, paths: &[PathBuf], read: Reader<'_>) -> Pending {
         self.start();
         let before = paths
             .iter()
@@ -204,7 +204,7 @@ impl Checkpoints {
     }
 
     /// After the file tool ran: records each path's change.
-    pub fn after_files(&mut self, pending: Pending, read: Reader<'_>, via_editor: bool) {
+    pub(crate) fn after_files(&mut self, pending: Pending, read: Reader<'_>, via_editor: bool) {
         for (path, before) in pending.before {
             let after = self.keep(read(&path));
             self.record(&path, before.as_deref(), after.as_deref(), via_editor);
@@ -227,7 +227,11 @@ impl Checkpoints {
 
     /// Scans the workspace before a command that may change it, keeping
     /// the contents of files not seen unchanged before.
-    pub fn before_command(&mut self, root: &Path, cancelled: &dyn Fn() -> bool) -> Option<Scan> {
+    pub(crate) fn before_command(
+        &mut self,
+        root: &Path,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Option<Scan> {
         self.start();
         let cache = self.cache.clone();
         let mut cache = cache.lock().ok()?;
@@ -276,7 +280,12 @@ impl Checkpoints {
     }
 
     /// Scans again after the command and records what it changed.
-    pub fn after_command(&mut self, root: &Path, before: Scan, cancelled: &dyn Fn() -> bool) {
+    pub(crate) fn after_command(
+        &mut self,
+        root: &Path,
+        before: Scan,
+        cancelled: &dyn Fn() -> bool,
+    ) {
         let cache = self.cache.clone();
         let Ok(mut cache) = cache.lock() else { return };
         let mut now: HashMap<PathBuf, (u64, i128)> = HashMap::new();
@@ -367,7 +376,7 @@ impl Checkpoints {
 
     /// At the end of the turn: forgets files that ended as they began and
     /// prunes old checkpoints.
-    pub fn finish(mut self) {
+    pub(crate) fn finish(mut self) {
         if let Err(error) = self.store.drop_unchanged(&self.session, self.turn) {
             log::warn!("cannot tidy the checkpoint: {error}");
         }

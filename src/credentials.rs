@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
 /// Variables that hold model-provider credentials by convention.
-pub const STANDARD: &[&str] = &[
+pub(crate) const STANDARD: &[&str] = &[
     "OPENAI_API_KEY",
     "OPENAI_ORG_ID",
     "ANTHROPIC_API_KEY",
@@ -50,7 +50,7 @@ static WITHDRAWN: OnceLock<BTreeMap<String, String>> = OnceLock::new();
 /// values, and keeps the values for [`var`]. Call once, at start, while the
 /// process has a single thread (changing the environment is not safe with
 /// others running); later calls change nothing.
-pub fn withdraw(names: &[String], keep: &[String]) {
+pub(crate) fn withdraw(names: &[String], keep: &[String]) {
     if WITHDRAWN.get().is_some() {
         return;
     }
@@ -152,7 +152,7 @@ fn wipe_original(_names: &[String]) {}
 /// A credential variable's value: the one withdrawn at start, else the
 /// environment's (for variables not withdrawn, and in processes that never
 /// withdrew, such as tests).
-pub fn var(name: &str) -> Option<String> {
+pub(crate) fn var(name: &str) -> Option<String> {
     WITHDRAWN
         .get()
         .and_then(|kept| kept.get(name).cloned())
@@ -163,7 +163,7 @@ pub fn var(name: &str) -> Option<String> {
 /// neither attach to it nor read its `/proc/<pid>/` files (`environ`,
 /// `mem`, `fd`, `cmdline` stay readable only by itself and by holders of
 /// CAP_SYS_PTRACE). Children are not affected: `execve` resets the flag.
-pub fn guard_process() {
+pub(crate) fn guard_process() {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: PR_SET_DUMPABLE takes a plain integer and touches no

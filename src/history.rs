@@ -33,7 +33,7 @@ fn rows(
 
 /// A table of sessions, newest first: id, last update (local time),
 /// title, model, folder, and the agent that served it.
-pub fn list(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Result<String> {
+pub(crate) fn list(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Result<String> {
     let rows = rows(store, cwd, agent, false)?;
     if rows.is_empty() {
         return Ok("No sessions.\n".into());
@@ -88,7 +88,7 @@ fn one_line(text: &str) -> String {
 }
 
 /// The sessions as a JSON array, for scripts.
-pub fn list_json(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Result<String> {
+pub(crate) fn list_json(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Result<String> {
     let items: Vec<Value> = rows(store, cwd, agent, false)?
         .into_iter()
         .map(|row| {
@@ -113,7 +113,10 @@ pub fn list_json(store: &Store, cwd: Option<&str>, agent: Option<&str>) -> Resul
 /// The session an id or a unique prefix of one names, the id's `sess_`
 /// given or not (`3f9a` finds `sess_3f9a…`): `Err` with the candidates
 /// when the prefix is ambiguous, `Ok(None)` when nothing matches.
-pub fn resolve_id(store: &Store, given: &str) -> std::result::Result<Option<String>, String> {
+pub(crate) fn resolve_id(
+    store: &Store,
+    given: &str,
+) -> std::result::Result<Option<String>, String> {
     if store.session(given).map_err(|e| e.to_string())?.is_some() {
         return Ok(Some(given.to_string()));
     }
@@ -150,7 +153,7 @@ pub fn resolve_id(store: &Store, given: &str) -> std::result::Result<Option<Stri
 
 /// A session's transcript as NDJSON: one stored `SessionUpdate` a line,
 /// as `session/load` replays them.
-pub fn export(store: &Store, id: &str) -> Result<Option<String>> {
+pub(crate) fn export(store: &Store, id: &str) -> Result<Option<String>> {
     if store.session(id)?.is_none() {
         return Ok(None);
     }
@@ -168,7 +171,7 @@ pub fn export(store: &Store, id: &str) -> Result<Option<String>> {
 
 /// A stored UTC time (RFC 3339) as local time with its zone:
 /// "2026-12-01 14:03 CET".
-pub fn local_time(utc: &str) -> String {
+pub(crate) fn local_time(utc: &str) -> String {
     let fallback = || format!("{} UTC", utc.get(..16).unwrap_or(utc).replace('T', " "));
     let Some(seconds) = crate::clock::parse_rfc3339(utc).map(|ms| ms.div_euclid(1000)) else {
         return fallback();
@@ -186,7 +189,7 @@ pub fn local_time(utc: &str) -> String {
 
 /// The whole transcript of a session as text, or `None` when there is no
 /// such session.
-pub fn show(store: &Store, id: &str) -> Result<Option<String>> {
+pub(crate) fn show(store: &Store, id: &str) -> Result<Option<String>> {
     let Some(row) = store.session(id)? else {
         return Ok(None);
     };

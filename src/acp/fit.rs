@@ -15,7 +15,7 @@ const DESCRIPTION_CAP: usize = 4096;
 /// A one-off notice for the user: never part of the answer, the
 /// conversation or the replay.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Notice {
+pub(crate) struct Notice {
     pub severity: Severity,
     /// Short plain text that stands alone.
     pub title: String,
@@ -23,7 +23,7 @@ pub struct Notice {
 }
 
 impl Notice {
-    pub fn new(
+    pub(crate) fn new(
         severity: Severity,
         title: impl Into<String>,
         description: Option<String>,
@@ -42,17 +42,17 @@ impl Notice {
         }
     }
 
-    pub fn info(title: impl Into<String>, description: impl Into<String>) -> Notice {
+    pub(crate) fn info(title: impl Into<String>, description: impl Into<String>) -> Notice {
         Notice::new(Severity::Info, title, Some(description.into()))
     }
 
-    pub fn warning(title: impl Into<String>, description: impl Into<String>) -> Notice {
+    pub(crate) fn warning(title: impl Into<String>, description: impl Into<String>) -> Notice {
         Notice::new(Severity::Warning, title, Some(description.into()))
     }
 
     /// The text a client without notices reads: the title in italics, the
     /// description after it (below it when it has several lines).
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         // A title may end in its own full stop (a hook's failure does):
         // never two.
         let title = crate::util::sentence(&self.title);
@@ -69,7 +69,7 @@ impl Notice {
     /// (`session.notices`, or the older `_meta.spindle.notices`), else an
     /// agent message chunk of its own, whose `notice_` id keeps it apart
     /// from the answer.
-    pub fn update(&self, capabilities: &ClientCapabilities) -> SessionUpdate {
+    pub(crate) fn update(&self, capabilities: &ClientCapabilities) -> SessionUpdate {
         if capabilities.notices() {
             SessionUpdate::Notice {
                 severity: self.severity,
@@ -85,7 +85,7 @@ impl Notice {
     }
 
     /// The whole `session/update` line of this notice for this client.
-    pub fn line(&self, session_id: &str, capabilities: &ClientCapabilities) -> String {
+    pub(crate) fn line(&self, session_id: &str, capabilities: &ClientCapabilities) -> String {
         super::update_line(session_id, &self.update(capabilities).into_value())
     }
 }
@@ -104,7 +104,7 @@ fn capped(text: &str) -> String {
 /// Whether an update is a notice, in either form. Notices are never
 /// stored; a database written by an older Spindle holds its notices as
 /// chunks, which replay leaves out.
-pub fn is_notice(update: &Value) -> bool {
+pub(crate) fn is_notice(update: &Value) -> bool {
     update["sessionUpdate"] == "notice"
         || (update["sessionUpdate"] == "agent_message_chunk"
             && update["messageId"]
@@ -114,7 +114,7 @@ pub fn is_notice(update: &Value) -> bool {
 
 /// Fits an update, as kept for the store, to this client; `false` when
 /// the client must not get it at all.
-pub fn fit(update: &mut Value, capabilities: &ClientCapabilities) -> bool {
+pub(crate) fn fit(update: &mut Value, capabilities: &ClientCapabilities) -> bool {
     match update["sessionUpdate"].as_str().unwrap_or_default() {
         // Only for a client that advertised `session.compaction`.
         "compaction_update" | "compaction_summary_chunk" => capabilities.session.compaction,
@@ -151,7 +151,7 @@ fn plan_update(mut plan: Value) -> Value {
 /// called it) is stable and goes to every client; a removed file's diff
 /// `deleted` goes only to a client that opted in
 /// (`_meta.spindle.diffDeleted`).
-pub fn fit_tool_call(tool_call: &mut Value, capabilities: &ClientCapabilities) {
+pub(crate) fn fit_tool_call(tool_call: &mut Value, capabilities: &ClientCapabilities) {
     let Some(fields) = tool_call.as_object_mut() else {
         return;
     };
@@ -183,7 +183,7 @@ fn may_need_fitting(body: &str) -> bool {
 
 /// Renders a stored update as the `session/update` line that replays it
 /// to this client; `None` when this client does not get it.
-pub fn replay_line(
+pub(crate) fn replay_line(
     session_id: &str,
     body: &str,
     capabilities: &ClientCapabilities,
@@ -203,24 +203,24 @@ pub fn replay_line(
 
 /// The key under `_meta.spindle` that names a subagent's child session
 /// (`task-…`) in the stored form of its updates.
-pub const CHILD_MARK: &str = "subagentSession";
+pub(crate) const CHILD_MARK: &str = "subagentSession";
 const CHILD_MARK_TEXT: &str = r#""subagentSession""#;
 
 /// What ends a child session's id, after its parent's and a `/`.
 const CHILD_PREFIX: &str = "task-";
 
 /// The id of a subagent's child session: its parent's, then its key.
-pub fn child_session_id(parent: &str, key: &str) -> String {
+pub(crate) fn child_session_id(parent: &str, key: &str) -> String {
     format!("{parent}/{key}")
 }
 
 /// A fresh key for a subagent's child session.
-pub fn new_child_key() -> String {
+pub(crate) fn new_child_key() -> String {
     format!("{CHILD_PREFIX}{}", crate::util::random_hex())
 }
 
 /// The parent session and the key of a child session's id, if it is one.
-pub fn parent_of(session_id: &str) -> Option<(&str, &str)> {
+pub(crate) fn parent_of(session_id: &str) -> Option<(&str, &str)> {
     let (parent, key) = session_id.rsplit_once('/')?;
     let hex = key.strip_prefix(CHILD_PREFIX)?;
     (!parent.is_empty() && !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -234,7 +234,11 @@ pub fn parent_of(session_id: &str) -> Option<(&str, &str)> {
 /// announcement and state) on the parent, naming the child. Any other
 /// client gets them as before: on the parent, marked with its tool call
 /// (and `fit` leaves the `subagent_update`s out).
-pub fn route(update: &mut Value, session_id: &str, capabilities: &ClientCapabilities) -> String {
+pub(crate) fn route(
+    update: &mut Value,
+    session_id: &str,
+    capabilities: &ClientCapabilities,
+) -> String {
     let key = update
         .get_mut("_meta")
         .and_then(|meta| meta.get_mut("spindle"))
@@ -266,7 +270,7 @@ pub fn route(update: &mut Value, session_id: &str, capabilities: &ClientCapabili
 
 /// The whole `session/update` line of an update, as kept for the store,
 /// for this client; `None` when this client does not get it.
-pub fn line(
+pub(crate) fn line(
     session_id: &str,
     mut update: Value,
     capabilities: &ClientCapabilities,
@@ -451,8 +455,9 @@ mod tests {
             serde_json::from_str::<Value>(&line).unwrap()["params"]["update"].clone()
         };
         assert_eq!(replayed(&ClientCapabilities::default()).to_string(), stored);
-        let mut capabilities = ClientCapabilities::default();
-        capabilities.meta.spindle.tool_call_name = true;
+        // The old opt-in is an unknown field now, and changes nothing.
+        let capabilities: ClientCapabilities =
+            serde_json::from_value(json!({"_meta": {"spindle": {"toolCallName": true}}})).unwrap();
         assert_eq!(replayed(&capabilities).to_string(), stored);
         let mut request = json!({"toolCallId": "c1", "name": "write_file", "title": "Write"});
         fit_tool_call(&mut request, &ClientCapabilities::default());

@@ -14,54 +14,54 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub mod fit;
-pub mod spindle;
-pub mod update;
+pub(crate) mod fit;
+pub(crate) mod spindle;
+pub(crate) mod update;
 
-pub use update::{
+pub(crate) use update::{
     stored_chunk, text_block, CompactionStatus, ContentChunk, Cost, PlanEntry, PlanEntryPriority,
     PlanEntryStatus, SessionUpdate, Severity, ToolCall, ToolCallStatus, ToolCallUpdate, ToolKind,
 };
 
 /// The protocol version we speak, whatever the client asks for.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub(crate) const PROTOCOL_VERSION: u16 = 1;
 
 /// Method names, client to agent.
-pub mod method {
-    pub const INITIALIZE: &str = "initialize";
-    pub const AUTHENTICATE: &str = "authenticate";
-    pub const LOGOUT: &str = "logout";
-    pub const SESSION_NEW: &str = "session/new";
-    pub const SESSION_LOAD: &str = "session/load";
-    pub const SESSION_RESUME: &str = "session/resume";
-    pub const SESSION_LIST: &str = "session/list";
-    pub const SESSION_CLOSE: &str = "session/close";
+pub(crate) mod method {
+    pub(crate) const INITIALIZE: &str = "initialize";
+    pub(crate) const AUTHENTICATE: &str = "authenticate";
+    pub(crate) const LOGOUT: &str = "logout";
+    pub(crate) const SESSION_NEW: &str = "session/new";
+    pub(crate) const SESSION_LOAD: &str = "session/load";
+    pub(crate) const SESSION_RESUME: &str = "session/resume";
+    pub(crate) const SESSION_LIST: &str = "session/list";
+    pub(crate) const SESSION_CLOSE: &str = "session/close";
     /// Unstable: a copy of a session that goes its own way.
-    pub const SESSION_FORK: &str = "session/fork";
+    pub(crate) const SESSION_FORK: &str = "session/fork";
     /// Unstable, used by older clients: the `model` config option.
-    pub const SESSION_SET_MODEL: &str = "session/set_model";
-    pub const SESSION_DELETE: &str = "session/delete";
+    pub(crate) const SESSION_SET_MODEL: &str = "session/set_model";
+    pub(crate) const SESSION_DELETE: &str = "session/delete";
     /// Unstable: a title the client chose.
-    pub const SESSION_SET_TITLE: &str = "session/set_title";
+    pub(crate) const SESSION_SET_TITLE: &str = "session/set_title";
     /// Unstable: whether a session is in memory.
-    pub const SESSION_STATUS: &str = "session/status";
-    pub const SESSION_SET_MODE: &str = "session/set_mode";
-    pub const SESSION_SET_CONFIG_OPTION: &str = "session/set_config_option";
-    pub const SESSION_PROMPT: &str = "session/prompt";
-    pub const SESSION_CANCEL: &str = "session/cancel";
-    pub const CANCEL_REQUEST: &str = "$/cancel_request";
+    pub(crate) const SESSION_STATUS: &str = "session/status";
+    pub(crate) const SESSION_SET_MODE: &str = "session/set_mode";
+    pub(crate) const SESSION_SET_CONFIG_OPTION: &str = "session/set_config_option";
+    pub(crate) const SESSION_PROMPT: &str = "session/prompt";
+    pub(crate) const SESSION_CANCEL: &str = "session/cancel";
+    pub(crate) const CANCEL_REQUEST: &str = "$/cancel_request";
     /// Agent to client.
-    pub const SESSION_UPDATE: &str = "session/update";
-    pub const ELICITATION_CREATE: &str = "elicitation/create";
+    pub(crate) const SESSION_UPDATE: &str = "session/update";
+    pub(crate) const ELICITATION_CREATE: &str = "elicitation/create";
     /// Agent to client: a URL elicitation's flow is over.
-    pub const ELICITATION_COMPLETE: &str = "elicitation/complete";
+    pub(crate) const ELICITATION_COMPLETE: &str = "elicitation/complete";
 }
 
 // ----- initialize -----
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct InitializeRequest {
+pub(crate) struct InitializeRequest {
     pub protocol_version: u16,
     #[serde(default)]
     pub client_capabilities: ClientCapabilities,
@@ -74,7 +74,7 @@ pub struct InitializeRequest {
 /// the whole handshake.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ClientCapabilities {
+pub(crate) struct ClientCapabilities {
     #[serde(default, deserialize_with = "lenient")]
     pub fs: FileSystemCapabilities,
     #[serde(default, deserialize_with = "lenient")]
@@ -97,7 +97,7 @@ pub struct ClientCapabilities {
 
 /// The session parts of the client's capabilities that Spindle uses.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct ClientSessionCapabilities {
+pub(crate) struct ClientSessionCapabilities {
     /// The client takes `compaction_update` and
     /// `compaction_summary_chunk` (stable; there was never a vendor alias).
     #[serde(default, deserialize_with = "present")]
@@ -111,14 +111,14 @@ pub struct ClientSessionCapabilities {
 impl ClientCapabilities {
     /// Whether the client takes `notice` updates: `session.notices`, or
     /// the vendor opt-in that came before it.
-    pub fn notices(&self) -> bool {
+    pub(crate) fn notices(&self) -> bool {
         self.session.notices || self.meta.spindle.notices
     }
 }
 
 /// `clientCapabilities._meta`: Spindle's own key, and `terminal-auth`.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct ClientMeta {
+pub(crate) struct ClientMeta {
     #[serde(default, deserialize_with = "lenient")]
     pub spindle: SpindleOptIn,
     /// `"terminal-auth": true`, the convention from before
@@ -131,7 +131,7 @@ pub struct ClientMeta {
 impl ClientCapabilities {
     /// Whether the client can run a terminal auth method: `auth.terminal`,
     /// or the older `_meta["terminal-auth"]`.
-    pub fn terminal_auth(&self) -> bool {
+    pub(crate) fn terminal_auth(&self) -> bool {
         self.auth.terminal || self.meta.terminal_auth
     }
 }
@@ -141,7 +141,7 @@ impl ClientCapabilities {
 /// for, so a client that knows nothing of Spindle sees pure ACP.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SpindleOptIn {
+pub(crate) struct SpindleOptIn {
     /// `_spindle/event` notifications.
     #[serde(default, deserialize_with = "lenient")]
     pub events: bool,
@@ -149,10 +149,6 @@ pub struct SpindleOptIn {
     /// stable, kept as an alias of it.
     #[serde(default, deserialize_with = "lenient")]
     pub notices: bool,
-    /// The tool call `name`, from before it was stable: every client gets
-    /// it now, and this opt-in is read and has no effect.
-    #[serde(default, deserialize_with = "lenient")]
-    pub tool_call_name: bool,
     /// The unstable end-of-turn `usage` on the prompt response.
     #[serde(default, deserialize_with = "lenient")]
     pub prompt_usage: bool,
@@ -169,7 +165,7 @@ pub struct SpindleOptIn {
 /// Which `elicitation/create` modes the client takes: an object (even
 /// `{}`) advertises a mode; omitted or `null` does not.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct ElicitationCapabilities {
+pub(crate) struct ElicitationCapabilities {
     #[serde(default, deserialize_with = "present")]
     pub form: bool,
     #[serde(default, deserialize_with = "present")]
@@ -183,7 +179,7 @@ fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D:
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AuthCapabilities {
+pub(crate) struct AuthCapabilities {
     /// The client can run a terminal auth method (our `spindle setup`).
     #[serde(default, deserialize_with = "lenient")]
     pub terminal: bool,
@@ -191,7 +187,7 @@ pub struct AuthCapabilities {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct FileSystemCapabilities {
+pub(crate) struct FileSystemCapabilities {
     #[serde(default, deserialize_with = "lenient")]
     pub read_text_file: bool,
     #[serde(default, deserialize_with = "lenient")]
@@ -211,7 +207,7 @@ where
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Implementation {
+pub(crate) struct Implementation {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
@@ -220,7 +216,7 @@ pub struct Implementation {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct InitializeResponse {
+pub(crate) struct InitializeResponse {
     pub protocol_version: u16,
     pub agent_capabilities: Value,
     pub auth_methods: Vec<Value>,
@@ -231,22 +227,16 @@ pub struct InitializeResponse {
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct NewSessionRequest {
+pub(crate) struct NewSessionRequest {
     pub cwd: String,
     pub mcp_servers: Vec<Value>,
     #[serde(default, rename = "_meta")]
     pub meta: Option<Value>,
 }
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NewSessionResponse {
-    pub session_id: String,
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LoadSessionRequest {
+pub(crate) struct LoadSessionRequest {
     pub session_id: String,
     pub cwd: String,
     /// Required by session/load, optional for session/resume.
@@ -256,7 +246,7 @@ pub struct LoadSessionRequest {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ListSessionsRequest {
+pub(crate) struct ListSessionsRequest {
     #[serde(default)]
     pub cwd: Option<String>,
     #[serde(default)]
@@ -266,7 +256,7 @@ pub struct ListSessionsRequest {
 /// Params of session/set_title: both required, the title a string.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SetSessionTitleRequest {
+pub(crate) struct SetSessionTitleRequest {
     pub session_id: String,
     pub title: String,
 }
@@ -274,20 +264,20 @@ pub struct SetSessionTitleRequest {
 /// Params of session/close, session/delete and session/status.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SessionIdRequest {
+pub(crate) struct SessionIdRequest {
     pub session_id: String,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PromptRequest {
+pub(crate) struct PromptRequest {
     pub session_id: String,
     pub prompt: Vec<Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum StopReason {
+pub(crate) enum StopReason {
     EndTurn,
     MaxTokens,
     MaxTurnRequests,
@@ -297,19 +287,19 @@ pub enum StopReason {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PromptResponse {
+pub(crate) struct PromptResponse {
     pub stop_reason: StopReason,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CancelNotification {
+pub(crate) struct CancelNotification {
     pub session_id: String,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CancelRequestNotification {
+pub(crate) struct CancelRequestNotification {
     pub request_id: Value,
 }
 
@@ -331,13 +321,13 @@ fn notification<U: Serialize>(session_id: &str, update: &U) -> String {
 
 /// Renders one `session/update` line of an update's JSON
 /// (`SessionUpdate::into_value`).
-pub fn update_line(session_id: &str, update: &Value) -> String {
+pub(crate) fn update_line(session_id: &str, update: &Value) -> String {
     notification(session_id, update)
 }
 
 /// The `session/update` line of an agent message (or thought) chunk, the
 /// hot path: written without a JSON tree; `meta` marks a subagent's.
-pub fn chunk_line(
+pub(crate) fn chunk_line(
     session_id: &str,
     thought: bool,
     message_id: &str,
@@ -351,7 +341,7 @@ pub fn chunk_line(
 }
 
 /// Renders a stored update as the `session/update` line that replays it.
-pub fn replay_line(session_id: &str, body: &str) -> String {
+pub(crate) fn replay_line(session_id: &str, body: &str) -> String {
     format!(
         r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":{},"update":{body}}}}}"#,
         serde_json::Value::String(session_id.to_string())

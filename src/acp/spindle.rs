@@ -10,18 +10,18 @@
 use crate::rpc::RpcError;
 use serde_json::{json, Value};
 
-pub mod results;
-pub mod rewind;
+pub(crate) mod results;
+pub(crate) mod rewind;
 
 /// A bad field: -32602 `"{field}: {why}"`, `data.code: "invalid_params"`.
-pub fn bad(field: &str, why: &str) -> RpcError {
+pub(crate) fn bad(field: &str, why: &str) -> RpcError {
     RpcError::invalid_params(format!("{field}: {why}")).with_data(json!({"code": "invalid_params"}))
 }
 
 /// How a method names its session: checked (read, then found open) before
 /// any other field is read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SessionCheck {
+pub(crate) enum SessionCheck {
     /// The session methods' wording (`sessionId: is missing`, "open it
     /// with session/new, ...").
     Open,
@@ -32,7 +32,7 @@ pub enum SessionCheck {
 
 impl SessionCheck {
     /// The `sessionId` field, in this check's wording.
-    pub fn session_id(self, params: &Value) -> Result<&str, RpcError> {
+    pub(crate) fn session_id(self, params: &Value) -> Result<&str, RpcError> {
         match self {
             SessionCheck::Open => string(params, "sessionId"),
             SessionCheck::Catalog => params["sessionId"]
@@ -42,7 +42,7 @@ impl SessionCheck {
     }
 
     /// The answer for a session that is not open in this process.
-    pub fn not_open(self, id: &str) -> RpcError {
+    pub(crate) fn not_open(self, id: &str) -> RpcError {
         let message = match self {
             SessionCheck::Open => format!(
                 "session {id:?} is not open in this process; open it with session/new, session/load or session/resume"
@@ -55,7 +55,7 @@ impl SessionCheck {
 
 /// A vendor method's params, read from its params object (params that
 /// are not an object read as one without fields).
-pub trait FromParams<'a>: Sized {
+pub(crate) trait FromParams<'a>: Sized {
     /// The session check that comes first, before [`FromParams::read`].
     const SESSION: SessionCheck;
     /// The params of session `session_id` (checked already), every other
@@ -65,7 +65,8 @@ pub trait FromParams<'a>: Sized {
 
 /// Reads params as `T`, the session first (without checking that it is
 /// open): for tests, and callers that check the session themselves.
-pub fn read<'a, T: FromParams<'a>>(params: &'a Value) -> Result<T, RpcError> {
+#[cfg(test)]
+pub(crate) fn read<'a, T: FromParams<'a>>(params: &'a Value) -> Result<T, RpcError> {
     T::read(T::SESSION.session_id(params)?, params)
 }
 
@@ -74,7 +75,7 @@ pub fn read<'a, T: FromParams<'a>>(params: &'a Value) -> Result<T, RpcError> {
 // ---------------------------------------------------------------------
 
 /// A required string.
-pub fn string<'a>(params: &'a Value, field: &str) -> Result<&'a str, RpcError> {
+pub(crate) fn string<'a>(params: &'a Value, field: &str) -> Result<&'a str, RpcError> {
     match params.get(field) {
         Some(Value::String(text)) => Ok(text),
         Some(_) => Err(bad(field, "must be a string")),
@@ -83,7 +84,10 @@ pub fn string<'a>(params: &'a Value, field: &str) -> Result<&'a str, RpcError> {
 }
 
 /// A string that may be absent or `null`.
-pub fn optional_string<'a>(params: &'a Value, field: &str) -> Result<Option<&'a str>, RpcError> {
+pub(crate) fn optional_string<'a>(
+    params: &'a Value,
+    field: &str,
+) -> Result<Option<&'a str>, RpcError> {
     match params.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(text)),
@@ -92,21 +96,26 @@ pub fn optional_string<'a>(params: &'a Value, field: &str) -> Result<Option<&'a 
 }
 
 /// A whole number from 0 to `max`; `default` when absent or `null`.
-pub fn count(params: &Value, field: &'static str, default: u64, max: u64) -> Result<u64, RpcError> {
+pub(crate) fn count(
+    params: &Value,
+    field: &'static str,
+    default: u64,
+    max: u64,
+) -> Result<u64, RpcError> {
     Count::read(params, field).within(default, max)
 }
 
 /// A count whose bounds depend on what the request names (a job's kind):
 /// read now, checked by [`Count::within`] once they are known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Count {
+pub(crate) struct Count {
     field: &'static str,
     /// `Ok(None)`: absent or `null`; `Err`: not a whole number.
     value: Result<Option<u64>, ()>,
 }
 
 impl Count {
-    pub fn read(params: &Value, field: &'static str) -> Count {
+    pub(crate) fn read(params: &Value, field: &'static str) -> Count {
         let value = match params.get(field) {
             None | Some(Value::Null) => Ok(None),
             Some(value) => value.as_u64().map(Some).ok_or(()),
@@ -115,7 +124,7 @@ impl Count {
     }
 
     /// The number, from 0 to `max`; `default` when it was not given.
-    pub fn within(self, default: u64, max: u64) -> Result<u64, RpcError> {
+    pub(crate) fn within(self, default: u64, max: u64) -> Result<u64, RpcError> {
         match self.value {
             Ok(None) => Ok(default),
             Ok(Some(n)) if n <= max => Ok(n),
@@ -129,7 +138,7 @@ impl Count {
 
 /// The prompt of a request: `prompt` (content blocks) or, where allowed,
 /// `text`; it must hold some content.
-pub fn prompt(params: &Value, text_allowed: bool) -> Result<Vec<Value>, RpcError> {
+pub(crate) fn prompt(params: &Value, text_allowed: bool) -> Result<Vec<Value>, RpcError> {
     let blocks = match (params.get("prompt"), params.get("text")) {
         (Some(Value::Array(blocks)), _) => blocks.clone(),
         (Some(_), _) => return Err(bad("prompt", "must be an array of content blocks")),
@@ -177,7 +186,7 @@ fn idempotency_key(params: &Value) -> Result<Option<&str>, RpcError> {
 
 /// Params naming only an open session.
 #[derive(Debug, PartialEq)]
-pub struct SessionParams<'a> {
+pub(crate) struct SessionParams<'a> {
     pub session_id: &'a str,
 }
 
@@ -189,17 +198,17 @@ impl<'a> FromParams<'a> for SessionParams<'a> {
 }
 
 /// `_spindle/session/status`.
-pub type StatusParams<'a> = SessionParams<'a>;
+pub(crate) type StatusParams<'a> = SessionParams<'a>;
 /// `_spindle/session/inbox/list`.
-pub type InboxListParams<'a> = SessionParams<'a>;
+pub(crate) type InboxListParams<'a> = SessionParams<'a>;
 /// `_spindle/session/goal/pause`.
-pub type GoalPauseParams<'a> = SessionParams<'a>;
+pub(crate) type GoalPauseParams<'a> = SessionParams<'a>;
 /// `_spindle/session/goal/resume`.
-pub type GoalResumeParams<'a> = SessionParams<'a>;
+pub(crate) type GoalResumeParams<'a> = SessionParams<'a>;
 
 /// `_spindle/session/steer`.
 #[derive(Debug, PartialEq)]
-pub struct SteerParams<'a> {
+pub(crate) struct SteerParams<'a> {
     pub session_id: &'a str,
     pub prompt: Vec<Value>,
     pub idempotency_key: Option<&'a str>,
@@ -218,14 +227,14 @@ impl<'a> FromParams<'a> for SteerParams<'a> {
 
 /// What `_session/steering` does in an idle session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IdleBehavior {
+pub(crate) enum IdleBehavior {
     StartNewTurn,
     PromptRequired,
 }
 
 /// `_session/steering`: a steer, and what to do when no turn runs.
 #[derive(Debug, PartialEq)]
-pub struct SteeringParams<'a> {
+pub(crate) struct SteeringParams<'a> {
     pub idle: IdleBehavior,
     pub steer: SteerParams<'a>,
 }
@@ -269,7 +278,7 @@ impl Intent {
 
 /// `_spindle/session/inbox/enqueue`.
 #[derive(Debug, PartialEq)]
-pub struct EnqueueParams<'a> {
+pub(crate) struct EnqueueParams<'a> {
     pub session_id: &'a str,
     pub prompt: Vec<Value>,
     pub intent: Intent,
@@ -301,7 +310,7 @@ impl<'a> FromParams<'a> for EnqueueParams<'a> {
 
 /// Params naming one item of a session's inbox.
 #[derive(Debug, PartialEq)]
-pub struct ItemParams<'a> {
+pub(crate) struct ItemParams<'a> {
     pub session_id: &'a str,
     pub item_id: &'a str,
 }
@@ -316,18 +325,9 @@ impl<'a> FromParams<'a> for ItemParams<'a> {
     }
 }
 
-/// `_spindle/session/inbox/get`.
-pub type InboxGetParams<'a> = ItemParams<'a>;
-/// `_spindle/session/inbox/delete`.
-pub type InboxDeleteParams<'a> = ItemParams<'a>;
-/// `_spindle/session/inbox/retry`.
-pub type InboxRetryParams<'a> = ItemParams<'a>;
-/// `_spindle/session/inbox/refresh`.
-pub type InboxRefreshParams<'a> = ItemParams<'a>;
-
 /// `_spindle/session/inbox/update`: an item's new prompt.
 #[derive(Debug, PartialEq)]
-pub struct InboxUpdateParams<'a> {
+pub(crate) struct InboxUpdateParams<'a> {
     pub item: ItemParams<'a>,
     pub prompt: Vec<Value>,
 }
@@ -344,7 +344,7 @@ impl<'a> FromParams<'a> for InboxUpdateParams<'a> {
 
 /// `_spindle/session/inbox/move`: an item's new place among the pending.
 #[derive(Debug, PartialEq)]
-pub struct InboxMoveParams<'a> {
+pub(crate) struct InboxMoveParams<'a> {
     pub item: ItemParams<'a>,
     pub to_index: u64,
 }
@@ -365,7 +365,7 @@ impl<'a> FromParams<'a> for InboxMoveParams<'a> {
 
 /// `_spindle/session/inbox/setPaused`.
 #[derive(Debug, PartialEq)]
-pub struct InboxSetPausedParams<'a> {
+pub(crate) struct InboxSetPausedParams<'a> {
     pub session_id: &'a str,
     pub paused: bool,
 }
@@ -390,7 +390,7 @@ impl<'a> FromParams<'a> for InboxSetPausedParams<'a> {
 
 /// Params naming only an open session, for the catalog methods.
 #[derive(Debug, PartialEq)]
-pub struct CatalogParams<'a> {
+pub(crate) struct CatalogParams<'a> {
     pub session_id: &'a str,
 }
 
@@ -402,13 +402,13 @@ impl<'a> FromParams<'a> for CatalogParams<'a> {
 }
 
 /// `_spindle/settings`.
-pub type SettingsParams<'a> = CatalogParams<'a>;
+pub(crate) type SettingsParams<'a> = CatalogParams<'a>;
 /// `_spindle/models`.
-pub type ModelsParams<'a> = CatalogParams<'a>;
+pub(crate) type ModelsParams<'a> = CatalogParams<'a>;
 /// `_spindle/operations`.
-pub type OperationsParams<'a> = CatalogParams<'a>;
+pub(crate) type OperationsParams<'a> = CatalogParams<'a>;
 /// `_spindle/session/reload`.
-pub type ReloadParams<'a> = CatalogParams<'a>;
+pub(crate) type ReloadParams<'a> = CatalogParams<'a>;
 
 /// A catalog method's string field (missing and not a string read alike).
 fn catalog_string<'a>(params: &'a Value, field: &str) -> Result<&'a str, RpcError> {
@@ -419,7 +419,7 @@ fn catalog_string<'a>(params: &'a Value, field: &str) -> Result<&'a str, RpcErro
 
 /// `_spindle/setting/set`.
 #[derive(Debug, PartialEq)]
-pub struct SettingSetParams<'a> {
+pub(crate) struct SettingSetParams<'a> {
     pub session_id: &'a str,
     pub name: &'a str,
     pub value: &'a str,
@@ -439,7 +439,7 @@ impl<'a> FromParams<'a> for SettingSetParams<'a> {
 /// `_spindle/invoke`: an operation by name (a leading `/` dropped) and its
 /// input (`arguments.input`, or `arguments.text`; empty when absent).
 #[derive(Debug, PartialEq)]
-pub struct InvokeParams<'a> {
+pub(crate) struct InvokeParams<'a> {
     pub session_id: &'a str,
     pub operation: &'a str,
     pub input: &'a str,
@@ -474,7 +474,7 @@ const JOBS_PAGE_CAP: u64 = 500;
 
 /// `_spindle/jobs`: a page of the session's jobs.
 #[derive(Debug, PartialEq)]
-pub struct JobsParams<'a> {
+pub(crate) struct JobsParams<'a> {
     pub session_id: &'a str,
     /// Where the page starts (the cursor an earlier page gave).
     pub start: usize,
@@ -503,7 +503,7 @@ impl<'a> FromParams<'a> for JobsParams<'a> {
 
 /// Params naming one job of a session.
 #[derive(Debug, PartialEq)]
-pub struct JobParams<'a> {
+pub(crate) struct JobParams<'a> {
     pub session_id: &'a str,
     pub job_id: &'a str,
 }
@@ -518,18 +518,13 @@ impl<'a> FromParams<'a> for JobParams<'a> {
     }
 }
 
-/// `_spindle/job`.
-pub type JobGetParams<'a> = JobParams<'a>;
-/// `_spindle/job/cancel`.
-pub type JobCancelParams<'a> = JobParams<'a>;
-
 /// The most bytes `_spindle/job/send` writes to a job at once: below a
 /// pipe's capacity, so a job that reads gets it whole.
-pub const JOB_SEND_CAP: usize = 16 * 1024;
+pub(crate) const JOB_SEND_CAP: usize = 16 * 1024;
 
 /// `_spindle/job/send`: text for a job's input.
 #[derive(Debug, PartialEq)]
-pub struct JobSendParams<'a> {
+pub(crate) struct JobSendParams<'a> {
     pub job: JobParams<'a>,
     pub text: &'a str,
 }
@@ -552,7 +547,7 @@ const OFFSET_CAP: u64 = u64::MAX >> 1;
 /// `_spindle/job/transcript`. Which `output` applies and how many `limit`
 /// may be depend on the job's kind, so those are checked by the handler.
 #[derive(Debug, PartialEq)]
-pub struct JobTranscriptParams<'a> {
+pub(crate) struct JobTranscriptParams<'a> {
     pub job: JobParams<'a>,
     pub output: Option<&'a str>,
     pub offset: u64,
@@ -572,11 +567,11 @@ impl<'a> FromParams<'a> for JobTranscriptParams<'a> {
 }
 
 /// The most characters of one text window.
-pub const WINDOW_CAP: u64 = 262_144;
+pub(crate) const WINDOW_CAP: u64 = 262_144;
 
 /// What `_spindle/resource` reads, by its `uri`.
 #[derive(Debug, PartialEq)]
-pub enum Window<'a> {
+pub(crate) enum Window<'a> {
     /// `shell-log:JOB`: bytes of a job's log.
     Log {
         job_id: &'a str,
@@ -593,7 +588,7 @@ pub enum Window<'a> {
 
 /// `_spindle/resource`.
 #[derive(Debug, PartialEq)]
-pub struct ResourceParams<'a> {
+pub(crate) struct ResourceParams<'a> {
     pub session_id: &'a str,
     pub window: Window<'a>,
 }

@@ -261,7 +261,7 @@ fn string(text: &str) -> Value {
 }
 
 /// A text content block.
-pub fn text_block(text: &str) -> Value {
+pub(crate) fn text_block(text: &str) -> Value {
     let mut map = Map::new();
     put(&mut map, "type", string("text"));
     put(&mut map, "text", string(text));
@@ -453,7 +453,7 @@ fn chunk_fields(map: &mut Map<String, Value>, chunk: ContentChunk) {
 /// maps are sorted), so the stored text is the same whichever way it is
 /// written.
 #[derive(Serialize)]
-pub struct ChunkRef<'a> {
+pub(crate) struct ChunkRef<'a> {
     #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
     meta: Option<&'a Value>,
     content: TextRef<'a>,
@@ -472,7 +472,7 @@ struct TextRef<'a> {
 
 impl<'a> ChunkRef<'a> {
     /// An agent message (or thought) chunk; `meta` marks a subagent's.
-    pub fn new(
+    pub(crate) fn new(
         thought: bool,
         message_id: &'a str,
         text: &'a str,
@@ -493,7 +493,12 @@ impl<'a> ChunkRef<'a> {
 
 /// An agent message (or thought) chunk as the store keeps it: the text of
 /// its JSON tree, written without one.
-pub fn stored_chunk(thought: bool, message_id: &str, text: &str, meta: Option<&Value>) -> String {
+pub(crate) fn stored_chunk(
+    thought: bool,
+    message_id: &str,
+    text: &str,
+    meta: Option<&Value>,
+) -> String {
     serde_json::to_string(&ChunkRef::new(thought, message_id, text, meta)).unwrap_or_default()
 }
 

@@ -29,11 +29,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// How long the orderly end may take after a signal.
-pub const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+pub(super) const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Turns termination requests into `Event::Signal`; `stopped` is set when
 /// one came. Call before starting any other thread of the agent.
-pub fn install(events: Sender<Event>, stopped: Arc<AtomicBool>) -> io::Result<()> {
+pub(super) fn install(events: Sender<Event>, stopped: Arc<AtomicBool>) -> io::Result<()> {
     crate::process::on_termination(move |signal| {
         if stopped.swap(true, Ordering::SeqCst) {
             log::warn!("{signal} again: exiting now");

@@ -20,9 +20,9 @@ fn help_instead(error: Usage, topic: &str) -> Result<Command, Usage> {
 }
 
 /// A usage error: printed with a hint, exit code 2.
-pub struct Usage(pub String);
+pub(crate) struct Usage(pub String);
 
-pub enum Command {
+pub(crate) enum Command {
     Help(Option<String>),
     Version,
     Acp(Options),
@@ -63,7 +63,7 @@ pub enum Command {
 }
 
 /// `spindle sessions …`.
-pub struct SessionsCommand {
+pub(crate) struct SessionsCommand {
     pub action: SessionsAction,
     pub db: Option<std::path::PathBuf>,
     pub cwd: Option<String>,
@@ -73,7 +73,7 @@ pub struct SessionsCommand {
     pub json: bool,
 }
 
-pub enum SessionsAction {
+pub(crate) enum SessionsAction {
     List,
     /// Removes the empty sessions, and those past an age or a count.
     Prune {
@@ -86,7 +86,7 @@ pub enum SessionsAction {
     Export(String),
 }
 
-pub fn parse_args() -> Result<Command, Usage> {
+pub(crate) fn parse_args() -> Result<Command, Usage> {
     use std::io::IsTerminal;
     // Bare `spindle` typed at a terminal opens the conversation; anywhere
     // else (an editor set up without `acp`, a pipe) it stays a usage error.

@@ -42,7 +42,7 @@ enum Leave {
     Signal(&'static str),
 }
 
-pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
+pub(super) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     // Termination signals are the chat's to handle, not the agent's.
     options.signals = false;
     super::exec::resolve_session(&options, &mut args)?;

@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 
 /// What `doctor` was told.
 #[derive(Debug, Default, Clone)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     pub config: Option<PathBuf>,
     pub db: Option<PathBuf>,
 }
 
 /// The report, and whether anything is broken.
-pub struct Report {
+pub(crate) struct Report {
     pub text: String,
     pub broken: bool,
 }
@@ -57,7 +57,7 @@ impl Lines {
 }
 
 /// Runs every check.
-pub fn run(args: &DoctorArgs) -> Report {
+pub(crate) fn run(args: &DoctorArgs) -> Report {
     let mut lines = Lines {
         text: format!(
             "spindle {} ({} {}){}\n",

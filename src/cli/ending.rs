@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long the orderly end may take after the first request.
-pub const GRACE: Duration = Duration::from_secs(5);
+pub(super) const GRACE: Duration = Duration::from_secs(5);
 
 /// How often the main thread's blocking read is interrupted until the
 /// loop has noticed (a wake that comes just before the read is lost).
@@ -25,7 +25,7 @@ const WAKE_EVERY: Duration = Duration::from_millis(50);
 
 /// Ends the process now, the terminal as it was found: by the signal
 /// `name`, or with 0 for a leave the person asked for (`None`).
-pub fn force(signal: Option<&'static str>) -> ! {
+pub(super) fn force(signal: Option<&'static str>) -> ! {
     crate::os::restore_terminal();
     match signal {
         Some(name) => {
@@ -44,7 +44,7 @@ pub fn force(signal: Option<&'static str>) -> ! {
 /// `waker` is given) until `noticed` is set, and ends the process with
 /// [`force`] if it is still there after [`GRACE`]. Detached: the process
 /// ends before it does, normally.
-pub fn watch(
+pub(super) fn watch(
     signal: Option<&'static str>,
     waker: Option<Arc<crate::process::Waker>>,
     noticed: Arc<AtomicBool>,
@@ -67,12 +67,12 @@ pub fn watch(
 }
 
 /// Whether the request is an interrupt from the keyboard (Ctrl-C).
-pub fn is_interrupt(name: &str) -> bool {
+pub(super) fn is_interrupt(name: &str) -> bool {
     matches!(name, "SIGINT" | "Ctrl-C")
 }
 
 /// Asks the agent to cancel the running turn of `session`.
-pub fn cancel(to: &super::link::Sender, session: &str) {
+pub(super) fn cancel(to: &super::link::Sender, session: &str) {
     let cancel = serde_json::json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}});
     super::link::send(to, &cancel);
 }

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 /// Which earlier session `exec` goes on with.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Resume {
+pub(crate) enum Resume {
     /// The latest of this folder (`--continue`).
     Latest,
     /// `--session ID`.
@@ -31,7 +31,7 @@ pub enum Resume {
 
 /// What `exec` was asked besides the agent's options.
 #[derive(Debug, Clone, Default)]
-pub struct ExecArgs {
+pub(crate) struct ExecArgs {
     /// The prompt, or `-` for standard input.
     pub prompt: Option<String>,
     pub json: bool,
@@ -144,7 +144,7 @@ fn prompt_text(args: &ExecArgs) -> Result<String, Failure> {
 /// code 3) on any other stop reason or when a call needed approval that
 /// nobody could give, [`Failure::Cancelled`] (130) after Ctrl-C, another
 /// failure (1) on an error.
-pub fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
+pub(crate) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     // Termination signals are exec's to handle (below), not the
     // in-process agent's: one handler per process.
     options.signals = false;
@@ -615,7 +615,7 @@ fn outcome(stop: &str, printer: &Printer, policy: &str, interrupted: bool) -> Re
 
 /// What needed approval, and the flag or rule that would allow it
 /// under the policy in force.
-pub fn unasked_words(call: &Unasked, policy: &str) -> String {
+pub(crate) fn unasked_words(call: &Unasked, policy: &str) -> String {
     let what = &call.title;
     let allow_rule = |words: &str| {
         format!("spindle exec --continue \"/allow command {words} --project\" saves a rule for this folder")

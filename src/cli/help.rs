@@ -1,6 +1,6 @@
 //! The help text, each command's part of it, and shell completions.
 
-pub const HELP: &str = "\
+pub(super) const HELP: &str = "\
 spindle — a coding agent for editors, speaking the Agent Client Protocol
 
 USAGE:
@@ -167,7 +167,7 @@ Exit codes: 0 normal end, 1 runtime failure, 2 usage error.
 ";
 
 /// The commands `spindle help` knows.
-pub const COMMANDS: [&str; 12] = [
+pub(super) const COMMANDS: [&str; 12] = [
     "acp",
     "exec",
     "chat",
@@ -183,7 +183,7 @@ pub const COMMANDS: [&str; 12] = [
 ];
 
 /// The part of the help about one command.
-pub fn command_help(topic: &str) -> Option<String> {
+pub(super) fn command_help(topic: &str) -> Option<String> {
     let section = |start: &str, end: &str| -> String {
         let from = HELP.find(start).unwrap_or(0);
         let to = HELP[from..].find(end).map_or(HELP.len(), |i| from + i);
@@ -303,7 +303,7 @@ const SUBCOMMANDS: [(&str, &str); 4] = [
 
 /// A completion script for `shell`: the commands, each one's own
 /// commands and flags, and the values of the flags that take a few.
-pub fn completions(shell: &str) -> String {
+pub(super) fn completions(shell: &str) -> String {
     let subs = |topic: &str| {
         SUBCOMMANDS
             .iter()

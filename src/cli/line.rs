@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// A key, as the editor sees it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Key {
+pub(super) enum Key {
     Char(char),
     Enter,
     Backspace,
@@ -45,7 +45,7 @@ const SEQUENCE_CAP: usize = 32;
 /// Turns the terminal's bytes into keys; a sequence split across reads
 /// waits for its rest.
 #[derive(Default)]
-pub struct Keys {
+pub(super) struct Keys {
     pending: Vec<u8>,
     paste: Option<Vec<u8>>,
 }
@@ -53,7 +53,7 @@ pub struct Keys {
 const PASTE_END: &[u8] = b"\x1b[201~";
 
 impl Keys {
-    pub fn feed(&mut self, bytes: &[u8]) -> Vec<Key> {
+    pub(super) fn feed(&mut self, bytes: &[u8]) -> Vec<Key> {
         let mut keys = Vec::new();
         for &byte in bytes {
             if let Some(paste) = &mut self.paste {
@@ -181,7 +181,7 @@ fn pasted(bytes: &[u8]) -> String {
 
 /// How many columns a character takes: none for combining marks and
 /// zero-width ones, two for East Asian wide ones and most emoji.
-pub fn columns(c: char) -> usize {
+pub(super) fn columns(c: char) -> usize {
     match u32::from(c) {
         0x300..=0x36f | 0x200b..=0x200f | 0xfe00..=0xfe0f | 0x20d0..=0x20ff => 0,
         0x1100..=0x115f
@@ -210,7 +210,7 @@ fn drawn(c: char) -> char {
 
 /// What a key did.
 #[derive(Debug, PartialEq)]
-pub enum Step {
+pub(super) enum Step {
     Edited,
     Submit(String),
     Interrupt,
@@ -234,7 +234,7 @@ const HISTORY_FILE_CAP: u64 = 4 << 20;
 /// not kept (as shells do), so a secret can be typed without landing
 /// there.
 #[derive(Default)]
-pub struct History {
+pub(super) struct History {
     entries: Vec<String>,
     path: Option<PathBuf>,
 }
@@ -242,7 +242,7 @@ pub struct History {
 impl History {
     /// Reads the file (a missing or unreadable one is an empty history);
     /// a file grown past twice what is kept is written back shortened.
-    pub fn load(path: &Path) -> History {
+    pub(super) fn load(path: &Path) -> History {
         let mut history = History {
             entries: Vec::new(),
             path: Some(path.to_path_buf()),
@@ -279,7 +279,7 @@ impl History {
     }
 
     #[cfg(test)]
-    pub fn entries(&self) -> &[String] {
+    pub(super) fn entries(&self) -> &[String] {
         &self.entries
     }
 
@@ -296,7 +296,7 @@ impl History {
     }
 
     /// Adds a line (and appends it to the file).
-    pub fn add(&mut self, line: &str) {
+    pub(super) fn add(&mut self, line: &str) {
         if line.trim().is_empty()
             || line.starts_with(' ')
             || line.len() > ENTRY_CAP
@@ -320,7 +320,7 @@ impl History {
 
 /// The line being edited.
 #[derive(Default)]
-pub struct Editor {
+pub(super) struct Editor {
     line: Vec<char>,
     cursor: usize,
     pub history: History,
@@ -331,14 +331,14 @@ pub struct Editor {
 }
 
 impl Editor {
-    pub fn new(history: History) -> Editor {
+    pub(super) fn new(history: History) -> Editor {
         Editor {
             history,
             ..Editor::default()
         }
     }
 
-    pub fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         self.line.iter().collect()
     }
 
@@ -379,7 +379,7 @@ impl Editor {
 
     /// Applies one key; `commands` are the slash commands Tab completes
     /// (names without the slash).
-    pub fn key(&mut self, key: Key, commands: &[String]) -> Step {
+    pub(super) fn key(&mut self, key: Key, commands: &[String]) -> Step {
         match key {
             Key::Char(c) => self.insert(&c.to_string()),
             Key::Paste(text) => self.insert(&text),
@@ -491,7 +491,7 @@ impl Editor {
     /// The row as drawn: carriage return, the prompt, the part of the
     /// line that fits in `width` columns around the cursor (`…` where it
     /// is cut), the rest of the row cleared, the cursor put back.
-    pub fn render(&self, prompt: &str, width: usize) -> String {
+    pub(super) fn render(&self, prompt: &str, width: usize) -> String {
         let prompt_columns: usize = prompt.chars().map(columns).sum();
         // One column stays free so the cursor never sits past the edge.
         let room = width.saturating_sub(prompt_columns + 1).max(8);
@@ -554,7 +554,7 @@ impl Editor {
 
 /// What reading a line came to.
 #[derive(Debug, PartialEq)]
-pub enum Read {
+pub(super) enum Read {
     Line(String),
     /// Ctrl-C on an empty line.
     Interrupt,
@@ -565,7 +565,7 @@ pub enum Read {
 /// The editor on the terminal: standard input in raw mode while a line
 /// is read, drawn on standard error.
 #[derive(Default)]
-pub struct Terminal {
+pub(super) struct Terminal {
     pub editor: Editor,
     keys: Keys,
     /// Keys typed after Enter in the same read, for the next line.
@@ -573,7 +573,7 @@ pub struct Terminal {
 }
 
 impl Terminal {
-    pub fn new(history: History) -> Terminal {
+    pub(super) fn new(history: History) -> Terminal {
         Terminal {
             editor: Editor::new(history),
             ..Terminal::default()
@@ -582,7 +582,7 @@ impl Terminal {
 
     /// Reads a line at `prompt`; `None` when raw mode cannot be had (the
     /// caller reads plain lines instead).
-    pub fn read(&mut self, prompt: &str, commands: &[String]) -> Option<Read> {
+    pub(super) fn read(&mut self, prompt: &str, commands: &[String]) -> Option<Read> {
         let raw = crate::os::RawMode::new()?;
         let mut out = std::io::stderr();
         // Bracketed paste on while editing: a pasted newline is text.

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// What the person at the terminal sees and answers.
-pub trait Client {
+pub(super) trait Client {
     fn update(&mut self, update: &Value);
     /// The result of a `session/request_permission`.
     fn permission(&mut self, params: &Value) -> Value;
@@ -19,9 +19,9 @@ pub trait Client {
 
 /// The writing end, shared with a signal handler that cancels; `None`
 /// once the link closed it.
-pub type Sender = Arc<Mutex<Option<PipeWriter>>>;
+pub(super) type Sender = Arc<Mutex<Option<PipeWriter>>>;
 
-pub struct Link {
+pub(super) struct Link {
     to: Sender,
     lines: Lines<BufReader<PipeReader>>,
     next: u64,
@@ -29,7 +29,7 @@ pub struct Link {
 }
 
 /// Writes one message; false when the agent is gone.
-pub fn send(to: &Sender, message: &Value) -> bool {
+pub(super) fn send(to: &Sender, message: &Value) -> bool {
     let mut line = message.to_string();
     line.push('\n');
     match to.lock().as_deref_mut() {
@@ -39,7 +39,7 @@ pub fn send(to: &Sender, message: &Value) -> bool {
 }
 
 impl Link {
-    pub fn start(options: Options) -> Result<Link, Failure> {
+    pub(super) fn start(options: Options) -> Result<Link, Failure> {
         let pipe = || std::io::pipe().map_err(|error| Failure::Failed(error.to_string()));
         let (to_agent_reader, to_agent) = pipe()?;
         let (from_agent, from_agent_writer) = pipe()?;
@@ -55,14 +55,14 @@ impl Link {
         })
     }
 
-    pub fn sender(&self) -> Sender {
+    pub(super) fn sender(&self) -> Sender {
         self.to.clone()
     }
 
     /// Sends a request and waits for its answer, handing the agent's
     /// updates and questions to `client` meanwhile: `Ok(Ok(result))`,
     /// `Ok(Err(error))` for a JSON-RPC error, `Err` when the agent ended.
-    pub fn call(
+    pub(super) fn call(
         &mut self,
         method: &str,
         params: Value,
@@ -109,7 +109,7 @@ impl Link {
     }
 
     /// Ends the agent (its input closes) and waits for it.
-    pub fn close(self) -> Result<(), Failure> {
+    pub(super) fn close(self) -> Result<(), Failure> {
         if let Ok(mut to) = self.to.lock() {
             to.take();
         }

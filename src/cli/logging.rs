@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 /// The levels asked for: the default, and per target prefix.
 #[derive(Debug, PartialEq)]
-pub struct Filter {
+pub(super) struct Filter {
     default: LevelFilter,
     targets: Vec<(String, LevelFilter)>,
 }
@@ -18,7 +18,7 @@ pub struct Filter {
 impl Filter {
     /// Reads a `RUST_LOG` value; parts that name no level are skipped
     /// with a line on stderr, as a typo must not silence the log.
-    pub fn parse(spec: &str, default: LevelFilter) -> Filter {
+    pub(super) fn parse(spec: &str, default: LevelFilter) -> Filter {
         let mut filter = Filter {
             default,
             targets: Vec::new(),
@@ -41,13 +41,13 @@ impl Filter {
     }
 
     /// Sets the level of one target prefix (replacing an earlier one).
-    pub fn set(&mut self, name: &str, level: LevelFilter) {
+    pub(super) fn set(&mut self, name: &str, level: LevelFilter) {
         self.targets.retain(|(known, _)| known != name);
         self.targets.push((name.to_string(), level));
     }
 
     /// The level in force for a record's target.
-    pub fn level(&self, target: &str) -> LevelFilter {
+    pub(super) fn level(&self, target: &str) -> LevelFilter {
         self.targets
             .iter()
             .filter(|(name, _)| {
@@ -109,7 +109,11 @@ impl log::Log for Logger {
 /// asks for them. `off_screen` (`spindle chat`): no log line is ever
 /// written to the terminal, where it would land in the conversation;
 /// without a file, the log is dropped.
-pub fn init_logging(log_file: Option<std::path::PathBuf>, shows_retries: bool, off_screen: bool) {
+pub(super) fn init_logging(
+    log_file: Option<std::path::PathBuf>,
+    shows_retries: bool,
+    off_screen: bool,
+) {
     let asked = std::env::var("RUST_LOG").unwrap_or_default();
     let mut filter = Filter::parse(&asked, LevelFilter::Warn);
     // The HTTP and TLS libraries log only when RUST_LOG names them, and
@@ -173,7 +177,7 @@ pub fn init_logging(log_file: Option<std::path::PathBuf>, shows_retries: bool, o
 /// The log file the command line names (`spindle acp`, `exec`, `chat`),
 /// else the one the config names (`spindle acp` and `chat`: exec keeps
 /// its warnings on the terminal).
-pub fn log_file_of(
+pub(super) fn log_file_of(
     command: &Result<Command, Usage>,
     loaded: Option<&crate::config::loaded::Loaded>,
 ) -> Option<std::path::PathBuf> {

@@ -2,7 +2,7 @@
 
 /// `spindle mcp list`: the MCP servers of the config and of the project
 /// here, with where they come from and whether they are used.
-pub fn mcp_list(
+pub(super) fn mcp_list(
     config: Option<std::path::PathBuf>,
     cwd: Option<std::path::PathBuf>,
 ) -> Result<String, String> {
@@ -70,7 +70,7 @@ pub fn mcp_list(
 
 /// `spindle mcp add` (a server) and `spindle mcp remove` (`None`): the
 /// user's config's `mcp_servers`, everything else in it kept.
-pub fn mcp_edit(
+pub(super) fn mcp_edit(
     config: Option<std::path::PathBuf>,
     name: &str,
     server: Option<serde_json::Value>,
@@ -130,7 +130,7 @@ pub fn mcp_edit(
 /// `.mcp.json` of the project here (its repository's root), in Claude
 /// Code's form, checked as a server of the user's config is; said with
 /// whether the project is trusted, since only then does it run.
-pub fn mcp_edit_project(
+pub(super) fn mcp_edit_project(
     config: Option<std::path::PathBuf>,
     name: &str,
     server: Option<serde_json::Value>,

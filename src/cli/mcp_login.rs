@@ -4,7 +4,7 @@
 use std::io::Write;
 
 /// Signs in to server `name` (`login`) or removes its tokens.
-pub fn run(
+pub(crate) fn run(
     config: Option<std::path::PathBuf>,
     name: &str,
     url: Option<String>,
@@ -103,13 +103,13 @@ fn find(config: &crate::config::Config, name: &str) -> Option<serde_json::Value>
 
 /// Whether a sign-in is kept for server `name` (looked at after a start,
 /// which drops tokens that could not be refreshed).
-pub fn held(tokens: &std::path::Path, name: &str) -> bool {
+pub(crate) fn held(tokens: &std::path::Path, name: &str) -> bool {
     crate::mcp::oauth::store::token_file(tokens, name).is_some_and(|file| file.is_file())
 }
 
 /// The doctor's line (what, and the fix) for a server whose start failed
 /// with `reason`: whether tokens are kept when it needs sign-in.
-pub fn failure(tokens: &std::path::Path, name: &str, reason: &str) -> (String, String) {
+pub(crate) fn failure(tokens: &std::path::Path, name: &str, reason: &str) -> (String, String) {
     if !reason.contains("needs sign-in") {
         return (
             reason.to_string(),
@@ -128,7 +128,7 @@ pub fn failure(tokens: &std::path::Path, name: &str, reason: &str) -> (String, S
 }
 
 /// The doctor's line for a server that started with `count` tools.
-pub fn started(tokens: &std::path::Path, name: &str, count: usize) -> String {
+pub(crate) fn started(tokens: &std::path::Path, name: &str, count: usize) -> String {
     let signed = if held(tokens, name) {
         "; signed in"
     } else {

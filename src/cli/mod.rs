@@ -16,11 +16,11 @@
 //! (`failure.rs`); `main` here is the one place an exit code is chosen, by
 //! [`Failure::exit_code`].
 
-pub mod args;
+pub(crate) mod args;
 mod chat;
-pub mod doctor;
+pub(crate) mod doctor;
 mod ending;
-pub mod exec;
+pub(crate) mod exec;
 mod failure;
 mod help;
 mod line;

@@ -19,14 +19,14 @@ const SHOWN_LINES: usize = 12;
 
 /// A call that needed approval when nobody could be asked.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Unasked {
+pub(crate) struct Unasked {
     pub title: String,
     /// The ACP tool kind (`edit`, `execute`, `fetch`, …), or `question`.
     pub kind: String,
     pub command: Option<String>,
 }
 
-pub struct Printer {
+pub(super) struct Printer {
     pub json: bool,
     pub quiet: bool,
     /// Dim thoughts and tool lines: stderr is a terminal.
@@ -73,7 +73,7 @@ fn visible(text: &str) -> String {
 }
 
 impl Printer {
-    pub fn new(json: bool, quiet: bool) -> Printer {
+    pub(super) fn new(json: bool, quiet: bool) -> Printer {
         Printer {
             json,
             quiet,
@@ -95,7 +95,7 @@ impl Printer {
     }
 
     /// A line on stderr (dimmed on a terminal); nothing under `--quiet`.
-    pub fn note(&mut self, text: &str) {
+    pub(super) fn note(&mut self, text: &str) {
         if self.quiet || self.json {
             return;
         }
@@ -125,7 +125,7 @@ impl Printer {
         }
     }
 
-    pub fn finish(&mut self) {
+    pub(super) fn finish(&mut self) {
         self.end_thought();
         if self.answer_open && !self.json {
             out("\n");
@@ -185,7 +185,7 @@ impl Printer {
         }
     }
 
-    pub fn update(&mut self, update: &Value) {
+    pub(super) fn update(&mut self, update: &Value) {
         if update["sessionUpdate"] == "available_commands_update" {
             self.commands = update["availableCommands"]
                 .as_array()
@@ -283,7 +283,7 @@ impl Printer {
     }
 
     /// Asks on the terminal when there is one; else nobody is asked.
-    pub fn permission(&mut self, params: &Value) -> Value {
+    pub(super) fn permission(&mut self, params: &Value) -> Value {
         let call = &params["toolCall"];
         // What the model chose, shown as it is: one line, control
         // characters written out, and the whole command.
@@ -467,7 +467,7 @@ fn unfenced(mut lines: Vec<&str>) -> Vec<&str> {
 }
 
 /// How the chat names a mode.
-pub fn mode_words(mode: &str) -> String {
+pub(super) fn mode_words(mode: &str) -> String {
     match mode {
         "plan" => "plan (read-only: explore and plan, change nothing)".to_string(),
         "goal" => "goal (the next prompt is worked on until done)".to_string(),

@@ -3,7 +3,7 @@
 use super::args::{SessionsAction, SessionsCommand};
 
 /// Runs `spindle sessions …`; the error is a message for stderr.
-pub fn run_sessions(command: SessionsCommand) -> Result<String, String> {
+pub(super) fn run_sessions(command: SessionsCommand) -> Result<String, String> {
     let path = command.db.unwrap_or_else(crate::store::default_path);
     let store = crate::store::Store::open(&path).map_err(|e| e.to_string())?;
     // An id, or a unique prefix of one.

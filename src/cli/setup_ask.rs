@@ -17,13 +17,13 @@ pub fn parse_kind(text: &str) -> Option<ProviderKind> {
 
 /// The context window the agent assumes for a model nobody sized: its
 /// `DEFAULT_CONTEXT_WINDOW`, said here so setup and doctor can name it.
-pub const ASSUMED_WINDOW: u64 = 32_768;
+pub(super) const ASSUMED_WINDOW: u64 = 32_768;
 
 /// When the agent would assume [`ASSUMED_WINDOW`] for `id`
 /// (`provider/model`) — the config gives no window, the server listed
 /// none (`listed`) and the table of known models lacks it — the words
 /// that say so and name the setting, in the config at `path`.
-pub fn unknown_window(
+pub(super) fn unknown_window(
     config: &crate::config::Config,
     id: &str,
     listed: Option<u64>,
@@ -56,7 +56,7 @@ fn host_of(url: &str) -> Option<String> {
 }
 
 /// Whether the URL is on this machine (localhost, 127.x, ::1).
-pub fn is_loopback(url: &str) -> bool {
+pub(super) fn is_loopback(url: &str) -> bool {
     host_of(url).is_some_and(|host| {
         host == "localhost"
             || host.ends_with(".localhost")
@@ -69,7 +69,7 @@ pub fn is_loopback(url: &str) -> bool {
 /// on this machine; else the first telling label of its host
 /// (`api.deepseek.com` is `deepseek`, `llm.corp.example.com` is `corp`),
 /// else `gateway`.
-pub fn name_from_url(url: &str) -> String {
+pub(super) fn name_from_url(url: &str) -> String {
     if is_loopback(url) {
         return "local".into();
     }
@@ -97,7 +97,7 @@ pub fn name_from_url(url: &str) -> String {
 
 /// For a server that is not on this machine, asks its name, offering
 /// the one its host suggests (a company's gateway is not "local").
-pub fn ask_remote_name(
+pub(super) fn ask_remote_name(
     name: &mut Option<String>,
     base_url: &str,
     input: &mut dyn BufRead,
@@ -119,7 +119,7 @@ pub fn ask_remote_name(
 }
 
 /// Asks one question on the terminal; an empty answer takes the default.
-pub fn ask(
+pub(super) fn ask(
     input: &mut dyn BufRead,
     output: &mut dyn Write,
     question: &str,
@@ -150,7 +150,7 @@ pub fn ask(
 }
 
 /// Asks for the provider kind until the answer is one.
-pub fn ask_kind(
+pub(super) fn ask_kind(
     kind: &mut Option<ProviderKind>,
     base_url: &mut Option<String>,
     input: &mut dyn BufRead,
@@ -197,7 +197,7 @@ pub fn ask_kind(
 }
 
 /// Asks for the base URL until it is an http(s) one.
-pub fn ask_base_url(
+pub(super) fn ask_base_url(
     base_url: &mut Option<String>,
     kind: ProviderKind,
     input: &mut dyn BufRead,
@@ -216,7 +216,7 @@ pub fn ask_base_url(
 
 /// What to do after the test request failed, on a terminal.
 #[derive(Debug, PartialEq, Eq)]
-pub enum AfterFailure {
+pub(super) enum AfterFailure {
     /// Paste the API key again (kept in a private file).
     Key,
     /// Give another base URL.
@@ -228,7 +228,7 @@ pub enum AfterFailure {
 }
 
 /// Asks what to do after a failed test request until the answer is one.
-pub fn ask_after_failure(
+pub(super) fn ask_after_failure(
     input: &mut dyn BufRead,
     output: &mut dyn Write,
 ) -> Result<AfterFailure, String> {

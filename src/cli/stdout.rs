@@ -13,7 +13,7 @@ static CLOSED: AtomicBool = AtomicBool::new(false);
 
 /// Writes `text` and flushes it. `Ok` when the reader went away (now or
 /// before); any other failure is returned.
-pub fn print(text: &str) -> std::io::Result<()> {
+pub(super) fn print(text: &str) -> std::io::Result<()> {
     if CLOSED.load(Ordering::Relaxed) {
         return Ok(());
     }

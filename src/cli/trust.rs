@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// Trusts (or stops trusting) the project `path` (the current folder
 /// when none) lies in: its root, said when it is not the folder given.
-pub fn trust(
+pub(super) fn trust(
     trusted: bool,
     path: Option<PathBuf>,
     config: Option<PathBuf>,

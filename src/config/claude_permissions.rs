@@ -30,7 +30,7 @@ const FILES: [&str; 2] = ["settings.json", "settings.local.json"];
 
 /// A rule of Claude Code's that Spindle follows.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Read {
+pub(crate) struct Read {
     /// The file, in words: ".claude/settings.json".
     pub origin: String,
     /// The rule as written.
@@ -40,7 +40,7 @@ pub struct Read {
 
 /// A rule left out, and why.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LeftOut {
+pub(crate) struct LeftOut {
     pub origin: String,
     pub text: String,
     pub decision: Decision,
@@ -49,7 +49,7 @@ pub struct LeftOut {
 
 impl LeftOut {
     /// "`WebSearch` (allow, .claude/settings.json): why".
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "{} ({}, {}): {}",
             crate::util::visible(&self.text, false),
@@ -62,7 +62,7 @@ impl LeftOut {
 
 /// What a workspace's Claude Code settings say about permissions.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ClaudeRules {
+pub(crate) struct ClaudeRules {
     pub read: Vec<Read>,
     pub left_out: Vec<LeftOut>,
     /// Files that could not be read, or are not in the expected shape.
@@ -73,7 +73,7 @@ impl ClaudeRules {
     /// The rules of `.claude/settings.json` and `.claude/settings.local.json`
     /// in the project's root (where the hooks are read from, perhaps
     /// above `cwd`), for a workspace whose rules match from `cwd`.
-    pub fn load(cwd: &Path) -> ClaudeRules {
+    pub(crate) fn load(cwd: &Path) -> ClaudeRules {
         ClaudeRules::load_from(&super::project::root(cwd), cwd)
     }
 
@@ -81,7 +81,7 @@ impl ClaudeRules {
     /// whose rules match from `root`. Claude Code reads `/src/**` from the
     /// settings' folder: when that is not the root, such a rule is left
     /// out rather than matched from the wrong place.
-    pub fn load_from(folder: &Path, root: &Path) -> ClaudeRules {
+    pub(crate) fn load_from(folder: &Path, root: &Path) -> ClaudeRules {
         let mut found = ClaudeRules::default();
         let mut count = 0;
         let at_root =
@@ -116,14 +116,14 @@ impl ClaudeRules {
     }
 
     /// The Spindle rules, for the project's layer.
-    pub fn rules(&self) -> Vec<Rule> {
+    pub(crate) fn rules(&self) -> Vec<Rule> {
         self.read.iter().map(|read| read.rule.clone()).collect()
     }
 
     /// What is read and what is left out, in a few sentences for `/allow`
     /// (`trusted`: whether the project's allow rules count); `None` when
     /// the settings give no permission rules.
-    pub fn summary(&self, trusted: bool) -> Option<String> {
+    pub(crate) fn summary(&self, trusted: bool) -> Option<String> {
         if self.read.is_empty() && self.left_out.is_empty() && self.problems.is_empty() {
             return None;
         }
@@ -224,13 +224,14 @@ fn decision_name(decision: Decision) -> &'static str {
 
 /// Claude Code's rule `text` (from the `decision` list) as Spindle's, or
 /// why it is left out, for settings kept at the workspace's root.
-pub fn translate(text: &str, decision: Decision) -> Result<Rule, String> {
+#[cfg(test)]
+pub(crate) fn translate(text: &str, decision: Decision) -> Result<Rule, String> {
     translate_in(text, decision, true)
 }
 
 /// How a rule is named in the listings: [`crate::policy::rules::describe`],
 /// with the rule of every command (`*`) said in words.
-pub fn describe(rule: &Rule) -> String {
+pub(crate) fn describe(rule: &Rule) -> String {
     match (rule.tool, rule.command.as_deref()) {
         (ToolClass::RunCommand, Some("*")) => "every command".into(),
         _ => crate::policy::rules::describe(rule),

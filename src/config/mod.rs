@@ -23,11 +23,11 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub mod claude_permissions;
+pub(crate) mod claude_permissions;
 mod limits;
 pub mod loaded;
 mod loops;
-pub mod project;
+pub(crate) mod project;
 pub use limits::Limits;
 pub use loops::LoopSettings;
 

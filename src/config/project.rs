@@ -21,7 +21,7 @@ const ROOT_CLIMB: usize = 40;
 /// home kept in git (dotfiles) must never make the user's own `~/.claude`
 /// or `~/.mcp.json` a project's, nor a folder above the home. The home
 /// is compared by real path too, so a link to it is no way round.
-pub fn root(cwd: &Path) -> PathBuf {
+pub(crate) fn root(cwd: &Path) -> PathBuf {
     let home = crate::os::folders::home();
     root_below(cwd, home.as_deref())
 }
@@ -62,7 +62,7 @@ fn root_below(cwd: &Path, home: Option<&Path>) -> PathBuf {
 /// The MCP servers of a workspace's own `.spindle/config.json`
 /// (`mcp_servers`); used only when the project is trusted (they start
 /// commands of the repository's choosing).
-pub fn project_mcp_servers(cwd: &Path) -> Result<Vec<Value>, String> {
+pub(crate) fn project_mcp_servers(cwd: &Path) -> Result<Vec<Value>, String> {
     let root = root(cwd);
     let path = root.join(".spindle").join("config.json");
     let Some(bytes) = read_project_config(&root, &path)? else {
@@ -84,7 +84,7 @@ pub fn project_mcp_servers(cwd: &Path) -> Result<Vec<Value>, String> {
 /// [`root`]'s entry decides. An entry for a folder below the root (an
 /// older version trusted the working folder itself) does not count: it
 /// was given for that folder's settings, never for the root's.
-pub fn project_trusted(config: &Config, cwd: &Path) -> bool {
+pub(crate) fn project_trusted(config: &Config, cwd: &Path) -> bool {
     config
         .permissions
         .projects
@@ -94,14 +94,14 @@ pub fn project_trusted(config: &Config, cwd: &Path) -> bool {
 
 /// The name the user's config keeps a project's answers under (its
 /// trust, the rules answered for it): its [`root`]'s real path.
-pub fn key(cwd: &Path) -> String {
+pub(crate) fn key(cwd: &Path) -> String {
     let root = root(cwd);
     let root = crate::os::canonical(&root).unwrap_or(root);
     root.display().to_string()
 }
 
 /// Whether the user's config trusts exactly the folder `root`.
-pub fn trusted_at(config: &Config, root: &Path) -> bool {
+pub(crate) fn trusted_at(config: &Config, root: &Path) -> bool {
     config
         .permissions
         .projects
@@ -112,7 +112,7 @@ pub fn trusted_at(config: &Config, root: &Path) -> bool {
 /// A trust given by an older version to the working folder `cwd` itself
 /// when it is not its project's root: such a trust no longer counts,
 /// and `spindle doctor` says so. `None` when there is none.
-pub fn stale_trust(config: &Config, cwd: &Path) -> Option<PathBuf> {
+pub(crate) fn stale_trust(config: &Config, cwd: &Path) -> Option<PathBuf> {
     let cwd = crate::os::canonical(cwd).unwrap_or_else(|_| cwd.to_path_buf());
     let root = root(&cwd);
     (root != cwd && trusted_at(config, &cwd) && !trusted_at(config, &root)).then_some(cwd)
@@ -122,7 +122,7 @@ pub fn stale_trust(config: &Config, cwd: &Path) -> Option<PathBuf> {
 /// file at `path` (created when missing), keeping everything else. These
 /// answers live in the user's own file, never in the workspace, where
 /// anyone who can commit could have written them.
-pub fn add_project_rule(
+pub(crate) fn add_project_rule(
     path: &Path,
     project: &str,
     rule: crate::policy::rules::Rule,
@@ -144,7 +144,7 @@ pub fn add_project_rule(
 }
 
 /// The largest project configuration read.
-pub const PROJECT_CONFIG_CAP: u64 = 1024 * 1024;
+pub(crate) const PROJECT_CONFIG_CAP: u64 = 1024 * 1024;
 
 /// The bytes of a workspace's `.spindle/config.json`, read as every file a
 /// repository ships is ([`crate::tools::shipped`]): `None` when missing.
@@ -156,7 +156,7 @@ fn read_project_config(cwd: &Path, path: &Path) -> Result<Option<Vec<u8>>, Strin
 /// The permission rules of a workspace's own `.spindle/config.json`
 /// (`permissions.rules`; other keys are not read here). They can only
 /// tighten what the user allows, unless the user trusts the project.
-pub fn project_rules(cwd: &Path) -> Result<Vec<crate::policy::rules::Rule>, String> {
+pub(crate) fn project_rules(cwd: &Path) -> Result<Vec<crate::policy::rules::Rule>, String> {
     let root = root(cwd);
     let path = root.join(".spindle").join("config.json");
     let Some(bytes) = read_project_config(&root, &path)? else {
@@ -173,7 +173,7 @@ pub fn project_rules(cwd: &Path) -> Result<Vec<crate::policy::rules::Rule>, Stri
 
 /// Marks the project at `project` trusted (or not) in the user's config
 /// file at `path` (created when missing), keeping everything else.
-pub fn set_trusted(path: &Path, project: &str, trusted: bool) -> Result<(), String> {
+pub(crate) fn set_trusted(path: &Path, project: &str, trusted: bool) -> Result<(), String> {
     let mut config = match super::read_text(path)? {
         Some(text) => Config::parse(&text, path)?,
         None => Config::default(),
@@ -190,7 +190,7 @@ pub fn set_trusted(path: &Path, project: &str, trusted: bool) -> Result<(), Stri
 /// The `defaults` of a workspace's own `.spindle/config.json` (model,
 /// effort, preset, approval), as written; the caller decides whether
 /// the project is trusted enough to use them.
-pub fn project_defaults(cwd: &Path) -> Result<Option<Defaults>, String> {
+pub(crate) fn project_defaults(cwd: &Path) -> Result<Option<Defaults>, String> {
     let root = root(cwd);
     let path = root.join(".spindle").join("config.json");
     let Some(bytes) = read_project_config(&root, &path)? else {
@@ -211,7 +211,7 @@ pub fn project_defaults(cwd: &Path) -> Result<Option<Defaults>, String> {
 /// `mcpServers` (Claude Code's project file); on a name used twice the
 /// first wins. What could not be read is in the second list. Whether the
 /// project is trusted is the caller's question.
-pub fn project_servers(config: &Config, cwd: &Path) -> (Vec<(Value, PathBuf)>, Vec<String>) {
+pub(crate) fn project_servers(config: &Config, cwd: &Path) -> (Vec<(Value, PathBuf)>, Vec<String>) {
     let mut servers: Vec<(Value, PathBuf)> = Vec::new();
     let mut problems = Vec::new();
     let root = root(cwd);
@@ -257,7 +257,11 @@ pub fn project_servers(config: &Config, cwd: &Path) -> (Vec<(Value, PathBuf)>, V
 /// could lead out of the project), a folder or a FIFO there is refused,
 /// and the new file takes the old one's place by a rename, never
 /// written through whatever the name points at. Returns the file's path.
-pub fn edit_mcp_json(root: &Path, name: &str, server: Option<Value>) -> Result<PathBuf, String> {
+pub(crate) fn edit_mcp_json(
+    root: &Path,
+    name: &str,
+    server: Option<Value>,
+) -> Result<PathBuf, String> {
     let path = root.join(".mcp.json");
     let shown = crate::util::visible(&path.display().to_string(), false);
     let bytes = match std::fs::symlink_metadata(&path) {

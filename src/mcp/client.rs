@@ -38,7 +38,7 @@ const MAX_CURSOR: usize = 16 * 1024;
 const MAX_TOOLS: usize = 10_000;
 
 /// A connected, initialised MCP server.
-pub struct Client {
+pub(crate) struct Client {
     name: String,
     transport: Arc<dyn Transport>,
     router: Arc<Router>,
@@ -55,7 +55,8 @@ impl Client {
     /// Connects, performs the handshake and lists the tools. `timeout`
     /// bounds the handshake and each `tools/list` page (see
     /// [`super::INIT_TIMEOUT`]).
-    pub fn connect(config: &ServerConfig, timeout: Duration) -> Result<Client, McpError> {
+    #[cfg(test)]
+    pub(crate) fn connect(config: &ServerConfig, timeout: Duration) -> Result<Client, McpError> {
         Client::connect_with(config, timeout, &[])
     }
 
@@ -214,33 +215,36 @@ impl Client {
     }
 
     /// The server's name from the configuration.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// The protocol version agreed on in the handshake.
-    pub fn protocol_version(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn protocol_version(&self) -> &str {
         &self.protocol_version
     }
 
     /// The server's `instructions`, which may go into the system prompt.
-    pub fn instructions(&self) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn instructions(&self) -> Option<&str> {
         self.instructions.as_deref()
     }
 
     /// The server's process id, for a stdio server.
-    pub fn pid(&self) -> Option<u32> {
+    #[cfg(test)]
+    pub(crate) fn pid(&self) -> Option<u32> {
         self.transport.pid()
     }
 
     /// The tools from the last listing.
-    pub fn tools(&self) -> Vec<McpTool> {
+    pub(crate) fn tools(&self) -> Vec<McpTool> {
         lock(&self.tools).clone()
     }
 
     /// Lists the tools again (all pages), typically after `list_changed`.
     /// On failure the previous list is kept.
-    pub fn refresh_tools(&self) -> Result<(), McpError> {
+    pub(crate) fn refresh_tools(&self) -> Result<(), McpError> {
         if !self.has_tools {
             self.router.take_list_changed();
             return Ok(());
@@ -253,7 +257,7 @@ impl Client {
     }
 
     /// Whether the server said its tools changed since the last listing.
-    pub fn tools_changed(&self) -> bool {
+    pub(crate) fn tools_changed(&self) -> bool {
         self.router.list_changed()
     }
 
@@ -262,7 +266,8 @@ impl Client {
     /// answer: the server is gone, the call timed out, or `cancel` fired,
     /// in which case `notifications/cancelled` is sent and this returns at
     /// once.
-    pub fn call(
+    #[cfg(test)]
+    pub(crate) fn call(
         &self,
         tool_name: &str,
         arguments: Value,
@@ -276,7 +281,7 @@ impl Client {
     /// user through `elicitor` (refused without one). The wait for the
     /// user counts in `timeout` and ends at `cancel`, which answers the
     /// server `cancel`.
-    pub fn call_asking(
+    pub(crate) fn call_asking(
         &self,
         tool_name: &str,
         arguments: Value,
@@ -297,14 +302,14 @@ impl Client {
 
     /// Whether the connection works: for stdio, the process runs and its
     /// stdout is open.
-    pub fn is_alive(&self) -> bool {
+    pub(crate) fn is_alive(&self) -> bool {
         !self.shut.load(Ordering::SeqCst) && self.transport.is_alive()
     }
 
     /// Ends the connection: for stdio, closes stdin, waits briefly, then
     /// SIGTERM and SIGKILL to the process group; for HTTP, DELETEs the
     /// session. Waiting calls fail at once. Calling it again does nothing.
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         if !self.shut.swap(true, Ordering::SeqCst) {
             self.transport.close();
         }

@@ -18,7 +18,7 @@ use std::fmt;
 
 /// One MCP server to connect to.
 #[derive(Clone, PartialEq, Eq)]
-pub struct ServerConfig {
+pub(crate) struct ServerConfig {
     /// The name from the configuration; it prefixes the exposed tool names.
     pub name: String,
     pub transport: TransportConfig,
@@ -42,7 +42,7 @@ pub struct ServerConfig {
 
 /// How to reach a server.
 #[derive(Clone, PartialEq, Eq)]
-pub enum TransportConfig {
+pub(crate) enum TransportConfig {
     /// A child process speaking newline-delimited JSON-RPC on stdio.
     Stdio {
         command: String,
@@ -67,7 +67,8 @@ pub enum TransportConfig {
 impl ServerConfig {
     /// The values that must never appear in logs: environment values of a
     /// stdio server, header values of an HTTP one.
-    pub fn secrets(&self) -> Vec<String> {
+    #[cfg(test)]
+    pub(crate) fn secrets(&self) -> Vec<String> {
         let pairs = match &self.transport {
             TransportConfig::Stdio { env, .. } => env,
             TransportConfig::Http { headers, .. } | TransportConfig::Sse { headers, .. } => headers,
@@ -114,14 +115,14 @@ impl fmt::Debug for TransportConfig {
 /// What a name written in a config file or given to `spindle mcp add`
 /// must be, said to the user. Editors' names are not held to it (their
 /// tools' names are cleaned instead, see `exposed_name`).
-pub const NAME_RULE: &str = "an MCP server's name is 1 to 64 letters, digits, '-', '_' and '.', does not start with '-' and holds no '__' (its tools are named mcp__NAME__TOOL)";
+pub(crate) const NAME_RULE: &str = "an MCP server's name is 1 to 64 letters, digits, '-', '_' and '.', does not start with '-' and holds no '__' (its tools are named mcp__NAME__TOOL)";
 
 /// Whether `name` follows [`NAME_RULE`]: the tools a server gives are
 /// named `mcp__NAME__TOOL` in permission rules and hook matchers, where a
 /// `__` inside the name would let one server's rules match another's; a
 /// leading `-` reads as an option on the command line; anything beyond
 /// plain ASCII letters may hide or reorder what a terminal shows.
-pub fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name
             .bytes()
@@ -132,7 +133,7 @@ pub fn valid_name(name: &str) -> bool {
 
 /// A name as an error quotes it: its first 40 characters, written out
 /// (the name may hold anything).
-pub fn quoted_name(name: &str) -> String {
+pub(crate) fn quoted_name(name: &str) -> String {
     let mut short: String = name.chars().take(40).collect();
     if short.len() < name.len() {
         short.push('…');
@@ -144,7 +145,7 @@ pub fn quoted_name(name: &str) -> String {
 /// for every entry that could not be understood, its name (or `server #N`
 /// when it has none) and the reason. A repeated name is refused, because
 /// the name is what keeps the tools of two servers apart.
-pub fn parse_servers(values: &[Value]) -> (Vec<ServerConfig>, Vec<(String, String)>) {
+pub(crate) fn parse_servers(values: &[Value]) -> (Vec<ServerConfig>, Vec<(String, String)>) {
     let mut configs = Vec::new();
     let mut failures = Vec::new();
     let mut names = HashSet::new();

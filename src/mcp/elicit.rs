@@ -21,31 +21,31 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// The longest message, in bytes.
-pub const MESSAGE_CAP: usize = 8 * 1024;
+pub(crate) const MESSAGE_CAP: usize = 8 * 1024;
 /// The most bytes of a form's schema as the server sent it.
-pub const SCHEMA_CAP: usize = 64 * 1024;
+pub(crate) const SCHEMA_CAP: usize = 64 * 1024;
 /// The longest URL, in bytes.
-pub const URL_CAP: usize = 4096;
+pub(crate) const URL_CAP: usize = 4096;
 /// The most fields of one form.
-pub const MAX_FIELDS: usize = 32;
+pub(crate) const MAX_FIELDS: usize = 32;
 /// The most choices of one field.
-pub const MAX_OPTIONS: usize = 100;
+pub(crate) const MAX_OPTIONS: usize = 100;
 /// The longest title, description, field name or choice, in bytes.
-pub const TEXT_CAP: usize = 1024;
+pub(crate) const TEXT_CAP: usize = 1024;
 /// The longest elicitation id a server may give, in bytes.
-pub const ID_CAP: usize = 256;
+pub(crate) const ID_CAP: usize = 256;
 /// The most bytes of the user's answer to one form.
-pub const ANSWER_CAP: usize = 64 * 1024;
+pub(crate) const ANSWER_CAP: usize = 64 * 1024;
 /// URL elicitations remembered per server for their completion.
-pub const REMEMBERED: usize = 16;
+pub(crate) const REMEMBERED: usize = 16;
 
 /// Called with Spindle's id of a URL elicitation the server said is
 /// complete (the session owner tells the editor).
-pub type CompletionHook = Arc<dyn Fn(&str) + Send + Sync>;
+pub(crate) type CompletionHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Which elicitation modes the editor takes, and where completions go.
 #[derive(Clone, Default)]
-pub struct ElicitationSupport {
+pub(crate) struct ElicitationSupport {
     pub form: bool,
     pub url: bool,
     pub on_complete: Option<CompletionHook>,
@@ -53,7 +53,7 @@ pub struct ElicitationSupport {
 
 impl ElicitationSupport {
     /// Whether any mode is on.
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.form || self.url
     }
 
@@ -99,7 +99,7 @@ impl fmt::Debug for ElicitationSupport {
 
 /// What a server asks the user, checked and cleaned.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Elicitation {
+pub(crate) enum Elicitation {
     /// Fill in a form: `schema` is the restricted schema, rebuilt.
     Form { message: String, schema: Value },
     /// Open a URL. `id` is Spindle's own id for it (unique among the
@@ -114,7 +114,7 @@ pub enum Elicitation {
 
 /// The user's answer.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ElicitAnswer {
+pub(crate) enum ElicitAnswer {
     /// Accepted; for a form, the values given.
     Accept(Map<String, Value>),
     Decline,
@@ -124,7 +124,7 @@ pub enum ElicitAnswer {
 
 /// Asks the user on behalf of a server, during one tool call. `Err` is
 /// why the question could not be asked (the editor refused it).
-pub trait Elicitor {
+pub(crate) trait Elicitor {
     /// Waits for the answer, at most until `deadline` and never past one
     /// of `stops` (the turn's cancel, the server withdrawing the question):
     /// those give [`ElicitAnswer::Cancel`].
@@ -139,7 +139,7 @@ pub trait Elicitor {
 /// A request refused before it reaches the user: the JSON-RPC error for
 /// the server.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     pub code: i64,
     pub message: String,
 }
@@ -231,7 +231,7 @@ pub(crate) fn parse(params: &Value, support: &ElicitationSupport) -> Result<Pars
 /// printable ASCII (anything else percent-encoded), within [`URL_CAP`].
 /// Credentials are refused because `https://trusted@evil.example/` shows
 /// a host it does not go to.
-pub fn check_url(url: &str) -> Result<(), String> {
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
     if url.len() > URL_CAP {
         return Err(format!("the URL is longer than {URL_CAP} bytes"));
     }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 /// The MCP servers of one session; shared as `Arc` between the session
 /// owner and its turn workers.
-pub struct McpSession {
+pub(crate) struct McpSession {
     slots: Vec<Arc<Slot>>,
     shared: Arc<Shared>,
     /// Exposed name → (slot index, original tool name), as last listed.
@@ -114,7 +114,7 @@ impl McpSession {
     /// Starts every server on its own thread and waits until all are ready
     /// (or failed) or `wait` has passed; the others keep starting in the
     /// background.
-    pub fn start(configs: Vec<ServerConfig>, wait: Duration) -> Arc<McpSession> {
+    pub(crate) fn start(configs: Vec<ServerConfig>, wait: Duration) -> Arc<McpSession> {
         let session = Arc::new(McpSession {
             slots: configs
                 .into_iter()
@@ -182,7 +182,7 @@ impl McpSession {
     /// The URL of Streamable HTTP server `name` and the file its tokens
     /// go in, when it may be signed in to (Spindle keeps tokens for the
     /// session's servers).
-    pub fn sign_in_target(&self, name: &str) -> Option<(String, std::path::PathBuf)> {
+    pub(crate) fn sign_in_target(&self, name: &str) -> Option<(String, std::path::PathBuf)> {
         let slot = self.slots.iter().find(|slot| slot.config.name == name)?;
         match (&slot.config.transport, &slot.config.tokens) {
             (super::TransportConfig::Http { url, .. }, Some(dir)) => {
@@ -194,7 +194,7 @@ impl McpSession {
     }
 
     /// Fired when the session's servers are shut down.
-    pub fn stopped(&self) -> CancelToken {
+    pub(crate) fn stopped(&self) -> CancelToken {
         self.shared.stop.clone()
     }
 
@@ -202,7 +202,7 @@ impl McpSession {
     /// caller's thread; true when it is ready. A server not withdrawn is
     /// left as it is. A shutdown meanwhile abandons the handshake, and a
     /// client that arrives after it is shut down at once.
-    pub fn reconnect(&self, name: &str) -> bool {
+    pub(crate) fn reconnect(&self, name: &str) -> bool {
         let Some(slot) = self.slots.iter().find(|slot| slot.config.name == name) else {
             return false;
         };
@@ -231,25 +231,25 @@ impl McpSession {
     /// The tools of the servers that are ready, relisted first for any
     /// server that said its tools changed. Names are unique across the
     /// session and stay the same while the tool lists do.
-    pub fn tools(&self) -> Vec<McpTool> {
+    pub(crate) fn tools(&self) -> Vec<McpTool> {
         self.build_index(true)
     }
 
     /// The failures not reported yet: servers that could not start, and
     /// servers that crashed beyond recovery. Each is returned once.
-    pub fn take_failures(&self) -> Vec<(String, String)> {
+    pub(crate) fn take_failures(&self) -> Vec<(String, String)> {
         std::mem::take(&mut *lock(&self.shared.failures))
     }
 
     /// Starts a turn: each server may be restarted once again.
-    pub fn begin_turn(&self) {
+    pub(crate) fn begin_turn(&self) {
         for slot in &self.slots {
             slot.restarted.store(false, Ordering::SeqCst);
         }
     }
 
     /// Finds the tool the model knows as `exposed_name`.
-    pub fn find(&self, exposed_name: &str) -> Option<McpTool> {
+    pub(crate) fn find(&self, exposed_name: &str) -> Option<McpTool> {
         let (index, name) = self.lookup(exposed_name)?;
         let client = self.slots[index].client()?;
         let mut tool = client.tools().into_iter().find(|tool| tool.name == name)?;
@@ -259,7 +259,7 @@ impl McpSession {
 
     /// Each server's state for a status snapshot: name, state, how many
     /// tools it offers, and its last error.
-    pub fn status(&self) -> Vec<Value> {
+    pub(crate) fn status(&self) -> Vec<Value> {
         let errors = lock(&self.shared.errors).clone();
         self.slots
             .iter()
@@ -281,17 +281,19 @@ impl McpSession {
     }
 
     /// The names of all configured servers, in configuration order.
-    pub fn server_names(&self) -> Vec<String> {
+    #[cfg(test)]
+    pub(crate) fn server_names(&self) -> Vec<String> {
         self.slots
             .iter()
             .map(|slot| slot.config.name.clone())
             .collect()
     }
 
+    #[cfg(test)]
     /// Calls a tool (timeout [`CALL_TIMEOUT`]). A crashed server is
     /// restarted once per turn and the call retried once; see the module
     /// documentation.
-    pub fn call(
+    pub(crate) fn call(
         &self,
         exposed_name: &str,
         arguments: Value,
@@ -302,7 +304,7 @@ impl McpSession {
 
     /// `call`, with the server's questions during the call put to the
     /// user through `elicitor` (see [`Client::call_asking`]).
-    pub fn call_asking(
+    pub(crate) fn call_asking(
         &self,
         exposed_name: &str,
         arguments: Value,
@@ -342,7 +344,7 @@ impl McpSession {
     }
 
     /// Stops every server (in parallel) and abandons those still starting.
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         self.shared.stop.cancel();
         let clients: Vec<Arc<Client>> = self
             .slots

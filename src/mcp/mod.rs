@@ -34,7 +34,7 @@ mod config;
 pub(crate) mod elicit;
 mod http;
 mod manager;
-pub mod oauth;
+pub(crate) mod oauth;
 mod rpc;
 mod sse;
 mod stdio;
@@ -42,14 +42,15 @@ mod stdio;
 #[cfg(test)]
 mod tests;
 
-pub use client::Client;
-pub use config::{
-    parse_servers, quoted_name, valid_name, ServerConfig, TransportConfig, NAME_RULE,
-};
-pub use elicit::{
+#[cfg(test)]
+use client::Client;
+#[cfg(test)]
+use config::ServerConfig;
+pub(crate) use config::{parse_servers, quoted_name, valid_name, TransportConfig, NAME_RULE};
+pub(crate) use elicit::{
     check_url, CompletionHook, ElicitAnswer, Elicitation, ElicitationSupport, Elicitor,
 };
-pub use manager::McpSession;
+pub(crate) use manager::McpSession;
 
 use serde_json::Value;
 use std::collections::HashSet;
@@ -57,25 +58,26 @@ use std::fmt;
 use std::time::Duration;
 
 /// The protocol revision Spindle offers in `initialize`.
-pub const PROTOCOL_VERSION: &str = "2025-06-18";
+pub(crate) const PROTOCOL_VERSION: &str = "2025-06-18";
 
 /// The revisions Spindle accepts when a server answers with another one; a
 /// tools-only client handles all of them because newer fields are optional.
-pub const SUPPORTED_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+pub(crate) const SUPPORTED_VERSIONS: [&str; 4] =
+    ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// How long the handshake (and each `tools/list` page) may take; package
 /// runners such as `npx` can be slow to start a server.
-pub const INIT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const INIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long one `tools/call` may take before it is cancelled.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The longest exposed tool name: the portable limit of the model providers.
-pub const MAX_TOOL_NAME: usize = 64;
+pub(crate) const MAX_TOOL_NAME: usize = 64;
 
 /// A tool offered by an MCP server, as the model sees it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct McpTool {
+pub(crate) struct McpTool {
     /// The name of the server (from the configuration) that offers it.
     pub server: String,
     /// The tool's own name, which `tools/call` needs.
@@ -97,7 +99,7 @@ pub struct McpTool {
 
 /// What a `tools/call` returned.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CallResult {
+pub(crate) struct CallResult {
     /// The content blocks (`text`, `image`, `audio`, `resource`,
     /// `resource_link`), passed on as the server sent them.
     pub content: Vec<Value>,
@@ -110,7 +112,7 @@ pub struct CallResult {
 
 impl CallResult {
     /// A failed result carrying one text block.
-    pub fn error_text(text: impl Into<String>) -> CallResult {
+    pub(crate) fn error_text(text: impl Into<String>) -> CallResult {
         CallResult {
             content: vec![serde_json::json!({"type": "text", "text": text.into()})],
             structured: None,
@@ -122,7 +124,7 @@ impl CallResult {
     /// images: text blocks as they are, images and audio as placeholders,
     /// resources as their text or URI, and the structured content
     /// serialised when no text block came with it.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let mut parts: Vec<String> = Vec::new();
         let mut has_text = false;
         for block in &self.content {
@@ -176,7 +178,7 @@ impl CallResult {
 /// Why an MCP operation failed; the message is meant for the user or the
 /// model and never contains configured secrets.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct McpError {
+pub(crate) struct McpError {
     pub message: String,
     /// The HTTP status that caused the failure, when there was one; used to
     /// fall back from Streamable HTTP to the legacy transport.
@@ -184,7 +186,7 @@ pub struct McpError {
 }
 
 impl McpError {
-    pub fn new(message: impl Into<String>) -> McpError {
+    pub(crate) fn new(message: impl Into<String>) -> McpError {
         McpError {
             message: message.into(),
             status: None,

@@ -58,6 +58,7 @@ pub(crate) trait Transport: Send + Sync {
     fn close(&self);
 
     /// The server's process id, for stdio.
+    #[cfg(test)]
     fn pid(&self) -> Option<u32> {
         None
     }

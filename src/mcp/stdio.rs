@@ -38,6 +38,7 @@ const LOG_LINE_CAP: usize = 2000;
 /// A running stdio server.
 pub(crate) struct StdioTransport {
     name: String,
+    #[cfg_attr(not(test), expect(dead_code, reason = "tests read it"))]
     pid: u32,
     /// The server and every process it started.
     tree: Tree,
@@ -192,6 +193,7 @@ impl Transport for StdioTransport {
         stop_child(&mut child, &self.tree, exited);
     }
 
+    #[cfg(test)]
     fn pid(&self) -> Option<u32> {
         Some(self.pid)
     }

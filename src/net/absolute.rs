@@ -19,7 +19,7 @@ use ureq::unversioned::transport::{
 
 /// Builds the agent for `config` whose requests go through `proxy` in
 /// absolute form. `config` carries no proxy of ureq's own.
-pub fn agent(config: ureq::config::Config, proxy: &ureq::Proxy) -> ureq::Agent {
+pub(super) fn agent(config: ureq::config::Config, proxy: &ureq::Proxy) -> ureq::Agent {
     let authorization = proxy.username().map(|user| {
         let pair = format!("{user}:{}", proxy.password().unwrap_or_default());
         format!("Basic {}", crate::util::base64_encode(pair.as_bytes()))
@@ -100,7 +100,7 @@ impl<In: Transport> Connector<In> for AbsoluteForm {
 
 /// The connection to the proxy: its first output is the request's head,
 /// sent with the target in absolute form.
-pub struct Rewriting<T> {
+pub(super) struct Rewriting<T> {
     inner: T,
     /// `http://host[:port]` of the request's URL.
     target: String,

@@ -12,19 +12,19 @@
 //! plain `http` to a proxy in absolute form.
 
 mod absolute;
-pub mod proxy;
-pub mod tls;
+pub(crate) mod proxy;
+pub(crate) mod tls;
 
 /// The User-Agent of every request Spindle makes.
-pub const USER_AGENT: &str = concat!("spindle/", env!("CARGO_PKG_VERSION"));
+pub(crate) const USER_AGENT: &str = concat!("spindle/", env!("CARGO_PKG_VERSION"));
 
-pub use tls::Trust;
+pub(crate) use tls::Trust;
 
 /// The settings every `ureq` agent of Spindle starts from, for requests
 /// to `url` (which decides the proxy), trusting what `trust` (the
 /// caller's configuration) adds; callers add their timeouts and error
 /// handling, and make the agent with [`agent`].
-pub fn agent_config(
+pub(crate) fn agent_config(
     url: &str,
     trust: &Trust,
 ) -> ureq::config::ConfigBuilder<ureq::typestate::AgentScope> {
@@ -44,7 +44,7 @@ pub fn agent_config(
 
 /// The agent for requests to `url` with `config` (from [`agent_config`]
 /// for the same URL).
-pub fn agent(url: &str, config: ureq::config::Config) -> ureq::Agent {
+pub(crate) fn agent(url: &str, config: ureq::config::Config) -> ureq::Agent {
     match proxy::for_url(url) {
         Some(route) if route.absolute_form => absolute::agent(config, &route.proxy),
         _ => config.into(),
@@ -53,6 +53,6 @@ pub fn agent(url: &str, config: ureq::config::Config) -> ureq::Agent {
 
 /// What a request to `url` that got no answer says: the proxy when it is
 /// the proxy that failed, else `what` at `url`.
-pub fn unreachable(what: &str, url: &str, err: &ureq::Error) -> String {
+pub(crate) fn unreachable(what: &str, url: &str, err: &ureq::Error) -> String {
     proxy::failure(url, err).unwrap_or_else(|| format!("cannot reach {what} at {url}: {err}"))
 }

@@ -19,7 +19,7 @@
 use std::net::IpAddr;
 
 /// The proxy chosen for one URL.
-pub struct Route {
+pub(crate) struct Route {
     pub proxy: ureq::Proxy,
     /// The proxy's address for messages: scheme, host and port, never
     /// its credentials.
@@ -33,7 +33,7 @@ pub struct Route {
 
 /// The proxy for `url`, or `None` to go direct (no proxy set, a
 /// `NO_PROXY` match, or a URL that does not parse).
-pub fn for_url(url: &str) -> Option<Route> {
+pub(crate) fn for_url(url: &str) -> Option<Route> {
     let uri: ureq::http::Uri = url.trim().parse().ok()?;
     let https = uri.scheme_str()?.eq_ignore_ascii_case("https");
     let host = uri.host()?;
@@ -83,7 +83,7 @@ pub fn for_url(url: &str) -> Option<Route> {
 /// The message for a request to `url` that failed because its proxy could
 /// not be reached (or would not open the tunnel); `None` when no proxy
 /// was used or the failure is another one.
-pub fn failure(url: &str, err: &ureq::Error) -> Option<String> {
+pub(crate) fn failure(url: &str, err: &ureq::Error) -> Option<String> {
     use std::io::ErrorKind;
     use ureq::Error;
     let at_proxy = match err {
@@ -120,7 +120,7 @@ pub fn failure(url: &str, err: &ureq::Error) -> Option<String> {
 
 /// Whether the `NO_PROXY` list `list` sends `host` (as a URL gives it:
 /// IPv6 in brackets) on `port` direct.
-pub fn bypasses(list: &str, host: &str, port: u16) -> bool {
+pub(crate) fn bypasses(list: &str, host: &str, port: u16) -> bool {
     let host = host
         .trim_start_matches('[')
         .trim_end_matches(']')

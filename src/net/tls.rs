@@ -156,7 +156,7 @@ fn build(ca_file: Option<&Path>) -> TlsConfig {
 /// folder that the environment or the config names, its name and how
 /// many certificates it gives, or why it gives none (the files are read
 /// as the trust reads them: never a FIFO or a device, within a cap).
-pub fn check(trust: &Trust) -> Vec<(String, Result<String, String>)> {
+pub(crate) fn check(trust: &Trust) -> Vec<(String, Result<String, String>)> {
     let mut found = Vec::new();
     let count = |path: &Path| {
         crate::os::reading::read_named(path, FILE_CAP).and_then(|bytes| {

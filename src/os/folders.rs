@@ -14,17 +14,17 @@ use std::path::PathBuf;
 
 /// The user's home folder: `HOME`, else (Windows) `USERPROFILE`; `None`
 /// when neither is set.
-pub fn home() -> Option<PathBuf> {
+pub(crate) fn home() -> Option<PathBuf> {
     home_from(&|name| std::env::var_os(name))
 }
 
 /// The folder Spindle's config file lives in when `SPINDLE_HOME` is unset.
-pub fn config_dir() -> PathBuf {
+pub(crate) fn config_dir() -> PathBuf {
     config_from(&|name| std::env::var_os(name), cfg!(windows))
 }
 
 /// The folder Spindle's database lives in when `SPINDLE_HOME` is unset.
-pub fn data_dir() -> PathBuf {
+pub(crate) fn data_dir() -> PathBuf {
     data_from(&|name| std::env::var_os(name), cfg!(windows))
 }
 

@@ -30,10 +30,10 @@ pub use sys::{
     owned_by_me, restore_terminal, terminal_width, EchoOff, RawMode,
 };
 
-pub mod folders;
+pub(crate) mod folders;
 pub mod paths;
 pub use paths::canonical;
-pub mod reading;
+pub(crate) mod reading;
 mod shapes;
 pub use shapes::{LocalTime, Private};
 

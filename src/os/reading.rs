@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// Why a file could not be read.
 #[derive(Debug)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     Missing,
     Directory,
     /// A pipe, socket or device: reading it could block or never end.
@@ -24,7 +24,7 @@ pub enum ReadError {
 impl ReadError {
     /// Why `path` was not read, in words that follow its name: "is a
     /// FIFO, not a regular file", "is larger than 4 MiB".
-    pub fn reason(&self, path: &Path, cap: u64) -> String {
+    pub(crate) fn reason(&self, path: &Path, cap: u64) -> String {
         match self {
             ReadError::Missing => "does not exist".into(),
             ReadError::Directory => "is a folder, not a file".into(),
@@ -42,14 +42,14 @@ impl ReadError {
 
 /// What lies at `path` when it is neither a regular file nor a folder
 /// ("a FIFO", "a socket", "a character device"); `None` otherwise.
-pub fn special_kind(path: &Path) -> Option<&'static str> {
+pub(crate) fn special_kind(path: &Path) -> Option<&'static str> {
     let meta = std::fs::metadata(path).ok()?;
     (!meta.is_file() && !meta.is_dir()).then(|| super::sys::special_kind(&meta))
 }
 
 /// A size in the largest unit that shows it whole: "4 MiB", "64 KiB",
 /// "100 bytes".
-pub fn size_words(bytes: u64) -> String {
+pub(crate) fn size_words(bytes: u64) -> String {
     match bytes {
         b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
         b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
@@ -60,7 +60,7 @@ pub fn size_words(bytes: u64) -> String {
 /// Opens `path` for reading if it is a regular file. The open cannot block
 /// (a FIFO swapped in after a check would), and the type is checked on the
 /// opened file itself.
-pub fn open_regular(path: &Path) -> Result<(File, u64), ReadError> {
+pub(crate) fn open_regular(path: &Path) -> Result<(File, u64), ReadError> {
     let file = super::open_read(path, true).map_err(|err| match err.kind() {
         io::ErrorKind::NotFound => ReadError::Missing,
         io::ErrorKind::IsADirectory => ReadError::Directory,
@@ -81,7 +81,7 @@ pub fn open_regular(path: &Path) -> Result<(File, u64), ReadError> {
 }
 
 /// [`read_capped`] of a file that is not a link itself (`O_NOFOLLOW`).
-pub fn read_capped_here(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
+pub(crate) fn read_capped_here(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
     let file = super::open_read(path, false).map_err(|err| match err.kind() {
         io::ErrorKind::NotFound => ReadError::Missing,
         _ => ReadError::Io(err),
@@ -94,7 +94,7 @@ pub fn read_capped_here(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
 }
 
 /// The whole content of a regular file of at most `cap` bytes.
-pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
+pub(crate) fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
     let (file, size) = open_regular(path)?;
     read_within(file, size, cap)
 }
@@ -102,21 +102,21 @@ pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
 /// A file a setting or an environment variable names, read whole within
 /// `cap` bytes; the error names the file and says why ("… is a FIFO, not
 /// a regular file").
-pub fn read_named(path: &Path, cap: u64) -> Result<Vec<u8>, String> {
+pub(crate) fn read_named(path: &Path, cap: u64) -> Result<Vec<u8>, String> {
     read_capped(path, cap)
         .map_err(|error| format!("{} {}", path.display(), error.reason(path, cap)))
 }
 
 /// [`read_named`] of a text file: bytes that are not UTF-8 are an error
 /// too.
-pub fn read_named_text(path: &Path, cap: u64) -> Result<String, String> {
+pub(crate) fn read_named_text(path: &Path, cap: u64) -> Result<String, String> {
     String::from_utf8(read_named(path, cap)?)
         .map_err(|_| format!("{} is not UTF-8 text", path.display()))
 }
 
 /// The rest of an opened regular file of `size` bytes, at most `cap` of
 /// them.
-pub fn read_within(file: File, size: u64, cap: u64) -> Result<Vec<u8>, ReadError> {
+pub(crate) fn read_within(file: File, size: u64, cap: u64) -> Result<Vec<u8>, ReadError> {
     if size > cap {
         return Err(ReadError::TooLarge(size));
     }

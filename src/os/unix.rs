@@ -128,7 +128,7 @@ pub fn change_stamp(meta: &Metadata) -> (i64, u64) {
 
 /// The path an open file really has.
 #[cfg(target_os = "linux")]
-pub fn real_path(file: &File) -> Option<PathBuf> {
+pub(super) fn real_path(file: &File) -> Option<PathBuf> {
     use std::os::fd::AsRawFd;
     fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
 }

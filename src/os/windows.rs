@@ -208,7 +208,7 @@ pub fn change_stamp(meta: &Metadata) -> (i64, u64) {
 
 /// The path an open file really has (in the `\\?\` form that
 /// `fs::canonicalize` gives too; `os::real_path` makes it plain).
-pub fn real_path(file: &File) -> Option<PathBuf> {
+pub(super) fn real_path(file: &File) -> Option<PathBuf> {
     use std::os::windows::ffi::OsStringExt;
     let mut buffer = vec![0u16; 1024];
     loop {

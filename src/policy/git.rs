@@ -17,7 +17,7 @@ use super::programs::Table;
 use std::path::Path;
 
 /// Options of `git` itself (before the subcommand) that are harmless.
-pub const GLOBAL_OPTIONS: &[&str] = &["--no-pager", "-P", "--no-optional-locks"];
+pub(crate) const GLOBAL_OPTIONS: &[&str] = &["--no-pager", "-P", "--no-optional-locks"];
 
 /// The options of the diff machinery shared by diff, log and show. Absent
 /// on purpose: `--output` (writes a file), `--ext-diff` and `--textconv`
@@ -163,7 +163,7 @@ const LOG_OPTIONAL: &[&str] = &[
 ];
 
 /// One read-only subcommand and what it accepts.
-pub struct Subcommand {
+pub(crate) struct Subcommand {
     pub name: &'static str,
     pub table: Table,
     /// Extra option groups accepted besides the table (the diff and log
@@ -200,7 +200,7 @@ const fn table(
 
 /// The subcommands that only read the repository. Others (commit, checkout,
 /// config, fetch, stash, …) change something or reach the network.
-pub const SUBCOMMANDS: &[Subcommand] = &[
+pub(crate) const SUBCOMMANDS: &[Subcommand] = &[
     Subcommand {
         name: "status",
         table: table(
@@ -490,13 +490,13 @@ pub const SUBCOMMANDS: &[Subcommand] = &[
     },
 ];
 
-pub fn subcommand(name: &str) -> Option<&'static Subcommand> {
+pub(crate) fn subcommand(name: &str) -> Option<&'static Subcommand> {
     SUBCOMMANDS.iter().find(|s| s.name == name)
 }
 
 impl Subcommand {
     /// Whether `--name` (without a value) is accepted.
-    pub fn long(&self, name: &str) -> bool {
+    pub(crate) fn long(&self, name: &str) -> bool {
         self.table.long.contains(&name)
             || (self.diff && DIFF_LONG.contains(&name))
             || (self.log && LOG_LONG.contains(&name))
@@ -506,11 +506,11 @@ impl Subcommand {
     /// `--name=value`: for several of them (`--format`, `--max-parents`)
     /// git takes no separate value, so the next word would be an option of
     /// its own, and judging it as one is never less strict.
-    pub fn long_value(&self, _name: &str) -> bool {
+    pub(crate) fn long_value(&self, _name: &str) -> bool {
         false
     }
 
-    pub fn long_optional(&self, name: &str) -> bool {
+    pub(crate) fn long_optional(&self, name: &str) -> bool {
         self.table.long_optional.contains(&name)
             || self.table.long_value.contains(&name)
             || (self.diff && (DIFF_OPTIONAL.contains(&name) || DIFF_VALUE.contains(&name)))
@@ -518,7 +518,7 @@ impl Subcommand {
     }
 
     /// `git log -3`.
-    pub fn numeric(&self) -> bool {
+    pub(crate) fn numeric(&self) -> bool {
         self.log
     }
 }
@@ -541,7 +541,7 @@ const NEUTRAL_CONFIG: &[(&str, &str)] = &[
 ];
 
 /// Environment for git commands that run unasked.
-pub fn neutralising_env() -> Vec<(String, String)> {
+pub(crate) fn neutralising_env() -> Vec<(String, String)> {
     let mut env = vec![
         (
             "GIT_CONFIG_COUNT".to_string(),
@@ -653,7 +653,7 @@ fn plain_key(key: &str) -> bool {
 /// system prompt: "3 changed files (a, b, c)" or "no changes". `None`
 /// when git may not run there unasked (see [`plain_repository_config`]),
 /// fails, or takes longer than its limit.
-pub fn short_status(dir: &Path, root: &Path) -> Option<String> {
+pub(crate) fn short_status(dir: &Path, root: &Path) -> Option<String> {
     plain_repository_config(dir, root).ok()?;
     let output = git_here(
         dir,
@@ -718,13 +718,13 @@ fn git_here(
 /// nothing either), so includes and worktree configuration count as the
 /// real command would see them. Outside any repository only `--no-index`
 /// commands work, on paths already checked.
-pub fn plain_repository_config(dir: &Path, root: &Path) -> Result<(), String> {
+pub(crate) fn plain_repository_config(dir: &Path, root: &Path) -> Result<(), String> {
     plain_repository_config_or_cancel(dir, root, None)
 }
 
 /// [`plain_repository_config`], stopped (with an error) by a message on,
 /// or the disconnection of, `cancel`.
-pub fn plain_repository_config_or_cancel(
+pub(crate) fn plain_repository_config_or_cancel(
     dir: &Path,
     root: &Path,
     cancel: Option<&crossbeam_channel::Receiver<()>>,

@@ -16,14 +16,14 @@
 //! would read. `rules/` holds the lasting allow, ask and deny rules of the
 //! configuration and of "always" answers.
 
-pub mod git;
-pub mod needs;
+pub(crate) mod git;
+pub(crate) mod needs;
 mod options;
-pub mod programs;
+pub(crate) mod programs;
 mod reach;
-pub mod rules;
-pub mod secrets;
-pub mod shell;
+pub(crate) mod rules;
+pub(crate) mod secrets;
+pub(crate) mod shell;
 
 use crate::tools::paths;
 use options::refuse_denied;
@@ -34,7 +34,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// Where a command line would run.
-pub struct Context<'a> {
+pub(crate) struct Context<'a> {
     /// The workspace root.
     pub root: &'a Path,
     /// The command's working directory.
@@ -47,7 +47,7 @@ pub struct Context<'a> {
 
 /// The judgement of one command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Every part is a known program used in a read-only way. `git_dirs`
     /// are the directories git runs in: their repository configuration
     /// must still be checked (`git::plain_repository_config`) right before
@@ -59,14 +59,14 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn is_read_only(&self) -> bool {
+    pub(crate) fn is_read_only(&self) -> bool {
         matches!(self, Verdict::ReadOnly { .. })
     }
 }
 
 /// Judges a command line (pure apart from looking at the file system for
 /// paths, globs and PATH).
-pub fn classify(line: &str, context: &Context) -> Verdict {
+pub(crate) fn classify(line: &str, context: &Context) -> Verdict {
     match classify_inner(line, context) {
         Ok(git_dirs) => Verdict::ReadOnly { git_dirs },
         Err(reason) => Verdict::Ask(reason),
@@ -75,13 +75,14 @@ pub fn classify(line: &str, context: &Context) -> Verdict {
 
 /// `classify`, then the repository configuration of every directory git
 /// would run in. This is the judgement to use right before running.
-pub fn judge(line: &str, context: &Context) -> Verdict {
+#[cfg(test)]
+pub(crate) fn judge(line: &str, context: &Context) -> Verdict {
     judge_or_cancel(line, context, None)
 }
 
 /// [`judge`], whose git checks stop at a message on, or the disconnection
 /// of, `cancel` (the line then asks).
-pub fn judge_or_cancel(
+pub(crate) fn judge_or_cancel(
     line: &str,
     context: &Context,
     cancel: Option<&crossbeam_channel::Receiver<()>>,

@@ -59,7 +59,7 @@ const NETWORK_SUBCOMMANDS: &[(&str, &[&str])] = &[
 /// privileges), so it should ask instead of failing inside it. A best-effort
 /// look at the words of the line (it need not parse): the sandbox itself is
 /// what holds; this only spares the user a command that cannot work.
-pub fn needs_more(line: &str) -> Option<String> {
+pub(crate) fn needs_more(line: &str) -> Option<String> {
     // The sandbox keeps the files Spindle runs read-only (and moves aside
     // what a command creates of them): a line that names one asks, so
     // the user decides instead of the command failing.

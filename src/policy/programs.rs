@@ -8,7 +8,7 @@
 //! version of the program asks until someone reads what it does.
 
 /// How a program's options are judged.
-pub enum Options {
+pub(crate) enum Options {
     /// No option of the program writes a file or runs another program.
     Any,
     /// Like `Any`, except for options that reach outside what the command
@@ -25,7 +25,7 @@ pub enum Options {
 }
 
 /// Options refused for an otherwise harmless program.
-pub struct Denied {
+pub(crate) struct Denied {
     /// Short options, one letter each.
     pub short: &'static str,
     /// Long options (without their value).
@@ -33,7 +33,7 @@ pub struct Denied {
 }
 
 /// Options a program accepts, as getopt-style syntax.
-pub struct Table {
+pub(crate) struct Table {
     /// Short options without a value, one letter each.
     pub short: &'static str,
     /// Short options that take a value, attached (`-k2`) or as the next word.
@@ -54,7 +54,7 @@ pub struct Table {
 /// What a program reads of a directory named on its line. Reads matter
 /// under `auto` because its sandbox limits writes, not reads: a symlink
 /// inside a workspace folder can lead anywhere.
-pub enum Reach {
+pub(crate) enum Reach {
     /// Only what the line names. A directory operand is refused ("Is a
     /// directory": `cat`, `head`, `tail`, `wc`, `nl`, `tac`, `cut`,
     /// `sha256sum`, `cmp`, …), described (`stat`, `test`), or walked
@@ -73,7 +73,7 @@ pub enum Reach {
 }
 
 /// One known program.
-pub struct Program {
+pub(crate) struct Program {
     pub name: &'static str,
     pub options: Options,
     /// A shell builtin in both dash and bash: no PATH lookup happens.
@@ -159,7 +159,7 @@ static TEST_DENIED: Denied = Denied {
 };
 
 /// The known programs.
-pub const PROGRAMS: &[Program] = &[
+pub(crate) const PROGRAMS: &[Program] = &[
     // GNU coreutils that only print what they read or are told: none of
     // their options writes a file or runs a program (checked against each
     // program's manual); those that can reach further have the options
@@ -242,7 +242,7 @@ pub const PROGRAMS: &[Program] = &[
     },
 ];
 
-pub fn find(name: &str) -> Option<&'static Program> {
+pub(crate) fn find(name: &str) -> Option<&'static Program> {
     PROGRAMS.iter().find(|p| p.name == name)
 }
 
@@ -383,7 +383,7 @@ static RG: Table = Table {
 /// `-exec`, `-execdir`, `-ok`, `-okdir` (run programs), `-delete`
 /// (removes files), `-fprint`, `-fprint0`, `-fprintf`, `-fls` (write files),
 /// `-follow` (walks into symlinked folders outside the workspace).
-pub const FIND_FLAGS: &[&str] = &[
+pub(crate) const FIND_FLAGS: &[&str] = &[
     "-print",
     "-print0",
     "-ls",
@@ -416,7 +416,7 @@ pub const FIND_FLAGS: &[&str] = &[
 ];
 
 /// `find` tests that take one argument; those marked are file names.
-pub const FIND_WITH_VALUE: &[(&str, bool)] = &[
+pub(crate) const FIND_WITH_VALUE: &[(&str, bool)] = &[
     ("-name", false),
     ("-iname", false),
     ("-path", false),

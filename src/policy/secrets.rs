@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 
-pub use crate::credentials::STANDARD;
+pub(crate) use crate::credentials::STANDARD;
 
 /// Values shorter than this are never matched by value: they are not keys,
 /// and matching them would remove ordinary variables.

@@ -13,13 +13,13 @@
 //! line cannot be proven harmless, so the user is asked.
 
 /// Longest line the parser looks at; longer ones are not judged.
-pub const MAX_LINE: usize = 16 * 1024;
+pub(crate) const MAX_LINE: usize = 16 * 1024;
 /// Most words (arguments plus redirection targets) in one line.
 const MAX_WORDS: usize = 512;
 
 /// One word after quote removal.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Word {
+pub(crate) struct Word {
     /// The word's text with quotes and escapes removed.
     pub text: String,
     /// Byte offset in `text` of the first unquoted glob character (`*`, `?`,
@@ -36,7 +36,7 @@ pub struct Word {
 
 /// What a redirection does.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Redirect {
+pub(crate) enum Redirect {
     /// `< file`: reads a file.
     Read(Word),
     /// `> file`, `>> file`, `>| file`: writes a file.
@@ -49,7 +49,7 @@ pub enum Redirect {
 
 /// One simple command: assignments, words, redirections.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Simple {
+pub(crate) struct Simple {
     /// `NAME=value` words in front of the command.
     pub assignments: Vec<String>,
     pub words: Vec<Word>,
@@ -63,14 +63,14 @@ pub struct Simple {
 /// follow them (`operators[i]` after `commands[i]`; the last command may
 /// have none).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Script {
+pub(crate) struct Script {
     pub commands: Vec<Simple>,
     pub operators: Vec<Operator>,
 }
 
 /// Why a line could not be parsed into the supported subset.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal(pub &'static str);
+pub(crate) struct Refusal(pub &'static str);
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -86,7 +86,7 @@ const KEYWORDS: &[&str] = &[
 
 /// Operators between commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operator {
+pub(crate) enum Operator {
     Sequence,
     And,
     Or,
@@ -112,7 +112,7 @@ struct Lexer {
 }
 
 /// Parses `line`. Any construct outside the supported subset is refused.
-pub fn parse(line: &str) -> Result<Script, Refusal> {
+pub(crate) fn parse(line: &str) -> Result<Script, Refusal> {
     if line.len() > MAX_LINE {
         return Err(Refusal("the command line is too long to judge"));
     }

@@ -57,7 +57,7 @@ static GUARD: OnceLock<PathBuf> = OnceLock::new();
 /// system does that for the whole agent (Windows' job object). Until it is
 /// called, commands run without a guard (the library's own tests, where
 /// the running executable is a test program).
-pub fn enable(exe: PathBuf) {
+pub(crate) fn enable(exe: PathBuf) {
     let _ = GUARD.set(exe);
     if let Err(error) = super::sys::tie_to_agent() {
         log::warn!("cannot tie the agent's processes to its life: {error}");
@@ -69,7 +69,7 @@ pub fn enable(exe: PathBuf) {
 /// which has no parent-death signal: the guard's kqueue watch takes the
 /// server's group down with the agent); elsewhere as it is (Linux has the
 /// parent-death signal, Windows the agent's job object).
-pub fn server(program: &Path, args: &[OsString]) -> Command {
+pub(crate) fn server(program: &Path, args: &[OsString]) -> Command {
     if cfg!(target_os = "macos") {
         return command(program, args);
     }
@@ -80,7 +80,7 @@ pub fn server(program: &Path, args: &[OsString]) -> Command {
 
 /// Whether `command` runs under the guard (made by [`command`] while the
 /// guard is enabled): its tree is then ended through the guard.
-pub fn wraps(command: &Command) -> bool {
+pub(crate) fn wraps(command: &Command) -> bool {
     GUARD
         .get()
         .is_some_and(|exe| command.get_program() == exe.as_os_str())
@@ -89,7 +89,7 @@ pub fn wraps(command: &Command) -> bool {
 }
 
 /// `program args…` wrapped in the guard when it is enabled.
-pub fn command(program: &Path, args: &[OsString]) -> Command {
+pub(crate) fn command(program: &Path, args: &[OsString]) -> Command {
     match GUARD.get() {
         Some(exe) if cfg!(any(target_os = "linux", target_os = "macos")) => {
             let mut command = Command::new(exe);
@@ -146,7 +146,7 @@ const USAGE: &str = "usage: spindle guard --parent PID -- PROGRAM [ARGS...]
 (started by the agent for each job; not meant to be run by hand)";
 
 /// The guard's `main`: `args` after `guard`.
-pub fn main(args: Vec<OsString>) -> ExitCode {
+pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
     let mut args = args.into_iter();
     let parent = match (args.next(), args.next(), args.next()) {
         (Some(flag), Some(pid), Some(dashes)) if flag == "--parent" && dashes == "--" => {

@@ -12,10 +12,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// The default of the config's `tools.command_log_bytes`.
-pub const DEFAULT_LOG_CAP: u64 = 4 * 1024 * 1024;
+pub(crate) const DEFAULT_LOG_CAP: u64 = 4 * 1024 * 1024;
 
 /// The folder of every session's logs, beside the database.
-pub fn root(db: &Path) -> PathBuf {
+pub(crate) fn root(db: &Path) -> PathBuf {
     db.parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or_else(|| Path::new("."))
@@ -23,13 +23,13 @@ pub fn root(db: &Path) -> PathBuf {
 }
 
 /// A session's folder of logs.
-pub fn session_dir(db: &Path, session_id: &str) -> PathBuf {
+pub(crate) fn session_dir(db: &Path, session_id: &str) -> PathBuf {
     root(db).join(safe_name(session_id))
 }
 
 /// A name safe as one path component: session and tool call ids come from
 /// the client and the model.
-pub fn safe_name(id: &str) -> String {
+pub(crate) fn safe_name(id: &str) -> String {
     let name: String = id
         .chars()
         .take(128)
@@ -73,7 +73,7 @@ fn private_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// Creates the session's private folder (and the logs folder above it).
-pub fn prepare_session_dir(db: &Path, session_id: &str) -> io::Result<PathBuf> {
+pub(crate) fn prepare_session_dir(db: &Path, session_id: &str) -> io::Result<PathBuf> {
     let root = root(db);
     if let Some(parent) = root.parent() {
         fs::create_dir_all(parent)?;
@@ -86,12 +86,12 @@ pub fn prepare_session_dir(db: &Path, session_id: &str) -> io::Result<PathBuf> {
 
 /// The folder of every session's sandbox temp folders, beside the
 /// database (apart from the logs, which sandboxed commands may not read).
-pub fn temp_root(db: &Path) -> PathBuf {
+pub(crate) fn temp_root(db: &Path) -> PathBuf {
     root(db).with_file_name("tmp")
 }
 
 /// A private temp folder for the session's sandboxed commands.
-pub fn prepare_temp_dir(db: &Path, session_id: &str) -> io::Result<PathBuf> {
+pub(crate) fn prepare_temp_dir(db: &Path, session_id: &str) -> io::Result<PathBuf> {
     let root = temp_root(db);
     if let Some(parent) = root.parent() {
         fs::create_dir_all(parent)?;
@@ -104,12 +104,12 @@ pub fn prepare_temp_dir(db: &Path, session_id: &str) -> io::Result<PathBuf> {
 
 /// Creates (or truncates) a log file, mode 0600, refusing to follow a
 /// symlink planted at its name.
-pub fn create_file(path: &Path) -> io::Result<File> {
+pub(crate) fn create_file(path: &Path) -> io::Result<File> {
     crate::os::open_private(path, crate::os::Private::Truncate)
 }
 
 /// Removes a session's logs and temp folder (when the session is deleted).
-pub fn remove_session(db: &Path, session_id: &str) {
+pub(crate) fn remove_session(db: &Path, session_id: &str) {
     let temp = temp_root(db).join(safe_name(session_id));
     for dir in [session_dir(db, session_id), temp] {
         match fs::remove_dir_all(&dir) {

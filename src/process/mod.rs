@@ -16,15 +16,15 @@
 //! finds a bare program, `probe.rs` runs Spindle's own short programs. Only
 //! `os` and `util` are named here (the sandbox hands it its launcher line).
 
-pub mod guard;
-pub mod logs;
-pub mod probe;
-pub mod program;
-pub mod shell;
+pub(crate) mod guard;
+pub(crate) mod logs;
+pub(crate) mod probe;
+pub(crate) mod program;
+pub(crate) mod shell;
 mod sys;
 
-pub use sys::{
-    alive, die_of, exit_signal, on_termination, signal_exit_code, tie_to_agent, Input, Tree, Waker,
+pub(crate) use sys::{
+    alive, die_of, exit_signal, on_termination, signal_exit_code, Input, Tree, Waker,
 };
 
 use crossbeam_channel::{after, bounded, never, select, Receiver, Sender};
@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 /// What to run and how to keep its output.
 #[derive(Debug, Clone)]
-pub struct CommandSpec {
+pub(crate) struct CommandSpec {
     /// Run under `shell` (`sh -c <command_line>` by default on Unix).
     pub command_line: String,
     pub shell: shell::Shell,
@@ -67,7 +67,7 @@ pub struct CommandSpec {
 /// A command that outlived its timeout, handed over alive: its process
 /// group, the rest of its output, and its exit.
 #[derive(Debug, Clone)]
-pub struct Detached {
+pub(crate) struct Detached {
     pub pid: u32,
     /// Every process it runs, to end together.
     pub tree: std::sync::Arc<Tree>,
@@ -78,13 +78,13 @@ pub struct Detached {
 impl CommandSpec {
     /// A command with no log, the inherited environment, under the
     /// system's default shell (`sh -c LINE` on Unix).
-    pub fn new(command_line: &str, cwd: &Path, timeout: Duration, output_cap: usize) -> Self {
+    pub(crate) fn new(command_line: &str, cwd: &Path, timeout: Duration, cap: usize) -> Self {
         CommandSpec {
             command_line: command_line.to_string(),
             shell: shell::Shell::default_here(),
             cwd: cwd.to_path_buf(),
             timeout,
-            output_cap,
+            output_cap: cap,
             log_path: None,
             log_cap: logs::DEFAULT_LOG_CAP,
             env_remove: Vec::new(),
@@ -97,7 +97,7 @@ impl CommandSpec {
 
 /// How a command ended and what it printed.
 #[derive(Debug, Clone)]
-pub struct CommandResult {
+pub(crate) struct CommandResult {
     /// `None` when the shell was killed by a signal.
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
@@ -106,10 +106,10 @@ pub struct CommandResult {
     /// Stdout and stderr interleaved in arrival order, decoded lossily; over
     /// the cap, the first and last parts with a marker line between them.
     pub output: String,
+    #[cfg_attr(not(test), expect(dead_code, reason = "tests read it"))]
     pub total_bytes: u64,
+    #[cfg_attr(not(test), expect(dead_code, reason = "tests read it"))]
     pub truncated: bool,
-    /// The shell's pid, which is also the process group id.
-    pub pid: u32,
     /// The command still runs (its timeout came with `detach_on_timeout`).
     pub detached: Option<Detached>,
 }
@@ -170,7 +170,7 @@ type SpawnRequest = (Command, crossbeam_channel::Sender<io::Result<Child>>);
 /// asking for them (MCP servers, started by short-lived helper threads) are
 /// forked by one thread that lives as long as the process: `spindle-spawner`,
 /// started on first use. It holds no state but its queue.
-pub fn spawn_tied_to_agent(mut command: Command) -> io::Result<Child> {
+pub(crate) fn spawn_tied_to_agent(mut command: Command) -> io::Result<Child> {
     // Global: the one thread that lives as long as the process, for all.
     static SPAWNER: std::sync::OnceLock<Option<crossbeam_channel::Sender<SpawnRequest>>> =
         std::sync::OnceLock::new();
@@ -240,7 +240,7 @@ enum Ending {
 /// every 100 ms, everything new since the previous call (at most 64 KiB of
 /// it per call), and once more at the end. Whatever the outcome, the
 /// command's process group is killed before this returns.
-pub fn run(
+pub(crate) fn run(
     spec: &CommandSpec,
     cancel: &Receiver<()>,
     on_output: &mut dyn FnMut(&str),
@@ -295,7 +295,7 @@ pub fn run(
     if ending != Ending::Finished {
         state.settle(pid);
     }
-    Ok(state.ended(ending, pid))
+    Ok(state.ended(ending))
 }
 
 /// Starts the two detached helper threads: one reads the pipe, one reaps
@@ -423,7 +423,6 @@ impl State<'_> {
             output,
             total_bytes: self.buffer.total,
             truncated,
-            pid,
             detached: Some(Detached {
                 pid,
                 tree,
@@ -453,7 +452,7 @@ impl State<'_> {
     }
 
     /// Finishes the stream and the log; the result of a command that ended.
-    fn ended(mut self, ending: Ending, pid: u32) -> CommandResult {
+    fn ended(mut self, ending: Ending) -> CommandResult {
         self.stream.finish();
         if let Some(log) = &mut self.log {
             if let Err(err) = log.finish() {
@@ -472,7 +471,6 @@ impl State<'_> {
             output,
             total_bytes: self.buffer.total,
             truncated,
-            pid,
             detached: None,
         }
     }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 /// What a probe printed, within its cap.
 #[derive(Debug)]
-pub struct ProbeOutput {
+pub(crate) struct ProbeOutput {
     pub status: ExitStatus,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
@@ -35,7 +35,7 @@ const POLL: Duration = Duration::from_millis(5);
 /// the disconnection of, `cancel` stops it at once. Whatever the outcome,
 /// its process group is killed before this returns. Errors: the spawn's
 /// own, `TimedOut` past the limit, `Interrupted` on a cancel.
-pub fn run(
+pub(crate) fn run(
     command: Command,
     limit: Duration,
     cap: usize,
@@ -46,7 +46,7 @@ pub fn run(
 
 /// [`run`], with `input` written to the program's stdin (by a helper
 /// thread, so a program that never reads it blocks nobody), then closed.
-pub fn run_fed(
+pub(crate) fn run_fed(
     mut command: Command,
     input: Option<Vec<u8>>,
     limit: Duration,

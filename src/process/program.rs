@@ -13,13 +13,13 @@ use std::path::{Path, PathBuf};
 /// The program to start for `name`, and arguments to put before the
 /// caller's (PowerShell's, for a script).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     pub program: PathBuf,
     pub leading: Vec<OsString>,
 }
 
 /// `name` as this system would start it from a shell (unchanged on Unix).
-pub fn resolve(name: &str) -> Resolved {
+pub(crate) fn resolve(name: &str) -> Resolved {
     if cfg!(windows) {
         let path = std::env::var_os("PATH").unwrap_or_default();
         let pathext = std::env::var_os("PATHEXT");

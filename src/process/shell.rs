@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The shells Spindle knows how to hand a line to.
-pub const ACCEPTED: &str = "sh, bash, dash, zsh, ksh, pwsh, powershell or cmd";
+pub(crate) const ACCEPTED: &str = "sh, bash, dash, zsh, ksh, pwsh, powershell or cmd";
 
 /// How a shell takes its command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

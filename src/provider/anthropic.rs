@@ -14,10 +14,8 @@ use crate::cancel::CancelToken;
 use serde_json::{json, Value};
 use stream::StreamState;
 
-pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
-
 /// The API version every request names.
-pub const API_VERSION: &str = "2023-06-01";
+pub(crate) const API_VERSION: &str = "2023-06-01";
 
 /// The answer cap when the model has none configured: the API requires one.
 const DEFAULT_MAX_TOKENS: u32 = 8192;
@@ -32,7 +30,7 @@ const ANSWER_ROOM: u32 = 4096;
 const ANSWER_FLOOR: u32 = 1024;
 
 /// The Anthropic Messages provider.
-pub struct Messages {
+pub(crate) struct Messages {
     /// The API root, such as `https://api.anthropic.com` (a trailing `/v1`
     /// is accepted too).
     pub base_url: String,

@@ -14,12 +14,9 @@
 //! wins, so more specific families come first (a unit test checks that no
 //! family hides a later one).
 
-/// When the built-in prices were taken from the providers' price pages.
-pub const PRICES_TAKEN: &str = "2025-10-01";
-
 /// One model family.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Known {
+pub(crate) struct Known {
     /// Matched by words against the model id without its vendor prefix
     /// (see [`words`]). A family starting with `o` (OpenAI's reasoning
     /// models) matches only at the start of the name, others anywhere.
@@ -63,7 +60,7 @@ const fn model(
 /// The catalog, most specific families first: family, window, output
 /// limit, images, effort levels (`None`: it does not reason), price.
 #[rustfmt::skip]
-pub const CATALOG: &[Known] = &[
+pub(crate) const CATALOG: &[Known] = &[
     // OpenAI
     model("gpt-5-codex", 400_000, 128_000, true, Some(THREE), Some((1.25, Some(0.125), 10.00))),
     model("gpt-5-chat", 128_000, 16_384, true, None, Some((1.25, Some(0.125), 10.00))),
@@ -153,7 +150,7 @@ fn matches(family: &[String], name: &[String]) -> bool {
 }
 
 /// The catalog's entry for a model id, if it knows the family.
-pub fn known(id: &str) -> Option<&'static Known> {
+pub(crate) fn known(id: &str) -> Option<&'static Known> {
     let name = words(id);
     CATALOG
         .iter()
@@ -161,7 +158,7 @@ pub fn known(id: &str) -> Option<&'static Known> {
 }
 
 /// The price of a well-known model, as published on [`PRICES_TAKEN`].
-pub fn known_price(id: &str) -> Option<crate::provider::kind::Price> {
+pub(crate) fn known_price(id: &str) -> Option<crate::provider::kind::Price> {
     let (input, cached, output) = known(id)?.price?;
     Some(crate::provider::kind::Price {
         input,
@@ -172,14 +169,16 @@ pub fn known_price(id: &str) -> Option<crate::provider::kind::Price> {
 }
 
 /// The context window and output limit of a well-known model.
-pub fn known_limits(id: &str) -> Option<(u64, u64)> {
+pub(crate) fn known_limits(id: &str) -> Option<(u64, u64)> {
     known(id).map(|entry| (entry.window, entry.output))
 }
 
 /// The models offered for a provider's official endpoint (which is not
 /// asked for its list: the agent starts without a network call), its
 /// usual model first.
-pub fn official_models(kind: crate::provider::kind::ProviderKind) -> &'static [&'static str] {
+pub(crate) fn official_models(
+    kind: crate::provider::kind::ProviderKind,
+) -> &'static [&'static str] {
     use crate::provider::kind::ProviderKind;
     match kind {
         ProviderKind::Openai => &[

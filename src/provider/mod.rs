@@ -22,34 +22,34 @@
 //! token count), `trace.rs` (the W3C trace context a prompt hands to its
 //! model requests).
 
-pub mod anthropic;
-pub mod catalog;
-pub mod http;
-pub mod kind;
-pub mod models;
-pub mod openai;
-pub mod probe;
-pub mod responses;
-pub mod script;
-pub mod sse;
+pub(crate) mod anthropic;
+pub(crate) mod catalog;
+pub(crate) mod http;
+pub(crate) mod kind;
+pub(crate) mod models;
+pub(crate) mod openai;
+pub(crate) mod probe;
+pub(crate) mod responses;
+pub(crate) mod script;
+pub(crate) mod sse;
 #[cfg(test)]
 mod testing;
-pub mod tokenize;
-pub mod trace;
+pub(crate) mod tokenize;
+pub(crate) mod trace;
 
 use crate::cancel::CancelToken;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::fmt;
 
-pub use crate::conversation::{Image, Message, Role, ToolCallRequest, ToolSpec};
+pub(crate) use crate::conversation::{Image, Message, Role, ToolCallRequest, ToolSpec};
 
 /// The largest attachment sent to a model.
 const IMAGE_CAP: u64 = 64 * 1024 * 1024;
 
 /// How a provider sends an image: read at the moment of the request,
 /// as a file the repository ships (see `tools::shipped`).
-pub trait ImageData {
+pub(crate) trait ImageData {
     fn data_url(&self) -> Option<String>;
     fn base64(&self) -> Option<String>;
 }
@@ -125,7 +125,7 @@ pub trait Sink {
 /// control character counts 2, any other control character 6 (`\u0001`).
 /// What a response holds is counted this way, so every copy of it the agent
 /// writes out stays within the response cap.
-pub fn json_len(text: &str) -> usize {
+pub(crate) fn json_len(text: &str) -> usize {
     text.len()
         + text
             .bytes()
@@ -139,7 +139,7 @@ pub fn json_len(text: &str) -> usize {
 
 /// What a parsed JSON value costs to hold, roughly: its strings (as JSON)
 /// and keys, and a fixed cost per node.
-pub fn value_held(value: &Value) -> usize {
+pub(crate) fn value_held(value: &Value) -> usize {
     const NODE: usize = 32;
     NODE + match value {
         Value::String(text) => json_len(text),
@@ -257,11 +257,11 @@ impl Usage {
 /// The most one model call may report costing (USD): a larger or
 /// negative or non-numeric figure is taken for a broken report and
 /// ignored, never summed.
-pub const MAX_REPORTED_COST: f64 = 100_000.0;
+pub(crate) const MAX_REPORTED_COST: f64 = 100_000.0;
 
 /// A provider-reported cost (a JSON number, or a string holding one, as
 /// headers and some gateways give it), when it is believable.
-pub fn reported_cost(value: &Value) -> Option<f64> {
+pub(crate) fn reported_cost(value: &Value) -> Option<f64> {
     let cost = match value {
         Value::Number(number) => number.as_f64()?,
         Value::String(text) => text.trim().parse::<f64>().ok()?,
@@ -272,13 +272,13 @@ pub fn reported_cost(value: &Value) -> Option<f64> {
 
 /// The most tokens one model call may report in one count: no model reads
 /// or writes that many, so a larger figure is a broken report.
-pub const MAX_REPORTED_TOKENS: u64 = 1_000_000_000;
+pub(crate) const MAX_REPORTED_TOKENS: u64 = 1_000_000_000;
 
 /// A provider-reported token count, when it is believable: a
 /// non-negative whole number (a float with nothing after the point
 /// counts) of at most [`MAX_REPORTED_TOKENS`]; a negative, fractional,
 /// huge or non-numeric one is no count.
-pub fn reported_tokens(value: &Value) -> Option<u64> {
+pub(crate) fn reported_tokens(value: &Value) -> Option<u64> {
     let count = match value {
         Value::Number(number) => match number.as_u64() {
             Some(count) => count,
@@ -298,7 +298,9 @@ pub fn reported_tokens(value: &Value) -> Option<u64> {
 /// A token count field of a usage object, read with [`reported_tokens`]
 /// (serde's `deserialize_with`): a broken count is `None` rather than an
 /// error that would throw the whole event away.
-pub fn lenient_tokens<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+pub(crate) fn lenient_tokens<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<u64>, D::Error> {
     Ok(reported_tokens(&Value::deserialize(d)?))
 }
 

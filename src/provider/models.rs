@@ -20,7 +20,7 @@ const LIST_BYTES: u64 = 4 * 1024 * 1024;
 
 /// One model a server lists.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Listed {
+pub(crate) struct Listed {
     pub id: String,
     /// A name for people, when the server gives one.
     pub name: Option<String>,
@@ -68,7 +68,7 @@ const OUTPUT_FIELDS: [&[&str]; 5] = [
 /// OpenRouter's `supported_parameters` (`tools` among them or not), a
 /// `capabilities` list (`tools`, `tool_use`, `function_calling`) or object
 /// (Mistral's `function_calling`). `None` when it says nothing.
-pub fn tools_of(entry: &Value) -> Option<bool> {
+pub(crate) fn tools_of(entry: &Value) -> Option<bool> {
     let flag = entry["supports_function_calling"]
         .as_bool()
         .or_else(|| entry["model_info"]["supports_function_calling"].as_bool())
@@ -108,10 +108,10 @@ fn limit_of(entry: &Value, fields: &[&[&str]]) -> Option<u64> {
     })
 }
 
-pub use super::catalog::{known_limits, known_price, PRICES_TAKEN};
+pub(crate) use super::catalog::{known_limits, known_price};
 
 /// The list endpoint of a provider kind at `base`.
-pub fn list_url(kind: ProviderKind, base: &str) -> String {
+pub(crate) fn list_url(kind: ProviderKind, base: &str) -> String {
     let base = base.trim_end_matches('/');
     match kind {
         ProviderKind::Anthropic if base.ends_with("/v1") => format!("{base}/models?limit=1000"),
@@ -122,7 +122,7 @@ pub fn list_url(kind: ProviderKind, base: &str) -> String {
 
 /// Asks the server which models it serves, in the server's own order,
 /// chat models only. An error says why in words a person can act on.
-pub fn list(
+pub(crate) fn list(
     kind: ProviderKind,
     base: &str,
     key: Option<&str>,
@@ -171,7 +171,7 @@ pub fn list(
 }
 
 /// The chat models of a list answer, in its order, without repeats.
-pub fn parse(value: &Value) -> Vec<Listed> {
+pub(crate) fn parse(value: &Value) -> Vec<Listed> {
     let mut listed: Vec<Listed> = Vec::new();
     let entries = value["data"]
         .as_array()
@@ -240,7 +240,7 @@ const NOT_CHAT: [&str; 22] = [
 /// Whether an id names a model that takes a conversation. Gateways list
 /// routes such as `1024-x-1024/dall-e-3` or `hd/…`: a size or quality
 /// segment marks an image route.
-pub fn is_chat_model(id: &str) -> bool {
+pub(crate) fn is_chat_model(id: &str) -> bool {
     let lower = id.to_ascii_lowercase();
     if NOT_CHAT.iter().any(|word| lower.contains(word)) {
         return false;
@@ -264,7 +264,7 @@ const NO_TOOLS: [&str; 5] = [
 
 /// Whether a model may be the default: a chat model whose id does not
 /// mark it as taking no tools, and whose list entry does not say so.
-pub fn takes_tools(id: &str, tools: Option<bool>) -> bool {
+pub(crate) fn takes_tools(id: &str, tools: Option<bool>) -> bool {
     let lower = id.to_ascii_lowercase();
     is_chat_model(id) && tools != Some(false) && !NO_TOOLS.iter().any(|word| lower.contains(word))
 }
@@ -274,7 +274,7 @@ pub fn takes_tools(id: &str, tools: Option<bool>) -> bool {
 /// usual models of the provider's kind (in that order), then those of the
 /// other kinds, then a model the list says takes tools, then one the
 /// catalog knows, then by id.
-pub fn default_rank(
+pub(crate) fn default_rank(
     kind: ProviderKind,
     id: &str,
     tools: Option<bool>,
@@ -306,7 +306,7 @@ pub fn default_rank(
 
 /// The default among the models a server lists: the best by
 /// [`default_rank`] of those that [`takes_tools`]; `None` when none does.
-pub fn pick_default(kind: ProviderKind, listed: &[Listed]) -> Option<&Listed> {
+pub(crate) fn pick_default(kind: ProviderKind, listed: &[Listed]) -> Option<&Listed> {
     listed
         .iter()
         .filter(|l| takes_tools(&l.id, l.tools))

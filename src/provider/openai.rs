@@ -13,9 +13,7 @@ use crate::cancel::CancelToken;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
-
-pub struct ChatCompletions {
+pub(crate) struct ChatCompletions {
     pub base_url: String,
     pub api_key: Option<String>,
     pub timeouts: Timeouts,

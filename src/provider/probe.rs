@@ -12,14 +12,14 @@ use std::time::Duration;
 
 /// The longest silence the probe waits through (the connection's own
 /// wait is shorter); with its few output tokens the call stays short.
-pub const PROBE_STALL: Duration = Duration::from_secs(20);
+pub(crate) const PROBE_STALL: Duration = Duration::from_secs(20);
 
 /// The connection timeout of the probe.
-pub const PROBE_CONNECT: Duration = Duration::from_secs(5);
+pub(crate) const PROBE_CONNECT: Duration = Duration::from_secs(5);
 
 /// What the probe learnt.
 #[derive(Debug, PartialEq)]
-pub enum ToolsProbe {
+pub(crate) enum ToolsProbe {
     /// The model answered a request with a tool.
     Takes,
     /// The server or model refuses tools: what it said, and what to do.
@@ -49,7 +49,7 @@ impl Sink for Quiet {
 
 /// Sends `model` one short test request with [`probe_tool`] through
 /// `provider`, its answer into `sink` (`spindle setup` shows it).
-pub fn ask(
+pub(crate) fn ask(
     provider: &dyn Provider,
     model: &str,
     sink: &mut dyn Sink,
@@ -72,7 +72,7 @@ pub fn ask(
 
 /// [`ask`], to learn whether the model takes tools (`provider` made with
 /// `attempts: 1` and the probe's timeouts by the caller).
-pub fn tools(provider: &dyn Provider, model: &str) -> ToolsProbe {
+pub(crate) fn tools(provider: &dyn Provider, model: &str) -> ToolsProbe {
     match ask(provider, model, &mut Quiet) {
         Ok(_) => ToolsProbe::Takes,
         Err(StreamError::Failed(error)) if matches!(error.status, Some(401 | 403)) => {

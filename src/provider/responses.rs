@@ -16,10 +16,8 @@ use crate::cancel::CancelToken;
 use serde_json::{json, Value};
 use stream::{replayable, StreamState};
 
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
-
 /// The OpenAI Responses provider.
-pub struct Responses {
+pub(crate) struct Responses {
     /// The API root, such as `https://api.openai.com/v1`.
     pub base_url: String,
     pub api_key: Option<String>,

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Script {
+pub(crate) struct Script {
     /// Replies used in order, one per model call, when no rule matches.
     #[serde(default)]
     pub replies: Vec<Reply>,
@@ -31,7 +31,7 @@ pub struct Script {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Rule {
+pub(crate) struct Rule {
     #[serde(rename = "when")]
     pub condition: Condition,
     /// The reply to the first model call of a matching turn.
@@ -47,7 +47,7 @@ pub struct Rule {
 /// comparisons ignore case.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Condition {
+pub(crate) struct Condition {
     pub contains: Option<String>,
     pub equals: Option<String>,
     pub starts_with: Option<String>,
@@ -55,7 +55,7 @@ pub struct Condition {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// Reasoning, streamed first as thought chunks split at word ends.
     pub thought: Option<String>,
     /// The answer, streamed as message chunks split at word ends.
@@ -82,7 +82,7 @@ pub struct Reply {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
-pub enum Chunk {
+pub(crate) enum Chunk {
     Text(String),
     Thought(String),
     /// A pause, in milliseconds.
@@ -91,7 +91,7 @@ pub enum Chunk {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ScriptedToolCall {
+pub(crate) struct ScriptedToolCall {
     /// The call id; generated when absent.
     pub id: Option<String>,
     pub name: String,
@@ -105,7 +105,7 @@ pub struct ScriptedToolCall {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ScriptedError {
+pub(crate) struct ScriptedError {
     /// A stable code such as `provider_http_429`.
     pub code: String,
     pub message: String,
@@ -115,14 +115,14 @@ pub struct ScriptedError {
 const SCRIPT_CAP: u64 = 16 << 20;
 
 impl Script {
-    pub fn load(path: &Path) -> Result<Script, String> {
+    pub(crate) fn load(path: &Path) -> Result<Script, String> {
         // Never a FIFO or a device (the open would block), within a cap.
         let text = crate::os::reading::read_named_text(path, SCRIPT_CAP)
             .map_err(|why| format!("cannot read the script: {why}"))?;
         Script::parse(&text).map_err(|err| format!("script {}: {err}", path.display()))
     }
 
-    pub fn parse(text: &str) -> Result<Script, String> {
+    pub(crate) fn parse(text: &str) -> Result<Script, String> {
         let script: Script = serde_json::from_str(text).map_err(|err| err.to_string())?;
         for (index, rule) in script.rules.iter().enumerate() {
             if rule.reply.is_none() && rule.replies.is_empty() {
@@ -165,13 +165,13 @@ impl Condition {
 }
 
 /// Plays a script. Keeps, per session, how many ordered replies were used.
-pub struct ScriptProvider {
+pub(crate) struct ScriptProvider {
     script: Script,
     positions: Mutex<HashMap<String, usize>>,
 }
 
 impl ScriptProvider {
-    pub fn new(script: Script) -> ScriptProvider {
+    pub(crate) fn new(script: Script) -> ScriptProvider {
         ScriptProvider {
             script,
             positions: Mutex::new(HashMap::new()),
@@ -207,7 +207,7 @@ impl ScriptProvider {
 
 /// Splits text after each run of whitespace, so chunks look like a model's
 /// and join back to the exact text.
-pub fn word_chunks(text: &str) -> Vec<&str> {
+pub(crate) fn word_chunks(text: &str) -> Vec<&str> {
     let mut chunks = Vec::new();
     let mut start = 0;
     let mut in_space = false;

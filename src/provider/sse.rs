@@ -5,7 +5,7 @@
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SseEvent {
+pub(crate) struct SseEvent {
     /// The `event:` name, when the server sent one.
     pub event: Option<String>,
     pub data: String,
@@ -13,7 +13,7 @@ pub struct SseEvent {
 
 /// What one line meant.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Line {
+pub(crate) enum Line {
     /// A complete event was dispatched by this (blank) line.
     Event(SseEvent),
     /// A comment (keep-alive): no event, but proof of life.
@@ -27,12 +27,12 @@ pub enum Line {
 /// The most bytes of one SSE line. Real events are small (a few tokens);
 /// the largest are the Responses API's terminal events, which repeat the
 /// whole response (itself within `http::RESPONSE_CAP`).
-pub const LINE_CAP: usize = 8 * 1024 * 1024;
+pub(crate) const LINE_CAP: usize = 8 * 1024 * 1024;
 /// The most bytes of data one event may carry (all its `data:` lines).
-pub const EVENT_CAP: usize = 8 * 1024 * 1024;
+pub(crate) const EVENT_CAP: usize = 8 * 1024 * 1024;
 
 #[derive(Debug, Default)]
-pub struct SseParser {
+pub(crate) struct SseParser {
     data: String,
     has_data: bool,
     event: Option<String>,
@@ -42,12 +42,12 @@ pub struct SseParser {
 }
 
 impl SseParser {
-    pub fn new() -> SseParser {
+    pub(crate) fn new() -> SseParser {
         SseParser::default()
     }
 
     /// A parser whose events may carry at most `cap` bytes of data.
-    pub fn with_event_cap(cap: usize) -> SseParser {
+    pub(crate) fn with_event_cap(cap: usize) -> SseParser {
         SseParser {
             event_cap: Some(cap),
             ..SseParser::default()
@@ -56,7 +56,7 @@ impl SseParser {
 
     /// Feeds one line, without its terminator (a trailing `\r` is allowed
     /// and removed).
-    pub fn line(&mut self, line: &[u8]) -> Line {
+    pub(crate) fn line(&mut self, line: &[u8]) -> Line {
         let mut line = line.strip_suffix(b"\r").unwrap_or(line);
         if !self.started {
             self.started = true;

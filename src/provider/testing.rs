@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 
 /// A sink that keeps what was streamed.
 #[derive(Default)]
-pub struct Collect {
+pub(super) struct Collect {
     pub text: String,
     pub thought: String,
 }
@@ -21,7 +21,10 @@ impl Sink for Collect {
 
 /// Answers one request on a local port with `sse` and hands back the
 /// request as received (head and body). The base URL ends in `suffix`.
-pub fn serve_once(sse: &'static str, suffix: &str) -> (String, std::thread::JoinHandle<String>) {
+pub(super) fn serve_once(
+    sse: &'static str,
+    suffix: &str,
+) -> (String, std::thread::JoinHandle<String>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
     let server = std::thread::spawn(move || {
@@ -52,7 +55,7 @@ pub fn serve_once(sse: &'static str, suffix: &str) -> (String, std::thread::Join
 }
 
 /// Timeouts of one attempt whose responses may hold at most `cap` bytes.
-pub fn capped(cap: usize) -> super::http::Timeouts {
+pub(super) fn capped(cap: usize) -> super::http::Timeouts {
     let mut timeouts = super::http::Timeouts {
         attempts: 1,
         ..Default::default()
@@ -63,13 +66,13 @@ pub fn capped(cap: usize) -> super::http::Timeouts {
 
 /// `start`, then `event` (an SSE event with its blank line) 500 times,
 /// and no terminal event: for `serve_once`.
-pub fn flood(start: &str, event: &str) -> &'static str {
+pub(super) fn flood(start: &str, event: &str) -> &'static str {
     Box::leak(format!("{start}{}", event.repeat(500)).into_boxed_str())
 }
 
 /// The call was cut off at the cap, and the sink got no more than the
 /// cap allows.
-pub fn assert_cut_off(
+pub(super) fn assert_cut_off(
     result: Result<super::Outcome, super::StreamError>,
     sink: &Collect,
     cap: usize,

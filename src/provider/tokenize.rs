@@ -22,7 +22,7 @@ const OFFERED: u8 = 1;
 const ABSENT: u8 = 2;
 
 #[derive(Default)]
-pub struct Tokenizer {
+pub(crate) struct Tokenizer {
     state: AtomicU8,
     /// The last text's hash and its count.
     last: Mutex<Option<(u64, u64)>>,
@@ -32,7 +32,7 @@ impl Tokenizer {
     /// The tokens of `text` as the server at `base_url` counts them;
     /// `None` when it is not local, has no tokenizer, or did not answer
     /// in time.
-    pub fn count(
+    pub(crate) fn count(
         &self,
         base_url: &str,
         trust: &crate::net::Trust,

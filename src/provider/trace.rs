@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 /// The longest `tracestate` passed on, in bytes (the length W3C asks
 /// every vendor to propagate at least).
-pub const TRACESTATE_CAP: usize = 512;
+pub(crate) const TRACESTATE_CAP: usize = 512;
 /// The most list members of a `tracestate`.
 const TRACESTATE_MEMBERS: usize = 32;
 
@@ -68,7 +68,7 @@ impl TraceContext {
 }
 
 /// Adds the trace context's headers, when there is one.
-pub fn add_headers(headers: &mut Vec<(&'static str, String)>, trace: Option<&TraceContext>) {
+pub(crate) fn add_headers(headers: &mut Vec<(&'static str, String)>, trace: Option<&TraceContext>) {
     if let Some(trace) = trace {
         headers.extend(trace.headers());
     }

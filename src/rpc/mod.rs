@@ -8,7 +8,7 @@
 //! Params and results stay raw `serde_json::Value`s here; each handler decodes
 //! them into its own typed struct, so this layer knows nothing of ACP.
 
-pub mod stdio;
+pub(crate) mod stdio;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -16,23 +16,22 @@ use std::fmt;
 
 /// A JSON-RPC request id: a string, an integer, or (discouraged) null.
 /// Kept as the raw value so it is echoed back exactly as it came.
-pub type RequestId = Value;
+pub(crate) type RequestId = Value;
 
 /// The standard error codes, plus the ACP-specific ones we use.
-pub mod code {
-    pub const PARSE_ERROR: i64 = -32700;
-    pub const INVALID_REQUEST: i64 = -32600;
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    pub const INVALID_PARAMS: i64 = -32602;
-    pub const INTERNAL_ERROR: i64 = -32603;
-    pub const REQUEST_CANCELLED: i64 = -32800;
-    pub const AUTH_REQUIRED: i64 = -32000;
-    pub const RESOURCE_NOT_FOUND: i64 = -32002;
+pub(crate) mod code {
+    pub(crate) const PARSE_ERROR: i64 = -32700;
+    pub(crate) const INVALID_REQUEST: i64 = -32600;
+    pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
+    pub(crate) const INVALID_PARAMS: i64 = -32602;
+    pub(crate) const INTERNAL_ERROR: i64 = -32603;
+    pub(crate) const AUTH_REQUIRED: i64 = -32000;
+    pub(crate) const RESOURCE_NOT_FOUND: i64 = -32002;
 }
 
 /// The error object of a JSON-RPC response.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RpcError {
+pub(crate) struct RpcError {
     pub code: i64,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -40,7 +39,7 @@ pub struct RpcError {
 }
 
 impl RpcError {
-    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
+    pub(crate) fn new(code: i64, message: impl Into<String>) -> RpcError {
         RpcError {
             code,
             message: message.into(),
@@ -48,38 +47,38 @@ impl RpcError {
         }
     }
 
-    pub fn with_data(mut self, data: Value) -> RpcError {
+    pub(crate) fn with_data(mut self, data: Value) -> RpcError {
         self.data = Some(data);
         self
     }
 
-    pub fn parse_error(detail: impl fmt::Display) -> RpcError {
+    pub(crate) fn parse_error(detail: impl fmt::Display) -> RpcError {
         RpcError::new(code::PARSE_ERROR, format!("Parse error: {detail}"))
     }
 
-    pub fn invalid_request(detail: impl fmt::Display) -> RpcError {
+    pub(crate) fn invalid_request(detail: impl fmt::Display) -> RpcError {
         RpcError::new(code::INVALID_REQUEST, format!("Invalid request: {detail}"))
     }
 
-    pub fn method_not_found(method: &str) -> RpcError {
+    pub(crate) fn method_not_found(method: &str) -> RpcError {
         RpcError::new(
             code::METHOD_NOT_FOUND,
             format!("Method not found: {method}"),
         )
     }
 
-    pub fn invalid_params(detail: impl fmt::Display) -> RpcError {
+    pub(crate) fn invalid_params(detail: impl fmt::Display) -> RpcError {
         RpcError::new(code::INVALID_PARAMS, format!("Invalid params: {detail}"))
     }
 
-    pub fn internal(detail: impl fmt::Display) -> RpcError {
+    pub(crate) fn internal(detail: impl fmt::Display) -> RpcError {
         RpcError::new(code::INTERNAL_ERROR, format!("Internal error: {detail}"))
     }
 
     /// A failure that is the user's or the provider's to fix (a broken
     /// config, a reload that failed): -32603, as the protocol wants, but
     /// not worded as Spindle's own fault.
-    pub fn failed(detail: impl fmt::Display) -> RpcError {
+    pub(crate) fn failed(detail: impl fmt::Display) -> RpcError {
         RpcError::new(code::INTERNAL_ERROR, detail.to_string())
     }
 }
@@ -92,7 +91,7 @@ impl fmt::Display for RpcError {
 
 /// One message read from the peer, already classified.
 #[derive(Debug, Clone)]
-pub enum Incoming {
+pub(crate) enum Incoming {
     Request {
         id: RequestId,
         method: String,
@@ -194,7 +193,7 @@ fn batch_answer(items: &[Value]) -> Option<String> {
 
 /// Classifies one line of input. Never fails: anything that is not a valid
 /// message becomes `Incoming::Invalid` with the error to send back.
-pub fn classify(line: &[u8]) -> Incoming {
+pub(crate) fn classify(line: &[u8]) -> Incoming {
     let parsed = serde_json::from_slice(line).or_else(|err| {
         // A string cut in the middle of a surrogate pair (what JavaScript
         // gives when it slices a string mid-emoji) is still the client's
@@ -294,7 +293,7 @@ pub fn classify(line: &[u8]) -> Incoming {
 }
 
 /// Serialises a successful response as one line (without the newline).
-pub fn response_line(id: &RequestId, result: &Value) -> String {
+pub(crate) fn response_line(id: &RequestId, result: &Value) -> String {
     #[derive(Serialize)]
     struct Response<'a> {
         jsonrpc: &'static str,
@@ -309,7 +308,7 @@ pub fn response_line(id: &RequestId, result: &Value) -> String {
 }
 
 /// Serialises an error response as one line.
-pub fn error_line(id: &RequestId, error: &RpcError) -> String {
+pub(crate) fn error_line(id: &RequestId, error: &RpcError) -> String {
     #[derive(Serialize)]
     struct Response<'a> {
         jsonrpc: &'static str,
@@ -324,7 +323,7 @@ pub fn error_line(id: &RequestId, error: &RpcError) -> String {
 }
 
 /// Serialises a notification as one line.
-pub fn notification_line<P: Serialize>(method: &str, params: &P) -> String {
+pub(crate) fn notification_line<P: Serialize>(method: &str, params: &P) -> String {
     #[derive(Serialize)]
     struct Notification<'a, P> {
         jsonrpc: &'static str,
@@ -339,7 +338,7 @@ pub fn notification_line<P: Serialize>(method: &str, params: &P) -> String {
 }
 
 /// Serialises a request of ours as one line.
-pub fn request_line<P: Serialize>(id: &RequestId, method: &str, params: &P) -> String {
+pub(crate) fn request_line<P: Serialize>(id: &RequestId, method: &str, params: &P) -> String {
     #[derive(Serialize)]
     struct Request<'a, P> {
         jsonrpc: &'static str,

@@ -12,11 +12,11 @@ use std::thread::{self, JoinHandle};
 /// The largest line we accept: big enough for pasted images (base64) and
 /// long embedded files, small enough that a runaway client cannot exhaust
 /// memory.
-pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 /// What the reader thread reports.
 #[derive(Debug)]
-pub enum Input {
+pub(crate) enum Input {
     Message(Incoming),
     /// The input stream ended (or failed): the client is gone.
     Eof,
@@ -24,7 +24,7 @@ pub enum Input {
 
 /// Starts the reader thread. It classifies each non-empty line and sends it
 /// on `sink`; it ends after sending `Input::Eof` or when nobody listens.
-pub fn spawn_reader<R, T>(input: R, sink: Sender<T>) -> io::Result<JoinHandle<()>>
+pub(crate) fn spawn_reader<R, T>(input: R, sink: Sender<T>) -> io::Result<JoinHandle<()>>
 where
     R: Read + Send + 'static,
     T: From<Input> + Send + 'static,
@@ -158,7 +158,7 @@ fn trim_ascii(bytes: &[u8]) -> &[u8] {
 
 /// What the writer thread is asked to do.
 #[derive(Debug)]
-pub enum Output {
+pub(crate) enum Output {
     /// One serialised message, without its newline.
     Line(String),
     /// Flush and stop, even if some sender is still alive.
@@ -172,7 +172,7 @@ pub enum Output {
 /// (a client that went away).
 /// A message for the writer, stamped with when it was queued.
 #[derive(Debug)]
-pub struct Queued(u64, Output);
+pub(crate) struct Queued(u64, Output);
 
 // Global: one order for every message queued, by any thread, to either
 // queue; an atomic counter and nothing else.
@@ -181,13 +181,13 @@ static NEXT_STAMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 impl Output {
     /// Stamps the message right before it is sent: a message queued after
     /// another was (by any thread) gets a later stamp.
-    pub fn queued(self) -> Queued {
+    pub(crate) fn queued(self) -> Queued {
         let stamp = NEXT_STAMP.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Queued(stamp, self)
     }
 
     /// The message back, to send again after a failed try.
-    pub fn from_queued(queued: Queued) -> Output {
+    pub(crate) fn from_queued(queued: Queued) -> Output {
         queued.1
     }
 }
@@ -200,7 +200,7 @@ impl Output {
 /// queued before it caused another to queue is written first: a new
 /// session's answer before its first turn's updates, a turn's updates
 /// before its prompt's answer.
-pub fn spawn_writer<W>(
+pub(crate) fn spawn_writer<W>(
     output: W,
     lines: Receiver<Queued>,
     streamed: Receiver<Queued>,

@@ -74,7 +74,7 @@ fn prctl(option: libc::c_int, arg: libc::c_ulong, arg2: libc::c_ulong) -> libc::
 
 /// Drops every capability of this process, for good; an error means the
 /// command must not run.
-pub fn drop_all() -> Result<(), String> {
+pub(super) fn drop_all() -> Result<(), String> {
     let fail = |what: &str, error: io::Error| format!("cannot drop {what}: {error}");
     let before = capget().map_err(|error| fail("the capabilities", error))?;
     let may_shrink_bounding = before[0].effective & (1 << CAP_SETPCAP) != 0;

@@ -77,7 +77,7 @@ struct PathBeneathAttr {
 
 /// The highest Landlock ABI version the kernel offers, or why there is
 /// none.
-pub fn abi() -> Result<u32, String> {
+pub(super) fn abi() -> Result<u32, String> {
     // SAFETY: with a null attribute, size 0 and the VERSION flag the call
     // reads no memory; it only returns a number (or -1 and errno).
     let version = unsafe {
@@ -125,7 +125,7 @@ fn write_rights(abi: u32) -> u64 {
 }
 
 /// What the Landlock domain allows.
-pub struct Rules<'a> {
+pub(super) struct Rules<'a> {
     /// Canonical directories where every write is allowed.
     pub writable: &'a [PathBuf],
     /// Canonical paths inside `writable` ones that must stay read-only and
@@ -137,7 +137,7 @@ pub struct Rules<'a> {
 
 /// Restricts this thread (and everything it execs) to `rules`. An error
 /// means nothing was restricted; the caller must not go on.
-pub fn restrict(abi: u32, rules: &Rules) -> Result<(), String> {
+pub(super) fn restrict(abi: u32, rules: &Rules) -> Result<(), String> {
     let ruleset = Ruleset::new(abi, !rules.network)
         .map_err(|error| format!("cannot create a Landlock ruleset: {error}"))?;
     for dir in rules.writable {

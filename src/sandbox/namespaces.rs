@@ -24,7 +24,7 @@ use std::ptr;
 
 /// What entering the namespaces achieved.
 #[derive(Debug, Default)]
-pub struct Entered {
+pub(super) struct Entered {
     /// Every read-only path is now a read-only mount.
     pub mounted_read_only: bool,
     /// Why the read-only mounts failed, when they did.
@@ -36,7 +36,7 @@ pub struct Entered {
 
 /// Why no namespaces were entered.
 #[derive(Debug)]
-pub enum Failure {
+pub(super) enum Failure {
     /// Nothing changed: the caller may go on without namespaces.
     Unusable(String),
     /// Half done (a user namespace without its id maps): the process is
@@ -52,7 +52,7 @@ pub enum Failure {
 /// cannot be hidden, or a `/dev` that cannot be replaced, makes the launch
 /// fail. Where a PID namespace cannot be had, the rest is entered
 /// without it.
-pub fn enter(
+pub(super) fn enter(
     isolate_network: bool,
     read_only: &[PathBuf],
     hidden: &[PathBuf],
@@ -156,7 +156,7 @@ fn replace_dev() -> io::Result<()> {
 
 /// Mounts a fresh `/proc`, of the PID namespace this process is the
 /// first of: only the sandbox's own processes are in it.
-pub fn mount_proc() -> io::Result<()> {
+pub(super) fn mount_proc() -> io::Result<()> {
     let proc = c_path(Path::new("/proc"))?;
     let fstype = CString::new("proc").map_err(io::Error::other)?;
     // SAFETY: every pointer is a NUL-terminated string alive for the
@@ -212,7 +212,7 @@ fn hide(path: &Path) -> io::Result<()> {
 /// entered, `dir` can be made read-only in the mount namespace and `/dev`
 /// replaced. Ok(true) when a PID namespace with a `/proc` of its own works
 /// too.
-pub fn probe(dir: &Path) -> Result<bool, String> {
+pub(super) fn probe(dir: &Path) -> Result<bool, String> {
     let dir = dir.to_path_buf();
     let entered = match enter(true, std::slice::from_ref(&dir), &[]) {
         Ok(entered) => entered,

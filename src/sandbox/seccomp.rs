@@ -104,7 +104,7 @@ fn program(arch: u32, network: bool) -> Vec<libc::sock_filter> {
 /// Installs the filter on this thread; what it execs keeps it. `network`:
 /// whether the sockets of the network may be made. Needs no_new_privs (or
 /// CAP_SYS_ADMIN).
-pub fn install(network: bool) -> Result<(), String> {
+pub(super) fn install(network: bool) -> Result<(), String> {
     let Some(arch) = ARCH else {
         return Err("no seccomp filter for this processor architecture".into());
     };
@@ -133,7 +133,7 @@ pub fn install(network: bool) -> Result<(), String> {
 
 /// What the probe checks after `install(false)`: IP and Unix sockets are
 /// refused, a stream pair is not, a datagram pair is.
-pub fn check_filter() -> Result<(), String> {
+pub(super) fn check_filter() -> Result<(), String> {
     let close = |fd: libc::c_int| {
         // SAFETY: the descriptor was just opened and is used nowhere else.
         unsafe { libc::close(fd) };

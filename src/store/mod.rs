@@ -19,11 +19,11 @@
 //! `words.rs` (the closed sets of words it stores), `error.rs` (its errors
 //! and their kinds). Timestamps come from `crate::clock`.
 
-pub mod checkpoints;
+pub(crate) mod checkpoints;
 mod error;
-pub mod inbox;
+pub(crate) mod inbox;
 mod open;
-pub mod rewind;
+pub(crate) mod rewind;
 mod waits;
 mod words;
 

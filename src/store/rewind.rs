@@ -11,7 +11,7 @@ use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use serde_json::Value;
 
 /// The most characters of a prompt's text a point carries.
-pub const PREVIEW_CHARS: usize = 200;
+pub(crate) const PREVIEW_CHARS: usize = 200;
 
 /// The most events of a turn read to find its prompt.
 const PROMPT_EVENTS: i64 = 256;

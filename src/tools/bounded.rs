@@ -8,14 +8,14 @@ use std::path::Path;
 
 /// Largest file `read_file` returns at once, in bytes (a window of a
 /// larger one is a page of this size).
-pub const READ_BYTE_CAP: usize = 100 * 1024;
+pub(crate) const READ_BYTE_CAP: usize = 100 * 1024;
 
 /// Files up to this size are read whole (and may come from the editor's
 /// buffer); larger ones are streamed from disk by `read_file`.
-pub const WHOLE_READ_CAP: u64 = 8 * 1024 * 1024;
+pub(crate) const WHOLE_READ_CAP: u64 = 8 * 1024 * 1024;
 /// The largest file `edit_file` changes (and `write_file` shows the old
 /// content of): bigger ones are changed with a command.
-pub const EDIT_CAP: u64 = 8 * 1024 * 1024;
+pub(crate) const EDIT_CAP: u64 = 8 * 1024 * 1024;
 
 /// The file tools' size limits (config `limits.read_whole_bytes` and
 /// `limits.edit_file_bytes`).
@@ -39,10 +39,10 @@ impl Default for FileLimits {
 
 // The reader of single files lives in `os` so that every tier can use
 // it for the files settings and environment variables name.
-pub use crate::os::reading::{open_regular, read_capped, read_capped_here, ReadError};
+pub(crate) use crate::os::reading::{open_regular, read_capped, read_capped_here, ReadError};
 
 /// What `stream_lines` found.
-pub struct Window {
+pub(crate) struct Window {
     /// The numbered lines (as `read_file` shows them).
     pub text: String,
     /// The last line shown (0 when none).
@@ -56,7 +56,7 @@ pub struct Window {
 /// Lines `start..start + count` (1-based) of a large file, read as a
 /// stream: memory stays within `byte_cap` (a line longer than the room
 /// left is cut, with a mark) and reading stops after the window.
-pub fn stream_lines(
+pub(crate) fn stream_lines(
     path: &Path,
     start: usize,
     count: usize,

@@ -3,18 +3,18 @@
 //! (which writes `\n`) changes it, and a leading BOM stays.
 
 /// The byte-order mark, as the first character of a text.
-pub const BOM: char = '\u{feff}';
+pub(crate) const BOM: char = '\u{feff}';
 
 /// How many line endings of each kind a text holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Endings {
+pub(crate) struct Endings {
     pub crlf: usize,
     /// `\n` without a `\r` before it.
     pub lf: usize,
 }
 
 impl Endings {
-    pub fn of(text: &[u8]) -> Endings {
+    pub(crate) fn of(text: &[u8]) -> Endings {
         let mut endings = Endings::default();
         for (at, _) in text.iter().enumerate().filter(|(_, &b)| b == b'\n') {
             if at > 0 && text[at - 1] == b'\r' {
@@ -27,13 +27,13 @@ impl Endings {
     }
 
     /// More CRLF endings than bare LF ones.
-    pub fn crlf_dominant(self) -> bool {
+    pub(crate) fn crlf_dominant(self) -> bool {
         self.crlf > self.lf
     }
 }
 
 /// `text` with every bare `\n` made `\r\n` (those already CRLF kept).
-pub fn to_crlf(text: &[u8]) -> Vec<u8> {
+pub(crate) fn to_crlf(text: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len() + text.len() / 16 + 2);
     for (at, &byte) in text.iter().enumerate() {
         if byte == b'\n' && (at == 0 || text[at - 1] != b'\r') {
@@ -47,7 +47,7 @@ pub fn to_crlf(text: &[u8]) -> Vec<u8> {
 /// The content `write_file` writes over a file that held `old`: CRLF when
 /// `old` was mostly CRLF and `new` has only bare `\n` endings, and with
 /// `old`'s BOM when `new` lacks one. Anything else is written as given.
-pub fn conform(old: &str, new: &str) -> String {
+pub(crate) fn conform(old: &str, new: &str) -> String {
     let mut out = String::with_capacity(new.len() + new.len() / 16 + 4);
     if old.starts_with(BOM) && !new.starts_with(BOM) {
         out.push(BOM);

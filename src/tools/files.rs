@@ -8,12 +8,11 @@ use super::endings;
 use super::matching;
 use std::path::Path;
 
-pub use super::bounded::READ_BYTE_CAP;
 /// Default number of lines `read_file` returns.
-pub const READ_LINE_DEFAULT: usize = 2000;
+pub(crate) const READ_LINE_DEFAULT: usize = 2000;
 
 /// The editor's file access, when the client offers it.
-pub trait EditorFiles {
+pub(crate) trait EditorFiles {
     fn can_read(&self) -> bool;
     fn can_write(&self) -> bool;
     /// The file's text as the editor has it (possibly unsaved).
@@ -23,8 +22,10 @@ pub trait EditorFiles {
 }
 
 /// No editor access: everything is local.
-pub struct LocalOnly;
+#[cfg(test)]
+pub(crate) struct LocalOnly;
 
+#[cfg(test)]
 impl EditorFiles for LocalOnly {
     fn can_read(&self) -> bool {
         false
@@ -116,13 +117,13 @@ fn write(path: &Path, content: &str, editor: &dyn EditorFiles) -> Result<(), Str
 }
 
 /// The result of `read_file`.
-pub struct ReadResult {
+pub(crate) struct ReadResult {
     pub text: String,
 }
 
 /// Reads lines `start_line..start_line + line_count` (1-based), numbered
 /// like `cat -n`, with a note when more remains.
-pub fn read_file(
+pub(crate) fn read_file(
     path: &Path,
     start_line: Option<usize>,
     line_count: Option<usize>,
@@ -235,7 +236,7 @@ fn read_large(
 }
 
 /// What a change did, for the editor's diff view and the model.
-pub struct Change {
+pub(crate) struct Change {
     /// `None` for a new file.
     pub old_text: Option<String>,
     pub new_text: String,
@@ -244,7 +245,7 @@ pub struct Change {
 
 /// What `write_file` would change, computed without writing: for the
 /// diff shown when the user is asked.
-pub fn preview_write(
+pub(crate) fn preview_write(
     path: &Path,
     content: &str,
     editor: &dyn EditorFiles,
@@ -276,7 +277,7 @@ pub fn preview_write(
 }
 
 /// What `edit_file` would change, computed without writing.
-pub fn preview_edit(
+pub(crate) fn preview_edit(
     path: &Path,
     edits: &[Edit],
     editor: &dyn EditorFiles,
@@ -312,7 +313,7 @@ pub fn preview_edit(
 }
 
 /// Creates or overwrites a file.
-pub fn write_file(
+pub(crate) fn write_file(
     path: &Path,
     content: &str,
     editor: &dyn EditorFiles,
@@ -342,7 +343,7 @@ pub struct Edit {
 
 /// Applies every edit in order, all or nothing. Returns the first line
 /// touched (1-based) along with the change.
-pub fn edit_file(
+pub(crate) fn edit_file(
     path: &Path,
     edits: &[Edit],
     editor: &dyn EditorFiles,

@@ -74,13 +74,13 @@ impl Seg {
 /// pattern with one is anchored at the start of the path (a leading `/` or
 /// `./` is dropped).
 #[derive(Debug, Clone)]
-pub struct Glob {
+pub(crate) struct Glob {
     segs: Vec<Seg>,
     name_only: bool,
 }
 
 impl Glob {
-    pub fn new(pattern: &str) -> Glob {
+    pub(crate) fn new(pattern: &str) -> Glob {
         let pattern = pattern.strip_prefix("./").unwrap_or(pattern);
         let name_only = !pattern.contains('/');
         let mut segs: Vec<Seg> = Vec::new();
@@ -99,14 +99,14 @@ impl Glob {
     }
 
     /// Whether the relative path `path` (no leading or trailing `/`) matches.
-    pub fn is_match(&self, path: &str) -> bool {
+    pub(crate) fn is_match(&self, path: &str) -> bool {
         let name = path.rsplit('/').next().unwrap_or(path);
         match_path(&self.segs, if self.name_only { name } else { path })
     }
 
     /// Whether some path strictly inside the directory `dir` could match, so
     /// a walker can skip directories that cannot hold a match.
-    pub fn could_match_below(&self, dir: &str) -> bool {
+    pub(crate) fn could_match_below(&self, dir: &str) -> bool {
         if self.name_only {
             return true;
         }
@@ -130,7 +130,7 @@ impl Glob {
 }
 
 /// Matches `path` against `pattern` with the semantics of [`Glob`].
-pub fn glob_match(pattern: &str, path: &str) -> bool {
+pub(crate) fn glob_match(pattern: &str, path: &str) -> bool {
     Glob::new(pattern).is_match(path)
 }
 

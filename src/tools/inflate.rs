@@ -9,7 +9,7 @@
 
 /// How decoding stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// The stream ended properly (checksums matched).
     End,
     /// The output reached the cap with more to come; the rest was not
@@ -21,7 +21,7 @@ pub enum Stop {
 
 /// What was decoded, and how it stopped.
 #[derive(Debug)]
-pub struct Inflated {
+pub(crate) struct Inflated {
     pub bytes: Vec<u8>,
     pub stop: Stop,
 }
@@ -35,7 +35,7 @@ enum Halt {
 
 /// A `Content-Encoding: gzip` body: one or more gzip members, decoded into
 /// at most `cap` bytes. `Err` says how the stream is broken.
-pub fn gunzip(input: &[u8], cap: usize) -> Result<Inflated, String> {
+pub(crate) fn gunzip(input: &[u8], cap: usize) -> Result<Inflated, String> {
     let mut out = Vec::new();
     let mut at = 0;
     loop {
@@ -56,7 +56,7 @@ pub fn gunzip(input: &[u8], cap: usize) -> Result<Inflated, String> {
 /// A `Content-Encoding: deflate` body: a zlib stream as the standard says,
 /// or raw deflate, which some servers send instead (told apart by the
 /// zlib header's check bits).
-pub fn zlib_or_raw(input: &[u8], cap: usize) -> Result<Inflated, String> {
+pub(crate) fn zlib_or_raw(input: &[u8], cap: usize) -> Result<Inflated, String> {
     let mut out = Vec::new();
     let zlib = input.len() >= 2
         && input[0] & 0x0f == 8
@@ -77,7 +77,7 @@ pub fn zlib_or_raw(input: &[u8], cap: usize) -> Result<Inflated, String> {
 
 /// Raw deflate alone (RFC 1951), for tests and the fuzz target: the
 /// output and how it stopped.
-pub fn inflate(input: &[u8], cap: usize) -> Result<Inflated, String> {
+pub(crate) fn inflate(input: &[u8], cap: usize) -> Result<Inflated, String> {
     let mut out = Vec::new();
     match inflate_into(input, &mut out, cap) {
         Ok(_) => Ok(cut(out, Stop::End)),
@@ -463,7 +463,7 @@ fn codes(
 }
 
 /// The CRC-32 of gzip (ISO 3309, reflected, polynomial 0xEDB88320).
-pub fn crc32(data: &[u8]) -> u32 {
+pub(crate) fn crc32(data: &[u8]) -> u32 {
     const TABLE: [u32; 256] = {
         let mut table = [0u32; 256];
         let mut n = 0;
@@ -491,7 +491,7 @@ pub fn crc32(data: &[u8]) -> u32 {
 }
 
 /// The Adler-32 of zlib.
-pub fn adler32(data: &[u8]) -> u32 {
+pub(crate) fn adler32(data: &[u8]) -> u32 {
     const MODULUS: u32 = 65_521;
     // 5,552 bytes is the most that can be summed before a u32 overflows.
     let (mut a, mut b) = (1u32, 0u32);

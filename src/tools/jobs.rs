@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 /// What starts a job.
-pub struct JobSpec {
+pub(crate) struct JobSpec {
     pub command_line: String,
     pub cwd: PathBuf,
     pub env_remove: Vec<OsString>,
@@ -37,7 +37,7 @@ pub struct JobSpec {
 
 /// A job as clients and the model see it (and as the store keeps it).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct JobInfo {
+pub(crate) struct JobInfo {
     pub job_id: String,
     pub command: String,
     pub cwd: PathBuf,
@@ -59,7 +59,7 @@ pub struct JobInfo {
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum JobState {
+pub(crate) enum JobState {
     Running,
     /// It ended by itself (with a code).
     Exited,
@@ -71,7 +71,7 @@ pub enum JobState {
 }
 
 impl JobState {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             JobState::Running => "running",
             JobState::Exited => "exited",
@@ -90,7 +90,7 @@ impl std::fmt::Display for JobState {
 /// What a job runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum JobKind {
+pub(crate) enum JobKind {
     /// A command (Spindle's, or in the editor's terminal).
     #[default]
     Command,
@@ -99,7 +99,7 @@ pub enum JobKind {
 }
 
 impl JobKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             JobKind::Command => "command",
             JobKind::Agent => "agent",
@@ -138,7 +138,7 @@ fn new_log(spec: &JobSpec) -> Result<(String, PathBuf, std::fs::File), String> {
 }
 
 /// How a message reaches an agent job (`job/send`).
-pub type Deliver = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+pub(crate) type Deliver = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
 
 struct Job {
     info: JobInfo,
@@ -165,7 +165,7 @@ struct Job {
 
 /// A job's log as it is written: up to a cap, then one marker, and the
 /// rest counted but not kept.
-pub struct LogSink {
+pub(crate) struct LogSink {
     log: File,
     cap: u64,
     kept: u64,
@@ -187,12 +187,12 @@ impl LogSink {
     }
 
     /// Writes past the cap (an agent job's closing answer).
-    pub fn write_always(&mut self, bytes: &[u8]) {
+    pub(crate) fn write_always(&mut self, bytes: &[u8]) {
         self.seen.fetch_add(bytes.len() as u64, Ordering::SeqCst);
         let _ = self.log.write_all(bytes);
     }
 
-    pub fn write(&mut self, bytes: &[u8]) {
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
         self.seen.fetch_add(bytes.len() as u64, Ordering::SeqCst);
         if self.kept < self.cap {
             let take = ((self.cap - self.kept) as usize).min(bytes.len());
@@ -222,7 +222,7 @@ struct Counts {
 }
 
 /// What `job_output` reads for the model.
-pub struct ModelRead {
+pub(crate) struct ModelRead {
     pub text: String,
     /// Bytes of the log passed over to keep within the read's limit.
     pub skipped: u64,
@@ -234,7 +234,7 @@ pub struct ModelRead {
 
 /// A job that runs elsewhere (the editor's terminal): its driver feeds
 /// its output, watches `stop`, and reports its end.
-pub struct External {
+pub(crate) struct External {
     pub job_id: String,
     pub sink: Arc<Mutex<LogSink>>,
     pub stop: CancelToken,
@@ -243,17 +243,17 @@ pub struct External {
 
 impl External {
     /// The job ended: with an exit code, or `None` (killed, or lost).
-    pub fn finish(self, code: Option<i32>) {
+    pub(crate) fn finish(self, code: Option<i32>) {
         self.jobs.ended(&self.job_id, code);
     }
 }
 
 /// Called when a job starts (`false`) or ends (`true`), with its id.
-pub type OnEnd = Arc<dyn Fn(&str, bool) + Send + Sync>;
+pub(crate) type OnEnd = Arc<dyn Fn(&str, bool) + Send + Sync>;
 
 /// A session's jobs.
 #[derive(Default)]
-pub struct Jobs {
+pub(crate) struct Jobs {
     jobs: Mutex<Vec<Job>>,
     on_end: Mutex<Option<OnEnd>>,
 }
@@ -272,7 +272,7 @@ impl Job {
 impl Jobs {
     /// Registers a job that runs in the editor's terminal `terminal_id`;
     /// the caller drives it through the returned handle.
-    pub fn start_external(
+    pub(crate) fn start_external(
         self: &Arc<Self>,
         spec: &JobSpec,
         terminal_id: &str,
@@ -282,7 +282,7 @@ impl Jobs {
 
     /// Registers a subagent running as a job; `deliver` gives it a
     /// message (`job/send`).
-    pub fn start_agent(
+    pub(crate) fn start_agent(
         self: &Arc<Self>,
         spec: &JobSpec,
         deliver: Deliver,
@@ -331,12 +331,12 @@ impl Jobs {
         Ok((info, external))
     }
 
-    pub fn set_on_end(&self, on_end: OnEnd) {
+    pub(crate) fn set_on_end(&self, on_end: OnEnd) {
         *lock(&self.on_end) = Some(on_end);
     }
 
     /// Starts a job; returns it as it is once started.
-    pub fn start(self: &Arc<Self>, spec: JobSpec) -> Result<JobInfo, String> {
+    pub(crate) fn start(self: &Arc<Self>, spec: JobSpec) -> Result<JobInfo, String> {
         let (job_id, log_path, log) = new_log(&spec)?;
         let mut command = match &spec.sandbox {
             Some(sandbox) => {
@@ -416,7 +416,7 @@ impl Jobs {
 
     /// Takes over a foreground command that outlived its timeout: it goes
     /// on as a job, its log starting with the output so far.
-    pub fn adopt_running(
+    pub(crate) fn adopt_running(
         self: &Arc<Self>,
         spec: &JobSpec,
         so_far: &str,
@@ -475,7 +475,7 @@ impl Jobs {
 
     /// Takes back the records of an earlier process's jobs: ended (their
     /// processes died with it), their logs still readable.
-    pub fn adopt(&self, records: Vec<JobInfo>) {
+    pub(crate) fn adopt(&self, records: Vec<JobInfo>) {
         let mut jobs = lock(&self.jobs);
         for mut info in records {
             if jobs.iter().any(|j| j.info.job_id == info.job_id) {
@@ -530,7 +530,7 @@ impl Jobs {
         }
     }
 
-    pub fn list(&self) -> Vec<JobInfo> {
+    pub(crate) fn list(&self) -> Vec<JobInfo> {
         lock(&self.jobs)
             .iter()
             .map(|job| {
@@ -541,14 +541,14 @@ impl Jobs {
             .collect()
     }
 
-    pub fn get(&self, id: &str) -> Option<JobInfo> {
+    pub(crate) fn get(&self, id: &str) -> Option<JobInfo> {
         self.list().into_iter().find(|j| j.job_id == id)
     }
 
     /// New output for the model since its last read, at most `limit`
     /// bytes (from `offset` when given), with what was skipped and what
     /// the log did not keep.
-    pub fn read_for_model(
+    pub(crate) fn read_for_model(
         &self,
         id: &str,
         offset: Option<u64>,
@@ -587,7 +587,7 @@ impl Jobs {
     }
 
     /// Writes to the job's stdin.
-    pub fn send(&self, id: &str, text: &str) -> Result<(), String> {
+    pub(crate) fn send(&self, id: &str, text: &str) -> Result<(), String> {
         let mut jobs = lock(&self.jobs);
         let job = jobs
             .iter_mut()
@@ -622,7 +622,7 @@ impl Jobs {
     }
 
     /// Kills a job's whole process group.
-    pub fn kill(&self, id: &str) -> Result<JobInfo, String> {
+    pub(crate) fn kill(&self, id: &str) -> Result<JobInfo, String> {
         let mut jobs = lock(&self.jobs);
         let job = jobs
             .iter_mut()
@@ -635,7 +635,7 @@ impl Jobs {
     }
 
     /// Kills every running job (or those of one turn).
-    pub fn kill_all(&self, epoch: Option<u64>) {
+    pub(crate) fn kill_all(&self, epoch: Option<u64>) {
         for job in lock(&self.jobs).iter_mut() {
             if job.info.state == JobState::Running && epoch.is_none_or(|e| e == job.info.epoch) {
                 job.stop_it();
@@ -657,7 +657,7 @@ fn copy_output(mut reader: io::PipeReader, mut sink: LogSink) {
 
 /// `limit` bytes of a file from `offset`, as text (cut back to a
 /// character boundary); returns the text and the offset after it.
-pub fn read_window(path: &Path, offset: u64, limit: usize) -> Result<(String, u64), String> {
+pub(crate) fn read_window(path: &Path, offset: u64, limit: usize) -> Result<(String, u64), String> {
     use std::io::{Seek, SeekFrom};
     let mut file = File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     file.seek(SeekFrom::Start(offset))

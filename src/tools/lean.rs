@@ -6,7 +6,8 @@ use crate::conversation::ToolSpec;
 use serde_json::Value;
 
 /// The tools a lean session offers (and `exit_plan` in plan mode).
-pub const CORE: [&str; 8] = [
+#[cfg(test)]
+pub(crate) const CORE: [&str; 8] = [
     "read_file",
     "edit_file",
     "write_file",
@@ -37,7 +38,7 @@ fn description(name: &str, ripgrep: bool) -> Option<&'static str> {
 /// The lean profile's tools out of the full `specs`: the core ones and
 /// `exit_plan`, in their order, each with its short description and its
 /// schema without descriptions (its types and required fields kept).
-pub fn narrow(specs: Vec<ToolSpec>, ripgrep: bool) -> Vec<ToolSpec> {
+pub(crate) fn narrow(specs: Vec<ToolSpec>, ripgrep: bool) -> Vec<ToolSpec> {
     specs
         .into_iter()
         .filter_map(|mut spec| {

@@ -11,26 +11,26 @@ use serde_json::{Map, Value};
 
 /// The largest text a repair is tried on; strict JSON of any size is
 /// read as it is elsewhere.
-pub const MAX_REPAIR_BYTES: usize = 1 << 20;
+pub(crate) const MAX_REPAIR_BYTES: usize = 1 << 20;
 
 /// The deepest nesting a repaired value may have.
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 
 /// A value read leniently, and what had to be forgiven to read it.
 #[derive(Debug)]
-pub struct Lenient {
+pub(crate) struct Lenient {
     pub value: Value,
     /// The repairs, each named once, in the order first met.
     pub repairs: Vec<&'static str>,
 }
 
-pub const TRAILING_COMMA: &str = "trailing comma";
-pub const SINGLE_QUOTES: &str = "single quotes";
-pub const PYTHON_LITERAL: &str = "Python literal";
-pub const RAW_NEWLINE: &str = "unescaped newline in a string";
-pub const RAW_TAB: &str = "unescaped tab in a string";
-pub const RAW_CONTROL: &str = "unescaped control character in a string";
-pub const CODE_FENCE: &str = "code fence";
+pub(crate) const TRAILING_COMMA: &str = "trailing comma";
+pub(crate) const SINGLE_QUOTES: &str = "single quotes";
+pub(crate) const PYTHON_LITERAL: &str = "Python literal";
+pub(crate) const RAW_NEWLINE: &str = "unescaped newline in a string";
+pub(crate) const RAW_TAB: &str = "unescaped tab in a string";
+pub(crate) const RAW_CONTROL: &str = "unescaped control character in a string";
+pub(crate) const CODE_FENCE: &str = "code fence";
 
 enum Frame {
     Array(Vec<Value>),
@@ -56,7 +56,7 @@ struct Parser<'t> {
 }
 
 /// Reads `text` as one JSON value, forgiving what the module names.
-pub fn parse(whole: &str) -> Result<Lenient, String> {
+pub(crate) fn parse(whole: &str) -> Result<Lenient, String> {
     if whole.len() > MAX_REPAIR_BYTES {
         return Err(format!(
             "it is {} bytes, more than the {MAX_REPAIR_BYTES} Spindle tries to repair",
@@ -83,7 +83,7 @@ pub fn parse(whole: &str) -> Result<Lenient, String> {
 
 /// The text inside one code fence that wraps all of it (```` ```json ````
 /// or bare), with its offset; the text itself otherwise.
-pub fn unfence(whole: &str) -> (&str, usize, bool) {
+pub(crate) fn unfence(whole: &str) -> (&str, usize, bool) {
     let trimmed = whole.trim();
     let Some(rest) = trimmed.strip_prefix("```") else {
         return (whole, 0, false);
@@ -107,7 +107,7 @@ pub fn unfence(whole: &str) -> (&str, usize, bool) {
 }
 
 /// Line and column (1-based, in characters) of a byte offset.
-pub fn place(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn place(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.bytes().filter(|b| *b == b'\n').count() + 1;
     let start = before.rfind('\n').map_or(0, |n| n + 1);

@@ -13,7 +13,7 @@ const STRIDE: u64 = 1024;
 
 /// What one pass over a file learnt.
 #[derive(Debug, Clone)]
-pub struct FileIndex {
+pub(crate) struct FileIndex {
     stamp: (u64, i64, u64),
     pub revision: String,
     pub total_lines: u64,
@@ -23,7 +23,7 @@ pub struct FileIndex {
 
 /// Why a file has no window.
 #[derive(Debug, PartialEq, Eq)]
-pub enum LinesError {
+pub(crate) enum LinesError {
     Unreadable,
     NotText,
     TooLarge,
@@ -40,7 +40,7 @@ fn stamp(path: &Path) -> Result<(u64, i64, u64), LinesError> {
 
 /// The files indexed for one session (a few, the newest kept).
 #[derive(Default)]
-pub struct Indexes {
+pub(crate) struct Indexes {
     entries: Vec<(PathBuf, FileIndex)>,
 }
 
@@ -48,7 +48,8 @@ impl Indexes {
     const KEPT: usize = 8;
 
     /// The file's index, from the cache while the file is unchanged.
-    pub fn get(&mut self, path: &Path, cap: u64) -> Result<FileIndex, LinesError> {
+    #[cfg(test)]
+    pub(crate) fn get(&mut self, path: &Path, cap: u64) -> Result<FileIndex, LinesError> {
         if let Some(index) = self.cached(path, cap)? {
             return Ok(index);
         }
@@ -59,7 +60,11 @@ impl Indexes {
 
     /// The cached index while the file is unchanged (`None`: it needs a
     /// pass); only the file's metadata is read.
-    pub fn cached(&mut self, path: &Path, cap: u64) -> Result<Option<FileIndex>, LinesError> {
+    pub(crate) fn cached(
+        &mut self,
+        path: &Path,
+        cap: u64,
+    ) -> Result<Option<FileIndex>, LinesError> {
         let now = stamp(path)?;
         if now.0 > cap {
             return Err(LinesError::TooLarge);
@@ -78,7 +83,7 @@ impl Indexes {
     }
 
     /// Keeps a fresh index (the newest few are kept).
-    pub fn keep(&mut self, path: &Path, index: FileIndex) {
+    pub(crate) fn keep(&mut self, path: &Path, index: FileIndex) {
         self.entries.retain(|(p, _)| p != path);
         if self.entries.len() >= Self::KEPT {
             self.entries.remove(0);
@@ -88,7 +93,7 @@ impl Indexes {
 }
 
 /// One pass over a file of at most `cap` bytes: its index.
-pub fn index(path: &Path, cap: u64) -> Result<FileIndex, LinesError> {
+pub(crate) fn index(path: &Path, cap: u64) -> Result<FileIndex, LinesError> {
     let now = stamp(path)?;
     if now.0 > cap {
         return Err(LinesError::TooLarge);
@@ -147,7 +152,7 @@ fn build(path: &Path, stamp: (u64, i64, u64)) -> Result<FileIndex, LinesError> {
 
 /// Lines `start..start + count` (1-based) of the file, at most `cap`
 /// bytes of text, without their final newlines.
-pub fn window(
+pub(crate) fn window(
     path: &Path,
     index: &FileIndex,
     start: u64,

@@ -17,24 +17,24 @@
 //! lean profile's short descriptions); `repair.rs` with `lenient.rs` (a
 //! call's name and arguments made whole where the meaning is certain).
 
-pub mod bounded;
-pub mod endings;
+pub(crate) mod bounded;
+pub(crate) mod endings;
 pub mod fetch;
-pub mod files;
-pub mod ignore;
-pub mod inflate;
-pub mod jobs;
-pub mod lean;
-pub mod lenient;
-pub mod lines;
+pub(crate) mod files;
+pub(crate) mod ignore;
+pub(crate) mod inflate;
+pub(crate) mod jobs;
+pub(crate) mod lean;
+pub(crate) mod lenient;
+pub(crate) mod lines;
 pub mod matching;
-pub mod patch;
-pub mod paths;
-pub mod protected;
+pub(crate) mod patch;
+pub(crate) mod paths;
+pub(crate) mod protected;
 pub mod repair;
-pub mod search;
-pub mod shipped;
-pub mod walk;
+pub(crate) mod search;
+pub(crate) mod shipped;
+pub(crate) mod walk;
 
 use crate::acp::ToolKind;
 use crate::conversation::ToolSpec;

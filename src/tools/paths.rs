@@ -22,7 +22,7 @@ pub struct Resolved {
 }
 
 /// Resolves `given` (relative to `root`, or absolute) and judges it.
-pub fn resolve(root: &Path, given: &str) -> Resolved {
+pub(crate) fn resolve(root: &Path, given: &str) -> Resolved {
     let joined = if Path::new(given).is_absolute() {
         PathBuf::from(given)
     } else {
@@ -47,13 +47,13 @@ pub fn resolve(root: &Path, given: &str) -> Resolved {
 /// Whether `path` is a regular file with more than one name: another name
 /// (a hard link) may be outside the workspace or a protected file, so a write
 /// through this one is judged as if it were there.
-pub fn hard_linked(path: &Path) -> bool {
+pub(crate) fn hard_linked(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|meta| meta.is_file())
         && crate::os::link_count_at(path).is_ok_and(|links| links > 1)
 }
 
 /// Removes `.` and resolves `..` without touching the file system.
-pub fn normalise(path: &Path) -> PathBuf {
+pub(crate) fn normalise(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {
@@ -95,7 +95,7 @@ fn real_path(path: &Path) -> PathBuf {
 }
 
 /// How a path is shown to people: relative to the workspace when inside it.
-pub fn display(root: &Path, path: &Path) -> String {
+pub(crate) fn display(root: &Path, path: &Path) -> String {
     match path.strip_prefix(root) {
         Ok(rest) if rest.as_os_str().is_empty() => ".".to_string(),
         Ok(rest) => rest.display().to_string(),

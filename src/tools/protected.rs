@@ -69,14 +69,14 @@ const CLAUDE_INSTRUCTS: &[&str] = &["commands", "skills", "agents", "CLAUDE.md"]
 /// Whether the path component `part` may name `name` on some file system:
 /// letters in any case (macOS's and Windows' default file systems ignore
 /// it) and trailing dots and spaces ignored (Windows drops them).
-pub fn names(part: &std::ffi::OsStr, name: &str) -> bool {
+pub(crate) fn names(part: &std::ffi::OsStr, name: &str) -> bool {
     part.to_str()
         .is_some_and(|part| part.trim_end_matches(['.', ' ']).eq_ignore_ascii_case(name))
 }
 
 /// The level of `relative`, a path inside the workspace relative to its
 /// root (lexically normal: no `..`).
-pub fn of_relative(relative: &Path) -> Protection {
+pub(crate) fn of_relative(relative: &Path) -> Protection {
     let parts: Vec<&std::ffi::OsStr> = relative
         .components()
         .filter_map(|c| match c {
@@ -115,7 +115,7 @@ fn below(name: &str, rest: &[&std::ffi::OsStr], top: Protection) -> Protection {
 /// The level of `real`, a real (canonical) path, in the workspace whose
 /// canonical root is `real_root`. A top-level protected name that is a
 /// link (`.claude -> config/claude`) protects where it points as well.
-pub fn of_real(real_root: &Path, real: &Path) -> Protection {
+pub(crate) fn of_real(real_root: &Path, real: &Path) -> Protection {
     let Ok(relative) = real.strip_prefix(real_root) else {
         return Protection::None;
     };
@@ -148,7 +148,7 @@ pub fn of_real(real_root: &Path, real: &Path) -> Protection {
 /// folder: a best-effort look for the classifier, which only makes a
 /// command ask (git's own folder is left to the sandbox, which keeps it
 /// read-only: git commands read it all the time).
-pub fn names_executed(word: &str) -> bool {
+pub(crate) fn names_executed(word: &str) -> bool {
     let path = Path::new(word);
     let parts: Vec<&std::ffi::OsStr> = path
         .components()
@@ -169,7 +169,7 @@ pub fn names_executed(word: &str) -> bool {
 /// The first word of a command line that may name a file whose content
 /// Spindle runs ([`names_executed`]), the line split at blanks, quotes,
 /// redirections and operators.
-pub fn line_names_executed(line: &str) -> Option<&str> {
+pub(crate) fn line_names_executed(line: &str) -> Option<&str> {
     line.split(|c: char| {
         c.is_whitespace()
             || matches!(
@@ -183,7 +183,7 @@ pub fn line_names_executed(line: &str) -> Option<&str> {
 /// The top-level entries of the workspace at `root` whose content Spindle
 /// executes, as they are named there when they exist (any spelling), and
 /// the names that are missing: what a sandboxed command must not create.
-pub fn executed_entries(root: &Path) -> (Vec<std::path::PathBuf>, Vec<&'static str>) {
+pub(crate) fn executed_entries(root: &Path) -> (Vec<std::path::PathBuf>, Vec<&'static str>) {
     let mut present = Vec::new();
     let mut missing = Vec::new();
     let listed: Vec<std::ffi::OsString> = std::fs::read_dir(root)
@@ -205,7 +205,7 @@ pub fn executed_entries(root: &Path) -> (Vec<std::path::PathBuf>, Vec<&'static s
 
 /// Entries at the top of `root` that now name one of `missing`: created
 /// by a sandboxed command where nothing was before.
-pub fn created_since(root: &Path, missing: &[&str]) -> Vec<std::path::PathBuf> {
+pub(crate) fn created_since(root: &Path, missing: &[&str]) -> Vec<std::path::PathBuf> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
     };
@@ -221,7 +221,7 @@ pub fn created_since(root: &Path, missing: &[&str]) -> Vec<std::path::PathBuf> {
 /// name that does not exist cannot be mounted over; so what a command
 /// creates there is moved aside when it ends, before anything reads it.
 #[derive(Debug, Clone, Default)]
-pub struct Watch {
+pub(crate) struct Watch {
     roots: Vec<(std::path::PathBuf, Vec<&'static str>)>,
 }
 
@@ -229,7 +229,7 @@ impl Watch {
     /// What is missing now at the top of each of `roots`. git's own folder
     /// is left out: `git init` makes one, and Spindle runs nothing of a
     /// repository's configuration.
-    pub fn before<'a>(roots: impl IntoIterator<Item = &'a Path>) -> Watch {
+    pub(crate) fn before<'a>(roots: impl IntoIterator<Item = &'a Path>) -> Watch {
         let roots = roots
             .into_iter()
             .map(|root| {
@@ -245,7 +245,7 @@ impl Watch {
     /// Moves each entry created since [`Watch::before`] aside (renamed in
     /// its folder, so nothing is lost) and says what was done, for the
     /// model and the user; `None` when nothing was created.
-    pub fn sweep(&self) -> Option<String> {
+    pub(crate) fn sweep(&self) -> Option<String> {
         let mut moved = Vec::new();
         for (root, missing) in &self.roots {
             for path in created_since(root, missing) {

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 /// What to look for.
 #[derive(Debug, Clone)]
-pub struct SearchQuery {
+pub(crate) struct SearchQuery {
     pub pattern: String,
     /// Treat `pattern` as a regular expression. Only ripgrep can; without
     /// it a pattern with no metacharacters is searched literally and any
@@ -36,12 +36,15 @@ pub struct SearchQuery {
 
 /// The rendered answer for the model and a few facts about it.
 #[derive(Debug, Clone)]
-pub struct SearchResult {
+pub(crate) struct SearchResult {
     pub text: String,
     /// Matching lines shown in `text`.
+    #[cfg_attr(not(test), expect(dead_code, reason = "tests read it"))]
     pub matches: usize,
+    #[cfg_attr(not(test), expect(dead_code, reason = "tests read it"))]
     pub truncated: bool,
     /// `"ripgrep"` or `"builtin"`.
+    #[cfg_attr(not(test), expect(dead_code, reason = "tests read it"))]
     pub engine: &'static str,
 }
 
@@ -71,7 +74,7 @@ struct Hit {
 
 /// Whether ripgrep 11 or newer (the flags used here) can be run, checked
 /// once per process; `SPINDLE_SEARCH=builtin` forces false.
-pub fn ripgrep_available() -> bool {
+pub(crate) fn ripgrep_available() -> bool {
     // Global: whether ripgrep is installed is the machine's, checked once.
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
     *AVAILABLE.get_or_init(|| {
@@ -98,7 +101,7 @@ pub fn ripgrep_available() -> bool {
 /// `root` when inside it. Returns an error for an empty or multi-line
 /// pattern, a missing `base`, a regular expression without ripgrep, a
 /// ripgrep failure, or cancellation.
-pub fn search(
+pub(crate) fn search(
     root: &Path,
     base: &Path,
     query: &SearchQuery,

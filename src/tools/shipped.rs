@@ -82,7 +82,7 @@ impl Skipped {
 /// Opens `path` if it is a regular file lying in its own folder, and that
 /// folder inside `within` (all as real paths). `Ok(None)` when there is
 /// nothing at `path`.
-pub fn open(path: &Path, within: &Path) -> Result<Option<(File, u64)>, Refused> {
+pub(crate) fn open(path: &Path, within: &Path) -> Result<Option<(File, u64)>, Refused> {
     use super::bounded::{open_regular, ReadError};
     // A device is never even opened (opening one can act); the type is
     // checked again on the opened file.
@@ -108,7 +108,7 @@ pub fn open(path: &Path, within: &Path) -> Result<Option<(File, u64)>, Refused> 
 }
 
 /// The content of a shipped file of at most `cap` bytes (see [`open`]).
-pub fn read(path: &Path, within: &Path, cap: u64) -> Result<Option<Vec<u8>>, Refused> {
+pub(crate) fn read(path: &Path, within: &Path, cap: u64) -> Result<Option<Vec<u8>>, Refused> {
     let Some((file, size)) = open(path, within)? else {
         return Ok(None);
     };
@@ -151,7 +151,12 @@ fn check_place(file: &File, path: &Path, within: &Path) -> Result<(), Refused> {
 /// which must lie inside `within`: never through a link, never over an
 /// existing file (an existing one is left as it is, as the names are
 /// content hashes).
-pub fn write_new(within: &Path, folder: &Path, name: &str, data: &[u8]) -> Result<PathBuf, String> {
+pub(crate) fn write_new(
+    within: &Path,
+    folder: &Path,
+    name: &str,
+    data: &[u8],
+) -> Result<PathBuf, String> {
     use std::io::Write;
     let real_within = crate::os::canonical(within)
         .map_err(|error| format!("cannot find {}: {error}", within.display()))?;

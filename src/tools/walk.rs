@@ -18,11 +18,11 @@ use std::ffi::OsString;
 use std::fs::{self, FileType};
 use std::path::{Path, PathBuf};
 
-pub use super::ignore::{glob_match, Glob};
+pub(crate) use super::ignore::Glob;
 
 /// The kind of a directory entry; symlinks are never followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EntryKind {
+pub(crate) enum EntryKind {
     File,
     Dir,
     Symlink,
@@ -44,20 +44,22 @@ impl EntryKind {
 }
 
 /// What the walker shows the visitor.
-pub struct Entry<'a> {
+pub(crate) struct Entry<'a> {
     /// The full path: the starting directory joined with `rel`.
     pub path: &'a Path,
     /// The path relative to the starting directory, `/`-separated.
     pub rel: &'a str,
+    #[cfg_attr(not(test), expect(dead_code, reason = "tests read it"))]
     pub name: &'a str,
     pub kind: EntryKind,
     /// 1 for the starting directory's own entries.
+    #[cfg_attr(not(test), expect(dead_code, reason = "tests read it"))]
     pub depth: usize,
 }
 
 /// The visitor's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Control {
+pub(crate) enum Control {
     Continue,
     /// Do not descend into this directory (ignored for other entries).
     SkipDir,
@@ -65,7 +67,7 @@ pub enum Control {
 }
 
 #[derive(Default)]
-pub struct WalkOptions<'a> {
+pub(crate) struct WalkOptions<'a> {
     /// Entries deeper than this are not visited; `Some(1)` lists one level.
     pub max_depth: Option<usize>,
     /// Polled every few entries; when it returns true the walk ends.
@@ -74,7 +76,7 @@ pub struct WalkOptions<'a> {
 
 /// How a walk ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WalkEnd {
+pub(crate) enum WalkEnd {
     Finished,
     Stopped,
     Cancelled,
@@ -89,7 +91,7 @@ type Frame = (std::vec::IntoIter<(OsString, FileType)>, usize, bool);
 /// when `start` is inside it, the ignore files of the directories between
 /// them apply too. Unreadable subdirectories are skipped; only an unreadable
 /// `start` is an error.
-pub fn walk(
+pub(crate) fn walk(
     root: &Path,
     start: &Path,
     options: &WalkOptions,
@@ -225,7 +227,7 @@ fn check_dir(root: &Path, dir: &Path) -> Result<(), String> {
 
 /// `path` relative to `root` with `/` separators (`.` for the root itself),
 /// or the full path when it is outside the root.
-pub fn display_path(root: &Path, path: &Path) -> String {
+pub(crate) fn display_path(root: &Path, path: &Path) -> String {
     match path.strip_prefix(root) {
         Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
         Ok(rel) => rel.to_string_lossy().replace('\\', "/"),
@@ -239,7 +241,7 @@ pub fn display_path(root: &Path, path: &Path) -> String {
 /// that the ignore files exclude are listed too, marked `ignored`, so the
 /// model knows they exist; `.git` is left out. At most `limit` entries are
 /// shown, followed by a note saying how many were not.
-pub fn list_directory(root: &Path, dir: &Path, limit: usize) -> Result<String, String> {
+pub(crate) fn list_directory(root: &Path, dir: &Path, limit: usize) -> Result<String, String> {
     check_dir(root, dir)?;
     let (mut ignores, rel) = ancestor_ignores(root, dir);
     let entries = read_sorted(dir)?;
@@ -299,7 +301,7 @@ pub fn list_directory(root: &Path, dir: &Path, limit: usize) -> Result<String, S
 
 /// Files found by [`glob`], as full paths in sorted order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GlobResult {
+pub(crate) struct GlobResult {
     pub paths: Vec<PathBuf>,
     pub truncated: bool,
 }
@@ -309,7 +311,7 @@ pub struct GlobResult {
 /// pattern ending in `/` means everything below that directory, and a
 /// pattern that spells out `base` itself as a prefix has it removed. At most
 /// `limit` paths are returned; `truncated` says whether more exist.
-pub fn glob(
+pub(crate) fn glob(
     root: &Path,
     base: &Path,
     pattern: &str,
@@ -354,7 +356,7 @@ pub fn glob(
 
 /// Renders a glob result for the model: one path per line, relative to the
 /// root when inside it, and a note when the list was cut short.
-pub fn render_glob(root: &Path, result: &GlobResult) -> String {
+pub(crate) fn render_glob(root: &Path, result: &GlobResult) -> String {
     if result.paths.is_empty() {
         return "No matching files.".to_string();
     }

@@ -7,13 +7,13 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// A result as the JSON it is sent as.
-pub fn to_json(result: impl Serialize) -> Value {
+pub(crate) fn to_json(result: impl Serialize) -> Value {
     serde_json::to_value(result).unwrap_or_default()
 }
 
 /// `_spindle/session/status`: one snapshot of a session.
 #[derive(Serialize)]
-pub struct StatusResult<'a> {
+pub(crate) struct StatusResult<'a> {
     pub session: StatusSession<'a>,
     pub turn: StatusTurn<'a>,
     pub model: &'a str,
@@ -32,7 +32,7 @@ pub struct StatusResult<'a> {
 /// The session of a status snapshot.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StatusSession<'a> {
+pub(crate) struct StatusSession<'a> {
     pub id: &'a str,
     pub cwd: &'a std::path::Path,
     pub title: Option<&'a str>,
@@ -43,7 +43,7 @@ pub struct StatusSession<'a> {
 /// The running or last turn of a status snapshot.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StatusTurn<'a> {
+pub(crate) struct StatusTurn<'a> {
     /// `running` or `idle`.
     pub state: &'static str,
     pub epoch: u64,
@@ -57,7 +57,7 @@ pub struct StatusTurn<'a> {
 /// The usage of a status snapshot: the session's totals so far.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StatusUsage<'a> {
+pub(crate) struct StatusUsage<'a> {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cached_read_tokens: u64,
@@ -73,7 +73,7 @@ pub struct StatusUsage<'a> {
 /// model's table; incomplete, never a silent 0, when a call had no price.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CostQuote<'a> {
+pub(crate) struct CostQuote<'a> {
     /// `null` when the model has no price.
     pub currency: Option<&'a str>,
     pub original_totals: Option<CostTotals>,
@@ -90,7 +90,7 @@ pub struct CostQuote<'a> {
 /// The parts of a cost quote.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CostTotals {
+pub(crate) struct CostTotals {
     pub input: f64,
     pub cached_input: f64,
     pub output: f64,
@@ -100,20 +100,20 @@ pub struct CostTotals {
 
 /// An amount of money.
 #[derive(Serialize)]
-pub struct Cost<'a> {
+pub(crate) struct Cost<'a> {
     pub amount: f64,
     pub currency: &'a str,
 }
 
 /// The plan of a status snapshot.
 #[derive(Serialize)]
-pub struct StatusPlan {
+pub(crate) struct StatusPlan {
     pub entries: Value,
 }
 
 /// The inbox of a status snapshot.
 #[derive(Serialize)]
-pub struct StatusInbox {
+pub(crate) struct StatusInbox {
     pub pending: usize,
     pub uncertain: usize,
     pub paused: bool,
@@ -122,14 +122,14 @@ pub struct StatusInbox {
 
 /// The jobs of a status snapshot.
 #[derive(Serialize)]
-pub struct StatusJobs {
+pub(crate) struct StatusJobs {
     pub running: u64,
     pub total: u64,
 }
 
 /// The health of a status snapshot: the provider's, with its last error.
 #[derive(Serialize)]
-pub struct StatusHealth<'a> {
+pub(crate) struct StatusHealth<'a> {
     pub provider: &'a str,
     pub error: Option<String>,
     /// While `waiting`: when the provider's limit resets (RFC 3339).
@@ -140,7 +140,7 @@ pub struct StatusHealth<'a> {
 /// (`steer_accepted` or `queued_followup`).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SteerResult {
+pub(crate) struct SteerResult {
     pub item_id: String,
     pub disposition: &'static str,
 }
@@ -148,7 +148,7 @@ pub struct SteerResult {
 /// `_session/steering`: `injected`, `startedNewTurn`, or
 /// `promptRequired` (with the reason).
 #[derive(Serialize)]
-pub struct SteeringResult {
+pub(crate) struct SteeringResult {
     pub outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
@@ -157,7 +157,7 @@ pub struct SteeringResult {
 /// `_spindle/session/inbox/enqueue`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EnqueueResult<'a> {
+pub(crate) struct EnqueueResult<'a> {
     pub item_id: &'a str,
     /// `started`, `queued`, or the state of the item an idempotency key
     /// found.
@@ -170,7 +170,7 @@ pub struct EnqueueResult<'a> {
 
 /// `_spindle/session/inbox/list`.
 #[derive(Serialize)]
-pub struct InboxListResult {
+pub(crate) struct InboxListResult {
     pub items: Vec<Value>,
     pub capacity: usize,
     pub paused: bool,
@@ -179,14 +179,14 @@ pub struct InboxListResult {
 
 /// `_spindle/session/inbox/get`, `update` and `refresh`: the item whole.
 #[derive(Serialize)]
-pub struct InboxItemResult {
+pub(crate) struct InboxItemResult {
     pub item: Value,
 }
 
 /// `_spindle/session/inbox/delete` and `retry`: the item's new state.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ItemStateResult<'a> {
+pub(crate) struct ItemStateResult<'a> {
     pub item_id: &'a str,
     pub state: &'static str,
 }
@@ -194,20 +194,20 @@ pub struct ItemStateResult<'a> {
 /// `_spindle/session/inbox/move`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct InboxMoveResult<'a> {
+pub(crate) struct InboxMoveResult<'a> {
     pub item_id: &'a str,
     pub position: usize,
 }
 
 /// `_spindle/session/inbox/setPaused`.
 #[derive(Serialize)]
-pub struct InboxPausedResult {
+pub(crate) struct InboxPausedResult {
     pub paused: bool,
 }
 
 /// `_spindle/session/goal/pause`.
 #[derive(Serialize)]
-pub struct GoalPauseResult {
+pub(crate) struct GoalPauseResult {
     pub goal: Option<Value>,
     /// Whether a running turn stops at its next boundary.
     pub pausing: bool,
@@ -215,21 +215,21 @@ pub struct GoalPauseResult {
 
 /// `_spindle/session/goal/resume`.
 #[derive(Serialize)]
-pub struct GoalResumeResult {
+pub(crate) struct GoalResumeResult {
     pub goal: Value,
 }
 
 /// `_spindle/settings`, `_spindle/models` and `_spindle/operations`: the
 /// catalog's rows.
 #[derive(Serialize)]
-pub struct CatalogResult {
+pub(crate) struct CatalogResult {
     pub items: Vec<Value>,
 }
 
 /// `_spindle/invoke`: the operation's text, `immediate` or `scheduled`
 /// (it runs as a turn).
 #[derive(Serialize)]
-pub struct InvokeResult {
+pub(crate) struct InvokeResult {
     pub text: String,
     pub delivery: &'static str,
 }
@@ -237,7 +237,7 @@ pub struct InvokeResult {
 /// `_spindle/session/reload`: `{"reloaded": true}`, or `{"queued": true}`
 /// while a turn runs.
 #[derive(Serialize)]
-pub struct ReloadResult {
+pub(crate) struct ReloadResult {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub queued: bool,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -248,7 +248,7 @@ pub struct ReloadResult {
 /// `_spindle/jobs` and the `job` events show it.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct JobResult<'a> {
+pub(crate) struct JobResult<'a> {
     pub job_id: &'a str,
     /// `command` or `agent`.
     pub kind: &'a str,
@@ -269,7 +269,7 @@ pub struct JobResult<'a> {
 /// `_spindle/jobs`: a page of jobs.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct JobsResult {
+pub(crate) struct JobsResult {
     pub items: Vec<Value>,
     pub next_cursor: Option<String>,
 }
@@ -277,7 +277,7 @@ pub struct JobsResult {
 /// `_spindle/job/transcript` of a command job: bytes of its log.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TextTranscriptResult {
+pub(crate) struct TextTranscriptResult {
     pub text: String,
     pub offset: u64,
     /// `null` once the log is complete.
@@ -289,7 +289,7 @@ pub struct TextTranscriptResult {
 /// `_spindle/job/transcript` of an agent job: its updates.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct UpdatesTranscriptResult {
+pub(crate) struct UpdatesTranscriptResult {
     pub updates: Vec<Value>,
     pub offset: u64,
     /// `null` once the log is complete.
@@ -301,7 +301,7 @@ pub struct UpdatesTranscriptResult {
 /// `_spindle/resource` of a job's log.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LogWindowResult {
+pub(crate) struct LogWindowResult {
     pub text: String,
     pub byte_offset: u64,
     pub byte_count: u64,
@@ -311,7 +311,7 @@ pub struct LogWindowResult {
 /// `_spindle/resource` of a workspace file.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct FileWindowResult<'a> {
+pub(crate) struct FileWindowResult<'a> {
     pub text: String,
     pub start_line: u64,
     pub line_count: usize,

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// `_session/rewind_points`: the session only.
 #[derive(Debug, PartialEq, Eq)]
-pub struct RewindPointsParams<'a> {
+pub(crate) struct RewindPointsParams<'a> {
     pub session_id: &'a str,
 }
 
@@ -22,25 +22,25 @@ impl<'a> FromParams<'a> for RewindPointsParams<'a> {
 
 /// What a rewind puts back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RewindMode {
+pub(crate) enum RewindMode {
     Files,
     Conversation,
     Both,
 }
 
 impl RewindMode {
-    pub fn files(self) -> bool {
+    pub(crate) fn files(self) -> bool {
         matches!(self, RewindMode::Files | RewindMode::Both)
     }
 
-    pub fn conversation(self) -> bool {
+    pub(crate) fn conversation(self) -> bool {
         matches!(self, RewindMode::Conversation | RewindMode::Both)
     }
 }
 
 /// `_session/rewind`.
 #[derive(Debug, PartialEq, Eq)]
-pub struct RewindParams<'a> {
+pub(crate) struct RewindParams<'a> {
     pub session_id: &'a str,
     pub message_id: &'a str,
     pub mode: RewindMode,
@@ -80,7 +80,7 @@ impl<'a> FromParams<'a> for RewindParams<'a> {
 /// One point of `_session/rewind_points`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RewindPoint {
+pub(crate) struct RewindPoint {
     pub message_id: String,
     pub text: String,
     pub index: usize,
@@ -94,13 +94,13 @@ pub struct RewindPoint {
 }
 
 #[derive(Debug, Serialize)]
-pub struct RewindPointsResult {
+pub(crate) struct RewindPointsResult {
     pub points: Vec<RewindPoint>,
 }
 
 /// One file a rewind puts back: `restored`, `deleted` or `recreated`.
 #[derive(Debug, Serialize)]
-pub struct RewoundFile {
+pub(crate) struct RewoundFile {
     pub path: String,
     pub action: &'static str,
 }
@@ -108,7 +108,7 @@ pub struct RewoundFile {
 /// The files half of `_session/rewind`'s answer.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RewindFiles {
+pub(crate) struct RewindFiles {
     pub can_rewind: bool,
     pub files_changed: Vec<String>,
     pub files: Vec<RewoundFile>,
@@ -117,14 +117,14 @@ pub struct RewindFiles {
 /// The conversation half of `_session/rewind`'s answer.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RewindConversation {
+pub(crate) struct RewindConversation {
     pub rewound: bool,
     pub messages_dropped: i64,
 }
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RewindResult {
+pub(crate) struct RewindResult {
     pub dry_run: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub files: Option<RewindFiles>,

@@ -37,12 +37,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The most bytes of text a client system prompt may hold.
-pub const LIMIT: usize = 64 * 1024;
+pub(crate) const LIMIT: usize = 64 * 1024;
 
 /// How the client's text combines with Spindle's instructions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum PromptMode {
+pub(crate) enum PromptMode {
     Append,
     Override,
 }
@@ -50,7 +50,7 @@ pub enum PromptMode {
 /// A client's system prompt, as kept with the session: its mode and its
 /// text blocks joined by a blank line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClientPrompt {
+pub(crate) struct ClientPrompt {
     pub mode: PromptMode,
     pub text: String,
 }
@@ -59,7 +59,7 @@ pub struct ClientPrompt {
 /// left out or null (the session keeps what it has, or Spindle's own
 /// instructions); an error a person can act on when it cannot be applied
 /// as given, checked before any session is created, loaded or copied.
-pub fn parse(params: &Value) -> Result<Option<ClientPrompt>, RpcError> {
+pub(crate) fn parse(params: &Value) -> Result<Option<ClientPrompt>, RpcError> {
     let given = match params.get("systemPrompt") {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Object(given)) => given,
@@ -141,7 +141,7 @@ const OVERRIDE_HEADING: &str =
 /// safety text, tool advice) from `base`, or with `override` the client's
 /// text and then `kept`, what override cannot remove (see the module's
 /// comment). The instruction files and the rest follow either way.
-pub fn opening(
+pub(crate) fn opening(
     client: Option<&ClientPrompt>,
     base: impl FnOnce() -> String,
     kept: impl FnOnce() -> String,
@@ -156,7 +156,7 @@ pub fn opening(
 }
 
 /// What ends the system prompt: with `append`, the client's text.
-pub fn closing(client: Option<&ClientPrompt>) -> Option<String> {
+pub(crate) fn closing(client: Option<&ClientPrompt>) -> Option<String> {
     match client {
         Some(ClientPrompt {
             mode: PromptMode::Append,
@@ -167,7 +167,7 @@ pub fn closing(client: Option<&ClientPrompt>) -> Option<String> {
 }
 
 /// For `/memory`: the mode, the size and the first lines.
-pub fn describe(client: &ClientPrompt) -> (String, Vec<&str>) {
+pub(crate) fn describe(client: &ClientPrompt) -> (String, Vec<&str>) {
     let effect = match client.mode {
         PromptMode::Append => "append: added after Spindle's instructions",
         PromptMode::Override => "override: in place of Spindle's persona and tool advice; its safety text, the environment and the instruction files stay",

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 /// The prompt as the turn uses it.
-pub struct PromptInput {
+pub(crate) struct PromptInput {
     /// The text the model gets.
     pub text: String,
     pub images: Vec<Image>,
@@ -159,7 +159,7 @@ fn file_uri(path: &Path) -> String {
 }
 
 /// Checks every block, then saves attachments and builds the prompt.
-pub fn read_prompt(blocks: &[Value], cwd: &Path) -> Result<PromptInput, RpcError> {
+pub(crate) fn read_prompt(blocks: &[Value], cwd: &Path) -> Result<PromptInput, RpcError> {
     let checked = check(blocks)?;
     let mut parts: Vec<String> = Vec::new();
     let mut images = Vec::new();

@@ -16,7 +16,7 @@ const LEFT_CAP: usize = 1_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Status {
+pub(crate) enum Status {
     Drafting,
     Running,
     Paused,
@@ -28,7 +28,7 @@ pub enum Status {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Counters {
+pub(crate) struct Counters {
     pub continuations: u64,
     pub model_calls: u64,
     pub tool_calls: u64,
@@ -41,7 +41,7 @@ pub struct Counters {
 /// Limits; `None` is unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Budget {
+pub(crate) struct Budget {
     pub max_continuations: Option<u64>,
     pub max_model_calls: Option<u64>,
     pub max_tokens: Option<u64>,
@@ -51,7 +51,7 @@ pub struct Budget {
 
 impl Budget {
     /// The preset's budget: light < balanced < delivery.
-    pub fn of(preset: Preset) -> Budget {
+    pub(crate) fn of(preset: Preset) -> Budget {
         let (continuations, calls, tokens, minutes) = match preset {
             Preset::Light => (10, 60, 2_000_000, 30),
             Preset::Balanced => (30, 200, 8_000_000, 120),
@@ -67,7 +67,7 @@ impl Budget {
     }
 
     /// The preset's budget with the config's overrides.
-    pub fn configured(preset: Preset, config: &crate::config::GoalSettings) -> Budget {
+    pub(crate) fn configured(preset: Preset, config: &crate::config::GoalSettings) -> Budget {
         let mut budget = Budget::of(preset);
         if let Some(n) = config.max_continuations {
             budget.max_continuations = Some(n);
@@ -88,7 +88,7 @@ impl Budget {
     }
 
     /// What ran out, if anything.
-    pub fn exhausted(&self, counters: &Counters) -> Option<&'static str> {
+    pub(crate) fn exhausted(&self, counters: &Counters) -> Option<&'static str> {
         if self
             .max_continuations
             .is_some_and(|max| counters.continuations >= max)
@@ -123,7 +123,7 @@ impl Budget {
 /// A goal's whole state (durable; sent as the status `goal` field).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Goal {
+pub(crate) struct Goal {
     pub objective: String,
     pub status: Status,
     /// The last turn's outcome (`failed` labels the turn, not the goal).
@@ -143,7 +143,7 @@ pub struct Goal {
 }
 
 impl Goal {
-    pub fn draft(budget: Budget) -> Goal {
+    pub(crate) fn draft(budget: Budget) -> Goal {
         Goal {
             objective: String::new(),
             status: Status::Drafting,
@@ -159,16 +159,16 @@ impl Goal {
         }
     }
 
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
 
-    pub fn touch(&mut self) {
+    pub(crate) fn touch(&mut self) {
         self.updated_at = crate::clock::now_rfc3339();
     }
 
     /// Whether `resume` applies.
-    pub fn resumable(&self) -> bool {
+    pub(crate) fn resumable(&self) -> bool {
         matches!(
             self.status,
             Status::Paused | Status::Blocked | Status::Cancelled | Status::BudgetExhausted
@@ -178,7 +178,7 @@ impl Goal {
     /// The message that continues the goal: the objective, the checkpoint
     /// and what is left, each capped, so it is the same size at the
     /// fiftieth continuation as at the first.
-    pub fn continuation(&self) -> String {
+    pub(crate) fn continuation(&self) -> String {
         let left: Vec<String> = self
             .todos
             .as_array()
@@ -214,7 +214,7 @@ fn cap(text: &str, max: usize) -> String {
 }
 
 /// What the system prompt adds in goal mode.
-pub const INSTRUCTIONS: &str = "The session is in goal mode: you work on the objective across many steps until it is done. Report progress with the goal_update tool: status \"working\" with a short checkpoint (what is delivered and verified so far) and your todo list; \"complete\" only when the objective is done and verified; \"blocked\" with a question when you need the user.";
+pub(crate) const INSTRUCTIONS: &str = "The session is in goal mode: you work on the objective across many steps until it is done. Report progress with the goal_update tool: status \"working\" with a short checkpoint (what is delivered and verified so far) and your todo list; \"complete\" only when the objective is done and verified; \"blocked\" with a question when you need the user.";
 
 #[cfg(test)]
 mod tests {

@@ -12,14 +12,14 @@
 //! (`goal.rs`), and what model calls cost (`spend.rs`: sums stay unknown
 //! when one call's cost is).
 
-pub mod client_prompt;
+pub(super) mod client_prompt;
 pub mod commands;
-pub mod content;
-pub mod goal;
+pub(super) mod content;
+pub(super) mod goal;
 pub mod hooks;
 pub mod models;
-pub mod options;
+pub(super) mod options;
 pub mod permission;
-pub mod prompt;
+pub(super) mod prompt;
 pub mod skills;
-pub mod spend;
+pub(super) mod spend;

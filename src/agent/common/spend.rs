@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// The cost of some model calls (a turn's, a session's).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Spend {
+pub(crate) struct Spend {
     /// The sum of the calls whose cost is known.
     #[serde(default)]
     pub cost: f64,
@@ -30,7 +30,7 @@ fn is_zero(count: &u64) -> bool {
 
 impl Spend {
     /// Counts one call, of known cost or not.
-    pub fn add_call(&mut self, cost: Option<f64>) {
+    pub(crate) fn add_call(&mut self, cost: Option<f64>) {
         match cost {
             Some(cost) => {
                 self.cost += cost;
@@ -41,14 +41,14 @@ impl Spend {
     }
 
     /// Adds another sum.
-    pub fn add(&mut self, other: &Spend) {
+    pub(crate) fn add(&mut self, other: &Spend) {
         self.cost += other.cost;
         self.priced_calls += other.priced_calls;
         self.unpriced_calls += other.unpriced_calls;
     }
 
     /// What was added since `before` (a sum this one started from).
-    pub fn since(&self, before: &Spend) -> Spend {
+    pub(crate) fn since(&self, before: &Spend) -> Spend {
         Spend {
             cost: (self.cost - before.cost).max(0.0),
             priced_calls: self.priced_calls.saturating_sub(before.priced_calls),
@@ -58,26 +58,26 @@ impl Spend {
 
     /// The total, rounded to a millionth: `None` when any call's cost is
     /// unknown (the known part is then a floor, not the total).
-    pub fn total(&self) -> Option<f64> {
+    pub(crate) fn total(&self) -> Option<f64> {
         (self.unpriced_calls == 0).then(|| round6(self.cost))
     }
 }
 
 /// Rounds to a millionth (of a currency unit).
-pub fn round6(value: f64) -> f64 {
+pub(crate) fn round6(value: f64) -> f64 {
     (value * 1e6).round() / 1e6
 }
 
 /// The currency the costs of a model are in: its price's, else USD (the
 /// currency providers report costs in).
-pub fn currency(price: Option<&Price>) -> &str {
+pub(crate) fn currency(price: Option<&Price>) -> &str {
     price.map_or("USD", |price| price.currency.as_str())
 }
 
 /// What one model call cost: the provider's report (USD) when it gave one
 /// and the model's price, if any, is in USD too; else its usage at the
 /// model's price; else unknown.
-pub fn call_cost(
+pub(crate) fn call_cost(
     reported: Option<f64>,
     usage: Option<&Usage>,
     price: Option<&Price>,
@@ -91,7 +91,7 @@ pub fn call_cost(
 }
 
 /// The price of one model call's tokens.
-pub fn cost_of(usage: &Usage, price: &Price) -> f64 {
+pub(crate) fn cost_of(usage: &Usage, price: &Price) -> f64 {
     let cached = usage.cached_tokens.min(usage.input_tokens) as f64;
     let fresh = usage.input_tokens as f64 - cached;
     let cached_price = price.cached_input.unwrap_or(price.input);

@@ -7,8 +7,8 @@
 //! `params.rs` how handlers read params and name errors.
 
 mod outgoing;
-pub mod params;
-pub mod session;
+pub(super) mod params;
+pub(super) mod session;
 
 use crate::acp::{method, ClientCapabilities, SessionUpdate};
 use crate::agent::common::models::Registry;
@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 /// Everything the dispatcher hears about: the client's messages (from the
 /// reader) and the reports of turns.
 #[derive(Debug)]
-pub enum Event {
+pub(super) enum Event {
     Input(Input),
     Turn(Report),
     /// SIGTERM, SIGINT or SIGHUP: end as at stdin EOF, turns cancelled
@@ -54,7 +54,7 @@ impl From<Input> for Event {
 /// `--drain`) before the agent exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(700);
 
-pub struct Dispatcher {
+pub(super) struct Dispatcher {
     pub(in crate::agent) options: Options,
     /// Providers and models, built on first need and rebuilt by
     /// `authenticate`.
@@ -99,7 +99,7 @@ const LEASE_HEARTBEAT: Duration = Duration::from_secs(10);
 impl Dispatcher {
     /// `loaded` is the config as the start loaded it: the registry is
     /// first built from it, and from the file again only on a reload.
-    pub fn new(
+    pub(super) fn new(
         options: Options,
         loaded: crate::config::loaded::Loaded,
         writer: Sender<Queued>,
@@ -408,7 +408,7 @@ impl Dispatcher {
         }
     }
 
-    pub fn run(mut self, events: &Receiver<Event>) {
+    pub(super) fn run(mut self, events: &Receiver<Event>) {
         loop {
             if self.closing.is_some() && !self.any_running() {
                 break;

@@ -21,14 +21,14 @@ struct Pending {
 
 /// The table of pending requests, by id.
 #[derive(Default)]
-pub struct Outgoing {
+pub(super) struct Outgoing {
     pending: HashMap<u64, Pending>,
     next_id: u64,
 }
 
 impl Outgoing {
     /// Takes a turn's request under a new id; returns the line to write.
-    pub fn register(&mut self, request: OutgoingRequest) -> String {
+    pub(super) fn register(&mut self, request: OutgoingRequest) -> String {
         let id = self.next_id;
         self.next_id += 1;
         let line = rpc::request_line(&json!(id), request.method, &request.params);
@@ -50,7 +50,7 @@ impl Outgoing {
     /// requests that kill and release it are returned: every terminal we
     /// create must be released, and its command must not outlive the
     /// cancel.
-    pub fn answer(
+    pub(super) fn answer(
         &mut self,
         id: &RequestId,
         result: Result<Value, RpcError>,
@@ -90,7 +90,7 @@ impl Outgoing {
     /// Requests a finished turn left unanswered (it was cancelled while
     /// waiting) lose their receiver; a terminal/create among them is kept,
     /// so the terminal it creates can still be released.
-    pub fn forget_session(&mut self, session_id: &str) {
+    pub(super) fn forget_session(&mut self, session_id: &str) {
         self.pending.retain(|_, pending| {
             pending.session_id != session_id
                 || pending.lasting
@@ -105,7 +105,7 @@ impl Outgoing {
 
     /// Nobody can answer any more (stdin closed): dropping the reply
     /// channels tells the waiting turns the client is gone.
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.pending.clear();
     }
 }

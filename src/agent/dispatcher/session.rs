@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::thread::JoinHandle;
 
-pub struct Session {
+pub(crate) struct Session {
     pub id: String,
     pub cwd: PathBuf,
     /// Kept for the MCP client, which is not built yet.
@@ -97,7 +97,7 @@ pub struct Session {
 /// The choices a session keeps across reloads, stored as JSON. Fields
 /// default, so databases written before a field existed still load.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Settings {
+pub(crate) struct Settings {
     #[serde(default)]
     pub policy: Policy,
     #[serde(default)]
@@ -155,7 +155,7 @@ fn auto() -> String {
 
 /// The choices a workspace remembers for its next new session.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct WorkspaceDefaults {
+pub(crate) struct WorkspaceDefaults {
     #[serde(default)]
     pub model: Option<String>,
     #[serde(default)]
@@ -168,7 +168,7 @@ pub struct WorkspaceDefaults {
 
 /// What started a turn (`source` in docs/extensions.md, "Turn events").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TurnSource {
+pub(crate) enum TurnSource {
     /// `session/prompt`.
     Prompt,
     /// An inbox follow-up.
@@ -185,7 +185,7 @@ pub enum TurnSource {
 }
 
 impl TurnSource {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             TurnSource::Prompt => "prompt",
             TurnSource::Queue => "queue",
@@ -197,7 +197,7 @@ impl TurnSource {
     }
 }
 
-pub struct RunningTurn {
+pub(crate) struct RunningTurn {
     /// The prompt it answers (`None`: the agent's own turn).
     pub request_id: Option<RequestId>,
     pub cancel: CancelToken,
@@ -205,7 +205,12 @@ pub struct RunningTurn {
 }
 
 impl Session {
-    pub fn new(id: String, cwd: PathBuf, mcp_servers: Vec<Value>, policy: Policy) -> Session {
+    pub(crate) fn new(
+        id: String,
+        cwd: PathBuf,
+        mcp_servers: Vec<Value>,
+        policy: Policy,
+    ) -> Session {
         Session {
             id,
             cwd,
@@ -260,7 +265,7 @@ impl Session {
 
     /// Takes stored settings back (on load and resume): a stored model or
     /// agent that is missing leaves the one chosen at open.
-    pub fn restore(&mut self, mut settings: Settings) {
+    pub(crate) fn restore(&mut self, mut settings: Settings) {
         if settings.model.is_empty() {
             settings.model = std::mem::take(&mut self.settings.model);
         }
@@ -270,7 +275,7 @@ impl Session {
         self.settings = settings;
     }
 
-    pub fn workspace_defaults(&self) -> WorkspaceDefaults {
+    pub(crate) fn workspace_defaults(&self) -> WorkspaceDefaults {
         WorkspaceDefaults {
             model: Some(self.settings.model.clone()),
             effort: Some(self.settings.effort.clone()),
@@ -279,17 +284,17 @@ impl Session {
         }
     }
 
-    pub fn settings_json(&self) -> Value {
+    pub(crate) fn settings_json(&self) -> Value {
         serde_json::to_value(&self.settings).unwrap_or_default()
     }
 
-    pub fn add_usage(&mut self, usage: &Usage) {
+    pub(crate) fn add_usage(&mut self, usage: &Usage) {
         self.settings.usage = sum(&self.settings.usage, usage);
     }
 
     /// The window of the session's model: its configured or listed one,
     /// or the smaller one a server named when it refused a request.
-    pub fn window_of(&self, entry: &crate::agent::common::models::ModelEntry) -> u64 {
+    pub(crate) fn window_of(&self, entry: &crate::agent::common::models::ModelEntry) -> u64 {
         match &self.learned_window {
             Some((model, window)) if *model == entry.id => (*window).min(entry.context_window()),
             _ => entry.context_window(),
@@ -298,7 +303,7 @@ impl Session {
 
     /// The session's tokens and cost so far: its finished turns, and the
     /// running turn's model calls as it published them.
-    pub fn usage_so_far(&self) -> (Usage, Spend) {
+    pub(crate) fn usage_so_far(&self) -> (Usage, Spend) {
         match (&self.running, self.live.lock()) {
             (Some(_), Ok(live)) => {
                 let mut spend = self.settings.spend;
@@ -318,7 +323,7 @@ fn sum(a: &Usage, b: &Usage) -> Usage {
 
 /// Checks a client-chosen session id: short and safe to show, log and use
 /// in file names later.
-pub fn valid_client_session_id(id: &str) -> bool {
+pub(crate) fn valid_client_session_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 64
         && id
@@ -328,7 +333,7 @@ pub fn valid_client_session_id(id: &str) -> bool {
 }
 
 /// A short one-line title from the first prompt.
-pub fn title_from(prompt: &str) -> String {
+pub(crate) fn title_from(prompt: &str) -> String {
     let line = prompt
         .lines()
         .map(str::trim)
@@ -351,7 +356,7 @@ pub fn title_from(prompt: &str) -> String {
 
 /// MCP server definitions as stored: names, commands, URLs and the names
 /// of variables and headers, never their values (they hold secrets).
-pub fn redact_mcp_servers(servers: &[Value]) -> Value {
+pub(crate) fn redact_mcp_servers(servers: &[Value]) -> Value {
     let redacted: Vec<Value> = servers
         .iter()
         .map(|server| {

@@ -45,7 +45,7 @@ fn choice(value: &str, name: &str, description: Option<&str>) -> Value {
 }
 
 /// The effort levels offered for a model: `auto` plus what it supports.
-pub fn effort_values(model: Option<&ModelEntry>) -> Vec<String> {
+pub(super) fn effort_values(model: Option<&ModelEntry>) -> Vec<String> {
     let mut values = vec!["auto".to_string()];
     if let Some(model) = model {
         values.extend(model.efforts().iter().cloned());
@@ -54,7 +54,7 @@ pub fn effort_values(model: Option<&ModelEntry>) -> Vec<String> {
 }
 
 /// The complete config option list of a session.
-pub fn config_options(session: &Session, registry: &Registry) -> Value {
+pub(super) fn config_options(session: &Session, registry: &Registry) -> Value {
     let models: Vec<Value> = registry
         .models
         .iter()
@@ -176,7 +176,7 @@ fn sandbox_description() -> String {
     }
 }
 
-pub fn policy_id(policy: Policy) -> &'static str {
+pub(super) fn policy_id(policy: Policy) -> &'static str {
     match policy {
         Policy::Ask => "ask",
         Policy::Auto => "auto",
@@ -186,7 +186,7 @@ pub fn policy_id(policy: Policy) -> &'static str {
 }
 
 /// The `modes` object of session responses.
-pub fn modes(session: &Session) -> Value {
+pub(super) fn modes(session: &Session) -> Value {
     json!({
         "currentModeId": session.settings.mode.id(),
         "availableModes": [

@@ -284,7 +284,7 @@ pub(super) fn route(method: &str) -> Option<&'static Route> {
 
 /// `agentCapabilities._meta.spindle`, as discovery lists it: every routed
 /// vendor method by its key.
-pub fn discovery() -> Value {
+pub(super) fn discovery() -> Value {
     let methods: Map<String, Value> = ROUTES
         .iter()
         .filter_map(|route| Some((route.key?.to_string(), json!(route.method))))

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 /// An agent job's answer: the text of the last line of its log (the
 /// parent's call, as it ended), from the end of the log.
-pub fn agent_answer(tail: &str) -> String {
+pub(crate) fn agent_answer(tail: &str) -> String {
     tail.lines()
         .rev()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
@@ -20,7 +20,7 @@ pub fn agent_answer(tail: &str) -> String {
 
 /// An agent job's updates (JSON lines) as the model reads them: what it
 /// said, and each tool call with its end.
-pub fn render_updates(lines: &str) -> String {
+pub(super) fn render_updates(lines: &str) -> String {
     let mut out = String::new();
     for line in lines.lines() {
         let Ok(update) = serde_json::from_str::<Value>(line) else {

@@ -16,7 +16,7 @@ use std::path::Path;
 
 /// Why a client request gave no result.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ClientError {
+pub(crate) enum ClientError {
     /// The turn was cancelled while waiting.
     Cancelled,
     /// The client answered with an error.
@@ -37,7 +37,7 @@ impl std::fmt::Display for ClientError {
 
 /// A turn's handle on the client.
 #[derive(Clone)]
-pub struct Client {
+pub(crate) struct Client {
     pub session_id: String,
     pub capabilities: ClientCapabilities,
     outbox: Outbox,
@@ -54,7 +54,7 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(
+    pub(crate) fn new(
         session_id: String,
         capabilities: ClientCapabilities,
         outbox: Outbox,
@@ -73,7 +73,7 @@ impl Client {
 
     /// The same client, its waits racing another cancel (a subagent
     /// running as a job stops with the job, not with the turn).
-    pub fn with_cancel(&self, cancel: CancelToken) -> Client {
+    pub(crate) fn with_cancel(&self, cancel: CancelToken) -> Client {
         Client {
             cancel,
             ..self.clone()
@@ -116,7 +116,7 @@ impl Client {
     /// Sends a request and waits for its answer or the turn's cancel.
     /// Tells the dispatcher something besides a request (false when it is
     /// gone).
-    pub fn report(&self, report: Report) -> bool {
+    pub(crate) fn report(&self, report: Report) -> bool {
         (self.outbox)(report)
     }
 
@@ -140,13 +140,17 @@ impl Client {
         Ok(answer)
     }
 
-    pub fn request(&self, method: &'static str, params: Value) -> Result<Value, ClientError> {
+    pub(crate) fn request(
+        &self,
+        method: &'static str,
+        params: Value,
+    ) -> Result<Value, ClientError> {
         self.request_with(method, params, &self.cancel)
     }
 
     /// Like `request`, but waits on another cancel signal (used to stop
     /// waiting for a terminal at its timeout).
-    pub fn request_with(
+    pub(crate) fn request_with(
         &self,
         method: &'static str,
         params: Value,
@@ -169,7 +173,7 @@ impl Client {
     /// Like `request`, but also stops at any of `stops` or at `deadline`,
     /// which give `Cancelled` too (an MCP server's question: its tool call
     /// may be cancelled, withdrawn or time out).
-    pub fn request_until(
+    pub(crate) fn request_until(
         &self,
         method: &'static str,
         params: Value,
@@ -212,7 +216,7 @@ impl Client {
     /// calls (killing and releasing a terminal) that must go out even
     /// after a cancel. Bounded by a timeout so a silent client cannot hang
     /// the turn.
-    pub fn request_cleanup(
+    pub(crate) fn request_cleanup(
         &self,
         method: &'static str,
         params: Value,
@@ -223,7 +227,7 @@ impl Client {
     /// A request that is not the turn's: it is still answered after the
     /// turn ends (a job in the editor's terminal is driven across turns).
     /// Bounded by `timeout`.
-    pub fn request_lasting(
+    pub(crate) fn request_lasting(
         &self,
         method: &'static str,
         params: Value,
@@ -257,7 +261,7 @@ impl Client {
         }
     }
 
-    pub fn read_text_file(&self, path: &Path) -> Result<String, ClientError> {
+    pub(crate) fn read_text_file(&self, path: &Path) -> Result<String, ClientError> {
         let result = self.request(
             "fs/read_text_file",
             serde_json::json!({ "sessionId": self.session_id, "path": path }),
@@ -273,7 +277,7 @@ impl Client {
             })
     }
 
-    pub fn write_text_file(&self, path: &Path, content: &str) -> Result<(), ClientError> {
+    pub(crate) fn write_text_file(&self, path: &Path, content: &str) -> Result<(), ClientError> {
         self.request(
             "fs/write_text_file",
             serde_json::json!({ "sessionId": self.session_id, "path": path, "content": content }),

@@ -8,7 +8,7 @@
 //! (and, before compacting, by a local server's own count when it has
 //! one).
 
-pub use super::report::Known;
+pub(super) use super::report::Known;
 use crate::provider::{Message, Role, ToolCallRequest, ToolSpec};
 use std::path::{Path, PathBuf};
 
@@ -21,12 +21,12 @@ const BYTES_PER_TOKEN: u64 = 3;
 /// tokens at the common providers).
 const IMAGE_BYTES: usize = 6_000;
 
-pub fn tokens_of(bytes: u64) -> u64 {
+pub(super) fn tokens_of(bytes: u64) -> u64 {
     bytes.div_ceil(BYTES_PER_TOKEN)
 }
 
 /// The bytes one message adds to a request, as estimated.
-pub fn message_bytes(message: &Message) -> usize {
+pub(super) fn message_bytes(message: &Message) -> usize {
     let calls: usize = message
         .tool_calls
         .iter()
@@ -45,7 +45,7 @@ pub fn message_bytes(message: &Message) -> usize {
 }
 
 /// The bytes every request of the turn carries besides the conversation.
-pub fn fixed_bytes(system: &str, tools: &[ToolSpec]) -> usize {
+pub(super) fn fixed_bytes(system: &str, tools: &[ToolSpec]) -> usize {
     system.len()
         + tools
             .iter()
@@ -56,7 +56,7 @@ pub fn fixed_bytes(system: &str, tools: &[ToolSpec]) -> usize {
 }
 
 /// The estimate bytes of a whole request.
-pub fn request_bytes(fixed: usize, messages: &[Message]) -> u64 {
+pub(super) fn request_bytes(fixed: usize, messages: &[Message]) -> u64 {
     (fixed + messages.iter().map(message_bytes).sum::<usize>()) as u64
 }
 
@@ -66,7 +66,7 @@ pub fn request_bytes(fixed: usize, messages: &[Message]) -> u64 {
 /// The bytes per token of what was added are the last count's own when
 /// it shows denser text than three (a conversation of digits runs nearer
 /// one), never fewer than one.
-pub fn estimate(known: Option<Known>, bytes: u64) -> u64 {
+pub(super) fn estimate(known: Option<Known>, bytes: u64) -> u64 {
     match known {
         Some(known) => {
             // What was taken off (elided) counts at the safe rate: the
@@ -85,7 +85,7 @@ pub fn estimate(known: Option<Known>, bytes: u64) -> u64 {
 /// The most tokens a request of `bytes` could be: what changed since the
 /// last count at a token a byte (dense digits, some scripts), or all of
 /// it so when nothing was counted yet.
-pub fn worst_case(known: Option<Known>, bytes: u64) -> u64 {
+pub(super) fn worst_case(known: Option<Known>, bytes: u64) -> u64 {
     match known {
         Some(known) => changed(known, bytes, 1),
         None => bytes,
@@ -101,12 +101,12 @@ fn changed(known: Known, bytes: u64, per: u64) -> u64 {
 
 /// Whether a reported token count can belong to a request of `bytes`:
 /// text takes at least a token per twelve bytes, whatever the tokenizer.
-pub fn plausible(tokens: u64, bytes: u64) -> bool {
+pub(super) fn plausible(tokens: u64, bytes: u64) -> bool {
     tokens.saturating_mul(12) >= bytes
 }
 
 /// A person's way of writing a size: `812 B`, `41 KB`, `1.2 MB`.
-pub fn size_text(bytes: usize) -> String {
+pub(super) fn size_text(bytes: usize) -> String {
     match bytes {
         0..=999 => format!("{bytes} B"),
         1_000..=999_999 => format!("{} KB", bytes.div_ceil(1_000)),
@@ -115,7 +115,7 @@ pub fn size_text(bytes: usize) -> String {
 }
 
 /// A token count the way the notice shows it: `812`, `23k`, `151k`.
-pub fn tokens_text(tokens: u64) -> String {
+pub(super) fn tokens_text(tokens: u64) -> String {
     if tokens < 1_000 {
         tokens.to_string()
     } else {
@@ -145,14 +145,14 @@ fn tail_of(text: &str, max: usize) -> &str {
 
 /// Where the whole of large tool results is kept: the session's private
 /// folder (`logs/<session>/`), which `read_file` may read.
-pub struct Keeper<'a> {
+pub(super) struct Keeper<'a> {
     pub dir: Option<&'a Path>,
 }
 
 impl Keeper<'_> {
     /// Writes `text` to a new private file named after the call; `None`
     /// when there is no folder or the write fails (the model is told).
-    pub fn keep(&self, call_id: &str, text: &str) -> Option<PathBuf> {
+    pub(super) fn keep(&self, call_id: &str, text: &str) -> Option<PathBuf> {
         let dir = self.dir?;
         let name = format!(
             "{}-{}.txt",
@@ -177,7 +177,7 @@ impl Keeper<'_> {
 /// A tool result as the model gets it: whole when it fits `cap`, else its
 /// head and tail around a line that says how much was left out and where
 /// the whole is. The whole is kept in a file first.
-pub fn spill(message: &mut Message, cap: usize, keeper: &Keeper<'_>) {
+pub(super) fn spill(message: &mut Message, cap: usize, keeper: &Keeper<'_>) {
     let total = message.text.len();
     if total <= cap {
         return;
@@ -202,7 +202,7 @@ pub fn spill(message: &mut Message, cap: usize, keeper: &Keeper<'_>) {
 }
 
 /// What a tool call was, in a few words: its name and main argument.
-pub fn describe_call(call: &ToolCallRequest) -> String {
+pub(super) fn describe_call(call: &ToolCallRequest) -> String {
     let arguments: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
     let main = ["command", "path", "pattern", "query", "url", "name"]
         .iter()
@@ -223,7 +223,7 @@ const ELIDE_MIN_BYTES: usize = 600;
 /// Replaces the results of tool calls older than the last `keep_steps`
 /// steps (assistant messages with tool calls) by one-line stubs that say
 /// where the whole text is. Returns the bytes saved.
-pub fn elide_old_results(
+pub(super) fn elide_old_results(
     messages: &mut [Message],
     keep_steps: usize,
     keeper: &Keeper<'_>,
@@ -290,7 +290,7 @@ fn is_stub(message: &Message) -> bool {
 /// where a model step starts after its tool results; the verbatim part is
 /// the longest that fits `keep_bytes`, and holds at least the last step.
 /// `None` when there is nothing before the last step to summarise.
-pub fn cut_point(messages: &[Message], keep_bytes: usize) -> Option<usize> {
+pub(super) fn cut_point(messages: &[Message], keep_bytes: usize) -> Option<usize> {
     let cuts: Vec<usize> = (1..messages.len())
         .filter(|&i| {
             let message = &messages[i];
@@ -318,7 +318,7 @@ pub fn cut_point(messages: &[Message], keep_bytes: usize) -> Option<usize> {
 }
 
 /// The last user prompt at or before `index` (not a tool result).
-pub fn prompt_before(messages: &[Message], index: usize) -> Option<usize> {
+pub(super) fn prompt_before(messages: &[Message], index: usize) -> Option<usize> {
     (0..index.min(messages.len()))
         .rev()
         .find(|&i| messages[i].role == Role::User)
@@ -329,7 +329,7 @@ pub fn prompt_before(messages: &[Message], index: usize) -> Option<usize> {
 /// showed, not every byte), then dropped from the front while the whole
 /// is larger than `max_bytes` (the first prompt stays: it says what the
 /// work is for).
-pub fn summary_input(older: &[Message], max_bytes: usize) -> Vec<Message> {
+pub(super) fn summary_input(older: &[Message], max_bytes: usize) -> Vec<Message> {
     let mut messages: Vec<Message> = older.to_vec();
     for message in messages.iter_mut().filter(|m| m.role == Role::Tool) {
         if message.text.len() > 4_096 {
@@ -352,7 +352,7 @@ pub fn summary_input(older: &[Message], max_bytes: usize) -> Vec<Message> {
 }
 
 /// What the model is asked when it summarises.
-pub fn summary_instruction(focus: &str) -> String {
+pub(super) fn summary_instruction(focus: &str) -> String {
     let mut text = String::from(
         "The conversation above is about to be replaced by your summary of it, to make room in your context. Write that summary now, for yourself, to continue the work without the original messages. Use these headings:\n\
          1. Goal and requests: what the user wants, and every request they made (their words where the wording matters).\n\
@@ -371,7 +371,7 @@ pub fn summary_instruction(focus: &str) -> String {
 }
 
 /// The message the summary becomes.
-pub fn summary_message(summary: &str, current_request: Option<&str>) -> Message {
+pub(super) fn summary_message(summary: &str, current_request: Option<&str>) -> Message {
     let mut text = format!(
         "(The earlier conversation was compacted to save context. Your summary of it:)\n\n{}",
         summary.trim()
@@ -385,7 +385,7 @@ pub fn summary_message(summary: &str, current_request: Option<&str>) -> Message 
 
 /// Whether a provider's refusal says the request was longer than the
 /// model's window.
-pub fn is_too_long(status: Option<u16>, code: &str, message: &str) -> bool {
+pub(super) fn is_too_long(status: Option<u16>, code: &str, message: &str) -> bool {
     if !matches!(status, Some(400 | 413 | 422) | None) {
         return false;
     }
@@ -419,7 +419,7 @@ pub fn is_too_long(status: Option<u16>, code: &str, message: &str) -> bool {
 /// names one: llama.cpp's "available context size (8192 tokens)", the
 /// OpenAI and vLLM "maximum context length is 4096 tokens", Anthropic's
 /// "… tokens > 200000 maximum".
-pub fn window_named(message: &str) -> Option<u64> {
+pub(super) fn window_named(message: &str) -> Option<u64> {
     let text = message.to_ascii_lowercase();
     let number_after = |marker: &str| -> Option<u64> {
         let at = text.find(marker)? + marker.len();

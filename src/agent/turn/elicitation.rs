@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use std::time::Instant;
 
 /// Forwards the questions of one MCP tool call to the editor.
-pub struct Forward<'a> {
+pub(super) struct Forward<'a> {
     pub client: &'a Client,
     pub tool_call_id: &'a str,
 }

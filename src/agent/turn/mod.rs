@@ -39,7 +39,7 @@
 //!   `undo.rs` (`/undo`, `/rewind`, `/redo`).
 
 mod agent_log;
-pub mod client;
+pub(super) mod client;
 mod compaction;
 mod context;
 mod edits;
@@ -49,13 +49,13 @@ mod goals;
 mod hooks;
 mod jobs;
 mod loops;
-pub mod offered;
+pub(super) mod offered;
 mod permission;
-pub mod processes;
+pub(super) mod processes;
 mod record;
 mod recover;
-pub mod report;
-pub use agent_log::agent_answer;
+pub(super) mod report;
+pub(super) use agent_log::agent_answer;
 mod questions;
 mod runner;
 mod shell;
@@ -82,7 +82,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::thread::JoinHandle;
 use updates::{UpdateSink, Updates};
 
-pub use spec::{Fallback, Io, Rights, Start, Turn, TurnKind, TurnModel, Wait, Workspace};
+pub(super) use spec::{Fallback, Io, Rights, Start, Turn, TurnKind, TurnModel, Wait, Workspace};
 
 /// What the turn accumulates; kept outside the unwinding code so a panic
 /// loses nothing that was already said.
@@ -156,9 +156,9 @@ impl State {
 }
 
 /// Where the session's environment goes in the system prompt.
-pub const ENVIRONMENT_MARK: &str = "{ENVIRONMENT}";
+pub(super) const ENVIRONMENT_MARK: &str = "{ENVIRONMENT}";
 
-pub fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
+pub(super) fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("spindle-turn-{}", turn.io.session_id))
         .spawn(move || {

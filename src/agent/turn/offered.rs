@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// The models whose context window is at most this many tokens get the
 /// lean profile unless one is chosen.
-pub const LEAN_WINDOW: u64 = 16_384;
+pub(crate) const LEAN_WINDOW: u64 = 16_384;
 
 /// Whether a turn takes the lean profile: the one chosen (a flag, the
 /// agent file, the config), else lean for a model of a small window.

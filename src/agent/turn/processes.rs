@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 /// How a command that may run is confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Confinement {
+pub(crate) enum Confinement {
     /// As the user allowed it (or `yolo`): no sandbox.
     None,
     /// Judged read-only under `auto`: git's program-running configuration
@@ -24,7 +24,7 @@ pub enum Confinement {
 }
 
 /// How the session's commands start.
-pub struct Processes {
+pub(crate) struct Processes {
     /// The credentials removed from every command's environment.
     pub secrets: Arc<Secrets>,
     /// The session's private folder (command logs, and `tmp/` for
@@ -56,7 +56,7 @@ pub struct Processes {
 /// A command runs with nobody at a terminal: pagers print, editors
 /// return at once, tools do not prompt or colour their output. Set in
 /// local commands and in the editor's terminals alike.
-pub const NON_INTERACTIVE: [(&str, &str); 8] = [
+pub(crate) const NON_INTERACTIVE: [(&str, &str); 8] = [
     ("PAGER", "cat"),
     ("GIT_PAGER", "cat"),
     ("MANPAGER", "cat"),
@@ -68,7 +68,7 @@ pub const NON_INTERACTIVE: [(&str, &str); 8] = [
 ];
 
 /// What a command starts with.
-pub struct Launch {
+pub(crate) struct Launch {
     pub env_remove: Vec<OsString>,
     pub env_set: Vec<(OsString, OsString)>,
     pub sandbox: Option<(PathBuf, Profile)>,
@@ -79,12 +79,12 @@ pub struct Launch {
 }
 
 impl Processes {
-    pub fn sandbox_available(&self) -> bool {
+    pub(crate) fn sandbox_available(&self) -> bool {
         self.sandbox && self.launcher.is_some()
     }
 
     /// The environment and sandbox of a command run in `cwd`.
-    pub fn launch(
+    pub(crate) fn launch(
         &self,
         root: &Path,
         cwd: &Path,
@@ -151,7 +151,7 @@ impl Processes {
 }
 
 /// Where and how the hooks of a session run.
-pub struct HookPlace<'a> {
+pub(crate) struct HookPlace<'a> {
     pub session_id: &'a str,
     pub root: &'a Path,
     pub policy: crate::modes::Policy,
@@ -165,7 +165,7 @@ impl Processes {
     /// do: without the credentials, non-interactive, in the sandbox
     /// under the `sandbox` policy, killed with their group at their
     /// timeout or a cancel.
-    pub fn fire(
+    pub(crate) fn fire(
         &self,
         place: &HookPlace,
         event: crate::agent::common::hooks::Event,

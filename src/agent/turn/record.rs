@@ -13,7 +13,7 @@ use std::path::Path;
 
 /// The turn's place in the store: the connection and the turn number, and
 /// how much of the turn's messages is already committed.
-pub struct Record {
+pub(super) struct Record {
     pub store: Store,
     pub turn: i64,
     pub committed: usize,
@@ -23,7 +23,7 @@ impl Record {
     /// Opens the store and commits the start of the turn: the user's
     /// prompt (as its blocks were sent, and `user`, the message the
     /// conversation gains), before any provider request.
-    pub fn begin(
+    pub(super) fn begin(
         db: Option<&Path>,
         session_id: &str,
         prompt_blocks: &[Value],
@@ -74,7 +74,7 @@ impl Record {
     /// Commits what the turn said and added since the last commit, and
     /// marks inbox items applied in the same transaction (steers that
     /// became user messages of this step).
-    pub fn step_marking(
+    pub(super) fn step_marking(
         &mut self,
         session_id: &str,
         updates: &RefCell<Updates>,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 /// A report of a turn to the dispatcher.
 #[derive(Debug)]
-pub enum Report {
+pub(crate) enum Report {
     /// The turn ended; its prompt can be answered.
     Ended(Box<TurnEnd>),
     /// The turn needs the client (permission, files, terminals).
@@ -31,11 +31,11 @@ pub enum Report {
 }
 
 /// Where a turn posts its reports; false when nobody listens any more.
-pub type Outbox = Arc<dyn Fn(Report) -> bool + Send + Sync>;
+pub(crate) type Outbox = Arc<dyn Fn(Report) -> bool + Send + Sync>;
 
 /// What a finished turn reports to the dispatcher.
 #[derive(Debug)]
-pub struct TurnEnd {
+pub(crate) struct TurnEnd {
     pub session_id: String,
     /// The prompt to answer (`None`: a turn the agent started itself).
     pub request_id: Option<RequestId>,
@@ -76,7 +76,7 @@ pub struct TurnEnd {
 
 /// A request on its way to the client, with where its answer goes.
 #[derive(Debug)]
-pub struct OutgoingRequest {
+pub(crate) struct OutgoingRequest {
     pub session_id: String,
     pub method: &'static str,
     pub params: Value,
@@ -89,14 +89,14 @@ pub struct OutgoingRequest {
 /// The last size the provider reported: `tokens` for a conversation of
 /// `bytes` (estimate bytes, as the turn counts them), its answer included.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Known {
+pub(crate) struct Known {
     pub tokens: u64,
     pub bytes: u64,
 }
 
 /// Which way `/undo`, `/rewind` and `/redo` move the files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rewind {
+pub(crate) enum Rewind {
     /// Back before the last `n` turns that changed files.
     Undo(usize),
     /// Forward again: the turn the last undo took back.
@@ -106,7 +106,7 @@ pub enum Rewind {
 /// How the model provider answers in the current turn (status's
 /// `health.provider`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Health {
+pub(crate) enum Health {
     /// Answering, or not asked yet.
     #[default]
     Ok,
@@ -119,7 +119,7 @@ pub enum Health {
 }
 
 impl Health {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Health::Ok => "ok",
             Health::Retrying => "retrying",
@@ -134,7 +134,7 @@ impl Health {
 /// dispatcher hands it. One per session; the dispatcher owns it, the turn
 /// only fills in its progress and takes steers.
 #[derive(Debug, Default)]
-pub struct Live {
+pub(crate) struct Live {
     /// Steers waiting for the next safe boundary: (item id, the user's
     /// text, its blocks as sent).
     pub steers: std::collections::VecDeque<(String, String, Vec<Value>)>,
@@ -165,7 +165,7 @@ pub struct Live {
 
 /// Running subagents' child session keys and their cancels.
 #[derive(Default)]
-pub struct Children(pub Vec<(String, crate::cancel::CancelToken)>);
+pub(crate) struct Children(pub Vec<(String, crate::cancel::CancelToken)>);
 
 impl std::fmt::Debug for Children {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -175,4 +175,4 @@ impl std::fmt::Debug for Children {
 }
 
 /// The handle both sides hold.
-pub type SharedLive = Arc<std::sync::Mutex<Live>>;
+pub(crate) type SharedLive = Arc<std::sync::Mutex<Live>>;

@@ -21,7 +21,7 @@ use std::cell::RefCell;
 use std::path::Path;
 
 /// What a tool call gave the model, and whether the turn must stop.
-pub struct CallResult {
+pub(super) struct CallResult {
     pub text: String,
     /// The call ended `completed` (it did what was asked): only then do
     /// the `PostToolUse` hooks run.
@@ -40,7 +40,7 @@ pub struct CallResult {
     pub question: Option<String>,
 }
 
-pub struct Runner<'a> {
+pub(super) struct Runner<'a> {
     pub session_id: &'a str,
     pub root: &'a Path,
     pub client: &'a Client,

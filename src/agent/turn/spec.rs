@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 /// What a turn does.
 #[derive(Debug, Clone, PartialEq)]
-pub enum TurnKind {
+pub(crate) enum TurnKind {
     /// The model/tool loop.
     Model,
     /// Spindle answers by itself (a slash command such as /help); the
@@ -35,7 +35,7 @@ pub enum TurnKind {
 
 /// Everything a turn needs, handed over by the dispatcher.
 #[derive(Clone)]
-pub struct Turn {
+pub(crate) struct Turn {
     pub io: Io,
     pub model: TurnModel,
     pub rights: Rights,
@@ -45,7 +45,7 @@ pub struct Turn {
 
 /// Whom the turn answers, and how it talks to the client.
 #[derive(Clone)]
-pub struct Io {
+pub(crate) struct Io {
     pub session_id: String,
     /// The prompt request to answer; `None` for a turn the agent started
     /// itself (an inbox follow-up).
@@ -67,7 +67,7 @@ pub struct Io {
 
 /// The model the turn calls, and the limits of the conversation with it.
 #[derive(Clone)]
-pub struct TurnModel {
+pub(crate) struct TurnModel {
     pub provider: Arc<dyn Provider>,
     /// The model's name at its provider.
     pub name: String,
@@ -96,7 +96,7 @@ pub struct TurnModel {
 
 /// What the model may do without asking, and what ends the turn.
 #[derive(Clone)]
-pub struct Rights {
+pub(crate) struct Rights {
     pub policy: Policy,
     pub approvals: Approvals,
     /// Lasting permission rules, and where project answers are saved.
@@ -114,7 +114,7 @@ pub struct Rights {
 
 /// Where the turn's tools work, and what they share with the session.
 #[derive(Clone)]
-pub struct Workspace {
+pub(crate) struct Workspace {
     pub root: PathBuf,
     /// `additionalDirectories`: more roots the tools use as the workspace.
     pub extra_roots: Vec<PathBuf>,
@@ -145,7 +145,7 @@ pub struct Workspace {
 /// What the turn starts from: its kind, the conversation, the goal, and
 /// what is said first.
 #[derive(Clone)]
-pub struct Start {
+pub(crate) struct Start {
     pub kind: TurnKind,
     /// The session's first turn in this process (or the first after
     /// `/clear`): `SessionStart` hooks run with this source.
@@ -188,7 +188,7 @@ pub struct Start {
 
 /// A model asked instead while the session's is limited.
 #[derive(Clone)]
-pub struct Fallback {
+pub(crate) struct Fallback {
     /// `provider/model`, as the config names it.
     pub id: String,
     pub provider: Arc<dyn Provider>,
@@ -200,7 +200,7 @@ pub struct Fallback {
 
 /// A wait a turn starts with: one a stopped process left in the store.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Wait {
+pub(crate) struct Wait {
     pub until_ms: i64,
     /// When the turn began waiting (the longest wait counts from here).
     pub since_ms: i64,
@@ -213,7 +213,7 @@ pub struct Wait {
 }
 
 impl Wait {
-    pub fn from_json(value: &serde_json::Value) -> Option<Wait> {
+    pub(crate) fn from_json(value: &serde_json::Value) -> Option<Wait> {
         Some(Wait {
             until_ms: value["untilMs"].as_i64()?,
             since_ms: value["sinceMs"].as_i64()?,

@@ -16,11 +16,11 @@ use serde_json::Value;
 const MARKERS: [&str; 3] = ["<tool_call>", "[TOOL_CALLS]", "<|python_tag|>"];
 
 /// The most calls one message may hold.
-pub const MAX_CALLS: usize = 16;
+pub(super) const MAX_CALLS: usize = 16;
 
 /// The most bytes held back from the editor in case they are calls: past
 /// it the text is shown, and is not read as calls.
-pub const MAX_HELD: usize = 256 * 1024;
+pub(super) const MAX_HELD: usize = 256 * 1024;
 
 /// How long a message's start may stay undecided (blank, or a fence's
 /// first line).
@@ -30,7 +30,7 @@ const UNDECIDED: usize = 1024;
 /// because a call form may start there. Each byte is looked at a bounded
 /// number of times.
 #[derive(Default)]
-pub struct Holder {
+pub(super) struct Holder {
     shown: usize,
     held_from: Option<usize>,
     /// The start of the message is decided (not a call object).
@@ -41,7 +41,7 @@ pub struct Holder {
 
 impl Holder {
     /// The bytes of `text` (the whole message so far) to show now.
-    pub fn advance(&mut self, text: &str) -> std::ops::Range<usize> {
+    pub(super) fn advance(&mut self, text: &str) -> std::ops::Range<usize> {
         let from = self.shown;
         if self.released {
             self.shown = text.len();
@@ -91,7 +91,7 @@ impl Holder {
     }
 
     /// Where the text held back starts, at the message's end.
-    pub fn held(&self, text: &str) -> Option<usize> {
+    pub(super) fn held(&self, text: &str) -> Option<usize> {
         match self.held_from {
             Some(at) => Some(at),
             None if self.shown < text.len() => Some(self.shown),
@@ -135,7 +135,7 @@ fn start_of(text: &str) -> Start {
 /// A call read from text: the tool's name as written, and its arguments
 /// as a JSON object's text.
 #[derive(Debug, PartialEq)]
-pub struct TextCall {
+pub(super) struct TextCall {
     pub name: String,
     pub arguments: String,
 }
@@ -143,7 +143,11 @@ pub struct TextCall {
 /// The calls `text[from..]` holds, when it is nothing but call forms and
 /// every one names a tool `known` accepts; `None` otherwise (it stays
 /// text). Past `MAX_CALLS` calls or `MAX_HELD` bytes, nothing is read.
-pub fn recover(text: &str, from: usize, known: impl Fn(&str) -> bool) -> Option<Vec<TextCall>> {
+pub(super) fn recover(
+    text: &str,
+    from: usize,
+    known: impl Fn(&str) -> bool,
+) -> Option<Vec<TextCall>> {
     let held = text.get(from..)?;
     if held.len() > MAX_HELD {
         return None;

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 impl Runner<'_> {
     /// Runs one call and returns what the model gets back.
-    pub fn run(&mut self, call: &ToolCallRequest) -> CallResult {
+    pub(super) fn run(&mut self, call: &ToolCallRequest) -> CallResult {
         self.run_hooked(call, |runner, raw_input, mcp_tool| {
             runner.run_call(call, raw_input, mcp_tool)
         })
@@ -26,7 +26,7 @@ impl Runner<'_> {
     /// when it succeeded, the `PostToolUse` hooks (what they say is added
     /// for the model), as Claude Code runs them: never after a call that
     /// failed, was refused or cancelled.
-    pub fn run_hooked(
+    pub(super) fn run_hooked(
         &mut self,
         call: &ToolCallRequest,
         execute: impl FnOnce(&mut Self, Value, Option<crate::mcp::McpTool>) -> CallResult,

@@ -17,7 +17,7 @@ use crate::store::Store;
 use serde_json::{json, Value};
 use std::path::Path;
 
-pub use super::report::Rewind;
+pub(super) use super::report::Rewind;
 
 /// What happened to one file.
 struct Outcome {

@@ -29,7 +29,7 @@ enum Kept {
     Other(Value),
 }
 
-pub struct Updates {
+pub(super) struct Updates {
     session_id: String,
     /// What the client asked for: which unstable parts it gets.
     capabilities: ClientCapabilities,
@@ -59,13 +59,13 @@ struct Nested {
 const PROGRESS_LINES: usize = 12;
 
 /// How a subagent's tool call is known to the editor.
-pub fn nested_id(parent: &str, id: &str) -> String {
+pub(super) fn nested_id(parent: &str, id: &str) -> String {
     format!("{parent}/{id}")
 }
 
 /// The mark of a subagent's update: Spindle's key, and the key clients
 /// already fold another agent's subagents under (`claudeCode`).
-pub fn parent_meta(parent: &str) -> Value {
+pub(super) fn parent_meta(parent: &str) -> Value {
     json!({
         "spindle": {"parentToolCallId": parent},
         "claudeCode": {"parentToolUseId": parent},
@@ -87,7 +87,7 @@ fn stored_meta(parent: &str, child: Option<&str>) -> Value {
 const AFTER_CANCEL_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl Updates {
-    pub fn new(
+    pub(super) fn new(
         session_id: String,
         capabilities: ClientCapabilities,
         writer: Sender<Queued>,
@@ -105,7 +105,7 @@ impl Updates {
     }
 
     /// Mirrors every update into an agent job's log from now on.
-    pub fn mirror(&mut self, sink: Arc<Mutex<crate::tools::jobs::LogSink>>) {
+    pub(super) fn mirror(&mut self, sink: Arc<Mutex<crate::tools::jobs::LogSink>>) {
         self.mirror = Some(sink);
     }
 
@@ -124,7 +124,7 @@ impl Updates {
 
     /// From now on, updates are a subagent's, under `parent` (`None`:
     /// the turn's own again).
-    pub fn nest(&mut self, parent: Option<&str>) {
+    pub(super) fn nest(&mut self, parent: Option<&str>) {
         self.nested = parent.map(|parent| Nested {
             parent: parent.to_string(),
             child: None,
@@ -134,7 +134,7 @@ impl Updates {
 
     /// Like `nest`, for a subagent with a child session: `key` names it
     /// (`acp::fit::child_session_id`).
-    pub fn nest_child(&mut self, parent: &str, key: &str) {
+    pub(super) fn nest_child(&mut self, parent: &str, key: &str) {
         self.nested = Some(Nested {
             parent: parent.to_string(),
             child: Some(key.to_string()),
@@ -144,7 +144,7 @@ impl Updates {
 
     /// The running subagent's child session id, for this client: `None`
     /// when there is none or the client does not take subagents.
-    pub fn child_session(&self) -> Option<String> {
+    pub(super) fn child_session(&self) -> Option<String> {
         let key = self.nested.as_ref()?.child.as_deref()?;
         self.capabilities
             .subagents
@@ -155,7 +155,7 @@ impl Updates {
     /// (`fields`: its title, state, ...), kept for replay like any update;
     /// only a client that takes subagents gets it. Nothing without a
     /// child session.
-    pub fn subagent_update(&mut self, fields: Value) {
+    pub(super) fn subagent_update(&mut self, fields: Value) {
         let Some(nested) = &self.nested else {
             return;
         };
@@ -171,7 +171,7 @@ impl Updates {
     }
 
     /// Like `nest`, for a parent call that has already ended.
-    pub fn nest_quietly(&mut self, parent: &str) {
+    pub(super) fn nest_quietly(&mut self, parent: &str) {
         self.nested = Some(Nested {
             parent: parent.to_string(),
             child: None,
@@ -207,7 +207,7 @@ impl Updates {
     }
 
     /// Sends a message or thought chunk (the hot path: no JSON tree).
-    pub fn chunk(&mut self, thought: bool, message_id: &str, text: &str) {
+    pub(super) fn chunk(&mut self, thought: bool, message_id: &str, text: &str) {
         let parent = self.nested.as_ref().map(|n| n.parent.clone());
         let child = self.nested.as_ref().and_then(|n| n.child.clone());
         let meta = parent.as_deref().map(parent_meta);
@@ -261,7 +261,7 @@ impl Updates {
     }
 
     /// Sends any other update (tool calls, plans, ...).
-    pub fn send(&mut self, mut update: SessionUpdate) {
+    pub(super) fn send(&mut self, mut update: SessionUpdate) {
         let mut progress = None;
         let mut meta = None;
         if let Some(nested) = self.nested.as_mut() {
@@ -321,7 +321,7 @@ impl Updates {
 
     /// Sends a live-only update (usage): shown, never replayed. A
     /// subagent's are not sent: the session's meter is the parent's.
-    pub fn send_live(&mut self, update: SessionUpdate) {
+    pub(super) fn send_live(&mut self, update: SessionUpdate) {
         if self.nested.is_some() {
             return;
         }
@@ -330,13 +330,13 @@ impl Updates {
 
     /// Sends an update that is shown but not kept for replay (what a
     /// later update replaces, such as a compaction in progress).
-    pub fn send_transient(&mut self, update: SessionUpdate) {
+    pub(super) fn send_transient(&mut self, update: SessionUpdate) {
         self.write_fitted(update.into_value_with_meta(self.nested_meta()));
     }
 
     /// Shows a one-off notice: live only, never kept, never part of the
     /// answer. A subagent's is marked with the parent's tool call.
-    pub fn notice(&mut self, notice: &Notice) {
+    pub(super) fn notice(&mut self, notice: &Notice) {
         let mut update = notice
             .update(&self.capabilities)
             .into_value_with_meta(self.nested_meta());
@@ -347,7 +347,7 @@ impl Updates {
     /// Takes what was sent since the last call, as the JSON texts to store.
     /// A chunk's text is written straight into its JSON (no tree of it is
     /// built), and each kept update is let go as soon as it is written.
-    pub fn take_kept(&mut self) -> Vec<String> {
+    pub(super) fn take_kept(&mut self) -> Vec<String> {
         let mut texts = Vec::with_capacity(self.kept.len());
         for kept in std::mem::take(&mut self.kept) {
             texts.push(match kept {
@@ -373,7 +373,7 @@ impl Updates {
 /// Turns provider deltas into `session/update` lines and keeps the text of
 /// the current model call, so the turn can keep the (possibly partial)
 /// answer.
-pub struct UpdateSink<'a> {
+pub(super) struct UpdateSink<'a> {
     pub updates: &'a RefCell<Updates>,
     cancel: CancelToken,
     pub message_id: String,
@@ -391,7 +391,7 @@ pub struct UpdateSink<'a> {
 }
 
 impl<'a> UpdateSink<'a> {
-    pub fn new(cancel: CancelToken, updates: &'a RefCell<Updates>) -> UpdateSink<'a> {
+    pub(super) fn new(cancel: CancelToken, updates: &'a RefCell<Updates>) -> UpdateSink<'a> {
         UpdateSink {
             updates,
             cancel,
@@ -406,12 +406,12 @@ impl<'a> UpdateSink<'a> {
     }
 
     /// Whether the turn was cancelled: nothing more of it is shown.
-    pub fn cancel_raised(&self) -> bool {
+    pub(super) fn cancel_raised(&self) -> bool {
         self.cancel.is_cancelled()
     }
 
     /// Starts a new assistant message (one per model call), with fresh ids.
-    pub fn begin_message(&mut self) {
+    pub(super) fn begin_message(&mut self) {
         // Held text nobody read as calls is shown, as its own message's.
         if let Some(held) = self.held.take() {
             self.show(&held);
@@ -425,7 +425,7 @@ impl<'a> UpdateSink<'a> {
     /// The assistant message streamed since `begin_message`, if any. Its
     /// texts are trimmed to their length: the message lives on in the
     /// conversation.
-    pub fn take_message(&mut self) -> Option<Message> {
+    pub(super) fn take_message(&mut self) -> Option<Message> {
         if self.text.is_empty() && self.thought.is_empty() {
             None
         } else {
@@ -442,12 +442,12 @@ impl<'a> UpdateSink<'a> {
 
     /// The end of the last message's text that was held back (a possible
     /// tool call), now the turn's to read or show.
-    pub fn take_held(&mut self) -> Option<String> {
+    pub(super) fn take_held(&mut self) -> Option<String> {
         self.held.take()
     }
 
     /// Shows text of the current message that was held back.
-    pub fn show(&mut self, text: &str) {
+    pub(super) fn show(&mut self, text: &str) {
         if self.cancel.is_cancelled() || text.is_empty() {
             return;
         }

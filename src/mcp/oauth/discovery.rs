@@ -17,7 +17,7 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 const BODY_CAP: u64 = 1 << 20;
 
 /// What sign-in needs of the authorization server.
-pub struct Endpoints {
+pub(crate) struct Endpoints {
     pub authorization: String,
     pub token: String,
     pub registration: Option<String>,
@@ -63,7 +63,7 @@ pub(crate) fn parts(url: &str) -> Option<Parts> {
 /// Refuses a URL Spindle must not send a user, a code or a token to:
 /// anything but https, except plain http to this machine; credentials in
 /// it; a fragment; characters that are not printable ASCII.
-pub fn check_endpoint(url: &str, what: &str) -> Result<(), String> {
+pub(crate) fn check_endpoint(url: &str, what: &str) -> Result<(), String> {
     let refused = |why: String| format!("the {what} URL is refused: {why}");
     crate::mcp::check_url(url).map_err(refused)?;
     let parts = parts(url).ok_or_else(|| refused("it is not a URL".into()))?;
@@ -80,7 +80,7 @@ pub fn check_endpoint(url: &str, what: &str) -> Result<(), String> {
 }
 
 /// Percent-encodes everything but the unreserved characters.
-pub fn encode(text: &str) -> String {
+pub(crate) fn encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for b in text.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
@@ -93,7 +93,7 @@ pub fn encode(text: &str) -> String {
 }
 
 /// A form body of `pairs`.
-pub fn form(pairs: &[(&str, &str)]) -> String {
+pub(crate) fn form(pairs: &[(&str, &str)]) -> String {
     pairs
         .iter()
         .map(|(name, value)| format!("{}={}", encode(name), encode(value)))
@@ -143,7 +143,7 @@ fn get_json(url: &str, what: &str, trust: &Trust) -> Result<Option<Value>, Strin
 }
 
 /// POSTs `body` of `content_type` to a checked URL; the status and JSON.
-pub fn post(
+pub(crate) fn post(
     url: &str,
     trust: &Trust,
     what: &str,
@@ -161,7 +161,7 @@ pub fn post(
 }
 
 /// A parameter of a `WWW-Authenticate: Bearer …` header.
-pub fn challenge_param(header: &str, name: &str) -> Option<String> {
+pub(crate) fn challenge_param(header: &str, name: &str) -> Option<String> {
     let lower = header.to_ascii_lowercase();
     let mut from = 0;
     while let Some(at) = lower[from..].find(name) {
@@ -187,7 +187,10 @@ pub fn challenge_param(header: &str, name: &str) -> Option<String> {
 
 /// What a server's 401 tells: where its resource metadata is and the
 /// scope it wants, by a POST of `initialize` without a token.
-pub fn probe(server_url: &str, trust: &Trust) -> Result<(Option<String>, Option<String>), String> {
+pub(crate) fn probe(
+    server_url: &str,
+    trust: &Trust,
+) -> Result<(Option<String>, Option<String>), String> {
     let body = serde_json::json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -243,7 +246,7 @@ fn well_known(url: &str, suffix: &str) -> Vec<String> {
 }
 
 /// Finds the endpoints for signing in to the MCP server at `server_url`.
-pub fn discover(server_url: &str, trust: &Trust) -> Result<Endpoints, String> {
+pub(crate) fn discover(server_url: &str, trust: &Trust) -> Result<Endpoints, String> {
     let (named, challenge_scope) = probe(server_url, trust)?;
     let candidates = match named {
         Some(url) => vec![url],

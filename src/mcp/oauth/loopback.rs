@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 const REQUEST_CAP: usize = 16 * 1024;
 
 /// A listener waiting for the authorization code.
-pub struct Callback {
+pub(super) struct Callback {
     listener: TcpListener,
     port: u16,
 }
@@ -27,7 +27,7 @@ enum Visit {
 
 impl Callback {
     /// Listens on 127.0.0.1 at `port` (0: one the system picks).
-    pub fn bind(port: u16) -> Result<Callback, String> {
+    pub(super) fn bind(port: u16) -> Result<Callback, String> {
         let listener = TcpListener::bind(("127.0.0.1", port))
             .map_err(|err| format!("cannot listen on 127.0.0.1:{port} for the sign-in: {err}"))?;
         let port = listener.local_addr().map_err(|err| err.to_string())?.port();
@@ -38,13 +38,13 @@ impl Callback {
     }
 
     /// The redirect URI to register and send.
-    pub fn redirect_uri(&self) -> String {
+    pub(super) fn redirect_uri(&self) -> String {
         format!("http://127.0.0.1:{}/callback", self.port)
     }
 
     /// Waits for the browser's visit carrying `state`, at most `wait`;
     /// returns the authorization code.
-    pub fn wait(
+    pub(super) fn wait(
         &self,
         state: &str,
         wait: Duration,

@@ -8,12 +8,12 @@
 //! URL they were issued for and in requests to the token endpoint, and
 //! nowhere else — no log line, no message, no tool result names them.
 
-pub mod discovery;
+pub(crate) mod discovery;
 mod loopback;
-pub mod store;
+pub(crate) mod store;
 
-pub use discovery::check_endpoint;
-pub use store::Tokens;
+pub(crate) use discovery::check_endpoint;
+pub(crate) use store::Tokens;
 
 use crate::cancel::{lock, CancelToken};
 use crate::net::Trust;
@@ -23,12 +23,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// How long the listener waits for the browser.
-pub const CALLBACK_WAIT: Duration = Duration::from_secs(300);
+pub(crate) const CALLBACK_WAIT: Duration = Duration::from_secs(300);
 
 /// What the user's config says of a server's client, when it has no
 /// dynamic registration (or the user wants their own).
 #[derive(Clone, Default)]
-pub struct ClientChoice {
+pub(crate) struct ClientChoice {
     pub client_id: Option<String>,
     /// The loopback port to listen on (registered with the client id);
     /// 0 for any.
@@ -37,7 +37,7 @@ pub struct ClientChoice {
 
 /// A sign-in under way: the URL for the browser, and the listener that
 /// waits for its answer.
-pub struct Pending {
+pub(crate) struct Pending {
     authorization_url: String,
     callback: loopback::Callback,
     state: String,
@@ -67,7 +67,7 @@ fn url_safe(bytes: &[u8]) -> String {
 }
 
 /// The PKCE challenge of `verifier` (S256).
-pub fn challenge(verifier: &str) -> String {
+pub(crate) fn challenge(verifier: &str) -> String {
     url_safe(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()).as_ref())
 }
 
@@ -79,7 +79,11 @@ fn header_safe(text: &str) -> bool {
 /// Starts signing in to the MCP server at `server_url`: discovery, the
 /// client, the listener, the URL for the browser. HTTPS trusts what
 /// `trust` (the config's) adds.
-pub fn begin(server_url: &str, client: &ClientChoice, trust: &Trust) -> Result<Pending, String> {
+pub(crate) fn begin(
+    server_url: &str,
+    client: &ClientChoice,
+    trust: &Trust,
+) -> Result<Pending, String> {
     let endpoints = discovery::discover(server_url, trust)?;
     let callback = loopback::Callback::bind(client.port)?;
     let redirect_uri = callback.redirect_uri();
@@ -160,13 +164,13 @@ fn register(url: &str, redirect_uri: &str, trust: &Trust) -> Result<String, Stri
 
 impl Pending {
     /// The URL the user opens: https, or http to this machine.
-    pub fn authorization_url(&self) -> &str {
+    pub(crate) fn authorization_url(&self) -> &str {
         &self.authorization_url
     }
 
     /// Waits for the browser (at most `wait`, or until `cancel`) and
     /// trades its code for tokens.
-    pub fn finish(self, wait: Duration, cancel: &CancelToken) -> Result<Tokens, String> {
+    pub(crate) fn finish(self, wait: Duration, cancel: &CancelToken) -> Result<Tokens, String> {
         let code = self.callback.wait(&self.state, wait, cancel)?;
         let body = discovery::form(&[
             ("grant_type", "authorization_code"),
@@ -251,7 +255,7 @@ fn tokens_from(
 }
 
 /// Trades the refresh token of `tokens` for new ones.
-pub fn refresh(tokens: &Tokens, trust: &Trust) -> Result<Tokens, String> {
+pub(crate) fn refresh(tokens: &Tokens, trust: &Trust) -> Result<Tokens, String> {
     let refresh = tokens
         .refresh_token
         .clone()
@@ -268,13 +272,13 @@ pub fn refresh(tokens: &Tokens, trust: &Trust) -> Result<Tokens, String> {
 }
 
 /// What a server that wants sign-in says.
-pub fn needs_sign_in(name: &str) -> String {
+pub(crate) fn needs_sign_in(name: &str) -> String {
     format!("MCP server `{name}` needs sign-in: run `spindle mcp login {name}`")
 }
 
 /// The tokens of one server for its HTTP transport: read from its file,
 /// refreshed when stale or refused, dropped when refresh fails.
-pub struct Auth {
+pub(crate) struct Auth {
     name: String,
     url: String,
     file: PathBuf,
@@ -286,7 +290,7 @@ pub struct Auth {
 impl Auth {
     /// The tokens of server `name` at `url` kept in `dir`; tokens issued
     /// for another URL are not used.
-    pub fn open(name: &str, url: &str, dir: &Path, trust: &Trust) -> Option<Auth> {
+    pub(crate) fn open(name: &str, url: &str, dir: &Path, trust: &Trust) -> Option<Auth> {
         let file = store::token_file(dir, name)?;
         let tokens = match store::load(&file) {
             Ok(tokens) => tokens.filter(|tokens| tokens.url == url),
@@ -304,20 +308,15 @@ impl Auth {
         })
     }
 
-    /// Whether tokens are held.
-    pub fn signed_in(&self) -> bool {
-        lock(&self.tokens).is_some()
-    }
-
     /// The access token held, as it is.
-    pub fn current(&self) -> Option<String> {
+    pub(crate) fn current(&self) -> Option<String> {
         lock(&self.tokens)
             .as_ref()
             .map(|tokens| tokens.access_token.clone())
     }
 
     /// The access token to send, refreshed first when it has expired.
-    pub fn bearer(&self) -> Option<String> {
+    pub(crate) fn bearer(&self) -> Option<String> {
         let mut held = lock(&self.tokens);
         if held.as_ref().is_some_and(Tokens::stale) {
             self.renew(&mut held);
@@ -328,7 +327,7 @@ impl Auth {
     /// After a 401 to a request that carried `sent`: refreshes (unless
     /// another request already did); true when there is a new token to
     /// try again with.
-    pub fn refused(&self, sent: Option<&str>) -> bool {
+    pub(crate) fn refused(&self, sent: Option<&str>) -> bool {
         let mut held = lock(&self.tokens);
         match held.as_ref() {
             None => false,

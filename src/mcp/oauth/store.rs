@@ -13,7 +13,7 @@ const FILE_CAP: u64 = 256 << 10;
 /// What a sign-in left: the tokens and what is needed to refresh them.
 /// `Debug` is not derived: the tokens must never be printed.
 #[derive(Clone, Serialize, Deserialize)]
-pub struct Tokens {
+pub(crate) struct Tokens {
     /// The MCP server's URL the tokens were issued for; they are sent to
     /// that URL only.
     pub url: String,
@@ -31,7 +31,7 @@ pub struct Tokens {
 
 impl Tokens {
     /// Whether the access token has expired (a minute early).
-    pub fn stale(&self) -> bool {
+    pub(crate) fn stale(&self) -> bool {
         self.expires_at
             .is_some_and(|at| now_secs().saturating_add(60) >= at)
     }
@@ -45,7 +45,7 @@ pub(crate) fn now_secs() -> u64 {
 
 /// The token file of server `name` in `dir`; `None` for a name that cannot
 /// be a file name (such a server cannot be signed in to).
-pub fn token_file(dir: &Path, name: &str) -> Option<PathBuf> {
+pub(crate) fn token_file(dir: &Path, name: &str) -> Option<PathBuf> {
     let plain = !name.is_empty()
         && name.len() <= 64
         && !name.starts_with(['.', '-'])
@@ -57,7 +57,7 @@ pub fn token_file(dir: &Path, name: &str) -> Option<PathBuf> {
 
 /// The tokens in `file`: `Ok(None)` when there are none, an error when
 /// the file is there but unreadable or damaged.
-pub fn load(file: &Path) -> Result<Option<Tokens>, String> {
+pub(crate) fn load(file: &Path) -> Result<Option<Tokens>, String> {
     use crate::os::reading::{read_capped, ReadError};
     match read_capped(file, FILE_CAP) {
         Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|_| {
@@ -77,7 +77,7 @@ pub fn load(file: &Path) -> Result<Option<Tokens>, String> {
 
 /// Writes `tokens` to `file`: a fresh private file renamed into place, so
 /// a reader sees the old tokens or the new ones, never half.
-pub fn save(file: &Path, tokens: &Tokens) -> Result<(), String> {
+pub(crate) fn save(file: &Path, tokens: &Tokens) -> Result<(), String> {
     let dir = file.parent().ok_or("the token folder has no parent")?;
     crate::os::create_private_dir_all(dir)
         .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
@@ -99,7 +99,7 @@ pub fn save(file: &Path, tokens: &Tokens) -> Result<(), String> {
 }
 
 /// Removes the tokens in `file`; true when there were some.
-pub fn remove(file: &Path) -> Result<bool, String> {
+pub(crate) fn remove(file: &Path) -> Result<bool, String> {
     match std::fs::remove_file(file) {
         Ok(()) => Ok(true),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),

@@ -27,14 +27,14 @@ pub(crate) struct Request {
 }
 
 impl Request {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(key, _)| key == name)
             .map(|(_, value)| value.as_str())
     }
 
-    pub fn json(&self) -> Value {
+    pub(super) fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or(Value::Null)
     }
 }
@@ -48,7 +48,7 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    pub fn requests(&self) -> Vec<Request> {
+    pub(super) fn requests(&self) -> Vec<Request> {
         lock(&self.requests).clone()
     }
 }
@@ -278,7 +278,7 @@ pub(crate) struct Legacy {
 
 impl Legacy {
     /// Closes the GET stream, as a crashing server would.
-    pub fn drop_stream(&self) {
+    pub(super) fn drop_stream(&self) {
         if let Some(stream) = lock(&self.stream).take() {
             let _ = stream.shutdown(Shutdown::Both);
         }

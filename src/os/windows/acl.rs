@@ -60,7 +60,7 @@ fn with_user<T>(f: impl FnOnce(PSID) -> io::Result<T>) -> io::Result<T> {
 /// Gives the file or folder behind `handle` (opened with `WRITE_DAC`) an
 /// access list that admits the current user alone, with every right;
 /// for a folder the entry is inherited by what it will hold.
-pub fn protect(handle: HANDLE, folder: bool) -> io::Result<()> {
+pub(super) fn protect(handle: HANDLE, folder: bool) -> io::Result<()> {
     with_user(|sid| {
         // SAFETY: the list is built in a buffer of the size the calls
         // need (header, one entry, the SID) and outlives SetSecurityInfo,

@@ -267,7 +267,7 @@ fn quote(word: &str, first: bool) -> String {
 /// `ls`, `./x.sh a` → `./x.sh`). `None` unless the line is one simple
 /// command without redirections or assignments, of a program that does not
 /// run another (`env`, `sudo`, `sh`, …).
-pub fn command_prefix(line: &str) -> Option<String> {
+pub(crate) fn command_prefix(line: &str) -> Option<String> {
     let script = shell::parse(line).ok()?;
     let simple = single_command(&script)?;
     if !simple.assignments.is_empty() || !simple.redirects.is_empty() {

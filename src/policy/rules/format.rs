@@ -352,7 +352,7 @@ fn check_pattern(pattern: &str) -> Result<(), String> {
 
 /// Checks every rule of `permissions.rules`; the error names the first bad
 /// one: `permissions.rules[2]: a run_command rule needs "command"`.
-pub fn validate_rules(rules: &[Rule]) -> Result<(), String> {
+pub(crate) fn validate_rules(rules: &[Rule]) -> Result<(), String> {
     for (index, rule) in rules.iter().enumerate() {
         rule.check()
             .map_err(|problem| format!("permissions.rules[{index}]: {problem}"))?;
@@ -362,7 +362,7 @@ pub fn validate_rules(rules: &[Rule]) -> Result<(), String> {
 
 /// Reads and checks the value of `permissions.rules` (an array), with
 /// errors that name the rule: `permissions.rules[1]: unknown field …`.
-pub fn parse_rules(value: &serde_json::Value) -> Result<Vec<Rule>, String> {
+pub(crate) fn parse_rules(value: &serde_json::Value) -> Result<Vec<Rule>, String> {
     let Some(items) = value.as_array() else {
         return Err("permissions.rules: expected an array of rules".into());
     };
@@ -379,7 +379,7 @@ pub fn parse_rules(value: &serde_json::Value) -> Result<Vec<Rule>, String> {
 
 /// How a rule is named in the permission dialog and in messages:
 /// "`cargo test …`", "edits in src/**".
-pub fn describe(rule: &Rule) -> String {
+pub(crate) fn describe(rule: &Rule) -> String {
     match rule.tool {
         ToolClass::RunCommand => match &rule.command {
             Some(command) => format!("`{} …`", command.trim()),

@@ -16,8 +16,8 @@ mod command;
 mod deny;
 mod format;
 
-pub use command::command_prefix;
-pub use format::{describe, parse_rules, validate_rules, Decision, Rule, RuleProblem, ToolClass};
+pub(crate) use command::command_prefix;
+pub(crate) use format::{describe, parse_rules, validate_rules, Decision, Rule, ToolClass};
 
 use crate::tools::ignore::Glob;
 use crate::tools::paths;
@@ -29,7 +29,7 @@ use std::path::{Component, Path};
 /// relative one is taken relative to the root) and are normalised lexically
 /// again here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Subject<'a> {
+pub(crate) enum Subject<'a> {
     Command { line: &'a str },
     Edit { path: &'a Path },
     Read { path: &'a Path },
@@ -104,7 +104,7 @@ impl Entry {
 
 /// The rules of every layer.
 #[derive(Debug, Clone, Default)]
-pub struct RuleSet {
+pub(crate) struct RuleSet {
     entries: Vec<Entry>,
     project_trusted: bool,
 }
@@ -114,7 +114,7 @@ impl RuleSet {
     /// (then its allow rules count; otherwise only its deny and ask rules).
     /// Rules should have been checked (`validate_rules`) when loaded; one
     /// that fails the check never allows.
-    pub fn new(user: Vec<Rule>, project: Vec<Rule>, project_trusted: bool) -> RuleSet {
+    pub(crate) fn new(user: Vec<Rule>, project: Vec<Rule>, project_trusted: bool) -> RuleSet {
         let entries = user
             .into_iter()
             .map(|rule| Entry::new(rule, Layer::User))
@@ -132,11 +132,12 @@ impl RuleSet {
 
     /// Adds a rule the user made during the session (counted like the
     /// user's own rules).
-    pub fn with_session(&mut self, rule: Rule) {
+    pub(crate) fn with_session(&mut self, rule: Rule) {
         self.entries.push(Entry::new(rule, Layer::Session));
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
@@ -145,7 +146,7 @@ impl RuleSet {
     /// deny anywhere wins, then a matching ask anywhere, then a matching
     /// allow of the user's or the session's rules (or of a trusted
     /// project's).
-    pub fn decide(&self, subject: &Subject, root: &Path) -> Option<Decision> {
+    pub(crate) fn decide(&self, subject: &Subject, root: &Path) -> Option<Decision> {
         let mut found: Option<Decision> = None;
         for entry in &self.entries {
             let decision = entry.rule.decision;

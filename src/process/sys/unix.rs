@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// The signal with which the agent asks a guard (`spindle guard`, the
 /// leader of a guarded tree) to take its whole tree down now.
-pub const END_SIGNAL: libc::c_int = libc::SIGUSR1;
+pub(crate) const END_SIGNAL: libc::c_int = libc::SIGUSR1;
 
 /// The longest the agent waits for a guard to take its tree down before
 /// it kills the group itself (a guard that was stopped, or hangs). A
@@ -18,7 +18,7 @@ const GUARD_WAIT: Duration = Duration::from_secs(2);
 
 /// Every process of a command: the process group it leads.
 #[derive(Debug)]
-pub struct Tree {
+pub(crate) struct Tree {
     pgid: u32,
     /// The leader is `spindle guard`, which takes down every process
     /// below it, those that left the group too, when asked.
@@ -27,13 +27,13 @@ pub struct Tree {
 
 impl Tree {
     /// Makes `command` lead a group of its own once spawned.
-    pub fn prepare(command: &mut Command) {
+    pub(crate) fn prepare(command: &mut Command) {
         command.process_group(0);
     }
 
     /// The tree of a child spawned after [`Tree::prepare`]; `guarded` when
     /// the child is `spindle guard` (the guard's `wraps` says).
-    pub fn of(child: &Child, guarded: bool) -> io::Result<Tree> {
+    pub(crate) fn of(child: &Child, guarded: bool) -> io::Result<Tree> {
         Ok(Tree {
             pgid: child.id(),
             guarded,
@@ -41,7 +41,7 @@ impl Tree {
     }
 
     /// The leader's process id.
-    pub fn leader(&self) -> u32 {
+    pub(crate) fn leader(&self) -> u32 {
         self.pgid
     }
 
@@ -49,7 +49,7 @@ impl Tree {
     /// asked first to end every process below it, those that left the
     /// group included (a group kill would end the guard before it could),
     /// and waited for a moment; then the whole group is killed.
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         if self.guarded {
             end_through_guard(self.pgid);
         }
@@ -57,7 +57,7 @@ impl Tree {
     }
 
     /// Asks every process of the tree to end (SIGTERM).
-    pub fn terminate(&self) {
+    pub(crate) fn terminate(&self) {
         signal_group(self.pgid, libc::SIGTERM);
     }
 }
@@ -157,7 +157,7 @@ fn running_child(pid: libc::pid_t) -> bool {
 /// delivers nothing and only checks, and a process of another user
 /// (`EPERM`) exists too. A zombie counts until it is reaped, as
 /// `/proc/PID` does on Linux.
-pub fn alive(pid: i64) -> bool {
+pub(crate) fn alive(pid: i64) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;
     };
@@ -173,16 +173,16 @@ pub fn alive(pid: i64) -> bool {
 }
 
 /// The signal that ended a process, if one did.
-pub fn exit_signal(status: &ExitStatus) -> Option<i32> {
+pub(crate) fn exit_signal(status: &ExitStatus) -> Option<i32> {
     status.signal()
 }
 
 /// A child's stdin that takes writes without ever blocking the writer:
 /// what a full pipe cannot take is refused (`WouldBlock`).
-pub struct Input(ChildStdin);
+pub(crate) struct Input(ChildStdin);
 
 impl Input {
-    pub fn new(stdin: ChildStdin) -> Input {
+    pub(crate) fn new(stdin: ChildStdin) -> Input {
         use std::os::fd::AsRawFd;
         let fd = stdin.as_raw_fd();
         // SAFETY: fcntl(2) on a descriptor we own, with integer arguments
@@ -210,7 +210,7 @@ impl Write for Input {
 
 /// Nothing to do at start on Unix: the guard and the parent-death signal
 /// tie each command to the agent.
-pub fn tie_to_agent() -> io::Result<()> {
+pub(crate) fn tie_to_agent() -> io::Result<()> {
     Ok(())
 }
 
@@ -244,7 +244,7 @@ fn termination_set() -> io::Result<libc::sigset_t> {
 /// thread inherits the mask and only `spindle-signals` receives them, with
 /// `sigwait`. Child processes start with an empty mask (std resets it), so
 /// commands still die of them.
-pub fn on_termination(handler: impl Fn(&'static str) + Send + 'static) -> io::Result<()> {
+pub(crate) fn on_termination(handler: impl Fn(&'static str) + Send + 'static) -> io::Result<()> {
     let set = termination_set()?;
     // SAFETY: `set` is an initialised signal set; the old mask is not
     // wanted (null).
@@ -278,7 +278,7 @@ pub fn on_termination(handler: impl Fn(&'static str) + Send + 'static) -> io::Re
 
 /// The exit code a shell shows for a death by the termination signal
 /// `name` (128 + its number); 1 for a name that is none of them.
-pub fn signal_exit_code(name: &str) -> u8 {
+pub(crate) fn signal_exit_code(name: &str) -> u8 {
     TERMINATION
         .iter()
         .find(|(_, known)| *known == name)
@@ -289,7 +289,7 @@ pub fn signal_exit_code(name: &str) -> u8 {
 /// default action, so that whoever started it (a shell, a script) sees a
 /// death by that signal, as the convention for programs that catch one
 /// asks. Returns only when that could not be done.
-pub fn die_of(name: &str) {
+pub(crate) fn die_of(name: &str) {
     let Some(&(signal, _)) = TERMINATION.iter().find(|(_, known)| *known == name) else {
         return;
     };
@@ -319,7 +319,7 @@ extern "C" fn woken(_: libc::c_int) {}
 /// with `ErrorKind::Interrupted` (the signal's handler does nothing and
 /// asks for no restart). A front-end's loop blocked on standard input
 /// uses it to notice a termination request.
-pub struct Waker(libc::pthread_t);
+pub(crate) struct Waker(libc::pthread_t);
 
 // SAFETY: a thread's id may be used from any thread (pthread_kill).
 unsafe impl Send for Waker {}
@@ -328,7 +328,7 @@ unsafe impl Sync for Waker {}
 impl Waker {
     /// For the calling thread, which must live as long as the process (the
     /// main thread): waking a thread that ended is undefined.
-    pub fn for_this_thread() -> io::Result<Waker> {
+    pub(crate) fn for_this_thread() -> io::Result<Waker> {
         // SAFETY: a zeroed sigaction is valid; it is filled with a handler
         // that does nothing (async-signal-safe) and an empty mask.
         unsafe {
@@ -343,7 +343,7 @@ impl Waker {
         }
     }
 
-    pub fn wake(&self) {
+    pub(crate) fn wake(&self) {
         // SAFETY: the thread is the process's main thread (see
         // `for_this_thread`), alive while the process is.
         unsafe {

@@ -65,7 +65,7 @@ fn new_job() -> io::Result<Owned> {
 
 /// Every process of a command: the job object it runs in.
 #[derive(Debug)]
-pub struct Tree {
+pub(crate) struct Tree {
     leader: u32,
     job: Owned,
 }
@@ -74,7 +74,7 @@ impl Tree {
     /// Makes `command` start suspended (to be put in its job first), in a
     /// console group of its own (Ctrl-C in the agent's console does not
     /// reach it) and without a console window of its own.
-    pub fn prepare(command: &mut Command) {
+    pub(crate) fn prepare(command: &mut Command) {
         command.creation_flags(CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW);
     }
 
@@ -82,7 +82,7 @@ impl Tree {
     /// it run; on failure the child is killed and the error returned.
     /// There is no guard here (`_guarded` is always false): the job holds
     /// every process the child starts, and ending it ends them all.
-    pub fn of(child: &Child, _guarded: bool) -> io::Result<Tree> {
+    pub(crate) fn of(child: &Child, _guarded: bool) -> io::Result<Tree> {
         let placed = new_job().and_then(|job| {
             // SAFETY: both handles are live: the job's, and the child's
             // for as long as `child` is.
@@ -111,12 +111,12 @@ impl Tree {
     }
 
     /// The leader's process id.
-    pub fn leader(&self) -> u32 {
+    pub(crate) fn leader(&self) -> u32 {
         self.leader
     }
 
     /// Ends every process of the tree at once.
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         // SAFETY: the job's handle is live while `self` is.
         if unsafe { TerminateJobObject(self.job.0, KILLED) } == 0 {
             log::debug!(
@@ -128,7 +128,7 @@ impl Tree {
     }
 
     /// Windows has no polite signal for a job: the tree is ended.
-    pub fn terminate(&self) {
+    pub(crate) fn terminate(&self) {
         self.kill();
     }
 }
@@ -174,7 +174,7 @@ fn resume(pid: u32) -> io::Result<()> {
 /// process that exited with that very code reads as alive; its id is then
 /// soon reused or gone). A process the user may not open at all (another
 /// user's, access denied) exists too.
-pub fn alive(pid: i64) -> bool {
+pub(crate) fn alive(pid: i64) -> bool {
     use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, STILL_ACTIVE};
     use windows_sys::Win32::System::Threading::{
         GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
@@ -203,7 +203,7 @@ pub fn alive(pid: i64) -> bool {
 }
 
 /// A process on Windows ends with a code, never a signal.
-pub fn exit_signal(_status: &ExitStatus) -> Option<i32> {
+pub(crate) fn exit_signal(_status: &ExitStatus) -> Option<i32> {
     None
 }
 
@@ -213,10 +213,10 @@ const INPUT_QUEUE: usize = 16;
 /// A child's stdin that takes writes without ever blocking the writer:
 /// Windows' anonymous pipes cannot be non-blocking, so a helper thread
 /// writes and a bounded queue refuses (`WouldBlock`) what it cannot hold.
-pub struct Input(crossbeam_channel::Sender<Vec<u8>>);
+pub(crate) struct Input(crossbeam_channel::Sender<Vec<u8>>);
 
 impl Input {
-    pub fn new(mut stdin: ChildStdin) -> Input {
+    pub(crate) fn new(mut stdin: ChildStdin) -> Input {
         let (sender, chunks) = crossbeam_channel::bounded::<Vec<u8>>(INPUT_QUEUE);
         // Detached: it ends when the queue closes (the job's input is
         // dropped) or the pipe breaks (the job ended).
@@ -257,7 +257,7 @@ impl Write for Input {
 /// Puts the agent in a job that ends everything in it when the agent
 /// ends, however it ends (the system closes the job's last handle, which
 /// this process holds for its whole life). Commands' own jobs nest inside.
-pub fn tie_to_agent() -> io::Result<()> {
+pub(crate) fn tie_to_agent() -> io::Result<()> {
     let job = new_job()?;
     // SAFETY: the job's handle and this process's pseudo-handle are live.
     if unsafe { AssignProcessToJobObject(job.0, GetCurrentProcess()) } == 0 {
@@ -304,7 +304,7 @@ unsafe extern "system" fn console_event(kind: u32) -> i32 {
 
 /// Calls `handler` with the event's name for each Ctrl-C, Ctrl-Break or
 /// closing of the console (on the thread the system starts for it).
-pub fn on_termination(handler: impl Fn(&'static str) + Send + 'static) -> io::Result<()> {
+pub(crate) fn on_termination(handler: impl Fn(&'static str) + Send + 'static) -> io::Result<()> {
     let handler = std::sync::Mutex::new(handler);
     let shared: Box<dyn Fn(&'static str) + Send + Sync> = Box::new(move |name| {
         if let Ok(handler) = handler.lock() {
@@ -324,22 +324,22 @@ pub fn on_termination(handler: impl Fn(&'static str) + Send + 'static) -> io::Re
 }
 
 /// The exit code for an end by a console event: 130, as for Ctrl-C.
-pub fn signal_exit_code(_name: &str) -> u8 {
+pub(crate) fn signal_exit_code(_name: &str) -> u8 {
     130
 }
 
 /// Windows has no death by a signal to pass on: the caller exits with
 /// [`signal_exit_code`].
-pub fn die_of(_name: &str) {}
+pub(crate) fn die_of(_name: &str) {}
 
 /// No blocking read is interrupted on Windows: the front-end's deadline
 /// ends the process instead.
-pub struct Waker;
+pub(crate) struct Waker;
 
 impl Waker {
-    pub fn for_this_thread() -> io::Result<Waker> {
+    pub(crate) fn for_this_thread() -> io::Result<Waker> {
         Ok(Waker)
     }
 
-    pub fn wake(&self) {}
+    pub(crate) fn wake(&self) {}
 }

@@ -84,13 +84,13 @@ pub(super) fn error_value(value: &serde_json::Value) -> Option<ProviderError> {
 
 /// The code of a refusal of the request's tools (by the server or the
 /// model): never retried, since the same request fails the same way.
-pub const TOOLS_UNSUPPORTED: &str = "provider_tools_unsupported";
+pub(crate) const TOOLS_UNSUPPORTED: &str = "provider_tools_unsupported";
 
 /// What to do when a provider's message says it cannot take tools:
 /// llama.cpp's server started without `--jinja` ("tools param requires
 /// --jinja flag"), Ollama's "registry.ollama.ai/library/x does not support
 /// tools", and the "tool use is not supported" of other servers.
-pub fn tools_refused(message: &str) -> Option<&'static str> {
+pub(crate) fn tools_refused(message: &str) -> Option<&'static str> {
     let lower = message.to_ascii_lowercase();
     if lower.contains("--jinja") || lower.contains("requires jinja") {
         return Some(
@@ -337,7 +337,7 @@ fn visible_text(body: &str) -> String {
 
 /// Finds the message in an error body of any of the common shapes:
 /// `{"error":{"message":…}}`, `{"error":"…"}`, `{"message":…}`.
-pub fn provider_message(bytes: &[u8]) -> Option<String> {
+pub(crate) fn provider_message(bytes: &[u8]) -> Option<String> {
     // Some servers frame an error body as SSE: `data: {…}` lines and a
     // `[DONE]`; the JSON is in the first data line that parses.
     let value: serde_json::Value = serde_json::from_slice(bytes).ok().or_else(|| {

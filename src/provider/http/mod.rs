@@ -12,7 +12,7 @@
 //! body, `errors.rs` what a failure says and whether to retry it.
 
 mod body;
-pub mod errors;
+pub(crate) mod errors;
 mod reset;
 mod stream;
 
@@ -26,11 +26,9 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-pub use stream::{
-    response_too_large, StreamItem, StreamLimits, WholeAnswer, RESPONSE_CAP, STREAM_CAP,
-};
+pub(crate) use stream::{response_too_large, StreamItem, StreamLimits, WholeAnswer};
 
-pub use crate::net::{agent_config, USER_AGENT};
+pub(crate) use crate::net::agent_config;
 
 /// Timeouts of provider calls.
 #[derive(Debug, Clone, Copy)]
@@ -78,12 +76,12 @@ const HELD_BLANK_EVENTS: usize = 16;
 
 /// The log target of the retry lines, which are also told to the user
 /// (`spindle exec` leaves them out of its stderr log for that reason).
-pub const RETRY_LOG: &str = "spindle::retry";
+pub(crate) const RETRY_LOG: &str = "spindle::retry";
 
 /// The log target of a model call's final failure, which the turn's
 /// answer also tells (`spindle exec` prints that answer once, so its
 /// stderr log leaves these lines out).
-pub const FAILED_CALL_LOG: &str = "spindle::call_failed";
+pub(crate) const FAILED_CALL_LOG: &str = "spindle::call_failed";
 
 /// The longest server-requested delay we honour before a retry.
 const MAX_SERVER_DELAY: Duration = Duration::from_secs(60);
@@ -93,7 +91,7 @@ const MAX_SERVER_DELAY: Duration = Duration::from_secs(60);
 const FIRST_EVENT_STALLS: u32 = 10;
 
 /// An SSE stream being read by a helper thread.
-pub struct EventStream {
+pub(crate) struct EventStream {
     items: Receiver<StreamItem>,
     agent: ureq::Agent,
     stall: Duration,
@@ -125,7 +123,7 @@ pub struct EventStream {
 
 /// The response header in which a gateway (LiteLLM) reports what the
 /// call cost, in USD.
-pub const COST_HEADER: &str = "x-litellm-response-cost";
+pub(crate) const COST_HEADER: &str = "x-litellm-response-cost";
 
 /// What each run of text or of thought costs beyond its bytes (the
 /// transcript keeps each run as an update of its own), so a response that
@@ -140,7 +138,7 @@ const RUN_BYTES: usize = 256;
 /// which the heap keeps after the turn; the peak of a response at the cap
 /// is about a third higher, and the agent stays there. Once per process,
 /// before the first model call or model list (a static: the setting is too).
-pub fn map_large_buffers() {
+pub(crate) fn map_large_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         static ONCE: std::sync::Once = std::sync::Once::new();
@@ -155,7 +153,7 @@ pub fn map_large_buffers() {
 }
 
 /// The parse of one wire format's stream, fed one event at a time.
-pub trait WireState {
+pub(crate) trait WireState {
     /// Handles one event: `Some` outcome at the format's terminal event.
     fn handle(
         &mut self,
@@ -229,7 +227,7 @@ impl Sink for Held<'_> {
 }
 
 /// What waiting for the next item gave.
-pub enum Next {
+pub(crate) enum Next {
     Item(StreamItem),
     Cancelled,
 }
@@ -243,7 +241,7 @@ impl EventStream {
     /// one is logged and told to the user through `sink.notice`. A cancel
     /// interrupts the wait at once.
     #[allow(clippy::too_many_arguments)]
-    pub fn open(
+    pub(crate) fn open(
         url: &str,
         trust: &crate::net::Trust,
         headers: &[(&str, String)],
@@ -329,7 +327,7 @@ impl EventStream {
     }
 
     /// Starts the POST on a helper thread and returns at once.
-    pub fn post(
+    pub(crate) fn post(
         url: &str,
         trust: &crate::net::Trust,
         headers: &[(&str, String)],
@@ -423,7 +421,7 @@ impl EventStream {
     /// `sink`, and what `state` keeps) is checked after every event: past
     /// `limits.response` the call ends with `provider_response_too_large`,
     /// the text past the cap never reaching `sink`.
-    pub fn drive(
+    pub(crate) fn drive(
         &self,
         cancel: &CancelToken,
         sink: &mut dyn Sink,
@@ -489,7 +487,7 @@ impl EventStream {
 
     /// Waits for the next item, a cancel, or the stall timeout (which shuts
     /// the connection and reports `provider_stalled`).
-    pub fn next(&self, cancel: &CancelToken) -> Next {
+    pub(crate) fn next(&self, cancel: &CancelToken) -> Next {
         if let Some(item) = self.peeked.borrow_mut().pop_front() {
             return Next::Item(item);
         }

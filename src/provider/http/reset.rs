@@ -15,12 +15,12 @@ use std::time::Duration;
 /// number is not, and whether the turn waits that long is the config's
 /// `max_wait_minutes` to say (five hours by default), so such a refusal
 /// fails the turn with a date that can be shown.
-pub const LONGEST: f64 = 365.0 * 86_400.0;
+pub(super) const LONGEST: f64 = 365.0 * 86_400.0;
 
 /// How long until the limit the headers describe resets: of the limits
 /// with nothing remaining, the one that resets last (the request needs
 /// them all); when none says it is exhausted, the latest of all.
-pub fn from_headers(get: &dyn Fn(&str) -> Option<String>) -> Option<Duration> {
+pub(super) fn from_headers(get: &dyn Fn(&str) -> Option<String>) -> Option<Duration> {
     const KINDS: [&str; 4] = ["requests", "tokens", "input-tokens", "output-tokens"];
     let mut all = Vec::new();
     for kind in KINDS {
@@ -51,7 +51,7 @@ pub fn from_headers(get: &dyn Fn(&str) -> Option<String>) -> Option<Duration> {
 }
 
 /// How long until the limit an error body names resets.
-pub fn from_body(bytes: &[u8]) -> Option<Duration> {
+pub(super) fn from_body(bytes: &[u8]) -> Option<Duration> {
     let text = String::from_utf8_lossy(bytes);
     let value = serde_json::from_str::<serde_json::Value>(&text).ok();
     value
@@ -121,7 +121,7 @@ fn from_words(text: &str) -> Option<Duration> {
 
 /// `6m0s`, `1h2m3.5s`, `20ms`, `36s`, `1.5` (seconds), and words:
 /// `20seconds`, `5minutes`, `2hours` (spaces already removed).
-pub fn duration(text: &str) -> Option<Duration> {
+pub(super) fn duration(text: &str) -> Option<Duration> {
     let text = text.trim();
     if let Ok(plain) = text.parse::<f64>() {
         return seconds(plain);
@@ -163,7 +163,7 @@ pub fn duration(text: &str) -> Option<Duration> {
 /// A number of seconds a server sent, as a wait: none when it is
 /// negative or not a number, at most [`LONGEST`]. Never a panic
 /// (`Duration::from_secs_f64` panics past its range).
-pub fn seconds(value: f64) -> Option<Duration> {
+pub(super) fn seconds(value: f64) -> Option<Duration> {
     if value.is_nan() || value < 0.0 {
         return None;
     }

@@ -34,19 +34,19 @@ impl Default for StreamLimits {
 /// and low enough that the copies the agent makes of a response (the
 /// message, the transcript, the lines to the editor and the store) keep
 /// the whole process within 64 MiB.
-pub const RESPONSE_CAP: usize = 4 * 1024 * 1024;
+pub(crate) const RESPONSE_CAP: usize = 4 * 1024 * 1024;
 
 /// The most event data one model response may send (`limits.stream`).
-pub const STREAM_CAP: usize = 256 * 1024 * 1024;
+pub(crate) const STREAM_CAP: usize = 256 * 1024 * 1024;
 
 /// Turns a complete, non-streamed JSON answer (from a server that ignored
 /// `stream: true`) into the data of the events its wire format would have
 /// streamed, so the provider's own state machine reads it unchanged.
-pub type WholeAnswer = fn(&serde_json::Value) -> Vec<String>;
+pub(crate) type WholeAnswer = fn(&serde_json::Value) -> Vec<String>;
 
 /// What the helper thread reports.
 #[derive(Debug)]
-pub enum StreamItem {
+pub(crate) enum StreamItem {
     Event(SseEvent),
     /// A comment line: no data, but the stream is alive.
     Alive,
@@ -56,7 +56,7 @@ pub enum StreamItem {
 }
 
 /// The error of a response past its cap.
-pub fn response_too_large(cap: usize, what: &str) -> ProviderError {
+pub(crate) fn response_too_large(cap: usize, what: &str) -> ProviderError {
     ProviderError::new(
         "provider_response_too_large",
         format!("the model's response passed {cap} bytes{what}; it was cut off"),

@@ -5,9 +5,9 @@
 use std::collections::{HashMap, HashSet};
 
 /// Lines of the closest region shown at most.
-pub const SHOWN_LINES: usize = 8;
+pub(super) const SHOWN_LINES: usize = 8;
 /// Characters of the closest region shown at most.
-pub const SHOWN_CHARS: usize = 2000;
+pub(super) const SHOWN_CHARS: usize = 2000;
 /// Characters of one shown line at most.
 const LINE_CHARS: usize = 240;
 /// Old lines considered as anchors, and compared, at most.

@@ -268,7 +268,7 @@ pub(crate) struct Replacement<'a> {
 }
 
 impl<'a> Replacement<'a> {
-    pub fn new(content: &'a [u8], new: &'a [u8]) -> Replacement<'a> {
+    pub(crate) fn new(content: &'a [u8], new: &'a [u8]) -> Replacement<'a> {
         Replacement {
             content,
             new,
@@ -293,7 +293,7 @@ impl<'a> Replacement<'a> {
 
     /// `own` (a replacement made for this match) in the endings the match
     /// wants.
-    pub fn own(&mut self, start: usize, end: usize, own: String) -> Rc<[u8]> {
+    pub(crate) fn own(&mut self, start: usize, end: usize, own: String) -> Rc<[u8]> {
         if self.wants_crlf(start, end) && bare(own.as_bytes()) {
             endings::to_crlf(own.as_bytes()).into()
         } else {
@@ -302,7 +302,7 @@ impl<'a> Replacement<'a> {
     }
 
     /// The bytes that replace `start..end`.
-    pub fn at(&mut self, start: usize, end: usize) -> Rc<[u8]> {
+    pub(crate) fn at(&mut self, start: usize, end: usize) -> Rc<[u8]> {
         if self.wants_crlf(start, end) && bare(self.new) {
             let new = self.new;
             self.crlf
@@ -348,7 +348,7 @@ pub(crate) struct Lines<'a> {
 }
 
 impl<'a> Lines<'a> {
-    pub fn of(text: &'a str) -> Lines<'a> {
+    pub(crate) fn of(text: &'a str) -> Lines<'a> {
         let mut spans = Vec::new();
         let mut start = 0;
         for piece in text.split_inclusive('\n') {
@@ -363,12 +363,12 @@ impl<'a> Lines<'a> {
         Lines { text, spans }
     }
 
-    pub fn line(&self, index: usize) -> &'a str {
+    pub(crate) fn line(&self, index: usize) -> &'a str {
         let (start, end, _) = self.spans[index];
         &self.text[start..end]
     }
 
-    pub fn texts(&self) -> Vec<&'a str> {
+    pub(crate) fn texts(&self) -> Vec<&'a str> {
         (0..self.spans.len()).map(|i| self.line(i)).collect()
     }
 }

@@ -30,10 +30,10 @@ mod perform;
 mod plan;
 mod types;
 
-pub use parse::{parse, PATCH_CAP};
-pub use perform::{apply, local_move, local_read, local_remove, local_write};
-pub use plan::{delete_plan, move_plan, plan, summary};
-pub use types::{ChangeKind, FileChange, Hunk, HunkLine, Operation, OperationKind, Patch};
+pub(crate) use parse::parse;
+pub(crate) use perform::{apply, local_move, local_read, local_remove, local_write};
+pub(crate) use plan::{delete_plan, move_plan, plan, summary};
+pub(crate) use types::{ChangeKind, FileChange, OperationKind};
 
 #[cfg(test)]
 mod tests {

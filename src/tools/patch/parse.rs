@@ -29,7 +29,7 @@
 use super::types::{Hunk, HunkLine, Operation, OperationKind, Patch};
 
 /// The largest patch accepted, in bytes.
-pub const PATCH_CAP: usize = 4 * 1024 * 1024;
+pub(crate) const PATCH_CAP: usize = 4 * 1024 * 1024;
 
 const BEGIN: &str = "*** Begin Patch";
 const END: &str = "*** End Patch";
@@ -80,7 +80,7 @@ fn hunk_context(rest: &str) -> Option<String> {
 }
 
 /// Parses a patch. Errors name the 1-based line of the patch.
-pub fn parse(text: &str) -> Result<Patch, String> {
+pub(crate) fn parse(text: &str) -> Result<Patch, String> {
     if text.len() > PATCH_CAP {
         return Err(format!(
             "the patch is {} bytes, more than apply_patch accepts ({PATCH_CAP} bytes); split it into several patches",

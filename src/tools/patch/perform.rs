@@ -14,7 +14,7 @@ use std::path::Path;
 /// destination) for moves of a patch; a move without texts (from
 /// [`move_plan`] of a non-text file) is only renamed. On an error the
 /// changes before it stay made, and the message says which.
-pub fn apply(
+pub(crate) fn apply(
     changes: &[FileChange],
     write: &mut dyn FnMut(&Path, &str) -> Result<(), String>,
     remove: &mut dyn FnMut(&Path) -> Result<(), String>,
@@ -70,7 +70,7 @@ pub fn apply(
 /// `read` for [`plan`] on the local disk: `None` for a missing file; an
 /// error for a directory, a pipe or device, a file over `cap` bytes or
 /// one that is not UTF-8.
-pub fn local_read(path: &Path, cap: u64) -> Result<Option<String>, String> {
+pub(crate) fn local_read(path: &Path, cap: u64) -> Result<Option<String>, String> {
     match bounded::read_capped(path, cap) {
         Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
             "it is not UTF-8 text; apply_patch changes text files only (delete_file and move_file handle any file)".to_string()
@@ -91,7 +91,7 @@ pub fn local_read(path: &Path, cap: u64) -> Result<Option<String>, String> {
 /// file in the same directory, then renamed over it. Missing parent
 /// directories are created; an existing file keeps its permissions; a
 /// symlink is written through (the file it points to changes).
-pub fn local_write(path: &Path, text: &str) -> Result<(), String> {
+pub(crate) fn local_write(path: &Path, text: &str) -> Result<(), String> {
     let is_link = fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink());
     let path = match is_link {
         true => crate::os::canonical(path).unwrap_or_else(|_| path.to_path_buf()),
@@ -140,7 +140,7 @@ pub fn local_write(path: &Path, text: &str) -> Result<(), String> {
 
 /// Removes a file (a symlink as a link, never what it points to); refuses
 /// a directory.
-pub fn local_remove(path: &Path) -> Result<(), String> {
+pub(crate) fn local_remove(path: &Path) -> Result<(), String> {
     let kind = file_type(path, &path.display().to_string())?;
     if kind.is_dir() {
         return Err(format!(
@@ -154,7 +154,7 @@ pub fn local_remove(path: &Path) -> Result<(), String> {
 /// Renames `from` to `to`, creating the destination's parent directories;
 /// refuses a directory and an existing destination. Across file systems a
 /// regular file is copied (with its permissions) and the original removed.
-pub fn local_move(from: &Path, to: &Path) -> Result<(), String> {
+pub(crate) fn local_move(from: &Path, to: &Path) -> Result<(), String> {
     let kind = file_type(from, &from.display().to_string())?;
     if kind.is_dir() {
         return Err(format!(

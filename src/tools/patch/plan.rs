@@ -27,7 +27,7 @@ fn too_large(text: &str, cap: u64) -> Option<String> {
 /// refused. Two operations on one path, an add of an existing file, an
 /// update or delete of a missing one and a move onto an existing file are
 /// errors.
-pub fn plan(
+pub(crate) fn plan(
     patch: &Patch,
     root: &Path,
     cap: u64,
@@ -224,7 +224,7 @@ pub(super) fn file_type(path: &Path, shown: &str) -> Result<fs::FileType, String
 /// Plans `delete_file`: `given` must be a file or a symlink (removed as a
 /// link), not a directory. `old_text` is its text when it is a regular
 /// UTF-8 file within `cap`.
-pub fn delete_plan(root: &Path, given: &str, cap: u64) -> Result<FileChange, String> {
+pub(crate) fn delete_plan(root: &Path, given: &str, cap: u64) -> Result<FileChange, String> {
     if given.trim().is_empty() {
         return Err("the path is empty; name the file to delete".into());
     }
@@ -254,7 +254,7 @@ pub fn delete_plan(root: &Path, given: &str, cap: u64) -> Result<FileChange, Str
 /// Plans `move_file`: `from` must exist and not be a directory, `to` must
 /// not exist. The texts are the file's when it is a regular UTF-8 file
 /// within `cap`.
-pub fn move_plan(root: &Path, from: &str, to: &str, cap: u64) -> Result<FileChange, String> {
+pub(crate) fn move_plan(root: &Path, from: &str, to: &str, cap: u64) -> Result<FileChange, String> {
     if from.trim().is_empty() || to.trim().is_empty() {
         return Err("name both the file to move (from) and its new path (to)".into());
     }
@@ -292,7 +292,7 @@ pub fn move_plan(root: &Path, from: &str, to: &str, cap: u64) -> Result<FileChan
 }
 
 /// One line per change, for the model: "added a.txt", "moved a → b"…
-pub fn summary(changes: &[FileChange], root: &Path) -> String {
+pub(crate) fn summary(changes: &[FileChange], root: &Path) -> String {
     let mut lines = Vec::with_capacity(changes.len());
     for change in changes {
         let shown = paths::display(root, &change.path);

@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 
 /// A parsed patch: its file operations in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Patch {
+pub(crate) struct Patch {
     pub operations: Vec<Operation>,
 }
 
 /// One `*** Add/Update/Delete File:` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Operation {
+pub(crate) struct Operation {
     /// The path as written in the patch.
     pub path: String,
     /// The 1-based patch line of its header.
@@ -20,7 +20,7 @@ pub struct Operation {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OperationKind {
+pub(crate) enum OperationKind {
     /// The complete content of the new file (LF line endings).
     Add {
         content: String,
@@ -34,7 +34,7 @@ pub enum OperationKind {
 
 /// One `@@` section of an update.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hunk {
+pub(crate) struct Hunk {
     /// The 1-based patch line where it starts.
     pub line: usize,
     /// The text after `@@`, locating the hunk.
@@ -45,7 +45,7 @@ pub struct Hunk {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HunkLine {
+pub(crate) enum HunkLine {
     Context(String),
     Remove(String),
     Add(String),
@@ -53,7 +53,7 @@ pub enum HunkLine {
 
 /// One file changed by a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileChange {
+pub(crate) struct FileChange {
     /// The file changed, resolved; for a move, the source.
     pub path: PathBuf,
     pub kind: ChangeKind,
@@ -71,7 +71,7 @@ pub struct FileChange {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ChangeKind {
+pub(crate) enum ChangeKind {
     Add,
     Update,
     Delete,
@@ -83,7 +83,7 @@ pub enum ChangeKind {
 
 impl FileChange {
     /// The paths the change touches: the file, and a move's destination.
-    pub fn paths(&self) -> Vec<&Path> {
+    pub(crate) fn paths(&self) -> Vec<&Path> {
         match &self.kind {
             ChangeKind::Move { to } => vec![self.path.as_path(), to.as_path()],
             _ => vec![self.path.as_path()],
