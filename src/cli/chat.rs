@@ -123,6 +123,10 @@ pub(super) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failur
                 let _ = link.close();
                 offered = true;
                 offer_setup(&options, &why)?;
+                // Setup wrote the config: the one reload of this start.
+                options.loaded = Some(crate::config::loaded::Loaded::load(
+                    options.config.as_deref(),
+                ));
             }
             Err(failure) => {
                 let _ = link.close();

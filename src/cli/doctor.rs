@@ -4,6 +4,7 @@
 //! their model lists (and an OpenAI-compatible one's default model one
 //! tiny question with a tool).
 
+use crate::config::loaded::Loaded;
 use crate::config::Config;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -57,7 +58,7 @@ impl Lines {
 }
 
 /// Runs every check.
-pub(crate) fn run(args: &DoctorArgs) -> Report {
+pub(crate) fn run(args: &DoctorArgs, loaded: &Loaded) -> Report {
     let mut lines = Lines {
         text: format!(
             "spindle {} ({} {}){}\n",
@@ -70,7 +71,7 @@ pub(crate) fn run(args: &DoctorArgs) -> Report {
         ),
         broken: false,
     };
-    let config = check_config(&mut lines, args.config.as_deref());
+    let config = check_config(&mut lines, args.config.as_deref(), loaded);
     let config_path = args
         .config
         .clone()
@@ -114,15 +115,17 @@ pub(crate) fn run(args: &DoctorArgs) -> Report {
     }
 }
 
-fn check_config(lines: &mut Lines, explicit: Option<&Path>) -> Option<Config> {
+/// The config as the command loaded it (`loaded`, from `explicit` or the
+/// default file), said in the report.
+fn check_config(lines: &mut Lines, explicit: Option<&Path>, loaded: &Loaded) -> Option<Config> {
     lines.section("Configuration");
     let path = explicit
         .map(Path::to_path_buf)
         .unwrap_or_else(crate::config::default_path);
-    match Config::load(explicit) {
+    match loaded.get() {
         Ok((config, Some(path))) => {
             lines.ok("config", &format!("{} parses", path.display()));
-            Some(config)
+            Some(config.clone())
         }
         Ok((config, None)) => {
             lines.ok(
@@ -132,12 +135,12 @@ fn check_config(lines: &mut Lines, explicit: Option<&Path>) -> Option<Config> {
                     path.display()
                 ),
             );
-            Some(config)
+            Some(config.clone())
         }
         Err(problem) => {
             lines.bad(
                 "config",
-                &problem,
+                problem,
                 "fix the file at the place named, or move it away and run spindle setup",
             );
             None

@@ -183,6 +183,7 @@ pub(crate) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failur
     if let Ok(mut state) = stop.lock() {
         state.started = true;
     }
+    let loaded = options.loaded.clone();
     let mut link = Link::start(options)?;
     let mut printer = Printer::new(args.json, args.quiet);
     let asked = Asked {
@@ -190,6 +191,7 @@ pub(crate) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failur
         prompt: &prompt,
         args: &args,
         config: config.as_deref(),
+        loaded: loaded.as_ref(),
         flags: &flags,
     };
     let ended = converse(&mut link, &mut printer, &stop, &asked);
@@ -429,6 +431,8 @@ struct Asked<'a> {
     args: &'a ExecArgs,
     /// The config named on the command line (`--config`).
     config: Option<&'a std::path::Path>,
+    /// That config as the command loaded it.
+    loaded: Option<&'a crate::config::loaded::Loaded>,
     /// The choices the command line made, for a session gone on with.
     flags: &'a [(&'static str, String)],
 }
@@ -436,7 +440,12 @@ struct Asked<'a> {
 /// An answer refusing the prompt because the provider refused the key
 /// (HTTP 401 or 403): said in words that name where the key came from,
 /// which is what the user has to fix. Other errors are left as they are.
-fn key_named(mut error: Value, model: &str, config: Option<&std::path::Path>) -> Value {
+fn key_named(
+    mut error: Value,
+    model: &str,
+    config: Option<&std::path::Path>,
+    loaded: Option<&crate::config::loaded::Loaded>,
+) -> Value {
     let status = error["data"]["status"].as_u64();
     if error["code"] != crate::rpc::code::AUTH_REQUIRED || !matches!(status, Some(401 | 403)) {
         return error;
@@ -444,7 +453,7 @@ fn key_named(mut error: Value, model: &str, config: Option<&std::path::Path>) ->
     let Some((provider, _)) = model.split_once('/') else {
         return error;
     };
-    let Ok((loaded, _)) = crate::config::Config::load(config) else {
+    let Some(Ok((loaded, _))) = loaded.map(crate::config::loaded::Loaded::get) else {
         return error;
     };
     let path = config
@@ -503,7 +512,8 @@ fn converse(
     }
     let answer = answer?;
     let model = model_of(&opened);
-    let result = answer.map_err(|e| fail(printer, key_named(e, &model, asked.config)))?;
+    let result =
+        answer.map_err(|e| fail(printer, key_named(e, &model, asked.config, asked.loaded)))?;
     let stop = result["stopReason"]
         .as_str()
         .unwrap_or_default()

@@ -3,10 +3,10 @@
 /// `spindle mcp list`: the MCP servers of the config and of the project
 /// here, with where they come from and whether they are used.
 pub(super) fn mcp_list(
-    config: Option<std::path::PathBuf>,
+    loaded: &crate::config::loaded::Loaded,
     cwd: Option<std::path::PathBuf>,
 ) -> Result<String, String> {
-    let (config, path) = crate::config::Config::load(config.as_deref())?;
+    let (config, path) = loaded.get()?;
     let cwd = match cwd {
         Some(cwd) => cwd,
         None => std::env::current_dir().map_err(|e| e.to_string())?,
@@ -44,8 +44,8 @@ pub(super) fn mcp_list(
             describe(server)
         ));
     }
-    let trusted = crate::config::project::project_trusted(&config, &cwd);
-    let (servers, problems) = crate::config::project::project_servers(&config, &cwd);
+    let trusted = crate::config::project::project_trusted(config, &cwd);
+    let (servers, problems) = crate::config::project::project_servers(config, &cwd);
     let untrusted = format!(
         "; not used: the project {} is not trusted (`spindle trust` there uses it)",
         shown(&crate::config::project::root(&cwd).display().to_string())
@@ -131,11 +131,11 @@ pub(super) fn mcp_edit(
 /// Code's form, checked as a server of the user's config is; said with
 /// whether the project is trusted, since only then does it run.
 pub(super) fn mcp_edit_project(
-    config: Option<std::path::PathBuf>,
+    loaded: &crate::config::loaded::Loaded,
     name: &str,
     server: Option<serde_json::Value>,
 ) -> Result<String, String> {
-    let (config, _) = crate::config::Config::load(config.as_deref())?;
+    let (config, _) = loaded.get()?;
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot tell the current folder: {e}"))?;
     let cwd = crate::os::canonical(&cwd).unwrap_or(cwd);
@@ -161,7 +161,7 @@ pub(super) fn mcp_edit_project(
         return Ok(format!("Removed the MCP server {name} from {path}.\n"));
     }
     let root = shown(&root.display().to_string());
-    let trust = if crate::config::project::project_trusted(&config, &cwd) {
+    let trust = if crate::config::project::project_trusted(config, &cwd) {
         format!("{root} is trusted, so new sessions there start it")
     } else {
         format!("{root} is not trusted yet: `spindle trust` there starts it")

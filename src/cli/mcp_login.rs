@@ -5,13 +5,13 @@ use std::io::Write;
 
 /// Signs in to server `name` (`login`) or removes its tokens.
 pub(crate) fn run(
-    config: Option<std::path::PathBuf>,
+    loaded: &crate::config::loaded::Loaded,
     name: &str,
     url: Option<String>,
     login: bool,
 ) -> Result<String, String> {
-    let (loaded, path) = crate::config::Config::load(config.as_deref())?;
-    let path = path.unwrap_or_else(crate::config::default_path);
+    let (loaded, path) = loaded.get()?;
+    let path = path.map_or_else(crate::config::default_path, std::path::Path::to_path_buf);
     let dir = crate::config::mcp_tokens_dir(&path);
     let file = crate::mcp::oauth::store::token_file(&dir, name).ok_or_else(|| {
         format!(
@@ -29,7 +29,7 @@ pub(crate) fn run(
             format!("No sign-in was kept for MCP server `{name}`.\n")
         });
     }
-    let server = find(&loaded, name);
+    let server = find(loaded, name);
     let url = match (url, &server) {
         (Some(url), _) => url,
         (None, Some(server)) => match (server["url"].as_str(), server["type"].as_str()) {

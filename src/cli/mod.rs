@@ -59,6 +59,7 @@ fn load_config(command: &Result<Command, Usage>) -> Option<Loaded> {
         Ok(Command::McpList { config, .. }) => config.clone(),
         Ok(Command::McpEdit { config, .. }) => config.clone(),
         Ok(Command::McpSignIn { config, .. }) => config.clone(),
+        Ok(Command::Trust { config, .. }) => config.clone(),
         _ => None,
     };
     Some(Loaded::load(config.as_deref()))
@@ -133,13 +134,16 @@ fn print_out(text: &str) -> Result<(), Failure> {
 /// Runs one command: `Ok` with what stdout gets. `loaded` is its config,
 /// which the agent's start takes over instead of reading it again.
 fn run(command: Command, loaded: Option<Loaded>) -> Result<String, Failure> {
+    // Every command but the launcher and the guard (handled before) has
+    // its config loaded.
+    let config = || loaded.clone().expect("the command's config is loaded");
     match command {
         Command::Sandbox(_) | Command::Guard(_) => unreachable!("handled in main"),
         Command::Help(topic) => Ok(topic
             .as_deref()
             .and_then(command_help)
             .unwrap_or_else(|| HELP.to_string())),
-        Command::McpList { config, cwd } => mcp_list(config, cwd).map_err(Failure::Failed),
+        Command::McpList { cwd, .. } => mcp_list(&config(), cwd).map_err(Failure::Failed),
         Command::McpEdit {
             config,
             name,
@@ -147,19 +151,16 @@ fn run(command: Command, loaded: Option<Loaded>) -> Result<String, Failure> {
             project: false,
         } => mcp_list::mcp_edit(config, &name, server).map_err(Failure::Failed),
         Command::McpEdit {
-            config,
             name,
             server,
             project: true,
-        } => mcp_list::mcp_edit_project(config, &name, server).map_err(Failure::Failed),
+            ..
+        } => mcp_list::mcp_edit_project(&config(), &name, server).map_err(Failure::Failed),
         Command::McpSignIn {
-            config,
-            name,
-            url,
-            login,
-        } => crate::cli::mcp_login::run(config, &name, url, login).map_err(Failure::Failed),
+            name, url, login, ..
+        } => crate::cli::mcp_login::run(&config(), &name, url, login).map_err(Failure::Failed),
         Command::Doctor(args) => {
-            let report = crate::cli::doctor::run(&args);
+            let report = crate::cli::doctor::run(&args, &config());
             if report.broken {
                 print_out(&report.text)?;
                 Err(Failure::Broken)
@@ -171,8 +172,8 @@ fn run(command: Command, loaded: Option<Loaded>) -> Result<String, Failure> {
         Command::Trust {
             trusted,
             path,
-            config,
-        } => trust::trust(trusted, path, config).map_err(Failure::Failed),
+            config: path_of_config,
+        } => trust::trust(trusted, path, path_of_config, &config()).map_err(Failure::Failed),
         Command::Version => Ok(match option_env!("SPINDLE_BUILD_COMMIT") {
             Some(commit) => format!("spindle {} (commit {commit})\n", env!("CARGO_PKG_VERSION")),
             None => format!("spindle {}\n", env!("CARGO_PKG_VERSION")),
@@ -188,11 +189,8 @@ fn run(command: Command, loaded: Option<Loaded>) -> Result<String, Failure> {
         Command::Sessions(command) => run_sessions(command).map_err(Failure::Failed),
         Command::Exec(options, args) => {
             let mut options = *options;
-            // `exec` starts its agent once; the chat starts it again after
-            // `setup` wrote the config, so that one reads the file anew.
-            if !args.chat {
-                options.loaded = loaded;
-            }
+            // The chat reads the file anew only after its `setup` wrote it.
+            options.loaded = loaded;
             if let Some(path) = options.agent_path.clone() {
                 let spec = crate::agentfile::load(&path)
                     .map_err(|error| Failure::Failed(error.to_string()))?;

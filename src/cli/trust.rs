@@ -7,10 +7,13 @@ use std::path::{Path, PathBuf};
 
 /// Trusts (or stops trusting) the project `path` (the current folder
 /// when none) lies in: its root, said when it is not the folder given.
+/// `loaded` is the config as the command loaded it (from `config` or the
+/// default file).
 pub(super) fn trust(
     trusted: bool,
     path: Option<PathBuf>,
     config: Option<PathBuf>,
+    loaded: &crate::config::loaded::Loaded,
 ) -> Result<String, String> {
     let path = match path {
         Some(path) => path,
@@ -50,7 +53,7 @@ pub(super) fn trust(
             "; its .spindle/config.json can only tighten what you allow. Saved in {saved}.\n"
         ),
     });
-    let brings = brings(&project, &config_path);
+    let brings = brings(&project, loaded);
     if brings.is_empty() {
         out.push_str("The project brings no hooks, MCP servers, skills, commands, allow rules or defaults.\n");
     } else {
@@ -67,7 +70,7 @@ pub(super) fn trust(
 
 /// What the project at `root` brings that trust turns on, a line per
 /// kind, its names written out; what could not be read is said too.
-fn brings(root: &Path, config_path: &Path) -> Vec<String> {
+fn brings(root: &Path, loaded: &crate::config::loaded::Loaded) -> Vec<String> {
     let shown = |text: &str| crate::util::visible(text, false);
     let names = |list: Vec<String>| {
         list.iter()
@@ -112,10 +115,9 @@ fn brings(root: &Path, config_path: &Path) -> Vec<String> {
 
     // The servers as Spindle reads them; the config only says which
     // variables are withheld from them.
-    let config = crate::config::Config::load(Some(config_path))
-        .map(|(config, _)| config)
-        .unwrap_or_default();
-    let (servers, problems) = crate::config::project::project_servers(&config, root);
+    let unusable = crate::config::Config::default();
+    let config = loaded.get().map_or(&unusable, |(config, _)| config);
+    let (servers, problems) = crate::config::project::project_servers(config, root);
     if !servers.is_empty() {
         let listed: Vec<String> = servers
             .iter()

@@ -24,6 +24,15 @@ impl Loaded {
         self.0.as_ref().as_ref().ok().map(|(config, _)| config)
     }
 
+    /// What [`Config::load`] gave: the config and its file, or why it
+    /// cannot be used.
+    pub(crate) fn get(&self) -> Result<(&Config, Option<&Path>), &str> {
+        match self.0.as_ref() {
+            Ok((config, path)) => Ok((config, path.as_deref())),
+            Err(problem) => Err(problem),
+        }
+    }
+
     /// What [`Config::load`] gave, as an owned value.
     pub fn result(&self) -> Result<(Config, Option<PathBuf>), String> {
         self.0.as_ref().clone()
