@@ -129,7 +129,7 @@ pub fn make_private_dir(dir: &Path, _meta: &Metadata) -> io::Result<()> {
 
 #[cfg(test)]
 /// Whether an open file's access list admits the current user alone.
-pub fn is_private(file: &File) -> io::Result<bool> {
+pub(super) fn is_private(file: &File) -> io::Result<bool> {
     acl::is_private(with_access(file, READ_CONTROL)?.0)
 }
 

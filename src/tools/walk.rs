@@ -52,9 +52,6 @@ pub(crate) struct Entry<'a> {
     #[cfg_attr(not(test), expect(dead_code, reason = "tests read it"))]
     pub name: &'a str,
     pub kind: EntryKind,
-    /// 1 for the starting directory's own entries.
-    #[cfg_attr(not(test), expect(dead_code, reason = "tests read it"))]
-    pub depth: usize,
 }
 
 /// The visitor's answer.
@@ -143,7 +140,6 @@ pub(crate) fn walk(
             rel: &rel[start_prefix..],
             name: &name_str,
             kind,
-            depth,
         };
         let descend = match visit(&entry) {
             Control::Continue => {
@@ -450,11 +446,11 @@ pub(crate) mod tests {
         std::os::unix::fs::symlink(&tree.0, tree.0.join("d/loop")).unwrap();
         let mut seen = Vec::new();
         walk(&tree.0, &tree.0, &WalkOptions::default(), &mut |e| {
-            seen.push(format!("{}:{:?}:{}", e.rel, e.kind, e.depth));
+            seen.push(format!("{}:{:?}", e.rel, e.kind));
             Control::Continue
         })
         .unwrap();
-        assert_eq!(seen.join(" "), "d:Dir:1 d/f.txt:File:2 d/loop:Symlink:2");
+        assert_eq!(seen.join(" "), "d:Dir d/f.txt:File d/loop:Symlink");
     }
 
     #[test]

@@ -101,7 +101,7 @@ pub(super) fn protect(handle: HANDLE, folder: bool) -> io::Result<()> {
 #[cfg(test)]
 /// Whether the access list of the file behind `handle` (opened with
 /// `READ_CONTROL`) is protected and admits the current user alone.
-pub fn is_private(handle: HANDLE) -> io::Result<bool> {
+pub(super) fn is_private(handle: HANDLE) -> io::Result<bool> {
     use windows_sys::Win32::Foundation::LocalFree;
     use windows_sys::Win32::Security::Authorization::GetSecurityInfo;
     use windows_sys::Win32::Security::{
