@@ -4,6 +4,11 @@
 //! the stable ones a client must opt into, go only to a client that asked
 //! for them. Notices are built here too: they are live only, as a `notice`
 //! or as a separate text chunk.
+//!
+//! `line` is the one way an update becomes a `session/update` line (a
+//! turn's, the dispatcher's, a replay's, a notice), and `transcript_update`
+//! the way it goes into a job's transcript: both take the same decision
+//! (`decide`), so no door lets through what another would fit or leave out.
 
 use super::{ClientCapabilities, ContentChunk, SessionUpdate, Severity};
 use serde_json::Value;
@@ -86,7 +91,8 @@ impl Notice {
 
     /// The whole `session/update` line of this notice for this client.
     pub(crate) fn line(&self, session_id: &str, capabilities: &ClientCapabilities) -> String {
-        super::update_line(session_id, &self.update(capabilities).into_value())
+        let line = line(session_id, Update::Notice(self, None), capabilities);
+        line.unwrap_or_default()
     }
 }
 
@@ -101,34 +107,53 @@ fn capped(text: &str) -> String {
     format!("{}…", &text[..end])
 }
 
-/// Whether an update is a notice, in either form. Notices are never
-/// stored; a database written by an older Spindle holds its notices as
-/// chunks, which replay leaves out.
-pub(crate) fn is_notice(update: &Value) -> bool {
-    update["sessionUpdate"] == "notice"
-        || (update["sessionUpdate"] == "agent_message_chunk"
-            && update["messageId"]
-                .as_str()
-                .is_some_and(|id| id.starts_with("notice_")))
+/// What a client gets of an update of one kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fit {
+    /// As it is.
+    Keep,
+    /// Nothing: it did not ask for it (or it is a stored notice).
+    Drop,
+    /// The fields of a tool call fitted (`fit_tool_call`).
+    ToolCall,
+    /// The plan as a `plan_update` (`plan_update`).
+    PlanUpdate,
+}
+
+/// The one decision of what this client gets of an update, from its kind
+/// (`sessionUpdate`) and its message id (a chunk's).
+fn decide(kind: &str, message_id: Option<&str>, capabilities: &ClientCapabilities) -> Fit {
+    let given = |taken: bool| if taken { Fit::Keep } else { Fit::Drop };
+    match kind {
+        // Only for a client that advertised `session.compaction`.
+        "compaction_update" | "compaction_summary_chunk" => given(capabilities.session.compaction),
+        "tool_call" | "tool_call_update" => Fit::ToolCall,
+        // Only for a client that advertised `subagents`.
+        "subagent_update" => given(capabilities.subagents),
+        "plan" if capabilities.plan => Fit::PlanUpdate,
+        // A notice is never stored: one that was (an older database's)
+        // is not replayed; a live one is built for the client (`Notice`).
+        "notice" => Fit::Drop,
+        "agent_message_chunk" => given(!message_id.is_some_and(|id| id.starts_with("notice_"))),
+        _ => Fit::Keep,
+    }
 }
 
 /// Fits an update, as kept for the store, to this client; `false` when
 /// the client must not get it at all.
-pub(crate) fn fit(update: &mut Value, capabilities: &ClientCapabilities) -> bool {
-    match update["sessionUpdate"].as_str().unwrap_or_default() {
-        // Only for a client that advertised `session.compaction`.
-        "compaction_update" | "compaction_summary_chunk" => capabilities.session.compaction,
-        "tool_call" | "tool_call_update" => {
+fn fit(update: &mut Value, capabilities: &ClientCapabilities) -> bool {
+    let kind = update["sessionUpdate"].as_str().unwrap_or_default();
+    match decide(kind, update["messageId"].as_str(), capabilities) {
+        Fit::Keep => true,
+        Fit::Drop => false,
+        Fit::ToolCall => {
             fit_tool_call(update, capabilities);
             true
         }
-        // Only for a client that advertised `subagents`.
-        "subagent_update" => capabilities.subagents,
-        "plan" if capabilities.plan => {
+        Fit::PlanUpdate => {
             *update = plan_update(std::mem::take(update));
             true
         }
-        _ => !is_notice(update),
     }
 }
 
@@ -181,26 +206,6 @@ fn may_need_fitting(body: &str) -> bool {
     .any(|mark| body.contains(mark))
 }
 
-/// Renders a stored update as the `session/update` line that replays it
-/// to this client; `None` when this client does not get it.
-pub(crate) fn replay_line(
-    session_id: &str,
-    body: &str,
-    capabilities: &ClientCapabilities,
-) -> Option<String> {
-    if !may_need_fitting(body) {
-        return Some(super::replay_line(session_id, body));
-    }
-    let Ok(mut update) = serde_json::from_str::<Value>(body) else {
-        return Some(super::replay_line(session_id, body));
-    };
-    let session_id = route(&mut update, session_id, capabilities);
-    if !fit(&mut update, capabilities) {
-        return None;
-    }
-    Some(super::replay_line(&session_id, &update.to_string()))
-}
-
 /// The key under `_meta.spindle` that names a subagent's child session
 /// (`task-…`) in the stored form of its updates.
 pub(crate) const CHILD_MARK: &str = "subagentSession";
@@ -234,11 +239,7 @@ pub(crate) fn parent_of(session_id: &str) -> Option<(&str, &str)> {
 /// announcement and state) on the parent, naming the child. Any other
 /// client gets them as before: on the parent, marked with its tool call
 /// (and `fit` leaves the `subagent_update`s out).
-pub(crate) fn route(
-    update: &mut Value,
-    session_id: &str,
-    capabilities: &ClientCapabilities,
-) -> String {
+fn route(update: &mut Value, session_id: &str, capabilities: &ClientCapabilities) -> String {
     let key = update
         .get_mut("_meta")
         .and_then(|meta| meta.get_mut("spindle"))
@@ -268,9 +269,69 @@ pub(crate) fn route(
     child
 }
 
-/// The whole `session/update` line of an update, as kept for the store,
-/// for this client; `None` when this client does not get it.
+/// An update on its way to one client, in the form Spindle has it.
+pub(crate) enum Update<'a> {
+    /// As the store keeps it (`SessionUpdate::into_value`, marks and all).
+    Kept(Value),
+    /// A stored update's JSON text, replayed.
+    Stored(&'a str),
+    /// A message or thought chunk, the hot path: written without a JSON
+    /// tree; `meta` marks a subagent's.
+    Chunk {
+        thought: bool,
+        message_id: &'a str,
+        text: &'a str,
+        meta: Option<&'a Value>,
+    },
+    /// A one-off notice, live only, with a subagent's `_meta`.
+    Notice(&'a Notice, Option<Value>),
+}
+
+/// The whole `session/update` line of an update for this client; `None`
+/// when this client does not get it. Every update Spindle writes to a
+/// client is made here.
 pub(crate) fn line(
+    session_id: &str,
+    update: Update<'_>,
+    capabilities: &ClientCapabilities,
+) -> Option<String> {
+    match update {
+        Update::Kept(update) => kept_line(session_id, update, capabilities),
+        Update::Stored(body) => {
+            let parsed = may_need_fitting(body)
+                .then(|| serde_json::from_str::<Value>(body).ok())
+                .flatten();
+            match parsed {
+                Some(update) => kept_line(session_id, update, capabilities),
+                // Most stored updates are chunks, written as they are.
+                None => Some(super::replay_line(session_id, body)),
+            }
+        }
+        Update::Chunk {
+            thought,
+            message_id,
+            text,
+            meta,
+        } => {
+            let kind = if thought {
+                "agent_thought_chunk"
+            } else {
+                "agent_message_chunk"
+            };
+            (decide(kind, Some(message_id), capabilities) == Fit::Keep)
+                .then(|| super::chunk_line(session_id, thought, message_id, text, meta))
+        }
+        Update::Notice(notice, meta) => {
+            // Built for this client already (`Notice::update`): routed
+            // only, for a stored notice is what `fit` leaves out.
+            let mut update = notice.update(capabilities).into_value_with_meta(meta);
+            let session_id = route(&mut update, session_id, capabilities);
+            Some(super::update_line(&session_id, &update))
+        }
+    }
+}
+
+fn kept_line(
     session_id: &str,
     mut update: Value,
     capabilities: &ClientCapabilities,
@@ -282,10 +343,25 @@ pub(crate) fn line(
     Some(super::update_line(&session_id, &update))
 }
 
+/// A stored update as a job's transcript gives it to this client (the
+/// same fitting as `line`); `None` when this client does not get it.
+pub(crate) fn transcript_update(body: &str, capabilities: &ClientCapabilities) -> Option<Value> {
+    let mut update = serde_json::from_str::<Value>(body).unwrap_or(Value::Null);
+    fit(&mut update, capabilities).then_some(update)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn replay_line(
+        session_id: &str,
+        body: &str,
+        capabilities: &ClientCapabilities,
+    ) -> Option<String> {
+        line(session_id, Update::Stored(body), capabilities)
+    }
 
     fn with_subagents() -> ClientCapabilities {
         ClientCapabilities {
@@ -321,7 +397,7 @@ mod tests {
     fn a_subagent_update_names_the_child_on_the_parent_or_is_left_out() {
         let stored = json!({"sessionUpdate": "subagent_update", "state": {"state": "running"},
             "_meta": {"spindle": {"parentToolCallId": "t1", "subagentSession": "task-ab"}}});
-        let line = line("s1", stored.clone(), &with_subagents()).unwrap();
+        let line = line("s1", Update::Kept(stored.clone()), &with_subagents()).unwrap();
         let line: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(line["params"]["sessionId"], "s1");
         assert_eq!(
@@ -329,7 +405,8 @@ mod tests {
             json!({"sessionUpdate": "subagent_update", "state": {"state": "running"},
                    "sessionId": "s1/task-ab"})
         );
-        assert!(super::line("s1", stored.clone(), &ClientCapabilities::default()).is_none());
+        let default = ClientCapabilities::default();
+        assert!(super::line("s1", Update::Kept(stored.clone()), &default).is_none());
         let body = stored.to_string();
         assert!(replay_line("s1", &body, &ClientCapabilities::default()).is_none());
         assert!(replay_line("s1", &body, &with_subagents()).is_some());
@@ -365,7 +442,9 @@ mod tests {
             chunk["content"]["text"],
             "_No sandbox is available._ Every command asks.\n\n"
         );
-        assert!(is_notice(&chunk) && is_notice(&update));
+        // Neither form is ever stored for replay, nor replayed.
+        let default = ClientCapabilities::default();
+        assert!(!fit(&mut chunk.clone(), &default) && !fit(&mut update.clone(), &opted_in()));
     }
 
     #[test]
@@ -504,5 +583,66 @@ mod tests {
         assert!(fit(&mut nested, &capabilities));
         assert_eq!(nested["plan"]["planId"], "todo/t1");
         assert_eq!(nested["_meta"]["spindle"]["parentToolCallId"], "t1");
+    }
+
+    /// Every form an update takes on its way out (kept, stored, a chunk,
+    /// a job's transcript) is fitted by the one decision: what a client
+    /// without the opt-in must not get is left out of each alike.
+    #[test]
+    fn every_door_fits_an_update_alike() {
+        let plain = ClientCapabilities::default();
+        let mut opted = opted_in();
+        opted.plan = true;
+        opted.session.compaction = true;
+        let updates = [
+            json!({"sessionUpdate": "compaction_update", "compactionId": "c", "status": "completed"}),
+            json!({"sessionUpdate": "plan", "entries": []}),
+            json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Remove a",
+                   "content": [{"type": "diff", "path": "/w/a", "oldText": "a", "newText": "",
+                                "deleted": true}]}),
+            json!({"sessionUpdate": "agent_message_chunk", "messageId": "notice_1",
+                   "content": {"type": "text", "text": "_old notice_"}}),
+        ];
+        for capabilities in [&plain, &opted] {
+            for update in &updates {
+                let body = update.to_string();
+                let kept = line("s", Update::Kept(update.clone()), capabilities);
+                assert_eq!(
+                    kept,
+                    line("s", Update::Stored(&body), capabilities),
+                    "{body}"
+                );
+                let transcript = transcript_update(&body, capabilities);
+                let sent = kept.map(|l| serde_json::from_str::<Value>(&l).unwrap());
+                assert_eq!(
+                    transcript.as_ref(),
+                    sent.as_ref().map(|l| &l["params"]["update"]),
+                    "{body}"
+                );
+            }
+        }
+        let compaction = updates[0].clone();
+        assert!(line("s", Update::Kept(compaction.clone()), &plain).is_none());
+        assert!(line("s", Update::Kept(compaction), &opted).is_some());
+        let chunk = |message_id| Update::Chunk {
+            thought: false,
+            message_id,
+            text: "hi",
+            meta: None,
+        };
+        assert!(line("s", chunk("notice_1"), &plain).is_none());
+        let sent = line("s", chunk("msg_1"), &plain).unwrap();
+        let stored = crate::acp::stored_chunk(false, "msg_1", "hi", None);
+        assert_eq!(Some(sent), line("s", Update::Stored(&stored), &plain));
+        // A live notice is built for the client: a chunk of its own for
+        // one without notices, a `notice` for one that takes them.
+        let notice = Notice::info("Title", "Text");
+        let as_chunk = line("s", Update::Notice(&notice, None), &plain).unwrap();
+        assert!(as_chunk.contains(r#""messageId":"notice_"#), "{as_chunk}");
+        let as_notice = line("s", Update::Notice(&notice, None), &opted).unwrap();
+        assert!(
+            as_notice.contains(r#""sessionUpdate":"notice""#),
+            "{as_notice}"
+        );
     }
 }

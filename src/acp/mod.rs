@@ -320,14 +320,15 @@ fn notification<U: Serialize>(session_id: &str, update: &U) -> String {
 }
 
 /// Renders one `session/update` line of an update's JSON
-/// (`SessionUpdate::into_value`).
-pub(crate) fn update_line(session_id: &str, update: &Value) -> String {
+/// (`SessionUpdate::into_value`). Private, like the two below: every line
+/// is made by `line` in fit.rs, fitted to the client.
+fn update_line(session_id: &str, update: &Value) -> String {
     notification(session_id, update)
 }
 
 /// The `session/update` line of an agent message (or thought) chunk, the
 /// hot path: written without a JSON tree; `meta` marks a subagent's.
-pub(crate) fn chunk_line(
+fn chunk_line(
     session_id: &str,
     thought: bool,
     message_id: &str,
@@ -341,7 +342,7 @@ pub(crate) fn chunk_line(
 }
 
 /// Renders a stored update as the `session/update` line that replays it.
-pub(crate) fn replay_line(session_id: &str, body: &str) -> String {
+fn replay_line(session_id: &str, body: &str) -> String {
     format!(
         r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":{},"update":{body}}}}}"#,
         serde_json::Value::String(session_id.to_string())

@@ -10,7 +10,7 @@ mod outgoing;
 pub(super) mod params;
 pub(super) mod session;
 
-use crate::acp::{method, ClientCapabilities, SessionUpdate};
+use crate::acp::{fit::Update, method, ClientCapabilities, SessionUpdate};
 use crate::agent::common::models::Registry;
 use crate::agent::common::options::Options;
 use crate::agent::turn::report::{Outbox, OutgoingRequest, Report};
@@ -297,7 +297,7 @@ impl Dispatcher {
     fn commands_line(&self, session_id: &str) -> Option<String> {
         let session = self.sessions.get(session_id)?;
         let update = crate::agent::common::commands::update(&self.commands_of(&session.cwd));
-        Some(crate::acp::update_line(session_id, &update.into_value()))
+        self.update_line(session_id, Update::Kept(update.into_value()))
     }
 
     /// Whether the user trusts the project at `cwd`, as the loaded
@@ -350,7 +350,9 @@ impl Dispatcher {
     /// it in the session's transcript.
     pub(in crate::agent) fn send_update(&mut self, session_id: &str, update: SessionUpdate) {
         let update = update.into_value();
-        self.send_line(crate::acp::update_line(session_id, &update));
+        if let Some(line) = self.update_line(session_id, Update::Kept(update.clone())) {
+            self.send_line(line);
+        }
         if let Ok(store) = self.store() {
             if let Err(error) = store.append_events(session_id, 0, &[update.to_string()]) {
                 log::warn!("cannot store an update of session {session_id}: {error}");
@@ -487,12 +489,20 @@ impl Dispatcher {
         let _ = self.writer.send(Output::Line(line).queued());
     }
 
+    /// The `session/update` line of an update for this client
+    /// (`acp::fit::line`); `None` when it does not get it.
+    pub(in crate::agent) fn update_line(&self, session_id: &str, update: Update) -> Option<String> {
+        let capabilities = self.client.clone().unwrap_or_default();
+        crate::acp::fit::line(session_id, update, &capabilities)
+    }
+
     /// Replays a session's stored updates, each fitted to this client
     /// (`acp::fit`: what it did not ask for is left out or rewritten).
     pub(in crate::agent) fn replay(&self, session_id: &str, events: &[String]) {
         let capabilities = self.client.clone().unwrap_or_default();
         for body in events {
-            if let Some(line) = crate::acp::fit::replay_line(session_id, body, &capabilities) {
+            let stored = Update::Stored(body);
+            if let Some(line) = crate::acp::fit::line(session_id, stored, &capabilities) {
                 self.send_line(line);
             }
         }

@@ -326,10 +326,7 @@ fn structured_updates(
         }
         used += line.len();
         read += 1;
-        let mut update = serde_json::from_str::<Value>(line).unwrap_or(Value::Null);
-        if crate::acp::fit::fit(&mut update, capabilities) {
-            updates.push(update);
-        }
+        updates.extend(crate::acp::fit::transcript_update(line, capabilities));
     }
     let next = offset + read;
     let complete = next >= total && job.state != JobState::Running;

@@ -39,7 +39,8 @@ impl Dispatcher {
         log::info!("session {id} retitled by the client");
         if let Some(session) = self.sessions.get_mut(&id).filter(|s| !s.closed) {
             session.title = Some(title.clone());
-            self.after_response.push(acp::update_line(&id, &update));
+            let line = self.update_line(&id, acp::fit::Update::Kept(update));
+            self.after_response.extend(line);
         }
         Ok(json!({ "title": title }))
     }

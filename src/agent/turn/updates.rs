@@ -211,12 +211,21 @@ impl Updates {
         let parent = self.nested.as_ref().map(|n| n.parent.clone());
         let child = self.nested.as_ref().and_then(|n| n.child.clone());
         let meta = parent.as_deref().map(parent_meta);
-        let line = match self.child_session() {
-            // On its own session, a child's chunk needs no mark.
-            Some(session) => acp::chunk_line(&session, thought, message_id, text, None),
-            None => acp::chunk_line(&self.session_id, thought, message_id, text, meta.as_ref()),
+        let child_session = self.child_session();
+        // On its own session, a child's chunk needs no mark.
+        let (session, mark) = match &child_session {
+            Some(session) => (session, None),
+            None => (&self.session_id, meta.as_ref()),
         };
-        self.deliver(line);
+        let chunk = acp::fit::Update::Chunk {
+            thought,
+            message_id,
+            text,
+            meta: mark,
+        };
+        if let Some(line) = acp::fit::line(session, chunk, &self.capabilities) {
+            self.deliver(line);
+        }
         if let (Some(meta), Some(_)) = (&meta, &self.mirror) {
             self.mirror_line(acp::stored_chunk(thought, message_id, text, Some(meta)));
         }
@@ -307,6 +316,7 @@ impl Updates {
 
     /// Writes an update as this client gets it (`acp::fit`), if it gets it.
     fn write_fitted(&self, update: Value) {
+        let update = acp::fit::Update::Kept(update);
         if let Some(line) = acp::fit::line(&self.session_id, update, &self.capabilities) {
             self.deliver(line);
         }
@@ -337,11 +347,10 @@ impl Updates {
     /// Shows a one-off notice: live only, never kept, never part of the
     /// answer. A subagent's is marked with the parent's tool call.
     pub(super) fn notice(&mut self, notice: &Notice) {
-        let mut update = notice
-            .update(&self.capabilities)
-            .into_value_with_meta(self.nested_meta());
-        let session_id = acp::fit::route(&mut update, &self.session_id, &self.capabilities);
-        self.deliver(acp::update_line(&session_id, &update));
+        let notice = acp::fit::Update::Notice(notice, self.nested_meta());
+        if let Some(line) = acp::fit::line(&self.session_id, notice, &self.capabilities) {
+            self.deliver(line);
+        }
     }
 
     /// Takes what was sent since the last call, as the JSON texts to store.
@@ -512,7 +521,6 @@ impl Sink for UpdateSink<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::acp::replay_line;
 
     #[test]
     fn chunks_of_one_message_are_kept_merged() {
@@ -541,7 +549,9 @@ mod tests {
         assert_eq!(kept[1]["messageId"], "m1");
         assert_eq!(kept[3]["content"]["text"], "!");
         assert!(updates.take_kept().is_empty());
-        let line = replay_line("s\"x", &kept[1].to_string());
+        let body = kept[1].to_string();
+        let stored = acp::fit::Update::Stored(&body);
+        let line = acp::fit::line("s\"x", stored, &ClientCapabilities::default()).unwrap();
         let parsed: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(parsed["params"]["sessionId"], "s\"x");
         assert_eq!(parsed["params"]["update"], kept[1]);
