@@ -6,7 +6,7 @@
 //!
 //! - `config` turns ACP `mcpServers` entries into [`ServerConfig`]s.
 //! - `rpc` holds the JSON-RPC plumbing shared by every transport: the
-//!   [`rpc::Router`] that hands responses to the threads waiting for them
+//!   `Router` that hands responses to the threads waiting for them
 //!   and answers the server's own requests.
 //! - `stdio`, `http` and `sse` are the three transports: a child process,
 //!   Streamable HTTP and the legacy HTTP+SSE transport.
@@ -32,6 +32,7 @@
 mod client;
 mod config;
 pub(crate) mod elicit;
+mod error;
 mod http;
 mod manager;
 pub(crate) mod oauth;
@@ -50,11 +51,11 @@ pub(crate) use config::{parse_servers, quoted_name, valid_name, TransportConfig,
 pub(crate) use elicit::{
     check_url, CompletionHook, ElicitAnswer, Elicitation, ElicitationSupport, Elicitor,
 };
+pub(crate) use error::McpError;
 pub(crate) use manager::McpSession;
 
 use serde_json::Value;
 use std::collections::HashSet;
-use std::fmt;
 use std::time::Duration;
 
 /// The protocol revision Spindle offers in `initialize`.
@@ -174,40 +175,6 @@ impl CallResult {
         parts.join("\n")
     }
 }
-
-/// Why an MCP operation failed; the message is meant for the user or the
-/// model and never contains configured secrets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct McpError {
-    pub message: String,
-    /// The HTTP status that caused the failure, when there was one; used to
-    /// fall back from Streamable HTTP to the legacy transport.
-    pub(crate) status: Option<u16>,
-}
-
-impl McpError {
-    pub(crate) fn new(message: impl Into<String>) -> McpError {
-        McpError {
-            message: message.into(),
-            status: None,
-        }
-    }
-
-    pub(crate) fn http(status: u16, message: impl Into<String>) -> McpError {
-        McpError {
-            message: message.into(),
-            status: Some(status),
-        }
-    }
-}
-
-impl fmt::Display for McpError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for McpError {}
 
 /// Replaces every occurrence of each secret in `text` with `***`. Longer
 /// secrets go first so that one containing another is hidden whole.

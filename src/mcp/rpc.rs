@@ -13,7 +13,7 @@
 //! thread waiting for the tool call, which answers the server itself.
 
 use super::elicit::{self, Elicitation, ElicitationSupport, Refusal};
-use super::McpError;
+use super::error::McpError;
 use crate::cancel::lock;
 use crate::cancel::CancelToken;
 use crossbeam_channel::{bounded, Receiver, RecvError, Select, Sender};

@@ -1,7 +1,7 @@
 //! How the launcher ends when it cannot run the command: the exit codes
 //! the launcher and its PID-namespace init share.
 
-use super::Launch;
+use super::terms::Launch;
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;

@@ -24,7 +24,7 @@ use std::process::ExitCode;
 
 use super::exit::{cannot_apply_code, exec_code, report_cannot_apply};
 use super::namespaces;
-use super::Launch;
+use super::terms::Launch;
 
 /// Forks the namespace's first process, which runs `confine` and then the
 /// program; returns (in the launcher) with the program's status.

@@ -24,7 +24,7 @@ use super::init;
 use super::landlock::{self, Rules};
 use super::namespaces::{self, Entered, Failure};
 use super::seccomp;
-use super::{Launch, ProbeReport, Profile};
+use super::terms::{Launch, ProbeReport, Profile};
 
 /// Applies `launch.profile` and execs the program; returns only on
 /// failure (or, in a PID namespace, with the program's status).

@@ -17,7 +17,8 @@
 //!
 //! The layers, one file each: `capabilities.rs` (every capability
 //! dropped), `namespaces.rs` (network, mount, PID, IPC), `landlock.rs`,
-//! `seccomp.rs`; `init.rs` is the first process of the PID namespace,
+//! `seccomp.rs`; `terms.rs` holds what they are given (the profile, the
+//! launch) and what the probe reports; `init.rs` is the first process of the PID namespace,
 //! which runs the command and reaps the rest while the launcher waits
 //! outside; `exit.rs` the exit codes they share; `seatbelt.rs` the macOS
 //! profile, a generator tested on every system.
@@ -26,8 +27,6 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::OnceLock;
-
-use serde::{Deserialize, Serialize};
 
 #[cfg(target_os = "linux")]
 mod capabilities;
@@ -47,26 +46,10 @@ mod seccomp;
 #[cfg(any(target_os = "macos", test))]
 #[cfg_attr(not(target_os = "macos"), allow(dead_code))]
 mod seatbelt;
+mod terms;
 
-/// What a sandboxed command may do.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Profile {
-    /// Directories whose contents the command may create, change and
-    /// delete (the workspace, a private temp dir). Empty: a read-only
-    /// sandbox.
-    pub writable: Vec<PathBuf>,
-    /// Paths inside `writable` ones that stay read-only (the workspace's
-    /// `.git`). Missing paths are ignored.
-    pub read_only: Vec<PathBuf>,
-    /// Whether the network may be used. false = no network at all (no TCP,
-    /// no UDP, not even 127.0.0.1). Unix sockets are refused either way
-    /// (socket pairs, connected to each other only, are not).
-    pub network: bool,
-    /// Paths the command must not read (Spindle's key files, config,
-    /// database and logs): covered by empty ones where namespaces are
-    /// available. Missing paths are ignored.
-    pub hidden: Vec<PathBuf>,
-}
+pub use terms::Profile;
+use terms::{Launch, ProbeReport};
 
 /// What this machine offers, found once per process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,29 +157,6 @@ impl Support {
             reason,
         }
     }
-}
-
-/// The one line `spindle sandbox --probe` prints: each layer tried for
-/// real, with the error of those that failed.
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct ProbeReport {
-    landlock: Option<u32>,
-    namespaces: bool,
-    seccomp: bool,
-    /// Whether the sandbox gets a PID namespace with a `/proc` of its own.
-    #[serde(default)]
-    pid_namespace: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    landlock_error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    namespaces_error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    seccomp_error: Option<String>,
-    /// macOS: whether a Seatbelt profile could be applied.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    seatbelt: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    seatbelt_error: Option<String>,
 }
 
 /// The environment variable that turns the sandbox off when it is `off`.
@@ -331,17 +291,6 @@ enum Request {
     Probe,
     Help,
     Launch(Launch),
-}
-
-/// What to run and how to confine it.
-#[derive(Debug, PartialEq, Eq)]
-struct Launch {
-    profile: Profile,
-    /// false with the hidden `--no-namespaces`: Landlock and seccomp only,
-    /// as on machines without usable namespaces (for tests).
-    namespaces: bool,
-    program: OsString,
-    args: Vec<OsString>,
 }
 
 fn parse(args: Vec<OsString>) -> Result<Request, String> {

@@ -180,9 +180,9 @@ pub(super) use launch::{probe, run};
 
 #[cfg(target_os = "macos")]
 mod launch {
-    use super::{profile, Rules, SANDBOX_EXEC};
     use crate::sandbox::exit::{exec_code, report_cannot_apply};
-    use crate::sandbox::{Launch, ProbeReport};
+    use crate::sandbox::seatbelt::{profile, Rules, SANDBOX_EXEC};
+    use crate::sandbox::terms::{Launch, ProbeReport, Profile};
     use std::ffi::OsString;
     use std::path::{Path, PathBuf};
     use std::process::ExitCode;
@@ -211,7 +211,7 @@ mod launch {
     /// refused both as given and as resolved, and one that does not
     /// exist yet by its resolved parent, so that creating it later does
     /// not escape the rule.
-    fn resolved_profile(profile: &crate::sandbox::Profile) -> Result<String, String> {
+    fn resolved_profile(profile: &Profile) -> Result<String, String> {
         let mut writable = Vec::new();
         for dir in &profile.writable {
             let canonical = std::fs::canonicalize(dir)
@@ -220,7 +220,7 @@ mod launch {
         }
         let read_only = both_forms(&profile.read_only);
         let hidden = both_forms(&profile.hidden);
-        super::profile(&Rules {
+        self::profile(&Rules {
             writable: &writable,
             read_only: &read_only,
             hidden: &hidden,

@@ -4,6 +4,7 @@
 //! happen in one transaction (`begin_turn_from`), so a crash can neither
 //! apply an item twice nor lose it.
 
+pub(crate) use super::item_state::ItemState;
 use super::words::stored_words;
 use super::{Result, Store, StoreError, StoreErrorKind};
 use rusqlite::{params, OptionalExtension};
@@ -18,30 +19,9 @@ pub enum Intent {
     Followup,
 }
 
-/// Where an item is: `pending` → `dispatched` → `applied`, or
-/// `uncertain` (dispatched when a process stopped), `failed`, `deleted`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ItemState {
-    Pending,
-    Dispatched,
-    Applied,
-    Uncertain,
-    Failed,
-    Deleted,
-}
-
 stored_words!(Intent {
     Steer => "steer",
     Followup => "followup",
-});
-
-stored_words!(ItemState {
-    Pending => "pending",
-    Dispatched => "dispatched",
-    Applied => "applied",
-    Uncertain => "uncertain",
-    Failed => "failed",
-    Deleted => "deleted",
 });
 
 /// One item.

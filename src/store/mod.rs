@@ -22,6 +22,7 @@
 pub(crate) mod checkpoints;
 mod error;
 pub(crate) mod inbox;
+mod item_state;
 mod open;
 pub(crate) mod rewind;
 mod waits;
@@ -29,6 +30,7 @@ mod words;
 
 use crate::conversation::Message;
 pub use error::{StoreError, StoreErrorKind};
+use item_state::ItemState;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -448,7 +450,7 @@ impl Store {
         id: &str,
         events: &[String],
         messages: &[Message],
-        marks: &[(String, inbox::ItemState)],
+        marks: &[(String, ItemState)],
     ) -> Result<i64> {
         let transaction = self
             .connection
@@ -487,7 +489,7 @@ impl Store {
         turn: i64,
         events: &[String],
         messages: &[Message],
-        marks: &[(String, inbox::ItemState)],
+        marks: &[(String, ItemState)],
     ) -> Result<()> {
         if events.is_empty() && messages.is_empty() && marks.is_empty() {
             return Ok(());
@@ -767,7 +769,7 @@ impl Store {
 fn mark_in(
     transaction: &rusqlite::Transaction<'_>,
     id: &str,
-    marks: &[(String, inbox::ItemState)],
+    marks: &[(String, ItemState)],
 ) -> Result<()> {
     for (item, state) in marks {
         transaction.execute(

@@ -68,10 +68,6 @@ const PARENT_CALLS_TO_UNDO: &[(&str, &str)] = &[
     ("agent::turn", "agent::turn::step"),
     ("agent::turn", "agent::turn::undo"),
     ("agent::turn", "agent::turn::waiting"),
-    ("mcp", "mcp::rpc"),
-    ("sandbox", "sandbox::launcher"),
-    ("sandbox", "sandbox::seatbelt"),
-    ("store", "store::inbox"),
 ];
 
 fn src() -> PathBuf {
