@@ -4,8 +4,11 @@
 //! cancels, routes the client's answers to the turns that asked, and keeps
 //! the store and the model registry. `session.rs` is the session record it
 //! owns, `outgoing.rs` the table of requests waiting for the client,
-//! `params.rs` how handlers read params and name errors.
+//! `later.rs` the requests a helper thread answers (its result comes back
+//! as an event: only this thread writes answers), `params.rs` how
+//! handlers read params and name errors.
 
+mod later;
 mod outgoing;
 pub(super) mod params;
 pub(super) mod session;
@@ -18,6 +21,7 @@ use crate::rpc::stdio::{Input, Output, Queued};
 use crate::rpc::{self, Incoming, RequestId, RpcError};
 use crate::store::Store;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+pub(in crate::agent) use later::Later;
 use outgoing::Outgoing;
 use serde_json::{json, Value};
 use session::Session;
@@ -42,6 +46,13 @@ pub(super) enum Event {
         job_id: String,
         ended: bool,
     },
+    /// A helper's result for a request it answers (`later.rs`).
+    Answer {
+        id: RequestId,
+        result: Result<Value, RpcError>,
+    },
+    /// Notifications a helper has for the client (a sign-in's end).
+    Lines(Vec<String>),
 }
 
 impl From<Input> for Event {
@@ -73,6 +84,8 @@ pub(super) struct Dispatcher {
     pub(in crate::agent) test_hooks: bool,
     /// Requests we sent to the client, waiting for their answers.
     outgoing: Outgoing,
+    /// Requests of the client a helper thread is answering.
+    open: later::Open,
     /// The session database, opened on first use (so a broken database
     /// shows up as clear errors on session requests, not as an agent that
     /// will not start).
@@ -117,6 +130,7 @@ impl Dispatcher {
             closing: None,
             test_hooks: std::env::var_os("SPINDLE_TEST_HOOKS").is_some_and(|v| v == "1"),
             outgoing: Outgoing::default(),
+            open: later::Open::default(),
             store: None,
             db_path: options_db_path(&options),
             warm: None,
@@ -216,8 +230,9 @@ impl Dispatcher {
     /// The elicitation modes the editor took in `initialize`, for the MCP
     /// servers to use during their tool calls; a server's completion of a
     /// URL elicitation becomes `elicitation/complete` to the editor,
-    /// written from the server's reader thread (like an index helper's
-    /// answer, through the dispatcher's queue).
+    /// queued from the server's reader thread straight to the writer: it
+    /// is stamped then, so it precedes the tool call's result it caused
+    /// (a notification, not an answer: no request of the client waits).
     pub(in crate::agent) fn mcp_elicitation(&self) -> crate::mcp::ElicitationSupport {
         let modes = self
             .client
@@ -412,7 +427,7 @@ impl Dispatcher {
 
     pub(super) fn run(mut self, events: &Receiver<Event>) {
         loop {
-            if self.closing.is_some() && !self.any_running() {
+            if self.closing.is_some() && !self.any_running() && self.open.is_empty() {
                 break;
             }
             let event = match self.closing {
@@ -442,6 +457,12 @@ impl Dispatcher {
                     job_id,
                     ended,
                 } => self.job_changed(&session_id, &job_id, ended),
+                Event::Answer { id, result } => self.helper_answered(&id, result),
+                Event::Lines(lines) => {
+                    for line in lines {
+                        self.send_line(line);
+                    }
+                }
                 Event::Turn(Report::Ended(end)) => self.on_turn_end(*end),
                 Event::Turn(Report::Request(request)) => self.send_client_request(request),
                 Event::Turn(Report::ModeChanged { session_id, policy }) => {
@@ -455,6 +476,11 @@ impl Dispatcher {
                     self.goal_changed(&session_id);
                 }
             }
+        }
+        // What a helper still works on is not waited for: the client
+        // learns it was cancelled.
+        for id in self.open.take_all() {
+            self.respond(&id, Err(later::cancelled(Some("the agent is ending"))));
         }
         self.end_hooks_at_exit();
         // No MCP server, and no job, outlives the agent.
@@ -684,10 +710,46 @@ impl Dispatcher {
         true
     }
 
+    /// Opens a request a helper thread will answer: the helper gets the
+    /// [`Later`] to post its result with; the handler returns `None`.
+    pub(in crate::agent) fn answer_later(&mut self, id: &RequestId) -> Later {
+        let (events, request) = (self.events.clone(), id.clone());
+        let post: later::Post = Box::new(move |result| {
+            let _ = events.send(Event::Answer {
+                id: request,
+                result,
+            });
+        });
+        self.open.open(id, post)
+    }
+
+    /// Closes a request opened with [`Dispatcher::answer_later`] without
+    /// answering it (the handler answers, its helper could not start):
+    /// whatever its `Later` posts is dropped.
+    pub(in crate::agent) fn withdraw_later(&mut self, id: &RequestId) {
+        self.open.close(id);
+    }
+
+    /// A helper's result: the answer, if the request is still open; a
+    /// request cancelled meanwhile was answered already.
+    fn helper_answered(&mut self, id: &RequestId, result: Result<Value, RpcError>) {
+        if self.open.close(id) {
+            self.respond(id, result);
+        } else {
+            log::debug!("dropped the late result of request {id}: it was answered already");
+        }
+    }
+
     pub(in crate::agent) fn cancel_request(&mut self, request_id: &Value) {
-        // Only prompts outlive their request handler, so only they can be
-        // cancelled this way; the answer is still `cancelled`, as for
-        // session/cancel.
+        // A request a helper answers is answered now, -32800; its result
+        // is dropped when it comes.
+        if self.open.close(request_id) {
+            log::debug!("request {request_id} was cancelled before its helper answered");
+            self.respond(request_id, Err(later::cancelled(None)));
+            return;
+        }
+        // Prompts outlive their request handler too: the answer is still
+        // `cancelled`, as for session/cancel.
         for session in self.sessions.values() {
             if let Some(running) = &session.running {
                 if running.request_id.as_ref() == Some(request_id) {

@@ -16,8 +16,9 @@ const RESOURCE_FILE_CAP: u64 = 4 * 1024 * 1024 * 1024;
 impl Dispatcher {
     /// Answers from `file`'s line index: at once when the session has it
     /// (and the file is unchanged); else a thread of its own makes it and
-    /// answers the request (`Ok(None)`), so a long pass never holds the
-    /// dispatcher. At most [`INDEXING_AT_ONCE`] such threads at a time.
+    /// posts the answer back (`Ok(None)`; the request stays open until
+    /// then, and a `$/cancel_request` answers it first), so a long pass
+    /// never holds the dispatcher. At most [`INDEXING_AT_ONCE`] such threads at a time.
     pub(super) fn answer_when_indexed(
         &mut self,
         request: &crate::rpc::RequestId,
@@ -44,11 +45,14 @@ impl Dispatcher {
             .with_data(json!({"code": "busy"})));
         }
         let busy = busy.clone();
-        let writer = self.writer.clone();
-        let request = request.clone();
+        let later = self.answer_later(request);
+        let gate = self.test_hooks.then(index_gate).flatten();
         let spawned = std::thread::Builder::new()
             .name("spindle-index".into())
             .spawn(move || {
+                if let Some(gate) = &gate {
+                    wait_for_gate(gate);
+                }
                 // Whatever happens in the pass, the request is answered
                 // and the slot given back.
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -67,13 +71,13 @@ impl Dispatcher {
                         .with_data(json!({"code": "internal_panic"})))
                 });
                 busy.fetch_sub(1, Ordering::SeqCst);
-                let line = match result {
-                    Ok(value) => crate::rpc::response_line(&request, &value),
-                    Err(error) => crate::rpc::error_line(&request, &error),
-                };
-                let _ = writer.send(crate::rpc::stdio::Output::Line(line).queued());
+                later.answer(result);
+                if let Some(gate) = &gate {
+                    let _ = std::fs::remove_file(gate);
+                }
             });
         if spawned.is_err() {
+            self.withdraw_later(request);
             self.indexing.fetch_sub(1, Ordering::SeqCst);
             return Err(RpcError::internal("cannot start a thread to read the file"));
         }
@@ -175,6 +179,20 @@ pub(super) fn log_bytes(
     let (text, next) = crate::tools::jobs::read_window(path, offset, wanted as usize)
         .map_err(RpcError::internal)?;
     Ok((text, next, total))
+}
+
+/// With test hooks on, `SPINDLE_TEST_INDEX_GATE` names a file an index
+/// pass waits for before it reads, and removes once it has posted its
+/// answer: a test holds a pass open, and learns when its answer is in.
+fn index_gate() -> Option<std::path::PathBuf> {
+    std::env::var_os("SPINDLE_TEST_INDEX_GATE").map(Into::into)
+}
+
+fn wait_for_gate(gate: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !gate.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// How many files may be read for windows at once.

@@ -2,12 +2,13 @@
 //! the editor takes URL elicitations, the sign-in starts on a helper
 //! thread (`spindle-mcp-signin`), its URL goes to the editor as a
 //! session-scoped `elicitation/create` in URL mode, and once the browser
-//! has come back the tokens are kept and the server connected. Without
+//! has come back the tokens are kept and the server connected; what it
+//! then has to say is posted to the dispatcher, which writes it. Without
 //! that capability the session's notice says to run `spindle mcp login`.
 
 use crate::acp::fit::Notice;
 use crate::acp::method;
-use crate::agent::dispatcher::Dispatcher;
+use crate::agent::dispatcher::{Dispatcher, Event};
 use crate::agent::turn::report::{Outbox, OutgoingRequest, Report};
 use crate::cancel::CancelToken;
 use crate::mcp::{oauth, McpSession};
@@ -63,10 +64,10 @@ impl Dispatcher {
             };
             let (outbox, session, servers) = (self.outbox(), session_id.to_string(), mcp.clone());
             let trust = self.mcp_trust();
-            // The lines it writes when done (`elicitation/complete`, a
-            // notice), through the writer's queue.
-            let (writer, capabilities) =
-                (self.writer.clone(), self.client.clone().unwrap_or_default());
+            // The lines it has for the editor when done
+            // (`elicitation/complete`, a notice), posted to the dispatcher.
+            let (events, capabilities) =
+                (self.events.clone(), self.client.clone().unwrap_or_default());
             let tell: Tell = Arc::new(move |session: &str, done: Done| {
                 let lines = match done {
                     Done::SignedIn(id) => vec![
@@ -86,9 +87,7 @@ impl Dispatcher {
                     )
                     .line(session, &capabilities)],
                 };
-                for line in lines {
-                    let _ = writer.send(crate::rpc::stdio::Output::Line(line).queued());
-                }
+                let _ = events.send(Event::Lines(lines));
             });
             // Detached: it ends when the browser comes back, the editor
             // declines, the session's servers stop or the wait runs out.

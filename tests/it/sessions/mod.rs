@@ -20,6 +20,7 @@ mod database;
 mod extensions;
 mod fork;
 mod goals;
+mod helper_answers;
 mod jobs;
 mod lifecycle;
 mod list;
