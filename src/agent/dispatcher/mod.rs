@@ -382,7 +382,7 @@ impl Dispatcher {
             return;
         };
         // A choice made for this session is kept with it, used or not.
-        session.disposable = false;
+        session.set_disposable(false);
         let summary = json!({
             "model": session.settings.model, "mode": session.settings.mode.id(), "effort": session.settings.effort,
             "preset": session.settings.preset.id(), "policy": session.settings.policy,
@@ -471,7 +471,7 @@ impl Dispatcher {
                 Event::Turn(Report::GoalProgress { session_id, goal }) => {
                     if let Some(session) = self.sessions.get_mut(&session_id) {
                         session.goal = Some(*goal);
-                        session.goal_changed = true;
+                        session.mark_goal_changed();
                     }
                     self.goal_changed(&session_id);
                 }

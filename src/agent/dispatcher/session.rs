@@ -1,4 +1,7 @@
-//! Session state, owned by the dispatcher alone.
+//! Session state, owned by the dispatcher alone. Its states are typed
+//! (`StartSource`, `InboxHold`, what it is told once in `SaidOnce`); the
+//! one-shot flags and states are private, reached through methods that
+//! say what they mean (`first_sandbox_notice`, `take_hook_start`, …).
 
 use crate::agent::common::permission::{Approvals, Policy};
 use crate::agent::common::spend::Spend;
@@ -32,28 +35,18 @@ pub(crate) struct Session {
     pub stored_messages: i64,
     /// Closed by the client while a turn was still running: dropped once
     /// that turn has answered.
-    pub closed: bool,
+    closed: bool,
     /// Created by this process (`session/new`) and no setting changed
     /// since: if the store shows nothing the user sent either,
     /// `session/close` removes it (`Dispatcher::remove_if_unused`).
-    pub disposable: bool,
+    disposable: bool,
     /// The session's MCP servers, when the client gave any.
     pub mcp: Option<std::sync::Arc<crate::mcp::McpSession>>,
     /// A prompt that arrived while a cancelled turn was still winding down;
     /// it starts as soon as that turn has answered.
     pub queued: Option<(RequestId, Value)>,
-    /// Whether the session was told that the sandbox policy has no sandbox
-    /// here (said once per session, in its first turn under that policy).
-    pub sandbox_notice_shown: bool,
-    /// Whether the session was told of the project's Claude Code
-    /// permission rules left out (said once, in its first turn).
-    pub claude_rules_shown: bool,
-    /// The workspace files already named as refused (each is named once
-    /// per session, in the first turn after it appears).
-    pub refused_shown: Vec<std::path::PathBuf>,
-    /// Said once, in the first turn: a policy above `auto` that a flag
-    /// or the config chose.
-    pub start_notice: Option<crate::acp::fit::Notice>,
+    /// What a session is told once (`SaidOnce`).
+    said: SaidOnce,
     /// What the session's last checkpoint scan saw of the workspace.
     pub scan_cache: std::sync::Arc<std::sync::Mutex<crate::checkpoint::ScanCache>>,
     /// Turns counted since the session opened in this process, what
@@ -61,14 +54,13 @@ pub(crate) struct Session {
     pub epoch: u64,
     pub turn_source: TurnSource,
     pub turn_started_at: Option<String>,
-    pub last_outcome: Option<String>,
+    last_outcome: Option<String>,
     /// The last `_spindle/event` number of the session.
     pub event_seq: u64,
     /// Shared with the running turn: its progress, and steers for it.
     pub live: crate::agent::turn::report::SharedLive,
-    /// The inbox's flags (its items are in the store).
-    pub inbox_paused: bool,
-    pub inbox_recovered: bool,
+    /// Whether the inbox is held (its items are in the store).
+    inbox: InboxHold,
     /// Model calls of the session.
     pub model_calls: u64,
     /// Of them, those whose usage the provider did not report (this
@@ -77,18 +69,17 @@ pub(crate) struct Session {
     /// The session's goal (goal mode), and whether it changed since the
     /// last `goal` event.
     pub goal: Option<crate::agent::common::goal::Goal>,
-    pub goal_changed: bool,
+    goal_changed: bool,
     /// A reload waits for the running turn.
-    pub reload_queued: bool,
+    reload_queued: bool,
     /// The session's background jobs.
     pub jobs: std::sync::Arc<crate::tools::jobs::Jobs>,
     /// The system prompt's environment (date, git state), taken by the
     /// first turn's worker and kept: the prompt stays the same bytes.
     pub environment: std::sync::Arc<std::sync::OnceLock<String>>,
-    /// The `SessionStart` source of the next model turn: "startup" for a
-    /// new session, "resume" for a loaded one, "clear" after `/clear`;
-    /// taken by the turn that runs the hooks.
-    pub hook_start: Option<&'static str>,
+    /// The `SessionStart` source of the next model turn; taken by the
+    /// turn that runs the hooks.
+    hook_start: Option<StartSource>,
     /// Line indexes of the workspace files `resource` windows read.
     /// Shared with the threads that index a file off the dispatcher.
     pub line_indexes: std::sync::Arc<std::sync::Mutex<crate::tools::lines::Indexes>>,
@@ -197,6 +188,61 @@ impl TurnSource {
     }
 }
 
+/// The `SessionStart` source a session's next model turn fires with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StartSource {
+    /// A new session.
+    Startup,
+    /// A loaded or resumed one.
+    Resume,
+    /// After `/clear`.
+    Clear,
+}
+
+impl StartSource {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            StartSource::Startup => "startup",
+            StartSource::Resume => "resume",
+            StartSource::Clear => "clear",
+        }
+    }
+}
+
+/// Whether a session's inbox is held: follow-ups start no turn until the
+/// user resumes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InboxHold {
+    /// Follow-ups start turns.
+    Open,
+    /// Held by a cancel (or by the user).
+    Paused,
+    /// Held because items survived a stop of the process: the user
+    /// looks first.
+    Recovered,
+}
+
+impl InboxHold {
+    /// The hold as stored: whether it is paused, and recovered.
+    pub(crate) fn flags(self) -> (bool, bool) {
+        (self != InboxHold::Open, self == InboxHold::Recovered)
+    }
+}
+
+/// What a session is told once: each notice, in the first turn it
+/// applies to.
+#[derive(Default)]
+struct SaidOnce {
+    /// The sandbox policy has no sandbox here.
+    sandbox: bool,
+    /// The project's Claude Code permission rules left out.
+    claude_rules: bool,
+    /// The workspace files already named as refused.
+    refused: Vec<PathBuf>,
+    /// A policy above `auto` that a flag or the config chose.
+    start: Option<crate::acp::fit::Notice>,
+}
+
 pub(crate) struct RunningTurn {
     /// The prompt it answers (`None`: the agent's own turn).
     pub request_id: Option<RequestId>,
@@ -237,10 +283,7 @@ impl Session {
             closed: false,
             mcp: None,
             queued: None,
-            sandbox_notice_shown: false,
-            claude_rules_shown: false,
-            refused_shown: Vec::new(),
-            start_notice: None,
+            said: SaidOnce::default(),
             scan_cache: Default::default(),
             epoch: 0,
             turn_source: TurnSource::Prompt,
@@ -249,8 +292,7 @@ impl Session {
             event_seq: 0,
             disposable: false,
             live: Default::default(),
-            inbox_paused: false,
-            inbox_recovered: false,
+            inbox: InboxHold::Open,
             model_calls: 0,
             usage_unreported: 0,
             goal: None,
@@ -259,7 +301,7 @@ impl Session {
             jobs: Default::default(),
             line_indexes: Default::default(),
             environment: Default::default(),
-            hook_start: Some("startup"),
+            hook_start: Some(StartSource::Startup),
         }
     }
 
@@ -273,6 +315,118 @@ impl Session {
             settings.agent = self.settings.agent.take();
         }
         self.settings = settings;
+    }
+
+    /// Whether the client closed the session while its turn still ran.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    pub(crate) fn set_closed(&mut self, closed: bool) {
+        self.closed = closed;
+    }
+
+    /// Whether `session/close` may remove it when nothing was sent.
+    pub(crate) fn is_disposable(&self) -> bool {
+        self.disposable
+    }
+
+    pub(crate) fn set_disposable(&mut self, disposable: bool) {
+        self.disposable = disposable;
+    }
+
+    /// How the last turn ended (a stop reason, or `error`).
+    pub(crate) fn last_outcome(&self) -> Option<&str> {
+        self.last_outcome.as_deref()
+    }
+
+    pub(crate) fn set_last_outcome(&mut self, outcome: String) {
+        self.last_outcome = Some(outcome);
+    }
+
+    /// Notes that the goal changed since the last `goal` event.
+    pub(crate) fn mark_goal_changed(&mut self) {
+        self.goal_changed = true;
+    }
+
+    /// Whether the goal changed since the last `goal` event.
+    pub(crate) fn goal_pending(&self) -> bool {
+        self.goal_changed
+    }
+
+    /// Whether the goal changed, forgetting it: the event is sent.
+    pub(crate) fn take_goal_change(&mut self) -> bool {
+        std::mem::take(&mut self.goal_changed)
+    }
+
+    /// A reload waits for the running turn.
+    pub(crate) fn queue_reload(&mut self) {
+        self.reload_queued = true;
+    }
+
+    /// Whether a reload waited, forgetting it.
+    pub(crate) fn take_reload(&mut self) -> bool {
+        std::mem::take(&mut self.reload_queued)
+    }
+
+    /// True the first time it is asked: the session is to be told that
+    /// its sandbox policy has no sandbox here.
+    pub(crate) fn first_sandbox_notice(&mut self) -> bool {
+        !std::mem::replace(&mut self.said.sandbox, true)
+    }
+
+    /// True the first time it is asked: the session is to be told of the
+    /// project's Claude Code rules left out.
+    pub(crate) fn first_claude_rules_notice(&mut self) -> bool {
+        !std::mem::replace(&mut self.said.claude_rules, true)
+    }
+
+    /// Whether the refused workspace file `path` was named already.
+    pub(crate) fn refused_named(&self, path: &std::path::Path) -> bool {
+        self.said.refused.iter().any(|named| named == path)
+    }
+
+    /// Notes refused workspace files as named.
+    pub(crate) fn name_refused(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
+        self.said.refused.extend(paths);
+    }
+
+    /// Sets the notice of the policy chosen at start, said in the first
+    /// turn.
+    pub(crate) fn set_start_notice(&mut self, notice: Option<crate::acp::fit::Notice>) {
+        self.said.start = notice;
+    }
+
+    /// Takes the notice of the policy chosen at start, if not said yet.
+    pub(crate) fn take_start_notice(&mut self) -> Option<crate::acp::fit::Notice> {
+        self.said.start.take()
+    }
+
+    /// The `SessionStart` source the next model turn fires with, if any.
+    pub(crate) fn hook_start(&self) -> Option<StartSource> {
+        self.hook_start
+    }
+
+    pub(crate) fn set_hook_start(&mut self, source: StartSource) {
+        self.hook_start = Some(source);
+    }
+
+    /// Takes the `SessionStart` source, for the turn that runs the hooks.
+    pub(crate) fn take_hook_start(&mut self) -> Option<StartSource> {
+        self.hook_start.take()
+    }
+
+    pub(crate) fn inbox(&self) -> InboxHold {
+        self.inbox
+    }
+
+    /// Whether the inbox is held (paused or recovered).
+    pub(crate) fn inbox_held(&self) -> bool {
+        self.inbox != InboxHold::Open
+    }
+
+    pub(crate) fn set_inbox(&mut self, hold: InboxHold) {
+        self.inbox = hold;
     }
 
     pub(crate) fn workspace_defaults(&self) -> WorkspaceDefaults {

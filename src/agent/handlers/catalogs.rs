@@ -176,7 +176,7 @@ impl Dispatcher {
         let id = params.session_id;
         if self.sessions[id].running.is_some() {
             if let Some(session) = self.sessions.get_mut(id) {
-                session.reload_queued = true;
+                session.queue_reload();
             }
             return Ok(to_json(ReloadResult {
                 queued: true,
@@ -216,7 +216,7 @@ impl Dispatcher {
         let others: Vec<String> = self
             .sessions
             .iter()
-            .filter(|(other, session)| other.as_str() != id && !session.closed)
+            .filter(|(other, session)| other.as_str() != id && !session.is_closed())
             .map(|(other, _)| other.clone())
             .collect();
         for other in others {
@@ -230,7 +230,7 @@ impl Dispatcher {
         let queued = self
             .sessions
             .get_mut(id)
-            .map(|s| std::mem::take(&mut s.reload_queued))
+            .map(crate::agent::dispatcher::session::Session::take_reload)
             .unwrap_or(false);
         if queued {
             match self.reload_now(id) {

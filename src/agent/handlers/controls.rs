@@ -243,7 +243,7 @@ fn apply(
                     &registry.config.goal,
                 );
                 session.goal = Some(crate::agent::common::goal::Goal::draft(budget));
-                session.goal_changed = true;
+                session.mark_goal_changed();
             }
             Ok(changed)
         }
@@ -297,7 +297,7 @@ impl Dispatcher {
         let Some(session) = self
             .sessions
             .get_mut(&request.session_id)
-            .filter(|s| !s.closed)
+            .filter(|s| !s.is_closed())
         else {
             return Err(not_found(&request.session_id));
         };
@@ -364,7 +364,7 @@ impl Dispatcher {
                 ))
             }
         };
-        if self.sessions.get(&session_id).is_none_or(|s| s.closed) {
+        if self.sessions.get(&session_id).is_none_or(|s| s.is_closed()) {
             return Err(not_found(&session_id));
         }
         let registry = self.registry()?;
@@ -378,7 +378,7 @@ impl Dispatcher {
         let Some(session) = self
             .sessions
             .get_mut(&request.session_id)
-            .filter(|s| !s.closed)
+            .filter(|s| !s.is_closed())
         else {
             return Err(not_found(&request.session_id));
         };

@@ -32,7 +32,7 @@ impl Dispatcher {
     ) -> Result<&'a str, RpcError> {
         let id = check.session_id(params)?;
         match self.sessions.get(id) {
-            Some(session) if !session.closed => Ok(id),
+            Some(session) if !session.is_closed() => Ok(id),
             _ => Err(check.not_open(id)),
         }
     }

@@ -17,10 +17,9 @@ impl Dispatcher {
         let Some(session) = self.sessions.get_mut(id) else {
             return;
         };
-        if !session.goal_changed {
+        if !session.take_goal_change() {
             return;
         }
-        session.goal_changed = false;
         let goal = session
             .goal
             .as_ref()
@@ -56,7 +55,7 @@ impl Dispatcher {
         } else if let Some(goal) = session.goal.as_mut() {
             goal.status = Status::Paused;
             goal.touch();
-            session.goal_changed = true;
+            session.mark_goal_changed();
         }
         let goal = session.goal.as_ref().map(|g| g.json());
         self.goal_changed(id);
@@ -83,7 +82,7 @@ impl Dispatcher {
         goal.question = None;
         goal.touch();
         let value = goal.json();
-        session.goal_changed = true;
+        session.mark_goal_changed();
         let mode_changed = session.settings.mode != crate::modes::Mode::Goal;
         session.settings.mode = crate::modes::Mode::Goal;
         if mode_changed {
@@ -114,10 +113,10 @@ impl Dispatcher {
         };
         if goal.status == Status::Running {
             goal.status = Status::Paused;
-            session.goal_changed = true;
+            session.mark_goal_changed();
         }
         session.goal = Some(goal);
-        if session.goal_changed {
+        if session.goal_pending() {
             self.goal_changed(id);
         }
     }

@@ -17,7 +17,7 @@ impl Dispatcher {
         let Some(session) = self.sessions.get(id) else {
             return;
         };
-        if session.hook_start.is_some() {
+        if session.hook_start().is_some() {
             return;
         }
         let (cwd, policy) = (session.cwd.clone(), session.settings.policy);

@@ -15,6 +15,7 @@ use crate::acp::spindle::{
     EnqueueParams, IdleBehavior, InboxListParams, InboxMoveParams, InboxSetPausedParams,
     InboxUpdateParams, ItemParams, SteerParams, SteeringParams,
 };
+use crate::agent::dispatcher::session::InboxHold;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use crate::store::inbox::{Flags, Intent, Item, ItemState};
@@ -205,7 +206,7 @@ impl Dispatcher {
                 "queued"
             },
             position,
-            paused: self.sessions[id].inbox_paused,
+            paused: self.sessions[id].inbox_held(),
             idempotent: existing,
         }))
     }
@@ -217,8 +218,8 @@ impl Dispatcher {
         Ok(to_json(InboxListResult {
             items: items.iter().map(summary_json).collect(),
             capacity: INBOX_CAP,
-            paused: session.inbox_paused,
-            recovered: session.inbox_recovered,
+            paused: session.inbox_held(),
+            recovered: session.inbox() == InboxHold::Recovered,
         }))
     }
 
@@ -348,7 +349,7 @@ impl Dispatcher {
             self.dispatch_next(id);
         }
         Ok(to_json(InboxPausedResult {
-            paused: self.sessions[id].inbox_paused,
+            paused: self.sessions[id].inbox_held(),
         }))
     }
 
@@ -408,8 +409,8 @@ impl Dispatcher {
             return;
         };
         let flags = Flags {
-            paused: session.inbox_paused,
-            recovered: session.inbox_recovered,
+            paused: session.inbox_held(),
+            recovered: session.inbox() == InboxHold::Recovered,
         };
         if let Ok(store) = self.store() {
             if let Err(error) = store.set_inbox_flags(id, flags) {
@@ -422,10 +423,10 @@ impl Dispatcher {
         let Some(session) = self.sessions.get_mut(id) else {
             return;
         };
-        if session.inbox_paused {
+        if session.inbox_held() {
             return;
         }
-        session.inbox_paused = true;
+        session.set_inbox(InboxHold::Paused);
         self.save_flags(id);
         self.event(id, "inbox", json!({"change": "paused"}));
     }
@@ -434,11 +435,10 @@ impl Dispatcher {
         let Some(session) = self.sessions.get_mut(id) else {
             return;
         };
-        if !session.inbox_paused && !session.inbox_recovered {
+        if !session.inbox_held() {
             return;
         }
-        session.inbox_paused = false;
-        session.inbox_recovered = false;
+        session.set_inbox(InboxHold::Open);
         self.save_flags(id);
         self.event(id, "inbox", json!({"change": "resumed"}));
     }
@@ -457,8 +457,8 @@ impl Dispatcher {
         // After the end of input, only `--drain` lets queued work run.
         let closing = self.closing.is_some() && !self.options.drain;
         if session.running.is_some()
-            || session.closed
-            || session.inbox_paused
+            || session.is_closed()
+            || session.inbox_held()
             || session.queued.is_some()
             || closing
         {
@@ -556,8 +556,13 @@ impl Dispatcher {
         let flags = store.inbox_flags(id).unwrap_or_default();
         let waiting = store.recover_inbox(id).unwrap_or(0);
         if let Some(session) = self.sessions.get_mut(id) {
-            session.inbox_paused = flags.paused || waiting > 0;
-            session.inbox_recovered = waiting > 0;
+            session.set_inbox(if waiting > 0 {
+                InboxHold::Recovered
+            } else if flags.paused {
+                InboxHold::Paused
+            } else {
+                InboxHold::Open
+            });
         }
         if waiting > 0 {
             self.save_flags(id);

@@ -101,9 +101,9 @@ impl Dispatcher {
         self.event(id, "job", job_json(&job));
         let session = &self.sessions[id];
         let quiet = session.running.is_some()
-            || session.closed
-            || session.inbox_paused
-            || session.last_outcome.as_deref() != Some("end_turn")
+            || session.is_closed()
+            || session.inbox_held()
+            || session.last_outcome() != Some("end_turn")
             || job.state == JobState::Killed;
         if quiet || self.closing.is_some() {
             return;

@@ -9,7 +9,7 @@ use crate::agent::common::client_prompt;
 use crate::agent::common::models::Registry;
 use crate::agent::dispatcher::params::{check_cwd, decode, internal, not_found};
 use crate::agent::dispatcher::session::{
-    redact_mcp_servers, valid_client_session_id, Session, Settings, WorkspaceDefaults,
+    redact_mcp_servers, valid_client_session_id, Session, Settings, StartSource, WorkspaceDefaults,
 };
 use crate::agent::dispatcher::Dispatcher;
 use crate::mcp::McpSession;
@@ -112,7 +112,7 @@ impl Dispatcher {
         }
         log::info!("session {session_id} opened in {cwd_text}");
         session.id = session_id.clone();
-        session.disposable = true;
+        session.set_disposable(true);
         let (mcp, notes, sign_in) = start_mcp(
             &session.mcp_servers,
             &self.tool_secrets(),
@@ -211,7 +211,7 @@ impl Dispatcher {
             },
         };
         session.settings.policy = policy;
-        session.start_notice = match policy {
+        session.set_start_notice(match policy {
             Policy::Yolo => Some(acp::fit::Notice::warning(
                 "This session runs in yolo",
                 format!("Chosen by {chosen_by}: no tool call asks for approval."),
@@ -221,7 +221,7 @@ impl Dispatcher {
                 format!("Chosen by {chosen_by}: commands run in a sandbox without asking."),
             )),
             _ => None,
-        };
+        });
     }
 
     /// `session/load` (with `replay`) and `session/resume` (without).
@@ -268,7 +268,7 @@ impl Dispatcher {
             Vec::new()
         };
         let mut session = Session::new(id.clone(), cwd, servers, settings.policy);
-        session.hook_start = Some("resume");
+        session.set_hook_start(StartSource::Resume);
         session.restore(settings);
         // A system prompt given now replaces the stored one.
         if let Some(given) = client_prompt {
@@ -342,7 +342,7 @@ impl Dispatcher {
         };
         // A session closed while its turn still winds down is opened
         // again (that turn ends normally, as cancelled).
-        session.closed = false;
+        session.set_closed(false);
         if let Some(roots) = roots {
             session.settings.extra_roots = roots;
         }
@@ -695,7 +695,7 @@ impl Dispatcher {
         let running = self.sessions.get(id).is_some_and(|s| s.running.is_some());
         if running {
             if let Some(session) = self.sessions.get_mut(id) {
-                session.closed = true;
+                session.set_closed(true);
             }
         } else if let Some(session) = self.sessions.remove(id) {
             self.remove_if_unused(&session);
@@ -710,7 +710,7 @@ impl Dispatcher {
     /// agent's exit removes nothing: a client may create a session in one
     /// process and prompt it from the next (acpx's named sessions do).
     fn remove_if_unused(&mut self, session: &Session) {
-        if !session.disposable {
+        if !session.is_disposable() {
             return;
         }
         let id = session.id.as_str();

@@ -8,7 +8,7 @@ mod turn_start;
 use crate::acp;
 use crate::agent::common::content::{read_prompt, PromptInput};
 use crate::agent::dispatcher::params::{decode, internal, not_found};
-use crate::agent::dispatcher::session::{Session, TurnSource};
+use crate::agent::dispatcher::session::{Session, StartSource, TurnSource};
 use crate::agent::dispatcher::Dispatcher;
 use crate::agent::turn::client::Client;
 use crate::agent::turn::{Io, Rights, Start, Turn, TurnKind, TurnModel, Workspace};
@@ -105,7 +105,7 @@ impl Dispatcher {
         let session_id = request.session_id;
         let message_id = client_message_id(&params)?;
         match self.sessions.get_mut(&session_id) {
-            Some(session) if !session.closed => {
+            Some(session) if !session.is_closed() => {
                 // A cancelled turn is about to answer: this prompt waits
                 // for it instead of being refused.
                 let winding_down = session
@@ -225,7 +225,7 @@ impl Dispatcher {
         );
         let system = turn_start::system_of(session, agent.as_deref(), &skills, lean);
         let session_start = match kind {
-            TurnKind::Model => session.hook_start.take(),
+            TurnKind::Model => session.take_hook_start().map(StartSource::as_str),
             _ => None,
         };
         let goal = match &start.wait {

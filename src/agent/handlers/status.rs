@@ -121,7 +121,7 @@ impl Dispatcher {
                 epoch: session.epoch,
                 source: (session.epoch != 0).then_some(session.turn_source.as_str()),
                 started_at: session.turn_started_at.as_deref(),
-                outcome: session.last_outcome.as_deref(),
+                outcome: session.last_outcome(),
             },
             model: &session.settings.model,
             mode: session.settings.mode.id(),
@@ -143,8 +143,8 @@ impl Dispatcher {
             inbox: StatusInbox {
                 pending: count(ItemState::Pending),
                 uncertain: count(ItemState::Uncertain),
-                paused: session.inbox_paused,
-                recovered: session.inbox_recovered,
+                paused: session.inbox().flags().0,
+                recovered: session.inbox().flags().1,
             },
             goal: live_goal.or_else(|| session.goal.as_ref().map(|g| g.json())),
             jobs: StatusJobs {

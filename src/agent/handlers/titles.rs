@@ -37,7 +37,7 @@ impl Dispatcher {
             .append_events(&id, 0, &[update.to_string()])
             .map_err(internal)?;
         log::info!("session {id} retitled by the client");
-        if let Some(session) = self.sessions.get_mut(&id).filter(|s| !s.closed) {
+        if let Some(session) = self.sessions.get_mut(&id).filter(|s| !s.is_closed()) {
             session.title = Some(title.clone());
             let line = self.update_line(&id, acp::fit::Update::Kept(update));
             self.after_response.extend(line);
@@ -50,7 +50,7 @@ impl Dispatcher {
     pub(in crate::agent) fn session_status(&mut self, params: Value) -> Result<Value, RpcError> {
         let request: acp::SessionIdRequest = decode(params)?;
         let id = request.session_id;
-        if self.sessions.get(&id).is_some_and(|s| !s.closed) {
+        if self.sessions.get(&id).is_some_and(|s| !s.is_closed()) {
             return Ok(json!({"status": "open"}));
         }
         match self.store()?.session(&id).map_err(internal)? {

@@ -153,7 +153,7 @@ impl Dispatcher {
         if let Some(session) = self.sessions.get_mut(session_id) {
             session.messages.clear();
             session.known = None;
-            session.hook_start = Some("clear");
+            session.set_hook_start(crate::agent::dispatcher::session::StartSource::Clear);
         }
         self.store()?
             .replace_messages(session_id, &[])

@@ -48,7 +48,7 @@ impl Dispatcher {
             &outcome,
         );
         if let Some(session) = self.sessions.get_mut(&end.session_id) {
-            session.last_outcome = Some(outcome.clone());
+            session.set_last_outcome(outcome.clone());
             let (epoch, source) = (session.epoch, session.turn_source.as_str());
             self.event(
                 &end.session_id,
@@ -106,7 +106,7 @@ impl Dispatcher {
             session.settings.approvals = std::mem::take(&mut end.approvals);
             if let Some(goal) = end.goal.clone() {
                 session.goal = Some(goal);
-                session.goal_changed = true;
+                session.mark_goal_changed();
             }
             // Steers the turn never reached stay queued (they are still
             // pending in the store), ahead of the follow-ups. Its usage is
@@ -117,7 +117,7 @@ impl Dispatcher {
                 live.spend = Default::default();
             }
             settings = Some(session.settings_json());
-            remove = session.closed;
+            remove = session.is_closed();
         }
         if remove {
             self.sessions.remove(&end.session_id);

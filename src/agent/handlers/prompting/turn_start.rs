@@ -377,7 +377,7 @@ pub(super) fn goal_of(
         _ => None,
     };
     if goal.is_some() {
-        session.goal_changed = true;
+        session.mark_goal_changed();
     }
     if let Ok(mut live) = session.live.lock() {
         live.goal = goal.as_ref().map(|g| g.json());
@@ -401,9 +401,8 @@ pub(super) fn notices_and_rules(
     // every command then asks.
     let notice = if session.settings.policy == Policy::Sandbox
         && !processes.sandbox_available()
-        && !session.sandbox_notice_shown
+        && session.first_sandbox_notice()
     {
-        session.sandbox_notice_shown = true;
         Some(acp::fit::Notice::warning(
             "No sandbox is available here, so every command asks",
             format!("The sandbox: {sandbox_description}."),
@@ -416,16 +415,14 @@ pub(super) fn notices_and_rules(
     let commands_dir = agent.and_then(|agent| agent.commands_dir.as_deref());
     let refused: Vec<_> = crate::agent::common::prompt::skipped_files(&session.cwd, commands_dir)
         .into_iter()
-        .filter(|skipped| !session.refused_shown.contains(&skipped.path))
+        .filter(|skipped| !session.refused_named(&skipped.path))
         .collect();
     let refused_notice = (!refused.is_empty()).then(|| {
         let lines: Vec<String> = refused
             .iter()
             .map(|skipped| format!("- {}", skipped.describe()))
             .collect();
-        session
-            .refused_shown
-            .extend(refused.into_iter().map(|skipped| skipped.path));
+        session.name_refused(refused.into_iter().map(|skipped| skipped.path));
         acp::fit::Notice::warning(
             "Some of the workspace's files are left out",
             lines.join("\n"),
@@ -468,7 +465,7 @@ pub(super) fn notices_and_rules(
     );
     // A policy above `auto` chosen at start is said once, first.
     let notices: Vec<acp::fit::Notice> = [
-        session.start_notice.take(),
+        session.take_start_notice(),
         notice,
         refused_notice,
         notice_extra,
@@ -487,10 +484,9 @@ fn claude_notice(
     claude: &crate::config::claude_permissions::ClaudeRules,
 ) -> Option<acp::fit::Notice> {
     let (left, broken) = (claude.left_out.len(), claude.problems.len());
-    if left + broken == 0 || session.claude_rules_shown {
+    if left + broken == 0 || !session.first_claude_rules_notice() {
         return None;
     }
-    session.claude_rules_shown = true;
     let mut said = Vec::new();
     if left > 0 {
         let (rules, are) = if left == 1 {
