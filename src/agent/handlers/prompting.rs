@@ -5,6 +5,8 @@ mod slash;
 mod turn_end;
 mod turn_start;
 
+pub(in crate::agent) use turn_start::TurnStart;
+
 use crate::acp;
 use crate::agent::common::content::{read_prompt, PromptInput};
 use crate::agent::dispatcher::params::{decode, internal, not_found};
@@ -76,21 +78,6 @@ fn trace_context(params: &Value, session_id: &str) -> Option<TraceContext> {
             None
         }
     }
-}
-
-/// How a turn starts: the prompt request it answers (none for the
-/// agent's own), its `source` for events and status, and the inbox item
-/// it dispatches.
-pub(in crate::agent) struct TurnStart {
-    pub request: Option<RequestId>,
-    pub source: TurnSource,
-    pub item: Option<String>,
-    /// A wait a stopped process left (`source` is `wait`): the turn
-    /// takes no input of its own.
-    pub wait: Option<crate::agent::turn::Wait>,
-    /// The id the client gave its prompt (`messageId`), kept as the
-    /// user message's id instead of one of Spindle's.
-    pub message_id: Option<String>,
 }
 
 impl Dispatcher {

@@ -1,9 +1,10 @@
-//! The stages of a turn's start (`start_traced_turn` in `prompting.rs`
-//! runs them): the session claimed, its model, system prompt, goal,
-//! notices and rules, how its commands start, and the worker launched.
+//! How a turn starts (`TurnStart`, which the handlers that start turns
+//! fill in) and the stages of that start (`start_traced_turn` in
+//! `prompting.rs` runs them): the session claimed, its model, system
+//! prompt, goal, notices and rules, how its commands start, and the
+//! worker launched. It names nothing of `prompting.rs`, its caller.
 
 use super::super::close_interrupted_turn;
-use super::TurnStart;
 use crate::acp;
 use crate::agent::common::models::Registry;
 use crate::agent::common::prompt::system_prompt_with;
@@ -11,6 +12,7 @@ use crate::agent::dispatcher::params::{internal, not_found};
 use crate::agent::dispatcher::session::title_from;
 use crate::agent::dispatcher::session::RunningTurn;
 use crate::agent::dispatcher::session::Session;
+use crate::agent::dispatcher::session::TurnSource;
 use crate::agent::dispatcher::Dispatcher;
 use crate::agent::turn::processes::Processes;
 use crate::agent::turn::report::Outbox;
@@ -19,9 +21,24 @@ use crate::agent::turn::{self, Turn};
 use crate::cancel::CancelToken;
 use crate::modes::Mode;
 use crate::modes::Policy;
-use crate::rpc::RpcError;
+use crate::rpc::{RequestId, RpcError};
 use serde_json::json;
 use std::sync::Arc;
+
+/// How a turn starts: the prompt request it answers (none for the
+/// agent's own), its `source` for events and status, and the inbox item
+/// it dispatches.
+pub(in crate::agent) struct TurnStart {
+    pub request: Option<RequestId>,
+    pub source: TurnSource,
+    pub item: Option<String>,
+    /// A wait a stopped process left (`source` is `wait`): the turn
+    /// takes no input of its own.
+    pub wait: Option<crate::agent::turn::Wait>,
+    /// The id the client gave its prompt (`messageId`), kept as the
+    /// user message's id instead of one of Spindle's.
+    pub message_id: Option<String>,
+}
 
 impl Dispatcher {
     /// How the commands of a session's next turn start: its private folder
