@@ -33,16 +33,57 @@ use dispatcher::{Dispatcher, Event};
 const STREAM_QUEUE: usize = 256;
 use std::io::{Read, Write};
 
+/// Why [`serve`] failed: the agent could not start, or its dispatcher
+/// died. Each says what went wrong in words a person can act on.
+#[derive(Debug)]
+pub enum ServeError {
+    /// The `--script` file cannot be used (the reason says why).
+    Script(String),
+    /// The private folder of a scripted run's sessions cannot be made.
+    Scratch {
+        dir: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    /// The termination signals cannot be caught.
+    Signals(std::io::Error),
+    /// One of the agent's threads cannot start.
+    Thread {
+        name: &'static str,
+        error: std::io::Error,
+    },
+    /// The dispatcher thread panicked.
+    DispatcherPanicked,
+}
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServeError::Script(why) => f.write_str(why),
+            ServeError::Scratch { dir, error } => {
+                write!(f, "cannot create {}: {error}", dir.display())
+            }
+            ServeError::Signals(error) => write!(f, "cannot catch termination signals: {error}"),
+            ServeError::Thread { name, error } => {
+                write!(f, "cannot start the agent's {name} thread: {error}")
+            }
+            ServeError::DispatcherPanicked => f.write_str("the dispatcher thread panicked"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}
+
 /// Serves ACP on `input`/`output` until the input ends and the running
-/// turns are settled. Returns an error only when the agent could not start.
-pub fn serve<R, W>(options: Options, input: R, output: W) -> Result<(), String>
+/// turns are settled. Returns an error only when the agent could not
+/// start, or its dispatcher panicked.
+pub fn serve<R, W>(options: Options, input: R, output: W) -> Result<(), ServeError>
 where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
     // A broken script is a usage problem worth stopping for at once.
     if let Some(path) = &options.script {
-        Script::load(path)?;
+        Script::load(path).map_err(ServeError::Script)?;
     }
     let mut options = options;
     // A scripted run is a demo or a test: unless a database is named, its
@@ -55,8 +96,10 @@ where
             std::process::id(),
             crate::util::random_hex()
         ));
-        crate::os::create_private_dir(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        crate::os::create_private_dir(&dir).map_err(|error| ServeError::Scratch {
+            dir: dir.clone(),
+            error,
+        })?;
         options.db = Some(dir.join("spindle.db"));
         Some(dir)
     } else {
@@ -66,7 +109,7 @@ where
     // Before any other thread starts, so that all of them inherit the mask.
     let signalled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     if options.signals {
-        signals::install(event_sender.clone(), signalled.clone()).map_err(|e| e.to_string())?;
+        signals::install(event_sender.clone(), signalled.clone()).map_err(ServeError::Signals)?;
     }
     let (line_sender, lines) = crossbeam_channel::unbounded::<Queued>();
     // What turns stream waits in a bounded queue: a client that reads
@@ -82,8 +125,9 @@ where
         .map(|config| crate::config::Limits::or(config.limits.output_queue_lines, STREAM_QUEUE))
         .unwrap_or(STREAM_QUEUE);
     let (stream_sender, streamed) = crossbeam_channel::bounded::<Queued>(queue);
-    let writer = stdio::spawn_writer(output, lines, streamed).map_err(|e| e.to_string())?;
-    let reader = stdio::spawn_reader(input, event_sender.clone()).map_err(|e| e.to_string())?;
+    let thread = |name| move |error| ServeError::Thread { name, error };
+    let writer = stdio::spawn_writer(output, lines, streamed).map_err(thread("writer"))?;
+    let reader = stdio::spawn_reader(input, event_sender.clone()).map_err(thread("reader"))?;
     let dispatcher = {
         let line_sender = line_sender.clone();
         std::thread::Builder::new()
@@ -92,7 +136,7 @@ where
                 Dispatcher::new(options, loaded, line_sender, stream_sender, event_sender)
                     .run(&events)
             })
-            .map_err(|e| e.to_string())?
+            .map_err(thread("dispatcher"))?
     };
     let dispatcher_result = dispatcher.join();
     let _ = line_sender.send(Output::Close.queued());
@@ -108,5 +152,5 @@ where
     if let Some(dir) = ephemeral {
         let _ = std::fs::remove_dir_all(dir);
     }
-    dispatcher_result.map_err(|_| "the dispatcher thread panicked".to_string())
+    dispatcher_result.map_err(|_| ServeError::DispatcherPanicked)
 }

@@ -25,7 +25,7 @@ pub(super) struct Link {
     to: Sender,
     lines: Lines<BufReader<PipeReader>>,
     next: u64,
-    agent: JoinHandle<Result<(), String>>,
+    agent: JoinHandle<Result<(), crate::agent::ServeError>>,
 }
 
 /// Writes one message; false when the agent is gone.
@@ -116,7 +116,7 @@ impl Link {
         drop(self.lines);
         match self.agent.join() {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(message)) => Err(Failure::Failed(message)),
+            Ok(Err(error)) => Err(Failure::Failed(error.to_string())),
             Err(_) => Err(Failure::Failed("the agent thread panicked".into())),
         }
     }

@@ -231,7 +231,7 @@ fn run(command: Command, loaded: Option<Loaded>) -> Result<String, Failure> {
                 crate::process::guard::enable(exe);
             }
             crate::agent::serve(options, std::io::stdin(), std::io::stdout())
-                .map_err(Failure::Failed)?;
+                .map_err(|error| Failure::Failed(error.to_string()))?;
             Ok(String::new())
         }
     }

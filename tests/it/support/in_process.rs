@@ -78,7 +78,10 @@ pub fn with_options(configure: impl FnOnce(&mut Options)) -> Agent {
     let (from_agent, from_agent_writer) = pipe();
     let handle = thread::Builder::new()
         .name("in-process-agent".into())
-        .spawn(move || spindle::agent::serve(options, to_agent_reader, from_agent_writer))
+        .spawn(move || {
+            spindle::agent::serve(options, to_agent_reader, from_agent_writer)
+                .map_err(|error| error.to_string())
+        })
         .expect("cannot start the agent thread");
     Agent::start(
         Runner::Thread(Some(handle)),
