@@ -776,3 +776,175 @@ fn the_plan_is_a_plan_update_for_a_client_that_takes_them() {
     assert_eq!(plans.len(), 1, "{}", turn.dump());
     assert_eq!(plans[0]["entries"], entries);
 }
+
+// ----- one fitting for every door -----
+
+/// What one client saw of a session through each door.
+struct Doors {
+    /// A turn's updates as they came (the job's among them).
+    live: Vec<Value>,
+    /// The background job's transcript (`_spindle/job/transcript`).
+    transcript: Vec<Value>,
+    /// The agent's own update outside a turn (a mode change).
+    outside: Vec<Value>,
+    /// `session/load` in a new process.
+    replay: Vec<Value>,
+}
+
+/// Runs the same session for a client with `capabilities`: a plan of the
+/// session's and one of a background job, `/compact`, a mode change, then
+/// a reload in a new process.
+fn through_every_door(bench: &Bench, script: &Value, capabilities: Value) -> Doors {
+    let mut agent = bench.scripted(script, capabilities.clone());
+    let session = bench.session(&mut agent);
+    let turn = run_prompt(&mut agent, &session, "plan it", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    let mut live: Vec<Value> = turn.updates().into_iter().cloned().collect();
+    // The job's own turn, once it is done: its updates are live ones too.
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let message = agent.recv(left).expect("the job's turn");
+        if message["method"] == "session/update" {
+            live.push(message["params"]["update"].clone());
+        }
+        if message["method"] == "_spindle/event"
+            && message["params"]["kind"] == "turn"
+            && message["params"]["data"]["state"] == "idle"
+            && message["params"]["data"]["source"] == "job"
+        {
+            break;
+        }
+    }
+    let id = agent.request("_spindle/jobs", json!({"sessionId": session}));
+    let (answer, _) = agent.response(&id, WAIT);
+    let job = answer["result"]["items"][0]["jobId"].clone();
+    assert!(job.is_string(), "{answer}");
+    let id = agent.request(
+        "_spindle/job/transcript",
+        json!({"sessionId": session, "jobId": job}),
+    );
+    let (answer, _) = agent.response(&id, WAIT);
+    let transcript = answer["result"]["updates"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .clone();
+    let turn = run_prompt(&mut agent, &session, "/compact", WAIT, no_requests);
+    assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
+    live.extend(turn.updates().into_iter().cloned());
+    let id = agent.request(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "mode", "value": "plan"}),
+    );
+    let (answer, others) = agent.response(&id, WAIT);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let outside = others
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| m["params"]["update"].clone())
+        .collect();
+    drop(agent);
+    let mut again = bench.scripted(script, capabilities);
+    let replay = bench.load(&mut again, &session);
+    Doors {
+        live,
+        transcript,
+        outside,
+        replay,
+    }
+}
+
+fn kinds(updates: &[Value]) -> Vec<&str> {
+    updates
+        .iter()
+        .filter_map(|u| u["sessionUpdate"].as_str())
+        .collect()
+}
+
+/// A plan, a compaction and a notice go the same way through every door
+/// that sends updates (a turn, a background job's transcript, the agent
+/// outside a turn, a replay on `session/load`): to a client without the
+/// opt-ins, a `plan`, no compaction and a notice only as a chunk of its
+/// own, live; to one with them, a `plan_update`, the compaction and a
+/// `notice`. No door lets through what another leaves out.
+#[test]
+fn every_door_fits_an_update_alike() {
+    let bench = Bench::new("unstable-doors");
+    let todos = json!([{"content": "Survey", "status": "in_progress", "priority": "high"}]);
+    let plan = |id: &str| {
+        json!({"tool_calls": [{"id": id, "name": "todo_write",
+                                                  "arguments": {"todos": todos}}]})
+    };
+    let script = json!({"rules": [
+        {"when": {"contains": "plan it"}, "replies": [
+            plan("plan_1"),
+            {"tool_calls": [{"id": "t1", "name": "task", "arguments": {
+                "description": "Survey", "prompt": "JOB-TASK: plan too.", "background": true}}]},
+            say("Planned."),
+        ]},
+        {"when": {"contains": "JOB-TASK"}, "replies": [plan("j1"), say("Job planned.")]},
+    ], "fallback": say("The user plans a survey.")});
+    let events = json!({"events": true});
+    let plain = through_every_door(&bench, &script, json!({"_meta": {"spindle": events}}));
+    let opted = through_every_door(
+        &bench,
+        &script,
+        json!({"plan": {}, "session": {"compaction": {}, "notices": {}},
+               "_meta": {"spindle": events}}),
+    );
+    for (doors, taken) in [(&plain, false), (&opted, true)] {
+        let all = [
+            ("live", &doors.live),
+            ("transcript", &doors.transcript),
+            ("outside", &doors.outside),
+            ("replay", &doors.replay),
+        ];
+        for (door, updates) in all {
+            let kinds = kinds(updates);
+            let (kept, left_out) = if taken {
+                ("plan_update", "plan")
+            } else {
+                ("plan", "plan_update")
+            };
+            assert!(!kinds.contains(&left_out), "{door}: {updates:#?}");
+            if door != "outside" {
+                assert!(kinds.contains(&kept), "{door}: {updates:#?}");
+            }
+            let compaction = kinds.iter().any(|k| k.starts_with("compaction_"));
+            assert_eq!(
+                compaction,
+                taken && (door == "live" || door == "replay"),
+                "{door}: {updates:#?}"
+            );
+            // A notice is live only, in the form this client takes.
+            let notices: Vec<&Value> = updates.iter().filter(|u| is_notice(u)).collect();
+            assert_eq!(!notices.is_empty(), door == "live", "{door}: {updates:#?}");
+            for notice in notices {
+                assert_eq!(notice["sessionUpdate"] == "notice", taken, "{notice}");
+            }
+        }
+        // The mode change went out, and is replayed the same.
+        assert_eq!(kinds(&doors.outside), vec!["current_mode_update"]);
+        let replayed_mode: Vec<&Value> = doors
+            .replay
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "current_mode_update")
+            .collect();
+        assert_eq!(replayed_mode, vec![&doors.outside[0]]);
+        // The job's plan is in its transcript as it went out live.
+        let job_plan = |updates: &[Value]| -> Vec<Value> {
+            updates
+                .iter()
+                .filter(|u| {
+                    u["sessionUpdate"]
+                        .as_str()
+                        .is_some_and(|k| k.starts_with("plan"))
+                })
+                .filter(|u| u["_meta"]["spindle"]["parentToolCallId"] == "t1")
+                .cloned()
+                .collect()
+        };
+        assert_eq!(job_plan(&doors.live).len(), 1, "{:#?}", doors.live);
+        assert_eq!(job_plan(&doors.transcript), job_plan(&doors.live));
+    }
+}
