@@ -6,7 +6,8 @@
 //! it becomes JSON (one update, the opt-in `subagent_update`, is still
 //! built in `agent/turn/updates.rs`); `fit.rs` is what one client gets of an
 //! update, live or replayed (the unstable and opt-in parts only for a client
-//! that asked for them), and the live-only notices. `spindle.rs` holds the
+//! that asked for them), and the live-only notices; every `session/update`
+//! line is made there, so no update reaches a client unfitted. `spindle.rs` holds the
 //! params of the vendor methods of docs/extensions.md, one type per method,
 //! read field by field with errors that name the field; `spindle/results.rs`
 //! their results of a fixed shape, `spindle/rewind.rs` the rewind methods'.

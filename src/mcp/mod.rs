@@ -16,6 +16,7 @@
 //!   `tools/list`, `tools/call` and shutdown.
 //! - `manager` is the set of servers of one ACP session ([`McpSession`]):
 //!   background start-up, restarts of crashed servers and failure reports.
+//! - `error` is the error of every MCP operation ([`McpError`]).
 //! - `oauth/` is the sign-in to a remote server (`discovery.rs` the
 //!   metadata and its URL checks, `loopback.rs` the one-shot callback
 //!   listener, `store.rs` the token file) and the tokens the HTTP

@@ -13,7 +13,8 @@
 //! the editor saw, chunks of a message merged), the conversation
 //! (`messages`) and leases. Beside it: `checkpoints.rs` (each turn's files
 //! before and after, blobs by content, pruning), `inbox.rs` (the durable
-//! inbox), `waits.rs` (a turn's wait for a provider's limit, kept while it
+//! inbox; `item_state.rs` an item's state, which a turn sets here),
+//! `waits.rs` (a turn's wait for a provider's limit, kept while it
 //! waits, for the next process if this one stops), `rewind.rs` (the prompts a
 //! session can go back to, and the conversation cut before one),
 //! `words.rs` (the closed sets of words it stores), `error.rs` (its errors
