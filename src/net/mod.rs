@@ -28,10 +28,18 @@ pub(crate) fn agent_config(
     url: &str,
     trust: &Trust,
 ) -> ureq::config::ConfigBuilder<ureq::typestate::AgentScope> {
+    let route = proxy::for_url(url);
+    let plain = url
+        .get(..7)
+        .is_some_and(|s| s.eq_ignore_ascii_case("http://"));
+    let tls = match plain && route.is_none() {
+        true => tls::bundled_only(),
+        false => trust.tls_config(),
+    };
     let builder = ureq::Agent::config_builder()
-        .tls_config(trust.tls_config())
+        .tls_config(tls)
         .user_agent(USER_AGENT);
-    match proxy::for_url(url) {
+    match route {
         // Plain http through an HTTP proxy is sent to it in absolute form
         // by [`agent`], one request per connection.
         Some(route) if route.absolute_form => builder

@@ -84,6 +84,22 @@ impl Trust {
     }
 }
 
+/// The TLS settings of an agent for a plain-http address reached
+/// directly: TLS is used there only if the server redirects to https,
+/// which then trusts the bundled roots alone. Reading and parsing the
+/// system's certificates (most of a megabyte held for the whole process)
+/// is left to the agents that speak https.
+pub(crate) fn bundled_only() -> TlsConfig {
+    static BUNDLED: std::sync::OnceLock<TlsConfig> = std::sync::OnceLock::new();
+    BUNDLED
+        .get_or_init(|| {
+            TlsConfig::builder()
+                .unversioned_rustls_crypto_provider(provider())
+                .build()
+        })
+        .clone()
+}
+
 /// What one build of the TLS settings was made from: the `ca_file` and a
 /// digest of the bytes read from it (`None` when it could not be read).
 /// The environment's and the system's certificates are facts of the
