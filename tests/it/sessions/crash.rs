@@ -55,7 +55,7 @@ fn recover(space: &Space, session: &str) -> Vec<Value> {
 
 #[test]
 fn kill_before_the_provider_answers() {
-    let space = Space::new("kill-before");
+    let space = Space::processes("kill-before");
     let server = FakeServer::start();
     server.push(Reply::Sse(vec![Step::Stall]));
     let mut agent = space.openai(&server);
@@ -99,7 +99,7 @@ fn kill_before_the_provider_answers() {
 
 #[test]
 fn kill_in_the_middle_of_a_stream() {
-    let space = Space::new("kill-mid");
+    let space = Space::processes("kill-mid");
     let server = FakeServer::start();
     server.push(Reply::Sse(vec![
         chunk_role(),
@@ -146,7 +146,7 @@ fn kill_in_the_middle_of_a_stream() {
 #[test]
 #[cfg_attr(windows, ignore = "sh command lines")]
 fn kill_during_a_tool_after_a_completed_step() {
-    let space = Space::new("kill-tool");
+    let space = Space::processes("kill-tool");
     write_file(&space.ws, "data.txt", "some data\n");
     let server = FakeServer::start();
     server.push(tool_reply(
@@ -233,7 +233,7 @@ fn kill_during_a_tool_after_a_completed_step() {
 /// loads consistently in fresh processes.
 #[test]
 fn kill_at_any_moment_leaves_a_loadable_database() {
-    let space = Space::new("kill-any");
+    let space = Space::processes("kill-any");
     let mut replies: Vec<Value> = (1..=10)
         .map(|step| {
             json!({
@@ -344,7 +344,7 @@ fn dead_pid() -> i64 {
 /// here directly (in the store's message format) to cover that path.
 #[test]
 fn leases_and_unfinished_tool_calls_in_a_hand_made_database() {
-    let space = Space::new("leases");
+    let space = Space::processes("leases");
     let server = FakeServer::start();
     server.push(Reply::Sse(chat_text(&["Hello."])));
     let mut agent = space.openai(&server);

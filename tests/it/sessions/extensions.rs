@@ -574,7 +574,7 @@ fn inbox_errors_and_reordering() {
 
 #[test]
 fn a_dispatched_item_is_uncertain_after_kill_9_and_the_inbox_comes_back_paused() {
-    let space = Space::new("ext-recover");
+    let space = Space::processes("ext-recover");
     let server = FakeServer::start();
     server.push(Reply::Sse(chat_text(&["First."])));
     server.push(Reply::Sse(vec![

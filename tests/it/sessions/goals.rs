@@ -275,7 +275,7 @@ fn pause_takes_effect_after_the_step_in_flight() {
 
 #[test]
 fn a_running_goal_is_steered_and_comes_back_paused_after_kill_9() {
-    let space = Space::new("goal-recover");
+    let space = Space::processes("goal-recover");
     let server = FakeServer::start();
     server.push(Reply::Sse(vec![
         chunk_role(),

@@ -432,7 +432,7 @@ fn large_workspace_files_are_indexed_without_holding_the_agent() {
 #[test]
 #[cfg_attr(windows, ignore = "sh command lines")]
 fn job_records_and_logs_survive_kill_9_and_reload() {
-    let space = Space::new("jobs-durable");
+    let space = Space::processes("jobs-durable");
     let (server, mut agent, session, _) = with_a_job(
         &space,
         "echo kept output; echo $$ > j.pid; sleep 60 & echo $! > g.pid; wait",

@@ -57,23 +57,43 @@ const INVALID_REQUEST: i64 = -32600;
 const INVALID_PARAMS: i64 = -32602;
 
 /// A test's directory: `ws/` is the workspace (canonical, since /tmp may
-/// be a symlink), `db/spindle.db` the shared database, `tmp/` the agents'
-/// `TMPDIR`. Removed when the test passes.
+/// be a symlink), `db/spindle.db` the shared database, `tmp/` the spawned
+/// agents' `TMPDIR`. Removed when the test passes.
 struct Space {
     base: PathBuf,
     ws: PathBuf,
     db: Db,
+    /// The agents of `scripted`, `openai` and `reader` are processes of
+    /// their own (`Space::processes`), else they run in process.
+    processes: bool,
 }
 
 impl Space {
+    /// A space whose agents run in process (`support::in_process`).
     fn new(name: &str) -> Space {
+        Space::make(name, false)
+    }
+
+    /// A space whose agents are processes of their own: for a test of a
+    /// crash (`kill -9`), of several processes sharing the database (their
+    /// leases name a process), or of the agent's stderr.
+    fn processes(name: &str) -> Space {
+        Space::make(name, true)
+    }
+
+    fn make(name: &str, processes: bool) -> Space {
         let base =
             spindle::os::canonical(temp_dir(name)).expect("cannot canonicalize the temp dir");
         let ws = base.join("ws");
         fs::create_dir_all(&ws).expect("cannot create the workspace");
         fs::create_dir_all(base.join("tmp")).expect("cannot create the agents' TMPDIR");
         let db = Db::new(base.join("db").join("spindle.db"));
-        Space { base, ws, db }
+        Space {
+            base,
+            ws,
+            db,
+            processes,
+        }
     }
 
     /// Another workspace next to `ws`.
@@ -114,11 +134,24 @@ impl Space {
 
     /// Like `scripted`, on another database.
     fn scripted_on(&self, db: &Db, script: &Value) -> Agent {
-        let mut agent = self.spawn_scripted(db, script);
+        let mut agent = match self.processes {
+            true => self.spawn_scripted(db, script),
+            false => self.in_process_scripted(db, script),
+        };
         agent.initialize();
         agent
     }
 
+    /// The agent of `scripted_on`, in process (`support::in_process`),
+    /// not initialized: its `TMPDIR` is the test process's.
+    fn in_process_scripted(&self, db: &Db, script: &Value) -> Agent {
+        let script = self.script(script);
+        let db = db.arg();
+        in_process::acp(&["--script", &script, "--db", &db, "--permissions", "yolo"])
+    }
+
+    /// The agent of `scripted_on` as a process of its own, not
+    /// initialized.
     fn spawn_scripted(&self, db: &Db, script: &Value) -> Agent {
         let script = self.script(script);
         let db = db.arg();
@@ -163,16 +196,45 @@ impl Space {
     }
 
     fn openai_on(&self, db: &Db, server: &FakeServer) -> Agent {
-        let mut agent = self.spawn_openai(db, server);
+        let mut agent = self.openai_agent(db, server);
         agent.initialize();
         agent
     }
 
     /// Like `openai`, for a client that asks for `_spindle/event`s.
     fn openai_with_events(&self, server: &FakeServer) -> Agent {
-        let mut agent = self.spawn_openai(&self.db, server);
+        let mut agent = self.openai_agent(&self.db, server);
         agent.initialize_with_events();
         agent
+    }
+
+    /// The agent of `openai_on`, not initialized.
+    fn openai_agent(&self, db: &Db, server: &FakeServer) -> Agent {
+        match self.processes {
+            true => self.spawn_openai(db, server),
+            false => self.in_process_openai(db, server, &[]),
+        }
+    }
+
+    /// The agent of `openai_on` with `more` arguments, in process
+    /// (`support::in_process`), not initialized: the fake server is the
+    /// config's `openai` provider instead of the environment's.
+    fn in_process_openai(&self, db: &Db, server: &FakeServer, more: &[&str]) -> Agent {
+        let config = in_process::openai_config(&self.base, &server.base_url(), "sk-test");
+        let config = config.to_str().expect("UTF-8 path");
+        let db = db.arg();
+        let mut args = vec![
+            "--model",
+            "test-model",
+            "--db",
+            &db,
+            "--permissions",
+            "yolo",
+            "--config",
+            config,
+        ];
+        args.extend_from_slice(more);
+        in_process::acp(&args)
     }
 
     fn spawn_openai(&self, db: &Db, server: &FakeServer) -> Agent {

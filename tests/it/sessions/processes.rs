@@ -19,7 +19,7 @@ use std::time::Duration;
 
 #[test]
 fn a_session_busy_in_one_process_is_refused_in_another_until_it_ends() {
-    let space = Space::new("busy");
+    let space = Space::processes("busy");
     let server = FakeServer::start();
     server.push(Reply::Sse(chat_text(&["First answer."])));
     server.push(slow_text("A is ", Duration::from_millis(2500), "done."));
@@ -87,7 +87,7 @@ fn a_session_busy_in_one_process_is_refused_in_another_until_it_ends() {
 
 #[test]
 fn the_lease_of_a_killed_process_is_taken_over() {
-    let space = Space::new("takeover");
+    let space = Space::processes("takeover");
     let server = FakeServer::start();
     server.push(Reply::Sse(vec![
         chunk_role(),
@@ -130,7 +130,7 @@ fn the_lease_of_a_killed_process_is_taken_over() {
 /// closed after B's turn by some later load).
 #[test]
 fn a_turn_cut_off_while_another_process_had_the_session_open_is_closed_in_order() {
-    let space = Space::new("takeover-open");
+    let space = Space::processes("takeover-open");
     let server = FakeServer::start();
     server.push(Reply::Sse(vec![
         chunk_role(),
@@ -175,7 +175,7 @@ fn a_turn_cut_off_while_another_process_had_the_session_open_is_closed_in_order(
 #[test]
 fn concurrent_turns_in_two_processes_all_land() {
     const ROUNDS: usize = 20;
-    let space = Space::new("concurrent");
+    let space = Space::processes("concurrent");
     let script = json!({"rules": [{"when": {"starts_with": "round"}, "replies": [
         {"text": "Planning. ", "tool_calls": [{"name": "todo_write", "arguments": {"todos": [
             {"content": "Answer", "status": "in_progress"}
@@ -254,7 +254,7 @@ fn concurrent_turns_in_two_processes_all_land() {
 fn agents_started_at_once_on_a_new_database_all_work() {
     const AGENTS: usize = 4;
     const ROUNDS: usize = 8;
-    let space = Space::new("first-open");
+    let space = Space::processes("first-open");
     for round in 0..ROUNDS {
         let db = Db::new(
             space
@@ -282,7 +282,7 @@ fn agents_started_at_once_on_a_new_database_all_work() {
 #[test]
 fn agents_wait_for_a_new_database_another_process_is_writing() {
     const AGENTS: usize = 3;
-    let space = Space::new("held-open");
+    let space = Space::processes("held-open");
     let db = Db::new(space.base.join("held").join("spindle.db"));
     fs::create_dir_all(db.path().parent().unwrap()).unwrap();
     let holder = db.connect();
@@ -357,7 +357,7 @@ fn open_at_once(space: &Space, db: &Db, count: usize, meanwhile: impl FnOnce()) 
 fn racing_for_one_client_chosen_id_gives_in_use_not_a_store_error() {
     const AGENTS: usize = 4;
     const IDS: usize = 15;
-    let space = Space::new("id-race");
+    let space = Space::processes("id-race");
     let mut agents: Vec<Agent> = (0..AGENTS).map(|_| space.reader()).collect();
     let mut created = vec![0; IDS];
     let mut failures = Vec::new();

@@ -59,6 +59,110 @@ pub fn scripted(script: &Path) -> Agent {
     with_options(|options| options.script = Some(script.to_path_buf()))
 }
 
+/// `spindle acp ARGS`, in process: the command line's flags that
+/// `Options` carries (`--script`, `--db`, `--config`, `--model`,
+/// `--permissions`, `--preset`, `--profile`, `--retries`, `--max-steps`,
+/// `--on-reject`, `--drain`, `--connect-timeout`, `--stall-timeout`) set
+/// the same fields `spindle acp` would; any other flag panics (a test
+/// that needs it spawns the binary). A spawned agent when
+/// `SPINDLE_TEST_BINARY` names another binary, as for `agent`.
+pub fn acp(args: &[&str]) -> Agent {
+    if other_binary() {
+        let mut all = vec!["acp"];
+        all.extend_from_slice(args);
+        return Agent::spawn(&all, &[]);
+    }
+    let args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
+    with_options(move |options| apply_args(options, &args))
+}
+
+/// Sets in `options` what the flags `args` of `spindle acp` choose.
+fn apply_args(options: &mut Options, args: &[String]) {
+    use spindle::modes::{Policy, Preset, Profile};
+    let mut words = args.iter();
+    while let Some(flag) = words.next() {
+        if flag == "--drain" {
+            options.drain = true;
+            continue;
+        }
+        let value = words
+            .next()
+            .unwrap_or_else(|| panic!("{flag} takes a value in {args:?}"))
+            .clone();
+        match flag.as_str() {
+            "--script" => options.script = Some(value.into()),
+            "--db" => options.db = Some(value.into()),
+            "--config" => options.config = Some(value.into()),
+            "--model" => options.model = Some(value),
+            "--permissions" => {
+                options.permissions =
+                    Some(Policy::parse(&value).unwrap_or_else(|| refused(flag, &value)))
+            }
+            "--preset" => {
+                options.preset =
+                    Some(Preset::parse(&value).unwrap_or_else(|| refused(flag, &value)))
+            }
+            "--profile" => {
+                options.profile =
+                    Some(Profile::parse(&value).unwrap_or_else(|| refused(flag, &value)))
+            }
+            "--max-steps" => {
+                options.max_steps = value.parse().unwrap_or_else(|_| refused(flag, &value))
+            }
+            "--on-reject" => {
+                options.on_reject = Some(match value.as_str() {
+                    "stop" => spindle::config::OnReject::Stop,
+                    "continue" => spindle::config::OnReject::Continue,
+                    _ => refused(flag, &value),
+                })
+            }
+            "--retries" => {
+                let retries: u32 = value.parse().unwrap_or_else(|_| refused(flag, &value));
+                options.timeouts.attempts = retries + 1;
+                options.retries_given = true;
+            }
+            "--connect-timeout" => options.timeouts.connect = seconds(&value),
+            "--stall-timeout" => options.timeouts.stall = seconds(&value),
+            _ => panic!("{flag}: not a flag the in-process agent takes (spawn the binary)"),
+        }
+    }
+}
+
+/// Panics: `value` is not one that `flag` takes.
+fn refused<T>(flag: &str, value: &str) -> T {
+    panic!("{flag} {value}: not a value spindle acp takes")
+}
+
+/// A number of seconds, as `--connect-timeout` takes it.
+fn seconds(value: &str) -> std::time::Duration {
+    let seconds: f64 = value
+        .parse()
+        .unwrap_or_else(|_| panic!("{value}: not a number of seconds"));
+    std::time::Duration::from_secs_f64(seconds)
+}
+
+/// A config file in `dir` that stands for the environment's OpenAI
+/// provider (`OPENAI_BASE_URL=base OPENAI_API_KEY=key`), which an
+/// in-process agent cannot be given: a provider named `openai` at `base`,
+/// its key in a file next to the config. Returns the config's path.
+pub fn openai_config(dir: &Path, base: &str, key: &str) -> std::path::PathBuf {
+    let key_file = write_file(dir, "openai.key", key);
+    // A key file others can read is refused.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600))
+            .expect("cannot make the key file private");
+    }
+    let config = serde_json::json!({"providers": {"openai": {
+        "kind": "openai",
+        "base_url": base,
+        "api_key_file": key_file,
+        "requires_key": false,
+    }}});
+    write_file(dir, "openai-config.json", config.to_string())
+}
+
 /// Whether the tests are pointed at a binary other than cargo's, whose
 /// code is not the one linked into this test process.
 fn other_binary() -> bool {
