@@ -2,6 +2,10 @@
 //! command and ends every tool call, a cancel while a permission request
 //! is pending answers promptly, and EOF during a long command or a pending
 //! permission request (with or without `--drain`) still exits 0.
+//!
+//! A cancel is the agent's own doing, so those tests run it in process;
+//! the rest are about what ends with the agent's process (EOF, signals,
+//! SIGKILL, the guard) and give it a process of its own.
 
 #[cfg(target_os = "linux")]
 use super::group_of;
@@ -168,7 +172,7 @@ fn eof_while_asking(extra: &[&str]) {
     let space = Space::new("tools-eof-ask");
     let mut args = vec!["--permissions", "ask"];
     args.extend_from_slice(extra);
-    let (mut agent, session) = space.start(
+    let (mut agent, session) = space.start_process(
         &script(vec![
             calls(vec![call(
                 "c1",
@@ -334,7 +338,7 @@ fn a_process_that_left_the_group_dies_with_an_agent_killed_with_sigkill() {
 #[test]
 fn a_process_that_left_the_group_ends_at_a_cancel() {
     let space = Space::new("tools-cancel-setsid");
-    let (mut agent, session) = space.start(
+    let (mut agent, session) = space.start_process(
         &script(vec![calls(vec![call(
             "c1",
             "run_command",
@@ -471,7 +475,7 @@ fn with_a_long_command(
     command: &str,
     args: &[&str],
 ) -> (crate::support::Agent, Exchange, u32) {
-    let (mut agent, session) = space.start(
+    let (mut agent, session) = space.start_process(
         &script(vec![calls(vec![call(
             "c1",
             "run_command",

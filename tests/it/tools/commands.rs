@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 fn run_command_reports_exit_code_output_cap_and_timeout() {
     let space = Space::new("tools-run");
     fs::create_dir_all(space.path("sub")).unwrap();
-    let (mut agent, session) = space.start(
+    // A process of its own: the job dies with the agent's process, the
+    // guard included.
+    let (mut agent, session) = space.start_process(
         &script(vec![
             calls(vec![
                 call(
@@ -123,7 +125,9 @@ fn a_command_that_signals_its_own_group_is_not_hard_killed() {
     // The guard takes SIGTERM as the agent's death only when the agent is
     // really gone.
     let space = Space::new("tools-kill-0");
-    let (mut agent, session) = space.start(
+    // A process of its own: the guard stands only between a spawned agent
+    // and its commands.
+    let (mut agent, session) = space.start_process(
         &script(vec![
             calls(vec![call(
                 "c1",

@@ -193,7 +193,8 @@ fn fetch_url_decodes_gzip_and_deflate_and_cuts_a_bomb() {
         }
     });
     let space = Space::new("fetch-gzip");
-    let (mut agent, session) = space.start(
+    // A process of its own, whose peak memory is the agent's alone.
+    let (mut agent, session) = space.start_process(
         &script(vec![
             calls(vec![
                 call("f1", "fetch_url", json!({"url": format!("{base}/gzip")})),

@@ -7,8 +7,10 @@
 //! Most tests play a scripted model (`--script`, docs/scripted-provider.md):
 //! its ordered replies are consumed one per model call, so a scenario is
 //! "reply 1 makes tool calls, reply 2 answers their results". Each test has
-//! its own canonical temporary workspace and points the agent's `TMPDIR`
-//! into it, so command logs stay inside the test's directory.
+//! its own canonical temporary workspace. The agent runs in process
+//! (`support::in_process`) unless the test is about its process (what dies
+//! with it, signals, the guard, its memory, its `TMPDIR`): then it is a
+//! process of its own whose `TMPDIR` is inside the test's directory.
 //!
 //! This file holds the helpers the tests share; the tests themselves live
 //! in the submodules, one per area.
@@ -103,17 +105,28 @@ impl Space {
             .to_string()
     }
 
-    /// Starts `spindle acp --script <script> <args>`.
-    fn spawn(&self, script: &Value, args: &[&str]) -> Agent {
-        self.spawn_with_env(script, args, &[])
-    }
-
-    /// `spawn` with more environment for the agent.
-    fn spawn_with_env(&self, script: &Value, args: &[&str], env: &[(&str, &str)]) -> Agent {
+    /// Writes `script` to the space's script file; returns its path.
+    fn script_file(&self, script: &Value) -> String {
         let script_path = self.base.join("script.json");
         fs::write(&script_path, serde_json::to_string_pretty(script).unwrap())
             .expect("cannot write the script");
-        let script_path = script_path.to_str().expect("UTF-8 path").to_string();
+        script_path.to_str().expect("UTF-8 path").to_string()
+    }
+
+    /// `spindle acp --script <script> <args>`, in process
+    /// (`support::in_process`): its commands' `TMPDIR` is the test
+    /// process's, and no `spindle guard` stands between it and them.
+    fn spawn(&self, script: &Value, args: &[&str]) -> Agent {
+        let script_path = self.script_file(script);
+        let mut all = vec!["--script", script_path.as_str()];
+        all.extend_from_slice(args);
+        crate::support::in_process::acp(&all)
+    }
+
+    /// `spindle acp --script <script> <args>` as a process of its own,
+    /// with more environment for it (and its `TMPDIR` in this space).
+    fn spawn_with_env(&self, script: &Value, args: &[&str], env: &[(&str, &str)]) -> Agent {
+        let script_path = self.script_file(script);
         let mut all = vec!["acp", "--script", script_path.as_str()];
         all.extend_from_slice(args);
         let tmp = self.tmpdir();
@@ -122,10 +135,23 @@ impl Space {
         Agent::spawn(&all, &all_env)
     }
 
-    /// Spawns, initializes with `capabilities` and opens a session in the
-    /// workspace.
+    /// Starts the agent (`spawn`: in process), initializes it with
+    /// `capabilities` and opens a session in the workspace.
     fn start(&self, script: &Value, args: &[&str], capabilities: Value) -> (Agent, String) {
-        let mut agent = self.spawn(script, args);
+        let agent = self.spawn(script, args);
+        self.open(agent, capabilities)
+    }
+
+    /// `start` for a test about the agent's process (a signal, a kill,
+    /// what dies with it): a process of its own.
+    fn start_process(&self, script: &Value, args: &[&str], capabilities: Value) -> (Agent, String) {
+        let agent = self.spawn_with_env(script, args, &[]);
+        self.open(agent, capabilities)
+    }
+
+    /// Initializes `agent` with `capabilities` and opens a session in the
+    /// workspace.
+    fn open(&self, mut agent: Agent, capabilities: Value) -> (Agent, String) {
         initialize(&mut agent, capabilities);
         let session = agent.new_session(&self.ws);
         (agent, session)

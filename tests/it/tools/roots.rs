@@ -63,7 +63,8 @@ fn edits_in_an_additional_root_are_workspace_edits() {
 #[cfg_attr(windows, ignore = "requests name Unix paths (/tmp, /)")]
 fn bad_additional_directories_are_refused() {
     let space = Space::new("roots-bad");
-    let mut agent = space.spawn(&script(vec![say("unused")]), &[]);
+    // A process of its own: its session database is under its TMPDIR.
+    let mut agent = space.spawn_with_env(&script(vec![say("unused")]), &[], &[]);
     initialize(&mut agent, json!({}));
     let file = space.write("file.txt", "x");
     for (roots, expected) in [
