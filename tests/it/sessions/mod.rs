@@ -605,7 +605,7 @@ fn finish(mut agent: Agent) {
     assert!(
         status.is_some_and(|s| s.success()),
         "the agent did not exit cleanly: {status:?}\n{}",
-        agent.stderr()
+        agent.stderr_report()
     );
 }
 

@@ -408,11 +408,12 @@ impl Agent {
         status
     }
 
-    /// Everything the agent wrote to stderr so far (nothing for an
-    /// in-process agent: its log is the test process's).
+    /// Everything the agent wrote to stderr so far. Panics for an
+    /// in-process agent, whose log is the test process's: a test that
+    /// reads the agent's stderr (even to find nothing there) spawns it.
     pub fn stderr(&self) -> String {
         let Some(path) = &self.stderr_path else {
-            return String::new();
+            panic!("an in-process agent has no stderr of its own (spawn it to read its log)");
         };
         std::fs::read(path)
             .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
@@ -518,8 +519,9 @@ impl Agent {
         }
     }
 
-    /// The tail of stderr, framed for a panic message.
-    fn stderr_report(&self) -> String {
+    /// The tail of stderr, framed for a panic message (a note for an
+    /// in-process agent).
+    pub fn stderr_report(&self) -> String {
         self.stderr_shown.set(true);
         let Some(path) = &self.stderr_path else {
             return "--- an in-process agent: its log is not captured ---".to_string();
