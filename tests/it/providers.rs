@@ -16,7 +16,7 @@ use crate::support::wire::{
     responses_incomplete, responses_message, responses_reasoning, responses_usage,
 };
 use crate::support::{
-    notices_text, temp_dir, updates_text, write_file, Agent, FakeServer, Reply, Step,
+    in_process, notices_text, temp_dir, updates_text, write_file, Agent, FakeServer, Reply, Step,
 };
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -39,23 +39,41 @@ fn path_str(path: &Path) -> &str {
     path.to_str().expect("test paths are UTF-8")
 }
 
-/// `spindle acp --config CONFIG ARGS…`, initialized.
+/// `spindle acp --config CONFIG ARGS…`, initialized: in process
+/// (`support::in_process`), or a process of its own when `env` sets
+/// variables for it.
 fn agent_with_config(config: &Path, args: &[&str], env: &[(&str, &str)]) -> Agent {
-    let mut all = vec!["acp", "--config", path_str(config)];
+    let mut all = vec!["--config", path_str(config)];
     all.extend_from_slice(args);
-    let mut agent = Agent::spawn(&all, env);
+    let mut agent = match env.is_empty() {
+        true => in_process::acp(&all),
+        false => {
+            all.insert(0, "acp");
+            Agent::spawn(&all, env)
+        }
+    };
     agent.initialize();
     agent
 }
 
 /// `spindle acp --model test-model ARGS…` with the fake server as the
-/// environment's OpenAI-compatible provider, initialized.
+/// OpenAI-compatible provider `OPENAI_BASE_URL` would make (named in a
+/// config file: `in_process::openai_config`), in process, initialized.
 fn env_agent(server: &FakeServer, args: &[&str]) -> Agent {
-    let mut all = vec!["acp", "--model", "test-model"];
+    let config = in_process::openai_config(&temp_dir("env-agent"), &server.base_url(), "sk-test");
+    let mut all = vec!["--model", "test-model", "--config", path_str(&config)];
     all.extend_from_slice(args);
+    let mut agent = in_process::acp(&all);
+    agent.initialize();
+    agent
+}
+
+/// `env_agent` as a process given the real variables `OPENAI_BASE_URL`
+/// and `OPENAI_API_KEY`, for a test of the environment itself.
+fn spawned_env_agent(server: &FakeServer) -> Agent {
     let base = server.base_url();
     let mut agent = Agent::spawn(
-        &all,
+        &["acp", "--model", "test-model"],
         &[("OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "sk-test")],
     );
     agent.initialize();
@@ -1460,7 +1478,7 @@ fn an_unknown_provider_kind_is_named_in_the_error() {
 fn without_a_config_file_the_environment_decides() {
     let server = FakeServer::start();
     server.push(Reply::Sse(chat_text(&["from the environment"])));
-    let mut agent = env_agent(&server, &[]);
+    let mut agent = spawned_env_agent(&server);
     assert!(!agent.home().join("config.json").exists());
     let result = new_session(&mut agent, &temp_dir("env")).unwrap();
     let options = &result["configOptions"];
@@ -2567,7 +2585,8 @@ fn setup_records_the_listed_models_context_window() {
 fn no_debug_lines_without_rust_log() {
     let server = FakeServer::start();
     server.push(Reply::Sse(chat_text(&["quiet"])));
-    let mut agent = env_agent(&server, &[]);
+    // A process of its own, whose stderr is its log.
+    let mut agent = spawned_env_agent(&server);
     let ws = temp_dir("quiet-ws");
     let session = new_session(&mut agent, &ws).unwrap();
     let id = session["sessionId"].as_str().unwrap().to_string();
