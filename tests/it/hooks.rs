@@ -7,7 +7,9 @@
 use crate::support::client::no_requests;
 use crate::support::fake_openai::{chat_text, chat_tool_calls};
 use crate::support::prelude::{ok_with, one_model_config, WAIT};
-use crate::support::{run_prompt, temp_dir, write_file, Agent, Answer, FakeServer, Reply};
+use crate::support::{
+    in_process, run_prompt, temp_dir, write_file, Agent, Answer, FakeServer, Reply,
+};
 use serde_json::{json, Value};
 use std::fs;
 use std::path::PathBuf;
@@ -41,7 +43,18 @@ impl Bench {
         }
     }
 
+    /// `spindle acp --config … --permissions POLICY`, in process
+    /// (`support::in_process`), initialized.
     fn agent(&self, policy: &str) -> Agent {
+        let config = self.config.to_str().unwrap();
+        let mut agent = in_process::acp(&["--config", config, "--permissions", policy]);
+        agent.initialize();
+        agent
+    }
+
+    /// `agent` as a process of its own: for the tests of what outlives a
+    /// hook, which the agent's process (its guard, its end) takes along.
+    fn process_agent(&self, policy: &str) -> Agent {
         let config = self.config.to_str().unwrap();
         let mut agent = Agent::spawn(&["acp", "--config", config, "--permissions", policy], &[]);
         agent.initialize();
@@ -649,7 +662,7 @@ fn a_process_that_left_a_hooks_group_ends_at_the_hooks_timeout() {
             {"type": "command", "command": line, "timeout": 3}
         ]}]});
         fs::write(&bench.config, config.to_string()).unwrap();
-        let mut agent = bench.agent("yolo");
+        let mut agent = bench.process_agent("yolo");
         let session = bench.open(&mut agent);
         bench.model.push(say("ok"));
         let turn = run_prompt(&mut agent, &session, "go", WAIT, no_requests);
@@ -709,7 +722,7 @@ fn a_process_that_left_a_sandboxed_hooks_group_ends_at_the_hooks_timeout() {
         {"type": "command", "command": line, "timeout": 3}
     ]}]});
     fs::write(&bench.config, config.to_string()).unwrap();
-    let mut agent = bench.agent("sandbox");
+    let mut agent = bench.process_agent("sandbox");
     let session = bench.open(&mut agent);
     bench.model.push(say("ok"));
     let argv = ["sh", "-c", "sleep 120; :", marker.as_str()];
@@ -757,7 +770,7 @@ fn with_a_hanging_hook(bench: &Bench, pidfile: &str, end_pidfile: &str) -> Agent
         ]}],
     });
     fs::write(&bench.config, config.to_string()).unwrap();
-    let mut agent = bench.agent("yolo");
+    let mut agent = bench.process_agent("yolo");
     let session = bench.open(&mut agent);
     let mut exchange = crate::support::Exchange::prompt(&mut agent, &session, "go");
     let started = exchange.until(&mut agent, WAIT, &mut no_requests, &mut |_| {
