@@ -13,7 +13,7 @@ use crate::support::client::no_requests;
 use crate::support::fake_openai::chat_text;
 use crate::support::media::{base64, png};
 use crate::support::prelude::WAIT;
-use crate::support::{temp_dir, Agent, Exchange, FakeServer, Reply, Turn};
+use crate::support::{in_process, temp_dir, Agent, Exchange, FakeServer, Reply, Turn};
 use serde_json::{json, Value};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -52,14 +52,12 @@ impl Bench {
         }
     }
 
-    /// `spindle acp --config … --db … --model MODEL`, initialized.
+    /// `spindle acp --config … --db … --model MODEL`, in process
+    /// (`support::in_process`), initialized.
     fn agent(&self, model: &str) -> Agent {
         let config = self.config.to_str().expect("UTF-8 path");
         let db = self.db.to_str().expect("UTF-8 path");
-        let mut agent = Agent::spawn(
-            &["acp", "--config", config, "--db", db, "--model", model],
-            &[],
-        );
+        let mut agent = in_process::acp(&["--config", config, "--db", db, "--model", model]);
         agent.initialize();
         agent
     }
@@ -194,7 +192,7 @@ fn prompt_capabilities_take_images_and_embedded_context_but_not_audio() {
     let bench = Bench::new("content-caps");
     let config = bench.config.to_str().unwrap();
     let db = bench.db.to_str().unwrap();
-    let mut agent = Agent::spawn(&["acp", "--config", config, "--db", db], &[]);
+    let mut agent = in_process::acp(&["--config", config, "--db", db]);
     let result = agent.initialize();
     assert_eq!(
         result["agentCapabilities"]["promptCapabilities"],
