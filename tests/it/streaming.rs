@@ -6,23 +6,32 @@ use crate::support::fake_openai::{
     done,
 };
 use crate::support::prelude::WAIT;
-use crate::support::{temp_dir, updates_text, write_file, Agent, FakeServer, Reply, Step};
+use crate::support::{
+    in_process, temp_dir, updates_text, write_file, Agent, FakeServer, Reply, Step,
+};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
+/// `spindle acp --model test-model EXTRA…` against `server`, named as
+/// `OPENAI_BASE_URL` would name it (`in_process::openai_config`), in
+/// process, initialized.
 fn start(server: &FakeServer, extra_args: &[&str]) -> Agent {
-    let mut args = vec!["acp", "--model", "test-model"];
-    args.extend_from_slice(extra_args);
-    let base = server.base_url();
-    let mut agent = Agent::spawn(
-        &args,
-        &[
-            ("OPENAI_BASE_URL", &base),
-            ("OPENAI_API_KEY", "sk-test-key"),
-        ],
-    );
+    let mut agent = openai_agent(&server.base_url(), "sk-test-key", extra_args);
     agent.initialize();
     agent
+}
+
+/// An in-process agent whose model `test-model` is at `base`, with `key`.
+fn openai_agent(base: &str, key: &str, extra_args: &[&str]) -> Agent {
+    let config = in_process::openai_config(&temp_dir("streaming"), base, key);
+    let mut args = vec![
+        "--model",
+        "test-model",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra_args);
+    in_process::acp(&args)
 }
 
 fn prompt(agent: &mut Agent, session: &str, text: &str) -> Value {
@@ -135,12 +144,9 @@ fn failing_prompt(reply: Option<Reply>, base_url: Option<&str>, args: &[&str]) -
     }
     let base = base_url.map_or_else(|| server.base_url(), str::to_string);
     // Retries have their own tests; here each failure must surface as is.
-    let mut all_args = vec!["acp", "--retries", "0", "--model", "test-model"];
+    let mut all_args = vec!["--retries", "0"];
     all_args.extend_from_slice(args);
-    let mut agent = Agent::spawn(
-        &all_args,
-        &[("OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "sk-test")],
-    );
+    let mut agent = openai_agent(&base, "sk-test", &all_args);
     agent.initialize();
     let session = agent.new_session(&temp_dir("fail"));
     let id = prompt(&mut agent, &session, "hello");
@@ -507,7 +513,16 @@ fn library_debug_logging_stays_off_without_rust_log() {
     let server = FakeServer::start();
     server.push(Reply::Sse(chat_text(&["Quiet ", "answer"])));
     let dir = temp_dir("quiet-log");
-    let mut agent = start(&server, &[]);
+    // A process of its own, whose stderr is its log, given the variables.
+    let base = server.base_url();
+    let mut agent = Agent::spawn(
+        &["acp", "--model", "test-model"],
+        &[
+            ("OPENAI_BASE_URL", &base),
+            ("OPENAI_API_KEY", "sk-test-key"),
+        ],
+    );
+    agent.initialize();
     let session = agent.new_session(&dir);
     let id = prompt(&mut agent, &session, "hello");
     let (response, _) = agent.response(&id, WAIT);
@@ -576,18 +591,14 @@ fn stream_limits_come_from_the_config() {
         .to_string(),
     )
     .unwrap();
-    let mut agent = Agent::spawn(
-        &[
-            "acp",
-            "--retries",
-            "0",
-            "--config",
-            config.to_str().unwrap(),
-            "--model",
-            "local/test-model",
-        ],
-        &[],
-    );
+    let mut agent = in_process::acp(&[
+        "--retries",
+        "0",
+        "--config",
+        config.to_str().unwrap(),
+        "--model",
+        "local/test-model",
+    ]);
     agent.initialize();
     let session = agent.new_session(&dir);
     let id = prompt(&mut agent, &session, "hello");
