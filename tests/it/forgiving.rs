@@ -14,19 +14,26 @@ use crate::support::wire::{
     responses_message, responses_usage,
 };
 use crate::support::{
-    run_prompt, temp_dir, updates_text, write_file, Agent, FakeServer, Reply, Step, Turn,
+    in_process, run_prompt, temp_dir, updates_text, write_file, Agent, FakeServer, Reply, Step,
+    Turn,
 };
 use serde_json::{json, Value};
 use std::path::Path;
 
+/// `spindle acp --model test-model EXTRA…` against `server`, named as
+/// `OPENAI_BASE_URL` would name it (`in_process::openai_config`), in
+/// process, initialized.
 fn chat_agent(server: &FakeServer, extra: &[&str]) -> Agent {
-    let mut args = vec!["acp", "--model", "test-model"];
+    let config =
+        in_process::openai_config(&temp_dir("forgiving-chat"), &server.base_url(), "sk-test");
+    let mut args = vec![
+        "--model",
+        "test-model",
+        "--config",
+        config.to_str().unwrap(),
+    ];
     args.extend_from_slice(extra);
-    let base = server.base_url();
-    let mut agent = Agent::spawn(
-        &args,
-        &[("OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "sk-test")],
-    );
+    let mut agent = in_process::acp(&args);
     agent.initialize();
     agent
 }
@@ -291,23 +298,23 @@ fn a_deny_rule_applies_to_a_recovered_call() {
     )));
     server.push(Reply::Sse(chat_text(&["Stopped."])));
     let dir = workspace("forgiving-deny");
-    let config = write_file(
+    let config = in_process::openai_config_with(
         &temp_dir("forgiving-deny-config"),
-        "config.json",
+        &server.base_url(),
+        "sk-test",
         json!({"permissions": {"rules": [
             {"tool": "run_command", "command": "touch *", "decision": "deny"}
-        ]}})
-        .to_string(),
+        ]}}),
     );
-    let mut agent = chat_agent(
-        &server,
-        &[
-            "--permissions",
-            "yolo",
-            "--config",
-            config.to_str().unwrap(),
-        ],
-    );
+    let mut agent = in_process::acp(&[
+        "--model",
+        "test-model",
+        "--permissions",
+        "yolo",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    agent.initialize();
     let session = session(&mut agent, &dir);
     let turn = prompt(&mut agent, &session, "make files");
     assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());

@@ -146,6 +146,16 @@ fn seconds(value: &str) -> std::time::Duration {
 /// in-process agent cannot be given: a provider named `openai` at `base`,
 /// its key in a file next to the config. Returns the config's path.
 pub fn openai_config(dir: &Path, base: &str, key: &str) -> std::path::PathBuf {
+    openai_config_with(dir, base, key, serde_json::json!({}))
+}
+
+/// `openai_config` with the settings of `more` (an object) besides.
+pub fn openai_config_with(
+    dir: &Path,
+    base: &str,
+    key: &str,
+    more: serde_json::Value,
+) -> std::path::PathBuf {
     let key_file = write_file(dir, "openai.key", key);
     // A key file others can read is refused.
     #[cfg(unix)]
@@ -154,12 +164,16 @@ pub fn openai_config(dir: &Path, base: &str, key: &str) -> std::path::PathBuf {
         std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600))
             .expect("cannot make the key file private");
     }
-    let config = serde_json::json!({"providers": {"openai": {
+    let mut config = serde_json::json!({"providers": {"openai": {
         "kind": "openai",
         "base_url": base,
         "api_key_file": key_file,
         "requires_key": false,
     }}});
+    let more = more.as_object().expect("more settings are an object");
+    for (name, value) in more {
+        config[name] = value.clone();
+    }
     write_file(dir, "openai-config.json", config.to_string())
 }
 
