@@ -17,9 +17,16 @@ fn script(contents: Value) -> PathBuf {
     write_file(&temp_dir("script"), "script.json", contents.to_string())
 }
 
+/// `spindle acp --script SCRIPT`, initialized: in process
+/// (`support::in_process`), or a process of its own when `env` sets
+/// variables for it.
 fn scripted(contents: Value, env: &[(&str, &str)]) -> Agent {
     let path = script(contents);
-    let mut agent = Agent::spawn(&["acp", "--script", path.to_str().unwrap()], env);
+    let path = path.to_str().unwrap();
+    let mut agent = match env.is_empty() {
+        true => in_process::acp(&["--script", path]),
+        false => Agent::spawn(&["acp", "--script", path], env),
+    };
     agent.initialize();
     agent
 }
@@ -391,7 +398,7 @@ fn cancel_a_slow_scripted_stream() {
     let path = script(
         json!({"fallback": {"text": "one two three four five six seven eight nine ten", "chunk_delay_ms": 300}}),
     );
-    let mut agent = Agent::spawn(&["acp", "--script", path.to_str().unwrap()], &[]);
+    let mut agent = in_process::acp(&["--script", path.to_str().unwrap()]);
     agent.initialize_with_events();
     let session = agent.new_session(&temp_dir("script-cancel"));
     let id = agent.request(
@@ -659,6 +666,7 @@ fn a_batch_gets_an_array_of_answers() {
 #[test]
 fn terminal_auth_is_offered_to_either_announcement_and_only_then() {
     let offered = |capabilities: Value| -> Vec<Value> {
+        // A process of its own: the method's arguments are its command line.
         let mut agent = Agent::spawn(&["acp", "--permissions", "ask"], &[]);
         let result = agent.initialize_with(capabilities);
         result["authMethods"]
