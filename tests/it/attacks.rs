@@ -9,7 +9,7 @@
 use crate::support::fake_openai::chat_text;
 use crate::support::prelude::WAIT;
 use crate::support::web::{http_server, ok_text};
-use crate::support::{run_prompt, temp_dir, Agent, Answer, FakeServer, Reply};
+use crate::support::{in_process, run_prompt, temp_dir, Agent, Answer, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::fs::File;
 use std::io::{Read, Write};
@@ -32,13 +32,17 @@ fn write_script(dir: &Path, replies: Value) -> String {
     path.to_str().unwrap().to_string()
 }
 
-/// `spindle acp` against the fake OpenAI-compatible server, initialized.
+/// `spindle acp` against the fake OpenAI-compatible server (named as
+/// `OPENAI_BASE_URL` would name it: `in_process::openai_config`), in
+/// process, initialized.
 fn fake_model_agent(server: &FakeServer) -> Agent {
-    let base = server.base_url();
-    let mut agent = Agent::spawn(
-        &["acp", "--model", "test-model"],
-        &[("OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "sk-test")],
-    );
+    let config = in_process::openai_config(&temp_dir("fake-model"), &server.base_url(), "sk-test");
+    let mut agent = in_process::acp(&[
+        "--model",
+        "test-model",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
     agent.initialize();
     agent
 }
@@ -142,7 +146,7 @@ fn always_allowing_a_site_does_not_cover_its_redirects_to_another_site() {
             {"text": "done"},
         ]),
     );
-    let mut agent = Agent::spawn(&["acp", "--script", &script, "--permissions", "auto"], &[]);
+    let mut agent = in_process::acp(&["--script", &script, "--permissions", "auto"]);
     agent.initialize();
     let session = agent.new_session(&ws);
     let mut asked = 0;
@@ -241,7 +245,7 @@ fn a_git_head_with_multibyte_text_does_not_hang_the_session() {
     std::fs::create_dir_all(ws.join(".git")).unwrap();
     std::fs::write(ws.join(".git/HEAD"), format!("a{}\n", "é".repeat(10))).unwrap();
     let script = write_script(&dir, json!([{"text": "hello"}]));
-    let mut agent = Agent::spawn(&["acp", "--script", &script], &[]);
+    let mut agent = in_process::acp(&["--script", &script]);
     agent.initialize();
     let session = agent.new_session(&ws);
     let id = agent.request(
@@ -257,12 +261,8 @@ fn a_git_head_with_multibyte_text_does_not_hang_the_session() {
             }
         }
     }
-    let answer = answer.unwrap_or_else(|| {
-        panic!(
-            "the prompt was never answered; agent stderr:\n{}",
-            agent.stderr()
-        )
-    });
+    let answer = answer
+        .unwrap_or_else(|| panic!("the prompt was never answered\n{}", agent.stderr_report()));
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
 }
 
