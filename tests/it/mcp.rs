@@ -6,7 +6,7 @@
 //! of a server, its life ending with the session or the agent, and
 //! `session/load` replacing a session's servers.
 //!
-//! The model is the fake Chat Completions server (`OPENAI_BASE_URL`,
+//! The model is the fake Chat Completions server (named in a config file,
 //! `--model m`): each test queues replies that call `server__tool` tools
 //! and then looks at the request bodies the agent sent.
 
@@ -21,7 +21,9 @@ use crate::support::mcp_server::{
 };
 use crate::support::media::base64;
 use crate::support::prelude::WAIT;
-use crate::support::{run_prompt, temp_dir, Agent, Answer, Exchange, FakeServer, Reply, Turn};
+use crate::support::{
+    in_process, run_prompt, temp_dir, Agent, Answer, Exchange, FakeServer, Reply, Turn,
+};
 use serde_json::{json, Value};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -79,11 +81,27 @@ impl Bench {
     }
 
     /// `spindle acp --model m --db … --permissions PERMISSIONS`, not yet
-    /// initialized.
+    /// initialized: in process (`support::in_process`, the fake model
+    /// named in a config file), or a process of its own when `env` sets
+    /// variables for it.
     fn launch(&self, permissions: &str, env: &[(&str, &str)]) -> Agent {
+        let db = self.db.to_str().expect("UTF-8 path");
+        if env.is_empty() {
+            let config =
+                in_process::openai_config(&self.base, &self.model.base_url(), "sk-it-model");
+            return in_process::acp(&[
+                "--model",
+                "m",
+                "--db",
+                db,
+                "--permissions",
+                permissions,
+                "--config",
+                config.to_str().expect("UTF-8 path"),
+            ]);
+        }
         let base_url = self.model.base_url();
         let tmp = self.file("tmp");
-        let db = self.db.to_str().expect("UTF-8 path");
         let mut all_env = vec![
             ("OPENAI_BASE_URL", base_url.as_str()),
             ("OPENAI_API_KEY", "sk-it-model"),
