@@ -8,7 +8,10 @@ use crate::support::client::no_requests;
 use crate::support::fake_openai::{chat_text, chunk_finish, chunk_role, chunk_tool_call, done};
 use crate::support::prelude::{approx, call, ok_with, WAIT};
 use crate::support::wire::chat_usage;
-use crate::support::{run_prompt, temp_dir, updates_text, Agent, Answer, FakeServer, Reply, Step};
+use crate::support::{
+    in_process, run_prompt, temp_dir, updates_text, write_file, Agent, Answer, FakeServer, Reply,
+    Step,
+};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -47,9 +50,13 @@ impl Bench {
         let server = FakeServer::start();
         let root = temp_dir(name);
         let config = root.join("config.json");
+        // The key in a file, which an in-process agent reads as a process
+        // would (a variable would have to be the test process's).
+        let key = write_file(&root, "fake.key", "sk-controls");
+        spindle::os::testing::set_mode(&key, 0o600).unwrap();
         let text = json!({
             "providers": {"fake": {"kind": "openai", "base_url": server.base_url(),
-                                   "api_key_env": "FAKE_CONTROLS_KEY"}},
+                                   "api_key_file": key}},
             "models": {
                 "fake/alpha": {"name": "Alpha", "context_window": 64000,
                                "reasoning": true, "efforts": ["low", "medium", "high"],
@@ -69,13 +76,14 @@ impl Bench {
         }
     }
 
-    /// `spindle acp --config … --db … EXTRA…`, initialized.
+    /// `spindle acp --config … --db … EXTRA…`, in process
+    /// (`support::in_process`), initialized.
     fn agent(&self, extra: &[&str]) -> Agent {
         let config = self.config.to_str().unwrap();
         let db = self.db.to_str().unwrap();
-        let mut args = vec!["acp", "--config", config, "--db", db];
+        let mut args = vec!["--config", config, "--db", db];
         args.extend_from_slice(extra);
-        let mut agent = Agent::spawn(&args, &[("FAKE_CONTROLS_KEY", "sk-controls")]);
+        let mut agent = in_process::acp(&args);
         agent.initialize();
         agent
     }

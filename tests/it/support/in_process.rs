@@ -102,10 +102,12 @@ fn apply_args(options: &mut Options, args: &[String]) {
                 options.preset =
                     Some(Preset::parse(&value).unwrap_or_else(|| refused(flag, &value)))
             }
-            "--profile" => {
-                options.profile =
-                    Some(Profile::parse(&value).unwrap_or_else(|| refused(flag, &value)))
-            }
+            // `--profile` still takes a preset, as the command line does.
+            "--profile" => match (Profile::parse(&value), Preset::parse(&value)) {
+                (Some(profile), _) => options.profile = Some(profile),
+                (None, Some(preset)) => options.preset = Some(preset),
+                (None, None) => refused(flag, &value),
+            },
             "--max-steps" => {
                 options.max_steps = value.parse().unwrap_or_else(|_| refused(flag, &value))
             }
@@ -158,12 +160,7 @@ pub fn openai_config_with(
 ) -> std::path::PathBuf {
     let key_file = write_file(dir, "openai.key", key);
     // A key file others can read is refused.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600))
-            .expect("cannot make the key file private");
-    }
+    spindle::os::testing::set_mode(&key_file, 0o600).expect("cannot make the key file private");
     let mut config = serde_json::json!({"providers": {"openai": {
         "kind": "openai",
         "base_url": base,
