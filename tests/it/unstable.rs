@@ -8,7 +8,9 @@
 use crate::support::agent::is_notice;
 use crate::support::fake_openai::chat_text;
 use crate::support::prelude::WAIT;
-use crate::support::{run_prompt, temp_dir, Agent, Answer, Exchange, FakeServer, Reply, Turn};
+use crate::support::{
+    in_process, run_prompt, temp_dir, Agent, Answer, Exchange, FakeServer, Reply, Turn,
+};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -36,15 +38,22 @@ impl Bench {
         self.ws.to_str().expect("UTF-8")
     }
 
-    /// `spindle acp --db <db> ARGS`, initialized with `capabilities`.
+    /// `spindle acp --db <db> ARGS`, initialized with `capabilities`: in
+    /// process (`support::in_process`), or a process of its own (its
+    /// `TMPDIR` in the test's folder) when `env` sets variables for it.
     fn agent(&self, args: &[&str], env: &[(&str, &str)], capabilities: Value) -> Agent {
         let db = self.path("sessions.db");
-        let mut all = vec!["acp", "--db", db.as_str()];
+        let mut all = vec!["--db", db.as_str()];
         all.extend_from_slice(args);
-        let tmp = self.path("tmp");
-        let mut all_env = vec![("TMPDIR", tmp.as_str())];
-        all_env.extend_from_slice(env);
-        let mut agent = Agent::spawn(&all, &all_env);
+        let mut agent = if env.is_empty() {
+            in_process::acp(&all)
+        } else {
+            all.insert(0, "acp");
+            let tmp = self.path("tmp");
+            let mut all_env = vec![("TMPDIR", tmp.as_str())];
+            all_env.extend_from_slice(env);
+            Agent::spawn(&all, &all_env)
+        };
         let id = agent.request(
             "initialize",
             json!({"protocolVersion": 1, "clientCapabilities": capabilities,
@@ -66,12 +75,14 @@ impl Bench {
         )
     }
 
-    /// An agent on a fake Chat Completions server.
+    /// An agent on a fake Chat Completions server (named in a config
+    /// file as `OPENAI_BASE_URL` would name it).
     fn on_server(&self, server: &FakeServer, capabilities: Value) -> Agent {
-        let base = server.base_url();
+        let config = in_process::openai_config(&self.base, &server.base_url(), "sk-test");
+        let config = config.to_str().expect("UTF-8");
         self.agent(
-            &["--model", "test-model"],
-            &[("OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "sk-test")],
+            &["--model", "test-model", "--config", config],
+            &[],
             capabilities,
         )
     }
