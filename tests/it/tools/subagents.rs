@@ -414,7 +414,8 @@ fn an_agent_job_takes_a_message_and_stops_when_cancelled() {
             calls(vec![call("c2", "run_command", json!({"command": "echo $$ > sub.pid; sleep 30"}))]),
         ]),
     ], "fallback": calls(vec![call("c9", "run_command", json!({"command": "echo $$ > sub.pid; sleep 30"}))])});
-    let mut agent = space.spawn(&script, &["--permissions", "yolo"]);
+    // A process of its own: in process, this test failed now and then.
+    let mut agent = space.spawn_with_env(&script, &["--permissions", "yolo"], &[]);
     super::initialize(&mut agent, json!({}));
     let session = agent.new_session(&space.ws);
     run_prompt(
@@ -434,22 +435,25 @@ fn an_agent_job_takes_a_message_and_stops_when_cancelled() {
     let (answer, mut seen) = agent.response(&id, WAIT);
     assert!(answer.get("result").is_some(), "{answer}");
     // The message reaches the subagent at its next step, shown as the
-    // user's words under the parent's call.
+    // user's words under the parent's call; the step then writes sub.pid.
+    // Both are waited for: the file may appear before the update is read.
+    let shown = |seen: &[Value]| {
+        seen.iter().any(|m| {
+            m["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+                && m["params"]["update"]["content"]["text"] == "also count the tests"
+                && meta_parent(&m["params"]["update"]) == Some("t1")
+        })
+    };
     let deadline = std::time::Instant::now() + WAIT;
-    while !space.exists("sub.pid") {
-        assert!(std::time::Instant::now() < deadline, "the subagent went on");
+    while !(space.exists("sub.pid") && shown(&seen)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the subagent did not go on with the message: {seen:?}"
+        );
         if let Some(message) = agent.recv(std::time::Duration::from_millis(50)) {
             seen.push(message);
         }
     }
-    assert!(
-        seen.iter().any(
-            |m| m["params"]["update"]["sessionUpdate"] == "user_message_chunk"
-                && m["params"]["update"]["content"]["text"] == "also count the tests"
-                && meta_parent(&m["params"]["update"]) == Some("t1")
-        ),
-        "{seen:?}"
-    );
     let id = agent.request(
         "_spindle/job/cancel",
         json!({"sessionId": session, "jobId": job}),
