@@ -8,7 +8,7 @@
 
 use crate::support::fake_openai::{chat_text, chat_tool_calls};
 use crate::support::prelude::WAIT;
-use crate::support::{temp_dir, write_file, Agent, FakeServer, Reply};
+use crate::support::{in_process, temp_dir, write_file, Agent, FakeServer, Reply};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -49,9 +49,10 @@ impl Bench {
         }
     }
 
+    /// `spindle acp AGENT --config … --db … EXTRA…`, in process
+    /// (`support::in_process`).
     fn agent(&self, agent_path: &Path, extra: &[&str]) -> Agent {
         let mut args = vec![
-            "acp",
             agent_path.to_str().unwrap(),
             "--config",
             self.config.to_str().unwrap(),
@@ -59,7 +60,7 @@ impl Bench {
             self.db.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
-        Agent::spawn(&args, &[])
+        in_process::acp(&args)
     }
 
     /// `spindle acp AGENT --permissions yolo`, initialized, with a session

@@ -59,8 +59,8 @@ pub fn scripted(script: &Path) -> Agent {
     with_options(|options| options.script = Some(script.to_path_buf()))
 }
 
-/// `spindle acp ARGS`, in process: the command line's flags that
-/// `Options` carries (`--script`, `--db`, `--config`, `--model`,
+/// `spindle acp ARGS`, in process: an agent file's path and the command
+/// line's flags that `Options` carries (`--script`, `--db`, `--config`, `--model`,
 /// `--permissions`, `--preset`, `--profile`, `--retries`, `--max-steps`,
 /// `--on-reject`, `--drain`, `--connect-timeout`, `--stall-timeout`) set
 /// the same fields `spindle acp` would; any other flag panics (a test
@@ -83,6 +83,10 @@ fn apply_args(options: &mut Options, args: &[String]) {
     while let Some(flag) = words.next() {
         if flag == "--drain" {
             options.drain = true;
+            continue;
+        }
+        if !flag.starts_with("--") && options.agent_path.is_none() {
+            options.agent_path = Some(flag.into());
             continue;
         }
         let value = words
@@ -127,6 +131,12 @@ fn apply_args(options: &mut Options, args: &[String]) {
             "--stall-timeout" => options.timeouts.stall = seconds(&value),
             _ => panic!("{flag}: not a flag the in-process agent takes (spawn the binary)"),
         }
+    }
+    // The agent file, read before any protocol as `spindle acp PATH` does.
+    if let Some(path) = options.agent_path.clone() {
+        let spec = spindle::agentfile::load(&path)
+            .unwrap_or_else(|err| panic!("the agent file {}: {err}", path.display()));
+        options.adopt(spec);
     }
 }
 
