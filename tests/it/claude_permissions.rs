@@ -7,7 +7,9 @@
 //! read and what is left out is listed by `/allow` and `spindle doctor`.
 
 use crate::support::prelude::WAIT;
-use crate::support::{run_prompt, spindle_command, temp_dir, write_file, Agent, Answer};
+use crate::support::{
+    in_process, run_prompt, spindle_command, temp_dir, write_file, Agent, Answer,
+};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -45,11 +47,8 @@ impl Space {
         let script = self.base.join("script.json");
         std::fs::write(&script, json!({ "replies": replies }).to_string()).unwrap();
         let script = script.to_str().expect("UTF-8 path").to_string();
-        let tmp = self.base.join("tmp");
-        let tmp = tmp.to_str().expect("UTF-8 path");
         let config = self.config();
         let args = [
-            "acp",
             "--script",
             script.as_str(),
             "--config",
@@ -59,7 +58,7 @@ impl Space {
             "--on-reject",
             "continue",
         ];
-        let mut agent = Agent::spawn(&args, &[("TMPDIR", tmp)]);
+        let mut agent = in_process::acp(&args);
         agent.initialize();
         let session = agent.new_session(&self.ws);
         (agent, session)

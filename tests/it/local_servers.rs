@@ -6,7 +6,9 @@
 use crate::support::fake_openai::{chat_text, chunk_content, chunk_finish, chunk_role, done};
 use crate::support::prelude::WAIT;
 use crate::support::wire::chat_usage;
-use crate::support::{notices_text, temp_dir, write_file, Agent, FakeServer, Reply, Step};
+use crate::support::{
+    in_process, notices_text, temp_dir, write_file, Agent, FakeServer, Reply, Step,
+};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -30,7 +32,7 @@ fn config_for(dir: &Path, server: &FakeServer, models: Value) -> PathBuf {
 fn session(server: &FakeServer, models: Value) -> (Agent, String) {
     let dir = temp_dir("local");
     let config = config_for(&dir, server, models);
-    let mut agent = Agent::spawn(&["acp", "--config", config.to_str().unwrap()], &[]);
+    let mut agent = in_process::acp(&["--config", config.to_str().unwrap()]);
     agent.initialize();
     let id = agent.request(
         "session/new",

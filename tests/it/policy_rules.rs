@@ -7,7 +7,7 @@
 
 use crate::support::client::no_requests;
 use crate::support::prelude::WAIT;
-use crate::support::{run_prompt, temp_dir, write_file, Agent, Answer, Turn};
+use crate::support::{in_process, run_prompt, temp_dir, write_file, Agent, Answer, Turn};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -47,11 +47,9 @@ impl Space {
         let script = self.base.join("script.json");
         std::fs::write(&script, json!({ "replies": replies }).to_string()).unwrap();
         let script = script.to_str().expect("UTF-8 path").to_string();
-        let tmp = self.base.join("tmp");
-        let tmp = tmp.to_str().expect("UTF-8 path");
-        let mut all = vec!["acp", "--script", script.as_str()];
+        let mut all = vec!["--script", script.as_str()];
         all.extend_from_slice(args);
-        let mut agent = Agent::spawn(&all, &[("TMPDIR", tmp)]);
+        let mut agent = in_process::acp(&all);
         agent.initialize();
         let session = agent.new_session(&self.ws);
         (agent, session)

@@ -7,7 +7,9 @@
 use crate::support::client::no_requests;
 use crate::support::fake_openai::{chat_text, chat_tool_calls};
 use crate::support::prelude::{ok_with, one_model_config, WAIT};
-use crate::support::{run_prompt, temp_dir, write_file, Agent, Answer, FakeServer, Reply};
+use crate::support::{
+    in_process, run_prompt, temp_dir, write_file, Agent, Answer, FakeServer, Reply,
+};
 use serde_json::{json, Value};
 use std::fs;
 use std::path::PathBuf;
@@ -36,9 +38,30 @@ impl Bench {
         }
     }
 
+    /// `spindle acp --config … --permissions POLICY`, in process
+    /// (`support::in_process`), with a session in the workspace.
     fn agent(&self, policy: &str) -> (Agent, String) {
         let config = self.config.to_str().unwrap();
-        let mut agent = Agent::spawn(&["acp", "--config", config, "--permissions", policy], &[]);
+        self.open(in_process::acp(&[
+            "--config",
+            config,
+            "--permissions",
+            policy,
+        ]))
+    }
+
+    /// `agent` as a process of its own, whose `SPINDLE_HOME` (where the
+    /// user's `AGENTS.md` is) is its own.
+    fn agent_process(&self, policy: &str) -> (Agent, String) {
+        let config = self.config.to_str().unwrap();
+        self.open(Agent::spawn(
+            &["acp", "--config", config, "--permissions", policy],
+            &[],
+        ))
+    }
+
+    /// Initializes `agent` and opens a session in the workspace.
+    fn open(&self, mut agent: Agent) -> (Agent, String) {
         agent.initialize();
         let (result, _) = ok_with(
             &mut agent,
@@ -67,7 +90,7 @@ impl Drop for Bench {
 #[test]
 fn a_note_for_every_workspace_is_asked_about_kept_and_read_again() {
     let bench = Bench::new("remember-user");
-    let (mut agent, session) = bench.agent("auto");
+    let (mut agent, session) = bench.agent_process("auto");
     bench.remember(json!({"note": "The user prefers tabs\nover spaces."}));
     let mut asked = Vec::new();
     let turn = run_prompt(&mut agent, &session, "remember tabs", WAIT, |request| {

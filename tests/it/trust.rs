@@ -5,7 +5,7 @@
 
 use crate::support::agent::notice_text;
 use crate::support::prelude::WAIT;
-use crate::support::{temp_dir, Agent, FakeServer};
+use crate::support::{in_process, temp_dir, FakeServer};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -42,9 +42,7 @@ fn open(dir: &Path, project: &Path) -> (Value, String) {
 
 /// `open` for `spindle acp ARGS…`.
 fn open_with(project: &Path, args: &[&str]) -> (Value, String) {
-    let mut all = vec!["acp"];
-    all.extend_from_slice(args);
-    let mut agent = Agent::spawn(&all, &[]);
+    let mut agent = in_process::acp(args);
     agent.initialize();
     let id = agent.request(
         "session/new",
@@ -245,7 +243,7 @@ fn a_trusted_projects_model_from_its_own_providers_is_ignored_and_said() {
     assert!(notices.contains("sets preset light"), "{notices}");
 
     // Nor does it keep the workspace's last choice from being used.
-    let mut agent = Agent::spawn(&["acp", "--config", config_arg], &[]);
+    let mut agent = in_process::acp(&["--config", config_arg]);
     agent.initialize();
     let first = agent.new_session(&project);
     let id = agent.request(
