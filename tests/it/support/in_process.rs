@@ -3,17 +3,29 @@
 //! the same `Agent` as the subprocess harness, so every line the agent
 //! writes is validated against the ACP schema just the same.
 //!
-//! No process starts, so these agents are cheap; the price is that they
-//! share the test process: its environment (which a test cannot change for
-//! itself), its working directory and its log. So the tests here are the
-//! ones about the protocol's shape and the dispatcher's answers, which
-//! depend on none of those. Everything Spindle reads from a path it is
-//! given explicitly: a private database and config file (see `options`);
-//! what it finds through the environment (`HOME`, `SPINDLE_HOME`, keys) is
-//! the test process's own private one (`support::isolation`).
-//! A test that needs an environment variable, the agent's stderr, signals,
-//! an exit code, or a file found through `$SPINDLE_HOME` (the user's
-//! `AGENTS.md` or commands) spawns the binary with `Agent::spawn` instead.
+//! No process starts, so these agents are cheap, and this is the default
+//! tier for an integration test: `acp(args)` takes the flags of
+//! `spindle acp` that `Options` carries (and an agent file's path),
+//! `agent()` and `scripted(path)` are its common cases. The price is that
+//! they share the test process: its environment (which a test cannot
+//! change for itself), its working directory and its log. So everything a
+//! test gives the agent goes by a path it names: a private database and
+//! config file (see `options`), a script, a key file. The fake model that
+//! a spawned agent would find through `OPENAI_BASE_URL` goes into a config
+//! file as the same provider (`openai_config`). What the agent finds
+//! through the environment (`HOME`, `SPINDLE_HOME`, keys) is the test
+//! process's own private one (`support::isolation`).
+//!
+//! A test spawns the binary with `Agent::spawn` instead when it needs:
+//! an environment variable (`RUST_LOG`, a key in a variable, `TMPDIR`);
+//! the agent's stderr (`Agent::stderr` panics here, so no test finds
+//! nothing there and passes); a signal, a kill or a pid; an exit code or a
+//! refusal of the command line; a file found through `$SPINDLE_HOME` or
+//! `HOME` (the user's `AGENTS.md`, commands, skills); what ends with the
+//! agent's process (its commands under `spindle guard`, a hook's or a
+//! job's leftovers); the agent's own memory; several agents sharing a
+//! database (their leases name a process); or its command line itself
+//! (the terminal auth method repeats it).
 //!
 //! The agent's own executable is the test binary here; when the agent runs
 //! it again for the sandbox, `support::reexec` hands that run to the real
