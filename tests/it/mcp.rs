@@ -1178,10 +1178,29 @@ fn a_slow_server_does_not_hold_up_session_new_and_joins_later() {
         assert!(Instant::now() < deadline, "{:?}", events(&events_file));
         thread::sleep(Duration::from_millis(50));
     }
-    // The agent takes the page in and adds the tools on its own threads,
-    // and nothing tells the client when it has; a prompt is the first to
-    // see them, and the next one must.
-    thread::sleep(Duration::from_millis(500));
+    // The agent takes the page in and adds the tools on its own thread;
+    // status says when the server is ready with all of them (the list the
+    // next prompt offers), and the next prompt must see them.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let status = request_ok(
+            &mut agent,
+            "_spindle/session/status",
+            json!({"sessionId": opened.session}),
+        );
+        let servers = status["mcp"].as_array().cloned().unwrap_or_default();
+        let slow = servers.iter().find(|server| server["name"] == "slow");
+        if slow
+            .is_some_and(|slow| slow["state"] == "ready" && slow["tools"] == tool_names(true).len())
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the slow server never came with its tools: {status}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
 
     bench.model.push(call_tools(&[(
         "c-late",
