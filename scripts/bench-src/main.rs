@@ -10,9 +10,13 @@
 //! everything and runs it; `scripts/bench --figure 9` runs figure 9 only.
 //!
 //! Figures:
-//! 1. `initialize` latency: spawn to the `initialize` response, fresh process.
+//! 1. `initialize` latency: spawn to the `initialize` response, fresh
+//!    process; and its ratio to the floor of spawning `sh` to answer one
+//!    line over the same pipes (target 1.5 times at most).
 //! 2. `session/new` latency in an initialized process.
-//! 3. Peak RSS (`VmHWM`) after one scripted prompt.
+//! 3. Peak RSS (`VmHWM`) after one scripted prompt (target 6 MiB), and
+//!    what the process holds after each step: the binary's code and data,
+//!    shared libraries, anonymous memory.
 //! 4. Streaming throughput: a fake Chat Completions server streams 100,000
 //!    content chunks; chunks/s from writing the prompt to reading its answer.
 //! 5. Release binary size.
@@ -74,6 +78,7 @@ mod extensions;
 mod fake_server;
 mod flood;
 mod goals;
+mod holdings;
 mod hostile;
 mod jobs;
 mod load;
