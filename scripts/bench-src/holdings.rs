@@ -90,3 +90,24 @@ pub(crate) fn of(pid: u32, binary: &std::path::Path) -> Result<Holdings, String>
         .unwrap_or(0);
     Ok(holdings)
 }
+
+/// Whether `binary` is dynamically linked: an ELF file with an interpreter
+/// (`PT_INTERP`, the dynamic loader). `None` when it cannot be told.
+pub(crate) fn is_dynamic(binary: &std::path::Path) -> Option<bool> {
+    const PT_INTERP: u32 = 3;
+    let bytes = std::fs::read(binary).ok()?;
+    if bytes.get(..5)? != b"\x7fELF\x02" {
+        return None;
+    }
+    let u16_at = |at: usize| Some(u16::from_le_bytes(bytes.get(at..at + 2)?.try_into().ok()?));
+    let u32_at = |at: usize| Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
+    let u64_at = |at: usize| Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
+    let table = usize::try_from(u64_at(0x20)?).ok()?;
+    let size = usize::from(u16_at(0x36)?);
+    let count = usize::from(u16_at(0x38)?);
+    let mut dynamic = false;
+    for n in 0..count {
+        dynamic |= u32_at(table + n * size)? == PT_INTERP;
+    }
+    Some(dynamic)
+}

@@ -119,6 +119,9 @@ pub(crate) fn report_memory(bench: &Bench, rows: &mut Vec<Row>, failed: &mut boo
         Ok(memory) => {
             let mib = memory.after_prompt.hwm_kib as f64 / 1024.0;
             println!("  RSS after one turn: {mib:.2} MiB (target <= {TARGET_RSS_MIB}), VmHWM");
+            if holdings::is_dynamic(&bench.binary) == Some(true) {
+                println!("  (this binary is dynamically linked: the shared libraries' code counts in its RSS; the Linux release is the static binary of scripts/build-static, measured with `scripts/bench target/static/spindle --figure 3`)");
+            }
             println!("  What the session holds (resident, from smaps):");
             for (step, held) in [
                 ("after initialize ", &memory.held_initialized),
