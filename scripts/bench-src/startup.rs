@@ -8,6 +8,7 @@ use crate::report::{Row, Stats};
 use crate::workspace::Bench;
 use crate::{INIT_TIMEOUT, SCRIPTED_PROMPT_TIMEOUT};
 use serde_json::json;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -34,7 +35,16 @@ const FLOOR_SCRIPT: &str = r#"read -r line; echo '{"jsonrpc":"2.0","id":1,"resul
 /// their rows.
 pub(crate) fn report_latencies(bench: &Bench, rows: &mut Vec<Row>, failed: &mut bool) {
     println!("## 1-2. initialize and session/new latency ({LATENCY_SAMPLES} fresh processes, after 1 discarded warm-up)");
-    match bench.startup_latencies() {
+    for (binary, label) in bench.binaries() {
+        latencies_of(bench, &binary, label, rows, failed);
+    }
+}
+
+fn latencies_of(bench: &Bench, binary: &Path, label: &str, rows: &mut Vec<Row>, failed: &mut bool) {
+    if !label.is_empty() {
+        println!("  {}:", label.trim());
+    }
+    match bench.startup_latencies(binary) {
         Ok(startup) => {
             let init = Stats::of(&startup.initialize);
             let new = Stats::of(&startup.session_new);
@@ -68,21 +78,21 @@ pub(crate) fn report_latencies(bench: &Bench, rows: &mut Vec<Row>, failed: &mut 
                 exit.describe_ms()
             );
             rows.push(Row::lower(
-                "initialize latency (median)",
+                &format!("initialize latency (median){label}"),
                 format!("{:.2} ms", init.median * 1e3),
                 init.median * 1e3,
                 TARGET_INIT_MS,
                 "ms",
             ));
             rows.push(Row::lower(
-                "initialize latency (p90)",
+                &format!("initialize latency (p90){label}"),
                 format!("{:.2} ms", init.p90 * 1e3),
                 init.p90 * 1e3,
                 TARGET_INIT_MS,
                 "ms",
             ));
             rows.push(Row::lower(
-                "initialize / spawn-and-pipe floor (medians)",
+                &format!("initialize / spawn-and-pipe floor (medians){label}"),
                 format!(
                     "{ratio:.2}x ({:.2} ms / {:.2} ms)",
                     init.median * 1e3,
@@ -93,20 +103,28 @@ pub(crate) fn report_latencies(bench: &Bench, rows: &mut Vec<Row>, failed: &mut 
                 "x",
             ));
             rows.push(Row::info(
-                "session/new latency (median / p90)",
+                &format!("session/new latency (median / p90){label}"),
                 format!("{:.3} / {:.3} ms", new.median * 1e3, new.p90 * 1e3),
             ));
         }
         Err(err) => {
             *failed = true;
             println!("  FAILED: {err}");
-            rows.push(Row::failed("initialize latency (median)", &err, "< 5 ms"));
             rows.push(Row::failed(
-                "initialize / spawn-and-pipe floor (medians)",
+                &format!("initialize latency (median){label}"),
+                &err,
+                "< 5 ms",
+            ));
+            rows.push(Row::failed(
+                &format!("initialize / spawn-and-pipe floor (medians){label}"),
                 &err,
                 "< 1.5x",
             ));
-            rows.push(Row::failed("session/new latency", &err, "-"));
+            rows.push(Row::failed(
+                &format!("session/new latency{label}"),
+                &err,
+                "-",
+            ));
         }
     }
 }
@@ -115,12 +133,21 @@ pub(crate) fn report_latencies(bench: &Bench, rows: &mut Vec<Row>, failed: &mut 
 /// adds its row.
 pub(crate) fn report_memory(bench: &Bench, rows: &mut Vec<Row>, failed: &mut bool) {
     println!("## 3. Memory after one scripted prompt");
-    match bench.memory_after_prompt() {
+    for (binary, label) in bench.binaries() {
+        memory_of(bench, &binary, label, rows, failed);
+    }
+}
+
+fn memory_of(bench: &Bench, binary: &Path, label: &str, rows: &mut Vec<Row>, failed: &mut bool) {
+    if !label.is_empty() {
+        println!("  {}:", label.trim());
+    }
+    match bench.memory_after_prompt(binary) {
         Ok(memory) => {
             let mib = memory.after_prompt.hwm_kib as f64 / 1024.0;
             println!("  RSS after one turn: {mib:.2} MiB (target <= {TARGET_RSS_MIB}), VmHWM");
-            if holdings::is_dynamic(&bench.binary) == Some(true) {
-                println!("  (this binary is dynamically linked: the shared libraries' code counts in its RSS; the Linux release is the static binary of scripts/build-static, measured with `scripts/bench target/static/spindle --figure 3`)");
+            if holdings::is_dynamic(binary) == Some(true) {
+                println!("  (this binary is dynamically linked: the shared libraries' code counts in its RSS; the Linux release is the static binary of scripts/build-static, measured beside it once built)");
             }
             println!("  What the session holds (resident, from smaps):");
             for (step, held) in [
@@ -149,7 +176,7 @@ pub(crate) fn report_memory(bench: &Bench, rows: &mut Vec<Row>, failed: &mut boo
                 memory.chunks, memory.stop_reason
             );
             rows.push(Row::lower(
-                "peak RSS (VmHWM) after one prompt",
+                &format!("peak RSS (VmHWM) after one prompt{label}"),
                 format!("{mib:.2} MiB"),
                 mib,
                 TARGET_RSS_MIB,
@@ -160,7 +187,7 @@ pub(crate) fn report_memory(bench: &Bench, rows: &mut Vec<Row>, failed: &mut boo
             *failed = true;
             println!("  FAILED: {err}");
             rows.push(Row::failed(
-                "peak RSS (VmHWM) after one prompt",
+                &format!("peak RSS (VmHWM) after one prompt{label}"),
                 &err,
                 "< 6 MiB",
             ));
@@ -189,8 +216,8 @@ struct Memory {
 impl Bench {
     /// Spawns one scripted agent and writes `initialize` right away;
     /// returns the process and the spawn-to-response time.
-    fn start_scripted(&self) -> Result<(AgentProcess, Duration), String> {
-        let mut command = Command::new(&self.binary);
+    fn start_scripted(&self, binary: &Path) -> Result<(AgentProcess, Duration), String> {
+        let mut command = Command::new(binary);
         command
             .arg("acp")
             .arg("--script")
@@ -206,7 +233,7 @@ impl Bench {
         Ok((process, answer.at.duration_since(started)))
     }
 
-    fn startup_latencies(&self) -> Result<Startup, String> {
+    fn startup_latencies(&self, binary: &Path) -> Result<Startup, String> {
         let mut startup = Startup {
             initialize: Vec::new(),
             floor: Vec::new(),
@@ -219,10 +246,10 @@ impl Bench {
             // agents so that the machine's noise falls on all of them.
             let floor = spawn_and_pipe_floor().map_err(|e| format!("floor {round}: {e}"))?;
             let version = self
-                .version_run()
+                .version_run(binary)
                 .map_err(|e| format!("--version {round}: {e}"))?;
             let (mut process, init) = self
-                .start_scripted()
+                .start_scripted(binary)
                 .map_err(|e| format!("process {round}: {e}"))?;
             let (_, new) = self
                 .new_session(&mut process)
@@ -241,20 +268,20 @@ impl Bench {
         Ok(startup)
     }
 
-    fn memory_after_prompt(&self) -> Result<Memory, String> {
-        let (mut process, _) = self.start_scripted()?;
+    fn memory_after_prompt(&self, binary: &Path) -> Result<Memory, String> {
+        let (mut process, _) = self.start_scripted(binary)?;
         let pid = process.child.id();
-        let held_initialized = holdings::of(pid, &self.binary)?;
+        let held_initialized = holdings::of(pid, binary)?;
         let (session, _) = self.new_session(&mut process)?;
         let after_session = process.memory()?;
-        let held_session = holdings::of(pid, &self.binary)?;
+        let held_session = holdings::of(pid, binary)?;
         let answer = process.request(
             "session/prompt",
             json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "hi" }] }),
             SCRIPTED_PROMPT_TIMEOUT,
         )?;
         let after_prompt = process.memory()?;
-        let held_prompt = holdings::of(pid, &self.binary)?;
+        let held_prompt = holdings::of(pid, binary)?;
         let stop_reason = answer.stop_reason();
         process.close()?;
         Ok(Memory {
@@ -270,11 +297,43 @@ impl Bench {
 }
 
 impl Bench {
+    /// The binaries figures 1 and 3 measure, with the label their rows
+    /// carry: the one named, and the static binary `scripts/build-static`
+    /// leaves beside a release build (`target/static/spindle`), when it is
+    /// there: the Linux release is that one, and a dynamically linked
+    /// agent starts slower and holds the C library's code besides.
+    fn binaries(&self) -> Vec<(PathBuf, &'static str)> {
+        let mut binaries = vec![(self.binary.clone(), "")];
+        let twin = self
+            .binary
+            .parent()
+            .and_then(Path::parent)
+            .map(|target| target.join("static").join("spindle"))
+            .and_then(|path| path.canonicalize().ok())
+            .filter(|path| *path != self.binary && path.is_file());
+        if let Some(twin) = twin {
+            let age = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+            if let (Some(twin_time), Some(own_time)) = (age(&twin), age(&self.binary)) {
+                if let Ok(older) = own_time.duration_since(twin_time) {
+                    if older > Duration::from_secs(60) {
+                        println!(
+                            "  (the static binary {} is {:.0} min older than the one measured first: rebuild it with scripts/build-static for today's figures)",
+                            twin.display(),
+                            older.as_secs_f64() / 60.0
+                        );
+                    }
+                }
+            }
+            binaries.push((twin, " (static binary)"));
+        }
+        binaries
+    }
+
     /// The agent's binary run with `--version`: spawn to exit, its output
     /// read. What loading and starting this image costs, before any ACP.
-    fn version_run(&self) -> Result<Duration, String> {
+    fn version_run(&self, binary: &Path) -> Result<Duration, String> {
         let started = Instant::now();
-        let output = Command::new(&self.binary)
+        let output = Command::new(binary)
             .arg("--version")
             .env_remove("RUST_LOG")
             .env("SPINDLE_HOME", self.work.home())
