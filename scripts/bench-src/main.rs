@@ -17,6 +17,9 @@
 //! 3. Peak RSS (`VmHWM`) after one scripted prompt (target 6 MiB), and
 //!    what the process holds after each step: the binary's code and data,
 //!    shared libraries, anonymous memory.
+//!
+//!    Figures 1 and 3 also measure `target/static/spindle` (the Linux
+//!    release, from `scripts/build-static`) when it is there.
 //! 4. Streaming throughput: a fake Chat Completions server streams 100,000
 //!    content chunks; chunks/s from writing the prompt to reading its answer.
 //! 5. Release binary size.
