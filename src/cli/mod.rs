@@ -191,11 +191,7 @@ fn run(command: Command, loaded: Option<Loaded>) -> Result<String, Failure> {
             let mut options = *options;
             // The chat reads the file anew only after its `setup` wrote it.
             options.loaded = loaded;
-            if let Some(path) = options.agent_path.clone() {
-                let spec = crate::agentfile::load(&path)
-                    .map_err(|error| Failure::Failed(error.to_string()))?;
-                options.adopt(spec);
-            }
+            options.adopt_agent_file().map_err(Failure::Failed)?;
             check_model_provider(&mut options)?;
             if let Ok(exe) = std::env::current_exe() {
                 crate::process::guard::enable(exe);
@@ -209,11 +205,7 @@ fn run(command: Command, loaded: Option<Loaded>) -> Result<String, Failure> {
         Command::Acp(mut options) => {
             options.loaded = loaded;
             // An agent file: read and checked before any protocol output.
-            if let Some(path) = options.agent_path.clone() {
-                let spec = crate::agentfile::load(&path)
-                    .map_err(|error| Failure::Failed(error.to_string()))?;
-                options.adopt(spec);
-            }
+            options.adopt_agent_file().map_err(Failure::Failed)?;
             // A provider typo in --model stops here, before any protocol.
             check_model_provider(&mut options)?;
             // Typed in a terminal: say what this is, once, on stderr.

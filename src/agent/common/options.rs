@@ -68,10 +68,20 @@ impl Options {
             .or_else(|| self.script.as_ref().map(|_| SCRIPT_MODEL.to_string()))
     }
 
+    /// Reads the agent file `agent_path` names, if any, and takes its
+    /// choices (`adopt`); why it cannot be used, in words for the user.
+    pub fn adopt_agent_file(&mut self) -> Result<(), String> {
+        if let Some(path) = self.agent_path.clone() {
+            let spec = crate::agentfile::load(&path).map_err(|error| error.to_string())?;
+            self.adopt(spec);
+        }
+        Ok(())
+    }
+
     /// Takes an agent file's choices where the command line made none
     /// (`--model`, `--script`, `--preset`, `--on-reject`, `--max-steps`
     /// still win).
-    pub fn adopt(&mut self, spec: crate::agentfile::AgentSpec) {
+    pub(crate) fn adopt(&mut self, spec: crate::agentfile::AgentSpec) {
         if self.before_agent.is_none() {
             self.before_agent = Some(Box::new(self.clone()));
         }

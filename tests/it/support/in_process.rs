@@ -145,10 +145,8 @@ fn apply_args(options: &mut Options, args: &[String]) {
         }
     }
     // The agent file, read before any protocol as `spindle acp PATH` does.
-    if let Some(path) = options.agent_path.clone() {
-        let spec = spindle::agentfile::load(&path)
-            .unwrap_or_else(|err| panic!("the agent file {}: {err}", path.display()));
-        options.adopt(spec);
+    if let Err(err) = options.adopt_agent_file() {
+        panic!("the agent file: {err}");
     }
 }
 
