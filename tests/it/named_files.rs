@@ -29,11 +29,16 @@ fn path_str(path: &Path) -> &str {
 }
 
 /// The trust variables of the test process, made empty, then `env`; the
-/// fake server as the environment's provider.
+/// fake server as the environment's provider, reached through itself as
+/// the proxy: a plain-http server reached directly needs no trust, so
+/// the named files would not be read at all.
 fn env_for<'a>(server: &'a str, env: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let proxy = server.trim_end_matches("/v1");
     let mut all = vec![
         ("SSL_CERT_FILE", ""),
         ("SSL_CERT_DIR", ""),
+        ("HTTP_PROXY", proxy),
+        ("NO_PROXY", ""),
         ("OPENAI_BASE_URL", server),
         ("OPENAI_API_KEY", "sk-test"),
     ];

@@ -365,6 +365,13 @@ impl Connection {
             };
             headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
         }
+        // A request sent to this server as to a proxy names the target in
+        // absolute form (`http://host:port/path`); a server takes that as
+        // its path too.
+        let path = match path.strip_prefix("http://") {
+            Some(rest) => rest.find('/').map_or("/", |at| &rest[at..]),
+            None => path,
+        };
         Ok(Some(Head {
             method: method.to_string(),
             path: path.to_string(),
