@@ -59,11 +59,6 @@ const OVER_CAP: &[(&str, usize)] = &[];
 /// to be untangled (the child's shared part moved to a file of its own):
 /// none may be added, and one untangled must leave this list.
 const PARENT_CALLS_TO_UNDO: &[(&str, &str)] = &[
-    ("agent::turn", "agent::turn::compaction"),
-    ("agent::turn", "agent::turn::hooks"),
-    ("agent::turn", "agent::turn::step"),
-    ("agent::turn", "agent::turn::undo"),
-    ("agent::turn", "agent::turn::waiting"),
 ];
 
 fn src() -> PathBuf {

@@ -8,8 +8,9 @@
 //! will be sent is.
 
 use super::context::{self, Keeper};
+use super::spec::Turn;
+use super::state::{add_call_usage, provider_failure, State};
 use super::updates::UpdateSink;
-use super::{State, Turn};
 use crate::acp::{fit::Notice, CompactionStatus, SessionUpdate, StopReason};
 use crate::provider::{Message, ModelRequest, Role, Sink, StreamError};
 use crate::rpc::RpcError;
@@ -454,7 +455,7 @@ fn summarise(
     match streamed {
         _ if turn.io.cancel.is_cancelled() => Summary::Cancelled,
         Ok(outcome) => {
-            super::add_call_usage(turn, &outcome, state);
+            add_call_usage(turn, &outcome, state);
             if text.trim().is_empty() {
                 Summary::Failed("the summary came back empty".into())
             } else {
@@ -537,7 +538,7 @@ pub(super) fn compact_command(
     };
     match streamed {
         Ok(outcome) => {
-            super::add_call_usage(turn, &outcome, state);
+            add_call_usage(turn, &outcome, state);
             if turn.io.cancel.is_cancelled() {
                 end(sink, Ended::Cancelled, before);
                 return Ok(StopReason::Cancelled);
@@ -577,7 +578,7 @@ pub(super) fn compact_command(
         }
         Err(StreamError::Failed(error)) => {
             end(sink, Ended::Failed(&error.message), before);
-            Err(super::provider_failure(&error))
+            Err(provider_failure(&error))
         }
     }
 }

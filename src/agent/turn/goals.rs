@@ -3,8 +3,10 @@
 //! applied, and the goal committed to the store and shown.
 
 use super::record::Record;
+use super::report;
+use super::spec::Turn;
+use super::state::State;
 use super::updates::{UpdateSink, Updates};
-use super::{report, State, Turn};
 use crate::acp::StopReason;
 use serde_json::json;
 use std::cell::RefCell;

@@ -5,8 +5,9 @@
 //! notice; what it says to the model joins the conversation.
 
 use super::processes::HookPlace;
+use super::spec::Turn;
+use super::state::State;
 use super::updates::Updates;
-use super::{State, Turn};
 use crate::agent::common::hooks::{Event, Subject, Verdict};
 use crate::conversation::Message;
 use serde_json::{json, Value};

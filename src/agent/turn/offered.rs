@@ -3,7 +3,7 @@
 //! goal mode.
 
 use super::context;
-use super::Turn;
+use super::spec::Turn;
 use crate::provider::ToolSpec;
 use std::path::Path;
 

@@ -1,4 +1,4 @@
-//! The steps of the model/tool loop (`steps` in `mod.rs` drives them):
+//! The steps of the model/tool loop (`drive.rs` runs them):
 //! what a turn does once before its first request, the checks before
 //! each model request, the request and its failures, the answer taken
 //! into the conversation, and the tool calls it asked for with what
@@ -9,12 +9,14 @@ use super::goals::{apply_goal_reports, commit_goal, goal_boundary, goal_running}
 use super::record::Record;
 use super::report::Health;
 use super::runner::{CallResult, Runner};
+use super::spec::Turn;
+use super::state::{
+    add_call_usage, answer_unrun, in_use, limit_reached, provider_failure, publish_usage,
+    report_usage, set_health, take_steers, too_long, State,
+};
 use super::updates::UpdateSink;
 use super::waiting;
-use super::{
-    add_call_usage, answer_unrun, limit_reached, offered, provider_failure, report, report_usage,
-    set_health, subagent, take_steers, too_long, State, Turn,
-};
+use super::{offered, report, subagent};
 use crate::acp::StopReason;
 use crate::agent::common::permission::Policy;
 use crate::provider::{Finish, Message, ModelRequest, Outcome, StreamError, ToolSpec};
@@ -42,10 +44,12 @@ pub(super) struct Loop<'t> {
     /// Whether the model was already told, this turn, that an answer of
     /// its repeated itself (the next one that does ends the turn).
     text_told: bool,
+    /// The loop itself, for a subagent's turn.
+    drive: subagent::Drive,
 }
 
 impl<'t> Loop<'t> {
-    pub(super) fn new(turn: &'t Turn, state: &State) -> Loop<'t> {
+    pub(super) fn new(turn: &'t Turn, state: &State, drive: subagent::Drive) -> Loop<'t> {
         let tools = offered::offered_tools(turn, turn.rights.read_only);
         let started = Instant::now();
         let elapsed_before = state.goal.as_ref().map_or(0, |g| g.counters.elapsed_ms);
@@ -62,6 +66,7 @@ impl<'t> Loop<'t> {
             started: (started, elapsed_before),
             calls: super::loops::CallStreak::new(&turn.model.loops),
             text_told: false,
+            drive,
         }
     }
 }
@@ -262,7 +267,7 @@ pub(super) fn call_model(
     run: &mut Loop,
 ) -> Called {
     sink.begin_message();
-    let model = waiting::in_use(turn, state);
+    let model = in_use(turn, state);
     let request = ModelRequest {
         session_id: &turn.io.session_id,
         model: model.name,
@@ -652,6 +657,7 @@ pub(super) fn run_calls(
                     }
                 }
                 let (result, used) = subagent::run_task(
+                    run.drive,
                     turn,
                     sink,
                     runner.approvals,
@@ -667,7 +673,7 @@ pub(super) fn run_calls(
             state.spend.add(&spent.spend);
             state.model_calls += spent.model_calls;
             state.usage_reports += spent.usage_reports;
-            super::publish_usage(turn, &state.usage, state.spend);
+            publish_usage(turn, &state.usage, state.spend);
             result
         } else {
             runner.run(call)

@@ -18,10 +18,13 @@
 //! child's key, and fitted to each client as they are written, live or
 //! replayed (`acp::fit::route`).
 
+use super::record::Record;
 use super::report::Live;
 use super::runner::{text_content, CallResult};
+use super::spec::{Turn, TurnKind};
+use super::state::State;
 use super::updates::{UpdateSink, Updates};
-use super::{steps, State, StopReason, Turn, TurnKind};
+use crate::acp::StopReason;
 use crate::acp::{SessionUpdate, ToolCallStatus, ToolKind};
 use crate::agent::common::permission::Approvals;
 use crate::agent::common::spend::Spend;
@@ -36,6 +39,17 @@ const NOTE: &str = "You are a subagent: another agent handed you the task in the
 
 /// Model calls a subagent may make when nothing else says.
 const DEFAULT_STEPS: usize = 25;
+
+/// The model/tool loop a subagent's turn runs: the parent's own, handed
+/// down by the loop so that this file does not name it.
+pub(super) type Drive = fn(
+    &Turn,
+    &mut UpdateSink,
+    &mut State,
+    &mut Option<Record>,
+    &mut Vec<Message>,
+    Option<&RefCell<crate::checkpoint::Checkpoints>>,
+) -> Result<StopReason, crate::rpc::RpcError>;
 
 /// What a task costs the parent's turn.
 #[derive(Default)]
@@ -60,7 +74,9 @@ fn result(text: String, status: ToolCallStatus, cancelled: bool) -> CallResult {
 
 /// Runs one `task` call to its end; `announced` when the call was shown
 /// already (pending, for a question a hook asked for).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run_task(
+    drive: Drive,
     turn: &Turn,
     sink: &UpdateSink,
     approvals: &mut Approvals,
@@ -100,7 +116,7 @@ pub(super) fn run_task(
         }
     };
     if args.background {
-        let (text, ok) = match start_job(turn, &args, subagent, call) {
+        let (text, ok) = match start_job(drive, turn, &args, subagent, call) {
             Ok(text) => (text, true),
             Err(error) => (format!("Error: {error}"), false),
         };
@@ -134,7 +150,7 @@ pub(super) fn run_task(
         "state": {"state": "running"},
         "capabilities": {"cancel": {}},
     }));
-    let ended = steps(
+    let ended = drive(
         &child,
         &mut child_sink,
         &mut state,
@@ -373,6 +389,7 @@ fn child_turn(
 /// call's and kept in the job's log as its structured transcript. Returns
 /// what the model is told.
 fn start_job(
+    drive: Drive,
     turn: &Turn,
     args: &crate::tools::TaskArgs,
     subagent: Option<Arc<crate::agentfile::AgentSpec>>,
@@ -429,7 +446,7 @@ fn start_job(
             let mut state = State::new(&child);
             let mut messages = child.start.messages.clone();
             let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                steps(
+                drive(
                     &child,
                     &mut sink,
                     &mut state,

@@ -6,8 +6,9 @@
 
 use super::client::ClientError;
 use super::runner::text_content;
+use super::spec::Turn;
+use super::state::State;
 use super::updates::UpdateSink;
-use super::{State, Turn};
 use crate::acp::{SessionUpdate, StopReason, ToolCall, ToolCallStatus, ToolKind};
 use crate::provider::Message;
 use crate::rpc::RpcError;

@@ -9,45 +9,15 @@
 
 use super::record::Record;
 use super::report::Health;
+use super::spec::Turn;
+use super::state::{in_use, provider_failure, State};
 use super::updates::UpdateSink;
-use super::{State, Turn};
 use crate::acp::fit::Notice;
 use crate::acp::StopReason;
-use crate::config::Price;
-use crate::provider::{Provider, ProviderError};
+use crate::provider::ProviderError;
 use crate::rpc::RpcError;
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
-
-/// The model the next request goes to: the session's, or the fallback
-/// the turn moved to.
-pub(super) struct InUse<'t> {
-    pub provider: &'t Arc<dyn Provider>,
-    pub name: &'t str,
-    pub effort: Option<&'t str>,
-    pub max_output_tokens: Option<u32>,
-    pub price: Option<&'t Price>,
-}
-
-pub(super) fn in_use<'t>(turn: &'t Turn, state: &State) -> InUse<'t> {
-    match state.fallback.and_then(|i| turn.model.fallbacks.get(i)) {
-        Some(fallback) => InUse {
-            provider: &fallback.provider,
-            name: &fallback.name,
-            effort: None,
-            max_output_tokens: fallback.max_output_tokens,
-            price: fallback.price.as_ref(),
-        },
-        None => InUse {
-            provider: &turn.model.provider,
-            name: &turn.model.name,
-            effort: turn.model.effort.as_deref(),
-            max_output_tokens: turn.model.max_output_tokens,
-            price: turn.model.price.as_ref(),
-        },
-    }
-}
 
 /// Whether a failed request (nothing of its answer shown) is one this
 /// module handles: a limit with a known reset, the session's model down
@@ -120,7 +90,7 @@ pub(super) fn on_limited(
     // The session's model was down, not limited, and no fallback
     // answered: nothing to wait for.
     let Some(until) = state.limit_reset else {
-        return Err(Err(super::provider_failure(error)));
+        return Err(Err(provider_failure(error)));
     };
     // A reset already past is waited at least a second.
     let floor = now.saturating_add(1000 << state.parks.min(6));

@@ -1,0 +1,113 @@
+//! The model/tool loop: a model turn's conversation and checkpoints set
+//! up, the steps (in `step.rs`) run one after the other, and what the
+//! turn leaves of the conversation. A subagent's turn runs the same loop
+//! (handed to it as a `Drive`, so that `subagent.rs` need not name this
+//! file).
+
+use super::record::Record;
+use super::spec::Turn;
+use super::state::State;
+use super::updates::UpdateSink;
+use super::{recover, step, waiting};
+use crate::acp::StopReason;
+use crate::provider::Message;
+use crate::rpc::RpcError;
+use std::cell::RefCell;
+
+/// A model turn: its checkpoints opened, its steps run, and the
+/// conversation it leaves when it replaced the session's.
+pub(super) fn run(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    record: &mut Option<Record>,
+) -> Result<StopReason, RpcError> {
+    let mut messages = turn.start.messages.clone();
+    let checkpoints = match (turn.workspace.db.as_deref(), record.as_ref()) {
+        (Some(db), Some(record)) => crate::checkpoint::Checkpoints::open(
+            db,
+            &turn.io.session_id,
+            record.turn,
+            turn.workspace.scan_cache.clone(),
+            turn.workspace.checkpoints,
+        )
+        .map(RefCell::new),
+        _ => None,
+    };
+    let result = steps(
+        turn,
+        sink,
+        state,
+        record,
+        &mut messages,
+        checkpoints.as_ref(),
+    );
+    if let Some(checkpoints) = checkpoints {
+        checkpoints.into_inner().finish();
+    }
+    if state.prompt_dropped {
+        messages.truncate(messages.len().saturating_sub(turn.start.fresh));
+        state.replaced = Some(messages);
+    } else if state.compacted || turn.start.rewritten {
+        state.replaced = Some(messages);
+    }
+    result
+}
+
+/// The model/tool loop over `messages`, the conversation as the model
+/// sees it: each step checks it may go on, asks the model, takes its
+/// answer, and runs the tools it called (the steps are in `step.rs`).
+fn steps(
+    turn: &Turn,
+    sink: &mut UpdateSink,
+    state: &mut State,
+    record: &mut Option<Record>,
+    messages: &mut Vec<Message>,
+    checkpoints: Option<&RefCell<crate::checkpoint::Checkpoints>>,
+) -> Result<StopReason, RpcError> {
+    step::prepare(turn, sink, messages);
+    let mut run = step::Loop::new(turn, state, steps);
+    // A turn that a stopped process left waiting waits out the rest.
+    if let Some(wait) = &turn.start.wait {
+        state.waiting_since = Some(wait.since_ms);
+        state.limit_reset = Some(wait.until_ms);
+        if let Err(stop) = waiting::park(turn, sink, state, record, wait.until_ms, &wait.reason) {
+            return stop;
+        }
+    }
+    loop {
+        if let Some(stop) = step::before_request(turn, sink, state, record, messages, &mut run) {
+            return stop;
+        }
+        let called = step::call_model(turn, sink, state, record, messages, &mut run);
+        let (mut outcome, mut assistant) = match called {
+            step::Called::Answer(answer) => *answer,
+            step::Called::Retry => continue,
+            step::Called::Stop(stop) => return stop,
+        };
+        // Calls written into the text, and calls almost right, made whole
+        // before anything judges them.
+        let repairs = recover::recover(run.tools(), sink, &mut outcome, &mut assistant);
+        let stop = step::take_answer(turn, sink, state, messages, &run, &outcome, assistant);
+        match step::after_answer(
+            turn, sink, state, record, messages, &mut run, &outcome, stop,
+        ) {
+            step::Flow::Go => {}
+            step::Flow::Again => continue,
+            step::Flow::Stop(stop) => return stop,
+        }
+        let calls = step::run_calls(
+            turn,
+            sink,
+            state,
+            checkpoints,
+            &mut run,
+            (&outcome.tool_calls, &repairs),
+        );
+        if let Some(stop) = step::after_calls(
+            turn, sink, state, record, messages, &mut run, &outcome, calls,
+        ) {
+            return stop;
+        }
+    }
+}
