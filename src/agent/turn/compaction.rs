@@ -9,7 +9,7 @@
 
 use super::context::{self, Keeper};
 use super::spec::Turn;
-use super::state::{add_call_usage, provider_failure, State};
+use super::state::{add_call_usage, provider_failure, State, Step};
 use super::updates::UpdateSink;
 use crate::acp::{fit::Notice, CompactionStatus, SessionUpdate, StopReason};
 use crate::provider::{Message, ModelRequest, Role, Sink, StreamError};
@@ -142,21 +142,15 @@ pub(super) fn no_room(
 }
 
 /// Makes the conversation fit before a model request, as `pressure` asks.
-pub(super) fn fit(
-    turn: &Turn,
-    sink: &mut UpdateSink,
-    state: &mut State,
-    messages: &mut Vec<Message>,
-    fixed: usize,
-    pressure: Pressure,
-) -> Fitted {
+pub(super) fn fit(cx: &mut Step, fixed: usize, pressure: Pressure) -> Fitted {
+    let turn = cx.turn;
     let Some(share) = turn.model.compact_at else {
         return Fitted::Unchanged;
     };
-    let window = window(turn, state);
+    let window = window(turn, cx.state);
     let limit =
         ((window as f64 * share) as u64).min(window.saturating_sub(turn.model.output_reserve));
-    let before = estimate(state, fixed, messages);
+    let before = estimate(cx.state, fixed, cx.messages);
     log::debug!(
         "context of session {}: about {before} tokens, compaction past {limit} (window {window})",
         turn.io.session_id
@@ -164,16 +158,16 @@ pub(super) fn fit(
     // Under the threshold by the estimate but perhaps not in truth (dense
     // digits run a token a byte): a server that counts is asked.
     if pressure == Pressure::Threshold && before <= limit {
-        if worst_case(state, fixed, messages) <= limit {
+        if worst_case(cx.state, fixed, cx.messages) <= limit {
             return Fitted::Unchanged;
         }
-        let Some(exact) = counted(turn, fixed, messages) else {
+        let Some(exact) = counted(turn, fixed, cx.messages) else {
             return Fitted::Unchanged;
         };
         // The count calibrates the estimates after it either way.
-        state.known = Some(context::Known {
+        cx.state.known = Some(context::Known {
             tokens: exact,
-            bytes: context::request_bytes(fixed, messages),
+            bytes: context::request_bytes(fixed, cx.messages),
         });
         if exact <= limit {
             return Fitted::Unchanged;
@@ -183,11 +177,11 @@ pub(super) fn fit(
     // The estimate errs high; a server that counts tokens may say there
     // is room after all.
     if pressure == Pressure::Threshold && before > limit {
-        if let Some(exact) = counted(turn, fixed, messages).filter(|exact| *exact <= limit) {
+        if let Some(exact) = counted(turn, fixed, cx.messages).filter(|exact| *exact <= limit) {
             log::debug!("the server counts {exact} tokens: no compaction yet");
-            state.known = Some(context::Known {
+            cx.state.known = Some(context::Known {
                 tokens: exact,
-                bytes: context::request_bytes(fixed, messages),
+                bytes: context::request_bytes(fixed, cx.messages),
             });
             return Fitted::Unchanged;
         }
@@ -199,86 +193,72 @@ pub(super) fn fit(
     // room for a while (a quarter of the limit), so that the conversation
     // is not rewritten before every request near the threshold (which
     // would also defeat the providers' prompt caches).
-    let saved = context::elide_old_results(messages, KEEP_STEPS, &keeper);
-    let after = estimate(state, fixed, messages);
+    let saved = context::elide_old_results(cx.messages, KEEP_STEPS, &keeper);
+    let after = estimate(cx.state, fixed, cx.messages);
     if saved > 0 && pressure == Pressure::Threshold && after <= limit / 4 * 3 {
-        announce_elided(turn, sink, state, before, after, None);
+        announce_elided(cx, (before, after), None);
         return Fitted::Smaller;
     }
     let keep_bytes = (window / KEEP_SHARE * 4) as usize;
     // One summary per turn past the threshold (a window the tools alone
     // nearly fill would otherwise ask for one before every step), and
     // none of a part too small to matter.
-    let cut = context::cut_point(messages, keep_bytes).filter(|&cut| {
-        let older: usize = messages[..cut].iter().map(context::message_bytes).sum();
-        let worth = older as u64 >= window / 10 * 4 && state.summaries == 0;
+    let cut = context::cut_point(cx.messages, keep_bytes).filter(|&cut| {
+        let older: usize = cx.messages[..cut].iter().map(context::message_bytes).sum();
+        let worth = older as u64 >= window / 10 * 4 && cx.state.summaries == 0;
         // A refusal overrides the estimate (the window may be wrong).
         pressure == Pressure::Refused || worth
     });
     let Some(cut) = cut else {
         return if saved > 0 {
-            announce_elided(
-                turn,
-                sink,
-                state,
-                before,
-                estimate(state, fixed, messages),
-                None,
-            );
+            let now = estimate(cx.state, fixed, cx.messages);
+            announce_elided(cx, (before, now), None);
             Fitted::Smaller
         } else {
             Fitted::Unchanged
         };
     };
-    state.summaries += 1;
-    super::hooks::pre_compact(turn, sink.updates, "auto", "");
-    let entity = Entity::start(turn, sink);
-    match summarise(
-        turn,
-        sink,
-        state,
-        &messages[..cut],
-        "",
-        window,
-        entity.as_ref(),
-    ) {
+    cx.state.summaries += 1;
+    super::hooks::pre_compact(turn, cx.sink.updates, "auto", "");
+    let entity = Entity::start(turn, cx.sink);
+    match summarise(cx, cut, window, entity.as_ref()) {
         Summary::Written(summary) => {
             // The current request, when the cut falls inside its turn, is
             // repeated verbatim after the summary.
-            let current = if messages[cut..].iter().any(|m| m.role == Role::User) {
+            let current = if cx.messages[cut..].iter().any(|m| m.role == Role::User) {
                 None
             } else {
-                context::prompt_before(messages, cut).map(|i| messages[i].text.clone())
+                context::prompt_before(cx.messages, cut).map(|i| cx.messages[i].text.clone())
             };
             let mut compacted = vec![context::summary_message(&summary, current.as_deref())];
-            compacted.extend(messages.drain(cut..));
-            *messages = compacted;
-            state.known = None;
-            state.compacted = true;
-            let now = estimate(state, fixed, messages);
+            compacted.extend(cx.messages.drain(cut..));
+            *cx.messages = compacted;
+            cx.state.known = None;
+            cx.state.compacted = true;
+            let now = estimate(cx.state, fixed, cx.messages);
             let notice = match entity {
                 Some(entity) => {
-                    entity.end(sink, Ended::Completed(&summary), before, now);
+                    entity.end(cx.sink, Ended::Completed(&summary), before, now);
                     None
                 }
                 None => Some(Notice::info("Context compacted", sizes(before, now))),
             };
-            announce(turn, sink, state, notice, now);
+            announce(cx, notice, now);
             Fitted::Smaller
         }
         Summary::Cancelled => {
             if let Some(entity) = entity {
-                entity.end(sink, Ended::Cancelled, before, before);
+                entity.end(cx.sink, Ended::Cancelled, before, before);
             }
             Fitted::Cancelled
         }
         Summary::Failed(reason) => {
             // Fall back to what needs no model: every old result elided.
-            context::elide_old_results(messages, 1, &keeper);
-            let now = estimate(state, fixed, messages);
+            context::elide_old_results(cx.messages, 1, &keeper);
+            let now = estimate(cx.state, fixed, cx.messages);
             let shown = entity.is_some();
             if let Some(entity) = entity {
-                entity.end(sink, Ended::Failed(&reason), before, now.min(before));
+                entity.end(cx.sink, Ended::Failed(&reason), before, now.min(before));
             }
             if now >= before {
                 return Fitted::Unchanged;
@@ -286,7 +266,7 @@ pub(super) fn fit(
             // The compaction's failure is shown already to a client that
             // saw the compaction.
             let reason = (!shown).then_some(reason);
-            announce_elided(turn, sink, state, before, now, reason.as_deref());
+            announce_elided(cx, (before, now), reason.as_deref());
             Fitted::Smaller
         }
     }
@@ -359,14 +339,7 @@ impl Entity {
     }
 }
 
-fn announce_elided(
-    turn: &Turn,
-    sink: &mut UpdateSink,
-    state: &mut State,
-    before: u64,
-    now: u64,
-    reason: Option<&str>,
-) {
+fn announce_elided(cx: &mut Step, (before, now): (u64, u64), reason: Option<&str>) {
     let notice = match reason {
         Some(reason) => Notice::warning(
             "Context compaction failed",
@@ -378,7 +351,7 @@ fn announce_elided(
         ),
         None => Notice::info("Old tool outputs elided", sizes(before, now)),
     };
-    announce(turn, sink, state, Some(notice), now);
+    announce(cx, Some(notice), now);
 }
 
 /// `151k → 40k tokens.`
@@ -392,21 +365,16 @@ fn sizes(before: u64, now: u64) -> String {
 
 /// Shows a short notice (when the compaction was not shown otherwise) and
 /// the new size.
-fn announce(
-    turn: &Turn,
-    sink: &mut UpdateSink,
-    state: &mut State,
-    notice: Option<Notice>,
-    used: u64,
-) {
-    state.compacted = true;
-    let mut updates = sink.updates.borrow_mut();
+fn announce(cx: &mut Step, notice: Option<Notice>, used: u64) {
+    let turn = cx.turn;
+    cx.state.compacted = true;
+    let mut updates = cx.sink.updates.borrow_mut();
     if let Some(notice) = notice {
         updates.notice(&notice);
     }
     updates.send_live(SessionUpdate::UsageUpdate {
         used,
-        size: window(turn, state),
+        size: window(turn, cx.state),
         cost: None,
     });
 }
@@ -417,20 +385,13 @@ enum Summary {
     Failed(String),
 }
 
-/// Asks the model for a summary of `older`, without showing it as the
-/// answer.
-fn summarise(
-    turn: &Turn,
-    sink: &mut UpdateSink,
-    state: &mut State,
-    older: &[Message],
-    focus: &str,
-    window: u64,
-    entity: Option<&Entity>,
-) -> Summary {
+/// Asks the model for a summary of the messages before `cut`, without
+/// showing it as the answer.
+fn summarise(cx: &mut Step, cut: usize, window: u64, entity: Option<&Entity>) -> Summary {
+    let turn = cx.turn;
     let max_bytes = (window * 3 / 5 * 4) as usize;
-    let mut input = context::summary_input(older, max_bytes);
-    input.push(Message::user(context::summary_instruction(focus)));
+    let mut input = context::summary_input(&cx.messages[..cut], max_bytes);
+    input.push(Message::user(context::summary_instruction("")));
     let request = ModelRequest {
         session_id: &turn.io.session_id,
         model: &turn.model.name,
@@ -444,7 +405,7 @@ fn summarise(
     };
     let mut quiet = Quiet {
         text: String::new(),
-        shown: sink,
+        shown: cx.sink,
         entity,
     };
     let streamed = turn
@@ -455,7 +416,7 @@ fn summarise(
     match streamed {
         _ if turn.io.cancel.is_cancelled() => Summary::Cancelled,
         Ok(outcome) => {
-            add_call_usage(turn, &outcome, state);
+            add_call_usage(turn, &outcome, cx.state);
             if text.trim().is_empty() {
                 Summary::Failed("the summary came back empty".into())
             } else {

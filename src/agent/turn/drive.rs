@@ -6,11 +6,10 @@
 
 use super::record::Record;
 use super::spec::Turn;
-use super::state::State;
+use super::state::{State, Step};
 use super::updates::UpdateSink;
 use super::{recover, step, waiting};
 use crate::acp::StopReason;
-use crate::provider::Message;
 use crate::rpc::RpcError;
 use std::cell::RefCell;
 
@@ -34,14 +33,14 @@ pub(super) fn run(
         .map(RefCell::new),
         _ => None,
     };
-    let result = steps(
+    let result = steps(&mut Step {
         turn,
         sink,
         state,
         record,
-        &mut messages,
-        checkpoints.as_ref(),
-    );
+        messages: &mut messages,
+        checkpoints: checkpoints.as_ref(),
+    });
     if let Some(checkpoints) = checkpoints {
         checkpoints.into_inner().finish();
     }
@@ -57,56 +56,38 @@ pub(super) fn run(
 /// The model/tool loop over `messages`, the conversation as the model
 /// sees it: each step checks it may go on, asks the model, takes its
 /// answer, and runs the tools it called (the steps are in `step.rs`).
-fn steps(
-    turn: &Turn,
-    sink: &mut UpdateSink,
-    state: &mut State,
-    record: &mut Option<Record>,
-    messages: &mut Vec<Message>,
-    checkpoints: Option<&RefCell<crate::checkpoint::Checkpoints>>,
-) -> Result<StopReason, RpcError> {
-    step::prepare(turn, sink, messages);
-    let mut run = step::Loop::new(turn, state, steps);
+fn steps(cx: &mut Step) -> Result<StopReason, RpcError> {
+    step::prepare(cx);
+    let turn = cx.turn;
+    let mut run = step::Loop::new(turn, cx.state, steps);
     // A turn that a stopped process left waiting waits out the rest.
     if let Some(wait) = &turn.start.wait {
-        state.waiting_since = Some(wait.since_ms);
-        state.limit_reset = Some(wait.until_ms);
-        if let Err(stop) = waiting::park(turn, sink, state, record, wait.until_ms, &wait.reason) {
+        cx.state.waiting_since = Some(wait.since_ms);
+        cx.state.limit_reset = Some(wait.until_ms);
+        if let Err(stop) = waiting::park(cx, wait.until_ms, &wait.reason) {
             return stop;
         }
     }
     loop {
-        if let Some(stop) = step::before_request(turn, sink, state, record, messages, &mut run) {
+        if let Some(stop) = step::before_request(cx, &mut run) {
             return stop;
         }
-        let called = step::call_model(turn, sink, state, record, messages, &mut run);
-        let (mut outcome, mut assistant) = match called {
+        let (mut outcome, mut assistant) = match step::call_model(cx, &mut run) {
             step::Called::Answer(answer) => *answer,
             step::Called::Retry => continue,
             step::Called::Stop(stop) => return stop,
         };
         // Calls written into the text, and calls almost right, made whole
         // before anything judges them.
-        let repairs = recover::recover(run.tools(), sink, &mut outcome, &mut assistant);
-        let stop = step::take_answer(turn, sink, state, messages, &run, &outcome, assistant);
-        match step::after_answer(
-            turn, sink, state, record, messages, &mut run, &outcome, stop,
-        ) {
+        let repairs = recover::recover(run.tools(), cx.sink, &mut outcome, &mut assistant);
+        let stop = step::take_answer(cx, &run, &outcome, assistant);
+        match step::after_answer(cx, &mut run, &outcome, stop) {
             step::Flow::Go => {}
             step::Flow::Again => continue,
             step::Flow::Stop(stop) => return stop,
         }
-        let calls = step::run_calls(
-            turn,
-            sink,
-            state,
-            checkpoints,
-            &mut run,
-            (&outcome.tool_calls, &repairs),
-        );
-        if let Some(stop) = step::after_calls(
-            turn, sink, state, record, messages, &mut run, &outcome, calls,
-        ) {
+        let calls = step::run_calls(cx, &mut run, (&outcome.tool_calls, &repairs));
+        if let Some(stop) = step::after_calls(cx, &mut run, &outcome, calls) {
             return stop;
         }
     }

@@ -19,7 +19,8 @@
 //!   commits to the store);
 //! - the loop: this file (the turn's start and end; the files here never
 //!   import it), `drive.rs` (the loop), `state.rs` (what the turn
-//!   accumulates, and the helpers the steps call on it), `step.rs` (the
+//!   accumulates, the helpers the steps call on it, and `Step`, the one
+//!   context every step takes), `step.rs` (the
 //!   checks, the model call, its answer, the tool calls), `goals.rs` (a
 //!   goal across the steps), `context.rs` and `compaction.rs` (the size of
 //!   the next request and fitting the conversation into the window),

@@ -5,6 +5,7 @@
 //! tool calls that never ran.
 
 use super::context;
+use super::record::Record;
 use super::report::Health;
 use super::spec::Turn;
 use super::updates::{UpdateSink, Updates};
@@ -60,6 +61,19 @@ pub(super) struct State {
     pub(super) parks: u32,
     /// How many times a `Stop` hook sent the model back to work.
     pub(super) stop_blocks: usize,
+}
+
+/// What every step of a model turn works with: the turn, its updates,
+/// what it accumulates, its record in the store, the conversation as the
+/// model sees it, and the checkpoints of the files it changes. The steps
+/// take it as one argument, instead of the same six each.
+pub(super) struct Step<'s, 'u> {
+    pub(super) turn: &'s Turn,
+    pub(super) sink: &'s mut UpdateSink<'u>,
+    pub(super) state: &'s mut State,
+    pub(super) record: &'s mut Option<Record>,
+    pub(super) messages: &'s mut Vec<Message>,
+    pub(super) checkpoints: Option<&'s RefCell<crate::checkpoint::Checkpoints>>,
 }
 
 impl State {

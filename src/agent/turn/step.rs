@@ -6,13 +6,12 @@
 
 use super::context;
 use super::goals::{apply_goal_reports, commit_goal, goal_boundary, goal_running};
-use super::record::Record;
 use super::report::Health;
 use super::runner::{CallResult, Runner};
 use super::spec::Turn;
 use super::state::{
     add_call_usage, answer_unrun, in_use, limit_reached, provider_failure, publish_usage,
-    report_usage, set_health, take_steers, too_long, State,
+    report_usage, set_health, take_steers, too_long, State, Step,
 };
 use super::updates::UpdateSink;
 use super::waiting;
@@ -99,9 +98,10 @@ pub(super) enum Called {
 
 /// Before the first request: images the model does not take become
 /// notes, and the MCP servers that failed since the last turn are named.
-pub(super) fn prepare(turn: &Turn, sink: &mut UpdateSink, messages: &mut [Message]) {
+pub(super) fn prepare(cx: &mut Step) {
+    let turn = cx.turn;
     if !turn.model.images {
-        for message in messages.iter_mut().filter(|m| !m.images.is_empty()) {
+        for message in cx.messages.iter_mut().filter(|m| !m.images.is_empty()) {
             for image in std::mem::take(&mut message.images) {
                 message.text.push_str(&format!(
                     "\n(The image {} cannot be shown to this model, which does not take images.)",
@@ -117,7 +117,8 @@ pub(super) fn prepare(turn: &Turn, sink: &mut UpdateSink, messages: &mut [Messag
         // Servers that failed since the last turn are named once, so the
         // user knows why their tools are missing.
         for (server, reason) in mcp.take_failures() {
-            sink.updates
+            cx.sink
+                .updates
                 .borrow_mut()
                 .notice(&crate::acp::fit::Notice::warning(
                     format!("MCP server `{server}` is not available"),
@@ -135,14 +136,11 @@ pub(super) fn prepare(turn: &Turn, sink: &mut UpdateSink, messages: &mut [Messag
 /// window, the steers that arrived, and the last step stored. `Some`
 /// when the turn ends here.
 pub(super) fn before_request(
-    turn: &Turn,
-    sink: &mut UpdateSink,
-    state: &mut State,
-    record: &mut Option<Record>,
-    messages: &mut Vec<Message>,
+    cx: &mut Step,
     run: &mut Loop,
 ) -> Option<Result<StopReason, RpcError>> {
-    if goal_out_of_budget(turn, sink, state, record, run.started) {
+    let turn = cx.turn;
+    if goal_out_of_budget(cx, run.started) {
         return Some(Ok(StopReason::MaxTurnRequests));
     }
     if turn.io.cancel.is_cancelled() {
@@ -151,7 +149,7 @@ pub(super) fn before_request(
     if run.steps >= turn.model.max_steps {
         // Said in the conversation too: a stop reason alone shows nothing
         // in most clients.
-        sink.updates
+        cx.sink.updates
             .borrow_mut()
             .notice(&crate::acp::fit::Notice::warning(
                 "The turn stopped at its step limit",
@@ -167,24 +165,23 @@ pub(super) fn before_request(
         .rights
         .agent
         .as_deref()
-        .and_then(|a| limit_reached(a, state))
+        .and_then(|a| limit_reached(a, cx.state))
     {
-        say_limit_reached(sink, &reached);
+        say_limit_reached(cx.sink, &reached);
         return Some(Ok(StopReason::MaxTokens));
     }
     let pressure = super::compaction::Pressure::Threshold;
-    if let super::compaction::Fitted::Cancelled =
-        super::compaction::fit(turn, sink, state, messages, run.fixed, pressure)
-    {
+    if let super::compaction::Fitted::Cancelled = super::compaction::fit(cx, run.fixed, pressure) {
         return Some(Ok(StopReason::Cancelled));
     }
     // A prompt that leaves no room for an answer even after compacting
     // is not sent (the server would refuse it, or answer nothing), nor
     // kept: it would be carried into every later request.
     if run.steps == 0 && turn.start.fresh > 0 {
-        if let Some((tokens, window)) = super::compaction::no_room(turn, state, run.fixed, messages)
+        if let Some((tokens, window)) =
+            super::compaction::no_room(turn, cx.state, run.fixed, cx.messages)
         {
-            state.prompt_dropped = true;
+            cx.state.prompt_dropped = true;
             return Some(Err(RpcError::new(
                 crate::rpc::code::INVALID_PARAMS,
                 format!(
@@ -201,12 +198,17 @@ pub(super) fn before_request(
     // Steers that arrived meanwhile join the conversation here, the
     // safe boundary: after the step's tool results, before the next
     // model request. The system prompt and tools stay as they were.
-    let applied = take_steers(turn, sink, state, messages);
+    let applied = take_steers(turn, cx.sink, cx.state, cx.messages);
     // Every completed step is stored before the next provider request,
     // with the steers it applied.
     if run.steps > 0 || !applied.is_empty() {
-        if let Some(record) = record.as_mut() {
-            record.step_marking(&turn.io.session_id, sink.updates, &state.added, &applied);
+        if let Some(record) = cx.record.as_mut() {
+            record.step_marking(
+                &turn.io.session_id,
+                cx.sink.updates,
+                &cx.state.added,
+                &applied,
+            );
         }
     }
     run.steps += 1;
@@ -214,17 +216,12 @@ pub(super) fn before_request(
 }
 
 /// A running goal's time is counted; past a budget it stops, marked so.
-fn goal_out_of_budget(
-    turn: &Turn,
-    sink: &mut UpdateSink,
-    state: &mut State,
-    record: &mut Option<Record>,
-    started: (Instant, u64),
-) -> bool {
-    if !goal_running(state) {
+fn goal_out_of_budget(cx: &mut Step, started: (Instant, u64)) -> bool {
+    let turn = cx.turn;
+    if !goal_running(cx.state) {
         return false;
     }
-    let Some(goal) = state.goal.as_mut() else {
+    let Some(goal) = cx.state.goal.as_mut() else {
         return false;
     };
     goal.counters.elapsed_ms = started.1 + started.0.elapsed().as_millis() as u64;
@@ -242,7 +239,7 @@ fn goal_out_of_budget(
     )
     .trim()
     .to_string();
-    commit_goal(turn, state, record, sink.updates);
+    commit_goal(turn, cx.state, cx.record, cx.sink.updates);
     true
 }
 
@@ -258,30 +255,30 @@ fn say_limit_reached(sink: &mut UpdateSink, reached: &str) {
 /// Asks the model, streaming its answer; the provider's health is
 /// published. A request refused as longer than the window is compacted
 /// and tried once more.
-pub(super) fn call_model(
-    turn: &Turn,
-    sink: &mut UpdateSink,
-    state: &mut State,
-    record: &mut Option<Record>,
-    messages: &mut Vec<Message>,
-    run: &mut Loop,
-) -> Called {
-    sink.begin_message();
-    let model = in_use(turn, state);
+pub(super) fn call_model(cx: &mut Step, run: &mut Loop) -> Called {
+    let turn = cx.turn;
+    cx.sink.begin_message();
+    let model = in_use(turn, cx.state);
     let request = ModelRequest {
         session_id: &turn.io.session_id,
         model: model.name,
         system: &turn.start.system,
-        messages,
+        messages: cx.messages,
         tools: &run.tools,
         effort: model.effort,
-        max_output_tokens: output_cap(turn, state, run.fixed, messages, model.max_output_tokens),
+        max_output_tokens: output_cap(
+            turn,
+            cx.state,
+            run.fixed,
+            cx.messages,
+            model.max_output_tokens,
+        ),
         trace: turn.io.trace.as_ref(),
         // After a wait for the model's limit, one try: its retries were
         // spent before the wait and do not start over.
-        max_attempts: (state.parks > 0
-            && state.waiting_since.is_some()
-            && state.fallback.is_none())
+        max_attempts: (cx.state.parks > 0
+            && cx.state.waiting_since.is_some()
+            && cx.state.fallback.is_none())
         .then_some(1),
     };
     // The call has its own token, so an answer that repeats itself can
@@ -291,27 +288,27 @@ pub(super) fn call_model(
         0 => turn.io.cancel.clone(),
         _ => super::loops::call_token(&turn.io.cancel),
     };
-    let mut watched = super::loops::Watched::new(sink, limit, call.clone());
+    let mut watched = super::loops::Watched::new(cx.sink, limit, call.clone());
     let streamed = model.provider.stream(&request, &mut watched, &call);
     let repeated = watched.repeated.take();
-    let assistant = sink.take_message();
+    let assistant = cx.sink.take_message();
     if let Some(what) = repeated.filter(|_| !turn.io.cancel.is_cancelled()) {
         // What was streamed is kept, without the calls it never finished.
         if let Ok(outcome) = &streamed {
-            add_call_usage(turn, outcome, state);
+            add_call_usage(turn, outcome, cx.state);
         }
         // The first time, the cut answer stays, the model is told what it
         // repeated and is asked once more; the second time the turn ends.
         if !run.text_told {
             run.text_told = true;
             if let Some(message) = assistant {
-                messages.push(message.clone());
-                state.added.push(message);
+                cx.messages.push(message.clone());
+                cx.state.added.push(message);
             }
             let note = Message::user(super::loops::text_note(&what, limit));
-            messages.push(note.clone());
-            state.added.push(note);
-            sink.updates
+            cx.messages.push(note.clone());
+            cx.state.added.push(note);
+            cx.sink.updates
                 .borrow_mut()
                 .notice(&crate::acp::fit::Notice::warning(
                     "The model repeated itself",
@@ -319,8 +316,8 @@ pub(super) fn call_model(
                 ));
             return Called::Retry;
         }
-        state.added.extend(assistant);
-        super::loops::say_stopped(sink, &super::loops::text_repeated(&what, limit));
+        cx.state.added.extend(assistant);
+        super::loops::say_stopped(cx.sink, &super::loops::text_repeated(&what, limit));
         return Called::Stop(Ok(StopReason::EndTurn));
     }
     match &streamed {
@@ -332,7 +329,7 @@ pub(super) fn call_model(
     }
     match streamed {
         Ok(outcome) => {
-            waiting::answered(turn, state, record);
+            waiting::answered(turn, cx.state, cx.record);
             Called::Answer(Box::new((outcome, assistant)))
         }
         // A limit that resets later: a fallback is asked, or the turn
@@ -340,9 +337,9 @@ pub(super) fn call_model(
         Err(StreamError::Failed(error))
             if assistant.is_none()
                 && !turn.io.cancel.is_cancelled()
-                && waiting::handles(turn, state, &error) =>
+                && waiting::handles(turn, cx.state, &error) =>
         {
-            match waiting::on_limited(turn, sink, state, record, &error) {
+            match waiting::on_limited(cx, &error) {
                 Ok(()) => {
                     run.steps -= 1;
                     Called::Retry
@@ -358,9 +355,9 @@ pub(super) fn call_model(
         {
             if !run.refused_as_too_long {
                 run.refused_as_too_long = true;
-                learn_window(turn, sink, state, &error.message);
+                learn_window(turn, cx.sink, cx.state, &error.message);
                 let refused = super::compaction::Pressure::Refused;
-                match super::compaction::fit(turn, sink, state, messages, run.fixed, refused) {
+                match super::compaction::fit(cx, run.fixed, refused) {
                     super::compaction::Fitted::Smaller => {
                         run.steps -= 1;
                         return Called::Retry;
@@ -378,7 +375,7 @@ pub(super) fn call_model(
             Called::Stop(Err(too_long(&error, turn.model.compact_at.is_some())))
         }
         Err(error) => {
-            state.added.extend(assistant);
+            cx.state.added.extend(assistant);
             Called::Stop(match error {
                 StreamError::Cancelled => Ok(StopReason::Cancelled),
                 StreamError::Failed(_) if turn.io.cancel.is_cancelled() => {
@@ -397,9 +394,6 @@ pub(super) fn call_model(
     }
 }
 
-/// Takes the model's answer into the conversation (with its tool calls
-/// and what the provider wants back), counts its usage, and says so
-/// when it is empty. The stop reason when the model ended its turn.
 /// The output cap a request carries: the model's, but never more than
 /// half of what the request leaves of the window (at least
 /// `LEAST_ANSWER`), so that a small model caught in a loop does not fill
@@ -434,17 +428,18 @@ fn learn_window(turn: &Turn, sink: &mut UpdateSink, state: &mut State, message: 
     }
 }
 
+/// Takes the model's answer into the conversation (with its tool calls
+/// and what the provider wants back), counts its usage, and says so
+/// when it is empty. The stop reason when the model ended its turn.
 pub(super) fn take_answer(
-    turn: &Turn,
-    sink: &mut UpdateSink,
-    state: &mut State,
-    messages: &mut Vec<Message>,
+    cx: &mut Step,
     run: &Loop,
     outcome: &Outcome,
     mut assistant: Option<Message>,
 ) -> Option<StopReason> {
-    let cost = add_call_usage(turn, outcome, state);
-    if let Some(goal) = state.goal.as_mut() {
+    let turn = cx.turn;
+    let cost = add_call_usage(turn, outcome, cx.state);
+    if let Some(goal) = cx.state.goal.as_mut() {
         goal.counters.model_calls += 1;
         // A budget counts what is known to have been spent.
         goal.counters.cost += cost.unwrap_or(0.0);
@@ -463,10 +458,10 @@ pub(super) fn take_answer(
     // An answer with nothing in it would end the turn with nothing
     // shown: say so, in the transcript as well.
     if assistant.is_none() && outcome.tool_calls.is_empty() && stop.is_some() {
-        sink.begin_message();
-        sink.updates.borrow_mut().chunk(
+        cx.sink.begin_message();
+        cx.sink.updates.borrow_mut().chunk(
             false,
-            &sink.message_id,
+            &cx.sink.message_id,
             "_The model returned an empty answer._",
         );
     }
@@ -477,71 +472,68 @@ pub(super) fn take_answer(
         message.provider_data = outcome.provider_data.clone();
     }
     if let Some(message) = assistant {
-        messages.push(message.clone());
-        state.added.push(message);
+        cx.messages.push(message.clone());
+        cx.state.added.push(message);
     }
     if let Some(usage) = &outcome.usage {
         // The next request sends this conversation, answer included.
         let tokens = usage.input_tokens.saturating_add(usage.output_tokens);
-        let bytes = context::request_bytes(run.fixed, messages);
+        let bytes = context::request_bytes(run.fixed, cx.messages);
         // A count far below what the bytes could be (some servers
         // report zeros) would hide a full window: estimate instead.
-        state.known = context::plausible(tokens, bytes).then_some(context::Known { tokens, bytes });
-        report_usage(turn, tokens, state, sink.updates);
+        cx.state.known =
+            context::plausible(tokens, bytes).then_some(context::Known { tokens, bytes });
+        report_usage(turn, tokens, cx.state, cx.sink.updates);
     }
     stop
 }
 
 /// After the answer, before its tool calls: a cancel, a goal's
 /// continuation boundary, the model's own stop, an agent's limits.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn after_answer(
-    turn: &Turn,
-    sink: &mut UpdateSink,
-    state: &mut State,
-    record: &mut Option<Record>,
-    messages: &mut Vec<Message>,
+    cx: &mut Step,
     run: &mut Loop,
     outcome: &Outcome,
     stop: Option<StopReason>,
 ) -> Flow {
+    let turn = cx.turn;
     if turn.io.cancel.is_cancelled() {
-        answer_unrun(&outcome.tool_calls, messages, state);
+        answer_unrun(&outcome.tool_calls, cx.messages, cx.state);
         return Flow::Stop(Ok(StopReason::Cancelled));
     }
-    if stop == Some(StopReason::EndTurn) && goal_running(state) {
+    if stop == Some(StopReason::EndTurn) && goal_running(cx.state) {
         // The model finished a step without finishing the goal: a
         // continuation boundary. Pause and budgets take effect here;
         // otherwise the goal goes on.
-        if let Some(end) = goal_boundary(turn, state, run.started) {
-            commit_goal(turn, state, record, sink.updates);
+        if let Some(end) = goal_boundary(turn, cx.state, run.started) {
+            commit_goal(turn, cx.state, cx.record, cx.sink.updates);
             return Flow::Stop(Ok(end));
         }
-        messages.push(Message::user(
-            state
+        cx.messages.push(Message::user(
+            cx.state
                 .goal
                 .as_ref()
                 .map(|g| g.continuation())
                 .unwrap_or_default(),
         ));
-        state
+        cx.state
             .added
-            .push(messages.last().cloned().expect("just pushed"));
-        commit_goal(turn, state, record, sink.updates);
+            .push(cx.messages.last().cloned().expect("just pushed"));
+        commit_goal(turn, cx.state, cx.record, cx.sink.updates);
         run.steps = 0;
         return Flow::Again;
     }
     if stop == Some(StopReason::EndTurn) && outcome.tool_calls.is_empty() {
-        if let Some(message) = super::hooks::stop_blocked(turn, sink.updates, state) {
-            messages.push(message.clone());
-            state.added.push(message);
+        if let Some(message) = super::hooks::stop_blocked(turn, cx.sink.updates, cx.state) {
+            cx.messages.push(message.clone());
+            cx.state.added.push(message);
             return Flow::Again;
         }
     }
     if let Some(stop) = stop {
         // Calls made by a model that then ran out of tokens or refused
         // do not run, but still need answers for the next request.
-        answer_unrun(&outcome.tool_calls, messages, state);
+        answer_unrun(&outcome.tool_calls, cx.messages, cx.state);
         return Flow::Stop(Ok(stop));
     }
     // An agent file's per-turn limits: past either, the turn ends
@@ -550,10 +542,10 @@ pub(super) fn after_answer(
         .rights
         .agent
         .as_deref()
-        .and_then(|a| limit_reached(a, state))
+        .and_then(|a| limit_reached(a, cx.state))
     {
-        answer_unrun(&outcome.tool_calls, messages, state);
-        say_limit_reached(sink, &reached);
+        answer_unrun(&outcome.tool_calls, cx.messages, cx.state);
+        say_limit_reached(cx.sink, &reached);
         return Flow::Stop(Ok(StopReason::MaxTokens));
     }
     Flow::Go
@@ -580,26 +572,25 @@ pub(super) struct Calls {
 /// Runs the step's tool calls in order (a `task` as a subagent), until
 /// one is cancelled, declined or asks the user.
 pub(super) fn run_calls(
-    turn: &Turn,
-    sink: &mut UpdateSink,
-    state: &mut State,
-    checkpoints: Option<&RefCell<crate::checkpoint::Checkpoints>>,
+    cx: &mut Step,
     run: &mut Loop,
     (calls, repairs): (
         &[crate::provider::ToolCallRequest],
         &super::recover::Repairs,
     ),
 ) -> Calls {
+    let turn = cx.turn;
+    let checkpoints = cx.checkpoints;
     let mut runner = Runner {
         session_id: &turn.io.session_id,
         root: &turn.workspace.root,
         client: &turn.io.client,
-        updates: sink.updates,
+        updates: cx.sink.updates,
         cancel: &turn.io.cancel,
         mcp: turn.workspace.mcp.as_deref(),
         read_only: run.read_only,
         policy: run.policy,
-        approvals: &mut state.approvals,
+        approvals: &mut cx.state.approvals,
         processes: &turn.workspace.processes,
         on_reject: turn.rights.on_reject,
         checkpoints,
@@ -628,7 +619,7 @@ pub(super) fn run_calls(
         goal_reports: Vec::new(),
         looped: None,
     };
-    if let Some(goal) = state.goal.as_mut() {
+    if let Some(goal) = cx.state.goal.as_mut() {
         goal.counters.tool_calls += calls.len() as u64;
         if calls.iter().any(|c| c.name == "run_command") {
             goal.verified = true;
@@ -656,24 +647,22 @@ pub(super) fn run_calls(
                         return refused;
                     }
                 }
-                let (result, used) = subagent::run_task(
-                    run.drive,
+                let parent = subagent::Parent {
+                    drive: run.drive,
                     turn,
-                    sink,
-                    runner.approvals,
+                    sink: cx.sink,
                     checkpoints,
-                    call,
-                    (&state.usage, state.spend),
-                    announced,
-                );
+                    spent_before: (&cx.state.usage, cx.state.spend),
+                };
+                let (result, used) = subagent::run_task(&parent, runner.approvals, call, announced);
                 spent = used;
                 result
             });
-            state.usage.add(&spent.usage);
-            state.spend.add(&spent.spend);
-            state.model_calls += spent.model_calls;
-            state.usage_reports += spent.usage_reports;
-            publish_usage(turn, &state.usage, state.spend);
+            cx.state.usage.add(&spent.usage);
+            cx.state.spend.add(&spent.spend);
+            cx.state.model_calls += spent.model_calls;
+            cx.state.usage_reports += spent.usage_reports;
+            publish_usage(turn, &cx.state.usage, cx.state.spend);
             result
         } else {
             runner.run(call)
@@ -716,20 +705,16 @@ pub(super) fn run_calls(
 /// After the tool calls: the goal reports applied, plan mode left, the
 /// results added, and the turn ended by a cancel, a question or a
 /// rejection. `Some` when the turn ends here.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn after_calls(
-    turn: &Turn,
-    sink: &mut UpdateSink,
-    state: &mut State,
-    record: &mut Option<Record>,
-    messages: &mut Vec<Message>,
+    cx: &mut Step,
     run: &mut Loop,
     outcome: &Outcome,
     calls: Calls,
 ) -> Option<Result<StopReason, RpcError>> {
-    if let Some(end) = apply_goal_reports(turn, sink, state, calls.goal_reports) {
-        add_results(messages, state, calls.results);
-        commit_goal(turn, state, record, sink.updates);
+    let turn = cx.turn;
+    if let Some(end) = apply_goal_reports(turn, cx.sink, cx.state, calls.goal_reports) {
+        add_results(cx.messages, cx.state, calls.results);
+        commit_goal(turn, cx.state, cx.record, cx.sink.updates);
         return Some(Ok(end));
     }
     if let Some(new_policy) = calls.switched {
@@ -742,30 +727,31 @@ pub(super) fn after_calls(
             policy: run.policy,
         });
     }
-    add_results(messages, state, calls.results);
+    add_results(cx.messages, cx.state, calls.results);
     if let Some((done, why)) = calls.looped {
-        answer_unrun(&outcome.tool_calls[done..], messages, state);
-        super::loops::say_stopped(sink, &why);
+        answer_unrun(&outcome.tool_calls[done..], cx.messages, cx.state);
+        super::loops::say_stopped(cx.sink, &why);
         return Some(Ok(StopReason::EndTurn));
     }
     if let Some(done) = calls.cancelled_at {
-        answer_unrun(&outcome.tool_calls[done..], messages, state);
+        answer_unrun(&outcome.tool_calls[done..], cx.messages, cx.state);
         return Some(Ok(StopReason::Cancelled));
     }
     if let Some(asked) = calls.question {
         // The question ends the turn; the user's next prompt is its
         // result, and the calls after it are answered then (in order).
-        sink.begin_message();
-        sink.updates
+        cx.sink.begin_message();
+        cx.sink
+            .updates
             .borrow_mut()
-            .chunk(false, &sink.message_id, &asked);
+            .chunk(false, &cx.sink.message_id, &asked);
         return Some(Ok(StopReason::EndTurn));
     }
     if let Some((done, what, unasked)) = calls.declined {
         // The user said no (or could not be asked): the turn ends here,
         // and says so.
-        answer_unrun(&outcome.tool_calls[done..], messages, state);
-        sink.begin_message();
+        answer_unrun(&outcome.tool_calls[done..], cx.messages, cx.state);
+        cx.sink.begin_message();
         let what = what.replace('_', "\\_");
         let note = match unasked {
             true => format!("_{what} needs approval, and nobody could be asked. I stopped here._"),
@@ -773,9 +759,10 @@ pub(super) fn after_calls(
                 format!("_You declined: {what}. I stopped here; tell me how you want to go on._")
             }
         };
-        sink.updates
+        cx.sink
+            .updates
             .borrow_mut()
-            .chunk(false, &sink.message_id, &note);
+            .chunk(false, &cx.sink.message_id, &note);
         return Some(Ok(StopReason::EndTurn));
     }
     None

@@ -18,11 +18,10 @@
 //! child's key, and fitted to each client as they are written, live or
 //! replayed (`acp::fit::route`).
 
-use super::record::Record;
 use super::report::Live;
 use super::runner::{text_content, CallResult};
 use super::spec::{Turn, TurnKind};
-use super::state::State;
+use super::state::{State, Step};
 use super::updates::{UpdateSink, Updates};
 use crate::acp::StopReason;
 use crate::acp::{SessionUpdate, ToolCallStatus, ToolKind};
@@ -42,14 +41,18 @@ const DEFAULT_STEPS: usize = 25;
 
 /// The model/tool loop a subagent's turn runs: the parent's own, handed
 /// down by the loop so that this file does not name it.
-pub(super) type Drive = fn(
-    &Turn,
-    &mut UpdateSink,
-    &mut State,
-    &mut Option<Record>,
-    &mut Vec<Message>,
-    Option<&RefCell<crate::checkpoint::Checkpoints>>,
-) -> Result<StopReason, crate::rpc::RpcError>;
+pub(super) type Drive = fn(&mut Step) -> Result<StopReason, crate::rpc::RpcError>;
+
+/// The parent's turn as a `task` call sees it: its loop, its updates,
+/// its checkpoints, and what it spent before the call (an agent file's
+/// per-turn limits count it).
+pub(super) struct Parent<'a, 'u> {
+    pub(super) drive: Drive,
+    pub(super) turn: &'a Turn,
+    pub(super) sink: &'a UpdateSink<'u>,
+    pub(super) checkpoints: Option<&'a RefCell<crate::checkpoint::Checkpoints>>,
+    pub(super) spent_before: (&'a Usage, Spend),
+}
 
 /// What a task costs the parent's turn.
 #[derive(Default)]
@@ -74,17 +77,19 @@ fn result(text: String, status: ToolCallStatus, cancelled: bool) -> CallResult {
 
 /// Runs one `task` call to its end; `announced` when the call was shown
 /// already (pending, for a question a hook asked for).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn run_task(
-    drive: Drive,
-    turn: &Turn,
-    sink: &UpdateSink,
+    parent: &Parent,
     approvals: &mut Approvals,
-    checkpoints: Option<&RefCell<crate::checkpoint::Checkpoints>>,
     call: &ToolCallRequest,
-    spent_before: (&Usage, Spend),
     announced: bool,
 ) -> (CallResult, Spent) {
+    let Parent {
+        drive,
+        turn,
+        sink,
+        checkpoints,
+        spent_before,
+    } = *parent;
     let updates = sink.updates;
     let parsed = crate::tools::parse(&call.name, &call.arguments);
     if announced {
@@ -150,14 +155,14 @@ pub(super) fn run_task(
         "state": {"state": "running"},
         "capabilities": {"cancel": {}},
     }));
-    let ended = drive(
-        &child,
-        &mut child_sink,
-        &mut state,
-        &mut None,
-        &mut messages,
+    let ended = drive(&mut Step {
+        turn: &child,
+        sink: &mut child_sink,
+        state: &mut state,
+        record: &mut None,
+        messages: &mut messages,
         checkpoints,
-    );
+    });
     updates
         .borrow_mut()
         .subagent_update(json!({"state": idle_state(&ended)}));
@@ -446,14 +451,14 @@ fn start_job(
             let mut state = State::new(&child);
             let mut messages = child.start.messages.clone();
             let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                drive(
-                    &child,
-                    &mut sink,
-                    &mut state,
-                    &mut None,
-                    &mut messages,
-                    None,
-                )
+                drive(&mut Step {
+                    turn: &child,
+                    sink: &mut sink,
+                    state: &mut state,
+                    record: &mut None,
+                    messages: &mut messages,
+                    checkpoints: None,
+                })
             }));
             let (code, text) = match ended {
                 Ok(Ok(StopReason::Cancelled)) => (None, "Stopped.".to_string()),

@@ -10,8 +10,7 @@
 use super::record::Record;
 use super::report::Health;
 use super::spec::Turn;
-use super::state::{in_use, provider_failure, State};
-use super::updates::UpdateSink;
+use super::state::{in_use, provider_failure, State, Step};
 use crate::acp::fit::Notice;
 use crate::acp::StopReason;
 use crate::provider::ProviderError;
@@ -37,17 +36,15 @@ pub(super) fn handles(turn: &Turn, state: &State, error: &ProviderError) -> bool
 /// model refusing again right after it ends the turn, so a server that
 /// keeps saying "retry in 2 s" is not asked for hours.
 pub(super) fn on_limited(
-    turn: &Turn,
-    sink: &mut UpdateSink,
-    state: &mut State,
-    record: &mut Option<Record>,
+    cx: &mut Step,
     error: &ProviderError,
 ) -> Result<(), Result<StopReason, RpcError>> {
+    let turn = cx.turn;
     let now = crate::clock::now_ms();
     // The session's own model decides how long to wait.
-    if error.limited && state.fallback.is_none() {
-        if state.parks > 0 && state.waiting_since.is_some() {
-            let at = reset_words(state.limit_reset.unwrap_or(now));
+    if error.limited && cx.state.fallback.is_none() {
+        if cx.state.parks > 0 && cx.state.waiting_since.is_some() {
+            let at = reset_words(cx.state.limit_reset.unwrap_or(now));
             return Err(Err(RpcError::new(
                 crate::rpc::code::INTERNAL_ERROR,
                 format!(
@@ -61,12 +58,12 @@ pub(super) fn on_limited(
         // saturates all the same.
         let wait = error.retry_after.unwrap_or_default().as_millis();
         let reset = now.saturating_add(i64::try_from(wait).unwrap_or(i64::MAX));
-        state.limit_reset = Some(reset);
+        cx.state.limit_reset = Some(reset);
     }
-    let next = state.fallback.map_or(0, |i| i + 1);
+    let next = cx.state.fallback.map_or(0, |i| i + 1);
     if let Some(fallback) = turn.model.fallbacks.get(next) {
-        let from = in_use(turn, state).name.to_string();
-        state.fallback = Some(next);
+        let from = in_use(turn, cx.state).name.to_string();
+        cx.state.fallback = Some(next);
         log::warn!(
             "session {}: {from} refused ({error}); asking {}",
             turn.io.session_id,
@@ -76,7 +73,7 @@ pub(super) fn on_limited(
             true => "Limit reached",
             false => "Model unavailable",
         };
-        sink.updates.borrow_mut().notice(&Notice::info(
+        cx.sink.updates.borrow_mut().notice(&Notice::info(
             title,
             format!(
                 "{from}: {} Asking {} meanwhile.",
@@ -86,30 +83,28 @@ pub(super) fn on_limited(
         ));
         return Ok(());
     }
-    state.fallback = None;
+    cx.state.fallback = None;
     // The session's model was down, not limited, and no fallback
     // answered: nothing to wait for.
-    let Some(until) = state.limit_reset else {
+    let Some(until) = cx.state.limit_reset else {
         return Err(Err(provider_failure(error)));
     };
     // A reset already past is waited at least a second.
-    let floor = now.saturating_add(1000 << state.parks.min(6));
-    state.parks += 1;
-    park(turn, sink, state, record, until.max(floor), &error.message)
+    let floor = now.saturating_add(1000 << cx.state.parks.min(6));
+    cx.state.parks += 1;
+    park(cx, until.max(floor), &error.message)
 }
 
 /// Waits until `until_ms` (a cancel ends the wait), the wait recorded in
 /// the store and shown in status; `Ok` when the time has come.
 pub(super) fn park(
-    turn: &Turn,
-    sink: &mut UpdateSink,
-    state: &mut State,
-    record: &mut Option<Record>,
+    cx: &mut Step,
     until_ms: i64,
     reason: &str,
 ) -> Result<(), Result<StopReason, RpcError>> {
+    let turn = cx.turn;
     let now = crate::clock::now_ms();
-    let since = *state.waiting_since.get_or_insert(now);
+    let since = *cx.state.waiting_since.get_or_insert(now);
     let at = reset_words(until_ms);
     let longest = i64::try_from(turn.model.max_wait.as_millis()).unwrap_or(i64::MAX);
     if until_ms.saturating_sub(since) > longest {
@@ -132,9 +127,9 @@ pub(super) fn park(
         "sinceMs": since,
         "reason": reason,
         "item": turn.io.inbox_item,
-        "goal": state.goal.is_some(),
+        "goal": cx.state.goal.is_some(),
     });
-    if let Some(record) = record.as_mut() {
+    if let Some(record) = cx.record.as_mut() {
         if let Err(error) = record.store.save_wait(&turn.io.session_id, &wait) {
             log::warn!(
                 "cannot record the wait of session {}: {error}",
@@ -142,7 +137,7 @@ pub(super) fn park(
             );
         }
     }
-    state.parked = true;
+    cx.state.parked = true;
     if let Ok(mut live) = turn.io.live.lock() {
         live.health = Health::Waiting;
         live.health_error = Some(reason.to_string());
@@ -152,7 +147,7 @@ pub(super) fn park(
         "session {}: waiting until {at} for the provider's limit ({reason})",
         turn.io.session_id
     );
-    sink.updates.borrow_mut().notice(&Notice::info(
+    cx.sink.updates.borrow_mut().notice(&Notice::info(
         format!("Waiting for the limit to reset at {at}"),
         format!(
             "{} The request goes out again then; cancel to stop waiting.",
@@ -166,7 +161,7 @@ pub(super) fn park(
         live.waiting_until = None;
         // Stopped by the agent's end, not the user: the next process
         // that opens the session waits on.
-        state.parked &= !(cancelled && live.shutting_down);
+        cx.state.parked &= !(cancelled && live.shutting_down);
     }
     match cancelled {
         true => Err(Ok(StopReason::Cancelled)),
