@@ -4,6 +4,7 @@
 //! (handed to it as a `Drive`, so that `subagent.rs` need not name this
 //! file).
 
+use super::model_call::{self, Called};
 use super::record::Record;
 use super::spec::Turn;
 use super::state::{State, Step};
@@ -72,10 +73,25 @@ fn steps(cx: &mut Step) -> Result<StopReason, RpcError> {
         if let Some(stop) = step::before_request(cx, &mut run) {
             return stop;
         }
-        let (mut outcome, mut assistant) = match step::call_model(cx, &mut run) {
-            step::Called::Answer(answer) => *answer,
-            step::Called::Retry => continue,
-            step::Called::Stop(stop) => return stop,
+        // What the model call gave decides here how the loop goes on.
+        let (mut outcome, mut assistant) = match model_call::call_model(cx, &mut run) {
+            Called::Answer(answer) => *answer,
+            Called::Again => continue,
+            Called::Limited(error) => {
+                if let Err(stop) = waiting::on_limited(cx, &error) {
+                    return stop;
+                }
+                run.send_again();
+                continue;
+            }
+            Called::TooLong(error) => {
+                if let Err(stop) = model_call::after_too_long(cx, &mut run, &error) {
+                    return stop;
+                }
+                run.send_again();
+                continue;
+            }
+            Called::Stop(stop) => return stop,
         };
         // Calls written into the text, and calls almost right, made whole
         // before anything judges them.

@@ -18,10 +18,11 @@
 //!   its updates, and the sink of the provider's deltas), `record.rs` (its
 //!   commits to the store);
 //! - the loop: this file (the turn's start and end; the files here never
-//!   import it), `drive.rs` (the loop), `state.rs` (what the turn
-//!   accumulates, the helpers the steps call on it, and `Step`, the one
-//!   context every step takes), `step.rs` (the
-//!   checks, the model call, its answer, the tool calls), `goals.rs` (a
+//!   import it), `drive.rs` (the loop, which alone decides how it goes
+//!   on), `state.rs` (what the turn accumulates, the helpers the steps
+//!   call on it, and `Step`, the one context every step takes), `step.rs`
+//!   (the checks, the answer, the tool calls), `model_call.rs` (the model
+//!   request, and what it gave as a value for the loop), `goals.rs` (a
 //!   goal across the steps), `context.rs` and `compaction.rs` (the size of
 //!   the next request and fitting the conversation into the window),
 //!   `waiting.rs` (a limit that resets later: fallback models, then a
@@ -54,6 +55,7 @@ mod goals;
 mod hooks;
 mod jobs;
 mod loops;
+mod model_call;
 pub(super) mod offered;
 mod permission;
 pub(super) mod processes;

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 /// What the turn accumulates; kept outside the unwinding code so a panic
 /// loses nothing that was already said.
+#[derive(Default)]
 pub(super) struct State {
     pub(super) added: Vec<Message>,
     pub(super) usage: Usage,
@@ -79,26 +80,10 @@ pub(super) struct Step<'s, 'u> {
 impl State {
     pub(super) fn new(turn: &Turn) -> State {
         State {
-            added: Vec::new(),
-            usage: Usage::default(),
             approvals: turn.rights.approvals.clone(),
-            spend: Spend::default(),
-            replaced: None,
-            model_calls: 0,
-            usage_reports: 0,
             known: turn.start.known,
-            compacted: false,
-            prompt_dropped: false,
-            summaries: 0,
-            applied: Vec::new(),
             goal: turn.start.goal.clone(),
-            window: None,
-            fallback: None,
-            limit_reset: None,
-            waiting_since: None,
-            parked: false,
-            parks: 0,
-            stop_blocks: 0,
+            ..State::default()
         }
     }
 }

@@ -1,24 +1,22 @@
-//! The steps of the model/tool loop (`drive.rs` runs them):
-//! what a turn does once before its first request, the checks before
-//! each model request, the request and its failures, the answer taken
-//! into the conversation, and the tool calls it asked for with what
-//! they end.
+//! The steps of the model/tool loop (`drive.rs` runs them, the model
+//! request itself is in `model_call.rs`): what a turn does once before
+//! its first request, the checks before each model request, the answer
+//! taken into the conversation, and the tool calls it asked for with
+//! what they end.
 
 use super::context;
 use super::goals::{apply_goal_reports, commit_goal, goal_boundary, goal_running};
-use super::report::Health;
 use super::runner::{CallResult, Runner};
 use super::spec::Turn;
 use super::state::{
-    add_call_usage, answer_unrun, in_use, limit_reached, provider_failure, publish_usage,
-    report_usage, set_health, take_steers, too_long, State, Step,
+    add_call_usage, answer_unrun, limit_reached, publish_usage, report_usage, take_steers, State,
+    Step,
 };
 use super::updates::UpdateSink;
-use super::waiting;
 use super::{offered, report, subagent};
 use crate::acp::StopReason;
 use crate::agent::common::permission::Policy;
-use crate::provider::{Finish, Message, ModelRequest, Outcome, StreamError, ToolSpec};
+use crate::provider::{Finish, Message, Outcome, ToolSpec};
 use crate::rpc::RpcError;
 use std::cell::RefCell;
 use std::time::Instant;
@@ -29,11 +27,11 @@ use std::time::Instant;
 pub(super) struct Loop<'t> {
     read_only: bool,
     policy: Policy,
-    tools: Vec<ToolSpec>,
+    pub(super) tools: Vec<ToolSpec>,
     /// The bytes of the system prompt and the tools.
-    fixed: usize,
+    pub(super) fixed: usize,
     keeper: context::Keeper<'t>,
-    refused_as_too_long: bool,
+    pub(super) refused_as_too_long: bool,
     /// Model calls since the turn (or the goal's last boundary) began.
     steps: usize,
     /// When the turn started, and the goal's time spent before it.
@@ -42,7 +40,7 @@ pub(super) struct Loop<'t> {
     calls: super::loops::CallStreak,
     /// Whether the model was already told, this turn, that an answer of
     /// its repeated itself (the next one that does ends the turn).
-    text_told: bool,
+    pub(super) text_told: bool,
     /// The loop itself, for a subagent's turn.
     drive: subagent::Drive,
 }
@@ -75,6 +73,12 @@ impl Loop<'_> {
     pub(super) fn tools(&self) -> &[ToolSpec] {
         &self.tools
     }
+
+    /// The same request goes out again (after a wait, a fallback, a
+    /// compaction): it is not another step.
+    pub(super) fn send_again(&mut self) {
+        self.steps -= 1;
+    }
 }
 
 /// How the loop goes on after a step.
@@ -84,15 +88,6 @@ pub(super) enum Flow {
     /// To the next model request.
     Again,
     /// The turn ends.
-    Stop(Result<StopReason, RpcError>),
-}
-
-/// What a model request gave.
-pub(super) enum Called {
-    /// The answer, and the assistant message streamed with it.
-    Answer(Box<(Outcome, Option<Message>)>),
-    /// Made smaller after a too-long refusal: ask again.
-    Retry,
     Stop(Result<StopReason, RpcError>),
 }
 
@@ -250,182 +245,6 @@ fn say_limit_reached(sink: &mut UpdateSink, reached: &str) {
         &sink.message_id,
         &format!("_This agent's limit of {reached} per turn is reached; I stopped here._"),
     );
-}
-
-/// Asks the model, streaming its answer; the provider's health is
-/// published. A request refused as longer than the window is compacted
-/// and tried once more.
-pub(super) fn call_model(cx: &mut Step, run: &mut Loop) -> Called {
-    let turn = cx.turn;
-    cx.sink.begin_message();
-    let model = in_use(turn, cx.state);
-    let request = ModelRequest {
-        session_id: &turn.io.session_id,
-        model: model.name,
-        system: &turn.start.system,
-        messages: cx.messages,
-        tools: &run.tools,
-        effort: model.effort,
-        max_output_tokens: output_cap(
-            turn,
-            cx.state,
-            run.fixed,
-            cx.messages,
-            model.max_output_tokens,
-        ),
-        trace: turn.io.trace.as_ref(),
-        // After a wait for the model's limit, one try: its retries were
-        // spent before the wait and do not start over.
-        max_attempts: (cx.state.parks > 0
-            && cx.state.waiting_since.is_some()
-            && cx.state.fallback.is_none())
-        .then_some(1),
-    };
-    // The call has its own token, so an answer that repeats itself can
-    // be cut alone.
-    let limit = turn.model.loops.text_stop();
-    let call = match limit {
-        0 => turn.io.cancel.clone(),
-        _ => super::loops::call_token(&turn.io.cancel),
-    };
-    let mut watched = super::loops::Watched::new(cx.sink, limit, call.clone());
-    let streamed = model.provider.stream(&request, &mut watched, &call);
-    let repeated = watched.repeated.take();
-    let assistant = cx.sink.take_message();
-    if let Some(what) = repeated.filter(|_| !turn.io.cancel.is_cancelled()) {
-        // What was streamed is kept, without the calls it never finished.
-        if let Ok(outcome) = &streamed {
-            add_call_usage(turn, outcome, cx.state);
-        }
-        // The first time, the cut answer stays, the model is told what it
-        // repeated and is asked once more; the second time the turn ends.
-        if !run.text_told {
-            run.text_told = true;
-            if let Some(message) = assistant {
-                cx.messages.push(message.clone());
-                cx.state.added.push(message);
-            }
-            let note = Message::user(super::loops::text_note(&what, limit));
-            cx.messages.push(note.clone());
-            cx.state.added.push(note);
-            cx.sink.updates
-                .borrow_mut()
-                .notice(&crate::acp::fit::Notice::warning(
-                    "The model repeated itself",
-                    format!("Its answer repeated the same text {limit} times and was cut there; it was told so and asked to go on."),
-                ));
-            return Called::Retry;
-        }
-        cx.state.added.extend(assistant);
-        super::loops::say_stopped(cx.sink, &super::loops::text_repeated(&what, limit));
-        return Called::Stop(Ok(StopReason::EndTurn));
-    }
-    match &streamed {
-        Ok(_) => set_health(turn, Health::Ok, None),
-        Err(StreamError::Failed(error)) if !turn.io.cancel.is_cancelled() => {
-            set_health(turn, Health::Failing, Some(error.message.clone()))
-        }
-        Err(_) => {}
-    }
-    match streamed {
-        Ok(outcome) => {
-            waiting::answered(turn, cx.state, cx.record);
-            Called::Answer(Box::new((outcome, assistant)))
-        }
-        // A limit that resets later: a fallback is asked, or the turn
-        // waits, and the request goes out again.
-        Err(StreamError::Failed(error))
-            if assistant.is_none()
-                && !turn.io.cancel.is_cancelled()
-                && waiting::handles(turn, cx.state, &error) =>
-        {
-            match waiting::on_limited(cx, &error) {
-                Ok(()) => {
-                    run.steps -= 1;
-                    Called::Retry
-                }
-                Err(stop) => Called::Stop(stop),
-            }
-        }
-        // Refused as longer than the window: compact and try once more.
-        Err(StreamError::Failed(error))
-            if assistant.is_none()
-                && !turn.io.cancel.is_cancelled()
-                && context::is_too_long(error.status, &error.code, &error.message) =>
-        {
-            if !run.refused_as_too_long {
-                run.refused_as_too_long = true;
-                learn_window(turn, cx.sink, cx.state, &error.message);
-                let refused = super::compaction::Pressure::Refused;
-                match super::compaction::fit(cx, run.fixed, refused) {
-                    super::compaction::Fitted::Smaller => {
-                        run.steps -= 1;
-                        return Called::Retry;
-                    }
-                    super::compaction::Fitted::Cancelled => {
-                        return Called::Stop(Ok(StopReason::Cancelled))
-                    }
-                    super::compaction::Fitted::Unchanged => {}
-                }
-            }
-            log::warn!(
-                "model call refused as too long in session {}: {error}",
-                turn.io.session_id
-            );
-            Called::Stop(Err(too_long(&error, turn.model.compact_at.is_some())))
-        }
-        Err(error) => {
-            cx.state.added.extend(assistant);
-            Called::Stop(match error {
-                StreamError::Cancelled => Ok(StopReason::Cancelled),
-                StreamError::Failed(_) if turn.io.cancel.is_cancelled() => {
-                    Ok(StopReason::Cancelled)
-                }
-                StreamError::Failed(error) => {
-                    log::warn!(
-                        target: crate::provider::http::FAILED_CALL_LOG,
-                        "model call failed in session {}: {error}",
-                        turn.io.session_id
-                    );
-                    Err(provider_failure(&error))
-                }
-            })
-        }
-    }
-}
-
-/// The output cap a request carries: the model's, but never more than
-/// half of what the request leaves of the window (at least
-/// `LEAST_ANSWER`), so that a small model caught in a loop does not fill
-/// its whole window with one answer.
-fn output_cap(
-    turn: &Turn,
-    state: &State,
-    fixed: usize,
-    messages: &[Message],
-    cap: Option<u32>,
-) -> Option<u32> {
-    use super::compaction::{estimate, window, LEAST_ANSWER};
-    let cap = cap?;
-    let left = window(turn, state).saturating_sub(estimate(state, fixed, messages));
-    let share = (left / 2).max(LEAST_ANSWER);
-    Some(cap.min(u32::try_from(share).unwrap_or(u32::MAX)))
-}
-
-/// Believes the window a "too long" refusal names when it is smaller than
-/// the configured one (a server started with a smaller context than the
-/// config says), and says so.
-fn learn_window(turn: &Turn, sink: &mut UpdateSink, state: &mut State, message: &str) {
-    let configured = state.window.unwrap_or(turn.model.context_window);
-    if let Some(named) = context::window_named(message).filter(|named| *named < configured) {
-        state.window = Some(named);
-        sink.updates.borrow_mut().notice(&crate::acp::fit::Notice::info(
-            "Smaller window",
-            format!(
-                "the server's window is {named} tokens, not the {configured} configured; the conversation is compacted to fit"
-            ),
-        ));
-    }
 }
 
 /// Takes the model's answer into the conversation (with its tool calls

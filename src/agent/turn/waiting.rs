@@ -30,69 +30,109 @@ pub(super) fn handles(turn: &Turn, state: &State, error: &ProviderError) -> bool
         || (down && !turn.model.fallbacks.is_empty())
 }
 
-/// After a limited refusal (or the model down): the next fallback is
-/// asked, or the turn waits for the session's model's limit to reset.
-/// `Ok` to send the request again. A wait is waited once: the same
-/// model refusing again right after it ends the turn, so a server that
-/// keeps saying "retry in 2 s" is not asked for hours.
+/// What a limited refusal (or the model down) leads to.
+#[derive(Debug, PartialEq)]
+pub(super) enum AfterLimit {
+    /// The session's model refused again right after the turn waited for
+    /// it (until the time given): the turn ends.
+    StillRefused(i64),
+    /// The fallback at this index is asked.
+    Fallback(usize),
+    /// The session's model was down, not limited, and no fallback is
+    /// left: nothing to wait for, the turn fails.
+    Down,
+    /// The turn waits until then, and asks the session's model again.
+    Wait(i64),
+}
+
+/// Decides what a limited refusal (or the model down) leads to, from the
+/// turn's state, how many fallbacks it has, and the error, `now`; with
+/// when the session's model's limit resets as the turn now knows it.
+/// A wait is waited once: the same model refusing again right after it
+/// ends the turn, so a server that keeps saying "retry in 2 s" is not
+/// asked for hours.
+pub(super) fn after_limit(
+    state: &State,
+    fallbacks: usize,
+    error: &ProviderError,
+    now: i64,
+) -> (Option<i64>, AfterLimit) {
+    let mut reset = state.limit_reset;
+    // The session's own model decides how long to wait.
+    if error.limited && state.fallback.is_none() {
+        if state.parks > 0 && state.waiting_since.is_some() {
+            return (reset, AfterLimit::StillRefused(reset.unwrap_or(now)));
+        }
+        // The provider's wait is at most a year already; the sum
+        // saturates all the same.
+        let wait = error.retry_after.unwrap_or_default().as_millis();
+        reset = Some(now.saturating_add(i64::try_from(wait).unwrap_or(i64::MAX)));
+    }
+    let next = state.fallback.map_or(0, |i| i + 1);
+    if next < fallbacks {
+        return (reset, AfterLimit::Fallback(next));
+    }
+    let Some(until) = reset else {
+        return (reset, AfterLimit::Down);
+    };
+    // A reset already past is waited at least a second.
+    let floor = now.saturating_add(1000 << state.parks.min(6));
+    (reset, AfterLimit::Wait(until.max(floor)))
+}
+
+/// After a limited refusal (or the model down): does what `after_limit`
+/// decided. `Ok` to send the request again.
 pub(super) fn on_limited(
     cx: &mut Step,
     error: &ProviderError,
 ) -> Result<(), Result<StopReason, RpcError>> {
     let turn = cx.turn;
     let now = crate::clock::now_ms();
-    // The session's own model decides how long to wait.
-    if error.limited && cx.state.fallback.is_none() {
-        if cx.state.parks > 0 && cx.state.waiting_since.is_some() {
-            let at = reset_words(cx.state.limit_reset.unwrap_or(now));
-            return Err(Err(RpcError::new(
-                crate::rpc::code::INTERNAL_ERROR,
-                format!(
-                    "Model provider error: {} — still refused after waiting until {at}; the turn stops rather than ask again.",
-                    error.message
-                ),
-            )
-            .with_data(json!({"code": "provider_limit"}))));
-        }
-        // The provider's wait is at most a year already; the sum
-        // saturates all the same.
-        let wait = error.retry_after.unwrap_or_default().as_millis();
-        let reset = now.saturating_add(i64::try_from(wait).unwrap_or(i64::MAX));
-        cx.state.limit_reset = Some(reset);
-    }
-    let next = cx.state.fallback.map_or(0, |i| i + 1);
-    if let Some(fallback) = turn.model.fallbacks.get(next) {
-        let from = in_use(turn, cx.state).name.to_string();
-        cx.state.fallback = Some(next);
-        log::warn!(
-            "session {}: {from} refused ({error}); asking {}",
-            turn.io.session_id,
-            fallback.id
-        );
-        let title = match error.limited {
-            true => "Limit reached",
-            false => "Model unavailable",
-        };
-        cx.sink.updates.borrow_mut().notice(&Notice::info(
-            title,
+    let (reset, next) = after_limit(cx.state, turn.model.fallbacks.len(), error, now);
+    cx.state.limit_reset = reset;
+    match next {
+        AfterLimit::StillRefused(at) => Err(Err(RpcError::new(
+            crate::rpc::code::INTERNAL_ERROR,
             format!(
-                "{from}: {} Asking {} meanwhile.",
-                crate::util::sentence(&error.message),
-                fallback.id
+                "Model provider error: {} — still refused after waiting until {}; the turn stops rather than ask again.",
+                error.message,
+                reset_words(at)
             ),
-        ));
-        return Ok(());
+        )
+        .with_data(json!({"code": "provider_limit"})))),
+        AfterLimit::Fallback(next) => {
+            let fallback = &turn.model.fallbacks[next];
+            let from = in_use(turn, cx.state).name.to_string();
+            cx.state.fallback = Some(next);
+            log::warn!(
+                "session {}: {from} refused ({error}); asking {}",
+                turn.io.session_id,
+                fallback.id
+            );
+            let title = match error.limited {
+                true => "Limit reached",
+                false => "Model unavailable",
+            };
+            cx.sink.updates.borrow_mut().notice(&Notice::info(
+                title,
+                format!(
+                    "{from}: {} Asking {} meanwhile.",
+                    crate::util::sentence(&error.message),
+                    fallback.id
+                ),
+            ));
+            Ok(())
+        }
+        AfterLimit::Down => {
+            cx.state.fallback = None;
+            Err(Err(provider_failure(error)))
+        }
+        AfterLimit::Wait(until) => {
+            cx.state.fallback = None;
+            cx.state.parks += 1;
+            park(cx, until, &error.message)
+        }
     }
-    cx.state.fallback = None;
-    // The session's model was down, not limited, and no fallback
-    // answered: nothing to wait for.
-    let Some(until) = cx.state.limit_reset else {
-        return Err(Err(provider_failure(error)));
-    };
-    // A reset already past is waited at least a second.
-    let floor = now.saturating_add(1000 << cx.state.parks.min(6));
-    cx.state.parks += 1;
-    park(cx, until.max(floor), &error.message)
 }
 
 /// Waits until `until_ms` (a cancel ends the wait), the wait recorded in
@@ -198,5 +238,69 @@ fn reset_words(until_ms: i64) -> String {
     match (then.split_once(' '), today.split_once(' ')) {
         (Some((day, time)), Some((this_day, _))) if day == this_day => time.to_string(),
         _ => then,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_000_000;
+
+    fn limited(retry_after_ms: u64) -> ProviderError {
+        let mut error = ProviderError::new("provider_http_429", "limit reached");
+        error.status = Some(429);
+        error.limited = true;
+        error.retry_after = Some(Duration::from_millis(retry_after_ms));
+        error
+    }
+
+    #[test]
+    fn a_limit_asks_the_first_fallback_and_remembers_the_reset() {
+        let state = State::default();
+        let (reset, next) = after_limit(&state, 2, &limited(60_000), NOW);
+        assert_eq!(next, AfterLimit::Fallback(0));
+        assert_eq!(reset, Some(NOW + 60_000));
+        // The next refusal, by that fallback, asks the one after it.
+        let state = State {
+            fallback: Some(0),
+            limit_reset: reset,
+            ..State::default()
+        };
+        let (_, next) = after_limit(&state, 2, &limited(5), NOW);
+        assert_eq!(next, AfterLimit::Fallback(1));
+    }
+
+    #[test]
+    fn without_fallbacks_a_limit_is_waited_at_least_a_second() {
+        let state = State::default();
+        let (_, next) = after_limit(&state, 0, &limited(60_000), NOW);
+        assert_eq!(next, AfterLimit::Wait(NOW + 60_000));
+        let (_, next) = after_limit(&state, 0, &limited(0), NOW);
+        assert_eq!(next, AfterLimit::Wait(NOW + 1000));
+    }
+
+    #[test]
+    fn refused_again_right_after_a_wait_ends_the_turn() {
+        let state = State {
+            parks: 1,
+            waiting_since: Some(NOW - 5000),
+            limit_reset: Some(NOW - 10),
+            ..State::default()
+        };
+        let (_, next) = after_limit(&state, 0, &limited(60_000), NOW);
+        assert_eq!(next, AfterLimit::StillRefused(NOW - 10));
+    }
+
+    #[test]
+    fn a_model_down_with_no_fallback_left_fails() {
+        let mut error = ProviderError::new("provider_http_503", "down");
+        error.status = Some(503);
+        let state = State {
+            fallback: Some(1),
+            ..State::default()
+        };
+        let (reset, next) = after_limit(&state, 2, &error, NOW);
+        assert_eq!((reset, next), (None, AfterLimit::Down));
     }
 }
