@@ -371,6 +371,7 @@ pub(super) fn after_answer(
 }
 
 /// What a step's tool calls gave: their results, and what stopped them.
+#[derive(Default)]
 pub(super) struct Calls {
     results: Vec<Message>,
     /// How many calls had run when the turn was cancelled.
@@ -429,15 +430,7 @@ pub(super) fn run_calls(
         repaired: false,
         editor_texts: Default::default(),
     };
-    let mut done = Calls {
-        results: Vec::new(),
-        cancelled_at: None,
-        declined: None,
-        switched: None,
-        question: None,
-        goal_reports: Vec::new(),
-        looped: None,
-    };
+    let mut done = Calls::default();
     if let Some(goal) = cx.state.goal.as_mut() {
         goal.counters.tool_calls += calls.len() as u64;
         if calls.iter().any(|c| c.name == "run_command") {
@@ -547,49 +540,145 @@ pub(super) fn after_calls(
         });
     }
     add_results(cx.messages, cx.state, calls.results);
-    if let Some((done, why)) = calls.looped {
+    let halt = halt(
+        calls.looped,
+        calls.cancelled_at,
+        calls.question,
+        calls.declined,
+    )?;
+    // The calls after the one that ended the turn never ran; a question's
+    // are answered with the user's next prompt (in order).
+    if let Some(done) = halt.unrun_from() {
         answer_unrun(&outcome.tool_calls[done..], cx.messages, cx.state);
-        super::loops::say_stopped(cx.sink, &why);
-        return Some(Ok(StopReason::EndTurn));
     }
-    if let Some(done) = calls.cancelled_at {
-        answer_unrun(&outcome.tool_calls[done..], cx.messages, cx.state);
-        return Some(Ok(StopReason::Cancelled));
-    }
-    if let Some(asked) = calls.question {
+    let (stop, said) = match halt {
+        Halt::Looped { why, .. } => {
+            super::loops::say_stopped(cx.sink, &why);
+            (StopReason::EndTurn, None)
+        }
+        Halt::Cancelled { .. } => (StopReason::Cancelled, None),
         // The question ends the turn; the user's next prompt is its
-        // result, and the calls after it are answered then (in order).
-        cx.sink.begin_message();
-        cx.sink
-            .updates
-            .borrow_mut()
-            .chunk(false, &cx.sink.message_id, &asked);
-        return Some(Ok(StopReason::EndTurn));
-    }
-    if let Some((done, what, unasked)) = calls.declined {
+        // result.
+        Halt::Asked(asked) => (StopReason::EndTurn, Some(asked)),
         // The user said no (or could not be asked): the turn ends here,
         // and says so.
-        answer_unrun(&outcome.tool_calls[done..], cx.messages, cx.state);
+        Halt::Declined { what, unasked, .. } => {
+            let what = what.replace('_', "\\_");
+            let note = match unasked {
+                true => {
+                    format!("_{what} needs approval, and nobody could be asked. I stopped here._")
+                }
+                false => format!(
+                    "_You declined: {what}. I stopped here; tell me how you want to go on._"
+                ),
+            };
+            (StopReason::EndTurn, Some(note))
+        }
+    };
+    if let Some(text) = said {
         cx.sink.begin_message();
-        let what = what.replace('_', "\\_");
-        let note = match unasked {
-            true => format!("_{what} needs approval, and nobody could be asked. I stopped here._"),
-            false => {
-                format!("_You declined: {what}. I stopped here; tell me how you want to go on._")
-            }
-        };
         cx.sink
             .updates
             .borrow_mut()
-            .chunk(false, &cx.sink.message_id, &note);
-        return Some(Ok(StopReason::EndTurn));
+            .chunk(false, &cx.sink.message_id, &text);
     }
-    None
+    Some(Ok(stop))
+}
+
+/// What ends the turn after a step's tool calls.
+#[derive(Debug, PartialEq)]
+enum Halt {
+    /// A call repeated too often; `done` calls had run.
+    Looped { done: usize, why: String },
+    /// The turn was cancelled after `done` calls.
+    Cancelled { done: usize },
+    /// A question the editor could not ask.
+    Asked(String),
+    /// The user declined the call after `done - 1` (or nobody could be
+    /// asked): what, and whether nobody could.
+    Declined {
+        done: usize,
+        what: String,
+        unasked: bool,
+    },
+}
+
+impl Halt {
+    /// Where the calls that never ran and are answered now begin.
+    fn unrun_from(&self) -> Option<usize> {
+        match self {
+            Halt::Looped { done, .. } | Halt::Cancelled { done } | Halt::Declined { done, .. } => {
+                Some(*done)
+            }
+            Halt::Asked(_) => None,
+        }
+    }
+}
+
+/// Decides whether a step's calls end the turn, and how: a call repeated
+/// too often first, then a cancel, a question, a refusal.
+fn halt(
+    looped: Option<(usize, String)>,
+    cancelled_at: Option<usize>,
+    question: Option<String>,
+    declined: Option<(usize, String, bool)>,
+) -> Option<Halt> {
+    if let Some((done, why)) = looped {
+        return Some(Halt::Looped { done, why });
+    }
+    if let Some(done) = cancelled_at {
+        return Some(Halt::Cancelled { done });
+    }
+    if let Some(asked) = question {
+        return Some(Halt::Asked(asked));
+    }
+    declined.map(|(done, what, unasked)| Halt::Declined {
+        done,
+        what,
+        unasked,
+    })
 }
 
 fn add_results(messages: &mut Vec<Message>, state: &mut State, results: Vec<Message>) {
     for message in results {
         messages.push(message.clone());
         state.added.push(message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_call_ends_the_step_before_a_cancel_or_a_question() {
+        let halted = halt(
+            Some((1, "the same call".into())),
+            Some(2),
+            Some("which file?".into()),
+            None,
+        );
+        assert_eq!(
+            halted,
+            Some(Halt::Looped {
+                done: 1,
+                why: "the same call".into()
+            })
+        );
+        let halted = halt(None, Some(2), Some("which file?".into()), None);
+        assert_eq!(halted, Some(Halt::Cancelled { done: 2 }));
+    }
+
+    #[test]
+    fn a_question_leaves_the_later_calls_for_the_next_prompt() {
+        let halted = halt(None, None, Some("which file?".into()), None).expect("a halt");
+        assert_eq!(halted.unrun_from(), None);
+        let declined = halt(None, None, None, Some((3, "edit".into(), false))).expect("a halt");
+        assert_eq!(declined.unrun_from(), Some(3));
+    }
+
+    #[test]
+    fn calls_that_all_ran_go_on() {
+        assert_eq!(halt(None, None, None, None), None);
     }
 }
