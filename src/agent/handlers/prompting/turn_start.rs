@@ -4,7 +4,6 @@
 //! prompt, goal, notices and rules, how its commands start, and the
 //! worker launched. It names nothing of `prompting.rs`, its caller.
 
-use super::super::close_interrupted_turn;
 use crate::acp;
 use crate::agent::common::models::Registry;
 use crate::agent::common::prompt::system_prompt_with;
@@ -14,6 +13,7 @@ use crate::agent::dispatcher::session::RunningTurn;
 use crate::agent::dispatcher::session::Session;
 use crate::agent::dispatcher::session::TurnSource;
 use crate::agent::dispatcher::Dispatcher;
+use crate::agent::handlers::close_interrupted_turn;
 use crate::agent::turn::processes::Processes;
 use crate::agent::turn::report::Outbox;
 use crate::agent::turn::TurnKind;
