@@ -12,6 +12,7 @@ mod later;
 mod outgoing;
 pub(super) mod params;
 pub(super) mod session;
+mod state;
 
 use crate::acp::{fit::Update, method, ClientCapabilities, SessionUpdate};
 use crate::agent::common::models::Registry;
@@ -66,22 +67,22 @@ impl From<Input> for Event {
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(700);
 
 pub(super) struct Dispatcher {
-    pub(in crate::agent) options: Options,
+    options: Options,
     /// Providers and models, built on first need and rebuilt by
     /// `authenticate`.
-    pub(in crate::agent) registry: Option<Result<Arc<Registry>, String>>,
-    pub(in crate::agent) writer: Sender<Queued>,
+    registry: Option<Result<Arc<Registry>, String>>,
+    writer: Sender<Queued>,
     /// Files being indexed for `resource` windows, off this thread.
-    pub(in crate::agent) indexing: Arc<std::sync::atomic::AtomicUsize>,
+    indexing: Arc<std::sync::atomic::AtomicUsize>,
     /// The bounded queue turn workers stream their updates through.
-    pub(in crate::agent) stream_writer: Sender<Queued>,
-    pub(in crate::agent) events: Sender<Event>,
-    pub(in crate::agent) client: Option<ClientCapabilities>,
+    stream_writer: Sender<Queued>,
+    events: Sender<Event>,
+    client: Option<ClientCapabilities>,
     pub(in crate::agent) sessions: HashMap<String, Session>,
     /// Set once stdin has ended; the loop stops when no turn runs any more
     /// (or, without `--drain`, when the grace period is over).
-    pub(in crate::agent) closing: Option<Option<Instant>>,
-    pub(in crate::agent) test_hooks: bool,
+    closing: Option<Option<Instant>>,
+    test_hooks: bool,
     /// Requests we sent to the client, waiting for their answers.
     outgoing: Outgoing,
     /// Requests of the client a helper thread is answering.
@@ -90,17 +91,17 @@ pub(super) struct Dispatcher {
     /// shows up as clear errors on session requests, not as an agent that
     /// will not start).
     store: Option<Result<Store, String>>,
-    pub(in crate::agent) db_path: PathBuf,
+    db_path: PathBuf,
     /// Lines to write right after the current request's answer.
-    pub(in crate::agent) after_response: Vec<String>,
+    after_response: Vec<String>,
     /// Sessions just opened whose turn waited for a provider's limit when
     /// their process stopped: the wait goes on after the answer.
-    pub(in crate::agent) waits_to_resume: Vec<String>,
+    waits_to_resume: Vec<String>,
     /// The store and registry being prepared on a helper thread at start-up,
     /// so the first `session/new` does not wait for them.
     warm: Option<Receiver<Warm>>,
     /// `SessionEnd` hooks still running (on `spindle-hook-end` threads).
-    pub(in crate::agent) ending: Vec<std::thread::JoinHandle<()>>,
+    ending: Vec<std::thread::JoinHandle<()>>,
 }
 
 /// What the start-up helper prepares.

@@ -206,12 +206,12 @@ impl Dispatcher {
             .with_data(json!({"code": "reload_failed"}))
         };
         // The agent file is read again too; a broken one changes nothing.
-        let fresh = self.options.reread_agent().map_err(failed)?;
-        let options = fresh.as_ref().unwrap_or(&self.options);
+        let fresh = self.options().reread_agent().map_err(failed)?;
+        let options = fresh.as_ref().unwrap_or(self.options());
         let built = Registry::build(options).map_err(failed)?;
-        self.registry = Some(Ok(Arc::new(built)));
+        self.set_registry(Arc::new(built));
         if let Some(fresh) = fresh {
-            self.options = fresh;
+            self.set_options(fresh);
         }
         let others: Vec<String> = self
             .sessions

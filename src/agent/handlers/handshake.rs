@@ -59,7 +59,7 @@ impl Dispatcher {
                 "_meta": {"terminal-auth": legacy_terminal_auth()},
             }));
         }
-        self.client = Some(request.client_capabilities);
+        self.set_client(request.client_capabilities);
         let response = acp::InitializeResponse {
             protocol_version: acp::PROTOCOL_VERSION,
             agent_capabilities: json!({
@@ -80,7 +80,7 @@ impl Dispatcher {
             }),
             auth_methods,
             // An agent file's agent shows its own name.
-            agent_info: match &self.options.agent {
+            agent_info: match &self.options().agent {
                 Some(agent) => Implementation {
                     name: agent.name.clone(),
                     title: Some(agent.name.clone()),
@@ -112,7 +112,7 @@ impl Dispatcher {
         }
         // Read the configuration and the environment again.
         self.take_warm();
-        self.registry = None;
+        self.forget_registry();
         self.registry().map(|_| json!({}))
     }
 
@@ -123,7 +123,7 @@ impl Dispatcher {
     pub(in crate::agent) fn logout(&mut self, _params: Value) -> Result<Value, RpcError> {
         self.take_warm();
         let path = self
-            .options
+            .options()
             .config
             .clone()
             .unwrap_or_else(crate::config::default_path);
@@ -140,7 +140,7 @@ impl Dispatcher {
             Ok(None) | Err(_) => Vec::new(),
         };
         log::info!("logout: forgot the keys of {forgotten:?}");
-        self.registry = None;
+        self.forget_registry();
         Ok(json!({"_meta": {"spindle": {"forgotten": forgotten}}}))
     }
 }

@@ -54,7 +54,7 @@ impl Dispatcher {
                 }
             });
         match spawned {
-            Ok(handle) => self.ending.push(handle),
+            Ok(handle) => self.keep_ending(handle),
             Err(error) => log::warn!("cannot run the SessionEnd hooks: {error}"),
         }
     }
@@ -67,7 +67,7 @@ impl Dispatcher {
             self.session_end_hooks(&id, "exit");
         }
         let deadline = Instant::now() + END_WAIT;
-        for handle in std::mem::take(&mut self.ending) {
+        for handle in self.take_ending() {
             while !handle.is_finished() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
             }

@@ -455,7 +455,7 @@ impl Dispatcher {
     pub(in crate::agent) fn dispatch_next(&mut self, id: &str) -> Option<String> {
         let session = self.sessions.get(id)?;
         // After the end of input, only `--drain` lets queued work run.
-        let closing = self.closing.is_some() && !self.options.drain;
+        let closing = self.closing() && !self.options().drain;
         if session.running.is_some()
             || session.is_closed()
             || session.inbox_held()

@@ -37,7 +37,7 @@ impl Dispatcher {
         let Some(session) = self.sessions.get(id) else {
             return;
         };
-        let events = self.events.clone();
+        let events = self.events();
         let session_id = id.to_string();
         session
             .jobs
@@ -105,7 +105,7 @@ impl Dispatcher {
             || session.inbox_held()
             || session.last_outcome() != Some("end_turn")
             || job.state == JobState::Killed;
-        if quiet || self.closing.is_some() {
+        if quiet || self.closing() {
             return;
         }
         let size = std::fs::metadata(&job.log_path)
@@ -250,7 +250,7 @@ impl Dispatcher {
             let job_id = job.job_id.clone();
             move |_| RpcError::internal(format!("the log of job {job_id} cannot be read"))
         };
-        let capabilities = self.client.clone().unwrap_or_default();
+        let capabilities = self.capabilities();
         self.answer_when_indexed(request, indexes, path, unreadable.clone(), move |index| {
             structured_updates(&job, index, offset, limit, &capabilities, unreadable)
         })

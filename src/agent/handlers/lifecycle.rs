@@ -56,7 +56,7 @@ impl Dispatcher {
         let registry = self.registry()?;
         let servers = self.with_agent_servers(request.mcp_servers, &cwd);
         let mut session = Session::new(String::new(), cwd, servers, Policy::Ask);
-        session.settings.agent = self.options.agent.as_ref().map(|a| a.name.clone());
+        session.settings.agent = self.options().agent.as_ref().map(|a| a.name.clone());
         session.settings.extra_roots = roots.unwrap_or_default();
         session.settings.system_prompt = client_prompt;
         let cwd_key = session.cwd.display().to_string();
@@ -154,7 +154,7 @@ impl Dispatcher {
         // workspace's last session chose, and the user's config after.
         let project_model = project.model.as_ref().and_then(|m| registry.qualify(m));
         let explicit_model = self
-            .options
+            .options()
             .chosen_model()
             .and_then(|m| registry.qualify(&m));
         let model = explicit_model
@@ -177,7 +177,7 @@ impl Dispatcher {
                 "auto".into()
             };
         session.settings.preset = self
-            .options
+            .options()
             .preset
             .or_else(|| {
                 project
@@ -201,7 +201,7 @@ impl Dispatcher {
             Policy::Yolo | Policy::Sandbox => Policy::Auto,
             other => other,
         });
-        let (policy, chosen_by) = match (self.options.permissions, project.approval, carried) {
+        let (policy, chosen_by) = match (self.options().permissions, project.approval, carried) {
             (Some(policy), _, _) => (policy, "the --permissions flag"),
             (None, Some(policy), _) => (policy, "the project's .spindle/config.json"),
             (None, None, Some(policy)) => (policy, "this workspace's last session"),
@@ -401,7 +401,7 @@ impl Dispatcher {
         if let Some(item) = &wait.item {
             let _ = store.inbox_set_state(id, item, crate::store::inbox::ItemState::Applied);
         }
-        self.waits_to_resume.push(id.to_string());
+        self.resume_after_answer(id.to_string());
     }
 
     /// Starts the turn that waits out the rest of a recorded wait.
@@ -484,8 +484,8 @@ impl Dispatcher {
 
     fn protected_dirs(&self) -> Vec<std::path::PathBuf> {
         crate::agent::dispatcher::params::protected_dirs(
-            self.options.config.as_deref(),
-            &self.db_path,
+            self.options().config.as_deref(),
+            self.db_path(),
         )
     }
 
@@ -494,10 +494,10 @@ impl Dispatcher {
     /// used twice the earlier wins.
     fn with_agent_servers(&self, mut servers: Vec<Value>, cwd: &std::path::Path) -> Vec<Value> {
         let mut more: Vec<Value> = Vec::new();
-        if let Some(agent) = &self.options.agent {
+        if let Some(agent) = &self.options().agent {
             more.extend(agent.mcp_servers.iter().cloned());
         }
-        if let Some(Ok(registry)) = &self.registry {
+        if let Some(registry) = self.built_registry() {
             more.extend(registry.config.mcp_servers.iter().cloned());
             if crate::config::project::project_trusted(&registry.config, cwd) {
                 let (project, problems) =
@@ -675,7 +675,7 @@ impl Dispatcher {
         }
         // Deleting what is not there succeeds quietly, as the protocol asks.
         self.store()?.delete_session(&id).map_err(internal)?;
-        crate::process::logs::remove_session(&self.db_path, &id);
+        crate::process::logs::remove_session(self.db_path(), &id);
         log::info!("session {id} deleted");
         Ok(json!({}))
     }

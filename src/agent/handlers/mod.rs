@@ -78,7 +78,7 @@ impl Dispatcher {
         method: &str,
         params: Value,
     ) -> Option<Result<Value, RpcError>> {
-        if method != method::INITIALIZE && self.client.is_none() {
+        if method != method::INITIALIZE && self.client().is_none() {
             return Some(Err(RpcError::invalid_request(format!(
                 "{method} was sent before initialize; send initialize first"
             ))));

@@ -124,7 +124,7 @@ impl Dispatcher {
                 });
             }
         }
-        if self.closing.is_some() {
+        if self.closing() {
             return Err(RpcError::invalid_request("the agent is shutting down"));
         }
         // Explicit input: a paused inbox runs again after this turn.
@@ -178,13 +178,13 @@ impl Dispatcher {
         let registry = self.registry()?;
         let title_update = self.claim(&session_id, &text)?;
         let (kind, model_text) = self.resolve_command(&session_id, &input.text, &registry)?;
-        let db = Some(self.db_path.clone());
-        let capabilities = self.client.clone().unwrap_or_default();
-        let explicit_steps = self.options.max_steps;
-        let agent = self.options.agent.clone();
-        let profile = self.options.profile;
+        let db = Some(self.db_path().to_path_buf());
+        let capabilities = self.capabilities();
+        let explicit_steps = self.options().max_steps;
+        let agent = self.options().agent.clone();
+        let profile = self.options().profile;
         let on_reject = self
-            .options
+            .options()
             .on_reject
             .or(registry.config.permissions.on_reject);
         let processes = Arc::new(self.processes_for(&session_id, &registry));
@@ -201,6 +201,7 @@ impl Dispatcher {
             ),
             None => Default::default(),
         };
+        let stream_writer = self.stream_writer();
         let Some(session) = self.sessions.get_mut(&session_id) else {
             return Err(not_found(&session_id));
         };
@@ -252,7 +253,7 @@ impl Dispatcher {
                 inbox_item: start.item.clone(),
                 live,
                 cancel: cancel.clone(),
-                writer: self.stream_writer.clone(),
+                writer: stream_writer,
                 client,
                 epoch,
                 trace,

@@ -36,7 +36,7 @@ impl Dispatcher {
         if let Some(index) = cached {
             return answer(&index).map(Some);
         }
-        let busy = &self.indexing;
+        let busy = self.indexing();
         if busy.fetch_add(1, Ordering::SeqCst) >= INDEXING_AT_ONCE {
             busy.fetch_sub(1, Ordering::SeqCst);
             return Err(RpcError::invalid_request(format!(
@@ -46,7 +46,7 @@ impl Dispatcher {
         }
         let busy = busy.clone();
         let later = self.answer_later(request);
-        let gate = self.test_hooks.then(index_gate).flatten();
+        let gate = self.test_hooks().then(index_gate).flatten();
         let spawned = std::thread::Builder::new()
             .name("spindle-index".into())
             .spawn(move || {
@@ -78,7 +78,7 @@ impl Dispatcher {
             });
         if spawned.is_err() {
             self.withdraw_later(request);
-            self.indexing.fetch_sub(1, Ordering::SeqCst);
+            self.indexing().fetch_sub(1, Ordering::SeqCst);
             return Err(RpcError::internal("cannot start a thread to read the file"));
         }
         Ok(None)

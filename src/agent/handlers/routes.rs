@@ -266,7 +266,7 @@ pub(super) const ROUTES: &[Route] = &[
         method: TEST_PANIC,
         key: None,
         handler: Handler::Vendor(|d, _| {
-            if d.test_hooks {
+            if d.test_hooks() {
                 panic!("test hook asked for a panic")
             }
             Err(RpcError::method_not_found(TEST_PANIC))

@@ -51,10 +51,7 @@ impl Dispatcher {
         mcp: Option<Arc<McpSession>>,
         names: Vec<String>,
     ) {
-        let takes_urls = self
-            .client
-            .as_ref()
-            .is_some_and(|client| client.elicitation.url);
+        let takes_urls = self.client().is_some_and(|client| client.elicitation.url);
         let Some(mcp) = mcp.filter(|_| takes_urls) else {
             return;
         };
@@ -66,8 +63,7 @@ impl Dispatcher {
             let trust = self.mcp_trust();
             // The lines it has for the editor when done
             // (`elicitation/complete`, a notice), posted to the dispatcher.
-            let (events, capabilities) =
-                (self.events.clone(), self.client.clone().unwrap_or_default());
+            let (events, capabilities) = (self.events(), self.capabilities());
             let tell: Tell = Arc::new(move |session: &str, done: Done| {
                 let lines = match done {
                     Done::SignedIn(id) => vec![

@@ -49,8 +49,7 @@ impl Dispatcher {
 
     /// Whether the client asked for vendor notifications in `initialize`.
     pub(in crate::agent) fn wants_events(&self) -> bool {
-        self.client
-            .as_ref()
+        self.client()
             .is_some_and(|client| client.meta.spindle.events)
     }
 
@@ -66,7 +65,7 @@ impl Dispatcher {
             return;
         };
         if let Some(line) = self.event_line(session_id, "mcp", json!({"servers": status})) {
-            self.after_response.push(line);
+            self.follow_answer(line);
         }
     }
 

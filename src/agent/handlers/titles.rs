@@ -39,8 +39,9 @@ impl Dispatcher {
         log::info!("session {id} retitled by the client");
         if let Some(session) = self.sessions.get_mut(&id).filter(|s| !s.is_closed()) {
             session.title = Some(title.clone());
-            let line = self.update_line(&id, acp::fit::Update::Kept(update));
-            self.after_response.extend(line);
+            if let Some(line) = self.update_line(&id, acp::fit::Update::Kept(update)) {
+                self.follow_answer(line);
+            }
         }
         Ok(json!({ "title": title }))
     }

@@ -133,7 +133,7 @@ impl Dispatcher {
             _ => {}
         }
         let lean = crate::agent::is_lean(
-            self.options.profile.or(registry.config.profile),
+            self.options().profile.or(registry.config.profile),
             window.unwrap_or(crate::agent::models::DEFAULT_CONTEXT_WINDOW),
         );
         // Without asking whether ripgrep is installed (a process, on the

@@ -17,8 +17,7 @@ impl Dispatcher {
             .get_mut(&end.session_id)
             .and_then(|session| session.queued.take());
         let turn_usage = self
-            .client
-            .as_ref()
+            .client()
             .is_some_and(|client| client.meta.spindle.prompt_usage)
             .then(|| prompt_usage(&end.usage, end.usage_unknown, end.usage_whole))
             .flatten();

@@ -48,19 +48,19 @@ impl Dispatcher {
         session_id: &str,
         registry: &Registry,
     ) -> Processes {
-        let session_dir = match crate::process::logs::prepare_session_dir(&self.db_path, session_id)
-        {
-            Ok(dir) => Some(dir),
-            Err(error) => {
-                log::warn!("commands of session {session_id} run without logs: {error}");
-                None
-            }
-        };
+        let session_dir =
+            match crate::process::logs::prepare_session_dir(self.db_path(), session_id) {
+                Ok(dir) => Some(dir),
+                Err(error) => {
+                    log::warn!("commands of session {session_id} run without logs: {error}");
+                    None
+                }
+            };
         let launcher = std::env::current_exe().ok();
         let sandbox = launcher
             .as_deref()
             .is_some_and(|exe| crate::sandbox::support(exe).available());
-        let temp_dir = crate::process::logs::prepare_temp_dir(&self.db_path, session_id)
+        let temp_dir = crate::process::logs::prepare_temp_dir(self.db_path(), session_id)
             .map_err(|error| log::warn!("no private temp folder for the sandbox: {error}"))
             .ok();
         // Sandboxed commands may read outside the workspace, but not
@@ -89,14 +89,14 @@ impl Dispatcher {
                 .collect::<Vec<_>>()
         };
         hidden.extend(with_suffixes(
-            &self.db_path,
+            self.db_path(),
             &["", "-wal", "-shm", "-journal"],
         ));
-        hidden.push(crate::process::logs::root(&self.db_path));
+        hidden.push(crate::process::logs::root(self.db_path()));
         // Every line typed in `spindle chat`, of every project.
-        hidden.push(self.db_path.with_file_name("chat_history"));
+        hidden.push(self.db_path().with_file_name("chat_history"));
         // The agent's own log (and the one rotation keeps).
-        for log in [&self.options.log_file, &registry.config.log_file]
+        for log in [&self.options().log_file, &registry.config.log_file]
             .into_iter()
             .flatten()
         {
