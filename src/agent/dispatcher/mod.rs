@@ -7,6 +7,11 @@
 //! `later.rs` the requests a helper thread answers (its result comes back
 //! as an event: only this thread writes answers), `params.rs` how
 //! handlers read params and name errors.
+//!
+//! Its fields are private: handlers reach the sessions and the rest of
+//! its state through a few named methods (`state.rs`: `session`,
+//! `session_mut`, `checked`, `options`, …; here `store`, `registry`,
+//! `send_line`, …), never the fields themselves.
 
 mod later;
 mod outgoing;
@@ -78,7 +83,7 @@ pub(super) struct Dispatcher {
     stream_writer: Sender<Queued>,
     events: Sender<Event>,
     client: Option<ClientCapabilities>,
-    pub(in crate::agent) sessions: HashMap<String, Session>,
+    sessions: HashMap<String, Session>,
     /// Set once stdin has ended; the loop stops when no turn runs any more
     /// (or, without `--drain`, when the grace period is over).
     closing: Option<Option<Instant>>,

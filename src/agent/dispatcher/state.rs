@@ -2,7 +2,7 @@
 //! are private to `dispatcher/`, so what a handler may read or change of
 //! it is listed here.
 
-use super::{Dispatcher, Event};
+use super::{Dispatcher, Event, Session};
 use crate::acp::ClientCapabilities;
 use crate::agent::common::models::Registry;
 use crate::agent::common::options::Options;
@@ -11,6 +11,44 @@ use crossbeam_channel::Sender;
 use std::sync::Arc;
 
 impl Dispatcher {
+    /// An open session of this process.
+    pub(in crate::agent) fn session(&self, id: &str) -> Option<&Session> {
+        self.sessions.get(id)
+    }
+
+    pub(in crate::agent) fn session_mut(&mut self, id: &str) -> Option<&mut Session> {
+        self.sessions.get_mut(id)
+    }
+
+    /// A session the request's params were checked to name
+    /// (`ext_params`); one that is not open is a bug, and panics (the
+    /// request is then answered -32603).
+    pub(in crate::agent) fn checked(&self, id: &str) -> &Session {
+        &self.sessions[id]
+    }
+
+    pub(in crate::agent) fn has_session(&self, id: &str) -> bool {
+        self.sessions.contains_key(id)
+    }
+
+    pub(in crate::agent) fn insert_session(&mut self, id: String, session: Session) {
+        self.sessions.insert(id, session);
+    }
+
+    pub(in crate::agent) fn remove_session(&mut self, id: &str) -> Option<Session> {
+        self.sessions.remove(id)
+    }
+
+    /// The ids of the open sessions.
+    pub(in crate::agent) fn session_ids(&self) -> Vec<String> {
+        self.sessions.keys().cloned().collect()
+    }
+
+    /// The open sessions, by id.
+    pub(in crate::agent) fn sessions(&self) -> impl Iterator<Item = (&String, &Session)> {
+        self.sessions.iter()
+    }
+
     /// The options the agent started with (or a reload reread).
     pub(in crate::agent) fn options(&self) -> &Options {
         &self.options

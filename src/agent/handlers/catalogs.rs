@@ -36,7 +36,7 @@ fn admission(kind: &Kind) -> &'static str {
 impl Dispatcher {
     fn setting_rows(&mut self, id: &str) -> Result<Vec<Value>, RpcError> {
         let registry = self.registry()?;
-        let options = config_options(&self.sessions[id], &registry);
+        let options = config_options(self.checked(id), &registry);
         Ok(options
             .as_array()
             .into_iter()
@@ -101,7 +101,7 @@ impl Dispatcher {
     }
 
     pub(super) fn operations(&mut self, params: OperationsParams) -> Result<Value, RpcError> {
-        let cwd = self.sessions[params.session_id].cwd.clone();
+        let cwd = self.checked(params.session_id).cwd.clone();
         let items: Vec<Value> = self
             .commands_of(&cwd)
             .iter()
@@ -125,7 +125,7 @@ impl Dispatcher {
             operation: name,
             input,
         } = params;
-        let cwd = self.sessions[id].cwd.clone();
+        let cwd = self.checked(id).cwd.clone();
         let available = self.commands_of(&cwd);
         let Some(command) = available.iter().find(|c| c.name == name) else {
             return Err(RpcError::invalid_params(format!(
@@ -146,7 +146,7 @@ impl Dispatcher {
                 delivery: "immediate",
             }));
         }
-        if self.sessions[id].running.is_some() {
+        if self.checked(id).running.is_some() {
             return Err(RpcError::invalid_request(format!(
                 "operation {name:?} runs a turn, and session {id} is busy; try again when it is idle"
             ))
@@ -174,8 +174,8 @@ impl Dispatcher {
     /// reload waits for it.
     pub(super) fn reload(&mut self, params: ReloadParams) -> Result<Value, RpcError> {
         let id = params.session_id;
-        if self.sessions[id].running.is_some() {
-            if let Some(session) = self.sessions.get_mut(id) {
+        if self.checked(id).running.is_some() {
+            if let Some(session) = self.session_mut(id) {
                 session.queue_reload();
             }
             return Ok(to_json(ReloadResult {
@@ -214,8 +214,7 @@ impl Dispatcher {
             self.set_options(fresh);
         }
         let others: Vec<String> = self
-            .sessions
-            .iter()
+            .sessions()
             .filter(|(other, session)| other.as_str() != id && !session.is_closed())
             .map(|(other, _)| other.clone())
             .collect();
@@ -228,8 +227,7 @@ impl Dispatcher {
     /// After a turn: the reload that waited for it.
     pub(in crate::agent) fn queued_reload(&mut self, id: &str) {
         let queued = self
-            .sessions
-            .get_mut(id)
+            .session_mut(id)
             .map(crate::agent::dispatcher::session::Session::take_reload)
             .unwrap_or(false);
         if queued {

@@ -295,8 +295,7 @@ impl Dispatcher {
         };
         let registry = self.registry()?;
         let Some(session) = self
-            .sessions
-            .get_mut(&request.session_id)
+            .session_mut(&request.session_id)
             .filter(|s| !s.is_closed())
         else {
             return Err(not_found(&request.session_id));
@@ -326,7 +325,7 @@ impl Dispatcher {
         id: &str,
         value: &str,
     ) -> Result<(), RpcError> {
-        let Some(session) = self.sessions.get_mut(session_id) else {
+        let Some(session) = self.session_mut(session_id) else {
             return Err(not_found(session_id));
         };
         let mode_changed = apply(session, registry, id, value)?;
@@ -364,7 +363,7 @@ impl Dispatcher {
                 ))
             }
         };
-        if self.sessions.get(&session_id).is_none_or(|s| s.is_closed()) {
+        if self.session(&session_id).is_none_or(|s| s.is_closed()) {
             return Err(not_found(&session_id));
         }
         let registry = self.registry()?;
@@ -376,8 +375,7 @@ impl Dispatcher {
         let request: SetMode = decode(params)?;
         let registry = self.registry()?;
         let Some(session) = self
-            .sessions
-            .get_mut(&request.session_id)
+            .session_mut(&request.session_id)
             .filter(|s| !s.is_closed())
         else {
             return Err(not_found(&request.session_id));

@@ -31,7 +31,7 @@ impl Dispatcher {
         params: &'a Value,
     ) -> Result<&'a str, RpcError> {
         let id = check.session_id(params)?;
-        match self.sessions.get(id) {
+        match self.session(id) {
             Some(session) if !session.is_closed() => Ok(id),
             _ => Err(check.not_open(id)),
         }

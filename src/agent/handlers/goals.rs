@@ -14,7 +14,7 @@ impl Dispatcher {
     /// Commits the session's goal and tells the client (`goal` event),
     /// when it changed.
     pub(in crate::agent) fn goal_changed(&mut self, id: &str) {
-        let Some(session) = self.sessions.get_mut(id) else {
+        let Some(session) = self.session_mut(id) else {
             return;
         };
         if !session.take_goal_change() {
@@ -38,7 +38,7 @@ impl Dispatcher {
     pub(super) fn goal_pause(&mut self, params: GoalPauseParams) -> Result<Value, RpcError> {
         use crate::agent::common::goal::Status;
         let id = params.session_id;
-        let session = self.sessions.get_mut(id).expect("checked");
+        let session = self.session_mut(id).expect("checked");
         let running = session
             .goal
             .as_ref()
@@ -61,7 +61,7 @@ impl Dispatcher {
         self.goal_changed(id);
         Ok(to_json(GoalPauseResult {
             goal,
-            pausing: self.sessions[id].running.is_some(),
+            pausing: self.checked(id).running.is_some(),
         }))
     }
 
@@ -70,7 +70,7 @@ impl Dispatcher {
     pub(super) fn goal_resume(&mut self, params: GoalResumeParams) -> Result<Value, RpcError> {
         use crate::agent::common::goal::Status;
         let id = params.session_id.to_string();
-        let session = self.sessions.get_mut(&id).expect("checked");
+        let session = self.session_mut(&id).expect("checked");
         let Some(goal) = session.goal.as_mut().filter(|g| g.resumable()) else {
             return Err(RpcError::new(
                 -32010,
@@ -108,7 +108,7 @@ impl Dispatcher {
         let Some(mut goal) = stored.and_then(|v| serde_json::from_value::<Goal>(v).ok()) else {
             return;
         };
-        let Some(session) = self.sessions.get_mut(id) else {
+        let Some(session) = self.session_mut(id) else {
             return;
         };
         if goal.status == Status::Running {

@@ -14,7 +14,7 @@ impl Dispatcher {
     /// Runs the `SessionEnd` hooks of session `id` (`reason`: close,
     /// delete, exit) if a turn of it ran here (and so its `SessionStart`).
     pub(in crate::agent) fn session_end_hooks(&mut self, id: &str, reason: &'static str) {
-        let Some(session) = self.sessions.get(id) else {
+        let Some(session) = self.session(id) else {
             return;
         };
         if session.hook_start().is_some() {
@@ -62,7 +62,7 @@ impl Dispatcher {
     /// At the agent's end: the `SessionEnd` hooks of every session still
     /// open, and a wait of at most [`END_WAIT`] for all that still run.
     pub(in crate::agent) fn end_hooks_at_exit(&mut self) {
-        let ids: Vec<String> = self.sessions.keys().cloned().collect();
+        let ids: Vec<String> = self.session_ids();
         for id in ids {
             self.session_end_hooks(&id, "exit");
         }

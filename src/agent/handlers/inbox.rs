@@ -27,8 +27,7 @@ impl Dispatcher {
     /// The folders a session's workspace is made of: its own, then the
     /// extra roots it was given.
     fn workspace_roots(&self, id: &str) -> Vec<std::path::PathBuf> {
-        self.sessions
-            .get(id)
+        self.session(id)
             .map(|session| {
                 std::iter::once(session.cwd.clone())
                     .chain(session.settings.extra_roots.iter().cloned())
@@ -55,7 +54,7 @@ impl Dispatcher {
         } = params;
         let (item, existing) = self.add_item(id, &blocks, Intent::Steer, key)?;
         self.unpause_inbox(id);
-        let session = &self.sessions[id];
+        let session = self.checked(id);
         let running = session
             .running
             .as_ref()
@@ -100,7 +99,7 @@ impl Dispatcher {
 
     /// `_session/steering`: the convention other agents' clients use.
     pub(super) fn steering(&mut self, params: SteeringParams) -> Result<Value, RpcError> {
-        let running = self.sessions[params.steer.session_id].running.is_some();
+        let running = self.checked(params.steer.session_id).running.is_some();
         if !running && params.idle == IdleBehavior::PromptRequired {
             return Ok(to_json(SteeringResult {
                 outcome: "promptRequired",
@@ -147,7 +146,7 @@ impl Dispatcher {
             .with_data(json!({"code": "too_large"})));
         }
         // The blocks must be a prompt the agent can run.
-        let cwd = self.sessions[id].cwd.clone();
+        let cwd = self.checked(id).cwd.clone();
         crate::agent::common::content::read_prompt(blocks, &cwd)?;
         let roots = self.workspace_roots(id);
         let waiting = self.store()?.inbox(id).map_err(store_error)?;
@@ -206,7 +205,7 @@ impl Dispatcher {
                 "queued"
             },
             position,
-            paused: self.sessions[id].inbox_held(),
+            paused: self.checked(id).inbox_held(),
             idempotent: existing,
         }))
     }
@@ -214,7 +213,7 @@ impl Dispatcher {
     pub(super) fn inbox_list(&mut self, params: InboxListParams) -> Result<Value, RpcError> {
         let id = params.session_id;
         let items = self.store()?.inbox(id).map_err(store_error)?;
-        let session = &self.sessions[id];
+        let session = self.checked(id);
         Ok(to_json(InboxListResult {
             items: items.iter().map(summary_json).collect(),
             capacity: INBOX_CAP,
@@ -267,7 +266,7 @@ impl Dispatcher {
             return Err(RpcError::invalid_params("prompt: the item is too large")
                 .with_data(json!({"code": "too_large"})));
         }
-        let cwd = self.sessions[id].cwd.clone();
+        let cwd = self.checked(id).cwd.clone();
         crate::agent::common::content::read_prompt(&blocks, &cwd)?;
         let prompt =
             json!({"blocks": blocks, "frozen": freeze(&blocks, &self.workspace_roots(id))});
@@ -349,7 +348,7 @@ impl Dispatcher {
             self.dispatch_next(id);
         }
         Ok(to_json(InboxPausedResult {
-            paused: self.sessions[id].inbox_held(),
+            paused: self.checked(id).inbox_held(),
         }))
     }
 
@@ -405,7 +404,7 @@ impl Dispatcher {
     // -----------------------------------------------------------------
 
     fn save_flags(&mut self, id: &str) {
-        let Some(session) = self.sessions.get(id) else {
+        let Some(session) = self.session(id) else {
             return;
         };
         let flags = Flags {
@@ -420,7 +419,7 @@ impl Dispatcher {
     }
 
     pub(in crate::agent) fn pause_inbox(&mut self, id: &str) {
-        let Some(session) = self.sessions.get_mut(id) else {
+        let Some(session) = self.session_mut(id) else {
             return;
         };
         if session.inbox_held() {
@@ -432,7 +431,7 @@ impl Dispatcher {
     }
 
     pub(in crate::agent) fn unpause_inbox(&mut self, id: &str) {
-        let Some(session) = self.sessions.get_mut(id) else {
+        let Some(session) = self.session_mut(id) else {
             return;
         };
         if !session.inbox_held() {
@@ -453,7 +452,7 @@ impl Dispatcher {
     /// Starts the first pending item when the session is idle and its
     /// inbox runs; returns the item started.
     pub(in crate::agent) fn dispatch_next(&mut self, id: &str) -> Option<String> {
-        let session = self.sessions.get(id)?;
+        let session = self.session(id)?;
         // After the end of input, only `--drain` lets queued work run.
         let closing = self.closing() && !self.options().drain;
         if session.running.is_some()
@@ -555,7 +554,7 @@ impl Dispatcher {
         let Ok(store) = self.store() else { return };
         let flags = store.inbox_flags(id).unwrap_or_default();
         let waiting = store.recover_inbox(id).unwrap_or(0);
-        if let Some(session) = self.sessions.get_mut(id) {
+        if let Some(session) = self.session_mut(id) {
             session.set_inbox(if waiting > 0 {
                 InboxHold::Recovered
             } else if flags.paused {

@@ -34,7 +34,7 @@ fn job_json(job: &crate::tools::jobs::JobInfo) -> Value {
 impl Dispatcher {
     /// Makes the session's jobs tell the dispatcher when they end.
     pub(in crate::agent) fn own_jobs(&mut self, id: &str) {
-        let Some(session) = self.sessions.get(id) else {
+        let Some(session) = self.session(id) else {
             return;
         };
         let events = self.events();
@@ -60,7 +60,7 @@ impl Dispatcher {
         if records.is_empty() {
             return;
         }
-        let jobs = self.sessions[id].jobs.clone();
+        let jobs = self.checked(id).jobs.clone();
         jobs.adopt(records);
         for job in jobs.list() {
             if let Ok(store) = self.store() {
@@ -72,7 +72,7 @@ impl Dispatcher {
 
     /// A job started or ended: its record is committed; an end is told.
     pub(in crate::agent) fn job_changed(&mut self, id: &str, job_id: &str, ended: bool) {
-        let Some(job) = self.sessions.get(id).and_then(|s| s.jobs.get(job_id)) else {
+        let Some(job) = self.session(id).and_then(|s| s.jobs.get(job_id)) else {
             return;
         };
         let record = serde_json::to_value(&job).unwrap_or_default();
@@ -92,14 +92,14 @@ impl Dispatcher {
     /// runs and whose last turn ended normally, the model is told (a turn
     /// with source `job`).
     fn job_ended(&mut self, id: &str, job_id: &str) {
-        let Some(session) = self.sessions.get(id) else {
+        let Some(session) = self.session(id) else {
             return;
         };
         let Some(job) = session.jobs.get(job_id) else {
             return;
         };
         self.event(id, "job", job_json(&job));
-        let session = &self.sessions[id];
+        let session = self.checked(id);
         let quiet = session.running.is_some()
             || session.is_closed()
             || session.inbox_held()
@@ -159,7 +159,7 @@ impl Dispatcher {
 
     fn session_job(&mut self, params: &JobParams) -> Result<crate::tools::jobs::JobInfo, RpcError> {
         let JobParams { session_id, job_id } = params;
-        self.sessions[*session_id].jobs.get(job_id).ok_or_else(|| {
+        self.checked(session_id).jobs.get(job_id).ok_or_else(|| {
             RpcError::invalid_params(format!("jobId: no job {job_id:?} in session {session_id}"))
                 .with_data(json!({"code": "unknown_job"}))
         })
@@ -171,7 +171,7 @@ impl Dispatcher {
             start,
             limit,
         } = params;
-        let jobs = self.sessions[id].jobs.list();
+        let jobs = self.checked(id).jobs.list();
         let items: Vec<Value> = jobs.iter().skip(start).take(limit).map(job_json).collect();
         let next = (start + items.len() < jobs.len()).then(|| (start + items.len()).to_string());
         Ok(to_json(JobsResult {
@@ -244,7 +244,7 @@ impl Dispatcher {
     ) -> Result<Option<Value>, RpcError> {
         let offset = params.offset;
         let limit = params.limit.within(100, 200)?;
-        let indexes = self.sessions[params.job.session_id].line_indexes.clone();
+        let indexes = self.checked(params.job.session_id).line_indexes.clone();
         let path = job.log_path.clone();
         let unreadable = {
             let job_id = job.job_id.clone();
@@ -260,7 +260,7 @@ impl Dispatcher {
         let job = self.session_job(&params.job)?;
         let id = params.job.session_id;
         // The text's size was checked with the params.
-        self.sessions[id]
+        self.checked(id)
             .jobs
             .send(&job.job_id, params.text)
             .map_err(|problem| {
@@ -274,13 +274,14 @@ impl Dispatcher {
                 RpcError::invalid_request(problem).with_data(json!({"code": code}))
             })?;
         Ok(job_json(
-            &self.sessions[id].jobs.get(&job.job_id).unwrap_or(job),
+            &self.checked(id).jobs.get(&job.job_id).unwrap_or(job),
         ))
     }
 
     pub(super) fn job_cancel(&mut self, params: JobParams) -> Result<Value, RpcError> {
         let job = self.session_job(&params)?;
-        let info = self.sessions[params.session_id]
+        let info = self
+            .checked(params.session_id)
             .jobs
             .kill(&job.job_id)
             .map_err(RpcError::internal)?;

@@ -74,7 +74,7 @@ impl Dispatcher {
         let cwd_text = session.cwd.display().to_string();
         let session_id = match chosen {
             Some(id) => {
-                let taken = self.sessions.contains_key(&id)
+                let taken = self.has_session(&id)
                     || self.store()?.session(&id).map_err(internal)?.is_some();
                 if taken {
                     return Err(RpcError::invalid_params(format!(
@@ -85,8 +85,7 @@ impl Dispatcher {
             }
             None => loop {
                 let id = crate::util::new_id("sess");
-                if !self.sessions.contains_key(&id)
-                    && self.store()?.session(&id).map_err(internal)?.is_none()
+                if !self.has_session(&id) && self.store()?.session(&id).map_err(internal)?.is_none()
                 {
                     break id;
                 }
@@ -130,7 +129,7 @@ impl Dispatcher {
             "modes": modes(&session),
             "configOptions": config_options(&session, &registry),
         });
-        self.sessions.insert(session_id.clone(), session);
+        self.insert_session(session_id.clone(), session);
         self.own_jobs(&session_id);
         self.announce_commands(&session_id);
         self.announce_mcp(&session_id);
@@ -244,7 +243,7 @@ impl Dispatcher {
             .map(|s| self.with_agent_servers(s, &cwd));
         // A resume without the editor's servers still gets the configured.
         let configured = self.with_agent_servers(Vec::new(), &cwd);
-        if self.sessions.contains_key(&id) {
+        if self.has_session(&id) {
             if let Some(given) = client_prompt {
                 self.replace_client_prompt(&id, given)?;
             }
@@ -298,7 +297,7 @@ impl Dispatcher {
             "modes": modes(&session),
             "configOptions": config_options(&session, &registry),
         });
-        self.sessions.insert(id.clone(), session);
+        self.insert_session(id.clone(), session);
         self.own_jobs(&id);
         self.find_wait(&id);
         self.recover_inbox(&id);
@@ -314,7 +313,7 @@ impl Dispatcher {
         id: &str,
         given: client_prompt::ClientPrompt,
     ) -> Result<(), RpcError> {
-        let Some(session) = self.sessions.get_mut(id) else {
+        let Some(session) = self.session_mut(id) else {
             return Err(not_found(id));
         };
         session.settings.system_prompt = Some(given);
@@ -337,7 +336,7 @@ impl Dispatcher {
         let elicitation = self.mcp_elicitation();
         let tokens = self.mcp_tokens();
         let trust = self.mcp_trust();
-        let Some(session) = self.sessions.get_mut(id) else {
+        let Some(session) = self.session_mut(id) else {
             return Err(not_found(id));
         };
         // A session closed while its turn still winds down is opened
@@ -366,7 +365,7 @@ impl Dispatcher {
             self.notices_after_response(id, notes);
             self.offer_sign_in(id, mcp, sign_in);
         }
-        let Some(session) = self.sessions.get_mut(id) else {
+        let Some(session) = self.session_mut(id) else {
             return Err(not_found(id));
         };
         let response = json!({
@@ -542,11 +541,7 @@ impl Dispatcher {
         if !servers.is_array() {
             return Err(RpcError::invalid_params("mcpServers must be an array"));
         }
-        if self
-            .sessions
-            .get(&source)
-            .is_some_and(|s| s.running.is_some())
-        {
+        if self.session(&source).is_some_and(|s| s.running.is_some()) {
             return Err(RpcError::invalid_request(format!(
                 "session {source} is running a turn; fork it once the turn has ended"
             )));
@@ -568,9 +563,7 @@ impl Dispatcher {
         }
         let id = loop {
             let id = crate::util::new_id("sess");
-            if !self.sessions.contains_key(&id)
-                && self.store()?.session(&id).map_err(internal)?.is_none()
-            {
+            if !self.has_session(&id) && self.store()?.session(&id).map_err(internal)?.is_none() {
                 break id;
             }
         };
@@ -655,7 +648,7 @@ impl Dispatcher {
     pub(in crate::agent) fn close_session(&mut self, params: Value) -> Result<Value, RpcError> {
         let request: acp::SessionIdRequest = decode(params)?;
         let id = request.session_id;
-        if self.sessions.contains_key(&id) {
+        if self.has_session(&id) {
             self.session_end_hooks(&id, "close");
             self.close_live(&id);
             return Ok(json!({}));
@@ -669,7 +662,7 @@ impl Dispatcher {
     pub(in crate::agent) fn delete_session(&mut self, params: Value) -> Result<Value, RpcError> {
         let request: acp::SessionIdRequest = decode(params)?;
         let id = request.session_id;
-        if self.sessions.contains_key(&id) {
+        if self.has_session(&id) {
             self.session_end_hooks(&id, "delete");
             self.close_live(&id);
         }
@@ -684,20 +677,20 @@ impl Dispatcher {
     /// answer) and frees the session; with a turn still running, it is
     /// freed when that turn has answered.
     fn close_live(&mut self, id: &str) {
-        if let Some(mcp) = self.sessions.get_mut(id).and_then(|s| s.mcp.take()) {
+        if let Some(mcp) = self.session_mut(id).and_then(|s| s.mcp.take()) {
             mcp.shutdown();
         }
         // No job outlives its session.
-        if let Some(session) = self.sessions.get(id) {
+        if let Some(session) = self.session(id) {
             session.jobs.kill_all(None);
         }
         self.cancel_session(id);
-        let running = self.sessions.get(id).is_some_and(|s| s.running.is_some());
+        let running = self.session(id).is_some_and(|s| s.running.is_some());
         if running {
-            if let Some(session) = self.sessions.get_mut(id) {
+            if let Some(session) = self.session_mut(id) {
                 session.set_closed(true);
             }
-        } else if let Some(session) = self.sessions.remove(id) {
+        } else if let Some(session) = self.remove_session(id) {
             self.remove_if_unused(&session);
         }
     }

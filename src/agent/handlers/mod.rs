@@ -10,9 +10,13 @@
 //! `prompting/turn_start.rs` what a turn starts with and
 //! `prompting/turn_end.rs` the answer when it reports).
 //! Every handler is a method of the `Dispatcher`, the only owner of session
-//! state; `routes.rs` is the one table from method name to handler (stable
-//! and vendor alike, vendor discovery derived from it), and this file sends
-//! each request there.
+//! state, and reaches that state through its methods (its fields are
+//! private); `routes.rs` is the one table from method name to handler
+//! (stable and vendor alike, vendor discovery derived from it), and this
+//! file sends each request there. A handler whose answer a helper thread
+//! works out (`resources.rs`) takes a `Later` from `answer_later` and
+//! returns `None`: the helper posts the result back and the dispatcher
+//! answers, or answers -32800 first if the client cancels the request.
 //!
 //! The vendor extensions of docs/extensions.md, one file per subject:
 //! turn events and the status snapshot (`status.rs`, with the cost quote in

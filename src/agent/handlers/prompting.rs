@@ -91,7 +91,7 @@ impl Dispatcher {
         let request: acp::PromptRequest = decode(params.clone())?;
         let session_id = request.session_id;
         let message_id = client_message_id(&params)?;
-        match self.sessions.get_mut(&session_id) {
+        match self.session_mut(&session_id) {
             Some(session) if !session.is_closed() => {
                 // A cancelled turn is about to answer: this prompt waits
                 // for it instead of being refused.
@@ -164,7 +164,7 @@ impl Dispatcher {
         trace: Option<TraceContext>,
     ) -> Result<(), RpcError> {
         let session_id = session_id.to_string();
-        let cwd = self.sessions[&session_id].cwd.clone();
+        let cwd = self.checked(&session_id).cwd.clone();
         // A turn that goes on after a wait takes no input of its own.
         let mut input = match start.wait {
             Some(_) => PromptInput {
@@ -194,7 +194,7 @@ impl Dispatcher {
             .map(|exe| crate::sandbox::support(exe).describe())
             .unwrap_or_else(|| "the Spindle binary cannot be found".into());
         let outbox = self.outbox();
-        let (skills, hooks) = match self.sessions.get(&session_id) {
+        let (skills, hooks) = match self.session(&session_id) {
             Some(session) => (
                 self.skills_of(&session.cwd).skills,
                 self.hooks_of(&session.cwd, &registry),
@@ -202,7 +202,7 @@ impl Dispatcher {
             None => Default::default(),
         };
         let stream_writer = self.stream_writer();
-        let Some(session) = self.sessions.get_mut(&session_id) else {
+        let Some(session) = self.session_mut(&session_id) else {
             return Err(not_found(&session_id));
         };
         let (entry, provider) = turn_start::model_of(&registry, session)?;

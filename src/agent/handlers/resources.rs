@@ -123,7 +123,7 @@ impl Dispatcher {
                 line_count,
             } => (path, start_line, line_count),
         };
-        let root = self.sessions[id].cwd.clone();
+        let root = self.checked(id).cwd.clone();
         let resolved = crate::tools::paths::resolve(&root, path);
         if !resolved.inside {
             return Err(
@@ -131,7 +131,7 @@ impl Dispatcher {
                     .with_data(json!({"code": "outside_workspace"})),
             );
         }
-        let indexes = self.sessions[id].line_indexes.clone();
+        let indexes = self.checked(id).line_indexes.clone();
         let shown = path.to_string();
         let file = resolved.path.clone();
         let failure = {
@@ -151,7 +151,7 @@ impl Dispatcher {
         offset: u64,
         wanted: u64,
     ) -> Result<Value, RpcError> {
-        let job = self.sessions[id].jobs.get(job_id).ok_or_else(|| {
+        let job = self.checked(id).jobs.get(job_id).ok_or_else(|| {
             RpcError::invalid_params(format!("uri: no job {job_id:?}"))
                 .with_data(json!({"code": "unknown_job"}))
         })?;

@@ -159,14 +159,14 @@ impl Dispatcher {
 
     pub(super) fn rewind(&mut self, params: RewindParams) -> Result<Value, RpcError> {
         let id = params.session_id;
-        if self.sessions[id].running.is_some() {
+        if self.checked(id).running.is_some() {
             return Err(busy(id));
         }
         let max = self
             .registry()
             .map(|r| r.config.checkpoints.settings().max_file_bytes)
             .unwrap_or_else(|_| crate::checkpoint::Settings::default().max_file_bytes);
-        let root = self.sessions[id].cwd.clone();
+        let root = self.checked(id).cwd.clone();
         let store = self.store()?;
         if !store.running_turns(id).map_err(store_error)?.is_empty() {
             return Err(busy(id));
@@ -284,7 +284,7 @@ impl Dispatcher {
         }
         if dropped.is_some() || written > 0 {
             let messages = store.messages(id).map_err(store_error)?;
-            if let Some(session) = self.sessions.get_mut(id) {
+            if let Some(session) = self.session_mut(id) {
                 session.stored_messages = messages.len() as i64;
                 session.messages = messages;
                 session.known = None;

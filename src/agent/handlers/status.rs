@@ -38,7 +38,7 @@ impl Dispatcher {
         if !self.wants_events() {
             return None;
         }
-        let session = self.sessions.get_mut(session_id)?;
+        let session = self.session_mut(session_id)?;
         session.event_seq += 1;
         let seq = session.event_seq;
         Some(crate::rpc::notification_line(
@@ -57,8 +57,7 @@ impl Dispatcher {
     /// that follows the answer.
     pub(in crate::agent) fn announce_mcp(&mut self, session_id: &str) {
         let Some(status) = self
-            .sessions
-            .get(session_id)
+            .session(session_id)
             .and_then(|s| s.mcp.as_ref())
             .map(|m| m.status())
         else {
@@ -78,7 +77,7 @@ impl Dispatcher {
         let registry = self.registry().ok();
         let stored = self.store()?.session(id).map_err(store_error)?;
         let waiting = self.store()?.inbox(id).map_err(store_error)?;
-        let session = &self.sessions[id];
+        let session = self.checked(id);
         let entry = registry
             .as_ref()
             .and_then(|r| r.model(&session.settings.model).cloned());

@@ -37,7 +37,7 @@ impl Dispatcher {
             .append_events(&id, 0, &[update.to_string()])
             .map_err(internal)?;
         log::info!("session {id} retitled by the client");
-        if let Some(session) = self.sessions.get_mut(&id).filter(|s| !s.is_closed()) {
+        if let Some(session) = self.session_mut(&id).filter(|s| !s.is_closed()) {
             session.title = Some(title.clone());
             if let Some(line) = self.update_line(&id, acp::fit::Update::Kept(update)) {
                 self.follow_answer(line);
@@ -51,7 +51,7 @@ impl Dispatcher {
     pub(in crate::agent) fn session_status(&mut self, params: Value) -> Result<Value, RpcError> {
         let request: acp::SessionIdRequest = decode(params)?;
         let id = request.session_id;
-        if self.sessions.get(&id).is_some_and(|s| !s.is_closed()) {
+        if self.session(&id).is_some_and(|s| !s.is_closed()) {
             return Ok(json!({"status": "open"}));
         }
         match self.store()?.session(&id).map_err(internal)? {

@@ -37,7 +37,7 @@ impl Dispatcher {
         let Some((name, arguments)) = commands::invocation(text) else {
             return Ok((TurnKind::Model, text.to_string()));
         };
-        let cwd = self.sessions[session_id].cwd.clone();
+        let cwd = self.checked(session_id).cwd.clone();
         let available = self.commands_of(&cwd);
         let Some(command) = available.iter().find(|c| c.name == name) else {
             return Ok((TurnKind::Model, text.to_string()));
@@ -73,7 +73,7 @@ impl Dispatcher {
             Builtin::Help => help_reply(&available),
             Builtin::Memory => memory_reply(
                 &cwd,
-                self.sessions[session_id].settings.system_prompt.as_ref(),
+                self.checked(session_id).settings.system_prompt.as_ref(),
             ),
             Builtin::Skills => crate::agent::common::skills::report(&self.skills_of(&cwd)),
             Builtin::Hooks => self.hooks_of(&cwd, registry).report(),
@@ -104,7 +104,7 @@ impl Dispatcher {
 
     /// `/cost`: the tokens so far, their cost, and the context in use.
     fn cost_reply(&self, session_id: &str, registry: &Registry) -> String {
-        let session = &self.sessions[session_id];
+        let session = self.checked(session_id);
         let (usage, spent) = session.usage_so_far();
         let mut reply = tokens_words(&usage, session.model_calls, session.usage_unreported);
         let price = registry
@@ -150,7 +150,7 @@ impl Dispatcher {
     /// `/clear`: forgets the conversation the model sees (the transcript
     /// stays).
     fn clear_conversation(&mut self, session_id: &str) -> Result<String, RpcError> {
-        if let Some(session) = self.sessions.get_mut(session_id) {
+        if let Some(session) = self.session_mut(session_id) {
             session.messages.clear();
             session.known = None;
             session.set_hook_start(crate::agent::dispatcher::session::StartSource::Clear);
@@ -176,7 +176,7 @@ impl Dispatcher {
         }
         let rule = match words.split_first() {
             None => {
-                let session = &self.sessions[session_id];
+                let session = self.checked(session_id);
                 let allowed: Vec<String> = session
                     .settings
                     .approvals
@@ -210,7 +210,7 @@ impl Dispatcher {
             _ => return USAGE.to_string(),
         };
         let what = rules::describe(&rule);
-        let Some(session) = self.sessions.get_mut(session_id) else {
+        let Some(session) = self.session_mut(session_id) else {
             return USAGE.to_string();
         };
         let mut reply = format!("Allowed {what} for the rest of this session.");
@@ -258,8 +258,8 @@ impl Dispatcher {
         };
         if value.is_empty() {
             let current = match id {
-                "model" => self.sessions[session_id].settings.model.clone(),
-                _ => self.sessions[session_id].settings.mode.id().to_string(),
+                "model" => self.checked(session_id).settings.model.clone(),
+                _ => self.checked(session_id).settings.mode.id().to_string(),
             };
             return format!(
                 "The {id} is {current}. The choices are: {}. Change it with `/{id} {}`.",

@@ -13,8 +13,7 @@ impl Dispatcher {
         self.store_end(&end.session_id, settings.as_ref());
         let usage = meta_usage(&end);
         let queued = self
-            .sessions
-            .get_mut(&end.session_id)
+            .session_mut(&end.session_id)
             .and_then(|session| session.queued.take());
         let turn_usage = self
             .client()
@@ -46,7 +45,7 @@ impl Dispatcher {
             &end.applied,
             &outcome,
         );
-        if let Some(session) = self.sessions.get_mut(&end.session_id) {
+        if let Some(session) = self.session_mut(&end.session_id) {
             session.set_last_outcome(outcome.clone());
             let (epoch, source) = (session.epoch, session.turn_source.as_str());
             self.event(
@@ -86,7 +85,7 @@ impl Dispatcher {
     fn absorb(&mut self, end: &mut TurnEnd) -> Option<Value> {
         let mut settings = None;
         let mut remove = false;
-        if let Some(session) = self.sessions.get_mut(&end.session_id) {
+        if let Some(session) = self.session_mut(&end.session_id) {
             if let Some(running) = session.running.take() {
                 let _ = running.handle.join();
             }
@@ -119,7 +118,7 @@ impl Dispatcher {
             remove = session.is_closed();
         }
         if remove {
-            self.sessions.remove(&end.session_id);
+            self.remove_session(&end.session_id);
         }
         settings
     }
@@ -129,7 +128,7 @@ impl Dispatcher {
     fn store_end(&mut self, session_id: &str, settings: Option<&Value>) {
         if let Ok(store) = self.store() {
             if let Ok(count) = store.message_count(session_id) {
-                if let Some(session) = self.sessions.get_mut(session_id) {
+                if let Some(session) = self.session_mut(session_id) {
                     session.stored_messages = count;
                 }
             }

@@ -136,8 +136,7 @@ impl Dispatcher {
             launcher,
             sandbox,
             extra_roots: self
-                .sessions
-                .get(session_id)
+                .session(session_id)
                 .map(|s| s.settings.extra_roots.clone())
                 .unwrap_or_default(),
             shell: registry.config.shell(),
@@ -164,7 +163,7 @@ impl Dispatcher {
             json!({"state": "running", "epoch": turn.io.epoch, "source": start.source.as_str(), "outcome": null}),
         );
         self.goal_changed(session_id);
-        let Some(session) = self.sessions.get_mut(session_id) else {
+        let Some(session) = self.session_mut(session_id) else {
             return Err(not_found(session_id));
         };
         match turn::spawn(turn, outbox) {
@@ -177,7 +176,7 @@ impl Dispatcher {
                 Ok(())
             }
             Err(err) => {
-                if let Some(session) = self.sessions.get_mut(session_id) {
+                if let Some(session) = self.session_mut(session_id) {
                     let kept = session.messages.len().saturating_sub(fresh);
                     session.messages.truncate(kept);
                 }
@@ -200,7 +199,7 @@ impl Dispatcher {
     ) -> Result<Option<String>, RpcError> {
         let session_id = session_id.to_string();
         let me = std::process::id();
-        let (known_count, needs_title) = match self.sessions.get(&session_id) {
+        let (known_count, needs_title) = match self.session(&session_id) {
             Some(session) => (session.stored_messages, session.title.is_none()),
             None => return Err(not_found(&session_id)),
         };
@@ -251,11 +250,11 @@ impl Dispatcher {
         } else {
             None
         };
-        if let (Some(title), Some(session)) = (kept_title, self.sessions.get_mut(&session_id)) {
+        if let (Some(title), Some(session)) = (kept_title, self.session_mut(&session_id)) {
             session.title = Some(title);
         }
         if let Some(messages) = reloaded {
-            if let Some(session) = self.sessions.get_mut(&session_id) {
+            if let Some(session) = self.session_mut(&session_id) {
                 session.messages = messages;
                 session.known = None;
             }
