@@ -105,6 +105,10 @@ pub(super) struct Dispatcher {
     /// The store and registry being prepared on a helper thread at start-up,
     /// so the first `session/new` does not wait for them.
     warm: Option<Receiver<Warm>>,
+    /// The config the warm-up starts from, until it starts: after the
+    /// first message is handled, so its answer (`initialize`) does not
+    /// share the start with it.
+    cold: Option<crate::config::loaded::Loaded>,
     /// `SessionEnd` hooks still running (on `spindle-hook-end` threads).
     ending: Vec<std::thread::JoinHandle<()>>,
 }
@@ -140,19 +144,22 @@ impl Dispatcher {
             store: None,
             db_path: options_db_path(&options),
             warm: None,
+            cold: Some(loaded),
             after_response: Vec::new(),
             waits_to_resume: Vec::new(),
             ending: Vec::new(),
             options,
         }
-        .warm_up(loaded)
     }
 
     /// Opens the store and builds the registry on a helper thread: both
     /// touch files (and a local model server may be asked for its models),
     /// which should not delay `initialize` nor make the first `session/new`
     /// wait more than needed.
-    fn warm_up(mut self, loaded: crate::config::loaded::Loaded) -> Dispatcher {
+    fn warm_up(&mut self) {
+        let Some(loaded) = self.cold.take() else {
+            return;
+        };
         let (sender, receiver) = crossbeam_channel::bounded(1);
         let db_path = self.db_path.clone();
         let options = self.options.clone();
@@ -168,11 +175,12 @@ impl Dispatcher {
         if spawned.is_ok() {
             self.warm = Some(receiver);
         }
-        self
     }
 
-    /// Takes what the start-up helper prepared, waiting for it if needed.
+    /// Takes what the start-up helper prepared, waiting for it if needed
+    /// (and starting it, if it has not started yet).
     pub(in crate::agent) fn take_warm(&mut self) {
+        self.warm_up();
         if let Some(receiver) = self.warm.take() {
             if let Ok((store, registry)) = receiver.recv() {
                 self.store.get_or_insert(store);
@@ -482,6 +490,8 @@ impl Dispatcher {
                     self.goal_changed(&session_id);
                 }
             }
+            // After the first answer is queued (once).
+            self.warm_up();
         }
         // What a helper still works on is not waited for: the client
         // learns it was cancelled.
