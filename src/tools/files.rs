@@ -5,6 +5,7 @@
 
 use super::bounded::{self, FileLimits, ReadError};
 use super::endings;
+use super::error::{ToolError, ToolErrorKind};
 use super::matching;
 use std::path::Path;
 
@@ -55,14 +56,17 @@ fn looks_binary(bytes: &[u8]) -> bool {
 
 /// Reads the file's current content: through the editor for text files
 /// when it can, locally otherwise.
-fn current(path: &Path, editor: &dyn EditorFiles, cap: u64) -> Result<Current, String> {
+fn current(path: &Path, editor: &dyn EditorFiles, cap: u64) -> Result<Current, ToolError> {
     let local = match bounded::read_capped(path, cap) {
         Ok(bytes) => Some(bytes),
         Err(ReadError::Missing) => None,
         Err(error) => return Err(describe(path, error, cap)),
     };
     if path.is_dir() {
-        return Err(format!("{} is a directory, not a file", path.display()));
+        return Err(ToolError::new(
+            ToolErrorKind::WrongType,
+            format!("{} is a directory, not a file", path.display()),
+        ));
     }
     match local {
         Some(bytes) if looks_binary(&bytes) || std::str::from_utf8(&bytes).is_err() => {
@@ -73,7 +77,7 @@ fn current(path: &Path, editor: &dyn EditorFiles, cap: u64) -> Result<Current, S
                 // The editor may hold a buffer for a file not yet on disk.
                 match editor.read_text(path) {
                     Ok(text) => return Ok(Current::Text(text)),
-                    Err(err) if local.is_some() => return Err(err),
+                    Err(err) if local.is_some() => return Err(ToolError::editor(err)),
                     Err(_) => return Ok(Current::Missing),
                 }
             }
@@ -87,8 +91,14 @@ fn current(path: &Path, editor: &dyn EditorFiles, cap: u64) -> Result<Current, S
 
 /// What a person (or the model) should know about a file that could not
 /// be read.
-fn describe(path: &Path, error: ReadError, cap: u64) -> String {
-    match error {
+fn describe(path: &Path, error: ReadError, cap: u64) -> ToolError {
+    let kind = match &error {
+        ReadError::Missing => ToolErrorKind::NotFound,
+        ReadError::Directory | ReadError::NotRegular => ToolErrorKind::WrongType,
+        ReadError::TooLarge(_) => ToolErrorKind::TooLarge,
+        ReadError::Io(_) => ToolErrorKind::Io,
+    };
+    let message = match error {
         ReadError::Missing => format!("{} does not exist", path.display()),
         ReadError::Directory => format!("{} is a directory, not a file", path.display()),
         ReadError::NotRegular => format!(
@@ -100,20 +110,22 @@ fn describe(path: &Path, error: ReadError, cap: u64) -> String {
             path.display(),
         ),
         ReadError::Io(err) => format!("cannot read {}: {err}", path.display()),
-    }
+    };
+    ToolError::new(kind, message)
 }
 
 /// Writes through the editor when it can (it creates the file as needed),
 /// else locally, creating missing parent directories.
-fn write(path: &Path, content: &str, editor: &dyn EditorFiles) -> Result<(), String> {
+fn write(path: &Path, content: &str, editor: &dyn EditorFiles) -> Result<(), ToolError> {
     if editor.can_write() {
-        return editor.write_text(path, content);
+        return editor.write_text(path, content).map_err(ToolError::editor);
     }
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)
-            .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
+            .map_err(|err| ToolError::io(format!("cannot create {}: {err}", parent.display())))?;
     }
-    std::fs::write(path, content).map_err(|err| format!("cannot write {}: {err}", path.display()))
+    std::fs::write(path, content)
+        .map_err(|err| ToolError::io(format!("cannot write {}: {err}", path.display())))
 }
 
 /// The result of `read_file`.
@@ -129,7 +141,7 @@ pub(crate) fn read_file(
     line_count: Option<usize>,
     editor: &dyn EditorFiles,
     limits: FileLimits,
-) -> Result<ReadResult, String> {
+) -> Result<ReadResult, ToolError> {
     let start = start_line.unwrap_or(1).max(1);
     let count = line_count.unwrap_or(READ_LINE_DEFAULT).max(1);
     // A file too large to hold is read from disk as a stream of lines.
@@ -141,12 +153,20 @@ pub(crate) fn read_file(
         Err(error) => return Err(describe(path, error, limits.whole)),
     }
     let text = match current(path, editor, limits.whole)? {
-        Current::Missing => return Err(format!("{} does not exist", path.display())),
+        Current::Missing => {
+            return Err(ToolError::not_found(format!(
+                "{} does not exist",
+                path.display()
+            )))
+        }
         Current::Bytes(bytes) if looks_binary(&bytes) => {
-            return Err(format!(
-                "{} is a binary file ({} bytes); read_file only shows text",
-                path.display(),
-                bytes.len()
+            return Err(ToolError::new(
+                ToolErrorKind::Binary,
+                format!(
+                    "{} is a binary file ({} bytes); read_file only shows text",
+                    path.display(),
+                    bytes.len()
+                ),
             ))
         }
         Current::Bytes(bytes) => {
@@ -166,9 +186,9 @@ pub(crate) fn read_file(
         });
     }
     if start > total {
-        return Err(format!(
+        return Err(ToolError::invalid(format!(
             "start_line {start} is past the end of the file ({total} lines)"
-        ));
+        )));
     }
     let mut out = String::new();
     let mut shown_last = start - 1;
@@ -210,19 +230,22 @@ fn read_large(
     count: usize,
     size: u64,
     limits: FileLimits,
-) -> Result<ReadResult, String> {
+) -> Result<ReadResult, ToolError> {
     let window = bounded::stream_lines(path, start, count, limits.page)
         .map_err(|error| describe(path, error, limits.whole))?;
     if window.binary {
-        return Err(format!(
-            "{} is a binary file ({size} bytes); read_file only shows text",
-            path.display()
+        return Err(ToolError::new(
+            ToolErrorKind::Binary,
+            format!(
+                "{} is a binary file ({size} bytes); read_file only shows text",
+                path.display()
+            ),
         ));
     }
     if window.last == 0 {
-        return Err(format!(
+        return Err(ToolError::invalid(format!(
             "start_line {start} is past the end of the file or its lines are too long to show"
-        ));
+        )));
     }
     let mut text = window.text;
     if window.more {
@@ -250,7 +273,7 @@ pub(crate) fn preview_write(
     content: &str,
     editor: &dyn EditorFiles,
     limits: FileLimits,
-) -> Result<Change, String> {
+) -> Result<Change, ToolError> {
     let mut new_text = content.to_string();
     let old_text = match bounded::open_regular(path) {
         Ok((_, size)) if size > limits.edit => {
@@ -282,16 +305,16 @@ pub(crate) fn preview_edit(
     edits: &[Edit],
     editor: &dyn EditorFiles,
     limits: FileLimits,
-) -> Result<Change, String> {
+) -> Result<Change, ToolError> {
     if edits.is_empty() {
-        return Err("no edits given".into());
+        return Err(ToolError::invalid("no edits given"));
     }
     let (old, new) = match current(path, editor, limits.edit)? {
         Current::Missing => {
-            return Err(format!(
+            return Err(ToolError::not_found(format!(
                 "{} does not exist; use write_file to create it",
                 path.display()
-            ))
+            )))
         }
         Current::Text(text) => {
             let (new_text, _, _) = apply_text_edits(&text, edits)?;
@@ -318,7 +341,7 @@ pub(crate) fn write_file(
     content: &str,
     editor: &dyn EditorFiles,
     limits: FileLimits,
-) -> Result<Change, String> {
+) -> Result<Change, ToolError> {
     // A file too large to load is overwritten without its old content in
     // the diff.
     let mut change = preview_write(path, content, editor, limits)?;
@@ -348,15 +371,15 @@ pub(crate) fn edit_file(
     edits: &[Edit],
     editor: &dyn EditorFiles,
     limits: FileLimits,
-) -> Result<(Change, usize), String> {
+) -> Result<(Change, usize), ToolError> {
     if edits.is_empty() {
-        return Err("no edits given".into());
+        return Err(ToolError::invalid("no edits given"));
     }
     match current(path, editor, limits.edit)? {
-        Current::Missing => Err(format!(
+        Current::Missing => Err(ToolError::not_found(format!(
             "{} does not exist; use write_file to create it",
             path.display()
-        )),
+        ))),
         Current::Text(text) => {
             let (new_text, first_line, applied) = apply_text_edits(&text, edits)?;
             write(path, &new_text, editor)?;
@@ -380,7 +403,7 @@ pub(crate) fn edit_file(
             let applied = apply_byte_edits(&bytes, edits)?;
             let (new_bytes, first_line) = (applied.content, applied.first_line);
             std::fs::write(path, &new_bytes)
-                .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+                .map_err(|err| ToolError::io(format!("cannot write {}: {err}", path.display())))?;
             Ok((
                 Change {
                     summary: format!(
@@ -413,23 +436,23 @@ impl Applied {
     }
 }
 
-pub(crate) fn apply_edits(text: &str, edits: &[Edit]) -> Result<(String, usize), String> {
+pub(crate) fn apply_edits(text: &str, edits: &[Edit]) -> Result<(String, usize), ToolError> {
     apply_text_edits(text, edits).map(|(text, line, _)| (text, line))
 }
 
-fn apply_text_edits(text: &str, edits: &[Edit]) -> Result<(String, usize, Applied), String> {
+fn apply_text_edits(text: &str, edits: &[Edit]) -> Result<(String, usize, Applied), ToolError> {
     let mut applied = apply_byte_edits(text.as_bytes(), edits)?;
     // Replacing valid UTF-8 with valid UTF-8 at UTF-8 match positions keeps
     // the text valid.
     let bytes = std::mem::take(&mut applied.content);
     String::from_utf8(bytes)
         .map(|text| (text, applied.first_line, applied))
-        .map_err(|_| "the edit produced invalid UTF-8".into())
+        .map_err(|_| ToolError::invalid("the edit produced invalid UTF-8"))
 }
 
 /// Applies the edits to the bytes: the one function that decides what an
 /// edit writes, for the diff shown, the checkpoint and the file alike.
-fn apply_byte_edits(original: &[u8], edits: &[Edit]) -> Result<Applied, String> {
+fn apply_byte_edits(original: &[u8], edits: &[Edit]) -> Result<Applied, ToolError> {
     let mut content = original.to_vec();
     let mut first_line = usize::MAX;
     let mut notes = Vec::new();
@@ -440,14 +463,14 @@ fn apply_byte_edits(original: &[u8], edits: &[Edit]) -> Result<Applied, String> 
             String::new()
         };
         if edit.old.is_empty() {
-            return Err(format!(
+            return Err(ToolError::invalid(format!(
                 "{which}\"old\" is empty; give the exact text to replace (use write_file for new files)"
-            ));
+            )));
         }
         if edit.old == edit.new {
-            return Err(format!(
+            return Err(ToolError::invalid(format!(
                 "{which}\"old\" and \"new\" are the same; nothing would change"
-            ));
+            )));
         }
         let located = match matching::locate(&content, &edit.old, &edit.new, edit.replace_all) {
             Ok(located) => located,
@@ -478,8 +501,15 @@ fn refused(
     content: &[u8],
     edit: &Edit,
     refusal: matching::Refusal,
-) -> String {
-    match refusal {
+) -> ToolError {
+    let kind = match &refusal {
+        matching::Refusal::Ambiguous { .. } | matching::Refusal::Crowded { .. } => {
+            ToolErrorKind::NotUnique
+        }
+        matching::Refusal::TooLarge { .. } => ToolErrorKind::TooLarge,
+        matching::Refusal::Missing => ToolErrorKind::NoMatch,
+    };
+    let message = match refusal {
         matching::Refusal::Ambiguous {
             ranges,
             count,
@@ -540,7 +570,8 @@ fn refused(
             why.push_str(&matching::closest(&lines, &old));
             why
         }
-    }
+    };
+    ToolError::new(kind, message)
 }
 
 #[cfg(test)]
@@ -561,6 +592,8 @@ mod tests {
         assert_eq!(text, "a\nB\nC\n");
         assert_eq!(line, 2);
         let err = apply_edits("x x\n", &[edit("x", "y")]).unwrap_err();
+        assert_eq!(err.kind(), ToolErrorKind::NotUnique);
+        let err = err.to_string();
         assert!(
             err.contains("2 times") && err.contains("replace_all"),
             "{err}"
@@ -575,19 +608,28 @@ mod tests {
         .unwrap();
         assert_eq!(all.0, "y y\n");
         let err = apply_edits("abc", &[edit("b", "B"), edit("zzz", "q")]).unwrap_err();
+        assert_eq!(err.kind(), ToolErrorKind::NoMatch);
+        let err = err.to_string();
         assert!(
             err.contains("edit 2 of 2") && err.contains("not found"),
             "{err}"
         );
-        assert!(apply_edits("abc", &[edit("", "q")]).is_err());
-        let crlf = apply_edits("a\r\nb\r\n", &[edit("a\nc", "x")]).unwrap_err();
+        assert_eq!(
+            apply_edits("abc", &[edit("", "q")]).unwrap_err().kind(),
+            ToolErrorKind::InvalidArguments
+        );
+        let crlf = apply_edits("a\r\nb\r\n", &[edit("a\nc", "x")])
+            .unwrap_err()
+            .to_string();
         assert!(crlf.contains("CRLF"), "{crlf}");
     }
 
     #[test]
     fn forgiven_edits_are_named_and_ambiguous_ones_refused_with_both_ranges() {
         let text = "    if a {\n        go();\n    }\n    if a {\n        go();\n    }\n";
-        let err = apply_edits(text, &[edit("if a {\n    go();\n}", "x")]).unwrap_err();
+        let err = apply_edits(text, &[edit("if a {\n    go();\n}", "x")])
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("after ignoring a change of indentation it matches 2 places (lines 1-3 and lines 4-6)"),
             "{err}"
@@ -686,7 +728,8 @@ mod tests {
         )
         .err()
         .unwrap();
-        assert!(err.contains("binary"));
+        assert_eq!(err.kind(), ToolErrorKind::Binary);
+        assert!(err.to_string().contains("binary"));
         assert!(read_file(
             &dir.join("missing"),
             None,

@@ -5,6 +5,7 @@
 //! rest is read and dropped, so the job never blocks and memory stays
 //! bounded). A watcher thread reports the end.
 
+use super::error::ToolError;
 use crate::cancel::{lock, CancelToken};
 use std::ffi::OsString;
 use std::fs::File;
@@ -129,11 +130,15 @@ impl JobInfo {
 }
 
 /// A new job's id, and its private log (created).
-fn new_log(spec: &JobSpec) -> Result<(String, PathBuf, std::fs::File), String> {
+fn new_log(spec: &JobSpec) -> Result<(String, PathBuf, std::fs::File), ToolError> {
     let job_id = format!("job_{}", crate::util::random_hex());
     let log_path = spec.log_dir.join(format!("{job_id}.log"));
-    let log = crate::process::logs::create_file(&log_path)
-        .map_err(|e| format!("cannot create the job's log {}: {e}", log_path.display()))?;
+    let log = crate::process::logs::create_file(&log_path).map_err(|e| {
+        ToolError::io(format!(
+            "cannot create the job's log {}: {e}",
+            log_path.display()
+        ))
+    })?;
     Ok((job_id, log_path, log))
 }
 
@@ -276,7 +281,7 @@ impl Jobs {
         self: &Arc<Self>,
         spec: &JobSpec,
         terminal_id: &str,
-    ) -> Result<(JobInfo, External), String> {
+    ) -> Result<(JobInfo, External), ToolError> {
         self.register_external(spec, Some(terminal_id), JobKind::Command, None)
     }
 
@@ -286,7 +291,7 @@ impl Jobs {
         self: &Arc<Self>,
         spec: &JobSpec,
         deliver: Deliver,
-    ) -> Result<(JobInfo, External), String> {
+    ) -> Result<(JobInfo, External), ToolError> {
         self.register_external(spec, None, JobKind::Agent, Some(deliver))
     }
 
@@ -296,7 +301,7 @@ impl Jobs {
         terminal_id: Option<&str>,
         kind: JobKind,
         deliver: Option<Deliver>,
-    ) -> Result<(JobInfo, External), String> {
+    ) -> Result<(JobInfo, External), ToolError> {
         let (job_id, log_path, log) = new_log(spec)?;
         let counts = Counts::default();
         let stop = CancelToken::new();
@@ -336,7 +341,7 @@ impl Jobs {
     }
 
     /// Starts a job; returns it as it is once started.
-    pub(crate) fn start(self: &Arc<Self>, spec: JobSpec) -> Result<JobInfo, String> {
+    pub(crate) fn start(self: &Arc<Self>, spec: JobSpec) -> Result<JobInfo, ToolError> {
         let (job_id, log_path, log) = new_log(&spec)?;
         let mut command = match &spec.sandbox {
             Some(sandbox) => {
@@ -349,8 +354,10 @@ impl Jobs {
         for name in &spec.env_remove {
             command.env_remove(name);
         }
-        let (reader, writer) = io::pipe().map_err(|e| e.to_string())?;
-        let writer_err = writer.try_clone().map_err(|e| e.to_string())?;
+        let (reader, writer) = io::pipe().map_err(|e| ToolError::io(e.to_string()))?;
+        let writer_err = writer
+            .try_clone()
+            .map_err(|e| ToolError::io(e.to_string()))?;
         command
             .envs(spec.env_set.iter().map(|(k, v)| (k, v)))
             .current_dir(&spec.cwd)
@@ -360,12 +367,12 @@ impl Jobs {
         crate::process::Tree::prepare(&mut command);
         let guarded = crate::process::guard::wraps(&command);
         let mut child = crate::process::spawn_tied_to_agent(command)
-            .map_err(|e| format!("cannot start the job: {e}"))?;
+            .map_err(|e| ToolError::io(format!("cannot start the job: {e}")))?;
         let tree = match crate::process::Tree::of(&child, guarded) {
             Ok(tree) => Arc::new(tree),
             Err(error) => {
                 let _ = child.wait();
-                return Err(format!("cannot start the job: {error}"));
+                return Err(ToolError::io(format!("cannot start the job: {error}")));
             }
         };
         let pid = child.id();
@@ -405,7 +412,7 @@ impl Jobs {
             });
         if watcher.is_err() {
             tree.kill();
-            return Err("cannot watch the job".into());
+            return Err(ToolError::io("cannot watch the job"));
         }
         let on_change = lock(&self.on_end).clone();
         if let Some(on_change) = on_change {
@@ -421,7 +428,7 @@ impl Jobs {
         spec: &JobSpec,
         so_far: &str,
         detached: crate::process::Detached,
-    ) -> Result<JobInfo, String> {
+    ) -> Result<JobInfo, ToolError> {
         let (job_id, log_path, log) = new_log(spec)?;
         let counts = Counts::default();
         let mut sink = LogSink::new(log, spec.log_cap, &counts);
@@ -464,7 +471,7 @@ impl Jobs {
             });
         if spawned.is_err() {
             tree.kill();
-            return Err("cannot watch the job".into());
+            return Err(ToolError::io("cannot watch the job"));
         }
         let on_change = lock(&self.on_end).clone();
         if let Some(on_change) = on_change {
@@ -553,13 +560,13 @@ impl Jobs {
         id: &str,
         offset: Option<u64>,
         limit: usize,
-    ) -> Result<ModelRead, String> {
+    ) -> Result<ModelRead, ToolError> {
         let (path, from, info) = {
             let jobs = lock(&self.jobs);
             let job = jobs
                 .iter()
                 .find(|j| j.info.job_id == id)
-                .ok_or_else(|| format!("there is no job {id:?}"))?;
+                .ok_or_else(|| ToolError::not_found(format!("there is no job {id:?}")))?;
             (
                 job.info.log_path.clone(),
                 offset.unwrap_or(job.model_offset),
@@ -587,47 +594,47 @@ impl Jobs {
     }
 
     /// Writes to the job's stdin.
-    pub(crate) fn send(&self, id: &str, text: &str) -> Result<(), String> {
+    pub(crate) fn send(&self, id: &str, text: &str) -> Result<(), ToolError> {
         let mut jobs = lock(&self.jobs);
         let job = jobs
             .iter_mut()
             .find(|j| j.info.job_id == id)
-            .ok_or_else(|| format!("there is no job {id:?}"))?;
+            .ok_or_else(|| ToolError::not_found(format!("there is no job {id:?}")))?;
         if job.info.state != JobState::Running {
-            return Err(format!(
+            return Err(ToolError::invalid(format!(
                 "job {id} has {}; it takes no input",
                 job.info.state
-            ));
+            )));
         }
         if job.info.terminal_id.is_some() {
-            return Err(format!(
+            return Err(ToolError::invalid(format!(
                 "job {id} runs in the editor's terminal; type its input there"
-            ));
+            )));
         }
         if let Some(deliver) = job.deliver.clone() {
             drop(jobs);
-            return deliver(text);
+            return deliver(text).map_err(ToolError::io);
         }
         let stdin = job
             .stdin
             .as_mut()
-            .ok_or_else(|| format!("job {id} has no input"))?;
+            .ok_or_else(|| ToolError::invalid(format!("job {id} has no input")))?;
         match stdin.write_all(text.as_bytes()) {
             Ok(()) => Ok(()),
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Err(format!(
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Err(ToolError::io(format!(
                 "job {id} is not reading its input (its input pipe is full); part of the text may have been written"
-            )),
-            Err(error) => Err(format!("cannot write to job {id}: {error}")),
+            ))),
+            Err(error) => Err(ToolError::io(format!("cannot write to job {id}: {error}"))),
         }
     }
 
     /// Kills a job's whole process group.
-    pub(crate) fn kill(&self, id: &str) -> Result<JobInfo, String> {
+    pub(crate) fn kill(&self, id: &str) -> Result<JobInfo, ToolError> {
         let mut jobs = lock(&self.jobs);
         let job = jobs
             .iter_mut()
             .find(|j| j.info.job_id == id)
-            .ok_or_else(|| format!("there is no job {id:?}"))?;
+            .ok_or_else(|| ToolError::not_found(format!("there is no job {id:?}")))?;
         if job.info.state == JobState::Running {
             job.stop_it();
         }
@@ -657,15 +664,20 @@ fn copy_output(mut reader: io::PipeReader, mut sink: LogSink) {
 
 /// `limit` bytes of a file from `offset`, as text (cut back to a
 /// character boundary); returns the text and the offset after it.
-pub(crate) fn read_window(path: &Path, offset: u64, limit: usize) -> Result<(String, u64), String> {
+pub(crate) fn read_window(
+    path: &Path,
+    offset: u64,
+    limit: usize,
+) -> Result<(String, u64), ToolError> {
     use std::io::{Seek, SeekFrom};
-    let mut file = File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut file = File::open(path)
+        .map_err(|e| ToolError::io(format!("cannot read {}: {e}", path.display())))?;
     file.seek(SeekFrom::Start(offset))
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|e| ToolError::io(format!("cannot read {}: {e}", path.display())))?;
     let mut bytes = Vec::with_capacity(limit.min(1 << 20));
     file.take(limit as u64)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|e| ToolError::io(format!("cannot read {}: {e}", path.display())))?;
     let valid = match std::str::from_utf8(&bytes) {
         Ok(_) => bytes.len(),
         // A character cut at the end waits for the next window, unless

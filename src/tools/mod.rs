@@ -19,6 +19,7 @@
 
 pub(crate) mod bounded;
 pub(crate) mod endings;
+pub(crate) mod error;
 pub mod fetch;
 pub(crate) mod files;
 pub(crate) mod ignore;

@@ -10,6 +10,7 @@
 //! `SPINDLE_SEARCH=builtin` makes [`ripgrep_available`] answer false, forcing
 //! the built-in engine.
 
+use super::error::ToolError;
 use super::walk::{self, Control, EntryKind, Glob, WalkEnd, WalkOptions};
 use std::borrow::Cow;
 use std::io::{BufRead, BufReader, Read};
@@ -106,7 +107,7 @@ pub(crate) fn search(
     base: &Path,
     query: &SearchQuery,
     cancelled: &dyn Fn() -> bool,
-) -> Result<SearchResult, String> {
+) -> Result<SearchResult, ToolError> {
     check_query(root, base, query)?;
     if ripgrep_available() {
         search_ripgrep(root, base, query, cancelled)
@@ -115,15 +116,20 @@ pub(crate) fn search(
     }
 }
 
-fn check_query(root: &Path, base: &Path, query: &SearchQuery) -> Result<(), String> {
+fn check_query(root: &Path, base: &Path, query: &SearchQuery) -> Result<(), ToolError> {
     if query.pattern.is_empty() {
-        return Err("the search pattern is empty".to_string());
+        return Err(ToolError::invalid("the search pattern is empty"));
     }
     if query.pattern.contains('\n') {
-        return Err("the search pattern must be a single line".to_string());
+        return Err(ToolError::invalid(
+            "the search pattern must be a single line",
+        ));
     }
     if !base.exists() {
-        return Err(format!("{} does not exist", walk::display_path(root, base)));
+        return Err(ToolError::not_found(format!(
+            "{} does not exist",
+            walk::display_path(root, base)
+        )));
     }
     Ok(())
 }
@@ -237,17 +243,16 @@ fn search_builtin(
     base: &Path,
     query: &SearchQuery,
     cancelled: &dyn Fn() -> bool,
-) -> Result<SearchResult, String> {
+) -> Result<SearchResult, ToolError> {
     check_query(root, base, query)?;
     let literal: Cow<str> = if query.regex {
         match regex_as_literal(&query.pattern) {
             Some(literal) => Cow::Owned(literal),
             None => {
-                return Err(
+                return Err(ToolError::invalid(
                     "regular expressions need ripgrep (rg), which is not installed; \
-                     search for a literal string instead"
-                        .to_string(),
-                )
+                     search for a literal string instead",
+                ))
             }
         }
     } else {
@@ -313,7 +318,7 @@ fn search_builtin(
             }
         })?;
         if end == WalkEnd::Cancelled {
-            return Err("the search was cancelled".to_string());
+            return Err(ToolError::cancelled("the search was cancelled"));
         }
     }
     Ok(render(hits, query, max, "builtin"))
@@ -353,12 +358,12 @@ fn search_ripgrep(
     base: &Path,
     query: &SearchQuery,
     cancelled: &dyn Fn() -> bool,
-) -> Result<SearchResult, String> {
+) -> Result<SearchResult, ToolError> {
     check_query(root, base, query)?;
     let (mut cmd, filter) = rg_command(root, base, query);
     let mut child = cmd
         .spawn()
-        .map_err(|e| format!("cannot run ripgrep (rg): {e}"))?;
+        .map_err(|e| ToolError::io(format!("cannot run ripgrep (rg): {e}")))?;
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
     let mut guard = ChildGuard(child);
@@ -374,22 +379,25 @@ fn search_ripgrep(
     if stopped {
         let _ = guard.0.kill();
     }
-    let status = guard.0.wait().map_err(|e| format!("ripgrep failed: {e}"))?;
+    let status = guard
+        .0
+        .wait()
+        .map_err(|e| ToolError::io(format!("ripgrep failed: {e}")))?;
     drop(rx);
     let _ = reader.join();
     let stderr_text = errors.join().unwrap_or_default();
     if cancelled() {
-        return Err("the search was cancelled".to_string());
+        return Err(ToolError::cancelled("the search was cancelled"));
     }
     if !stopped && !matches!(status.code(), Some(0 | 1)) {
         // rg also exits with 2 when some file could not be read; the matches
         // it found are still worth showing.
         if hits.is_empty() {
-            return Err(if stderr_text.is_empty() {
+            return Err(ToolError::io(if stderr_text.is_empty() {
                 format!("ripgrep failed ({status})")
             } else {
                 format!("ripgrep failed: {stderr_text}")
-            });
+            }));
         }
         log::warn!("search: ripgrep reported errors: {stderr_text}");
     }
@@ -444,7 +452,7 @@ fn start_rg_readers(
         std::thread::JoinHandle<()>,
         std::thread::JoinHandle<String>,
     ),
-    String,
+    ToolError,
 > {
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
     // Both helpers end when ripgrep's pipes close, which the guard's
@@ -462,7 +470,7 @@ fn start_rg_readers(
                 }
             }
         })
-        .map_err(|e| format!("cannot start ripgrep's reader: {e}"))?;
+        .map_err(|e| ToolError::io(format!("cannot start ripgrep's reader: {e}")))?;
     let errors = std::thread::Builder::new()
         .name("spindle-rg-err".into())
         .spawn(move || {
@@ -471,7 +479,7 @@ fn start_rg_readers(
             let _ = std::io::copy(&mut stderr, &mut std::io::sink());
             String::from_utf8_lossy(&text).trim().to_string()
         })
-        .map_err(|e| format!("cannot start ripgrep's reader: {e}"))?;
+        .map_err(|e| ToolError::io(format!("cannot start ripgrep's reader: {e}")))?;
     Ok((rx, reader, errors))
 }
 

@@ -112,7 +112,9 @@ fn regex_without_ripgrep() {
     let tree = sample();
     let mut q = query("need.e");
     q.regex = true;
-    let err = search_builtin(&tree.0, &tree.0, &q, NEVER).unwrap_err();
+    let err = search_builtin(&tree.0, &tree.0, &q, NEVER)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("need ripgrep"), "{err}");
     q.pattern = "let needle".to_string();
     assert_eq!(
@@ -184,7 +186,9 @@ fn ripgrep_agrees_with_builtin() {
     }
     let mut q = query("need(le");
     q.regex = true;
-    let err = search_ripgrep(&tree.0, &tree.0, &q, NEVER).unwrap_err();
+    let err = search_ripgrep(&tree.0, &tree.0, &q, NEVER)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("regex"), "{err}");
     q.pattern = "ne+dle = [0-9]".to_string();
     let result = search_ripgrep(&tree.0, &tree.0, &q, NEVER).unwrap();

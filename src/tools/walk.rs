@@ -13,6 +13,7 @@
 //! The glob matcher and the ignore rules themselves are in `ignore.rs`;
 //! `Glob` and `glob_match` are re-exported here.
 
+use super::error::{ToolError, ToolErrorKind};
 use super::ignore::Ignores;
 use std::ffi::OsString;
 use std::fs::{self, FileType};
@@ -93,7 +94,7 @@ pub(crate) fn walk(
     start: &Path,
     options: &WalkOptions,
     visit: &mut dyn FnMut(&Entry) -> Control,
-) -> Result<WalkEnd, String> {
+) -> Result<WalkEnd, ToolError> {
     check_dir(root, start)?;
     let (mut ignores, mut rel) = ancestor_ignores(root, start);
     let entries = read_sorted(start)?;
@@ -197,9 +198,9 @@ fn push_rules(
     ignores.push_dir(dir, rel, present)
 }
 
-fn read_sorted(dir: &Path) -> Result<Vec<(OsString, FileType)>, String> {
-    let reader =
-        fs::read_dir(dir).map_err(|e| format!("cannot read directory {}: {e}", dir.display()))?;
+fn read_sorted(dir: &Path) -> Result<Vec<(OsString, FileType)>, ToolError> {
+    let reader = fs::read_dir(dir)
+        .map_err(|e| ToolError::io(format!("cannot read directory {}: {e}", dir.display())))?;
     let mut entries: Vec<(OsString, FileType)> = reader
         .filter_map(|e| e.ok())
         .filter_map(|e| Some((e.file_name(), e.file_type().ok()?)))
@@ -209,14 +210,17 @@ fn read_sorted(dir: &Path) -> Result<Vec<(OsString, FileType)>, String> {
 }
 
 /// Explains, for the model, why `dir` cannot be walked.
-fn check_dir(root: &Path, dir: &Path) -> Result<(), String> {
+fn check_dir(root: &Path, dir: &Path) -> Result<(), ToolError> {
     let shown = display_path(root, dir);
     match fs::metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(format!("{shown} does not exist"))
+            Err(ToolError::not_found(format!("{shown} does not exist")))
         }
-        Err(e) => Err(format!("cannot read {shown}: {e}")),
-        Ok(meta) if !meta.is_dir() => Err(format!("{shown} is a file, not a directory")),
+        Err(e) => Err(ToolError::io(format!("cannot read {shown}: {e}"))),
+        Ok(meta) if !meta.is_dir() => Err(ToolError::new(
+            ToolErrorKind::WrongType,
+            format!("{shown} is a file, not a directory"),
+        )),
         Ok(_) => Ok(()),
     }
 }
@@ -237,7 +241,7 @@ pub(crate) fn display_path(root: &Path, path: &Path) -> String {
 /// that the ignore files exclude are listed too, marked `ignored`, so the
 /// model knows they exist; `.git` is left out. At most `limit` entries are
 /// shown, followed by a note saying how many were not.
-pub(crate) fn list_directory(root: &Path, dir: &Path, limit: usize) -> Result<String, String> {
+pub(crate) fn list_directory(root: &Path, dir: &Path, limit: usize) -> Result<String, ToolError> {
     check_dir(root, dir)?;
     let (mut ignores, rel) = ancestor_ignores(root, dir);
     let entries = read_sorted(dir)?;
@@ -313,13 +317,13 @@ pub(crate) fn glob(
     pattern: &str,
     limit: usize,
     cancelled: &dyn Fn() -> bool,
-) -> Result<GlobResult, String> {
+) -> Result<GlobResult, ToolError> {
     let mut pattern = pattern.trim();
     if let Ok(rest) = Path::new(pattern).strip_prefix(base) {
         pattern = rest.to_str().unwrap_or(pattern);
     }
     if pattern.is_empty() {
-        return Err("the glob pattern is empty".to_string());
+        return Err(ToolError::invalid("the glob pattern is empty"));
     }
     let pattern = match pattern.strip_suffix('/') {
         Some(dir) => format!("{dir}/**"),
@@ -344,7 +348,7 @@ pub(crate) fn glob(
         _ => Control::Continue,
     })?;
     if end == WalkEnd::Cancelled {
-        return Err("the glob was cancelled".to_string());
+        return Err(ToolError::cancelled("the glob was cancelled"));
     }
     result.paths.sort();
     Ok(result)
@@ -490,7 +494,9 @@ pub(crate) mod tests {
             &WalkOptions::default(),
             &mut |_| Control::Continue,
         );
-        assert_eq!(end, Err("no does not exist".to_string()));
+        let error = end.unwrap_err();
+        assert_eq!(error.kind(), ToolErrorKind::NotFound);
+        assert_eq!(error.to_string(), "no does not exist");
     }
 
     #[cfg(unix)]

@@ -50,6 +50,7 @@ impl Runner<'_> {
                 }
                 let written = self.with_note(&path, args).and_then(|text| {
                     files::write_file(&path, &text, &editor, self.processes.file_limits)
+                        .map_err(String::from)
                 });
                 match written {
                     Ok(_) => completed_text(format!("Noted in {}.", path.display())),

@@ -27,6 +27,7 @@
 //! accepted and only the text after it is used as context.
 
 use super::types::{Hunk, HunkLine, Operation, OperationKind, Patch};
+use crate::tools::error::{ToolError, ToolErrorKind};
 
 /// The largest patch accepted, in bytes.
 pub(crate) const PATCH_CAP: usize = 4 * 1024 * 1024;
@@ -80,13 +81,21 @@ fn hunk_context(rest: &str) -> Option<String> {
 }
 
 /// Parses a patch. Errors name the 1-based line of the patch.
-pub(crate) fn parse(text: &str) -> Result<Patch, String> {
+pub(crate) fn parse(text: &str) -> Result<Patch, ToolError> {
     if text.len() > PATCH_CAP {
-        return Err(format!(
-            "the patch is {} bytes, more than apply_patch accepts ({PATCH_CAP} bytes); split it into several patches",
-            text.len()
+        return Err(ToolError::new(
+            ToolErrorKind::TooLarge,
+            format!(
+                "the patch is {} bytes, more than apply_patch accepts ({PATCH_CAP} bytes); split it into several patches",
+                text.len()
+            ),
         ));
     }
+    // Whatever else is wrong is the patch's own form.
+    parse_lines(text).map_err(ToolError::invalid)
+}
+
+fn parse_lines(text: &str) -> Result<Patch, String> {
     let lines: Vec<&str> = text
         .split('\n')
         .map(|line| line.strip_suffix('\r').unwrap_or(line))
@@ -341,7 +350,12 @@ mod tests {
     use super::*;
 
     fn error(text: &str) -> String {
-        parse(text).unwrap_err()
+        let error = parse(text).unwrap_err();
+        assert_eq!(
+            error.kind(),
+            crate::tools::error::ToolErrorKind::InvalidArguments
+        );
+        error.to_string()
     }
 
     #[test]
@@ -387,11 +401,16 @@ mod tests {
         );
         let err = error("*** Begin Patch\n*** End Patch\n");
         assert!(err.contains("changes no file"), "{err}");
-        let err = error(&format!(
+        let err = parse(&format!(
             "*** Begin Patch\n*** Add File: a\n+{}\n*** End Patch",
             "x".repeat(PATCH_CAP)
-        ));
-        assert!(err.contains("more than apply_patch accepts"), "{err}");
+        ))
+        .unwrap_err();
+        assert_eq!(err.kind(), crate::tools::error::ToolErrorKind::TooLarge);
+        assert!(
+            err.to_string().contains("more than apply_patch accepts"),
+            "{err}"
+        );
     }
 
     #[test]
