@@ -508,7 +508,7 @@ fn check_mcp(lines: &mut Lines, config: &Config, config_path: &std::path::Path) 
     }
     let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
     let session = crate::mcp::McpSession::start(configs, std::time::Duration::from_secs(10));
-    let failed: Vec<(String, String)> = session.take_failures();
+    let failed: Vec<(String, crate::mcp::McpError)> = session.take_failures();
     let tools = session.tools();
     for name in names {
         if let Some((_, reason)) = failed.iter().find(|(server, _)| *server == name) {

@@ -109,8 +109,12 @@ pub(crate) fn held(tokens: &std::path::Path, name: &str) -> bool {
 
 /// The doctor's line (what, and the fix) for a server whose start failed
 /// with `reason`: whether tokens are kept when it needs sign-in.
-pub(crate) fn failure(tokens: &std::path::Path, name: &str, reason: &str) -> (String, String) {
-    if !reason.contains("needs sign-in") {
+pub(crate) fn failure(
+    tokens: &std::path::Path,
+    name: &str,
+    reason: &crate::mcp::McpError,
+) -> (String, String) {
+    if reason.kind != crate::mcp::McpErrorKind::SignIn {
         return (
             reason.to_string(),
             "check its command or URL (spindle mcp list)".into(),

@@ -16,7 +16,8 @@ use super::rpc::{self, describe_error, wait_until, Answer, Ask, Router, Transpor
 use super::sse::SseTransport;
 use super::stdio::StdioTransport;
 use super::{
-    exposed_name, unique_name, CallResult, McpError, McpTool, PROTOCOL_VERSION, SUPPORTED_VERSIONS,
+    exposed_name, unique_name, CallResult, McpError, McpErrorKind, McpTool, PROTOCOL_VERSION,
+    SUPPORTED_VERSIONS,
 };
 use crate::cancel::{lock, CancelToken};
 use serde_json::{json, Map, Value};
@@ -337,10 +338,10 @@ impl Client {
         elicitor: Option<&dyn Elicitor>,
     ) -> Result<Answer, McpError> {
         let cancelled = || {
-            McpError::new(format!(
-                "the call to MCP server `{}` was cancelled",
-                self.name
-            ))
+            McpError::of(
+                McpErrorKind::Cancelled,
+                format!("the call to MCP server `{}` was cancelled", self.name),
+            )
         };
         if cancels.iter().any(|cancel| cancel.is_cancelled()) {
             return Err(cancelled());
@@ -366,9 +367,12 @@ impl Client {
             match wait_until(&answers, asks.as_ref(), cancels, deadline) {
                 Waited::Got(Ok(reply)) => return reply,
                 Waited::Got(Err(_)) => {
-                    return Err(McpError::new(self.router.closed_reason().unwrap_or_else(
-                        || format!("MCP server `{}` did not answer", self.name),
-                    )))
+                    return Err(McpError::of(
+                        McpErrorKind::Closed,
+                        self.router.closed_reason().unwrap_or_else(|| {
+                            format!("MCP server `{}` did not answer", self.name)
+                        }),
+                    ))
                 }
                 Waited::Asked(Ok(ask)) => {
                     if let Some(elicitor) = elicitor {
@@ -379,11 +383,14 @@ impl Client {
                 Waited::Cancelled => break (cancelled(), "cancelled by the user"),
                 Waited::TimedOut => {
                     break (
-                        McpError::new(format!(
-                            "MCP server `{}` did not answer {method} within {} s",
-                            self.name,
-                            timeout.as_secs_f64()
-                        )),
+                        McpError::of(
+                            McpErrorKind::TimedOut,
+                            format!(
+                                "MCP server `{}` did not answer {method} within {} s",
+                                self.name,
+                                timeout.as_secs_f64()
+                            ),
+                        ),
                         "timed out",
                     )
                 }

@@ -15,7 +15,7 @@
 //! when a server sends it inside a POST's stream.
 
 use super::rpc::{id_of_response, Router, Transport};
-use super::McpError;
+use super::{McpError, McpErrorKind};
 use crate::cancel::lock;
 use crate::provider::sse::{Line, SseEvent, SseParser};
 use serde_json::Value;
@@ -244,10 +244,10 @@ impl Transport for HttpTransport {
     fn send(&self, message: &Value, request_id: Option<u64>) -> Result<(), McpError> {
         let inner = &self.inner;
         if inner.closed.load(Ordering::SeqCst) {
-            return Err(McpError::new(format!(
-                "the connection to MCP server `{}` is closed",
-                inner.name
-            )));
+            return Err(McpError::of(
+                McpErrorKind::Closed,
+                format!("the connection to MCP server `{}` is closed", inner.name),
+            ));
         }
         let body = message.to_string();
         let Some(id) = request_id else {
@@ -365,7 +365,7 @@ impl Inner {
                 return Ok((response, resumed));
             }
         }
-        Err(McpError::http(401, super::oauth::needs_sign_in(&self.name)))
+        Err(McpError::sign_in(&self.name))
     }
 
     fn post_once(

@@ -14,7 +14,7 @@
 use super::client::Client;
 use super::config::ServerConfig;
 use super::elicit::Elicitor;
-use super::{unique_name, CallResult, McpError, McpTool, CALL_TIMEOUT, INIT_TIMEOUT};
+use super::{unique_name, CallResult, McpError, McpErrorKind, McpTool, CALL_TIMEOUT, INIT_TIMEOUT};
 use crate::cancel::{lock, CancelToken};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -37,7 +37,7 @@ pub(crate) struct McpSession {
 
 /// State shared with the start-up threads.
 struct Shared {
-    failures: Mutex<Vec<(String, String)>>,
+    failures: Mutex<Vec<(String, McpError)>>,
     /// The last failure of each server, for status.
     errors: Mutex<HashMap<String, String>>,
     /// Fired by `shutdown`: abandons handshakes still running.
@@ -45,9 +45,9 @@ struct Shared {
 }
 
 impl Shared {
-    fn report(&self, server: &str, reason: String) {
+    fn report(&self, server: &str, reason: McpError) {
         log::warn!("MCP server `{server}` failed: {reason}");
-        lock(&self.errors).insert(server.to_string(), reason.clone());
+        lock(&self.errors).insert(server.to_string(), reason.message.clone());
         lock(&self.failures).push((server.to_string(), reason));
     }
 }
@@ -152,7 +152,7 @@ impl McpSession {
                         }
                         Err(err) => {
                             if worker.withdraw() && !stop.is_cancelled() {
-                                shared.report(&worker.config.name, err.message);
+                                shared.report(&worker.config.name, err);
                             }
                         }
                     }
@@ -165,7 +165,7 @@ impl McpSession {
                 }
                 Err(err) => {
                     slot.withdraw();
-                    let reason = format!("cannot start a thread: {err}");
+                    let reason = McpError::new(format!("cannot start a thread: {err}"));
                     session.shared.report(&slot.config.name, reason);
                 }
             }
@@ -221,7 +221,7 @@ impl McpSession {
             }
             Err(err) => {
                 if slot.withdraw() && !stop.is_cancelled() {
-                    self.shared.report(name, err.message);
+                    self.shared.report(name, err);
                 }
                 false
             }
@@ -237,7 +237,7 @@ impl McpSession {
 
     /// The failures not reported yet: servers that could not start, and
     /// servers that crashed beyond recovery. Each is returned once.
-    pub(crate) fn take_failures(&self) -> Vec<(String, String)> {
+    pub(crate) fn take_failures(&self) -> Vec<(String, McpError)> {
         std::mem::take(&mut *lock(&self.shared.failures))
     }
 
@@ -332,8 +332,11 @@ impl McpSession {
                 if slot.withdraw() {
                     self.shared.report(
                         server,
-                        format!(
-                            "it crashed again after a restart ({again}); its tools are withdrawn"
+                        McpError::of(
+                            McpErrorKind::Closed,
+                            format!(
+                                "it crashed again after a restart ({again}); its tools are withdrawn"
+                            ),
                         ),
                     );
                 }
@@ -400,7 +403,12 @@ impl McpSession {
             if slot.withdraw() {
                 self.shared.report(
                     server,
-                    format!("it crashed again in the same turn ({err}); its tools are withdrawn"),
+                    McpError::of(
+                        McpErrorKind::Closed,
+                        format!(
+                            "it crashed again in the same turn ({err}); its tools are withdrawn"
+                        ),
+                    ),
                 );
             }
             return Err(err.clone());
@@ -422,8 +430,11 @@ impl McpSession {
                 if slot.withdraw() {
                     self.shared.report(
                         server,
-                        format!(
-                            "it crashed ({err}) and could not be restarted ({restart}); its tools are withdrawn"
+                        McpError::of(
+                            McpErrorKind::Closed,
+                            format!(
+                                "it crashed ({err}) and could not be restarted ({restart}); its tools are withdrawn"
+                            ),
                         ),
                     );
                 }

@@ -52,7 +52,7 @@ pub(crate) use config::{parse_servers, quoted_name, valid_name, TransportConfig,
 pub(crate) use elicit::{
     check_url, CompletionHook, ElicitAnswer, Elicitation, ElicitationSupport, Elicitor,
 };
-pub(crate) use error::McpError;
+pub(crate) use error::{McpError, McpErrorKind};
 pub(crate) use manager::McpSession;
 
 use serde_json::Value;

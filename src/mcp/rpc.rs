@@ -13,7 +13,7 @@
 //! thread waiting for the tool call, which answers the server itself.
 
 use super::elicit::{self, Elicitation, ElicitationSupport, Refusal};
-use super::error::McpError;
+use super::error::{McpError, McpErrorKind};
 use crate::cancel::lock;
 use crate::cancel::CancelToken;
 use crossbeam_channel::{bounded, Receiver, RecvError, Select, Sender};
@@ -314,7 +314,7 @@ impl Router {
     pub(crate) fn register(&self, id: u64) -> Result<Receiver<Reply>, McpError> {
         let mut state = lock(&self.state);
         if let Some(reason) = &state.closed {
-            return Err(McpError::new(reason.clone()));
+            return Err(McpError::of(McpErrorKind::Closed, reason.clone()));
         }
         let (sender, receiver) = bounded(1);
         state.pending.insert(id, sender);
@@ -372,7 +372,7 @@ impl Router {
             token.cancel();
         }
         for waiter in waiters {
-            let _ = waiter.send(Err(McpError::new(reason.clone())));
+            let _ = waiter.send(Err(McpError::of(McpErrorKind::Closed, reason.clone())));
         }
     }
 

@@ -13,7 +13,7 @@ use super::http::{
     SHORT_TIMEOUT,
 };
 use super::rpc::{wait_any, Router, Transport, Waited};
-use super::McpError;
+use super::{McpError, McpErrorKind};
 use crate::cancel::CancelToken;
 use crossbeam_channel::{bounded, Sender};
 use serde_json::Value;
@@ -100,13 +100,17 @@ impl SseTransport {
             Waited::Got(Err(_)) | Waited::Asked(_) => Err(McpError::new(format!(
                 "the event stream of MCP server `{name}` ended"
             ))),
-            Waited::Cancelled => Err(McpError::new(format!(
-                "connecting to MCP server `{name}` was cancelled"
-            ))),
-            Waited::TimedOut => Err(McpError::new(format!(
-                "MCP server `{name}` sent no endpoint within {} s",
-                timeout.as_secs_f64()
-            ))),
+            Waited::Cancelled => Err(McpError::of(
+                McpErrorKind::Cancelled,
+                format!("connecting to MCP server `{name}` was cancelled"),
+            )),
+            Waited::TimedOut => Err(McpError::of(
+                McpErrorKind::TimedOut,
+                format!(
+                    "MCP server `{name}` sent no endpoint within {} s",
+                    timeout.as_secs_f64()
+                ),
+            )),
         }
     }
 }
@@ -115,10 +119,10 @@ impl Transport for SseTransport {
     fn send(&self, message: &Value, request_id: Option<u64>) -> Result<(), McpError> {
         let inner = &self.inner;
         if inner.closed.load(Ordering::SeqCst) || !inner.stream_open.load(Ordering::SeqCst) {
-            return Err(McpError::new(format!(
-                "the connection to MCP server `{}` is closed",
-                inner.name
-            )));
+            return Err(McpError::of(
+                McpErrorKind::Closed,
+                format!("the connection to MCP server `{}` is closed", inner.name),
+            ));
         }
         let body = message.to_string();
         let Some(id) = request_id else {

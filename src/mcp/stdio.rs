@@ -14,7 +14,7 @@
 //!   replaced by `***`.
 
 use super::rpc::{Router, Transport};
-use super::{redact, McpError};
+use super::{redact, McpError, McpErrorKind};
 use crate::cancel::lock;
 use crate::process::Tree;
 use crossbeam_channel::{unbounded, Sender};
@@ -163,10 +163,10 @@ impl Transport for StdioTransport {
         if sent {
             Ok(())
         } else {
-            Err(McpError::new(format!(
-                "MCP server `{}` no longer accepts input",
-                self.name
-            )))
+            Err(McpError::of(
+                McpErrorKind::Closed,
+                format!("MCP server `{}` no longer accepts input", self.name),
+            ))
         }
     }
 

@@ -753,19 +753,20 @@ fn start_mcp(
         config.tokens = tokens.clone();
         config.trust = trust.clone();
     }
+    // The servers that answered that they want sign-in.
+    let mut sign_in = Vec::new();
     let mcp = if configs.is_empty() {
         None
     } else {
         let mcp = McpSession::start(configs, MCP_START_WAIT);
-        failures.extend(mcp.take_failures());
+        for (server, reason) in mcp.take_failures() {
+            if reason.kind == crate::mcp::McpErrorKind::SignIn {
+                sign_in.push(server.clone());
+            }
+            failures.push((server, reason.message));
+        }
         Some(mcp)
     };
-    // The servers that answered that they want sign-in.
-    let sign_in = failures
-        .iter()
-        .filter(|(server, reason)| *reason == crate::mcp::oauth::needs_sign_in(server))
-        .map(|(server, _)| server.clone())
-        .collect();
     let notes = failures
         .into_iter()
         .map(|(server, reason)| {

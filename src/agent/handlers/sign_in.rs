@@ -109,7 +109,7 @@ fn sign_in(
         Ok(pending) => pending,
         Err(error) => {
             log::info!("MCP server `{name}`: sign-in cannot start: {error}");
-            tell(&session_id, Done::Failed(name, plain(&error)));
+            tell(&session_id, Done::Failed(name, plain(&error.to_string())));
             return;
         }
     };
@@ -162,7 +162,7 @@ fn sign_in(
             ),
             Err(error) => {
                 log::warn!("MCP server `{name}`: {error}");
-                tell(&session, Done::Failed(name, plain(&error)));
+                tell(&session, Done::Failed(name, plain(&error.to_string())));
             }
         },
         // A decline or a cancel is the user's own choice: nothing to say.
@@ -171,7 +171,7 @@ fn sign_in(
         }
         Err(error) => {
             log::info!("MCP server `{name}`: sign-in ended: {error}");
-            tell(&session, Done::Failed(name, plain(&error)));
+            tell(&session, Done::Failed(name, plain(&error.to_string())));
         }
     }
 }

@@ -119,7 +119,7 @@ pub(super) fn prepare(cx: &mut Step) {
                     format!("MCP server `{server}` is not available"),
                     format!(
                         "{} Its tools are withdrawn.",
-                        crate::util::sentence(&reason)
+                        crate::util::sentence(&reason.message)
                     ),
                 ));
         }

@@ -3,6 +3,7 @@
 //! was given, waits a bounded time and gives up on cancel; each visit is
 //! answered with a short page.
 
+use super::{OAuthError, OAuthErrorKind};
 use crate::cancel::CancelToken;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -49,28 +50,41 @@ impl Callback {
         state: &str,
         wait: Duration,
         cancel: &CancelToken,
-    ) -> Result<String, String> {
+    ) -> Result<String, OAuthError> {
         let deadline = Instant::now() + wait;
         loop {
             if cancel.is_cancelled() {
-                return Err("sign-in was cancelled".into());
+                return Err(OAuthError::new(
+                    OAuthErrorKind::Cancelled,
+                    "sign-in was cancelled",
+                ));
             }
             if Instant::now() >= deadline {
-                return Err(format!(
-                    "no answer from the browser within {} seconds; sign-in gave up",
-                    wait.as_secs()
+                return Err(OAuthError::new(
+                    OAuthErrorKind::TimedOut,
+                    format!(
+                        "no answer from the browser within {} seconds; sign-in gave up",
+                        wait.as_secs()
+                    ),
                 ));
             }
             match self.listener.accept() {
                 Ok((stream, _)) => match visit(stream, state) {
                     Visit::Code(code) => return Ok(code),
-                    Visit::Failed(why) => return Err(why),
+                    Visit::Failed(why) => {
+                        return Err(OAuthError::new(OAuthErrorKind::Callback, why))
+                    }
                     Visit::Other => {}
                 },
                 Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
                     cancel.sleep(Duration::from_millis(100));
                 }
-                Err(err) => return Err(format!("the sign-in listener failed: {err}")),
+                Err(err) => {
+                    return Err(OAuthError::new(
+                        OAuthErrorKind::Callback,
+                        format!("the sign-in listener failed: {err}"),
+                    ))
+                }
             }
         }
     }
@@ -227,13 +241,17 @@ mod tests {
         let port = callback.port;
         let visit = std::thread::spawn(move || get(port, "/callback?state=forged&code=c"));
         let refused = callback.wait("mine", Duration::from_secs(60), &CancelToken::new());
-        assert!(refused.unwrap_err().contains("state"));
+        let refused = refused.unwrap_err();
+        assert_eq!(refused.kind, OAuthErrorKind::Callback);
+        assert!(refused.to_string().contains("state"));
         assert!(visit.join().unwrap().starts_with("HTTP/1.1 400"));
         let cancel = CancelToken::new();
         cancel.cancel();
         let cancelled = Callback::bind(0)
             .unwrap()
             .wait("mine", Duration::from_secs(60), &cancel);
-        assert!(cancelled.unwrap_err().contains("cancelled"));
+        let cancelled = cancelled.unwrap_err();
+        assert_eq!(cancelled.kind, OAuthErrorKind::Cancelled);
+        assert!(cancelled.to_string().contains("cancelled"));
     }
 }

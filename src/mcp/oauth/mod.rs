@@ -25,6 +25,61 @@ use std::time::Duration;
 /// How long the listener waits for the browser.
 pub(crate) const CALLBACK_WAIT: Duration = Duration::from_secs(300);
 
+/// Which step of a sign-in failed, for a caller that acts on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OAuthErrorKind {
+    /// The server's or the authorization server's metadata: missing,
+    /// unreadable or naming an endpoint Spindle refuses.
+    Discovery,
+    /// Registering Spindle as a client was refused or impossible.
+    Registration,
+    /// The local listener, or the browser's answer to it.
+    Callback,
+    /// The user (or a shutdown) stopped the sign-in.
+    Cancelled,
+    /// The browser did not come back in time.
+    TimedOut,
+    /// The token endpoint refused or gave no usable token.
+    Token,
+    /// The token file could not be written or removed.
+    Storage,
+}
+
+/// Why a sign-in, a refresh or a token file operation failed; the
+/// message names no token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OAuthError {
+    pub(crate) kind: OAuthErrorKind,
+    message: String,
+}
+
+impl OAuthError {
+    pub(crate) fn new(kind: OAuthErrorKind, message: impl Into<String>) -> OAuthError {
+        OAuthError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    fn wrap(kind: OAuthErrorKind) -> impl Fn(String) -> OAuthError {
+        move |message| OAuthError::new(kind, message)
+    }
+}
+
+impl std::fmt::Display for OAuthError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for OAuthError {}
+
+impl From<OAuthError> for String {
+    fn from(error: OAuthError) -> String {
+        error.message
+    }
+}
+
 /// What the user's config says of a server's client, when it has no
 /// dynamic registration (or the user wants their own).
 #[derive(Clone, Default)]
@@ -83,19 +138,22 @@ pub(crate) fn begin(
     server_url: &str,
     client: &ClientChoice,
     trust: &Trust,
-) -> Result<Pending, String> {
-    let endpoints = discovery::discover(server_url, trust)?;
-    let callback = loopback::Callback::bind(client.port)?;
+) -> Result<Pending, OAuthError> {
+    use OAuthErrorKind::{Callback, Discovery, Registration};
+    let endpoints = discovery::discover(server_url, trust).map_err(OAuthError::wrap(Discovery))?;
+    let callback = loopback::Callback::bind(client.port).map_err(OAuthError::wrap(Callback))?;
     let redirect_uri = callback.redirect_uri();
     let client_id = match (&client.client_id, &endpoints.registration) {
         (Some(id), _) => id.clone(),
-        (None, Some(url)) => register(url, &redirect_uri, trust)?,
+        (None, Some(url)) => {
+            register(url, &redirect_uri, trust).map_err(OAuthError::wrap(Registration))?
+        }
         (None, None) => {
-            return Err("the authorization server offers no client registration; give the server's \"oauth\": {\"client_id\": …} in the config".into())
+            return Err(OAuthError::new(Registration, "the authorization server offers no client registration; give the server's \"oauth\": {\"client_id\": …} in the config"))
         }
     };
-    let state = random_url_safe(24)?;
-    let verifier = random_url_safe(48)?;
+    let state = random_url_safe(24).map_err(OAuthError::wrap(Callback))?;
+    let verifier = random_url_safe(48).map_err(OAuthError::wrap(Callback))?;
     let mut pairs = vec![
         ("response_type", "code"),
         ("client_id", client_id.as_str()),
@@ -119,7 +177,7 @@ pub(crate) fn begin(
         endpoints.authorization,
         discovery::form(&pairs)
     );
-    check_endpoint(&authorization_url, "authorization")?;
+    check_endpoint(&authorization_url, "authorization").map_err(OAuthError::wrap(Discovery))?;
     Ok(Pending {
         authorization_url,
         callback,
@@ -170,7 +228,7 @@ impl Pending {
 
     /// Waits for the browser (at most `wait`, or until `cancel`) and
     /// trades its code for tokens.
-    pub(crate) fn finish(self, wait: Duration, cancel: &CancelToken) -> Result<Tokens, String> {
+    pub(crate) fn finish(self, wait: Duration, cancel: &CancelToken) -> Result<Tokens, OAuthError> {
         let code = self.callback.wait(&self.state, wait, cancel)?;
         let body = discovery::form(&[
             ("grant_type", "authorization_code"),
@@ -180,7 +238,8 @@ impl Pending {
             ("code_verifier", &self.verifier),
             ("resource", &self.endpoints.resource),
         ]);
-        let answer = token_request(&self.endpoints.token, body, &self.trust)?;
+        let answer = token_request(&self.endpoints.token, body, &self.trust)
+            .map_err(OAuthError::wrap(OAuthErrorKind::Token))?;
         tokens_from(
             &answer,
             None,
@@ -194,6 +253,7 @@ impl Pending {
                 resource: self.endpoints.resource,
             },
         )
+        .map_err(OAuthError::wrap(OAuthErrorKind::Token))
     }
 }
 
@@ -255,7 +315,11 @@ fn tokens_from(
 }
 
 /// Trades the refresh token of `tokens` for new ones.
-pub(crate) fn refresh(tokens: &Tokens, trust: &Trust) -> Result<Tokens, String> {
+pub(crate) fn refresh(tokens: &Tokens, trust: &Trust) -> Result<Tokens, OAuthError> {
+    refresh_text(tokens, trust).map_err(OAuthError::wrap(OAuthErrorKind::Token))
+}
+
+fn refresh_text(tokens: &Tokens, trust: &Trust) -> Result<Tokens, String> {
     let refresh = tokens
         .refresh_token
         .clone()

@@ -3,6 +3,7 @@
 //! self and renamed into place, read within a cap. The folder is the one
 //! Spindle keeps provider keys in, which the sandbox hides from commands.
 
+use super::{OAuthError, OAuthErrorKind};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -77,7 +78,11 @@ pub(crate) fn load(file: &Path) -> Result<Option<Tokens>, String> {
 
 /// Writes `tokens` to `file`: a fresh private file renamed into place, so
 /// a reader sees the old tokens or the new ones, never half.
-pub(crate) fn save(file: &Path, tokens: &Tokens) -> Result<(), String> {
+pub(crate) fn save(file: &Path, tokens: &Tokens) -> Result<(), OAuthError> {
+    save_text(file, tokens).map_err(|message| OAuthError::new(OAuthErrorKind::Storage, message))
+}
+
+fn save_text(file: &Path, tokens: &Tokens) -> Result<(), String> {
     let dir = file.parent().ok_or("the token folder has no parent")?;
     crate::os::create_private_dir_all(dir)
         .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
@@ -99,11 +104,14 @@ pub(crate) fn save(file: &Path, tokens: &Tokens) -> Result<(), String> {
 }
 
 /// Removes the tokens in `file`; true when there were some.
-pub(crate) fn remove(file: &Path) -> Result<bool, String> {
+pub(crate) fn remove(file: &Path) -> Result<bool, OAuthError> {
     match std::fs::remove_file(file) {
         Ok(()) => Ok(true),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(err) => Err(format!("cannot remove {}: {err}", file.display())),
+        Err(err) => Err(OAuthError::new(
+            OAuthErrorKind::Storage,
+            format!("cannot remove {}: {err}", file.display()),
+        )),
     }
 }
 

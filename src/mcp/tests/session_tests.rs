@@ -47,7 +47,10 @@ fn start_reports_each_failure_once() {
     let failures = session.take_failures();
     assert_eq!(failures.len(), 1, "{failures:?}");
     assert_eq!(failures[0].0, "ghost");
-    assert!(failures[0].1.contains("cannot start"), "{failures:?}");
+    assert!(
+        failures[0].1.message.contains("cannot start"),
+        "{failures:?}"
+    );
     assert!(session.take_failures().is_empty());
 
     let echo = session.find("fake__echo").expect("found");
@@ -137,7 +140,11 @@ fn a_crash_is_survived_once_per_turn() {
     assert_eq!(failures.len(), 1, "{failures:?}");
     assert_eq!(failures[0].0, "fake");
     assert!(
-        failures[0].1.contains("crashed again in the same turn"),
+        failures[0]
+            .1
+            .message
+            .contains("crashed again in the same turn")
+            && failures[0].1.kind == crate::mcp::McpErrorKind::Closed,
         "{failures:?}"
     );
     assert!(session.tools().is_empty());
@@ -155,7 +162,11 @@ fn a_server_that_crashes_again_after_its_restart_is_withdrawn() {
     assert!(error.message.contains("closed its output"), "{error}");
     let failures = session.take_failures();
     assert_eq!(failures.len(), 1, "{failures:?}");
-    assert!(failures[0].1.contains("after a restart"), "{failures:?}");
+    assert!(
+        failures[0].1.message.contains("after a restart"),
+        "{failures:?}"
+    );
+    assert_eq!(failures[0].1.kind, crate::mcp::McpErrorKind::Closed);
     assert!(session.tools().is_empty());
 }
 
