@@ -140,7 +140,7 @@ fn check_config(lines: &mut Lines, explicit: Option<&Path>, loaded: &Loaded) -> 
         Err(problem) => {
             lines.bad(
                 "config",
-                problem,
+                &problem.to_string(),
                 "fix the file at the place named, or move it away and run spindle setup",
             );
             None

@@ -6,7 +6,7 @@ pub(super) fn mcp_list(
     loaded: &crate::config::loaded::Loaded,
     cwd: Option<std::path::PathBuf>,
 ) -> Result<String, String> {
-    let (config, path) = loaded.get()?;
+    let (config, path) = loaded.get().map_err(ToString::to_string)?;
     let cwd = match cwd {
         Some(cwd) => cwd,
         None => std::env::current_dir().map_err(|e| e.to_string())?,
@@ -135,7 +135,7 @@ pub(super) fn mcp_edit_project(
     name: &str,
     server: Option<serde_json::Value>,
 ) -> Result<String, String> {
-    let (config, _) = loaded.get()?;
+    let (config, _) = loaded.get().map_err(ToString::to_string)?;
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot tell the current folder: {e}"))?;
     let cwd = crate::os::canonical(&cwd).unwrap_or(cwd);

@@ -10,7 +10,7 @@ pub(crate) fn run(
     url: Option<String>,
     login: bool,
 ) -> Result<String, String> {
-    let (loaded, path) = loaded.get()?;
+    let (loaded, path) = loaded.get().map_err(ToString::to_string)?;
     let path = path.map_or_else(crate::config::default_path, std::path::Path::to_path_buf);
     let dir = crate::config::mcp_tokens_dir(&path);
     let file = crate::mcp::oauth::store::token_file(&dir, name).ok_or_else(|| {

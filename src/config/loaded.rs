@@ -2,7 +2,7 @@
 //! command starts (`cli`) and handed down, so the agent's start does not
 //! read the file again; only an explicit reload does.
 
-use super::Config;
+use super::{Config, ConfigError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use std::sync::Arc;
 /// Cheap to clone; its `Debug` shows no value of the config (header
 /// values of MCP servers may be secrets).
 #[derive(Clone)]
-pub struct Loaded(Arc<Result<(Config, Option<PathBuf>), String>>);
+pub struct Loaded(Arc<Result<(Config, Option<PathBuf>), ConfigError>>);
 
 impl Loaded {
     /// Loads `explicit` or the default file, as [`Config::load`] does.
@@ -26,16 +26,17 @@ impl Loaded {
 
     /// What [`Config::load`] gave: the config and its file, or why it
     /// cannot be used.
-    pub(crate) fn get(&self) -> Result<(&Config, Option<&Path>), &str> {
+    pub(crate) fn get(&self) -> Result<(&Config, Option<&Path>), &ConfigError> {
         match self.0.as_ref() {
             Ok((config, path)) => Ok((config, path.as_deref())),
             Err(problem) => Err(problem),
         }
     }
 
-    /// What [`Config::load`] gave, as an owned value.
+    /// What [`Config::load`] gave, as an owned value (the error as its
+    /// text).
     pub fn result(&self) -> Result<(Config, Option<PathBuf>), String> {
-        self.0.as_ref().clone()
+        self.0.as_ref().clone().map_err(String::from)
     }
 }
 

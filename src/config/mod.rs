@@ -24,10 +24,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub(crate) mod claude_permissions;
+mod error;
 mod limits;
 pub mod loaded;
 mod loops;
 pub(crate) mod project;
+pub use error::{ConfigError, ConfigErrorKind};
 pub use limits::Limits;
 pub use loops::LoopSettings;
 
@@ -414,14 +416,24 @@ impl Config {
     }
 
     /// Parses a config file's text; errors name the file, line and column.
-    pub fn parse(text: &str, path: &Path) -> Result<Config, String> {
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let mut config: Config = serde_json::from_str(text).map_err(|err| {
-            format!(
-                "{}:{}:{}: {}",
-                path.display(),
-                err.line(),
-                err.column(),
-                describe(&err, text)
+            let (line, column) = (err.line(), err.column());
+            let kind = match err.classify() {
+                serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                    ConfigErrorKind::Syntax { line, column }
+                }
+                _ => ConfigErrorKind::InvalidValue {
+                    at: Some((line, column)),
+                },
+            };
+            ConfigError::new(
+                kind,
+                format!(
+                    "{}:{line}:{column}: {}",
+                    path.display(),
+                    describe(&err, text)
+                ),
             )
         })?;
         // What the HTTP clients built for this config trust (and no
@@ -431,46 +443,48 @@ impl Config {
         check_mcp_servers(
             &config.mcp_servers,
             &format!("{}: mcp_servers", path.display()),
-        )?;
+        )
+        .map_err(ConfigError::invalid)?;
         if let Some(shell) = &config.shell {
-            crate::process::shell::Shell::named(shell)
-                .map_err(|problem| format!("{}: shell: {problem}", path.display()))?;
+            crate::process::shell::Shell::named(shell).map_err(|problem| {
+                ConfigError::invalid(format!("{}: shell: {problem}", path.display()))
+            })?;
         }
         for id in config.models.keys() {
             let Some((provider, model)) = id.split_once('/') else {
-                return Err(format!(
+                return Err(ConfigError::invalid(format!(
                     "{}: model {id:?} must be named provider/model",
                     path.display()
-                ));
+                )));
             };
             if model.is_empty() || !config.providers.contains_key(provider) {
-                return Err(format!(
+                return Err(ConfigError::invalid(format!(
                     "{}: model {id:?} names provider {provider:?}, which is not in \"providers\"",
                     path.display()
-                ));
+                )));
             }
         }
         if let Some(bad) = config.fallback.iter().find(|id| {
             !id.split_once('/')
                 .is_some_and(|(p, m)| !p.is_empty() && !m.is_empty())
         }) {
-            return Err(format!(
+            return Err(ConfigError::invalid(format!(
                 "{}: fallback: {bad:?} must be named provider/model",
                 path.display()
-            ));
+            )));
         }
         config
             .context
             .check()
-            .map_err(|problem| format!("{}: {problem}", path.display()))?;
+            .map_err(|problem| ConfigError::invalid(format!("{}: {problem}", path.display())))?;
         crate::policy::rules::validate_rules(&config.permissions.rules)
-            .map_err(|problem| format!("{}: {problem}", path.display()))?;
+            .map_err(|problem| ConfigError::invalid(format!("{}: {problem}", path.display())))?;
         for (project, settings) in &config.permissions.projects {
             crate::policy::rules::validate_rules(&settings.rules).map_err(|problem| {
-                format!(
+                ConfigError::invalid(format!(
                     "{}: permissions.projects[{project:?}]: {problem}",
                     path.display()
-                )
+                ))
             })?;
         }
         Ok(config)
@@ -478,12 +492,17 @@ impl Config {
 
     /// Loads `path` (an explicit `--config`, which must exist) or the
     /// default file (which may be missing: then the environment decides).
-    pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), String> {
+    pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), ConfigError> {
         let path = explicit.map(Path::to_path_buf).unwrap_or_else(default_path);
         let text = match read_text(&path)? {
             Some(text) => text,
             None if explicit.is_none() => return Ok((Config::from_env(), None)),
-            None => return Err(format!("cannot read {}: no such file", path.display())),
+            None => {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::NotFound,
+                    format!("cannot read {}: no such file", path.display()),
+                ))
+            }
         };
         let mut config = Config::parse(&text, &path)?;
         // The environment's providers join the file's; the file wins on a
@@ -703,19 +722,25 @@ const CONFIG_CAP: u64 = 4 << 20;
 /// The config file's text; `None` when there is none. It is read as
 /// every file a setting names is: never a FIFO or a device (the open
 /// would block), within a cap.
-pub fn read_text(path: &Path) -> Result<Option<String>, String> {
+pub fn read_text(path: &Path) -> Result<Option<String>, ConfigError> {
     use crate::os::reading::{read_capped, ReadError};
+    let unreadable = |message| ConfigError::new(ConfigErrorKind::Unreadable, message);
     match read_capped(path, CONFIG_CAP) {
-        Ok(bytes) => String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|_| format!("cannot read {}: it is not UTF-8 text", path.display())),
+        Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
+            unreadable(format!(
+                "cannot read {}: it is not UTF-8 text",
+                path.display()
+            ))
+        }),
         Err(ReadError::Missing) => Ok(None),
-        Err(ReadError::Io(err)) => Err(format!("cannot read {}: {err}", path.display())),
-        Err(error) => Err(format!(
+        Err(ReadError::Io(err)) => {
+            Err(unreadable(format!("cannot read {}: {err}", path.display())))
+        }
+        Err(error) => Err(unreadable(format!(
             "cannot read the config file: {} {}",
             path.display(),
             error.reason(path, CONFIG_CAP)
-        )),
+        ))),
     }
 }
 
@@ -801,13 +826,22 @@ mod tests {
         ] {
             let error = Config::parse(text, path).unwrap_err();
             assert!(
+                matches!(error.kind(), ConfigErrorKind::Syntax { line, .. } if line >= 1),
+                "{error:?}"
+            );
+            let error = error.to_string();
+            assert!(
                 error.contains("comments are not allowed"),
                 "{text:?}: {error}"
             );
             assert!(error.starts_with("config.json:"), "{error}");
         }
         let error = Config::parse("{\"providers\": 3}", path).unwrap_err();
-        assert!(!error.contains("comments"), "{error}");
+        assert_eq!(
+            error.kind(),
+            ConfigErrorKind::InvalidValue { at: Some((1, 15)) }
+        );
+        assert!(!error.to_string().contains("comments"), "{error}");
     }
 
     #[test]
@@ -838,13 +872,18 @@ mod tests {
             "{\n  \"providers\": {\n    \"x\": {\"kind\": \"nope\"}\n  }\n}",
             Path::new("/c/config.json"),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.starts_with("/c/config.json:3:"), "{err}");
         assert!(err.contains("nope"), "{err}");
         let err =
             Config::parse("{\"models\": {\"ghost/m\": {}}}", Path::new("c.json")).unwrap_err();
+        assert_eq!(err.kind(), ConfigErrorKind::InvalidValue { at: None });
+        let err = err.to_string();
         assert!(err.contains("ghost"), "{err}");
-        let err = Config::parse("{\"modles\": {}}", Path::new("c.json")).unwrap_err();
+        let err = Config::parse("{\"modles\": {}}", Path::new("c.json"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("modles"), "{err}");
     }
 
@@ -852,7 +891,9 @@ mod tests {
     fn the_profile_is_lean_or_full() {
         let config = Config::parse("{\"profile\": \"lean\"}", Path::new("c.json")).unwrap();
         assert_eq!(config.profile, Some(crate::modes::Profile::Lean));
-        let err = Config::parse("{\"profile\": \"tiny\"}", Path::new("c.json")).unwrap_err();
+        let err = Config::parse("{\"profile\": \"tiny\"}", Path::new("c.json"))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("c.json:1:") && err.contains("tiny") && err.contains("lean"),
             "{err}"
@@ -900,7 +941,9 @@ mod tests {
             ),
         ] {
             let text = format!("{{\"permissions\": {{\"rules\": [\n{rule}]}}}}");
-            let err = Config::parse(&text, Path::new("c.json")).unwrap_err();
+            let err = Config::parse(&text, Path::new("c.json"))
+                .unwrap_err()
+                .to_string();
             // The rule is on line 2.
             assert!(
                 err.starts_with("c.json:2:") && err.contains(expected),
@@ -910,7 +953,9 @@ mod tests {
         // A rule of the right shape that fails the check is named by its
         // place.
         let text = r#"{"permissions": {"rules": [{"tool": "run_command", "command": "ls ?", "decision": "deny"}]}}"#;
-        let err = Config::parse(text, Path::new("c.json")).unwrap_err();
+        let err = Config::parse(text, Path::new("c.json"))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("c.json: permissions.rules[0]: \"command\" \"ls ?\""),
             "{err}"
@@ -939,6 +984,8 @@ mod tests {
             "{said}"
         );
         let said = read_text(&fifo).unwrap_err();
+        assert_eq!(said.kind(), ConfigErrorKind::Unreadable);
+        let said = said.to_string();
         assert!(
             said.ends_with("fifo is a FIFO, not a regular file"),
             "{said}"
@@ -947,6 +994,12 @@ mod tests {
         let said = read_key_file(&path).unwrap_err();
         assert!(said.ends_with("key is larger than 64 KiB"), "{said}");
         assert_eq!(read_text(&dir.join("none")), Ok(None));
+        let missing = Config::load(Some(&dir.join("none"))).unwrap_err();
+        assert_eq!(missing.kind(), ConfigErrorKind::NotFound);
+        assert!(
+            missing.to_string().ends_with("none: no such file"),
+            "{missing}"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -146,7 +146,10 @@ impl Registry {
     /// a reload). Fails only on a config file that cannot be read or
     /// parsed (the message names the file, line and reason).
     pub fn build(options: &Options) -> Result<Registry, String> {
-        Registry::build_from(options, Config::load(options.config.as_deref()))
+        Registry::build_from(
+            options,
+            Config::load(options.config.as_deref()).map_err(String::from),
+        )
     }
 
     /// Builds the registry from a config already loaded (`Config::load`'s
