@@ -542,7 +542,10 @@ fn check_workspace(lines: &mut Lines, config: Option<&Config>) {
         Ok(None) => {}
         Err(problem) => lines.warn("project defaults", &problem),
         Ok(Some(defaults)) => {
-            let set = serde_json::to_string(&defaults).unwrap_or_default();
+            let set = serde_json::to_string(&defaults).unwrap_or_else(|error| {
+                log::warn!("doctor: cannot show the project defaults: {error}");
+                String::new()
+            });
             match trusted {
                 true => lines.ok(
                     "project defaults",
@@ -563,7 +566,10 @@ fn check_workspace(lines: &mut Lines, config: Option<&Config>) {
 /// agent estimates it (the configured window, else the catalog's, else
 /// the one assumed, picks the profile unless the config names one).
 fn check_prompt(lines: &mut Lines, config: Option<&Config>) {
-    let cwd = std::env::current_dir().unwrap_or_default();
+    let cwd = std::env::current_dir().unwrap_or_else(|error| {
+        log::warn!("doctor: the current folder is unknown ({error}); instructions are looked for from no folder");
+        Default::default()
+    });
     let default = config.and_then(default_of);
     let window = default
         .as_ref()

@@ -602,7 +602,10 @@ fn choose_model(
         }
     };
     if models.is_empty() {
-        let default = suggested_model(config, name, base_url).unwrap_or_default();
+        let default = suggested_model(config, name, base_url).unwrap_or_else(|why| {
+            log::info!("setup: no model to suggest: {why}");
+            String::new()
+        });
         return ask(input, output, "Model", &default);
     }
     for (index, model) in models.iter().take(30).enumerate() {

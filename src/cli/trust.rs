@@ -116,7 +116,13 @@ fn brings(root: &Path, loaded: &crate::config::loaded::Loaded) -> Vec<String> {
     // The servers as Spindle reads them; the config only says which
     // variables are withheld from them.
     let unusable = crate::config::Config::default();
-    let config = loaded.get().map_or(&unusable, |(config, _)| config);
+    let config = loaded.get().map_or_else(
+        |error| {
+            log::warn!("trust: the servers are listed without your config: {error}");
+            &unusable
+        },
+        |(config, _)| config,
+    );
     let (servers, problems) = crate::config::project::project_servers(config, root);
     if !servers.is_empty() {
         let listed: Vec<String> = servers

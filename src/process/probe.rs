@@ -171,7 +171,10 @@ fn collect(mut pipe: impl Read + Send + 'static, cap: usize) -> Receiver<Vec<u8>
 fn gather(output: &Receiver<Vec<u8>>, until: Instant) -> Vec<u8> {
     output
         .recv_timeout(until.saturating_duration_since(Instant::now()))
-        .unwrap_or_default()
+        .unwrap_or_else(|error| {
+            log::debug!("a probe's output is missing: {error}");
+            Vec::new()
+        })
 }
 
 #[cfg(test)]

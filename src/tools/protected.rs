@@ -188,7 +188,10 @@ pub(crate) fn executed_entries(root: &Path) -> (Vec<std::path::PathBuf>, Vec<&'s
     let mut missing = Vec::new();
     let listed: Vec<std::ffi::OsString> = std::fs::read_dir(root)
         .map(|entries| entries.flatten().map(|e| e.file_name()).collect())
-        .unwrap_or_default();
+        .unwrap_or_else(|error| {
+            log::warn!("cannot list {}: {error}", root.display());
+            Vec::new()
+        });
     for name in std::iter::once(".git").chain(
         TOP.iter()
             .filter(|(_, level)| *level == Protection::Executes)

@@ -385,7 +385,10 @@ fn search_ripgrep(
         .map_err(|e| ToolError::io(format!("ripgrep failed: {e}")))?;
     drop(rx);
     let _ = reader.join();
-    let stderr_text = errors.join().unwrap_or_default();
+    let stderr_text = errors.join().unwrap_or_else(|_| {
+        log::warn!("search: ripgrep's error reader failed; its messages are lost");
+        String::new()
+    });
     if cancelled() {
         return Err(ToolError::cancelled("the search was cancelled"));
     }
@@ -518,7 +521,10 @@ impl Found<'_> {
                 let rel = path
                     .strip_prefix(self.base)
                     .map(|r| r.to_string_lossy())
-                    .unwrap_or_default();
+                    .unwrap_or_else(|_| {
+                        log::debug!("search: {} is outside the searched folder", path.display());
+                        Default::default()
+                    });
                 if !filter.is_match(&rel) {
                     continue;
                 }

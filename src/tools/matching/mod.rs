@@ -463,7 +463,12 @@ fn crlf_for_lf(text: &str, old: &str, new: &str) -> Vec<Span> {
 /// Matcher 1: whitespace at line ends.
 fn trailing_whitespace(text: &str, old: &str, new: &str) -> Vec<Span> {
     let lines = Lines::of(text);
-    line_matches(&lines, old, new, trim_end_key, |_, _| Ok(Verdict::Given)).unwrap_or_default()
+    line_matches(&lines, old, new, trim_end_key, |_, _| Ok(Verdict::Given)).unwrap_or_else(
+        |refusal| {
+            log::debug!("edit: trailing-whitespace matching gave up: {refusal:?}");
+            Vec::new()
+        },
+    )
 }
 
 /// `text` with the `read_file` prefix (right-aligned number, tab) taken
