@@ -161,9 +161,11 @@ fn key_refused(lines: &mut Lines, config: &Config, config_path: &Path, name: &st
     );
 }
 
-/// Whether a model list's error is the server refusing the key.
-fn list_refused(problem: &str) -> bool {
-    problem.contains("answered HTTP 401") || problem.contains("answered HTTP 403")
+/// Whether a model list's error is the server refusing the key (not:
+/// it could not be reached).
+fn list_refused(problem: &crate::provider::models::ListError) -> bool {
+    use crate::provider::models::ListErrorKind;
+    matches!(problem.kind, ListErrorKind::Status(401 | 403))
 }
 
 fn check_providers(lines: &mut Lines, config: &Config, config_path: &Path) {
@@ -231,7 +233,7 @@ fn check_providers(lines: &mut Lines, config: &Config, config_path: &Path) {
                 }
             }
             Err(problem) if list_refused(&problem) => {
-                key_refused(lines, config, config_path, name, &problem)
+                key_refused(lines, config, config_path, name, &problem.to_string())
             }
             Err(problem) => lines.bad(
                 name,

@@ -574,10 +574,11 @@ fn listed_models(
     }
     let key = config.api_key(name).ok().flatten();
     crate::provider::models::list(kind, base_url, key.as_deref(), &config.trust).map_err(|why| {
-        let hint = if why.contains("404") || why.to_ascii_lowercase().contains("html") {
-            " (does the URL need /v1?)"
-        } else {
-            ""
+        use crate::provider::models::ListErrorKind;
+        // A page that is not there, or a web page instead of the API.
+        let hint = match why.kind {
+            ListErrorKind::Status(404) | ListErrorKind::NotJson => " (does the URL need /v1?)",
+            _ => "",
         };
         format!("the server did not list its models: {why}{hint}")
     })

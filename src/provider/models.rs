@@ -120,6 +120,47 @@ pub(crate) fn list_url(kind: ProviderKind, base: &str) -> String {
     }
 }
 
+/// Why a model list could not be had, for a caller that acts on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListErrorKind {
+    /// No answer: the connection, the proxy or the reading failed.
+    Unreachable,
+    /// An answer with this HTTP status other than 200.
+    Status(u16),
+    /// An answer larger than the cap.
+    TooLarge,
+    /// An answer that is not JSON (often an HTML page: a wrong path).
+    NotJson,
+}
+
+/// Why a model list could not be had: the kind, and the words a person
+/// can act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ListError {
+    pub(crate) kind: ListErrorKind,
+    message: String,
+}
+
+impl ListError {
+    fn new(kind: ListErrorKind, message: String) -> ListError {
+        ListError { kind, message }
+    }
+}
+
+impl std::fmt::Display for ListError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ListError {}
+
+impl From<ListError> for String {
+    fn from(error: ListError) -> String {
+        error.message
+    }
+}
+
 /// Asks the server which models it serves, in the server's own order,
 /// chat models only. An error says why in words a person can act on.
 pub(crate) fn list(
@@ -127,7 +168,8 @@ pub(crate) fn list(
     base: &str,
     key: Option<&str>,
     trust: &crate::net::Trust,
-) -> Result<Vec<Listed>, String> {
+) -> Result<Vec<Listed>, ListError> {
+    use ListErrorKind::{NotJson, Status, TooLarge, Unreachable};
     let url = list_url(kind, base);
     let agent = crate::net::agent(
         &url,
@@ -149,7 +191,11 @@ pub(crate) fn list(
         (_, None) => {}
     }
     let response = request.call().map_err(|err| {
-        crate::net::proxy::failure(&url, &err).unwrap_or_else(|| format!("GET {url} failed: {err}"))
+        ListError::new(
+            Unreachable,
+            crate::net::proxy::failure(&url, &err)
+                .unwrap_or_else(|| format!("GET {url} failed: {err}")),
+        )
     })?;
     let status = response.status().as_u16();
     let mut bytes = Vec::new();
@@ -158,15 +204,30 @@ pub(crate) fn list(
         .into_reader()
         .take(LIST_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|err| format!("reading the model list of {url} failed: {err}"))?;
+        .map_err(|err| {
+            ListError::new(
+                Unreachable,
+                format!("reading the model list of {url} failed: {err}"),
+            )
+        })?;
     if status != 200 {
-        return Err(format!("GET {url} answered HTTP {status}"));
+        return Err(ListError::new(
+            Status(status),
+            format!("GET {url} answered HTTP {status}"),
+        ));
     }
     if bytes.len() as u64 > LIST_BYTES {
-        return Err(format!("the model list of {url} is larger than 4 MiB"));
+        return Err(ListError::new(
+            TooLarge,
+            format!("the model list of {url} is larger than 4 MiB"),
+        ));
     }
-    let value: Value = serde_json::from_slice(&bytes)
-        .map_err(|err| format!("the model list of {url} is not JSON: {err}"))?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|err| {
+        ListError::new(
+            NotJson,
+            format!("the model list of {url} is not JSON: {err}"),
+        )
+    })?;
     Ok(parse(&value))
 }
 
@@ -559,5 +620,41 @@ mod tests {
             pick_default(ProviderKind::Openai, &with_info).unwrap().id,
             "b-model"
         );
+    }
+
+    /// A server on 127.0.0.1 that answers one request with `status` and
+    /// `body`; its base URL.
+    fn answering(status: &'static str, body: &'static str) -> String {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            if let Ok((mut stream, _)) = listener.accept() {
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request);
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        format!("http://127.0.0.1:{port}/v1")
+    }
+
+    #[test]
+    fn a_failed_list_says_what_kind_of_failure() {
+        let trust = crate::net::Trust::default();
+        let base = answering("401 Unauthorized", "{}");
+        let refused = list(ProviderKind::Openai, &base, Some("k"), &trust).unwrap_err();
+        assert_eq!(refused.kind, ListErrorKind::Status(401));
+        assert!(
+            refused.to_string().ends_with("answered HTTP 401"),
+            "{refused}"
+        );
+        let base = answering("200 OK", "<html>hello</html>");
+        let page = list(ProviderKind::Openai, &base, None, &trust).unwrap_err();
+        assert_eq!(page.kind, ListErrorKind::NotJson);
+        assert!(page.to_string().contains("is not JSON"), "{page}");
     }
 }

@@ -470,6 +470,7 @@ impl Registry {
             .unwrap_or_else(|| config.kind.default_base_url().to_string());
         let key = self.config.api_key(name).ok().flatten();
         crate::provider::models::list(config.kind, &base, key.as_deref(), &self.config.trust)
+            .map_err(String::from)
     }
 
     fn add(&mut self, id: &str, config: ModelConfig) {
