@@ -161,8 +161,7 @@ fn key_refused(lines: &mut Lines, config: &Config, config_path: &Path, name: &st
     );
 }
 
-/// Whether a model list's error is the server refusing the key (not:
-/// it could not be reached).
+/// Whether a model list's error is the server refusing the key.
 fn list_refused(problem: &crate::provider::models::ListError) -> bool {
     use crate::provider::models::ListErrorKind;
     matches!(problem.kind, ListErrorKind::Status(401 | 403))
@@ -544,10 +543,9 @@ fn check_workspace(lines: &mut Lines, config: Option<&Config>) {
         Ok(None) => {}
         Err(problem) => lines.warn("project defaults", &problem),
         Ok(Some(defaults)) => {
-            let set = serde_json::to_string(&defaults).unwrap_or_else(|error| {
-                log::warn!("doctor: cannot show the project defaults: {error}");
-                String::new()
-            });
+            let set = serde_json::to_string(&defaults)
+                .inspect_err(|error| log::warn!("doctor: cannot show the defaults: {error}"))
+                .unwrap_or_default();
             match trusted {
                 true => lines.ok(
                     "project defaults",
@@ -568,10 +566,9 @@ fn check_workspace(lines: &mut Lines, config: Option<&Config>) {
 /// agent estimates it (the configured window, else the catalog's, else
 /// the one assumed, picks the profile unless the config names one).
 fn check_prompt(lines: &mut Lines, config: Option<&Config>) {
-    let cwd = std::env::current_dir().unwrap_or_else(|error| {
-        log::warn!("doctor: the current folder is unknown ({error}); instructions are looked for from no folder");
-        Default::default()
-    });
+    let cwd = std::env::current_dir()
+        .inspect_err(|error| log::warn!("doctor: the current folder is unknown: {error}"))
+        .unwrap_or_default();
     let default = config.and_then(default_of);
     let window = default
         .as_ref()

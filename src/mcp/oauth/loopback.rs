@@ -3,7 +3,7 @@
 //! was given, waits a bounded time and gives up on cancel; each visit is
 //! answered with a short page.
 
-use super::{OAuthError, OAuthErrorKind};
+use super::error::{OAuthError, OAuthErrorKind};
 use crate::cancel::CancelToken;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

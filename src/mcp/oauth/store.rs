@@ -3,7 +3,7 @@
 //! self and renamed into place, read within a cap. The folder is the one
 //! Spindle keeps provider keys in, which the sandbox hides from commands.
 
-use super::{OAuthError, OAuthErrorKind};
+use super::error::{OAuthError, OAuthErrorKind};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
