@@ -115,13 +115,10 @@ pub(crate) fn run(args: &DoctorArgs, loaded: &Loaded) -> Report {
     }
 }
 
-/// The config as the command loaded it (`loaded`, from `explicit` or the
-/// default file), said in the report.
+/// The config the command loaded (from `explicit` or the default file).
 fn check_config(lines: &mut Lines, explicit: Option<&Path>, loaded: &Loaded) -> Option<Config> {
     lines.section("Configuration");
-    let path = explicit
-        .map(Path::to_path_buf)
-        .unwrap_or_else(crate::config::default_path);
+    let path = explicit.map_or_else(crate::config::default_path, Path::to_path_buf);
     match loaded.get() {
         Ok((config, Some(path))) => {
             lines.ok("config", &format!("{} parses", path.display()));
