@@ -53,7 +53,9 @@ impl Bench {
     }
 
     /// `agent` as a process of its own: for the tests of what outlives a
-    /// hook, which the agent's process (its guard, its end) takes along.
+    /// hook, which the agent's process (its guard, its end) takes along
+    /// (Unix: those tests are about process groups).
+    #[cfg(unix)]
     fn process_agent(&self, policy: &str) -> Agent {
         let config = self.config.to_str().unwrap();
         let mut agent = Agent::spawn(&["acp", "--config", config, "--permissions", policy], &[]);
