@@ -63,7 +63,10 @@ impl Runner<'_> {
             .jobs
             .read_for_model(job_id, None, 2_048)
             .map(|read| read.text)
-            .unwrap_or_default();
+            .unwrap_or_else(|error| {
+                log::warn!("job {job_id}: its first output could not be read: {error}");
+                String::new()
+            });
         Some(if first.is_empty() {
             "(none yet)".into()
         } else {
