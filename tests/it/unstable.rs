@@ -811,21 +811,34 @@ fn through_every_door(bench: &Bench, script: &Value, capabilities: Value) -> Doo
     let turn = run_prompt(&mut agent, &session, "plan it", WAIT, no_requests);
     assert_eq!(turn.stop_reason(), "end_turn", "{}", turn.dump());
     let mut live: Vec<Value> = turn.updates().into_iter().cloned().collect();
-    // The job's own turn, once it is done: its updates are live ones too.
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let message = agent.recv(left).expect("the job's turn");
-        if message["method"] == "session/update" {
-            live.push(message["params"]["update"].clone());
-        }
-        if message["method"] == "_spindle/event"
+    // The job's updates are live ones too. A job that ends after the
+    // prompt's answer gets a turn of its own (source `job`), awaited here;
+    // one that ended before it was told within the prompt's turn.
+    let job_ended = |message: &Value| {
+        message["method"] == "_spindle/event"
             && message["params"]["kind"] == "turn"
             && message["params"]["data"]["state"] == "idle"
             && message["params"]["data"]["source"] == "job"
-        {
-            break;
+    };
+    let ended_within = turn.messages.iter().any(|message| {
+        message["method"] == "_spindle/event"
+            && message["params"]["kind"] == "job"
+            && !message["params"]["data"]["endedAt"].is_null()
+    });
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut ended = ended_within || turn.messages.iter().any(job_ended);
+    while !ended {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let message = agent.recv(left).unwrap_or_else(|| {
+            panic!(
+                "the job's turn did not end; the prompt's turn:\n{}",
+                turn.dump()
+            )
+        });
+        if message["method"] == "session/update" {
+            live.push(message["params"]["update"].clone());
         }
+        ended = job_ended(&message);
     }
     let id = agent.request("_spindle/jobs", json!({"sessionId": session}));
     let (answer, _) = agent.response(&id, WAIT);

@@ -27,7 +27,8 @@ fn length(file: &Path) -> u64 {
 /// tree has written its first line.
 fn with_a_growing_tree(space: &Space) -> (Agent, String, Exchange, std::path::PathBuf) {
     let file = space.path("ticks.txt");
-    let (mut agent, session) = space.start(
+    // A process of its own: these tests kill it, or signal it.
+    let (mut agent, session) = space.start_process(
         &script(vec![
             calls(vec![call(
                 "c1",
