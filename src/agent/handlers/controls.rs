@@ -5,7 +5,7 @@
 
 use crate::acp::SessionUpdate;
 use crate::agent::common::models::{ModelEntry, Registry};
-use crate::agent::dispatcher::params::{decode, not_found};
+use crate::agent::dispatcher::params::not_found;
 use crate::agent::dispatcher::session::Session;
 use crate::agent::dispatcher::Dispatcher;
 use crate::modes::Policy;
@@ -199,7 +199,7 @@ pub(super) fn modes(session: &Session) -> Value {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct SetConfigOption {
+pub(super) struct SetConfigOption {
     session_id: String,
     config_id: String,
     value: Value,
@@ -207,7 +207,7 @@ struct SetConfigOption {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct SetMode {
+pub(super) struct SetMode {
     session_id: String,
     mode_id: String,
 }
@@ -285,8 +285,10 @@ fn apply(
 }
 
 impl Dispatcher {
-    pub(in crate::agent) fn set_config_option(&mut self, params: Value) -> Result<Value, RpcError> {
-        let request: SetConfigOption = decode(params)?;
+    pub(super) fn set_config_option(
+        &mut self,
+        request: SetConfigOption,
+    ) -> Result<Value, RpcError> {
         let Some(value) = request.value.as_str() else {
             return Err(RpcError::invalid_params(format!(
                 "the value of {:?} must be a string",
@@ -371,8 +373,7 @@ impl Dispatcher {
         Ok(json!({}))
     }
 
-    pub(in crate::agent) fn set_mode(&mut self, params: Value) -> Result<Value, RpcError> {
-        let request: SetMode = decode(params)?;
+    pub(super) fn set_mode(&mut self, request: SetMode) -> Result<Value, RpcError> {
         let registry = self.registry()?;
         let Some(session) = self
             .session_mut(&request.session_id)

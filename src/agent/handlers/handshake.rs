@@ -2,7 +2,6 @@
 //! capabilities) and `authenticate` (reading the provider setup again).
 
 use crate::acp::{self, Implementation};
-use crate::agent::dispatcher::params::decode;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use serde_json::{json, Value};
@@ -26,8 +25,10 @@ fn legacy_terminal_auth() -> Value {
 }
 
 impl Dispatcher {
-    pub(in crate::agent) fn initialize(&mut self, params: Value) -> Result<Value, RpcError> {
-        let request: acp::InitializeRequest = decode(params)?;
+    pub(in crate::agent) fn initialize(
+        &mut self,
+        request: acp::InitializeRequest,
+    ) -> Result<Value, RpcError> {
         if let Some(info) = &request.client_info {
             log::info!(
                 "client {} {} asks for protocol version {}",

@@ -10,7 +10,7 @@ use super::prompting::TurnStart;
 use crate::acp::spindle::{
     results::{
         to_json, EnqueueResult, InboxItemResult, InboxListResult, InboxMoveResult,
-        InboxPausedResult, ItemStateResult, SteeringResult,
+        InboxPausedResult, ItemStateResult, SteerResult, SteeringResult,
     },
     EnqueueParams, IdleBehavior, InboxListParams, InboxMoveParams, InboxSetPausedParams,
     InboxUpdateParams, ItemParams, SteerParams, SteeringParams,
@@ -43,10 +43,7 @@ impl Dispatcher {
     /// A steer: committed as an inbox item first, then handed to the
     /// running turn (applied at its next boundary) or, when idle, queued
     /// ahead of the follow-ups (and dispatched at once when it can be).
-    pub(super) fn steer(
-        &mut self,
-        params: SteerParams,
-    ) -> Result<(String, &'static str), RpcError> {
+    pub(super) fn steer(&mut self, params: SteerParams) -> Result<SteerResult, RpcError> {
         let SteerParams {
             session_id: id,
             prompt: blocks,
@@ -65,7 +62,10 @@ impl Dispatcher {
             } else {
                 "queued_followup"
             };
-            return Ok((item.item_id, disposition));
+            return Ok(SteerResult {
+                item_id: item.item_id,
+                disposition,
+            });
         }
         if running {
             if let Ok(mut live) = session.live.lock() {
@@ -86,7 +86,10 @@ impl Dispatcher {
                 "inbox",
                 json!({"itemId": item.item_id, "change": "steer"}),
             );
-            return Ok((item.item_id, "steer_accepted"));
+            return Ok(SteerResult {
+                item_id: item.item_id,
+                disposition: "steer_accepted",
+            });
         }
         self.event(
             id,
@@ -94,7 +97,10 @@ impl Dispatcher {
             json!({"itemId": item.item_id, "change": "queued"}),
         );
         self.dispatch_next(id);
-        Ok((item.item_id, "queued_followup"))
+        Ok(SteerResult {
+            item_id: item.item_id,
+            disposition: "queued_followup",
+        })
     }
 
     /// `_session/steering`: the convention other agents' clients use.
@@ -106,7 +112,7 @@ impl Dispatcher {
                 reason: Some("noRunningTurn"),
             }));
         }
-        let (_, disposition) = self.steer(params.steer)?;
+        let disposition = self.steer(params.steer)?.disposition;
         let outcome = if disposition == "steer_accepted" {
             "injected"
         } else {

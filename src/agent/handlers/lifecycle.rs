@@ -223,6 +223,16 @@ impl Dispatcher {
         });
     }
 
+    /// `session/load`: the session with its history replayed.
+    pub(super) fn load(&mut self, params: Value) -> Result<Value, RpcError> {
+        self.load_session(params, true)
+    }
+
+    /// `session/resume`: the session without a replay.
+    pub(super) fn resume(&mut self, params: Value) -> Result<Value, RpcError> {
+        self.load_session(params, false)
+    }
+
     /// `session/load` (with `replay`) and `session/resume` (without).
     pub(in crate::agent) fn load_session(
         &mut self,
@@ -591,8 +601,10 @@ impl Dispatcher {
         Ok(response)
     }
 
-    pub(in crate::agent) fn list_sessions(&mut self, params: Value) -> Result<Value, RpcError> {
-        let request: acp::ListSessionsRequest = decode(params)?;
+    pub(in crate::agent) fn list_sessions(
+        &mut self,
+        request: acp::ListSessionsRequest,
+    ) -> Result<Value, RpcError> {
         if let Some(cwd) = &request.cwd {
             if !std::path::Path::new(cwd).is_absolute() {
                 return Err(RpcError::invalid_params(format!(
@@ -645,8 +657,10 @@ impl Dispatcher {
         Ok(result)
     }
 
-    pub(in crate::agent) fn close_session(&mut self, params: Value) -> Result<Value, RpcError> {
-        let request: acp::SessionIdRequest = decode(params)?;
+    pub(in crate::agent) fn close_session(
+        &mut self,
+        request: acp::SessionIdRequest,
+    ) -> Result<Value, RpcError> {
         let id = request.session_id;
         if self.has_session(&id) {
             self.session_end_hooks(&id, "close");
@@ -659,8 +673,10 @@ impl Dispatcher {
         }
     }
 
-    pub(in crate::agent) fn delete_session(&mut self, params: Value) -> Result<Value, RpcError> {
-        let request: acp::SessionIdRequest = decode(params)?;
+    pub(in crate::agent) fn delete_session(
+        &mut self,
+        request: acp::SessionIdRequest,
+    ) -> Result<Value, RpcError> {
         let id = request.session_id;
         if self.has_session(&id) {
             self.session_end_hooks(&id, "delete");

@@ -98,13 +98,6 @@ impl Dispatcher {
         match route.handler {
             Handler::Now(handler) => Some(handler(self, params)),
             Handler::Later(handler) => handler(self, id, params),
-            Handler::Vendor(handler) => {
-                let params = if params.is_null() { json!({}) } else { params };
-                if !params.is_object() {
-                    return Some(Err(bad("params", "must be an object")));
-                }
-                Some(handler(self, &params))
-            }
         }
     }
 }

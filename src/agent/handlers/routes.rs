@@ -1,26 +1,36 @@
-//! The one table from method name to handler, for the stable ACP methods
-//! and the vendor ones alike ([`ROUTES`]), and the discovery object
-//! derived from it (`agentCapabilities._meta.spindle`,
+//! The one typed table from method name to handler, for the stable ACP
+//! methods and the vendor ones alike ([`ROUTES`]), and the discovery
+//! object derived from it (`agentCapabilities._meta.spindle`,
 //! `_spindle/capabilities`): a vendor method is advertised exactly when
 //! it is served.
+//!
+//! Each route is declared once with [`route!`]: its method name, its
+//! discovery key (vendor methods only), its handler, its params type and
+//! its result type. The handlers are plain functions
+//! `fn(&mut Dispatcher, Params) -> Result<Result, RpcError>`; their params
+//! are decoded in one place ([`stable`] for the stable methods through
+//! [`StableParams`], [`vendor`] through `ext_params::decode`) and their
+//! results encoded in one place ([`Reply`]). A `later` route's handler
+//! answers now (`Some`) or leaves the answer to a turn or a helper thread
+//! (`None`).
 
-use super::ext_params::decode;
-use crate::acp::method;
+use super::controls;
+use super::ext_params::{self, bad};
 use crate::acp::spindle::results::{to_json, SteerResult};
+use crate::acp::spindle::{self as ext, FromParams};
+use crate::acp::{self, method};
+use crate::agent::dispatcher::params;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::{RequestId, RpcError};
 use serde_json::{json, Map, Value};
 
-/// How a method is answered.
+/// How a method is answered, as the table stores it (one function pointer
+/// per route, made by [`route!`]).
 pub(super) enum Handler {
-    /// Now, from the params as sent (the stable methods).
+    /// Now, from the params as sent.
     Now(fn(&mut Dispatcher, Value) -> Result<Value, RpcError>),
-    /// Now, a vendor method: missing params read as `{}`, and params that
-    /// are not an object are refused before the handler runs. The handler
-    /// decodes them into its method's type (`ext_params::decode`).
-    Vendor(fn(&mut Dispatcher, &Value) -> Result<Value, RpcError>),
-    /// Now, or later by a thread or a turn (`None`: the answer comes
-    /// later, for the request's id).
+    /// Now, or later by a turn or a helper thread (`None`: the answer
+    /// comes later, for the request's id).
     Later(fn(&mut Dispatcher, &RequestId, Value) -> Option<Result<Value, RpcError>>),
 }
 
@@ -32,20 +42,165 @@ pub(super) struct Route {
     pub(super) handler: Handler,
 }
 
-const fn stable(method: &'static str, handler: Handler) -> Route {
-    Route {
-        method,
-        key: None,
-        handler,
+/// The params of a stable method as its handler takes them: the raw
+/// params, or a request type decoded with `dispatcher::params::decode`
+/// (-32602 naming the field).
+pub(super) trait StableParams: Sized {
+    fn from_value(params: Value) -> Result<Self, RpcError>;
+}
+
+impl StableParams for Value {
+    fn from_value(params: Value) -> Result<Self, RpcError> {
+        Ok(params)
     }
 }
 
-const fn vendor(key: &'static str, method: &'static str, handler: Handler) -> Route {
-    Route {
-        method,
-        key: Some(key),
-        handler,
+macro_rules! decoded_params {
+    ($($params:ty),* $(,)?) => {$(
+        impl StableParams for $params {
+            fn from_value(params: Value) -> Result<Self, RpcError> {
+                params::decode(params)
+            }
+        }
+    )*};
+}
+
+decoded_params!(
+    acp::InitializeRequest,
+    acp::SessionIdRequest,
+    acp::SetSessionTitleRequest,
+    acp::ListSessionsRequest,
+    controls::SetConfigOption,
+    controls::SetMode,
+);
+
+/// A handler's result as the JSON answer: a `Value` as it is, a result
+/// type serialized (`to_json`).
+pub(super) trait Reply {
+    fn into_json(self) -> Value;
+}
+
+impl Reply for Value {
+    fn into_json(self) -> Value {
+        self
     }
+}
+
+impl Reply for SteerResult {
+    fn into_json(self) -> Value {
+        to_json(self)
+    }
+}
+
+/// A stable method answered now: the one place its params are decoded
+/// and its result encoded.
+fn stable<P: StableParams, R: Reply>(
+    d: &mut Dispatcher,
+    params: Value,
+    handler: fn(&mut Dispatcher, P) -> Result<R, RpcError>,
+) -> Result<Value, RpcError> {
+    handler(d, P::from_value(params)?).map(Reply::into_json)
+}
+
+/// A vendor method's params as an object: missing params read as `{}`,
+/// params that are not an object are refused before any decoding.
+fn vendor_object(params: Value) -> Result<Value, RpcError> {
+    match params {
+        Value::Null => Ok(json!({})),
+        params if params.is_object() => Ok(params),
+        _ => Err(bad("params", "must be an object")),
+    }
+}
+
+/// A vendor method answered now: the one place its params are decoded
+/// (the session checked open first) and its result encoded.
+fn vendor<'a, P: FromParams<'a>, R: Reply>(
+    d: &mut Dispatcher,
+    params: &'a Value,
+    handler: fn(&mut Dispatcher, P) -> Result<R, RpcError>,
+) -> Result<Value, RpcError> {
+    let params = ext_params::decode(d, params)?;
+    handler(d, params).map(Reply::into_json)
+}
+
+/// A vendor method a helper thread may answer later.
+fn vendor_later<'a, P: FromParams<'a>>(
+    d: &mut Dispatcher,
+    id: &RequestId,
+    params: &'a Value,
+    handler: fn(&mut Dispatcher, &RequestId, P) -> Option<Result<Value, RpcError>>,
+) -> Option<Result<Value, RpcError>> {
+    match ext_params::decode(d, params) {
+        Ok(params) => handler(d, id, params),
+        Err(error) => Some(Err(error)),
+    }
+}
+
+/// A stable method a turn answers later; an `Err` is answered now.
+fn stable_later<P: StableParams>(
+    d: &mut Dispatcher,
+    id: &RequestId,
+    params: Value,
+    handler: fn(&mut Dispatcher, &RequestId, P) -> Result<(), RpcError>,
+) -> Option<Result<Value, RpcError>> {
+    match P::from_value(params) {
+        Ok(params) => handler(d, id, params).err().map(Err),
+        Err(error) => Some(Err(error)),
+    }
+}
+
+/// One entry of [`ROUTES`], declared once: `stable` or `vendor "key"`,
+/// `later` when a turn or a helper may answer, then the method, the
+/// handler and `Params => Result`.
+macro_rules! route {
+    (stable $method:expr, $handler:expr, $params:ty => $result:ty) => {
+        Route {
+            method: $method,
+            key: None,
+            handler: Handler::Now(|d, params| stable::<$params, $result>(d, params, $handler)),
+        }
+    };
+    (stable later $method:expr, $handler:expr, $params:ty => ()) => {
+        Route {
+            method: $method,
+            key: None,
+            handler: Handler::Later(|d, id, params| {
+                stable_later::<$params>(d, id, params, $handler)
+            }),
+        }
+    };
+    (vendor $key:literal, $method:literal, $handler:expr, () => $result:ty) => {
+        Route {
+            method: $method,
+            key: Some($key),
+            handler: Handler::Now(|d, params| {
+                vendor_object(params)?;
+                let handler: fn(&mut Dispatcher) -> Result<$result, RpcError> = $handler;
+                handler(d).map(Reply::into_json)
+            }),
+        }
+    };
+    (vendor $key:literal, $method:literal, $handler:expr, $params:ty => $result:ty) => {
+        Route {
+            method: $method,
+            key: Some($key),
+            handler: Handler::Now(|d, params| {
+                let params = vendor_object(params)?;
+                vendor::<$params, $result>(d, &params, $handler)
+            }),
+        }
+    };
+    (vendor later $key:literal, $method:literal, $handler:expr, $params:ty => Value) => {
+        Route {
+            method: $method,
+            key: Some($key),
+            // As sent: the session check refuses params that are not an
+            // object.
+            handler: Handler::Later(|d, id, params| {
+                vendor_later::<$params>(d, id, &params, $handler)
+            }),
+        }
+    };
 }
 
 /// The method that panics the dispatcher, for the crash tests; served
@@ -54,218 +209,184 @@ pub(super) const TEST_PANIC: &str = "_spindle/test/panic";
 
 /// Every method this build serves.
 pub(super) const ROUTES: &[Route] = &[
-    stable(method::INITIALIZE, Handler::Now(Dispatcher::initialize)),
-    stable(method::AUTHENTICATE, Handler::Now(Dispatcher::authenticate)),
-    stable(method::LOGOUT, Handler::Now(Dispatcher::logout)),
-    stable(method::SESSION_SET_MODE, Handler::Now(Dispatcher::set_mode)),
-    stable(
-        method::SESSION_SET_CONFIG_OPTION,
-        Handler::Now(Dispatcher::set_config_option),
+    route!(stable method::INITIALIZE, Dispatcher::initialize, acp::InitializeRequest => Value),
+    route!(stable method::AUTHENTICATE, Dispatcher::authenticate, Value => Value),
+    route!(stable method::LOGOUT, Dispatcher::logout, Value => Value),
+    route!(stable method::SESSION_SET_MODE, Dispatcher::set_mode, controls::SetMode => Value),
+    route!(
+        stable method::SESSION_SET_CONFIG_OPTION,
+        Dispatcher::set_config_option,
+        controls::SetConfigOption => Value
     ),
-    stable(method::SESSION_NEW, Handler::Now(Dispatcher::new_session)),
-    stable(
-        method::SESSION_LOAD,
-        Handler::Now(|d, params| d.load_session(params, true)),
+    route!(stable method::SESSION_NEW, Dispatcher::new_session, Value => Value),
+    route!(stable method::SESSION_LOAD, Dispatcher::load, Value => Value),
+    route!(stable method::SESSION_RESUME, Dispatcher::resume, Value => Value),
+    route!(
+        stable method::SESSION_LIST,
+        Dispatcher::list_sessions,
+        acp::ListSessionsRequest => Value
     ),
-    stable(
-        method::SESSION_RESUME,
-        Handler::Now(|d, params| d.load_session(params, false)),
+    route!(
+        stable method::SESSION_CLOSE,
+        Dispatcher::close_session,
+        acp::SessionIdRequest => Value
     ),
-    stable(
-        method::SESSION_LIST,
-        Handler::Now(Dispatcher::list_sessions),
-    ),
-    stable(
-        method::SESSION_CLOSE,
-        Handler::Now(Dispatcher::close_session),
-    ),
-    stable(method::SESSION_FORK, Handler::Now(Dispatcher::fork_session)),
-    stable(
-        method::SESSION_SET_MODEL,
-        Handler::Now(Dispatcher::set_model),
-    ),
-    stable(
-        method::SESSION_DELETE,
-        Handler::Now(Dispatcher::delete_session),
+    route!(stable method::SESSION_FORK, Dispatcher::fork_session, Value => Value),
+    route!(stable method::SESSION_SET_MODEL, Dispatcher::set_model, Value => Value),
+    route!(
+        stable method::SESSION_DELETE,
+        Dispatcher::delete_session,
+        acp::SessionIdRequest => Value
     ),
     // Unstable ACP (`sessionCapabilities.title`, `.status`).
-    stable(
-        method::SESSION_SET_TITLE,
-        Handler::Now(Dispatcher::set_title),
+    route!(
+        stable method::SESSION_SET_TITLE,
+        Dispatcher::set_title,
+        acp::SetSessionTitleRequest => Value
     ),
-    stable(
-        method::SESSION_STATUS,
-        Handler::Now(Dispatcher::session_status),
+    route!(
+        stable method::SESSION_STATUS,
+        Dispatcher::session_status,
+        acp::SessionIdRequest => Value
     ),
     // A turn answers.
-    stable(
-        method::SESSION_PROMPT,
-        Handler::Later(|d, id, params| d.prompt(id, params).err().map(Err)),
+    route!(stable later method::SESSION_PROMPT, Dispatcher::prompt, Value => ()),
+    route!(vendor "capabilities", "_spindle/capabilities", |_| Ok(capabilities()), () => Value),
+    route!(
+        vendor "status", "_spindle/session/status",
+        Dispatcher::status,
+        ext::StatusParams<'_> => Value
     ),
-    vendor(
-        "capabilities",
-        "_spindle/capabilities",
-        Handler::Vendor(|_, _| Ok(capabilities())),
+    route!(
+        vendor "steer", "_spindle/session/steer",
+        Dispatcher::steer,
+        ext::SteerParams<'_> => SteerResult
     ),
-    vendor(
-        "status",
-        "_spindle/session/status",
-        Handler::Vendor(|d, params| d.status(decode(d, params)?)),
+    route!(
+        vendor "inbox.enqueue", "_spindle/session/inbox/enqueue",
+        Dispatcher::enqueue,
+        ext::EnqueueParams<'_> => Value
     ),
-    vendor(
-        "steer",
-        "_spindle/session/steer",
-        Handler::Vendor(|d, params| {
-            d.steer(decode(d, params)?).map(|(item_id, disposition)| {
-                to_json(SteerResult {
-                    item_id,
-                    disposition,
-                })
-            })
-        }),
+    route!(
+        vendor "inbox.list", "_spindle/session/inbox/list",
+        Dispatcher::inbox_list,
+        ext::InboxListParams<'_> => Value
     ),
-    vendor(
-        "inbox.enqueue",
-        "_spindle/session/inbox/enqueue",
-        Handler::Vendor(|d, params| d.enqueue(decode(d, params)?)),
+    route!(
+        vendor "inbox.get", "_spindle/session/inbox/get",
+        Dispatcher::inbox_get,
+        ext::ItemParams<'_> => Value
     ),
-    vendor(
-        "inbox.list",
-        "_spindle/session/inbox/list",
-        Handler::Vendor(|d, params| d.inbox_list(decode(d, params)?)),
+    route!(
+        vendor "inbox.update", "_spindle/session/inbox/update",
+        Dispatcher::inbox_update,
+        ext::InboxUpdateParams<'_> => Value
     ),
-    vendor(
-        "inbox.get",
-        "_spindle/session/inbox/get",
-        Handler::Vendor(|d, params| d.inbox_get(decode(d, params)?)),
+    route!(
+        vendor "inbox.delete", "_spindle/session/inbox/delete",
+        Dispatcher::inbox_delete,
+        ext::ItemParams<'_> => Value
     ),
-    vendor(
-        "inbox.update",
-        "_spindle/session/inbox/update",
-        Handler::Vendor(|d, params| d.inbox_update(decode(d, params)?)),
+    route!(
+        vendor "inbox.move", "_spindle/session/inbox/move",
+        Dispatcher::inbox_move,
+        ext::InboxMoveParams<'_> => Value
     ),
-    vendor(
-        "inbox.delete",
-        "_spindle/session/inbox/delete",
-        Handler::Vendor(|d, params| d.inbox_delete(decode(d, params)?)),
+    route!(
+        vendor "inbox.setPaused", "_spindle/session/inbox/setPaused",
+        Dispatcher::inbox_set_paused,
+        ext::InboxSetPausedParams<'_> => Value
     ),
-    vendor(
-        "inbox.move",
-        "_spindle/session/inbox/move",
-        Handler::Vendor(|d, params| d.inbox_move(decode(d, params)?)),
+    route!(
+        vendor "inbox.retry", "_spindle/session/inbox/retry",
+        Dispatcher::inbox_retry,
+        ext::ItemParams<'_> => Value
     ),
-    vendor(
-        "inbox.setPaused",
-        "_spindle/session/inbox/setPaused",
-        Handler::Vendor(|d, params| d.inbox_set_paused(decode(d, params)?)),
+    route!(
+        vendor "inbox.refresh", "_spindle/session/inbox/refresh",
+        Dispatcher::inbox_refresh,
+        ext::ItemParams<'_> => Value
     ),
-    vendor(
-        "inbox.retry",
-        "_spindle/session/inbox/retry",
-        Handler::Vendor(|d, params| d.inbox_retry(decode(d, params)?)),
+    route!(
+        vendor "steering", "_session/steering",
+        Dispatcher::steering,
+        ext::SteeringParams<'_> => Value
     ),
-    vendor(
-        "inbox.refresh",
-        "_spindle/session/inbox/refresh",
-        Handler::Vendor(|d, params| d.inbox_refresh(decode(d, params)?)),
+    route!(
+        vendor "rewindPoints", "_session/rewind_points",
+        Dispatcher::rewind_points,
+        ext::rewind::RewindPointsParams<'_> => Value
     ),
-    vendor(
-        "steering",
-        "_session/steering",
-        Handler::Vendor(|d, params| d.steering(decode(d, params)?)),
+    route!(
+        vendor "rewind", "_session/rewind",
+        Dispatcher::rewind,
+        ext::rewind::RewindParams<'_> => Value
     ),
-    vendor(
-        "rewindPoints",
-        "_session/rewind_points",
-        Handler::Vendor(|d, params| d.rewind_points(decode(d, params)?)),
+    route!(
+        vendor "goal.pause", "_spindle/session/goal/pause",
+        Dispatcher::goal_pause,
+        ext::GoalPauseParams<'_> => Value
     ),
-    vendor(
-        "rewind",
-        "_session/rewind",
-        Handler::Vendor(|d, params| d.rewind(decode(d, params)?)),
+    route!(
+        vendor "goal.resume", "_spindle/session/goal/resume",
+        Dispatcher::goal_resume,
+        ext::GoalResumeParams<'_> => Value
     ),
-    vendor(
-        "goal.pause",
-        "_spindle/session/goal/pause",
-        Handler::Vendor(|d, params| d.goal_pause(decode(d, params)?)),
+    route!(
+        vendor "settings", "_spindle/settings",
+        Dispatcher::settings_catalog,
+        ext::SettingsParams<'_> => Value
     ),
-    vendor(
-        "goal.resume",
-        "_spindle/session/goal/resume",
-        Handler::Vendor(|d, params| d.goal_resume(decode(d, params)?)),
+    route!(
+        vendor "setting.set", "_spindle/setting/set",
+        Dispatcher::setting_set,
+        ext::SettingSetParams<'_> => Value
     ),
-    vendor(
-        "settings",
-        "_spindle/settings",
-        Handler::Vendor(|d, params| d.settings_catalog(decode(d, params)?)),
+    route!(
+        vendor "models", "_spindle/models",
+        Dispatcher::models_catalog,
+        ext::ModelsParams<'_> => Value
     ),
-    vendor(
-        "setting.set",
-        "_spindle/setting/set",
-        Handler::Vendor(|d, params| d.setting_set(decode(d, params)?)),
+    route!(
+        vendor "operations", "_spindle/operations",
+        Dispatcher::operations,
+        ext::OperationsParams<'_> => Value
     ),
-    vendor(
-        "models",
-        "_spindle/models",
-        Handler::Vendor(|d, params| d.models_catalog(decode(d, params)?)),
+    route!(vendor "invoke", "_spindle/invoke", Dispatcher::invoke, ext::InvokeParams<'_> => Value),
+    route!(
+        vendor "reload", "_spindle/session/reload",
+        Dispatcher::reload,
+        ext::ReloadParams<'_> => Value
     ),
-    vendor(
-        "operations",
-        "_spindle/operations",
-        Handler::Vendor(|d, params| d.operations(decode(d, params)?)),
-    ),
-    vendor(
-        "invoke",
-        "_spindle/invoke",
-        Handler::Vendor(|d, params| d.invoke(decode(d, params)?)),
-    ),
-    vendor(
-        "reload",
-        "_spindle/session/reload",
-        Handler::Vendor(|d, params| d.reload(decode(d, params)?)),
-    ),
-    vendor(
-        "jobs",
-        "_spindle/jobs",
-        Handler::Vendor(|d, params| d.jobs_list(decode(d, params)?)),
-    ),
-    vendor(
-        "job",
-        "_spindle/job",
-        Handler::Vendor(|d, params| d.job_item(decode(d, params)?)),
-    ),
+    route!(vendor "jobs", "_spindle/jobs", Dispatcher::jobs_list, ext::JobsParams<'_> => Value),
+    route!(vendor "job", "_spindle/job", Dispatcher::job_item, ext::JobParams<'_> => Value),
     // An agent job's log not indexed yet is read on a thread of its own.
-    vendor(
-        "job.transcript",
-        "_spindle/job/transcript",
-        Handler::Later(|d, id, params| match decode(d, &params) {
-            Ok(params) => d.job_transcript(id, params),
-            Err(error) => Some(Err(error)),
-        }),
+    route!(
+        vendor later "job.transcript", "_spindle/job/transcript",
+        Dispatcher::job_transcript,
+        ext::JobTranscriptParams<'_> => Value
     ),
-    vendor(
-        "job.send",
-        "_spindle/job/send",
-        Handler::Vendor(|d, params| d.job_send(decode(d, params)?)),
+    route!(
+        vendor "job.send", "_spindle/job/send",
+        Dispatcher::job_send,
+        ext::JobSendParams<'_> => Value
     ),
-    vendor(
-        "job.cancel",
-        "_spindle/job/cancel",
-        Handler::Vendor(|d, params| d.job_cancel(decode(d, params)?)),
+    route!(
+        vendor "job.cancel", "_spindle/job/cancel",
+        Dispatcher::job_cancel,
+        ext::JobParams<'_> => Value
     ),
     // A file not indexed yet is read on a thread of its own.
-    vendor(
-        "resource",
-        "_spindle/resource",
-        Handler::Later(|d, id, params| match decode(d, &params) {
-            Ok(params) => d.resource(id, params),
-            Err(error) => Some(Err(error)),
-        }),
+    route!(
+        vendor later "resource", "_spindle/resource",
+        Dispatcher::resource,
+        ext::ResourceParams<'_> => Value
     ),
     Route {
         method: TEST_PANIC,
         key: None,
-        handler: Handler::Vendor(|d, _| {
+        handler: Handler::Now(|d, params| {
+            vendor_object(params)?;
             if d.test_hooks() {
                 panic!("test hook asked for a panic")
             }

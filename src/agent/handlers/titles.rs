@@ -3,7 +3,7 @@
 //! which no automatic title replaces, and whether a session is in memory.
 
 use crate::acp;
-use crate::agent::dispatcher::params::{decode, internal, not_found};
+use crate::agent::dispatcher::params::{internal, not_found};
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use serde_json::{json, Value};
@@ -16,8 +16,10 @@ impl Dispatcher {
     /// trimmed, capped) for any stored session, open here or not, keeps
     /// it in the transcript, and tells this connection after the answer
     /// when the session is open on it.
-    pub(in crate::agent) fn set_title(&mut self, params: Value) -> Result<Value, RpcError> {
-        let request: acp::SetSessionTitleRequest = decode(params)?;
+    pub(in crate::agent) fn set_title(
+        &mut self,
+        request: acp::SetSessionTitleRequest,
+    ) -> Result<Value, RpcError> {
         let title = normalized(&request.title).ok_or_else(|| {
             RpcError::invalid_params("title is empty; give the session a title with some text")
         })?;
@@ -48,8 +50,10 @@ impl Dispatcher {
 
     /// `session/status`: `open` when the session is in memory here,
     /// `saved` when only the store has it. Changes nothing.
-    pub(in crate::agent) fn session_status(&mut self, params: Value) -> Result<Value, RpcError> {
-        let request: acp::SessionIdRequest = decode(params)?;
+    pub(in crate::agent) fn session_status(
+        &mut self,
+        request: acp::SessionIdRequest,
+    ) -> Result<Value, RpcError> {
         let id = request.session_id;
         if self.session(&id).is_some_and(|s| !s.is_closed()) {
             return Ok(json!({"status": "open"}));
