@@ -14,8 +14,8 @@
 //! answers now (`Some`) or leaves the answer to a turn or a helper thread
 //! (`None`).
 
-use super::controls;
 use super::ext_params::{self, bad};
+use super::{controls, handshake, rewind, titles};
 use crate::acp::spindle::results::{to_json, SteerResult};
 use crate::acp::spindle::{self as ext, FromParams};
 use crate::acp::{self, method};
@@ -209,9 +209,13 @@ pub(super) const TEST_PANIC: &str = "_spindle/test/panic";
 
 /// Every method this build serves.
 pub(super) const ROUTES: &[Route] = &[
-    route!(stable method::INITIALIZE, Dispatcher::initialize, acp::InitializeRequest => Value),
-    route!(stable method::AUTHENTICATE, Dispatcher::authenticate, Value => Value),
-    route!(stable method::LOGOUT, Dispatcher::logout, Value => Value),
+    route!(
+        stable method::INITIALIZE,
+        |d, request| handshake::initialize(d, request, discovery()),
+        acp::InitializeRequest => Value
+    ),
+    route!(stable method::AUTHENTICATE, handshake::authenticate, Value => Value),
+    route!(stable method::LOGOUT, handshake::logout, Value => Value),
     route!(stable method::SESSION_SET_MODE, Dispatcher::set_mode, controls::SetMode => Value),
     route!(
         stable method::SESSION_SET_CONFIG_OPTION,
@@ -241,12 +245,12 @@ pub(super) const ROUTES: &[Route] = &[
     // Unstable ACP (`sessionCapabilities.title`, `.status`).
     route!(
         stable method::SESSION_SET_TITLE,
-        Dispatcher::set_title,
+        titles::set_title,
         acp::SetSessionTitleRequest => Value
     ),
     route!(
         stable method::SESSION_STATUS,
-        Dispatcher::session_status,
+        titles::session_status,
         acp::SessionIdRequest => Value
     ),
     // A turn answers.
@@ -314,12 +318,12 @@ pub(super) const ROUTES: &[Route] = &[
     ),
     route!(
         vendor "rewindPoints", "_session/rewind_points",
-        Dispatcher::rewind_points,
+        rewind::rewind_points,
         ext::rewind::RewindPointsParams<'_> => Value
     ),
     route!(
         vendor "rewind", "_session/rewind",
-        Dispatcher::rewind,
+        rewind::rewind,
         ext::rewind::RewindParams<'_> => Value
     ),
     route!(

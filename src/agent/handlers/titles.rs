@@ -11,57 +11,55 @@ use serde_json::{json, Value};
 /// The longest title kept, in characters; a longer one is cut with `…`.
 pub(super) const TITLE_CAP: usize = 200;
 
-impl Dispatcher {
-    /// `session/set_title`: stores the title (normalised: one line,
-    /// trimmed, capped) for any stored session, open here or not, keeps
-    /// it in the transcript, and tells this connection after the answer
-    /// when the session is open on it.
-    pub(in crate::agent) fn set_title(
-        &mut self,
-        request: acp::SetSessionTitleRequest,
-    ) -> Result<Value, RpcError> {
-        let title = normalized(&request.title).ok_or_else(|| {
-            RpcError::invalid_params("title is empty; give the session a title with some text")
-        })?;
-        let id = request.session_id;
-        let store = self.store()?;
-        if store.session(&id).map_err(internal)?.is_none() {
-            return Err(not_found(&id));
-        }
-        store.set_title(&id, &title).map_err(internal)?;
-        // Kept in the transcript too, so a load replays this title last.
-        let update = acp::SessionUpdate::SessionInfoUpdate {
-            title: Some(title.clone()),
-            updated_at: Some(crate::clock::now_rfc3339()),
-        }
-        .into_value();
-        store
-            .append_events(&id, 0, &[update.to_string()])
-            .map_err(internal)?;
-        log::info!("session {id} retitled by the client");
-        if let Some(session) = self.session_mut(&id).filter(|s| !s.is_closed()) {
-            session.title = Some(title.clone());
-            if let Some(line) = self.update_line(&id, acp::fit::Update::Kept(update)) {
-                self.follow_answer(line);
-            }
-        }
-        Ok(json!({ "title": title }))
+/// `session/set_title`: stores the title (normalised: one line,
+/// trimmed, capped) for any stored session, open here or not, keeps
+/// it in the transcript, and tells this connection after the answer
+/// when the session is open on it.
+pub(super) fn set_title(
+    d: &mut Dispatcher,
+    request: acp::SetSessionTitleRequest,
+) -> Result<Value, RpcError> {
+    let title = normalized(&request.title).ok_or_else(|| {
+        RpcError::invalid_params("title is empty; give the session a title with some text")
+    })?;
+    let id = request.session_id;
+    let store = d.store()?;
+    if store.session(&id).map_err(internal)?.is_none() {
+        return Err(not_found(&id));
     }
+    store.set_title(&id, &title).map_err(internal)?;
+    // Kept in the transcript too, so a load replays this title last.
+    let update = acp::SessionUpdate::SessionInfoUpdate {
+        title: Some(title.clone()),
+        updated_at: Some(crate::clock::now_rfc3339()),
+    }
+    .into_value();
+    store
+        .append_events(&id, 0, &[update.to_string()])
+        .map_err(internal)?;
+    log::info!("session {id} retitled by the client");
+    if let Some(session) = d.session_mut(&id).filter(|s| !s.is_closed()) {
+        session.title = Some(title.clone());
+        if let Some(line) = d.update_line(&id, acp::fit::Update::Kept(update)) {
+            d.follow_answer(line);
+        }
+    }
+    Ok(json!({ "title": title }))
+}
 
-    /// `session/status`: `open` when the session is in memory here,
-    /// `saved` when only the store has it. Changes nothing.
-    pub(in crate::agent) fn session_status(
-        &mut self,
-        request: acp::SessionIdRequest,
-    ) -> Result<Value, RpcError> {
-        let id = request.session_id;
-        if self.session(&id).is_some_and(|s| !s.is_closed()) {
-            return Ok(json!({"status": "open"}));
-        }
-        match self.store()?.session(&id).map_err(internal)? {
-            Some(_) => Ok(json!({"status": "saved"})),
-            None => Err(not_found(&id)),
-        }
+/// `session/status`: `open` when the session is in memory here,
+/// `saved` when only the store has it. Changes nothing.
+pub(super) fn session_status(
+    d: &mut Dispatcher,
+    request: acp::SessionIdRequest,
+) -> Result<Value, RpcError> {
+    let id = request.session_id;
+    if d.session(&id).is_some_and(|s| !s.is_closed()) {
+        return Ok(json!({"status": "open"}));
+    }
+    match d.store()?.session(&id).map_err(internal)? {
+        Some(_) => Ok(json!({"status": "saved"})),
+        None => Err(not_found(&id)),
     }
 }
 
