@@ -33,211 +33,212 @@ fn admission(kind: &Kind) -> &'static str {
     }
 }
 
-impl Dispatcher {
-    fn setting_rows(&mut self, id: &str) -> Result<Vec<Value>, RpcError> {
-        let registry = self.registry()?;
-        let options = config_options(self.checked(id), &registry);
-        Ok(options
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|option| {
-                let values: Vec<Value> = option["options"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|choice| choice["value"].clone())
-                    .collect();
-                json!({
-                    "name": option["id"],
-                    "value": option["currentValue"],
-                    "values": values,
-                    "description": option["description"],
-                })
+fn setting_rows(d: &mut Dispatcher, id: &str) -> Result<Vec<Value>, RpcError> {
+    let registry = d.registry()?;
+    let options = config_options(d.checked(id), &registry);
+    Ok(options
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|option| {
+            let values: Vec<Value> = option["options"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|choice| choice["value"].clone())
+                .collect();
+            json!({
+                "name": option["id"],
+                "value": option["currentValue"],
+                "values": values,
+                "description": option["description"],
             })
-            .collect())
-    }
+        })
+        .collect())
+}
 
-    pub(super) fn settings_catalog(&mut self, params: SettingsParams) -> Result<Value, RpcError> {
-        Ok(to_json(CatalogResult {
-            items: self.setting_rows(params.session_id)?,
-        }))
-    }
+pub(super) fn settings_catalog(
+    d: &mut Dispatcher,
+    params: SettingsParams,
+) -> Result<Value, RpcError> {
+    Ok(to_json(CatalogResult {
+        items: setting_rows(d, params.session_id)?,
+    }))
+}
 
-    /// The same change as `session/set_config_option` (with its updates);
-    /// answers the updated row.
-    pub(super) fn setting_set(&mut self, params: SettingSetParams) -> Result<Value, RpcError> {
-        let SettingSetParams {
-            session_id: id,
-            name,
-            value,
-        } = params;
-        let registry = self.registry()?;
-        self.change_option(id, &registry, name, value)?;
-        self.setting_rows(id)?
-            .into_iter()
-            .find(|row| row["name"] == name)
-            .ok_or_else(|| RpcError::internal("the setting vanished"))
-    }
+/// The same change as `session/set_config_option` (with its updates);
+/// answers the updated row.
+pub(super) fn setting_set(d: &mut Dispatcher, params: SettingSetParams) -> Result<Value, RpcError> {
+    let SettingSetParams {
+        session_id: id,
+        name,
+        value,
+    } = params;
+    let registry = d.registry()?;
+    d.change_option(id, &registry, name, value)?;
+    setting_rows(d, id)?
+        .into_iter()
+        .find(|row| row["name"] == name)
+        .ok_or_else(|| RpcError::internal("the setting vanished"))
+}
 
-    pub(super) fn models_catalog(&mut self, _: ModelsParams) -> Result<Value, RpcError> {
-        let registry = self.registry()?;
-        let items: Vec<Value> = registry
-            .models
-            .iter()
-            .map(|model| {
-                json!({
-                    "id": model.id,
-                    "provider": model.provider,
-                    "name": model.display_name(),
-                    "contextWindow": model.context_window(),
-                    "reasoning": model.reasoning(),
-                    "images": model.images(),
-                    "price": model.config.price,
-                })
+pub(super) fn models_catalog(d: &mut Dispatcher, _: ModelsParams) -> Result<Value, RpcError> {
+    let registry = d.registry()?;
+    let items: Vec<Value> = registry
+        .models
+        .iter()
+        .map(|model| {
+            json!({
+                "id": model.id,
+                "provider": model.provider,
+                "name": model.display_name(),
+                "contextWindow": model.context_window(),
+                "reasoning": model.reasoning(),
+                "images": model.images(),
+                "price": model.config.price,
             })
-            .collect();
-        Ok(to_json(CatalogResult { items }))
-    }
+        })
+        .collect();
+    Ok(to_json(CatalogResult { items }))
+}
 
-    pub(super) fn operations(&mut self, params: OperationsParams) -> Result<Value, RpcError> {
-        let cwd = self.checked(params.session_id).cwd.clone();
-        let items: Vec<Value> = self
-            .commands_of(&cwd)
-            .iter()
-            .map(|command| {
-                json!({
-                    "name": command.name,
-                    "description": command.description,
-                    "inputHint": command.hint,
-                    "admission": admission(&command.kind),
-                })
+pub(super) fn operations(d: &mut Dispatcher, params: OperationsParams) -> Result<Value, RpcError> {
+    let cwd = d.checked(params.session_id).cwd.clone();
+    let items: Vec<Value> = d
+        .commands_of(&cwd)
+        .iter()
+        .map(|command| {
+            json!({
+                "name": command.name,
+                "description": command.description,
+                "inputHint": command.hint,
+                "admission": admission(&command.kind),
             })
-            .collect();
-        Ok(to_json(CatalogResult { items }))
-    }
+        })
+        .collect();
+    Ok(to_json(CatalogResult { items }))
+}
 
-    /// `_spindle/invoke`: a local operation answers with its text; one that
-    /// needs the model (or the workspace) runs as a turn of its own.
-    pub(super) fn invoke(&mut self, params: InvokeParams) -> Result<Value, RpcError> {
-        let InvokeParams {
-            session_id: id,
-            operation: name,
-            input,
-        } = params;
-        let cwd = self.checked(id).cwd.clone();
-        let available = self.commands_of(&cwd);
-        let Some(command) = available.iter().find(|c| c.name == name) else {
-            return Err(RpcError::invalid_params(format!(
-                "operation: there is no operation {name:?}; _spindle/operations lists them"
-            ))
-            .with_data(json!({"code": "unknown_operation"})));
-        };
-        let text = if input.is_empty() {
-            format!("/{name}")
-        } else {
-            format!("/{name} {input}")
-        };
-        if admission(&command.kind) == "now" {
-            let registry = self.registry()?;
-            let reply = self.local_reply(id, &text, &registry)?;
-            return Ok(to_json(InvokeResult {
-                text: reply,
-                delivery: "immediate",
-            }));
-        }
-        if self.checked(id).running.is_some() {
-            return Err(RpcError::invalid_request(format!(
-                "operation {name:?} runs a turn, and session {id} is busy; try again when it is idle"
-            ))
-            .with_data(json!({"code": "busy"})));
-        }
-        self.start_turn(
-            id,
-            &[json!({"type": "text", "text": text})],
-            TurnStart {
-                request: None,
-                source: crate::agent::dispatcher::session::TurnSource::Invoke,
-                item: None,
-                wait: None,
-                message_id: None,
-            },
-        )?;
-        Ok(to_json(InvokeResult {
-            text: format!("/{name} is running as a turn."),
-            delivery: "scheduled",
-        }))
+/// `_spindle/invoke`: a local operation answers with its text; one that
+/// needs the model (or the workspace) runs as a turn of its own.
+pub(super) fn invoke(d: &mut Dispatcher, params: InvokeParams) -> Result<Value, RpcError> {
+    let InvokeParams {
+        session_id: id,
+        operation: name,
+        input,
+    } = params;
+    let cwd = d.checked(id).cwd.clone();
+    let available = d.commands_of(&cwd);
+    let Some(command) = available.iter().find(|c| c.name == name) else {
+        return Err(RpcError::invalid_params(format!(
+            "operation: there is no operation {name:?}; _spindle/operations lists them"
+        ))
+        .with_data(json!({"code": "unknown_operation"})));
+    };
+    let text = if input.is_empty() {
+        format!("/{name}")
+    } else {
+        format!("/{name} {input}")
+    };
+    if admission(&command.kind) == "now" {
+        let registry = d.registry()?;
+        let reply = d.local_reply(id, &text, &registry)?;
+        return Ok(to_json(InvokeResult {
+            text: reply,
+            delivery: "immediate",
+        }));
     }
-
-    /// `_spindle/session/reload`: builds a new runtime from the config
-    /// file and swaps it in only if it builds; while a turn runs, one
-    /// reload waits for it.
-    pub(super) fn reload(&mut self, params: ReloadParams) -> Result<Value, RpcError> {
-        let id = params.session_id;
-        if self.checked(id).running.is_some() {
-            if let Some(session) = self.session_mut(id) {
-                session.queue_reload();
-            }
-            return Ok(to_json(ReloadResult {
-                queued: true,
-                reloaded: false,
-            }));
-        }
-        self.reload_now(id)?;
-        // The commands follow the answer.
-        self.announce_commands(id);
-        Ok(to_json(ReloadResult {
-            queued: false,
-            reloaded: true,
-        }))
+    if d.checked(id).running.is_some() {
+        return Err(RpcError::invalid_request(format!(
+            "operation {name:?} runs a turn, and session {id} is busy; try again when it is idle"
+        ))
+        .with_data(json!({"code": "busy"})));
     }
+    d.start_turn(
+        id,
+        &[json!({"type": "text", "text": text})],
+        TurnStart {
+            request: None,
+            source: crate::agent::dispatcher::session::TurnSource::Invoke,
+            item: None,
+            wait: None,
+            message_id: None,
+        },
+    )?;
+    Ok(to_json(InvokeResult {
+        text: format!("/{name} is running as a turn."),
+        delivery: "scheduled",
+    }))
+}
 
-    /// Rebuilds the registry (config, providers, models); a failure keeps
-    /// the old one and names the problem. Commands and AGENTS.md are read
-    /// at each turn already. The runtime is the process's: the other open
-    /// sessions hear their commands again at once; the caller tells `id`'s
-    /// (after its answer, or at once where none follows).
-    pub(in crate::agent) fn reload_now(&mut self, id: &str) -> Result<(), RpcError> {
-        self.take_warm();
-        let failed = |problem: String| {
-            RpcError::failed(format!(
-                "The reload failed, the old settings stay: {problem}"
-            ))
-            .with_data(json!({"code": "reload_failed"}))
-        };
-        // The agent file is read again too; a broken one changes nothing.
-        let fresh = self.options().reread_agent().map_err(failed)?;
-        let options = fresh.as_ref().unwrap_or(self.options());
-        let built = Registry::build(options).map_err(failed)?;
-        self.set_registry(Arc::new(built));
-        if let Some(fresh) = fresh {
-            self.set_options(fresh);
+/// `_spindle/session/reload`: builds a new runtime from the config
+/// file and swaps it in only if it builds; while a turn runs, one
+/// reload waits for it.
+pub(super) fn reload(d: &mut Dispatcher, params: ReloadParams) -> Result<Value, RpcError> {
+    let id = params.session_id;
+    if d.checked(id).running.is_some() {
+        if let Some(session) = d.session_mut(id) {
+            session.queue_reload();
         }
-        let others: Vec<String> = self
-            .sessions()
-            .filter(|(other, session)| other.as_str() != id && !session.is_closed())
-            .map(|(other, _)| other.clone())
-            .collect();
-        for other in others {
-            self.send_commands(&other);
-        }
-        Ok(())
+        return Ok(to_json(ReloadResult {
+            queued: true,
+            reloaded: false,
+        }));
     }
+    reload_now(d, id)?;
+    // The commands follow the answer.
+    d.announce_commands(id);
+    Ok(to_json(ReloadResult {
+        queued: false,
+        reloaded: true,
+    }))
+}
 
-    /// After a turn: the reload that waited for it.
-    pub(in crate::agent) fn queued_reload(&mut self, id: &str) {
-        let queued = self
-            .session_mut(id)
-            .map(crate::agent::dispatcher::session::Session::take_reload)
-            .unwrap_or(false);
-        if queued {
-            match self.reload_now(id) {
-                Ok(()) => self.send_commands(id),
-                Err(error) => log::warn!(
-                    "the queued reload of session {id} failed: {}",
-                    error.message
-                ),
-            }
+/// Rebuilds the registry (config, providers, models); a failure keeps
+/// the old one and names the problem. Commands and AGENTS.md are read
+/// at each turn already. The runtime is the process's: the other open
+/// sessions hear their commands again at once; the caller tells `id`'s
+/// (after its answer, or at once where none follows).
+pub(in crate::agent) fn reload_now(d: &mut Dispatcher, id: &str) -> Result<(), RpcError> {
+    d.take_warm();
+    let failed = |problem: String| {
+        RpcError::failed(format!(
+            "The reload failed, the old settings stay: {problem}"
+        ))
+        .with_data(json!({"code": "reload_failed"}))
+    };
+    // The agent file is read again too; a broken one changes nothing.
+    let fresh = d.options().reread_agent().map_err(failed)?;
+    let options = fresh.as_ref().unwrap_or(d.options());
+    let built = Registry::build(options).map_err(failed)?;
+    d.set_registry(Arc::new(built));
+    if let Some(fresh) = fresh {
+        d.set_options(fresh);
+    }
+    let others: Vec<String> = d
+        .sessions()
+        .filter(|(other, session)| other.as_str() != id && !session.is_closed())
+        .map(|(other, _)| other.clone())
+        .collect();
+    for other in others {
+        d.send_commands(&other);
+    }
+    Ok(())
+}
+
+/// After a turn: the reload that waited for it.
+pub(in crate::agent) fn queued_reload(d: &mut Dispatcher, id: &str) {
+    let queued = d
+        .session_mut(id)
+        .map(crate::agent::dispatcher::session::Session::take_reload)
+        .unwrap_or(false);
+    if queued {
+        match reload_now(d, id) {
+            Ok(()) => d.send_commands(id),
+            Err(error) => log::warn!(
+                "the queued reload of session {id} failed: {}",
+                error.message
+            ),
         }
     }
 }

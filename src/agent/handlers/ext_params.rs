@@ -20,20 +20,18 @@ pub(super) fn decode<'a, T: FromParams<'a>>(
     dispatcher: &Dispatcher,
     params: &'a Value,
 ) -> Result<T, RpcError> {
-    let session_id = dispatcher.check_session(T::SESSION, params)?;
+    let session_id = check_session(dispatcher, T::SESSION, params)?;
     T::read(session_id, params)
 }
 
-impl Dispatcher {
-    fn check_session<'a>(
-        &self,
-        check: SessionCheck,
-        params: &'a Value,
-    ) -> Result<&'a str, RpcError> {
-        let id = check.session_id(params)?;
-        match self.session(id) {
-            Some(session) if !session.is_closed() => Ok(id),
-            _ => Err(check.not_open(id)),
-        }
+fn check_session<'a>(
+    d: &Dispatcher,
+    check: SessionCheck,
+    params: &'a Value,
+) -> Result<&'a str, RpcError> {
+    let id = check.session_id(params)?;
+    match d.session(id) {
+        Some(session) if !session.is_closed() => Ok(id),
+        _ => Err(check.not_open(id)),
     }
 }

@@ -5,6 +5,7 @@
 //! running turn only takes the steers handed to it.
 
 use super::ext_params::store_error;
+use super::goals;
 use super::items::{freeze, item_json, summary_json, ITEM_CAP};
 use super::prompting::TurnStart;
 use crate::acp::spindle::{
@@ -556,7 +557,7 @@ impl Dispatcher {
     /// stopped become `uncertain`; an inbox with waiting items comes back
     /// paused and marked recovered, so the user looks first.
     pub(in crate::agent) fn recover_inbox(&mut self, id: &str) {
-        self.recover_goal(id);
+        goals::recover_goal(self, id);
         let Ok(store) = self.store() else { return };
         let flags = store.inbox_flags(id).unwrap_or_default();
         let waiting = store.recover_inbox(id).unwrap_or(0);

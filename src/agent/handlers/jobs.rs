@@ -4,6 +4,7 @@
 
 use super::ext_params::bad;
 use super::prompting::TurnStart;
+use super::resources;
 use super::resources::log_bytes;
 use crate::acp::spindle::results::{
     to_json, JobResult, JobsResult, TextTranscriptResult, UpdatesTranscriptResult,
@@ -32,44 +33,6 @@ fn job_json(job: &crate::tools::jobs::JobInfo) -> Value {
 }
 
 impl Dispatcher {
-    /// Makes the session's jobs tell the dispatcher when they end.
-    pub(in crate::agent) fn own_jobs(&mut self, id: &str) {
-        let Some(session) = self.session(id) else {
-            return;
-        };
-        let events = self.events();
-        let session_id = id.to_string();
-        session
-            .jobs
-            .set_on_end(std::sync::Arc::new(move |job: &str, ended: bool| {
-                let _ = events.send(crate::agent::dispatcher::Event::JobChanged {
-                    session_id: session_id.clone(),
-                    job_id: job.to_string(),
-                    ended,
-                });
-            }));
-        // Jobs of an earlier process: their records, ended.
-        let records: Vec<crate::tools::jobs::JobInfo> = self
-            .store()
-            .ok()
-            .and_then(|store| store.jobs(id).ok())
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|v| serde_json::from_value(v).ok())
-            .collect();
-        if records.is_empty() {
-            return;
-        }
-        let jobs = self.checked(id).jobs.clone();
-        jobs.adopt(records);
-        for job in jobs.list() {
-            if let Ok(store) = self.store() {
-                let record = serde_json::to_value(&job).unwrap_or_default();
-                let _ = store.save_job(id, &job.job_id, &record);
-            }
-        }
-    }
-
     /// A job started or ended: its record is committed; an end is told.
     pub(in crate::agent) fn job_changed(&mut self, id: &str, job_id: &str, ended: bool) {
         let Some(job) = self.session(id).and_then(|s| s.jobs.get(job_id)) else {
@@ -82,211 +45,255 @@ impl Dispatcher {
             }
         }
         if ended {
-            self.job_ended(id, job_id);
+            job_ended(self, id, job_id);
         } else {
             self.event(id, "job", job_json(&job));
         }
     }
+}
 
-    /// A job ended: the client hears of it; in an idle session whose inbox
-    /// runs and whose last turn ended normally, the model is told (a turn
-    /// with source `job`).
-    fn job_ended(&mut self, id: &str, job_id: &str) {
-        let Some(session) = self.session(id) else {
-            return;
-        };
-        let Some(job) = session.jobs.get(job_id) else {
-            return;
-        };
-        self.event(id, "job", job_json(&job));
-        let session = self.checked(id);
-        let quiet = session.running.is_some()
-            || session.is_closed()
-            || session.inbox_held()
-            || session.last_outcome() != Some("end_turn")
-            || job.state == JobState::Killed;
-        if quiet || self.closing() {
-            return;
+/// Makes the session's jobs tell the dispatcher when they end.
+pub(in crate::agent) fn own_jobs(d: &mut Dispatcher, id: &str) {
+    let Some(session) = d.session(id) else {
+        return;
+    };
+    let events = d.events();
+    let session_id = id.to_string();
+    session
+        .jobs
+        .set_on_end(std::sync::Arc::new(move |job: &str, ended: bool| {
+            let _ = events.send(crate::agent::dispatcher::Event::JobChanged {
+                session_id: session_id.clone(),
+                job_id: job.to_string(),
+                ended,
+            });
+        }));
+    // Jobs of an earlier process: their records, ended.
+    let records: Vec<crate::tools::jobs::JobInfo> = d
+        .store()
+        .ok()
+        .and_then(|store| store.jobs(id).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect();
+    if records.is_empty() {
+        return;
+    }
+    let jobs = d.checked(id).jobs.clone();
+    jobs.adopt(records);
+    for job in jobs.list() {
+        if let Ok(store) = d.store() {
+            let record = serde_json::to_value(&job).unwrap_or_default();
+            let _ = store.save_job(id, &job.job_id, &record);
         }
-        let size = std::fs::metadata(&job.log_path)
-            .map(|m| m.len())
-            .unwrap_or(0);
-        // An agent job's log ends with its answer (one JSON line).
-        let window: u64 = if job.kind == JobKind::Agent {
-            262_144
+    }
+}
+
+/// A job ended: the client hears of it; in an idle session whose inbox
+/// runs and whose last turn ended normally, the model is told (a turn
+/// with source `job`).
+fn job_ended(d: &mut Dispatcher, id: &str, job_id: &str) {
+    let Some(session) = d.session(id) else {
+        return;
+    };
+    let Some(job) = session.jobs.get(job_id) else {
+        return;
+    };
+    d.event(id, "job", job_json(&job));
+    let session = d.checked(id);
+    let quiet = session.running.is_some()
+        || session.is_closed()
+        || session.inbox_held()
+        || session.last_outcome() != Some("end_turn")
+        || job.state == JobState::Killed;
+    if quiet || d.closing() {
+        return;
+    }
+    let size = std::fs::metadata(&job.log_path)
+        .map(|m| m.len())
+        .unwrap_or(0);
+    // An agent job's log ends with its answer (one JSON line).
+    let window: u64 = if job.kind == JobKind::Agent {
+        262_144
+    } else {
+        2_048
+    };
+    let tail = crate::tools::jobs::read_window(
+        &job.log_path,
+        size.saturating_sub(window),
+        window as usize,
+    )
+    .map(|(text, _)| text)
+    .unwrap_or_default();
+    let tail = if job.kind == JobKind::Agent {
+        crate::agent::turn::agent_answer(&tail)
+    } else {
+        tail
+    };
+    let text = format!(
+        "(The background job {} `{}` ended: {}.) The end of its output:\n{}",
+        job.job_id,
+        job.command,
+        job.exit_code
+            .map(|c| format!("exit code {c}"))
+            .unwrap_or_else(|| job.state.to_string()),
+        if tail.is_empty() {
+            "(no output)"
         } else {
-            2_048
-        };
-        let tail = crate::tools::jobs::read_window(
-            &job.log_path,
-            size.saturating_sub(window),
-            window as usize,
-        )
-        .map(|(text, _)| text)
-        .unwrap_or_default();
-        let tail = if job.kind == JobKind::Agent {
-            crate::agent::turn::agent_answer(&tail)
-        } else {
-            tail
-        };
-        let text = format!(
-            "(The background job {} `{}` ended: {}.) The end of its output:\n{}",
-            job.job_id,
-            job.command,
-            job.exit_code
-                .map(|c| format!("exit code {c}"))
-                .unwrap_or_else(|| job.state.to_string()),
-            if tail.is_empty() {
-                "(no output)"
-            } else {
-                &tail
-            }
+            &tail
+        }
+    );
+    let start = TurnStart {
+        request: None,
+        source: crate::agent::dispatcher::session::TurnSource::Job,
+        item: None,
+        wait: None,
+        message_id: None,
+    };
+    if let Err(error) = d.start_turn(id, &[json!({"type": "text", "text": text})], start) {
+        log::warn!(
+            "cannot tell the model that job {job_id} ended: {}",
+            error.message
         );
-        let start = TurnStart {
-            request: None,
-            source: crate::agent::dispatcher::session::TurnSource::Job,
-            item: None,
-            wait: None,
-            message_id: None,
-        };
-        if let Err(error) = self.start_turn(id, &[json!({"type": "text", "text": text})], start) {
-            log::warn!(
-                "cannot tell the model that job {job_id} ended: {}",
-                error.message
-            );
+    }
+}
+
+fn session_job(
+    d: &mut Dispatcher,
+    params: &JobParams,
+) -> Result<crate::tools::jobs::JobInfo, RpcError> {
+    let JobParams { session_id, job_id } = params;
+    d.checked(session_id).jobs.get(job_id).ok_or_else(|| {
+        RpcError::invalid_params(format!("jobId: no job {job_id:?} in session {session_id}"))
+            .with_data(json!({"code": "unknown_job"}))
+    })
+}
+
+pub(super) fn jobs_list(d: &mut Dispatcher, params: JobsParams) -> Result<Value, RpcError> {
+    let JobsParams {
+        session_id: id,
+        start,
+        limit,
+    } = params;
+    let jobs = d.checked(id).jobs.list();
+    let items: Vec<Value> = jobs.iter().skip(start).take(limit).map(job_json).collect();
+    let next = (start + items.len() < jobs.len()).then(|| (start + items.len()).to_string());
+    Ok(to_json(JobsResult {
+        items,
+        next_cursor: next,
+    }))
+}
+
+pub(super) fn job_item(d: &mut Dispatcher, params: JobParams) -> Result<Value, RpcError> {
+    let job = session_job(d, &params)?;
+    Ok(job_json(&job))
+}
+
+/// `_spindle/job/transcript`; `None`: a thread indexing the log of an
+/// agent job answers.
+pub(in crate::agent) fn job_transcript(
+    d: &mut Dispatcher,
+    request: &crate::rpc::RequestId,
+    params: JobTranscriptParams,
+) -> Option<Result<Value, RpcError>> {
+    transcript(d, request, params).transpose()
+}
+
+fn transcript(
+    d: &mut Dispatcher,
+    request: &crate::rpc::RequestId,
+    params: JobTranscriptParams,
+) -> Result<Option<Value>, RpcError> {
+    let job = session_job(d, &params.job)?;
+    let agent = job.kind == JobKind::Agent;
+    match (params.output, agent) {
+        (None | Some("text"), false) => {}
+        (None | Some("structured"), true) => return structured_transcript(d, request, job, params),
+        (Some(other), false) => {
+            return Err(bad(
+                "output",
+                &format!("{other:?} does not apply to a command job; use \"text\""),
+            ))
+        }
+        (Some(other), true) => {
+            return Err(bad(
+                "output",
+                &format!("{other:?} does not apply to an agent job; use \"structured\""),
+            ))
         }
     }
+    let offset = params.offset;
+    let limit = params.limit.within(65_536, WINDOW_CAP)?;
+    let (text, next, total) = log_bytes(&job.log_path, offset, limit)?;
+    let complete = next >= total && job.state != JobState::Running;
+    Ok(Some(to_json(TextTranscriptResult {
+        text,
+        offset,
+        next_offset: (!complete).then_some(next),
+        total,
+        complete,
+    })))
+}
 
-    fn session_job(&mut self, params: &JobParams) -> Result<crate::tools::jobs::JobInfo, RpcError> {
-        let JobParams { session_id, job_id } = params;
-        self.checked(session_id).jobs.get(job_id).ok_or_else(|| {
-            RpcError::invalid_params(format!("jobId: no job {job_id:?} in session {session_id}"))
-                .with_data(json!({"code": "unknown_job"}))
-        })
-    }
+/// An agent job's updates, from update `offset`: at most `limit`
+/// (default 100, at most 200) and 262,144 bytes; an update larger
+/// than that alone is -32600 `too_large`, without advancing.
+fn structured_transcript(
+    d: &mut Dispatcher,
+    request: &crate::rpc::RequestId,
+    job: crate::tools::jobs::JobInfo,
+    params: JobTranscriptParams,
+) -> Result<Option<Value>, RpcError> {
+    let offset = params.offset;
+    let limit = params.limit.within(100, 200)?;
+    let indexes = d.checked(params.job.session_id).line_indexes.clone();
+    let path = job.log_path.clone();
+    let unreadable = {
+        let job_id = job.job_id.clone();
+        move |_| RpcError::internal(format!("the log of job {job_id} cannot be read"))
+    };
+    let capabilities = d.capabilities();
+    resources::answer_when_indexed(
+        d,
+        request,
+        indexes,
+        path,
+        unreadable.clone(),
+        move |index| structured_updates(&job, index, offset, limit, &capabilities, unreadable),
+    )
+}
 
-    pub(super) fn jobs_list(&mut self, params: JobsParams) -> Result<Value, RpcError> {
-        let JobsParams {
-            session_id: id,
-            start,
-            limit,
-        } = params;
-        let jobs = self.checked(id).jobs.list();
-        let items: Vec<Value> = jobs.iter().skip(start).take(limit).map(job_json).collect();
-        let next = (start + items.len() < jobs.len()).then(|| (start + items.len()).to_string());
-        Ok(to_json(JobsResult {
-            items,
-            next_cursor: next,
-        }))
-    }
+pub(super) fn job_send(d: &mut Dispatcher, params: JobSendParams) -> Result<Value, RpcError> {
+    let job = session_job(d, &params.job)?;
+    let id = params.job.session_id;
+    // The text's size was checked with the params.
+    d.checked(id)
+        .jobs
+        .send(&job.job_id, params.text)
+        .map_err(|problem| {
+            let code = if job.terminal_id.is_some() {
+                "in_terminal"
+            } else if job.state != JobState::Running {
+                "not_running"
+            } else {
+                "not_reading"
+            };
+            RpcError::invalid_request(problem).with_data(json!({"code": code}))
+        })?;
+    Ok(job_json(
+        &d.checked(id).jobs.get(&job.job_id).unwrap_or(job),
+    ))
+}
 
-    pub(super) fn job_item(&mut self, params: JobParams) -> Result<Value, RpcError> {
-        let job = self.session_job(&params)?;
-        Ok(job_json(&job))
-    }
-
-    /// `_spindle/job/transcript`; `None`: a thread indexing the log of an
-    /// agent job answers.
-    pub(in crate::agent) fn job_transcript(
-        &mut self,
-        request: &crate::rpc::RequestId,
-        params: JobTranscriptParams,
-    ) -> Option<Result<Value, RpcError>> {
-        self.transcript(request, params).transpose()
-    }
-
-    fn transcript(
-        &mut self,
-        request: &crate::rpc::RequestId,
-        params: JobTranscriptParams,
-    ) -> Result<Option<Value>, RpcError> {
-        let job = self.session_job(&params.job)?;
-        let agent = job.kind == JobKind::Agent;
-        match (params.output, agent) {
-            (None | Some("text"), false) => {}
-            (None | Some("structured"), true) => {
-                return self.structured_transcript(request, job, params)
-            }
-            (Some(other), false) => {
-                return Err(bad(
-                    "output",
-                    &format!("{other:?} does not apply to a command job; use \"text\""),
-                ))
-            }
-            (Some(other), true) => {
-                return Err(bad(
-                    "output",
-                    &format!("{other:?} does not apply to an agent job; use \"structured\""),
-                ))
-            }
-        }
-        let offset = params.offset;
-        let limit = params.limit.within(65_536, WINDOW_CAP)?;
-        let (text, next, total) = log_bytes(&job.log_path, offset, limit)?;
-        let complete = next >= total && job.state != JobState::Running;
-        Ok(Some(to_json(TextTranscriptResult {
-            text,
-            offset,
-            next_offset: (!complete).then_some(next),
-            total,
-            complete,
-        })))
-    }
-
-    /// An agent job's updates, from update `offset`: at most `limit`
-    /// (default 100, at most 200) and 262,144 bytes; an update larger
-    /// than that alone is -32600 `too_large`, without advancing.
-    fn structured_transcript(
-        &mut self,
-        request: &crate::rpc::RequestId,
-        job: crate::tools::jobs::JobInfo,
-        params: JobTranscriptParams,
-    ) -> Result<Option<Value>, RpcError> {
-        let offset = params.offset;
-        let limit = params.limit.within(100, 200)?;
-        let indexes = self.checked(params.job.session_id).line_indexes.clone();
-        let path = job.log_path.clone();
-        let unreadable = {
-            let job_id = job.job_id.clone();
-            move |_| RpcError::internal(format!("the log of job {job_id} cannot be read"))
-        };
-        let capabilities = self.capabilities();
-        self.answer_when_indexed(request, indexes, path, unreadable.clone(), move |index| {
-            structured_updates(&job, index, offset, limit, &capabilities, unreadable)
-        })
-    }
-
-    pub(super) fn job_send(&mut self, params: JobSendParams) -> Result<Value, RpcError> {
-        let job = self.session_job(&params.job)?;
-        let id = params.job.session_id;
-        // The text's size was checked with the params.
-        self.checked(id)
-            .jobs
-            .send(&job.job_id, params.text)
-            .map_err(|problem| {
-                let code = if job.terminal_id.is_some() {
-                    "in_terminal"
-                } else if job.state != JobState::Running {
-                    "not_running"
-                } else {
-                    "not_reading"
-                };
-                RpcError::invalid_request(problem).with_data(json!({"code": code}))
-            })?;
-        Ok(job_json(
-            &self.checked(id).jobs.get(&job.job_id).unwrap_or(job),
-        ))
-    }
-
-    pub(super) fn job_cancel(&mut self, params: JobParams) -> Result<Value, RpcError> {
-        let job = self.session_job(&params)?;
-        let info = self
-            .checked(params.session_id)
-            .jobs
-            .kill(&job.job_id)
-            .map_err(RpcError::internal)?;
-        Ok(job_json(&info))
-    }
+pub(super) fn job_cancel(d: &mut Dispatcher, params: JobParams) -> Result<Value, RpcError> {
+    let job = session_job(d, &params)?;
+    let info = d
+        .checked(params.session_id)
+        .jobs
+        .kill(&job.job_id)
+        .map_err(RpcError::internal)?;
+    Ok(job_json(&info))
 }
 
 /// The updates of an agent job's log from `offset` (see

@@ -1,9 +1,10 @@
 //! Session lifecycle requests: new, load (with replay), resume, list,
 //! close and delete — the dispatcher's side of the session store.
 
-use super::close_interrupted_turn;
 use super::controls::{config_options, effort_values, modes};
+use super::interrupted::close_interrupted_turn;
 use super::project::ProjectDefaults;
+use super::{jobs, sign_in};
 use crate::acp;
 use crate::agent::common::client_prompt;
 use crate::agent::common::models::Registry;
@@ -122,7 +123,7 @@ impl Dispatcher {
         );
         session.mcp = mcp;
         self.notices_after_response(&session.id, notes);
-        self.offer_sign_in(&session.id, session.mcp.clone(), sign_in);
+        sign_in::offer_sign_in(self, &session.id, session.mcp.clone(), sign_in);
         self.notices_after_response(&session.id, project_notes);
         let response = json!({
             "sessionId": session_id,
@@ -130,7 +131,7 @@ impl Dispatcher {
             "configOptions": config_options(&session, &registry),
         });
         self.insert_session(session_id.clone(), session);
-        self.own_jobs(&session_id);
+        jobs::own_jobs(self, &session_id);
         self.announce_commands(&session_id);
         self.announce_mcp(&session_id);
         Ok(response)
@@ -297,7 +298,7 @@ impl Dispatcher {
         );
         session.mcp = mcp;
         self.notices_after_response(&session.id, notes);
-        self.offer_sign_in(&session.id, session.mcp.clone(), sign_in);
+        sign_in::offer_sign_in(self, &session.id, session.mcp.clone(), sign_in);
         fit_to_registry(&mut session, &registry);
         session.title = row.title;
         session.stored_messages = messages.len() as i64;
@@ -308,7 +309,7 @@ impl Dispatcher {
             "configOptions": config_options(&session, &registry),
         });
         self.insert_session(id.clone(), session);
-        self.own_jobs(&id);
+        jobs::own_jobs(self, &id);
         self.find_wait(&id);
         self.recover_inbox(&id);
         self.announce_commands(&id);
@@ -373,7 +374,7 @@ impl Dispatcher {
             );
             session.mcp = mcp.clone();
             self.notices_after_response(id, notes);
-            self.offer_sign_in(id, mcp, sign_in);
+            sign_in::offer_sign_in(self, id, mcp, sign_in);
         }
         let Some(session) = self.session_mut(id) else {
             return Err(not_found(id));

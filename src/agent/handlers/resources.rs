@@ -13,156 +13,150 @@ use serde_json::{json, Value};
 /// one streaming pass, never held).
 const RESOURCE_FILE_CAP: u64 = 4 * 1024 * 1024 * 1024;
 
-impl Dispatcher {
-    /// Answers from `file`'s line index: at once when the session has it
-    /// (and the file is unchanged); else a thread of its own makes it and
-    /// posts the answer back (`Ok(None)`; the request stays open until
-    /// then, and a `$/cancel_request` answers it first), so a long pass
-    /// never holds the dispatcher. At most [`INDEXING_AT_ONCE`] such threads at a time.
-    pub(super) fn answer_when_indexed(
-        &mut self,
-        request: &crate::rpc::RequestId,
-        indexes: std::sync::Arc<std::sync::Mutex<crate::tools::lines::Indexes>>,
-        file: std::path::PathBuf,
-        failure: impl Fn(crate::tools::lines::LinesError) -> RpcError + Send + 'static,
-        answer: impl FnOnce(&crate::tools::lines::FileIndex) -> Result<Value, RpcError> + Send + 'static,
-    ) -> Result<Option<Value>, RpcError> {
-        use std::sync::atomic::Ordering;
-        let cached = indexes
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .cached(&file, RESOURCE_FILE_CAP)
-            .map_err(&failure)?;
-        if let Some(index) = cached {
-            return answer(&index).map(Some);
-        }
-        let busy = self.indexing();
-        if busy.fetch_add(1, Ordering::SeqCst) >= INDEXING_AT_ONCE {
-            busy.fetch_sub(1, Ordering::SeqCst);
-            return Err(RpcError::invalid_request(format!(
-                "{INDEXING_AT_ONCE} files are being read for windows already; ask again when one is answered"
-            ))
-            .with_data(json!({"code": "busy"})));
-        }
-        let busy = busy.clone();
-        let later = self.answer_later(request);
-        let gate = self.test_hooks().then(index_gate).flatten();
-        let spawned = std::thread::Builder::new()
-            .name("spindle-index".into())
-            .spawn(move || {
-                if let Some(gate) = &gate {
-                    wait_for_gate(gate);
-                }
-                // Whatever happens in the pass, the request is answered
-                // and the slot given back.
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    crate::tools::lines::index(&file, RESOURCE_FILE_CAP)
-                        .map_err(&failure)
-                        .and_then(|index| {
-                            indexes
-                                .lock()
-                                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                                .keep(&file, index.clone());
-                            answer(&index)
-                        })
-                }))
-                .unwrap_or_else(|_| {
-                    Err(RpcError::internal("reading a file for a window failed")
-                        .with_data(json!({"code": "internal_panic"})))
-                });
-                busy.fetch_sub(1, Ordering::SeqCst);
-                later.answer(result);
-                if let Some(gate) = &gate {
-                    let _ = std::fs::remove_file(gate);
-                }
-            });
-        if spawned.is_err() {
-            self.withdraw_later(request);
-            self.indexing().fetch_sub(1, Ordering::SeqCst);
-            return Err(RpcError::internal("cannot start a thread to read the file"));
-        }
-        Ok(None)
+/// Answers from `file`'s line index: at once when the session has it
+/// (and the file is unchanged); else a thread of its own makes it and
+/// posts the answer back (`Ok(None)`; the request stays open until
+/// then, and a `$/cancel_request` answers it first), so a long pass
+/// never holds the dispatcher. At most [`INDEXING_AT_ONCE`] such threads at a time.
+pub(super) fn answer_when_indexed(
+    d: &mut Dispatcher,
+    request: &crate::rpc::RequestId,
+    indexes: std::sync::Arc<std::sync::Mutex<crate::tools::lines::Indexes>>,
+    file: std::path::PathBuf,
+    failure: impl Fn(crate::tools::lines::LinesError) -> RpcError + Send + 'static,
+    answer: impl FnOnce(&crate::tools::lines::FileIndex) -> Result<Value, RpcError> + Send + 'static,
+) -> Result<Option<Value>, RpcError> {
+    use std::sync::atomic::Ordering;
+    let cached = indexes
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .cached(&file, RESOURCE_FILE_CAP)
+        .map_err(&failure)?;
+    if let Some(index) = cached {
+        return answer(&index).map(Some);
     }
-
-    /// `_spindle/resource`: a window of a workspace file (with its
-    /// revision) or of a job's log. A workspace file not indexed yet (or
-    /// changed since) is read on a thread of its own, which answers: a pass
-    /// over a file of gigabytes never holds the dispatcher. `None`: that
-    /// thread answers.
-    pub(in crate::agent) fn resource(
-        &mut self,
-        request: &crate::rpc::RequestId,
-        params: ResourceParams,
-    ) -> Option<Result<Value, RpcError>> {
-        match self.workspace_window(request, params) {
-            Ok(Some(answer)) => Some(Ok(answer)),
-            Ok(None) => None,
-            Err(error) => Some(Err(error)),
-        }
+    let busy = d.indexing();
+    if busy.fetch_add(1, Ordering::SeqCst) >= INDEXING_AT_ONCE {
+        busy.fetch_sub(1, Ordering::SeqCst);
+        return Err(RpcError::invalid_request(format!(
+            "{INDEXING_AT_ONCE} files are being read for windows already; ask again when one is answered"
+        ))
+        .with_data(json!({"code": "busy"})));
     }
-
-    fn workspace_window(
-        &mut self,
-        request: &crate::rpc::RequestId,
-        params: ResourceParams,
-    ) -> Result<Option<Value>, RpcError> {
-        let id = params.session_id;
-        let (path, start, lines) = match params.window {
-            Window::Log {
-                job_id,
-                byte_offset,
-                byte_count,
-            } => {
-                return self
-                    .log_window(id, job_id, byte_offset, byte_count)
-                    .map(Some)
+    let busy = busy.clone();
+    let later = d.answer_later(request);
+    let gate = d.test_hooks().then(index_gate).flatten();
+    let spawned = std::thread::Builder::new()
+        .name("spindle-index".into())
+        .spawn(move || {
+            if let Some(gate) = &gate {
+                wait_for_gate(gate);
             }
-            Window::File {
-                path,
-                start_line,
-                line_count,
-            } => (path, start_line, line_count),
-        };
-        let root = self.checked(id).cwd.clone();
-        let resolved = crate::tools::paths::resolve(&root, path);
-        if !resolved.inside {
-            return Err(
-                RpcError::invalid_params(format!("uri: {path} is outside the workspace"))
-                    .with_data(json!({"code": "outside_workspace"})),
-            );
-        }
-        let indexes = self.checked(id).line_indexes.clone();
-        let shown = path.to_string();
-        let file = resolved.path.clone();
-        let failure = {
-            let shown = shown.clone();
-            move |error| lines_failure(&shown, error)
-        };
-        self.answer_when_indexed(request, indexes, resolved.path, failure, move |index| {
-            file_window(&shown, &file, index, start, lines)
-        })
+            // Whatever happens in the pass, the request is answered
+            // and the slot given back.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                crate::tools::lines::index(&file, RESOURCE_FILE_CAP)
+                    .map_err(&failure)
+                    .and_then(|index| {
+                        indexes
+                            .lock()
+                            .unwrap_or_else(|poisoned| poisoned.into_inner())
+                            .keep(&file, index.clone());
+                        answer(&index)
+                    })
+            }))
+            .unwrap_or_else(|_| {
+                Err(RpcError::internal("reading a file for a window failed")
+                    .with_data(json!({"code": "internal_panic"})))
+            });
+            busy.fetch_sub(1, Ordering::SeqCst);
+            later.answer(result);
+            if let Some(gate) = &gate {
+                let _ = std::fs::remove_file(gate);
+            }
+        });
+    if spawned.is_err() {
+        d.withdraw_later(request);
+        d.indexing().fetch_sub(1, Ordering::SeqCst);
+        return Err(RpcError::internal("cannot start a thread to read the file"));
     }
+    Ok(None)
+}
 
-    /// A window of a job's log, by bytes.
-    fn log_window(
-        &mut self,
-        id: &str,
-        job_id: &str,
-        offset: u64,
-        wanted: u64,
-    ) -> Result<Value, RpcError> {
-        let job = self.checked(id).jobs.get(job_id).ok_or_else(|| {
-            RpcError::invalid_params(format!("uri: no job {job_id:?}"))
-                .with_data(json!({"code": "unknown_job"}))
-        })?;
-        let (text, next, total) = log_bytes(&job.log_path, offset, wanted)?;
-        Ok(to_json(LogWindowResult {
-            text,
-            byte_offset: offset,
-            byte_count: next - offset,
-            total_bytes: total,
-        }))
+/// `_spindle/resource`: a window of a workspace file (with its
+/// revision) or of a job's log. A workspace file not indexed yet (or
+/// changed since) is read on a thread of its own, which answers: a pass
+/// over a file of gigabytes never holds the dispatcher. `None`: that
+/// thread answers.
+pub(in crate::agent) fn resource(
+    d: &mut Dispatcher,
+    request: &crate::rpc::RequestId,
+    params: ResourceParams,
+) -> Option<Result<Value, RpcError>> {
+    match workspace_window(d, request, params) {
+        Ok(Some(answer)) => Some(Ok(answer)),
+        Ok(None) => None,
+        Err(error) => Some(Err(error)),
     }
+}
+
+fn workspace_window(
+    d: &mut Dispatcher,
+    request: &crate::rpc::RequestId,
+    params: ResourceParams,
+) -> Result<Option<Value>, RpcError> {
+    let id = params.session_id;
+    let (path, start, lines) = match params.window {
+        Window::Log {
+            job_id,
+            byte_offset,
+            byte_count,
+        } => return log_window(d, id, job_id, byte_offset, byte_count).map(Some),
+        Window::File {
+            path,
+            start_line,
+            line_count,
+        } => (path, start_line, line_count),
+    };
+    let root = d.checked(id).cwd.clone();
+    let resolved = crate::tools::paths::resolve(&root, path);
+    if !resolved.inside {
+        return Err(
+            RpcError::invalid_params(format!("uri: {path} is outside the workspace"))
+                .with_data(json!({"code": "outside_workspace"})),
+        );
+    }
+    let indexes = d.checked(id).line_indexes.clone();
+    let shown = path.to_string();
+    let file = resolved.path.clone();
+    let failure = {
+        let shown = shown.clone();
+        move |error| lines_failure(&shown, error)
+    };
+    answer_when_indexed(d, request, indexes, resolved.path, failure, move |index| {
+        file_window(&shown, &file, index, start, lines)
+    })
+}
+
+/// A window of a job's log, by bytes.
+fn log_window(
+    d: &mut Dispatcher,
+    id: &str,
+    job_id: &str,
+    offset: u64,
+    wanted: u64,
+) -> Result<Value, RpcError> {
+    let job = d.checked(id).jobs.get(job_id).ok_or_else(|| {
+        RpcError::invalid_params(format!("uri: no job {job_id:?}"))
+            .with_data(json!({"code": "unknown_job"}))
+    })?;
+    let (text, next, total) = log_bytes(&job.log_path, offset, wanted)?;
+    Ok(to_json(LogWindowResult {
+        text,
+        byte_offset: offset,
+        byte_count: next - offset,
+        total_bytes: total,
+    }))
 }
 
 /// `wanted` bytes of a job's log from `offset`, as text: the text, the

@@ -15,7 +15,7 @@
 //! (`None`).
 
 use super::ext_params::{self, bad};
-use super::{controls, handshake, rewind, titles};
+use super::{catalogs, controls, goals, handshake, jobs, resources, rewind, titles};
 use crate::acp::spindle::results::{to_json, SteerResult};
 use crate::acp::spindle::{self as ext, FromParams};
 use crate::acp::{self, method};
@@ -328,62 +328,62 @@ pub(super) const ROUTES: &[Route] = &[
     ),
     route!(
         vendor "goal.pause", "_spindle/session/goal/pause",
-        Dispatcher::goal_pause,
+        goals::goal_pause,
         ext::GoalPauseParams<'_> => Value
     ),
     route!(
         vendor "goal.resume", "_spindle/session/goal/resume",
-        Dispatcher::goal_resume,
+        goals::goal_resume,
         ext::GoalResumeParams<'_> => Value
     ),
     route!(
         vendor "settings", "_spindle/settings",
-        Dispatcher::settings_catalog,
+        catalogs::settings_catalog,
         ext::SettingsParams<'_> => Value
     ),
     route!(
         vendor "setting.set", "_spindle/setting/set",
-        Dispatcher::setting_set,
+        catalogs::setting_set,
         ext::SettingSetParams<'_> => Value
     ),
     route!(
         vendor "models", "_spindle/models",
-        Dispatcher::models_catalog,
+        catalogs::models_catalog,
         ext::ModelsParams<'_> => Value
     ),
     route!(
         vendor "operations", "_spindle/operations",
-        Dispatcher::operations,
+        catalogs::operations,
         ext::OperationsParams<'_> => Value
     ),
-    route!(vendor "invoke", "_spindle/invoke", Dispatcher::invoke, ext::InvokeParams<'_> => Value),
+    route!(vendor "invoke", "_spindle/invoke", catalogs::invoke, ext::InvokeParams<'_> => Value),
     route!(
         vendor "reload", "_spindle/session/reload",
-        Dispatcher::reload,
+        catalogs::reload,
         ext::ReloadParams<'_> => Value
     ),
-    route!(vendor "jobs", "_spindle/jobs", Dispatcher::jobs_list, ext::JobsParams<'_> => Value),
-    route!(vendor "job", "_spindle/job", Dispatcher::job_item, ext::JobParams<'_> => Value),
+    route!(vendor "jobs", "_spindle/jobs", jobs::jobs_list, ext::JobsParams<'_> => Value),
+    route!(vendor "job", "_spindle/job", jobs::job_item, ext::JobParams<'_> => Value),
     // An agent job's log not indexed yet is read on a thread of its own.
     route!(
         vendor later "job.transcript", "_spindle/job/transcript",
-        Dispatcher::job_transcript,
+        jobs::job_transcript,
         ext::JobTranscriptParams<'_> => Value
     ),
     route!(
         vendor "job.send", "_spindle/job/send",
-        Dispatcher::job_send,
+        jobs::job_send,
         ext::JobSendParams<'_> => Value
     ),
     route!(
         vendor "job.cancel", "_spindle/job/cancel",
-        Dispatcher::job_cancel,
+        jobs::job_cancel,
         ext::JobParams<'_> => Value
     ),
     // A file not indexed yet is read on a thread of its own.
     route!(
         vendor later "resource", "_spindle/resource",
-        Dispatcher::resource,
+        resources::resource,
         ext::ResourceParams<'_> => Value
     ),
     Route {

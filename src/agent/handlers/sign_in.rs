@@ -42,57 +42,55 @@ fn plain(reason: &str) -> String {
         .collect()
 }
 
-impl Dispatcher {
-    /// Offers sign-in for the servers of `names` (those that answered
-    /// that they need it) of session `session_id`.
-    pub(super) fn offer_sign_in(
-        &self,
-        session_id: &str,
-        mcp: Option<Arc<McpSession>>,
-        names: Vec<String>,
-    ) {
-        let takes_urls = self.client().is_some_and(|client| client.elicitation.url);
-        let Some(mcp) = mcp.filter(|_| takes_urls) else {
-            return;
+/// Offers sign-in for the servers of `names` (those that answered
+/// that they need it) of session `session_id`.
+pub(super) fn offer_sign_in(
+    d: &Dispatcher,
+    session_id: &str,
+    mcp: Option<Arc<McpSession>>,
+    names: Vec<String>,
+) {
+    let takes_urls = d.client().is_some_and(|client| client.elicitation.url);
+    let Some(mcp) = mcp.filter(|_| takes_urls) else {
+        return;
+    };
+    for name in names {
+        let Some((url, file)) = mcp.sign_in_target(&name) else {
+            continue;
         };
-        for name in names {
-            let Some((url, file)) = mcp.sign_in_target(&name) else {
-                continue;
-            };
-            let (outbox, session, servers) = (self.outbox(), session_id.to_string(), mcp.clone());
-            let trust = self.mcp_trust();
-            // The lines it has for the editor when done
-            // (`elicitation/complete`, a notice), posted to the dispatcher.
-            let (events, capabilities) = (self.events(), self.capabilities());
-            let tell: Tell = Arc::new(move |session: &str, done: Done| {
-                let lines = match done {
-                    Done::SignedIn(id) => vec![
-                        crate::rpc::notification_line(
-                            method::ELICITATION_COMPLETE,
-                            &json!({"elicitationId": id}),
-                        ),
-                        Notice::info(
-                            format!("MCP server `{}` is signed in", servers_name(&id)),
-                            "its tools are offered from the next model call",
-                        )
-                        .line(session, &capabilities),
-                    ],
-                    Done::Failed(server, why) => vec![Notice::warning(
-                        format!("Sign-in to MCP server `{server}` did not finish"),
-                        why,
+        let (outbox, session, servers) = (d.outbox(), session_id.to_string(), mcp.clone());
+        let trust = d.mcp_trust();
+        // The lines it has for the editor when done
+        // (`elicitation/complete`, a notice), posted to the dispatcher.
+        let (events, capabilities) = (d.events(), d.capabilities());
+        let tell: Tell = Arc::new(move |session: &str, done: Done| {
+            let lines = match done {
+                Done::SignedIn(id) => vec![
+                    crate::rpc::notification_line(
+                        method::ELICITATION_COMPLETE,
+                        &json!({"elicitationId": id}),
+                    ),
+                    Notice::info(
+                        format!("MCP server `{}` is signed in", servers_name(&id)),
+                        "its tools are offered from the next model call",
                     )
-                    .line(session, &capabilities)],
-                };
-                let _ = events.send(Event::Lines(lines));
-            });
-            // Detached: it ends when the browser comes back, the editor
-            // declines, the session's servers stop or the wait runs out.
-            let spawned = std::thread::Builder::new()
-                .name("spindle-mcp-signin".into())
-                .spawn(move || sign_in(outbox, tell, session, servers, (name, url, file), trust));
-            if let Err(error) = spawned {
-                log::warn!("cannot start a sign-in: {error}");
-            }
+                    .line(session, &capabilities),
+                ],
+                Done::Failed(server, why) => vec![Notice::warning(
+                    format!("Sign-in to MCP server `{server}` did not finish"),
+                    why,
+                )
+                .line(session, &capabilities)],
+            };
+            let _ = events.send(Event::Lines(lines));
+        });
+        // Detached: it ends when the browser comes back, the editor
+        // declines, the session's servers stop or the wait runs out.
+        let spawned = std::thread::Builder::new()
+            .name("spindle-mcp-signin".into())
+            .spawn(move || sign_in(outbox, tell, session, servers, (name, url, file), trust));
+        if let Err(error) = spawned {
+            log::warn!("cannot start a sign-in: {error}");
         }
     }
 }

@@ -7,6 +7,7 @@ use crate::agent::common::models::Registry;
 use crate::agent::common::spend::{currency, Spend};
 use crate::agent::dispatcher::params::internal;
 use crate::agent::dispatcher::Dispatcher;
+use crate::agent::handlers::catalogs;
 use crate::agent::turn::report::Rewind;
 use crate::agent::turn::TurnKind;
 use crate::rpc::RpcError;
@@ -88,7 +89,7 @@ impl Dispatcher {
 
     /// `/reload`: reloads the configuration and sends the commands again.
     fn reload_reply(&mut self, session_id: &str) -> String {
-        match self.reload_now(session_id) {
+        match catalogs::reload_now(self, session_id) {
             Ok(()) => {
                 // The prompt's answer comes from a turn, later: the
                 // commands go now.

@@ -3,6 +3,7 @@
 
 use crate::acp;
 use crate::agent::dispatcher::Dispatcher;
+use crate::agent::handlers::catalogs;
 use crate::agent::turn::report::TurnEnd;
 use serde_json::{json, Value};
 
@@ -60,7 +61,7 @@ impl Dispatcher {
             );
         }
         self.goal_changed(&end.session_id);
-        self.queued_reload(&end.session_id);
+        catalogs::queued_reload(self, &end.session_id);
         if let Some(request_id) = &end.request_id {
             self.respond(request_id, result);
         }

@@ -13,7 +13,7 @@ use crate::agent::dispatcher::session::RunningTurn;
 use crate::agent::dispatcher::session::Session;
 use crate::agent::dispatcher::session::TurnSource;
 use crate::agent::dispatcher::Dispatcher;
-use crate::agent::handlers::close_interrupted_turn;
+use crate::agent::handlers::interrupted::close_interrupted_turn;
 use crate::agent::turn::processes::Processes;
 use crate::agent::turn::report::Outbox;
 use crate::agent::turn::TurnKind;
