@@ -285,38 +285,6 @@ fn apply(
 }
 
 impl Dispatcher {
-    pub(super) fn set_config_option(
-        &mut self,
-        request: SetConfigOption,
-    ) -> Result<Value, RpcError> {
-        let Some(value) = request.value.as_str() else {
-            return Err(RpcError::invalid_params(format!(
-                "the value of {:?} must be a string",
-                request.config_id
-            )));
-        };
-        let registry = self.registry()?;
-        let Some(session) = self
-            .session_mut(&request.session_id)
-            .filter(|s| !s.is_closed())
-        else {
-            return Err(not_found(&request.session_id));
-        };
-        let mode_changed = apply(session, &registry, &request.config_id, value)?;
-        let options = config_options(session, &registry);
-        let session_id = session.id.clone();
-        if mode_changed {
-            self.send_update(
-                &session_id,
-                SessionUpdate::CurrentModeUpdate {
-                    current_mode_id: value.to_string(),
-                },
-            );
-        }
-        self.settings_changed(&session_id);
-        Ok(json!({ "configOptions": options }))
-    }
-
     /// A change made on the agent's side (a slash command): applied like
     /// the config option, then told to the client with
     /// `config_option_update` (and `current_mode_update` for the mode).
@@ -350,73 +318,6 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// `session/set_model` (unstable; older clients): the same as setting
-    /// the `model` config option, told back as `config_option_update`.
-    pub(in crate::agent) fn set_model(&mut self, params: Value) -> Result<Value, RpcError> {
-        let session_id = match params.get("sessionId") {
-            Some(Value::String(id)) => id.clone(),
-            _ => return Err(RpcError::invalid_params("missing field `sessionId`")),
-        };
-        let model = match params.get("modelId") {
-            Some(Value::String(model)) => model.clone(),
-            _ => {
-                return Err(RpcError::invalid_params(
-                    "missing field `modelId` (a string)",
-                ))
-            }
-        };
-        if self.session(&session_id).is_none_or(|s| s.is_closed()) {
-            return Err(not_found(&session_id));
-        }
-        let registry = self.registry()?;
-        self.change_option(&session_id, &registry, "model", &model)?;
-        Ok(json!({}))
-    }
-
-    pub(super) fn set_mode(&mut self, request: SetMode) -> Result<Value, RpcError> {
-        let registry = self.registry()?;
-        let Some(session) = self
-            .session_mut(&request.session_id)
-            .filter(|s| !s.is_closed())
-        else {
-            return Err(not_found(&request.session_id));
-        };
-        // Legacy ids: `default` is normal with asking, `auto` normal with
-        // nothing asking.
-        let (mode, policy) = match request.mode_id.as_str() {
-            "normal" => ("normal", None),
-            "plan" => ("plan", None),
-            "goal" => ("goal", None),
-            "default" => ("normal", Some("ask")),
-            "auto" => ("normal", Some("yolo")),
-            other => {
-                return Err(RpcError::invalid_params(format!(
-                    "unknown mode {other:?}; the modes are normal, plan and goal"
-                )))
-            }
-        };
-        apply(session, &registry, "mode", mode)?;
-        if let Some(policy) = policy {
-            apply(session, &registry, "tool_approval", policy)?;
-        }
-        let options = config_options(session, &registry);
-        let session_id = session.id.clone();
-        self.send_update(
-            &session_id,
-            SessionUpdate::CurrentModeUpdate {
-                current_mode_id: mode.to_string(),
-            },
-        );
-        self.send_update(
-            &session_id,
-            SessionUpdate::ConfigOptionUpdate {
-                config_options: options,
-            },
-        );
-        self.settings_changed(&session_id);
-        Ok(json!({}))
-    }
-
     /// The user approved the plan in a turn: normal mode, with the policy
     /// they chose, told to the client like any mode change.
     pub(in crate::agent) fn plan_approved(&mut self, session_id: &str, policy: Policy) {
@@ -432,4 +333,103 @@ impl Dispatcher {
             }
         }
     }
+}
+
+pub(super) fn set_config_option(
+    d: &mut Dispatcher,
+    request: SetConfigOption,
+) -> Result<Value, RpcError> {
+    let Some(value) = request.value.as_str() else {
+        return Err(RpcError::invalid_params(format!(
+            "the value of {:?} must be a string",
+            request.config_id
+        )));
+    };
+    let registry = d.registry()?;
+    let Some(session) = d
+        .session_mut(&request.session_id)
+        .filter(|s| !s.is_closed())
+    else {
+        return Err(not_found(&request.session_id));
+    };
+    let mode_changed = apply(session, &registry, &request.config_id, value)?;
+    let options = config_options(session, &registry);
+    let session_id = session.id.clone();
+    if mode_changed {
+        d.send_update(
+            &session_id,
+            SessionUpdate::CurrentModeUpdate {
+                current_mode_id: value.to_string(),
+            },
+        );
+    }
+    d.settings_changed(&session_id);
+    Ok(json!({ "configOptions": options }))
+}
+
+/// `session/set_model` (unstable; older clients): the same as setting
+/// the `model` config option, told back as `config_option_update`.
+pub(in crate::agent) fn set_model(d: &mut Dispatcher, params: Value) -> Result<Value, RpcError> {
+    let session_id = match params.get("sessionId") {
+        Some(Value::String(id)) => id.clone(),
+        _ => return Err(RpcError::invalid_params("missing field `sessionId`")),
+    };
+    let model = match params.get("modelId") {
+        Some(Value::String(model)) => model.clone(),
+        _ => {
+            return Err(RpcError::invalid_params(
+                "missing field `modelId` (a string)",
+            ))
+        }
+    };
+    if d.session(&session_id).is_none_or(|s| s.is_closed()) {
+        return Err(not_found(&session_id));
+    }
+    let registry = d.registry()?;
+    d.change_option(&session_id, &registry, "model", &model)?;
+    Ok(json!({}))
+}
+
+pub(super) fn set_mode(d: &mut Dispatcher, request: SetMode) -> Result<Value, RpcError> {
+    let registry = d.registry()?;
+    let Some(session) = d
+        .session_mut(&request.session_id)
+        .filter(|s| !s.is_closed())
+    else {
+        return Err(not_found(&request.session_id));
+    };
+    // Legacy ids: `default` is normal with asking, `auto` normal with
+    // nothing asking.
+    let (mode, policy) = match request.mode_id.as_str() {
+        "normal" => ("normal", None),
+        "plan" => ("plan", None),
+        "goal" => ("goal", None),
+        "default" => ("normal", Some("ask")),
+        "auto" => ("normal", Some("yolo")),
+        other => {
+            return Err(RpcError::invalid_params(format!(
+                "unknown mode {other:?}; the modes are normal, plan and goal"
+            )))
+        }
+    };
+    apply(session, &registry, "mode", mode)?;
+    if let Some(policy) = policy {
+        apply(session, &registry, "tool_approval", policy)?;
+    }
+    let options = config_options(session, &registry);
+    let session_id = session.id.clone();
+    d.send_update(
+        &session_id,
+        SessionUpdate::CurrentModeUpdate {
+            current_mode_id: mode.to_string(),
+        },
+    );
+    d.send_update(
+        &session_id,
+        SessionUpdate::ConfigOptionUpdate {
+            config_options: options,
+        },
+    );
+    d.settings_changed(&session_id);
+    Ok(json!({}))
 }

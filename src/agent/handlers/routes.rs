@@ -15,7 +15,9 @@
 //! (`None`).
 
 use super::ext_params::{self, bad};
-use super::{catalogs, controls, goals, handshake, jobs, resources, rewind, titles};
+use super::{
+    catalogs, controls, goals, handshake, inbox, jobs, lifecycle, resources, rewind, status, titles,
+};
 use crate::acp::spindle::results::{to_json, SteerResult};
 use crate::acp::spindle::{self as ext, FromParams};
 use crate::acp::{self, method};
@@ -216,30 +218,30 @@ pub(super) const ROUTES: &[Route] = &[
     ),
     route!(stable method::AUTHENTICATE, handshake::authenticate, Value => Value),
     route!(stable method::LOGOUT, handshake::logout, Value => Value),
-    route!(stable method::SESSION_SET_MODE, Dispatcher::set_mode, controls::SetMode => Value),
+    route!(stable method::SESSION_SET_MODE, controls::set_mode, controls::SetMode => Value),
     route!(
         stable method::SESSION_SET_CONFIG_OPTION,
-        Dispatcher::set_config_option,
+        controls::set_config_option,
         controls::SetConfigOption => Value
     ),
-    route!(stable method::SESSION_NEW, Dispatcher::new_session, Value => Value),
-    route!(stable method::SESSION_LOAD, Dispatcher::load, Value => Value),
-    route!(stable method::SESSION_RESUME, Dispatcher::resume, Value => Value),
+    route!(stable method::SESSION_NEW, lifecycle::new_session, Value => Value),
+    route!(stable method::SESSION_LOAD, lifecycle::load, Value => Value),
+    route!(stable method::SESSION_RESUME, lifecycle::resume, Value => Value),
     route!(
         stable method::SESSION_LIST,
-        Dispatcher::list_sessions,
+        lifecycle::list_sessions,
         acp::ListSessionsRequest => Value
     ),
     route!(
         stable method::SESSION_CLOSE,
-        Dispatcher::close_session,
+        lifecycle::close_session,
         acp::SessionIdRequest => Value
     ),
-    route!(stable method::SESSION_FORK, Dispatcher::fork_session, Value => Value),
-    route!(stable method::SESSION_SET_MODEL, Dispatcher::set_model, Value => Value),
+    route!(stable method::SESSION_FORK, lifecycle::fork_session, Value => Value),
+    route!(stable method::SESSION_SET_MODEL, controls::set_model, Value => Value),
     route!(
         stable method::SESSION_DELETE,
-        Dispatcher::delete_session,
+        lifecycle::delete_session,
         acp::SessionIdRequest => Value
     ),
     // Unstable ACP (`sessionCapabilities.title`, `.status`).
@@ -258,62 +260,62 @@ pub(super) const ROUTES: &[Route] = &[
     route!(vendor "capabilities", "_spindle/capabilities", |_| Ok(capabilities()), () => Value),
     route!(
         vendor "status", "_spindle/session/status",
-        Dispatcher::status,
+        status::status,
         ext::StatusParams<'_> => Value
     ),
     route!(
         vendor "steer", "_spindle/session/steer",
-        Dispatcher::steer,
+        inbox::steer,
         ext::SteerParams<'_> => SteerResult
     ),
     route!(
         vendor "inbox.enqueue", "_spindle/session/inbox/enqueue",
-        Dispatcher::enqueue,
+        inbox::enqueue,
         ext::EnqueueParams<'_> => Value
     ),
     route!(
         vendor "inbox.list", "_spindle/session/inbox/list",
-        Dispatcher::inbox_list,
+        inbox::inbox_list,
         ext::InboxListParams<'_> => Value
     ),
     route!(
         vendor "inbox.get", "_spindle/session/inbox/get",
-        Dispatcher::inbox_get,
+        inbox::inbox_get,
         ext::ItemParams<'_> => Value
     ),
     route!(
         vendor "inbox.update", "_spindle/session/inbox/update",
-        Dispatcher::inbox_update,
+        inbox::inbox_update,
         ext::InboxUpdateParams<'_> => Value
     ),
     route!(
         vendor "inbox.delete", "_spindle/session/inbox/delete",
-        Dispatcher::inbox_delete,
+        inbox::inbox_delete,
         ext::ItemParams<'_> => Value
     ),
     route!(
         vendor "inbox.move", "_spindle/session/inbox/move",
-        Dispatcher::inbox_move,
+        inbox::inbox_move,
         ext::InboxMoveParams<'_> => Value
     ),
     route!(
         vendor "inbox.setPaused", "_spindle/session/inbox/setPaused",
-        Dispatcher::inbox_set_paused,
+        inbox::inbox_set_paused,
         ext::InboxSetPausedParams<'_> => Value
     ),
     route!(
         vendor "inbox.retry", "_spindle/session/inbox/retry",
-        Dispatcher::inbox_retry,
+        inbox::inbox_retry,
         ext::ItemParams<'_> => Value
     ),
     route!(
         vendor "inbox.refresh", "_spindle/session/inbox/refresh",
-        Dispatcher::inbox_refresh,
+        inbox::inbox_refresh,
         ext::ItemParams<'_> => Value
     ),
     route!(
         vendor "steering", "_session/steering",
-        Dispatcher::steering,
+        inbox::steering,
         ext::SteeringParams<'_> => Value
     ),
     route!(
