@@ -9,14 +9,22 @@
 //! `prompting.rs`, with `prompting/slash.rs` the slash commands,
 //! `prompting/turn_start.rs` what a turn starts with and
 //! `prompting/turn_end.rs` the answer when it reports).
-//! Every handler is a method of the `Dispatcher`, the only owner of session
-//! state, and reaches that state through its methods (its fields are
-//! private); `routes.rs` is the one table from method name to handler
-//! (stable and vendor alike, vendor discovery derived from it), and this
-//! file sends each request there. A handler whose answer a helper thread
-//! works out (`resources.rs`) takes a `Later` from `answer_later` and
-//! returns `None`: the helper posts the result back and the dispatcher
-//! answers, or answers -32800 first if the client cancels the request.
+//! A handler is a plain function `fn(d: &mut Dispatcher, params: P) ->
+//! Result<R, RpcError>` over the `Dispatcher`, the only owner of session
+//! state, which it reaches through the dispatcher's methods (its fields
+//! are private). `routes.rs` is the one typed table from method name to
+//! handler (stable and vendor alike, each with its params and result
+//! types, decoded and encoded there; vendor discovery derived from it),
+//! and this file sends each request there. A handler that calls another
+//! file's handler names it by path (`catalogs::reload_now(d, id)`), so the
+//! imports show which file depends on which; the few operations the
+//! dispatcher's loop calls (`event`, `goal_changed`, `job_changed`, the
+//! inbox's pause and dispatch, ...) are still methods. A turn cut off by a
+//! stop is closed in `interrupted.rs`. A handler whose answer a helper
+//! thread works out (`resources.rs`) takes a `Later` from `answer_later`
+//! and returns `None`: the helper posts the result back and the
+//! dispatcher answers, or answers -32800 first if the client cancels the
+//! request.
 //!
 //! The vendor extensions of docs/extensions.md, one file per subject:
 //! turn events and the status snapshot (`status.rs`, with the cost quote in

@@ -81,68 +81,6 @@ fn trace_context(params: &Value, session_id: &str) -> Option<TraceContext> {
 }
 
 impl Dispatcher {
-    /// Starts a turn. An `Err` is answered at once; on success the worker's
-    /// report produces the answer.
-    pub(in crate::agent) fn prompt(
-        &mut self,
-        id: &RequestId,
-        params: Value,
-    ) -> Result<(), RpcError> {
-        let request: acp::PromptRequest = decode(params.clone())?;
-        let session_id = request.session_id;
-        let message_id = client_message_id(&params)?;
-        match self.session_mut(&session_id) {
-            Some(session) if !session.is_closed() => {
-                // A cancelled turn is about to answer: this prompt waits
-                // for it instead of being refused.
-                let winding_down = session
-                    .running
-                    .as_ref()
-                    .is_some_and(|running| running.cancel.is_cancelled());
-                if winding_down && session.queued.is_none() {
-                    session.queued = Some((id.clone(), params));
-                    return Ok(());
-                }
-                if session.running.is_some() && session.turn_source == TurnSource::Wait {
-                    return Err(RpcError::invalid_request(format!(
-                        "session {session_id} is waiting for the model provider's limit to reset, and its last turn goes on then; steer it, or send session/cancel to stop waiting"
-                    )));
-                }
-                if session.running.is_some() {
-                    return Err(RpcError::invalid_request(format!(
-                        "a prompt is already running in session {session_id}; wait for its answer or send session/cancel first"
-                    )));
-                }
-            }
-            _ => {
-                let stored = self.store()?.session(&session_id).map_err(internal)?;
-                return Err(match stored {
-                    Some(_) => RpcError::invalid_request(format!(
-                        "session {session_id:?} is not open in this process; open it with session/load or session/resume first"
-                    )),
-                    None => not_found(&session_id),
-                });
-            }
-        }
-        if self.closing() {
-            return Err(RpcError::invalid_request("the agent is shutting down"));
-        }
-        // Explicit input: a paused inbox runs again after this turn.
-        self.unpause_inbox(&session_id);
-        self.start_traced_turn(
-            &session_id,
-            &request.prompt,
-            TurnStart {
-                request: Some(id.clone()),
-                source: TurnSource::Prompt,
-                item: None,
-                wait: None,
-                message_id,
-            },
-            trace_context(&params, &session_id),
-        )
-    }
-
     /// Starts a turn for `blocks` in an idle session: a prompt's (with the
     /// request to answer) or an inbox item's (the agent's own).
     pub(in crate::agent) fn start_turn(
@@ -151,192 +89,251 @@ impl Dispatcher {
         blocks: &[Value],
         start: TurnStart,
     ) -> Result<(), RpcError> {
-        self.start_traced_turn(session_id, blocks, start, None)
+        start_traced_turn(self, session_id, blocks, start, None)
     }
+}
 
-    /// `start_turn`, with the trace context every model request of the
-    /// turn carries.
-    fn start_traced_turn(
-        &mut self,
-        session_id: &str,
-        blocks: &[Value],
-        start: TurnStart,
-        trace: Option<TraceContext>,
-    ) -> Result<(), RpcError> {
-        let session_id = session_id.to_string();
-        let cwd = self.checked(&session_id).cwd.clone();
-        // A turn that goes on after a wait takes no input of its own.
-        let mut input = match start.wait {
-            Some(_) => PromptInput {
-                text: String::new(),
-                images: Vec::new(),
-                stored_blocks: Vec::new(),
-            },
-            None => read_prompt(blocks, &cwd)?,
-        };
-        let text = input.text.clone();
-        let registry = self.registry()?;
-        let title_update = self.claim(&session_id, &text)?;
-        let (kind, model_text) = self.resolve_command(&session_id, &input.text, &registry)?;
-        let db = Some(self.db_path().to_path_buf());
-        let capabilities = self.capabilities();
-        let explicit_steps = self.options().max_steps;
-        let agent = self.options().agent.clone();
-        let profile = self.options().profile;
-        let on_reject = self
-            .options()
-            .on_reject
-            .or(registry.config.permissions.on_reject);
-        let processes = Arc::new(self.processes_for(&session_id, &registry));
-        let sandbox_description = processes
-            .launcher
-            .as_deref()
-            .map(|exe| crate::sandbox::support(exe).describe())
-            .unwrap_or_else(|| "the Spindle binary cannot be found".into());
-        let outbox = self.outbox();
-        let (skills, hooks) = match self.session(&session_id) {
-            Some(session) => (
-                self.skills_of(&session.cwd).skills,
-                self.hooks_of(&session.cwd, &registry),
-            ),
-            None => Default::default(),
-        };
-        let stream_writer = self.stream_writer();
-        let Some(session) = self.session_mut(&session_id) else {
-            return Err(not_found(&session_id));
-        };
-        let (entry, provider) = turn_start::model_of(&registry, session)?;
-        let (effort, max_steps) = turn_start::effort_and_steps(session, &entry, explicit_steps);
-        let lean = crate::agent::is_lean(
-            profile.or(registry.config.profile),
-            session.window_of(&entry),
-        );
-        let system = turn_start::system_of(session, agent.as_deref(), &skills, lean);
-        let session_start = match kind {
-            TurnKind::Model => session.take_hook_start().map(StartSource::as_str),
-            _ => None,
-        };
-        let goal = match &start.wait {
-            Some(wait) if !wait.goal => None,
-            _ => turn_start::goal_of(session, &kind, &input.text),
-        };
-        let title_update = title_update.map(|title| {
-            session.title = Some(title.clone());
-            crate::acp::SessionUpdate::SessionInfoUpdate {
-                title: Some(title),
-                updated_at: Some(crate::clock::now_rfc3339()),
+/// Starts a turn. An `Err` is answered at once; on success the worker's
+/// report produces the answer.
+pub(super) fn prompt(d: &mut Dispatcher, id: &RequestId, params: Value) -> Result<(), RpcError> {
+    let request: acp::PromptRequest = decode(params.clone())?;
+    let session_id = request.session_id;
+    let message_id = client_message_id(&params)?;
+    match d.session_mut(&session_id) {
+        Some(session) if !session.is_closed() => {
+            // A cancelled turn is about to answer: this prompt waits
+            // for it instead of being refused.
+            let winding_down = session
+                .running
+                .as_ref()
+                .is_some_and(|running| running.cancel.is_cancelled());
+            if winding_down && session.queued.is_none() {
+                session.queued = Some((id.clone(), params));
+                return Ok(());
             }
-        });
-        let fresh = match start.wait {
-            Some(_) => 0,
-            None => add_prompt(session, &kind, &mut input, model_text, start.source),
-        };
-        let (notices, rules) = turn_start::notices_and_rules(
-            session,
-            &registry,
-            agent.as_deref(),
-            &processes,
-            &sandbox_description,
-        );
-        let cancel = CancelToken::new();
-        let client = Client::new(
-            session.id.clone(),
-            capabilities,
-            outbox.clone(),
-            cancel.clone(),
-        );
-        let (live, epoch) = turn_start::begin(session, start.source);
-        let turn = Turn {
-            io: Io {
-                session_id: session.id.clone(),
-                request_id: start.request.clone(),
-                inbox_item: start.item.clone(),
-                live,
-                cancel: cancel.clone(),
-                writer: stream_writer,
-                client,
-                epoch,
-                trace,
-            },
-            model: TurnModel {
-                provider,
-                max_steps,
-                loops: registry.config.loops,
-                name: entry.model.clone(),
-                effort,
-                max_output_tokens: entry.sent_output_limit(
-                    registry
-                        .config
-                        .providers
-                        .get(&entry.provider)
-                        .map(|p| p.kind),
-                ),
-                context_window: session.window_of(&entry),
-                compact_at: registry.config.context.compact_at(),
-                output_reserve: entry.output_limit().min(session.window_of(&entry) / 4),
-                tool_output_cap: registry.config.context.tool_output_bytes(),
-                price: entry.config.price.clone(),
-                images: entry.images(),
-                fallbacks: turn_start::fallbacks_of(&registry, &entry),
-                max_wait: std::time::Duration::from_secs(
-                    registry
-                        .config
-                        .max_wait_minutes
-                        .unwrap_or(300)
-                        .saturating_mul(60),
-                ),
-            },
-            rights: Rights {
-                policy: session.settings.policy,
-                approvals: session.settings.approvals.clone(),
-                on_reject: on_reject.unwrap_or_default(),
-                rules: Arc::new(rules),
-                agent,
-                subagent: None,
-                read_only: session.settings.mode == Mode::Plan,
-            },
-            workspace: Workspace {
-                root: session.cwd.clone(),
-                db,
-                checkpoints: registry.config.checkpoints.settings(),
-                jobs: session.jobs.clone(),
-                extra_roots: session.settings.extra_roots.clone(),
-                environment: session.environment.clone(),
-                config_path: Some(
-                    registry
-                        .config_path
-                        .clone()
-                        .unwrap_or_else(crate::config::default_path),
-                ),
-                trust: registry.config.trust.clone(),
-                scan_cache: session.scan_cache.clone(),
-                mcp: session.mcp.clone(),
-                skills: Arc::new(skills),
-                hooks: Arc::new(hooks),
-                processes,
-            },
-            start: Start {
-                session_start,
-                rewritten: false,
-                system,
-                messages: session.messages.clone(),
-                prompt_blocks: input.stored_blocks,
-                prompt_message_id: start.message_id.clone(),
-                title_update,
-                known: session.known,
-                delivery: session.settings.preset == crate::modes::Preset::Delivery,
-                goal_mode: session.settings.mode == Mode::Goal,
-                lean,
-                goal,
-                spend_before: session.settings.spend,
-                kind,
-                notices,
-                fresh,
-                wait: start.wait.clone(),
-            },
-        };
-        self.launch(&session_id, turn, start, cancel, fresh, outbox)
+            if session.running.is_some() && session.turn_source == TurnSource::Wait {
+                return Err(RpcError::invalid_request(format!(
+                    "session {session_id} is waiting for the model provider's limit to reset, and its last turn goes on then; steer it, or send session/cancel to stop waiting"
+                )));
+            }
+            if session.running.is_some() {
+                return Err(RpcError::invalid_request(format!(
+                    "a prompt is already running in session {session_id}; wait for its answer or send session/cancel first"
+                )));
+            }
+        }
+        _ => {
+            let stored = d.store()?.session(&session_id).map_err(internal)?;
+            return Err(match stored {
+                Some(_) => RpcError::invalid_request(format!(
+                    "session {session_id:?} is not open in this process; open it with session/load or session/resume first"
+                )),
+                None => not_found(&session_id),
+            });
+        }
     }
+    if d.closing() {
+        return Err(RpcError::invalid_request("the agent is shutting down"));
+    }
+    // Explicit input: a paused inbox runs again after this turn.
+    d.unpause_inbox(&session_id);
+    start_traced_turn(
+        d,
+        &session_id,
+        &request.prompt,
+        TurnStart {
+            request: Some(id.clone()),
+            source: TurnSource::Prompt,
+            item: None,
+            wait: None,
+            message_id,
+        },
+        trace_context(&params, &session_id),
+    )
+}
+
+/// `start_turn`, with the trace context every model request of the
+/// turn carries.
+fn start_traced_turn(
+    d: &mut Dispatcher,
+    session_id: &str,
+    blocks: &[Value],
+    start: TurnStart,
+    trace: Option<TraceContext>,
+) -> Result<(), RpcError> {
+    let session_id = session_id.to_string();
+    let cwd = d.checked(&session_id).cwd.clone();
+    // A turn that goes on after a wait takes no input of its own.
+    let mut input = match start.wait {
+        Some(_) => PromptInput {
+            text: String::new(),
+            images: Vec::new(),
+            stored_blocks: Vec::new(),
+        },
+        None => read_prompt(blocks, &cwd)?,
+    };
+    let text = input.text.clone();
+    let registry = d.registry()?;
+    let title_update = d.claim(&session_id, &text)?;
+    let (kind, model_text) = d.resolve_command(&session_id, &input.text, &registry)?;
+    let db = Some(d.db_path().to_path_buf());
+    let capabilities = d.capabilities();
+    let explicit_steps = d.options().max_steps;
+    let agent = d.options().agent.clone();
+    let profile = d.options().profile;
+    let on_reject = d
+        .options()
+        .on_reject
+        .or(registry.config.permissions.on_reject);
+    let processes = Arc::new(d.processes_for(&session_id, &registry));
+    let sandbox_description = processes
+        .launcher
+        .as_deref()
+        .map(|exe| crate::sandbox::support(exe).describe())
+        .unwrap_or_else(|| "the Spindle binary cannot be found".into());
+    let outbox = d.outbox();
+    let (skills, hooks) = match d.session(&session_id) {
+        Some(session) => (
+            d.skills_of(&session.cwd).skills,
+            d.hooks_of(&session.cwd, &registry),
+        ),
+        None => Default::default(),
+    };
+    let stream_writer = d.stream_writer();
+    let Some(session) = d.session_mut(&session_id) else {
+        return Err(not_found(&session_id));
+    };
+    let (entry, provider) = turn_start::model_of(&registry, session)?;
+    let (effort, max_steps) = turn_start::effort_and_steps(session, &entry, explicit_steps);
+    let lean = crate::agent::is_lean(
+        profile.or(registry.config.profile),
+        session.window_of(&entry),
+    );
+    let system = turn_start::system_of(session, agent.as_deref(), &skills, lean);
+    let session_start = match kind {
+        TurnKind::Model => session.take_hook_start().map(StartSource::as_str),
+        _ => None,
+    };
+    let goal = match &start.wait {
+        Some(wait) if !wait.goal => None,
+        _ => turn_start::goal_of(session, &kind, &input.text),
+    };
+    let title_update = title_update.map(|title| {
+        session.title = Some(title.clone());
+        crate::acp::SessionUpdate::SessionInfoUpdate {
+            title: Some(title),
+            updated_at: Some(crate::clock::now_rfc3339()),
+        }
+    });
+    let fresh = match start.wait {
+        Some(_) => 0,
+        None => add_prompt(session, &kind, &mut input, model_text, start.source),
+    };
+    let (notices, rules) = turn_start::notices_and_rules(
+        session,
+        &registry,
+        agent.as_deref(),
+        &processes,
+        &sandbox_description,
+    );
+    let cancel = CancelToken::new();
+    let client = Client::new(
+        session.id.clone(),
+        capabilities,
+        outbox.clone(),
+        cancel.clone(),
+    );
+    let (live, epoch) = turn_start::begin(session, start.source);
+    let turn = Turn {
+        io: Io {
+            session_id: session.id.clone(),
+            request_id: start.request.clone(),
+            inbox_item: start.item.clone(),
+            live,
+            cancel: cancel.clone(),
+            writer: stream_writer,
+            client,
+            epoch,
+            trace,
+        },
+        model: TurnModel {
+            provider,
+            max_steps,
+            loops: registry.config.loops,
+            name: entry.model.clone(),
+            effort,
+            max_output_tokens: entry.sent_output_limit(
+                registry
+                    .config
+                    .providers
+                    .get(&entry.provider)
+                    .map(|p| p.kind),
+            ),
+            context_window: session.window_of(&entry),
+            compact_at: registry.config.context.compact_at(),
+            output_reserve: entry.output_limit().min(session.window_of(&entry) / 4),
+            tool_output_cap: registry.config.context.tool_output_bytes(),
+            price: entry.config.price.clone(),
+            images: entry.images(),
+            fallbacks: turn_start::fallbacks_of(&registry, &entry),
+            max_wait: std::time::Duration::from_secs(
+                registry
+                    .config
+                    .max_wait_minutes
+                    .unwrap_or(300)
+                    .saturating_mul(60),
+            ),
+        },
+        rights: Rights {
+            policy: session.settings.policy,
+            approvals: session.settings.approvals.clone(),
+            on_reject: on_reject.unwrap_or_default(),
+            rules: Arc::new(rules),
+            agent,
+            subagent: None,
+            read_only: session.settings.mode == Mode::Plan,
+        },
+        workspace: Workspace {
+            root: session.cwd.clone(),
+            db,
+            checkpoints: registry.config.checkpoints.settings(),
+            jobs: session.jobs.clone(),
+            extra_roots: session.settings.extra_roots.clone(),
+            environment: session.environment.clone(),
+            config_path: Some(
+                registry
+                    .config_path
+                    .clone()
+                    .unwrap_or_else(crate::config::default_path),
+            ),
+            trust: registry.config.trust.clone(),
+            scan_cache: session.scan_cache.clone(),
+            mcp: session.mcp.clone(),
+            skills: Arc::new(skills),
+            hooks: Arc::new(hooks),
+            processes,
+        },
+        start: Start {
+            session_start,
+            rewritten: false,
+            system,
+            messages: session.messages.clone(),
+            prompt_blocks: input.stored_blocks,
+            prompt_message_id: start.message_id.clone(),
+            title_update,
+            known: session.known,
+            delivery: session.settings.preset == crate::modes::Preset::Delivery,
+            goal_mode: session.settings.mode == Mode::Goal,
+            lean,
+            goal,
+            spend_before: session.settings.spend,
+            kind,
+            notices,
+            fresh,
+            wait: start.wait.clone(),
+        },
+    };
+    d.launch(&session_id, turn, start, cancel, fresh, outbox)
 }
 
 /// Adds the prompt to the conversation: as the answer of an `ask_user`

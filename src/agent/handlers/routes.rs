@@ -16,7 +16,8 @@
 
 use super::ext_params::{self, bad};
 use super::{
-    catalogs, controls, goals, handshake, inbox, jobs, lifecycle, resources, rewind, status, titles,
+    catalogs, controls, goals, handshake, inbox, jobs, lifecycle, prompting, resources, rewind,
+    status, titles,
 };
 use crate::acp::spindle::results::{to_json, SteerResult};
 use crate::acp::spindle::{self as ext, FromParams};
@@ -256,7 +257,7 @@ pub(super) const ROUTES: &[Route] = &[
         acp::SessionIdRequest => Value
     ),
     // A turn answers.
-    route!(stable later method::SESSION_PROMPT, Dispatcher::prompt, Value => ()),
+    route!(stable later method::SESSION_PROMPT, prompting::prompt, Value => ()),
     route!(vendor "capabilities", "_spindle/capabilities", |_| Ok(capabilities()), () => Value),
     route!(
         vendor "status", "_spindle/session/status",

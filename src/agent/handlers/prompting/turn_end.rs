@@ -3,7 +3,7 @@
 
 use crate::acp;
 use crate::agent::dispatcher::Dispatcher;
-use crate::agent::handlers::catalogs;
+use crate::agent::handlers::{catalogs, prompting};
 use crate::agent::turn::report::TurnEnd;
 use serde_json::{json, Value};
 
@@ -66,7 +66,7 @@ impl Dispatcher {
             self.respond(request_id, result);
         }
         if let Some((id, params)) = queued {
-            if let Err(error) = self.prompt(&id, params) {
+            if let Err(error) = prompting::prompt(self, &id, params) {
                 self.respond(&id, Err(error));
             }
             return;
