@@ -154,17 +154,7 @@ pub(in crate::agent) fn new_session(d: &mut Dispatcher, params: Value) -> Result
     log::info!("session {session_id} opened in {cwd_text}");
     session.id = session_id.clone();
     session.set_disposable(true);
-    let (mcp, notes, sign_in) = start_mcp(
-        &session.mcp_servers,
-        &d.tool_secrets(),
-        d.mcp_message_cap(),
-        d.mcp_elicitation(),
-        d.mcp_tokens(),
-        d.mcp_trust(),
-    );
-    session.mcp = mcp;
-    d.notices_after_response(&session.id, notes);
-    sign_in::offer_sign_in(d, &session.id, session.mcp.clone(), sign_in);
+    session.mcp = open_mcp(d, &session.id, &session.mcp_servers);
     d.notices_after_response(&session.id, project_notes);
     let response = json!({
         "sessionId": session_id,
@@ -327,17 +317,7 @@ pub(in crate::agent) fn load_session(
             .map_err(internal)?;
     }
     restore_roots(d, &mut session, roots);
-    let (mcp, notes, sign_in) = start_mcp(
-        &session.mcp_servers,
-        &d.tool_secrets(),
-        d.mcp_message_cap(),
-        d.mcp_elicitation(),
-        d.mcp_tokens(),
-        d.mcp_trust(),
-    );
-    session.mcp = mcp;
-    d.notices_after_response(&session.id, notes);
-    sign_in::offer_sign_in(d, &session.id, session.mcp.clone(), sign_in);
+    session.mcp = open_mcp(d, &session.id, &session.mcp_servers);
     fit_to_registry(&mut session, &registry);
     session.title = row.title;
     session.stored_messages = messages.len() as i64;
@@ -381,11 +361,6 @@ fn attach_live(
     replay: bool,
     registry: &Registry,
 ) -> Result<Value, RpcError> {
-    let secrets = d.tool_secrets();
-    let message_cap = d.mcp_message_cap();
-    let elicitation = d.mcp_elicitation();
-    let tokens = d.mcp_tokens();
-    let trust = d.mcp_trust();
     let Some(session) = d.session_mut(id) else {
         return Err(not_found(id));
     };
@@ -403,17 +378,11 @@ fn attach_live(
         if let Some(old) = session.mcp.take() {
             old.shutdown();
         }
-        let (mcp, notes, sign_in) = start_mcp(
-            &session.mcp_servers,
-            &secrets,
-            message_cap,
-            elicitation,
-            tokens,
-            trust,
-        );
-        session.mcp = mcp.clone();
-        d.notices_after_response(id, notes);
-        sign_in::offer_sign_in(d, id, mcp, sign_in);
+        let servers = session.mcp_servers.clone();
+        let mcp = open_mcp(d, id, &servers);
+        if let Some(session) = d.session_mut(id) {
+            session.mcp = mcp;
+        }
     }
     let Some(session) = d.session_mut(id) else {
         return Err(not_found(id));
@@ -739,6 +708,22 @@ fn fit_to_registry(session: &mut Session, registry: &Registry) {
 /// Starts a session's MCP servers (waiting a bounded time). Returns them
 /// and the notices that name, after the answer, the servers that could
 /// not be used.
+/// Starts session `id`'s MCP `servers` with the dispatcher's settings;
+/// what they bring to say (notices, sign-in offers) follows the answer.
+fn open_mcp(d: &mut Dispatcher, id: &str, servers: &[Value]) -> Option<Arc<McpSession>> {
+    let (mcp, notes, sign_in) = start_mcp(
+        servers,
+        &d.tool_secrets(),
+        d.mcp_message_cap(),
+        d.mcp_elicitation(),
+        d.mcp_tokens(),
+        d.mcp_trust(),
+    );
+    d.notices_after_response(id, notes);
+    sign_in::offer_sign_in(d, id, mcp.clone(), sign_in);
+    mcp
+}
+
 fn start_mcp(
     servers: &[Value],
     secrets: &crate::policy::secrets::Secrets,
