@@ -83,12 +83,10 @@ impl Bench {
     /// `spindle acp --model m --db … --permissions PERMISSIONS`, not yet
     /// initialized: in process (`support::in_process`, the fake model
     /// named in a config file), or a process of its own when `env` sets
-    /// variables for it. On Windows always a process of its own, as these
-    /// tests ran there before: under Wine, a crashed server's process was
-    /// once seen alive past the wait with the agent in the test's process.
+    /// variables for it.
     fn launch(&self, permissions: &str, env: &[(&str, &str)]) -> Agent {
         let db = self.db.to_str().expect("UTF-8 path");
-        if env.is_empty() && !cfg!(windows) {
+        if env.is_empty() {
             let config =
                 in_process::openai_config(&self.base, &self.model.base_url(), "sk-it-model");
             return in_process::acp(&[
@@ -429,12 +427,35 @@ fn wait_pids(file: &str, count: usize) -> Vec<u32> {
 }
 
 /// Whether process `pid` is gone (no entry, or a zombie nobody reaped yet).
+#[cfg(not(windows))]
 fn gone(pid: u32) -> bool {
     match fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
         Ok(stat) => stat
             .rsplit_once(") ")
             .is_some_and(|(_, rest)| rest.starts_with('Z')),
+    }
+}
+
+/// Whether process `pid` is gone: it cannot be opened, or it has ended.
+/// (Not `/proc`: under Wine that is the host's, whose numbers are not
+/// Windows process ids.)
+#[cfg(windows)]
+fn gone(pid: u32) -> bool {
+    use windows_sys::Win32::Foundation::{CloseHandle, STILL_ACTIVE};
+    use windows_sys::Win32::System::Threading::{
+        GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+    };
+    // SAFETY: plain calls on a handle this function opens and closes.
+    unsafe {
+        let handle = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
+        if handle == 0 {
+            return true;
+        }
+        let mut code = 0u32;
+        let asked = GetExitCodeProcess(handle, &mut code);
+        CloseHandle(handle);
+        asked == 0 || code != STILL_ACTIVE as u32
     }
 }
 
