@@ -30,6 +30,7 @@ pub(crate) mod process;
 pub(crate) mod provider;
 pub(crate) mod rpc;
 pub mod sandbox;
+pub mod serve;
 pub mod store;
 pub mod tools;
 pub mod util;

@@ -32,6 +32,8 @@ pub(crate) enum Command {
     Guard(Vec<std::ffi::OsString>),
     Completions(String),
     Exec(Box<Options>, crate::cli::exec::ExecArgs),
+    /// `spindle serve`: the agent's options and the server's own.
+    Serve(Box<Options>, crate::serve::ServeArgs),
     Doctor(crate::cli::doctor::DoctorArgs),
     McpList {
         config: Option<std::path::PathBuf>,
@@ -107,6 +109,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, Usage> {
     use lexopt::prelude::*;
     let usage = |err: lexopt::Error| Usage(err.to_string());
     let mut exec: Option<crate::cli::exec::ExecArgs> = None;
+    let mut serve: Option<crate::serve::ServeArgs> = None;
     let Some(first) = parser.next().map_err(usage)? else {
         return Err(Usage(
             "missing command: editors start 'spindle acp'; in a terminal, 'spindle' alone (or 'spindle chat') opens a conversation".into(),
@@ -191,6 +194,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, Usage> {
             return Ok(Command::Completions(shell));
         }
         Value(command) if command == "acp" => {}
+        Value(command) if command == "serve" => serve = Some(crate::serve::ServeArgs::default()),
         Value(command) if command == "exec" => exec = Some(crate::cli::exec::ExecArgs::default()),
         Value(command) if command == "chat" => {
             exec = Some(crate::cli::exec::ExecArgs {
@@ -234,7 +238,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, Usage> {
     let mut setup = false;
     while let Some(arg) = parser.next().map_err(usage)? {
         match arg {
-            Long("setup") if exec.is_none() => setup = true,
+            Long("setup") if exec.is_none() && serve.is_none() => setup = true,
             Long("model") => {
                 options.model = Some(parser.value().map_err(usage)?.string().map_err(usage)?)
             }
@@ -334,7 +338,19 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, Usage> {
             Short('h') | Long("help") if exec.is_some() => {
                 return Ok(Command::Help(Some("exec".into())))
             }
+            Short('h') | Long("help") if serve.is_some() => {
+                return Ok(Command::Help(Some("serve".into())))
+            }
             Short('h') | Long("help") => return Ok(Command::Help(Some("acp".into()))),
+            Long(
+                flag @ ("listen" | "token-file" | "tls-cert" | "tls-key" | "insecure-network"
+                | "max-connections"),
+            ) if serve.is_some() => {
+                let flag = flag.to_string();
+                if let Some(serve) = serve.as_mut() {
+                    serve_flag(serve, &flag, &mut parser)?;
+                }
+            }
             Long("json") if exec.is_some() => {
                 if let Some(exec) = exec.as_mut() {
                     exec.json = true;
@@ -378,6 +394,9 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, Usage> {
         }
         return Ok(Command::Exec(Box::new(options), exec));
     }
+    if let Some(serve) = serve {
+        return Ok(Command::Serve(Box::new(options), serve));
+    }
     if setup {
         return Ok(Command::Setup(crate::cli::setup::SetupArgs {
             config: options.config,
@@ -385,6 +404,41 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, Usage> {
         }));
     }
     Ok(Command::Acp(options))
+}
+
+/// One of `spindle serve`'s own flags (`Long("listen")`, `Long("token-file")`,
+/// `Long("tls-cert")`, `Long("tls-key")`, `Long("insecure-network")`,
+/// `Long("max-connections")`), with its value.
+fn serve_flag(
+    serve: &mut crate::serve::ServeArgs,
+    flag: &str,
+    parser: &mut lexopt::Parser,
+) -> Result<(), Usage> {
+    use lexopt::ValueExt;
+    let usage = |err: lexopt::Error| Usage(err.to_string());
+    if flag == "insecure-network" {
+        serve.insecure_network = true;
+        return Ok(());
+    }
+    let value = parser.value().map_err(usage)?;
+    match flag {
+        "listen" => serve.listen = Some(value.string().map_err(usage)?),
+        "token-file" => serve.token_file = Some(value.into()),
+        "tls-cert" => serve.tls_cert = Some(value.into()),
+        "tls-key" => serve.tls_key = Some(value.into()),
+        _ => {
+            let text = value.string().map_err(usage)?;
+            serve.max_connections = match text.parse::<usize>() {
+                Ok(n) if (1..=100_000).contains(&n) => Some(n),
+                _ => {
+                    return Err(Usage(format!(
+                        "--max-connections takes a number from 1 to 100000, got '{text}'"
+                    )))
+                }
+            };
+        }
+    }
+    Ok(())
 }
 
 fn parse_setup(mut parser: lexopt::Parser) -> Result<crate::cli::setup::SetupArgs, Usage> {

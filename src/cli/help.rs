@@ -9,6 +9,12 @@ USAGE:
                               serve ACP (JSON-RPC, one message per line) on stdin/stdout;
                               AGENT: an agent file (agent.json) or a folder holding one
                               (see docs/agents.md)
+    spindle serve [OPTIONS] [--listen ADDR:PORT] [--token-file F]
+                  [--tls-cert F --tls-key F]
+                              serve ACP over the network: Streamable HTTP and
+                              WebSocket at /acp, each connection a whole agent
+                              as over stdio (see docs/serve.md); takes acp's
+                              options
     spindle exec [OPTIONS] PROMPT
                               run one prompt here and print what happens: the
                               answer on stdout; the model, policy and session,
@@ -153,6 +159,17 @@ OPTIONS (setup):
     --config PATH             the config file to write
     --no-test                 write without testing the connection
 
+OPTIONS (serve):
+    --listen ADDR:PORT        where to listen (default 127.0.0.1:8719; port 0
+                              picks a free one, printed on stderr)
+    --token-file F            the bearer token every request must carry (default:
+                              serve-token beside the config; made, private, on the
+                              first start)
+    --tls-cert F, --tls-key F serve HTTPS and WSS with this PEM certificate chain
+                              and private key
+    --insecure-network        allow plain HTTP on an address other machines reach
+    --max-connections N       ACP connections at once (default 256)
+
 ENVIRONMENT:
     OPENAI_API_KEY            an OpenAI provider, beside the config file's (the
                               file's wins on a name both use)
@@ -167,8 +184,9 @@ Exit codes: 0 normal end, 1 runtime failure, 2 usage error.
 ";
 
 /// The commands `spindle help` knows.
-pub(super) const COMMANDS: [&str; 12] = [
+pub(super) const COMMANDS: [&str; 13] = [
     "acp",
+    "serve",
     "exec",
     "chat",
     "trust",
@@ -219,7 +237,13 @@ pub(super) fn command_help(topic: &str) -> Option<String> {
         "setup" => format!(
             "{}\n{}\n",
             usage_lines("setup"),
-            section("OPTIONS (setup):", "ENVIRONMENT:")
+            section("OPTIONS (setup):", "OPTIONS (serve):")
+        ),
+        "serve" => format!(
+            "{}\n{}\n\n{}\n",
+            usage_lines("serve"),
+            section("OPTIONS (serve):", "ENVIRONMENT:"),
+            section("OPTIONS (acp):", "OPTIONS (setup):")
         ),
         "sessions" | "sandbox" | "doctor" | "mcp" | "trust" => usage_lines(topic),
         "untrust" => usage_lines("trust"),
@@ -240,8 +264,15 @@ macro_rules! agent_flags {
 
 /// Each command's flags, offered by the completions. The test below holds
 /// them to what the parser accepts, both ways.
-const FLAGS: [(&str, &str); 12] = [
+const FLAGS: [(&str, &str); 13] = [
     ("acp", concat!(agent_flags!(), " --setup --help")),
+    (
+        "serve",
+        concat!(
+            agent_flags!(),
+            " --listen --token-file --tls-cert --tls-key --insecure-network --max-connections --help"
+        ),
+    ),
     (
         "exec",
         concat!(
@@ -297,7 +328,7 @@ const SUBCOMMANDS: [(&str, &str); 4] = [
     ("completions", "bash zsh fish"),
     (
         "help",
-        "acp exec chat trust untrust doctor mcp sessions setup sandbox completions help",
+        "acp serve exec chat trust untrust doctor mcp sessions setup sandbox completions help",
     ),
 ];
 

@@ -55,6 +55,7 @@ fn load_config(command: &Result<Command, Usage>) -> Option<Loaded> {
         Ok(Command::Sandbox(_) | Command::Guard(_)) => return None,
         Ok(Command::Acp(options)) => options.config.clone(),
         Ok(Command::Exec(options, _)) => options.config.clone(),
+        Ok(Command::Serve(options, _)) => options.config.clone(),
         Ok(Command::Doctor(args)) => args.config.clone(),
         Ok(Command::McpList { config, .. }) => config.clone(),
         Ok(Command::McpEdit { config, .. }) => config.clone(),
@@ -201,6 +202,20 @@ fn run(command: Command, loaded: Option<Loaded>) -> Result<String, Failure> {
                 false => crate::cli::exec::run(options, args),
             }
             .map(|()| String::new())
+        }
+        Command::Serve(options, args) => {
+            let mut options = *options;
+            options.loaded = loaded;
+            options.adopt_agent_file().map_err(Failure::Failed)?;
+            check_model_provider(&mut options)?;
+            if let Ok(exe) = std::env::current_exe() {
+                crate::process::guard::enable(exe);
+            }
+            crate::serve::run(options, args).map_err(|error| match error {
+                crate::serve::ServeError::Setup(why) => Failure::Refused(why),
+                crate::serve::ServeError::Listen(why) => Failure::Failed(why),
+            })?;
+            Ok(String::new())
         }
         Command::Acp(mut options) => {
             options.loaded = loaded;

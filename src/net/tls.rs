@@ -220,7 +220,7 @@ pub(crate) fn check(trust: &Trust) -> Vec<(String, Result<String, String>)> {
 /// webpki's signature checks over ring. Built here rather than taken from
 /// rustls's ring provider, whose list of suites would keep the code of
 /// ChaCha20-Poly1305 in the binary.
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     use rustls::crypto::ring::{cipher_suite as suite, kx_group};
     Arc::new(rustls::crypto::CryptoProvider {
         cipher_suites: vec![

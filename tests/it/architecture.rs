@@ -20,7 +20,7 @@ type ModulePath = Vec<String>;
 /// The tiers, top to bottom: a module may import from its own tier and
 /// the ones below it, never from one above.
 const TIERS: &[(&str, &[&str])] = &[
-    ("front-ends", &["cli", "fuzz"]),
+    ("front-ends", &["cli", "fuzz", "serve"]),
     ("agent", &["agent"]),
     ("configuration", &["config", "agentfile"]),
     (
