@@ -13,7 +13,10 @@ use crate::agent::dispatcher::params::{decode, internal, not_found};
 use crate::agent::dispatcher::session::{Session, StartSource, TurnSource};
 use crate::agent::dispatcher::Dispatcher;
 use crate::agent::turn::client::Client;
-use crate::agent::turn::{Io, Rights, Start, Turn, TurnKind, TurnModel, Workspace};
+use crate::agent::turn::{
+    Conversation, Io, Model, OnLimit, Opening, Rights, Start, Steps, Turn, TurnGoal, TurnKind,
+    Window, Workspace,
+};
 use crate::cancel::CancelToken;
 use crate::modes::Mode;
 use crate::provider::trace::TraceContext;
@@ -256,10 +259,8 @@ fn start_traced_turn(
             epoch,
             trace,
         },
-        model: TurnModel {
+        model: Model {
             provider,
-            max_steps,
-            loops: registry.config.loops,
             name: entry.model.clone(),
             effort,
             max_output_tokens: entry.sent_output_limit(
@@ -269,12 +270,20 @@ fn start_traced_turn(
                     .get(&entry.provider)
                     .map(|p| p.kind),
             ),
-            context_window: session.window_of(&entry),
+            price: entry.config.price.clone(),
+            images: entry.images(),
+        },
+        window: Window {
+            tokens: session.window_of(&entry),
             compact_at: registry.config.context.compact_at(),
             output_reserve: entry.output_limit().min(session.window_of(&entry) / 4),
             tool_output_cap: registry.config.context.tool_output_bytes(),
-            price: entry.config.price.clone(),
-            images: entry.images(),
+        },
+        steps: Steps {
+            max: max_steps,
+            loops: registry.config.loops,
+        },
+        on_limit: OnLimit {
             fallbacks: turn_start::fallbacks_of(&registry, &entry),
             max_wait: std::time::Duration::from_secs(
                 registry
@@ -292,6 +301,7 @@ fn start_traced_turn(
             agent,
             subagent: None,
             read_only: session.settings.mode == Mode::Plan,
+            lean,
         },
         workspace: Workspace {
             root: session.cwd.clone(),
@@ -314,23 +324,28 @@ fn start_traced_turn(
             processes,
         },
         start: Start {
-            session_start,
-            rewritten: false,
+            kind,
+            wait: start.wait.clone(),
+            spend_before: session.settings.spend,
+        },
+        conversation: Conversation {
             system,
             messages: session.messages.clone(),
+            known: session.known,
+            fresh,
+            rewritten: false,
+        },
+        opening: Opening {
+            session_start,
             prompt_blocks: input.stored_blocks,
             prompt_message_id: start.message_id.clone(),
             title_update,
-            known: session.known,
-            delivery: session.settings.preset == crate::modes::Preset::Delivery,
-            goal_mode: session.settings.mode == Mode::Goal,
-            lean,
-            goal,
-            spend_before: session.settings.spend,
-            kind,
             notices,
-            fresh,
-            wait: start.wait.clone(),
+        },
+        goal: TurnGoal {
+            current: goal,
+            delivery: session.settings.preset == crate::modes::Preset::Delivery,
+            mode: session.settings.mode == Mode::Goal,
         },
     };
     d.launch(&session_id, turn, start, cancel, fresh, outbox)

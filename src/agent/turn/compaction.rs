@@ -8,7 +8,7 @@
 //! will be sent is.
 
 use super::context::{self, Keeper};
-use super::spec::Turn;
+use super::spec::{Turn, Window};
 use super::state::{add_call_usage, provider_failure, State, Step};
 use super::updates::UpdateSink;
 use crate::acp::{fit::Notice, CompactionStatus, SessionUpdate, StopReason};
@@ -80,15 +80,15 @@ impl Sink for Quiet<'_, '_> {
 
 /// The window compaction fits: the configured one, or the smaller one a
 /// server named when it refused a request as too long.
-pub(super) fn window(turn: &Turn, state: &State) -> u64 {
-    state.window.unwrap_or(turn.model.context_window).max(1)
+pub(super) fn window(room: &Window, state: &State) -> u64 {
+    state.window.unwrap_or(room.tokens).max(1)
 }
 
 /// The next request's tokens as the server counts them, when it can (a
 /// local llama.cpp): the conversation's text, a few tokens a message for
 /// the chat template, and the tools as estimated.
 fn counted(turn: &Turn, fixed: usize, messages: &[Message]) -> Option<u64> {
-    let mut text = turn.start.system.clone();
+    let mut text = turn.conversation.system.clone();
     for message in messages {
         text.push('\n');
         text.push_str(&message.text);
@@ -99,7 +99,7 @@ fn counted(turn: &Turn, fixed: usize, messages: &[Message]) -> Option<u64> {
         }
     }
     let tokens = turn.model.provider.count_tokens(&text, &turn.io.cancel)?;
-    let tools = fixed.saturating_sub(turn.start.system.len()) as u64;
+    let tools = fixed.saturating_sub(turn.conversation.system.len()) as u64;
     Some(tokens + 4 * messages.len() as u64 + context::tokens_of(tools))
 }
 
@@ -124,8 +124,8 @@ pub(super) fn no_room(
     fixed: usize,
     messages: &[Message],
 ) -> Option<(u64, u64)> {
-    let window = window(turn, state);
-    let room = turn.model.output_reserve.clamp(1, LEAST_ANSWER);
+    let window = window(&turn.window, state);
+    let room = turn.window.output_reserve.clamp(1, LEAST_ANSWER);
     let estimate = estimate(state, fixed, messages);
     let worst = worst_case(state, fixed, messages);
     if estimate.saturating_add(room) <= window && worst.saturating_add(room) <= window {
@@ -144,12 +144,12 @@ pub(super) fn no_room(
 /// Makes the conversation fit before a model request, as `pressure` asks.
 pub(super) fn fit(cx: &mut Step, fixed: usize, pressure: Pressure) -> Fitted {
     let turn = cx.turn;
-    let Some(share) = turn.model.compact_at else {
+    let Some(share) = turn.window.compact_at else {
         return Fitted::Unchanged;
     };
-    let window = window(turn, cx.state);
+    let window = window(&turn.window, cx.state);
     let limit =
-        ((window as f64 * share) as u64).min(window.saturating_sub(turn.model.output_reserve));
+        ((window as f64 * share) as u64).min(window.saturating_sub(turn.window.output_reserve));
     let before = estimate(cx.state, fixed, cx.messages);
     log::debug!(
         "context of session {}: about {before} tokens, compaction past {limit} (window {window})",
@@ -374,7 +374,7 @@ fn announce(cx: &mut Step, notice: Option<Notice>, used: u64) {
     }
     updates.send_live(SessionUpdate::UsageUpdate {
         used,
-        size: window(turn, cx.state),
+        size: window(&turn.window, cx.state),
         cost: None,
     });
 }
@@ -395,7 +395,7 @@ fn summarise(cx: &mut Step, cut: usize, window: u64, entity: Option<&Entity>) ->
     let request = ModelRequest {
         session_id: &turn.io.session_id,
         model: &turn.model.name,
-        system: &turn.start.system,
+        system: &turn.conversation.system,
         messages: &input,
         tools: &[],
         effort: turn.model.effort.as_deref(),
@@ -442,7 +442,7 @@ pub(super) fn compact_command(
     state: &mut State,
     focus: &str,
 ) -> Result<StopReason, RpcError> {
-    let messages = &turn.start.messages;
+    let messages = &turn.conversation.messages;
     if messages.is_empty() {
         sink.begin_message();
         sink.updates.borrow_mut().chunk(
@@ -453,15 +453,15 @@ pub(super) fn compact_command(
         return Ok(StopReason::EndTurn);
     }
     super::hooks::pre_compact(turn, sink.updates, "manual", focus);
-    let window = window(turn, state);
-    let fixed = context::fixed_bytes(&turn.start.system, &[]);
+    let window = window(&turn.window, state);
+    let fixed = context::fixed_bytes(&turn.conversation.system, &[]);
     let before = estimate(state, fixed, messages);
     let mut input = context::summary_input(messages, (window * 3 / 5 * 4) as usize);
     input.push(Message::user(context::summary_instruction(focus)));
     let request = ModelRequest {
         session_id: &turn.io.session_id,
         model: &turn.model.name,
-        system: &turn.start.system,
+        system: &turn.conversation.system,
         messages: &input,
         tools: &[],
         effort: turn.model.effort.as_deref(),

@@ -22,7 +22,7 @@ pub(super) fn run(
     state: &mut State,
     record: &mut Option<Record>,
 ) -> Result<StopReason, RpcError> {
-    let mut messages = turn.start.messages.clone();
+    let mut messages = turn.conversation.messages.clone();
     let checkpoints = match (turn.workspace.db.as_deref(), record.as_ref()) {
         (Some(db), Some(record)) => crate::checkpoint::Checkpoints::open(
             db,
@@ -46,9 +46,9 @@ pub(super) fn run(
         checkpoints.into_inner().finish();
     }
     if state.prompt_dropped {
-        messages.truncate(messages.len().saturating_sub(turn.start.fresh));
+        messages.truncate(messages.len().saturating_sub(turn.conversation.fresh));
         state.replaced = Some(messages);
-    } else if state.compacted || turn.start.rewritten {
+    } else if state.compacted || turn.conversation.rewritten {
         state.replaced = Some(messages);
     }
     result

@@ -4,7 +4,7 @@
 
 use super::record::Record;
 use super::report;
-use super::spec::Turn;
+use super::spec::{Turn, TurnGoal};
 use super::state::State;
 use super::updates::{UpdateSink, Updates};
 use crate::acp::StopReason;
@@ -56,7 +56,7 @@ pub(super) fn goal_boundary(
 /// Applies the model's `goal_update` reports of a step; the stop reason
 /// when the goal is complete or blocked (the turn ends with the step).
 pub(super) fn apply_goal_reports(
-    turn: &Turn,
+    spec: &TurnGoal,
     sink: &mut UpdateSink,
     state: &mut State,
     reports: Vec<crate::tools::GoalUpdateArgs>,
@@ -82,7 +82,7 @@ pub(super) fn apply_goal_reports(
             GoalReport::Working => {}
             GoalReport::Complete => {
                 goal.status = Status::Complete;
-                if turn.start.delivery && !goal.verified {
+                if spec.delivery && !goal.verified {
                     goal.checkpoint.push_str(
                         " (Declared complete without a verification step: no command ran during the goal.)",
                     );

@@ -54,7 +54,7 @@ fn fire(
 /// taken out of the conversation and the reason returned.
 pub(super) fn before_prompt(turn: &mut Turn, updates: &RefCell<Updates>) -> Option<String> {
     let mut context = Vec::new();
-    if let Some(source) = turn.start.session_start {
+    if let Some(source) = turn.opening.session_start {
         let verdict = fire(
             turn,
             updates,
@@ -64,9 +64,9 @@ pub(super) fn before_prompt(turn: &mut Turn, updates: &RefCell<Updates>) -> Opti
         );
         context.extend(verdict.context);
     }
-    let fresh = turn.start.fresh;
-    let at = turn.start.messages.len().saturating_sub(fresh);
-    let prompt = match turn.start.messages.get(at) {
+    let fresh = turn.conversation.fresh;
+    let at = turn.conversation.messages.len().saturating_sub(fresh);
+    let prompt = match turn.conversation.messages.get(at) {
         Some(message) if fresh > 0 => message.text.clone(),
         _ => String::new(),
     };
@@ -81,21 +81,22 @@ pub(super) fn before_prompt(turn: &mut Turn, updates: &RefCell<Updates>) -> Opti
         if let Some(reason) = verdict.block {
             // An answer to the model's question stays, emptied: its call
             // must still have an answer.
-            let answer = turn.start.messages[at].role != crate::conversation::Role::User;
+            let answer = turn.conversation.messages[at].role != crate::conversation::Role::User;
             if answer {
-                turn.start.messages.truncate(at + 1);
-                turn.start.messages[at].text = "(The user's answer was withheld by a hook.)".into();
+                turn.conversation.messages.truncate(at + 1);
+                turn.conversation.messages[at].text =
+                    "(The user's answer was withheld by a hook.)".into();
             } else {
-                turn.start.messages.truncate(at);
+                turn.conversation.messages.truncate(at);
             }
-            turn.start.fresh = 0;
+            turn.conversation.fresh = 0;
             return Some(reason);
         }
         context.extend(verdict.context);
     }
     if !context.is_empty() {
         let target = turn
-            .start
+            .conversation
             .messages
             .get_mut(at)
             .filter(|_| fresh > 0)
@@ -108,11 +109,13 @@ pub(super) fn before_prompt(turn: &mut Turn, updates: &RefCell<Updates>) -> Opti
             Some(text) => text.push_str(&added),
             // No new prompt (a turn that resumes a wait): its own message.
             None => {
-                turn.start.messages.push(Message::user(added.trim_start()));
-                turn.start.fresh += 1;
+                turn.conversation
+                    .messages
+                    .push(Message::user(added.trim_start()));
+                turn.conversation.fresh += 1;
             }
         }
-        turn.start.rewritten = true;
+        turn.conversation.rewritten = true;
     }
     None
 }

@@ -89,7 +89,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::thread::JoinHandle;
 use updates::{UpdateSink, Updates};
 
-pub(super) use spec::{Fallback, Io, Rights, Start, Turn, TurnKind, TurnModel, Wait, Workspace};
+pub(super) use spec::{
+    Conversation, Fallback, Io, Model, OnLimit, Opening, Rights, Start, Steps, Turn, TurnGoal,
+    TurnKind, Wait, Window, Workspace,
+};
 
 /// Where the session's environment goes in the system prompt.
 pub(super) const ENVIRONMENT_MARK: &str = "{ENVIRONMENT}";
@@ -113,7 +116,7 @@ pub(super) fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()
             let result = match blocked {
                 // The prompt never reaches the model, nor the conversation.
                 Some(reason) => {
-                    state.replaced = Some(turn.start.messages.clone());
+                    state.replaced = Some(turn.conversation.messages.clone());
                     sink.begin_message();
                     let text = format!(
                         "Your prompt was not sent to the model: a UserPromptSubmit hook blocked it.\n\n{reason}"
@@ -154,7 +157,7 @@ pub(super) fn spawn(turn: Turn, outbox: Outbox) -> std::io::Result<JoinHandle<()
 
 /// The session's environment in the system prompt, where it asks for it.
 fn take_environment(turn: &mut Turn) {
-    if turn.start.system.contains(ENVIRONMENT_MARK) {
+    if turn.conversation.system.contains(ENVIRONMENT_MARK) {
         // The workspace's files are read here (git's HEAD, …):
         // whatever they hold, a failure costs the snapshot only.
         let root = turn.workspace.root.clone();
@@ -170,10 +173,10 @@ fn take_environment(turn: &mut Turn) {
                     })
             })
             .clone();
-        turn.start.system = turn
-            .start
-            .system
-            .replacen(ENVIRONMENT_MARK, &environment, 1);
+        turn.conversation.system =
+            turn.conversation
+                .system
+                .replacen(ENVIRONMENT_MARK, &environment, 1);
     }
 }
 
@@ -186,10 +189,10 @@ fn open_updates(turn: &Turn) -> RefCell<Updates> {
         turn.io.writer.clone(),
         turn.io.cancel.clone(),
     ));
-    if let Some(title) = &turn.start.title_update {
+    if let Some(title) = &turn.opening.title_update {
         updates.borrow_mut().send(title.clone());
     }
-    for notice in &turn.start.notices {
+    for notice in &turn.opening.notices {
         updates.borrow_mut().notice(notice);
     }
     updates
@@ -199,8 +202,12 @@ fn open_updates(turn: &Turn) -> RefCell<Updates> {
 fn begin_record(turn: &Turn, updates: &RefCell<Updates>) -> Option<Record> {
     // Only a model turn adds the prompt to the conversation (or the
     // answer of the question it waited for).
-    let user: Vec<Message> =
-        turn.start.messages[turn.start.messages.len().saturating_sub(turn.start.fresh)..].to_vec();
+    let user: Vec<Message> = turn.conversation.messages[turn
+        .conversation
+        .messages
+        .len()
+        .saturating_sub(turn.conversation.fresh)..]
+        .to_vec();
     let marks: Vec<(String, crate::store::inbox::ItemState)> = turn
         .io
         .inbox_item
@@ -210,8 +217,8 @@ fn begin_record(turn: &Turn, updates: &RefCell<Updates>) -> Option<Record> {
     Record::begin(
         turn.workspace.db.as_deref(),
         &turn.io.session_id,
-        &turn.start.prompt_blocks,
-        turn.start.prompt_message_id.as_deref(),
+        &turn.opening.prompt_blocks,
+        turn.opening.prompt_message_id.as_deref(),
         user,
         updates,
         &marks,

@@ -79,7 +79,7 @@ pub(super) fn call_model(cx: &mut Step, run: &mut Loop) -> Called {
     let request = ModelRequest {
         session_id: &turn.io.session_id,
         model: model.name,
-        system: &turn.start.system,
+        system: &turn.conversation.system,
         messages: cx.messages,
         tools: &run.tools,
         effort: model.effort,
@@ -100,7 +100,7 @@ pub(super) fn call_model(cx: &mut Step, run: &mut Loop) -> Called {
     };
     // The call has its own token, so an answer that repeats itself can
     // be cut alone.
-    let limit = turn.model.loops.text_stop();
+    let limit = turn.steps.loops.text_stop();
     let call = match limit {
         0 => turn.io.cancel.clone(),
         _ => super::loops::call_token(&turn.io.cancel),
@@ -157,7 +157,7 @@ pub(super) fn call_model(cx: &mut Step, run: &mut Loop) -> Called {
         partial: assistant.is_some(),
         limited: error
             .as_ref()
-            .is_some_and(|e| waiting::handles(turn, cx.state, e)),
+            .is_some_and(|e| waiting::handles(&turn.on_limit, cx.state, e)),
         too_long: error
             .as_ref()
             .is_some_and(|e| context::is_too_long(e.status, &e.code, &e.message)),
@@ -204,7 +204,7 @@ pub(super) fn after_too_long(
         "model call refused as too long in session {}: {error}",
         turn.io.session_id
     );
-    Err(Err(too_long(error, turn.model.compact_at.is_some())))
+    Err(Err(too_long(error, turn.window.compact_at.is_some())))
 }
 
 /// The output cap a request carries: the model's, but never more than
@@ -220,7 +220,7 @@ fn output_cap(
 ) -> Option<u32> {
     use super::compaction::{estimate, window, LEAST_ANSWER};
     let cap = cap?;
-    let left = window(turn, state).saturating_sub(estimate(state, fixed, messages));
+    let left = window(&turn.window, state).saturating_sub(estimate(state, fixed, messages));
     let share = (left / 2).max(LEAST_ANSWER);
     Some(cap.min(u32::try_from(share).unwrap_or(u32::MAX)))
 }
@@ -229,7 +229,7 @@ fn output_cap(
 /// the configured one (a server started with a smaller context than the
 /// config says), and says so.
 fn learn_window(turn: &Turn, sink: &mut UpdateSink, state: &mut State, message: &str) {
-    let configured = state.window.unwrap_or(turn.model.context_window);
+    let configured = state.window.unwrap_or(turn.window.tokens);
     if let Some(named) = context::window_named(message).filter(|named| *named < configured) {
         state.window = Some(named);
         sink.updates.borrow_mut().notice(&crate::acp::fit::Notice::info(

@@ -55,7 +55,7 @@ pub(super) fn offered_tools(turn: &Turn, read_only: bool) -> Vec<ToolSpec> {
     // Built here, not at start-up: finding out whether ripgrep is
     // installed runs a process, which must not delay `initialize`.
     let mut tools = builtin(
-        turn.start.lean,
+        turn.rights.lean,
         read_only,
         crate::tools::search::ripgrep_available(),
         turn.workspace.processes.output_cap,
@@ -71,7 +71,7 @@ pub(super) fn offered_tools(turn: &Turn, read_only: bool) -> Vec<ToolSpec> {
     if turn.workspace.skills.is_empty() {
         tools.retain(|tool| tool.name != "skill");
     }
-    if !turn.start.goal_mode {
+    if !turn.goal.mode {
         tools.retain(|tool| !crate::tools::GOAL_ONLY.contains(&tool.name.as_str()));
     }
     if let Some(mcp) = &turn.workspace.mcp {

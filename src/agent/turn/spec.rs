@@ -1,7 +1,12 @@
-//! What the dispatcher hands a turn worker, in five parts: whom it
-//! answers and how it talks to the client ([`Io`]), the model it calls
-//! ([`TurnModel`]), what the model may do ([`Rights`]), where its tools
-//! work ([`Workspace`]) and what it starts from ([`Start`]).
+//! What the dispatcher hands a turn worker, in named parts grouped by
+//! what reads them: whom it answers and how it talks to the client
+//! ([`Io`]); the model it calls ([`Model`]), the room in its window
+//! ([`Window`]), how many steps it may take ([`Steps`]) and what it does
+//! when the model is limited ([`OnLimit`]); what the model may do
+//! ([`Rights`]); where its tools work ([`Workspace`]); and what it starts
+//! from: its kind and the session's cost ([`Start`]), the conversation
+//! ([`Conversation`]), what is recorded and shown first ([`Opening`]) and
+//! the goal ([`TurnGoal`]).
 
 use super::client::Client;
 use super::processes::Processes;
@@ -37,10 +42,16 @@ pub(crate) enum TurnKind {
 #[derive(Clone)]
 pub(crate) struct Turn {
     pub io: Io,
-    pub model: TurnModel,
+    pub model: Model,
+    pub window: Window,
+    pub steps: Steps,
+    pub on_limit: OnLimit,
     pub rights: Rights,
     pub workspace: Workspace,
     pub start: Start,
+    pub conversation: Conversation,
+    pub opening: Opening,
+    pub goal: TurnGoal,
 }
 
 /// Whom the turn answers, and how it talks to the client.
@@ -65,15 +76,25 @@ pub(crate) struct Io {
     pub trace: Option<crate::provider::trace::TraceContext>,
 }
 
-/// The model the turn calls, and the limits of the conversation with it.
+/// The model the turn calls (its requests, its cost, what it takes in).
 #[derive(Clone)]
-pub(crate) struct TurnModel {
+pub(crate) struct Model {
     pub provider: Arc<dyn Provider>,
     /// The model's name at its provider.
     pub name: String,
     pub effort: Option<String>,
     pub max_output_tokens: Option<u32>,
-    pub context_window: u64,
+    pub price: Option<Price>,
+    /// Whether the model takes images; if not, it gets a note instead.
+    pub images: bool,
+}
+
+/// The room in the model's window: what compaction and the output cap
+/// work with.
+#[derive(Clone)]
+pub(crate) struct Window {
+    /// The model's context window, in tokens.
+    pub tokens: u64,
     /// The share of the window past which the conversation is compacted
     /// (`None`: never automatically).
     pub compact_at: Option<f64>,
@@ -81,16 +102,24 @@ pub(crate) struct TurnModel {
     pub output_reserve: u64,
     /// The largest tool result the model gets whole.
     pub tool_output_cap: usize,
+}
+
+/// How far the loop may go: its steps, and a model repeating itself.
+#[derive(Clone)]
+pub(crate) struct Steps {
     /// The most model calls one turn may make.
-    pub max_steps: usize,
+    pub max: usize,
     /// When a model repeating itself is told and stopped.
     pub loops: crate::config::LoopSettings,
-    pub price: Option<Price>,
-    /// Whether the model takes images; if not, it gets a note instead.
-    pub images: bool,
+}
+
+/// What the turn does while its model is limited (`waiting.rs`).
+#[derive(Clone)]
+pub(crate) struct OnLimit {
     /// Asked in turn while the model is limited (`fallback` in the
-    /// config), and the longest the turn waits for a limit to reset.
+    /// config).
     pub fallbacks: Vec<Fallback>,
+    /// The longest the turn waits for a limit to reset.
     pub max_wait: std::time::Duration,
 }
 
@@ -105,6 +134,8 @@ pub(crate) struct Rights {
     pub on_reject: crate::config::OnReject,
     /// Plan mode: only read-only tools.
     pub read_only: bool,
+    /// The lean profile: the core tools, with short descriptions.
+    pub lean: bool,
     /// The agent file's agent: its tool allow-list and per-turn limits.
     pub agent: Option<Arc<crate::agentfile::AgentSpec>>,
     /// A subagent's own spec (a `task` naming one): its allow-list narrows
@@ -142,16 +173,21 @@ pub(crate) struct Workspace {
     pub trust: crate::net::Trust,
 }
 
-/// What the turn starts from: its kind, the conversation, the goal, and
-/// what is said first.
+/// What the turn starts from: its kind, a wait left over, and what the
+/// session cost before it.
 #[derive(Clone)]
 pub(crate) struct Start {
     pub kind: TurnKind,
-    /// The session's first turn in this process (or the first after
-    /// `/clear`): `SessionStart` hooks run with this source.
-    pub session_start: Option<&'static str>,
-    /// Hooks added to the prompt: the conversation is written back whole.
-    pub rewritten: bool,
+    /// The wait a stopped process left: the turn waits out the rest,
+    /// then sends the conversation as it is.
+    pub wait: Option<Wait>,
+    /// What the session cost before this turn.
+    pub spend_before: crate::agent::common::spend::Spend,
+}
+
+/// The conversation the model is sent, and what this turn adds to it.
+#[derive(Clone)]
+pub(crate) struct Conversation {
     pub system: String,
     /// The conversation so far, ending with this turn's user message.
     pub messages: Vec<Message>,
@@ -161,6 +197,17 @@ pub(crate) struct Start {
     /// conversation: the user's prompt, or the answer of an `ask_user`
     /// question that waited for it (with the calls after it, unrun).
     pub fresh: usize,
+    /// Hooks added to the prompt: the conversation is written back whole.
+    pub rewritten: bool,
+}
+
+/// What is recorded and shown as the turn opens, before the model is
+/// asked.
+#[derive(Clone)]
+pub(crate) struct Opening {
+    /// The session's first turn in this process (or the first after
+    /// `/clear`): `SessionStart` hooks run with this source.
+    pub session_start: Option<&'static str>,
     /// How the user's prompt is replayed: its blocks as sent.
     pub prompt_blocks: Vec<Value>,
     /// The id the client gave the prompt (`messageId`), if any.
@@ -171,19 +218,17 @@ pub(crate) struct Start {
     /// Notices to show before anything else (each once per session: the
     /// policy chosen at start, the sandbox policy without a sandbox, ...).
     pub notices: Vec<crate::acp::fit::Notice>,
-    /// What the session cost before this turn.
-    pub spend_before: crate::agent::common::spend::Spend,
-    /// The goal this turn works on (goal mode, running), and whether the
-    /// preset asks for verification before completion.
-    pub goal: Option<Goal>,
+}
+
+/// The goal the turn works on.
+#[derive(Clone)]
+pub(crate) struct TurnGoal {
+    /// The session's goal, when it runs (goal mode).
+    pub current: Option<Goal>,
+    /// The preset asks for verification before completion.
     pub delivery: bool,
     /// Goal mode: `goal_update` is offered.
-    pub goal_mode: bool,
-    /// The lean profile: the core tools, with short descriptions.
-    pub lean: bool,
-    /// The wait a stopped process left: the turn waits out the rest,
-    /// then sends the conversation as it is.
-    pub wait: Option<Wait>,
+    pub mode: bool,
 }
 
 /// A model asked instead while the session's is limited.

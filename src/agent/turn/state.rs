@@ -81,8 +81,8 @@ impl State {
     pub(super) fn new(turn: &Turn) -> State {
         State {
             approvals: turn.rights.approvals.clone(),
-            known: turn.start.known,
-            goal: turn.start.goal.clone(),
+            known: turn.conversation.known,
+            goal: turn.goal.current.clone(),
             ..State::default()
         }
     }
@@ -99,7 +99,7 @@ pub(super) struct InUse<'t> {
 }
 
 pub(super) fn in_use<'t>(turn: &'t Turn, state: &State) -> InUse<'t> {
-    match state.fallback.and_then(|i| turn.model.fallbacks.get(i)) {
+    match state.fallback.and_then(|i| turn.on_limit.fallbacks.get(i)) {
         Some(fallback) => InUse {
             provider: &fallback.provider,
             name: &fallback.name,
@@ -256,7 +256,7 @@ pub(super) fn report_usage(turn: &Turn, used: u64, state: &State, updates: &RefC
     });
     updates.borrow_mut().send_live(SessionUpdate::UsageUpdate {
         used,
-        size: state.window.unwrap_or(turn.model.context_window),
+        size: state.window.unwrap_or(turn.window.tokens),
         cost,
     });
 }

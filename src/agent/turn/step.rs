@@ -53,7 +53,7 @@ impl<'t> Loop<'t> {
         Loop {
             read_only: turn.rights.read_only,
             policy: turn.rights.policy,
-            fixed: context::fixed_bytes(&turn.start.system, &tools),
+            fixed: context::fixed_bytes(&turn.conversation.system, &tools),
             tools,
             keeper: context::Keeper {
                 dir: turn.workspace.processes.session_dir.as_deref(),
@@ -61,7 +61,7 @@ impl<'t> Loop<'t> {
             refused_as_too_long: false,
             steps: 0,
             started: (started, elapsed_before),
-            calls: super::loops::CallStreak::new(&turn.model.loops),
+            calls: super::loops::CallStreak::new(&turn.steps.loops),
             text_told: false,
             drive,
         }
@@ -141,7 +141,7 @@ pub(super) fn before_request(
     if turn.io.cancel.is_cancelled() {
         return Some(Ok(StopReason::Cancelled));
     }
-    if run.steps >= turn.model.max_steps {
+    if run.steps >= turn.steps.max {
         // Said in the conversation too: a stop reason alone shows nothing
         // in most clients.
         cx.sink.updates
@@ -150,7 +150,7 @@ pub(super) fn before_request(
                 "The turn stopped at its step limit",
                 format!(
                     "It made {}, the most one turn may make (--max-steps, or the preset's limit). Send another prompt to go on.",
-                    crate::util::count(turn.model.max_steps, "model request", "model requests")
+                    crate::util::count(turn.steps.max, "model request", "model requests")
                 ),
             ));
         return Some(Ok(StopReason::MaxTurnRequests));
@@ -172,7 +172,7 @@ pub(super) fn before_request(
     // A prompt that leaves no room for an answer even after compacting
     // is not sent (the server would refuse it, or answer nothing), nor
     // kept: it would be carried into every later request.
-    if run.steps == 0 && turn.start.fresh > 0 {
+    if run.steps == 0 && turn.conversation.fresh > 0 {
         if let Some((tokens, window)) =
             super::compaction::no_room(turn, cx.state, run.fixed, cx.messages)
         {
@@ -488,7 +488,7 @@ pub(super) fn run_calls(
             let polling = super::loops::polls_running_job(&turn.workspace.jobs, call);
             let note = run.calls.after(call, &result.text, polling);
             let mut message = Message::tool_result(&call.id, result.text);
-            context::spill(&mut message, turn.model.tool_output_cap, &run.keeper);
+            context::spill(&mut message, turn.window.tool_output_cap, &run.keeper);
             if let Some(note) = note {
                 message.text.push_str(&format!("\n\n[{note}]"));
             }
@@ -524,7 +524,7 @@ pub(super) fn after_calls(
     calls: Calls,
 ) -> Option<Result<StopReason, RpcError>> {
     let turn = cx.turn;
-    if let Some(end) = apply_goal_reports(turn, cx.sink, cx.state, calls.goal_reports) {
+    if let Some(end) = apply_goal_reports(&turn.goal, cx.sink, cx.state, calls.goal_reports) {
         add_results(cx.messages, cx.state, calls.results);
         commit_goal(turn, cx.state, cx.record, cx.sink.updates);
         return Some(Ok(end));
@@ -533,7 +533,7 @@ pub(super) fn after_calls(
         run.read_only = false;
         run.policy = new_policy;
         run.tools = offered::offered_tools(turn, false);
-        run.fixed = context::fixed_bytes(&turn.start.system, &run.tools);
+        run.fixed = context::fixed_bytes(&turn.conversation.system, &run.tools);
         turn.io.client.report(report::Report::ModeChanged {
             session_id: turn.io.session_id.clone(),
             policy: run.policy,

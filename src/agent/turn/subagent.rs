@@ -146,7 +146,7 @@ pub(super) fn run_task(
     // The agent file's per-turn limits count the parent's spending too.
     state.usage = *spent_before.0;
     state.spend = spent_before.1;
-    let mut messages = child.start.messages.clone();
+    let mut messages = child.conversation.messages.clone();
     let mut child_sink = UpdateSink::new(stop.clone(), updates);
     updates.borrow_mut().nest_child(&call.id, &key);
     updates.borrow_mut().subagent_update(json!({
@@ -360,28 +360,28 @@ fn child_turn(
     call: &ToolCallRequest,
 ) -> Turn {
     let mut child = turn.clone();
-    let mut system = format!("{}\n\n{NOTE}", turn.start.system);
+    let mut system = format!("{}\n\n{NOTE}", turn.conversation.system);
     if let Some(instructions) = subagent.as_ref().and_then(|s| s.instructions.as_deref()) {
         system.push_str("\n\n");
         system.push_str(instructions.trim());
     }
-    child.start.system = system;
-    child.start.messages = vec![Message::user(args.prompt.clone())];
-    child.model.max_steps = subagent
+    child.conversation.system = system;
+    child.conversation.messages = vec![Message::user(args.prompt.clone())];
+    child.steps.max = subagent
         .as_ref()
         .and_then(|s| s.max_steps)
-        .unwrap_or(turn.model.max_steps.min(DEFAULT_STEPS));
+        .unwrap_or(turn.steps.max.min(DEFAULT_STEPS));
     child.rights.subagent = subagent;
-    child.start.goal = None;
-    child.start.goal_mode = false;
+    child.goal.current = None;
+    child.goal.mode = false;
     child.start.kind = TurnKind::Model;
     child.io.request_id = None;
     child.io.inbox_item = None;
-    child.start.title_update = None;
-    child.start.notices = Vec::new();
-    child.start.known = None;
-    child.start.prompt_blocks = Vec::new();
-    child.start.prompt_message_id = None;
+    child.opening.title_update = None;
+    child.opening.notices = Vec::new();
+    child.conversation.known = None;
+    child.opening.prompt_blocks = Vec::new();
+    child.opening.prompt_message_id = None;
     child.io.client.parent = Some(call.id.clone());
     // Steers are the parent's: the subagent's boundaries do not take them.
     child.io.live = Arc::new(std::sync::Mutex::new(Live::default()));
@@ -449,7 +449,7 @@ fn start_job(
             updates.borrow_mut().mirror(job.sink.clone());
             let mut sink = UpdateSink::new(child.io.cancel.clone(), &updates);
             let mut state = State::new(&child);
-            let mut messages = child.start.messages.clone();
+            let mut messages = child.conversation.messages.clone();
             let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 drive(&mut Step {
                     turn: &child,

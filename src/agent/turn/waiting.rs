@@ -9,7 +9,7 @@
 
 use super::record::Record;
 use super::report::Health;
-use super::spec::Turn;
+use super::spec::{OnLimit, Turn};
 use super::state::{in_use, provider_failure, State, Step};
 use crate::acp::fit::Notice;
 use crate::acp::StopReason;
@@ -22,12 +22,10 @@ use std::time::Duration;
 /// module handles: a limit with a known reset, the session's model down
 /// (a 5xx after its retries) when fallbacks are configured, or any
 /// failure of a fallback (then the next one is asked).
-pub(super) fn handles(turn: &Turn, state: &State, error: &ProviderError) -> bool {
-    let helps = !turn.model.max_wait.is_zero() || !turn.model.fallbacks.is_empty();
+pub(super) fn handles(on_limit: &OnLimit, state: &State, error: &ProviderError) -> bool {
+    let helps = !on_limit.max_wait.is_zero() || !on_limit.fallbacks.is_empty();
     let down = error.status.is_some_and(|status| status >= 500);
-    (error.limited && helps)
-        || state.fallback.is_some()
-        || (down && !turn.model.fallbacks.is_empty())
+    (error.limited && helps) || state.fallback.is_some() || (down && !on_limit.fallbacks.is_empty())
 }
 
 /// What a limited refusal (or the model down) leads to.
@@ -88,7 +86,7 @@ pub(super) fn on_limited(
 ) -> Result<(), Result<StopReason, RpcError>> {
     let turn = cx.turn;
     let now = crate::clock::now_ms();
-    let (reset, next) = after_limit(cx.state, turn.model.fallbacks.len(), error, now);
+    let (reset, next) = after_limit(cx.state, turn.on_limit.fallbacks.len(), error, now);
     cx.state.limit_reset = reset;
     match next {
         AfterLimit::StillRefused(at) => Err(Err(RpcError::new(
@@ -101,7 +99,7 @@ pub(super) fn on_limited(
         )
         .with_data(json!({"code": "provider_limit"})))),
         AfterLimit::Fallback(next) => {
-            let fallback = &turn.model.fallbacks[next];
+            let fallback = &turn.on_limit.fallbacks[next];
             let from = in_use(turn, cx.state).name.to_string();
             cx.state.fallback = Some(next);
             log::warn!(
@@ -146,9 +144,9 @@ pub(super) fn park(
     let now = crate::clock::now_ms();
     let since = *cx.state.waiting_since.get_or_insert(now);
     let at = reset_words(until_ms);
-    let longest = i64::try_from(turn.model.max_wait.as_millis()).unwrap_or(i64::MAX);
+    let longest = i64::try_from(turn.on_limit.max_wait.as_millis()).unwrap_or(i64::MAX);
     if until_ms.saturating_sub(since) > longest {
-        let why = match turn.model.max_wait.as_secs() / 60 {
+        let why = match turn.on_limit.max_wait.as_secs() / 60 {
             0 => "waiting for it is off (max_wait_minutes is 0 in the config)".to_string(),
             minutes => format!(
                 "later than the longest wait ({minutes} minutes; max_wait_minutes in the config)"
