@@ -7,7 +7,8 @@
 use super::model_call::{self, Called};
 use super::record::Record;
 use super::spec::Turn;
-use super::state::{State, Step};
+use super::state::{answer_unrun, State, Step};
+use super::step::AfterAnswer;
 use super::updates::UpdateSink;
 use super::{recover, step, waiting};
 use crate::acp::StopReason;
@@ -97,10 +98,36 @@ fn steps(cx: &mut Step) -> Result<StopReason, RpcError> {
         // before anything judges them.
         let repairs = recover::recover(run.tools(), cx.sink, &mut outcome, &mut assistant);
         let stop = step::take_answer(cx, &run, &outcome, assistant);
-        match step::after_answer(cx, &mut run, &outcome, stop) {
-            step::Flow::Go => {}
-            step::Flow::Again => continue,
-            step::Flow::Stop(stop) => return stop,
+        // What follows the answer is decided from what is known of it,
+        // and done here.
+        match step::after_answer(step::answered(cx, &outcome, stop)) {
+            AfterAnswer::Calls => {}
+            AfterAnswer::Cancelled => {
+                answer_unrun(&outcome.tool_calls, cx.messages, cx.state);
+                return Ok(StopReason::Cancelled);
+            }
+            AfterAnswer::GoalBoundary => match step::goal_boundary(cx, &mut run) {
+                Some(end) => return Ok(end),
+                None => continue,
+            },
+            AfterAnswer::StopHooks => match step::stop_hooks(cx) {
+                true => continue,
+                false => return Ok(StopReason::EndTurn),
+            },
+            AfterAnswer::Stop(stop) => {
+                // Calls made by a model that then ran out of tokens or
+                // refused do not run, but still need answers for the next
+                // request.
+                answer_unrun(&outcome.tool_calls, cx.messages, cx.state);
+                return Ok(stop);
+            }
+            AfterAnswer::LimitReached(reached) => {
+                // An agent file's per-turn limits: past either, the turn
+                // ends with `max_tokens` before the next step.
+                answer_unrun(&outcome.tool_calls, cx.messages, cx.state);
+                step::say_limit_reached(cx.sink, &reached);
+                return Ok(StopReason::MaxTokens);
+            }
         }
         let calls = step::run_calls(cx, &mut run, (&outcome.tool_calls, &repairs));
         if let Some(stop) = step::after_calls(cx, &mut run, &outcome, calls) {

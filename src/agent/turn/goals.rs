@@ -8,6 +8,7 @@ use super::spec::{Turn, TurnGoal};
 use super::state::State;
 use super::updates::{UpdateSink, Updates};
 use crate::acp::StopReason;
+use crate::agent::common::goal::{Goal, Status};
 use serde_json::json;
 use std::cell::RefCell;
 
@@ -15,18 +16,43 @@ pub(super) fn goal_running(state: &State) -> bool {
     state
         .goal
         .as_ref()
-        .is_some_and(|g| g.status == crate::agent::common::goal::Status::Running)
+        .is_some_and(|g| g.status == Status::Running)
 }
 
-/// At a continuation boundary: the stop reason when the goal stops here
-/// (paused by the user, or a budget ran out), else `None` (it goes on,
-/// counted).
+/// What a running goal does at a continuation boundary.
+#[derive(Debug, PartialEq)]
+pub(super) enum Boundary {
+    /// The user paused it: the turn ends.
+    Paused,
+    /// This part of its budget ran out, the continuation counted: the
+    /// turn ends.
+    OutOf(&'static str),
+    /// It goes on, the continuation counted.
+    GoesOn,
+}
+
+/// Decides what a running goal does at a continuation boundary: a pause
+/// first, then its budget with this continuation counted.
+pub(super) fn boundary(paused: bool, goal: &Goal) -> Boundary {
+    if paused {
+        return Boundary::Paused;
+    }
+    let mut counters = goal.counters;
+    counters.continuations += 1;
+    match goal.budget.exhausted(&counters) {
+        Some(what) => Boundary::OutOf(what),
+        None => Boundary::GoesOn,
+    }
+}
+
+/// At a continuation boundary: does what `boundary` decided. The stop
+/// reason when the goal stops here (paused by the user, or a budget ran
+/// out), else `None` (it goes on, counted).
 pub(super) fn goal_boundary(
     turn: &Turn,
     state: &mut State,
     started: (std::time::Instant, u64),
 ) -> Option<StopReason> {
-    use crate::agent::common::goal::Status;
     let pause = turn
         .io
         .live
@@ -35,22 +61,27 @@ pub(super) fn goal_boundary(
         .unwrap_or(false);
     let goal = state.goal.as_mut()?;
     goal.counters.elapsed_ms = started.1 + started.0.elapsed().as_millis() as u64;
-    if pause {
-        goal.status = Status::Paused;
-        return Some(StopReason::EndTurn);
+    match boundary(pause, goal) {
+        Boundary::Paused => {
+            goal.status = Status::Paused;
+            Some(StopReason::EndTurn)
+        }
+        Boundary::OutOf(what) => {
+            goal.counters.continuations += 1;
+            goal.status = Status::BudgetExhausted;
+            goal.checkpoint = format!(
+                "{} (Stopped: the budget of {what} ran out.)",
+                goal.checkpoint
+            )
+            .trim()
+            .to_string();
+            Some(StopReason::MaxTurnRequests)
+        }
+        Boundary::GoesOn => {
+            goal.counters.continuations += 1;
+            None
+        }
     }
-    goal.counters.continuations += 1;
-    if let Some(what) = goal.budget.exhausted(&goal.counters) {
-        goal.status = Status::BudgetExhausted;
-        goal.checkpoint = format!(
-            "{} (Stopped: the budget of {what} ran out.)",
-            goal.checkpoint
-        )
-        .trim()
-        .to_string();
-        return Some(StopReason::MaxTurnRequests);
-    }
-    None
 }
 
 /// Applies the model's `goal_update` reports of a step; the stop reason
@@ -61,7 +92,6 @@ pub(super) fn apply_goal_reports(
     state: &mut State,
     reports: Vec<crate::tools::GoalUpdateArgs>,
 ) -> Option<StopReason> {
-    use crate::agent::common::goal::Status;
     use crate::tools::GoalReport;
     let goal = state.goal.as_mut()?;
     let mut end = None;
@@ -137,4 +167,43 @@ pub(super) fn commit_goal(
         session_id: turn.io.session_id.clone(),
         goal: Box::new(goal.clone()),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::common::goal::Budget;
+
+    fn at_most(continuations: u64) -> Goal {
+        let mut goal = Goal::draft(Budget {
+            max_continuations: Some(continuations),
+            max_model_calls: None,
+            max_tokens: None,
+            max_cost: None,
+            max_minutes: None,
+        });
+        goal.status = Status::Running;
+        goal
+    }
+
+    #[test]
+    fn a_paused_goal_stops_even_with_budget_left() {
+        assert_eq!(boundary(true, &at_most(10)), Boundary::Paused);
+    }
+
+    #[test]
+    fn a_goal_with_budget_left_goes_on() {
+        let mut goal = at_most(3);
+        goal.counters.continuations = 1;
+        assert_eq!(boundary(false, &goal), Boundary::GoesOn);
+    }
+
+    #[test]
+    fn the_continuation_that_reaches_the_budget_stops_the_goal() {
+        let mut goal = at_most(3);
+        goal.counters.continuations = 2;
+        assert_eq!(boundary(false, &goal), Boundary::OutOf("continuations"));
+        // Deciding counts nothing: the caller counts what it does.
+        assert_eq!(goal.counters.continuations, 2);
+    }
 }

@@ -120,17 +120,43 @@ pub(super) fn before_prompt(turn: &mut Turn, updates: &RefCell<Updates>) -> Opti
     None
 }
 
-/// When the model would end the turn: whether a `Stop` hook sends it back
-/// to work, with the message it gets.
+/// Whether the `Stop` hooks have a say when the model would end the
+/// turn: some are set, and the turn is not a subagent's (whose end is
+/// its parent's step, not the turn's).
+pub(super) fn stop_hooks_set(turn: &Turn) -> bool {
+    turn.workspace.hooks.any(Event::Stop) && turn.io.client.parent.is_none()
+}
+
+/// What the `Stop` hooks' verdict leads to.
+#[derive(Debug, PartialEq)]
+pub(super) enum StopHook {
+    /// No hook blocked: the turn ends.
+    Ends,
+    /// A hook blocked: the model goes back to work, told this reason.
+    Back(String),
+    /// A hook blocked once more than it may: the turn ends all the same,
+    /// and says so with the hook's reason.
+    Overruled(String),
+}
+
+/// Decides what the `Stop` hooks' verdict (the reason a hook blocked
+/// with) leads to, after `blocks` earlier blocks in this turn.
+pub(super) fn stop_hook(block: Option<String>, blocks: usize) -> StopHook {
+    match block {
+        None => StopHook::Ends,
+        Some(reason) if blocks >= STOP_CONTINUATIONS => StopHook::Overruled(reason),
+        Some(reason) => StopHook::Back(reason),
+    }
+}
+
+/// When the model would end the turn: runs the `Stop` hooks, and does
+/// what `stop_hook` decided; the message the model goes back to work
+/// with, if it does.
 pub(super) fn stop_blocked(
     turn: &Turn,
     updates: &RefCell<Updates>,
     state: &mut State,
 ) -> Option<Message> {
-    // A subagent's end is its parent's step, not the turn's.
-    if !turn.workspace.hooks.any(Event::Stop) || turn.io.client.parent.is_some() {
-        return None;
-    }
     let verdict = fire(
         turn,
         updates,
@@ -138,26 +164,30 @@ pub(super) fn stop_blocked(
         &Subject::None,
         json!({ "stop_hook_active": state.stop_blocks > 0 }),
     );
-    let reason = verdict.block?;
-    if state.stop_blocks >= STOP_CONTINUATIONS {
-        updates.borrow_mut().notice(&crate::acp::fit::Notice::new(
-            crate::acp::Severity::Warning,
-            format!(
-                "A Stop hook blocked the end of the turn {STOP_CONTINUATIONS} times; the turn ends here."
-            ),
-            Some(reason),
-        ));
-        return None;
+    match stop_hook(verdict.block, state.stop_blocks) {
+        StopHook::Ends => None,
+        StopHook::Overruled(reason) => {
+            updates.borrow_mut().notice(&crate::acp::fit::Notice::new(
+                crate::acp::Severity::Warning,
+                format!(
+                    "A Stop hook blocked the end of the turn {STOP_CONTINUATIONS} times; the turn ends here."
+                ),
+                Some(reason),
+            ));
+            None
+        }
+        StopHook::Back(reason) => {
+            state.stop_blocks += 1;
+            updates.borrow_mut().notice(&crate::acp::fit::Notice::new(
+                crate::acp::Severity::Info,
+                "A Stop hook sent the model back to work.",
+                Some(reason.clone()),
+            ));
+            Some(Message::user(format!(
+                "A hook did not let you stop yet; do what it says, then finish:\n{reason}"
+            )))
+        }
     }
-    state.stop_blocks += 1;
-    updates.borrow_mut().notice(&crate::acp::fit::Notice::new(
-        crate::acp::Severity::Info,
-        "A Stop hook sent the model back to work.",
-        Some(reason.clone()),
-    ));
-    Some(Message::user(format!(
-        "A hook did not let you stop yet; do what it says, then finish:\n{reason}"
-    )))
 }
 
 /// Before the conversation is summarised (`manual` or `auto`).
@@ -169,6 +199,31 @@ pub(super) fn pre_compact(turn: &Turn, updates: &RefCell<Updates>, trigger: &str
             Event::PreCompact,
             &Subject::Word(trigger),
             json!({ "trigger": trigger, "custom_instructions": focus }),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_hook_that_does_not_block_lets_the_turn_end() {
+        assert_eq!(stop_hook(None, 0), StopHook::Ends);
+        assert_eq!(stop_hook(None, STOP_CONTINUATIONS), StopHook::Ends);
+    }
+
+    #[test]
+    fn a_blocking_stop_hook_sends_the_model_back_a_few_times_only() {
+        for blocks in 0..STOP_CONTINUATIONS {
+            assert_eq!(
+                stop_hook(Some("run the tests".into()), blocks),
+                StopHook::Back("run the tests".into())
+            );
+        }
+        assert_eq!(
+            stop_hook(Some("run the tests".into()), STOP_CONTINUATIONS),
+            StopHook::Overruled("run the tests".into())
         );
     }
 }

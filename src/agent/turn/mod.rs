@@ -12,7 +12,7 @@
 //!
 //! The files, by what they answer:
 //! - what it gets and gives back: `spec.rs` (what the dispatcher hands it,
-//!   in five parts), `report.rs` (its end and its requests, through an
+//!   in small parts grouped by the steps that read them), `report.rs` (its end and its requests, through an
 //!   `Outbox`, so the turn never names the dispatcher's types), `client.rs`
 //!   (its handle for requests to the client), `updates.rs` (the one path of
 //!   its updates, and the sink of the provider's deltas), `record.rs` (its
@@ -21,7 +21,8 @@
 //!   import it), `drive.rs` (the loop, which alone decides how it goes
 //!   on), `state.rs` (what the turn accumulates, the helpers the steps
 //!   call on it, and `Step`, the one context every step takes), `step.rs`
-//!   (the checks, the answer, the tool calls), `model_call.rs` (the model
+//!   (the checks, the answer and what follows it as a value for the loop,
+//!   the tool calls), `model_call.rs` (the model
 //!   request, and what it gave as a value for the loop), `goals.rs` (a
 //!   goal across the steps), `context.rs` and `compaction.rs` (the size of
 //!   the next request and fitting the conversation into the window),

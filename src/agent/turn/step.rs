@@ -1,11 +1,12 @@
 //! The steps of the model/tool loop (`drive.rs` runs them, the model
 //! request itself is in `model_call.rs`): what a turn does once before
 //! its first request, the checks before each model request, the answer
-//! taken into the conversation, and the tool calls it asked for with
+//! taken into the conversation and what follows it (decided as an
+//! `AfterAnswer` the loop acts on), and the tool calls it asked for with
 //! what they end.
 
 use super::context;
-use super::goals::{apply_goal_reports, commit_goal, goal_boundary, goal_running};
+use super::goals::{apply_goal_reports, commit_goal, goal_running};
 use super::runner::{CallResult, Runner};
 use super::spec::Turn;
 use super::state::{
@@ -79,16 +80,6 @@ impl Loop<'_> {
     pub(super) fn send_again(&mut self) {
         self.steps -= 1;
     }
-}
-
-/// How the loop goes on after a step.
-pub(super) enum Flow {
-    /// To the step's tool calls.
-    Go,
-    /// To the next model request.
-    Again,
-    /// The turn ends.
-    Stop(Result<StopReason, RpcError>),
 }
 
 /// Before the first request: images the model does not take become
@@ -238,7 +229,7 @@ fn goal_out_of_budget(cx: &mut Step, started: (Instant, u64)) -> bool {
     true
 }
 
-fn say_limit_reached(sink: &mut UpdateSink, reached: &str) {
+pub(super) fn say_limit_reached(sink: &mut UpdateSink, reached: &str) {
     sink.begin_message();
     sink.updates.borrow_mut().chunk(
         false,
@@ -307,67 +298,114 @@ pub(super) fn take_answer(
     stop
 }
 
-/// After the answer, before its tool calls: a cancel, a goal's
-/// continuation boundary, the model's own stop, an agent's limits.
-pub(super) fn after_answer(
-    cx: &mut Step,
-    run: &mut Loop,
-    outcome: &Outcome,
-    stop: Option<StopReason>,
-) -> Flow {
+/// What is known of a step's answer when what follows it is decided.
+#[derive(Debug, Default)]
+pub(super) struct Answered {
+    /// The turn was cancelled.
+    pub(super) cancelled: bool,
+    /// How the model ended its answer, if it ended its turn.
+    pub(super) stop: Option<StopReason>,
+    /// A goal runs (goal mode).
+    pub(super) goal_running: bool,
+    /// The answer called tools.
+    pub(super) calls: bool,
+    /// `Stop` hooks are set, and the turn is not a subagent's.
+    pub(super) stop_hooks: bool,
+    /// An agent file's per-turn limit that is reached, in words.
+    pub(super) limit: Option<String>,
+}
+
+/// What is known of the answer now (see `after_answer`).
+pub(super) fn answered(cx: &Step, outcome: &Outcome, stop: Option<StopReason>) -> Answered {
     let turn = cx.turn;
-    if turn.io.cancel.is_cancelled() {
-        answer_unrun(&outcome.tool_calls, cx.messages, cx.state);
-        return Flow::Stop(Ok(StopReason::Cancelled));
+    Answered {
+        cancelled: turn.io.cancel.is_cancelled(),
+        stop,
+        goal_running: goal_running(cx.state),
+        calls: !outcome.tool_calls.is_empty(),
+        stop_hooks: super::hooks::stop_hooks_set(turn),
+        limit: turn
+            .rights
+            .agent
+            .as_deref()
+            .and_then(|a| limit_reached(a, cx.state)),
     }
-    if stop == Some(StopReason::EndTurn) && goal_running(cx.state) {
-        // The model finished a step without finishing the goal: a
-        // continuation boundary. Pause and budgets take effect here;
-        // otherwise the goal goes on.
-        if let Some(end) = goal_boundary(turn, cx.state, run.started) {
-            commit_goal(turn, cx.state, cx.record, cx.sink.updates);
-            return Flow::Stop(Ok(end));
-        }
-        cx.messages.push(Message::user(
-            cx.state
-                .goal
-                .as_ref()
-                .map(|g| g.continuation())
-                .unwrap_or_default(),
-        ));
-        cx.state
-            .added
-            .push(cx.messages.last().cloned().expect("just pushed"));
+}
+
+/// What follows a step's answer, for the loop (`drive.rs`) to do.
+#[derive(Debug, PartialEq)]
+pub(super) enum AfterAnswer {
+    /// The answer's tool calls run.
+    Calls,
+    /// The turn was cancelled: its calls are answered unrun, and it ends.
+    Cancelled,
+    /// The model ended a step of a running goal: a continuation boundary,
+    /// where the goal stops or goes on (`goal_boundary`).
+    GoalBoundary,
+    /// The model would end the turn: the `Stop` hooks may send it back to
+    /// work (`stop_hooks`); if not, the turn ends.
+    StopHooks,
+    /// The model ended its turn, ran out of tokens or refused: calls it
+    /// made are answered unrun, and the turn ends so.
+    Stop(StopReason),
+    /// An agent file's per-turn limit is reached: the calls are answered
+    /// unrun, it is said, and the turn ends with `max_tokens`.
+    LimitReached(String),
+}
+
+/// Decides what follows a step's answer: a cancel first, then the
+/// model's own end (a goal's boundary, the `Stop` hooks, or the end),
+/// then an agent's limits; else the tool calls.
+pub(super) fn after_answer(answered: Answered) -> AfterAnswer {
+    if answered.cancelled {
+        return AfterAnswer::Cancelled;
+    }
+    let ended = answered.stop == Some(StopReason::EndTurn);
+    if ended && answered.goal_running {
+        return AfterAnswer::GoalBoundary;
+    }
+    if ended && !answered.calls && answered.stop_hooks {
+        return AfterAnswer::StopHooks;
+    }
+    if let Some(stop) = answered.stop {
+        return AfterAnswer::Stop(stop);
+    }
+    match answered.limit {
+        Some(reached) => AfterAnswer::LimitReached(reached),
+        None => AfterAnswer::Calls,
+    }
+}
+
+/// At a goal's continuation boundary: the stop reason when the goal
+/// stops here (paused, or out of budget); else the model is told to go
+/// on and the step count starts over.
+pub(super) fn goal_boundary(cx: &mut Step, run: &mut Loop) -> Option<StopReason> {
+    let turn = cx.turn;
+    if let Some(end) = super::goals::goal_boundary(turn, cx.state, run.started) {
         commit_goal(turn, cx.state, cx.record, cx.sink.updates);
-        run.steps = 0;
-        return Flow::Again;
+        return Some(end);
     }
-    if stop == Some(StopReason::EndTurn) && outcome.tool_calls.is_empty() {
-        if let Some(message) = super::hooks::stop_blocked(turn, cx.sink.updates, cx.state) {
-            cx.messages.push(message.clone());
-            cx.state.added.push(message);
-            return Flow::Again;
-        }
-    }
-    if let Some(stop) = stop {
-        // Calls made by a model that then ran out of tokens or refused
-        // do not run, but still need answers for the next request.
-        answer_unrun(&outcome.tool_calls, cx.messages, cx.state);
-        return Flow::Stop(Ok(stop));
-    }
-    // An agent file's per-turn limits: past either, the turn ends
-    // with `max_tokens` before the next step.
-    if let Some(reached) = turn
-        .rights
-        .agent
-        .as_deref()
-        .and_then(|a| limit_reached(a, cx.state))
-    {
-        answer_unrun(&outcome.tool_calls, cx.messages, cx.state);
-        say_limit_reached(cx.sink, &reached);
-        return Flow::Stop(Ok(StopReason::MaxTokens));
-    }
-    Flow::Go
+    let message = Message::user(
+        cx.state
+            .goal
+            .as_ref()
+            .map(|g| g.continuation())
+            .unwrap_or_default(),
+    );
+    add_results(cx.messages, cx.state, vec![message]);
+    commit_goal(turn, cx.state, cx.record, cx.sink.updates);
+    run.steps = 0;
+    None
+}
+
+/// When the model would end the turn: whether a `Stop` hook sent it back
+/// to work (then with the hook's message added).
+pub(super) fn stop_hooks(cx: &mut Step) -> bool {
+    let Some(message) = super::hooks::stop_blocked(cx.turn, cx.sink.updates, cx.state) else {
+        return false;
+    };
+    add_results(cx.messages, cx.state, vec![message]);
+    true
 }
 
 /// What a step's tool calls gave: their results, and what stopped them.
@@ -675,6 +713,109 @@ mod tests {
         assert_eq!(halted.unrun_from(), None);
         let declined = halt(None, None, None, Some((3, "edit".into(), false))).expect("a halt");
         assert_eq!(declined.unrun_from(), Some(3));
+    }
+
+    fn ended() -> Answered {
+        Answered {
+            stop: Some(StopReason::EndTurn),
+            ..Answered::default()
+        }
+    }
+
+    #[test]
+    fn a_cancel_ends_the_step_before_anything_else() {
+        let answered = Answered {
+            cancelled: true,
+            goal_running: true,
+            stop_hooks: true,
+            limit: Some("100 tokens".into()),
+            ..ended()
+        };
+        assert_eq!(after_answer(answered), AfterAnswer::Cancelled);
+    }
+
+    #[test]
+    fn a_running_goal_takes_the_models_end_as_a_boundary() {
+        let answered = Answered {
+            goal_running: true,
+            stop_hooks: true,
+            ..ended()
+        };
+        assert_eq!(after_answer(answered), AfterAnswer::GoalBoundary);
+        // Running out of tokens is no boundary: the turn ends.
+        let answered = Answered {
+            stop: Some(StopReason::MaxTokens),
+            goal_running: true,
+            ..Answered::default()
+        };
+        assert_eq!(
+            after_answer(answered),
+            AfterAnswer::Stop(StopReason::MaxTokens)
+        );
+    }
+
+    #[test]
+    fn stop_hooks_are_asked_only_when_the_model_ends_without_calls() {
+        let answered = Answered {
+            stop_hooks: true,
+            ..ended()
+        };
+        assert_eq!(after_answer(answered), AfterAnswer::StopHooks);
+        let with_calls = Answered {
+            stop_hooks: true,
+            calls: true,
+            ..ended()
+        };
+        assert_eq!(
+            after_answer(with_calls),
+            AfterAnswer::Stop(StopReason::EndTurn)
+        );
+        assert_eq!(
+            after_answer(ended()),
+            AfterAnswer::Stop(StopReason::EndTurn)
+        );
+        let refused = Answered {
+            stop: Some(StopReason::Refusal),
+            stop_hooks: true,
+            ..Answered::default()
+        };
+        assert_eq!(
+            after_answer(refused),
+            AfterAnswer::Stop(StopReason::Refusal)
+        );
+    }
+
+    #[test]
+    fn an_agents_limit_ends_a_step_that_would_run_calls() {
+        let answered = Answered {
+            calls: true,
+            limit: Some("100 tokens".into()),
+            ..Answered::default()
+        };
+        assert_eq!(
+            after_answer(answered),
+            AfterAnswer::LimitReached("100 tokens".into())
+        );
+        // The model's own end is said before the limit.
+        let answered = Answered {
+            limit: Some("100 tokens".into()),
+            ..ended()
+        };
+        assert_eq!(
+            after_answer(answered),
+            AfterAnswer::Stop(StopReason::EndTurn)
+        );
+    }
+
+    #[test]
+    fn an_answer_with_calls_goes_on_to_them() {
+        let answered = Answered {
+            calls: true,
+            goal_running: true,
+            stop_hooks: true,
+            ..Answered::default()
+        };
+        assert_eq!(after_answer(answered), AfterAnswer::Calls);
     }
 
     #[test]
