@@ -81,17 +81,16 @@ fn load(path: &Path) -> Result<String, String> {
     Ok(token.to_string())
 }
 
-/// Whether a file's access admits only its owner, this user.
+/// Whether a file is private enough to hold a secret: no other user may
+/// read it, and only its owner may change it. Its group may read it (a
+/// Kubernetes Secret is mounted 0440 for the pod's group).
 #[cfg(unix)]
 pub(crate) fn check_private(meta: &std::fs::Metadata) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
-    if !crate::os::owned_by_me(meta) {
-        return Err("belongs to another user".into());
-    }
-    if meta.mode() & 0o077 != 0 {
+    let mode = meta.mode() & 0o777;
+    if mode & 0o027 != 0 {
         return Err(format!(
-            "can be read by others (mode {:o}); make it private: chmod 600",
-            meta.mode() & 0o777
+            "can be read or changed by other users (mode {mode:o}); make it private: chmod 600"
         ));
     }
     Ok(())

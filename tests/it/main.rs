@@ -49,6 +49,7 @@ mod repository;
 // The Linux and macOS sandboxes; Windows has none (refused at start).
 #[cfg(unix)]
 mod sandbox;
+mod serve;
 mod server_numbers;
 mod sessions;
 // Terminals (ptys) are a Unix thing; the Windows console is not tested.

@@ -1,0 +1,95 @@
+//! The official Python SDK's remote transports against `spindle serve`:
+//! `tests/interop/remote_client.py` runs one whole scenario (initialize,
+//! a session, a prompt with tools and an allowed edit, a cancel, the
+//! session loaded on a second connection) on Streamable HTTP or on a
+//! WebSocket; both at once from two clients too. The SDK is installed by
+//! `scripts/interop --deps-only` (the README's test command).
+
+use super::Server;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn interop() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
+}
+
+fn python() -> PathBuf {
+    let python = interop().join(".deps/venv/bin/python");
+    assert!(
+        python.exists(),
+        "the Python SDK is not installed: run 'bash scripts/interop --deps-only --client python-sdk' first"
+    );
+    python
+}
+
+fn server(name: &str) -> Server {
+    let script = interop().join("scenarios/remote.json");
+    Server::start(
+        name,
+        &["--script", script.to_str().unwrap(), "--permissions", "ask"],
+    )
+}
+
+fn workspace(server: &Server, name: &str) -> PathBuf {
+    let ws = server.base.join(name);
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("notes.txt"), "title: notes\nstatus: draft\n").unwrap();
+    ws
+}
+
+/// The client run over `transport` on workspace `ws`.
+fn client(server: &Server, transport: &str, ws: &Path) -> Command {
+    let mut command = Command::new(python());
+    command
+        .arg(interop().join("remote_client.py"))
+        .args(["--url", &server.url(), "--token", &server.token])
+        .args(["--transport", transport, "--workdir"])
+        .arg(ws)
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    command
+}
+
+fn assert_passed(output: std::process::Output, what: &str) {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains(" passed, 0 failed"),
+        "{what}:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("11 passed"), "{what}: {stdout}");
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "the Python SDK runs on the Linux side only")]
+fn the_python_sdk_runs_a_whole_scenario_over_streamable_http() {
+    let server = server("serve-sdk-http");
+    let ws = workspace(&server, "ws");
+    let output = client(&server, "http", &ws).output().expect("python runs");
+    assert_passed(output, "http");
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "the Python SDK runs on the Linux side only")]
+fn the_python_sdk_runs_a_whole_scenario_over_a_websocket() {
+    let server = server("serve-sdk-ws");
+    let ws = workspace(&server, "ws");
+    let output = client(&server, "ws", &ws).output().expect("python runs");
+    assert_passed(output, "ws");
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "the Python SDK runs on the Linux side only")]
+fn two_clients_at_once_each_run_their_scenario() {
+    let server = server("serve-sdk-two");
+    let (a, b) = (workspace(&server, "a"), workspace(&server, "b"));
+    let first = client(&server, "http", &a)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python runs");
+    let second = client(&server, "ws", &b).output().expect("python runs");
+    let first = first.wait_with_output().expect("python ends");
+    assert_passed(first, "http, beside a WebSocket client");
+    assert_passed(second, "ws, beside an HTTP client");
+    assert!(server.healthy());
+}
