@@ -274,7 +274,7 @@ fn offer_setup(options: &Options, why: &str) -> Result<(), Failure> {
     };
     let mut output = std::io::stdout();
     let summary = super::setup::run(args, true, &mut std::io::stdin().lock(), &mut output)
-        .map_err(Failure::SetupFailed)?;
+        .map_err(|error| Failure::SetupFailed(error.into()))?;
     let _ = super::stdout::print(&crate::util::visible(&summary, true));
     Ok(())
 }

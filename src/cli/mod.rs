@@ -35,6 +35,8 @@ mod private_home;
 mod sessions;
 pub mod setup;
 mod setup_ask;
+mod setup_error;
+mod setup_key;
 mod stdout;
 mod trust;
 
@@ -185,7 +187,7 @@ fn run(command: Command, loaded: Option<Loaded>) -> Result<String, Failure> {
             let mut input = std::io::stdin().lock();
             let mut output = std::io::stdout();
             crate::cli::setup::run(args, interactive, &mut input, &mut output)
-                .map_err(Failure::SetupFailed)
+                .map_err(|error| Failure::SetupFailed(error.into()))
         }
         Command::Sessions(command) => run_sessions(command).map_err(Failure::Failed),
         Command::Exec(options, args) => {

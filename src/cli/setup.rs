@@ -6,6 +6,8 @@
 
 pub use super::setup_ask::parse_kind;
 use super::setup_ask::{ask, ask_after_failure, ask_base_url, ask_kind, AfterFailure};
+pub use super::setup_error::{SetupError, SetupErrorKind};
+use super::setup_key::{read_key, write_private, Leftover};
 use crate::config::{Config, ProviderConfig, ProviderKind};
 use crate::provider::http::Timeouts;
 use crate::provider::{Provider, Sink};
@@ -72,58 +74,6 @@ fn default_key_env(kind: ProviderKind) -> &'static str {
     }
 }
 
-/// Whether `key` can be an API key: one word, not too long.
-fn is_key(key: &str) -> bool {
-    !key.is_empty() && key.len() <= 4096 && !key.chars().any(char::is_whitespace)
-}
-
-/// The API key, one line. Typed or pasted on a terminal it is not echoed,
-/// and an empty or malformed answer is asked again (the end of input
-/// stops); from `--key-stdin` without a terminal a bad line is an error.
-fn read_key(
-    input: &mut dyn BufRead,
-    output: &mut dyn Write,
-    interactive: bool,
-) -> Result<String, String> {
-    loop {
-        // The echo goes off before the prompt, so a key pasted the moment
-        // the prompt shows is never written back.
-        let echo = interactive.then(crate::os::EchoOff::new).flatten();
-        if interactive {
-            let _ = write!(output, "API key (not shown): ");
-            let _ = output.flush();
-        }
-        let mut line = String::new();
-        let read = input.read_line(&mut line);
-        if echo.is_some() {
-            let _ = writeln!(output);
-        }
-        drop(echo);
-        let read = read.map_err(|err| format!("cannot read the key: {err}"))?;
-        if is_key(line.trim()) {
-            return Ok(line);
-        }
-        if !interactive {
-            return Err(
-                "--key-stdin reads one line holding the API key, and it was empty or not a key"
-                    .into(),
-            );
-        }
-        if read == 0 {
-            return Err("setup was aborted (end of input, no API key given)".into());
-        }
-        let _ = writeln!(
-            output,
-            "  {}; paste the key again",
-            if line.trim().is_empty() {
-                "that was empty"
-            } else {
-                "a key is one word (no spaces), at most 4,096 characters"
-            }
-        );
-    }
-}
-
 /// Runs the setup. Returns the summary to print; errors are messages for
 /// stderr (exit code 1).
 pub fn run(
@@ -131,7 +81,7 @@ pub fn run(
     interactive: bool,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-) -> Result<String, String> {
+) -> Result<String, SetupError> {
     let path = args
         .config
         .clone()
@@ -147,7 +97,7 @@ pub fn run(
     }
     let (kind, base_url, name) = checked_provider(&args)?;
     // Removed on every way out but success.
-    let mut leftover = Leftover(None);
+    let mut leftover = Leftover::default();
     let mut written_key = if args.key_stdin {
         let key = keep_stdin_key(&mut args, &path, &name, interactive, input, output)?;
         leftover.arm(key.0.clone());
@@ -184,9 +134,13 @@ pub fn run(
         // Without a terminal nothing stays behind when the test fails,
         // and an earlier key is untouched (the leftover goes on return).
         if !interactive {
-            return Err(format!("{why}; nothing was written"));
+            return Err(why.and("; nothing was written"));
         }
-        let _ = writeln!(output, "  {}", crate::util::visible(&why, false));
+        let _ = writeln!(
+            output,
+            "  {}",
+            crate::util::visible(&why.to_string(), false)
+        );
         match ask_after_failure(input, output)? {
             AfterFailure::Key => {
                 let line = read_key(input, output, true)?;
@@ -222,7 +176,9 @@ pub fn run(
                 summary.push_str("The test request failed; the config is written anyway.\n");
                 break;
             }
-            AfterFailure::Stop => return Err("setup stopped; nothing was written".into()),
+            AfterFailure::Stop => {
+                return Err(SetupError::stopped("setup stopped; nothing was written"))
+            }
         }
     }
     save(
@@ -258,10 +214,11 @@ pub fn run(
 
 /// The config file as it is, or an empty one where none exists; a file
 /// that cannot be parsed stops the setup before any question.
-fn read_config(path: &Path) -> Result<Config, String> {
-    match crate::config::read_text(path)? {
+fn read_config(path: &Path) -> Result<Config, SetupError> {
+    let text = crate::config::read_text(path).map_err(SetupError::config)?;
+    match text {
         Some(text) => Config::parse(&text, path).map_err(|err| {
-            format!("{err}\nFix or move the file first; setup does not overwrite a file it cannot read.")
+            SetupError::config(format!("{err}\nFix or move the file first; setup does not overwrite a file it cannot read."))
         }),
         None => Ok(Config::default()),
     }
@@ -274,7 +231,7 @@ fn ask_missing(
     config: &Config,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-) -> Result<(), String> {
+) -> Result<(), SetupError> {
     ask_kind(&mut args.kind, &mut args.base_url, input, output)?;
     let kind = args.kind.unwrap_or(ProviderKind::Openai);
     ask_base_url(&mut args.base_url, kind, input, output)?;
@@ -297,7 +254,7 @@ fn ask_name(
     kind: ProviderKind,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-) -> Result<(), String> {
+) -> Result<(), SetupError> {
     let base = args.base_url.clone().unwrap_or_default();
     loop {
         let default = args
@@ -338,7 +295,7 @@ fn ask_key_source(
     kind: ProviderKind,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-) -> Result<(), String> {
+) -> Result<(), SetupError> {
     let variable = default_key_env(kind);
     let default = if crate::credentials::var(variable).is_some() {
         "2"
@@ -369,28 +326,28 @@ fn ask_key_source(
 }
 
 /// The kind, base URL and name the provider gets, each checked.
-fn checked_provider(args: &SetupArgs) -> Result<(ProviderKind, String, String), String> {
-    let kind = args.kind.ok_or(
-        "--kind is required when setup does not run on a terminal (openai, anthropic or responses)",
-    )?;
+fn checked_provider(args: &SetupArgs) -> Result<(ProviderKind, String, String), SetupError> {
+    let kind = args.kind.ok_or_else(|| {
+        SetupError::arguments("--kind is required when setup does not run on a terminal (openai, anthropic or responses)")
+    })?;
     let base_url = args
         .base_url
         .clone()
         .filter(|url| !url.trim().is_empty())
         .unwrap_or_else(|| kind.default_base_url().to_string());
     if !base_url.starts_with("http://") && !base_url.starts_with("https://") {
-        return Err(format!(
+        return Err(SetupError::arguments(format!(
             "the base URL must start with http:// or https://, got {base_url:?}"
-        ));
+        )));
     }
     let name = args
         .name
         .clone()
         .unwrap_or_else(|| default_name(kind, &base_url));
     if name.is_empty() || name.contains('/') {
-        return Err(format!(
+        return Err(SetupError::arguments(format!(
             "the provider name {name:?} must be non-empty and without '/'"
-        ));
+        )));
     }
     Ok((kind, base_url, name))
 }
@@ -404,9 +361,11 @@ fn keep_stdin_key(
     interactive: bool,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-) -> Result<(PathBuf, PathBuf), String> {
+) -> Result<(PathBuf, PathBuf), SetupError> {
     if args.key_env.is_some() || args.key_file.is_some() || args.no_key {
-        return Err("--key-stdin takes the place of --key-env, --key-file and --no-key".into());
+        return Err(SetupError::arguments(
+            "--key-stdin takes the place of --key-env, --key-file and --no-key",
+        ));
     }
     let line = read_key(input, output, interactive)?;
     let key = line.trim();
@@ -459,7 +418,7 @@ fn set_default_model(
     base_url: &str,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-) -> Result<(String, String), String> {
+) -> Result<(String, String), SetupError> {
     // What the server serves (not asked of an official endpoint).
     let mut listed = listed_models(config, name, base_url);
     // A URL without /v1 that lists nothing: offered with /v1 when that
@@ -493,7 +452,9 @@ fn set_default_model(
         None => suggested_model(config, name, base_url)?,
     };
     if model.trim().is_empty() {
-        return Err("a model is needed: name one with --model".into());
+        return Err(SetupError::arguments(
+            "a model is needed: name one with --model",
+        ));
     }
     let model = model
         .strip_prefix(&format!("{name}/"))
@@ -544,7 +505,7 @@ fn save(
     name: &str,
     written_key: Option<&(PathBuf, PathBuf)>,
     leftover: &mut Leftover,
-) -> Result<(), String> {
+) -> Result<(), SetupError> {
     let Some((fresh, file)) = written_key else {
         return write_config(path, config);
     };
@@ -555,8 +516,9 @@ fn save(
         let _ = std::fs::remove_file(fresh);
         return Err(error);
     }
-    std::fs::rename(fresh, file)
-        .map_err(|err| format!("cannot put the key in {}: {err}", file.display()))?;
+    std::fs::rename(fresh, file).map_err(|err| {
+        SetupError::key(format!("cannot put the key in {}: {err}", file.display()))
+    })?;
     leftover.disarm();
     Ok(())
 }
@@ -567,7 +529,7 @@ fn listed_models(
     config: &Config,
     name: &str,
     base_url: &str,
-) -> Result<Vec<crate::provider::models::Listed>, String> {
+) -> Result<Vec<crate::provider::models::Listed>, SetupError> {
     let kind = config.providers[name].kind;
     if base_url.trim_end_matches('/') == kind.default_base_url() {
         return Ok(Vec::new());
@@ -580,7 +542,7 @@ fn listed_models(
             ListErrorKind::Status(404) | ListErrorKind::NotJson => " (does the URL need /v1?)",
             _ => "",
         };
-        format!("the server did not list its models: {why}{hint}")
+        SetupError::server(format!("the server did not list its models: {why}{hint}"))
     })
 }
 
@@ -593,12 +555,16 @@ fn choose_model(
     config: &Config,
     name: &str,
     base_url: &str,
-    listed: &Result<Vec<crate::provider::models::Listed>, String>,
-) -> Result<String, String> {
+    listed: &Result<Vec<crate::provider::models::Listed>, SetupError>,
+) -> Result<String, SetupError> {
     let models: Vec<String> = match listed {
         Ok(list) => list.iter().map(|m| m.id.clone()).collect(),
         Err(why) => {
-            let _ = writeln!(output, "({})", crate::util::visible(why, false));
+            let _ = writeln!(
+                output,
+                "({})",
+                crate::util::visible(&why.to_string(), false)
+            );
             Vec::new()
         }
     };
@@ -648,7 +614,7 @@ fn choose_model(
 /// its official endpoint; on any other server, the listed model the
 /// agent's own default rule picks (an official model name means nothing
 /// to a gateway).
-fn suggested_model(config: &Config, name: &str, base_url: &str) -> Result<String, String> {
+fn suggested_model(config: &Config, name: &str, base_url: &str) -> Result<String, SetupError> {
     let kind = config.providers[name].kind;
     if base_url.trim_end_matches('/') == kind.default_base_url() {
         return Ok(default_model(kind).into());
@@ -656,12 +622,16 @@ fn suggested_model(config: &Config, name: &str, base_url: &str) -> Result<String
     let key = config.api_key(name).ok().flatten();
     let listed = crate::provider::models::list(kind, base_url, key.as_deref(), &config.trust)
         .map_err(|why| {
-            format!("the server did not list its models: {why}; name one with --model")
+            SetupError::server(format!(
+                "the server did not list its models: {why}; name one with --model"
+            ))
         })?;
     crate::provider::models::pick_default(kind, &listed)
         .map(|model| model.id.clone())
         .ok_or_else(|| {
-            "the server lists no chat model that takes tools; name one with --model".into()
+            SetupError::server(
+                "the server lists no chat model that takes tools; name one with --model",
+            )
         })
 }
 
@@ -677,17 +647,17 @@ impl Sink for Collect {
 
 /// One small request through the provider, exactly as a session would
 /// make it.
-fn test_connection(config: &Config, name: &str, model: &str) -> Result<String, String> {
+fn test_connection(config: &Config, name: &str, model: &str) -> Result<String, SetupError> {
     let provider_config = &config.providers[name];
-    let api_key = config.api_key(name)?;
+    let api_key = config.api_key(name).map_err(SetupError::key)?;
     if provider_config.requires_key && api_key.is_none() {
-        return Err(format!(
+        return Err(SetupError::key(format!(
             "the API key is missing: set {} (or run setup with --no-test to write the file anyway)",
             provider_config
                 .api_key_env
                 .as_deref()
                 .unwrap_or("the key variable")
-        ));
+        )));
     }
     let base_url = provider_config
         .base_url
@@ -727,57 +697,18 @@ fn test_connection(config: &Config, name: &str, model: &str) -> Result<String, S
         } else {
             sink.0.trim().chars().take(80).collect()
         }),
-        Err(crate::provider::StreamError::Failed(error)) => Err(format!(
+        Err(crate::provider::StreamError::Failed(error)) => Err(SetupError::server(format!(
             "the test request failed: {} ({})",
             error.message, error.code
-        )),
+        ))),
         Err(crate::provider::StreamError::Cancelled) => {
-            Err("the test request was cancelled".into())
+            Err(SetupError::stopped("the test request was cancelled"))
         }
     }
 }
 
-fn write_config(path: &Path, config: &Config) -> Result<(), String> {
-    crate::config::save(path, config)
-}
-
-/// A file to remove unless the setup gets to the end.
-struct Leftover(Option<PathBuf>);
-
-impl Leftover {
-    fn arm(&mut self, path: PathBuf) {
-        self.0 = Some(path);
-    }
-
-    fn disarm(&mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for Leftover {
-    fn drop(&mut self) {
-        if let Some(path) = self.0.take() {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
-
-/// Writes a key file readable by its owner only (created so from the
-/// start, never world-readable for a moment).
-fn write_private(file: &Path, key: &str) -> Result<(), String> {
-    let dir = file.parent().ok_or("the key folder has no parent")?;
-    crate::os::create_private_dir_all(dir)
-        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
-    let temporary = file.with_extension(format!("tmp-{}", crate::util::random_hex()));
-    let mut out = crate::os::open_private(&temporary, crate::os::Private::CreateNew)
-        .map_err(|err| format!("cannot write {}: {err}", temporary.display()))?;
-    out.write_all(format!("{key}\n").as_bytes())
-        .and_then(|()| out.sync_all())
-        .map_err(|err| format!("cannot write {}: {err}", temporary.display()))?;
-    std::fs::rename(&temporary, file).map_err(|err| {
-        let _ = std::fs::remove_file(&temporary);
-        format!("cannot write {}: {err}", file.display())
-    })
+fn write_config(path: &Path, config: &Config) -> Result<(), SetupError> {
+    crate::config::save(path, config).map_err(SetupError::config)
 }
 
 #[cfg(test)]
@@ -951,7 +882,35 @@ mod tests {
             ..SetupArgs::default()
         };
         let err = run(args, false, &mut std::io::empty(), &mut Vec::new()).unwrap_err();
-        assert!(err.contains("does not overwrite"), "{err}");
+        assert!(err.to_string().contains("does not overwrite"), "{err}");
+        assert_eq!(err.kind(), SetupErrorKind::Config);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{ not json");
+    }
+
+    #[test]
+    fn each_failure_says_what_kind_it_is() {
+        let args = SetupArgs {
+            config: Some(temp_config()),
+            no_test: true,
+            ..SetupArgs::default()
+        };
+        let err = run(args.clone(), false, &mut std::io::empty(), &mut Vec::new()).unwrap_err();
+        assert_eq!(err.kind(), SetupErrorKind::Arguments);
+        assert!(err.to_string().starts_with("--kind is required"), "{err}");
+        let err = run(args.clone(), true, &mut std::io::empty(), &mut Vec::new()).unwrap_err();
+        assert_eq!(err.kind(), SetupErrorKind::Stopped);
+        assert_eq!(err.to_string(), "setup was aborted (end of input)");
+        let args = SetupArgs {
+            kind: Some(ProviderKind::Openai),
+            key_stdin: true,
+            ..args
+        };
+        let mut input = std::io::Cursor::new("two words\n");
+        let err = run(args, false, &mut input, &mut Vec::new()).unwrap_err();
+        assert_eq!(err.kind(), SetupErrorKind::Arguments);
+        assert!(
+            err.to_string().starts_with("--key-stdin reads one line"),
+            "{err}"
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! default, the provider kind (or a local server by its name), the base
 //! URL; each asked again until it is one.
 
+use super::setup_error::SetupError;
 use crate::config::ProviderKind;
 use std::io::{BufRead, Write};
 
@@ -102,7 +103,7 @@ pub(super) fn ask_remote_name(
     base_url: &str,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-) -> Result<(), String> {
+) -> Result<(), SetupError> {
     if name.is_some() || is_loopback(base_url) {
         return Ok(());
     }
@@ -124,7 +125,7 @@ pub(super) fn ask(
     output: &mut dyn Write,
     question: &str,
     default: &str,
-) -> Result<String, String> {
+) -> Result<String, SetupError> {
     // A default may be a server's model name, a question its URL.
     let question = crate::util::visible(question, false);
     let default_shown = crate::util::visible(default, false);
@@ -137,9 +138,9 @@ pub(super) fn ask(
     let mut line = String::new();
     let read = input
         .read_line(&mut line)
-        .map_err(|err| format!("cannot read the answer: {err}"))?;
+        .map_err(|err| SetupError::input(format!("cannot read the answer: {err}")))?;
     if read == 0 {
-        return Err("setup was aborted (end of input)".into());
+        return Err(SetupError::stopped("setup was aborted (end of input)"));
     }
     let answer = line.trim();
     Ok(if answer.is_empty() {
@@ -155,7 +156,7 @@ pub(super) fn ask_kind(
     base_url: &mut Option<String>,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-) -> Result<(), String> {
+) -> Result<(), SetupError> {
     // A bad answer is asked again, with what was wrong.
     while kind.is_none() {
         let answer = ask(input, output, "Provider kind: openai (Chat Completions, also Ollama, llama.cpp, vLLM, OpenRouter…), anthropic, responses; or a local server's name: ollama, llama.cpp, lmstudio, vllm", "openai")?;
@@ -202,7 +203,7 @@ pub(super) fn ask_base_url(
     kind: ProviderKind,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-) -> Result<(), String> {
+) -> Result<(), SetupError> {
     while base_url.is_none() {
         let answer = ask(input, output, "Base URL", kind.default_base_url())?;
         if answer.starts_with("http://") || answer.starts_with("https://") {
@@ -231,7 +232,7 @@ pub(super) enum AfterFailure {
 pub(super) fn ask_after_failure(
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-) -> Result<AfterFailure, String> {
+) -> Result<AfterFailure, SetupError> {
     loop {
         let answer = ask(
             input,
