@@ -19,6 +19,9 @@ pub(crate) enum ToolErrorKind {
     NoMatch,
     /// An edit's old text is in the file more than once.
     NotUnique,
+    /// A file is already where a new one would go (an added file, the
+    /// destination of a move).
+    Exists,
     /// Arguments that cannot work whatever the files hold: an empty
     /// pattern, no edits, a line past the end, a malformed patch.
     InvalidArguments,
@@ -71,6 +74,12 @@ impl ToolError {
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn kind(&self) -> ToolErrorKind {
         self.kind
+    }
+
+    /// The same kind of failure, said with `message` (which usually
+    /// quotes this one).
+    pub(crate) fn reworded(&self, message: impl Into<String>) -> ToolError {
+        ToolError::new(self.kind, message)
     }
 }
 

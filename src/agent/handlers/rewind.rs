@@ -120,14 +120,14 @@ fn put_back(path: &Path, data: Option<&[u8]>) -> Result<(), String> {
     let Some(data) = data else {
         return crate::tools::patch::local_remove(path).or_else(|error| {
             if path.exists() {
-                Err(error)
+                Err(error.into())
             } else {
                 Ok(())
             }
         });
     };
     if let Ok(text) = std::str::from_utf8(data) {
-        return crate::tools::patch::local_write(path, text);
+        return crate::tools::patch::local_write(path, text).map_err(String::from);
     }
     crate::util::write_bytes_atomic(path, data)
 }

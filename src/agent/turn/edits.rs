@@ -4,6 +4,7 @@
 
 use super::client::{Client, ClientError};
 use super::runner::{failed, text_content, Ending, Runner};
+use crate::tools::error::ToolError;
 use crate::tools::{files, patch, paths, Tool};
 use serde_json::{json, Value};
 use std::cell::RefCell;
@@ -226,7 +227,7 @@ impl Runner<'_> {
 
     /// The changes a patch, a deletion or a move would make, computed
     /// without changing anything (a patch's every hunk checked).
-    fn plan_files(&self, tool: &Tool) -> Result<Vec<patch::FileChange>, String> {
+    fn plan_files(&self, tool: &Tool) -> Result<Vec<patch::FileChange>, ToolError> {
         let cap = self.processes.file_limits.edit;
         match tool {
             Tool::ApplyPatch(args) => {
@@ -253,7 +254,7 @@ impl Runner<'_> {
         };
         let mut write = |path: &Path, text: &str| {
             if files::EditorFiles::can_write(editor) {
-                files::EditorFiles::write_text(editor, path, text)
+                files::EditorFiles::write_text(editor, path, text).map_err(ToolError::editor)
             } else {
                 patch::local_write(path, text)
             }
@@ -276,7 +277,11 @@ impl Runner<'_> {
 
 /// A file for a patch: through the editor when it reads (unsaved changes
 /// count), locally otherwise.
-fn read_for_patch(editor: &EditorAccess, path: &Path, cap: u64) -> Result<Option<String>, String> {
+fn read_for_patch(
+    editor: &EditorAccess,
+    path: &Path,
+    cap: u64,
+) -> Result<Option<String>, ToolError> {
     if files::EditorFiles::can_read(editor) && path.is_file() {
         if let Ok(text) = files::EditorFiles::read_text(editor, path) {
             return Ok(Some(text));

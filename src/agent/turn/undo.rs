@@ -284,7 +284,7 @@ fn restore(
     let written = match &wanted {
         None => crate::tools::patch::local_remove(path).or_else(|e| {
             if path.exists() {
-                Err(e)
+                Err(e.to_string())
             } else {
                 Ok(())
             }
@@ -295,7 +295,7 @@ fn restore(
                 .client
                 .write_text_file(path, text)
                 .map_err(|e| e.to_string()),
-            Ok(text) => crate::tools::patch::local_write(path, text),
+            Ok(text) => crate::tools::patch::local_write(path, text).map_err(String::from),
             Err(_) => crate::util::write_bytes_atomic(path, data),
         },
     };

@@ -38,6 +38,7 @@ pub(crate) use types::{ChangeKind, FileChange, OperationKind};
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::error::{ToolError, ToolErrorKind};
     use std::fs;
     use std::path::{Path, PathBuf};
 
@@ -70,11 +71,11 @@ mod tests {
         }
     }
 
-    pub(super) fn plan_local(text: &str, root: &Path) -> Result<Vec<FileChange>, String> {
+    pub(super) fn plan_local(text: &str, root: &Path) -> Result<Vec<FileChange>, ToolError> {
         plan(&parse(text)?, root, CAP, &|path| local_read(path, CAP))
     }
 
-    fn apply_local(changes: &[FileChange]) -> Result<(), String> {
+    fn apply_local(changes: &[FileChange]) -> Result<(), ToolError> {
         apply(
             changes,
             &mut local_write,
@@ -83,7 +84,7 @@ mod tests {
         )
     }
 
-    fn run(text: &str, root: &Path) -> Result<Vec<FileChange>, String> {
+    fn run(text: &str, root: &Path) -> Result<Vec<FileChange>, ToolError> {
         let changes = plan_local(text, root)?;
         apply_local(&changes)?;
         Ok(changes)
@@ -185,9 +186,12 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            err.contains("b.txt: hunk 2 of 2 (patch line 12)") && err.contains("  missing\n"),
+            err.to_string()
+                .contains("b.txt: hunk 2 of 2 (patch line 12)")
+                && err.to_string().contains("  missing\n"),
             "{err}"
         );
+        assert_eq!(err.kind(), ToolErrorKind::NoMatch);
         assert_eq!(temp.get("a.txt").unwrap(), "1\n2\n3\n");
         assert_eq!(temp.get("b.txt").unwrap(), "x\ny\nz\n");
         assert_eq!(temp.get("c.txt"), None);

@@ -5,6 +5,7 @@
 use super::plan::file_type;
 use super::types::{ChangeKind, FileChange};
 use crate::tools::bounded::{self, ReadError};
+use crate::tools::error::{ToolError, ToolErrorKind};
 use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
@@ -16,25 +17,25 @@ use std::path::Path;
 /// changes before it stay made, and the message says which.
 pub(crate) fn apply(
     changes: &[FileChange],
-    write: &mut dyn FnMut(&Path, &str) -> Result<(), String>,
-    remove: &mut dyn FnMut(&Path) -> Result<(), String>,
-    rename: &mut dyn FnMut(&Path, &Path) -> Result<(), String>,
-) -> Result<(), String> {
+    write: &mut dyn FnMut(&Path, &str) -> Result<(), ToolError>,
+    remove: &mut dyn FnMut(&Path) -> Result<(), ToolError>,
+    rename: &mut dyn FnMut(&Path, &Path) -> Result<(), ToolError>,
+) -> Result<(), ToolError> {
     for (index, change) in changes.iter().enumerate() {
         let path = change.path.as_path();
         let text = change.new_text.as_deref();
         let result = match (&change.kind, text) {
             (ChangeKind::Add | ChangeKind::Update, Some(text)) => write(path, text),
             (ChangeKind::Add | ChangeKind::Update, None) => {
-                Err("the change has no new text".to_string())
+                Err(ToolError::invalid("the change has no new text"))
             }
             (ChangeKind::Delete, _) => remove(path),
             (ChangeKind::Move { to }, text) => rename(path, to).and_then(|()| match text {
                 Some(text) if change.old_text.is_some() => write(to, text).map_err(|err| {
-                    format!(
+                    err.reworded(format!(
                         "{err} (it was moved to {} but its new text was not written)",
                         to.display()
-                    )
+                    ))
                 }),
                 _ => Ok(()),
             }),
@@ -57,11 +58,11 @@ pub(crate) fn apply(
                         .join(", ")
                 )
             };
-            return Err(format!(
+            return Err(err.reworded(format!(
                 "{}: {err}; {before}, the {} after it were not",
                 path.display(),
                 changes.len() - index - 1
-            ));
+            )));
         }
     }
     Ok(())
@@ -70,20 +71,21 @@ pub(crate) fn apply(
 /// `read` for [`plan`] on the local disk: `None` for a missing file; an
 /// error for a directory, a pipe or device, a file over `cap` bytes or
 /// one that is not UTF-8.
-pub(crate) fn local_read(path: &Path, cap: u64) -> Result<Option<String>, String> {
+pub(crate) fn local_read(path: &Path, cap: u64) -> Result<Option<String>, ToolError> {
+    let wrong_type = |message: &str| ToolError::new(ToolErrorKind::WrongType, message);
     match bounded::read_capped(path, cap) {
         Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
-            "it is not UTF-8 text; apply_patch changes text files only (delete_file and move_file handle any file)".to_string()
+            ToolError::new(ToolErrorKind::Binary, "it is not UTF-8 text; apply_patch changes text files only (delete_file and move_file handle any file)")
         }),
         Err(ReadError::Missing) => Ok(None),
-        Err(ReadError::Directory) => Err("it is a directory".into()),
-        Err(ReadError::NotRegular) => {
-            Err("it is not a regular file (a pipe, socket or device)".into())
-        }
-        Err(ReadError::TooLarge(size)) => Err(format!(
-            "it is {size} bytes, more than the file tools change ({cap} bytes); change it with a command"
+        Err(ReadError::Directory) => Err(wrong_type("it is a directory")),
+        Err(ReadError::NotRegular) => Err(wrong_type(
+            "it is not a regular file (a pipe, socket or device)",
         )),
-        Err(ReadError::Io(err)) => Err(format!("cannot read it: {err}")),
+        Err(ReadError::TooLarge(size)) => Err(ToolError::new(ToolErrorKind::TooLarge, format!(
+            "it is {size} bytes, more than the file tools change ({cap} bytes); change it with a command"
+        ))),
+        Err(ReadError::Io(err)) => Err(ToolError::io(format!("cannot read it: {err}"))),
     }
 }
 
@@ -91,19 +93,26 @@ pub(crate) fn local_read(path: &Path, cap: u64) -> Result<Option<String>, String
 /// file in the same directory, then renamed over it. Missing parent
 /// directories are created; an existing file keeps its permissions; a
 /// symlink is written through (the file it points to changes).
-pub(crate) fn local_write(path: &Path, text: &str) -> Result<(), String> {
+pub(crate) fn local_write(path: &Path, text: &str) -> Result<(), ToolError> {
     let is_link = fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink());
     let path = match is_link {
         true => crate::os::canonical(path).unwrap_or_else(|_| path.to_path_buf()),
         false => path.to_path_buf(),
     };
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(format!("{} is not a file path", path.display()));
+        return Err(ToolError::invalid(format!(
+            "{} is not a file path",
+            path.display()
+        )));
     };
-    fs::create_dir_all(dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    fs::create_dir_all(dir)
+        .map_err(|err| ToolError::io(format!("cannot create {}: {err}", dir.display())))?;
     let existing = match fs::metadata(&path) {
         Ok(meta) if meta.is_dir() => {
-            return Err(format!("{} is a directory", path.display()));
+            return Err(ToolError::new(
+                ToolErrorKind::WrongType,
+                format!("{} is a directory", path.display()),
+            ));
         }
         Ok(meta) => Some(meta.permissions()),
         Err(_) => None,
@@ -120,9 +129,14 @@ pub(crate) fn local_write(path: &Path, text: &str) -> Result<(), String> {
         // file: written in place then.
         Err(err) if err.kind() == io::ErrorKind::PermissionDenied && existing.is_some() => {
             return fs::write(&path, text)
-                .map_err(|err| format!("cannot write {}: {err}", path.display()));
+                .map_err(|err| ToolError::io(format!("cannot write {}: {err}", path.display())));
         }
-        Err(err) => return Err(format!("cannot write {}: {err}", path.display())),
+        Err(err) => {
+            return Err(ToolError::io(format!(
+                "cannot write {}: {err}",
+                path.display()
+            )))
+        }
     };
     let written = (|| -> io::Result<()> {
         file.write_all(text.as_bytes())?;
@@ -134,52 +148,69 @@ pub(crate) fn local_write(path: &Path, text: &str) -> Result<(), String> {
     })();
     written.map_err(|err| {
         let _ = fs::remove_file(&temp);
-        format!("cannot write {}: {err}", path.display())
+        ToolError::io(format!("cannot write {}: {err}", path.display()))
     })
 }
 
 /// Removes a file (a symlink as a link, never what it points to); refuses
 /// a directory.
-pub(crate) fn local_remove(path: &Path) -> Result<(), String> {
+pub(crate) fn local_remove(path: &Path) -> Result<(), ToolError> {
     let kind = file_type(path, &path.display().to_string())?;
     if kind.is_dir() {
-        return Err(format!(
-            "{} is a directory, not a file; it was not removed",
-            path.display()
+        return Err(ToolError::new(
+            ToolErrorKind::WrongType,
+            format!(
+                "{} is a directory, not a file; it was not removed",
+                path.display()
+            ),
         ));
     }
-    fs::remove_file(path).map_err(|err| format!("cannot delete {}: {err}", path.display()))
+    fs::remove_file(path)
+        .map_err(|err| ToolError::io(format!("cannot delete {}: {err}", path.display())))
 }
 
 /// Renames `from` to `to`, creating the destination's parent directories;
 /// refuses a directory and an existing destination. Across file systems a
 /// regular file is copied (with its permissions) and the original removed.
-pub(crate) fn local_move(from: &Path, to: &Path) -> Result<(), String> {
+pub(crate) fn local_move(from: &Path, to: &Path) -> Result<(), ToolError> {
     let kind = file_type(from, &from.display().to_string())?;
     if kind.is_dir() {
-        return Err(format!(
-            "{} is a directory, not a file; it was not moved",
-            from.display()
+        return Err(ToolError::new(
+            ToolErrorKind::WrongType,
+            format!(
+                "{} is a directory, not a file; it was not moved",
+                from.display()
+            ),
         ));
     }
     if fs::symlink_metadata(to).is_ok() {
-        return Err(format!("{} already exists", to.display()));
+        return Err(ToolError::new(
+            ToolErrorKind::Exists,
+            format!("{} already exists", to.display()),
+        ));
     }
     if let Some(dir) = to.parent() {
-        fs::create_dir_all(dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+        fs::create_dir_all(dir)
+            .map_err(|err| ToolError::io(format!("cannot create {}: {err}", dir.display())))?;
     }
     match fs::rename(from, to) {
         Ok(()) => Ok(()),
         Err(err) if err.kind() == io::ErrorKind::CrossesDevices && kind.is_file() => {
             fs::copy(from, to)
                 .and_then(|_| fs::remove_file(from))
-                .map_err(|err| format!("cannot move {} to {}: {err}", from.display(), to.display()))
+                .map_err(|err| {
+                    ToolError::io(format!(
+                        "cannot move {} to {}: {err}",
+                        from.display(),
+                        to.display()
+                    ))
+                })
         }
-        Err(err) => Err(format!(
+        Err(err) => Err(ToolError::io(format!(
             "cannot move {} to {}: {err}",
             from.display(),
             to.display()
-        )),
+        ))),
     }
 }
 
@@ -208,7 +239,7 @@ mod tests {
                 log.borrow_mut()
                     .push(format!("write {} {text:?}", path.display()));
                 match path.ends_with("d") {
-                    true => Err("disk full".into()),
+                    true => Err(ToolError::io("disk full")),
                     false => Ok(()),
                 }
             },
@@ -233,9 +264,11 @@ mod tests {
             ]
         );
         assert!(
-            err.starts_with("/r/c: disk full (it was moved to /r/d but its new text was not written); the 2 changes before it were made (/r/a, /r/b), the 1 after it were not"),
+            err.to_string().starts_with("/r/c: disk full (it was moved to /r/d but its new text was not written); the 2 changes before it were made (/r/a, /r/b), the 1 after it were not"),
             "{err}"
         );
+        // The kind is the failed step's.
+        assert_eq!(err.kind(), ToolErrorKind::Io);
     }
 
     #[test]
