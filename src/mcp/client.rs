@@ -432,7 +432,11 @@ impl Client {
         let reply = match outcome {
             Ok(result) => json!({"jsonrpc": "2.0", "id": ask.id, "result": result}),
             Err(why) => {
-                log::info!("MCP server `{}`: the user was not asked: {why}", self.name);
+                log::info!(
+                    "MCP server `{}`: the user was not asked ({}): {why}",
+                    self.name,
+                    why.kind().describe()
+                );
                 json!({"jsonrpc": "2.0", "id": ask.id, "error": {
                     "code": -32603,
                     "message": format!("the user could not be asked: {why}"),

@@ -14,6 +14,7 @@
 //! `file:` or `javascript:` URL. The user's answer is checked against
 //! the form before it goes back.
 
+use super::elicit_error::{ElicitError, ElicitErrorKind};
 use crate::cancel::CancelToken;
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -133,7 +134,7 @@ pub(crate) trait Elicitor {
         request: &Elicitation,
         stops: &[&CancelToken],
         deadline: Instant,
-    ) -> Result<ElicitAnswer, String>;
+    ) -> Result<ElicitAnswer, ElicitError>;
 }
 
 /// A request refused before it reaches the user: the JSON-RPC error for
@@ -231,14 +232,16 @@ pub(crate) fn parse(params: &Value, support: &ElicitationSupport) -> Result<Pars
 /// printable ASCII (anything else percent-encoded), within [`URL_CAP`].
 /// Credentials are refused because `https://trusted@evil.example/` shows
 /// a host it does not go to.
-pub(crate) fn check_url(url: &str) -> Result<(), String> {
+pub(crate) fn check_url(url: &str) -> Result<(), ElicitError> {
     if url.len() > URL_CAP {
-        return Err(format!("the URL is longer than {URL_CAP} bytes"));
+        return Err(ElicitError::refused(format!(
+            "the URL is longer than {URL_CAP} bytes"
+        )));
     }
     if !url.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(
-            "the URL must be printable ASCII without spaces (percent-encode the rest)".into(),
-        );
+        return Err(ElicitError::refused(
+            "the URL must be printable ASCII without spaces (percent-encode the rest)",
+        ));
     }
     let lower = url.to_ascii_lowercase();
     let rest = if let Some(rest) = lower.strip_prefix("https://") {
@@ -247,30 +250,34 @@ pub(crate) fn check_url(url: &str) -> Result<(), String> {
         rest
     } else {
         let scheme = url.split(':').next().unwrap_or("");
-        return Err(format!(
+        return Err(ElicitError::refused(format!(
             "only http and https URLs are opened, not `{}:`",
             clip(scheme, 32)
-        ));
+        )));
     };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     if authority.contains('@') {
-        return Err("the URL must not carry credentials (`user@host`)".into());
+        return Err(ElicitError::refused(
+            "the URL must not carry credentials (`user@host`)",
+        ));
     }
     if authority.contains('\\') {
-        return Err("the URL's host must not contain `\\`".into());
+        return Err(ElicitError::refused("the URL's host must not contain `\\`"));
     }
     let host = match authority.strip_prefix('[') {
         Some(bracketed) => bracketed.split(']').next().unwrap_or(""),
         None => authority.split(':').next().unwrap_or(""),
     };
     if host.is_empty() {
-        return Err("the URL has no host".into());
+        return Err(ElicitError::refused("the URL has no host"));
     }
     if !host
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b':'))
     {
-        return Err("the URL's host has characters a host name cannot have".into());
+        return Err(ElicitError::refused(
+            "the URL's host has characters a host name cannot have",
+        ));
     }
     Ok(())
 }
@@ -280,7 +287,11 @@ pub(crate) fn check_url(url: &str) -> Result<(), String> {
 /// outside it are dropped (`$schema`, `additionalProperties`, `pattern`,
 /// unknown formats); MCP's legacy `enumNames` becomes titled choices;
 /// nested objects, other types and anything over a cap are refused.
-pub(crate) fn form_schema(raw: &Value) -> Result<Value, String> {
+pub(crate) fn form_schema(raw: &Value) -> Result<Value, ElicitError> {
+    form_subset(raw).map_err(ElicitError::refused)
+}
+
+fn form_subset(raw: &Value) -> Result<Value, String> {
     let size = serde_json::to_string(raw).map_or(usize::MAX, |text| text.len());
     if size > SCHEMA_CAP {
         return Err(format!(
@@ -553,7 +564,7 @@ pub(crate) fn clip(text: &str, bytes: usize) -> String {
 pub(crate) fn result_for_server(
     request: &Elicitation,
     answer: ElicitAnswer,
-) -> Result<Value, String> {
+) -> Result<Value, ElicitError> {
     let content = match (answer, request) {
         (ElicitAnswer::Decline, _) => return Ok(json!({"action": "decline"})),
         (ElicitAnswer::Cancel, _) => return Ok(json!({"action": "cancel"})),
@@ -579,7 +590,10 @@ pub(crate) fn result_for_server(
     };
     let size = serde_json::to_string(&content).map_or(usize::MAX, |text| text.len());
     if size > ANSWER_CAP {
-        return Err(format!("the answer is larger than {ANSWER_CAP} bytes"));
+        return Err(ElicitError::new(
+            ElicitErrorKind::TooLarge,
+            format!("the answer is larger than {ANSWER_CAP} bytes"),
+        ));
     }
     Ok(json!({"action": "accept", "content": content}))
 }
@@ -648,7 +662,8 @@ mod tests {
             "https://evil.example\\@good.example/",
             "vscode://open?file=/etc",
         ] {
-            assert!(check_url(bad).is_err(), "{bad}");
+            let err = check_url(bad).unwrap_err();
+            assert_eq!(err.kind(), ElicitErrorKind::Refused, "{bad}");
         }
         assert!(check_url(&format!("https://e.com/{}", "a".repeat(URL_CAP))).is_err());
     }
@@ -691,7 +706,11 @@ mod tests {
 
     #[test]
     fn what_a_form_cannot_show_is_refused_with_the_reason() {
-        let refused = |raw: Value| form_schema(&raw).unwrap_err();
+        let refused = |raw: Value| {
+            let err = form_schema(&raw).unwrap_err();
+            assert_eq!(err.kind(), ElicitErrorKind::Refused, "{err}");
+            err.to_string()
+        };
         assert!(refused(json!({"type": "object", "properties": {
             "inner": {"type": "object", "properties": {}}}}))
         .contains("field `inner`: nested objects"));
@@ -793,6 +812,11 @@ mod tests {
         );
         let big: Map<String, Value> =
             serde_json::from_value(json!({"name": "x".repeat(ANSWER_CAP)})).unwrap();
-        assert!(result_for_server(&request, ElicitAnswer::Accept(big)).is_err());
+        let err = result_for_server(&request, ElicitAnswer::Accept(big)).unwrap_err();
+        assert_eq!(err.kind(), ElicitErrorKind::TooLarge);
+        assert_eq!(
+            err.to_string(),
+            format!("the answer is larger than {ANSWER_CAP} bytes")
+        );
     }
 }

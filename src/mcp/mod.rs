@@ -11,7 +11,8 @@
 //! - `stdio`, `http` and `sse` are the three transports: a child process,
 //!   Streamable HTTP and the legacy HTTP+SSE transport.
 //! - `elicit` checks a server's questions to the user (form and URL
-//!   elicitation) before they are forwarded, and the answers after.
+//!   elicitation) before they are forwarded, and the answers after;
+//!   `elicit_error` says why one could not be ([`ElicitError`]).
 //! - `client` is one connection to one server ([`Client`]): the handshake,
 //!   `tools/list`, `tools/call` and shutdown.
 //! - `manager` is the set of servers of one ACP session ([`McpSession`]):
@@ -33,6 +34,7 @@
 mod client;
 mod config;
 pub(crate) mod elicit;
+mod elicit_error;
 mod error;
 mod http;
 mod manager;
@@ -52,6 +54,7 @@ pub(crate) use config::{parse_servers, quoted_name, valid_name, TransportConfig,
 pub(crate) use elicit::{
     check_url, CompletionHook, ElicitAnswer, Elicitation, ElicitationSupport, Elicitor,
 };
+pub(crate) use elicit_error::{ElicitError, ElicitErrorKind};
 pub(crate) use error::{McpError, McpErrorKind};
 pub(crate) use manager::McpSession;
 

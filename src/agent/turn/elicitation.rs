@@ -7,7 +7,7 @@
 use super::client::{Client, ClientError};
 use crate::acp::method;
 use crate::cancel::CancelToken;
-use crate::mcp::{ElicitAnswer, Elicitation, Elicitor};
+use crate::mcp::{ElicitAnswer, ElicitError, ElicitErrorKind, Elicitation, Elicitor};
 use serde_json::{json, Value};
 use std::time::Instant;
 
@@ -23,7 +23,7 @@ impl Elicitor for Forward<'_> {
         request: &Elicitation,
         stops: &[&CancelToken],
         deadline: Instant,
-    ) -> Result<ElicitAnswer, String> {
+    ) -> Result<ElicitAnswer, ElicitError> {
         let modes = &self.client.capabilities.elicitation;
         let params = match request {
             Elicitation::Form { message, schema } if modes.form => json!({
@@ -41,7 +41,12 @@ impl Elicitor for Forward<'_> {
                 "elicitationId": id,
                 "url": url,
             }),
-            _ => return Err("the editor does not take this kind of elicitation".into()),
+            _ => {
+                return Err(ElicitError::new(
+                    ElicitErrorKind::Unsupported,
+                    "the editor does not take this kind of elicitation",
+                ))
+            }
         };
         match self
             .client
@@ -51,7 +56,10 @@ impl Elicitor for Forward<'_> {
             Err(ClientError::Cancelled) | Err(ClientError::Gone) => Ok(ElicitAnswer::Cancel),
             Err(ClientError::Rpc(error)) => {
                 let message: String = error.message.chars().take(300).collect();
-                Err(format!("the editor refused the question: {message}"))
+                Err(ElicitError::new(
+                    ElicitErrorKind::Editor,
+                    format!("the editor refused the question: {message}"),
+                ))
             }
         }
     }

@@ -65,7 +65,7 @@ pub(crate) fn parts(url: &str) -> Option<Parts> {
 /// it; a fragment; characters that are not printable ASCII.
 pub(crate) fn check_endpoint(url: &str, what: &str) -> Result<(), String> {
     let refused = |why: String| format!("the {what} URL is refused: {why}");
-    crate::mcp::check_url(url).map_err(refused)?;
+    crate::mcp::check_url(url).map_err(|why| refused(why.into()))?;
     let parts = parts(url).ok_or_else(|| refused("it is not a URL".into()))?;
     if url.contains('#') {
         return Err(refused("it has a fragment".into()));
