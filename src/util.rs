@@ -32,8 +32,34 @@ pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", random_hex())
 }
 
+/// A result's value, or its type's default with a warning in the log
+/// that says what failed: for a failure no caller can act on that still
+/// must not pass unseen (a store that cannot be read, a stored value
+/// that no longer parses).
+pub(crate) trait OrLogged<T> {
+    /// `what` names what failed ("cannot read the jobs of session …");
+    /// the error follows it in the log.
+    fn or_logged(self, what: impl std::fmt::Display) -> T;
+}
+
+impl<T: Default, E: std::fmt::Display> OrLogged<T> for Result<T, E> {
+    fn or_logged(self, what: impl std::fmt::Display) -> T {
+        self.unwrap_or_else(|error| {
+            log::warn!("{what}: {error}");
+            T::default()
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_failure_logged_gives_the_default() {
+        use super::OrLogged;
+        assert_eq!(Ok::<u8, &str>(7).or_logged("never said"), 7);
+        assert_eq!(Err::<u8, &str>("broken").or_logged("cannot count"), 0);
+    }
+
     #[test]
     fn ids_do_not_repeat() {
         let ids: std::collections::HashSet<String> =

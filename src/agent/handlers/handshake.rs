@@ -4,6 +4,7 @@
 use crate::acp::{self, Implementation};
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
+use crate::util::OrLogged;
 use serde_json::{json, Value};
 
 /// The older terminal-auth descriptor: a client runs `command` with
@@ -96,7 +97,7 @@ pub(super) fn initialize(
             },
         },
     };
-    let mut value = serde_json::to_value(response).unwrap_or_default();
+    let mut value = serde_json::to_value(response).or_logged("cannot write the initialize answer");
     // The cross-agent conventions: `_session/steering`, and
     // `_session/rewind_points` with `_session/rewind`.
     value["_meta"] = json!({"steering": {"supported": true}, "rewind": {"supported": true}});

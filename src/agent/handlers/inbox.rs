@@ -20,6 +20,7 @@ use crate::agent::dispatcher::session::InboxHold;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use crate::store::inbox::{Flags, Intent, Item, ItemState};
+use crate::util::OrLogged;
 use serde_json::{json, Value};
 
 const INBOX_CAP: usize = 64;
@@ -159,7 +160,9 @@ impl Dispatcher {
     pub(in crate::agent) fn recover_inbox(&mut self, id: &str) {
         goals::recover_goal(self, id);
         let Ok(store) = self.store() else { return };
-        let flags = store.inbox_flags(id).unwrap_or_default();
+        let flags = store
+            .inbox_flags(id)
+            .or_logged("cannot read a session's inbox flags");
         let waiting = store.recover_inbox(id).unwrap_or(0);
         if let Some(session) = self.session_mut(id) {
             session.set_inbox(if waiting > 0 {
@@ -229,7 +232,7 @@ pub(super) fn steer(d: &mut Dispatcher, params: SteerParams) -> Result<SteerResu
                 &session.cwd,
             )
             .map(|input| input.text)
-            .unwrap_or_default();
+            .or_logged("cannot read the text of a steering message");
             live.steers
                 .push_back((item.item_id.clone(), text, blocks.clone()));
         }

@@ -13,6 +13,7 @@ use crate::acp::spindle::{JobParams, JobSendParams, JobTranscriptParams, JobsPar
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use crate::tools::jobs::{JobKind, JobState};
+use crate::util::OrLogged;
 use serde_json::{json, Value};
 
 fn job_json(job: &crate::tools::jobs::JobInfo) -> Value {
@@ -38,7 +39,8 @@ impl Dispatcher {
         let Some(job) = self.session(id).and_then(|s| s.jobs.get(job_id)) else {
             return;
         };
-        let record = serde_json::to_value(&job).unwrap_or_default();
+        let record =
+            serde_json::to_value(&job).or_logged(format_args!("cannot record job {job_id}"));
         if let Ok(store) = self.store() {
             if let Err(error) = store.save_job(id, job_id, &record) {
                 log::warn!("cannot store job {job_id}: {error}");
@@ -72,7 +74,7 @@ pub(in crate::agent) fn own_jobs(d: &mut Dispatcher, id: &str) {
     let records: Vec<crate::tools::jobs::JobInfo> = d
         .store()
         .ok()
-        .and_then(|store| store.jobs(id).ok())
+        .map(|store| store.jobs(id).or_logged("cannot read a session's jobs"))
         .unwrap_or_default()
         .into_iter()
         .filter_map(|v| serde_json::from_value(v).ok())
@@ -84,7 +86,7 @@ pub(in crate::agent) fn own_jobs(d: &mut Dispatcher, id: &str) {
     jobs.adopt(records);
     for job in jobs.list() {
         if let Ok(store) = d.store() {
-            let record = serde_json::to_value(&job).unwrap_or_default();
+            let record = serde_json::to_value(&job).or_logged("cannot record an earlier job");
             let _ = store.save_job(id, &job.job_id, &record);
         }
     }
@@ -125,7 +127,7 @@ fn job_ended(d: &mut Dispatcher, id: &str, job_id: &str) {
         window as usize,
     )
     .map(|(text, _)| text)
-    .unwrap_or_default();
+    .or_logged(format_args!("cannot read the end of job {job_id}'s log"));
     let tail = if job.kind == JobKind::Agent {
         crate::agent::turn::agent_answer(&tail)
     } else {

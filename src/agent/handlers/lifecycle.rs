@@ -17,6 +17,7 @@ use crate::mcp::McpSession;
 use crate::modes::Policy;
 use crate::rpc::RpcError;
 use crate::store;
+use crate::util::OrLogged;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -113,7 +114,10 @@ pub(in crate::agent) fn new_session(d: &mut Dispatcher, params: Value) -> Result
         .store()?
         .workspace_defaults(&cwd_key)
         .map_err(internal)?
-        .and_then(|value| serde_json::from_value::<WorkspaceDefaults>(value).ok())
+        .map(|value| {
+            serde_json::from_value::<WorkspaceDefaults>(value)
+                .or_logged("stored workspace defaults do not parse")
+        })
         .unwrap_or_default();
     let project = ProjectDefaults::read(&session.cwd, &registry);
     apply_start_values(d, &mut session, &registry, remembered, &project.defaults);
@@ -291,7 +295,8 @@ pub(in crate::agent) fn load_session(
     }
     let (row, messages) = read_stored(d, &id)?;
     let store = d.store()?;
-    let settings: Settings = serde_json::from_value(row.settings.clone()).unwrap_or_default();
+    let settings: Settings = serde_json::from_value(row.settings.clone())
+        .or_logged(format_args!("the stored settings of {id} do not parse"));
     let servers = match merged {
         Some(servers) => {
             store
@@ -466,8 +471,7 @@ fn restore_roots(d: &Dispatcher, session: &mut Session, roots: Option<Vec<std::p
                 &json!({"additionalDirectories": stored}),
                 &protected_dirs(d),
             )
-            .ok()
-            .flatten()
+            .or_logged("the stored extra folders are refused")
             .unwrap_or_default();
         }
     }

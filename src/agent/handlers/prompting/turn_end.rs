@@ -5,6 +5,7 @@ use crate::acp;
 use crate::agent::dispatcher::Dispatcher;
 use crate::agent::handlers::{catalogs, prompting};
 use crate::agent::turn::report::TurnEnd;
+use crate::util::OrLogged;
 use serde_json::{json, Value};
 
 impl Dispatcher {
@@ -22,8 +23,8 @@ impl Dispatcher {
             .then(|| prompt_usage(&end.usage, end.usage_unknown, end.usage_whole))
             .flatten();
         let result = end.result.map(|stop_reason| {
-            let mut response =
-                serde_json::to_value(acp::PromptResponse { stop_reason }).unwrap_or_default();
+            let mut response = serde_json::to_value(acp::PromptResponse { stop_reason })
+                .or_logged("cannot write a prompt's answer");
             response["_meta"] = json!({"spindle": {"usage": usage}});
             if let Some(turn_usage) = turn_usage {
                 response["usage"] = turn_usage;
