@@ -25,6 +25,9 @@ mod docs_config;
 mod exec;
 mod exits;
 mod first_day;
+// The fleet recipes and the container image script (bash, ELF images).
+#[cfg(unix)]
+mod fleets;
 mod forgiving;
 mod help;
 mod hooks;
