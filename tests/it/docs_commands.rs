@@ -30,6 +30,18 @@ const NOT_RUN: &[(&str, &str)] = &[
         "a release build; .ci/run makes it (scripts/test-aarch64, scripts/interop)",
     ),
     (
+        "scripts/container-image",
+        "packs a release build; fleets::the_container_image_is_a_valid_oci_layout runs it on the test binary",
+    ),
+    (
+        "skopeo inspect oci:",
+        "reads the image of a release build; fleets::the_container_image_is_a_valid_oci_layout runs it when skopeo is installed",
+    ),
+    (
+        "podman load",
+        "loads an image into the reader's container storage",
+    ),
+    (
         "scripts/bench",
         "takes minutes and prints figures; nothing to check",
     ),

@@ -1,17 +1,306 @@
-//! `scripts/container-image`: the OCI image layout it writes has the
-//! right digests, sizes, layer and config (read here with a tar reader of
-//! this file's own, and with skopeo when it is installed).
+//! The fleet recipes of docs/fleets.md: every example under
+//! `examples/fleets/` parses, has the shape its kind needs, and starts
+//! Spindle only with flags Spindle knows; `scripts/container-image`
+//! writes an OCI image layout whose digests, sizes, layer and config are
+//! right (read here with a tar reader of this file's own, and with skopeo
+//! when it is installed); the Harbor registry entry passes the registry's
+//! schema and `scripts/registry-check`.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
 use crate::support::isolation::{isolate, spindle_path};
-use crate::support::temp_dir;
+use crate::support::{spindle_command, temp_dir};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(relative: &str) -> String {
+    std::fs::read_to_string(root().join(relative))
+        .unwrap_or_else(|err| panic!("cannot read {relative}: {err}"))
+}
+
+/// The examples of docs/fleets.md, each with what it is.
+const EXAMPLES: &[(&str, Kind)] = &[
+    ("examples/fleets/kubernetes-job.yaml", Kind::Kubernetes),
+    ("examples/fleets/kubernetes-serve.yaml", Kind::Kubernetes),
+    ("examples/fleets/agent-sandbox.yaml", Kind::Kubernetes),
+    ("examples/fleets/github-actions.yml", Kind::Workflow),
+    ("examples/fleets/harbor/job.yaml", Kind::Harbor),
+    ("examples/fleets/harbor/agent.json", Kind::RegistryEntry),
+];
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Kind {
+    Kubernetes,
+    Workflow,
+    Harbor,
+    RegistryEntry,
+}
+
+/// `spindle serve`'s own flags, as the serve command documents them. Serve
+/// and the budgets of `exec` (`--max-cost`, `--max-minutes`) are checked
+/// by their own tests; here a flag of theirs counts as known when it is
+/// on this list or in the binary's help, whichever comes first.
+const SERVE_FLAGS: &[&str] = &[
+    "--listen",
+    "--token-file",
+    "--tls-cert",
+    "--tls-key",
+    "--insecure-network",
+];
+const EXEC_BUDGET_FLAGS: &[&str] = &["--max-cost", "--max-steps", "--max-minutes"];
+
+/// The words of `text` that look like long flags (`--name`, without a
+/// value after `=`).
+fn flags_in(text: &str) -> BTreeSet<String> {
+    let mut flags = BTreeSet::new();
+    for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
+        if let Some(name) = word.strip_prefix("--") {
+            if name.starts_with(|c: char| c.is_ascii_lowercase()) {
+                flags.insert(word.trim_end_matches('-').to_string());
+            }
+        }
+    }
+    flags
+}
+
+/// The flags `spindle SUBCOMMAND --help` names (none when Spindle does
+/// not know the subcommand).
+fn help_flags(subcommand: &str) -> BTreeSet<String> {
+    let home = temp_dir("fleets-help");
+    let out = spindle_command(&home)
+        .args([subcommand, "--help"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("spindle starts");
+    let _ = std::fs::remove_dir_all(&home);
+    if !out.status.success() {
+        return BTreeSet::new();
+    }
+    flags_in(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Every flag a recipe may give to a subcommand of Spindle.
+fn known_flags(subcommand: &str) -> BTreeSet<String> {
+    let acp = help_flags("acp");
+    assert!(
+        acp.contains("--permissions") && acp.contains("--model"),
+        "acp's help names its flags: {acp:?}"
+    );
+    let mut known = help_flags(subcommand);
+    match subcommand {
+        "exec" => known.extend(EXEC_BUDGET_FLAGS.iter().map(|f| f.to_string())),
+        // Serve takes acp's agent options besides its own.
+        "serve" => {
+            known.extend(acp);
+            known.extend(SERVE_FLAGS.iter().map(|f| f.to_string()));
+        }
+        "acp" => {}
+        other => panic!("a recipe starts `spindle {other}`, not a fleet command"),
+    }
+    known
+}
+
+/// Splits a shell line into words, keeping double-quoted text together,
+/// up to a pipe.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '|' if !quoted => break,
+            c if c.is_whitespace() && !quoted => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+fn unquote(item: &str) -> String {
+    let item = item.trim();
+    item.strip_prefix('"')
+        .and_then(|i| i.strip_suffix('"'))
+        .unwrap_or(item)
+        .to_string()
+}
+
+fn indent(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
+/// Each start of Spindle in a YAML file, read line by line: the `args:`
+/// block list of a container whose `image:` names spindle, and the shell
+/// lines that run `spindle exec|serve|acp`. Each is the subcommand and
+/// its arguments.
+fn spindle_starts(text: &str) -> Vec<Vec<String>> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut starts = Vec::new();
+    let mut spindle_image = false;
+    for (at, line) in lines.iter().enumerate() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("- name:") {
+            spindle_image = false;
+        }
+        if let Some(image) = trimmed.strip_prefix("image:") {
+            spindle_image = image.contains("spindle");
+        }
+        if trimmed == "args:" && spindle_image {
+            let mut args = Vec::new();
+            for next in &lines[at + 1..] {
+                let item = next.trim();
+                if item.is_empty() || item.starts_with('#') {
+                    continue;
+                }
+                if indent(next) <= indent(line) && !item.starts_with("- ") {
+                    break;
+                }
+                match item.strip_prefix("- ") {
+                    Some(value) => args.push(unquote(value)),
+                    None => break,
+                }
+            }
+            starts.push(args);
+        }
+        for subcommand in ["exec", "serve", "acp"] {
+            let shown = format!("spindle {subcommand} ");
+            if let Some(at) = trimmed.find(&shown) {
+                if !trimmed.starts_with('#') {
+                    let words = shell_words(&trimmed[at..]);
+                    starts.push(words[1..].to_vec());
+                }
+            }
+        }
+    }
+    starts
+}
+
+/// The starts of Spindle a registry entry names: each target's args.
+fn entry_starts(entry: &Value) -> Vec<Vec<String>> {
+    let binary = entry["distribution"]["binary"]
+        .as_object()
+        .expect("a binary distribution");
+    binary
+        .values()
+        .map(|target| {
+            target["args"]
+                .as_array()
+                .expect("args")
+                .iter()
+                .map(|a| a.as_str().expect("string args").to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// The flags of one start that Spindle does not know.
+fn unknown_flags(start: &[String]) -> Vec<String> {
+    let subcommand = start.first().expect("a subcommand").as_str();
+    let known = known_flags(subcommand);
+    start
+        .iter()
+        .filter(|word| word.starts_with("--"))
+        .map(|word| word.split('=').next().unwrap_or(word).to_string())
+        .filter(|flag| !known.contains(flag))
+        .collect()
+}
+
+/// The top-level keys of each `---` document of a YAML file, checked for
+/// tabs and odd indentation on the way.
+fn yaml_documents(file: &str, text: &str) -> Vec<Vec<String>> {
+    let mut documents = vec![Vec::new()];
+    for (at, line) in text.lines().enumerate() {
+        assert!(!line.contains('\t'), "{file}:{}: a tab", at + 1);
+        if line.trim_start().starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        assert!(
+            indent(line).is_multiple_of(2),
+            "{file}:{}: indented by an odd number of spaces",
+            at + 1
+        );
+        if line == "---" {
+            documents.push(Vec::new());
+            continue;
+        }
+        if indent(line) == 0 {
+            let key = line
+                .split(':')
+                .next()
+                .filter(|_| line.contains(':'))
+                .unwrap_or_else(|| panic!("{file}:{}: not a key at the top: {line}", at + 1));
+            let keys = documents.last_mut().unwrap();
+            assert!(
+                !keys.contains(&key.to_string()),
+                "{file}:{}: {key} twice",
+                at + 1
+            );
+            keys.push(key.to_string());
+        }
+    }
+    documents
+}
+
+/// The documents of a YAML file as JSON, parsed by python3's yaml module;
+/// `None` (said) when python3 or its yaml module is not installed.
+fn parsed_yaml(path: &Path) -> Option<Vec<Value>> {
+    let program = "import json, sys, yaml\n\
+                   print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))";
+    let out = Command::new("python3")
+        .args(["-c", program])
+        .arg(path)
+        .stdin(Stdio::null())
+        .output();
+    match out {
+        Ok(out) if out.status.success() => {
+            Some(serde_json::from_slice(&out.stdout).expect("python3 prints JSON"))
+        }
+        Ok(out) => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains("No module named 'yaml'"),
+                "python3 cannot parse {}: {stderr}",
+                path.display()
+            );
+            eprintln!(
+                "python3 has no yaml module: the YAML structure is checked line by line only"
+            );
+            None
+        }
+        Err(_) => {
+            eprintln!("python3 is not installed: the YAML structure is checked line by line only");
+            None
+        }
+    }
+}
+
+fn kinds(documents: &[Value]) -> Vec<&str> {
+    documents
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap_or("?"))
+        .collect()
+}
+
+fn container<'a>(pod: &'a Value, name: &str) -> &'a Value {
+    pod["containers"]
+        .as_array()
+        .expect("containers")
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no container {name}: {pod}"))
 }
 
 fn strings(value: &Value) -> Vec<String> {
@@ -22,6 +311,314 @@ fn strings(value: &Value) -> Vec<String> {
         .map(|v| v.as_str().expect("a string").to_string())
         .collect()
 }
+
+/// The value after `flag` in `args`.
+fn after<'a>(args: &'a [String], flag: &str) -> &'a str {
+    let at = args
+        .iter()
+        .position(|a| a == flag)
+        .unwrap_or_else(|| panic!("{flag} missing from {args:?}"));
+    args.get(at + 1).expect("a value").as_str()
+}
+
+/// A pod that runs Spindle the way the image means: not as root, its
+/// home and the model key where Spindle looks, the secrets it names
+/// mounted.
+fn check_spindle_pod(file: &str, pod: &Value, args: &[String]) {
+    let security = &pod["securityContext"];
+    assert_eq!(security["runAsNonRoot"], true, "{file}");
+    assert_eq!(security["runAsUser"], 65532, "{file}: the image's user");
+    assert_eq!(pod["automountServiceAccountToken"], false, "{file}");
+    let spindle = container(pod, "spindle");
+    assert_eq!(strings(&spindle["args"]), args, "{file}: the line reader");
+    assert_eq!(
+        spindle["securityContext"]["readOnlyRootFilesystem"], true,
+        "{file}"
+    );
+    let mounts = spindle["volumeMounts"].as_array().expect("volumeMounts");
+    let mounted = |path: &str| mounts.iter().find(|m| m["mountPath"] == path);
+    assert!(
+        mounted("/home/spindle").is_some(),
+        "{file}: SPINDLE_HOME is writable"
+    );
+    let key = spindle["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .find(|e| e["name"] == "OPENAI_API_KEY")
+        .expect("the model key");
+    assert_eq!(
+        key["valueFrom"]["secretKeyRef"]["name"], "spindle-model-key",
+        "{file}"
+    );
+    if args.first().map(String::as_str) != Some("serve") {
+        return;
+    }
+    let volumes = pod["volumes"].as_array().expect("volumes");
+    for (flag, secret) in [
+        ("--token-file", "spindle-serve-token"),
+        ("--tls-cert", "spindle-serve-tls"),
+        ("--tls-key", "spindle-serve-tls"),
+    ] {
+        let path = Path::new(after(args, flag));
+        let mount = mounted(path.parent().unwrap().to_str().unwrap())
+            .unwrap_or_else(|| panic!("{file}: nothing mounted for {flag} {}", path.display()));
+        let volume = volumes
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .expect("the mount's volume");
+        assert_eq!(volume["secret"]["secretName"], secret, "{file}: {flag}");
+    }
+    let probe = &spindle["readinessProbe"]["httpGet"];
+    assert_eq!(probe["path"], "/healthz", "{file}");
+    assert_eq!(probe["scheme"], "HTTPS", "{file}: serve speaks TLS");
+    let port: u64 = after(args, "--listen")
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("--listen ADDR:PORT");
+    let ports = spindle["ports"].as_array().expect("ports");
+    assert!(
+        ports
+            .iter()
+            .any(|p| p["name"] == probe["port"] && p["containerPort"] == port),
+        "{file}: the probe's port is the one serve listens on"
+    );
+}
+
+/// What each example must be, read from python3's parse.
+fn check_structure(file: &str, documents: &[Value], starts: &[Vec<String>]) {
+    match file {
+        "examples/fleets/kubernetes-job.yaml" => {
+            assert_eq!(kinds(documents), ["Secret", "Job"], "{file}");
+            let job = &documents[1]["spec"];
+            assert_eq!(job["backoffLimit"], 0, "{file}");
+            let pod = &job["template"]["spec"];
+            assert_eq!(pod["restartPolicy"], "Never", "{file}");
+            let clone = &pod["initContainers"][0];
+            assert_eq!(clone["args"][0], "clone", "{file}");
+            check_spindle_pod(file, pod, &starts[0]);
+            let work = container(pod, "spindle")["workingDir"].as_str().unwrap();
+            assert!(
+                clone["args"].as_array().unwrap().iter().any(|a| a == work),
+                "{file}: the clone goes where spindle works"
+            );
+        }
+        "examples/fleets/kubernetes-serve.yaml" => {
+            assert_eq!(
+                kinds(documents),
+                ["Secret", "Secret", "Deployment", "Service"],
+                "{file}"
+            );
+            let deployment = &documents[2]["spec"];
+            let pod = &deployment["template"]["spec"];
+            check_spindle_pod(file, pod, &starts[0]);
+            let service = &documents[3]["spec"];
+            assert_eq!(
+                service["selector"], deployment["template"]["metadata"]["labels"],
+                "{file}: the Service selects the pods"
+            );
+            assert_eq!(service["ports"][0]["targetPort"], "acp", "{file}");
+        }
+        "examples/fleets/agent-sandbox.yaml" => {
+            assert_eq!(
+                kinds(documents),
+                ["SandboxTemplate", "SandboxWarmPool", "SandboxClaim"],
+                "{file}"
+            );
+            for document in documents {
+                assert_eq!(
+                    document["apiVersion"], "extensions.agents.x-k8s.io/v1beta1",
+                    "{file}"
+                );
+            }
+            let template = &documents[0];
+            check_spindle_pod(file, &template["spec"]["podTemplate"]["spec"], &starts[0]);
+            let pool = &documents[1];
+            assert_eq!(
+                pool["spec"]["sandboxTemplateRef"]["name"], template["metadata"]["name"],
+                "{file}"
+            );
+            assert_eq!(
+                documents[2]["spec"]["warmPoolRef"]["name"], pool["metadata"]["name"],
+                "{file}"
+            );
+        }
+        "examples/fleets/github-actions.yml" => {
+            let workflow = &documents[0];
+            // YAML 1.1 reads the key `on` as true.
+            let on = workflow.get("on").or_else(|| workflow.get("true"));
+            assert!(
+                on.is_some_and(|on| on.get("workflow_dispatch").is_some()),
+                "{file}"
+            );
+            let steps = workflow["jobs"]["exec"]["steps"].as_array().expect("steps");
+            let run = steps
+                .iter()
+                .find(|s| {
+                    s["run"]
+                        .as_str()
+                        .is_some_and(|r| r.contains("spindle exec"))
+                })
+                .expect("a step runs spindle exec");
+            // The prompt is text from outside: through the environment,
+            // never expanded into the script.
+            assert!(
+                !run["run"].as_str().unwrap().contains("${{"),
+                "{file}: an expression in the script"
+            );
+            assert_eq!(run["env"]["PROMPT"], "${{ inputs.prompt }}", "{file}");
+        }
+        "examples/fleets/harbor/job.yaml" => {
+            let agent = &documents[0]["agents"][0];
+            assert_eq!(agent["name"], "acp", "{file}");
+            let entry = agent["kwargs"]["registry_entry_path"].as_str().unwrap();
+            assert!(root().join(entry).is_file(), "{file}: {entry}");
+        }
+        other => panic!("no structure check for {other}"),
+    }
+}
+
+#[test]
+fn every_fleet_example_parses_and_gives_spindle_known_flags() {
+    let guide = read("docs/fleets.md");
+    for (file, kind) in EXAMPLES {
+        assert!(guide.contains(file), "docs/fleets.md does not name {file}");
+        let text = read(file);
+        if *kind == Kind::RegistryEntry {
+            continue;
+        }
+        let documents = yaml_documents(file, &text);
+        for keys in &documents {
+            let needs: &[&str] = match kind {
+                Kind::Kubernetes => &["apiVersion", "kind", "metadata"],
+                Kind::Workflow => &["name", "on", "jobs"],
+                Kind::Harbor => &["agents"],
+                Kind::RegistryEntry => unreachable!(),
+            };
+            for key in needs {
+                assert!(keys.iter().any(|k| k == key), "{file}: {key} in {keys:?}");
+            }
+        }
+        let starts = spindle_starts(&text);
+        if *kind != Kind::Harbor {
+            assert!(!starts.is_empty(), "{file} starts no spindle");
+        }
+        for start in &starts {
+            let unknown = unknown_flags(start);
+            assert!(
+                unknown.is_empty(),
+                "{file}: spindle {start:?} has flags spindle does not know: {unknown:?}"
+            );
+        }
+        if let Some(parsed) = parsed_yaml(&root().join(file)) {
+            assert_eq!(parsed.len(), documents.len(), "{file}: documents");
+            check_structure(file, &parsed, &starts);
+        }
+    }
+}
+
+#[test]
+fn the_line_reader_finds_spindle_and_not_the_other_containers() {
+    let text = "containers:\n  - name: clone\n    image: alpine/git\n    args:\n      - clone\n      - --depth=1\n  - name: spindle\n    image: example/spindle:1\n    args:\n      # a comment\n      - exec\n      - \"--json\"\n      - Fix it\n    env: []\nrun: |\n  spindle exec --max-cost 1 \"$PROMPT\" | tee out\n";
+    let starts = spindle_starts(text);
+    assert_eq!(
+        starts,
+        [
+            vec!["exec", "--json", "Fix it"],
+            vec!["exec", "--max-cost", "1", "$PROMPT"]
+        ]
+    );
+    assert!(unknown_flags(&starts[0]).is_empty());
+    assert_eq!(
+        unknown_flags(&["exec".into(), "--no-such-flag".into()]),
+        ["--no-such-flag"]
+    );
+    assert_eq!(
+        unknown_flags(&["serve".into(), "--listen=0.0.0.0:1".into()]),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn the_harbor_entry_is_a_registry_entry_that_starts() {
+    let file = "examples/fleets/harbor/agent.json";
+    let entry: Value = serde_json::from_str(&read(file)).expect("agent.json is JSON");
+    let schema: Value = serde_json::from_str(&read("tests/data/registry-agent.schema.json"))
+        .expect("the registry's schema");
+    let validator = jsonschema::draft7::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("the schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(&entry)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{file}: {errors:?}");
+    assert_eq!(entry["version"], env!("CARGO_PKG_VERSION"), "{file}");
+    for start in entry_starts(&entry) {
+        assert_eq!(start.first().map(String::as_str), Some("acp"), "{file}");
+        assert!(unknown_flags(&start).is_empty(), "{file}: {start:?}");
+    }
+    registry_check(&entry);
+}
+
+/// `scripts/registry-check` on the entry with this binary packed as the
+/// archive it names for this machine: the args start an agent that the
+/// registry's checks accept.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+fn registry_check(entry: &Value) {
+    let key = if cfg!(target_arch = "x86_64") {
+        "linux-x86_64"
+    } else {
+        "linux-aarch64"
+    };
+    let url = entry["distribution"]["binary"][key]["archive"]
+        .as_str()
+        .expect("an archive for this machine");
+    let name = url.rsplit('/').next().unwrap();
+    let dir = temp_dir("fleets-registry");
+    let pack = dir.join("pack");
+    std::fs::create_dir_all(&pack).unwrap();
+    std::fs::copy(spindle_path(), pack.join("spindle")).unwrap();
+    let packed = Command::new("tar")
+        .arg("-czf")
+        .arg(dir.join(name))
+        .arg("-C")
+        .arg(&pack)
+        .arg("spindle")
+        .status()
+        .expect("tar runs");
+    assert!(packed.success());
+    std::fs::write(dir.join("agent.json"), entry.to_string()).unwrap();
+    let mut check = Command::new("bash");
+    check
+        .arg(root().join("scripts/registry-check"))
+        .arg(&dir)
+        .stdin(Stdio::null());
+    isolate(&mut check, &dir.join("home"));
+    let out = check.output().expect("bash runs scripts/registry-check");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("registry check: passed"),
+        "{said}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+fn registry_check(_entry: &Value) {
+    eprintln!("the entry names Linux archives only: scripts/registry-check is not run here");
+}
+
+// --- The container image --------------------------------------------------
 
 /// What the ELF header of a 64-bit little-endian binary says: its
 /// architecture as OCI names it, and whether it asks for an interpreter
