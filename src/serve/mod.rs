@@ -99,6 +99,9 @@ pub fn run(mut options: Options, args: ServeArgs) -> Result<(), ServeError> {
     };
     let token_path = args.token_file.clone().unwrap_or_else(token::default_path);
     let (token, made) = token::load_or_make(&token_path).map_err(ServeError::Setup)?;
+    // No sandboxed command of any connection reads the token or the key.
+    options.secret_files.push(token_path.clone());
+    options.secret_files.extend(args.tls_key.clone());
     let _scratch = scratch_db(&mut options)?;
     let listener = TcpListener::bind(address)
         .map_err(|error| ServeError::Listen(format!("cannot listen on {address}: {error}")))?;

@@ -50,6 +50,9 @@ pub struct Options {
     /// agent's start to use instead of reading the file again; `None`:
     /// `serve` loads it, once. A reload always reads the file.
     pub loaded: Option<crate::config::loaded::Loaded>,
+    /// Files no sandboxed command may read besides Spindle's own (`serve`
+    /// adds its token file and TLS key).
+    pub secret_files: Vec<PathBuf>,
 }
 
 impl Options {

@@ -14,6 +14,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 mod ending;
+mod sandboxed;
 mod sdk;
 
 /// A running `spindle serve`.
@@ -66,7 +67,11 @@ impl Server {
         let address = receiver
             .recv_timeout(Duration::from_secs(30))
             .unwrap_or_else(|_| panic!("serve did not start: {}", text.lock().unwrap()));
-        let token_file = home.join("serve-token");
+        let token_file = args
+            .iter()
+            .position(|a| *a == "--token-file")
+            .and_then(|i| args.get(i + 1))
+            .map_or_else(|| home.join("serve-token"), PathBuf::from);
         let token = std::fs::read_to_string(&token_file)
             .map(|t| t.trim().to_string())
             .unwrap_or_default();

@@ -78,6 +78,8 @@ impl Dispatcher {
             .unwrap_or_else(crate::config::default_path);
         hidden.push(crate::config::managed_keys_dir(&config_path));
         hidden.push(config_path);
+        // `serve`'s token file and TLS key.
+        hidden.extend(self.options().secret_files.iter().cloned());
         let with_suffixes = |path: &std::path::Path, suffixes: &[&str]| {
             suffixes
                 .iter()
