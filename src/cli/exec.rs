@@ -3,14 +3,16 @@
 //! `link.rs` and `printer.rs` in front of it. The answer goes to stdout;
 //! a header (model, approval policy, session), thoughts, tool calls and
 //! the plan to stderr; `--quiet` leaves only the answer, `--json` prints
-//! the raw updates instead. `--continue` and `--session ID` go on with an
-//! earlier session of this folder (its slash commands too: `/undo`).
+//! the raw updates instead, then one result line (`exec_result.rs`).
+//! `--continue` and `--session ID` go on with an earlier session of this
+//! folder (its slash commands too: `/undo`).
 //!
 //! Permission requests are asked on the terminal (`/dev/tty`) when there
 //! is one. Without one nobody is asked: the call does not run, the model
 //! is told nobody could be asked, and exec ends with exit code 3 naming
 //! what needed approval and what would allow it.
 
+use super::exec_result::{Report, Watch};
 use super::failure::Failure;
 use super::link::Link;
 use super::printer::{Printer, Unasked};
@@ -143,7 +145,8 @@ fn prompt_text(args: &ExecArgs) -> Result<String, Failure> {
 /// Runs the prompt: `Ok` after `end_turn`, [`Failure::Stopped`] (exit
 /// code 3) on any other stop reason or when a call needed approval that
 /// nobody could give, [`Failure::Cancelled`] (130) after Ctrl-C, another
-/// failure (1) on an error.
+/// failure (1) on an error. With `--json`, the last line on stdout is the result
+/// (`exec_result.rs`), once a session was opened.
 pub(crate) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     // Termination signals are exec's to handle (below), not the
     // in-process agent's: one handler per process.
@@ -193,10 +196,23 @@ pub(crate) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failur
         config: config.as_deref(),
         loaded: loaded.as_ref(),
         flags: &flags,
+        store: store.as_deref(),
     };
-    let ended = converse(&mut link, &mut printer, &stop, &asked);
+    let mut report = Report::default();
+    let ended = converse(&mut link, &mut printer, &stop, &asked, &mut report);
     printer.finish();
     let closed = link.close();
+    // Checkpoints turned off keep no record of what changed: unknown.
+    let kept = loaded
+        .as_ref()
+        .and_then(|loaded| loaded.config())
+        .is_none_or(|config| config.checkpoints.enabled != Some(false));
+    let files = match (&store, &report.session) {
+        (Some(db), Some(session)) if args.json && kept => {
+            super::exec_result::files_changed(db, session, report.turn_before, &cwd)
+        }
+        _ => None,
+    };
     if let (Ok((_, _, session)), Some(store), None) = (&ended, &store, &args.resume) {
         forget_if_only_commands(store, session);
     }
@@ -205,6 +221,22 @@ pub(crate) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failur
         Ok((stop, policy, _)) => outcome(&stop, &printer, &policy, signal.is_some()),
         Err(failure) => Err(failure),
     };
+    let ended = ended_as(signal, ended, closed);
+    if args.json && report.session.is_some() {
+        let code = ended.as_ref().err().map_or(0, Failure::exit_code);
+        let last = super::exec_result::line(&report, files, code);
+        let _ = super::stdout::print(&format!("{}\n", json_for_terminal(&last)));
+    }
+    ended
+}
+
+/// How exec ends, given a termination request that came (if one did),
+/// the turn's outcome and the agent's.
+fn ended_as(
+    signal: Option<&'static str>,
+    ended: Result<(), Failure>,
+    closed: Result<(), Failure>,
+) -> Result<(), Failure> {
     match (signal, ended, closed) {
         // Ctrl-C cancelled the turn: said, and 130 as a shell shows it.
         (Some(name), Err(Failure::Cancelled), _) if super::ending::is_interrupt(name) => {
@@ -435,6 +467,8 @@ struct Asked<'a> {
     loaded: Option<&'a crate::config::loaded::Loaded>,
     /// The choices the command line made, for a session gone on with.
     flags: &'a [(&'static str, String)],
+    /// The session database, when the run keeps one.
+    store: Option<&'a std::path::Path>,
 }
 
 /// An answer refusing the prompt because the provider refused the key
@@ -485,6 +519,7 @@ fn converse(
     printer: &mut Printer,
     stop: &Mutex<Stop>,
     asked: &Asked,
+    report: &mut Report,
 ) -> Result<(String, String, String), Failure> {
     let (cwd, prompt, args, flags) = (asked.cwd, asked.prompt, asked.args, asked.flags);
     let fail = said;
@@ -498,6 +533,11 @@ fn converse(
         flags,
     )?;
     let policy = header(printer, &opened, &session, args.resume.is_some(), None);
+    report.session = Some(session.clone());
+    super::exec_result::session_cost(link, printer, &session, report)?;
+    if let Some(db) = asked.store {
+        report.turn_before = super::exec_result::last_turn(db, &session);
+    }
     if let Ok(mut state) = stop.lock() {
         // A request came while the session opened: no turn is started.
         if let Some(name) = state.signal {
@@ -506,24 +546,27 @@ fn converse(
         state.running = Some((link.sender(), session.clone()));
     }
     let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": prompt}]});
-    let answer = link.call("session/prompt", params, printer);
+    let mut watch = Watch::new(printer);
+    let answer = link.call("session/prompt", params, &mut watch);
+    report.message = watch.last_message().to_string();
     if let Ok(mut state) = stop.lock() {
         state.running.take();
     }
     let answer = answer?;
     let model = model_of(&opened);
-    let result =
-        answer.map_err(|e| fail(printer, key_named(e, &model, asked.config, asked.loaded)))?;
+    let result = answer.map_err(|e| {
+        let e = key_named(e, &model, asked.config, asked.loaded);
+        report.error = e["message"].as_str().map(plain_words);
+        fail(printer, e)
+    })?;
     let stop = result["stopReason"]
         .as_str()
         .unwrap_or_default()
         .to_string();
+    report.stop = Some(stop.clone());
+    report.usage = result["_meta"]["spindle"]["usage"].clone();
     stop_jobs(link, printer, &session)?;
     printer.finish();
-    if printer.json {
-        let last = json_for_terminal(&json!({"stopReason": stop, "sessionId": session}));
-        let _ = super::stdout::print(&format!("{last}\n"));
-    }
     Ok((stop, policy, session))
 }
 

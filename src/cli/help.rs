@@ -27,6 +27,10 @@ USAGE:
                               /undo); takes acp's options (--agent FILE for an
                               agent file); asks on the terminal, and without one
                               names what needed approval and what would allow it;
+                              --json ends with one result line, a JSON object of
+                              type result: stop reason, last message, files
+                              changed with lines added and removed, tokens,
+                              cost, exit code;
                               exit 0 when the turn ends normally, 1 on an error,
                               3 on another stop reason (a limit, approval nobody
                               could give), 130 after Ctrl-C

@@ -3,7 +3,7 @@
 //! `agent::serve`. `exec.rs` and `chat.rs` run an in-process agent and speak
 //! ACP to it through `link.rs`; `printer.rs` is what they show and ask, and
 //! `line.rs` the chat's line editor (raw mode and the width come from
-//! `os/`). `doctor.rs`, `setup.rs` (its questions in `setup_ask.rs`),
+//! `os/`); `exec_result.rs` is exec's `--json` result line. `doctor.rs`, `setup.rs` (its questions in `setup_ask.rs`),
 //! `sessions.rs`, `mcp_list.rs` (`mcp list`, `add`, `remove`),
 //! `mcp_login.rs` (`mcp login`, `logout`), `trust.rs` (`trust`, `untrust`)
 //! are the others; `logging.rs` is Spindle's own logger (stderr,
@@ -21,6 +21,7 @@ mod chat;
 pub(crate) mod doctor;
 mod ending;
 pub(crate) mod exec;
+mod exec_result;
 mod failure;
 mod help;
 mod line;

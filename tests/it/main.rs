@@ -23,6 +23,7 @@ mod credentials;
 mod docs_commands;
 mod docs_config;
 mod exec;
+mod exec_result;
 mod exits;
 mod first_day;
 // The fleet recipes and the container image script (bash, ELF images).
