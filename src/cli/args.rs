@@ -286,14 +286,32 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, Usage> {
             }
             Long("max-steps") => {
                 let value = parser.value().map_err(usage)?.string().map_err(usage)?;
-                options.max_steps = match value.parse::<usize>() {
-                    Ok(steps) if steps > 0 => steps,
+                let most = crate::cli::budget::MOST_STEPS;
+                options.max_steps = match value.trim().parse::<usize>() {
+                    Ok(steps) if steps > 0 && steps <= most => steps,
                     _ => {
                         return Err(Usage(format!(
-                            "--max-steps takes a positive number, got '{value}'"
+                            "--max-steps takes a whole number from 1 to {most}, got '{value}'"
                         )))
                     }
                 };
+                if let Some(exec) = exec.as_mut() {
+                    exec.budgets.steps = Some(options.max_steps);
+                }
+            }
+            Long("max-cost") if exec.as_ref().is_some_and(|e| !e.chat) => {
+                let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+                let cost = crate::cli::budget::parse_cost(&value).map_err(Usage)?;
+                if let Some(exec) = exec.as_mut() {
+                    exec.budgets.cost = Some(cost);
+                }
+            }
+            Long("max-minutes") if exec.as_ref().is_some_and(|e| !e.chat) => {
+                let value = parser.value().map_err(usage)?.string().map_err(usage)?;
+                let minutes = crate::cli::budget::parse_minutes(&value).map_err(Usage)?;
+                if let Some(exec) = exec.as_mut() {
+                    exec.budgets.minutes = Some(minutes);
+                }
             }
             Long("on-reject") => {
                 let value = parser.value().map_err(usage)?.string().map_err(usage)?;

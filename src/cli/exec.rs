@@ -4,14 +4,17 @@
 //! a header (model, approval policy, session), thoughts, tool calls and
 //! the plan to stderr; `--quiet` leaves only the answer, `--json` prints
 //! the raw updates instead, then one result line (`exec_result.rs`).
-//! `--continue` and `--session ID` go on with an earlier session of this
-//! folder (its slash commands too: `/undo`).
+//! `--max-cost`, `--max-steps` and `--max-minutes` are budgets that end
+//! the run with exit code 4 (`budget.rs`). `--continue` and `--session
+//! ID` go on with an earlier session of this folder (its slash commands
+//! too: `/undo`).
 //!
 //! Permission requests are asked on the terminal (`/dev/tty`) when there
 //! is one. Without one nobody is asked: the call does not run, the model
 //! is told nobody could be asked, and exec ends with exit code 3 naming
 //! what needed approval and what would allow it.
 
+use super::budget::{Budgets, CostWatch, Ran};
 use super::exec_result::{Report, Watch};
 use super::failure::Failure;
 use super::link::Link;
@@ -41,6 +44,8 @@ pub(crate) struct ExecArgs {
     pub resume: Option<Resume>,
     /// `spindle chat`: a conversation (`quiet` then hides the thoughts).
     pub chat: bool,
+    /// `--max-cost`, `--max-steps`, `--max-minutes`.
+    pub budgets: Budgets,
 }
 
 /// `--session` takes what `spindle sessions show` does: an id or a unique
@@ -144,8 +149,9 @@ fn prompt_text(args: &ExecArgs) -> Result<String, Failure> {
 
 /// Runs the prompt: `Ok` after `end_turn`, [`Failure::Stopped`] (exit
 /// code 3) on any other stop reason or when a call needed approval that
-/// nobody could give, [`Failure::Cancelled`] (130) after Ctrl-C, another
-/// failure (1) on an error. With `--json`, the last line on stdout is the result
+/// nobody could give, [`Failure::OverBudget`] (4) when a budget ended it,
+/// [`Failure::Cancelled`] (130) after Ctrl-C, another failure (1) on an
+/// error. With `--json`, the last line on stdout is the result
 /// (`exec_result.rs`), once a session was opened.
 pub(crate) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failure> {
     // Termination signals are exec's to handle (below), not the
@@ -178,6 +184,11 @@ pub(crate) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failur
     // After the handler: the thread that reads piped input must inherit
     // the blocked signals too.
     let prompt = prompt_text(&args)?;
+    // The clock of --max-minutes runs from here; it stops as the turn ends.
+    let clock = args
+        .budgets
+        .duration()
+        .and_then(|limit| start_clock(limit, stop.clone()));
     let cwd = std::env::current_dir()
         .map_err(|error| Failure::Failed(format!("cannot tell the current folder: {error}")))?;
     let config = options.config.clone();
@@ -200,6 +211,7 @@ pub(crate) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failur
     };
     let mut report = Report::default();
     let ended = converse(&mut link, &mut printer, &stop, &asked, &mut report);
+    drop(clock);
     printer.finish();
     let closed = link.close();
     // Checkpoints turned off keep no record of what changed: unknown.
@@ -216,13 +228,28 @@ pub(crate) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failur
     if let (Ok((_, _, session)), Some(store), None) = (&ended, &store, &args.resume) {
         forget_if_only_commands(store, session);
     }
-    let signal = stop.lock().ok().and_then(|state| state.signal);
+    let (signal, ran_out) = stop
+        .lock()
+        .map_or((None, None), |state| (state.signal, state.budget));
     let ended = match ended {
-        Ok((stop, policy, _)) => outcome(&stop, &printer, &policy, signal.is_some()),
+        Ok((stop, policy, _)) => {
+            let ran_out = ran_out.filter(|_| stop == "cancelled");
+            outcome(
+                &stop,
+                &printer,
+                &policy,
+                signal.is_some(),
+                ran_out,
+                &args.budgets,
+            )
+        }
         Err(failure) => Err(failure),
     };
     let ended = ended_as(signal, ended, closed);
     if args.json && report.session.is_some() {
+        if let Err(Failure::OverBudget(budget)) = &ended {
+            report.budget = Some(budget);
+        }
         let code = ended.as_ref().err().map_or(0, Failure::exit_code);
         let last = super::exec_result::line(&report, files, code);
         let _ = super::stdout::print(&format!("{}\n", json_for_terminal(&last)));
@@ -259,6 +286,33 @@ struct Stop {
     running: Option<(super::link::Sender, String)>,
     /// The first termination request, once one came.
     signal: Option<&'static str>,
+    /// The first budget that ran out.
+    budget: Option<Ran>,
+}
+
+/// Starts the clock of `--max-minutes`: when `limit` passes before the
+/// returned sender is dropped, the running turn is cancelled (as Ctrl-C
+/// does), or none is started.
+fn start_clock(
+    limit: std::time::Duration,
+    stop: Arc<Mutex<Stop>>,
+) -> Option<crossbeam_channel::Sender<()>> {
+    let (done, ended) = crossbeam_channel::bounded::<()>(0);
+    std::thread::Builder::new()
+        .name("spindle-exec-clock".into())
+        .spawn(move || {
+            if ended.recv_timeout(limit) != Err(crossbeam_channel::RecvTimeoutError::Timeout) {
+                return;
+            }
+            if let Ok(mut state) = stop.lock() {
+                state.budget.get_or_insert(Ran::Minutes);
+                if let Some((to, session)) = &state.running {
+                    super::ending::cancel(to, session);
+                }
+            }
+        })
+        .ok()?;
+    Some(done)
 }
 
 /// The session database this run writes to; none for a scripted run
@@ -534,7 +588,11 @@ fn converse(
     )?;
     let policy = header(printer, &opened, &session, args.resume.is_some(), None);
     report.session = Some(session.clone());
-    super::exec_result::session_cost(link, printer, &session, report)?;
+    let before = super::exec_result::session_cost(link, printer, &session, report)?;
+    let spent_before = match args.budgets.cost {
+        Some(_) => super::budget::spent_before(printer, before, &report.currency)?,
+        None => 0.0,
+    };
     if let Some(db) = asked.store {
         report.turn_before = super::exec_result::last_turn(db, &session);
     }
@@ -543,14 +601,25 @@ fn converse(
         if let Some(name) = state.signal {
             return Err(Failure::Signalled(name));
         }
+        if let Some(ran) = state.budget {
+            eprintln!("spindle: {}", ran.words(&args.budgets));
+            return Err(Failure::OverBudget(ran.name()));
+        }
         state.running = Some((link.sender(), session.clone()));
     }
     let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": prompt}]});
     let mut watch = Watch::new(printer);
+    if let Some(max) = args.budgets.cost {
+        watch.cost = Some(CostWatch::new(max, spent_before, link.sender(), &session));
+    }
     let answer = link.call("session/prompt", params, &mut watch);
     report.message = watch.last_message().to_string();
+    let ran_out = watch.cost.as_ref().and_then(|cost| cost.ran_out);
     if let Ok(mut state) = stop.lock() {
         state.running.take();
+        if let Some(ran) = ran_out {
+            state.budget.get_or_insert(ran);
+        }
     }
     let answer = answer?;
     let model = model_of(&opened);
@@ -643,11 +712,29 @@ fn stop_jobs(link: &mut Link, printer: &mut Printer, session: &str) -> Result<()
     Ok(())
 }
 
-/// The exit: what the stop reason and the unanswered questions mean.
-fn outcome(stop: &str, printer: &Printer, policy: &str, interrupted: bool) -> Result<(), Failure> {
+/// The exit: what the stop reason, a budget that ran out (`ran_out`, for
+/// a cancelled turn) and the unanswered questions mean. A turn stopped at
+/// its step limit ran out of its budget when `--max-steps` was given to
+/// exec (4); a limit from the preset or an agent file is another stop (3).
+fn outcome(
+    stop: &str,
+    printer: &Printer,
+    policy: &str,
+    interrupted: bool,
+    ran_out: Option<Ran>,
+    budgets: &Budgets,
+) -> Result<(), Failure> {
     if interrupted && stop == "cancelled" {
         eprintln!("spindle: cancelled");
         return Err(Failure::Cancelled);
+    }
+    let ran_out = match stop {
+        "max_turn_requests" if budgets.steps.is_some() => Some(Ran::Steps),
+        _ => ran_out,
+    };
+    if let Some(ran) = ran_out {
+        eprintln!("spindle: {}", ran.words(budgets));
+        return Err(Failure::OverBudget(ran.name()));
     }
     if !printer.unasked.is_empty() {
         for call in &printer.unasked {

@@ -7,6 +7,7 @@
 //! client exec prompts through: it prints as the printer does and keeps
 //! what the line needs.
 
+use super::budget::CostWatch;
 use super::failure::Failure;
 use super::link::{Client, Link};
 use super::printer::Printer;
@@ -34,11 +35,12 @@ pub(super) struct Report {
 }
 
 /// What exec's client sees of the turn besides printing it: the text of
-/// the answer's last message.
+/// the answer's last message, and (with `--max-cost`) what it spends.
 pub(super) struct Watch<'a> {
     pub printer: &'a mut Printer,
     /// The answer's last message: its id and text.
     message: (Option<String>, String),
+    pub cost: Option<CostWatch>,
 }
 
 impl<'a> Watch<'a> {
@@ -46,6 +48,7 @@ impl<'a> Watch<'a> {
         Watch {
             printer,
             message: (None, String::new()),
+            cost: None,
         }
     }
 
@@ -68,11 +71,20 @@ impl Client for Watch<'_> {
                 self.message.1.push_str(text);
             }
         }
+        if let Some(cost) = self.cost.as_mut() {
+            cost.seen(update);
+        }
         self.printer.update(update);
     }
 
     fn permission(&mut self, params: &Value) -> Value {
         self.printer.permission(params)
+    }
+
+    fn answer(&mut self, message: &Value) {
+        if let Some(cost) = self.cost.as_mut() {
+            cost.answered(message);
+        }
     }
 }
 

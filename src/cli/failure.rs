@@ -1,7 +1,7 @@
 //! How a command falls short, and so the exit code it ends with.
 
 /// How a command fell short; it alone chooses the exit code (the help's
-/// "Exit codes" line, and `exec`'s 3).
+/// "Exit codes" line, and `exec`'s 3 and 4).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Failure {
     /// The command line is wrong: said with a hint at the help; 2.
@@ -22,6 +22,9 @@ pub enum Failure {
     /// `exec`'s turn stopped for another reason than its end, said
     /// already; 3.
     Stopped,
+    /// `exec`'s turn was ended by a budget of its command line
+    /// (`"cost"`, `"steps"`, `"minutes"`), said already; 4.
+    OverBudget(&'static str),
     /// Interrupted (Ctrl-C), said already; 130, as a shell reports it.
     Cancelled,
     /// Ended by a termination request (`SIGTERM`, …) after an orderly
@@ -39,6 +42,7 @@ impl Failure {
             | Failure::SetupFailed(_)
             | Failure::Broken => 1,
             Failure::Stopped => 3,
+            Failure::OverBudget(_) => 4,
             Failure::Cancelled => 130,
             Failure::Signalled(name) => crate::process::signal_exit_code(name),
         }
@@ -61,7 +65,7 @@ impl Failure {
             }
             Failure::SetupFailed(message) => eprintln!("spindle setup: {}", visible(message)),
             Failure::Signalled(name) => eprintln!("spindle: ended by {name}"),
-            Failure::Broken | Failure::Stopped | Failure::Cancelled => {}
+            Failure::Broken | Failure::Stopped | Failure::OverBudget(_) | Failure::Cancelled => {}
         }
     }
 }

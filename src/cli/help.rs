@@ -27,13 +27,16 @@ USAGE:
                               /undo); takes acp's options (--agent FILE for an
                               agent file); asks on the terminal, and without one
                               names what needed approval and what would allow it;
-                              --json ends with one result line, a JSON object of
-                              type result: stop reason, last message, files
-                              changed with lines added and removed, tokens,
-                              cost, exit code;
+                              --max-cost USD, --max-steps N, --max-minutes M:
+                              budgets that stop the turn (as Ctrl-C does, the
+                              session kept) and say which ran out; --json ends
+                              with one result line, a JSON object of type result:
+                              stop reason, last message, files changed with lines
+                              added and removed, tokens, cost, budget, exit code;
                               exit 0 when the turn ends normally, 1 on an error,
-                              3 on another stop reason (a limit, approval nobody
-                              could give), 130 after Ctrl-C
+                              3 on another stop reason (a preset's or agent
+                              file's limit, approval nobody could give), 4 when
+                              a budget ran out, 130 after Ctrl-C
     spindle chat [OPTIONS] [--continue | --session ID] [--hide-thoughts] [PROMPT]
                               a conversation here, in the terminal: each line a
                               prompt or a slash command (/undo, /compact, /help),
@@ -124,8 +127,9 @@ OPTIONS (acp):
                               commands inside an OS sandbox: no network, nothing
                               writable outside the workspace or in .git), yolo
                               (nothing asks); default ask
-    --max-steps N             the most model calls one prompt may make (default:
-                              the preset's budget: 20, 50 or 100)
+    --max-steps N             the most model calls one prompt may make, up to
+                              100000 (default: the preset's budget: 20, 50 or
+                              100; exec: a budget, exit 4 when it runs out)
     --on-reject WHAT          when the user declines a tool call: stop (end the
                               turn; the default) or continue (the model is told
                               and carries on)
@@ -184,7 +188,8 @@ ENVIRONMENT:
                               all places, looks for config.json (see --db, --config)
     RUST_LOG                  log filter for stderr (error, warn, info, debug, trace)
 
-Exit codes: 0 normal end, 1 runtime failure, 2 usage error.
+Exit codes: 0 normal end, 1 runtime failure, 2 usage error; exec also 3 (the
+turn stopped for another reason), 4 (a budget of exec's ran out), 130 (Ctrl-C).
 ";
 
 /// The commands `spindle help` knows.
@@ -281,7 +286,7 @@ const FLAGS: [(&str, &str); 13] = [
         "exec",
         concat!(
             agent_flags!(),
-            " --json --quiet --continue --session --agent --help"
+            " --json --quiet --continue --session --agent --max-cost --max-minutes --help"
         ),
     ),
     (

@@ -15,6 +15,9 @@ pub(super) trait Client {
     fn update(&mut self, update: &Value);
     /// The result of a `session/request_permission`.
     fn permission(&mut self, params: &Value) -> Value;
+    /// An answer to a request the client sent itself (through a
+    /// [`Sender`]), not the one being waited for.
+    fn answer(&mut self, _message: &Value) {}
 }
 
 /// The writing end, shared with a signal handler that cancels; `None`
@@ -102,7 +105,7 @@ impl Link {
                         None => Ok(message["result"].clone()),
                     });
                 }
-                (None, _) => {}
+                (None, _) => client.answer(&message),
             }
         }
         Err(Failure::Broken)

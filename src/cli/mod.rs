@@ -3,7 +3,8 @@
 //! `agent::serve`. `exec.rs` and `chat.rs` run an in-process agent and speak
 //! ACP to it through `link.rs`; `printer.rs` is what they show and ask, and
 //! `line.rs` the chat's line editor (raw mode and the width come from
-//! `os/`); `exec_result.rs` is exec's `--json` result line. `doctor.rs`, `setup.rs` (its questions in `setup_ask.rs`),
+//! `os/`); `budget.rs` holds exec's budgets and `exec_result.rs` its
+//! `--json` result line. `doctor.rs`, `setup.rs` (its questions in `setup_ask.rs`),
 //! `sessions.rs`, `mcp_list.rs` (`mcp list`, `add`, `remove`),
 //! `mcp_login.rs` (`mcp login`, `logout`), `trust.rs` (`trust`, `untrust`)
 //! are the others; `logging.rs` is Spindle's own logger (stderr,
@@ -17,6 +18,7 @@
 //! [`Failure::exit_code`].
 
 pub(crate) mod args;
+mod budget;
 mod chat;
 pub(crate) mod doctor;
 mod ending;

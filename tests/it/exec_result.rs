@@ -1,10 +1,12 @@
 //! `spindle exec --json` in a fleet: stdout is JSON lines only, the last
 //! one the result (session, stop reason, last message, files changed with
-//! their lines, tokens and cost, budget, exit code).
+//! their lines, tokens and cost, budget, exit code); `--max-cost`,
+//! `--max-steps` and `--max-minutes` end a run with exit 4 and say which;
+//! bad budget values are usage errors (2) before any model call.
 
 use crate::support::fake_openai::{chat_text, chat_tool_calls, chunk_finish, chunk_role, done};
 use crate::support::wire::chat_usage;
-use crate::support::{temp_dir, write_file, FakeServer, Reply};
+use crate::support::{temp_dir, write_file, FakeServer, Reply, Step};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -181,4 +183,147 @@ fn a_cost_unknown_is_null_and_a_failed_prompt_still_ends_with_a_result() {
         "{result}"
     );
     assert_eq!(result["exitCode"], 1, "{result}");
+}
+
+/// Queues `count` answers that each read a file, then a last word.
+fn push_reads(server: &FakeServer, count: usize) {
+    for _ in 0..count {
+        server.push(tool_reply("read_file", json!({"path": "a.txt"})));
+    }
+    server.push(Reply::Sse(chat_text(&["never reached"])));
+}
+
+#[test]
+fn the_cost_budget_ends_the_run_with_4() {
+    let server = FakeServer::start();
+    let dir = temp_dir("exec-max-cost");
+    write_file(&dir, "a.txt", "a\n");
+    // A dollar a token: 15 a call (10 in, 5 out).
+    let price = json!({"input": 1_000_000.0, "output": 1_000_000.0, "currency": "USD"});
+    let config = config_for(&dir, &server, price);
+    push_reads(&server, 6);
+    let out = exec(&dir, &config, &["--json", "--max-cost", "20", "read on"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("the --max-cost budget of $20"), "{stderr}");
+    let result = result_of(&out);
+    assert_eq!(result["budget"], "cost", "{result}");
+    assert_eq!(result["stopReason"], "cancelled", "{result}");
+    assert_eq!(result["exitCode"], 4, "{result}");
+    assert!(!text(&out.stdout).contains("never reached"));
+    // 15, then 30: over 20; at most the call already under way after.
+    assert!(server.requests().len() <= 3, "{}", server.requests().len());
+    // A model whose price is in another currency cannot be held to
+    // dollars: refused before any call.
+    let euros = temp_dir("exec-max-cost-eur");
+    let price = json!({"input": 1.0, "output": 1.0, "currency": "EUR"});
+    let config = config_for(&euros, &server, price);
+    let before = server.requests().len();
+    let out = exec(&euros, &config, &["--max-cost", "1", "hi"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("price is in EUR"), "{stderr}");
+    assert_eq!(server.requests().len(), before);
+}
+
+#[test]
+fn the_step_budget_ends_the_run_with_4_and_an_agent_files_limit_with_3() {
+    let server = FakeServer::start();
+    let dir = temp_dir("exec-max-steps");
+    write_file(&dir, "a.txt", "a\n");
+    let config = config_for(&dir, &server, json!({"input": 1.0, "output": 1.0}));
+    push_reads(&server, 3);
+    let out = exec(&dir, &config, &["--json", "--max-steps", "1", "read on"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("the --max-steps budget of 1 model call ran out"),
+        "{stderr}"
+    );
+    let result = result_of(&out);
+    assert_eq!(result["budget"], "steps", "{result}");
+    assert_eq!(result["stopReason"], "max_turn_requests", "{result}");
+    assert_eq!(server.requests().len(), 1);
+    // The same limit from an agent file is a stop, not exec's budget.
+    let agent = write_file(
+        &dir,
+        "agent.json",
+        json!({"name": "short", "maxSteps": 1}).to_string(),
+    );
+    let server = FakeServer::start();
+    let config = config_for(&dir, &server, json!({"input": 1.0, "output": 1.0}));
+    push_reads(&server, 3);
+    let out = exec(
+        &dir,
+        &config,
+        &["--json", "--agent", agent.to_str().unwrap(), "read on"],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let result = result_of(&out);
+    assert!(result["budget"].is_null(), "{result}");
+    assert_eq!(result["stopReason"], "max_turn_requests", "{result}");
+}
+
+#[test]
+fn the_minutes_budget_cancels_a_stalled_model_with_4() {
+    let server = FakeServer::start();
+    let dir = temp_dir("exec-max-minutes");
+    let config = config_for(&dir, &server, json!({"input": 1.0, "output": 1.0}));
+    // The model starts an answer and then says nothing for a minute.
+    server.push(Reply::Sse(vec![chunk_role(), Step::Stall]));
+    let started = std::time::Instant::now();
+    let out = exec(&dir, &config, &["--json", "--max-minutes", "0.02", "wait"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("the --max-minutes budget of 0.02 minutes ran out"),
+        "{stderr}"
+    );
+    let result = result_of(&out);
+    assert_eq!(result["budget"], "minutes", "{result}");
+    assert_eq!(result["stopReason"], "cancelled", "{result}");
+    // Well before the stall's own minute ends.
+    assert!(started.elapsed() < std::time::Duration::from_secs(50));
+}
+
+#[test]
+fn bad_budget_values_are_usage_errors() {
+    let server = FakeServer::start();
+    let dir = temp_dir("exec-bad-budgets");
+    let config = config_for(&dir, &server, json!({"input": 1.0, "output": 1.0}));
+    let cases: &[(&str, &[&str])] = &[
+        ("--max-cost", &["0", "-1", "NaN", "inf", "ten", "1e300", ""]),
+        ("--max-minutes", &["0", "-0.5", "nan", "soon", "1e12"]),
+        (
+            "--max-steps",
+            &[
+                "0",
+                "-3",
+                "1.5",
+                "many",
+                "100001",
+                "99999999999999999999999",
+            ],
+        ),
+    ];
+    for (flag, values) in cases {
+        for value in *values {
+            let joined = format!("{flag}={value}");
+            let out = exec(&dir, &config, &["--json", &joined, "hi"]);
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{joined}: {stderr}");
+            assert!(
+                stderr.contains(&format!("{flag} takes")),
+                "{joined}: {stderr}"
+            );
+            assert!(out.stdout.is_empty(), "{joined}");
+        }
+    }
+    assert!(server.requests().is_empty());
+    // chat takes no exec budget but the steps.
+    let out = crate::support::spindle_command(&dir.join("home"))
+        .args(["chat", "--max-cost", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
