@@ -106,6 +106,24 @@ impl Budgets {
     }
 }
 
+/// Starts the clock of `--max-minutes`: `ran_out` runs when `limit`
+/// passes before the returned sender is dropped (as the turn ends).
+pub(super) fn start_clock(
+    limit: Duration,
+    ran_out: impl FnOnce() + Send + 'static,
+) -> Option<crossbeam_channel::Sender<()>> {
+    let (done, ended) = crossbeam_channel::bounded::<()>(0);
+    std::thread::Builder::new()
+        .name("spindle-exec-clock".into())
+        .spawn(move || {
+            if ended.recv_timeout(limit) == Err(crossbeam_channel::RecvTimeoutError::Timeout) {
+                ran_out();
+            }
+        })
+        .ok()?;
+    Some(done)
+}
+
 /// `--max-cost` at work: after each model call that reported usage and
 /// each tool call shown, the session's status is asked for (an answer
 /// [`CostWatch::answered`] reads); once what the run spent reaches the

@@ -185,10 +185,17 @@ pub(crate) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failur
     // the blocked signals too.
     let prompt = prompt_text(&args)?;
     // The clock of --max-minutes runs from here; it stops as the turn ends.
-    let clock = args
-        .budgets
-        .duration()
-        .and_then(|limit| start_clock(limit, stop.clone()));
+    let clock = args.budgets.duration().and_then(|limit| {
+        let stop = stop.clone();
+        super::budget::start_clock(limit, move || {
+            if let Ok(mut state) = stop.lock() {
+                state.budget.get_or_insert(Ran::Minutes);
+                if let Some((to, session)) = &state.running {
+                    super::ending::cancel(to, session);
+                }
+            }
+        })
+    });
     let cwd = std::env::current_dir()
         .map_err(|error| Failure::Failed(format!("cannot tell the current folder: {error}")))?;
     let config = options.config.clone();
@@ -288,31 +295,6 @@ struct Stop {
     signal: Option<&'static str>,
     /// The first budget that ran out.
     budget: Option<Ran>,
-}
-
-/// Starts the clock of `--max-minutes`: when `limit` passes before the
-/// returned sender is dropped, the running turn is cancelled (as Ctrl-C
-/// does), or none is started.
-fn start_clock(
-    limit: std::time::Duration,
-    stop: Arc<Mutex<Stop>>,
-) -> Option<crossbeam_channel::Sender<()>> {
-    let (done, ended) = crossbeam_channel::bounded::<()>(0);
-    std::thread::Builder::new()
-        .name("spindle-exec-clock".into())
-        .spawn(move || {
-            if ended.recv_timeout(limit) != Err(crossbeam_channel::RecvTimeoutError::Timeout) {
-                return;
-            }
-            if let Ok(mut state) = stop.lock() {
-                state.budget.get_or_insert(Ran::Minutes);
-                if let Some((to, session)) = &state.running {
-                    super::ending::cancel(to, session);
-                }
-            }
-        })
-        .ok()?;
-    Some(done)
 }
 
 /// The session database this run writes to; none for a scripted run
