@@ -232,8 +232,12 @@ pub(crate) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failur
         }
         _ => None,
     };
+    let opened = report.session.is_some();
     if let (Ok((_, _, session)), Some(store), None) = (&ended, &store, &args.resume) {
-        forget_if_only_commands(store, session);
+        if forget_if_only_commands(store, session) {
+            // Nothing to go on with: the line names no session.
+            report.session = None;
+        }
     }
     let (signal, ran_out) = stop
         .lock()
@@ -253,7 +257,7 @@ pub(crate) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failur
         Err(failure) => Err(failure),
     };
     let ended = ended_as(signal, ended, closed);
-    if args.json && report.session.is_some() {
+    if args.json && opened {
         if let Err(Failure::OverBudget(budget)) = &ended {
             report.budget = Some(budget);
         }
@@ -311,18 +315,20 @@ pub(super) fn stored_in(options: &Options) -> Option<std::path::PathBuf> {
 /// slash commands answered here, like `/help` or `/model`) holds no
 /// conversation to go on with: it is removed, so such runs do not pile
 /// up in `spindle sessions`. The choices it made stay the folder's
-/// defaults, which are kept apart.
-pub(super) fn forget_if_only_commands(db: &std::path::Path, session: &str) {
+/// defaults, which are kept apart. True when it was removed.
+pub(super) fn forget_if_only_commands(db: &std::path::Path, session: &str) -> bool {
     let Ok(store) = crate::store::Store::open(db) else {
-        return;
+        return false;
     };
     let empty = store.message_count(session).is_ok_and(|n| n == 0)
         && store.goal(session).is_ok_and(|goal| goal.is_none())
         && store.jobs(session).is_ok_and(|jobs| jobs.is_empty())
         && store.inbox(session).is_ok_and(|items| items.is_empty());
-    if empty && store.delete_session(session).is_ok_and(|gone| gone) {
+    let gone = empty && store.delete_session(session).is_ok_and(|gone| gone);
+    if gone {
         crate::process::logs::remove_session(db, session);
     }
+    gone
 }
 
 /// The session choices the command line made (`--model`, or `--script`'s

@@ -183,6 +183,16 @@ fn a_cost_unknown_is_null_and_a_failed_prompt_still_ends_with_a_result() {
         "{result}"
     );
     assert_eq!(result["exitCode"], 1, "{result}");
+
+    // Only a slash command answered here: the session is not kept, so
+    // the result names none.
+    let calls = server.requests().len();
+    let out = exec(&dir, &config, &["--json", "/help"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let result = result_of(&out);
+    assert!(result["sessionId"].is_null(), "{result}");
+    assert_eq!(result["stopReason"], "end_turn", "{result}");
+    assert_eq!(server.requests().len(), calls);
 }
 
 /// Queues `count` answers that each read a file, then a last word.
