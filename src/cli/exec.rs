@@ -258,8 +258,13 @@ pub(crate) fn run(mut options: Options, mut args: ExecArgs) -> Result<(), Failur
     };
     let ended = ended_as(signal, ended, closed);
     if args.json && opened {
-        if let Err(Failure::OverBudget(budget)) = &ended {
-            report.budget = Some(budget);
+        match &ended {
+            Err(Failure::OverBudget(budget)) => report.budget = Some(budget),
+            // Said on stderr, and in the line for whoever reads only it.
+            Err(Failure::Failed(message)) if report.error.is_none() => {
+                report.error = Some(message.clone())
+            }
+            _ => {}
         }
         let code = ended.as_ref().err().map_or(0, Failure::exit_code);
         let last = super::exec_result::line(&report, files, code);

@@ -236,6 +236,16 @@ fn the_cost_budget_ends_the_run_with_4() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("price is in EUR"), "{stderr}");
     assert_eq!(server.requests().len(), before);
+    let out = exec(&euros, &config, &["--json", "--max-cost", "1", "hi"]);
+    let result = result_of(&out);
+    assert!(
+        result["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("price is in EUR")),
+        "{result}"
+    );
+    assert_eq!(result["exitCode"], 1, "{result}");
+    assert!(result["stopReason"].is_null(), "{result}");
     // No price and no cost reported: the budget cannot be kept, and the
     // run ends rather than spending without a count.
     let unpriced = temp_dir("exec-max-cost-unknown");
