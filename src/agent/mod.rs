@@ -7,11 +7,13 @@
 //! drives; `common/` is what both sides use. `signals.rs` is the thread
 //! that turns termination signals into the dispatcher's `Signal` event.
 //!
-//! Imports run one way: handlers → dispatcher → common; the dispatcher and
-//! handlers → the turn's public faces only (`turn/mod.rs`, `report.rs`,
-//! `client.rs`, `processes.rs`); turn → common. Nothing in `turn/` names the
-//! dispatcher (its reports go through an `Outbox`), and `common/` names
-//! nothing else of the agent; `tests/it/architecture.rs` checks this.
+//! Imports run one way: handlers → dispatcher → common (the dispatcher
+//! reaches the handlers only through the table `handlers::EVENTS`, given
+//! to it here); the dispatcher and handlers → the turn's public faces only
+//! (`turn/mod.rs`, `report.rs`, `client.rs`, `processes.rs`); turn →
+//! common. Nothing in `turn/` names the dispatcher (its reports go through
+//! an `Outbox`), and `common/` names nothing else of the agent;
+//! `tests/it/architecture.rs` checks this.
 
 mod common;
 mod dispatcher;
@@ -133,8 +135,15 @@ where
         std::thread::Builder::new()
             .name("spindle-dispatcher".into())
             .spawn(move || {
-                Dispatcher::new(options, loaded, line_sender, stream_sender, event_sender)
-                    .run(&events)
+                Dispatcher::new(
+                    options,
+                    loaded,
+                    line_sender,
+                    stream_sender,
+                    event_sender,
+                    handlers::EVENTS,
+                )
+                .run(&events)
             })
             .map_err(thread("dispatcher"))?
     };

@@ -1,12 +1,12 @@
 //! The dispatcher: the one thread that owns session state. It reads the
-//! events (the client's messages, the turns' reports), hands each request
-//! to its handler (`handlers/`), starts a turn worker per prompt, forwards
-//! cancels, routes the client's answers to the turns that asked, and keeps
-//! the store and the model registry. `session.rs` is the session record it
-//! owns, `outgoing.rs` the table of requests waiting for the client,
-//! `later.rs` the requests a helper thread answers (its result comes back
-//! as an event: only this thread writes answers), `params.rs` how
-//! handlers read params and name errors.
+//! events (the client's messages, the turns' reports) and hands each to
+//! its handler (`handlers/`) through the [`EventRoutes`] it is given at
+//! start: it never names them. It routes the client's answers to the
+//! turns that asked, and keeps the store and the model registry.
+//! `session.rs` is the session record it owns, `outgoing.rs` the table of
+//! requests waiting for the client, `later.rs` the requests a helper
+//! thread answers (its result comes back as an event: only this thread
+//! writes answers), `params.rs` how handlers read params and name errors.
 //!
 //! Its fields are private: handlers reach the sessions and the rest of
 //! its state through a few named methods (`state.rs`: `session`,
@@ -20,9 +20,11 @@ pub(super) mod session;
 mod state;
 
 use crate::acp::{fit::Update, method, ClientCapabilities, SessionUpdate};
+use crate::agent::common::goal::Goal;
 use crate::agent::common::models::Registry;
 use crate::agent::common::options::Options;
-use crate::agent::turn::report::{Outbox, OutgoingRequest, Report};
+use crate::agent::turn::report::{Outbox, OutgoingRequest, Report, TurnEnd};
+use crate::modes::Policy;
 use crate::rpc::stdio::{Input, Output, Queued};
 use crate::rpc::{self, Incoming, RequestId, RpcError};
 use crate::store::Store;
@@ -66,6 +68,33 @@ impl From<Input> for Event {
         Event::Input(input)
     }
 }
+
+/// What the loop hands each event to: the handlers (`handlers/`, which
+/// import this module, never the reverse), given when the agent starts.
+/// Plain function pointers: an event costs a call, nothing more.
+#[derive(Clone, Copy)]
+pub(in crate::agent) struct EventRoutes {
+    /// A request: its answer, or `None` when it comes later.
+    pub(in crate::agent) request: fn(&mut Dispatcher, &RequestId, &str, Value) -> Answer,
+    /// A notification of the client (`session/cancel`, ...).
+    pub(in crate::agent) notification: fn(&mut Dispatcher, &str, Value),
+    /// A turn reported its end: the prompt's answer.
+    pub(in crate::agent) turn_ended: fn(&mut Dispatcher, TurnEnd),
+    /// A job of a session started (`false`) or ended (`true`).
+    pub(in crate::agent) job_changed: fn(&mut Dispatcher, &str, &str, bool),
+    /// A running turn's goal moved on.
+    pub(in crate::agent) goal_progress: fn(&mut Dispatcher, &str, Goal),
+    /// The user approved a turn's plan, with the policy they chose.
+    pub(in crate::agent) plan_approved: fn(&mut Dispatcher, &str, Policy),
+    /// A session whose stopped turn waited for a provider's limit: the
+    /// wait goes on, after the answer that opened it.
+    pub(in crate::agent) resume_wait: fn(&mut Dispatcher, &str),
+    /// The agent ends (its `SessionEnd` hooks).
+    pub(in crate::agent) exiting: fn(&mut Dispatcher),
+}
+
+/// A request's answer; `None` when it comes later (a turn's, a helper's).
+pub(in crate::agent) type Answer = Option<Result<Value, RpcError>>;
 
 /// How long running turns get to settle after stdin closed (without
 /// `--drain`) before the agent exits anyway.
@@ -111,6 +140,7 @@ pub(super) struct Dispatcher {
     cold: Option<crate::config::loaded::Loaded>,
     /// `SessionEnd` hooks still running (on `spindle-hook-end` threads).
     ending: Vec<std::thread::JoinHandle<()>>,
+    routes: EventRoutes,
 }
 
 /// What the start-up helper prepares.
@@ -128,6 +158,7 @@ impl Dispatcher {
         writer: Sender<Queued>,
         stream_writer: Sender<Queued>,
         events: Sender<Event>,
+        routes: EventRoutes,
     ) -> Dispatcher {
         Dispatcher {
             stream_writer,
@@ -148,6 +179,7 @@ impl Dispatcher {
             after_response: Vec::new(),
             waits_to_resume: Vec::new(),
             ending: Vec::new(),
+            routes,
             options,
         }
     }
@@ -389,36 +421,6 @@ impl Dispatcher {
         }
     }
 
-    /// Stores a session's settings and makes its choices the workspace's
-    /// defaults for new sessions.
-    pub(in crate::agent) fn settings_changed(&mut self, session_id: &str) {
-        let Some(session) = self.sessions.get_mut(session_id) else {
-            return;
-        };
-        // A choice made for this session is kept with it, used or not.
-        session.set_disposable(false);
-        let summary = json!({
-            "model": session.settings.model, "mode": session.settings.mode.id(), "effort": session.settings.effort,
-            "preset": session.settings.preset.id(), "policy": session.settings.policy,
-        });
-        self.event(session_id, "settings", summary);
-        self.goal_changed(session_id);
-        let Some(session) = self.sessions.get(session_id) else {
-            return;
-        };
-        let settings = session.settings_json();
-        let defaults = serde_json::to_value(session.workspace_defaults()).unwrap_or_default();
-        let cwd = session.cwd.display().to_string();
-        if let Ok(store) = self.store() {
-            let saved = store
-                .save_settings(session_id, &settings)
-                .and_then(|()| store.save_workspace_defaults(&cwd, &defaults));
-            if let Err(error) = saved {
-                log::warn!("cannot store the settings of session {session_id}: {error}");
-            }
-        }
-    }
-
     fn refresh_leases(&mut self) {
         let running: Vec<String> = self
             .sessions
@@ -470,24 +472,20 @@ impl Dispatcher {
                     session_id,
                     job_id,
                     ended,
-                } => self.job_changed(&session_id, &job_id, ended),
+                } => (self.routes.job_changed)(&mut self, &session_id, &job_id, ended),
                 Event::Answer { id, result } => self.helper_answered(&id, result),
                 Event::Lines(lines) => {
                     for line in lines {
                         self.send_line(line);
                     }
                 }
-                Event::Turn(Report::Ended(end)) => self.on_turn_end(*end),
+                Event::Turn(Report::Ended(end)) => (self.routes.turn_ended)(&mut self, *end),
                 Event::Turn(Report::Request(request)) => self.send_client_request(request),
                 Event::Turn(Report::ModeChanged { session_id, policy }) => {
-                    self.plan_approved(&session_id, policy)
+                    (self.routes.plan_approved)(&mut self, &session_id, policy)
                 }
                 Event::Turn(Report::GoalProgress { session_id, goal }) => {
-                    if let Some(session) = self.sessions.get_mut(&session_id) {
-                        session.goal = Some(*goal);
-                        session.mark_goal_changed();
-                    }
-                    self.goal_changed(&session_id);
+                    (self.routes.goal_progress)(&mut self, &session_id, *goal)
                 }
             }
             // After the first answer is queued (once).
@@ -498,7 +496,7 @@ impl Dispatcher {
         for id in self.open.take_all() {
             self.respond(&id, Err(later::cancelled(Some("the agent is ending"))));
         }
-        self.end_hooks_at_exit();
+        (self.routes.exiting)(&mut self);
         // No MCP server, and no job, outlives the agent.
         for session in self.sessions.values_mut() {
             if let Some(mcp) = session.mcp.take() {
@@ -636,10 +634,12 @@ impl Dispatcher {
                 }
                 None => log::warn!("dropped a response to unknown request id {id}"),
             },
-            Incoming::Notification { method, params } => self.handle_notification(&method, params),
+            Incoming::Notification { method, params } => {
+                (self.routes.notification)(self, &method, params)
+            }
             Incoming::Request { id, method, params } => {
                 let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    self.handle_request(&id, &method, params)
+                    (self.routes.request)(self, &id, &method, params)
                 }));
                 match outcome {
                     // `None`: the answer comes later (a prompt turn).
@@ -658,7 +658,7 @@ impl Dispatcher {
                             }
                         }
                         for id in std::mem::take(&mut self.waits_to_resume) {
-                            self.resume_wait(&id);
+                            (self.routes.resume_wait)(self, &id);
                         }
                     }
                     Err(panic) => {
@@ -675,55 +675,6 @@ impl Dispatcher {
                 }
             }
         }
-    }
-
-    pub(in crate::agent) fn cancel_session(&mut self, session_id: &str) {
-        match self.sessions.get(session_id) {
-            Some(Session {
-                running: Some(running),
-                ..
-            }) => {
-                log::debug!("cancelling the turn of session {session_id}");
-                running.cancel.cancel();
-            }
-            Some(_) => {
-                log::debug!("session/cancel for {session_id}: no turn is running");
-                return;
-            }
-            None => {
-                if !self.cancel_child(session_id) {
-                    log::warn!("session/cancel for unknown session {session_id}");
-                }
-                return;
-            }
-        }
-        // A cancel stops what is queued too, until the user sends input,
-        // and the jobs the cancelled turn started.
-        if let Some(session) = self.sessions.get(session_id) {
-            session.jobs.kill_all(Some(session.epoch));
-        }
-        self.pause_inbox(session_id);
-    }
-
-    /// Cancels a running subagent's work if `session_id` names its child
-    /// session; the parent's turn goes on. False when it names none.
-    fn cancel_child(&mut self, session_id: &str) -> bool {
-        let Some((parent, key)) = crate::acp::fit::parent_of(session_id) else {
-            return false;
-        };
-        let Some(session) = self.sessions.get(parent) else {
-            return false;
-        };
-        let live = crate::cancel::lock(&session.live);
-        match live.children.0.iter().find(|(running, _)| running == key) {
-            Some((_, stop)) => {
-                log::debug!("cancelling the subagent {session_id}");
-                stop.cancel();
-            }
-            // Its work has ended already: nothing to cancel.
-            None => log::debug!("session/cancel for {session_id}: the subagent is idle"),
-        }
-        true
     }
 
     /// Opens a request a helper thread will answer: the helper gets the

@@ -3,18 +3,20 @@
 //! may run), invoking one, and reloading the runtime (config, commands,
 //! AGENTS.md) fail-atomically.
 
+use super::controls;
 use super::controls::config_options;
+use super::prompting;
+use super::prompting::slash;
 use super::prompting::TurnStart;
+use super::reload;
 use crate::acp::spindle::{
     results::{to_json, CatalogResult, InvokeResult, ReloadResult},
     InvokeParams, ModelsParams, OperationsParams, ReloadParams, SettingSetParams, SettingsParams,
 };
 use crate::agent::common::commands::{Builtin, Kind};
-use crate::agent::common::models::Registry;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 /// When an operation may run: `now` (answered at once, even while a turn
 /// runs), `idle_only` (it runs a turn of its own).
@@ -75,7 +77,7 @@ pub(super) fn setting_set(d: &mut Dispatcher, params: SettingSetParams) -> Resul
         value,
     } = params;
     let registry = d.registry()?;
-    d.change_option(id, &registry, name, value)?;
+    controls::change_option(d, id, &registry, name, value)?;
     setting_rows(d, id)?
         .into_iter()
         .find(|row| row["name"] == name)
@@ -142,7 +144,7 @@ pub(super) fn invoke(d: &mut Dispatcher, params: InvokeParams) -> Result<Value, 
     };
     if admission(&command.kind) == "now" {
         let registry = d.registry()?;
-        let reply = d.local_reply(id, &text, &registry)?;
+        let reply = slash::local_reply(d, id, &text, &registry)?;
         return Ok(to_json(InvokeResult {
             text: reply,
             delivery: "immediate",
@@ -154,7 +156,8 @@ pub(super) fn invoke(d: &mut Dispatcher, params: InvokeParams) -> Result<Value, 
         ))
         .with_data(json!({"code": "busy"})));
     }
-    d.start_turn(
+    prompting::start_turn(
+        d,
         id,
         &[json!({"type": "text", "text": text})],
         TurnStart {
@@ -185,60 +188,11 @@ pub(super) fn reload(d: &mut Dispatcher, params: ReloadParams) -> Result<Value, 
             reloaded: false,
         }));
     }
-    reload_now(d, id)?;
+    reload::reload_now(d, id)?;
     // The commands follow the answer.
     d.announce_commands(id);
     Ok(to_json(ReloadResult {
         queued: false,
         reloaded: true,
     }))
-}
-
-/// Rebuilds the registry (config, providers, models); a failure keeps
-/// the old one and names the problem. Commands and AGENTS.md are read
-/// at each turn already. The runtime is the process's: the other open
-/// sessions hear their commands again at once; the caller tells `id`'s
-/// (after its answer, or at once where none follows).
-pub(in crate::agent) fn reload_now(d: &mut Dispatcher, id: &str) -> Result<(), RpcError> {
-    d.take_warm();
-    let failed = |problem: String| {
-        RpcError::failed(format!(
-            "The reload failed, the old settings stay: {problem}"
-        ))
-        .with_data(json!({"code": "reload_failed"}))
-    };
-    // The agent file is read again too; a broken one changes nothing.
-    let fresh = d.options().reread_agent().map_err(failed)?;
-    let options = fresh.as_ref().unwrap_or(d.options());
-    let built = Registry::build(options).map_err(failed)?;
-    d.set_registry(Arc::new(built));
-    if let Some(fresh) = fresh {
-        d.set_options(fresh);
-    }
-    let others: Vec<String> = d
-        .sessions()
-        .filter(|(other, session)| other.as_str() != id && !session.is_closed())
-        .map(|(other, _)| other.clone())
-        .collect();
-    for other in others {
-        d.send_commands(&other);
-    }
-    Ok(())
-}
-
-/// After a turn: the reload that waited for it.
-pub(in crate::agent) fn queued_reload(d: &mut Dispatcher, id: &str) {
-    let queued = d
-        .session_mut(id)
-        .map(crate::agent::dispatcher::session::Session::take_reload)
-        .unwrap_or(false);
-    if queued {
-        match reload_now(d, id) {
-            Ok(()) => d.send_commands(id),
-            Err(error) => log::warn!(
-                "the queued reload of session {id} failed: {}",
-                error.message
-            ),
-        }
-    }
 }

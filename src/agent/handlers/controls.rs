@@ -3,6 +3,8 @@
 //! execution preset, tool approval and mode — always sent as the complete
 //! list, and how a change is applied.
 
+use super::events;
+use super::goals;
 use crate::acp::SessionUpdate;
 use crate::agent::common::models::{ModelEntry, Registry};
 use crate::agent::dispatcher::params::not_found;
@@ -284,53 +286,81 @@ fn apply(
     }
 }
 
-impl Dispatcher {
-    /// A change made on the agent's side (a slash command): applied like
-    /// the config option, then told to the client with
-    /// `config_option_update` (and `current_mode_update` for the mode).
-    pub(in crate::agent) fn change_option(
-        &mut self,
-        session_id: &str,
-        registry: &Registry,
-        id: &str,
-        value: &str,
-    ) -> Result<(), RpcError> {
-        let Some(session) = self.session_mut(session_id) else {
-            return Err(not_found(session_id));
-        };
-        let mode_changed = apply(session, registry, id, value)?;
-        let options = config_options(session, registry);
-        if mode_changed {
-            self.send_update(
-                session_id,
-                SessionUpdate::CurrentModeUpdate {
-                    current_mode_id: value.to_string(),
-                },
-            );
+/// Stores a session's settings and makes its choices the workspace's
+/// defaults for new sessions.
+pub(in crate::agent) fn settings_changed(d: &mut Dispatcher, session_id: &str) {
+    let Some(session) = d.session_mut(session_id) else {
+        return;
+    };
+    // A choice made for this session is kept with it, used or not.
+    session.set_disposable(false);
+    let summary = json!({
+        "model": session.settings.model, "mode": session.settings.mode.id(), "effort": session.settings.effort,
+        "preset": session.settings.preset.id(), "policy": session.settings.policy,
+    });
+    events::event(d, session_id, "settings", summary);
+    goals::goal_changed(d, session_id);
+    let Some(session) = d.session(session_id) else {
+        return;
+    };
+    let settings = session.settings_json();
+    let defaults = serde_json::to_value(session.workspace_defaults()).unwrap_or_default();
+    let cwd = session.cwd.display().to_string();
+    if let Ok(store) = d.store() {
+        let saved = store
+            .save_settings(session_id, &settings)
+            .and_then(|()| store.save_workspace_defaults(&cwd, &defaults));
+        if let Err(error) = saved {
+            log::warn!("cannot store the settings of session {session_id}: {error}");
         }
-        self.send_update(
+    }
+}
+
+/// A change made on the agent's side (a slash command): applied like
+/// the config option, then told to the client with
+/// `config_option_update` (and `current_mode_update` for the mode).
+pub(in crate::agent) fn change_option(
+    d: &mut Dispatcher,
+    session_id: &str,
+    registry: &Registry,
+    id: &str,
+    value: &str,
+) -> Result<(), RpcError> {
+    let Some(session) = d.session_mut(session_id) else {
+        return Err(not_found(session_id));
+    };
+    let mode_changed = apply(session, registry, id, value)?;
+    let options = config_options(session, registry);
+    if mode_changed {
+        d.send_update(
             session_id,
-            SessionUpdate::ConfigOptionUpdate {
-                config_options: options,
+            SessionUpdate::CurrentModeUpdate {
+                current_mode_id: value.to_string(),
             },
         );
-        self.settings_changed(session_id);
-        Ok(())
     }
+    d.send_update(
+        session_id,
+        SessionUpdate::ConfigOptionUpdate {
+            config_options: options,
+        },
+    );
+    settings_changed(d, session_id);
+    Ok(())
+}
 
-    /// The user approved the plan in a turn: normal mode, with the policy
-    /// they chose, told to the client like any mode change.
-    pub(in crate::agent) fn plan_approved(&mut self, session_id: &str, policy: Policy) {
-        let Ok(registry) = self.registry() else {
-            return;
-        };
-        for (id, value) in [("mode", "normal"), ("tool_approval", policy_id(policy))] {
-            if let Err(error) = self.change_option(session_id, &registry, id, value) {
-                log::warn!(
-                    "cannot leave plan mode in session {session_id}: {}",
-                    error.message
-                );
-            }
+/// The user approved the plan in a turn: normal mode, with the policy
+/// they chose, told to the client like any mode change.
+pub(in crate::agent) fn plan_approved(d: &mut Dispatcher, session_id: &str, policy: Policy) {
+    let Ok(registry) = d.registry() else {
+        return;
+    };
+    for (id, value) in [("mode", "normal"), ("tool_approval", policy_id(policy))] {
+        if let Err(error) = change_option(d, session_id, &registry, id, value) {
+            log::warn!(
+                "cannot leave plan mode in session {session_id}: {}",
+                error.message
+            );
         }
     }
 }
@@ -363,7 +393,7 @@ pub(super) fn set_config_option(
             },
         );
     }
-    d.settings_changed(&session_id);
+    settings_changed(d, &session_id);
     Ok(json!({ "configOptions": options }))
 }
 
@@ -386,7 +416,7 @@ pub(in crate::agent) fn set_model(d: &mut Dispatcher, params: Value) -> Result<V
         return Err(not_found(&session_id));
     }
     let registry = d.registry()?;
-    d.change_option(&session_id, &registry, "model", &model)?;
+    change_option(d, &session_id, &registry, "model", &model)?;
     Ok(json!({}))
 }
 
@@ -430,6 +460,6 @@ pub(super) fn set_mode(d: &mut Dispatcher, request: SetMode) -> Result<Value, Rp
             config_options: options,
         },
     );
-    d.settings_changed(&session_id);
+    settings_changed(d, &session_id);
     Ok(json!({}))
 }

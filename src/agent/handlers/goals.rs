@@ -2,36 +2,45 @@
 //! committing it and telling the client when it changes, and bringing it
 //! back when a session is loaded.
 
+use super::events;
 use crate::acp::spindle::{
     results::{to_json, GoalPauseResult, GoalResumeResult},
     GoalPauseParams, GoalResumeParams,
 };
+use crate::agent::common::goal::Goal;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use serde_json::{json, Value};
 
-impl Dispatcher {
-    /// Commits the session's goal and tells the client (`goal` event),
-    /// when it changed.
-    pub(in crate::agent) fn goal_changed(&mut self, id: &str) {
-        let Some(session) = self.session_mut(id) else {
-            return;
-        };
-        if !session.take_goal_change() {
-            return;
-        }
-        let goal = session
-            .goal
-            .as_ref()
-            .map(|g| g.json())
-            .unwrap_or(Value::Null);
-        if let Ok(store) = self.store() {
-            if let Err(error) = store.save_goal(id, &goal) {
-                log::warn!("cannot store the goal of session {id}: {error}");
-            }
-        }
-        self.event(id, "goal", json!({"goal": goal}));
+/// Commits the session's goal and tells the client (`goal` event),
+/// when it changed.
+pub(in crate::agent) fn goal_changed(d: &mut Dispatcher, id: &str) {
+    let Some(session) = d.session_mut(id) else {
+        return;
+    };
+    if !session.take_goal_change() {
+        return;
     }
+    let goal = session
+        .goal
+        .as_ref()
+        .map(|g| g.json())
+        .unwrap_or(Value::Null);
+    if let Ok(store) = d.store() {
+        if let Err(error) = store.save_goal(id, &goal) {
+            log::warn!("cannot store the goal of session {id}: {error}");
+        }
+    }
+    events::event(d, id, "goal", json!({"goal": goal}));
+}
+
+/// A turn's goal moved on: kept in the session, committed and told.
+pub(super) fn goal_progress(d: &mut Dispatcher, id: &str, goal: Goal) {
+    if let Some(session) = d.session_mut(id) {
+        session.goal = Some(goal);
+        session.mark_goal_changed();
+    }
+    goal_changed(d, id);
 }
 
 /// `_spindle/session/goal/pause`: the running goal stops at its next
@@ -59,7 +68,7 @@ pub(super) fn goal_pause(d: &mut Dispatcher, params: GoalPauseParams) -> Result<
         session.mark_goal_changed();
     }
     let goal = session.goal.as_ref().map(|g| g.json());
-    d.goal_changed(id);
+    goal_changed(d, id);
     Ok(to_json(GoalPauseResult {
         goal,
         pausing: d.checked(id).running.is_some(),
@@ -94,7 +103,7 @@ pub(super) fn goal_resume(d: &mut Dispatcher, params: GoalResumeParams) -> Resul
             },
         );
     }
-    d.goal_changed(&id);
+    goal_changed(d, &id);
     Ok(to_json(GoalResumeResult { goal: value }))
 }
 
@@ -118,6 +127,6 @@ pub(super) fn recover_goal(d: &mut Dispatcher, id: &str) {
     }
     session.goal = Some(goal);
     if session.goal_pending() {
-        d.goal_changed(id);
+        goal_changed(d, id);
     }
 }

@@ -4,9 +4,12 @@
 //! dispatcher starts the next pending item when a session is idle, and the
 //! running turn only takes the steers handed to it.
 
+use super::events;
 use super::ext_params::store_error;
 use super::goals;
+use super::inbox_hold;
 use super::items::{freeze, item_json, summary_json, ITEM_CAP};
+use super::prompting;
 use super::prompting::TurnStart;
 use crate::acp::spindle::{
     results::{
@@ -19,163 +22,140 @@ use crate::acp::spindle::{
 use crate::agent::dispatcher::session::InboxHold;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
-use crate::store::inbox::{Flags, Intent, Item, ItemState};
+use crate::store::inbox::{Intent, Item, ItemState};
 use crate::util::OrLogged;
 use serde_json::{json, Value};
 
 const INBOX_CAP: usize = 64;
 
-impl Dispatcher {
-    pub(in crate::agent) fn pause_inbox(&mut self, id: &str) {
-        let Some(session) = self.session_mut(id) else {
-            return;
-        };
-        if session.inbox_held() {
-            return;
-        }
-        session.set_inbox(InboxHold::Paused);
-        save_flags(self, id);
-        self.event(id, "inbox", json!({"change": "paused"}));
-    }
+pub(in crate::agent) fn has_waiting_items(d: &mut Dispatcher, id: &str) -> bool {
+    d.store()
+        .ok()
+        .and_then(|store| store.inbox(id).ok())
+        .is_some_and(|items| items.iter().any(|i| i.state == ItemState::Pending))
+}
 
-    pub(in crate::agent) fn unpause_inbox(&mut self, id: &str) {
-        let Some(session) = self.session_mut(id) else {
-            return;
-        };
-        if !session.inbox_held() {
-            return;
-        }
-        session.set_inbox(InboxHold::Open);
-        save_flags(self, id);
-        self.event(id, "inbox", json!({"change": "resumed"}));
+/// Starts the first pending item when the session is idle and its
+/// inbox runs; returns the item started.
+pub(in crate::agent) fn dispatch_next(d: &mut Dispatcher, id: &str) -> Option<String> {
+    let session = d.session(id)?;
+    // After the end of input, only `--drain` lets queued work run.
+    let closing = d.closing() && !d.options().drain;
+    if session.running.is_some()
+        || session.is_closed()
+        || session.inbox_held()
+        || session.queued.is_some()
+        || closing
+    {
+        return None;
     }
-
-    pub(in crate::agent) fn has_waiting_items(&mut self, id: &str) -> bool {
-        self.store()
-            .ok()
-            .and_then(|store| store.inbox(id).ok())
-            .is_some_and(|items| items.iter().any(|i| i.state == ItemState::Pending))
-    }
-
-    /// Starts the first pending item when the session is idle and its
-    /// inbox runs; returns the item started.
-    pub(in crate::agent) fn dispatch_next(&mut self, id: &str) -> Option<String> {
-        let session = self.session(id)?;
-        // After the end of input, only `--drain` lets queued work run.
-        let closing = self.closing() && !self.options().drain;
-        if session.running.is_some()
-            || session.is_closed()
-            || session.inbox_held()
-            || session.queued.is_some()
-            || closing
-        {
-            return None;
-        }
-        let item = self
-            .store()
-            .ok()?
-            .inbox(id)
-            .ok()?
-            .into_iter()
-            .find(|i| i.state == ItemState::Pending)?;
-        let blocks = item.prompt["frozen"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let source = if item.intent == Intent::Steer {
-            crate::agent::dispatcher::session::TurnSource::Steer
-        } else {
-            crate::agent::dispatcher::session::TurnSource::Queue
-        };
-        let start = TurnStart {
-            request: None,
-            source,
-            item: Some(item.item_id.clone()),
-            wait: None,
-            message_id: None,
-        };
-        match self.start_turn(id, &blocks, start) {
-            Ok(()) => {
-                self.event(
-                    id,
-                    "inbox",
-                    json!({"itemId": item.item_id, "change": "dispatched"}),
-                );
-                Some(item.item_id)
-            }
-            Err(error) => {
-                log::warn!(
-                    "cannot start inbox item {}: {}",
-                    item.item_id,
-                    error.message
-                );
-                if let Ok(store) = self.store() {
-                    let _ = store.inbox_set_state(id, &item.item_id, ItemState::Failed);
-                }
-                self.pause_inbox(id);
-                self.event(
-                    id,
-                    "inbox",
-                    json!({"itemId": item.item_id, "change": "failed"}),
-                );
-                None
-            }
-        }
-    }
-
-    /// After a turn: its dispatched item is applied (failed on an error),
-    /// and the inbox hears of the steers it applied.
-    pub(in crate::agent) fn after_turn_inbox(
-        &mut self,
-        id: &str,
-        dispatched: Option<&str>,
-        applied: &[String],
-        outcome: &str,
-    ) {
-        if let Some(item) = dispatched {
-            let state = if outcome == "error" {
-                ItemState::Failed
-            } else {
-                ItemState::Applied
-            };
-            if let Ok(store) = self.store() {
-                if let Err(error) = store.inbox_set_state(id, item, state) {
-                    log::warn!("cannot mark inbox item {item}: {error}");
-                }
-            }
-            self.event(
+    let item = d
+        .store()
+        .ok()?
+        .inbox(id)
+        .ok()?
+        .into_iter()
+        .find(|i| i.state == ItemState::Pending)?;
+    let blocks = item.prompt["frozen"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let source = if item.intent == Intent::Steer {
+        crate::agent::dispatcher::session::TurnSource::Steer
+    } else {
+        crate::agent::dispatcher::session::TurnSource::Queue
+    };
+    let start = TurnStart {
+        request: None,
+        source,
+        item: Some(item.item_id.clone()),
+        wait: None,
+        message_id: None,
+    };
+    match prompting::start_turn(d, id, &blocks, start) {
+        Ok(()) => {
+            events::event(
+                d,
                 id,
                 "inbox",
-                json!({"itemId": item, "change": state.as_str()}),
+                json!({"itemId": item.item_id, "change": "dispatched"}),
             );
+            Some(item.item_id)
         }
-        for item in applied {
-            self.event(id, "inbox", json!({"itemId": item, "change": "applied"}));
+        Err(error) => {
+            log::warn!(
+                "cannot start inbox item {}: {}",
+                item.item_id,
+                error.message
+            );
+            if let Ok(store) = d.store() {
+                let _ = store.inbox_set_state(id, &item.item_id, ItemState::Failed);
+            }
+            inbox_hold::pause_inbox(d, id);
+            events::event(
+                d,
+                id,
+                "inbox",
+                json!({"itemId": item.item_id, "change": "failed"}),
+            );
+            None
         }
     }
+}
 
-    /// On load or resume: items left `dispatched` by a process that
-    /// stopped become `uncertain`; an inbox with waiting items comes back
-    /// paused and marked recovered, so the user looks first.
-    pub(in crate::agent) fn recover_inbox(&mut self, id: &str) {
-        goals::recover_goal(self, id);
-        let Ok(store) = self.store() else { return };
-        let flags = store
-            .inbox_flags(id)
-            .or_logged("cannot read a session's inbox flags");
-        let waiting = store.recover_inbox(id).unwrap_or(0);
-        if let Some(session) = self.session_mut(id) {
-            session.set_inbox(if waiting > 0 {
-                InboxHold::Recovered
-            } else if flags.paused {
-                InboxHold::Paused
-            } else {
-                InboxHold::Open
-            });
+/// After a turn: its dispatched item is applied (failed on an error),
+/// and the inbox hears of the steers it applied.
+pub(in crate::agent) fn after_turn_inbox(
+    d: &mut Dispatcher,
+    id: &str,
+    dispatched: Option<&str>,
+    applied: &[String],
+    outcome: &str,
+) {
+    if let Some(item) = dispatched {
+        let state = if outcome == "error" {
+            ItemState::Failed
+        } else {
+            ItemState::Applied
+        };
+        if let Ok(store) = d.store() {
+            if let Err(error) = store.inbox_set_state(id, item, state) {
+                log::warn!("cannot mark inbox item {item}: {error}");
+            }
         }
-        if waiting > 0 {
-            save_flags(self, id);
-        }
+        events::event(
+            d,
+            id,
+            "inbox",
+            json!({"itemId": item, "change": state.as_str()}),
+        );
+    }
+    for item in applied {
+        events::event(d, id, "inbox", json!({"itemId": item, "change": "applied"}));
+    }
+}
+
+/// On load or resume: items left `dispatched` by a process that
+/// stopped become `uncertain`; an inbox with waiting items comes back
+/// paused and marked recovered, so the user looks first.
+pub(in crate::agent) fn recover_inbox(d: &mut Dispatcher, id: &str) {
+    goals::recover_goal(d, id);
+    let Ok(store) = d.store() else { return };
+    let flags = store
+        .inbox_flags(id)
+        .or_logged("cannot read a session's inbox flags");
+    let waiting = store.recover_inbox(id).unwrap_or(0);
+    if let Some(session) = d.session_mut(id) {
+        session.set_inbox(if waiting > 0 {
+            InboxHold::Recovered
+        } else if flags.paused {
+            InboxHold::Paused
+        } else {
+            InboxHold::Open
+        });
+    }
+    if waiting > 0 {
+        inbox_hold::save_flags(d, id);
     }
 }
 
@@ -205,7 +185,7 @@ pub(super) fn steer(d: &mut Dispatcher, params: SteerParams) -> Result<SteerResu
         idempotency_key: key,
     } = params;
     let (item, existing) = add_item(d, id, &blocks, Intent::Steer, key)?;
-    d.unpause_inbox(id);
+    inbox_hold::unpause_inbox(d, id);
     let session = d.checked(id);
     let running = session
         .running
@@ -236,7 +216,8 @@ pub(super) fn steer(d: &mut Dispatcher, params: SteerParams) -> Result<SteerResu
             live.steers
                 .push_back((item.item_id.clone(), text, blocks.clone()));
         }
-        d.event(
+        events::event(
+            d,
             id,
             "inbox",
             json!({"itemId": item.item_id, "change": "steer"}),
@@ -246,12 +227,13 @@ pub(super) fn steer(d: &mut Dispatcher, params: SteerParams) -> Result<SteerResu
             disposition: "steer_accepted",
         });
     }
-    d.event(
+    events::event(
+        d,
         id,
         "inbox",
         json!({"itemId": item.item_id, "change": "queued"}),
     );
-    d.dispatch_next(id);
+    dispatch_next(d, id);
     Ok(SteerResult {
         item_id: item.item_id,
         disposition: "queued_followup",
@@ -341,14 +323,15 @@ pub(super) fn enqueue(d: &mut Dispatcher, params: EnqueueParams) -> Result<Value
     let key = params.idempotency_key;
     let (item, existing) = add_item(d, id, &params.prompt, params.intent.into(), key)?;
     if !existing {
-        d.unpause_inbox(id);
-        d.event(
+        inbox_hold::unpause_inbox(d, id);
+        events::event(
+            d,
             id,
             "inbox",
             json!({"itemId": item.item_id, "change": "queued"}),
         );
     }
-    let started = !existing && d.dispatch_next(id).as_deref() == Some(item.item_id.as_str());
+    let started = !existing && dispatch_next(d, id).as_deref() == Some(item.item_id.as_str());
     let position = d
         .store()?
         .inbox(id)
@@ -435,7 +418,8 @@ pub(super) fn inbox_update(
     d.store()?
         .inbox_set_prompt(id, &item.item_id, &prompt, bytes.len() as i64)
         .map_err(store_error)?;
-    d.event(
+    events::event(
+        d,
         id,
         "inbox",
         json!({"itemId": item.item_id, "change": "updated"}),
@@ -452,7 +436,8 @@ pub(super) fn inbox_delete(d: &mut Dispatcher, params: ItemParams) -> Result<Val
     d.store()?
         .inbox_set_state(id, &item.item_id, ItemState::Deleted)
         .map_err(store_error)?;
-    d.event(
+    events::event(
+        d,
         id,
         "inbox",
         json!({"itemId": item.item_id, "change": "deleted"}),
@@ -485,7 +470,8 @@ pub(super) fn inbox_move(d: &mut Dispatcher, params: InboxMoveParams) -> Result<
     order.retain(|i| *i != item.item_id);
     order.insert(to, item.item_id.clone());
     d.store()?.inbox_reorder(id, &order).map_err(store_error)?;
-    d.event(
+    events::event(
+        d,
         id,
         "inbox",
         json!({"itemId": item.item_id, "change": "moved"}),
@@ -502,10 +488,10 @@ pub(super) fn inbox_set_paused(
 ) -> Result<Value, RpcError> {
     let id = params.session_id;
     if params.paused {
-        d.pause_inbox(id);
+        inbox_hold::pause_inbox(d, id);
     } else {
-        d.unpause_inbox(id);
-        d.dispatch_next(id);
+        inbox_hold::unpause_inbox(d, id);
+        dispatch_next(d, id);
     }
     Ok(to_json(InboxPausedResult {
         paused: d.checked(id).inbox_held(),
@@ -525,7 +511,8 @@ pub(super) fn inbox_retry(d: &mut Dispatcher, params: ItemParams) -> Result<Valu
     d.store()?
         .inbox_set_state(id, &item.item_id, ItemState::Pending)
         .map_err(store_error)?;
-    d.event(
+    events::event(
+        d,
         id,
         "inbox",
         json!({"itemId": item.item_id, "change": "retried"}),
@@ -547,7 +534,8 @@ pub(super) fn inbox_refresh(d: &mut Dispatcher, params: ItemParams) -> Result<Va
     d.store()?
         .inbox_set_prompt(id, &item.item_id, &prompt, item.bytes)
         .map_err(store_error)?;
-    d.event(
+    events::event(
+        d,
         id,
         "inbox",
         json!({"itemId": item.item_id, "change": "refreshed"}),
@@ -556,25 +544,6 @@ pub(super) fn inbox_refresh(d: &mut Dispatcher, params: ItemParams) -> Result<Va
     Ok(to_json(InboxItemResult {
         item: item_json(&item),
     }))
-}
-
-// -----------------------------------------------------------------
-// Dispatch, pause, recovery
-// -----------------------------------------------------------------
-
-fn save_flags(d: &mut Dispatcher, id: &str) {
-    let Some(session) = d.session(id) else {
-        return;
-    };
-    let flags = Flags {
-        paused: session.inbox_held(),
-        recovered: session.inbox() == InboxHold::Recovered,
-    };
-    if let Ok(store) = d.store() {
-        if let Err(error) = store.set_inbox_flags(id, flags) {
-            log::warn!("cannot store the inbox flags of session {id}: {error}");
-        }
-    }
 }
 
 impl From<crate::acp::spindle::Intent> for Intent {

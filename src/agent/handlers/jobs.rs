@@ -2,7 +2,9 @@
 //! turn a job's end starts, the `_spindle/job*` methods, and an agent
 //! job's transcript (its log's updates, fitted to the client).
 
+use super::events;
 use super::ext_params::bad;
+use super::prompting;
 use super::prompting::TurnStart;
 use super::resources;
 use super::resources::log_bytes;
@@ -33,24 +35,21 @@ fn job_json(job: &crate::tools::jobs::JobInfo) -> Value {
     })
 }
 
-impl Dispatcher {
-    /// A job started or ended: its record is committed; an end is told.
-    pub(in crate::agent) fn job_changed(&mut self, id: &str, job_id: &str, ended: bool) {
-        let Some(job) = self.session(id).and_then(|s| s.jobs.get(job_id)) else {
-            return;
-        };
-        let record =
-            serde_json::to_value(&job).or_logged(format_args!("cannot record job {job_id}"));
-        if let Ok(store) = self.store() {
-            if let Err(error) = store.save_job(id, job_id, &record) {
-                log::warn!("cannot store job {job_id}: {error}");
-            }
+/// A job started or ended: its record is committed; an end is told.
+pub(in crate::agent) fn job_changed(d: &mut Dispatcher, id: &str, job_id: &str, ended: bool) {
+    let Some(job) = d.session(id).and_then(|s| s.jobs.get(job_id)) else {
+        return;
+    };
+    let record = serde_json::to_value(&job).or_logged(format_args!("cannot record job {job_id}"));
+    if let Ok(store) = d.store() {
+        if let Err(error) = store.save_job(id, job_id, &record) {
+            log::warn!("cannot store job {job_id}: {error}");
         }
-        if ended {
-            job_ended(self, id, job_id);
-        } else {
-            self.event(id, "job", job_json(&job));
-        }
+    }
+    if ended {
+        job_ended(d, id, job_id);
+    } else {
+        events::event(d, id, "job", job_json(&job));
     }
 }
 
@@ -102,7 +101,7 @@ fn job_ended(d: &mut Dispatcher, id: &str, job_id: &str) {
     let Some(job) = session.jobs.get(job_id) else {
         return;
     };
-    d.event(id, "job", job_json(&job));
+    events::event(d, id, "job", job_json(&job));
     let session = d.checked(id);
     let quiet = session.running.is_some()
         || session.is_closed()
@@ -153,7 +152,9 @@ fn job_ended(d: &mut Dispatcher, id: &str, job_id: &str) {
         wait: None,
         message_id: None,
     };
-    if let Err(error) = d.start_turn(id, &[json!({"type": "text", "text": text})], start) {
+    if let Err(error) =
+        prompting::start_turn(d, id, &[json!({"type": "text", "text": text})], start)
+    {
         log::warn!(
             "cannot tell the model that job {job_id} ended: {}",
             error.message

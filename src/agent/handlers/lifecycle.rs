@@ -1,9 +1,14 @@
 //! Session lifecycle requests: new, load (with replay), resume, list,
 //! close and delete — the dispatcher's side of the session store.
 
+use super::cancel;
 use super::controls::{config_options, effort_values, modes};
+use super::events;
+use super::hooks;
+use super::inbox;
 use super::interrupted::close_interrupted_turn;
 use super::project::ProjectDefaults;
+use super::prompting;
 use super::{jobs, sign_in};
 use crate::acp;
 use crate::agent::common::client_prompt;
@@ -28,52 +33,50 @@ const PAGE_SIZE: usize = 50;
 /// ones finish starting in the background.
 const MCP_START_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
 
-impl Dispatcher {
-    /// Starts the turn that waits out the rest of a recorded wait.
-    pub(in crate::agent) fn resume_wait(&mut self, id: &str) {
-        let wait = self
-            .store()
-            .ok()
-            .and_then(|store| store.wait(id).ok().flatten());
-        let Some(wait) = wait.as_ref().and_then(crate::agent::turn::Wait::from_json) else {
-            return;
-        };
-        log::info!(
-            "session {id}: its turn waited for the provider's limit; waiting on until {}",
-            crate::clock::rfc3339(wait.until_ms)
-        );
-        let start = crate::agent::handlers::prompting::TurnStart {
-            request: None,
-            source: crate::agent::dispatcher::session::TurnSource::Wait,
-            item: None,
-            wait: Some(wait),
-            message_id: None,
-        };
-        if let Err(error) = self.start_turn(id, &[], start) {
-            log::warn!("session {id}: the wait cannot go on: {}", error.message);
-        }
+/// Starts the turn that waits out the rest of a recorded wait.
+pub(in crate::agent) fn resume_wait(d: &mut Dispatcher, id: &str) {
+    let wait = d
+        .store()
+        .ok()
+        .and_then(|store| store.wait(id).ok().flatten());
+    let Some(wait) = wait.as_ref().and_then(crate::agent::turn::Wait::from_json) else {
+        return;
+    };
+    log::info!(
+        "session {id}: its turn waited for the provider's limit; waiting on until {}",
+        crate::clock::rfc3339(wait.until_ms)
+    );
+    let start = crate::agent::handlers::prompting::TurnStart {
+        request: None,
+        source: crate::agent::dispatcher::session::TurnSource::Wait,
+        item: None,
+        wait: Some(wait),
+        message_id: None,
+    };
+    if let Err(error) = prompting::start_turn(d, id, &[], start) {
+        log::warn!("session {id}: the wait cannot go on: {}", error.message);
     }
+}
 
-    /// A session this process created and the user never sent anything to
-    /// leaves nothing in the store once the client closes it: it was never
-    /// listed, and nothing in it could be wanted (`store::USED`). One whose
-    /// settings were changed stays (a load restores them), and so does one
-    /// created by another process, which may still have it open. The
-    /// agent's exit removes nothing: a client may create a session in one
-    /// process and prompt it from the next (acpx's named sessions do).
-    fn remove_if_unused(&mut self, session: &Session) {
-        if !session.is_disposable() {
-            return;
-        }
-        let id = session.id.as_str();
-        let Ok(store) = self.store() else {
-            return;
-        };
-        match store.delete_if_unused(id) {
-            Ok(true) => log::info!("session {id} was never used; removed"),
-            Ok(false) => {}
-            Err(error) => log::warn!("cannot remove the unused session {id}: {error}"),
-        }
+/// A session this process created and the user never sent anything to
+/// leaves nothing in the store once the client closes it: it was never
+/// listed, and nothing in it could be wanted (`store::USED`). One whose
+/// settings were changed stays (a load restores them), and so does one
+/// created by another process, which may still have it open. The
+/// agent's exit removes nothing: a client may create a session in one
+/// process and prompt it from the next (acpx's named sessions do).
+fn remove_if_unused(d: &mut Dispatcher, session: &Session) {
+    if !session.is_disposable() {
+        return;
+    }
+    let id = session.id.as_str();
+    let Ok(store) = d.store() else {
+        return;
+    };
+    match store.delete_if_unused(id) {
+        Ok(true) => log::info!("session {id} was never used; removed"),
+        Ok(false) => {}
+        Err(error) => log::warn!("cannot remove the unused session {id}: {error}"),
     }
 }
 
@@ -168,7 +171,7 @@ pub(in crate::agent) fn new_session(d: &mut Dispatcher, params: Value) -> Result
     d.insert_session(session_id.clone(), session);
     jobs::own_jobs(d, &session_id);
     d.announce_commands(&session_id);
-    d.announce_mcp(&session_id);
+    events::announce_mcp(d, &session_id);
     Ok(response)
 }
 
@@ -335,9 +338,9 @@ pub(in crate::agent) fn load_session(
     d.insert_session(id.clone(), session);
     jobs::own_jobs(d, &id);
     find_wait(d, &id);
-    d.recover_inbox(&id);
+    inbox::recover_inbox(d, &id);
     d.announce_commands(&id);
-    d.announce_mcp(&id);
+    events::announce_mcp(d, &id);
     Ok(response)
 }
 
@@ -650,7 +653,7 @@ pub(in crate::agent) fn close_session(
 ) -> Result<Value, RpcError> {
     let id = request.session_id;
     if d.has_session(&id) {
-        d.session_end_hooks(&id, "close");
+        hooks::session_end_hooks(d, &id, "close");
         close_live(d, &id);
         return Ok(json!({}));
     }
@@ -666,7 +669,7 @@ pub(in crate::agent) fn delete_session(
 ) -> Result<Value, RpcError> {
     let id = request.session_id;
     if d.has_session(&id) {
-        d.session_end_hooks(&id, "delete");
+        hooks::session_end_hooks(d, &id, "delete");
         close_live(d, &id);
     }
     // Deleting what is not there succeeds quietly, as the protocol asks.
@@ -687,14 +690,14 @@ fn close_live(d: &mut Dispatcher, id: &str) {
     if let Some(session) = d.session(id) {
         session.jobs.kill_all(None);
     }
-    d.cancel_session(id);
+    cancel::cancel_session(d, id);
     let running = d.session(id).is_some_and(|s| s.running.is_some());
     if running {
         if let Some(session) = d.session_mut(id) {
             session.set_closed(true);
         }
     } else if let Some(session) = d.remove_session(id) {
-        d.remove_if_unused(&session);
+        remove_if_unused(d, &session);
     }
 }
 

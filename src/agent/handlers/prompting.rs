@@ -1,12 +1,13 @@
 //! `session/prompt`: checking the request, starting the turn worker, and
 //! answering when it reports back.
 
-mod slash;
-mod turn_end;
-mod turn_start;
+pub(super) mod slash;
+pub(super) mod turn_end;
+pub(super) mod turn_start;
 
 pub(in crate::agent) use turn_start::TurnStart;
 
+use super::inbox_hold;
 use crate::acp;
 use crate::agent::common::content::{read_prompt, PromptInput};
 use crate::agent::dispatcher::params::{decode, internal, not_found};
@@ -83,17 +84,15 @@ fn trace_context(params: &Value, session_id: &str) -> Option<TraceContext> {
     }
 }
 
-impl Dispatcher {
-    /// Starts a turn for `blocks` in an idle session: a prompt's (with the
-    /// request to answer) or an inbox item's (the agent's own).
-    pub(in crate::agent) fn start_turn(
-        &mut self,
-        session_id: &str,
-        blocks: &[Value],
-        start: TurnStart,
-    ) -> Result<(), RpcError> {
-        start_traced_turn(self, session_id, blocks, start, None)
-    }
+/// Starts a turn for `blocks` in an idle session: a prompt's (with the
+/// request to answer) or an inbox item's (the agent's own).
+pub(in crate::agent) fn start_turn(
+    d: &mut Dispatcher,
+    session_id: &str,
+    blocks: &[Value],
+    start: TurnStart,
+) -> Result<(), RpcError> {
+    start_traced_turn(d, session_id, blocks, start, None)
 }
 
 /// Starts a turn. An `Err` is answered at once; on success the worker's
@@ -139,7 +138,7 @@ pub(super) fn prompt(d: &mut Dispatcher, id: &RequestId, params: Value) -> Resul
         return Err(RpcError::invalid_request("the agent is shutting down"));
     }
     // Explicit input: a paused inbox runs again after this turn.
-    d.unpause_inbox(&session_id);
+    inbox_hold::unpause_inbox(d, &session_id);
     start_traced_turn(
         d,
         &session_id,
@@ -177,8 +176,8 @@ fn start_traced_turn(
     };
     let text = input.text.clone();
     let registry = d.registry()?;
-    let title_update = d.claim(&session_id, &text)?;
-    let (kind, model_text) = d.resolve_command(&session_id, &input.text, &registry)?;
+    let title_update = turn_start::claim(d, &session_id, &text)?;
+    let (kind, model_text) = slash::resolve_command(d, &session_id, &input.text, &registry)?;
     let db = Some(d.db_path().to_path_buf());
     let capabilities = d.capabilities();
     let explicit_steps = d.options().max_steps;
@@ -188,7 +187,7 @@ fn start_traced_turn(
         .options()
         .on_reject
         .or(registry.config.permissions.on_reject);
-    let processes = Arc::new(d.processes_for(&session_id, &registry));
+    let processes = Arc::new(turn_start::processes_for(d, &session_id, &registry));
     let sandbox_description = processes
         .launcher
         .as_deref()
@@ -208,7 +207,7 @@ fn start_traced_turn(
     };
     let (entry, provider) = turn_start::model_of(&registry, session)?;
     let (effort, max_steps) = turn_start::effort_and_steps(session, &entry, explicit_steps);
-    let lean = crate::agent::is_lean(
+    let lean = crate::agent::turn::is_lean(
         profile.or(registry.config.profile),
         session.window_of(&entry),
     );
@@ -348,7 +347,7 @@ fn start_traced_turn(
             mode: session.settings.mode == Mode::Goal,
         },
     };
-    d.launch(&session_id, turn, start, cancel, fresh, outbox)
+    turn_start::launch(d, &session_id, turn, start, cancel, fresh, outbox)
 }
 
 /// Adds the prompt to the conversation: as the answer of an `ask_user`

@@ -1,7 +1,5 @@
-//! Turn events and the status snapshot (docs/extensions.md, "Turn
-//! events" and `_spindle/session/status`):
-//! the numbered `_spindle/event` notifications for clients that opted in,
-//! and `_spindle/session/status`.
+//! The status snapshot (docs/extensions.md, `_spindle/session/status`);
+//! the numbered turn events are made in `events.rs`.
 
 use super::cost::cost_quote;
 use super::ext_params::store_error;
@@ -15,63 +13,6 @@ use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use crate::store::inbox::ItemState;
 use serde_json::{json, Value};
-
-impl Dispatcher {
-    /// Sends `_spindle/event` for a session, numbered without gaps.
-    pub(in crate::agent) fn event(&mut self, session_id: &str, kind: &str, data: Value) {
-        if let Some(line) = self.event_line(session_id, kind, data) {
-            self.send_line(line);
-        }
-    }
-
-    /// The next event of a session as a line, numbered, to send now or
-    /// after an answer; `None` for a client that did not opt in to events
-    /// (`clientCapabilities._meta.spindle.events`), which sees pure ACP.
-    /// The number counts only events sent, so an opted-in client sees no
-    /// gap.
-    pub(in crate::agent) fn event_line(
-        &mut self,
-        session_id: &str,
-        kind: &str,
-        data: Value,
-    ) -> Option<String> {
-        if !self.wants_events() {
-            return None;
-        }
-        let session = self.session_mut(session_id)?;
-        session.event_seq += 1;
-        let seq = session.event_seq;
-        Some(crate::rpc::notification_line(
-            "_spindle/event",
-            &json!({"sessionId": session_id, "seq": seq, "kind": kind, "data": data}),
-        ))
-    }
-
-    /// Whether the client asked for vendor notifications in `initialize`.
-    pub(in crate::agent) fn wants_events(&self) -> bool {
-        self.client()
-            .is_some_and(|client| client.meta.spindle.events)
-    }
-
-    /// After a session opened: its MCP servers' state, as an `mcp` event
-    /// that follows the answer.
-    pub(in crate::agent) fn announce_mcp(&mut self, session_id: &str) {
-        let Some(status) = self
-            .session(session_id)
-            .and_then(|s| s.mcp.as_ref())
-            .map(|m| m.status())
-        else {
-            return;
-        };
-        if let Some(line) = self.event_line(session_id, "mcp", json!({"servers": status})) {
-            self.follow_answer(line);
-        }
-    }
-}
-
-// -----------------------------------------------------------------
-// Status
-// -----------------------------------------------------------------
 
 pub(super) fn status(d: &mut Dispatcher, params: StatusParams) -> Result<Value, RpcError> {
     let id = params.session_id;

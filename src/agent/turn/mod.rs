@@ -64,6 +64,7 @@ mod record;
 mod recover;
 pub(super) mod report;
 pub(super) use agent_log::agent_answer;
+pub(super) use offered::{first_request, is_lean};
 mod questions;
 mod runner;
 mod shell;

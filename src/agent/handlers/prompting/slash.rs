@@ -7,277 +7,278 @@ use crate::agent::common::models::Registry;
 use crate::agent::common::spend::{currency, Spend};
 use crate::agent::dispatcher::params::internal;
 use crate::agent::dispatcher::Dispatcher;
-use crate::agent::handlers::catalogs;
+use crate::agent::handlers::controls;
+use crate::agent::handlers::reload;
 use crate::agent::turn::report::Rewind;
 use crate::agent::turn::TurnKind;
 use crate::rpc::RpcError;
 
-impl Dispatcher {
-    /// The answer of a local command (`/help`, `/cost`, `/model`, `/mode`).
-    pub(in crate::agent) fn local_reply(
-        &mut self,
-        session_id: &str,
-        text: &str,
-        registry: &Registry,
-    ) -> Result<String, RpcError> {
-        match self.resolve_command(session_id, text, registry)? {
-            (TurnKind::Local(reply), _) => Ok(reply),
-            _ => Err(RpcError::internal("the operation is not a local one")),
-        }
+/// The answer of a local command (`/help`, `/cost`, `/model`, `/mode`).
+pub(in crate::agent) fn local_reply(
+    d: &mut Dispatcher,
+    session_id: &str,
+    text: &str,
+    registry: &Registry,
+) -> Result<String, RpcError> {
+    match resolve_command(d, session_id, text, registry)? {
+        (TurnKind::Local(reply), _) => Ok(reply),
+        _ => Err(RpcError::internal("the operation is not a local one")),
     }
+}
 
-    /// What a prompt starting with `/name` does: a custom command or `/init`
-    /// becomes the model's prompt; `/compact` summarises; the others are
-    /// answered by Spindle itself. Anything else is an ordinary prompt.
-    pub(in crate::agent) fn resolve_command(
-        &mut self,
-        session_id: &str,
-        text: &str,
-        registry: &Registry,
-    ) -> Result<(TurnKind, String), RpcError> {
-        let Some((name, arguments)) = commands::invocation(text) else {
-            return Ok((TurnKind::Model, text.to_string()));
-        };
-        let cwd = self.checked(session_id).cwd.clone();
-        let available = self.commands_of(&cwd);
-        let Some(command) = available.iter().find(|c| c.name == name) else {
-            return Ok((TurnKind::Model, text.to_string()));
-        };
-        let builtin = match &command.kind {
-            Kind::Custom { body, .. } => {
-                return Ok((TurnKind::Model, commands::expand(body, arguments)))
-            }
-            Kind::Skill(skill) => {
-                return Ok(match commands::skill_prompt(skill, arguments) {
-                    Ok(prompt) => (TurnKind::Model, prompt),
-                    Err(why) => (TurnKind::Local(why), text.to_string()),
-                })
-            }
-            Kind::Builtin(builtin) => *builtin,
-        };
-        let reply = match builtin {
-            Builtin::Init => {
-                let mut prompt = commands::INIT_PROMPT.to_string();
-                if !arguments.is_empty() {
-                    prompt.push_str("\n\n");
-                    prompt.push_str(arguments);
-                }
-                return Ok((TurnKind::Model, prompt));
-            }
-            Builtin::Compact => {
-                return Ok((TurnKind::Compact(arguments.to_string()), text.to_string()))
-            }
-            Builtin::Reload => self.reload_reply(session_id),
-            Builtin::Undo => return Ok((TurnKind::Rewind(Rewind::Undo(1)), text.to_string())),
-            Builtin::Redo => return Ok((TurnKind::Rewind(Rewind::Redo), text.to_string())),
-            Builtin::Rewind => return Ok((rewind(arguments), text.to_string())),
-            Builtin::Help => help_reply(&available),
-            Builtin::Memory => memory_reply(
-                &cwd,
-                self.checked(session_id).settings.system_prompt.as_ref(),
-            ),
-            Builtin::Skills => crate::agent::common::skills::report(&self.skills_of(&cwd)),
-            Builtin::Hooks => self.hooks_of(&cwd, registry).report(),
-            Builtin::Cost => self.cost_reply(session_id, registry),
-            Builtin::Allow => self.allow_command(session_id, registry, arguments),
-            Builtin::Model => self.command_option(session_id, registry, "model", arguments),
-            Builtin::Mode => self.command_option(session_id, registry, "mode", arguments),
-            Builtin::Clear => self.clear_conversation(session_id)?,
-        };
-        Ok((TurnKind::Local(reply), text.to_string()))
-    }
-
-    /// `/reload`: reloads the configuration and sends the commands again.
-    fn reload_reply(&mut self, session_id: &str) -> String {
-        match catalogs::reload_now(self, session_id) {
-            Ok(()) => {
-                // The prompt's answer comes from a turn, later: the
-                // commands go now.
-                self.send_commands(session_id);
-                "Reloaded the configuration and the commands.".to_string()
-            }
-            Err(error) => format!(
-                "The reload failed; the old settings stay. {}",
-                error.message
-            ),
+/// What a prompt starting with `/name` does: a custom command or `/init`
+/// becomes the model's prompt; `/compact` summarises; the others are
+/// answered by Spindle itself. Anything else is an ordinary prompt.
+pub(in crate::agent) fn resolve_command(
+    d: &mut Dispatcher,
+    session_id: &str,
+    text: &str,
+    registry: &Registry,
+) -> Result<(TurnKind, String), RpcError> {
+    let Some((name, arguments)) = commands::invocation(text) else {
+        return Ok((TurnKind::Model, text.to_string()));
+    };
+    let cwd = d.checked(session_id).cwd.clone();
+    let available = d.commands_of(&cwd);
+    let Some(command) = available.iter().find(|c| c.name == name) else {
+        return Ok((TurnKind::Model, text.to_string()));
+    };
+    let builtin = match &command.kind {
+        Kind::Custom { body, .. } => {
+            return Ok((TurnKind::Model, commands::expand(body, arguments)))
         }
-    }
-
-    /// `/cost`: the tokens so far, their cost, and the context in use.
-    fn cost_reply(&self, session_id: &str, registry: &Registry) -> String {
-        let session = self.checked(session_id);
-        let (usage, spent) = session.usage_so_far();
-        let mut reply = tokens_words(&usage, session.model_calls, session.usage_unreported);
-        let price = registry
-            .model(&session.settings.model)
-            .and_then(|m| m.config.price.clone());
-        reply.push_str(&cost_words(&spent, price.as_ref()));
-        let window = registry
-            .model(&session.settings.model)
-            .map(|m| session.window_of(m));
-        match (session.known, window) {
-            (Some(known), Some(window)) => {
-                let left = 100u64.saturating_sub(known.tokens * 100 / window.max(1));
-                reply.push_str(&format!(
-                    " Context: about {} of {} tokens in use ({left}% left).",
-                    known.tokens, window
-                ));
-            }
-            (None, Some(window)) if session.model_calls > session.usage_unreported => {
-                reply.push_str(&format!(
-                    " Context: a window of {window} tokens; how much is in use shows after the next request (the conversation changed since the provider last counted it, or its count was not believable)."
-                ))
-            }
-            (None, Some(window)) => reply.push_str(&format!(
-                " Context: a window of {window} tokens; how much is in use shows once the provider reports usage."
-            )),
-            _ => {}
+        Kind::Skill(skill) => {
+            return Ok(match commands::skill_prompt(skill, arguments) {
+                Ok(prompt) => (TurnKind::Model, prompt),
+                Err(why) => (TurnKind::Local(why), text.to_string()),
+            })
         }
-        let lean = crate::agent::is_lean(
-            self.options().profile.or(registry.config.profile),
-            window.unwrap_or(crate::agent::models::DEFAULT_CONTEXT_WINDOW),
-        );
-        // Without asking whether ripgrep is installed (a process, on the
-        // dispatcher's thread): the search tool's two texts differ by a
-        // few words.
-        let (tokens, count) = crate::agent::first_request(&session.cwd, lean, false);
-        reply.push_str(&format!(
-            " Prompt before your first word: about {tokens} tokens (profile {}, {count} tools).",
-            if lean { "lean" } else { "full" }
-        ));
-        reply
-    }
-
-    /// `/clear`: forgets the conversation the model sees (the transcript
-    /// stays).
-    fn clear_conversation(&mut self, session_id: &str) -> Result<String, RpcError> {
-        if let Some(session) = self.session_mut(session_id) {
-            session.messages.clear();
-            session.known = None;
-            session.set_hook_start(crate::agent::dispatcher::session::StartSource::Clear);
-        }
-        self.store()?
-            .replace_messages(session_id, &[])
-            .map_err(internal)?;
-        Ok("Started a fresh conversation: the model no longer sees the earlier messages (they stay in the transcript).".to_string())
-    }
-
-    /// `/allow edits` and `/allow command WORDS`: the broad answers a
-    /// permission request offers only to a client that asked for them,
-    /// given by the user in words. `--project` saves the rule for the
-    /// workspace in the user's config; without it, it lasts the session.
-    /// No argument lists what this session allows.
-    fn allow_command(&mut self, session_id: &str, registry: &Registry, arguments: &str) -> String {
-        use crate::policy::rules::{self, Decision, Rule, ToolClass};
-        const USAGE: &str = "Use `/allow edits` (every edit inside the workspace) or `/allow command WORDS` (commands starting with those words, e.g. `/allow command cargo test`); add `--project` to save it for this workspace.";
-        let mut words: Vec<&str> = arguments.split_whitespace().collect();
-        let project = words.last() == Some(&"--project");
-        if project {
-            words.pop();
-        }
-        let rule = match words.split_first() {
-            None => {
-                let session = self.checked(session_id);
-                let allowed: Vec<String> = session
-                    .settings
-                    .approvals
-                    .rules
-                    .iter()
-                    .filter(|rule| rule.decision == Decision::Allow)
-                    .map(rules::describe)
-                    .collect();
-                let exact = session.settings.approvals.allowed.len();
-                let listed = if allowed.is_empty() {
-                    "No rule of this session allows anything".to_string()
-                } else {
-                    format!("This session allows {}", allowed.join(", "))
-                };
-                let claude = crate::config::claude_permissions::ClaudeRules::load(&session.cwd)
-                    .summary(self.trusted(&session.cwd))
-                    .map(|said| format!(" {said}"))
-                    .unwrap_or_default();
-                return format!(
-                    "{listed}; {exact} exact calls were allowed always.{claude} {USAGE}"
-                );
+        Kind::Builtin(builtin) => *builtin,
+    };
+    let reply = match builtin {
+        Builtin::Init => {
+            let mut prompt = commands::INIT_PROMPT.to_string();
+            if !arguments.is_empty() {
+                prompt.push_str("\n\n");
+                prompt.push_str(arguments);
             }
-            Some((&"edits", [])) => Rule::path(ToolClass::Edit, "**", Decision::Allow),
-            Some((&"command", prefix)) if !prefix.is_empty() => {
-                let rule = Rule::command(prefix.join(" "), Decision::Allow);
-                if let Err(problem) = rule.check() {
-                    return format!("That command pattern cannot be used: {problem}. {USAGE}");
-                }
-                rule
-            }
-            _ => return USAGE.to_string(),
-        };
-        let what = rules::describe(&rule);
-        let Some(session) = self.session_mut(session_id) else {
-            return USAGE.to_string();
-        };
-        let mut reply = format!("Allowed {what} for the rest of this session.");
-        if project {
-            let path = registry
-                .config_path
-                .clone()
-                .unwrap_or_else(crate::config::default_path);
-            let root = crate::config::project::key(&session.cwd);
-            match crate::config::project::add_project_rule(&path, &root, rule.clone()) {
-                Ok(()) => {
-                    reply = format!(
-                        "Allowed {what} in this workspace, saved in {}.",
-                        path.display()
-                    )
-                }
-                Err(error) => {
-                    reply = format!("{reply} It could not be saved for the project: {error}.")
-                }
-            }
+            return Ok((TurnKind::Model, prompt));
         }
-        session.settings.approvals.rules.push(rule);
-        self.settings_changed(session_id);
-        reply
-    }
+        Builtin::Compact => {
+            return Ok((TurnKind::Compact(arguments.to_string()), text.to_string()))
+        }
+        Builtin::Reload => reload_reply(d, session_id),
+        Builtin::Undo => return Ok((TurnKind::Rewind(Rewind::Undo(1)), text.to_string())),
+        Builtin::Redo => return Ok((TurnKind::Rewind(Rewind::Redo), text.to_string())),
+        Builtin::Rewind => return Ok((rewind(arguments), text.to_string())),
+        Builtin::Help => help_reply(&available),
+        Builtin::Memory => {
+            memory_reply(&cwd, d.checked(session_id).settings.system_prompt.as_ref())
+        }
+        Builtin::Skills => crate::agent::common::skills::report(&d.skills_of(&cwd)),
+        Builtin::Hooks => d.hooks_of(&cwd, registry).report(),
+        Builtin::Cost => cost_reply(d, session_id, registry),
+        Builtin::Allow => allow_command(d, session_id, registry, arguments),
+        Builtin::Model => command_option(d, session_id, registry, "model", arguments),
+        Builtin::Mode => command_option(d, session_id, registry, "mode", arguments),
+        Builtin::Clear => clear_conversation(d, session_id)?,
+    };
+    Ok((TurnKind::Local(reply), text.to_string()))
+}
 
-    /// `/model NAME` and `/mode NAME`: the same change as the config option,
-    /// with its notifications; the reply says what happened.
-    fn command_option(
-        &mut self,
-        session_id: &str,
-        registry: &Registry,
-        id: &str,
-        value: &str,
-    ) -> String {
-        let value = if id == "model" {
-            registry
-                .models
+/// `/reload`: reloads the configuration and sends the commands again.
+fn reload_reply(d: &mut Dispatcher, session_id: &str) -> String {
+    match reload::reload_now(d, session_id) {
+        Ok(()) => {
+            // The prompt's answer comes from a turn, later: the
+            // commands go now.
+            d.send_commands(session_id);
+            "Reloaded the configuration and the commands.".to_string()
+        }
+        Err(error) => format!(
+            "The reload failed; the old settings stay. {}",
+            error.message
+        ),
+    }
+}
+
+/// `/cost`: the tokens so far, their cost, and the context in use.
+fn cost_reply(d: &Dispatcher, session_id: &str, registry: &Registry) -> String {
+    let session = d.checked(session_id);
+    let (usage, spent) = session.usage_so_far();
+    let mut reply = tokens_words(&usage, session.model_calls, session.usage_unreported);
+    let price = registry
+        .model(&session.settings.model)
+        .and_then(|m| m.config.price.clone());
+    reply.push_str(&cost_words(&spent, price.as_ref()));
+    let window = registry
+        .model(&session.settings.model)
+        .map(|m| session.window_of(m));
+    match (session.known, window) {
+        (Some(known), Some(window)) => {
+            let left = 100u64.saturating_sub(known.tokens * 100 / window.max(1));
+            reply.push_str(&format!(
+                " Context: about {} of {} tokens in use ({left}% left).",
+                known.tokens, window
+            ));
+        }
+        (None, Some(window)) if session.model_calls > session.usage_unreported => {
+            reply.push_str(&format!(
+                " Context: a window of {window} tokens; how much is in use shows after the next request (the conversation changed since the provider last counted it, or its count was not believable)."
+            ))
+        }
+        (None, Some(window)) => reply.push_str(&format!(
+            " Context: a window of {window} tokens; how much is in use shows once the provider reports usage."
+        )),
+        _ => {}
+    }
+    let lean = crate::agent::turn::is_lean(
+        d.options().profile.or(registry.config.profile),
+        window.unwrap_or(crate::agent::common::models::DEFAULT_CONTEXT_WINDOW),
+    );
+    // Without asking whether ripgrep is installed (a process, on the
+    // dispatcher's thread): the search tool's two texts differ by a
+    // few words.
+    let (tokens, count) = crate::agent::turn::first_request(&session.cwd, lean, false);
+    reply.push_str(&format!(
+        " Prompt before your first word: about {tokens} tokens (profile {}, {count} tools).",
+        if lean { "lean" } else { "full" }
+    ));
+    reply
+}
+
+/// `/clear`: forgets the conversation the model sees (the transcript
+/// stays).
+fn clear_conversation(d: &mut Dispatcher, session_id: &str) -> Result<String, RpcError> {
+    if let Some(session) = d.session_mut(session_id) {
+        session.messages.clear();
+        session.known = None;
+        session.set_hook_start(crate::agent::dispatcher::session::StartSource::Clear);
+    }
+    d.store()?
+        .replace_messages(session_id, &[])
+        .map_err(internal)?;
+    Ok("Started a fresh conversation: the model no longer sees the earlier messages (they stay in the transcript).".to_string())
+}
+
+/// `/allow edits` and `/allow command WORDS`: the broad answers a
+/// permission request offers only to a client that asked for them,
+/// given by the user in words. `--project` saves the rule for the
+/// workspace in the user's config; without it, it lasts the session.
+/// No argument lists what this session allows.
+fn allow_command(
+    d: &mut Dispatcher,
+    session_id: &str,
+    registry: &Registry,
+    arguments: &str,
+) -> String {
+    use crate::policy::rules::{self, Decision, Rule, ToolClass};
+    const USAGE: &str = "Use `/allow edits` (every edit inside the workspace) or `/allow command WORDS` (commands starting with those words, e.g. `/allow command cargo test`); add `--project` to save it for this workspace.";
+    let mut words: Vec<&str> = arguments.split_whitespace().collect();
+    let project = words.last() == Some(&"--project");
+    if project {
+        words.pop();
+    }
+    let rule = match words.split_first() {
+        None => {
+            let session = d.checked(session_id);
+            let allowed: Vec<String> = session
+                .settings
+                .approvals
+                .rules
                 .iter()
-                .find(|m| m.id == value || m.model == value)
-                .map(|m| m.id.clone())
-                .unwrap_or_else(|| value.to_string())
-        } else {
-            value.to_string()
-        };
-        if value.is_empty() {
-            let current = match id {
-                "model" => self.checked(session_id).settings.model.clone(),
-                _ => self.checked(session_id).settings.mode.id().to_string(),
+                .filter(|rule| rule.decision == Decision::Allow)
+                .map(rules::describe)
+                .collect();
+            let exact = session.settings.approvals.allowed.len();
+            let listed = if allowed.is_empty() {
+                "No rule of this session allows anything".to_string()
+            } else {
+                format!("This session allows {}", allowed.join(", "))
             };
-            return format!(
-                "The {id} is {current}. The choices are: {}. Change it with `/{id} {}`.",
-                choices(registry, id),
-                if id == "model" {
-                    "provider/model"
-                } else {
-                    "plan"
-                }
-            );
+            let claude = crate::config::claude_permissions::ClaudeRules::load(&session.cwd)
+                .summary(d.trusted(&session.cwd))
+                .map(|said| format!(" {said}"))
+                .unwrap_or_default();
+            return format!("{listed}; {exact} exact calls were allowed always.{claude} {USAGE}");
         }
-        match self.change_option(session_id, registry, id, &value) {
-            Ok(()) => format!("The {id} is now {value}."),
-            Err(error) => {
-                let reason = error.message.trim_start_matches("Invalid params: ");
-                format!("{reason}. The choices are: {}.", choices(registry, id))
+        Some((&"edits", [])) => Rule::path(ToolClass::Edit, "**", Decision::Allow),
+        Some((&"command", prefix)) if !prefix.is_empty() => {
+            let rule = Rule::command(prefix.join(" "), Decision::Allow);
+            if let Err(problem) = rule.check() {
+                return format!("That command pattern cannot be used: {problem}. {USAGE}");
             }
+            rule
+        }
+        _ => return USAGE.to_string(),
+    };
+    let what = rules::describe(&rule);
+    let Some(session) = d.session_mut(session_id) else {
+        return USAGE.to_string();
+    };
+    let mut reply = format!("Allowed {what} for the rest of this session.");
+    if project {
+        let path = registry
+            .config_path
+            .clone()
+            .unwrap_or_else(crate::config::default_path);
+        let root = crate::config::project::key(&session.cwd);
+        match crate::config::project::add_project_rule(&path, &root, rule.clone()) {
+            Ok(()) => {
+                reply = format!(
+                    "Allowed {what} in this workspace, saved in {}.",
+                    path.display()
+                )
+            }
+            Err(error) => {
+                reply = format!("{reply} It could not be saved for the project: {error}.")
+            }
+        }
+    }
+    session.settings.approvals.rules.push(rule);
+    controls::settings_changed(d, session_id);
+    reply
+}
+
+/// `/model NAME` and `/mode NAME`: the same change as the config option,
+/// with its notifications; the reply says what happened.
+fn command_option(
+    d: &mut Dispatcher,
+    session_id: &str,
+    registry: &Registry,
+    id: &str,
+    value: &str,
+) -> String {
+    let value = if id == "model" {
+        registry
+            .models
+            .iter()
+            .find(|m| m.id == value || m.model == value)
+            .map(|m| m.id.clone())
+            .unwrap_or_else(|| value.to_string())
+    } else {
+        value.to_string()
+    };
+    if value.is_empty() {
+        let current = match id {
+            "model" => d.checked(session_id).settings.model.clone(),
+            _ => d.checked(session_id).settings.mode.id().to_string(),
+        };
+        return format!(
+            "The {id} is {current}. The choices are: {}. Change it with `/{id} {}`.",
+            choices(registry, id),
+            if id == "model" {
+                "provider/model"
+            } else {
+                "plan"
+            }
+        );
+    }
+    match controls::change_option(d, session_id, registry, id, &value) {
+        Ok(()) => format!("The {id} is now {value}."),
+        Err(error) => {
+            let reason = error.message.trim_start_matches("Invalid params: ");
+            format!("{reason}. The choices are: {}.", choices(registry, id))
         }
     }
 }

@@ -3,153 +3,159 @@
 
 use crate::acp;
 use crate::agent::dispatcher::Dispatcher;
-use crate::agent::handlers::{catalogs, prompting};
+use crate::agent::handlers::events;
+use crate::agent::handlers::goals;
+use crate::agent::handlers::inbox;
+use crate::agent::handlers::inbox_hold;
+use crate::agent::handlers::prompting;
+use crate::agent::handlers::reload;
 use crate::agent::turn::report::TurnEnd;
 use crate::util::OrLogged;
 use serde_json::{json, Value};
 
-impl Dispatcher {
-    pub(in crate::agent) fn on_turn_end(&mut self, mut end: TurnEnd) {
-        self.forget_requests_of(&end.session_id);
-        let settings = self.absorb(&mut end);
-        self.store_end(&end.session_id, settings.as_ref());
-        let usage = meta_usage(&end);
-        let queued = self
-            .session_mut(&end.session_id)
-            .and_then(|session| session.queued.take());
-        let turn_usage = self
-            .client()
-            .is_some_and(|client| client.meta.spindle.prompt_usage)
-            .then(|| prompt_usage(&end.usage, end.usage_unknown, end.usage_whole))
-            .flatten();
-        let result = end.result.map(|stop_reason| {
-            let mut response = serde_json::to_value(acp::PromptResponse { stop_reason })
-                .or_logged("cannot write a prompt's answer");
-            response["_meta"] = json!({"spindle": {"usage": usage}});
-            if let Some(turn_usage) = turn_usage {
-                response["usage"] = turn_usage;
-            }
-            response
-        });
-        // The item this turn dispatched is applied (or failed), the inbox
-        // hears of it, then the turn's `idle` event, after its last update
-        // and before its answer.
-        let outcome = match &result {
-            Ok(response) => response["stopReason"]
-                .as_str()
-                .unwrap_or("end_turn")
-                .to_string(),
-            Err(_) => "error".to_string(),
-        };
-        self.after_turn_inbox(
+pub(in crate::agent) fn on_turn_end(d: &mut Dispatcher, mut end: TurnEnd) {
+    d.forget_requests_of(&end.session_id);
+    let settings = absorb(d, &mut end);
+    store_end(d, &end.session_id, settings.as_ref());
+    let usage = meta_usage(&end);
+    let queued = d
+        .session_mut(&end.session_id)
+        .and_then(|session| session.queued.take());
+    let turn_usage = d
+        .client()
+        .is_some_and(|client| client.meta.spindle.prompt_usage)
+        .then(|| prompt_usage(&end.usage, end.usage_unknown, end.usage_whole))
+        .flatten();
+    let result = end.result.map(|stop_reason| {
+        let mut response = serde_json::to_value(acp::PromptResponse { stop_reason })
+            .or_logged("cannot write a prompt's answer");
+        response["_meta"] = json!({"spindle": {"usage": usage}});
+        if let Some(turn_usage) = turn_usage {
+            response["usage"] = turn_usage;
+        }
+        response
+    });
+    // The item this turn dispatched is applied (or failed), the inbox
+    // hears of it, then the turn's `idle` event, after its last update
+    // and before its answer.
+    let outcome = match &result {
+        Ok(response) => response["stopReason"]
+            .as_str()
+            .unwrap_or("end_turn")
+            .to_string(),
+        Err(_) => "error".to_string(),
+    };
+    inbox::after_turn_inbox(
+        d,
+        &end.session_id,
+        end.dispatched.as_deref(),
+        &end.applied,
+        &outcome,
+    );
+    if let Some(session) = d.session_mut(&end.session_id) {
+        session.set_last_outcome(outcome.clone());
+        let (epoch, source) = (session.epoch, session.turn_source.as_str());
+        events::event(
+            d,
             &end.session_id,
-            end.dispatched.as_deref(),
-            &end.applied,
-            &outcome,
+            "usage",
+            json!({"inputTokens": usage["inputTokens"], "outputTokens": usage["outputTokens"]}),
         );
-        if let Some(session) = self.session_mut(&end.session_id) {
-            session.set_last_outcome(outcome.clone());
-            let (epoch, source) = (session.epoch, session.turn_source.as_str());
-            self.event(
-                &end.session_id,
-                "usage",
-                json!({"inputTokens": usage["inputTokens"], "outputTokens": usage["outputTokens"]}),
-            );
-            self.event(
-                &end.session_id,
-                "turn",
-                json!({"state": "idle", "epoch": epoch, "source": source, "outcome": outcome}),
-            );
+        events::event(
+            d,
+            &end.session_id,
+            "turn",
+            json!({"state": "idle", "epoch": epoch, "source": source, "outcome": outcome}),
+        );
+    }
+    goals::goal_changed(d, &end.session_id);
+    reload::queued_reload(d, &end.session_id);
+    if let Some(request_id) = &end.request_id {
+        d.respond(request_id, result);
+    }
+    if let Some((id, params)) = queued {
+        if let Err(error) = prompting::prompt(d, &id, params) {
+            d.respond(&id, Err(error));
         }
-        self.goal_changed(&end.session_id);
-        catalogs::queued_reload(self, &end.session_id);
-        if let Some(request_id) = &end.request_id {
-            self.respond(request_id, result);
+        return;
+    }
+    // An ordinary end: the next follow-up starts at once; any other
+    // end pauses the inbox so the user looks first.
+    if outcome == "end_turn" {
+        inbox::dispatch_next(d, &end.session_id);
+    } else if outcome != "end_turn" && inbox::has_waiting_items(d, &end.session_id) {
+        inbox_hold::pause_inbox(d, &end.session_id);
+    }
+}
+
+/// The turn's report applied to its session: the conversation, the
+/// usage and cost, the approvals and goal; a closed session is
+/// dropped. The settings to store.
+fn absorb(d: &mut Dispatcher, end: &mut TurnEnd) -> Option<Value> {
+    let mut settings = None;
+    let mut remove = false;
+    if let Some(session) = d.session_mut(&end.session_id) {
+        if let Some(running) = session.running.take() {
+            let _ = running.handle.join();
         }
-        if let Some((id, params)) = queued {
-            if let Err(error) = prompting::prompt(self, &id, params) {
-                self.respond(&id, Err(error));
+        match end.replaced.take() {
+            Some(messages) => session.messages = messages,
+            None => session.messages.extend(std::mem::take(&mut end.added)),
+        }
+        session.known = end.known;
+        if let Some(window) = end.window {
+            session.learned_window = Some((session.settings.model.clone(), window));
+        }
+        session.add_usage(&end.usage);
+        session.settings.spend.add(&end.spend);
+        session.model_calls += end.model_calls as u64;
+        session.usage_unreported += end.usage_unreported as u64;
+        session.settings.approvals = std::mem::take(&mut end.approvals);
+        if let Some(goal) = end.goal.clone() {
+            session.goal = Some(goal);
+            session.mark_goal_changed();
+        }
+        // Steers the turn never reached stay queued (they are still
+        // pending in the store), ahead of the follow-ups. Its usage is
+        // the session's now.
+        if let Ok(mut live) = session.live.lock() {
+            live.steers.clear();
+            live.usage = Default::default();
+            live.spend = Default::default();
+        }
+        settings = Some(session.settings_json());
+        remove = session.is_closed();
+    }
+    if remove {
+        d.remove_session(&end.session_id);
+    }
+    settings
+}
+
+/// The session's stored message count, its settings, and its lease
+/// given back.
+fn store_end(d: &mut Dispatcher, session_id: &str, settings: Option<&Value>) {
+    if let Ok(store) = d.store() {
+        if let Ok(count) = store.message_count(session_id) {
+            if let Some(session) = d.session_mut(session_id) {
+                session.stored_messages = count;
             }
-            return;
-        }
-        // An ordinary end: the next follow-up starts at once; any other
-        // end pauses the inbox so the user looks first.
-        if outcome == "end_turn" {
-            self.dispatch_next(&end.session_id);
-        } else if outcome != "end_turn" && self.has_waiting_items(&end.session_id) {
-            self.pause_inbox(&end.session_id);
         }
     }
-
-    /// The turn's report applied to its session: the conversation, the
-    /// usage and cost, the approvals and goal; a closed session is
-    /// dropped. The settings to store.
-    fn absorb(&mut self, end: &mut TurnEnd) -> Option<Value> {
-        let mut settings = None;
-        let mut remove = false;
-        if let Some(session) = self.session_mut(&end.session_id) {
-            if let Some(running) = session.running.take() {
-                let _ = running.handle.join();
-            }
-            match end.replaced.take() {
-                Some(messages) => session.messages = messages,
-                None => session.messages.extend(std::mem::take(&mut end.added)),
-            }
-            session.known = end.known;
-            if let Some(window) = end.window {
-                session.learned_window = Some((session.settings.model.clone(), window));
-            }
-            session.add_usage(&end.usage);
-            session.settings.spend.add(&end.spend);
-            session.model_calls += end.model_calls as u64;
-            session.usage_unreported += end.usage_unreported as u64;
-            session.settings.approvals = std::mem::take(&mut end.approvals);
-            if let Some(goal) = end.goal.clone() {
-                session.goal = Some(goal);
-                session.mark_goal_changed();
-            }
-            // Steers the turn never reached stay queued (they are still
-            // pending in the store), ahead of the follow-ups. Its usage is
-            // the session's now.
-            if let Ok(mut live) = session.live.lock() {
-                live.steers.clear();
-                live.usage = Default::default();
-                live.spend = Default::default();
-            }
-            settings = Some(session.settings_json());
-            remove = session.is_closed();
-        }
-        if remove {
-            self.remove_session(&end.session_id);
-        }
-        settings
-    }
-
-    /// The session's stored message count, its settings, and its lease
-    /// given back.
-    fn store_end(&mut self, session_id: &str, settings: Option<&Value>) {
-        if let Ok(store) = self.store() {
-            if let Ok(count) = store.message_count(session_id) {
-                if let Some(session) = self.session_mut(session_id) {
-                    session.stored_messages = count;
-                }
-            }
-        }
-        if let Ok(store) = self.store() {
-            if let Some(settings) = settings {
-                if let Err(error) = store.save_settings(session_id, settings) {
-                    log::warn!(
-                        "cannot store the settings of session {}: {error}",
-                        session_id
-                    );
-                }
-            }
-            if let Err(error) = store.release_lease(session_id, std::process::id()) {
+    if let Ok(store) = d.store() {
+        if let Some(settings) = settings {
+            if let Err(error) = store.save_settings(session_id, settings) {
                 log::warn!(
-                    "cannot release the lease of session {}: {error}",
+                    "cannot store the settings of session {}: {error}",
                     session_id
                 );
             }
+        }
+        if let Err(error) = store.release_lease(session_id, std::process::id()) {
+            log::warn!(
+                "cannot release the lease of session {}: {error}",
+                session_id
+            );
         }
     }
 }

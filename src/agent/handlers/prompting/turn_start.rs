@@ -13,6 +13,8 @@ use crate::agent::dispatcher::session::RunningTurn;
 use crate::agent::dispatcher::session::Session;
 use crate::agent::dispatcher::session::TurnSource;
 use crate::agent::dispatcher::Dispatcher;
+use crate::agent::handlers::events;
+use crate::agent::handlers::goals;
 use crate::agent::handlers::interrupted::close_interrupted_turn;
 use crate::agent::turn::processes::Processes;
 use crate::agent::turn::report::Outbox;
@@ -40,229 +42,227 @@ pub(in crate::agent) struct TurnStart {
     pub message_id: Option<String>,
 }
 
-impl Dispatcher {
-    /// How the commands of a session's next turn start: its private folder
-    /// for logs (made now), the credentials to remove, the sandbox.
-    pub(in crate::agent) fn processes_for(
-        &self,
-        session_id: &str,
-        registry: &Registry,
-    ) -> Processes {
-        let session_dir =
-            match crate::process::logs::prepare_session_dir(self.db_path(), session_id) {
-                Ok(dir) => Some(dir),
-                Err(error) => {
-                    log::warn!("commands of session {session_id} run without logs: {error}");
-                    None
-                }
-            };
-        let launcher = std::env::current_exe().ok();
-        let sandbox = launcher
-            .as_deref()
-            .is_some_and(|exe| crate::sandbox::support(exe).available());
-        let temp_dir = crate::process::logs::prepare_temp_dir(self.db_path(), session_id)
-            .map_err(|error| log::warn!("no private temp folder for the sandbox: {error}"))
-            .ok();
-        // Sandboxed commands may read outside the workspace, but not
-        // Spindle's credentials, config (MCP servers' env and headers),
-        // sessions or logs.
-        let mut hidden: Vec<std::path::PathBuf> = registry
+/// How the commands of a session's next turn start: its private folder
+/// for logs (made now), the credentials to remove, the sandbox.
+pub(in crate::agent) fn processes_for(
+    d: &Dispatcher,
+    session_id: &str,
+    registry: &Registry,
+) -> Processes {
+    let session_dir = match crate::process::logs::prepare_session_dir(d.db_path(), session_id) {
+        Ok(dir) => Some(dir),
+        Err(error) => {
+            log::warn!("commands of session {session_id} run without logs: {error}");
+            None
+        }
+    };
+    let launcher = std::env::current_exe().ok();
+    let sandbox = launcher
+        .as_deref()
+        .is_some_and(|exe| crate::sandbox::support(exe).available());
+    let temp_dir = crate::process::logs::prepare_temp_dir(d.db_path(), session_id)
+        .map_err(|error| log::warn!("no private temp folder for the sandbox: {error}"))
+        .ok();
+    // Sandboxed commands may read outside the workspace, but not
+    // Spindle's credentials, config (MCP servers' env and headers),
+    // sessions or logs.
+    let mut hidden: Vec<std::path::PathBuf> = registry
+        .config
+        .providers
+        .values()
+        .filter_map(|provider| provider.api_key_file.clone())
+        .collect();
+    let config_path = registry
+        .config_path
+        .clone()
+        .unwrap_or_else(crate::config::default_path);
+    hidden.push(crate::config::managed_keys_dir(&config_path));
+    hidden.push(config_path);
+    // `serve`'s token file and TLS key.
+    hidden.extend(d.options().secret_files.iter().cloned());
+    let with_suffixes = |path: &std::path::Path, suffixes: &[&str]| {
+        suffixes
+            .iter()
+            .map(|suffix| {
+                let mut name = path.as_os_str().to_os_string();
+                name.push(suffix);
+                std::path::PathBuf::from(name)
+            })
+            .collect::<Vec<_>>()
+    };
+    hidden.extend(with_suffixes(
+        d.db_path(),
+        &["", "-wal", "-shm", "-journal"],
+    ));
+    hidden.push(crate::process::logs::root(d.db_path()));
+    // Every line typed in `spindle chat`, of every project.
+    hidden.push(d.db_path().with_file_name("chat_history"));
+    // The agent's own log (and the one rotation keeps).
+    for log in [&d.options().log_file, &registry.config.log_file]
+        .into_iter()
+        .flatten()
+    {
+        hidden.extend(with_suffixes(log, &["", ".1"]));
+    }
+    // The launcher resolves them in the command's folder: a relative
+    // one is meant from here.
+    let hidden: Vec<std::path::PathBuf> = hidden
+        .into_iter()
+        .filter_map(|path| std::path::absolute(path).ok())
+        .collect();
+    // A page of read_file always fits a tool result whole, so reading
+    // a kept output never spills again.
+    let mut file_limits = registry.config.limits.files();
+    file_limits.page = file_limits.page.min(
+        registry
             .config
-            .providers
-            .values()
-            .filter_map(|provider| provider.api_key_file.clone())
-            .collect();
-        let config_path = registry
-            .config_path
-            .clone()
-            .unwrap_or_else(crate::config::default_path);
-        hidden.push(crate::config::managed_keys_dir(&config_path));
-        hidden.push(config_path);
-        // `serve`'s token file and TLS key.
-        hidden.extend(self.options().secret_files.iter().cloned());
-        let with_suffixes = |path: &std::path::Path, suffixes: &[&str]| {
-            suffixes
-                .iter()
-                .map(|suffix| {
-                    let mut name = path.as_os_str().to_os_string();
-                    name.push(suffix);
-                    std::path::PathBuf::from(name)
-                })
-                .collect::<Vec<_>>()
-        };
-        hidden.extend(with_suffixes(
-            self.db_path(),
-            &["", "-wal", "-shm", "-journal"],
-        ));
-        hidden.push(crate::process::logs::root(self.db_path()));
-        // Every line typed in `spindle chat`, of every project.
-        hidden.push(self.db_path().with_file_name("chat_history"));
-        // The agent's own log (and the one rotation keeps).
-        for log in [&self.options().log_file, &registry.config.log_file]
-            .into_iter()
-            .flatten()
+            .context
+            .tool_output_bytes()
+            .saturating_sub(1024),
+    );
+    Processes {
+        file_limits,
+        output_cap: crate::config::Limits::or(
+            registry.config.limits.command_output_bytes,
+            crate::tools::COMMAND_OUTPUT_CAP,
+        ),
+        secrets: registry.secrets.clone(),
+        temp_dir,
+        hidden,
+        session_dir,
+        log_cap: registry
+            .config
+            .tools
+            .command_log_bytes
+            .unwrap_or(crate::process::logs::DEFAULT_LOG_CAP),
+        launcher,
+        sandbox,
+        extra_roots: d
+            .session(session_id)
+            .map(|s| s.settings.extra_roots.clone())
+            .unwrap_or_default(),
+        shell: registry.config.shell(),
+    }
+}
+
+/// Sends the turn's `running` event (before any of its updates) and
+/// starts its worker; when the thread cannot start, the prompt leaves
+/// the conversation and the lease is given back.
+pub(super) fn launch(
+    d: &mut Dispatcher,
+    session_id: &str,
+    turn: Turn,
+    start: TurnStart,
+    cancel: CancelToken,
+    fresh: usize,
+    outbox: Outbox,
+) -> Result<(), RpcError> {
+    let me = std::process::id();
+    // The turn's `running` event goes out before any of its updates.
+    events::event(
+        d,
+        session_id,
+        "turn",
+        json!({"state": "running", "epoch": turn.io.epoch, "source": start.source.as_str(), "outcome": null}),
+    );
+    goals::goal_changed(d, session_id);
+    let Some(session) = d.session_mut(session_id) else {
+        return Err(not_found(session_id));
+    };
+    match turn::spawn(turn, outbox) {
+        Ok(handle) => {
+            session.running = Some(RunningTurn {
+                request_id: start.request.clone(),
+                cancel,
+                handle,
+            });
+            Ok(())
+        }
+        Err(err) => {
+            if let Some(session) = d.session_mut(session_id) {
+                let kept = session.messages.len().saturating_sub(fresh);
+                session.messages.truncate(kept);
+            }
+            if let Ok(store) = d.store() {
+                let _ = store.release_lease(session_id, me);
+            }
+            Err(RpcError::internal(format!("cannot start the turn: {err}")))
+        }
+    }
+}
+
+/// Takes the session for a turn: still stored, its lease held
+/// (turns a dead process left running closed), the conversation
+/// reloaded when another process added to it, and its title set from
+/// the first prompt. The new title, to show.
+pub(super) fn claim(
+    d: &mut Dispatcher,
+    session_id: &str,
+    text: &str,
+) -> Result<Option<String>, RpcError> {
+    let session_id = session_id.to_string();
+    let me = std::process::id();
+    let (known_count, needs_title) = match d.session(&session_id) {
+        Some(session) => (session.stored_messages, session.title.is_none()),
+        None => return Err(not_found(&session_id)),
+    };
+    let store = d.store()?;
+    // Another process may have deleted it (`session/delete`, or closed
+    // it unused) while it was open here.
+    if store.session(&session_id).map_err(internal)?.is_none() {
+        return Err(RpcError::invalid_request(format!(
+            "session {session_id} is no longer stored (another Spindle process deleted it); start a new session"
+        ))
+        .with_data(json!({"code": "session_deleted"})));
+    }
+    if let Err(holder) = store.acquire_lease(&session_id, me).map_err(internal)? {
+        return Err(RpcError::invalid_request(format!(
+            "session {session_id} is running a turn in another Spindle process (pid {holder}); wait for it to finish"
+        ))
+        .with_data(json!({"code": "session_busy", "holderPid": holder})));
+    }
+    // Holding the lease now, any turn still marked running belongs to a
+    // process that died: it was cut off.
+    for turn in store.running_turns(&session_id).map_err(internal)? {
+        close_interrupted_turn(store, &session_id, turn)?;
+    }
+    // Another process may have added to the conversation meanwhile.
+    let stored_count = store.message_count(&session_id).map_err(internal)?;
+    let reloaded = if known_count != stored_count {
+        Some(store.messages(&session_id).map_err(internal)?)
+    } else {
+        None
+    };
+    // A title already stored (the client's `session/set_title`, in
+    // any process) is never replaced by an automatic one.
+    let mut kept_title = None;
+    let title_update = if needs_title {
+        let title = title_from(text);
+        if store
+            .set_title_if_unset(&session_id, &title)
+            .map_err(internal)?
         {
-            hidden.extend(with_suffixes(log, &["", ".1"]));
-        }
-        // The launcher resolves them in the command's folder: a relative
-        // one is meant from here.
-        let hidden: Vec<std::path::PathBuf> = hidden
-            .into_iter()
-            .filter_map(|path| std::path::absolute(path).ok())
-            .collect();
-        // A page of read_file always fits a tool result whole, so reading
-        // a kept output never spills again.
-        let mut file_limits = registry.config.limits.files();
-        file_limits.page = file_limits.page.min(
-            registry
-                .config
-                .context
-                .tool_output_bytes()
-                .saturating_sub(1024),
-        );
-        Processes {
-            file_limits,
-            output_cap: crate::config::Limits::or(
-                registry.config.limits.command_output_bytes,
-                crate::tools::COMMAND_OUTPUT_CAP,
-            ),
-            secrets: registry.secrets.clone(),
-            temp_dir,
-            hidden,
-            session_dir,
-            log_cap: registry
-                .config
-                .tools
-                .command_log_bytes
-                .unwrap_or(crate::process::logs::DEFAULT_LOG_CAP),
-            launcher,
-            sandbox,
-            extra_roots: self
-                .session(session_id)
-                .map(|s| s.settings.extra_roots.clone())
-                .unwrap_or_default(),
-            shell: registry.config.shell(),
-        }
-    }
-
-    /// Sends the turn's `running` event (before any of its updates) and
-    /// starts its worker; when the thread cannot start, the prompt leaves
-    /// the conversation and the lease is given back.
-    pub(super) fn launch(
-        &mut self,
-        session_id: &str,
-        turn: Turn,
-        start: TurnStart,
-        cancel: CancelToken,
-        fresh: usize,
-        outbox: Outbox,
-    ) -> Result<(), RpcError> {
-        let me = std::process::id();
-        // The turn's `running` event goes out before any of its updates.
-        self.event(
-            session_id,
-            "turn",
-            json!({"state": "running", "epoch": turn.io.epoch, "source": start.source.as_str(), "outcome": null}),
-        );
-        self.goal_changed(session_id);
-        let Some(session) = self.session_mut(session_id) else {
-            return Err(not_found(session_id));
-        };
-        match turn::spawn(turn, outbox) {
-            Ok(handle) => {
-                session.running = Some(RunningTurn {
-                    request_id: start.request.clone(),
-                    cancel,
-                    handle,
-                });
-                Ok(())
-            }
-            Err(err) => {
-                if let Some(session) = self.session_mut(session_id) {
-                    let kept = session.messages.len().saturating_sub(fresh);
-                    session.messages.truncate(kept);
-                }
-                if let Ok(store) = self.store() {
-                    let _ = store.release_lease(session_id, me);
-                }
-                Err(RpcError::internal(format!("cannot start the turn: {err}")))
-            }
-        }
-    }
-
-    /// Takes the session for a turn: still stored, its lease held
-    /// (turns a dead process left running closed), the conversation
-    /// reloaded when another process added to it, and its title set from
-    /// the first prompt. The new title, to show.
-    pub(super) fn claim(
-        &mut self,
-        session_id: &str,
-        text: &str,
-    ) -> Result<Option<String>, RpcError> {
-        let session_id = session_id.to_string();
-        let me = std::process::id();
-        let (known_count, needs_title) = match self.session(&session_id) {
-            Some(session) => (session.stored_messages, session.title.is_none()),
-            None => return Err(not_found(&session_id)),
-        };
-        let store = self.store()?;
-        // Another process may have deleted it (`session/delete`, or closed
-        // it unused) while it was open here.
-        if store.session(&session_id).map_err(internal)?.is_none() {
-            return Err(RpcError::invalid_request(format!(
-                "session {session_id} is no longer stored (another Spindle process deleted it); start a new session"
-            ))
-            .with_data(json!({"code": "session_deleted"})));
-        }
-        if let Err(holder) = store.acquire_lease(&session_id, me).map_err(internal)? {
-            return Err(RpcError::invalid_request(format!(
-                "session {session_id} is running a turn in another Spindle process (pid {holder}); wait for it to finish"
-            ))
-            .with_data(json!({"code": "session_busy", "holderPid": holder})));
-        }
-        // Holding the lease now, any turn still marked running belongs to a
-        // process that died: it was cut off.
-        for turn in store.running_turns(&session_id).map_err(internal)? {
-            close_interrupted_turn(store, &session_id, turn)?;
-        }
-        // Another process may have added to the conversation meanwhile.
-        let stored_count = store.message_count(&session_id).map_err(internal)?;
-        let reloaded = if known_count != stored_count {
-            Some(store.messages(&session_id).map_err(internal)?)
+            Some(title)
         } else {
-            None
-        };
-        // A title already stored (the client's `session/set_title`, in
-        // any process) is never replaced by an automatic one.
-        let mut kept_title = None;
-        let title_update = if needs_title {
-            let title = title_from(text);
-            if store
-                .set_title_if_unset(&session_id, &title)
+            kept_title = store
+                .session(&session_id)
                 .map_err(internal)?
-            {
-                Some(title)
-            } else {
-                kept_title = store
-                    .session(&session_id)
-                    .map_err(internal)?
-                    .and_then(|row| row.title);
-                None
-            }
-        } else {
+                .and_then(|row| row.title);
             None
-        };
-        if let (Some(title), Some(session)) = (kept_title, self.session_mut(&session_id)) {
-            session.title = Some(title);
         }
-        if let Some(messages) = reloaded {
-            if let Some(session) = self.session_mut(&session_id) {
-                session.messages = messages;
-                session.known = None;
-            }
-        }
-        Ok(title_update)
+    } else {
+        None
+    };
+    if let (Some(title), Some(session)) = (kept_title, d.session_mut(&session_id)) {
+        session.title = Some(title);
     }
+    if let Some(messages) = reloaded {
+        if let Some(session) = d.session_mut(&session_id) {
+            session.messages = messages;
+            session.known = None;
+        }
+    }
+    Ok(title_update)
 }
 
 /// The session's model (or the default when it is gone from the
