@@ -3,6 +3,7 @@
 //! one-shot flags and states are private, reached through methods that
 //! say what they mean (`first_sandbox_notice`, `take_hook_start`, …).
 
+use crate::acp::StopReason;
 use crate::agent::common::permission::{Approvals, Policy};
 use crate::agent::common::spend::Spend;
 use crate::cancel::CancelToken;
@@ -54,7 +55,7 @@ pub(crate) struct Session {
     pub epoch: u64,
     pub turn_source: TurnSource,
     pub turn_started_at: Option<String>,
-    last_outcome: Option<String>,
+    last_outcome: Option<Outcome>,
     /// The last `_spindle/event` number of the session.
     pub event_seq: u64,
     /// Shared with the running turn: its progress, and steers for it.
@@ -185,6 +186,35 @@ impl TurnSource {
             TurnSource::Invoke => "invoke",
             TurnSource::Wait => "wait",
         }
+    }
+}
+
+/// How a turn ended (`outcome` in docs/extensions.md, "Turn events").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Its prompt was answered with this stop reason.
+    Stopped(StopReason),
+    /// Its prompt was answered with an error.
+    Failed,
+}
+
+impl Outcome {
+    /// The outcome as events and the status name it: the stop reason as
+    /// ACP spells it, or `error`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Stopped(StopReason::EndTurn) => "end_turn",
+            Outcome::Stopped(StopReason::MaxTokens) => "max_tokens",
+            Outcome::Stopped(StopReason::MaxTurnRequests) => "max_turn_requests",
+            Outcome::Stopped(StopReason::Refusal) => "refusal",
+            Outcome::Stopped(StopReason::Cancelled) => "cancelled",
+            Outcome::Failed => "error",
+        }
+    }
+
+    /// Whether the turn ended as turns normally do (`end_turn`).
+    pub(crate) fn is_end_turn(self) -> bool {
+        self == Outcome::Stopped(StopReason::EndTurn)
     }
 }
 
@@ -335,12 +365,12 @@ impl Session {
         self.disposable = disposable;
     }
 
-    /// How the last turn ended (a stop reason, or `error`).
-    pub(crate) fn last_outcome(&self) -> Option<&str> {
-        self.last_outcome.as_deref()
+    /// How the last turn ended (`None` before the first).
+    pub(crate) fn last_outcome(&self) -> Option<Outcome> {
+        self.last_outcome
     }
 
-    pub(crate) fn set_last_outcome(&mut self, outcome: String) {
+    pub(crate) fn set_last_outcome(&mut self, outcome: Outcome) {
         self.last_outcome = Some(outcome);
     }
 
@@ -581,5 +611,23 @@ mod tests {
         for bad in ["", "../x", "a b", ".hidden", &"x".repeat(65), "é"] {
             assert!(!valid_client_session_id(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_outcome_is_named_as_acp_names_its_stop_reason() {
+        use super::{Outcome, StopReason};
+        for reason in [
+            StopReason::EndTurn,
+            StopReason::MaxTokens,
+            StopReason::MaxTurnRequests,
+            StopReason::Refusal,
+            StopReason::Cancelled,
+        ] {
+            let wire = serde_json::to_value(reason).unwrap();
+            assert_eq!(Outcome::Stopped(reason).as_str(), wire, "{reason:?}");
+            assert_eq!(Outcome::Stopped(reason).is_end_turn(), wire == "end_turn");
+        }
+        assert_eq!(Outcome::Failed.as_str(), "error");
+        assert!(!Outcome::Failed.is_end_turn());
     }
 }

@@ -19,7 +19,7 @@ use crate::acp::spindle::{
     EnqueueParams, IdleBehavior, InboxListParams, InboxMoveParams, InboxSetPausedParams,
     InboxUpdateParams, ItemParams, SteerParams, SteeringParams,
 };
-use crate::agent::dispatcher::session::InboxHold;
+use crate::agent::dispatcher::session::{InboxHold, Outcome};
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use crate::store::inbox::{Intent, Item, ItemState};
@@ -110,10 +110,10 @@ pub(in crate::agent) fn after_turn_inbox(
     id: &str,
     dispatched: Option<&str>,
     applied: &[String],
-    outcome: &str,
+    outcome: Outcome,
 ) {
     if let Some(item) = dispatched {
-        let state = if outcome == "error" {
+        let state = if outcome == Outcome::Failed {
             ItemState::Failed
         } else {
             ItemState::Applied

@@ -12,6 +12,7 @@ use crate::acp::spindle::results::{
     to_json, JobResult, JobsResult, TextTranscriptResult, UpdatesTranscriptResult,
 };
 use crate::acp::spindle::{JobParams, JobSendParams, JobTranscriptParams, JobsParams, WINDOW_CAP};
+use crate::agent::dispatcher::session::Outcome;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use crate::tools::jobs::{JobKind, JobState};
@@ -106,7 +107,7 @@ fn job_ended(d: &mut Dispatcher, id: &str, job_id: &str) {
     let quiet = session.running.is_some()
         || session.is_closed()
         || session.inbox_held()
-        || session.last_outcome() != Some("end_turn")
+        || !session.last_outcome().is_some_and(Outcome::is_end_turn)
         || job.state == JobState::Killed;
     if quiet || d.closing() {
         return;

@@ -9,6 +9,7 @@ use crate::acp::spindle::results::{
 };
 use crate::acp::spindle::StatusParams;
 use crate::agent::common::spend::currency;
+use crate::agent::dispatcher::session::Outcome;
 use crate::agent::dispatcher::Dispatcher;
 use crate::rpc::RpcError;
 use crate::store::inbox::ItemState;
@@ -61,7 +62,7 @@ pub(super) fn status(d: &mut Dispatcher, params: StatusParams) -> Result<Value, 
             epoch: session.epoch,
             source: (session.epoch != 0).then_some(session.turn_source.as_str()),
             started_at: session.turn_started_at.as_deref(),
-            outcome: session.last_outcome(),
+            outcome: session.last_outcome().map(Outcome::as_str),
         },
         model: &session.settings.model,
         mode: session.settings.mode.id(),

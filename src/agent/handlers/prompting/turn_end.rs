@@ -2,6 +2,7 @@
 //! messages, usage, goal, approvals), stored, and the prompt answered.
 
 use crate::acp;
+use crate::agent::dispatcher::session::Outcome;
 use crate::agent::dispatcher::Dispatcher;
 use crate::agent::handlers::events;
 use crate::agent::handlers::goals;
@@ -26,6 +27,10 @@ pub(in crate::agent) fn on_turn_end(d: &mut Dispatcher, mut end: TurnEnd) {
         .is_some_and(|client| client.meta.spindle.prompt_usage)
         .then(|| prompt_usage(&end.usage, end.usage_unknown, end.usage_whole))
         .flatten();
+    let outcome = match &end.result {
+        Ok(stop_reason) => Outcome::Stopped(*stop_reason),
+        Err(_) => Outcome::Failed,
+    };
     let result = end.result.map(|stop_reason| {
         let mut response = serde_json::to_value(acp::PromptResponse { stop_reason })
             .or_logged("cannot write a prompt's answer");
@@ -38,22 +43,15 @@ pub(in crate::agent) fn on_turn_end(d: &mut Dispatcher, mut end: TurnEnd) {
     // The item this turn dispatched is applied (or failed), the inbox
     // hears of it, then the turn's `idle` event, after its last update
     // and before its answer.
-    let outcome = match &result {
-        Ok(response) => response["stopReason"]
-            .as_str()
-            .unwrap_or("end_turn")
-            .to_string(),
-        Err(_) => "error".to_string(),
-    };
     inbox::after_turn_inbox(
         d,
         &end.session_id,
         end.dispatched.as_deref(),
         &end.applied,
-        &outcome,
+        outcome,
     );
     if let Some(session) = d.session_mut(&end.session_id) {
-        session.set_last_outcome(outcome.clone());
+        session.set_last_outcome(outcome);
         let (epoch, source) = (session.epoch, session.turn_source.as_str());
         events::event(
             d,
@@ -65,7 +63,7 @@ pub(in crate::agent) fn on_turn_end(d: &mut Dispatcher, mut end: TurnEnd) {
             d,
             &end.session_id,
             "turn",
-            json!({"state": "idle", "epoch": epoch, "source": source, "outcome": outcome}),
+            json!({"state": "idle", "epoch": epoch, "source": source, "outcome": outcome.as_str()}),
         );
     }
     goals::goal_changed(d, &end.session_id);
@@ -81,9 +79,9 @@ pub(in crate::agent) fn on_turn_end(d: &mut Dispatcher, mut end: TurnEnd) {
     }
     // An ordinary end: the next follow-up starts at once; any other
     // end pauses the inbox so the user looks first.
-    if outcome == "end_turn" {
+    if outcome.is_end_turn() {
         inbox::dispatch_next(d, &end.session_id);
-    } else if outcome != "end_turn" && inbox::has_waiting_items(d, &end.session_id) {
+    } else if inbox::has_waiting_items(d, &end.session_id) {
         inbox_hold::pause_inbox(d, &end.session_id);
     }
 }
