@@ -357,7 +357,7 @@ impl Dispatcher {
 
     fn commands_line(&self, session_id: &str) -> Option<String> {
         let session = self.sessions.get(session_id)?;
-        let update = crate::agent::common::commands::update(&self.commands_of(&session.cwd));
+        let update = crate::agent::common::commands::update(&self.commands_of(session.cwd()));
         self.update_line(session_id, Update::Kept(update.into_value()))
     }
 
@@ -502,7 +502,7 @@ impl Dispatcher {
             if let Some(mcp) = session.mcp.take() {
                 mcp.shutdown();
             }
-            session.jobs.kill_all(None);
+            session.jobs().kill_all(None);
         }
         // Detached on purpose: a turn still running here ignored its cancel
         // for the whole grace period; the process exit ends it.
@@ -604,7 +604,7 @@ impl Dispatcher {
             log::debug!("stdin closed; cancelling running turns");
             for session in self.sessions.values() {
                 if let Some(running) = &session.running {
-                    if let Ok(mut live) = session.live.lock() {
+                    if let Ok(mut live) = session.live().lock() {
                         live.shutting_down = true;
                     }
                     running.cancel.cancel();

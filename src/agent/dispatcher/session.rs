@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 
 pub(crate) struct Session {
     pub id: String,
-    pub cwd: PathBuf,
+    cwd: PathBuf,
     /// Kept for the MCP client, which is not built yet.
     pub mcp_servers: Vec<Value>,
     /// The conversation as the model sees it.
@@ -49,7 +49,7 @@ pub(crate) struct Session {
     /// What a session is told once (`SaidOnce`).
     said: SaidOnce,
     /// What the session's last checkpoint scan saw of the workspace.
-    pub scan_cache: std::sync::Arc<std::sync::Mutex<crate::checkpoint::ScanCache>>,
+    scan_cache: std::sync::Arc<std::sync::Mutex<crate::checkpoint::ScanCache>>,
     /// Turns counted since the session opened in this process, what
     /// started the last one, when, and how it ended.
     pub epoch: u64,
@@ -57,9 +57,9 @@ pub(crate) struct Session {
     pub turn_started_at: Option<String>,
     last_outcome: Option<Outcome>,
     /// The last `_spindle/event` number of the session.
-    pub event_seq: u64,
+    event_seq: u64,
     /// Shared with the running turn: its progress, and steers for it.
-    pub live: crate::agent::turn::report::SharedLive,
+    live: crate::agent::turn::report::SharedLive,
     /// Whether the inbox is held (its items are in the store).
     inbox: InboxHold,
     /// Model calls of the session.
@@ -74,16 +74,16 @@ pub(crate) struct Session {
     /// A reload waits for the running turn.
     reload_queued: bool,
     /// The session's background jobs.
-    pub jobs: std::sync::Arc<crate::tools::jobs::Jobs>,
+    jobs: std::sync::Arc<crate::tools::jobs::Jobs>,
     /// The system prompt's environment (date, git state), taken by the
     /// first turn's worker and kept: the prompt stays the same bytes.
-    pub environment: std::sync::Arc<std::sync::OnceLock<String>>,
+    environment: std::sync::Arc<std::sync::OnceLock<String>>,
     /// The `SessionStart` source of the next model turn; taken by the
     /// turn that runs the hooks.
     hook_start: Option<StartSource>,
     /// Line indexes of the workspace files `resource` windows read.
     /// Shared with the threads that index a file off the dispatcher.
-    pub line_indexes: std::sync::Arc<std::sync::Mutex<crate::tools::lines::Indexes>>,
+    line_indexes: std::sync::Arc<std::sync::Mutex<crate::tools::lines::Indexes>>,
 }
 
 /// The choices a session keeps across reloads, stored as JSON. Fields
@@ -333,6 +333,47 @@ impl Session {
             environment: Default::default(),
             hook_start: Some(StartSource::Startup),
         }
+    }
+
+    /// The workspace folder the session was opened in.
+    pub(crate) fn cwd(&self) -> &std::path::Path {
+        &self.cwd
+    }
+
+    /// The session's background jobs.
+    pub(crate) fn jobs(&self) -> &std::sync::Arc<crate::tools::jobs::Jobs> {
+        &self.jobs
+    }
+
+    /// What the session shares with its running turn.
+    pub(crate) fn live(&self) -> &crate::agent::turn::report::SharedLive {
+        &self.live
+    }
+
+    /// What the last checkpoint scan saw of the workspace.
+    pub(crate) fn scan_cache(
+        &self,
+    ) -> &std::sync::Arc<std::sync::Mutex<crate::checkpoint::ScanCache>> {
+        &self.scan_cache
+    }
+
+    /// The system prompt's environment, once the first turn took it.
+    pub(crate) fn environment(&self) -> &std::sync::Arc<std::sync::OnceLock<String>> {
+        &self.environment
+    }
+
+    /// The line indexes `resource` windows read.
+    pub(crate) fn line_indexes(
+        &self,
+    ) -> &std::sync::Arc<std::sync::Mutex<crate::tools::lines::Indexes>> {
+        &self.line_indexes
+    }
+
+    /// The number of the session's next `_spindle/event`: numbered
+    /// without gaps from 1.
+    pub(crate) fn next_event_seq(&mut self) -> u64 {
+        self.event_seq += 1;
+        self.event_seq
     }
 
     /// Takes stored settings back (on load and resume): a stored model or

@@ -105,7 +105,7 @@ pub(super) fn models_catalog(d: &mut Dispatcher, _: ModelsParams) -> Result<Valu
 }
 
 pub(super) fn operations(d: &mut Dispatcher, params: OperationsParams) -> Result<Value, RpcError> {
-    let cwd = d.checked(params.session_id).cwd.clone();
+    let cwd = d.checked(params.session_id).cwd().to_path_buf();
     let items: Vec<Value> = d
         .commands_of(&cwd)
         .iter()
@@ -129,7 +129,7 @@ pub(super) fn invoke(d: &mut Dispatcher, params: InvokeParams) -> Result<Value, 
         operation: name,
         input,
     } = params;
-    let cwd = d.checked(id).cwd.clone();
+    let cwd = d.checked(id).cwd().to_path_buf();
     let available = d.commands_of(&cwd);
     let Some(command) = available.iter().find(|c| c.name == name) else {
         return Err(RpcError::invalid_params(format!(

@@ -305,7 +305,7 @@ pub(in crate::agent) fn settings_changed(d: &mut Dispatcher, session_id: &str) {
     };
     let settings = session.settings_json();
     let defaults = serde_json::to_value(session.workspace_defaults()).unwrap_or_default();
-    let cwd = session.cwd.display().to_string();
+    let cwd = session.cwd().display().to_string();
     if let Ok(store) = d.store() {
         let saved = store
             .save_settings(session_id, &settings)

@@ -26,8 +26,7 @@ pub(in crate::agent) fn event_line(
         return None;
     }
     let session = d.session_mut(session_id)?;
-    session.event_seq += 1;
-    let seq = session.event_seq;
+    let seq = session.next_event_seq();
     Some(crate::rpc::notification_line(
         "_spindle/event",
         &json!({"sessionId": session_id, "seq": seq, "kind": kind, "data": data}),

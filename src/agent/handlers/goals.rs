@@ -59,7 +59,7 @@ pub(super) fn goal_pause(d: &mut Dispatcher, params: GoalPauseParams) -> Result<
     }
     if session.running.is_some() {
         // The turn stops at the boundary and reports the paused goal.
-        if let Ok(mut live) = session.live.lock() {
+        if let Ok(mut live) = session.live().lock() {
             live.goal_pause = true;
         }
     } else if let Some(goal) = session.goal.as_mut() {

@@ -20,7 +20,7 @@ pub(in crate::agent) fn session_end_hooks(d: &mut Dispatcher, id: &str, reason: 
     if session.hook_start().is_some() {
         return;
     }
-    let (cwd, policy) = (session.cwd.clone(), session.settings.policy);
+    let (cwd, policy) = (session.cwd().to_path_buf(), session.settings.policy);
     let Ok(registry) = d.registry() else {
         return;
     };

@@ -164,7 +164,7 @@ pub(in crate::agent) fn recover_inbox(d: &mut Dispatcher, id: &str) {
 fn workspace_roots(d: &Dispatcher, id: &str) -> Vec<std::path::PathBuf> {
     d.session(id)
         .map(|session| {
-            std::iter::once(session.cwd.clone())
+            std::iter::once(session.cwd().to_path_buf())
                 .chain(session.settings.extra_roots.iter().cloned())
                 .collect()
         })
@@ -203,13 +203,13 @@ pub(super) fn steer(d: &mut Dispatcher, params: SteerParams) -> Result<SteerResu
         });
     }
     if running {
-        if let Ok(mut live) = session.live.lock() {
+        if let Ok(mut live) = session.live().lock() {
             let text = crate::agent::common::content::read_prompt(
                 item.prompt["frozen"]
                     .as_array()
                     .map(Vec::as_slice)
                     .unwrap_or(&[]),
-                &session.cwd,
+                session.cwd(),
             )
             .map(|input| input.text)
             .or_logged("cannot read the text of a steering message");
@@ -289,7 +289,7 @@ fn add_item(
         .with_data(json!({"code": "too_large"})));
     }
     // The blocks must be a prompt the agent can run.
-    let cwd = d.checked(id).cwd.clone();
+    let cwd = d.checked(id).cwd().to_path_buf();
     crate::agent::common::content::read_prompt(blocks, &cwd)?;
     let roots = workspace_roots(d, id);
     let waiting = d.store()?.inbox(id).map_err(store_error)?;
@@ -412,7 +412,7 @@ pub(super) fn inbox_update(
         return Err(RpcError::invalid_params("prompt: the item is too large")
             .with_data(json!({"code": "too_large"})));
     }
-    let cwd = d.checked(id).cwd.clone();
+    let cwd = d.checked(id).cwd().to_path_buf();
     crate::agent::common::content::read_prompt(&blocks, &cwd)?;
     let prompt = json!({"blocks": blocks, "frozen": freeze(&blocks, &workspace_roots(d, id))});
     d.store()?

@@ -38,7 +38,7 @@ fn job_json(job: &crate::tools::jobs::JobInfo) -> Value {
 
 /// A job started or ended: its record is committed; an end is told.
 pub(in crate::agent) fn job_changed(d: &mut Dispatcher, id: &str, job_id: &str, ended: bool) {
-    let Some(job) = d.session(id).and_then(|s| s.jobs.get(job_id)) else {
+    let Some(job) = d.session(id).and_then(|s| s.jobs().get(job_id)) else {
         return;
     };
     let record = serde_json::to_value(&job).or_logged(format_args!("cannot record job {job_id}"));
@@ -62,7 +62,7 @@ pub(in crate::agent) fn own_jobs(d: &mut Dispatcher, id: &str) {
     let events = d.events();
     let session_id = id.to_string();
     session
-        .jobs
+        .jobs()
         .set_on_end(std::sync::Arc::new(move |job: &str, ended: bool| {
             let _ = events.send(crate::agent::dispatcher::Event::JobChanged {
                 session_id: session_id.clone(),
@@ -82,7 +82,7 @@ pub(in crate::agent) fn own_jobs(d: &mut Dispatcher, id: &str) {
     if records.is_empty() {
         return;
     }
-    let jobs = d.checked(id).jobs.clone();
+    let jobs = d.checked(id).jobs().clone();
     jobs.adopt(records);
     for job in jobs.list() {
         if let Ok(store) = d.store() {
@@ -99,7 +99,7 @@ fn job_ended(d: &mut Dispatcher, id: &str, job_id: &str) {
     let Some(session) = d.session(id) else {
         return;
     };
-    let Some(job) = session.jobs.get(job_id) else {
+    let Some(job) = session.jobs().get(job_id) else {
         return;
     };
     events::event(d, id, "job", job_json(&job));
@@ -168,7 +168,7 @@ fn session_job(
     params: &JobParams,
 ) -> Result<crate::tools::jobs::JobInfo, RpcError> {
     let JobParams { session_id, job_id } = params;
-    d.checked(session_id).jobs.get(job_id).ok_or_else(|| {
+    d.checked(session_id).jobs().get(job_id).ok_or_else(|| {
         RpcError::invalid_params(format!("jobId: no job {job_id:?} in session {session_id}"))
             .with_data(json!({"code": "unknown_job"}))
     })
@@ -180,7 +180,7 @@ pub(super) fn jobs_list(d: &mut Dispatcher, params: JobsParams) -> Result<Value,
         start,
         limit,
     } = params;
-    let jobs = d.checked(id).jobs.list();
+    let jobs = d.checked(id).jobs().list();
     let items: Vec<Value> = jobs.iter().skip(start).take(limit).map(job_json).collect();
     let next = (start + items.len() < jobs.len()).then(|| (start + items.len()).to_string());
     Ok(to_json(JobsResult {
@@ -251,7 +251,7 @@ fn structured_transcript(
 ) -> Result<Option<Value>, RpcError> {
     let offset = params.offset;
     let limit = params.limit.within(100, 200)?;
-    let indexes = d.checked(params.job.session_id).line_indexes.clone();
+    let indexes = d.checked(params.job.session_id).line_indexes().clone();
     let path = job.log_path.clone();
     let unreadable = {
         let job_id = job.job_id.clone();
@@ -273,7 +273,7 @@ pub(super) fn job_send(d: &mut Dispatcher, params: JobSendParams) -> Result<Valu
     let id = params.job.session_id;
     // The text's size was checked with the params.
     d.checked(id)
-        .jobs
+        .jobs()
         .send(&job.job_id, params.text)
         .map_err(|problem| {
             let code = if job.terminal_id.is_some() {
@@ -286,7 +286,7 @@ pub(super) fn job_send(d: &mut Dispatcher, params: JobSendParams) -> Result<Valu
             RpcError::invalid_request(problem).with_data(json!({"code": code}))
         })?;
     Ok(job_json(
-        &d.checked(id).jobs.get(&job.job_id).unwrap_or(job),
+        &d.checked(id).jobs().get(&job.job_id).unwrap_or(job),
     ))
 }
 
@@ -294,7 +294,7 @@ pub(super) fn job_cancel(d: &mut Dispatcher, params: JobParams) -> Result<Value,
     let job = session_job(d, &params)?;
     let info = d
         .checked(params.session_id)
-        .jobs
+        .jobs()
         .kill(&job.job_id)
         .map_err(RpcError::internal)?;
     Ok(job_json(&info))

@@ -112,7 +112,7 @@ pub(in crate::agent) fn new_session(d: &mut Dispatcher, params: Value) -> Result
     session.settings.agent = d.options().agent.as_ref().map(|a| a.name.clone());
     session.settings.extra_roots = roots.unwrap_or_default();
     session.settings.system_prompt = client_prompt;
-    let cwd_key = session.cwd.display().to_string();
+    let cwd_key = session.cwd().display().to_string();
     let remembered = d
         .store()?
         .workspace_defaults(&cwd_key)
@@ -122,12 +122,12 @@ pub(in crate::agent) fn new_session(d: &mut Dispatcher, params: Value) -> Result
                 .or_logged("stored workspace defaults do not parse")
         })
         .unwrap_or_default();
-    let project = ProjectDefaults::read(&session.cwd, &registry);
+    let project = ProjectDefaults::read(session.cwd(), &registry);
     apply_start_values(d, &mut session, &registry, remembered, &project.defaults);
     let project_notes = project.notices(&session.settings);
     let settings = session.settings_json();
     let servers = redact_mcp_servers(&session.mcp_servers);
-    let cwd_text = session.cwd.display().to_string();
+    let cwd_text = session.cwd().display().to_string();
     let session_id = match chosen {
         Some(id) => {
             let taken = d.has_session(&id) || d.store()?.session(&id).map_err(internal)?.is_some();
@@ -688,7 +688,7 @@ fn close_live(d: &mut Dispatcher, id: &str) {
     }
     // No job outlives its session.
     if let Some(session) = d.session(id) {
-        session.jobs.kill_all(None);
+        session.jobs().kill_all(None);
     }
     cancel::cancel_session(d, id);
     let running = d.session(id).is_some_and(|s| s.running.is_some());

@@ -164,7 +164,7 @@ fn start_traced_turn(
     trace: Option<TraceContext>,
 ) -> Result<(), RpcError> {
     let session_id = session_id.to_string();
-    let cwd = d.checked(&session_id).cwd.clone();
+    let cwd = d.checked(&session_id).cwd().to_path_buf();
     // A turn that goes on after a wait takes no input of its own.
     let mut input = match start.wait {
         Some(_) => PromptInput {
@@ -196,8 +196,8 @@ fn start_traced_turn(
     let outbox = d.outbox();
     let (skills, hooks) = match d.session(&session_id) {
         Some(session) => (
-            d.skills_of(&session.cwd).skills,
-            d.hooks_of(&session.cwd, &registry),
+            d.skills_of(session.cwd()).skills,
+            d.hooks_of(session.cwd(), &registry),
         ),
         None => Default::default(),
     };
@@ -303,12 +303,12 @@ fn start_traced_turn(
             lean,
         },
         workspace: Workspace {
-            root: session.cwd.clone(),
+            root: session.cwd().to_path_buf(),
             db,
             checkpoints: registry.config.checkpoints.settings(),
-            jobs: session.jobs.clone(),
+            jobs: session.jobs().clone(),
             extra_roots: session.settings.extra_roots.clone(),
-            environment: session.environment.clone(),
+            environment: session.environment().clone(),
             config_path: Some(
                 registry
                     .config_path
@@ -316,7 +316,7 @@ fn start_traced_turn(
                     .unwrap_or_else(crate::config::default_path),
             ),
             trust: registry.config.trust.clone(),
-            scan_cache: session.scan_cache.clone(),
+            scan_cache: session.scan_cache().clone(),
             mcp: session.mcp.clone(),
             skills: Arc::new(skills),
             hooks: Arc::new(hooks),

@@ -118,7 +118,7 @@ fn workspace_window(
             line_count,
         } => (path, start_line, line_count),
     };
-    let root = d.checked(id).cwd.clone();
+    let root = d.checked(id).cwd().to_path_buf();
     let resolved = crate::tools::paths::resolve(&root, path);
     if !resolved.inside {
         return Err(
@@ -126,7 +126,7 @@ fn workspace_window(
                 .with_data(json!({"code": "outside_workspace"})),
         );
     }
-    let indexes = d.checked(id).line_indexes.clone();
+    let indexes = d.checked(id).line_indexes().clone();
     let shown = path.to_string();
     let file = resolved.path.clone();
     let failure = {
@@ -146,7 +146,7 @@ fn log_window(
     offset: u64,
     wanted: u64,
 ) -> Result<Value, RpcError> {
-    let job = d.checked(id).jobs.get(job_id).ok_or_else(|| {
+    let job = d.checked(id).jobs().get(job_id).ok_or_else(|| {
         RpcError::invalid_params(format!("uri: no job {job_id:?}"))
             .with_data(json!({"code": "unknown_job"}))
     })?;

@@ -168,7 +168,7 @@ pub(super) fn rewind(d: &mut Dispatcher, params: RewindParams) -> Result<Value, 
         .registry()
         .map(|r| r.config.checkpoints.settings().max_file_bytes)
         .unwrap_or_else(|_| crate::checkpoint::Settings::default().max_file_bytes);
-    let root = d.checked(id).cwd.clone();
+    let root = d.checked(id).cwd().to_path_buf();
     let store = d.store()?;
     if !store.running_turns(id).map_err(store_error)?.is_empty() {
         return Err(busy(id));

@@ -27,7 +27,7 @@ pub(super) fn status(d: &mut Dispatcher, params: StatusParams) -> Result<Value, 
     let price = entry.as_ref().and_then(|e| e.config.price.clone());
     // The running turn's calls count as soon as each reported usage.
     let (usage, spent) = session.usage_so_far();
-    let (plan, health, health_error, until, live_goal) = match session.live.lock() {
+    let (plan, health, health_error, until, live_goal) = match session.live().lock() {
         Ok(live) => (
             live.plan.clone(),
             live.health.as_str(),
@@ -48,7 +48,7 @@ pub(super) fn status(d: &mut Dispatcher, params: StatusParams) -> Result<Value, 
     Ok(to_json(StatusResult {
         session: StatusSession {
             id,
-            cwd: &session.cwd,
+            cwd: session.cwd(),
             title: session.title.as_deref(),
             created_at: stored.as_ref().map(|s| s.created_at.as_str()),
             updated_at: stored.as_ref().map(|s| s.updated_at.as_str()),

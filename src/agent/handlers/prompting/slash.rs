@@ -38,7 +38,7 @@ pub(in crate::agent) fn resolve_command(
     let Some((name, arguments)) = commands::invocation(text) else {
         return Ok((TurnKind::Model, text.to_string()));
     };
-    let cwd = d.checked(session_id).cwd.clone();
+    let cwd = d.checked(session_id).cwd().to_path_buf();
     let available = d.commands_of(&cwd);
     let Some(command) = available.iter().find(|c| c.name == name) else {
         return Ok((TurnKind::Model, text.to_string()));
@@ -139,7 +139,7 @@ fn cost_reply(d: &Dispatcher, session_id: &str, registry: &Registry) -> String {
     // Without asking whether ripgrep is installed (a process, on the
     // dispatcher's thread): the search tool's two texts differ by a
     // few words.
-    let (tokens, count) = crate::agent::turn::first_request(&session.cwd, lean, false);
+    let (tokens, count) = crate::agent::turn::first_request(session.cwd(), lean, false);
     reply.push_str(&format!(
         " Prompt before your first word: about {tokens} tokens (profile {}, {count} tools).",
         if lean { "lean" } else { "full" }
@@ -196,8 +196,8 @@ fn allow_command(
             } else {
                 format!("This session allows {}", allowed.join(", "))
             };
-            let claude = crate::config::claude_permissions::ClaudeRules::load(&session.cwd)
-                .summary(d.trusted(&session.cwd))
+            let claude = crate::config::claude_permissions::ClaudeRules::load(session.cwd())
+                .summary(d.trusted(session.cwd()))
                 .map(|said| format!(" {said}"))
                 .unwrap_or_default();
             return format!("{listed}; {exact} exact calls were allowed always.{claude} {USAGE}");
@@ -222,7 +222,7 @@ fn allow_command(
             .config_path
             .clone()
             .unwrap_or_else(crate::config::default_path);
-        let root = crate::config::project::key(&session.cwd);
+        let root = crate::config::project::key(session.cwd());
         match crate::config::project::add_project_rule(&path, &root, rule.clone()) {
             Ok(()) => {
                 reply = format!(

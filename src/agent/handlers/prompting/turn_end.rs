@@ -116,7 +116,7 @@ fn absorb(d: &mut Dispatcher, end: &mut TurnEnd) -> Option<Value> {
         // Steers the turn never reached stay queued (they are still
         // pending in the store), ahead of the follow-ups. Its usage is
         // the session's now.
-        if let Ok(mut live) = session.live.lock() {
+        if let Ok(mut live) = session.live().lock() {
             live.steers.clear();
             live.usage = Default::default();
             live.spend = Default::default();

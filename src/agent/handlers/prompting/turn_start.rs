@@ -319,7 +319,7 @@ pub(super) fn system_of(
 ) -> String {
     let client = session.settings.system_prompt.as_ref();
     let mut system = system_prompt_with(
-        &session.cwd,
+        session.cwd(),
         crate::agent::turn::ENVIRONMENT_MARK,
         lean,
         client,
@@ -397,7 +397,7 @@ pub(super) fn goal_of(
     if goal.is_some() {
         session.mark_goal_changed();
     }
-    if let Ok(mut live) = session.live.lock() {
+    if let Ok(mut live) = session.live().lock() {
         live.goal = goal.as_ref().map(|g| g.json());
         live.goal_pause = false;
     }
@@ -431,7 +431,7 @@ pub(super) fn notices_and_rules(
     // Workspace files Spindle would read but refuses are named, each
     // once (the model's prompt names the instruction files itself).
     let commands_dir = agent.and_then(|agent| agent.commands_dir.as_deref());
-    let refused: Vec<_> = crate::agent::common::prompt::skipped_files(&session.cwd, commands_dir)
+    let refused: Vec<_> = crate::agent::common::prompt::skipped_files(session.cwd(), commands_dir)
         .into_iter()
         .filter(|skipped| !session.refused_named(&skipped.path))
         .collect();
@@ -452,8 +452,8 @@ pub(super) fn notices_and_rules(
     // the working folder itself still count (they are the user's own),
     // its trust does not (`project::project_trusted`).
     let projects = &registry.config.permissions.projects;
-    let key = crate::config::project::key(&session.cwd);
-    let here = session.cwd.display().to_string();
+    let key = crate::config::project::key(session.cwd());
+    let here = session.cwd().display().to_string();
     let mine = projects.get(&key);
     let older = (here != key).then(|| projects.get(&here)).flatten();
     // The agent file's rules count as the user's (they chose the file).
@@ -461,7 +461,7 @@ pub(super) fn notices_and_rules(
     user_rules.extend(registry.config.permissions.rules.clone());
     user_rules.extend(mine.map(|p| p.rules.clone()).unwrap_or_default());
     user_rules.extend(older.map(|p| p.rules.clone()).unwrap_or_default());
-    let mut project_rules = match crate::config::project::project_rules(&session.cwd) {
+    let mut project_rules = match crate::config::project::project_rules(session.cwd()) {
         Ok(rules) => rules,
         Err(problem) => {
             log::warn!("{problem}");
@@ -473,7 +473,7 @@ pub(super) fn notices_and_rules(
         }
     };
     // Claude Code's rules of the project count as the project's own.
-    let claude = crate::config::claude_permissions::ClaudeRules::load(&session.cwd);
+    let claude = crate::config::claude_permissions::ClaudeRules::load(session.cwd());
     project_rules.extend(claude.rules());
     let claude_notice = claude_notice(session, &claude);
     let rules = crate::policy::rules::RuleSet::new(
@@ -559,7 +559,7 @@ pub(super) fn begin(
     session.epoch += 1;
     session.turn_source = source;
     session.turn_started_at = Some(crate::clock::now_rfc3339());
-    let live = session.live.clone();
+    let live = session.live().clone();
     if let Ok(mut live) = live.lock() {
         live.health = crate::agent::turn::report::Health::Ok;
         live.health_error = None;
