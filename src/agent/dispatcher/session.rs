@@ -1,7 +1,8 @@
 //! Session state, owned by the dispatcher alone. Its states are typed
-//! (`StartSource`, `InboxHold`, what it is told once in `SaidOnce`); the
-//! one-shot flags and states are private, reached through methods that
-//! say what they mean (`first_sandbox_notice`, `take_hook_start`, …).
+//! (`StartSource`, `InboxHold`, how the last turn ended in `Outcome`,
+//! what it is told once in `SaidOnce`); the one-shot flags, the counters
+//! and the shared handles are private, reached through methods that say
+//! what they mean (`first_sandbox_notice`, `begin_turn`, `jobs`, …).
 
 use crate::acp::StopReason;
 use crate::agent::common::permission::{Approvals, Policy};
@@ -18,15 +19,15 @@ use std::thread::JoinHandle;
 pub(crate) struct Session {
     pub id: String,
     cwd: PathBuf,
-    /// Kept for the MCP client, which is not built yet.
-    pub mcp_servers: Vec<Value>,
+    /// The MCP servers the client gave (with the agent's own), as given.
+    mcp_servers: Vec<Value>,
     /// The conversation as the model sees it.
     pub messages: Vec<Message>,
     /// The conversation's size as the provider last reported it.
     pub known: Option<crate::agent::turn::report::Known>,
     /// The window a server named when it refused a request as too long,
     /// with the model it was learned for: believed for the session.
-    pub learned_window: Option<(String, u64)>,
+    learned_window: Option<(String, u64)>,
     pub running: Option<RunningTurn>,
     /// The choices the session keeps across reloads (stored as they are).
     pub settings: Settings,
@@ -39,7 +40,7 @@ pub(crate) struct Session {
     closed: bool,
     /// Created by this process (`session/new`) and no setting changed
     /// since: if the store shows nothing the user sent either,
-    /// `session/close` removes it (`Dispatcher::remove_if_unused`).
+    /// `session/close` removes it (`remove_if_unused` in handlers/).
     disposable: bool,
     /// The session's MCP servers, when the client gave any.
     pub mcp: Option<std::sync::Arc<crate::mcp::McpSession>>,
@@ -52,9 +53,9 @@ pub(crate) struct Session {
     scan_cache: std::sync::Arc<std::sync::Mutex<crate::checkpoint::ScanCache>>,
     /// Turns counted since the session opened in this process, what
     /// started the last one, when, and how it ended.
-    pub epoch: u64,
-    pub turn_source: TurnSource,
-    pub turn_started_at: Option<String>,
+    epoch: u64,
+    turn_source: TurnSource,
+    turn_started_at: Option<String>,
     last_outcome: Option<Outcome>,
     /// The last `_spindle/event` number of the session.
     event_seq: u64,
@@ -63,10 +64,10 @@ pub(crate) struct Session {
     /// Whether the inbox is held (its items are in the store).
     inbox: InboxHold,
     /// Model calls of the session.
-    pub model_calls: u64,
+    model_calls: u64,
     /// Of them, those whose usage the provider did not report (this
     /// process's: the counts say "not reported", never a silent 0).
-    pub usage_unreported: u64,
+    usage_unreported: u64,
     /// The session's goal (goal mode), and whether it changed since the
     /// last `goal` event.
     pub goal: Option<crate::agent::common::goal::Goal>,
@@ -367,6 +368,58 @@ impl Session {
         &self,
     ) -> &std::sync::Arc<std::sync::Mutex<crate::tools::lines::Indexes>> {
         &self.line_indexes
+    }
+
+    /// The MCP servers the client gave (with the agent's own).
+    pub(crate) fn mcp_servers(&self) -> &[Value] {
+        &self.mcp_servers
+    }
+
+    /// Takes the servers a load or resume named, replacing the stored ones.
+    pub(crate) fn set_mcp_servers(&mut self, servers: Vec<Value>) {
+        self.mcp_servers = servers;
+    }
+
+    /// Counts a turn begun now from `source`; its epoch.
+    pub(crate) fn begin_turn(&mut self, source: TurnSource) -> u64 {
+        self.epoch += 1;
+        self.turn_source = source;
+        self.turn_started_at = Some(crate::clock::now_rfc3339());
+        self.epoch
+    }
+
+    /// The turns begun since the session opened in this process (the
+    /// last one's epoch; 0 before the first).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// What started the last turn.
+    pub(crate) fn turn_source(&self) -> TurnSource {
+        self.turn_source
+    }
+
+    /// When the last turn began (RFC 3339).
+    pub(crate) fn turn_started_at(&self) -> Option<&str> {
+        self.turn_started_at.as_deref()
+    }
+
+    /// Counts a finished turn's model calls, and those of them whose
+    /// usage the provider did not report.
+    pub(crate) fn count_calls(&mut self, calls: u64, unreported: u64) {
+        self.model_calls += calls;
+        self.usage_unreported += unreported;
+    }
+
+    /// The session's model calls in this process, and those of them
+    /// whose usage was not reported.
+    pub(crate) fn calls(&self) -> (u64, u64) {
+        (self.model_calls, self.usage_unreported)
+    }
+
+    /// Believes the window a server named for the session's model.
+    pub(crate) fn learn_window(&mut self, window: u64) {
+        self.learned_window = Some((self.settings.model.clone(), window));
     }
 
     /// The number of the session's next `_spindle/event`: numbered

@@ -29,7 +29,7 @@ pub(in crate::agent) fn cancel_session(d: &mut Dispatcher, session_id: &str) {
     // A cancel stops what is queued too, until the user sends input,
     // and the jobs the cancelled turn started.
     if let Some(session) = d.session(session_id) {
-        session.jobs().kill_all(Some(session.epoch));
+        session.jobs().kill_all(Some(session.epoch()));
     }
     inbox_hold::pause_inbox(d, session_id);
 }

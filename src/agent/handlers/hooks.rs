@@ -30,7 +30,7 @@ pub(in crate::agent) fn session_end_hooks(d: &mut Dispatcher, id: &str, reason: 
     }
     let processes = turn_start::processes_for(d, id, &registry);
     let id = id.to_string();
-    // Detached, but waited for at the agent's end (`wait_for_end_hooks`);
+    // Detached, but waited for at the agent's end (`end_hooks_at_exit`);
     // each hook ends at its timeout.
     let spawned = std::thread::Builder::new()
         .name("spindle-hook-end".into())

@@ -126,7 +126,7 @@ pub(in crate::agent) fn new_session(d: &mut Dispatcher, params: Value) -> Result
     apply_start_values(d, &mut session, &registry, remembered, &project.defaults);
     let project_notes = project.notices(&session.settings);
     let settings = session.settings_json();
-    let servers = redact_mcp_servers(&session.mcp_servers);
+    let servers = redact_mcp_servers(session.mcp_servers());
     let cwd_text = session.cwd().display().to_string();
     let session_id = match chosen {
         Some(id) => {
@@ -161,7 +161,7 @@ pub(in crate::agent) fn new_session(d: &mut Dispatcher, params: Value) -> Result
     log::info!("session {session_id} opened in {cwd_text}");
     session.id = session_id.clone();
     session.set_disposable(true);
-    session.mcp = open_mcp(d, &session.id, &session.mcp_servers);
+    session.mcp = open_mcp(d, &session.id, session.mcp_servers());
     d.notices_after_response(&session.id, project_notes);
     let response = json!({
         "sessionId": session_id,
@@ -325,7 +325,7 @@ pub(in crate::agent) fn load_session(
             .map_err(internal)?;
     }
     restore_roots(d, &mut session, roots);
-    session.mcp = open_mcp(d, &session.id, &session.mcp_servers);
+    session.mcp = open_mcp(d, &session.id, session.mcp_servers());
     fit_to_registry(&mut session, &registry);
     session.title = row.title;
     session.stored_messages = messages.len() as i64;
@@ -380,13 +380,13 @@ fn attach_live(
     }
     let restart = merged.is_some();
     if let Some(servers) = merged {
-        session.mcp_servers = servers;
+        session.set_mcp_servers(servers);
     }
     if restart {
         if let Some(old) = session.mcp.take() {
             old.shutdown();
         }
-        let servers = session.mcp_servers.clone();
+        let servers = session.mcp_servers().to_vec();
         let mcp = open_mcp(d, id, &servers);
         if let Some(session) = d.session_mut(id) {
             session.mcp = mcp;

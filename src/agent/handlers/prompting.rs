@@ -113,7 +113,7 @@ pub(super) fn prompt(d: &mut Dispatcher, id: &RequestId, params: Value) -> Resul
                 session.queued = Some((id.clone(), params));
                 return Ok(());
             }
-            if session.running.is_some() && session.turn_source == TurnSource::Wait {
+            if session.running.is_some() && session.turn_source() == TurnSource::Wait {
                 return Err(RpcError::invalid_request(format!(
                     "session {session_id} is waiting for the model provider's limit to reset, and its last turn goes on then; steer it, or send session/cancel to stop waiting"
                 )));

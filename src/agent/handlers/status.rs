@@ -59,9 +59,9 @@ pub(super) fn status(d: &mut Dispatcher, params: StatusParams) -> Result<Value, 
             } else {
                 "idle"
             },
-            epoch: session.epoch,
-            source: (session.epoch != 0).then_some(session.turn_source.as_str()),
-            started_at: session.turn_started_at.as_deref(),
+            epoch: session.epoch(),
+            source: (session.epoch() != 0).then_some(session.turn_source().as_str()),
+            started_at: session.turn_started_at(),
             outcome: session.last_outcome().map(Outcome::as_str),
         },
         model: &session.settings.model,

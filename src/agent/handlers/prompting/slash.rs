@@ -106,7 +106,8 @@ fn reload_reply(d: &mut Dispatcher, session_id: &str) -> String {
 fn cost_reply(d: &Dispatcher, session_id: &str, registry: &Registry) -> String {
     let session = d.checked(session_id);
     let (usage, spent) = session.usage_so_far();
-    let mut reply = tokens_words(&usage, session.model_calls, session.usage_unreported);
+    let (calls, unreported) = session.calls();
+    let mut reply = tokens_words(&usage, calls, unreported);
     let price = registry
         .model(&session.settings.model)
         .and_then(|m| m.config.price.clone());
@@ -122,7 +123,7 @@ fn cost_reply(d: &Dispatcher, session_id: &str, registry: &Registry) -> String {
                 known.tokens, window
             ));
         }
-        (None, Some(window)) if session.model_calls > session.usage_unreported => {
+        (None, Some(window)) if calls > unreported => {
             reply.push_str(&format!(
                 " Context: a window of {window} tokens; how much is in use shows after the next request (the conversation changed since the provider last counted it, or its count was not believable)."
             ))

@@ -52,7 +52,7 @@ pub(in crate::agent) fn on_turn_end(d: &mut Dispatcher, mut end: TurnEnd) {
     );
     if let Some(session) = d.session_mut(&end.session_id) {
         session.set_last_outcome(outcome);
-        let (epoch, source) = (session.epoch, session.turn_source.as_str());
+        let (epoch, source) = (session.epoch(), session.turn_source().as_str());
         events::event(
             d,
             &end.session_id,
@@ -102,12 +102,11 @@ fn absorb(d: &mut Dispatcher, end: &mut TurnEnd) -> Option<Value> {
         }
         session.known = end.known;
         if let Some(window) = end.window {
-            session.learned_window = Some((session.settings.model.clone(), window));
+            session.learn_window(window);
         }
         session.add_usage(&end.usage);
         session.settings.spend.add(&end.spend);
-        session.model_calls += end.model_calls as u64;
-        session.usage_unreported += end.usage_unreported as u64;
+        session.count_calls(end.model_calls as u64, end.usage_unreported as u64);
         session.settings.approvals = std::mem::take(&mut end.approvals);
         if let Some(goal) = end.goal.clone() {
             session.goal = Some(goal);

@@ -556,16 +556,13 @@ pub(super) fn begin(
     session: &mut Session,
     source: crate::agent::dispatcher::session::TurnSource,
 ) -> (crate::agent::turn::report::SharedLive, u64) {
-    session.epoch += 1;
-    session.turn_source = source;
-    session.turn_started_at = Some(crate::clock::now_rfc3339());
+    let epoch = session.begin_turn(source);
     let live = session.live().clone();
     if let Ok(mut live) = live.lock() {
         live.health = crate::agent::turn::report::Health::Ok;
         live.health_error = None;
         live.waiting_until = None;
     }
-    let epoch = session.epoch;
     (live, epoch)
 }
 
