@@ -6,7 +6,7 @@ use super::inbox_hold;
 use crate::agent::dispatcher::session::Session;
 use crate::agent::dispatcher::Dispatcher;
 
-pub(in crate::agent) fn cancel_session(d: &mut Dispatcher, session_id: &str) {
+pub(super) fn cancel_session(d: &mut Dispatcher, session_id: &str) {
     match d.session(session_id) {
         Some(Session {
             running: Some(running),

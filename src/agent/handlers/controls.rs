@@ -288,7 +288,7 @@ fn apply(
 
 /// Stores a session's settings and makes its choices the workspace's
 /// defaults for new sessions.
-pub(in crate::agent) fn settings_changed(d: &mut Dispatcher, session_id: &str) {
+pub(super) fn settings_changed(d: &mut Dispatcher, session_id: &str) {
     let Some(session) = d.session_mut(session_id) else {
         return;
     };
@@ -319,7 +319,7 @@ pub(in crate::agent) fn settings_changed(d: &mut Dispatcher, session_id: &str) {
 /// A change made on the agent's side (a slash command): applied like
 /// the config option, then told to the client with
 /// `config_option_update` (and `current_mode_update` for the mode).
-pub(in crate::agent) fn change_option(
+pub(super) fn change_option(
     d: &mut Dispatcher,
     session_id: &str,
     registry: &Registry,
@@ -351,7 +351,7 @@ pub(in crate::agent) fn change_option(
 
 /// The user approved the plan in a turn: normal mode, with the policy
 /// they chose, told to the client like any mode change.
-pub(in crate::agent) fn plan_approved(d: &mut Dispatcher, session_id: &str, policy: Policy) {
+pub(super) fn plan_approved(d: &mut Dispatcher, session_id: &str, policy: Policy) {
     let Ok(registry) = d.registry() else {
         return;
     };

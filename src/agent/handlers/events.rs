@@ -5,7 +5,7 @@ use crate::agent::dispatcher::Dispatcher;
 use serde_json::{json, Value};
 
 /// Sends `_spindle/event` for a session, numbered without gaps.
-pub(in crate::agent) fn event(d: &mut Dispatcher, session_id: &str, kind: &str, data: Value) {
+pub(super) fn event(d: &mut Dispatcher, session_id: &str, kind: &str, data: Value) {
     if let Some(line) = event_line(d, session_id, kind, data) {
         d.send_line(line);
     }
@@ -16,7 +16,7 @@ pub(in crate::agent) fn event(d: &mut Dispatcher, session_id: &str, kind: &str, 
 /// (`clientCapabilities._meta.spindle.events`), which sees pure ACP.
 /// The number counts only events sent, so an opted-in client sees no
 /// gap.
-pub(in crate::agent) fn event_line(
+pub(super) fn event_line(
     d: &mut Dispatcher,
     session_id: &str,
     kind: &str,
@@ -34,13 +34,13 @@ pub(in crate::agent) fn event_line(
 }
 
 /// Whether the client asked for vendor notifications in `initialize`.
-pub(in crate::agent) fn wants_events(d: &Dispatcher) -> bool {
+pub(super) fn wants_events(d: &Dispatcher) -> bool {
     d.client().is_some_and(|client| client.meta.spindle.events)
 }
 
 /// After a session opened: its MCP servers' state, as an `mcp` event
 /// that follows the answer.
-pub(in crate::agent) fn announce_mcp(d: &mut Dispatcher, session_id: &str) {
+pub(super) fn announce_mcp(d: &mut Dispatcher, session_id: &str) {
     let Some(status) = d
         .session(session_id)
         .and_then(|s| s.mcp.as_ref())

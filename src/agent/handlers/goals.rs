@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 /// Commits the session's goal and tells the client (`goal` event),
 /// when it changed.
-pub(in crate::agent) fn goal_changed(d: &mut Dispatcher, id: &str) {
+pub(super) fn goal_changed(d: &mut Dispatcher, id: &str) {
     let Some(session) = d.session_mut(id) else {
         return;
     };

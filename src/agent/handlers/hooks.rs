@@ -13,7 +13,7 @@ const END_WAIT: Duration = Duration::from_secs(10);
 
 /// Runs the `SessionEnd` hooks of session `id` (`reason`: close,
 /// delete, exit) if a turn of it ran here (and so its `SessionStart`).
-pub(in crate::agent) fn session_end_hooks(d: &mut Dispatcher, id: &str, reason: &'static str) {
+pub(super) fn session_end_hooks(d: &mut Dispatcher, id: &str, reason: &'static str) {
     let Some(session) = d.session(id) else {
         return;
     };
@@ -61,7 +61,7 @@ pub(in crate::agent) fn session_end_hooks(d: &mut Dispatcher, id: &str, reason: 
 
 /// At the agent's end: the `SessionEnd` hooks of every session still
 /// open, and a wait of at most [`END_WAIT`] for all that still run.
-pub(in crate::agent) fn end_hooks_at_exit(d: &mut Dispatcher) {
+pub(super) fn end_hooks_at_exit(d: &mut Dispatcher) {
     let ids: Vec<String> = d.session_ids();
     for id in ids {
         session_end_hooks(d, &id, "exit");

@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 
 const INBOX_CAP: usize = 64;
 
-pub(in crate::agent) fn has_waiting_items(d: &mut Dispatcher, id: &str) -> bool {
+pub(super) fn has_waiting_items(d: &mut Dispatcher, id: &str) -> bool {
     d.store()
         .ok()
         .and_then(|store| store.inbox(id).ok())
@@ -37,7 +37,7 @@ pub(in crate::agent) fn has_waiting_items(d: &mut Dispatcher, id: &str) -> bool 
 
 /// Starts the first pending item when the session is idle and its
 /// inbox runs; returns the item started.
-pub(in crate::agent) fn dispatch_next(d: &mut Dispatcher, id: &str) -> Option<String> {
+pub(super) fn dispatch_next(d: &mut Dispatcher, id: &str) -> Option<String> {
     let session = d.session(id)?;
     // After the end of input, only `--drain` lets queued work run.
     let closing = d.closing() && !d.options().drain;
@@ -105,7 +105,7 @@ pub(in crate::agent) fn dispatch_next(d: &mut Dispatcher, id: &str) -> Option<St
 
 /// After a turn: its dispatched item is applied (failed on an error),
 /// and the inbox hears of the steers it applied.
-pub(in crate::agent) fn after_turn_inbox(
+pub(super) fn after_turn_inbox(
     d: &mut Dispatcher,
     id: &str,
     dispatched: Option<&str>,
@@ -138,7 +138,7 @@ pub(in crate::agent) fn after_turn_inbox(
 /// On load or resume: items left `dispatched` by a process that
 /// stopped become `uncertain`; an inbox with waiting items comes back
 /// paused and marked recovered, so the user looks first.
-pub(in crate::agent) fn recover_inbox(d: &mut Dispatcher, id: &str) {
+pub(super) fn recover_inbox(d: &mut Dispatcher, id: &str) {
     goals::recover_goal(d, id);
     let Ok(store) = d.store() else { return };
     let flags = store

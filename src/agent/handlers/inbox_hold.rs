@@ -9,7 +9,7 @@ use crate::store::inbox::Flags;
 use serde_json::json;
 
 /// Holds the inbox: no pending item starts until it is resumed.
-pub(in crate::agent) fn pause_inbox(d: &mut Dispatcher, id: &str) {
+pub(super) fn pause_inbox(d: &mut Dispatcher, id: &str) {
     let Some(session) = d.session_mut(id) else {
         return;
     };
@@ -22,7 +22,7 @@ pub(in crate::agent) fn pause_inbox(d: &mut Dispatcher, id: &str) {
 }
 
 /// Lets the inbox run again.
-pub(in crate::agent) fn unpause_inbox(d: &mut Dispatcher, id: &str) {
+pub(super) fn unpause_inbox(d: &mut Dispatcher, id: &str) {
     let Some(session) = d.session_mut(id) else {
         return;
     };

@@ -37,7 +37,7 @@ fn job_json(job: &crate::tools::jobs::JobInfo) -> Value {
 }
 
 /// A job started or ended: its record is committed; an end is told.
-pub(in crate::agent) fn job_changed(d: &mut Dispatcher, id: &str, job_id: &str, ended: bool) {
+pub(super) fn job_changed(d: &mut Dispatcher, id: &str, job_id: &str, ended: bool) {
     let Some(job) = d.session(id).and_then(|s| s.jobs().get(job_id)) else {
         return;
     };

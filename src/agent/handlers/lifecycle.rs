@@ -34,7 +34,7 @@ const PAGE_SIZE: usize = 50;
 const MCP_START_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
 
 /// Starts the turn that waits out the rest of a recorded wait.
-pub(in crate::agent) fn resume_wait(d: &mut Dispatcher, id: &str) {
+pub(super) fn resume_wait(d: &mut Dispatcher, id: &str) {
     let wait = d
         .store()
         .ok()

@@ -86,7 +86,7 @@ fn trace_context(params: &Value, session_id: &str) -> Option<TraceContext> {
 
 /// Starts a turn for `blocks` in an idle session: a prompt's (with the
 /// request to answer) or an inbox item's (the agent's own).
-pub(in crate::agent) fn start_turn(
+pub(super) fn start_turn(
     d: &mut Dispatcher,
     session_id: &str,
     blocks: &[Value],

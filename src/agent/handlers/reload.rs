@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// at each turn already. The runtime is the process's: the other open
 /// sessions hear their commands again at once; the caller tells `id`'s
 /// (after its answer, or at once where none follows).
-pub(in crate::agent) fn reload_now(d: &mut Dispatcher, id: &str) -> Result<(), RpcError> {
+pub(super) fn reload_now(d: &mut Dispatcher, id: &str) -> Result<(), RpcError> {
     d.take_warm();
     let failed = |problem: String| {
         RpcError::failed(format!(
@@ -41,7 +41,7 @@ pub(in crate::agent) fn reload_now(d: &mut Dispatcher, id: &str) -> Result<(), R
 }
 
 /// After a turn: the reload that waited for it.
-pub(in crate::agent) fn queued_reload(d: &mut Dispatcher, id: &str) {
+pub(super) fn queued_reload(d: &mut Dispatcher, id: &str) {
     let queued = d
         .session_mut(id)
         .map(crate::agent::dispatcher::session::Session::take_reload)

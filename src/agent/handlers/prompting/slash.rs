@@ -14,7 +14,7 @@ use crate::agent::turn::TurnKind;
 use crate::rpc::RpcError;
 
 /// The answer of a local command (`/help`, `/cost`, `/model`, `/mode`).
-pub(in crate::agent) fn local_reply(
+pub(in crate::agent::handlers) fn local_reply(
     d: &mut Dispatcher,
     session_id: &str,
     text: &str,
@@ -29,7 +29,7 @@ pub(in crate::agent) fn local_reply(
 /// What a prompt starting with `/name` does: a custom command or `/init`
 /// becomes the model's prompt; `/compact` summarises; the others are
 /// answered by Spindle itself. Anything else is an ordinary prompt.
-pub(in crate::agent) fn resolve_command(
+pub(in crate::agent::handlers) fn resolve_command(
     d: &mut Dispatcher,
     session_id: &str,
     text: &str,

@@ -14,7 +14,7 @@ use crate::agent::turn::report::TurnEnd;
 use crate::util::OrLogged;
 use serde_json::{json, Value};
 
-pub(in crate::agent) fn on_turn_end(d: &mut Dispatcher, mut end: TurnEnd) {
+pub(in crate::agent::handlers) fn on_turn_end(d: &mut Dispatcher, mut end: TurnEnd) {
     d.forget_requests_of(&end.session_id);
     let settings = absorb(d, &mut end);
     store_end(d, &end.session_id, settings.as_ref());

@@ -44,7 +44,7 @@ pub(in crate::agent) struct TurnStart {
 
 /// How the commands of a session's next turn start: its private folder
 /// for logs (made now), the credentials to remove, the sandbox.
-pub(in crate::agent) fn processes_for(
+pub(in crate::agent::handlers) fn processes_for(
     d: &Dispatcher,
     session_id: &str,
     registry: &Registry,
