@@ -150,6 +150,17 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, Usage> {
                 match arg {
                     Long("config") => args.config = Some(parser.value().map_err(usage)?.into()),
                     Long("db") => args.db = Some(parser.value().map_err(usage)?.into()),
+                    Long("serve") => {
+                        args.serve.get_or_insert_with(Default::default);
+                    }
+                    Long(
+                        flag @ ("listen" | "token-file" | "tls-cert" | "tls-key"
+                        | "insecure-network" | "max-connections"),
+                    ) => {
+                        let flag = flag.to_string();
+                        let serve = args.serve.get_or_insert_with(Default::default);
+                        serve_flag(serve, &flag, &mut parser)?;
+                    }
                     Short('h') | Long("help") => return Ok(Command::Help(Some("doctor".into()))),
                     other => return Err(usage(other.unexpected())),
                 }

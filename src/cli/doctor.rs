@@ -4,9 +4,9 @@
 //! their model lists (and an OpenAI-compatible one's default model one
 //! tiny question with a tool).
 
+use super::doctor_lines::Lines;
 use crate::config::loaded::Loaded;
 use crate::config::Config;
-use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 /// What `doctor` was told.
@@ -14,47 +14,14 @@ use std::path::{Path, PathBuf};
 pub(crate) struct DoctorArgs {
     pub config: Option<PathBuf>,
     pub db: Option<PathBuf>,
+    /// `--serve` (and serve's flags): check a `spindle serve` setup too.
+    pub serve: Option<crate::serve::ServeArgs>,
 }
 
 /// The report, and whether anything is broken.
 pub(crate) struct Report {
     pub text: String,
     pub broken: bool,
-}
-
-struct Lines {
-    text: String,
-    broken: bool,
-}
-
-/// What a line of the report quotes: names, paths, commands, skills'
-/// descriptions, servers' answers — much of it a repository's or a
-/// server's text. Written out on one line, so none of it can act on the
-/// terminal or start a line that looks like a check of its own.
-fn shown(text: &str) -> String {
-    crate::util::visible(text, false)
-}
-
-impl Lines {
-    fn ok(&mut self, what: &str, detail: &str) {
-        let _ = writeln!(self.text, "  ok    {}: {}", shown(what), shown(detail));
-    }
-    fn warn(&mut self, what: &str, detail: &str) {
-        let _ = writeln!(self.text, "  warn  {}: {}", shown(what), shown(detail));
-    }
-    fn bad(&mut self, what: &str, detail: &str, fix: &str) {
-        self.broken = true;
-        let _ = writeln!(
-            self.text,
-            "  FAIL  {}: {}\n        → {}",
-            shown(what),
-            shown(detail),
-            shown(fix)
-        );
-    }
-    fn section(&mut self, title: &str) {
-        let _ = writeln!(self.text, "\n{title}");
-    }
 }
 
 /// Runs every check.
@@ -84,7 +51,7 @@ pub(crate) fn run(args: &DoctorArgs, loaded: &Loaded) -> Report {
     if let Some(config) = &config {
         check_mcp(&mut lines, config, &config_path);
     }
-    check_database(&mut lines, args.db.as_deref());
+    crate::cli::doctor_store::check_database(&mut lines, args.db.as_deref());
     check_sandbox(&mut lines);
     check_shell(&mut lines, config.as_ref());
     check_workspace(&mut lines, config.as_ref());
@@ -92,6 +59,15 @@ pub(crate) fn run(args: &DoctorArgs, loaded: &Loaded) -> Report {
     check_skills(&mut lines, config.as_ref());
     check_hooks(&mut lines, config.as_ref());
     check_claude_permissions(&mut lines, config.as_ref());
+    if let Some(serve) = &args.serve {
+        lines.section("Serve");
+        for (what, finding) in crate::serve::check(serve) {
+            match finding {
+                Ok(detail) => lines.ok(&what, &detail),
+                Err((problem, fix)) => lines.bad(&what, &problem, &fix),
+            }
+        }
+    }
     lines.section("Logs");
     match config.as_ref().and_then(|c| c.log_file.clone()) {
         Some(path) => lines.ok(
@@ -677,93 +653,6 @@ fn check_claude_permissions(lines: &mut Lines, config: Option<&Config>) {
     for problem in &claude.problems {
         lines.warn("not read", problem);
     }
-}
-
-fn check_database(lines: &mut Lines, explicit: Option<&Path>) {
-    lines.section("Sessions");
-    let path = explicit
-        .map(Path::to_path_buf)
-        .unwrap_or_else(crate::store::default_path);
-    if !path.exists() {
-        lines.ok(
-            "database",
-            &format!("{} does not exist yet (made on first use)", path.display()),
-        );
-        return;
-    }
-    let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    let opened = rusqlite::Connection::open_with_flags(
-        &path,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    );
-    let connection = match opened {
-        Ok(connection) => connection,
-        Err(error) => {
-            lines.bad(
-                "database",
-                &format!("{} cannot be opened: {error}", path.display()),
-                "check its permissions, or use another one with --db",
-            );
-            return;
-        }
-    };
-    // A Spindle writing to it (or creating it) holds its lock a moment.
-    let _ = connection.busy_timeout(std::time::Duration::from_secs(5));
-    let locked_out = |lines: &mut Lines| {
-        lines.warn(
-            "database",
-            &format!(
-                "{} stayed locked by another process; it was not checked (run doctor again in a moment)",
-                path.display()
-            ),
-        )
-    };
-    let version: Result<i64, _> = connection.query_row("PRAGMA user_version", [], |r| r.get(0));
-    if locked(version.as_ref().err()) {
-        return locked_out(lines);
-    }
-    let integrity: Result<String, _> = connection.query_row("PRAGMA quick_check", [], |r| r.get(0));
-    if locked(integrity.as_ref().err()) {
-        return locked_out(lines);
-    }
-    match (version, integrity) {
-        (Ok(version), Ok(check)) if check == "ok" && version <= crate::store::SCHEMA_VERSION => {
-            lines.ok(
-                "database",
-                &format!(
-                    "{} ({:.1} MiB, schema version {version}, integrity ok)",
-                    path.display(),
-                    size as f64 / 1_048_576.0
-                ),
-            )
-        }
-        (Ok(version), Ok(_)) if version > crate::store::SCHEMA_VERSION => lines.bad(
-            "database",
-            &format!(
-                "{} was written by a newer Spindle (schema version {version})",
-                path.display()
-            ),
-            "upgrade Spindle, or use another database with --db",
-        ),
-        (_, Ok(check)) => lines.bad(
-            "database",
-            &format!("{} fails its integrity check: {check}", path.display()),
-            "copy it aside and start a new one (the sessions in it may be lost)",
-        ),
-        (_, Err(error)) => lines.bad(
-            "database",
-            &format!("{} cannot be read: {error}", path.display()),
-            "check that it is a Spindle database, or use another one with --db",
-        ),
-    }
-}
-
-/// Whether `error` is another connection's lock, held past the wait.
-fn locked(error: Option<&rusqlite::Error>) -> bool {
-    matches!(
-        error.and_then(rusqlite::Error::sqlite_error_code),
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-    )
 }
 
 /// The shell commands run under, and what that means for `auto`.

@@ -71,9 +71,11 @@ USAGE:
                               repository's root) is trusted: its rules, MCP
                               servers, hooks, skills, commands and defaults
                               count, each listed (saved in your config)
-    spindle doctor [--config PATH] [--db PATH]
+    spindle doctor [--config PATH] [--db PATH] [--serve [serve's flags]]
                               check the config, each provider (key, reachable,
                               models), the session database and the sandbox;
+                              --serve: a spindle serve setup too (address, port
+                              free, token file private, certificate and key);
                               exit 1 when something is broken, saying what to do
     spindle sessions [list] [--cwd DIR] [--agent FILE] [--json] [--db PATH]
                               list stored sessions, newest first, times local,
@@ -298,7 +300,11 @@ const FLAGS: [(&str, &str); 13] = [
     ),
     ("trust", "--config --help"),
     ("untrust", "--config --help"),
-    ("doctor", "--config --db --help"),
+    (
+        "doctor",
+        "--config --db --serve --listen --token-file --tls-cert --tls-key --insecure-network \
+         --max-connections --help",
+    ),
     (
         "mcp",
         "--config --cwd --project --url --type --env --header --help",

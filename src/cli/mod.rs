@@ -21,6 +21,8 @@ pub(crate) mod args;
 mod budget;
 mod chat;
 pub(crate) mod doctor;
+mod doctor_lines;
+mod doctor_store;
 mod ending;
 pub(crate) mod exec;
 mod exec_result;

@@ -10,6 +10,8 @@
 //! checked; every read has a deadline, every queue a cap, and a stalled
 //! client holds up only its own connection.
 
+mod args;
+mod check;
 mod conn;
 mod http;
 mod hub;
@@ -20,28 +22,17 @@ mod token;
 mod ws;
 
 use crate::agent::Options;
+use args::{check_args, listen_address};
+pub use args::{ServeArgs, DEFAULT_LISTEN};
+pub(crate) use check::check;
 use conn::Conn;
 use hub::{lock, Caps, Hub};
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// The address `serve` listens on unless told otherwise.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:8719";
-
-/// `spindle serve`'s own flags (the agent's are in [`Options`]).
-#[derive(Debug, Default, Clone)]
-pub struct ServeArgs {
-    pub listen: Option<String>,
-    pub token_file: Option<PathBuf>,
-    pub tls_cert: Option<PathBuf>,
-    pub tls_key: Option<PathBuf>,
-    pub insecure_network: bool,
-    pub max_connections: Option<usize>,
-}
 
 /// Why `serve` could not start or run: each says what to do.
 #[derive(Debug)]
@@ -61,31 +52,6 @@ impl std::fmt::Display for ServeError {
 }
 
 impl std::error::Error for ServeError {}
-
-/// The address to listen on, and whether it is a loopback one.
-pub(crate) fn listen_address(listen: Option<&str>) -> Result<SocketAddr, String> {
-    let text = listen.unwrap_or(DEFAULT_LISTEN);
-    let mut found = text
-        .to_socket_addrs()
-        .map_err(|error| format!("--listen takes ADDRESS:PORT, got '{text}': {error}"))?;
-    found
-        .next()
-        .ok_or_else(|| format!("--listen: '{text}' names no address"))
-}
-
-/// Checks the flags together: TLS needs both files; a non-loopback
-/// address needs TLS or `--insecure-network`.
-pub(crate) fn check_args(args: &ServeArgs, address: &SocketAddr) -> Result<(), String> {
-    if args.tls_cert.is_some() != args.tls_key.is_some() {
-        return Err("--tls-cert and --tls-key go together".into());
-    }
-    if !address.ip().is_loopback() && args.tls_cert.is_none() && !args.insecure_network {
-        return Err(format!(
-            "{address} is reachable from other machines: give --tls-cert and --tls-key, or --insecure-network to serve plain HTTP there (the token then crosses the network readable)"
-        ));
-    }
-    Ok(())
-}
 
 /// Runs the server until a termination signal; then drains: every
 /// connection ends as at the end of stdin (turns cancelled and answered,

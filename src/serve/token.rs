@@ -52,7 +52,7 @@ pub(crate) fn load_or_make(path: &Path) -> Result<(String, bool), String> {
     }
 }
 
-fn load(path: &Path) -> Result<String, String> {
+pub(crate) fn load(path: &Path) -> Result<String, String> {
     let shown = path.display();
     let file = crate::os::open_read(path, false)
         .map_err(|error| format!("cannot read the token file {shown}: {error}"))?;

@@ -11,16 +11,18 @@ validated against the SDK's own models on the way in (the SDK does this
 when it decodes); each check prints one line, and the last line is
 `N passed, N failed`.
 
-Usage: remote_client.py --url URL --token TOKEN --transport http|ws --workdir DIR
+Usage: remote_client.py --url URL --token TOKEN --transport http|ws --workdir DIR [--ca FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ssl
 import sys
 from pathlib import Path
 
+import httpx
 from acp import PROTOCOL_VERSION, connect_to_agent, text_block
 from acp import schema as S
 from acp.http.client import create_http_stream
@@ -77,8 +79,15 @@ class Checks:
 async def open_transport(args):
     headers = {"Authorization": f"Bearer {args.token}"}
     if args.transport == "http":
-        return create_http_stream(args.url, headers=headers)
+        client = None
+        if args.ca:
+            # The SDK's own client, as it makes it, trusting the test CA.
+            client = httpx.AsyncClient(
+                http2=True, timeout=httpx.Timeout(None), verify=ssl.create_default_context(cafile=args.ca)
+            )
+        return create_http_stream(args.url, headers=headers, client=client)
     url = args.url.replace("http://", "ws://").replace("https://", "wss://")
+    # A wss:// connection trusts what SSL_CERT_FILE names (set by the test).
     return await create_websocket_stream(url, headers=headers)
 
 
@@ -146,6 +155,7 @@ def main() -> int:
     parser.add_argument("--token", required=True)
     parser.add_argument("--transport", choices=["http", "ws"], required=True)
     parser.add_argument("--workdir", required=True)
+    parser.add_argument("--ca", help="a CA file to trust (https:// and wss://)")
     args = parser.parse_args()
     checks = Checks()
     try:

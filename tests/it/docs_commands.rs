@@ -51,6 +51,18 @@ const NOT_RUN: &[(&str, &str)] = &[
     ),
     ("spindle acp ./agents/", "names the reader's own agent file"),
     (
+        "bash scripts/interop --deps-only",
+        "installs the Python SDK from the package registry; .ci/run runs it before cargo test",
+    ),
+    (
+        "spindle serve",
+        "serves until stopped; tests/it/serve starts it and drives it",
+    ),
+    (
+        "spindle doctor --serve",
+        "names the reader's own certificate and key; tests/it/serve/doctor.rs runs it",
+    ),
+    (
         "spindle acp --script my-scenario.json",
         "names the reader's own script",
     ),

@@ -23,11 +23,14 @@ fn python() -> PathBuf {
 }
 
 fn server(name: &str) -> Server {
+    server_with(name, &[])
+}
+
+fn server_with(name: &str, extra: &[&str]) -> Server {
     let script = interop().join("scenarios/remote.json");
-    Server::start(
-        name,
-        &["--script", script.to_str().unwrap(), "--permissions", "ask"],
-    )
+    let mut args = vec!["--script", script.to_str().unwrap(), "--permissions", "ask"];
+    args.extend_from_slice(extra);
+    Server::start(name, &args)
 }
 
 fn workspace(server: &Server, name: &str) -> PathBuf {
@@ -92,4 +95,47 @@ fn two_clients_at_once_each_run_their_scenario() {
     assert_passed(first, "http, beside a WebSocket client");
     assert_passed(second, "ws, beside an HTTP client");
     assert!(server.healthy());
+}
+
+/// The test CA's certificate for 127.0.0.1, and its key copied private
+/// (the key file refuses to serve when others may read it).
+fn tls_files(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tls");
+    let dir = crate::support::temp_dir(name);
+    let key = dir.join("server.key");
+    std::fs::copy(data.join("server.key"), &key).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    (data.join("server.pem"), key, data.join("ca.pem"))
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "the Python SDK runs on the Linux side only")]
+fn over_tls_both_transports_run_their_scenario() {
+    let (cert, key, ca) = tls_files("serve-sdk-tls-files");
+    let server = server_with(
+        "serve-sdk-tls",
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let stderr = server.stderr.lock().unwrap().clone();
+    assert!(stderr.contains("listening on https://"), "{stderr}");
+    let url = server.url().replace("http://", "https://");
+    for transport in ["http", "ws"] {
+        let ws = workspace(&server, transport);
+        let output = client(&server, transport, &ws)
+            .args(["--url", &url, "--ca"])
+            .arg(&ca)
+            .env("SSL_CERT_FILE", &ca)
+            .output()
+            .expect("python runs");
+        assert_passed(output, transport);
+    }
 }
