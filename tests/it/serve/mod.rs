@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+mod attacks;
 mod doctor;
 mod ending;
 mod sandboxed;
