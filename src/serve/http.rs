@@ -86,9 +86,10 @@ impl ReadError {
     }
 }
 
-/// Reads one request; `Ok(None)` when the socket ended cleanly before a
-/// new one began (a kept-alive connection the client closed).
-pub(crate) fn read_request(
+/// Reads one request's head, its body left unread (see [`read_body`]):
+/// `Ok(None)` when the socket ended cleanly before a new one began (a
+/// kept-alive connection the client closed).
+pub(crate) fn read_head_of(
     input: &mut impl BufRead,
     limits: &Limits,
 ) -> Result<Option<Request>, ReadError> {
@@ -149,8 +150,15 @@ pub(crate) fn read_request(
             request.close = false;
         }
     }
-    request.body = read_body(input, &request, limits)?;
     Ok(Some(request))
+}
+
+/// Whether a request announces a body (which then still waits unread on
+/// the socket after its head).
+pub(crate) fn has_body(request: &Request) -> bool {
+    request.headers.iter().any(|(name, value)| {
+        name == "transfer-encoding" || name == "content-length" && value != "0"
+    })
 }
 
 fn is_token_byte(b: u8) -> bool {
@@ -199,7 +207,9 @@ fn read_head(input: &mut impl BufRead, limits: &Limits) -> Result<Option<Vec<u8>
     }
 }
 
-fn read_body(
+/// Reads the body of `request` (a head from [`read_head_of`]), within
+/// its caps.
+pub(crate) fn read_body(
     input: &mut impl BufRead,
     request: &Request,
     limits: &Limits,
@@ -234,7 +244,8 @@ fn read_body(
     if length > limits.body_bytes as u64 {
         return Err(ReadError::BodyTooLarge);
     }
-    let mut body = Vec::with_capacity(length as usize);
+    // Room grows as bytes arrive, not as announced.
+    let mut body = Vec::with_capacity((length as usize).min(64 * 1024));
     read_exact_by(input, &mut body, length as usize, deadline)?;
     Ok(body)
 }
@@ -417,7 +428,12 @@ mod tests {
     }
 
     fn read(text: &[u8]) -> Result<Option<Request>, ReadError> {
-        read_request(&mut io::BufReader::new(text), &limits())
+        let mut input = io::BufReader::new(text);
+        let Some(mut request) = read_head_of(&mut input, &limits())? else {
+            return Ok(None);
+        };
+        request.body = read_body(&mut input, &request, &limits())?;
+        Ok(Some(request))
     }
 
     #[test]
@@ -482,6 +498,21 @@ mod tests {
             Err(ReadError::Gone)
         ));
         assert!(read(b"").unwrap().is_none());
+    }
+
+    #[test]
+    fn the_head_is_read_without_its_body() {
+        let text = b"POST /acp HTTP/1.1\r\nContent-Length: 999999\r\n\r\n{";
+        let mut input = io::BufReader::new(&text[..]);
+        let request = read_head_of(&mut input, &limits()).unwrap().unwrap();
+        assert!(request.body.is_empty());
+        assert!(has_body(&request));
+        assert_eq!(io::BufRead::fill_buf(&mut input).unwrap(), b"{");
+        let bare = read(b"GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+        assert!(!has_body(&bare.unwrap().unwrap()));
+        let chunked = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let request = read_head_of(&mut &chunked[..], &limits()).unwrap().unwrap();
+        assert!(has_body(&request));
     }
 
     #[test]

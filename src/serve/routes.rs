@@ -93,21 +93,36 @@ pub(crate) fn serve_socket(
     };
     let mut input = BufReader::with_capacity(8 * 1024, socket);
     loop {
-        let request = match http::read_request(&mut input, &hub.caps.http) {
+        let mut request = match http::read_head_of(&mut input, &hub.caps.http) {
             Ok(Some(request)) => request,
             Ok(None) => return,
-            Err(error) => {
-                if let Some((status, why)) = error.answer() {
-                    let _ = http::respond_error(input.get_mut(), status, why, &[], true);
-                }
+            Err(error) => return refuse(&mut input, &error),
+        };
+        // Nothing past the head is read before the token is checked: a
+        // refused request's body is left unread, and its socket closed.
+        if let Err(answer) = gate(hub, &request) {
+            let close = request.close || answer.status >= 400 || http::has_body(&request);
+            if respond(&mut input, &answer, close).is_err() || close {
                 return;
             }
+            continue;
+        }
+        request.body = match http::read_body(&mut input, &request, &hub.caps.http) {
+            Ok(body) => body,
+            Err(error) => return refuse(&mut input, &error),
         };
         let close = request.close;
         match handle(hub, request, input) {
             Some(kept) if !close => input = kept,
             _ => return,
         }
+    }
+}
+
+/// Answers a request that could not be read, if it deserves an answer.
+fn refuse(input: &mut BufReader<Socket>, error: &http::ReadError) {
+    if let Some((status, why)) = error.answer() {
+        let _ = http::respond_error(input.get_mut(), status, why, &[], true);
     }
 }
 
@@ -150,33 +165,37 @@ fn handle(
     request: Request,
     mut input: BufReader<Socket>,
 ) -> Option<BufReader<Socket>> {
-    let answer = match gate(hub, &request) {
-        Err(answer) => answer,
-        Ok(()) => match request.method.as_str() {
-            "POST" => post(hub, &request),
-            "DELETE" => delete(hub, &request),
-            "GET" if wants_websocket(&request) => {
-                websocket(hub, &request, input);
+    let answer = match request.method.as_str() {
+        "POST" => post(hub, &request),
+        "DELETE" => delete(hub, &request),
+        "GET" if wants_websocket(&request) => {
+            websocket(hub, &request, input);
+            return None;
+        }
+        "GET" => match open_stream(hub, &request) {
+            Ok((conn, stream)) => {
+                sse(hub, &conn, &stream, input.into_inner());
                 return None;
             }
-            "GET" => match open_stream(hub, &request) {
-                Ok((conn, stream)) => {
-                    sse(hub, &conn, &stream, input.into_inner());
-                    return None;
-                }
-                Err(answer) => answer,
-            },
-            _ => Answer::error(405, "/acp takes POST, GET and DELETE")
-                .with("Allow", "POST, GET, DELETE"),
+            Err(answer) => answer,
         },
+        _ => {
+            Answer::error(405, "/acp takes POST, GET and DELETE").with("Allow", "POST, GET, DELETE")
+        }
     };
+    let close = request.close || answer.status >= 400 && answer.status != 404;
+    respond(&mut input, &answer, close).ok()?;
+    (!close).then_some(input)
+}
+
+/// Writes `answer`; `close` says the socket ends after it.
+fn respond(input: &mut BufReader<Socket>, answer: &Answer, close: bool) -> io::Result<()> {
     let headers: Vec<(&str, &str)> = answer
         .headers
         .iter()
         .map(|(n, v)| (*n, v.as_str()))
         .collect();
     let kind = answer.json.then_some("application/json");
-    let close = request.close || answer.status >= 400 && answer.status != 404;
     http::respond(
         input.get_mut(),
         answer.status,
@@ -185,8 +204,6 @@ fn handle(
         &answer.body,
         close,
     )
-    .ok()?;
-    (!close).then_some(input)
 }
 
 /// What every request passes before anything of it is read further: the
