@@ -101,7 +101,7 @@ pub(crate) fn read_message(
             ));
         }
         let so_far = message.as_ref().map_or(0, Vec::len) as u64;
-        if !control && so_far + length > cap as u64 {
+        if !control && so_far.saturating_add(length) > cap as u64 {
             return Err(FrameError::Refused(TOO_BIG, "the message is too large"));
         }
         let mut mask = [0u8; 4];
@@ -241,6 +241,11 @@ mod tests {
         let mut huge = vec![0x81, 0x80 | 127];
         huge.extend_from_slice(&u64::MAX.to_be_bytes());
         assert_eq!(code(huge, 64), TOO_BIG);
+        // The same after a first fragment: the sum saturates, not wraps.
+        let mut wraps = masked(0x01, b"{");
+        wraps.extend_from_slice(&[0x80, 0x80 | 127]);
+        wraps.extend_from_slice(&u64::MAX.to_be_bytes());
+        assert_eq!(code(wraps, 64), TOO_BIG);
     }
 
     #[test]
