@@ -42,6 +42,10 @@ struct Outbox {
     /// The reader attached now (a stream's number), 0 for none: a new
     /// GET for the same stream takes it over.
     reader: u64,
+    /// A session's messages take its stream once the connection has it
+    /// (made, or its load answered); while a load is under way they go on
+    /// the connection's stream, where the client first learns of it.
+    live: bool,
 }
 
 struct Routes {
@@ -166,6 +170,11 @@ impl Conn {
             if let (Some(id), Some(method)) = (message.get("id"), message.get("method")) {
                 if let Some(session) = session_of(message) {
                     let method = method.as_str().unwrap_or_default().to_string();
+                    // A stream may be opened for a session being loaded
+                    // (its replay names it) before the load is answered.
+                    if method == "session/load" || method == "session/resume" {
+                        routes.sessions.entry(session.to_string()).or_default();
+                    }
                     routes
                         .pending
                         .insert(id_key(id), (session.to_string(), method));
@@ -240,19 +249,22 @@ impl Conn {
             if let Some(session) = made.or(opened) {
                 // Its answer goes on the connection's stream: the client
                 // opens the session's stream once it has seen it.
-                routes.sessions.entry(session.clone()).or_default();
+                routes.sessions.entry(session.clone()).or_default().live = true;
                 hub.claim(&session, &self.id);
             } else if let Some((session, method)) = asked {
                 let loading = method == "session/load" || method == "session/resume";
                 if (method == "session/close" && !failed) || (loading && failed) {
                     hub.release(&session, &self.id);
                 }
-                if routes.sessions.contains_key(&session) {
+                if loading && failed && routes.sessions.get(&session).is_some_and(|o| !o.live) {
+                    routes.sessions.remove(&session);
+                }
+                if routes.sessions.get(&session).is_some_and(|o| o.live) {
                     target = Stream::Session(session);
                 }
             }
         } else if let Some(session) = session_of(&message) {
-            if routes.sessions.contains_key(session) {
+            if routes.sessions.get(session).is_some_and(|o| o.live) {
                 target = Stream::Session(session.to_string());
             }
         }
