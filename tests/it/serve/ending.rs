@@ -137,7 +137,6 @@ fn sigterm_cancels_the_running_turn_answers_it_and_exits_0() {
 }
 
 #[test]
-#[cfg(unix)]
 fn after_a_kill_during_a_turn_a_new_connection_loads_and_goes_on() {
     let db = "--db";
     let base = crate::support::temp_dir("serve-kill-9");
