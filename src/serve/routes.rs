@@ -281,7 +281,10 @@ fn admit(
             ));
         }
     }
-    if let Some(header) = header {
+    let loading = matches!(method, Some("session/load" | "session/resume"));
+    // A load names the session it opens (the TypeScript SDK puts it in
+    // the header too); anything else names one the connection has.
+    if let Some(header) = header.filter(|_| !loading) {
         if !conn.has_session(header) {
             return Err((404, "unknown session id on this connection".into()));
         }
@@ -294,7 +297,7 @@ fn admit(
             return Err((404, "unknown session id on this connection".into()));
         }
     }
-    if matches!(method, Some("session/load" | "session/resume")) {
+    if loading {
         if let Some(session) = named {
             if hub.reserve(session, &conn.id).is_err() {
                 return Err((

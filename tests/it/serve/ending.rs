@@ -151,10 +151,12 @@ fn after_a_kill_during_a_turn_a_new_connection_loads_and_goes_on() {
     let connection = server.initialize();
     let events = stream(&server, &connection, None);
     let ws = base.join("ws");
+    // The load names its session in the header too, as the TypeScript
+    // SDK sends it.
     send(
         &server,
         &connection,
-        None,
+        Some(&session),
         json!({"jsonrpc": "2.0", "id": 7, "method": "session/load",
             "params": {"sessionId": session, "cwd": ws, "mcpServers": []}}),
     );
