@@ -196,14 +196,8 @@ fn run(command: Command, loaded: Option<Loaded>) -> Result<String, Failure> {
         }
         Command::Sessions(command) => run_sessions(command).map_err(Failure::Failed),
         Command::Exec(options, args) => {
-            let mut options = *options;
             // The chat reads the file anew only after its `setup` wrote it.
-            options.loaded = loaded;
-            options.adopt_agent_file().map_err(Failure::Failed)?;
-            check_model_provider(&mut options)?;
-            if let Ok(exe) = std::env::current_exe() {
-                crate::process::guard::enable(exe);
-            }
+            let options = agent_options(*options, loaded)?;
             match args.chat {
                 true => crate::cli::chat::run(options, args),
                 false => crate::cli::exec::run(options, args),
@@ -211,25 +205,17 @@ fn run(command: Command, loaded: Option<Loaded>) -> Result<String, Failure> {
             .map(|()| String::new())
         }
         Command::Serve(options, args) => {
-            let mut options = *options;
-            options.loaded = loaded;
-            options.adopt_agent_file().map_err(Failure::Failed)?;
-            check_model_provider(&mut options)?;
-            if let Ok(exe) = std::env::current_exe() {
-                crate::process::guard::enable(exe);
-            }
+            let options = agent_options(*options, loaded)?;
             crate::serve::run(options, args).map_err(|error| match error {
                 crate::serve::ServeError::Setup(why) => Failure::Refused(why),
                 crate::serve::ServeError::Listen(why) => Failure::Failed(why),
             })?;
             Ok(String::new())
         }
-        Command::Acp(mut options) => {
-            options.loaded = loaded;
-            // An agent file: read and checked before any protocol output.
-            options.adopt_agent_file().map_err(Failure::Failed)?;
-            // A provider typo in --model stops here, before any protocol.
-            check_model_provider(&mut options)?;
+        Command::Acp(options) => {
+            // An agent file or a provider typo in --model stops here,
+            // before any protocol output.
+            let options = agent_options(options, loaded)?;
             // Typed in a terminal: say what this is, once, on stderr.
             {
                 use std::io::IsTerminal;
@@ -239,16 +225,28 @@ fn run(command: Command, loaded: Option<Loaded>) -> Result<String, Failure> {
                     );
                 }
             }
-            // Every command and job runs under `spindle guard` (this very
-            // binary), so none outlives the agent.
-            if let Ok(exe) = std::env::current_exe() {
-                crate::process::guard::enable(exe);
-            }
             crate::agent::serve(options, std::io::stdin(), std::io::stdout())
                 .map_err(|error| Failure::Failed(error.to_string()))?;
             Ok(String::new())
         }
     }
+}
+
+/// The agent's options as a command that runs agents starts them: with
+/// the config it loaded, its agent file read and checked, the model's
+/// provider checked; and every command and job runs under `spindle guard`
+/// (this very binary), so none outlives its agent.
+fn agent_options(
+    mut options: crate::agent::Options,
+    loaded: Option<Loaded>,
+) -> Result<crate::agent::Options, Failure> {
+    options.loaded = loaded;
+    options.adopt_agent_file().map_err(Failure::Failed)?;
+    check_model_provider(&mut options)?;
+    if let Ok(exe) = std::env::current_exe() {
+        crate::process::guard::enable(exe);
+    }
+    Ok(options)
 }
 
 /// A provider typo in `--model` (one the config does not name) is refused
