@@ -501,3 +501,73 @@ pub(crate) fn start(
             ended();
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_burst_is_allowed_then_requests_are_refused_until_refilled() {
+        let (conn, _input) = Conn::new(false);
+        let allowed = (0..1000).take_while(|_| conn.allow()).count();
+        assert_eq!(allowed, RATE_BURST as usize);
+        assert!(!conn.allow());
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(conn.allow(), "refilled at {RATE_PER_SECOND} a second");
+    }
+
+    #[test]
+    fn a_full_input_queue_is_busy_and_a_closed_one_is_closed() {
+        let (conn, input) = Conn::new(false);
+        let message = json!({"jsonrpc": "2.0", "method": "x"});
+        for _ in 0..INPUT_QUEUE {
+            conn.deliver(&message).unwrap();
+        }
+        assert!(matches!(conn.deliver(&message), Err(Refusal::Busy)));
+        drop(input);
+        conn.close();
+        assert!(matches!(conn.deliver(&message), Err(Refusal::Closed)));
+    }
+
+    #[test]
+    fn a_session_stream_takes_only_its_sessions_messages() {
+        let (conn, _input) = Conn::new(false);
+        let owners = Owners::default();
+        let made = br#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}"#.to_vec();
+        conn.route(&owners, made);
+        assert!(conn.has_session("s1") && !conn.has_session("s2"));
+        let update = br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1"}}"#;
+        conn.route(&owners, update.to_vec());
+        let other = br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s2"}}"#;
+        conn.route(&owners, other.to_vec());
+        let session = Stream::Session("s1".into());
+        let reader = conn.attach(&session).unwrap();
+        let Next::Item(Item::Message(line)) = conn.next(&session, reader, Duration::ZERO) else {
+            panic!("the session's update is on its stream");
+        };
+        assert_eq!(line, update.to_vec());
+        assert!(matches!(
+            conn.next(&session, reader, Duration::ZERO),
+            Next::Idle
+        ));
+        // The answer that made it, and the other session's update, are the
+        // connection's.
+        let main = conn.attach(&Stream::Connection).unwrap();
+        let mut seen = 0;
+        while let Next::Item(_) = conn.next(&Stream::Connection, main, Duration::ZERO) {
+            seen += 1;
+        }
+        assert_eq!(seen, 2);
+        // A second reader takes the stream over; the first one is over.
+        let second = conn.attach(&session).unwrap();
+        assert!(matches!(
+            conn.next(&session, reader, Duration::ZERO),
+            Next::Over
+        ));
+        assert!(matches!(
+            conn.next(&session, second, Duration::ZERO),
+            Next::Idle
+        ));
+    }
+}
