@@ -72,6 +72,10 @@
 //! 15. The corpus of model slips (`tests/data/corpus`): the edit cases a
 //!     model's slip should not fail that apply, and the controls refused;
 //!     and the prompt before the first word in each profile.
+//! 16. `spindle serve` with many connections: the server's memory and
+//!     threads idle and with 100 HTTP connections open (each initialized,
+//!     its event stream held), per connection; and the time from writing a
+//!     prompt to its first message chunk over HTTP beside stdio.
 
 mod agent;
 mod chat_server;
@@ -89,6 +93,7 @@ mod matching;
 mod recovery;
 mod report;
 mod search;
+mod serve;
 mod size;
 mod startup;
 mod stream;
@@ -120,7 +125,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 const USAGE: &str = "usage: bench [PATH_TO_RELEASE_BINARY] [--figure N]...
   PATH_TO_RELEASE_BINARY  the agent to measure (default target/release/spindle)
-  --figure N              run figure N only (1 to 15; repeat for several)";
+  --figure N              run figure N only (1 to 16; repeat for several)";
 
 fn main() -> ExitCode {
     let mut binary = PathBuf::from("target/release/spindle");
@@ -133,9 +138,9 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             Some("--figure") => match args.next().and_then(|n| n.to_str()?.parse().ok()) {
-                Some(n @ 1..=15) => figures.push(n),
+                Some(n @ 1..=16) => figures.push(n),
                 _ => {
-                    eprintln!("bench: --figure takes a number from 1 to 15\n{USAGE}");
+                    eprintln!("bench: --figure takes a number from 1 to 16\n{USAGE}");
                     return ExitCode::FAILURE;
                 }
             },
@@ -258,6 +263,12 @@ fn main() -> ExitCode {
     // 15: the corpus of model slips, recovered and refused.
     if run(15) {
         recovery::report_recovery(&mut rows, &mut failed);
+        println!();
+    }
+
+    // 16: serve: memory and threads per connection, HTTP vs stdio.
+    if run(16) {
+        serve::report_serve(&bench, &mut rows, &mut failed);
         println!();
     }
 
