@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 const OUTBOX_BYTES: usize = 8 << 20;
 /// Client messages waiting for the agent to read them, at most.
 const INPUT_QUEUE: usize = 256;
+/// Streams opened for sessions not loaded yet, at most, per connection.
+const WAITING_STREAMS: usize = 16;
 
 /// What an outbox holds: a JSON-RPC line, or (WebSocket) a control frame.
 #[derive(Debug)]
@@ -46,6 +48,10 @@ struct Outbox {
     /// (made, or its load answered); while a load is under way they go on
     /// the connection's stream, where the client first learns of it.
     live: bool,
+    /// Opened by a GET before the session's load was sent (the TypeScript
+    /// SDK opens the stream first): the session is not the connection's
+    /// yet, and the outbox goes when its reader leaves.
+    waiting: bool,
 }
 
 struct Routes {
@@ -173,7 +179,11 @@ impl Conn {
                     // A stream may be opened for a session being loaded
                     // (its replay names it) before the load is answered.
                     if method == "session/load" || method == "session/resume" {
-                        routes.sessions.entry(session.to_string()).or_default();
+                        routes
+                            .sessions
+                            .entry(session.to_string())
+                            .or_default()
+                            .waiting = false;
                     }
                     routes
                         .pending
@@ -218,7 +228,28 @@ impl Conn {
     /// Whether the connection has session `id` (it was made or loaded
     /// here).
     pub(crate) fn has_session(&self, id: &str) -> bool {
-        lock(&self.routes).sessions.contains_key(id)
+        lock(&self.routes)
+            .sessions
+            .get(id)
+            .is_some_and(|outbox| !outbox.waiting)
+    }
+
+    /// Makes a stream for session `id`, which a load is about to open
+    /// here; false when too many such streams wait already.
+    pub(crate) fn expect_session(&self, id: &str) -> bool {
+        let mut routes = lock(&self.routes);
+        if routes.sessions.contains_key(id) {
+            return true;
+        }
+        if routes.sessions.values().filter(|o| o.waiting).count() >= WAITING_STREAMS {
+            return false;
+        }
+        let outbox = Outbox {
+            waiting: true,
+            ..Outbox::default()
+        };
+        routes.sessions.insert(id.to_string(), outbox);
+        true
     }
 
     /// Routes one line the agent wrote; waits while the stream's outbox is
@@ -381,6 +412,11 @@ impl Conn {
         };
         if let Some(outbox) = outbox.filter(|o| o.reader == number) {
             outbox.reader = 0;
+            if outbox.waiting {
+                if let Stream::Session(id) = stream {
+                    routes.sessions.remove(id);
+                }
+            }
         }
     }
 

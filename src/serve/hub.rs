@@ -81,6 +81,13 @@ impl Hub {
         })
     }
 
+    /// Whether another live connection than `conn` has `session` open.
+    pub(crate) fn held_elsewhere(&self, session: &str, conn: &str) -> bool {
+        self.owners.held_elsewhere(session, conn, |owner| {
+            self.conn(owner).is_some_and(|c| !c.is_closed())
+        })
+    }
+
     pub(crate) fn draining(&self) -> bool {
         self.draining.load(Ordering::SeqCst)
     }

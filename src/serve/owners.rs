@@ -32,6 +32,19 @@ impl Owners {
         Ok(())
     }
 
+    /// Whether a connection other than `conn` that `alive` says is still
+    /// open has `session`.
+    pub(crate) fn held_elsewhere(
+        &self,
+        session: &str,
+        conn: &str,
+        alive: impl Fn(&str) -> bool,
+    ) -> bool {
+        self.map()
+            .get(session)
+            .is_some_and(|owner| owner != conn && alive(owner))
+    }
+
     /// Records that `conn` has `session` open (it made or loaded it).
     pub(crate) fn claim(&self, session: &str, conn: &str) {
         self.map().insert(session.to_string(), conn.to_string());
@@ -60,6 +73,9 @@ mod tests {
         let owners = Owners::default();
         owners.claim("s", "a");
         assert!(owners.reserve("s", "b", |_| true).is_err());
+        assert!(owners.held_elsewhere("s", "b", |_| true));
+        assert!(!owners.held_elsewhere("s", "a", |_| true));
+        assert!(!owners.held_elsewhere("s", "b", |_| false));
         assert!(owners.reserve("s", "a", |_| true).is_ok());
         assert!(owners.reserve("s", "b", |_| false).is_ok());
         owners.forget("b");

@@ -392,7 +392,22 @@ fn open_stream(hub: &Hub, request: &Request) -> Result<(Arc<Conn>, Stream), Answ
         .ok_or_else(|| Answer::error(404, "unknown connection id"))?;
     let stream = match request.header(SESSION_HEADER) {
         Some(session) if conn.has_session(session) => Stream::Session(session.to_string()),
-        Some(_) => return Err(Answer::error(404, "unknown session id on this connection")),
+        // A stream for a session a load is about to open here (the
+        // TypeScript SDK opens it before it sends the load): it carries
+        // nothing until the load is answered.
+        Some(session) if hub.held_elsewhere(session, &conn.id) => {
+            return Err(Answer::error(
+                409,
+                "the session is open on another connection: close it there first",
+            ))
+        }
+        Some(session) if conn.expect_session(session) => Stream::Session(session.to_string()),
+        Some(_) => {
+            return Err(Answer::error(
+                429,
+                "too many streams wait for a session load on this connection",
+            ))
+        }
         None => Stream::Connection,
     };
     Ok((conn, stream))

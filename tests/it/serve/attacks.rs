@@ -230,7 +230,7 @@ fn ids_of_other_connections_and_sessions_are_refused() {
         ),
         QUICK,
     );
-    assert_eq!(status, 404);
+    assert_eq!(status, 409);
     // A session-scoped method without its session.
     let bare = json!({"jsonrpc": "2.0", "id": 6, "method": "session/prompt",
         "params": {"prompt": [{"type": "text", "text": "hi"}]}})
@@ -251,6 +251,62 @@ fn ids_of_other_connections_and_sessions_are_refused() {
         &[("Acp-Connection-Id", &b), ("Acp-Session-Id", &on_b)],
     );
     assert_eq!(status, 202, "{text}");
+    assert!(server.healthy());
+}
+
+/// A GET of session `session`'s stream on connection `conn`, left open:
+/// the socket and the head of the answer.
+fn open_session_stream(server: &Server, conn: &str, session: &str) -> (TcpStream, String) {
+    let mut socket = server.socket();
+    let auth = format!("Bearer {}", server.token);
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Accept", "text/event-stream"),
+        ("Acp-Connection-Id", conn),
+        ("Acp-Session-Id", session),
+    ];
+    socket.write_all(&request("GET", &headers, b"")).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && socket.read(&mut byte).unwrap_or(0) == 1 {
+        head.push(byte[0]);
+    }
+    (socket, String::from_utf8_lossy(&head).to_string())
+}
+
+#[test]
+fn a_stream_opened_before_its_load_gives_the_session_to_nobody() {
+    let server = start("serve-attack-waiting", &[]);
+    let conn = server.initialize();
+    // A session no connection has: its stream may be opened before the
+    // load that brings it here (the TypeScript SDK's order) ...
+    let session = "e".repeat(32);
+    let (_stream, head) = open_session_stream(&server, &conn, &session);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("text/event-stream"),
+        "{head}"
+    );
+    // ... but the stream does not make it the connection's session.
+    let prompt = json!({"jsonrpc": "2.0", "id": 5, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}})
+    .to_string();
+    let (status, text) = server.post(
+        &prompt,
+        &[("Acp-Connection-Id", &conn), ("Acp-Session-Id", &session)],
+    );
+    assert_eq!(status, 404, "{text}");
+    let (status, text) = server.post(&prompt, &[("Acp-Connection-Id", &conn)]);
+    assert_eq!(status, 404, "{text}");
+    // Such streams are few per connection.
+    let mut open = Vec::new();
+    for n in 1..16 {
+        let (socket, head) = open_session_stream(&server, &conn, &format!("{n:032x}"));
+        assert!(head.starts_with("HTTP/1.1 200"), "stream {n}: {head}");
+        open.push(socket);
+    }
+    let (_, head) = open_session_stream(&server, &conn, &"d".repeat(32));
+    assert!(head.starts_with("HTTP/1.1 429"), "{head}");
     assert!(server.healthy());
 }
 
