@@ -1,7 +1,7 @@
 //! `spindle serve` through the real binary on 127.0.0.1: the official
-//! Python SDK's HTTP and WebSocket transports (`sdk.rs`), bad input of
-//! every kind on the raw socket (`attacks.rs`), and a server's end: a
-//! termination signal, a kill during a turn (`ending.rs`).
+//! Python and TypeScript SDKs' HTTP and WebSocket transports (`sdk.rs`),
+//! bad input of every kind on the raw socket (`attacks.rs`), and a
+//! server's end: a termination signal, a kill during a turn (`ending.rs`).
 //!
 //! [`Server`] starts one with a private home on port 0 and reads the
 //! address it printed and the token it made.

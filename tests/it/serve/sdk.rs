@@ -1,8 +1,9 @@
-//! The official Python SDK's remote transports against `spindle serve`:
-//! `tests/interop/remote_client.py` runs one whole scenario (initialize,
+//! The official Python and TypeScript SDKs' remote transports against
+//! `spindle serve`: `tests/interop/remote_client.py` and
+//! `tests/interop/remote_client.mjs` run one whole scenario (initialize,
 //! a session, a prompt with tools and an allowed edit, a cancel, the
 //! session loaded on a second connection) on Streamable HTTP or on a
-//! WebSocket; both at once from two clients too. The SDK is installed by
+//! WebSocket; both at once from two clients too. The SDKs are installed by
 //! `scripts/interop --deps-only` (the README's test command).
 
 use super::Server;
@@ -17,9 +18,19 @@ fn python() -> PathBuf {
     let python = interop().join(".deps/venv/bin/python");
     assert!(
         python.exists(),
-        "the Python SDK is not installed: run 'bash scripts/interop --deps-only --client python-sdk' first"
+        "the Python SDK is not installed: run 'bash scripts/interop --deps-only --client python-sdk --client typescript-sdk' first"
     );
     python
+}
+
+/// The TypeScript SDK's packages, with `ws` for Node's WebSocket.
+fn node_modules() -> PathBuf {
+    let modules = interop().join(".deps/node/node_modules");
+    assert!(
+        modules.join("@agentclientprotocol/sdk").exists() && modules.join("ws").exists(),
+        "the TypeScript SDK is not installed: run 'bash scripts/interop --deps-only --client python-sdk --client typescript-sdk' first"
+    );
+    modules
 }
 
 fn server(name: &str) -> Server {
@@ -49,6 +60,19 @@ fn client(server: &Server, transport: &str, ws: &Path) -> Command {
         .args(["--transport", transport, "--workdir"])
         .arg(ws)
         .env("PYTHONDONTWRITEBYTECODE", "1");
+    command
+}
+
+/// The TypeScript client run over `transport` on workspace `ws`.
+fn ts_client(server: &Server, transport: &str, ws: &Path) -> Command {
+    let mut command = Command::new("node");
+    command
+        .arg(interop().join("remote_client.mjs"))
+        .args(["--url", &server.url(), "--token", &server.token])
+        .args(["--transport", transport, "--workdir"])
+        .arg(ws)
+        .arg("--node-modules")
+        .arg(node_modules());
     command
 }
 
@@ -94,6 +118,26 @@ fn two_clients_at_once_each_run_their_scenario() {
     let first = first.wait_with_output().expect("python ends");
     assert_passed(first, "http, beside a WebSocket client");
     assert_passed(second, "ws, beside an HTTP client");
+    assert!(server.healthy());
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "the TypeScript SDK runs on the Linux side only")]
+fn the_typescript_sdk_runs_a_whole_scenario_over_streamable_http() {
+    let server = server("serve-ts-sdk-http");
+    let ws = workspace(&server, "ws");
+    let output = ts_client(&server, "http", &ws).output().expect("node runs");
+    assert_passed(output, "http");
+    assert!(server.healthy());
+}
+
+#[test]
+#[cfg_attr(windows, ignore = "the TypeScript SDK runs on the Linux side only")]
+fn the_typescript_sdk_runs_a_whole_scenario_over_a_websocket() {
+    let server = server("serve-ts-sdk-ws");
+    let ws = workspace(&server, "ws");
+    let output = ts_client(&server, "ws", &ws).output().expect("node runs");
+    assert_passed(output, "ws");
     assert!(server.healthy());
 }
 
