@@ -57,6 +57,11 @@ impl std::error::Error for ServeError {}
 /// connection ends as at the end of stdin (turns cancelled and answered,
 /// sessions kept) within a grace, and `serve` returns.
 pub fn run(mut options: Options, args: ServeArgs) -> Result<(), ServeError> {
+    // A broken script is a usage problem, said once at the start rather
+    // than by every connection's agent.
+    if let Some(path) = &options.script {
+        crate::provider::script::Script::load(path).map_err(ServeError::Setup)?;
+    }
     let address = listen_address(args.listen.as_deref()).map_err(ServeError::Setup)?;
     check_args(&args, &address).map_err(ServeError::Setup)?;
     let tls = match (&args.tls_cert, &args.tls_key) {

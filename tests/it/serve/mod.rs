@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 mod attacks;
 mod doctor;
 mod ending;
+mod load;
 #[cfg(target_os = "linux")]
 mod sandboxed;
 mod sdk;
