@@ -45,13 +45,14 @@ fn a_sandboxed_command_reads_neither_the_token_nor_the_socket() {
     let token_file = base.join("secret").join("serve-token");
     // The server picks its port; the script names it, so it is written
     // after a first start that only makes the token.
+    let first = script(&base, &token_file, "9");
     let probe = Server::start_in(
         base.clone(),
         &[
             "--token-file",
             token_file.to_str().unwrap(),
             "--script",
-            "/dev/null",
+            first.to_str().unwrap(),
         ],
     );
     let port = probe.address.port().to_string();
