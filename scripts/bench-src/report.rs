@@ -87,8 +87,8 @@ impl Row {
         }
     }
 
-    /// A figure measured against a target of the benchmark's own
-    /// suggestion, `target` naming it as such.
+    /// A figure measured against a target written out in `target` (one of
+    /// the benchmark's own suggestion says so there).
     pub(crate) fn suggested(figure: &str, value: String, met: bool, target: &str) -> Row {
         Row {
             figure: figure.into(),

@@ -1,5 +1,7 @@
 //! Figure 4: streaming throughput, 100,000 content chunks from the fake Chat
-//! Completions server, with a timeline and CPU split of each run.
+//! Completions server, with a timeline and CPU split of each run, against
+//! the same stream read directly: a client of the fake server that parses
+//! every chunk and keeps its text, with no agent between.
 
 use crate::agent::AgentProcess;
 use crate::cpu::{ticks_ms, CpuSampler};
@@ -7,7 +9,9 @@ use crate::fake_server::FakeServer;
 use crate::report::{Row, Stats};
 use crate::workspace::Bench;
 use crate::{INIT_TIMEOUT, MIB};
-use serde_json::json;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -20,6 +24,8 @@ const STREAM_PROMPT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Target.
 const TARGET_CHUNKS_PER_SEC: f64 = 100_000.0;
+/// The agent's pipeline against the fake server read directly.
+const TARGET_DIRECT_RATIO: f64 = 0.9;
 
 /// Figure 4: measures the throughput, prints it and adds its rows.
 pub(crate) fn report_throughput(bench: &Bench, rows: &mut Vec<Row>, failed: &mut bool) {
@@ -50,6 +56,7 @@ pub(crate) fn report_throughput(bench: &Bench, rows: &mut Vec<Row>, failed: &mut
                 TARGET_CHUNKS_PER_SEC,
                 "chunks/s",
             ));
+            report_direct(stats.median, rows, failed);
             let peak = runs.iter().map(|r| r.hwm_kib).max().unwrap_or(0);
             rows.push(Row::info(
                 "peak RSS after the 100,000-chunk prompt (max of 3)",
@@ -64,6 +71,122 @@ pub(crate) fn report_throughput(bench: &Bench, rows: &mut Vec<Row>, failed: &mut
                 &err,
                 "> 100,000 chunks/s",
             ));
+        }
+    }
+}
+
+/// The fake server read directly, and the agent's median against it.
+fn report_direct(agent_median: f64, rows: &mut Vec<Row>, failed: &mut bool) {
+    let rates = match direct_rates() {
+        Ok(rates) => rates,
+        Err(err) => {
+            *failed = true;
+            println!("  FAILED reading the fake server directly: {err}");
+            rows.push(Row::failed(
+                "streaming pipeline / fake server direct",
+                &err,
+                "> 0.9",
+            ));
+            return;
+        }
+    };
+    let direct = Stats::of(&rates);
+    let ratio = agent_median / direct.median;
+    println!(
+        "  fake server direct: best {:.0} chunks/s   median {:.0} chunks/s   pipeline/direct {ratio:.2}",
+        direct.max, direct.median
+    );
+    rows.push(Row::info(
+        "fake server read directly (median of 3)",
+        format!("{:.0} chunks/s", direct.median),
+    ));
+    rows.push(Row::suggested(
+        "streaming pipeline / fake server direct (medians)",
+        format!("{ratio:.2}"),
+        ratio >= TARGET_DIRECT_RATIO,
+        "≥ 0.9",
+    ));
+}
+
+/// Reads the fake server's stream `STREAM_RUNS` times without the agent:
+/// one request, then every `data:` line parsed as JSON and its
+/// `choices[0].delta.content` kept, as the agent's SSE reader does.
+fn direct_rates() -> Result<Vec<f64>, String> {
+    let server = FakeServer::start(STREAM_CHUNKS)?;
+    let address = server
+        .base_url
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .to_string();
+    let mut rates = Vec::new();
+    for run in 1..=STREAM_RUNS {
+        let started = Instant::now();
+        let (chunks, text) = read_direct(&address).map_err(|e| format!("run {run}: {e}"))?;
+        let total = started.elapsed().as_secs_f64();
+        if chunks != STREAM_CHUNKS {
+            return Err(format!(
+                "run {run}: read {chunks} chunks, expected {STREAM_CHUNKS}"
+            ));
+        }
+        let rate = STREAM_CHUNKS as f64 / total;
+        println!(
+            "  direct run {run}: {rate:>9.0} chunks/s  ({:.1} ms, {chunks} chunks, {text} bytes of text)",
+            total * 1e3
+        );
+        rates.push(rate);
+    }
+    Ok(rates)
+}
+
+/// One request to the fake server; the chunks read and the text's length.
+fn read_direct(address: &str) -> Result<(u64, usize), String> {
+    let mut socket = TcpStream::connect(address).map_err(|e| format!("connect: {e}"))?;
+    socket
+        .set_read_timeout(Some(STREAM_PROMPT_TIMEOUT))
+        .map_err(|e| format!("timeout: {e}"))?;
+    let body = json!({
+        "model": "bench-model",
+        "stream": true,
+        "messages": [{ "role": "user", "content": "stream please" }],
+    })
+    .to_string();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    socket
+        .write_all(head.as_bytes())
+        .and_then(|()| socket.write_all(body.as_bytes()))
+        .map_err(|e| format!("send: {e}"))?;
+    let mut reader = BufReader::with_capacity(64 * 1024, socket);
+    let mut line = String::new();
+    let mut in_body = false;
+    let mut chunks = 0;
+    let mut text = String::new();
+    loop {
+        line.clear();
+        if reader
+            .read_line(&mut line)
+            .map_err(|e| format!("read: {e}"))?
+            == 0
+        {
+            return Err("the stream ended before [DONE]".into());
+        }
+        let trimmed = line.trim_end();
+        if !in_body {
+            in_body = trimmed.is_empty();
+            continue;
+        }
+        let Some(data) = trimmed.strip_prefix("data: ") else {
+            continue;
+        };
+        if data == "[DONE]" {
+            return Ok((chunks, text.len()));
+        }
+        let chunk: Value = serde_json::from_str(data).map_err(|e| format!("chunk: {e}"))?;
+        if let Some(content) = chunk["choices"][0]["delta"]["content"].as_str() {
+            text.push_str(content);
+            chunks += 1;
         }
     }
 }
