@@ -592,6 +592,38 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_chunk_line_written_by_hand_is_what_serde_writes() {
+        let every_ascii: String = (0u8..0x80).map(char::from).collect();
+        let texts = [
+            String::new(),
+            "tok ".into(),
+            "a \"b\"\n\\c\u{7f}".into(),
+            every_ascii,
+            "é ✓ 😀 \u{2028} \u{202e} \u{80} \u{9b}".into(),
+            "\\u0000 \\\\\"".into(),
+            "x".repeat(10_000),
+        ];
+        for text in &texts {
+            for (session, message) in [("s", "m1"), ("se\"ss\\", "m\n\u{1}é")] {
+                for thought in [false, true] {
+                    let chunk = ContentChunk::text(text, message.into());
+                    let update = if thought {
+                        SessionUpdate::AgentThoughtChunk(chunk)
+                    } else {
+                        SessionUpdate::AgentMessageChunk(chunk)
+                    };
+                    let tree = update.into_value_with_meta(None);
+                    assert_eq!(
+                        chunk_line(session, thought, message, text, None),
+                        update_line(session, &tree),
+                        "{text:?}"
+                    );
+                }
+            }
+        }
+    }
+
     /// One of every update, with every field it can carry.
     fn one_of_each() -> Vec<SessionUpdate> {
         let chunk = || ContentChunk::text("Hi", "m1".into());

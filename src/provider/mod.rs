@@ -118,6 +118,13 @@ pub trait Sink {
         let _ = until_ms;
         self.notice(text);
     }
+    /// Whether more of the answer is already read and waiting: while it
+    /// is, a sink may hold what it writes and send it together; `false`
+    /// (always given before the stream waits, and when it ends) sends what
+    /// it holds.
+    fn more_waiting(&mut self, more: bool) {
+        let _ = more;
+    }
 }
 
 /// The bytes `text` takes written as a JSON string's content, as the

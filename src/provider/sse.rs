@@ -85,6 +85,9 @@ impl SseParser {
                     self.has_data = false;
                     return Line::TooLarge;
                 }
+                // Room for the line at once (the data of most events is
+                // one line), not grown in steps.
+                self.data.reserve(value.len() + 1);
                 self.data.push_str(&String::from_utf8_lossy(value));
                 self.data.push('\n');
                 self.has_data = true;

@@ -357,13 +357,22 @@ pub(crate) fn request_line<P: Serialize>(id: &RequestId, method: &str, params: &
 fn to_line<T: Serialize>(message: &T) -> String {
     // Serialising plain structs of strings and values cannot fail; should it
     // ever, an internal error is still a valid line.
-    serde_json::to_string(message).unwrap_or_else(|err| {
-        format!(
-            r#"{{"jsonrpc":"2.0","id":null,"error":{{"code":-32603,"message":"Internal error: {}"}}}}"#,
-            err.to_string().replace('"', "'")
-        )
-    })
+    // Room for most lines at once (a chunk's is about 200 bytes), where
+    // `to_string`'s 128 bytes would grow in steps.
+    let mut out = Vec::with_capacity(LINE_CAPACITY);
+    let written = serde_json::to_writer(&mut out, message).map_err(|e| e.to_string());
+    written
+        .and_then(|()| String::from_utf8(out).map_err(|e| e.to_string()))
+        .unwrap_or_else(|err| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":null,"error":{{"code":-32603,"message":"Internal error: {}"}}}}"#,
+                err.replace('"', "'")
+            )
+        })
 }
+
+/// The room a line is serialised into at first.
+const LINE_CAPACITY: usize = 512;
 
 #[cfg(test)]
 mod tests {

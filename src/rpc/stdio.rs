@@ -159,7 +159,8 @@ fn trim_ascii(bytes: &[u8]) -> &[u8] {
 /// What the writer thread is asked to do.
 #[derive(Debug)]
 pub(crate) enum Output {
-    /// One serialised message, without its newline.
+    /// One serialised message, without its newline; or several joined by
+    /// newlines (a turn's lines held during a burst, `Updates::hold`).
     Line(String),
     /// Flush and stop, even if some sender is still alive.
     Close,

@@ -298,6 +298,10 @@ impl Sink for Watched<'_, '_> {
     fn retrying(&mut self, text: &str, until_ms: i64) {
         self.sink.retrying(text, until_ms);
     }
+
+    fn more_waiting(&mut self, more: bool) {
+        self.sink.more_waiting(more);
+    }
 }
 
 /// A token for one model call: cancelled with the turn, or alone.

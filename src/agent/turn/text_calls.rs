@@ -66,8 +66,13 @@ impl Holder {
                 _ => self.started = true,
             }
         }
-        // A marker, or the start of one at the end, is held.
+        // A marker, or the start of one at the end, is held. Every marker
+        // starts with `<` or `[`: without either there is none.
         let tail = &text[self.shown..];
+        if !tail.bytes().any(|b| b == b'<' || b == b'[') {
+            self.shown = text.len();
+            return from..self.shown;
+        }
         let found = MARKERS.iter().filter_map(|m| tail.find(m)).min();
         match found {
             Some(at) => {
@@ -269,6 +274,13 @@ fn one(call: Value, known: &impl Fn(&str) -> bool) -> Option<TextCall> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_marker_starts_with_what_the_holder_looks_for() {
+        assert!(MARKERS
+            .iter()
+            .all(|m| m.starts_with('<') || m.starts_with('[')));
+    }
 
     fn known(name: &str) -> bool {
         matches!(name, "read_file" | "edit_file" | "Read_File")

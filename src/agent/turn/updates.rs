@@ -43,7 +43,23 @@ pub(super) struct Updates {
     /// A subagent running as a job: every update also goes to its log,
     /// one JSON object a line (its structured transcript).
     mirror: Option<Arc<Mutex<crate::tools::jobs::LogSink>>>,
+    /// While more of the model's answer is already read and waiting
+    /// (`hold`): the lines written since, sent as one message when nothing
+    /// more waits, so a burst of chunks wakes the writer once.
+    held: Option<HeldLines>,
 }
+
+#[derive(Default)]
+struct HeldLines {
+    /// The lines, joined by newlines.
+    text: String,
+    lines: usize,
+}
+
+/// The most lines, and bytes, held before they are sent anyway: what the
+/// bounded writer queue holds stays near what it held a line at a time.
+const HELD_LINES: usize = 64;
+const HELD_BYTES: usize = 32 * 1024;
 
 struct Nested {
     parent: String,
@@ -101,6 +117,22 @@ impl Updates {
             kept: Vec::new(),
             nested: None,
             mirror: None,
+            held: None,
+        }
+    }
+
+    /// `more`: more of the model's answer is already waiting, so lines may
+    /// be held and sent together; otherwise whatever is held goes now.
+    /// Only the stream's reader holds, and it ends every stream with
+    /// `hold(false)`: nothing is held past it, and the order of the lines
+    /// is kept.
+    pub(super) fn hold(&mut self, more: bool) {
+        if more {
+            self.held.get_or_insert_with(HeldLines::default);
+        } else if let Some(held) = self.held.take() {
+            if held.lines > 0 {
+                self.queue(held.text);
+            }
         }
     }
 
@@ -179,11 +211,33 @@ impl Updates {
         });
     }
 
-    /// Queues a line for stdout. The queue is bounded: when the client
+    /// Writes a line: held with the others while `hold` says more is
+    /// waiting, queued at once otherwise.
+    fn deliver(&mut self, line: String) {
+        let Some(held) = &mut self.held else {
+            return self.queue(line);
+        };
+        if held.lines > 0 {
+            held.text.push('\n');
+        }
+        if held.text.capacity() == 0 {
+            // Room for a burst's lines at once, not grown in steps.
+            held.text.reserve(HELD_BYTES / 4);
+        }
+        held.text.push_str(&line);
+        held.lines += 1;
+        if held.lines >= HELD_LINES || held.text.len() >= HELD_BYTES {
+            let full = std::mem::take(held);
+            self.queue(full.text);
+        }
+    }
+
+    /// Queues one message for stdout: a line, or held lines joined by
+    /// newlines. The queue is bounded: when the client
     /// reads slowly this waits, but not past the turn's cancel; after a
     /// cancel a line waits a moment for room (final tool statuses should
     /// reach a slow client) and is then dropped.
-    fn deliver(&self, line: String) {
+    fn queue(&self, line: String) {
         let line = match self.writer.try_send(Output::Line(line).queued()) {
             Ok(()) => return,
             Err(crossbeam_channel::TrySendError::Full(queued)) => match Output::from_queued(queued)
@@ -315,7 +369,7 @@ impl Updates {
     }
 
     /// Writes an update as this client gets it (`acp::fit`), if it gets it.
-    fn write_fitted(&self, update: Value) {
+    fn write_fitted(&mut self, update: Value) {
         let update = acp::fit::Update::Kept(update);
         if let Some(line) = acp::fit::line(&self.session_id, update, &self.capabilities) {
             self.deliver(line);
@@ -507,6 +561,10 @@ impl Sink for UpdateSink<'_> {
         self.notice(text);
     }
 
+    fn more_waiting(&mut self, more: bool) {
+        self.updates.borrow_mut().hold(more);
+    }
+
     fn thought(&mut self, delta: &str) {
         if self.cancel.is_cancelled() {
             return;
@@ -521,6 +579,58 @@ impl Sink for UpdateSink<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn written(lines: &crossbeam_channel::Receiver<Queued>) -> Vec<String> {
+        lines
+            .try_iter()
+            .map(|queued| match Output::from_queued(queued) {
+                Output::Line(line) => line,
+                Output::Close => "close".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lines_held_while_more_waits_go_together_in_order() {
+        let (writer, lines) = crossbeam_channel::unbounded();
+        let mut updates = Updates::new(
+            "s".into(),
+            ClientCapabilities::default(),
+            writer,
+            CancelToken::new(),
+        );
+        updates.hold(true);
+        updates.chunk(false, "m1", "a");
+        updates.send(SessionUpdate::Plan { entries: vec![] });
+        updates.chunk(false, "m1", "b");
+        assert!(written(&lines).is_empty(), "held while more waits");
+        updates.hold(false);
+        let sent = written(&lines);
+        assert_eq!(sent.len(), 1, "one message for the three");
+        let each: Vec<Value> = sent[0]
+            .split('\n')
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(each.len(), 3);
+        assert_eq!(each[0]["params"]["update"]["content"]["text"], "a");
+        assert_eq!(each[1]["params"]["update"]["sessionUpdate"], "plan");
+        assert_eq!(each[2]["params"]["update"]["content"]["text"], "b");
+        // Not holding: each line goes at once.
+        updates.chunk(false, "m1", "c");
+        assert_eq!(written(&lines).len(), 1);
+        // Held lines go once there are `HELD_LINES` of them, whatever waits.
+        updates.hold(true);
+        for _ in 0..HELD_LINES + 1 {
+            updates.chunk(false, "m1", "d");
+        }
+        let sent = written(&lines);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].lines().count(), HELD_LINES);
+        updates.hold(false);
+        assert_eq!(written(&lines).len(), 1, "the last one");
+        updates.hold(false);
+        assert!(written(&lines).is_empty(), "nothing twice");
+    }
 
     #[test]
     fn chunks_of_one_message_are_kept_merged() {

@@ -15,6 +15,42 @@ use std::sync::Arc;
 /// slow turn (a client that reads slowly) makes the helper wait instead of
 /// reading ahead, whatever the size of the events.
 const IN_FLIGHT_BYTES: usize = 1024 * 1024;
+/// The most events waiting between them.
+pub(super) const IN_FLIGHT_EVENTS: usize = 256;
+
+/// What waits between the helper thread and the turn. A helper that found
+/// no room is woken only once half of it is free, not for each event the
+/// turn takes: a fast server and a busy turn then meet once per hundred
+/// events instead of trading every one (a wake-up each way).
+#[derive(Default)]
+pub(super) struct InFlight {
+    bytes: AtomicUsize,
+    events: AtomicUsize,
+}
+
+impl InFlight {
+    /// Whether an event of `size` may go now: an event alone goes
+    /// whatever its size.
+    fn has_room(&self, size: usize) -> bool {
+        let bytes = self.bytes.load(Ordering::SeqCst);
+        (bytes == 0 || bytes + size <= IN_FLIGHT_BYTES)
+            && self.events.load(Ordering::SeqCst) < IN_FLIGHT_EVENTS
+    }
+
+    fn add(&self, size: usize) {
+        self.bytes.fetch_add(size, Ordering::SeqCst);
+        self.events.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The turn took an event of `size`: whether to wake a waiting
+    /// helper (half the room is free, in events and in bytes; with
+    /// nothing left in flight it always is).
+    pub(super) fn taken(&self, size: usize) -> bool {
+        let bytes = self.bytes.fetch_sub(size, Ordering::SeqCst) - size;
+        let events = self.events.fetch_sub(1, Ordering::SeqCst) - 1;
+        bytes <= IN_FLIGHT_BYTES / 2 && events <= IN_FLIGHT_EVENTS / 2
+    }
+}
 
 pub(super) fn is_json(headers: &ureq::http::HeaderMap) -> bool {
     headers
@@ -31,27 +67,22 @@ pub(super) fn is_json(headers: &ureq::http::HeaderMap) -> bool {
 /// little enough data is in flight.
 pub(super) struct Flow {
     pub(super) sender: Sender<StreamItem>,
-    pub(super) in_flight: Arc<AtomicUsize>,
+    pub(super) in_flight: Arc<InFlight>,
     pub(super) wake: Receiver<()>,
 }
 
 impl Flow {
-    /// Sends an item, first waiting (for an event) until the data in flight
-    /// is under `IN_FLIGHT_BYTES` or nothing: an event larger than that
-    /// goes alone. False once the stream is gone.
+    /// Sends an item, first waiting (for an event) until there is room in
+    /// flight (`InFlight`). False once the stream is gone.
     pub(super) fn send(&self, item: StreamItem) -> bool {
         if let StreamItem::Event(event) = &item {
             let size = event.data.len();
-            loop {
-                let waiting = self.in_flight.load(Ordering::SeqCst);
-                if waiting == 0 || waiting + size <= IN_FLIGHT_BYTES {
-                    break;
-                }
+            while !self.in_flight.has_room(size) {
                 if self.wake.recv().is_err() {
                     return false;
                 }
             }
-            self.in_flight.fetch_add(size, Ordering::SeqCst);
+            self.in_flight.add(size);
         }
         self.sender.send(item).is_ok()
     }
@@ -176,7 +207,7 @@ mod tests {
         let (taken, wake) = crossbeam_channel::bounded(1);
         let flow = Flow {
             sender,
-            in_flight: Arc::new(AtomicUsize::new(0)),
+            in_flight: Arc::new(InFlight::default()),
             wake,
         };
         let event = |size: usize| {
@@ -194,8 +225,32 @@ mod tests {
         assert!(!flow.send(event(IN_FLIGHT_BYTES / 2)));
         assert_eq!(items.len(), 2);
         assert_eq!(
-            flow.in_flight.load(Ordering::SeqCst),
+            flow.in_flight.bytes.load(Ordering::SeqCst),
             IN_FLIGHT_BYTES * 3 / 4
         );
+    }
+
+    #[test]
+    fn a_waiting_helper_is_woken_once_half_the_room_is_free() {
+        let in_flight = InFlight::default();
+        for _ in 0..IN_FLIGHT_EVENTS {
+            assert!(in_flight.has_room(10));
+            in_flight.add(10);
+        }
+        assert!(!in_flight.has_room(10), "full at {IN_FLIGHT_EVENTS} events");
+        let wakes = (0..IN_FLIGHT_EVENTS)
+            .map(|_| in_flight.taken(10))
+            .collect::<Vec<bool>>();
+        let first = wakes.iter().position(|wake| *wake);
+        assert_eq!(first, Some(IN_FLIGHT_EVENTS / 2 - 1));
+        assert!(wakes[IN_FLIGHT_EVENTS / 2..].iter().all(|wake| *wake));
+        // Large events: woken once half the bytes are free.
+        let big = IN_FLIGHT_BYTES / 4;
+        for _ in 0..4 {
+            in_flight.add(big);
+        }
+        assert!(!in_flight.has_room(1));
+        assert!(!in_flight.taken(big));
+        assert!(in_flight.taken(big));
     }
 }

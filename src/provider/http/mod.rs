@@ -19,11 +19,10 @@ mod stream;
 use super::sse::SseEvent;
 use super::{Outcome, ProviderError, Sink, StreamError};
 use crate::cancel::CancelToken;
-use body::{is_json, read_events, read_whole, Flow};
+use body::{is_json, read_events, read_whole, Flow, InFlight, IN_FLIGHT_EVENTS};
 use crossbeam_channel::{select, Receiver, Sender};
 use errors::{backoff, connect_error, error_event, status_error, RetryAdvice};
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 pub(crate) use stream::{response_too_large, StreamItem, StreamLimits, WholeAnswer};
@@ -112,7 +111,7 @@ pub(crate) struct EventStream {
     received: std::cell::Cell<usize>,
     limits: StreamLimits,
     /// Event data read by the helper thread and not taken here yet.
-    in_flight: Arc<AtomicUsize>,
+    in_flight: Arc<InFlight>,
     /// Tells the helper thread that data was taken (it waits when too much
     /// is in flight); dropped with the stream, which ends the helper.
     taken: Sender<()>,
@@ -223,6 +222,10 @@ impl Sink for Held<'_> {
         if self.admit(true, text) {
             self.sink.retrying(text, until_ms);
         }
+    }
+
+    fn more_waiting(&mut self, more: bool) {
+        self.sink.more_waiting(more);
     }
 }
 
@@ -352,11 +355,12 @@ impl EventStream {
             cancel.on_cancel(move || agent.shutdown());
         }
         // A small buffer is enough to decouple the socket from the worker
-        // and still lets a slow consumer push back on the server; the bytes
-        // in it are bounded as well as the events.
-        let (sender, items) = crossbeam_channel::bounded(256);
+        // and still lets a slow consumer push back on the server; the
+        // events and bytes in it are counted (`InFlight`), the rest of its
+        // room is for the few other items (keep-alives, the end).
+        let (sender, items) = crossbeam_channel::bounded(IN_FLIGHT_EVENTS + 64);
         let (taken, wake) = crossbeam_channel::bounded(1);
-        let in_flight = Arc::new(AtomicUsize::new(0));
+        let in_flight = Arc::new(InFlight::default());
         let header_cost = Arc::new(std::sync::OnceLock::new());
         let cost_slot = header_cost.clone();
         let url_owned = url.to_string();
@@ -435,14 +439,28 @@ impl EventStream {
             over: false,
             last: None,
         };
+        let result = self.drive_held(cancel, &mut held, state);
+        held.sink.more_waiting(false);
+        result
+    }
+
+    fn drive_held(
+        &self,
+        cancel: &CancelToken,
+        held: &mut Held<'_>,
+        state: &mut dyn WireState,
+    ) -> Result<Outcome, StreamError> {
+        let cap = self.limits.response;
         loop {
+            let more = !self.peeked.borrow().is_empty() || !self.items.is_empty();
+            held.sink.more_waiting(more);
             let item = match self.next(cancel) {
                 Next::Cancelled => return Err(StreamError::Cancelled),
                 Next::Item(item) => item,
             };
             match item {
                 StreamItem::Event(event) => {
-                    let outcome = state.handle(&event, &mut held)?;
+                    let outcome = state.handle(&event, held)?;
                     drop(event);
                     if held.over || held.bytes + state.held() > cap {
                         self.agent.clone().shutdown();
@@ -496,32 +514,18 @@ impl EventStream {
 
     /// `next` from the connection itself, past the items `open` holds.
     fn receive(&self, cancel: &CancelToken) -> Next {
+        // An item already waiting is taken without the select's set-up;
+        // a cancel still wins at once.
+        if !cancel.is_cancelled() {
+            if let Ok(item) = self.items.try_recv() {
+                return self.received_item(item);
+            }
+        }
         let deadline = self.progress.get() + self.stall;
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         select! {
             recv(self.items) -> item => match item {
-                Ok(item) => {
-                    let now = std::time::Instant::now();
-                    let reading_prompt = self.received.get() == 0
-                        && now.duration_since(self.started) < self.stall * FIRST_EVENT_STALLS;
-                    if !matches!(item, StreamItem::Alive) || reading_prompt {
-                        self.progress.set(now);
-                    }
-                    if let StreamItem::Event(event) = &item {
-                        self.in_flight.fetch_sub(event.data.len(), Ordering::SeqCst);
-                        let _ = self.taken.try_send(());
-                        let received = self.received.get() + event.data.len();
-                        self.received.set(received);
-                        if received > self.limits.stream {
-                            self.agent.clone().shutdown();
-                            return Next::Item(StreamItem::Failed(response_too_large(
-                                self.limits.stream,
-                                " of events",
-                            )));
-                        }
-                    }
-                    Next::Item(item)
-                }
+                Ok(item) => self.received_item(item),
                 Err(_) => Next::Item(StreamItem::Failed(ProviderError::new(
                     "provider_stream_broken",
                     "the provider stream ended unexpectedly",
@@ -540,6 +544,32 @@ impl EventStream {
                 )))
             }
         }
+    }
+
+    /// Accounts for an item read from the connection: progress (for the
+    /// stall timeout), the bytes in flight, the stream's cap.
+    fn received_item(&self, item: StreamItem) -> Next {
+        let now = std::time::Instant::now();
+        let reading_prompt = self.received.get() == 0
+            && now.duration_since(self.started) < self.stall * FIRST_EVENT_STALLS;
+        if !matches!(item, StreamItem::Alive) || reading_prompt {
+            self.progress.set(now);
+        }
+        if let StreamItem::Event(event) = &item {
+            if self.in_flight.taken(event.data.len()) {
+                let _ = self.taken.try_send(());
+            }
+            let received = self.received.get() + event.data.len();
+            self.received.set(received);
+            if received > self.limits.stream {
+                self.agent.clone().shutdown();
+                return Next::Item(StreamItem::Failed(response_too_large(
+                    self.limits.stream,
+                    " of events",
+                )));
+            }
+        }
+        Next::Item(item)
     }
 }
 
