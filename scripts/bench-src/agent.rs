@@ -29,6 +29,9 @@ enum Out {
 struct Tally {
     chunks: u64,
     bytes: u64,
+    /// `tok ` in message chunks: the fake server's pieces of text (figure
+    /// 4), however the agent split them into lines.
+    pieces: u64,
     /// Lines with `"tool_call"` (a call announced), with
     /// `"tool_call_update"`, and those of them with `"completed"`.
     tool_calls: u64,
@@ -49,6 +52,7 @@ pub(crate) struct Answer {
     pub(crate) result: Value,
     pub(crate) chunks: u64,
     pub(crate) chunk_bytes: u64,
+    pub(crate) pieces: u64,
     pub(crate) first_chunk: Option<Instant>,
     pub(crate) last_chunk: Option<Instant>,
     pub(crate) tool_calls: u64,
@@ -197,6 +201,7 @@ impl AgentProcess {
                         result: message.get("result").cloned().unwrap_or(Value::Null),
                         chunks: tally.chunks - before.chunks,
                         chunk_bytes: tally.bytes - before.bytes,
+                        pieces: tally.pieces - before.pieces,
                         first_chunk: tally.first.filter(|_| tally.chunks > before.chunks),
                         last_chunk: tally.last.filter(|_| tally.chunks > before.chunks),
                         tool_calls: tally.tool_calls - before.tool_calls,
@@ -333,6 +338,7 @@ fn read_stdout(stdout: impl Read, sender: &Sender<Out>) {
         if contains(&line, b"\"agent_message_chunk\"") {
             tally.chunks += 1;
             tally.bytes += line.len() as u64;
+            tally.pieces += count(&line, b"tok ");
             tally.first.get_or_insert(at);
             tally.last = Some(at);
             continue;
@@ -358,6 +364,13 @@ fn read_stdout(stdout: impl Read, sender: &Sender<Out>) {
         }
     }
     let _ = sender.send(Out::Eof);
+}
+
+fn count(haystack: &[u8], needle: &[u8]) -> u64 {
+    match (std::str::from_utf8(haystack), std::str::from_utf8(needle)) {
+        (Ok(text), Ok(needle)) => text.matches(needle).count() as u64,
+        _ => 0,
+    }
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {

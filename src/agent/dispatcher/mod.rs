@@ -203,6 +203,10 @@ impl Dispatcher {
                 let store = Store::open(&db_path).map_err(|error| error.to_string());
                 let registry = Registry::build_from(&options, loaded.result()).map(Arc::new);
                 let _ = sender.send((store, registry));
+                // The first turn's tools depend on whether ripgrep is
+                // installed; finding out runs a process, done here rather
+                // than before the first model request.
+                crate::tools::search::ripgrep_available();
             });
         if spawned.is_ok() {
             self.warm = Some(receiver);

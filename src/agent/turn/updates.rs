@@ -54,7 +54,20 @@ struct HeldLines {
     /// The lines, joined by newlines.
     text: String,
     lines: usize,
+    /// The turn's own chunks of one message in a row, merged into one
+    /// update: the model outran the client, which gets the same text in
+    /// fewer lines. Written out before any other line.
+    chunk: Option<MergedChunk>,
 }
+
+struct MergedChunk {
+    thought: bool,
+    message_id: String,
+    text: String,
+}
+
+/// The most text merged into one chunk while held.
+const MERGED_TEXT: usize = 4 * 1024;
 
 /// The most lines, and bytes, held before they are sent anyway: what the
 /// bounded writer queue holds stays near what it held a line at a time.
@@ -129,11 +142,61 @@ impl Updates {
     pub(super) fn hold(&mut self, more: bool) {
         if more {
             self.held.get_or_insert_with(HeldLines::default);
-        } else if let Some(held) = self.held.take() {
+            return;
+        }
+        self.write_merged();
+        if let Some(held) = self.held.take() {
             if held.lines > 0 {
                 self.queue(held.text);
             }
         }
+    }
+
+    /// Writes the merged chunk, if there is one, as the client gets it.
+    fn write_merged(&mut self) {
+        let Some(merged) = self.held.as_mut().and_then(|held| held.chunk.take()) else {
+            return;
+        };
+        let chunk = acp::fit::Update::Chunk {
+            thought: merged.thought,
+            message_id: &merged.message_id,
+            text: &merged.text,
+            meta: None,
+        };
+        if let Some(line) = acp::fit::line(&self.session_id, chunk, &self.capabilities) {
+            self.add_line(line);
+        }
+    }
+
+    /// While held, merges the turn's own chunk into the one before it
+    /// (same kind, same message): false when it is written as it is.
+    fn merged(&mut self, thought: bool, message_id: &str, text: &str) -> bool {
+        if self.nested.is_some() {
+            return false;
+        }
+        let Some(held) = &mut self.held else {
+            return false;
+        };
+        match &mut held.chunk {
+            Some(merged)
+                if merged.thought == thought
+                    && merged.message_id == message_id
+                    && merged.text.len() + text.len() <= MERGED_TEXT =>
+            {
+                merged.text.push_str(text);
+                return true;
+            }
+            Some(_) => self.write_merged(),
+            None => {}
+        }
+        if let Some(held) = &mut self.held {
+            held.chunk = Some(MergedChunk {
+                thought,
+                message_id: message_id.to_string(),
+                text: text.to_string(),
+            });
+        }
+        true
     }
 
     /// Mirrors every update into an agent job's log from now on.
@@ -214,6 +277,11 @@ impl Updates {
     /// Writes a line: held with the others while `hold` says more is
     /// waiting, queued at once otherwise.
     fn deliver(&mut self, line: String) {
+        self.write_merged();
+        self.add_line(line);
+    }
+
+    fn add_line(&mut self, line: String) {
         let Some(held) = &mut self.held else {
             return self.queue(line);
         };
@@ -227,8 +295,9 @@ impl Updates {
         held.text.push_str(&line);
         held.lines += 1;
         if held.lines >= HELD_LINES || held.text.len() >= HELD_BYTES {
-            let full = std::mem::take(held);
-            self.queue(full.text);
+            let text = std::mem::take(&mut held.text);
+            held.lines = 0;
+            self.queue(text);
         }
     }
 
@@ -262,6 +331,10 @@ impl Updates {
 
     /// Sends a message or thought chunk (the hot path: no JSON tree).
     pub(super) fn chunk(&mut self, thought: bool, message_id: &str, text: &str) {
+        if self.merged(thought, message_id, text) {
+            self.keep_chunk(thought, message_id, text, None, None);
+            return;
+        }
         let parent = self.nested.as_ref().map(|n| n.parent.clone());
         let child = self.nested.as_ref().and_then(|n| n.child.clone());
         let meta = parent.as_deref().map(parent_meta);
@@ -601,27 +674,48 @@ mod tests {
         );
         updates.hold(true);
         updates.chunk(false, "m1", "a");
-        updates.send(SessionUpdate::Plan { entries: vec![] });
         updates.chunk(false, "m1", "b");
+        updates.send(SessionUpdate::Plan { entries: vec![] });
+        updates.chunk(true, "t1", "c");
+        updates.chunk(false, "m1", "d");
+        updates.chunk(false, "m1", "e");
         assert!(written(&lines).is_empty(), "held while more waits");
         updates.hold(false);
         let sent = written(&lines);
-        assert_eq!(sent.len(), 1, "one message for the three");
+        assert_eq!(sent.len(), 1, "one message for the lines");
         let each: Vec<Value> = sent[0]
             .split('\n')
-            .map(|line| serde_json::from_str(line).unwrap())
+            .map(|line| serde_json::from_str::<Value>(line).unwrap()["params"]["update"].clone())
             .collect();
-        assert_eq!(each.len(), 3);
-        assert_eq!(each[0]["params"]["update"]["content"]["text"], "a");
-        assert_eq!(each[1]["params"]["update"]["sessionUpdate"], "plan");
-        assert_eq!(each[2]["params"]["update"]["content"]["text"], "b");
-        // Not holding: each line goes at once.
-        updates.chunk(false, "m1", "c");
-        assert_eq!(written(&lines).len(), 1);
+        let shown: Vec<(String, String)> = each
+            .iter()
+            .map(|update| {
+                let kind = update["sessionUpdate"].as_str().unwrap().to_string();
+                let text = update["content"]["text"].as_str().unwrap_or("").to_string();
+                (kind, text)
+            })
+            .collect();
+        let pair = |kind: &str, text: &str| (kind.to_string(), text.to_string());
+        assert_eq!(
+            shown,
+            [
+                pair("agent_message_chunk", "ab"),
+                pair("plan", ""),
+                pair("agent_thought_chunk", "c"),
+                pair("agent_message_chunk", "de"),
+            ],
+            "chunks in a row merged, the order kept"
+        );
+        // Kept for the store as ever.
+        assert_eq!(updates.take_kept().len(), 4);
+        // Not holding: each chunk goes at once, as it is.
+        updates.chunk(false, "m1", "f");
+        updates.chunk(false, "m1", "g");
+        assert_eq!(written(&lines).len(), 2);
         // Held lines go once there are `HELD_LINES` of them, whatever waits.
         updates.hold(true);
-        for _ in 0..HELD_LINES + 1 {
-            updates.chunk(false, "m1", "d");
+        for turn in 0..HELD_LINES + 1 {
+            updates.chunk(turn % 2 == 0, "m1", "h");
         }
         let sent = written(&lines);
         assert_eq!(sent.len(), 1);
@@ -630,6 +724,25 @@ mod tests {
         assert_eq!(written(&lines).len(), 1, "the last one");
         updates.hold(false);
         assert!(written(&lines).is_empty(), "nothing twice");
+        // A merged chunk holds at most `MERGED_TEXT` bytes.
+        updates.hold(true);
+        let piece = "x".repeat(1000);
+        for _ in 0..9 {
+            updates.chunk(false, "m2", &piece);
+        }
+        updates.hold(false);
+        let sent = written(&lines);
+        let texts: Vec<usize> = sent[0]
+            .split('\n')
+            .map(|line| {
+                let line: Value = serde_json::from_str(line).unwrap();
+                line["params"]["update"]["content"]["text"]
+                    .as_str()
+                    .unwrap()
+                    .len()
+            })
+            .collect();
+        assert_eq!(texts, [4000, 4000, 1000]);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use super::stream::{response_too_large, StreamItem, StreamLimits, WholeAnswer};
 use crate::provider::sse::{Line, SseEvent, SseParser};
 use crate::provider::ProviderError;
 use crossbeam_channel::{Receiver, Sender};
+use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -64,27 +65,71 @@ pub(super) fn is_json(headers: &ureq::http::HeaderMap) -> bool {
 }
 
 /// The helper thread's side of the stream: events go out only while
-/// little enough data is in flight.
+/// little enough data is in flight, and together: those read from one
+/// buffer of the socket go as one item (`flush`), so the turn is woken
+/// once for them, not once an event.
 pub(super) struct Flow {
     pub(super) sender: Sender<StreamItem>,
     pub(super) in_flight: Arc<InFlight>,
     pub(super) wake: Receiver<()>,
+    pub(super) batch: RefCell<Vec<SseEvent>>,
 }
 
+/// The most events sent as one item.
+const BATCH_EVENTS: usize = 64;
+
 impl Flow {
-    /// Sends an item, first waiting (for an event) until there is room in
-    /// flight (`InFlight`). False once the stream is gone.
-    pub(super) fn send(&self, item: StreamItem) -> bool {
-        if let StreamItem::Event(event) = &item {
-            let size = event.data.len();
-            while !self.in_flight.has_room(size) {
-                if self.wake.recv().is_err() {
-                    return false;
-                }
-            }
-            self.in_flight.add(size);
+    pub(super) fn new(
+        sender: Sender<StreamItem>,
+        in_flight: Arc<InFlight>,
+        wake: Receiver<()>,
+    ) -> Flow {
+        Flow {
+            sender,
+            in_flight,
+            wake,
+            batch: RefCell::new(Vec::new()),
         }
-        self.sender.send(item).is_ok()
+    }
+
+    /// Sends an item: an event joins the batch once there is room in
+    /// flight (`InFlight`; what is batched goes first while it waits),
+    /// anything else goes after the batch. False once the stream is gone.
+    pub(super) fn send(&self, item: StreamItem) -> bool {
+        let StreamItem::Event(event) = item else {
+            return self.flush() && self.sender.send(item).is_ok();
+        };
+        let size = event.data.len();
+        if !self.in_flight.has_room(size) && !self.flush() {
+            return false;
+        }
+        while !self.in_flight.has_room(size) {
+            if self.wake.recv().is_err() {
+                return false;
+            }
+        }
+        self.in_flight.add(size);
+        let full = {
+            let mut batch = self.batch.borrow_mut();
+            batch.push(event);
+            batch.len() >= BATCH_EVENTS
+        };
+        !full || self.flush()
+    }
+
+    /// Sends the batched events, if any: before the reader may wait for
+    /// the socket, and before any other item. False once the stream is
+    /// gone.
+    pub(super) fn flush(&self) -> bool {
+        let batch = std::mem::take(&mut *self.batch.borrow_mut());
+        match batch.len() {
+            0 => true,
+            1 => {
+                let event = batch.into_iter().next().map(StreamItem::Event);
+                event.is_none_or(|event| self.sender.send(event).is_ok())
+            }
+            _ => self.sender.send(StreamItem::Events(batch)).is_ok(),
+        }
     }
 }
 
@@ -148,6 +193,10 @@ pub(super) fn read_events<R: Read>(reader: R, flow: &Flow, limits: StreamLimits)
         ))
     };
     loop {
+        // What was read so far goes before the reader may wait for more.
+        if reader.buffer().is_empty() && !flow.flush() {
+            return StreamItem::End;
+        }
         line.clear();
         let cap = limits.line as u64 + 1;
         match (&mut reader).take(cap).read_until(b'\n', &mut line) {
@@ -205,11 +254,7 @@ mod tests {
     fn the_helper_waits_while_a_megabyte_is_in_flight() {
         let (sender, items) = crossbeam_channel::bounded(256);
         let (taken, wake) = crossbeam_channel::bounded(1);
-        let flow = Flow {
-            sender,
-            in_flight: Arc::new(InFlight::default()),
-            wake,
-        };
+        let flow = Flow::new(sender, Arc::new(InFlight::default()), wake);
         let event = |size: usize| {
             StreamItem::Event(SseEvent {
                 event: None,
@@ -223,7 +268,10 @@ mod tests {
         // This one waits for room, until the stream is gone.
         drop(taken);
         assert!(!flow.send(event(IN_FLIGHT_BYTES / 2)));
-        assert_eq!(items.len(), 2);
+        // The two went together before it waited.
+        assert_eq!(items.len(), 1);
+        let sent = items.try_recv().unwrap();
+        assert!(matches!(&sent, StreamItem::Events(events) if events.len() == 2));
         assert_eq!(
             flow.in_flight.bytes.load(Ordering::SeqCst),
             IN_FLIGHT_BYTES * 3 / 4

@@ -98,6 +98,8 @@ pub(crate) struct EventStream {
     /// The first items, read by `open` to decide about a retry: events
     /// that show nothing yet, and the first that does.
     peeked: RefCell<std::collections::VecDeque<StreamItem>>,
+    /// Events that came together (`StreamItem::Events`), not yet taken.
+    read: RefCell<std::collections::VecDeque<SseEvent>>,
     /// When the stream last gave something real (an event, or its start):
     /// keep-alive comments show the server lives but not that it makes
     /// progress, so they do not move the stall deadline — except before
@@ -364,11 +366,7 @@ impl EventStream {
         let header_cost = Arc::new(std::sync::OnceLock::new());
         let cost_slot = header_cost.clone();
         let url_owned = url.to_string();
-        let flow = Flow {
-            sender,
-            in_flight: in_flight.clone(),
-            wake,
-        };
+        let flow = Flow::new(sender, in_flight.clone(), wake);
         // Detached: it ends when the server's answer is read or refused;
         // cancel shuts the agent's connections down (above), so the turn
         // never waits on it.
@@ -396,7 +394,7 @@ impl EventStream {
                         }
                     }
                 };
-                let _ = flow.sender.send(item);
+                let _ = flow.send(item);
             })
             .map_err(|err| {
                 ProviderError::new("provider_unreachable", format!("cannot start: {err}"))
@@ -410,6 +408,7 @@ impl EventStream {
             stall: timeouts.stall,
             url: url.to_string(),
             peeked: RefCell::new(std::collections::VecDeque::new()),
+            read: RefCell::new(std::collections::VecDeque::new()),
             progress: std::cell::Cell::new(std::time::Instant::now()),
             started: std::time::Instant::now(),
             received: std::cell::Cell::new(0),
@@ -452,7 +451,9 @@ impl EventStream {
     ) -> Result<Outcome, StreamError> {
         let cap = self.limits.response;
         loop {
-            let more = !self.peeked.borrow().is_empty() || !self.items.is_empty();
+            let more = !self.peeked.borrow().is_empty()
+                || !self.read.borrow().is_empty()
+                || !self.items.is_empty();
             held.sink.more_waiting(more);
             let item = match self.next(cancel) {
                 Next::Cancelled => return Err(StreamError::Cancelled),
@@ -471,6 +472,9 @@ impl EventStream {
                     }
                 }
                 StreamItem::Alive => {}
+                // Taken apart by `receive`; never here, but kept in order
+                // should it be.
+                StreamItem::Events(events) => self.read.borrow_mut().extend(events),
                 StreamItem::End => {
                     return state
                         .end()
@@ -517,6 +521,9 @@ impl EventStream {
         // An item already waiting is taken without the select's set-up;
         // a cancel still wins at once.
         if !cancel.is_cancelled() {
+            if let Some(event) = self.read.borrow_mut().pop_front() {
+                return Next::Item(StreamItem::Event(event));
+            }
             if let Ok(item) = self.items.try_recv() {
                 return self.received_item(item);
             }
@@ -555,21 +562,43 @@ impl EventStream {
         if !matches!(item, StreamItem::Alive) || reading_prompt {
             self.progress.set(now);
         }
-        if let StreamItem::Event(event) = &item {
-            if self.in_flight.taken(event.data.len()) {
-                let _ = self.taken.try_send(());
+        let first = match item {
+            StreamItem::Event(event) => {
+                self.account([&event].into_iter());
+                event
             }
-            let received = self.received.get() + event.data.len();
-            self.received.set(received);
-            if received > self.limits.stream {
-                self.agent.clone().shutdown();
-                return Next::Item(StreamItem::Failed(response_too_large(
-                    self.limits.stream,
-                    " of events",
-                )));
+            StreamItem::Events(events) => {
+                self.account(events.iter());
+                let mut events = events.into_iter();
+                let Some(first) = events.next() else {
+                    return Next::Item(StreamItem::Alive);
+                };
+                self.read.borrow_mut().extend(events);
+                first
             }
+            item => return Next::Item(item),
+        };
+        if self.received.get() > self.limits.stream {
+            self.agent.clone().shutdown();
+            return Next::Item(StreamItem::Failed(response_too_large(
+                self.limits.stream,
+                " of events",
+            )));
         }
-        Next::Item(item)
+        Next::Item(StreamItem::Event(first))
+    }
+
+    /// Counts events taken: the data received, and the room they free
+    /// (waking the helper when it is half free).
+    fn account<'a>(&self, events: impl Iterator<Item = &'a SseEvent>) {
+        let mut wake = false;
+        for event in events {
+            wake |= self.in_flight.taken(event.data.len());
+            self.received.set(self.received.get() + event.data.len());
+        }
+        if wake {
+            let _ = self.taken.try_send(());
+        }
     }
 }
 

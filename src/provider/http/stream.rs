@@ -48,6 +48,9 @@ pub(crate) type WholeAnswer = fn(&serde_json::Value) -> Vec<String>;
 #[derive(Debug)]
 pub(crate) enum StreamItem {
     Event(SseEvent),
+    /// Events read together, sent at once (`Flow::flush`); the consumer
+    /// takes them one by one, so only the channel carries this.
+    Events(Vec<SseEvent>),
     /// A comment line: no data, but the stream is alive.
     Alive,
     /// The body ended cleanly.

@@ -111,7 +111,8 @@ fn kill_in_the_middle_of_a_stream() {
     let mut agent = space.openai(&server);
     let session = agent.new_session(&space.ws);
     let _prompt = agent.request("session/prompt", text_prompt(&session, "Stream something"));
-    wait_for_update(&mut agent, &session, |u| chunk_text(u) == "answer");
+    // Chunks that come together may reach the client merged.
+    wait_for_update(&mut agent, &session, |u| chunk_text(u).ends_with("answer"));
     agent.kill();
 
     let replay = recover(&space, &session);
