@@ -344,52 +344,19 @@ fn chunk_line(
     }
     // The hot path of a stream: the bytes serde writes for the same
     // notification (a test holds them together), written straight.
-    let kind = if thought {
-        "agent_thought_chunk"
-    } else {
-        "agent_message_chunk"
-    };
+    let kind = update::chunk_kind(thought);
     let mut line =
         String::with_capacity(160 + session_id.len() + message_id.len() + text.len() * 9 / 8);
     line.push_str(r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"#);
-    push_json_string(&mut line, session_id);
+    update::push_json_string(&mut line, session_id);
     line.push_str(r#","update":{"content":{"text":"#);
-    push_json_string(&mut line, text);
+    update::push_json_string(&mut line, text);
     line.push_str(r#","type":"text"},"messageId":"#);
-    push_json_string(&mut line, message_id);
+    update::push_json_string(&mut line, message_id);
     line.push_str(r#","sessionUpdate":""#);
     line.push_str(kind);
     line.push_str(r#""}}}"#);
     line
-}
-
-/// Writes `text` as a JSON string, escaped as serde_json escapes it: runs
-/// that need no escape are copied whole.
-fn push_json_string(out: &mut String, text: &str) {
-    out.push('"');
-    let mut start = 0;
-    for (at, byte) in text.bytes().enumerate() {
-        let escape = match byte {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0..=0x1f => "",
-            _ => continue,
-        };
-        out.push_str(&text[start..at]);
-        if escape.is_empty() {
-            out.push_str(&format!("\\u{byte:04x}"));
-        } else {
-            out.push_str(escape);
-        }
-        start = at + 1;
-    }
-    out.push_str(&text[start..]);
-    out.push('"');
 }
 
 /// Renders a stored update as the `session/update` line that replays it.

@@ -482,11 +482,7 @@ impl<'a> ChunkRef<'a> {
             meta,
             content: TextRef { text, kind: "text" },
             message_id,
-            session_update: if thought {
-                "agent_thought_chunk"
-            } else {
-                "agent_message_chunk"
-            },
+            session_update: chunk_kind(thought),
         }
     }
 }
@@ -499,7 +495,59 @@ pub(crate) fn stored_chunk(
     text: &str,
     meta: Option<&Value>,
 ) -> String {
-    serde_json::to_string(&ChunkRef::new(thought, message_id, text, meta)).unwrap_or_default()
+    if meta.is_some() {
+        return serde_json::to_string(&ChunkRef::new(thought, message_id, text, meta))
+            .unwrap_or_default();
+    }
+    // A whole message's text at a turn's end: written straight, the same
+    // bytes (a test holds them together).
+    let mut out = String::with_capacity(96 + message_id.len() + text.len() * 9 / 8);
+    out.push_str(r#"{"content":{"text":"#);
+    push_json_string(&mut out, text);
+    out.push_str(r#","type":"text"},"messageId":"#);
+    push_json_string(&mut out, message_id);
+    out.push_str(r#","sessionUpdate":""#);
+    out.push_str(chunk_kind(thought));
+    out.push_str(r#""}"#);
+    out
+}
+
+/// Writes `text` as a JSON string, escaped as serde_json escapes it: runs
+/// that need no escape are copied whole.
+pub(super) fn push_json_string(out: &mut String, text: &str) {
+    out.push('"');
+    let mut start = 0;
+    for (at, byte) in text.bytes().enumerate() {
+        let escape = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&text[start..at]);
+        if escape.is_empty() {
+            out.push_str(&format!("\\u{byte:04x}"));
+        } else {
+            out.push_str(escape);
+        }
+        start = at + 1;
+    }
+    out.push_str(&text[start..]);
+    out.push('"');
+}
+
+/// The `sessionUpdate` of an agent message or thought chunk.
+pub(super) fn chunk_kind(thought: bool) -> &'static str {
+    if thought {
+        "agent_thought_chunk"
+    } else {
+        "agent_message_chunk"
+    }
 }
 
 #[cfg(test)]
@@ -617,6 +665,11 @@ mod tests {
                     assert_eq!(
                         chunk_line(session, thought, message, text, None),
                         update_line(session, &tree),
+                        "{text:?}"
+                    );
+                    assert_eq!(
+                        stored_chunk(thought, message, text, None),
+                        tree.to_string(),
                         "{text:?}"
                     );
                 }

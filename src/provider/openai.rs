@@ -12,6 +12,7 @@ use super::{
 use crate::cancel::CancelToken;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 
 pub(crate) struct ChatCompletions {
     pub base_url: String,
@@ -365,10 +366,12 @@ pub(crate) fn fold_chunk(data: &str, calls: &mut ToolCalls) -> bool {
     true
 }
 
+/// One streamed chunk. Its texts borrow from the event where they need no
+/// unescaping: most chunks then parse without allocating their text.
 #[derive(Deserialize)]
-struct Chunk {
-    #[serde(default)]
-    choices: Vec<Choice>,
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<Choice<'a>>,
     #[serde(default)]
     usage: Option<RawUsage>,
     #[serde(default)]
@@ -376,23 +379,58 @@ struct Chunk {
 }
 
 #[derive(Deserialize)]
-struct Choice {
-    #[serde(default)]
-    delta: Option<Delta>,
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
     #[serde(default)]
     finish_reason: Option<String>,
 }
 
+/// A text of a chunk: borrowed from the event when it has no escapes
+/// (serde borrows a `Cow` only where it is the field's whole type, not
+/// inside an `Option`).
+#[derive(Default)]
+struct Text<'a>(Cow<'a, str>);
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Cow<'de, str>;
+            fn expecting(&self, out: &mut std::fmt::Formatter) -> std::fmt::Result {
+                out.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
+                Ok(Cow::Borrowed(text))
+            }
+            fn visit_str<E>(self, text: &str) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(text.to_string()))
+            }
+            fn visit_string<E>(self, text: String) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(text))
+            }
+        }
+        deserializer.deserialize_str(Visit).map(Text)
+    }
+}
+
 #[derive(Deserialize, Default)]
-struct Delta {
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    reasoning_content: Option<String>,
-    #[serde(default)]
-    reasoning: Option<String>,
-    #[serde(default)]
-    refusal: Option<String>,
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    refusal: Option<Text<'a>>,
     #[serde(default)]
     tool_calls: Option<Vec<ToolCallDelta>>,
     /// Kept as any value: a gateway's odd shape here is dropped, not
@@ -669,6 +707,28 @@ fn outcome(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunk_text_is_borrowed_unless_it_has_escapes() {
+        let text = |data: &str| -> Option<(String, bool)> {
+            let chunk: Chunk = serde_json::from_str(data).ok()?;
+            let delta = chunk.choices.into_iter().next()?.delta?;
+            let content = delta.content?;
+            Some((content.to_string(), matches!(content.0, Cow::Borrowed(_))))
+        };
+        let plain = r#"{"choices":[{"delta":{"content":"tok "}}]}"#;
+        assert_eq!(text(plain), Some(("tok ".into(), true)));
+        let escaped = r#"{"choices":[{"delta":{"content":"a\n\"b\" \u00e9"}}]}"#;
+        assert_eq!(text(escaped), Some(("a\n\"b\" é".into(), false)));
+        let null = r#"{"choices":[{"delta":{"content":null,"refusal":"no"}}]}"#;
+        let chunk: Chunk = serde_json::from_str(null).unwrap();
+        let delta = chunk.choices.into_iter().next().unwrap().delta.unwrap();
+        assert!(delta.content.is_none());
+        assert_eq!(delta.refusal.as_deref(), Some("no"));
+        // Not a string: the chunk is refused, as before.
+        let number = r#"{"choices":[{"delta":{"content":5}}]}"#;
+        assert!(serde_json::from_str::<Chunk>(number).is_err());
+    }
 
     fn delta(
         index: Option<u64>,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// reading ahead, whatever the size of the events.
 const IN_FLIGHT_BYTES: usize = 1024 * 1024;
 /// The most events waiting between them.
-pub(super) const IN_FLIGHT_EVENTS: usize = 256;
+pub(super) const IN_FLIGHT_EVENTS: usize = 1024;
 
 /// What waits between the helper thread and the turn. A helper that found
 /// no room is woken only once half of it is free, not for each event the
@@ -30,25 +30,26 @@ pub(super) struct InFlight {
 }
 
 impl InFlight {
-    /// Whether an event of `size` may go now: an event alone goes
-    /// whatever its size.
-    fn has_room(&self, size: usize) -> bool {
-        let bytes = self.bytes.load(Ordering::SeqCst);
+    /// Whether an event of `size` may join `pending` (bytes, events)
+    /// not yet counted: an event alone goes whatever its size.
+    fn has_room(&self, pending: (usize, usize), size: usize) -> bool {
+        let bytes = self.bytes.load(Ordering::SeqCst) + pending.0;
         (bytes == 0 || bytes + size <= IN_FLIGHT_BYTES)
-            && self.events.load(Ordering::SeqCst) < IN_FLIGHT_EVENTS
+            && self.events.load(Ordering::SeqCst) + pending.1 < IN_FLIGHT_EVENTS
     }
 
-    fn add(&self, size: usize) {
-        self.bytes.fetch_add(size, Ordering::SeqCst);
-        self.events.fetch_add(1, Ordering::SeqCst);
+    /// Counts `events` events of `bytes` in all as sent (once a batch).
+    fn add(&self, bytes: usize, events: usize) {
+        self.bytes.fetch_add(bytes, Ordering::SeqCst);
+        self.events.fetch_add(events, Ordering::SeqCst);
     }
 
-    /// The turn took an event of `size`: whether to wake a waiting
-    /// helper (half the room is free, in events and in bytes; with
-    /// nothing left in flight it always is).
-    pub(super) fn taken(&self, size: usize) -> bool {
-        let bytes = self.bytes.fetch_sub(size, Ordering::SeqCst) - size;
-        let events = self.events.fetch_sub(1, Ordering::SeqCst) - 1;
+    /// The turn took `events` events of `bytes` in all: whether to wake a
+    /// waiting helper (half the room is free, in events and in bytes;
+    /// with nothing left in flight it always is).
+    pub(super) fn taken(&self, bytes: usize, events: usize) -> bool {
+        let bytes = self.bytes.fetch_sub(bytes, Ordering::SeqCst) - bytes;
+        let events = self.events.fetch_sub(events, Ordering::SeqCst) - events;
         bytes <= IN_FLIGHT_BYTES / 2 && events <= IN_FLIGHT_EVENTS / 2
     }
 }
@@ -72,7 +73,16 @@ pub(super) struct Flow {
     pub(super) sender: Sender<StreamItem>,
     pub(super) in_flight: Arc<InFlight>,
     pub(super) wake: Receiver<()>,
-    pub(super) batch: RefCell<Vec<SseEvent>>,
+    pub(super) batch: RefCell<Batch>,
+}
+
+/// Events read but not yet sent, and their bytes: counted in flight
+/// when they go, one count a batch rather than one an event (the counts
+/// are shared with the turn's thread).
+#[derive(Default)]
+pub(super) struct Batch {
+    events: Vec<SseEvent>,
+    bytes: usize,
 }
 
 /// The most events sent as one item.
@@ -88,7 +98,7 @@ impl Flow {
             sender,
             in_flight,
             wake,
-            batch: RefCell::new(Vec::new()),
+            batch: RefCell::new(Batch::default()),
         }
     }
 
@@ -100,19 +110,25 @@ impl Flow {
             return self.flush() && self.sender.send(item).is_ok();
         };
         let size = event.data.len();
-        if !self.in_flight.has_room(size) && !self.flush() {
-            return false;
-        }
-        while !self.in_flight.has_room(size) {
-            if self.wake.recv().is_err() {
+        let pending = {
+            let batch = self.batch.borrow();
+            (batch.bytes, batch.events.len())
+        };
+        if !self.in_flight.has_room(pending, size) {
+            if !self.flush() {
                 return false;
             }
+            while !self.in_flight.has_room((0, 0), size) {
+                if self.wake.recv().is_err() {
+                    return false;
+                }
+            }
         }
-        self.in_flight.add(size);
         let full = {
             let mut batch = self.batch.borrow_mut();
-            batch.push(event);
-            batch.len() >= BATCH_EVENTS
+            batch.events.push(event);
+            batch.bytes += size;
+            batch.events.len() >= BATCH_EVENTS
         };
         !full || self.flush()
     }
@@ -122,14 +138,16 @@ impl Flow {
     /// gone.
     pub(super) fn flush(&self) -> bool {
         let batch = std::mem::take(&mut *self.batch.borrow_mut());
-        match batch.len() {
-            0 => true,
-            1 => {
-                let event = batch.into_iter().next().map(StreamItem::Event);
-                event.is_none_or(|event| self.sender.send(event).is_ok())
-            }
-            _ => self.sender.send(StreamItem::Events(batch)).is_ok(),
+        if batch.events.is_empty() {
+            return true;
         }
+        self.in_flight.add(batch.bytes, batch.events.len());
+        let mut events = batch.events;
+        let item = match events.len() {
+            1 => events.pop().map_or(StreamItem::Alive, StreamItem::Event),
+            _ => StreamItem::Events(events),
+        };
+        self.sender.send(item).is_ok()
     }
 }
 
@@ -282,23 +300,29 @@ mod tests {
     fn a_waiting_helper_is_woken_once_half_the_room_is_free() {
         let in_flight = InFlight::default();
         for _ in 0..IN_FLIGHT_EVENTS {
-            assert!(in_flight.has_room(10));
-            in_flight.add(10);
+            assert!(in_flight.has_room((0, 0), 10));
+            in_flight.add(10, 1);
         }
-        assert!(!in_flight.has_room(10), "full at {IN_FLIGHT_EVENTS} events");
+        assert!(
+            !in_flight.has_room((0, 0), 10),
+            "full at {IN_FLIGHT_EVENTS} events"
+        );
         let wakes = (0..IN_FLIGHT_EVENTS)
-            .map(|_| in_flight.taken(10))
+            .map(|_| in_flight.taken(10, 1))
             .collect::<Vec<bool>>();
         let first = wakes.iter().position(|wake| *wake);
         assert_eq!(first, Some(IN_FLIGHT_EVENTS / 2 - 1));
         assert!(wakes[IN_FLIGHT_EVENTS / 2..].iter().all(|wake| *wake));
         // Large events: woken once half the bytes are free.
         let big = IN_FLIGHT_BYTES / 4;
-        for _ in 0..4 {
-            in_flight.add(big);
-        }
-        assert!(!in_flight.has_room(1));
-        assert!(!in_flight.taken(big));
-        assert!(in_flight.taken(big));
+        in_flight.add(4 * big, 4);
+        assert!(!in_flight.has_room((0, 0), 1));
+        assert!(!in_flight.taken(big, 1));
+        assert!(in_flight.taken(big, 1));
+        // What is batched counts too.
+        in_flight.taken(2 * big, 2);
+        assert!(in_flight.has_room((3 * big, 1), big));
+        assert!(!in_flight.has_room((3 * big, 1), big + 1));
+        assert!(!in_flight.has_room((0, IN_FLIGHT_EVENTS), 1));
     }
 }

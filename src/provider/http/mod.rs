@@ -591,12 +591,13 @@ impl EventStream {
     /// Counts events taken: the data received, and the room they free
     /// (waking the helper when it is half free).
     fn account<'a>(&self, events: impl Iterator<Item = &'a SseEvent>) {
-        let mut wake = false;
+        let (mut bytes, mut count) = (0, 0);
         for event in events {
-            wake |= self.in_flight.taken(event.data.len());
-            self.received.set(self.received.get() + event.data.len());
+            bytes += event.data.len();
+            count += 1;
         }
-        if wake {
+        self.received.set(self.received.get() + bytes);
+        if self.in_flight.taken(bytes, count) {
             let _ = self.taken.try_send(());
         }
     }
