@@ -31,6 +31,9 @@ pub(crate) const LINE_CAP: usize = 8 * 1024 * 1024;
 /// The most bytes of data one event may carry (all its `data:` lines).
 pub(crate) const EVENT_CAP: usize = 8 * 1024 * 1024;
 
+/// The largest buffer `recycle` keeps: a huge event's is let go.
+const RECYCLED: usize = 64 * 1024;
+
 #[derive(Debug, Default)]
 pub(crate) struct SseParser {
     data: String,
@@ -96,6 +99,15 @@ impl SseParser {
             _ => {}
         }
         Line::Pending
+    }
+
+    /// Gives back a dispatched event's buffer: the next event's data is
+    /// written into it rather than into a new one.
+    pub(crate) fn recycle(&mut self, mut buffer: String) {
+        if self.data.capacity() == 0 && buffer.capacity() <= RECYCLED {
+            buffer.clear();
+            self.data = buffer;
+        }
     }
 
     fn dispatch(&mut self) -> Option<SseEvent> {

@@ -3,7 +3,7 @@
 //! whole JSON answer), sent on only while little enough data is in flight.
 
 use super::errors::error_value;
-use super::stream::{response_too_large, StreamItem, StreamLimits, WholeAnswer};
+use super::stream::{response_too_large, Events, StreamItem, StreamLimits, WholeAnswer};
 use crate::provider::sse::{Line, SseEvent, SseParser};
 use crate::provider::ProviderError;
 use crossbeam_channel::{Receiver, Sender};
@@ -76,14 +76,10 @@ pub(super) struct Flow {
     pub(super) batch: RefCell<Batch>,
 }
 
-/// Events read but not yet sent, and their bytes: counted in flight
-/// when they go, one count a batch rather than one an event (the counts
-/// are shared with the turn's thread).
-#[derive(Default)]
-pub(super) struct Batch {
-    events: Vec<SseEvent>,
-    bytes: usize,
-}
+/// Events read but not yet sent: counted in flight when they go, one
+/// count a batch rather than one an event (the counts are shared with the
+/// turn's thread).
+type Batch = Events;
 
 /// The most events sent as one item.
 const BATCH_EVENTS: usize = 64;
@@ -102,17 +98,23 @@ impl Flow {
         }
     }
 
-    /// Sends an item: an event joins the batch once there is room in
-    /// flight (`InFlight`; what is batched goes first while it waits),
-    /// anything else goes after the batch. False once the stream is gone.
+    /// Sends an item: an event goes by `send_event`, anything else after
+    /// the batch. False once the stream is gone.
     pub(super) fn send(&self, item: StreamItem) -> bool {
-        let StreamItem::Event(event) = item else {
-            return self.flush() && self.sender.send(item).is_ok();
-        };
+        match item {
+            StreamItem::Event(event) => self.send_event(&event),
+            item => self.flush() && self.sender.send(item).is_ok(),
+        }
+    }
+
+    /// Adds an event to the batch once there is room in flight
+    /// (`InFlight`; what is batched goes first while it waits). False once
+    /// the stream is gone.
+    pub(super) fn send_event(&self, event: &SseEvent) -> bool {
         let size = event.data.len();
         let pending = {
             let batch = self.batch.borrow();
-            (batch.bytes, batch.events.len())
+            (batch.bytes(), batch.len())
         };
         if !self.in_flight.has_room(pending, size) {
             if !self.flush() {
@@ -126,9 +128,8 @@ impl Flow {
         }
         let full = {
             let mut batch = self.batch.borrow_mut();
-            batch.events.push(event);
-            batch.bytes += size;
-            batch.events.len() >= BATCH_EVENTS
+            batch.push(event);
+            batch.len() >= BATCH_EVENTS
         };
         !full || self.flush()
     }
@@ -138,16 +139,11 @@ impl Flow {
     /// gone.
     pub(super) fn flush(&self) -> bool {
         let batch = std::mem::take(&mut *self.batch.borrow_mut());
-        if batch.events.is_empty() {
+        if batch.is_empty() {
             return true;
         }
-        self.in_flight.add(batch.bytes, batch.events.len());
-        let mut events = batch.events;
-        let item = match events.len() {
-            1 => events.pop().map_or(StreamItem::Alive, StreamItem::Event),
-            _ => StreamItem::Events(events),
-        };
-        self.sender.send(item).is_ok()
+        self.in_flight.add(batch.bytes(), batch.len());
+        self.sender.send(StreamItem::Events(batch)).is_ok()
     }
 }
 
@@ -190,7 +186,7 @@ pub(super) fn read_whole(
     let events = whole(&value);
     drop(value);
     for data in events {
-        if !flow.send(StreamItem::Event(SseEvent { event: None, data })) {
+        if !flow.send_event(&SseEvent { event: None, data }) {
             return StreamItem::End;
         }
     }
@@ -246,7 +242,14 @@ pub(super) fn read_events<R: Read>(reader: R, flow: &Flow, limits: StreamLimits)
         // A lone CR inside what LF-splitting gave us also ends a line.
         for piece in line.split(|&b| b == b'\r') {
             let item = match parser.line(piece) {
-                Line::Event(event) => StreamItem::Event(event),
+                Line::Event(event) => {
+                    if !flow.send_event(&event) {
+                        return StreamItem::End;
+                    }
+                    // Its buffer holds the next event's data.
+                    parser.recycle(event.data);
+                    continue;
+                }
                 Line::Comment => StreamItem::Alive,
                 Line::Pending => continue,
                 Line::TooLarge => {
@@ -290,6 +293,11 @@ mod tests {
         assert_eq!(items.len(), 1);
         let sent = items.try_recv().unwrap();
         assert!(matches!(&sent, StreamItem::Events(events) if events.len() == 2));
+        assert_eq!(
+            flow.in_flight.events.load(Ordering::SeqCst),
+            2,
+            "counted as sent"
+        );
         assert_eq!(
             flow.in_flight.bytes.load(Ordering::SeqCst),
             IN_FLIGHT_BYTES * 3 / 4

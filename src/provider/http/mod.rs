@@ -25,6 +25,7 @@ use errors::{backoff, connect_error, error_event, status_error, RetryAdvice};
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use stream::Events;
 pub(crate) use stream::{response_too_large, StreamItem, StreamLimits, WholeAnswer};
 
 pub(crate) use crate::net::agent_config;
@@ -99,7 +100,9 @@ pub(crate) struct EventStream {
     /// that show nothing yet, and the first that does.
     peeked: RefCell<std::collections::VecDeque<StreamItem>>,
     /// Events that came together (`StreamItem::Events`), not yet taken.
-    read: RefCell<std::collections::VecDeque<SseEvent>>,
+    read: RefCell<Events>,
+    /// The last event's data buffer, given back (`recycle`) for the next.
+    spare: RefCell<String>,
     /// When the stream last gave something real (an event, or its start):
     /// keep-alive comments show the server lives but not that it makes
     /// progress, so they do not move the stall deadline — except before
@@ -130,6 +133,9 @@ pub(crate) const COST_HEADER: &str = "x-litellm-response-cost";
 /// transcript keeps each run as an update of its own), so a response that
 /// alternates tiny pieces of both is bounded too.
 const RUN_BYTES: usize = 256;
+
+/// The largest event buffer kept for the next event (`recycle`).
+const RECYCLED: usize = 64 * 1024;
 
 /// Has every large allocation (over 128 KiB: a response's text, the JSON
 /// copies the transcript and the store make of it) mapped on its own, as
@@ -408,7 +414,8 @@ impl EventStream {
             stall: timeouts.stall,
             url: url.to_string(),
             peeked: RefCell::new(std::collections::VecDeque::new()),
-            read: RefCell::new(std::collections::VecDeque::new()),
+            read: RefCell::new(Events::default()),
+            spare: RefCell::new(String::new()),
             progress: std::cell::Cell::new(std::time::Instant::now()),
             started: std::time::Instant::now(),
             received: std::cell::Cell::new(0),
@@ -462,7 +469,7 @@ impl EventStream {
             match item {
                 StreamItem::Event(event) => {
                     let outcome = state.handle(&event, held)?;
-                    drop(event);
+                    self.recycle(event);
                     if held.over || held.bytes + state.held() > cap {
                         self.agent.clone().shutdown();
                         return Err(response_too_large(cap, " of text and tool calls").into());
@@ -474,7 +481,7 @@ impl EventStream {
                 StreamItem::Alive => {}
                 // Taken apart by `receive`; never here, but kept in order
                 // should it be.
-                StreamItem::Events(events) => self.read.borrow_mut().extend(events),
+                StreamItem::Events(events) => self.read.borrow_mut().append(events),
                 StreamItem::End => {
                     return state
                         .end()
@@ -521,7 +528,7 @@ impl EventStream {
         // An item already waiting is taken without the select's set-up;
         // a cancel still wins at once.
         if !cancel.is_cancelled() {
-            if let Some(event) = self.read.borrow_mut().pop_front() {
+            if let Some(event) = self.take_read() {
                 return Next::Item(StreamItem::Event(event));
             }
             if let Ok(item) = self.items.try_recv() {
@@ -564,16 +571,15 @@ impl EventStream {
         }
         let first = match item {
             StreamItem::Event(event) => {
-                self.account([&event].into_iter());
+                self.account_bytes(event.data.len(), 1);
                 event
             }
             StreamItem::Events(events) => {
-                self.account(events.iter());
-                let mut events = events.into_iter();
-                let Some(first) = events.next() else {
+                self.account_bytes(events.bytes(), events.len());
+                self.read.borrow_mut().append(events);
+                let Some(first) = self.take_read() else {
                     return Next::Item(StreamItem::Alive);
                 };
-                self.read.borrow_mut().extend(events);
                 first
             }
             item => return Next::Item(item),
@@ -588,14 +594,22 @@ impl EventStream {
         Next::Item(StreamItem::Event(first))
     }
 
+    /// The next of the events read together, in the spare buffer.
+    fn take_read(&self) -> Option<SseEvent> {
+        let spare = std::mem::take(&mut *self.spare.borrow_mut());
+        self.read.borrow_mut().take(spare)
+    }
+
+    /// Gives an event's data buffer back for the next event.
+    fn recycle(&self, event: SseEvent) {
+        if event.data.capacity() <= RECYCLED {
+            *self.spare.borrow_mut() = event.data;
+        }
+    }
+
     /// Counts events taken: the data received, and the room they free
     /// (waking the helper when it is half free).
-    fn account<'a>(&self, events: impl Iterator<Item = &'a SseEvent>) {
-        let (mut bytes, mut count) = (0, 0);
-        for event in events {
-            bytes += event.data.len();
-            count += 1;
-        }
+    fn account_bytes(&self, bytes: usize, count: usize) {
         self.received.set(self.received.get() + bytes);
         if self.in_flight.taken(bytes, count) {
             let _ = self.taken.try_send(());

@@ -50,7 +50,7 @@ pub(crate) enum StreamItem {
     Event(SseEvent),
     /// Events read together, sent at once (`Flow::flush`); the consumer
     /// takes them one by one, so only the channel carries this.
-    Events(Vec<SseEvent>),
+    Events(Events),
     /// A comment line: no data, but the stream is alive.
     Alive,
     /// The body ended cleanly.
@@ -64,4 +64,108 @@ pub(crate) fn response_too_large(cap: usize, what: &str) -> ProviderError {
         "provider_response_too_large",
         format!("the model's response passed {cap} bytes{what}; it was cut off"),
     )
+}
+
+/// Events read together: their data one after another in one buffer, so
+/// a batch costs two allocations, not two an event (made on one thread,
+/// freed on another).
+#[derive(Debug, Default)]
+pub(crate) struct Events {
+    text: String,
+    /// Where each event's data ends in `text`, and its `event:` name.
+    ends: Vec<(usize, Option<String>)>,
+    /// The next event to take, and where its data starts.
+    next: usize,
+    start: usize,
+}
+
+impl Events {
+    pub(crate) fn push(&mut self, event: &SseEvent) {
+        self.text.push_str(&event.data);
+        self.ends.push((self.text.len(), event.event.clone()));
+    }
+
+    /// Events not taken yet.
+    pub(crate) fn len(&self) -> usize {
+        self.ends.len() - self.next
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The data bytes of the events not taken yet.
+    pub(crate) fn bytes(&self) -> usize {
+        self.text.len() - self.start
+    }
+
+    /// Takes the next event, its data written into `data` (cleared first:
+    /// a buffer given back by the last event's reader).
+    pub(crate) fn take(&mut self, mut data: String) -> Option<SseEvent> {
+        let (end, name) = self.ends.get_mut(self.next)?;
+        data.clear();
+        data.push_str(&self.text[self.start..*end]);
+        let event = name.take();
+        self.start = *end;
+        self.next += 1;
+        Some(SseEvent { event, data })
+    }
+
+    /// Adds the events of `more` not taken yet after these.
+    pub(crate) fn append(&mut self, mut more: Events) {
+        if self.is_empty() {
+            *self = more;
+            return;
+        }
+        let base = self.text.len() - more.start;
+        self.text.push_str(&more.text[more.start..]);
+        let rest = more.ends.drain(more.next..);
+        self.ends.extend(rest.map(|(end, name)| (end + base, name)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(name: Option<&str>, data: &str) -> SseEvent {
+        SseEvent {
+            event: name.map(str::to_string),
+            data: data.to_string(),
+        }
+    }
+
+    #[test]
+    fn events_read_together_come_out_one_by_one_in_order() {
+        let mut first = Events::default();
+        first.push(&event(None, "a"));
+        first.push(&event(Some("delta"), "bc"));
+        first.push(&event(None, ""));
+        assert_eq!((first.len(), first.bytes()), (3, 3));
+        let taken = first.take(String::from("left over")).unwrap();
+        assert_eq!(taken, event(None, "a"));
+        assert_eq!((first.len(), first.bytes()), (2, 2));
+        let mut second = Events::default();
+        second.push(&event(None, "d"));
+        first.append(second);
+        let mut rest = Vec::new();
+        while let Some(event) = first.take(String::new()) {
+            rest.push(event);
+        }
+        assert_eq!(
+            rest,
+            [
+                event(Some("delta"), "bc"),
+                event(None, ""),
+                event(None, "d")
+            ]
+        );
+        assert!(first.is_empty());
+        assert_eq!(first.bytes(), 0);
+        // Appended to an empty one, a batch is taken over whole.
+        let mut third = Events::default();
+        third.push(&event(None, "e"));
+        first.append(third);
+        assert_eq!(first.take(String::new()), Some(event(None, "e")));
+    }
 }
