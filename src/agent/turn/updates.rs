@@ -72,7 +72,7 @@ const MERGED_TEXT: usize = 4 * 1024;
 /// The most lines, and bytes, held before they are sent anyway: what the
 /// bounded writer queue holds stays near what it held a line at a time.
 const HELD_LINES: usize = 64;
-const HELD_BYTES: usize = 32 * 1024;
+const HELD_BYTES: usize = 4 * 1024;
 
 struct Nested {
     parent: String,
@@ -290,7 +290,7 @@ impl Updates {
         }
         if held.text.capacity() == 0 {
             // Room for a burst's lines at once, not grown in steps.
-            held.text.reserve(HELD_BYTES / 4);
+            held.text.reserve(HELD_BYTES + 1024);
         }
         held.text.push_str(&line);
         held.lines += 1;
@@ -653,6 +653,19 @@ impl Sink for UpdateSink<'_> {
 mod tests {
     use super::*;
 
+    /// Updates of session `s` for a client that takes nothing unstable,
+    /// and what they write.
+    fn updates() -> (Updates, crossbeam_channel::Receiver<Queued>) {
+        let (writer, lines) = crossbeam_channel::unbounded();
+        let updates = Updates::new(
+            "s".into(),
+            ClientCapabilities::default(),
+            writer,
+            CancelToken::new(),
+        );
+        (updates, lines)
+    }
+
     fn written(lines: &crossbeam_channel::Receiver<Queued>) -> Vec<String> {
         lines
             .try_iter()
@@ -665,13 +678,7 @@ mod tests {
 
     #[test]
     fn lines_held_while_more_waits_go_together_in_order() {
-        let (writer, lines) = crossbeam_channel::unbounded();
-        let mut updates = Updates::new(
-            "s".into(),
-            ClientCapabilities::default(),
-            writer,
-            CancelToken::new(),
-        );
+        let (mut updates, lines) = updates();
         updates.hold(true);
         updates.chunk(false, "m1", "a");
         updates.chunk(false, "m1", "b");
@@ -712,16 +719,25 @@ mod tests {
         updates.chunk(false, "m1", "f");
         updates.chunk(false, "m1", "g");
         assert_eq!(written(&lines).len(), 2);
-        // Held lines go once there are `HELD_LINES` of them, whatever waits.
+        // Held lines go once there are `HELD_LINES` of them or
+        // `HELD_BYTES`, whatever waits.
         updates.hold(true);
-        for turn in 0..HELD_LINES + 1 {
+        let many = 2 * HELD_LINES;
+        for turn in 0..many {
             updates.chunk(turn % 2 == 0, "m1", "h");
         }
-        let sent = written(&lines);
-        assert_eq!(sent.len(), 1);
-        assert_eq!(sent[0].lines().count(), HELD_LINES);
+        let full = written(&lines);
+        assert!(!full.is_empty(), "sent before the burst ended");
+        for message in &full {
+            let count = message.lines().count();
+            assert!(count <= HELD_LINES, "{count} lines");
+            assert!(count == HELD_LINES || message.len() >= HELD_BYTES);
+        }
         updates.hold(false);
-        assert_eq!(written(&lines).len(), 1, "the last one");
+        let last = written(&lines);
+        assert_eq!(last.len(), 1, "the rest");
+        let total: usize = full.iter().chain(&last).map(|m| m.lines().count()).sum();
+        assert_eq!(total, many);
         updates.hold(false);
         assert!(written(&lines).is_empty(), "nothing twice");
         // A merged chunk holds at most `MERGED_TEXT` bytes.
@@ -732,8 +748,9 @@ mod tests {
         }
         updates.hold(false);
         let sent = written(&lines);
-        let texts: Vec<usize> = sent[0]
-            .split('\n')
+        let texts: Vec<usize> = sent
+            .iter()
+            .flat_map(|message| message.split('\n'))
             .map(|line| {
                 let line: Value = serde_json::from_str(line).unwrap();
                 line["params"]["update"]["content"]["text"]
@@ -747,13 +764,7 @@ mod tests {
 
     #[test]
     fn chunks_of_one_message_are_kept_merged() {
-        let (writer, lines) = crossbeam_channel::unbounded();
-        let mut updates = Updates::new(
-            "s".into(),
-            ClientCapabilities::default(),
-            writer,
-            CancelToken::new(),
-        );
+        let (mut updates, lines) = updates();
         updates.chunk(true, "t1", "Think ");
         updates.chunk(true, "t1", "hard");
         updates.chunk(false, "m1", "Hello");
