@@ -31,8 +31,9 @@ pub(crate) const LINE_CAP: usize = 8 * 1024 * 1024;
 /// The most bytes of data one event may carry (all its `data:` lines).
 pub(crate) const EVENT_CAP: usize = 8 * 1024 * 1024;
 
-/// The largest buffer `recycle` keeps: a huge event's is let go.
-const RECYCLED: usize = 64 * 1024;
+/// The largest event buffer kept for the next event (`recycle`, and the
+/// turn's side of a stream): a huge event's is let go.
+pub(crate) const RECYCLED: usize = 64 * 1024;
 
 #[derive(Debug, Default)]
 pub(crate) struct SseParser {

@@ -134,9 +134,6 @@ pub(crate) const COST_HEADER: &str = "x-litellm-response-cost";
 /// alternates tiny pieces of both is bounded too.
 const RUN_BYTES: usize = 256;
 
-/// The largest event buffer kept for the next event (`recycle`).
-const RECYCLED: usize = 64 * 1024;
-
 /// Has every large allocation (over 128 KiB: a response's text, the JSON
 /// copies the transcript and the store make of it) mapped on its own, as
 /// glibc does at first, instead of letting the threshold grow with the
@@ -602,7 +599,7 @@ impl EventStream {
 
     /// Gives an event's data buffer back for the next event.
     fn recycle(&self, event: SseEvent) {
-        if event.data.capacity() <= RECYCLED {
+        if event.data.capacity() <= super::sse::RECYCLED {
             *self.spare.borrow_mut() = event.data;
         }
     }
