@@ -240,20 +240,8 @@ impl AgentProcess {
     }
 
     pub(crate) fn memory(&self) -> Result<ProcMemory, String> {
-        let path = format!("/proc/{}/status", self.child.id());
-        let status =
-            std::fs::read_to_string(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
-        let field = |name: &str| -> Result<u64, String> {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix(name))
-                .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-                .ok_or_else(|| format!("no {name} in {path}"))
-        };
-        Ok(ProcMemory {
-            hwm_kib: field("VmHWM:")?,
-            rss_kib: field("VmRSS:")?,
-        })
+        let [hwm_kib, rss_kib] = proc_status(self.child.id(), ["VmHWM:", "VmRSS:"])?;
+        Ok(ProcMemory { hwm_kib, rss_kib })
     }
 
     /// Closes stdin and waits for the agent to exit; kills it after
@@ -420,4 +408,20 @@ pub(crate) fn new_session_in(
         })?
         .to_string();
     Ok((session, answer.at.duration_since(answer.sent)))
+}
+
+/// Numeric fields of `/proc/PID/status` (`VmRSS:` in KiB, `Threads:`, ...),
+/// in the order asked.
+pub(crate) fn proc_status<const N: usize>(pid: u32, names: [&str; N]) -> Result<[u64; N], String> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let mut values = [0; N];
+    for (value, name) in values.iter_mut().zip(names) {
+        *value = status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .ok_or_else(|| format!("no {name} in {path}"))?;
+    }
+    Ok(values)
 }

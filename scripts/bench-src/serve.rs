@@ -299,17 +299,8 @@ impl Server {
 
     /// VmRSS (KiB) and threads, from /proc.
     fn status(&self) -> Result<(u64, u64), String> {
-        let path = format!("/proc/{}/status", self.child.id());
-        let status =
-            std::fs::read_to_string(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
-        let field = |name: &str| -> Result<u64, String> {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix(name))
-                .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-                .ok_or_else(|| format!("no {name} in {path}"))
-        };
-        Ok((field("VmRSS:")?, field("Threads:")?))
+        let [rss, threads] = crate::agent::proc_status(self.child.id(), ["VmRSS:", "Threads:"])?;
+        Ok((rss, threads))
     }
 
     fn connect(&self) -> Result<TcpStream, String> {
